@@ -1,0 +1,7 @@
+//! The command-line tools: each module holds one tool's clap definition
+//! (`Args`) and its `run`, a few lines over `pt2kit`. The files in
+//! `src/bin/` only call `main()`. Man pages are generated from these
+//! definitions (see `man` and `tests/man.rs`).
+
+pub mod man;
+pub mod pt2ir;

@@ -1,0 +1,54 @@
+//! Man pages generated from the clap definitions, with the sections every
+//! page shares: exit status, environment, see also.
+
+use clap::CommandFactory;
+use pt2kit::error::EXIT_CODES;
+
+/// Every tool: its name and its clap command.
+pub fn tools() -> Vec<clap::Command> {
+    vec![crate::pt2ir::Args::command()]
+}
+
+pub const TOOL_NAMES: &[&str] = &["pt2ir", "ir-decompose", "ir2onnx", "ir-run", "ir-bench"];
+
+/// The roff text of one tool's man page.
+pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
+    let name = cmd.get_name().to_string();
+    let man = clap_mangen::Man::new(cmd.clone()).date("");
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    if let Some(after) = cmd.get_after_help() {
+        out.extend_from_slice(b".SH EXAMPLES\n.nf\n");
+        for line in after.to_string().lines().skip(1) {
+            out.extend_from_slice(roff_escape(line.trim()).as_bytes());
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b".fi\n");
+    }
+    out.extend_from_slice(b".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in EXIT_CODES {
+        out.extend_from_slice(format!(".TP\n{code}\n{}\n", roff_escape(meaning)).as_bytes());
+    }
+    out.extend_from_slice(b".SH ENVIRONMENT\n.TP\nUPDATE_GOLDEN\nOnly for the test suite: rewrite golden files instead of comparing.\n");
+    out.extend_from_slice(
+        b".PP\nNo other variables are read. Errors go to standard error as \\fINAME: error: MESSAGE\\fR, naming the file, archive member, node or weight concerned.\n",
+    );
+    out.extend_from_slice(b".SH \"SEE ALSO\"\n");
+    let others: Vec<String> = TOOL_NAMES
+        .iter()
+        .filter(|t| **t != name)
+        .map(|t| format!("\\fB{t}\\fR(1)"))
+        .collect();
+    out.extend_from_slice(others.join(", ").as_bytes());
+    out.push(b'\n');
+    man.render_version_section(&mut out)?;
+    Ok(out)
+}
+
+fn roff_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('-', "\\-")
+}

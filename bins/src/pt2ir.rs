@@ -1,0 +1,44 @@
+//! `pt2ir`: reads a `.pt2` archive written by `torch.export.save` into the
+//! IR, without Python.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use pt2kit::cli::{self, CommonArgs, ProgramOutput};
+use pt2kit::import::pt2::{read_pt2, ImportOptions};
+
+/// Read a torch.export .pt2 archive into the pt2ir graph IR
+#[derive(Parser, Debug)]
+#[command(name = "pt2ir", version, long_version = cli::LONG_VERSION)]
+#[command(after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random")]
+pub struct Args {
+    /// The .pt2 archive to read
+    #[arg(value_name = "ARCHIVE")]
+    pub archive: Option<PathBuf>,
+    /// Which model of the archive to read (models/NAME.json)
+    #[arg(long, default_value = "model", value_name = "NAME")]
+    pub model: String,
+    #[command(flatten)]
+    pub output: ProgramOutput,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+pub fn run(args: Args) -> pt2kit::Result<()> {
+    let archive = args
+        .archive
+        .ok_or_else(|| pt2kit::Error::usage("no archive given: pt2ir MODEL.pt2"))?;
+    let program = read_pt2(&archive, &ImportOptions { model: args.model })?;
+    cli::verbose(format!(
+        "{}: {} nodes, {} weights",
+        archive.display(),
+        program.graph.nodes.len(),
+        program.weights.len()
+    ));
+    cli::emit_program(&program, &args.output)
+}
+
+pub fn main() -> ExitCode {
+    cli::main(|a: &Args| &a.common, run)
+}

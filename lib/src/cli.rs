@@ -1,0 +1,213 @@
+//! Conventions every tool shares, in one place: file-or-stdin input, `-o`
+//! or stdout output written through a temporary file and a rename, refusal
+//! to write binary to a terminal, `--emit`, `-q`/`-v`, `--completions`,
+//! `--version`, one error format on stderr, one exit-code table, and a
+//! broken pipe ending quietly.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use clap::{Args, Parser, ValueEnum};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::ir::Program;
+
+/// What `--version` prints after the version number.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nIR stream format: 1.0",
+    "\nPT2 archives: archive version 0; export schema major 8 (and unversioned 0.0)",
+    "\nPT2 layouts: raw weights + config (torch >= 2.9), pickled weights (data/weights/model.pt), legacy zip (torch <= 2.7)",
+    "\nONNX opsets: none (ir2onnx not built yet)",
+    "\nfeatures: none",
+);
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+
+/// Flags every tool has.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Print nothing but errors
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print more about what is done (repeat for more)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print a shell completion script and exit
+    #[arg(long, value_name = "SHELL", value_enum)]
+    pub completions: Option<clap_complete::Shell>,
+}
+
+/// `-o` and `--emit`, for tools that write a program.
+#[derive(Args, Debug, Clone)]
+pub struct ProgramOutput {
+    /// Write to FILE instead of standard output (written to a temporary file, then renamed)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// What to write: the binary IR stream (for other tools), a text listing or YAML (for people)
+    #[arg(long, value_enum, default_value_t = Emit::Ir)]
+    pub emit: Emit,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// the binary IR stream
+    Ir,
+    /// the text listing
+    Text,
+    /// a YAML dump
+    Yaml,
+}
+
+/// Prints a progress or diagnostic line on stderr unless `-q`.
+pub fn info(msg: impl std::fmt::Display) {
+    if VERBOSITY.load(Ordering::Relaxed) >= 1 {
+        eprintln!("{msg}");
+    }
+}
+
+/// Prints only with `-v`.
+pub fn verbose(msg: impl std::fmt::Display) {
+    if VERBOSITY.load(Ordering::Relaxed) >= 2 {
+        eprintln!("{msg}");
+    }
+}
+
+/// Parses flags, handles `--completions`, runs the tool, and turns its
+/// result into an exit code and at most one error line on stderr.
+pub fn main<P: Parser>(
+    common: impl Fn(&P) -> &CommonArgs,
+    run: impl FnOnce(P) -> Result<()>,
+) -> ExitCode {
+    main_from(std::env::args_os(), common, run)
+}
+
+pub fn main_from<P: Parser>(
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    common: impl Fn(&P) -> &CommonArgs,
+    run: impl FnOnce(P) -> Result<()>,
+) -> ExitCode {
+    let parsed = match P::try_parse_from(args) {
+        Ok(p) => p,
+        Err(e) => {
+            let code = if e.use_stderr() { ErrorKind::Usage.exit_code() } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    let c = common(&parsed);
+    VERBOSITY.store(if c.quiet { 0 } else { 1 + c.verbose }, Ordering::Relaxed);
+    if let Some(shell) = c.completions {
+        let mut cmd = P::command();
+        let name = cmd.get_name().to_string();
+        clap_complete::generate(shell, &mut cmd, name, &mut io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    let name = P::command().get_name().to_string();
+    match run(parsed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {e}");
+            ExitCode::from(e.kind.exit_code() as u8)
+        }
+    }
+}
+
+/// How an input argument is shown in messages.
+pub fn input_name(path: Option<&Path>) -> String {
+    match path {
+        None => "<stdin>".into(),
+        Some(p) if p.as_os_str() == "-" => "<stdin>".into(),
+        Some(p) => p.display().to_string(),
+    }
+}
+
+/// Opens a file argument, or stdin for `-` or none.
+pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let f = File::open(p).map_err(|e| Error::io(p.display(), e))?;
+            Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
+        }
+        _ => Ok(Box::new(BufReader::with_capacity(1 << 20, io::stdin().lock()))),
+    }
+}
+
+/// Reads the binary IR from a file or stdin.
+pub fn read_ir(path: Option<&Path>) -> Result<Program> {
+    let name = input_name(path);
+    if path.is_none_or(|p| p.as_os_str() == "-") && io::stdin().is_terminal() {
+        return Err(Error::usage(
+            "no input: give an IR file, or pipe one in (pt2ir model.pt2 | ...)",
+        ));
+    }
+    let mut input = open_input(path)?;
+    crate::wire::read_program(&mut input, &name)
+}
+
+/// Writes output to `-o FILE` (through a temporary file renamed into place,
+/// so a failure never leaves a partial file) or to stdout. Binary output to
+/// a terminal is refused.
+pub fn write_output(
+    path: Option<&Path>,
+    binary: bool,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let tmp = tempfile::Builder::new()
+                .prefix(".pt2kit-")
+                .suffix(".tmp")
+                .tempfile_in(dir)
+                .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))?;
+            {
+                let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+                write(&mut w)?;
+                w.flush().map_err(|e| Error::io(p.display(), e))?;
+            }
+            tmp.persist(p)
+                .map_err(|e| Error::io(format!("renaming into {}", p.display()), e.error))?;
+            Ok(())
+        }
+        _ => {
+            let stdout = io::stdout();
+            if binary && stdout.is_terminal() {
+                return Err(Error::usage(
+                    "refusing to write binary output to a terminal: redirect it (> model.ir), pipe it to another tool, or use -o FILE (or --emit text)",
+                ));
+            }
+            let mut w = BufWriter::with_capacity(1 << 20, stdout.lock());
+            write(&mut w)?;
+            w.flush().map_err(|e| Error::io("<stdout>", e))
+        }
+    }
+}
+
+/// Writes a program in the chosen form.
+pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
+    match out.emit {
+        Emit::Ir => write_output(out.output.as_deref(), true, |w| {
+            crate::wire::write_program(program, w)
+        }),
+        Emit::Text => write_output(out.output.as_deref(), false, |w| {
+            w.write_all(crate::text::listing(program).as_bytes())
+                .map_err(|e| Error::io("writing the listing", e))
+        }),
+        Emit::Yaml => {
+            let text = crate::text::yaml(program)?;
+            write_output(out.output.as_deref(), false, |w| {
+                w.write_all(text.as_bytes())
+                    .map_err(|e| Error::io("writing YAML", e))
+            })
+        }
+    }
+}

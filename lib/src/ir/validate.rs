@@ -1,0 +1,105 @@
+//! Checks a program once, on load, so later code may index without error
+//! handling: every value id is in its graph's arena, every value is defined
+//! before it is used (graph inputs, then node outputs in order), the
+//! signature lines up with the graph, and every weight fits its storage.
+
+use crate::error::{Error, Result};
+use crate::import::pt2::check_view;
+use crate::ir::{Argument, Graph, Program, ValueId};
+
+pub fn validate(program: &Program) -> Result<()> {
+    if program.input_kinds.len() != program.graph.inputs.len() {
+        return Err(Error::bad_input(format!(
+            "{} input kinds for {} graph inputs",
+            program.input_kinds.len(),
+            program.graph.inputs.len()
+        )));
+    }
+    if program.output_kinds.len() != program.graph.outputs.len() {
+        return Err(Error::bad_input(format!(
+            "{} output kinds for {} graph outputs",
+            program.output_kinds.len(),
+            program.graph.outputs.len()
+        )));
+    }
+    validate_graph(&program.graph).map_err(|e| e.at("graph"))?;
+    for w in &program.weights {
+        let storage = program.storages.get(w.storage as usize).ok_or_else(|| {
+            Error::bad_input(format!(
+                "weight '{}' refers to storage {}, but there are {}",
+                w.name,
+                w.storage,
+                program.storages.len()
+            ))
+        })?;
+        check_view(&w.meta, storage.len())
+            .map_err(|m| Error::bad_input(format!("weight '{}': {m}", w.name)))?;
+    }
+    Ok(())
+}
+
+pub fn validate_graph(graph: &Graph) -> Result<()> {
+    let n = graph.values.len();
+    let mut defined = vec![false; n];
+    let mut refs = Vec::new();
+    let check = |refs: &[ValueId], defined: &[bool], what: &dyn Fn() -> String| -> Result<()> {
+        for v in refs {
+            if v.index() >= n {
+                return Err(Error::bad_input(format!(
+                    "{}: value id {} is out of range ({} values)",
+                    what(),
+                    v.0,
+                    n
+                )));
+            }
+            if !defined[v.index()] {
+                return Err(Error::bad_input(format!(
+                    "{}: uses value '{}' before it is defined",
+                    what(),
+                    graph.values[v.index()].name
+                )));
+            }
+        }
+        Ok(())
+    };
+    for (i, input) in graph.inputs.iter().enumerate() {
+        refs.clear();
+        input.value_refs(&mut refs);
+        for v in &refs {
+            if v.index() >= n {
+                return Err(Error::bad_input(format!("graph input {i}: value id out of range")));
+            }
+            defined[v.index()] = true;
+        }
+    }
+    for node in &graph.nodes {
+        for a in &node.inputs {
+            refs.clear();
+            a.arg.value_refs(&mut refs);
+            check(&refs, &defined, &|| format!("node '{}' input '{}'", node.name, a.name))?;
+            if let Argument::Graph(sub) = &a.arg {
+                validate_graph(&sub.graph)
+                    .map_err(|e| e.at(format!("node '{}' subgraph '{}'", node.name, sub.name)))?;
+            }
+        }
+        for out in &node.outputs {
+            refs.clear();
+            out.value_refs(&mut refs);
+            for v in &refs {
+                if v.index() >= n {
+                    return Err(Error::bad_input(format!(
+                        "node '{}': output value id out of range",
+                        node.name
+                    )));
+                }
+                defined[v.index()] = true;
+            }
+        }
+    }
+    for (i, out) in graph.outputs.iter().enumerate() {
+        refs.clear();
+        out.value_refs(&mut refs);
+        check(&refs, &defined, &|| format!("graph output {i}"))?;
+    }
+    Ok(())
+}

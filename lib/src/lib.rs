@@ -1,0 +1,19 @@
+//! pt2kit: the library behind the `pt2ir` / `ir-*` tools.
+//!
+//! - [`ir`]: the one graph IR every tool shares
+//! - [`import`]: `.pt2` archives into the IR (zip, JSON, safe pickle reading)
+//! - [`wire`]: the binary IR stream between tools (protobuf records)
+//! - [`text`]: listings and YAML for people and golden files
+//! - [`ops`]: what is known about operators, as data (schemas)
+//! - [`cli`]: conventions every binary shares (inputs, outputs, exit codes)
+
+pub mod blob;
+pub mod cli;
+pub mod error;
+pub mod import;
+pub mod ir;
+pub mod ops;
+pub mod text;
+pub mod wire;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,293 @@
+//! The binary IR stream that flows through pipes between the tools.
+//!
+//! Layout (see `lib/proto/pt2ir.proto` for the messages):
+//!
+//! ```text
+//! "\x89PT2IR\r\n"            8-byte magic (the \r\n catches text-mode mangling)
+//! varint len, StreamHeader   format major.minor, producer
+//! varint len, Record{program}
+//! varint len, Record{storage chunk} ...   tensor bytes, <= 16 MiB a chunk
+//! varint len, Record{end}    counts, so truncation is detected
+//! ```
+//!
+//! A reader refuses a newer major version; a newer minor is read (fields it
+//! does not know are skipped by protobuf). Memory while streaming is bounded
+//! by the program message plus one chunk; the in-memory [`Program`] holds
+//! every storage.
+
+mod convert;
+
+use std::io::{Read, Write};
+
+use protobuf::Message;
+
+use crate::blob::Blob;
+use crate::error::{Error, Result};
+use crate::ir::Program;
+
+#[allow(clippy::all, unused, renamed_and_removed_lints, non_camel_case_types, non_snake_case, non_upper_case_globals)]
+pub(crate) mod generated {
+    include!(concat!(env!("OUT_DIR"), "/proto/mod.rs"));
+}
+pub(crate) use generated::pt2ir as pb;
+
+pub const MAGIC: &[u8; 8] = b"\x89PT2IR\r\n";
+pub const FORMAT_MAJOR: u32 = 1;
+pub const FORMAT_MINOR: u32 = 0;
+const CHUNK: usize = 16 << 20;
+const MAX_RECORD: u64 = (1 << 31) - 1;
+
+fn write_err(e: std::io::Error) -> Error {
+    Error::io("writing the IR stream", e)
+}
+
+fn write_record<W: Write + ?Sized>(w: &mut W, bytes: &[u8]) -> Result<()> {
+    let mut len = bytes.len() as u64;
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        buf[n] = if len == 0 { byte } else { byte | 0x80 };
+        n += 1;
+        if len == 0 {
+            break;
+        }
+    }
+    w.write_all(&buf[..n]).map_err(write_err)?;
+    w.write_all(bytes).map_err(write_err)
+}
+
+fn encode<M: Message>(m: &M) -> Result<Vec<u8>> {
+    m.write_to_bytes()
+        .map_err(|e| Error::internal(format!("encoding the IR: {e}")))
+}
+
+/// Writes a program as an IR stream.
+pub fn write_program<W: Write + ?Sized>(program: &Program, w: &mut W) -> Result<()> {
+    w.write_all(MAGIC).map_err(write_err)?;
+    let header = pb::StreamHeader {
+        format_major: FORMAT_MAJOR,
+        format_minor: FORMAT_MINOR,
+        producer: format!("pt2kit {}", env!("CARGO_PKG_VERSION")),
+        ..Default::default()
+    };
+    write_record(w, &encode(&header)?)?;
+    let record = pb::Record {
+        kind: Some(pb::record::Kind::Program(convert::program_to_pb(program))),
+        ..Default::default()
+    };
+    let bytes = encode(&record)?;
+    if bytes.len() as u64 > MAX_RECORD {
+        return Err(Error::unsupported(
+            "the graph message exceeds protobuf's 2 GiB limit",
+        ));
+    }
+    write_record(w, &bytes)?;
+    drop(bytes);
+    let mut total = 0u64;
+    for (index, storage) in program.storages.iter().enumerate() {
+        for (i, chunk) in storage.chunks(CHUNK).enumerate() {
+            // Encode the chunk record by hand: the generated message would
+            // copy the bytes into a Vec first.
+            let mut head = pb::StorageChunk {
+                index: index as u32,
+                offset: (i * CHUNK) as u64,
+                ..Default::default()
+            };
+            let mut inner = encode(&head)?;
+            head.data.clear();
+            // field 3 (data), wire type 2
+            inner.push(0x1a);
+            push_varint(&mut inner, chunk.len() as u64);
+            let inner_len = inner.len() + chunk.len();
+            // Record field 2 (storage), wire type 2
+            let mut outer = vec![0x12];
+            push_varint(&mut outer, inner_len as u64);
+            let mut prefix = Vec::new();
+            push_varint(&mut prefix, (outer.len() + inner_len) as u64);
+            w.write_all(&prefix).map_err(write_err)?;
+            w.write_all(&outer).map_err(write_err)?;
+            w.write_all(&inner).map_err(write_err)?;
+            w.write_all(chunk).map_err(write_err)?;
+        }
+        total += storage.len() as u64;
+    }
+    let end = pb::Record {
+        kind: Some(pb::record::Kind::End(pb::End {
+            storages: program.storages.len() as u64,
+            bytes: total,
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    write_record(w, &encode(&end)?)?;
+    w.flush().map_err(write_err)
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// The whole stream in memory (tests, small graphs).
+pub fn encode_program(program: &Program) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_program(program, &mut out)?;
+    Ok(out)
+}
+
+struct RecordReader<'a, R: Read> {
+    r: &'a mut R,
+    what: &'a str,
+}
+
+impl<R: Read> RecordReader<'_, R> {
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::bad_input(format!("{}: {msg}", self.what))
+    }
+
+    /// The next record's bytes, or `None` at a clean end of input.
+    fn next(&mut self) -> Result<Option<Vec<u8>>> {
+        let mut len = 0u64;
+        let mut shift = 0;
+        let mut first = true;
+        loop {
+            let mut b = [0u8];
+            match self.r.read(&mut b) {
+                Ok(0) if first => return Ok(None),
+                Ok(0) => return Err(self.err("truncated IR stream (inside a record length)")),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io(self.what, e)),
+            }
+            first = false;
+            len |= ((b[0] & 0x7f) as u64) << shift;
+            if b[0] & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(self.err("corrupt IR stream (bad record length)"));
+            }
+        }
+        if len > MAX_RECORD {
+            return Err(self.err(format!("corrupt IR stream (record of {len} bytes)")));
+        }
+        let mut buf = Vec::new();
+        let got = self
+            .r
+            .by_ref()
+            .take(len)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(self.what, e))?;
+        if got as u64 != len {
+            return Err(self.err(format!(
+                "truncated IR stream (a record of {len} bytes has {got})"
+            )));
+        }
+        Ok(Some(buf))
+    }
+}
+
+/// What a non-IR input looks like, for the refusal message.
+fn sniff(head: &[u8]) -> &'static str {
+    if head.starts_with(b"PK\x03\x04") {
+        "a zip archive (a .pt2? convert it with pt2ir first)"
+    } else if head.starts_with(b"# pt2ir") || head.starts_with(b"program") {
+        "a text listing (tools read only the binary IR; listings are for people and goldens)"
+    } else if head.starts_with(b"---") || head.starts_with(b"info:") {
+        "YAML (tools read only the binary IR; YAML is for people)"
+    } else if head.starts_with(b"\x08") {
+        "an ONNX or other protobuf file"
+    } else if head.is_empty() {
+        "empty"
+    } else {
+        "not a pt2ir stream"
+    }
+}
+
+/// Reads a whole IR stream and validates the program.
+pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
+    let mut magic = Vec::with_capacity(8);
+    r.by_ref()
+        .take(8)
+        .read_to_end(&mut magic)
+        .map_err(|e| Error::io(what, e))?;
+    if magic.as_slice() != MAGIC {
+        return Err(Error::bad_input(format!(
+            "{what}: not a pt2ir stream: the input is {}",
+            sniff(&magic)
+        )));
+    }
+    let mut rr = RecordReader { r, what };
+    let header_bytes = rr.next()?.ok_or_else(|| rr.err("truncated IR stream (no header)"))?;
+    let header = pb::StreamHeader::parse_from_bytes(&header_bytes)
+        .map_err(|e| rr.err(format!("corrupt stream header: {e}")))?;
+    if header.format_major > FORMAT_MAJOR {
+        return Err(Error::unsupported(format!(
+            "{what}: IR format {}.{} (written by {}) is newer than this tool's {FORMAT_MAJOR}.{FORMAT_MINOR}: upgrade the toolkit",
+            header.format_major, header.format_minor, header.producer
+        )));
+    }
+    let mut program: Option<Program> = None;
+    let mut storages: Vec<Vec<u8>> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut filled: Vec<u64> = Vec::new();
+    loop {
+        let bytes = rr
+            .next()?
+            .ok_or_else(|| rr.err("truncated IR stream (no end record)"))?;
+        let record = pb::Record::parse_from_bytes(&bytes)
+            .map_err(|e| rr.err(format!("corrupt record: {e}")))?;
+        drop(bytes);
+        match record.kind {
+            Some(pb::record::Kind::Program(p)) => {
+                if program.is_some() {
+                    return Err(rr.err("two programs in one stream"));
+                }
+                let (prog, storage_sizes) = convert::program_from_pb(&p).map_err(|e| e.at(what))?;
+                storages = storage_sizes
+                    .iter()
+                    .map(|&s| Vec::with_capacity(s.min(1 << 32) as usize))
+                    .collect();
+                filled = vec![0; storage_sizes.len()];
+                sizes = storage_sizes;
+                program = Some(prog);
+            }
+            Some(pb::record::Kind::Storage(chunk)) => {
+                let i = chunk.index as usize;
+                if program.is_none() || i >= storages.len() {
+                    return Err(rr.err(format!("storage chunk {i} before its program or out of range")));
+                }
+                if chunk.offset != filled[i] || filled[i] + chunk.data.len() as u64 > sizes[i] {
+                    return Err(rr.err(format!("storage {i}: chunk at offset {} out of order", chunk.offset)));
+                }
+                filled[i] += chunk.data.len() as u64;
+                if storages[i].is_empty() && chunk.data.len() as u64 == sizes[i] {
+                    storages[i] = chunk.data;
+                } else {
+                    storages[i].extend_from_slice(&chunk.data);
+                }
+            }
+            Some(pb::record::Kind::End(end)) => {
+                let mut program = program.ok_or_else(|| rr.err("stream ended before its program"))?;
+                let total: u64 = filled.iter().sum();
+                if end.storages != storages.len() as u64 || end.bytes != total || filled != sizes {
+                    return Err(rr.err("truncated IR stream (storage bytes missing)"));
+                }
+                program.storages = storages.into_iter().map(Blob::owned).collect();
+                crate::ir::validate::validate(&program).map_err(|e| e.at(what))?;
+                return Ok(program);
+            }
+            None => {} // a record kind from a newer minor version
+        }
+    }
+}

@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""Golden-model zoo: exports small PyTorch models to `.pt2` archives.
+
+Usage:
+    python recipes/zoo.py --out golden/models [--only NAME ...] [--big] [--big-out DIR]
+
+For every model NAME this writes into --out (large models go to --big-out,
+which defaults to a `big` folder next to --out, i.e. golden/big, which git ignores):
+
+    NAME.pt2              torch.export.save(torch.export.export(...))   (TRAINING dialect)
+    NAME.decomp.pt2       the same ExportedProgram after .run_decompositions() (ATEN dialect)
+    NAME.inputs.npz       example inputs, keyed by user-input name, in signature order
+    NAME.expected.npz     eager outputs, pytree-flattened, keys out_0, out_1, ...
+    NAME.meta.json        versions, input/output names, op histograms, flags
+    NAME.alt.inputs.npz / NAME.alt.expected.npz
+                          second input set (other size of the dynamic dim; for `cond`
+                          the negated input, so the other branch is taken)
+
+Only torch, torchvision and numpy are used. Every model is built after
+torch.manual_seed(0), and every input set is made after torch.manual_seed(0).
+
+Op histograms count the `call_function` nodes of the graph and of every
+nested subgraph (cond branches). Keys follow torch's own serializer
+(`serialize_operator`) with the leading "torch.ops." removed, so that they
+equal the `target` strings in models/model.json minus that prefix: e.g.
+"aten.addmm.default", "higher_order.cond", "_operator.mul". FX `getitem`
+nodes are not counted because the serializer does not write them (their
+count is kept in meta as "fx_getitem_training"/"fx_getitem_decomp").
+Every histogram is checked against the JSON inside the saved archive.
+"""
+
+import argparse
+import collections
+import copy
+import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from torch.export import Dim
+from torch.export.graph_signature import InputKind, OutputKind
+
+
+# --------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 16)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 5)
+        with torch.no_grad():
+            self.bn.running_mean.copy_(torch.randn(8) * 0.5)
+            self.bn.running_var.copy_(torch.rand(8) + 0.5)
+            self.bn.weight.copy_(torch.rand(8) + 0.5)
+            self.bn.bias.copy_(torch.randn(8) * 0.1)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.conv(x)))
+        h = F.max_pool2d(h, 2)
+        h = self.conv2(h)
+        h = F.adaptive_avg_pool2d(h, 1)
+        h = torch.flatten(h, 1)
+        return self.fc(h)
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(
+            d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+            activation="gelu", batch_first=True,
+        )
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class Embedding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(dim=1))
+
+
+class BufConst(nn.Module):
+    """Persistent + non-persistent buffers, an aliasing buffer view, a plain
+    tensor attribute (-> tensor_constant), an in-place buffer mutation, a
+    Linear, a float16 parameter used through .float(), and a float64 round trip."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.rand(8) + 0.5)              # persistent
+        self.register_buffer("scale_view", self.scale[4:8])            # alias, offset 4
+        self.register_buffer("np_buf", torch.randn(4), persistent=False)  # -> constants
+        self.register_buffer("counter", torch.zeros(1))                 # mutated in place
+        self.const = torch.randn(4)                                     # tensor_constant
+        self.half_w = nn.Parameter(torch.randn(4, 4).half())            # f16 param
+
+    def forward(self, x):
+        self.counter.add_(1)
+        h = self.lin(x) * self.scale[:4] + self.np_buf + self.const
+        h64 = h.to(torch.float64) * 2.0
+        h = h64.to(torch.float32) + x @ self.half_w.float()
+        return h * self.counter + self.scale_view
+
+
+class DynSeq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 8)
+
+    def forward(self, x):  # [2, seq, 16]
+        h = self.lin(x)                       # [2, seq, 8]
+        w = torch.softmax(h, dim=1)           # softmax over seq
+        return (w * h).sum(dim=1)             # [2, 8]
+
+
+class Cond(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        def true_fn(x):
+            return self.lin(x).sin()
+
+        def false_fn(x):
+            return self.lin(x).cos()
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+
+
+class MultiOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return {"sum": h + x, "parts": (F.relu(h), torch.topk(h, 2, dim=-1))}
+
+
+class Dtypes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w16 = nn.Parameter(torch.randn(4, 4).half())
+        self.register_buffer("b_bf16", torch.randn(4).bfloat16())
+        self.register_buffer("b_f64", torch.randn(4, dtype=torch.float64))
+        self.register_buffer("b_i32", torch.arange(4, dtype=torch.int32) * 3)
+        self.register_buffer("b_i8", torch.tensor([-3, 1, -1, 2], dtype=torch.int8))
+        self.register_buffer("b_u8", torch.tensor([0, 200, 7, 255], dtype=torch.uint8))
+        self.register_buffer("b_mask", torch.tensor([True, False, True, True]))
+
+    def forward(self, x, n):  # x f32[4,4], n i32[4]
+        h16 = x.half() * self.w16                            # float16 elementwise
+        h = h16.float() + self.b_bf16.float() + self.b_f64.float()
+        hb = h.to(torch.bfloat16) * 2                        # bfloat16 output
+        idx = n + self.b_i32                                 # int32
+        i8 = self.b_i8.to(torch.int32) * idx                 # int8 -> int32
+        u8 = self.b_u8.to(torch.float32) / 255.0             # uint8 -> f32
+        mask = (h > 0) & self.b_mask                         # bool [4,4]
+        out = torch.where(mask, h, u8)                       # where
+        d = (h.double() * self.b_f64).sum()                  # float64 0-dim
+        cnt = mask.sum(dim=1)                                # int64
+        return out, mask, i8 + idx, hb, h16, d, cnt
+
+
+class OddWeights(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w_t = nn.Parameter(torch.randn(5, 3).t())       # [3,5], strides (1,3)
+        big = torch.randn(100, dtype=torch.float64)          # not registered
+        self.register_buffer("view_buf", big[10:14])         # offset 10 in an f64[100] storage
+        self.fc1 = nn.Linear(5, 4)
+        self.fc2 = nn.Linear(5, 4)
+        self.fc2.weight = self.fc1.weight                    # tied weights
+        self.register_buffer("temp", torch.tensor(2.5))      # 0-dim
+        self.register_buffer("empty", torch.zeros(0, 5))     # empty
+
+    def forward(self, x):  # [2,3]
+        h = x @ self.w_t                                     # [2,5]
+        h = torch.cat([h, self.empty], dim=0)                # still [2,5]
+        a = self.fc1(h)
+        b = self.fc2(h)
+        v = self.view_buf.float()
+        return (a + b) * v / self.temp
+
+
+def resnet18():
+    import torchvision
+    return torchvision.models.resnet18(weights=None)
+
+
+def resnet50():
+    import torchvision
+    return torchvision.models.resnet50(weights=None)
+
+
+# --------------------------------------------------------------------------
+# Registry: name -> (builder, make_inputs, dynamic_shapes, make_alt_inputs, big)
+# Inputs are returned as a tuple of positional args.
+# --------------------------------------------------------------------------
+
+
+def _randn(*s):
+    return torch.randn(*s)
+
+
+MODELS = collections.OrderedDict()
+
+
+def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None):
+    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, big=big, note=note)
+
+
+_reg("mlp", MLP, lambda: (_randn(2, 4),))
+_reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
+_reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))
+_reg("embedding", Embedding, lambda: (torch.randint(0, 50, (2, 7), dtype=torch.int64),))
+_reg("bufconst", BufConst, lambda: (_randn(3, 4),))
+_reg("dynamic", MLP, lambda: (_randn(8, 4),),
+     dyn=lambda: {"x": {0: Dim("batch", min=1, max=64)}},
+     alt=lambda: (_randn(3, 4),))
+_reg("dynseq", DynSeq, lambda: (_randn(2, 10, 16),),
+     dyn=lambda: {"x": {1: Dim("seq", min=2, max=128)}},
+     alt=lambda: (_randn(2, 17, 16),))
+
+
+def _cond_inputs():
+    x = _randn(3, 4)
+    return (x,)
+
+
+def _cond_alt():
+    (x,) = _cond_inputs()
+    return (-x,)  # sum flips sign -> the other branch
+
+
+_reg("cond", Cond, _cond_inputs, alt=_cond_alt,
+     note="alt input is the negated input, so the other cond branch runs")
+_reg("multiout", MultiOut, lambda: (_randn(3, 6),))
+_reg("dtypes", Dtypes,
+     lambda: (_randn(4, 4), torch.randint(-5, 6, (4,), dtype=torch.int32)))
+_reg("oddweights", OddWeights, lambda: (_randn(2, 3),))
+_reg("resnet18", resnet18, lambda: (_randn(1, 3, 64, 64),), big=True)
+_reg("resnet50", resnet50, lambda: (_randn(1, 3, 224, 224),), big=True)
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def target_name(target):
+    """Mirror torch._export.serde.serialize.serialize_operator, minus 'torch.ops.'."""
+    if isinstance(target, str):
+        s = target
+    elif target.__module__.startswith("torch._ops"):
+        s = f"{target.__module__.replace('torch._ops', 'torch.ops')}.{target.__name__}"
+    else:
+        s = f"{target.__module__}.{target.__name__}"
+    if isinstance(target, torch._ops.OpOverload):
+        s = "torch.ops." + str(target)
+    return s[len("torch.ops."):] if s.startswith("torch.ops.") else s
+
+
+def fx_histogram(ep):
+    hist = collections.Counter()
+    getitems = 0
+    for m in ep.graph_module.modules():
+        if not isinstance(m, torch.fx.GraphModule):
+            continue
+        for node in m.graph.nodes:
+            if node.op != "call_function":
+                continue
+            if node.target is __import__("operator").getitem:
+                getitems += 1
+                continue
+            hist[target_name(node.target)] += 1
+    return dict(sorted(hist.items())), getitems
+
+
+def json_histogram(pt2_path):
+    """Histogram of node targets in models/model.json (all nested graphs)."""
+    with zipfile.ZipFile(pt2_path) as z:
+        name = [n for n in z.namelist() if n.endswith("/models/model.json")][0]
+        model = json.loads(z.read(name))
+    hist = collections.Counter()
+
+    def walk_graph(g):
+        for node in g["nodes"]:
+            t = node["target"]
+            hist[t[len("torch.ops."):] if t.startswith("torch.ops.") else t] += 1
+            for inp in node["inputs"]:
+                walk_arg(inp["arg"])
+
+    def walk_arg(a):
+        if isinstance(a, dict) and "as_graph" in a:
+            walk_graph(a["as_graph"]["graph"])
+
+    walk_graph(model["graph_module"]["graph"])
+    return dict(sorted(hist.items()))
+
+
+def user_input_names(ep):
+    return [s.arg.name for s in ep.graph_signature.input_specs
+            if s.kind == InputKind.USER_INPUT]
+
+
+def user_output_names(ep):
+    out = []
+    for s in ep.graph_signature.output_specs:
+        if s.kind != OutputKind.USER_OUTPUT:
+            continue
+        a = s.arg
+        out.append(a.name if hasattr(a, "name") else repr(getattr(a, "value", a)))
+    return out
+
+
+def to_numpy(t, converted, key):
+    t = t.detach().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        converted[key] = str(t.dtype).replace("torch.", "")
+        t = t.float()
+    return t.contiguous().numpy()
+
+
+def flatten_outputs(out):
+    leaves, _ = pytree.tree_flatten(out)
+    return leaves
+
+
+def save_inputs(path, names, args):
+    assert len(names) == len(args), (names, len(args))
+    arrays = collections.OrderedDict()
+    for n, a in zip(names, args):
+        assert a.dtype not in (torch.bfloat16, torch.float16)
+        arrays[n] = a.detach().cpu().contiguous().numpy()
+    np.savez(path, **arrays)
+
+
+def save_expected(path, leaves):
+    converted = {}
+    arrays = collections.OrderedDict()
+    for i, leaf in enumerate(leaves):
+        key = f"out_{i}"
+        if isinstance(leaf, torch.Tensor):
+            arrays[key] = to_numpy(leaf, converted, key)
+        else:
+            arrays[key] = np.asarray(leaf)
+    np.savez(path, **arrays)
+    return converted
+
+
+def max_diff(a_leaves, b_leaves):
+    worst = 0.0
+    for a, b in zip(a_leaves, b_leaves):
+        if isinstance(a, torch.Tensor):
+            if a.dtype == torch.bool or not a.is_floating_point():
+                if not torch.equal(a, b):
+                    return float("inf")
+            else:
+                worst = max(worst, (a.double() - b.double()).abs().max().item()
+                            if a.numel() else 0.0)
+    return worst
+
+
+def run_eager(model_fresh, args):
+    m = copy.deepcopy(model_fresh)
+    with torch.no_grad():
+        return flatten_outputs(m(*args))
+
+
+def run_ep(ep, args):
+    m = ep.module()
+    with torch.no_grad():
+        return flatten_outputs(m(*args))
+
+
+# --------------------------------------------------------------------------
+# Main export
+# --------------------------------------------------------------------------
+
+
+def export_one(name, spec, out_dir):
+    torch.manual_seed(0)
+    model = spec["build"]()
+    model.eval()
+    pristine = copy.deepcopy(model)  # eager runs start from this (mutations!)
+
+    torch.manual_seed(0)
+    args = spec["inputs"]()
+    dyn = spec["dyn"]() if spec["dyn"] else None
+
+    ep = torch.export.export(copy.deepcopy(model), args, dynamic_shapes=dyn)
+    p_train = os.path.join(out_dir, f"{name}.pt2")
+    torch.export.save(ep, p_train)
+
+    ep_d = ep.run_decompositions()
+    p_dec = os.path.join(out_dir, f"{name}.decomp.pt2")
+    torch.export.save(ep_d, p_dec)
+
+    names = user_input_names(ep)
+    assert names == user_input_names(ep_d), (names, user_input_names(ep_d))
+
+    # eager reference outputs
+    leaves = run_eager(pristine, args)
+    save_inputs(os.path.join(out_dir, f"{name}.inputs.npz"), names, args)
+    converted = save_expected(os.path.join(out_dir, f"{name}.expected.npz"), leaves)
+
+    alt = spec["alt"] is not None
+    alt_converted = {}
+    if alt:
+        torch.manual_seed(0)
+        alt_args = spec["alt"]()
+        alt_leaves = run_eager(pristine, alt_args)
+        save_inputs(os.path.join(out_dir, f"{name}.alt.inputs.npz"), names, alt_args)
+        alt_converted = save_expected(
+            os.path.join(out_dir, f"{name}.alt.expected.npz"), alt_leaves)
+
+    # self-checks: reload both archives and compare with eager
+    diffs = {}
+    for tag, path in (("training", p_train), ("decomp", p_dec)):
+        loaded = torch.export.load(path)
+        diffs[tag] = max_diff(leaves, run_ep(loaded, args))
+        if alt:
+            diffs[tag + "_alt"] = max_diff(alt_leaves, run_ep(loaded, alt_args))
+
+    h_train, gi_train = fx_histogram(ep)
+    h_dec, gi_dec = fx_histogram(ep_d)
+    j_train, j_dec = json_histogram(p_train), json_histogram(p_dec)
+    if h_train != j_train or h_dec != j_dec:
+        print(f"  WARNING {name}: FX histogram != JSON histogram", file=sys.stderr)
+        print(f"    fx  train {h_train}\n    json train {j_train}", file=sys.stderr)
+        print(f"    fx  dec {h_dec}\n    json dec {j_dec}", file=sys.stderr)
+
+    meta = collections.OrderedDict()
+    meta["torch_version"] = torch.__version__
+    meta["user_inputs"] = names
+    meta["user_outputs_training"] = user_output_names(ep)
+    meta["user_outputs_decomp"] = user_output_names(ep_d)
+    meta["ops_training"] = h_train
+    meta["ops_decomp"] = h_dec
+    meta["dynamic"] = dyn is not None
+    meta["alt"] = alt
+    # extras
+    meta["num_outputs"] = len(leaves)
+    meta["converted_outputs"] = converted  # out_i -> original dtype (stored as float32)
+    if alt:
+        meta["alt_converted_outputs"] = alt_converted
+    meta["fx_getitem_training"] = gi_train
+    meta["fx_getitem_decomp"] = gi_dec
+    meta["max_abs_diff_eager_vs_loaded"] = diffs
+    if spec["note"]:
+        meta["note"] = spec["note"]
+    with open(os.path.join(out_dir, f"{name}.meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+    print(f"{name}: pt2={os.path.getsize(p_train)} decomp={os.path.getsize(p_dec)} "
+          f"outs={len(leaves)} diffs={diffs}")
+    return meta
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="+", default=None)
+    ap.add_argument("--big", action="store_true",
+                    help="also export the large models (resnet18, resnet50)")
+    ap.add_argument("--big-out", default=None,
+                    help="folder for the large models (default: 'big' next to --out)")
+    a = ap.parse_args()
+
+    out_dir = a.out
+    big_dir = a.big_out or os.path.join(os.path.dirname(os.path.abspath(out_dir)), "big")
+    if a.only:
+        unknown = [n for n in a.only if n not in MODELS]
+        if unknown:
+            ap.error(f"unknown model(s): {unknown}; known: {list(MODELS)}")
+    failed = []
+    for name, spec in MODELS.items():
+        if a.only and name not in a.only:
+            continue
+        if spec["big"] and not (a.big or (a.only and name in a.only)):
+            continue
+        d = big_dir if spec["big"] else out_dir
+        os.makedirs(d, exist_ok=True)
+        try:
+            export_one(name, spec, d)
+        except Exception as e:  # keep going; report at the end
+            import traceback
+            traceback.print_exc()
+            failed.append((name, repr(e)))
+    if failed:
+        print("FAILED:", failed, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
