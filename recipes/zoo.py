@@ -406,6 +406,21 @@ def run_ep(ep, args):
 # --------------------------------------------------------------------------
 
 
+def weight_crcs(ep):
+    import zlib
+    out = {}
+    tensors = dict(ep.state_dict)
+    tensors.update({k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)})
+    for k in sorted(tensors):
+        t = tensors[k].detach().contiguous()
+        if t.dtype == torch.bfloat16:
+            data = t.view(torch.int16).numpy().tobytes()
+        else:
+            data = t.numpy().tobytes()
+        out[k] = "%08x" % zlib.crc32(data)
+    return out
+
+
 def export_one(name, spec, out_dir):
     torch.manual_seed(0)
     model = spec["build"]()
@@ -475,6 +490,9 @@ def export_one(name, spec, out_dir):
     meta["fx_getitem_training"] = gi_train
     meta["fx_getitem_decomp"] = gi_dec
     meta["max_abs_diff_eager_vs_loaded"] = diffs
+    # CRC-32 of each weight's elements in row-major order, as torch holds
+    # them: the Rust reader's strided views are checked against these.
+    meta["weights_crc32"] = weight_crcs(ep)
     if spec["note"]:
         meta["note"] = spec["note"]
     with open(os.path.join(out_dir, f"{name}.meta.json"), "w") as f:

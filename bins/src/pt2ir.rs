@@ -6,14 +6,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pt2kit::cli::{self, CommonArgs, ProgramOutput};
-use pt2kit::import::pt2::{read_pt2, ImportOptions};
+use std::io::Read;
+
+use pt2kit::import::pt2::{read_pt2, read_pt2_bytes, ImportOptions};
 
 /// Read a torch.export .pt2 archive into the pt2ir graph IR
 #[derive(Parser, Debug)]
 #[command(name = "pt2ir", version, long_version = cli::LONG_VERSION)]
 #[command(after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random")]
 pub struct Args {
-    /// The .pt2 archive to read
+    /// The .pt2 archive to read (- for standard input)
     #[arg(value_name = "ARCHIVE")]
     pub archive: Option<PathBuf>,
     /// Which model of the archive to read (models/NAME.json)
@@ -29,7 +31,16 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     let archive = args
         .archive
         .ok_or_else(|| pt2kit::Error::usage("no archive given: pt2ir MODEL.pt2"))?;
-    let program = read_pt2(&archive, &ImportOptions { model: args.model })?;
+    let opts = ImportOptions { model: args.model };
+    let program = if archive.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        cli::open_input(None)?
+            .read_to_end(&mut bytes)
+            .map_err(|e| pt2kit::Error::io("<stdin>", e))?;
+        read_pt2_bytes("<stdin>", bytes, &opts)?
+    } else {
+        read_pt2(&archive, &opts)?
+    };
     cli::verbose(format!(
         "{}: {} nodes, {} weights",
         archive.display(),

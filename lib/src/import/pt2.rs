@@ -41,11 +41,19 @@ impl Default for ImportOptions {
 
 /// Reads a `.pt2` file into a validated program.
 pub fn read_pt2(path: &Path, opts: &ImportOptions) -> Result<Program> {
-    let archive = Archive::open(path)?;
+    read_pt2_archive(&Archive::open(path)?, opts)
+}
+
+/// Reads archive bytes already in memory (`pt2ir -` reading stdin).
+pub fn read_pt2_bytes(name: &str, bytes: Vec<u8>, opts: &ImportOptions) -> Result<Program> {
+    read_pt2_archive(&Archive::from_blob(name.to_string(), Blob::owned(bytes))?, opts)
+}
+
+fn read_pt2_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
     let program = if archive.contains("serialized_exported_program.json") {
-        read_legacy_zip(&archive)?
+        read_legacy_zip(archive)?
     } else {
-        read_archive(&archive, opts)?
+        read_archive(archive, opts)?
     };
     crate::ir::validate::validate(&program).at(|| archive.path.clone())?;
     Ok(program)

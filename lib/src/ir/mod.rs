@@ -103,7 +103,7 @@ pub struct Weight {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum InputKind {
     UserInput,
     Parameter(String),
@@ -131,7 +131,7 @@ impl InputKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum OutputKind {
     UserOutput,
     LossOutput,
@@ -185,7 +185,7 @@ pub struct Value {
 }
 
 #[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum ValueKind {
     Tensor(TensorMeta),
     SymInt(Sym),
@@ -199,7 +199,7 @@ pub enum ValueKind {
 /// A symbolic scalar: a known constant, or an expression (with the value
 /// it had when exporting, if any).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Sym {
     Int(i64),
     Float(f64),
@@ -208,7 +208,7 @@ pub enum Sym {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Hint {
     Int(i64),
     Float(f64),
@@ -418,7 +418,7 @@ pub struct NamedArg {
 
 /// A symbolic scalar argument: a literal, or a reference to a sym value.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum SymRef {
     Int(i64),
     Float(f64),
@@ -434,7 +434,7 @@ pub struct Subgraph {
 
 /// Every argument kind of the PT2 serialization schema.
 #[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Argument {
     None,
     Tensor(ValueId),

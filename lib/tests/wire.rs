@@ -1,0 +1,59 @@
+//! The IR stream refuses what it cannot trust: truncation, a newer major
+//! version, and text or archives handed to a tool that reads binary IR.
+
+mod common;
+
+use common::*;
+use pt2kit::import::pt2::{read_pt2, ImportOptions};
+use pt2kit::{text, wire, ErrorKind};
+
+fn mlp_stream() -> Vec<u8> {
+    let p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    wire::encode_program(&p).unwrap()
+}
+
+fn read_err(bytes: &[u8]) -> pt2kit::Error {
+    wire::read_program(&mut &bytes[..], "in.ir").unwrap_err()
+}
+
+#[test]
+fn truncated_streams_are_refused_at_every_cut() {
+    let full = mlp_stream();
+    for cut in [0, 5, 8, 9, 20, full.len() / 2, full.len() - 1] {
+        let e = read_err(&full[..cut]);
+        assert_eq!(e.kind, ErrorKind::BadInput, "cut {cut}: {e}");
+        assert!(e.to_string().starts_with("in.ir: "), "{e}");
+    }
+}
+
+#[test]
+fn a_newer_major_version_is_refused() {
+    let mut bytes = mlp_stream();
+    // header record: length byte, then field 1 (format_major) = 1
+    assert_eq!(&bytes[9..11], &[0x08, 0x01]);
+    bytes[10] = 2;
+    let e = read_err(&bytes);
+    assert_eq!(e.kind, ErrorKind::Unsupported);
+    assert!(e.to_string().contains("IR format 2.0"), "{e}");
+}
+
+#[test]
+fn text_yaml_and_archives_are_named_when_refused() {
+    let p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    let e = read_err(text::listing(&p).as_bytes());
+    assert!(e.to_string().contains("a text listing"), "{e}");
+    let e = read_err(text::yaml(&p).unwrap().as_bytes());
+    assert!(e.to_string().contains("YAML"), "{e}");
+    let e = read_err(&std::fs::read(repo().join("golden/models/mlp.pt2")).unwrap());
+    assert!(e.to_string().contains("convert it with pt2ir first"), "{e}");
+}
+
+#[test]
+fn corrupt_value_ids_fail_validation() {
+    let mut p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    p.graph.nodes[0].inputs[0].arg = pt2kit::ir::Argument::Tensor(pt2kit::ir::ValueId(9999));
+    let bytes = wire::encode_program(&p).unwrap();
+    let e = read_err(&bytes);
+    assert_eq!(e.kind, ErrorKind::BadInput);
+    assert!(e.to_string().contains("out of range"), "{e}");
+}
