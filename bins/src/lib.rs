@@ -3,5 +3,6 @@
 //! `src/bin/` only call `main()`. Man pages are generated from these
 //! definitions (see `man` and `tests/man.rs`).
 
+pub mod ir2onnx;
 pub mod man;
 pub mod pt2ir;

@@ -6,7 +6,7 @@ use pt2kit::error::EXIT_CODES;
 
 /// Every tool: its name and its clap command.
 pub fn tools() -> Vec<clap::Command> {
-    vec![crate::pt2ir::Args::command()]
+    vec![crate::pt2ir::Args::command(), crate::ir2onnx::Args::command()]
 }
 
 pub const TOOL_NAMES: &[&str] = &["pt2ir", "ir-decompose", "ir2onnx", "ir-run", "ir-bench"];

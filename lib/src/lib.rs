@@ -10,6 +10,7 @@
 pub mod blob;
 pub mod cli;
 pub mod error;
+pub mod export;
 pub mod import;
 pub mod ir;
 pub mod ops;

@@ -1,0 +1,3 @@
+//! Writers that take the IR out to other formats.
+
+pub mod onnx;

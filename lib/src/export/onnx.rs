@@ -1,0 +1,1 @@
+//! IR -> ONNX (work in progress).
