@@ -31,6 +31,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     let archive = args
         .archive
         .ok_or_else(|| pt2kit::Error::usage("no archive given: pt2ir MODEL.pt2"))?;
+    let start = std::time::Instant::now();
     let opts = ImportOptions { model: args.model };
     let program = if archive.as_os_str() == "-" {
         let mut bytes = Vec::new();
@@ -42,12 +43,16 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         read_pt2(&archive, &opts)?
     };
     cli::verbose(format!(
-        "{}: {} nodes, {} weights",
+        "{}: {} nodes, {} weights, read in {:.1} ms",
         archive.display(),
         program.graph.nodes.len(),
-        program.weights.len()
+        program.weights.len(),
+        start.elapsed().as_secs_f64() * 1e3
     ));
-    cli::emit_program(&program, &args.output)
+    let start = std::time::Instant::now();
+    cli::emit_program(&program, &args.output)?;
+    cli::verbose(format!("written in {:.1} ms", start.elapsed().as_secs_f64() * 1e3));
+    Ok(())
 }
 
 pub fn main() -> ExitCode {

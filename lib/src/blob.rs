@@ -1,19 +1,31 @@
 //! Byte buffers that are either owned or a window into a memory-mapped
 //! file, so weights flow from a `.pt2` archive to the output without a copy.
+//!
+//! A window of an archive also remembers the file and the CRC-32 the zip
+//! directory promised: [`Blob::write_to`] streams it with `pread` (like
+//! `cat`, no page faults on the map, memory bounded by one buffer) and
+//! checks the CRC on the way; [`Blob::verify`] checks it in place.
 
+use std::fs::File;
+use std::io::Write;
 use std::ops::{Deref, Range};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
+
+use crate::error::{Error, Result};
 
 #[derive(Clone)]
 pub struct Blob {
     source: Source,
     range: Range<usize>,
+    /// CRC-32 the bytes must have, not yet checked, and what to call them.
+    pending_crc: Option<(u32, Arc<str>)>,
 }
 
 #[derive(Clone)]
 enum Source {
     Owned(Arc<Vec<u8>>),
-    Mapped(Arc<memmap2::Mmap>),
+    Mapped(Arc<memmap2::Mmap>, Option<Arc<File>>),
 }
 
 impl Blob {
@@ -22,28 +34,108 @@ impl Blob {
         Blob {
             source: Source::Owned(Arc::new(bytes)),
             range: 0..len,
+            pending_crc: None,
         }
     }
 
-    pub fn mapped(map: Arc<memmap2::Mmap>, range: Range<usize>) -> Blob {
+    pub fn mapped(map: Arc<memmap2::Mmap>, file: Option<Arc<File>>, range: Range<usize>) -> Blob {
         Blob {
-            source: Source::Mapped(map),
+            source: Source::Mapped(map, file),
             range,
+            pending_crc: None,
         }
     }
 
-    /// A sub-window of this blob.
+    /// A sub-window of this blob (any pending CRC applies to the whole).
     pub fn slice(&self, range: Range<usize>) -> Blob {
         let start = self.range.start + range.start;
         Blob {
             source: self.source.clone(),
             range: start..start + range.len(),
+            pending_crc: None,
         }
+    }
+
+    /// Defers a CRC check to [`Blob::verify`] or [`Blob::write_to`].
+    pub fn with_pending_crc(mut self, crc: u32, what: &str) -> Blob {
+        self.pending_crc = Some((crc, what.into()));
+        self
     }
 
     /// CRC-32 of the bytes, as listings show it.
     pub fn crc32(&self) -> u32 {
         crc32fast::hash(self)
+    }
+
+    fn crc_error(expected: u32, got: u32, what: &str) -> Error {
+        Error::bad_input(format!(
+            "{what}: CRC mismatch (0x{got:08x}, the zip directory says 0x{expected:08x}): corrupt archive"
+        ))
+    }
+
+    /// Checks a pending CRC.
+    pub fn verify(&self) -> Result<()> {
+        if let Some((expected, what)) = &self.pending_crc {
+            let got = self.crc32();
+            if got != *expected {
+                return Err(Blob::crc_error(*expected, got, what));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `range` of the bytes; a file-backed window is read with
+    /// `pread` into a small buffer instead of faulting in the map. When the
+    /// whole blob is written in order, a pending CRC is checked at its end
+    /// (`crc` carries the running state between calls).
+    pub fn write_range_to(
+        &self,
+        range: Range<usize>,
+        w: &mut (impl Write + ?Sized),
+        crc: &mut crc32fast::Hasher,
+    ) -> Result<()> {
+        let io = |e| Error::io("writing the IR stream", e);
+        match &self.source {
+            Source::Mapped(_, Some(file)) => {
+                // One cache-sized buffer per thread, reused: allocating per
+                // call costs a page fault per page.
+                thread_local! {
+                    static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 256 << 10]);
+                }
+                BUF.with(|buf| -> Result<()> {
+                    let mut buf = buf.borrow_mut();
+                    let mut at = range.start;
+                    while at < range.end {
+                        let n = buf.len().min(range.end - at);
+                        let pos = (self.range.start + at) as u64;
+                        file.read_exact_at(&mut buf[..n], pos)
+                            .map_err(|e| Error::io("reading the archive", e))?;
+                        if self.pending_crc.is_some() {
+                            crc.update(&buf[..n]);
+                        }
+                        w.write_all(&buf[..n]).map_err(io)?;
+                        at += n;
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => {
+                let bytes = &self[range.clone()];
+                if self.pending_crc.is_some() {
+                    crc.update(bytes);
+                }
+                w.write_all(bytes).map_err(io)?;
+            }
+        }
+        if range.end == self.len() {
+            if let Some((expected, what)) = &self.pending_crc {
+                let got = std::mem::take(crc).finalize();
+                if got != *expected {
+                    return Err(Blob::crc_error(*expected, got, what));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -52,7 +144,7 @@ impl Deref for Blob {
     fn deref(&self) -> &[u8] {
         match &self.source {
             Source::Owned(v) => &v[self.range.clone()],
-            Source::Mapped(m) => &m[self.range.clone()],
+            Source::Mapped(m, _) => &m[self.range.clone()],
         }
     }
 }

@@ -170,7 +170,7 @@ pub fn write_output(
                 .tempfile_in(dir)
                 .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))?;
             {
-                let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+                let mut w = BufWriter::with_capacity(64 << 10, tmp.as_file());
                 write(&mut w)?;
                 w.flush().map_err(|e| Error::io(p.display(), e))?;
             }
@@ -185,7 +185,7 @@ pub fn write_output(
                     "refusing to write binary output to a terminal: redirect it (> model.ir), pipe it to another tool, or use -o FILE (or --emit text)",
                 ));
             }
-            let mut w = BufWriter::with_capacity(1 << 20, stdout.lock());
+            let mut w = BufWriter::with_capacity(64 << 10, stdout.lock());
             write(&mut w)?;
             w.flush().map_err(|e| Error::io("<stdout>", e))
         }
@@ -199,10 +199,12 @@ pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
             crate::wire::write_program(program, w)
         }),
         Emit::Text => write_output(out.output.as_deref(), false, |w| {
+            program.storages.iter().try_for_each(|s| s.verify())?;
             w.write_all(crate::text::listing(program).as_bytes())
                 .map_err(|e| Error::io("writing the listing", e))
         }),
         Emit::Yaml => {
+            program.storages.iter().try_for_each(|s| s.verify())?;
             let text = crate::text::yaml(program)?;
             write_output(out.output.as_deref(), false, |w| {
                 w.write_all(text.as_bytes())

@@ -289,7 +289,7 @@ fn read_payload_config(
         let id = match storage_ids.get(file) {
             Some(id) => *id,
             None => {
-                let mut blob = archive.member(&member_name)?;
+                let mut blob = archive.member_deferred(&member_name)?;
                 let elem = meta.dtype.size().max(1);
                 if blob.len() % elem != 0 {
                     return Err(Error::bad_input(format!(
@@ -300,6 +300,7 @@ fn read_payload_config(
                     .at(path.clone()));
                 }
                 if big_endian && elem > 1 {
+                    blob.verify()?;
                     let mut bytes = blob.to_vec();
                     bytes.chunks_exact_mut(elem).for_each(|c| c.reverse());
                     blob = Blob::owned(bytes);
@@ -833,7 +834,7 @@ fn convert_node(n: &serde_json::Map<String, Json>, name: &str, scope: &Scope) ->
     }
     if target.kind == TargetKind::Op {
         if let Some(schema) = schema::lookup(&target.namespace, &target.name, &target.overload) {
-            inputs = fill_defaults(inputs, schema);
+            inputs = fill_defaults(inputs, &schema);
         }
     }
     let mut outputs = Vec::new();

@@ -59,7 +59,7 @@ impl Archive {
             match unsafe { memmap2::Mmap::map(&file) } {
                 Ok(map) => {
                     let n = map.len();
-                    Blob::mapped(Arc::new(map), 0..n)
+                    Blob::mapped(Arc::new(map), Some(Arc::new(file)), 0..n)
                 }
                 Err(_) => {
                     let mut bytes = Vec::new();
@@ -99,14 +99,33 @@ impl Archive {
 
     /// The bytes of a member, checked against its CRC.
     pub fn member(&self, name: &str) -> Result<Blob> {
+        self.member_checked(name, true)
+    }
+
+    /// The bytes of a large member whose CRC is checked later, while it is
+    /// streamed out ([`Blob::write_range_to`]) or by [`Blob::verify`]: the
+    /// weights are read once, not twice.
+    pub fn member_deferred(&self, name: &str) -> Result<Blob> {
+        self.member_checked(name, false)
+    }
+
+    fn member_checked(&self, name: &str, check_now: bool) -> Result<Blob> {
         let index = *self.by_name.get(name).ok_or_else(|| {
             Error::bad_input(format!("{}: member '{name}' is missing", self.path))
         })?;
-        self.read_entry(&self.entries[index])
-            .map_err(|e| e.at(format!("{}: member '{name}'", self.path)))
+        let place = format!("{}: member '{name}'", self.path);
+        let entry = &self.entries[index];
+        let blob = self
+            .read_entry(entry, check_now || entry.method != 0)
+            .map_err(|e| e.at(place.clone()))?;
+        Ok(if check_now || entry.method != 0 {
+            blob
+        } else {
+            blob.with_pending_crc(entry.crc32, &place)
+        })
     }
 
-    fn read_entry(&self, e: &Entry) -> Result<Blob> {
+    fn read_entry(&self, e: &Entry, check_crc: bool) -> Result<Blob> {
         let d = &self.data;
         let h = usize::try_from(e.header_offset).unwrap_or(usize::MAX);
         if h.checked_add(30).is_none_or(|end| end > d.len()) || u32_at(d, h) != 0x0403_4b50 {
@@ -146,7 +165,7 @@ impl Archive {
                 e.size
             )));
         }
-        let crc = blob.crc32();
+        let crc = if check_crc { blob.crc32() } else { e.crc32 };
         if crc != e.crc32 {
             return Err(Error::bad_input(format!(
                 "CRC mismatch (0x{crc:08x}, the directory says 0x{:08x}): corrupt archive",

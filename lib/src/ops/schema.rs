@@ -5,7 +5,6 @@
 //! The importer uses them to fill in arguments that `torch.export.save`
 //! omits because they hold their schema default.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::ir::{Argument, Dtype, Layout, MemoryFormat};
@@ -121,18 +120,26 @@ fn split_top_level(s: &str) -> Vec<&str> {
     out
 }
 
-type Key = (String, String, String);
-
-fn registry() -> &'static HashMap<Key, Schema> {
-    static REGISTRY: OnceLock<HashMap<Key, Schema>> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        SCHEMAS
+/// The schema lines, sorted (the recipe writes them sorted). Sorting whole
+/// lines sorts them by qualified name too, since `(` sorts before every
+/// character a name continues with, so a lookup is a binary search with no
+/// start-up cost and a line is parsed only when its op is looked up.
+fn lines() -> &'static [&'static str] {
+    static LINES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    LINES.get_or_init(|| {
+        let mut v: Vec<&str> = SCHEMAS
             .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(Schema::parse)
-            .map(|s| ((s.namespace.clone(), s.name.clone(), s.overload.clone()), s))
-            .collect()
+            .filter(|l| !l.starts_with('#') && l.contains('('))
+            .collect();
+        if !v.is_sorted() {
+            v.sort_unstable();
+        }
+        v
     })
+}
+
+fn qualified_name(line: &str) -> &str {
+    &line[..line.find('(').unwrap_or(line.len())]
 }
 
 /// The torch version the schema table was generated from.
@@ -145,12 +152,21 @@ pub fn schema_source() -> &'static str {
 }
 
 /// The schema of `namespace::name.overload`, if torch registers it.
-pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<&'static Schema> {
-    registry().get(&(namespace.to_string(), name.to_string(), overload.to_string()))
+pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
+    let key = if overload == "default" {
+        format!("{namespace}::{name}")
+    } else {
+        format!("{namespace}::{name}.{overload}")
+    };
+    let lines = lines();
+    let at = lines
+        .binary_search_by(|line| qualified_name(line).cmp(key.as_str()))
+        .ok()?;
+    Schema::parse(lines[at])
 }
 
 pub fn count() -> usize {
-    registry().len()
+    lines().len()
 }
 
 /// Converts a printed default to an argument of the schema type, or `None`

@@ -87,29 +87,30 @@ pub fn write_program<W: Write + ?Sized>(program: &Program, w: &mut W) -> Result<
     drop(bytes);
     let mut total = 0u64;
     for (index, storage) in program.storages.iter().enumerate() {
-        for (i, chunk) in storage.chunks(CHUNK).enumerate() {
-            // Encode the chunk record by hand: the generated message would
-            // copy the bytes into a Vec first.
-            let mut head = pb::StorageChunk {
+        let mut crc = crc32fast::Hasher::new();
+        let mut offset = 0;
+        while offset < storage.len() {
+            let len = CHUNK.min(storage.len() - offset);
+            // The chunk record is framed by hand so its bytes go straight
+            // from the archive to the output, never into a message.
+            let head = pb::StorageChunk {
                 index: index as u32,
-                offset: (i * CHUNK) as u64,
+                offset: offset as u64,
                 ..Default::default()
             };
             let mut inner = encode(&head)?;
-            head.data.clear();
-            // field 3 (data), wire type 2
-            inner.push(0x1a);
-            push_varint(&mut inner, chunk.len() as u64);
-            let inner_len = inner.len() + chunk.len();
-            // Record field 2 (storage), wire type 2
-            let mut outer = vec![0x12];
+            inner.push(0x1a); // field 3 (data), length-delimited
+            push_varint(&mut inner, len as u64);
+            let inner_len = inner.len() + len;
+            let mut outer = vec![0x12]; // Record field 2 (storage)
             push_varint(&mut outer, inner_len as u64);
             let mut prefix = Vec::new();
             push_varint(&mut prefix, (outer.len() + inner_len) as u64);
             w.write_all(&prefix).map_err(write_err)?;
             w.write_all(&outer).map_err(write_err)?;
             w.write_all(&inner).map_err(write_err)?;
-            w.write_all(chunk).map_err(write_err)?;
+            storage.write_range_to(offset..offset + len, w, &mut crc)?;
+            offset += len;
         }
         total += storage.len() as u64;
     }

@@ -1,0 +1,147 @@
+//! `pt2ir` as a user runs it: the real binary, its exit codes, its error
+//! messages (goldens under golden/errors/), and the Unix conventions.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn pt2ir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pt2ir"));
+    c.current_dir(repo());
+    c
+}
+
+fn golden(rel: &str, actual: &str) {
+    let path = repo().join(rel);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{rel} missing: UPDATE_GOLDEN=1 cargo test writes it"));
+    assert_eq!(expected, actual, "{rel}");
+}
+
+/// Every broken archive fails with its documented exit code and a message
+/// naming the file and member, and leaves no output file behind.
+#[test]
+fn bad_archives_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut names: Vec<_> = std::fs::read_dir(repo().join("golden/bad"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 10);
+    for name in names {
+        let out_file = dir.path().join("out.ir");
+        let out = pt2ir()
+            .arg(format!("golden/bad/{name}"))
+            .arg("-o")
+            .arg(&out_file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let code = out.status.code().unwrap();
+        assert!(code == 3 || code == 4, "{name}: exit {code}\n{stderr}");
+        assert!(stderr.starts_with(&format!("pt2ir: error: golden/bad/{name}")), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        golden(
+            &format!("golden/errors/{}.txt", name.trim_end_matches(".pt2")),
+            &format!("exit {code}\n{stderr}"),
+        );
+        assert!(!out_file.exists(), "{name}: output written");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name}: temp file left");
+    }
+}
+
+#[test]
+fn missing_file_is_an_io_error_and_bad_flags_a_usage_error() {
+    let out = pt2ir().arg("no/such.pt2").output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such.pt2"));
+    let out = pt2ir().arg("--no-such-flag").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "pdf"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn writes_ir_file_text_and_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = dir.path().join("mlp.ir");
+    let st = pt2ir().args(["golden/models/mlp.pt2", "-o"]).arg(&ir).status().unwrap();
+    assert!(st.success());
+    let bytes = std::fs::read(&ir).unwrap();
+    assert!(bytes.starts_with(b"\x89PT2IR\r\n"));
+    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "text"]).output().unwrap();
+    assert!(out.status.success());
+    let listing = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listing, std::fs::read_to_string(repo().join("golden/listings/mlp.txt")).unwrap());
+    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "yaml"]).output().unwrap();
+    assert!(out.status.success());
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(yaml.contains("torch_version:") && yaml.contains("crc32:"), "{yaml}");
+}
+
+#[test]
+fn reads_standard_input() {
+    let mut child = pt2ir()
+        .args(["-", "--emit", "text"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = std::fs::read(repo().join("golden/models/cnn.pt2")).unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        std::fs::read_to_string(repo().join("golden/listings/cnn.txt")).unwrap()
+    );
+}
+
+/// `pt2ir big.pt2 | head -c 10`: the reader leaves early, pt2ir exits 0 quietly.
+#[test]
+fn broken_pipe_ends_quietly() {
+    let mut child = pt2ir()
+        .arg("golden/models/transformer.decomp.pt2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 10];
+    child.stdout.as_mut().unwrap().read_exact(&mut head).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn version_names_formats_and_completions_generate() {
+    let out = pt2ir().arg("--version").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("export schema major 8") && text.contains("IR stream format: 1.0"), "{text}");
+    assert!(text.contains("features:"), "{text}");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = pt2ir().args(["--completions", shell]).output().unwrap();
+        assert!(out.status.success());
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(script.contains("pt2ir") && script.contains("emit"), "{shell}");
+    }
+}
+
+#[test]
+fn quiet_and_verbose() {
+    let out = pt2ir().args(["golden/models/mlp.pt2", "-v", "--emit", "text"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 nodes"));
+    let out = pt2ir().args(["golden/models/mlp.pt2", "-q", "--emit", "text"]).output().unwrap();
+    assert!(out.stderr.is_empty());
+}
