@@ -4,5 +4,7 @@
 //! definitions (see `man` and `tests/man.rs`).
 
 pub mod ir2onnx;
+#[cfg(feature = "exec")]
+pub mod ir_run;
 pub mod man;
 pub mod pt2ir;

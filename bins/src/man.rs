@@ -6,7 +6,13 @@ use pt2kit::error::EXIT_CODES;
 
 /// Every tool: its name and its clap command.
 pub fn tools() -> Vec<clap::Command> {
-    vec![crate::pt2ir::Args::command(), crate::ir2onnx::Args::command()]
+    let mut tools = vec![
+        crate::pt2ir::Args::command(),
+        crate::ir2onnx::Args::command(),
+    ];
+    #[cfg(feature = "exec")]
+    tools.push(crate::ir_run::Args::command());
+    tools
 }
 
 pub const TOOL_NAMES: &[&str] = &["pt2ir", "ir-decompose", "ir2onnx", "ir-run", "ir-bench"];

@@ -13,7 +13,9 @@ use pt2kit::import::pt2::{read_pt2, read_pt2_bytes, ImportOptions};
 /// Read a torch.export .pt2 archive into the pt2ir graph IR
 #[derive(Parser, Debug)]
 #[command(name = "pt2ir", version, long_version = cli::LONG_VERSION)]
-#[command(after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random")]
+#[command(
+    after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random"
+)]
 pub struct Args {
     /// The .pt2 archive to read (- for standard input)
     #[arg(value_name = "ARCHIVE")]
@@ -51,7 +53,10 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     ));
     let start = std::time::Instant::now();
     cli::emit_program(&program, &args.output)?;
-    cli::verbose(format!("written in {:.1} ms", start.elapsed().as_secs_f64() * 1e3));
+    cli::verbose(format!(
+        "written in {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    ));
     Ok(())
 }
 

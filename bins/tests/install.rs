@@ -17,13 +17,20 @@ fn install_sh_installs_binaries_pages_and_completions() {
         .arg(bin_dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let p = prefix.path();
     for tool in ["pt2ir", "ir2onnx"] {
         let bin = p.join("bin").join(tool);
         assert!(bin.exists(), "{tool} not installed");
         let page = std::fs::read(p.join(format!("share/man/man1/{tool}.1"))).unwrap();
-        assert_eq!(page, std::fs::read(repo.join(format!("man/{tool}.1"))).unwrap());
+        assert_eq!(
+            page,
+            std::fs::read(repo.join(format!("man/{tool}.1"))).unwrap()
+        );
         for f in [
             format!("share/bash-completion/completions/{tool}"),
             format!("share/zsh/site-functions/_{tool}"),

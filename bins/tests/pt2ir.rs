@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn pt2ir() -> Command {
@@ -49,14 +52,21 @@ fn bad_archives_fail_cleanly() {
         let stderr = String::from_utf8(out.stderr).unwrap();
         let code = out.status.code().unwrap();
         assert!(code == 3 || code == 4, "{name}: exit {code}\n{stderr}");
-        assert!(stderr.starts_with(&format!("pt2ir: error: golden/bad/{name}")), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("pt2ir: error: golden/bad/{name}")),
+            "{stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
         golden(
             &format!("golden/errors/{}.txt", name.trim_end_matches(".pt2")),
             &format!("exit {code}\n{stderr}"),
         );
         assert!(!out_file.exists(), "{name}: output written");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name}: temp file left");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{name}: temp file left"
+        );
     }
 }
 
@@ -67,7 +77,10 @@ fn missing_file_is_an_io_error_and_bad_flags_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no/such.pt2"));
     let out = pt2ir().arg("--no-such-flag").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "pdf"]).output().unwrap();
+    let out = pt2ir()
+        .args(["golden/models/mlp.pt2", "--emit", "pdf"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -75,18 +88,34 @@ fn missing_file_is_an_io_error_and_bad_flags_a_usage_error() {
 fn writes_ir_file_text_and_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let ir = dir.path().join("mlp.ir");
-    let st = pt2ir().args(["golden/models/mlp.pt2", "-o"]).arg(&ir).status().unwrap();
+    let st = pt2ir()
+        .args(["golden/models/mlp.pt2", "-o"])
+        .arg(&ir)
+        .status()
+        .unwrap();
     assert!(st.success());
     let bytes = std::fs::read(&ir).unwrap();
     assert!(bytes.starts_with(b"\x89PT2IR\r\n"));
-    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "text"]).output().unwrap();
+    let out = pt2ir()
+        .args(["golden/models/mlp.pt2", "--emit", "text"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let listing = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(listing, std::fs::read_to_string(repo().join("golden/listings/mlp.txt")).unwrap());
-    let out = pt2ir().args(["golden/models/mlp.pt2", "--emit", "yaml"]).output().unwrap();
+    assert_eq!(
+        listing,
+        std::fs::read_to_string(repo().join("golden/listings/mlp.txt")).unwrap()
+    );
+    let out = pt2ir()
+        .args(["golden/models/mlp.pt2", "--emit", "yaml"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let yaml = String::from_utf8(out.stdout).unwrap();
-    assert!(yaml.contains("torch_version:") && yaml.contains("crc32:"), "{yaml}");
+    assert!(
+        yaml.contains("torch_version:") && yaml.contains("crc32:"),
+        "{yaml}"
+    );
 }
 
 #[test]
@@ -117,7 +146,12 @@ fn broken_pipe_ends_quietly() {
         .spawn()
         .unwrap();
     let mut head = [0u8; 10];
-    child.stdout.as_mut().unwrap().read_exact(&mut head).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -128,20 +162,32 @@ fn broken_pipe_ends_quietly() {
 fn version_names_formats_and_completions_generate() {
     let out = pt2ir().arg("--version").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("export schema major 8") && text.contains("IR stream format: 1.0"), "{text}");
+    assert!(
+        text.contains("export schema major 8") && text.contains("IR stream format: 1.0"),
+        "{text}"
+    );
     assert!(text.contains("features:"), "{text}");
     for shell in ["bash", "zsh", "fish"] {
         let out = pt2ir().args(["--completions", shell]).output().unwrap();
         assert!(out.status.success());
         let script = String::from_utf8(out.stdout).unwrap();
-        assert!(script.contains("pt2ir") && script.contains("emit"), "{shell}");
+        assert!(
+            script.contains("pt2ir") && script.contains("emit"),
+            "{shell}"
+        );
     }
 }
 
 #[test]
 fn quiet_and_verbose() {
-    let out = pt2ir().args(["golden/models/mlp.pt2", "-v", "--emit", "text"]).output().unwrap();
+    let out = pt2ir()
+        .args(["golden/models/mlp.pt2", "-v", "--emit", "text"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("3 nodes"));
-    let out = pt2ir().args(["golden/models/mlp.pt2", "-q", "--emit", "text"]).output().unwrap();
+    let out = pt2ir()
+        .args(["golden/models/mlp.pt2", "-q", "--emit", "text"])
+        .output()
+        .unwrap();
     assert!(out.stderr.is_empty());
 }

@@ -16,6 +16,25 @@ use clap::{Args, Parser, ValueEnum};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ir::Program;
 
+#[cfg(feature = "cuda")]
+macro_rules! features {
+    () => {
+        "exec (candle, CPU), cuda"
+    };
+}
+#[cfg(all(feature = "exec", not(feature = "cuda")))]
+macro_rules! features {
+    () => {
+        "exec (candle, CPU)"
+    };
+}
+#[cfg(not(feature = "exec"))]
+macro_rules! features {
+    () => {
+        "none (built without exec)"
+    };
+}
+
 /// What `--version` prints after the version number.
 pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -23,7 +42,8 @@ pub const LONG_VERSION: &str = concat!(
     "\nPT2 archives: archive version 0; export schema major 8 (and unversioned 0.0)",
     "\nPT2 layouts: raw weights + config (torch >= 2.9), pickled weights (data/weights/model.pt), legacy zip (torch <= 2.7)",
     "\nONNX opsets: none (ir2onnx not built yet)",
-    "\nfeatures: none",
+    "\nfeatures: ",
+    features!(),
 );
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
@@ -94,7 +114,11 @@ pub fn main_from<P: Parser>(
     let parsed = match P::try_parse_from(args) {
         Ok(p) => p,
         Err(e) => {
-            let code = if e.use_stderr() { ErrorKind::Usage.exit_code() } else { 0 };
+            let code = if e.use_stderr() {
+                ErrorKind::Usage.exit_code()
+            } else {
+                0
+            };
             let _ = e.print();
             return ExitCode::from(code as u8);
         }
@@ -134,7 +158,10 @@ pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
             let f = File::open(p).map_err(|e| Error::io(p.display(), e))?;
             Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
         }
-        _ => Ok(Box::new(BufReader::with_capacity(1 << 20, io::stdin().lock()))),
+        _ => Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            io::stdin().lock(),
+        ))),
     }
 }
 
@@ -168,7 +195,9 @@ pub fn write_output(
                 .prefix(".pt2kit-")
                 .suffix(".tmp")
                 .tempfile_in(dir)
-                .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))?;
+                .map_err(|e| {
+                    Error::io(format!("creating a temporary file in {}", dir.display()), e)
+                })?;
             {
                 let mut w = BufWriter::with_capacity(64 << 10, tmp.as_file());
                 write(&mut w)?;

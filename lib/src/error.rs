@@ -28,7 +28,10 @@ pub const EXIT_CODES: &[(i32, &str)] = &[
     (1, "the comparison found a difference (ir-diff, ir-compare)"),
     (2, "usage error: bad flags or arguments"),
     (3, "bad input: a malformed, truncated or inconsistent file"),
-    (4, "unsupported: valid input this tool cannot handle (an op, a layout, a format version)"),
+    (
+        4,
+        "unsupported: valid input this tool cannot handle (an op, a layout, a format version)",
+    ),
     (5, "I/O error: a file could not be read or written"),
     (70, "internal error: a bug in this toolkit"),
 ];

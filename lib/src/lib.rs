@@ -5,15 +5,21 @@
 //! - [`wire`]: the binary IR stream between tools (protobuf records)
 //! - [`text`]: listings and YAML for people and golden files
 //! - [`ops`]: what is known about operators, as data (schemas)
+//! - [`contract`]: inputs checked against the exported shape contract
+//! - [`tensorfile`]: npy / npz / safetensors
 //! - [`cli`]: conventions every binary shares (inputs, outputs, exit codes)
 
 pub mod blob;
 pub mod cli;
+pub mod contract;
 pub mod error;
+#[cfg(feature = "exec")]
+pub mod exec;
 pub mod export;
 pub mod import;
 pub mod ir;
 pub mod ops;
+pub mod tensorfile;
 pub mod text;
 pub mod wire;
 

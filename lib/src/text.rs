@@ -136,9 +136,10 @@ impl Printer<'_> {
         let mut refs = Vec::new();
         a.value_refs(&mut refs);
         match a {
-            Argument::Tensor(v) | Argument::SymInt(SymRef::Value(v)) | Argument::SymBool(SymRef::Value(v)) | Argument::SymFloat(SymRef::Value(v)) => {
-                value_type(self.graph.value(*v))
-            }
+            Argument::Tensor(v)
+            | Argument::SymInt(SymRef::Value(v))
+            | Argument::SymBool(SymRef::Value(v))
+            | Argument::SymFloat(SymRef::Value(v)) => value_type(self.graph.value(*v)),
             Argument::None => "None".into(),
             _ => format!(
                 "[{}]",
@@ -158,7 +159,9 @@ impl Printer<'_> {
             .map(|a| {
                 let text = self.arg(a);
                 match a {
-                    Argument::Tensor(_) | Argument::CustomObj(_) | Argument::SymInt(SymRef::Value(_)) => {
+                    Argument::Tensor(_)
+                    | Argument::CustomObj(_)
+                    | Argument::SymInt(SymRef::Value(_)) => {
                         format!("{text}: {}", self.out_type(a))
                     }
                     _ => text,
@@ -171,7 +174,12 @@ impl Printer<'_> {
             self.node(out, &inner, node);
         }
         let outs: Vec<String> = g.outputs.iter().map(|a| self.arg(a)).collect();
-        let _ = writeln!(out, "{inner}return ({}{})", outs.join(", "), if outs.len() == 1 { "," } else { "" });
+        let _ = writeln!(
+            out,
+            "{inner}return ({}{})",
+            outs.join(", "),
+            if outs.len() == 1 { "," } else { "" }
+        );
     }
 
     fn node(&self, out: &mut String, indent: &str, node: &Node) {
@@ -211,7 +219,11 @@ impl Printer<'_> {
         }
         for a in &node.inputs {
             if let Argument::Graph(sub) = &a.arg {
-                Printer { graph: &sub.graph }.graph(out, &format!("{indent}  "), &format!("@{}", sub.name));
+                Printer { graph: &sub.graph }.graph(
+                    out,
+                    &format!("{indent}  "),
+                    &format!("@{}", sub.name),
+                );
             }
         }
     }
@@ -254,14 +266,28 @@ pub fn listing(p: &Program) -> String {
         i.torch_version,
         i.schema_major,
         i.schema_minor,
-        if i.verifiers.is_empty() { "unknown".to_string() } else { i.verifiers.join("+") },
-        if i.archive_layout.is_empty() { "unknown layout" } else { &i.archive_layout }
+        if i.verifiers.is_empty() {
+            "unknown".to_string()
+        } else {
+            i.verifiers.join("+")
+        },
+        if i.archive_layout.is_empty() {
+            "unknown layout"
+        } else {
+            &i.archive_layout
+        }
     );
     if !p.range_constraints.is_empty() {
         let _ = writeln!(out, "range constraints:");
         for r in &p.range_constraints {
             let bound = |b: Option<i64>, inf: &str| b.map(|v| v.to_string()).unwrap_or(inf.into());
-            let _ = writeln!(out, "  {} in [{}, {}]", r.symbol, bound(r.min, "-inf"), bound(r.max, "inf"));
+            let _ = writeln!(
+                out,
+                "  {} in [{}, {}]",
+                r.symbol,
+                bound(r.min, "-inf"),
+                bound(r.max, "inf")
+            );
         }
     }
     let printer = Printer { graph: &p.graph };
@@ -289,7 +315,12 @@ pub fn listing(p: &Program) -> String {
             WeightKind::Constant => "constant",
         };
         let crc = crc32fast::hash(&p.weight_bytes(w));
-        let _ = writeln!(out, "  {}  {kind}  {}  crc32={crc:08x}", w.name, tensor_type(&w.meta));
+        let _ = writeln!(
+            out,
+            "  {}  {kind}  {}  crc32={crc:08x}",
+            w.name,
+            tensor_type(&w.meta)
+        );
     }
     out
 }

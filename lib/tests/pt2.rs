@@ -27,7 +27,12 @@ fn meta(p: &Path) -> Option<serde_json::Value> {
 fn check_listings(files: &[std::path::PathBuf]) {
     let failures: Vec<String> = files
         .iter()
-        .filter_map(|p| check_golden(&format!("golden/listings/{}.txt", stem(p)), &text::listing(&read(p))))
+        .filter_map(|p| {
+            check_golden(
+                &format!("golden/listings/{}.txt", stem(p)),
+                &text::listing(&read(p)),
+            )
+        })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -49,7 +54,12 @@ fn check_round_trip(p: &Path) {
     let decoded = wire::read_program(&mut first.as_slice(), "stream").unwrap();
     let second = wire::encode_program(&decoded).unwrap();
     assert!(first == second, "{}: re-encoding differs", p.display());
-    assert_eq!(text::listing(&program), text::listing(&decoded), "{}", p.display());
+    assert_eq!(
+        text::listing(&program),
+        text::listing(&decoded),
+        "{}",
+        p.display()
+    );
     assert_eq!(text::yaml(&program).unwrap(), text::yaml(&decoded).unwrap());
 }
 
@@ -67,7 +77,10 @@ fn big_wire_round_trip_is_byte_identical() {
 #[test]
 fn weights_match_torch_checksums() {
     let mut checked = 0;
-    for p in fixtures().iter().filter(|p| p.starts_with(repo().join("golden/models"))) {
+    for p in fixtures()
+        .iter()
+        .filter(|p| p.starts_with(repo().join("golden/models")))
+    {
         let program = read(p);
         let meta = meta(p).expect("meta.json");
         let crcs = meta["weights_crc32"].as_object().expect("weights_crc32");
@@ -78,7 +91,12 @@ fn weights_match_torch_checksums() {
                 .find(|w| &w.name == name)
                 .unwrap_or_else(|| panic!("{}: weight {name} not read", p.display()));
             let ours = format!("{:08x}", crc32fast::hash(&program.weight_bytes(w)));
-            assert_eq!(&ours, crc.as_str().unwrap(), "{}: weight {name}", p.display());
+            assert_eq!(
+                &ours,
+                crc.as_str().unwrap(),
+                "{}: weight {name}",
+                p.display()
+            );
             checked += 1;
         }
     }
@@ -97,10 +115,17 @@ fn histogram(program: &Program) -> BTreeMap<String, u64> {
 
 #[test]
 fn every_node_torch_wrote_is_read() {
-    for p in fixtures().iter().filter(|p| p.starts_with(repo().join("golden/models"))) {
+    for p in fixtures()
+        .iter()
+        .filter(|p| p.starts_with(repo().join("golden/models")))
+    {
         let program = read(p);
         let meta = meta(p).unwrap();
-        let key = if stem(p).ends_with(".decomp") { "ops_decomp" } else { "ops_training" };
+        let key = if stem(p).ends_with(".decomp") {
+            "ops_decomp"
+        } else {
+            "ops_training"
+        };
         let expected: BTreeMap<String, u64> = meta[key]
             .as_object()
             .unwrap()
@@ -111,12 +136,14 @@ fn every_node_torch_wrote_is_read() {
         let inputs: Vec<String> = program
             .user_inputs()
             .iter()
-            .map(|(i, _)| program.graph.values[match &program.graph.inputs[*i] {
-                pt2kit::ir::Argument::Tensor(v) => v.index(),
-                other => panic!("{other:?}"),
-            }]
-            .name
-            .clone())
+            .map(|(i, _)| {
+                program.graph.values[match &program.graph.inputs[*i] {
+                    pt2kit::ir::Argument::Tensor(v) => v.index(),
+                    other => panic!("{other:?}"),
+                }]
+                .name
+                .clone()
+            })
             .collect();
         let expected_inputs: Vec<String> = meta["user_inputs"]
             .as_array()
@@ -160,21 +187,51 @@ fn dynamic_dims_keep_symbols_and_ranges() {
 #[test]
 fn omitted_defaults_are_filled_from_schemas() {
     let p = read(&repo().join("golden/models/multiout.pt2"));
-    let topk = p.graph.nodes.iter().find(|n| n.target.name == "topk").unwrap();
+    let topk = p
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.target.name == "topk")
+        .unwrap();
     let names: Vec<&str> = topk.inputs.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["self", "k", "dim", "largest", "sorted"]);
-    assert!(matches!(topk.arg("largest"), Some(pt2kit::ir::Argument::Bool(true))));
-    assert!(topk.inputs.iter().find(|a| a.name == "largest").unwrap().defaulted);
-    assert!(!topk.inputs.iter().find(|a| a.name == "k").unwrap().defaulted);
+    assert!(matches!(
+        topk.arg("largest"),
+        Some(pt2kit::ir::Argument::Bool(true))
+    ));
+    assert!(
+        topk.inputs
+            .iter()
+            .find(|a| a.name == "largest")
+            .unwrap()
+            .defaulted
+    );
+    assert!(
+        !topk
+            .inputs
+            .iter()
+            .find(|a| a.name == "k")
+            .unwrap()
+            .defaulted
+    );
 }
 
 #[test]
 fn legacy_layouts_read_the_same_program() {
     let modern = read(&repo().join("golden/models/mlp.pt2"));
-    for legacy in ["golden/legacy/legacy_zip_mlp.pt2", "golden/legacy/legacy_pickled_mlp.pt2"] {
+    for legacy in [
+        "golden/legacy/legacy_zip_mlp.pt2",
+        "golden/legacy/legacy_pickled_mlp.pt2",
+    ] {
         let old = read(&repo().join(legacy));
         assert_ne!(old.info.archive_layout, modern.info.archive_layout);
-        let body = |p: &Program| text::listing(p).lines().skip(2).collect::<Vec<_>>().join("\n");
+        let body = |p: &Program| {
+            text::listing(p)
+                .lines()
+                .skip(2)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         assert_eq!(body(&old), body(&modern), "{legacy}");
     }
 }

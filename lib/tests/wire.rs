@@ -8,7 +8,11 @@ use pt2kit::import::pt2::{read_pt2, ImportOptions};
 use pt2kit::{text, wire, ErrorKind};
 
 fn mlp_stream() -> Vec<u8> {
-    let p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    let p = read_pt2(
+        &repo().join("golden/models/mlp.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     wire::encode_program(&p).unwrap()
 }
 
@@ -39,7 +43,11 @@ fn a_newer_major_version_is_refused() {
 
 #[test]
 fn text_yaml_and_archives_are_named_when_refused() {
-    let p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    let p = read_pt2(
+        &repo().join("golden/models/mlp.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     let e = read_err(text::listing(&p).as_bytes());
     assert!(e.to_string().contains("a text listing"), "{e}");
     let e = read_err(text::yaml(&p).unwrap().as_bytes());
@@ -50,7 +58,11 @@ fn text_yaml_and_archives_are_named_when_refused() {
 
 #[test]
 fn corrupt_value_ids_fail_validation() {
-    let mut p = read_pt2(&repo().join("golden/models/mlp.pt2"), &ImportOptions::default()).unwrap();
+    let mut p = read_pt2(
+        &repo().join("golden/models/mlp.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     p.graph.nodes[0].inputs[0].arg = pt2kit::ir::Argument::Tensor(pt2kit::ir::ValueId(9999));
     let bytes = wire::encode_program(&p).unwrap();
     let e = read_err(&bytes);

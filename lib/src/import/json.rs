@@ -17,8 +17,9 @@ pub fn kind_of(v: &Json) -> &'static str {
 }
 
 pub fn obj<'a>(v: &'a Json, what: &str) -> Result<&'a Map<String, Json>> {
-    v.as_object()
-        .ok_or_else(|| Error::bad_input(format!("{what}: expected an object, found {}", kind_of(v))))
+    v.as_object().ok_or_else(|| {
+        Error::bad_input(format!("{what}: expected an object, found {}", kind_of(v)))
+    })
 }
 
 pub fn arr<'a>(v: &'a Json, what: &str) -> Result<&'a Vec<Json>> {
@@ -45,11 +46,15 @@ pub fn int(v: &Json, what: &str) -> Result<i64> {
 /// A float; non-finite values are the strings `Infinity`, `-Infinity`, `NaN`.
 pub fn float(v: &Json, what: &str) -> Result<f64> {
     match v {
-        Json::Number(n) => n.as_f64().ok_or_else(|| Error::bad_input(format!("{what}: bad float"))),
+        Json::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| Error::bad_input(format!("{what}: bad float"))),
         Json::String(s) if s == "Infinity" => Ok(f64::INFINITY),
         Json::String(s) if s == "-Infinity" => Ok(f64::NEG_INFINITY),
         Json::String(s) if s == "NaN" => Ok(f64::NAN),
-        _ => Err(Error::bad_input(format!("{what}: expected a float, found {v}"))),
+        _ => Err(Error::bad_input(format!(
+            "{what}: expected a float, found {v}"
+        ))),
     }
 }
 
@@ -78,5 +83,8 @@ pub fn union<'a>(v: &'a Json, what: &str) -> Result<(&'a str, &'a Json)> {
 
 /// The `name` of a `TensorArgument`-like object.
 pub fn name_field<'a>(v: &'a Json, what: &str) -> Result<&'a str> {
-    string(req(obj(v, what)?, "name").map_err(|e| e.at(what.to_string()))?, what)
+    string(
+        req(obj(v, what)?, "name").map_err(|e| e.at(what.to_string()))?,
+        what,
+    )
 }

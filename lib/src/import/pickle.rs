@@ -72,9 +72,8 @@ fn storage_dtype(class: &str) -> Option<Dtype> {
 
 /// Reads the tensors of a `torch.save`d dict (a state dict or constants).
 pub fn read_torch_save(zip_bytes: Blob, what: &str) -> Result<Vec<SavedTensor>> {
-    let archive = Archive::from_blob(what.to_string(), zip_bytes).map_err(|e| {
-        e.at("a torch.save zip was expected")
-    })?;
+    let archive = Archive::from_blob(what.to_string(), zip_bytes)
+        .map_err(|e| e.at("a torch.save zip was expected"))?;
     let pkl_name = archive
         .entries()
         .iter()
@@ -125,9 +124,8 @@ pub fn read_torch_save(zip_bytes: Blob, what: &str) -> Result<Vec<SavedTensor>> 
             layout: Layout::Strided,
             requires_grad: false,
         };
-        super::pt2::check_view(&meta, storage.len()).map_err(|msg| {
-            Error::bad_input(format!("{what}: tensor '{name}': {msg}"))
-        })?;
+        super::pt2::check_view(&meta, storage.len())
+            .map_err(|msg| Error::bad_input(format!("{what}: tensor '{name}': {msg}")))?;
         out.push(SavedTensor {
             name,
             meta,
@@ -173,9 +171,11 @@ impl<'a> Unpickler<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or_else(|| {
-            Error::bad_input(format!("pickle is truncated at byte {}", self.pos))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or_else(|| Error::bad_input(format!("pickle is truncated at byte {}", self.pos)))?;
         let s = &self.data[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -261,7 +261,11 @@ impl<'a> Unpickler<'a> {
                     self.memo.insert(k, v);
                 }
                 b'h' | b'j' => {
-                    let k = if op == b'h' { self.u8()? as u32 } else { self.u32()? };
+                    let k = if op == b'h' {
+                        self.u8()? as u32
+                    } else {
+                        self.u32()?
+                    };
                     let v = self
                         .memo
                         .get(&k)
@@ -315,7 +319,8 @@ impl<'a> Unpickler<'a> {
                 }
                 b'M' => {
                     let b = self.take(2)?;
-                    self.stack.push(Py::Int(u16::from_le_bytes([b[0], b[1]]) as i64));
+                    self.stack
+                        .push(Py::Int(u16::from_le_bytes([b[0], b[1]]) as i64));
                 }
                 0x8a => {
                     let n = self.u8()? as usize;
@@ -323,7 +328,11 @@ impl<'a> Unpickler<'a> {
                     if n > 8 {
                         return Err(Error::unsupported("pickle integer wider than 64 bits"));
                     }
-                    let mut buf = if b.last().is_some_and(|x| x & 0x80 != 0) { [0xff; 8] } else { [0; 8] };
+                    let mut buf = if b.last().is_some_and(|x| x & 0x80 != 0) {
+                        [0xff; 8]
+                    } else {
+                        [0; 8]
+                    };
                     buf[..n].copy_from_slice(b);
                     self.stack.push(Py::Int(i64::from_le_bytes(buf)));
                 }
@@ -418,9 +427,8 @@ fn persistent_load(pid: Py) -> Result<Py> {
     };
     match items.as_slice() {
         [Py::Str(tag), Py::Global(class), Py::Str(key), ..] if tag == "storage" => {
-            let dtype = storage_dtype(class).ok_or_else(|| {
-                Error::unsupported(format!("storage class {class} is not read"))
-            })?;
+            let dtype = storage_dtype(class)
+                .ok_or_else(|| Error::unsupported(format!("storage class {class} is not read")))?;
             Ok(Py::Storage {
                 dtype,
                 key: key.clone(),
@@ -443,7 +451,11 @@ fn reduce(func: Py, args: Py) -> Result<Py> {
         "torch._utils._rebuild_tensor_v2" => {
             let (storage, offset, sizes, strides) = match args.as_slice() {
                 [s, Py::Int(o), size, stride, ..] => (s, *o, size, stride),
-                _ => return Err(Error::bad_input("_rebuild_tensor_v2 with unexpected arguments")),
+                _ => {
+                    return Err(Error::bad_input(
+                        "_rebuild_tensor_v2 with unexpected arguments",
+                    ))
+                }
             };
             let Py::Storage { dtype, key } = storage else {
                 return Err(Error::bad_input("_rebuild_tensor_v2 without a storage"));

@@ -46,7 +46,10 @@ pub fn read_pt2(path: &Path, opts: &ImportOptions) -> Result<Program> {
 
 /// Reads archive bytes already in memory (`pt2ir -` reading stdin).
 pub fn read_pt2_bytes(name: &str, bytes: Vec<u8>, opts: &ImportOptions) -> Result<Program> {
-    read_pt2_archive(&Archive::from_blob(name.to_string(), Blob::owned(bytes))?, opts)
+    read_pt2_archive(
+        &Archive::from_blob(name.to_string(), Blob::owned(bytes))?,
+        opts,
+    )
 }
 
 fn read_pt2_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
@@ -126,7 +129,11 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
             .collect();
         return Err(Error::bad_input(format!(
             "{path}: member '{model_name}' is missing (models in the archive: {})",
-            if models.is_empty() { "none".to_string() } else { models.join(", ") }
+            if models.is_empty() {
+                "none".to_string()
+            } else {
+                models.join(", ")
+            }
         )));
     }
     let json = json_member(archive, &model_name)?;
@@ -270,7 +277,11 @@ fn read_payload_config(
     let path = &archive.path;
     let json = json_member(archive, config_name)?;
     let at = || format!("{path}: member '{config_name}'");
-    let config = obj(req(obj(&json, "payload config").at(at)?, "config").at(at)?, "config").at(at)?;
+    let config = obj(
+        req(obj(&json, "payload config").at(at)?, "config").at(at)?,
+        "config",
+    )
+    .at(at)?;
     let mut storage_ids: HashMap<String, u32> = HashMap::new();
     for (fqn, entry) in config {
         let what = || format!("{path}: member '{config_name}': weight '{fqn}'");
@@ -312,7 +323,8 @@ fn read_payload_config(
             }
         };
         check_view(&meta, payloads.storages[id as usize].len()).map_err(|msg| {
-            Error::bad_input(format!("weight '{fqn}': {msg} (member '{member_name}')")).at(path.clone())
+            Error::bad_input(format!("weight '{fqn}': {msg} (member '{member_name}')"))
+                .at(path.clone())
         })?;
         payloads.by_name.insert(fqn.clone(), (meta, id));
     }
@@ -322,10 +334,19 @@ fn read_payload_config(
 /// Checks that a strided view fits in its storage.
 pub fn check_view(meta: &TensorMeta, storage_bytes: usize) -> std::result::Result<(), String> {
     let sizes = meta.static_sizes().ok_or("symbolic sizes in a weight")?;
-    let strides = meta.static_strides().ok_or("symbolic strides in a weight")?;
-    let offset = meta.storage_offset.as_int().ok_or("symbolic storage offset")?;
+    let strides = meta
+        .static_strides()
+        .ok_or("symbolic strides in a weight")?;
+    let offset = meta
+        .storage_offset
+        .as_int()
+        .ok_or("symbolic storage offset")?;
     if sizes.len() != strides.len() {
-        return Err(format!("{} sizes but {} strides", sizes.len(), strides.len()));
+        return Err(format!(
+            "{} sizes but {} strides",
+            sizes.len(),
+            strides.len()
+        ));
     }
     if sizes.iter().any(|&s| s < 0) || strides.iter().any(|&s| s < 0) || offset < 0 {
         return Err("negative size, stride or offset".into());
@@ -333,7 +354,12 @@ pub fn check_view(meta: &TensorMeta, storage_bytes: usize) -> std::result::Resul
     if sizes.contains(&0) {
         return Ok(());
     }
-    let last: i64 = offset + sizes.iter().zip(&strides).map(|(s, st)| (s - 1) * st).sum::<i64>();
+    let last: i64 = offset
+        + sizes
+            .iter()
+            .zip(&strides)
+            .map(|(s, st)| (s - 1) * st)
+            .sum::<i64>();
     let needed = (last as u128 + 1) * meta.dtype.size() as u128;
     if needed > storage_bytes as u128 {
         return Err(format!(
@@ -391,7 +417,12 @@ fn convert_program(json: &Json) -> Result<Program> {
     let gm = obj(req(top, "graph_module")?, "graph_module")?;
     if let Some(v) = opt(gm, "metadata") {
         for (k, x) in obj(v, "graph_module.metadata")? {
-            info.metadata.push((k.clone(), x.as_str().map(String::from).unwrap_or_else(|| x.to_string())));
+            info.metadata.push((
+                k.clone(),
+                x.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| x.to_string()),
+            ));
         }
     }
     if let Some(v) = opt(gm, "module_call_graph") {
@@ -410,7 +441,8 @@ fn convert_program(json: &Json) -> Result<Program> {
                 }
                 if let Some(names) = opt(sig, "forward_arg_names") {
                     for n in arr(names, "forward_arg_names")? {
-                        info.forward_arg_names.push(string(n, "forward_arg_names")?.to_string());
+                        info.forward_arg_names
+                            .push(string(n, "forward_arg_names")?.to_string());
                     }
                 }
             }
@@ -419,11 +451,17 @@ fn convert_program(json: &Json) -> Result<Program> {
     let graph = convert_graph(req(gm, "graph")?).at(|| "graph")?;
     let signature = obj(req(gm, "signature")?, "signature")?;
     let mut input_kinds = Vec::new();
-    for (i, spec) in arr(req(signature, "input_specs")?, "input_specs")?.iter().enumerate() {
+    for (i, spec) in arr(req(signature, "input_specs")?, "input_specs")?
+        .iter()
+        .enumerate()
+    {
         input_kinds.push(convert_input_spec(spec).at(|| format!("signature input {i}"))?);
     }
     let mut output_kinds = Vec::new();
-    for (i, spec) in arr(req(signature, "output_specs")?, "output_specs")?.iter().enumerate() {
+    for (i, spec) in arr(req(signature, "output_specs")?, "output_specs")?
+        .iter()
+        .enumerate()
+    {
         output_kinds.push(convert_output_spec(spec).at(|| format!("signature output {i}"))?);
     }
     if input_kinds.len() != graph.inputs.len() {
@@ -540,7 +578,9 @@ fn convert_sym(v: &Json, what: &str) -> Result<Sym> {
                         "as_float" => Hint::Float(float(hv, "hint")?),
                         "as_bool" => Hint::Bool(boolean(hv, "hint")?),
                         other => {
-                            return Err(Error::bad_input(format!("{what}: unknown hint kind '{other}'")))
+                            return Err(Error::bad_input(format!(
+                                "{what}: unknown hint kind '{other}'"
+                            )))
                         }
                     })
                 }
@@ -563,7 +603,10 @@ fn convert_tensor_meta(v: &Json) -> Result<TensorMeta> {
     let syms = |key: &str| -> Result<Vec<Sym>> {
         match opt(m, key) {
             None => Ok(Vec::new()),
-            Some(list) => arr(list, key)?.iter().map(|d| convert_sym(d, key)).collect(),
+            Some(list) => arr(list, key)?
+                .iter()
+                .map(|d| convert_sym(d, key))
+                .collect(),
         }
     };
     let sizes = syms("sizes")?;
@@ -576,7 +619,10 @@ fn convert_tensor_meta(v: &Json) -> Result<TensorMeta> {
         Some(d) => convert_device(d)?,
         None => Device::default(),
     };
-    let layout_code = opt(m, "layout").map(|l| int(l, "layout")).transpose()?.unwrap_or(7);
+    let layout_code = opt(m, "layout")
+        .map(|l| int(l, "layout"))
+        .transpose()?
+        .unwrap_or(7);
     let layout = u32::try_from(layout_code)
         .ok()
         .and_then(Layout::from_code)
@@ -588,7 +634,9 @@ fn convert_tensor_meta(v: &Json) -> Result<TensorMeta> {
         storage_offset,
         device,
         layout,
-        requires_grad: opt(m, "requires_grad").and_then(Json::as_bool).unwrap_or(false),
+        requires_grad: opt(m, "requires_grad")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
     })
 }
 
@@ -662,7 +710,9 @@ impl Scope<'_> {
 
     fn lookup(&self, name: &str) -> Result<ValueId> {
         self.ids.get(name).copied().ok_or_else(|| {
-            Error::bad_input(format!("refers to value '{name}', which the graph does not define"))
+            Error::bad_input(format!(
+                "refers to value '{name}', which the graph does not define"
+            ))
         })
     }
 }
@@ -670,7 +720,9 @@ impl Scope<'_> {
 /// Names a graph argument defines when it appears as a graph input or a
 /// node output.
 fn defined_names<'a>(arg: &'a Json, out: &mut Vec<&'a str>) {
-    let Ok((tag, body)) = union(arg, "argument") else { return };
+    let Ok((tag, body)) = union(arg, "argument") else {
+        return;
+    };
     match tag {
         "as_tensor" | "as_custom_obj" => {
             if let Some(n) = body.get("name").and_then(Json::as_str) {
@@ -679,13 +731,20 @@ fn defined_names<'a>(arg: &'a Json, out: &mut Vec<&'a str>) {
         }
         "as_tensors" => {
             if let Some(list) = body.as_array() {
-                out.extend(list.iter().filter_map(|t| t.get("name").and_then(Json::as_str)))
+                out.extend(
+                    list.iter()
+                        .filter_map(|t| t.get("name").and_then(Json::as_str)),
+                )
             }
         }
         "as_optional_tensors" => {
             if let Some(list) = body.as_array() {
                 for t in list {
-                    if let Some(n) = t.get("as_tensor").and_then(|t| t.get("name")).and_then(Json::as_str) {
+                    if let Some(n) = t
+                        .get("as_tensor")
+                        .and_then(|t| t.get("name"))
+                        .and_then(Json::as_str)
+                    {
                         out.push(n)
                     }
                 }
@@ -698,7 +757,10 @@ fn defined_names<'a>(arg: &'a Json, out: &mut Vec<&'a str>) {
         }
         "as_sym_ints" | "as_sym_bools" | "as_sym_floats" => {
             if let Some(list) = body.as_array() {
-                out.extend(list.iter().filter_map(|t| t.get("as_name").and_then(Json::as_str)))
+                out.extend(
+                    list.iter()
+                        .filter_map(|t| t.get("as_name").and_then(Json::as_str)),
+                )
             }
         }
         _ => {}
@@ -754,9 +816,14 @@ fn convert_graph(v: &Json) -> Result<Graph> {
         }
     }
     // Metadata for names nothing defines (kept: a faithful container).
-    for m in [scope.tensor_meta, scope.sym_ints, scope.sym_bools, scope.sym_floats]
-        .into_iter()
-        .flatten()
+    for m in [
+        scope.tensor_meta,
+        scope.sym_ints,
+        scope.sym_bools,
+        scope.sym_floats,
+    ]
+    .into_iter()
+    .flatten()
     {
         for name in m.keys() {
             scope.define(name)?;
@@ -812,7 +879,10 @@ fn convert_node(n: &serde_json::Map<String, Json>, name: &str, scope: &Scope) ->
     let mut inputs = Vec::new();
     for input in arr(req(n, "inputs")?, "inputs")? {
         let a = obj(input, "named argument")?;
-        let arg_name = opt(a, "name").and_then(Json::as_str).unwrap_or("").to_string();
+        let arg_name = opt(a, "name")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string();
         let arg = convert_argument(req(a, "arg")?, scope).at(|| {
             if arg_name.is_empty() {
                 "input".to_string()
@@ -846,7 +916,10 @@ fn convert_node(n: &serde_json::Map<String, Json>, name: &str, scope: &Scope) ->
     let mut meta = NodeMeta::default();
     if let Some(m) = opt(n, "metadata") {
         for (k, v) in obj(m, "metadata")? {
-            let text = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+            let text = v
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string());
             match k.as_str() {
                 "stack_trace" => meta.stack_trace = Some(text),
                 "nn_module_stack" => meta.module_stack = Some(text),
@@ -1027,6 +1100,8 @@ fn optional_tensor(v: &Json, scope: &Scope) -> Result<Option<ValueId>> {
     match tag {
         "as_none" => Ok(None),
         "as_tensor" => Ok(Some(scope.lookup(name_field(body, "tensor")?)?)),
-        other => Err(Error::bad_input(format!("optional tensor: unknown kind '{other}'"))),
+        other => Err(Error::bad_input(format!(
+            "optional tensor: unknown kind '{other}'"
+        ))),
     }
 }

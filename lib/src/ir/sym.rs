@@ -445,9 +445,18 @@ mod tests {
     fn parses_and_prints() {
         let cases = [
             ("Symbol('s77', positive=True, integer=True)", "s77"),
-            ("Mul(Integer(2), Symbol('s77', positive=True, integer=True))", "2*s77"),
-            ("Add(Symbol('s27', positive=True, integer=True), Integer(1))", "s27 + 1"),
-            ("Add(Symbol('s27', positive=True, integer=True), Integer(-1))", "s27 - 1"),
+            (
+                "Mul(Integer(2), Symbol('s77', positive=True, integer=True))",
+                "2*s77",
+            ),
+            (
+                "Add(Symbol('s27', positive=True, integer=True), Integer(1))",
+                "s27 + 1",
+            ),
+            (
+                "Add(Symbol('s27', positive=True, integer=True), Integer(-1))",
+                "s27 - 1",
+            ),
             (
                 "Mul(Integer(4), Add(Symbol('s0', integer=True), Integer(1)))",
                 "4*(s0 + 1)",
@@ -467,8 +476,8 @@ mod tests {
 
     #[test]
     fn evaluates() {
-        let e =
-            SymExpr::parse("Add(Mul(Integer(2), Symbol('s0', integer=True)), Integer(-1))").unwrap();
+        let e = SymExpr::parse("Add(Mul(Integer(2), Symbol('s0', integer=True)), Integer(-1))")
+            .unwrap();
         let mut b = BTreeMap::new();
         b.insert("s0".to_string(), 5);
         assert_eq!(e.eval_int(&b), Ok(9));

@@ -67,7 +67,9 @@ pub fn validate_graph(graph: &Graph) -> Result<()> {
         input.value_refs(&mut refs);
         for v in &refs {
             if v.index() >= n {
-                return Err(Error::bad_input(format!("graph input {i}: value id out of range")));
+                return Err(Error::bad_input(format!(
+                    "graph input {i}: value id out of range"
+                )));
             }
             defined[v.index()] = true;
         }
@@ -76,7 +78,9 @@ pub fn validate_graph(graph: &Graph) -> Result<()> {
         for a in &node.inputs {
             refs.clear();
             a.arg.value_refs(&mut refs);
-            check(&refs, &defined, &|| format!("node '{}' input '{}'", node.name, a.name))?;
+            check(&refs, &defined, &|| {
+                format!("node '{}' input '{}'", node.name, a.name)
+            })?;
             if let Argument::Graph(sub) = &a.arg {
                 validate_graph(&sub.graph)
                     .map_err(|e| e.at(format!("node '{}' subgraph '{}'", node.name, sub.name)))?;

@@ -246,7 +246,11 @@ fn parse_float(s: &str) -> Option<f64> {
         "inf" => Some(f64::INFINITY),
         "-inf" => Some(f64::NEG_INFINITY),
         "nan" => Some(f64::NAN),
-        _ => s.trim_end_matches('.').parse().ok().or_else(|| s.parse().ok()),
+        _ => s
+            .trim_end_matches('.')
+            .parse()
+            .ok()
+            .or_else(|| s.parse().ok()),
     }
 }
 
@@ -283,7 +287,10 @@ mod tests {
         assert_eq!(s.args[2].default.as_deref(), Some("1"));
         let topk = lookup("aten", "topk", "default").expect("topk");
         assert_eq!(
-            topk.args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+            topk.args
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>(),
             ["self", "k", "dim", "largest", "sorted"]
         );
         let split = lookup("aten", "split", "Tensor").expect("split");
@@ -293,7 +300,10 @@ mod tests {
 
     #[test]
     fn converts_defaults() {
-        assert!(matches!(default_value("int", "-1"), Some(Argument::Int(-1))));
+        assert!(matches!(
+            default_value("int", "-1"),
+            Some(Argument::Int(-1))
+        ));
         assert!(matches!(
             default_value("int[2]", "1"),
             Some(Argument::Ints(v)) if v == [1, 1]
@@ -303,9 +313,17 @@ mod tests {
             Some(Argument::Ints(v)) if v == [0, 0]
         ));
         assert!(matches!(default_value("float", "1e-05"), Some(Argument::Float(v)) if v == 1e-5));
-        assert!(matches!(default_value("str", "\"none\""), Some(Argument::String(s)) if s == "none"));
-        assert!(matches!(default_value("Tensor?", "None"), Some(Argument::None)));
-        assert!(matches!(default_value("Scalar", "1"), Some(Argument::Int(1))));
+        assert!(
+            matches!(default_value("str", "\"none\""), Some(Argument::String(s)) if s == "none")
+        );
+        assert!(matches!(
+            default_value("Tensor?", "None"),
+            Some(Argument::None)
+        ));
+        assert!(matches!(
+            default_value("Scalar", "1"),
+            Some(Argument::Int(1))
+        ));
         assert!(default_value("Dimname", "x").is_none());
     }
 }

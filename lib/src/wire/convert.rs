@@ -24,7 +24,10 @@ fn kv(pairs: &[(String, String)]) -> Vec<pb::KeyValue> {
 }
 
 fn from_kv(pairs: &[pb::KeyValue]) -> Vec<(String, String)> {
-    pairs.iter().map(|p| (p.key.clone(), p.value.clone())).collect()
+    pairs
+        .iter()
+        .map(|p| (p.key.clone(), p.value.clone()))
+        .collect()
 }
 
 pub fn program_to_pb(p: &Program) -> pb::Program {
@@ -96,7 +99,11 @@ pub fn program_from_pb(p: &pb::Program) -> Result<(Program, Vec<u64>)> {
         metadata: from_kv(&i.metadata),
         extra_files: from_kv(&i.extra_files),
     };
-    let graph = graph_from_pb(p.graph.as_ref().ok_or_else(|| bad("program without graph"))?)?;
+    let graph = graph_from_pb(
+        p.graph
+            .as_ref()
+            .ok_or_else(|| bad("program without graph"))?,
+    )?;
     let weights = p
         .weights
         .iter()
@@ -109,7 +116,9 @@ pub fn program_from_pb(p: &pb::Program) -> Result<(Program, Vec<u64>)> {
                     Ok(pb::WeightKind::WEIGHT_CONSTANT) => WeightKind::Constant,
                     Err(c) => return Err(bad(&format!("unknown weight kind {c}"))),
                 },
-                meta: tensor_meta_from_pb(w.meta.as_ref().ok_or_else(|| bad("weight without meta"))?)?,
+                meta: tensor_meta_from_pb(
+                    w.meta.as_ref().ok_or_else(|| bad("weight without meta"))?,
+                )?,
                 storage: w.storage,
             })
         })
@@ -117,8 +126,16 @@ pub fn program_from_pb(p: &pb::Program) -> Result<(Program, Vec<u64>)> {
     let program = Program {
         info,
         graph,
-        input_kinds: p.input_kinds.iter().map(input_kind_from_pb).collect::<Result<_>>()?,
-        output_kinds: p.output_kinds.iter().map(output_kind_from_pb).collect::<Result<_>>()?,
+        input_kinds: p
+            .input_kinds
+            .iter()
+            .map(input_kind_from_pb)
+            .collect::<Result<_>>()?,
+        output_kinds: p
+            .output_kinds
+            .iter()
+            .map(output_kind_from_pb)
+            .collect::<Result<_>>()?,
         range_constraints: p
             .range_constraints
             .iter()
@@ -154,16 +171,18 @@ fn input_kind_to_pb(k: &InputKind) -> pb::InputKind {
 
 fn input_kind_from_pb(k: &pb::InputKind) -> Result<InputKind> {
     use pb::input_kind::Kind as K;
-    Ok(match k.kind.as_ref().ok_or_else(|| bad("empty input kind"))? {
-        K::UserInput(_) => InputKind::UserInput,
-        K::Parameter(n) => InputKind::Parameter(n.clone()),
-        K::Buffer(n) => InputKind::Buffer(n.clone()),
-        K::NonPersistentBuffer(n) => InputKind::NonPersistentBuffer(n.clone()),
-        K::TensorConstant(n) => InputKind::TensorConstant(n.clone()),
-        K::CustomObj(n) => InputKind::CustomObj(n.clone()),
-        K::Token(_) => InputKind::Token,
-        K::ConstantInput(n) => InputKind::ConstantInput(n.clone()),
-    })
+    Ok(
+        match k.kind.as_ref().ok_or_else(|| bad("empty input kind"))? {
+            K::UserInput(_) => InputKind::UserInput,
+            K::Parameter(n) => InputKind::Parameter(n.clone()),
+            K::Buffer(n) => InputKind::Buffer(n.clone()),
+            K::NonPersistentBuffer(n) => InputKind::NonPersistentBuffer(n.clone()),
+            K::TensorConstant(n) => InputKind::TensorConstant(n.clone()),
+            K::CustomObj(n) => InputKind::CustomObj(n.clone()),
+            K::Token(_) => InputKind::Token,
+            K::ConstantInput(n) => InputKind::ConstantInput(n.clone()),
+        },
+    )
 }
 
 fn output_kind_to_pb(k: &OutputKind) -> pb::OutputKind {
@@ -186,16 +205,18 @@ fn output_kind_to_pb(k: &OutputKind) -> pb::OutputKind {
 
 fn output_kind_from_pb(k: &pb::OutputKind) -> Result<OutputKind> {
     use pb::output_kind::Kind as K;
-    Ok(match k.kind.as_ref().ok_or_else(|| bad("empty output kind"))? {
-        K::UserOutput(_) => OutputKind::UserOutput,
-        K::LossOutput(_) => OutputKind::LossOutput,
-        K::BufferMutation(n) => OutputKind::BufferMutation(n.clone()),
-        K::GradientToParameter(n) => OutputKind::GradientToParameter(n.clone()),
-        K::GradientToUserInput(n) => OutputKind::GradientToUserInput(n.clone()),
-        K::UserInputMutation(n) => OutputKind::UserInputMutation(n.clone()),
-        K::Token(_) => OutputKind::Token,
-        K::ParameterMutation(n) => OutputKind::ParameterMutation(n.clone()),
-    })
+    Ok(
+        match k.kind.as_ref().ok_or_else(|| bad("empty output kind"))? {
+            K::UserOutput(_) => OutputKind::UserOutput,
+            K::LossOutput(_) => OutputKind::LossOutput,
+            K::BufferMutation(n) => OutputKind::BufferMutation(n.clone()),
+            K::GradientToParameter(n) => OutputKind::GradientToParameter(n.clone()),
+            K::GradientToUserInput(n) => OutputKind::GradientToUserInput(n.clone()),
+            K::UserInputMutation(n) => OutputKind::UserInputMutation(n.clone()),
+            K::Token(_) => OutputKind::Token,
+            K::ParameterMutation(n) => OutputKind::ParameterMutation(n.clone()),
+        },
+    )
 }
 
 fn graph_to_pb(g: &Graph) -> pb::Graph {
@@ -250,9 +271,17 @@ fn graph_from_pb(g: &pb::Graph) -> Result<Graph> {
         .collect::<Result<_>>()?;
     Ok(Graph {
         values,
-        inputs: g.inputs.iter().map(argument_from_pb).collect::<Result<_>>()?,
+        inputs: g
+            .inputs
+            .iter()
+            .map(argument_from_pb)
+            .collect::<Result<_>>()?,
         nodes: g.nodes.iter().map(node_from_pb).collect::<Result<_>>()?,
-        outputs: g.outputs.iter().map(argument_from_pb).collect::<Result<_>>()?,
+        outputs: g
+            .outputs
+            .iter()
+            .map(argument_from_pb)
+            .collect::<Result<_>>()?,
         is_single_tensor_return: g.is_single_tensor_return,
     })
 }
@@ -302,7 +331,10 @@ fn node_to_pb(n: &Node) -> pb::Node {
 
 fn node_from_pb(n: &pb::Node) -> Result<Node> {
     use pb::target::Kind as TK;
-    let t = n.target.as_ref().ok_or_else(|| bad("node without target"))?;
+    let t = n
+        .target
+        .as_ref()
+        .ok_or_else(|| bad("node without target"))?;
     let kind = match t.kind.enum_value() {
         Ok(TK::OP) => TargetKind::Op,
         Ok(TK::HIGHER_ORDER) => TargetKind::HigherOrder,
@@ -335,7 +367,11 @@ fn node_from_pb(n: &pb::Node) -> Result<Node> {
                 })
             })
             .collect::<Result<_>>()?,
-        outputs: n.outputs.iter().map(argument_from_pb).collect::<Result<_>>()?,
+        outputs: n
+            .outputs
+            .iter()
+            .map(argument_from_pb)
+            .collect::<Result<_>>()?,
         meta: NodeMeta {
             stack_trace: meta.stack_trace.clone(),
             module_stack: meta.module_stack.clone(),
@@ -360,12 +396,18 @@ fn tensor_meta_to_pb(m: &TensorMeta) -> pb::TensorMeta {
 
 fn tensor_meta_from_pb(m: &pb::TensorMeta) -> Result<TensorMeta> {
     Ok(TensorMeta {
-        dtype: Dtype::from_code(m.dtype).ok_or_else(|| bad(&format!("unknown dtype {}", m.dtype)))?,
+        dtype: Dtype::from_code(m.dtype)
+            .ok_or_else(|| bad(&format!("unknown dtype {}", m.dtype)))?,
         sizes: m.sizes.iter().map(sym_from_pb).collect::<Result<_>>()?,
         strides: m.strides.iter().map(sym_from_pb).collect::<Result<_>>()?,
-        storage_offset: sym_from_pb(m.storage_offset.as_ref().ok_or_else(|| bad("no storage offset"))?)?,
+        storage_offset: sym_from_pb(
+            m.storage_offset
+                .as_ref()
+                .ok_or_else(|| bad("no storage offset"))?,
+        )?,
         device: device_from_pb(m.device.as_ref().ok_or_else(|| bad("no device"))?),
-        layout: Layout::from_code(m.layout).ok_or_else(|| bad(&format!("unknown layout {}", m.layout)))?,
+        layout: Layout::from_code(m.layout)
+            .ok_or_else(|| bad(&format!("unknown layout {}", m.layout)))?,
         requires_grad: m.requires_grad,
     })
 }
@@ -411,19 +453,21 @@ fn sym_to_pb(s: &Sym) -> pb::Sym {
 fn sym_from_pb(s: &pb::Sym) -> Result<Sym> {
     use pb::sym::Kind as K;
     use pb::sym_expr_with_hint::Hint as H;
-    Ok(match s.kind.as_ref().ok_or_else(|| bad("empty symbolic value"))? {
-        K::Int(v) => Sym::Int(*v),
-        K::Float(v) => Sym::Float(*v),
-        K::Bool(v) => Sym::Bool(*v),
-        K::Expr(e) => Sym::Expr {
-            expr: expr_from_pb(e.expr.as_ref().ok_or_else(|| bad("empty expression"))?)?,
-            hint: e.hint.as_ref().map(|h| match h {
-                H::HintInt(v) => Hint::Int(*v),
-                H::HintFloat(v) => Hint::Float(*v),
-                H::HintBool(v) => Hint::Bool(*v),
-            }),
+    Ok(
+        match s.kind.as_ref().ok_or_else(|| bad("empty symbolic value"))? {
+            K::Int(v) => Sym::Int(*v),
+            K::Float(v) => Sym::Float(*v),
+            K::Bool(v) => Sym::Bool(*v),
+            K::Expr(e) => Sym::Expr {
+                expr: expr_from_pb(e.expr.as_ref().ok_or_else(|| bad("empty expression"))?)?,
+                hint: e.hint.as_ref().map(|h| match h {
+                    H::HintInt(v) => Hint::Int(*v),
+                    H::HintFloat(v) => Hint::Float(*v),
+                    H::HintBool(v) => Hint::Bool(*v),
+                }),
+            },
         },
-    })
+    )
 }
 
 fn expr_to_pb(e: &SymExpr) -> pb::Expr {
@@ -456,27 +500,29 @@ fn expr_to_pb(e: &SymExpr) -> pb::Expr {
 
 fn expr_from_pb(e: &pb::Expr) -> Result<SymExpr> {
     use pb::expr::Kind as K;
-    Ok(match e.kind.as_ref().ok_or_else(|| bad("empty expression"))? {
-        K::Int(v) => SymExpr::Int(*v),
-        K::Float(v) => SymExpr::Float(*v),
-        K::Str(s) => SymExpr::Str(s.clone()),
-        K::Bool(b) => SymExpr::Bool(*b),
-        K::Name(n) => SymExpr::Name(n.clone()),
-        K::Call(c) => SymExpr::Call {
-            func: c.func.clone(),
-            args: c.args.iter().map(expr_from_pb).collect::<Result<_>>()?,
-            kwargs: c
-                .kwargs
-                .iter()
-                .map(|kw| {
-                    Ok((
-                        kw.key.clone(),
-                        expr_from_pb(kw.value.as_ref().ok_or_else(|| bad("empty keyword"))?)?,
-                    ))
-                })
-                .collect::<Result<_>>()?,
+    Ok(
+        match e.kind.as_ref().ok_or_else(|| bad("empty expression"))? {
+            K::Int(v) => SymExpr::Int(*v),
+            K::Float(v) => SymExpr::Float(*v),
+            K::Str(s) => SymExpr::Str(s.clone()),
+            K::Bool(b) => SymExpr::Bool(*b),
+            K::Name(n) => SymExpr::Name(n.clone()),
+            K::Call(c) => SymExpr::Call {
+                func: c.func.clone(),
+                args: c.args.iter().map(expr_from_pb).collect::<Result<_>>()?,
+                kwargs: c
+                    .kwargs
+                    .iter()
+                    .map(|kw| {
+                        Ok((
+                            kw.key.clone(),
+                            expr_from_pb(kw.value.as_ref().ok_or_else(|| bad("empty keyword"))?)?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            },
         },
-    })
+    )
 }
 
 fn sym_ref_to_pb(r: &SymRef) -> pb::SymRef {
@@ -494,12 +540,18 @@ fn sym_ref_to_pb(r: &SymRef) -> pb::SymRef {
 
 fn sym_ref_from_pb(r: &pb::SymRef) -> Result<SymRef> {
     use pb::sym_ref::Kind as K;
-    Ok(match r.kind.as_ref().ok_or_else(|| bad("empty symbolic reference"))? {
-        K::Int(v) => SymRef::Int(*v),
-        K::Float(v) => SymRef::Float(*v),
-        K::Bool(v) => SymRef::Bool(*v),
-        K::Value(v) => SymRef::Value(ValueId(*v)),
-    })
+    Ok(
+        match r
+            .kind
+            .as_ref()
+            .ok_or_else(|| bad("empty symbolic reference"))?
+        {
+            K::Int(v) => SymRef::Int(*v),
+            K::Float(v) => SymRef::Float(*v),
+            K::Bool(v) => SymRef::Bool(*v),
+            K::Value(v) => SymRef::Value(ValueId(*v)),
+        },
+    )
 }
 
 fn refs(ids: &[ValueId]) -> pb::ValueRefs {
@@ -617,59 +669,78 @@ fn argument_to_pb(a: &Argument) -> pb::Argument {
 fn argument_from_pb(a: &pb::Argument) -> Result<Argument> {
     use pb::argument::Kind as K;
     let ids = |r: &pb::ValueRefs| r.values.iter().map(|v| ValueId(*v)).collect::<Vec<_>>();
-    let srefs = |r: &pb::SymRefs| r.values.iter().map(sym_ref_from_pb).collect::<Result<Vec<_>>>();
+    let srefs = |r: &pb::SymRefs| {
+        r.values
+            .iter()
+            .map(sym_ref_from_pb)
+            .collect::<Result<Vec<_>>>()
+    };
     let code = |c: u32, what: &str| bad(&format!("unknown {what} {c}"));
-    Ok(match a.kind.as_ref().ok_or_else(|| bad("empty argument"))? {
-        K::None(_) => Argument::None,
-        K::Tensor(v) => Argument::Tensor(ValueId(*v)),
-        K::OptionalTensor(v) => Argument::OptionalTensor(v.value.map(ValueId)),
-        K::Tensors(r) => Argument::Tensors(ids(r)),
-        K::OptionalTensors(r) => {
-            Argument::OptionalTensors(r.values.iter().map(|v| v.value.map(ValueId)).collect())
-        }
-        K::Int(v) => Argument::Int(*v),
-        K::Ints(v) => Argument::Ints(v.values.clone()),
-        K::Float(v) => Argument::Float(*v),
-        K::Floats(v) => Argument::Floats(v.values.clone()),
-        K::Bool(v) => Argument::Bool(*v),
-        K::Bools(v) => Argument::Bools(v.values.clone()),
-        K::String(s) => Argument::String(s.clone()),
-        K::Strings(v) => Argument::Strings(v.values.clone()),
-        K::SymInt(r) => Argument::SymInt(sym_ref_from_pb(r)?),
-        K::SymInts(r) => Argument::SymInts(srefs(r)?),
-        K::SymFloat(r) => Argument::SymFloat(sym_ref_from_pb(r)?),
-        K::SymFloats(r) => Argument::SymFloats(srefs(r)?),
-        K::SymBool(r) => Argument::SymBool(sym_ref_from_pb(r)?),
-        K::SymBools(r) => Argument::SymBools(srefs(r)?),
-        K::ScalarType(c) => Argument::ScalarType(Dtype::from_code(*c).ok_or_else(|| code(*c, "dtype"))?),
-        K::MemoryFormat(c) => {
-            Argument::MemoryFormat(MemoryFormat::from_code(*c).ok_or_else(|| code(*c, "memory format"))?)
-        }
-        K::Layout(c) => Argument::Layout(Layout::from_code(*c).ok_or_else(|| code(*c, "layout"))?),
-        K::Device(d) => Argument::Device(device_from_pb(d)),
-        K::Graph(sub) => Argument::Graph(Subgraph {
-            name: sub.name.clone(),
-            graph: Box::new(graph_from_pb(sub.graph.as_ref().ok_or_else(|| bad("empty subgraph"))?)?),
-        }),
-        K::CustomObj(v) => Argument::CustomObj(ValueId(*v)),
-        K::Operator(s) => Argument::Operator(s.clone()),
-        K::Complex(c) => Argument::Complex {
-            real: c.real,
-            imag: c.imag,
+    Ok(
+        match a.kind.as_ref().ok_or_else(|| bad("empty argument"))? {
+            K::None(_) => Argument::None,
+            K::Tensor(v) => Argument::Tensor(ValueId(*v)),
+            K::OptionalTensor(v) => Argument::OptionalTensor(v.value.map(ValueId)),
+            K::Tensors(r) => Argument::Tensors(ids(r)),
+            K::OptionalTensors(r) => {
+                Argument::OptionalTensors(r.values.iter().map(|v| v.value.map(ValueId)).collect())
+            }
+            K::Int(v) => Argument::Int(*v),
+            K::Ints(v) => Argument::Ints(v.values.clone()),
+            K::Float(v) => Argument::Float(*v),
+            K::Floats(v) => Argument::Floats(v.values.clone()),
+            K::Bool(v) => Argument::Bool(*v),
+            K::Bools(v) => Argument::Bools(v.values.clone()),
+            K::String(s) => Argument::String(s.clone()),
+            K::Strings(v) => Argument::Strings(v.values.clone()),
+            K::SymInt(r) => Argument::SymInt(sym_ref_from_pb(r)?),
+            K::SymInts(r) => Argument::SymInts(srefs(r)?),
+            K::SymFloat(r) => Argument::SymFloat(sym_ref_from_pb(r)?),
+            K::SymFloats(r) => Argument::SymFloats(srefs(r)?),
+            K::SymBool(r) => Argument::SymBool(sym_ref_from_pb(r)?),
+            K::SymBools(r) => Argument::SymBools(srefs(r)?),
+            K::ScalarType(c) => {
+                Argument::ScalarType(Dtype::from_code(*c).ok_or_else(|| code(*c, "dtype"))?)
+            }
+            K::MemoryFormat(c) => Argument::MemoryFormat(
+                MemoryFormat::from_code(*c).ok_or_else(|| code(*c, "memory format"))?,
+            ),
+            K::Layout(c) => {
+                Argument::Layout(Layout::from_code(*c).ok_or_else(|| code(*c, "layout"))?)
+            }
+            K::Device(d) => Argument::Device(device_from_pb(d)),
+            K::Graph(sub) => Argument::Graph(Subgraph {
+                name: sub.name.clone(),
+                graph: Box::new(graph_from_pb(
+                    sub.graph.as_ref().ok_or_else(|| bad("empty subgraph"))?,
+                )?),
+            }),
+            K::CustomObj(v) => Argument::CustomObj(ValueId(*v)),
+            K::Operator(s) => Argument::Operator(s.clone()),
+            K::Complex(c) => Argument::Complex {
+                real: c.real,
+                imag: c.imag,
+            },
+            K::NestedTensors(n) => Argument::NestedTensors(n.lists.iter().map(ids).collect()),
+            K::IntLists(l) => {
+                Argument::IntLists(l.lists.iter().map(|x| x.values.clone()).collect())
+            }
+            K::FloatLists(l) => {
+                Argument::FloatLists(l.lists.iter().map(|x| x.values.clone()).collect())
+            }
+            K::StringToArgument(m) => Argument::StringToArgument(
+                m.entries
+                    .iter()
+                    .map(|e| {
+                        Ok((
+                            e.key.clone(),
+                            argument_from_pb(
+                                e.value.as_ref().ok_or_else(|| bad("empty map value"))?,
+                            )?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            ),
         },
-        K::NestedTensors(n) => Argument::NestedTensors(n.lists.iter().map(ids).collect()),
-        K::IntLists(l) => Argument::IntLists(l.lists.iter().map(|x| x.values.clone()).collect()),
-        K::FloatLists(l) => Argument::FloatLists(l.lists.iter().map(|x| x.values.clone()).collect()),
-        K::StringToArgument(m) => Argument::StringToArgument(
-            m.entries
-                .iter()
-                .map(|e| {
-                    Ok((
-                        e.key.clone(),
-                        argument_from_pb(e.value.as_ref().ok_or_else(|| bad("empty map value"))?)?,
-                    ))
-                })
-                .collect::<Result<_>>()?,
-        ),
-    })
+    )
 }

@@ -25,7 +25,14 @@ use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::Program;
 
-#[allow(clippy::all, unused, renamed_and_removed_lints, non_camel_case_types, non_snake_case, non_upper_case_globals)]
+#[allow(
+    clippy::all,
+    unused,
+    renamed_and_removed_lints,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals
+)]
 pub(crate) mod generated {
     include!(concat!(env!("OUT_DIR"), "/proto/mod.rs"));
 }
@@ -229,7 +236,9 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
         )));
     }
     let mut rr = RecordReader { r, what };
-    let header_bytes = rr.next()?.ok_or_else(|| rr.err("truncated IR stream (no header)"))?;
+    let header_bytes = rr
+        .next()?
+        .ok_or_else(|| rr.err("truncated IR stream (no header)"))?;
     let header = pb::StreamHeader::parse_from_bytes(&header_bytes)
         .map_err(|e| rr.err(format!("corrupt stream header: {e}")))?;
     if header.format_major > FORMAT_MAJOR {
@@ -266,10 +275,15 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
             Some(pb::record::Kind::Storage(chunk)) => {
                 let i = chunk.index as usize;
                 if program.is_none() || i >= storages.len() {
-                    return Err(rr.err(format!("storage chunk {i} before its program or out of range")));
+                    return Err(rr.err(format!(
+                        "storage chunk {i} before its program or out of range"
+                    )));
                 }
                 if chunk.offset != filled[i] || filled[i] + chunk.data.len() as u64 > sizes[i] {
-                    return Err(rr.err(format!("storage {i}: chunk at offset {} out of order", chunk.offset)));
+                    return Err(rr.err(format!(
+                        "storage {i}: chunk at offset {} out of order",
+                        chunk.offset
+                    )));
                 }
                 filled[i] += chunk.data.len() as u64;
                 if storages[i].is_empty() && chunk.data.len() as u64 == sizes[i] {
@@ -279,7 +293,8 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
                 }
             }
             Some(pb::record::Kind::End(end)) => {
-                let mut program = program.ok_or_else(|| rr.err("stream ended before its program"))?;
+                let mut program =
+                    program.ok_or_else(|| rr.err("stream ended before its program"))?;
                 let total: u64 = filled.iter().sum();
                 if end.storages != storages.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));

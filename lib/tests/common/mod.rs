@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The committed fixtures: every archive in golden/models and golden/legacy.
@@ -21,17 +24,26 @@ pub fn fixtures() -> Vec<PathBuf> {
         }
     }
     out.sort();
-    assert!(out.len() >= 24, "expected the committed fixtures, found {}", out.len());
+    assert!(
+        out.len() >= 24,
+        "expected the committed fixtures, found {}",
+        out.len()
+    );
     out
 }
 
 /// Archives made by `make -C recipes big` (not committed).
 pub fn big_fixtures() -> Vec<PathBuf> {
     let dir = repo().join("golden/big");
-    let mut out: Vec<PathBuf> = ["resnet18.pt2", "resnet18.decomp.pt2", "resnet50.pt2", "resnet50.decomp.pt2"]
-        .iter()
-        .map(|n| dir.join(n))
-        .collect();
+    let mut out: Vec<PathBuf> = [
+        "resnet18.pt2",
+        "resnet18.decomp.pt2",
+        "resnet50.pt2",
+        "resnet50.decomp.pt2",
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .collect();
     for p in &out {
         assert!(
             p.exists(),
@@ -45,7 +57,11 @@ pub fn big_fixtures() -> Vec<PathBuf> {
 
 /// `mlp.decomp.pt2` -> `mlp.decomp`
 pub fn stem(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().trim_end_matches(".pt2").to_string()
+    p.file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_end_matches(".pt2")
+        .to_string()
 }
 
 /// Compares text with a golden file, or rewrites it under UPDATE_GOLDEN.
@@ -59,7 +75,11 @@ pub fn check_golden(rel: &str, actual: &str) -> Option<String> {
     }
     let expected = match std::fs::read_to_string(&path) {
         Ok(s) => s,
-        Err(_) => return Some(format!("{rel}: golden file missing (UPDATE_GOLDEN=1 cargo test writes it)")),
+        Err(_) => {
+            return Some(format!(
+                "{rel}: golden file missing (UPDATE_GOLDEN=1 cargo test writes it)"
+            ))
+        }
     };
     if expected == actual {
         return None;

@@ -1,0 +1,717 @@
+//! The executor: runs a program on candle tensors (CPU; CUDA behind the
+//! `cuda` feature), after checking the inputs against the exported shape
+//! contract ([`crate::contract`]).
+//!
+//! candle has no bool or int8 storage; a [`T`] carries the logical IR dtype
+//! beside the candle tensor (bool and uint8 live in U8, int8 in I16, uint16
+//! in I32, uint32/uint64 in I64), and the ops apply PyTorch's type
+//! promotion on logical dtypes ([`promote`]).
+//!
+//! Op implementations live in one table ([`ops`]) keyed by op identity;
+//! unsupported ops are all reported, with node names, before anything runs.
+//! A value is dropped after its last use (liveness per graph).
+
+pub mod ops;
+pub mod promote;
+
+use std::collections::BTreeMap;
+
+use candle_core::{DType, Device, Tensor as CT};
+
+use crate::error::{Error, Result};
+use crate::ir::{Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId};
+use crate::tensorfile::HostTensor;
+
+/// A tensor with its logical (PyTorch) dtype.
+#[derive(Clone, Debug)]
+pub struct T {
+    pub t: CT,
+    pub dtype: Dtype,
+}
+
+/// A runtime value.
+#[derive(Clone, Debug)]
+pub enum RV {
+    T(T),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    None,
+    List(Vec<RV>),
+}
+
+pub(crate) fn ce(e: candle_core::Error) -> Error {
+    Error::internal(format!("candle: {e}"))
+}
+
+/// The candle dtype a logical dtype is stored in.
+pub fn storage_dtype(d: Dtype) -> Result<DType> {
+    Ok(match d {
+        Dtype::Float32 => DType::F32,
+        Dtype::Float64 => DType::F64,
+        Dtype::Float16 => DType::F16,
+        Dtype::BFloat16 => DType::BF16,
+        Dtype::Int64 | Dtype::Uint32 | Dtype::Uint64 => DType::I64,
+        Dtype::Int32 | Dtype::Uint16 => DType::I32,
+        Dtype::Int16 | Dtype::Int8 => DType::I16,
+        Dtype::Uint8 | Dtype::Bool => DType::U8,
+        other => {
+            return Err(Error::unsupported(format!(
+                "dtype {} is not supported by the executor",
+                other.torch_name()
+            )))
+        }
+    })
+}
+
+/// Which execution device to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+}
+
+pub fn device(kind: DeviceKind) -> Result<Device> {
+    match kind {
+        DeviceKind::Cpu => Ok(Device::Cpu),
+        DeviceKind::Cuda => {
+            if !cfg!(feature = "cuda") {
+                return Err(Error::unsupported(
+                    "this build has no CUDA support: rebuild with --features cuda",
+                ));
+            }
+            Device::new_cuda(0)
+                .map_err(|e| Error::unsupported(format!("no usable CUDA device: {e}")))
+        }
+    }
+}
+
+impl T {
+    pub fn new(t: CT, dtype: Dtype) -> T {
+        T { t, dtype }
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.t.dims()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.t.rank()
+    }
+
+    /// Converts to another logical dtype (with PyTorch's semantics for
+    /// bool: nonzero is true).
+    pub fn cast(&self, to: Dtype) -> Result<T> {
+        if to == self.dtype {
+            return Ok(self.clone());
+        }
+        let target = storage_dtype(to)?;
+        let t = if to == Dtype::Bool {
+            self.t.ne(0f64).map_err(ce)?
+        } else if self.dtype.is_floating() && !to.is_floating() {
+            // float -> int truncates toward zero, as torch does
+            let f = self.t.to_dtype(DType::F64).map_err(ce)?;
+            let truncated = ((f
+                .ge(0f64)
+                .map_err(ce)?
+                .where_cond(&f.floor().map_err(ce)?, &f.ceil().map_err(ce)?))
+            .map_err(ce))?;
+            truncated.to_dtype(target).map_err(ce)?
+        } else {
+            self.t.to_dtype(target).map_err(ce)?
+        };
+        Ok(T::new(t, to))
+    }
+
+    pub fn from_host(h: &HostTensor, device: &Device) -> Result<T> {
+        let storage = storage_dtype(h.dtype)?;
+        let widened: Vec<u8>;
+        let bytes: &[u8] = match h.dtype {
+            Dtype::Int8 => {
+                widened = h
+                    .data
+                    .iter()
+                    .flat_map(|b| (*b as i8 as i16).to_le_bytes())
+                    .collect();
+                &widened
+            }
+            Dtype::Uint16 => {
+                widened = h
+                    .data
+                    .chunks_exact(2)
+                    .flat_map(|c| (u16::from_le_bytes([c[0], c[1]]) as i32).to_le_bytes())
+                    .collect();
+                &widened
+            }
+            Dtype::Uint32 => {
+                widened = h
+                    .data
+                    .chunks_exact(4)
+                    .flat_map(|c| (u32::from_le_bytes(c.try_into().unwrap()) as i64).to_le_bytes())
+                    .collect();
+                &widened
+            }
+            _ => &h.data,
+        };
+        let t = CT::from_raw_buffer(bytes, storage, &h.shape, device).map_err(ce)?;
+        Ok(T::new(t, h.dtype))
+    }
+
+    pub fn to_host(&self) -> Result<HostTensor> {
+        let shape = self.dims().to_vec();
+        let flat = self
+            .t
+            .flatten_all()
+            .map_err(ce)?
+            .to_device(&Device::Cpu)
+            .map_err(ce)?;
+        let data: Vec<u8> = match self.dtype {
+            Dtype::Float32 => flat
+                .to_vec1::<f32>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            Dtype::Float64 => flat
+                .to_vec1::<f64>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            Dtype::Float16 => flat
+                .to_vec1::<half::f16>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_bits().to_le_bytes())
+                .collect(),
+            Dtype::BFloat16 => flat
+                .to_vec1::<half::bf16>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_bits().to_le_bytes())
+                .collect(),
+            Dtype::Int64 | Dtype::Uint64 => flat
+                .to_vec1::<i64>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            Dtype::Uint32 => flat
+                .to_vec1::<i64>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| (*v as u32).to_le_bytes())
+                .collect(),
+            Dtype::Int32 => flat
+                .to_vec1::<i32>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            Dtype::Uint16 => flat
+                .to_vec1::<i32>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| (*v as u16).to_le_bytes())
+                .collect(),
+            Dtype::Int16 => flat
+                .to_vec1::<i16>()
+                .map_err(ce)?
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            Dtype::Int8 => flat
+                .to_vec1::<i16>()
+                .map_err(ce)?
+                .iter()
+                .map(|v| *v as i8 as u8)
+                .collect(),
+            Dtype::Uint8 => flat.to_vec1::<u8>().map_err(ce)?,
+            Dtype::Bool => flat
+                .to_vec1::<u8>()
+                .map_err(ce)?
+                .iter()
+                .map(|v| (*v != 0) as u8)
+                .collect(),
+            other => {
+                return Err(Error::unsupported(format!(
+                    "cannot read back {}",
+                    other.torch_name()
+                )))
+            }
+        };
+        Ok(HostTensor {
+            dtype: self.dtype,
+            shape,
+            data,
+        })
+    }
+}
+
+/// The node outputs and graph outputs each value is last used by, so
+/// values are freed as soon as nothing needs them.
+fn last_uses(graph: &Graph) -> Vec<usize> {
+    let mut last = vec![usize::MAX; graph.values.len()];
+    let mut refs = Vec::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        refs.clear();
+        node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+        for v in &refs {
+            last[v.index()] = i;
+        }
+    }
+    refs.clear();
+    graph.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+    for v in &refs {
+        last[v.index()] = usize::MAX - 1; // kept to the end
+    }
+    last
+}
+
+pub struct Executor<'p> {
+    pub program: &'p Program,
+    pub device: Device,
+    weights: BTreeMap<usize, T>,
+}
+
+/// Every op of a graph (and its subgraphs) with no implementation.
+pub fn missing_ops(graph: &Graph) -> Vec<(String, String)> {
+    let mut missing = Vec::new();
+    graph.visit_nodes(&mut |n| {
+        if ops::lookup(&n.target.to_string()).is_none() {
+            missing.push((n.target.to_string(), n.name.clone()));
+        }
+    });
+    missing
+}
+
+impl<'p> Executor<'p> {
+    /// Checks op coverage and loads the weights onto the device.
+    pub fn new(program: &'p Program, device: Device) -> Result<Executor<'p>> {
+        let missing = missing_ops(&program.graph);
+        if !missing.is_empty() {
+            let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (op, node) in missing {
+                by_op.entry(op).or_default().push(node);
+            }
+            let list: Vec<String> = by_op
+                .iter()
+                .map(|(op, nodes)| format!("{op} (nodes {})", nodes.join(", ")))
+                .collect();
+            return Err(Error::unsupported(format!(
+                "{} op(s) have no implementation in the executor: {}",
+                by_op.len(),
+                list.join("; ")
+            )));
+        }
+        let mut weights = BTreeMap::new();
+        for (pos, _) in program.graph.inputs.iter().enumerate() {
+            if let Some(w) = program.weight_for_input(pos) {
+                let host = HostTensor {
+                    dtype: w.meta.dtype,
+                    shape: w
+                        .meta
+                        .static_sizes()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|&s| s as usize)
+                        .collect(),
+                    data: program.weight_bytes(w).into_owned(),
+                };
+                let t = T::from_host(&host, &device)
+                    .map_err(|e| e.at(format!("weight '{}'", w.name)))?;
+                weights.insert(pos, t);
+            } else if program.input_kinds[pos].weight_name().is_some() {
+                return Err(Error::bad_input(format!("graph input {pos} has no weight")));
+            }
+        }
+        Ok(Executor {
+            program,
+            device,
+            weights,
+        })
+    }
+
+    /// Runs on named user inputs; returns the user outputs, named by their
+    /// graph values, in output order.
+    pub fn run(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+        let given: Vec<crate::contract::GivenInput> = inputs
+            .iter()
+            .map(|(n, t)| crate::contract::GivenInput {
+                name: n,
+                dtype: t.dtype,
+                shape: &t.shape,
+            })
+            .collect();
+        let bindings = crate::contract::check_inputs(self.program, &given)?;
+        let g = &self.program.graph;
+        let mut args = Vec::with_capacity(g.inputs.len());
+        for (pos, input) in g.inputs.iter().enumerate() {
+            let v = match (&self.program.input_kinds[pos], input) {
+                (_, _) if self.weights.contains_key(&pos) => RV::T(self.weights[&pos].clone()),
+                (InputKind::UserInput, Argument::Tensor(v)) => {
+                    let name = &g.value(*v).name;
+                    let (_, host) = inputs
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .ok_or_else(|| Error::bad_input(format!("input '{name}' is missing")))?;
+                    RV::T(T::from_host(host, &self.device)?)
+                }
+                (_, a) => literal(a).ok_or_else(|| {
+                    Error::unsupported(format!("graph input {pos} ({a:?}) cannot be provided"))
+                })?,
+            };
+            args.push(v);
+        }
+        let outs = self.run_graph(g, args, &bindings)?;
+        let mut result = Vec::new();
+        for ((out, kind), value) in g.outputs.iter().zip(&self.program.output_kinds).zip(outs) {
+            if *kind != OutputKind::UserOutput {
+                continue;
+            }
+            let name = match out {
+                Argument::Tensor(v) => g.value(*v).name.clone(),
+                _ => format!("output_{}", result.len()),
+            };
+            let host = match value {
+                RV::T(t) => t.to_host()?,
+                RV::Int(i) => HostTensor {
+                    dtype: Dtype::Int64,
+                    shape: vec![],
+                    data: i.to_le_bytes().to_vec(),
+                },
+                RV::Float(f) => HostTensor {
+                    dtype: Dtype::Float64,
+                    shape: vec![],
+                    data: f.to_le_bytes().to_vec(),
+                },
+                RV::Bool(b) => HostTensor {
+                    dtype: Dtype::Bool,
+                    shape: vec![],
+                    data: vec![b as u8],
+                },
+                other => return Err(Error::unsupported(format!("output {name} is {other:?}"))),
+            };
+            result.push((name, host));
+        }
+        Ok(result)
+    }
+
+    /// Runs a graph (the top level or a subgraph) on its input values.
+    pub fn run_graph(
+        &self,
+        graph: &Graph,
+        inputs: Vec<RV>,
+        bindings: &BTreeMap<String, i64>,
+    ) -> Result<Vec<RV>> {
+        let mut env: Vec<Option<RV>> = vec![None; graph.values.len()];
+        for (arg, value) in graph.inputs.iter().zip(inputs) {
+            bind_output(arg, value, &mut env)?;
+        }
+        let last = last_uses(graph);
+        let mut refs = Vec::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
+                Error::unsupported(format!(
+                    "node '{}': op {} has no implementation",
+                    node.name, node.target
+                ))
+            })?;
+            let mut ctx = Ctx {
+                exec: self,
+                graph,
+                env: &env,
+                node,
+                bindings,
+                last: &last,
+            };
+            let outs =
+                f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+            if outs.len() != node.outputs.len() {
+                return Err(Error::internal(format!(
+                    "node '{}': {} produced {} outputs, the graph has {}",
+                    node.name,
+                    node.target,
+                    outs.len(),
+                    node.outputs.len()
+                )));
+            }
+            // In-place ops (TRAINING dialect) also update their `self`.
+            if node.target.name.ends_with('_') {
+                if let (Some(Argument::Tensor(self_id)), Some(RV::T(t))) =
+                    (node.arg("self"), outs.first())
+                {
+                    env[self_id.index()] = Some(RV::T(t.clone()));
+                }
+            }
+            for (arg, value) in node.outputs.iter().zip(outs) {
+                bind_output(arg, value, &mut env)?;
+            }
+            refs.clear();
+            node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+            for v in &refs {
+                if last[v.index()] == i {
+                    env[v.index()] = None;
+                }
+            }
+        }
+        graph
+            .outputs
+            .iter()
+            .map(|a| resolve(a, &env).map_err(|e| e.at("graph output")))
+            .collect()
+    }
+}
+
+fn literal(a: &Argument) -> Option<RV> {
+    Some(match a {
+        Argument::None => RV::None,
+        Argument::Int(i) => RV::Int(*i),
+        Argument::Float(f) => RV::Float(*f),
+        Argument::Bool(b) => RV::Bool(*b),
+        _ => return None,
+    })
+}
+
+fn bind_output(arg: &Argument, value: RV, env: &mut [Option<RV>]) -> Result<()> {
+    match (arg, value) {
+        (Argument::Tensor(v), value) => env[v.index()] = Some(value),
+        (
+            Argument::SymInt(SymRef::Value(v))
+            | Argument::SymBool(SymRef::Value(v))
+            | Argument::SymFloat(SymRef::Value(v)),
+            value,
+        ) => env[v.index()] = Some(value),
+        (Argument::Tensors(vs), RV::List(items)) => {
+            for (v, item) in vs.iter().zip(items) {
+                env[v.index()] = Some(item);
+            }
+        }
+        (Argument::OptionalTensors(vs), RV::List(items)) => {
+            for (v, item) in vs.iter().zip(items) {
+                if let Some(v) = v {
+                    env[v.index()] = Some(item);
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn resolve(a: &Argument, env: &[Option<RV>]) -> Result<RV> {
+    let get = |v: &ValueId| {
+        env[v.index()].clone().ok_or_else(|| {
+            Error::internal(format!(
+                "value {} used after it was freed or before it was set",
+                v.0
+            ))
+        })
+    };
+    Ok(match a {
+        Argument::Tensor(v) => get(v)?,
+        Argument::SymInt(r) | Argument::SymFloat(r) | Argument::SymBool(r) => sym(r, env)?,
+        Argument::Tensors(vs) => RV::List(vs.iter().map(get).collect::<Result<_>>()?),
+        Argument::OptionalTensors(vs) => RV::List(
+            vs.iter()
+                .map(|v| v.as_ref().map(get).unwrap_or(Ok(RV::None)))
+                .collect::<Result<_>>()?,
+        ),
+        other => literal(other)
+            .ok_or_else(|| Error::unsupported(format!("argument {other:?} as a value")))?,
+    })
+}
+
+fn sym(r: &SymRef, env: &[Option<RV>]) -> Result<RV> {
+    Ok(match r {
+        SymRef::Int(i) => RV::Int(*i),
+        SymRef::Float(f) => RV::Float(*f),
+        SymRef::Bool(b) => RV::Bool(*b),
+        SymRef::Value(v) => env[v.index()]
+            .clone()
+            .ok_or_else(|| Error::internal(format!("symbolic value {} is not set", v.0)))?,
+    })
+}
+
+/// What an op implementation sees: its node, the values, the executor.
+pub struct Ctx<'a> {
+    pub exec: &'a Executor<'a>,
+    pub graph: &'a Graph,
+    env: &'a [Option<RV>],
+    pub node: &'a Node,
+    pub bindings: &'a BTreeMap<String, i64>,
+    last: &'a [usize],
+}
+
+impl Ctx<'_> {
+    pub fn device(&self) -> &Device {
+        &self.exec.device
+    }
+
+    fn arg(&self, name: &str) -> Result<&Argument> {
+        self.node
+            .arg(name)
+            .ok_or_else(|| Error::bad_input(format!("argument '{name}' is missing")))
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        !matches!(self.node.arg(name), None | Some(Argument::None))
+    }
+
+    /// The i-th input, whatever its name (higher-order ops name none).
+    pub fn input(&self, i: usize) -> Result<RV> {
+        let a = self
+            .node
+            .inputs
+            .get(i)
+            .ok_or_else(|| Error::bad_input(format!("input {i} is missing")))?;
+        resolve(&a.arg, self.env)
+    }
+
+    pub fn input_arg(&self, i: usize) -> Option<&Argument> {
+        self.node.inputs.get(i).map(|a| &a.arg)
+    }
+
+    pub fn value(&self, name: &str) -> Result<RV> {
+        resolve(self.arg(name)?, self.env)
+    }
+
+    pub fn tensor(&self, name: &str) -> Result<T> {
+        match self.value(name)? {
+            RV::T(t) => Ok(t),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected a tensor, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn opt_tensor(&self, name: &str) -> Result<Option<T>> {
+        match self.node.arg(name) {
+            None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),
+            Some(Argument::OptionalTensor(Some(v))) => match &self.env[v.index()] {
+                Some(RV::T(t)) => Ok(Some(t.clone())),
+                _ => Err(Error::internal("optional tensor not set")),
+            },
+            Some(_) => self.tensor(name).map(Some),
+        }
+    }
+
+    pub fn tensors(&self, name: &str) -> Result<Vec<Option<T>>> {
+        match self.value(name)? {
+            RV::List(items) => Ok(items
+                .into_iter()
+                .map(|v| match v {
+                    RV::T(t) => Some(t),
+                    _ => None,
+                })
+                .collect()),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected tensors, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn int(&self, name: &str) -> Result<i64> {
+        match self.arg(name)? {
+            Argument::Int(i) => Ok(*i),
+            Argument::SymInt(r) => match sym(r, self.env)? {
+                RV::Int(i) => Ok(i),
+                other => Err(Error::bad_input(format!(
+                    "argument '{name}': {other:?} is not an int"
+                ))),
+            },
+            Argument::Bool(b) => Ok(*b as i64),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected an int, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
+        if self.has(name) {
+            self.int(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub fn ints(&self, name: &str) -> Result<Vec<i64>> {
+        match self.arg(name)? {
+            Argument::Ints(v) => Ok(v.clone()),
+            Argument::Int(i) => Ok(vec![*i]),
+            Argument::SymInts(rs) => rs
+                .iter()
+                .map(|r| match sym(r, self.env)? {
+                    RV::Int(i) => Ok(i),
+                    other => Err(Error::bad_input(format!(
+                        "argument '{name}': {other:?} is not an int"
+                    ))),
+                })
+                .collect(),
+            Argument::None => Ok(Vec::new()),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected ints, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn float(&self, name: &str) -> Result<f64> {
+        match self.value(name)? {
+            RV::Float(f) => Ok(f),
+            RV::Int(i) => Ok(i as f64),
+            RV::Bool(b) => Ok(b as i64 as f64),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected a number, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn opt_float(&self, name: &str) -> Result<Option<f64>> {
+        if self.has(name) {
+            self.float(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub fn bool(&self, name: &str) -> Result<bool> {
+        match self.value(name)? {
+            RV::Bool(b) => Ok(b),
+            RV::Int(i) => Ok(i != 0),
+            other => Err(Error::bad_input(format!(
+                "argument '{name}': expected a bool, found {other:?}"
+            ))),
+        }
+    }
+
+    pub fn opt_bool(&self, name: &str, default: bool) -> Result<bool> {
+        if self.has(name) {
+            self.bool(name)
+        } else {
+            Ok(default)
+        }
+    }
+
+    pub fn string(&self, name: &str) -> Result<Option<String>> {
+        match self.node.arg(name) {
+            Some(Argument::String(s)) => Ok(Some(s.clone())),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn dtype(&self, name: &str) -> Option<Dtype> {
+        match self.node.arg(name) {
+            Some(Argument::ScalarType(d)) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// Whether output `i` of this node is used by anything.
+    pub fn output_used(&self, i: usize) -> bool {
+        let mut refs = Vec::new();
+        if let Some(a) = self.node.outputs.get(i) {
+            a.value_refs(&mut refs);
+        }
+        refs.iter().any(|v| self.last[v.index()] != usize::MAX)
+    }
+}

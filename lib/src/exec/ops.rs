@@ -1,0 +1,1590 @@
+//! Op implementations, registered once by op identity in [`TABLE`].
+//! Each reads its arguments by schema name through [`Ctx`] and returns one
+//! value per node output. Where candle is narrower than ATen (per-dim
+//! padding, pooling padding and ceil_mode, attention, bool and int8), the
+//! gap is closed here with PyTorch's semantics.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use candle_core::{DType, Tensor as CT};
+
+use super::promote::{result_type, Rank};
+use super::{ce, storage_dtype, Ctx, RV, T};
+use crate::error::{Error, Result};
+use crate::ir::{Argument, Dtype};
+
+pub type OpFn = fn(&mut Ctx) -> Result<Vec<RV>>;
+
+type R = Result<Vec<RV>>;
+
+fn one(t: T) -> R {
+    Ok(vec![RV::T(t)])
+}
+
+fn unsupported(what: impl Into<String>) -> Error {
+    Error::unsupported(what.into())
+}
+
+/// Negative dims count from the end.
+fn dim(d: i64, rank: usize) -> Result<usize> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d + r } else { d };
+    if n < 0 || n >= r {
+        return Err(Error::bad_input(format!(
+            "dim {d} is out of range for rank {rank}"
+        )));
+    }
+    Ok(n as usize)
+}
+
+fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
+    let t = CT::new(v, dev)
+        .map_err(ce)?
+        .to_dtype(storage_dtype(dtype)?)
+        .map_err(ce)?;
+    Ok(T::new(t, dtype))
+}
+
+/// An elementwise operand: a tensor or a Python number.
+enum Operand {
+    T(T),
+    S(f64, Dtype),
+}
+
+impl Operand {
+    fn from_rv(v: RV) -> Result<Operand> {
+        Ok(match v {
+            RV::T(t) => Operand::T(t),
+            RV::Int(i) => Operand::S(i as f64, Dtype::Int64),
+            RV::Float(f) => Operand::S(f, Dtype::Float32),
+            RV::Bool(b) => Operand::S(b as i64 as f64, Dtype::Bool),
+            other => {
+                return Err(Error::bad_input(format!(
+                    "expected a tensor or a number, found {other:?}"
+                )))
+            }
+        })
+    }
+
+    fn key(&self) -> (Dtype, Rank) {
+        match self {
+            Operand::T(t) if t.rank() == 0 => (t.dtype, Rank::ZeroDim),
+            Operand::T(t) => (t.dtype, Rank::Dim),
+            Operand::S(_, d) => (*d, Rank::Scalar),
+        }
+    }
+
+    fn as_tensor(&self, dtype: Dtype, dev: &candle_core::Device) -> Result<CT> {
+        match self {
+            Operand::T(t) => Ok(t.cast(dtype)?.t),
+            Operand::S(v, _) => Ok(scalar_tensor(*v, dtype, dev)?.t),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Bin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Xor,
+}
+
+fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
+    let a = Operand::from_rv(a)?;
+    let b = Operand::from_rv(b)?;
+    let dev = ctx.device();
+    let result = result_type(&[a.key(), b.key()]);
+    let compute = match op {
+        Bin::Div | Bin::Pow if !result.is_floating() => Dtype::Float32,
+        _ => result,
+    };
+    let x = a.as_tensor(compute, dev)?;
+    let mut y = b.as_tensor(compute, dev)?;
+    if let Some(alpha) = alpha.filter(|a| *a != 1.0) {
+        y = y
+            .broadcast_mul(&scalar_tensor(alpha, compute, dev)?.t)
+            .map_err(ce)?;
+    }
+    let logical = |t: &CT| t.ne(0f64);
+    let t = match op {
+        Bin::Add => x.broadcast_add(&y),
+        Bin::Sub => x.broadcast_sub(&y),
+        Bin::Mul => x.broadcast_mul(&y),
+        Bin::Div => x.broadcast_div(&y),
+        Bin::Max => x.broadcast_maximum(&y),
+        Bin::Min => x.broadcast_minimum(&y),
+        Bin::Pow => x.broadcast_pow(&y),
+        Bin::Eq => x.broadcast_eq(&y),
+        Bin::Ne => x.broadcast_ne(&y),
+        Bin::Lt => x.broadcast_lt(&y),
+        Bin::Le => x.broadcast_le(&y),
+        Bin::Gt => x.broadcast_gt(&y),
+        Bin::Ge => x.broadcast_ge(&y),
+        Bin::And | Bin::Or | Bin::Xor => {
+            if result != Dtype::Bool {
+                return Err(unsupported(format!(
+                    "bitwise ops on {}",
+                    result.torch_name()
+                )));
+            }
+            let (p, q) = (logical(&x).map_err(ce)?, logical(&y).map_err(ce)?);
+            match op {
+                Bin::And => p.broadcast_mul(&q),
+                Bin::Or => p.broadcast_maximum(&q),
+                _ => p.broadcast_ne(&q),
+            }
+        }
+    }
+    .map_err(ce)?;
+    let out_dtype = match op {
+        Bin::Eq
+        | Bin::Ne
+        | Bin::Lt
+        | Bin::Le
+        | Bin::Gt
+        | Bin::Ge
+        | Bin::And
+        | Bin::Or
+        | Bin::Xor => Dtype::Bool,
+        _ => compute,
+    };
+    one(T::new(t, out_dtype))
+}
+
+fn binary(ctx: &mut Ctx, op: Bin) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let alpha = if ctx.has("alpha") {
+        Some(ctx.float("alpha")?)
+    } else {
+        None
+    };
+    binary_on(ctx, a, b, op, alpha)
+}
+
+macro_rules! binary_ops {
+    ($($name:ident => $op:expr;)*) => { $( fn $name(ctx: &mut Ctx) -> R { binary(ctx, $op) } )* };
+}
+
+binary_ops! {
+    add => Bin::Add; sub => Bin::Sub; mul => Bin::Mul; maximum => Bin::Max; minimum => Bin::Min;
+    eq => Bin::Eq; ne => Bin::Ne; lt => Bin::Lt; le => Bin::Le; gt => Bin::Gt; ge => Bin::Ge;
+    logical_and => Bin::And; logical_or => Bin::Or; logical_xor => Bin::Xor;
+}
+
+fn div(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let out = binary_on(ctx, a, b, Bin::Div, None)?;
+    match ctx.string("rounding_mode")?.as_deref() {
+        None => Ok(out),
+        Some(mode) => {
+            let RV::T(t) = &out[0] else { unreachable!() };
+            let a = Operand::from_rv(ctx.value("self")?)?;
+            let b = Operand::from_rv(ctx.value("other")?)?;
+            let result = result_type(&[a.key(), b.key()]);
+            let r = match mode {
+                "floor" => t.t.floor(),
+                "trunc" => {
+                    t.t.ge(0f64)
+                        .and_then(|p| p.where_cond(&t.t.floor()?, &t.t.ceil()?))
+                }
+                other => return Err(unsupported(format!("rounding_mode {other:?}"))),
+            }
+            .map_err(ce)?;
+            one(T::new(r, t.dtype).cast(result)?)
+        }
+    }
+}
+
+fn pow(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("exponent")?;
+    if let (RV::T(t), RV::Int(2)) = (&a, &b) {
+        return one(T::new(t.t.sqr().map_err(ce)?, t.dtype));
+    }
+    binary_on(ctx, a, b, Bin::Pow, None)
+}
+
+fn rsub(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let alpha = if ctx.has("alpha") {
+        Some(ctx.float("alpha")?)
+    } else {
+        None
+    };
+    binary_on(ctx, b, a, Bin::Sub, alpha)
+}
+
+fn unary_float(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+    let x = ctx.tensor("self")?;
+    let x = if x.dtype.is_floating() {
+        x
+    } else {
+        x.cast(Dtype::Float32)?
+    };
+    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+}
+
+macro_rules! unary_ops {
+    ($($name:ident => $f:expr;)*) => { $( fn $name(ctx: &mut Ctx) -> R { unary_float(ctx, $f) } )* };
+}
+
+unary_ops! {
+    sin => |t| t.sin(); cos => |t| t.cos(); exp => |t| t.exp(); log => |t| t.log();
+    tanh => |t| t.tanh(); sqrt => |t| t.sqrt(); erf => |t| t.erf();
+    rsqrt => |t| t.sqrt()?.recip(); reciprocal => |t| t.recip();
+    sigmoid => |t| (t.neg()?.exp()? + 1.0)?.recip();
+    silu => |t| t.silu();
+}
+
+fn same_dtype_unary(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+}
+
+fn relu(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.relu())
+}
+fn neg(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.neg())
+}
+fn abs(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.abs())
+}
+
+fn gelu(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = match ctx.string("approximate")?.as_deref() {
+        Some("tanh") => x.t.gelu(),
+        _ => x.t.gelu_erf(),
+    }
+    .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn hardtanh(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let lo = ctx.opt_float("min_val")?.unwrap_or(-1.0);
+    let hi = ctx.opt_float("max_val")?.unwrap_or(1.0);
+    one(T::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
+}
+
+fn clamp(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut t = x.t.clone();
+    if let Some(lo) = ctx.opt_float("min")? {
+        t = t.maximum(lo).map_err(ce)?;
+    }
+    if let Some(hi) = ctx.opt_float("max")? {
+        t = t.minimum(hi).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn hardswish(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = (&x.t
+        * ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?)
+    .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn hardsigmoid(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn logical_not(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
+}
+
+fn where_self(ctx: &mut Ctx) -> R {
+    let c = ctx.tensor("condition")?;
+    let a = Operand::from_rv(ctx.value("self")?)?;
+    let b = Operand::from_rv(ctx.value("other")?)?;
+    let dt = result_type(&[a.key(), b.key()]);
+    let x = a.as_tensor(dt, ctx.device())?;
+    let y = b.as_tensor(dt, ctx.device())?;
+    let shape = broadcast_shape(&[c.dims(), x.dims(), y.dims()])?;
+    let t =
+        c.t.broadcast_as(shape.clone())
+            .and_then(|c| c.where_cond(&x.broadcast_as(shape.clone())?, &y.broadcast_as(shape)?))
+            .map_err(ce)?;
+    one(T::new(t, dt))
+}
+
+fn broadcast_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; rank];
+    for s in shapes {
+        for (i, &d) in s.iter().enumerate() {
+            let o = &mut out[rank - s.len() + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(Error::bad_input(format!(
+                    "shapes {shapes:?} do not broadcast"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ------------------------------------------------------------ reductions
+
+fn reduce_dims(ctx: &Ctx, x: &T) -> Result<Vec<usize>> {
+    let dims = if ctx.node.arg("dim").is_some() {
+        ctx.ints("dim")?
+    } else {
+        Vec::new()
+    };
+    if dims.is_empty() {
+        return Ok((0..x.rank()).collect());
+    }
+    dims.iter().map(|&d| dim(d, x.rank())).collect()
+}
+
+fn squeeze_dims(t: CT, dims: &[usize]) -> Result<CT> {
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut t = t;
+    for d in sorted.iter().rev() {
+        t = t.squeeze(*d).map_err(ce)?;
+    }
+    Ok(t)
+}
+
+fn sum(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out_dtype = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
+    let x = x.cast(out_dtype)?;
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    if x.rank() == 0 {
+        return one(x);
+    }
+    let t = x.t.sum_keepdim(dims.clone()).map_err(ce)?;
+    one(T::new(
+        if keep { t } else { squeeze_dims(t, &dims)? },
+        out_dtype,
+    ))
+}
+
+fn mean(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out_dtype = ctx.dtype("dtype").unwrap_or(x.dtype);
+    let x = x.cast(out_dtype)?;
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    if x.rank() == 0 {
+        return one(x);
+    }
+    let t = x.t.mean_keepdim(dims.clone()).map_err(ce)?;
+    one(T::new(
+        if keep { t } else { squeeze_dims(t, &dims)? },
+        out_dtype,
+    ))
+}
+
+fn reduce_each(
+    ctx: &mut Ctx,
+    f: fn(&CT, usize) -> candle_core::Result<CT>,
+    out: Option<Dtype>,
+) -> R {
+    let x = ctx.tensor("self")?;
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let mut t = x.t.clone();
+    for &d in &dims {
+        t = f(&t, d).map_err(ce)?;
+    }
+    let t = if keep { t } else { squeeze_dims(t, &dims)? };
+    one(T::new(t, out.unwrap_or(x.dtype)))
+}
+
+fn amax(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.max_keepdim(d), None)
+}
+fn amin(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.min_keepdim(d), None)
+}
+fn any(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(Dtype::Bool))
+}
+fn all(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(Dtype::Bool))
+}
+
+fn argmax(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let (t, d) = match ctx.opt_int("dim")? {
+        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        None => (x.t.flatten_all().map_err(ce)?, 0),
+    };
+    let r = t
+        .argmax_keepdim(d)
+        .map_err(ce)?
+        .to_dtype(DType::I64)
+        .map_err(ce)?;
+    one(T::new(
+        if keep { r } else { r.squeeze(d).map_err(ce)? },
+        Dtype::Int64,
+    ))
+}
+
+fn softmax_impl(x: &T, d: usize, log: bool) -> Result<T> {
+    let x = if x.dtype.is_floating() {
+        x.clone()
+    } else {
+        x.cast(Dtype::Float32)?
+    };
+    let compute = if x.dtype == Dtype::Float64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let t = x.t.to_dtype(compute).map_err(ce)?;
+    let max = t.max_keepdim(d).map_err(ce)?;
+    let shifted = t.broadcast_sub(&max).map_err(ce)?;
+    let e = shifted.exp().map_err(ce)?;
+    let s = e.sum_keepdim(d).map_err(ce)?;
+    let r = if log {
+        shifted.broadcast_sub(&s.log().map_err(ce)?)
+    } else {
+        e.broadcast_div(&s)
+    }
+    .map_err(ce)?;
+    Ok(T::new(
+        r.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn softmax(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let x = match ctx.dtype("dtype") {
+        Some(d) => x.cast(d)?,
+        None => x,
+    };
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let log = ctx.node.target.name.contains("log_softmax");
+    one(softmax_impl(&x, d, log)?)
+}
+
+// ------------------------------------------------------------ shapes
+
+fn resolve_shape(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
+    let known: i64 = shape.iter().filter(|&&s| s != -1).product();
+    shape
+        .iter()
+        .map(|&s| {
+            if s == -1 {
+                if known == 0 {
+                    Ok(0)
+                } else {
+                    Ok(numel / known as usize)
+                }
+            } else if s < 0 {
+                Err(Error::bad_input(format!("negative size {s}")))
+            } else {
+                Ok(s as usize)
+            }
+        })
+        .collect()
+}
+
+fn reshape(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let name = if ctx.node.arg("size").is_some() {
+        "size"
+    } else {
+        "shape"
+    };
+    let shape = resolve_shape(&ctx.ints(name)?, x.t.elem_count())?;
+    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+fn permute(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let dims: Vec<usize> = ctx
+        .ints("dims")?
+        .iter()
+        .map(|&d| dim(d, x.rank()))
+        .collect::<Result<_>>()?;
+    one(T::new(x.t.permute(dims).map_err(ce)?, x.dtype))
+}
+
+fn transpose(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.rank() < 2 {
+        return one(x);
+    }
+    let (a, b) = if ctx.node.target.name == "t" {
+        (0, 1)
+    } else {
+        (
+            dim(ctx.int("dim0")?, x.rank())?,
+            dim(ctx.int("dim1")?, x.rank())?,
+        )
+    };
+    one(T::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
+}
+
+fn unsqueeze(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank() + 1)?;
+    one(T::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
+}
+
+fn squeeze(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let dims: Vec<usize> = if ctx.node.arg("dim").is_some() {
+        ctx.ints("dim")?
+            .iter()
+            .map(|&d| dim(d, x.rank()))
+            .collect::<Result<_>>()?
+    } else {
+        (0..x.rank()).collect()
+    };
+    let keep: Vec<usize> = dims.into_iter().filter(|&d| x.dims()[d] == 1).collect();
+    one(T::new(squeeze_dims(x.t.clone(), &keep)?, x.dtype))
+}
+
+fn flatten(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return one(T::new(x.t.reshape(1).map_err(ce)?, x.dtype));
+    }
+    let s = dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
+    let e = dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
+    one(T::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
+}
+
+fn unflatten(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let sizes = resolve_shape(&ctx.ints("sizes")?, x.dims()[d])?;
+    let mut shape = x.dims()[..d].to_vec();
+    shape.extend(sizes);
+    shape.extend_from_slice(&x.dims()[d + 1..]);
+    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+fn expand(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let size = ctx.ints("size")?;
+    let offset = size.len() - x.rank();
+    let shape: Vec<usize> = size
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            if s == -1 {
+                x.dims()[i - offset]
+            } else {
+                s as usize
+            }
+        })
+        .collect();
+    one(T::new(x.t.broadcast_as(shape).map_err(ce)?, x.dtype))
+}
+
+fn identity(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(x.t.contiguous().map_err(ce)?, x.dtype))
+}
+
+fn dropout(ctx: &mut Ctx) -> R {
+    if ctx.has("train") && ctx.bool("train")? {
+        return Err(unsupported(
+            "dropout in training mode (export the model in eval mode)",
+        ));
+    }
+    let x = ctx.tensor("input")?;
+    one(x)
+}
+
+fn select(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let n = x.dims()[d] as i64;
+    let i = ctx.int("index")?;
+    let i = if i < 0 { i + n } else { i };
+    if i < 0 || i >= n {
+        return Err(Error::bad_input(format!(
+            "index {i} out of range for dim of size {n}"
+        )));
+    }
+    one(T::new(
+        x.t.narrow(d, i as usize, 1)
+            .and_then(|t| t.squeeze(d))
+            .map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn slice(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let n = x.dims()[d] as i64;
+    let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+    let start = clampi(ctx.opt_int("start")?.unwrap_or(0));
+    let end = clampi(ctx.opt_int("end")?.unwrap_or(n)).max(start);
+    let step = ctx.opt_int("step")?.unwrap_or(1);
+    if step <= 0 {
+        return Err(Error::bad_input("slice step must be positive"));
+    }
+    let t = if step == 1 {
+        x.t.narrow(d, start as usize, (end - start) as usize)
+            .map_err(ce)?
+    } else {
+        let idx: Vec<u32> = (start..end)
+            .step_by(step as usize)
+            .map(|i| i as u32)
+            .collect();
+        let idx = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        x.t.index_select(&idx, d).map_err(ce)?
+    };
+    one(T::new(t, x.dtype))
+}
+
+fn cat(ctx: &mut Ctx) -> R {
+    let ts: Vec<T> = ctx.tensors("tensors")?.into_iter().flatten().collect();
+    let keys: Vec<(Dtype, Rank)> = ts.iter().map(|t| (t.dtype, Rank::Dim)).collect();
+    let dt = result_type(&keys);
+    let nonempty: Vec<T> = ts
+        .into_iter()
+        .filter(|t| !(t.rank() == 1 && t.dims()[0] == 0))
+        .collect();
+    let rank = nonempty.first().map(|t| t.rank()).unwrap_or(1);
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
+    let parts: Vec<CT> = nonempty
+        .iter()
+        .map(|t| t.cast(dt).map(|t| t.t))
+        .collect::<Result<_>>()?;
+    let parts: Vec<CT> = parts
+        .into_iter()
+        .filter(|t| t.dims()[d] > 0 || t.elem_count() > 0)
+        .collect();
+    if parts.is_empty() {
+        return Err(unsupported("cat of only empty tensors"));
+    }
+    one(T::new(CT::cat(&parts, d).map_err(ce)?, dt))
+}
+
+fn split(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let n = x.dims()[d];
+    let sizes: Vec<usize> = if ctx.node.arg("split_sizes").is_some() {
+        ctx.ints("split_sizes")?
+            .iter()
+            .map(|&s| s as usize)
+            .collect()
+    } else {
+        let s = ctx.int("split_size")?.max(1) as usize;
+        (0..n).step_by(s).map(|i| s.min(n - i)).collect()
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for s in sizes {
+        out.push(RV::T(T::new(x.t.narrow(d, at, s).map_err(ce)?, x.dtype)));
+        at += s;
+    }
+    Ok(vec![RV::List(out)])
+}
+
+fn to_copy(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = ctx.dtype("dtype").unwrap_or(x.dtype);
+    one(x.cast(d)?)
+}
+
+fn assert_metadata(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("a")?;
+    if let Some(d) = ctx.dtype("dtype") {
+        if d != x.dtype {
+            return Err(Error::bad_input(format!(
+                "tensor metadata assertion failed: dtype {} is not {}",
+                x.dtype.torch_name(),
+                d.torch_name()
+            )));
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn sym_size(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    Ok(vec![RV::Int(x.dims()[d] as i64)])
+}
+
+fn sym_numel(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    Ok(vec![RV::Int(x.t.elem_count() as i64)])
+}
+
+/// `_operator.*` on symbolic integers.
+fn py_operator(ctx: &mut Ctx) -> R {
+    let num = |v: RV| match v {
+        RV::Int(i) => Ok(i),
+        RV::Bool(b) => Ok(b as i64),
+        other => Err(unsupported(format!("symbolic operand {other:?}"))),
+    };
+    let a = num(ctx.input(0)?)?;
+    let b = if ctx.node.inputs.len() > 1 {
+        num(ctx.input(1)?)?
+    } else {
+        0
+    };
+    let int = |v: i64| Ok(vec![RV::Int(v)]);
+    let boolean = |v: bool| Ok(vec![RV::Bool(v)]);
+    match ctx.node.target.name.as_str() {
+        "add" => int(a + b),
+        "sub" => int(a - b),
+        "mul" => int(a * b),
+        "floordiv" if b != 0 => {
+            int(a.div_euclid(b) - if a.rem_euclid(b) != 0 && b < 0 { 1 } else { 0 })
+        }
+        "mod" if b != 0 => int(a.rem_euclid(b)),
+        "neg" => int(-a),
+        "eq" => boolean(a == b),
+        "ne" => boolean(a != b),
+        "lt" => boolean(a < b),
+        "le" => boolean(a <= b),
+        "gt" => boolean(a > b),
+        "ge" => boolean(a >= b),
+        "sym_max" => int(a.max(b)),
+        "sym_min" => int(a.min(b)),
+        other => Err(unsupported(format!("symbolic function {other}"))),
+    }
+}
+
+// ------------------------------------------------------------ creation
+
+fn fill_value(ctx: &Ctx) -> Result<(f64, Dtype)> {
+    Ok(match ctx.value("fill_value")? {
+        RV::Int(i) => (i as f64, Dtype::Int64),
+        RV::Float(f) => (f, Dtype::Float32),
+        RV::Bool(b) => (b as i64 as f64, Dtype::Bool),
+        RV::T(t) => (
+            t.to_host()?.to_f64().first().copied().unwrap_or(0.0),
+            t.dtype,
+        ),
+        other => return Err(Error::bad_input(format!("fill value {other:?}"))),
+    })
+}
+
+fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> R {
+    let t = CT::full(value, shape, ctx.device())
+        .and_then(|t| {
+            t.to_dtype(storage_dtype(dtype).map_err(|e| candle_core::Error::Msg(e.to_string()))?)
+        })
+        .map_err(ce)?;
+    one(T::new(t, dtype))
+}
+
+fn creation(ctx: &mut Ctx) -> R {
+    let name = ctx.node.target.name.clone();
+    let like = name.ends_with("_like");
+    let (shape, base_dtype) = if like {
+        let x = ctx.tensor("self")?;
+        (x.dims().to_vec(), x.dtype)
+    } else {
+        let size = ctx.ints("size")?;
+        (size.iter().map(|&s| s as usize).collect(), Dtype::Float32)
+    };
+    let (value, value_dtype) = match name.trim_end_matches("_like") {
+        "zeros" => (0.0, base_dtype),
+        "ones" => (1.0, base_dtype),
+        "full" | "new_full" => {
+            let (v, d) = fill_value(ctx)?;
+            (v, if like { base_dtype } else { d })
+        }
+        "empty" | "new_empty" => (0.0, base_dtype),
+        other => return Err(unsupported(other.to_string())),
+    };
+    let dtype = ctx
+        .dtype("dtype")
+        .unwrap_or(if like { base_dtype } else { value_dtype });
+    full_of(ctx, shape, value, dtype)
+}
+
+fn scalar_tensor_op(ctx: &mut Ctx) -> R {
+    let v = ctx.float("s")?;
+    let d = ctx.dtype("dtype").unwrap_or(Dtype::Float32);
+    one(scalar_tensor(v, d, ctx.device())?)
+}
+
+fn arange(ctx: &mut Ctx) -> R {
+    let start = if ctx.has("start") {
+        ctx.float("start")?
+    } else {
+        0.0
+    };
+    let end = ctx.float("end")?;
+    let step = if ctx.has("step") {
+        ctx.float("step")?
+    } else {
+        1.0
+    };
+    let all_int = ["start", "end", "step"].iter().all(|n| {
+        !matches!(
+            ctx.node.arg(n),
+            Some(Argument::Float(_)) | Some(Argument::SymFloat(_))
+        )
+    });
+    let dtype = ctx.dtype("dtype").unwrap_or(if all_int {
+        Dtype::Int64
+    } else {
+        Dtype::Float32
+    });
+    let n = ((end - start) / step).ceil().max(0.0) as usize;
+    let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+    let t = CT::new(vals.as_slice(), ctx.device()).map_err(ce)?;
+    one(T::new(t, Dtype::Float64).cast(dtype)?)
+}
+
+// ------------------------------------------------------------ linear algebra
+
+fn matmul_t(a: &T, b: &T) -> Result<T> {
+    let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
+    let (x, y) = (a.cast(dt)?.t, b.cast(dt)?.t);
+    let t = match (x.rank(), y.rank()) {
+        (1, 1) => x
+            .unsqueeze(0)
+            .and_then(|x| x.matmul(&y.unsqueeze(1)?))
+            .and_then(|t| t.reshape(())),
+        (1, _) => x
+            .unsqueeze(0)
+            .and_then(|x| x.broadcast_matmul(&y))
+            .and_then(|t| t.squeeze(t.rank() - 2)),
+        (_, 1) => y
+            .unsqueeze(1)
+            .and_then(|y| x.broadcast_matmul(&y))
+            .and_then(|t| t.squeeze(t.rank() - 1)),
+        _ => x.broadcast_matmul(&y),
+    }
+    .map_err(ce)?;
+    Ok(T::new(t, dt))
+}
+
+fn matmul(ctx: &mut Ctx) -> R {
+    let a = ctx.tensor("self")?;
+    let b = ctx.tensor(if ctx.node.arg("mat2").is_some() {
+        "mat2"
+    } else {
+        "other"
+    })?;
+    one(matmul_t(&a, &b)?)
+}
+
+fn addmm(ctx: &mut Ctx) -> R {
+    let bias = ctx.tensor("self")?;
+    let a = ctx.tensor("mat1")?;
+    let b = ctx.tensor("mat2")?;
+    let beta = if ctx.has("beta") {
+        ctx.float("beta")?
+    } else {
+        1.0
+    };
+    let alpha = if ctx.has("alpha") {
+        ctx.float("alpha")?
+    } else {
+        1.0
+    };
+    let mut p = matmul_t(&a, &b)?;
+    if alpha != 1.0 {
+        p.t = p.t.affine(alpha, 0.0).map_err(ce)?;
+    }
+    let bias = bias.cast(p.dtype)?;
+    let bias_t = if beta != 1.0 {
+        bias.t.affine(beta, 0.0).map_err(ce)?
+    } else {
+        bias.t
+    };
+    one(T::new(p.t.broadcast_add(&bias_t).map_err(ce)?, p.dtype))
+}
+
+fn linear(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let w = ctx.tensor("weight")?;
+    let wt = T::new(w.t.t().map_err(ce)?, w.dtype);
+    let mut y = matmul_t(&x, &wt)?;
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
+    }
+    one(y)
+}
+
+fn embedding(ctx: &mut Ctx) -> R {
+    let w = ctx.tensor("weight")?;
+    let ids = ctx.tensor("indices")?;
+    let flat = ids
+        .t
+        .flatten_all()
+        .and_then(|t| t.to_dtype(DType::I64))
+        .map_err(ce)?;
+    let rows = w.t.index_select(&flat, 0).map_err(ce)?;
+    let mut shape = ids.dims().to_vec();
+    shape.push(w.dims()[1]);
+    one(T::new(rows.reshape(shape).map_err(ce)?, w.dtype))
+}
+
+fn index_select(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    one(T::new(x.t.index_select(&idx.t, d).map_err(ce)?, x.dtype))
+}
+
+/// `aten.index.Tensor` with one index tensor (the common embedding-like
+/// and gather-like form).
+fn index(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let idx = ctx.tensors("indices")?;
+    let given: Vec<(usize, T)> = idx
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.map(|t| (i, t)))
+        .collect();
+    match given.as_slice() {
+        [(d, i)] if i.dtype != Dtype::Bool => {
+            let flat =
+                i.t.flatten_all()
+                    .and_then(|t| t.to_dtype(DType::I64))
+                    .map_err(ce)?;
+            let n = x.dims()[*d] as f64;
+            // negative indices wrap
+            let wrapped = flat
+                .lt(0f64)
+                .and_then(|neg| neg.where_cond(&(&flat + n)?, &flat))
+                .map_err(ce)?;
+            let sel = x.t.index_select(&wrapped, *d).map_err(ce)?;
+            let mut shape = x.dims()[..*d].to_vec();
+            shape.extend_from_slice(i.dims());
+            shape.extend_from_slice(&x.dims()[d + 1..]);
+            one(T::new(sel.reshape(shape).map_err(ce)?, x.dtype))
+        }
+        _ => Err(unsupported("index.Tensor with several or boolean indices")),
+    }
+}
+
+// ------------------------------------------------------------ convolution and pooling
+
+fn pair(v: &[i64], default: usize) -> (usize, usize) {
+    match v {
+        [] => (default, default),
+        [a] => (*a as usize, *a as usize),
+        [a, b, ..] => (*a as usize, *b as usize),
+    }
+}
+
+fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f64) -> Result<CT> {
+    let rank = t.rank();
+    let mut t = t.clone();
+    if value == 0.0 {
+        if top + bottom > 0 {
+            t = t.pad_with_zeros(rank - 2, top, bottom).map_err(ce)?;
+        }
+        if left + right > 0 {
+            t = t.pad_with_zeros(rank - 1, left, right).map_err(ce)?;
+        }
+        return Ok(t);
+    }
+    let pad = |t: CT, d: usize, a: usize, b: usize| -> Result<CT> {
+        if a + b == 0 {
+            return Ok(t);
+        }
+        let mut shape = t.dims().to_vec();
+        let mut parts = Vec::new();
+        if a > 0 {
+            shape[d] = a;
+            parts.push(
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)?,
+            );
+        }
+        parts.push(t.clone());
+        if b > 0 {
+            shape[d] = b;
+            parts.push(
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)?,
+            );
+        }
+        CT::cat(&parts, d).map_err(ce)
+    };
+    let t = pad(t, rank - 2, top, bottom)?;
+    pad(t, rank - 1, left, right)
+}
+
+fn conv(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let w = ctx.tensor("weight")?;
+    let bias = ctx.opt_tensor("bias")?;
+    let transposed = ctx.node.target.name == "convolution" && ctx.bool("transposed")?;
+    let groups = ctx.opt_int("groups")?.unwrap_or(1) as usize;
+    let stride = pair(&ctx.ints("stride").unwrap_or_default(), 1);
+    let dilation = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
+    let padding = match ctx.node.arg("padding") {
+        Some(Argument::String(s)) if s == "same" => {
+            let (kh, kw) = (w.dims()[2], w.dims()[3]);
+            ((dilation.0 * (kh - 1)) / 2, (dilation.1 * (kw - 1)) / 2)
+        }
+        Some(Argument::String(_)) => (0, 0),
+        _ => pair(&ctx.ints("padding").unwrap_or_default(), 0),
+    };
+    if x.rank() != 4 {
+        return Err(unsupported(format!(
+            "convolution on rank {} (only 2-D is implemented)",
+            x.rank()
+        )));
+    }
+    if transposed {
+        return Err(unsupported("transposed convolution"));
+    }
+    if stride.0 != stride.1 || dilation.0 != dilation.1 {
+        return Err(unsupported(
+            "convolution with different strides or dilations per dim",
+        ));
+    }
+    let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
+    let (xin, win) = (x.cast(dt)?.t, w.cast(dt)?.t);
+    // candle takes one padding for both dims: pad by hand when they differ
+    let (xin, pad) = if padding.0 == padding.1 {
+        (xin, padding.0)
+    } else {
+        (
+            pad_hw(&xin, padding.0, padding.0, padding.1, padding.1, 0.0)?,
+            0,
+        )
+    };
+    let mut y = xin
+        .conv2d(&win, pad, stride.0, dilation.0, groups)
+        .map_err(ce)?;
+    if let Some(b) = bias {
+        let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
+        y = y.broadcast_add(&b).map_err(ce)?;
+    }
+    one(T::new(y, dt))
+}
+
+fn max_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = pair(&ctx.ints("kernel_size")?, 1);
+    let s = ctx.ints("stride").unwrap_or_default();
+    let s = if s.is_empty() { k } else { pair(&s, 1) };
+    let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
+    let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
+    if d != (1, 1) {
+        return Err(unsupported("max pooling with dilation"));
+    }
+    let ceil = ctx.opt_bool("ceil_mode", false)?;
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let out = |n: usize, k: usize, s: usize, p: usize| {
+        let span = n + 2 * p - k;
+        let mut o = if ceil {
+            span.div_ceil(s) + 1
+        } else {
+            span / s + 1
+        };
+        // the last window must start inside the input or left padding
+        if ceil && (o - 1) * s >= n + p {
+            o -= 1;
+        }
+        o
+    };
+    let (oh, ow) = (out(h, k.0, s.0, p.0), out(w, k.1, s.1, p.1));
+    let extra_h = ((oh - 1) * s.0 + k.0).saturating_sub(h + 2 * p.0);
+    let extra_w = ((ow - 1) * s.1 + k.1).saturating_sub(w + 2 * p.1);
+    let padded = pad_hw(
+        &x.t,
+        p.0,
+        p.0 + extra_h,
+        p.1,
+        p.1 + extra_w,
+        f64::NEG_INFINITY,
+    )?;
+    let y = padded.max_pool2d_with_stride(k, s).map_err(ce)?;
+    let mut outs = vec![RV::T(T::new(y, x.dtype))];
+    if ctx.node.outputs.len() > 1 {
+        if ctx.output_used(1) {
+            return Err(unsupported("max pooling indices that are used"));
+        }
+        outs.push(RV::None);
+    }
+    Ok(outs)
+}
+
+fn adaptive_avg_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let t = if h % oh == 0 && w % ow == 0 {
+        x.t.avg_pool2d_with_stride((h / oh, w / ow), (h / oh, w / ow))
+            .map_err(ce)?
+    } else {
+        // general case: each output cell averages its own window
+        let mut rows = Vec::new();
+        for i in 0..oh {
+            let (h0, h1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+            let mut cols = Vec::new();
+            for j in 0..ow {
+                let (w0, w1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+                let win =
+                    x.t.narrow(x.rank() - 2, h0, h1 - h0)
+                        .and_then(|t| t.narrow(x.rank() - 1, w0, w1 - w0))
+                        .and_then(|t| t.mean_keepdim(vec![x.rank() - 2, x.rank() - 1]))
+                        .map_err(ce)?;
+                cols.push(win);
+            }
+            rows.push(CT::cat(&cols, x.rank() - 1).map_err(ce)?);
+        }
+        CT::cat(&rows, x.rank() - 2).map_err(ce)?
+    };
+    one(T::new(t, x.dtype))
+}
+
+fn avg_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = pair(&ctx.ints("kernel_size")?, 1);
+    let s = ctx.ints("stride").unwrap_or_default();
+    let s = if s.is_empty() { k } else { pair(&s, 1) };
+    let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
+    if p != (0, 0) || ctx.opt_bool("ceil_mode", false)? {
+        return Err(unsupported("average pooling with padding or ceil_mode"));
+    }
+    one(T::new(
+        x.t.avg_pool2d_with_stride(k, s).map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+// ------------------------------------------------------------ normalisation
+
+fn channel_view(t: &T, rank: usize) -> Result<CT> {
+    let mut shape = vec![1usize; rank];
+    shape[1] = t.t.elem_count();
+    t.t.reshape(shape).map_err(ce)
+}
+
+fn batch_norm_core(x: &T, w: Option<T>, b: Option<T>, mean: &T, var: &T, eps: f64) -> Result<T> {
+    let r = x.rank();
+    let dt = x.dtype;
+    let m = channel_view(&mean.cast(dt)?, r)?;
+    let v = channel_view(&var.cast(dt)?, r)?;
+    let inv = (v + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y =
+        x.t.broadcast_sub(&m)
+            .and_then(|t| t.broadcast_mul(&inv))
+            .map_err(ce)?;
+    if let Some(w) = w {
+        y = y
+            .broadcast_mul(&channel_view(&w.cast(dt)?, r)?)
+            .map_err(ce)?;
+    }
+    if let Some(b) = b {
+        y = y
+            .broadcast_add(&channel_view(&b.cast(dt)?, r)?)
+            .map_err(ce)?;
+    }
+    Ok(T::new(y, dt))
+}
+
+fn batch_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let training = ctx.node.arg("training").is_some() && ctx.bool("training")?;
+    if training {
+        return Err(unsupported(
+            "batch norm in training mode (export the model in eval mode)",
+        ));
+    }
+    let mean = ctx
+        .opt_tensor("running_mean")?
+        .ok_or_else(|| unsupported("batch norm without running stats"))?;
+    let var = ctx
+        .opt_tensor("running_var")?
+        .ok_or_else(|| unsupported("batch norm without running stats"))?;
+    let y = batch_norm_core(
+        &x,
+        ctx.opt_tensor("weight")?,
+        ctx.opt_tensor("bias")?,
+        &mean,
+        &var,
+        ctx.float("eps")?,
+    )?;
+    let mut outs = vec![RV::T(y)];
+    for i in 1..ctx.node.outputs.len() {
+        if ctx.output_used(i) {
+            return Err(unsupported("batch norm statistics outputs that are used"));
+        }
+        outs.push(RV::None);
+    }
+    Ok(outs)
+}
+
+fn layer_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let shape = ctx.ints("normalized_shape")?;
+    let eps = ctx.opt_float("eps")?.unwrap_or(1e-5);
+    let dims: Vec<usize> = (x.rank() - shape.len()..x.rank()).collect();
+    let compute = if x.dtype == Dtype::Float64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let t = x.t.to_dtype(compute).map_err(ce)?;
+    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered
+        .sqr()
+        .and_then(|c| c.mean_keepdim(dims.clone()))
+        .map_err(ce)?;
+    let rstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y = centered.broadcast_mul(&rstd).map_err(ce)?;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y
+            .broadcast_mul(&w.t.to_dtype(compute).map_err(ce)?)
+            .map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y
+            .broadcast_add(&b.t.to_dtype(compute).map_err(ce)?)
+            .map_err(ce)?;
+    }
+    let y = T::new(y.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?, x.dtype);
+    let mut outs = vec![RV::T(y)];
+    if ctx.node.outputs.len() == 3 {
+        outs.push(RV::T(T::new(
+            mean,
+            if compute == DType::F64 {
+                Dtype::Float64
+            } else {
+                Dtype::Float32
+            },
+        )));
+        outs.push(RV::T(T::new(
+            rstd,
+            if compute == DType::F64 {
+                Dtype::Float64
+            } else {
+                Dtype::Float32
+            },
+        )));
+    }
+    Ok(outs)
+}
+
+// ------------------------------------------------------------ attention and sorting
+
+fn sdpa(ctx: &mut Ctx) -> R {
+    let q = ctx.tensor("query")?;
+    let k = ctx.tensor("key")?;
+    let v = ctx.tensor("value")?;
+    let d = *q.dims().last().unwrap_or(&1) as f64;
+    let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / d.sqrt());
+    let kt = T::new(
+        k.t.transpose(k.rank() - 2, k.rank() - 1).map_err(ce)?,
+        k.dtype,
+    );
+    let mut s = matmul_t(&q, &kt)?;
+    s.t = s.t.affine(scale, 0.0).map_err(ce)?;
+    let (l, sk) = (s.dims()[s.rank() - 2], s.dims()[s.rank() - 1]);
+    if ctx.opt_bool("is_causal", false)? {
+        let mask: Vec<u8> = (0..l)
+            .flat_map(|i| (0..sk).map(move |j| (j <= i) as u8))
+            .collect();
+        let m = CT::from_vec(mask, (l, sk), ctx.device()).map_err(ce)?;
+        let ninf = CT::full(f32::NEG_INFINITY, s.dims(), ctx.device())
+            .and_then(|t| t.to_dtype(s.t.dtype()))
+            .map_err(ce)?;
+        s.t = m
+            .broadcast_as(s.dims())
+            .and_then(|m| m.where_cond(&s.t, &ninf))
+            .map_err(ce)?;
+    }
+    if let Some(mask) = ctx.opt_tensor("attn_mask")? {
+        if mask.dtype == Dtype::Bool {
+            let ninf = CT::full(f32::NEG_INFINITY, s.dims(), ctx.device())
+                .and_then(|t| t.to_dtype(s.t.dtype()))
+                .map_err(ce)?;
+            s.t = mask
+                .t
+                .broadcast_as(s.dims())
+                .and_then(|m| m.where_cond(&s.t, &ninf))
+                .map_err(ce)?;
+        } else {
+            s.t = s.t.broadcast_add(&mask.cast(s.dtype)?.t).map_err(ce)?;
+        }
+    }
+    let p = softmax_impl(&s, s.rank() - 1, false)?;
+    one(matmul_t(&p, &v)?)
+}
+
+fn topk(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = ctx.int("k")? as usize;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let largest = ctx.opt_bool("largest", true)?;
+    let last = x.rank() - 1;
+    let moved = if d == last {
+        x.t.clone()
+    } else {
+        x.t.transpose(d, last).map_err(ce)?
+    }
+    .contiguous()
+    .map_err(ce)?;
+    let idx = moved
+        .arg_sort_last_dim(!largest)
+        .map_err(ce)?
+        .narrow(last, 0, k)
+        .map_err(ce)?
+        .contiguous()
+        .map_err(ce)?;
+    let vals = moved.gather(&idx, last).map_err(ce)?;
+    let back = |t: CT| {
+        if d == last {
+            Ok(t)
+        } else {
+            t.transpose(d, last).map_err(ce)
+        }
+    };
+    let idx = back(idx.to_dtype(DType::I64).map_err(ce)?)?;
+    Ok(vec![
+        RV::T(T::new(back(vals)?, x.dtype)),
+        RV::T(T::new(idx, Dtype::Int64)),
+    ])
+}
+
+// ------------------------------------------------------------ control flow
+
+fn cond(ctx: &mut Ctx) -> R {
+    let pred = match ctx.input(0)? {
+        RV::Bool(b) => b,
+        RV::Int(i) => i != 0,
+        RV::T(t) => t.to_host()?.to_f64().first().copied().unwrap_or(0.0) != 0.0,
+        other => return Err(Error::bad_input(format!("cond predicate {other:?}"))),
+    };
+    let branch = match ctx.input_arg(if pred { 1 } else { 2 }) {
+        Some(Argument::Graph(g)) => g,
+        _ => return Err(Error::bad_input("cond without branch subgraphs")),
+    };
+    let operands = match ctx.input(3)? {
+        RV::List(items) => items,
+        other => vec![other],
+    };
+    let outs = ctx
+        .exec
+        .run_graph(&branch.graph, operands, ctx.bindings)
+        .map_err(|e| e.at(format!("subgraph '{}'", branch.name)))?;
+    Ok(outs)
+}
+
+/// The op table: identity -> implementation.
+const TABLE: &[(&str, OpFn)] = &[
+    ("aten.add.Tensor", add),
+    ("aten.add.Scalar", add),
+    ("aten.add_.Tensor", add),
+    ("aten.add_.Scalar", add),
+    ("aten.sub.Tensor", sub),
+    ("aten.sub.Scalar", sub),
+    ("aten.rsub.Scalar", rsub),
+    ("aten.rsub.Tensor", rsub),
+    ("aten.mul.Tensor", mul),
+    ("aten.mul.Scalar", mul),
+    ("aten.mul_.Tensor", mul),
+    ("aten.div.Tensor", div),
+    ("aten.div.Scalar", div),
+    ("aten.div.Tensor_mode", div),
+    ("aten.pow.Tensor_Scalar", pow),
+    ("aten.pow.Tensor_Tensor", pow),
+    ("aten.maximum.default", maximum),
+    ("aten.minimum.default", minimum),
+    ("aten.eq.Tensor", eq),
+    ("aten.eq.Scalar", eq),
+    ("aten.ne.Tensor", ne),
+    ("aten.ne.Scalar", ne),
+    ("aten.lt.Tensor", lt),
+    ("aten.lt.Scalar", lt),
+    ("aten.le.Tensor", le),
+    ("aten.le.Scalar", le),
+    ("aten.gt.Tensor", gt),
+    ("aten.gt.Scalar", gt),
+    ("aten.ge.Tensor", ge),
+    ("aten.ge.Scalar", ge),
+    ("aten.logical_and.default", logical_and),
+    ("aten.logical_or.default", logical_or),
+    ("aten.logical_xor.default", logical_xor),
+    ("aten.bitwise_and.Tensor", logical_and),
+    ("aten.bitwise_or.Tensor", logical_or),
+    ("aten.__and__.Tensor", logical_and),
+    ("aten.__or__.Tensor", logical_or),
+    ("aten.logical_not.default", logical_not),
+    ("aten.where.self", where_self),
+    ("aten.sin.default", sin),
+    ("aten.cos.default", cos),
+    ("aten.exp.default", exp),
+    ("aten.log.default", log),
+    ("aten.tanh.default", tanh),
+    ("aten.sqrt.default", sqrt),
+    ("aten.rsqrt.default", rsqrt),
+    ("aten.reciprocal.default", reciprocal),
+    ("aten.erf.default", erf),
+    ("aten.sigmoid.default", sigmoid),
+    ("aten.silu.default", silu),
+    ("aten.silu_.default", silu),
+    ("aten.neg.default", neg),
+    ("aten.abs.default", abs),
+    ("aten.relu.default", relu),
+    ("aten.relu_.default", relu),
+    ("aten.gelu.default", gelu),
+    ("aten.hardtanh.default", hardtanh),
+    ("aten.hardtanh_.default", hardtanh),
+    ("aten.clamp.default", clamp),
+    ("aten.hardswish.default", hardswish),
+    ("aten.hardswish_.default", hardswish),
+    ("aten.hardsigmoid.default", hardsigmoid),
+    ("aten.sum.default", sum),
+    ("aten.sum.dim_IntList", sum),
+    ("aten.mean.dim", mean),
+    ("aten.mean.default", mean),
+    ("aten.amax.default", amax),
+    ("aten.amin.default", amin),
+    ("aten.any.dim", any),
+    ("aten.any.dims", any),
+    ("aten.any.default", any),
+    ("aten.all.dim", all),
+    ("aten.argmax.default", argmax),
+    ("aten._softmax.default", softmax),
+    ("aten.softmax.int", softmax),
+    ("aten._log_softmax.default", softmax),
+    ("aten.log_softmax.int", softmax),
+    ("aten.view.default", reshape),
+    ("aten.reshape.default", reshape),
+    ("aten._unsafe_view.default", reshape),
+    ("aten.permute.default", permute),
+    ("aten.transpose.int", transpose),
+    ("aten.t.default", transpose),
+    ("aten.unsqueeze.default", unsqueeze),
+    ("aten.squeeze.dim", squeeze),
+    ("aten.squeeze.dims", squeeze),
+    ("aten.squeeze.default", squeeze),
+    ("aten.flatten.using_ints", flatten),
+    ("aten.unflatten.int", unflatten),
+    ("aten.expand.default", expand),
+    ("aten.contiguous.default", identity),
+    ("aten.clone.default", identity),
+    ("aten.alias.default", identity),
+    ("aten.detach.default", identity),
+    ("aten.detach_.default", identity),
+    ("aten.lift_fresh_copy.default", identity),
+    ("aten.dropout.default", dropout),
+    ("aten.select.int", select),
+    ("aten.slice.Tensor", slice),
+    ("aten.cat.default", cat),
+    ("aten.split.Tensor", split),
+    ("aten.split_with_sizes.default", split),
+    ("aten._to_copy.default", to_copy),
+    ("aten.to.dtype", to_copy),
+    ("aten._assert_tensor_metadata.default", assert_metadata),
+    ("aten.sym_size.int", sym_size),
+    ("aten.sym_numel.default", sym_numel),
+    ("aten.zeros.default", creation),
+    ("aten.ones.default", creation),
+    ("aten.full.default", creation),
+    ("aten.empty.memory_format", creation),
+    ("aten.zeros_like.default", creation),
+    ("aten.ones_like.default", creation),
+    ("aten.full_like.default", creation),
+    ("aten.empty_like.default", creation),
+    ("aten.scalar_tensor.default", scalar_tensor_op),
+    ("aten.arange.default", arange),
+    ("aten.arange.start", arange),
+    ("aten.arange.start_step", arange),
+    ("aten.mm.default", matmul),
+    ("aten.bmm.default", matmul),
+    ("aten.matmul.default", matmul),
+    ("aten.addmm.default", addmm),
+    ("aten.linear.default", linear),
+    ("aten.embedding.default", embedding),
+    ("aten.index_select.default", index_select),
+    ("aten.index.Tensor", index),
+    ("aten.conv2d.default", conv),
+    ("aten.convolution.default", conv),
+    ("aten.max_pool2d.default", max_pool),
+    ("aten.max_pool2d_with_indices.default", max_pool),
+    ("aten.avg_pool2d.default", avg_pool),
+    ("aten.adaptive_avg_pool2d.default", adaptive_avg_pool),
+    ("aten._adaptive_avg_pool2d.default", adaptive_avg_pool),
+    ("aten.batch_norm.default", batch_norm),
+    (
+        "aten._native_batch_norm_legit_no_training.default",
+        batch_norm,
+    ),
+    ("aten.layer_norm.default", layer_norm),
+    ("aten.native_layer_norm.default", layer_norm),
+    ("aten.scaled_dot_product_attention.default", sdpa),
+    ("aten.topk.default", topk),
+    ("higher_order.cond", cond),
+    ("_operator.add", py_operator),
+    ("_operator.sub", py_operator),
+    ("_operator.mul", py_operator),
+    ("_operator.floordiv", py_operator),
+    ("_operator.mod", py_operator),
+    ("_operator.neg", py_operator),
+    ("_operator.eq", py_operator),
+    ("_operator.ne", py_operator),
+    ("_operator.lt", py_operator),
+    ("_operator.le", py_operator),
+    ("_operator.gt", py_operator),
+    ("_operator.ge", py_operator),
+    ("torch.sym_max", py_operator),
+    ("torch.sym_min", py_operator),
+];
+
+/// The implementation of an op, by identity (`aten.add.Tensor`).
+pub fn lookup(op: &str) -> Option<OpFn> {
+    static MAP: OnceLock<HashMap<&'static str, OpFn>> = OnceLock::new();
+    MAP.get_or_init(|| TABLE.iter().copied().collect())
+        .get(op)
+        .copied()
+}
+
+/// Every op identity the executor implements.
+pub fn supported() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|(name, _)| *name)
+}

@@ -1,0 +1,206 @@
+//! The executor against PyTorch: every committed fixture, both dialects,
+//! matches the outputs torch recorded (`golden/models/*.expected.npz`), and
+//! inputs outside the exported contract are refused before anything runs.
+
+#![cfg(feature = "exec")]
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use pt2kit::exec::{self, DeviceKind, Executor};
+use pt2kit::import::pt2::{read_pt2, ImportOptions};
+use pt2kit::ir::{Dtype, Program};
+use pt2kit::tensorfile::{read_npz, HostTensor};
+
+fn read(p: &Path) -> Program {
+    read_pt2(p, &ImportOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Tolerances: float32/float64 atol = rtol = 1e-4; half precision is
+/// compared after rounding, so its tolerance is its own resolution.
+fn tolerance(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::BFloat16 => 1e-2,
+        Dtype::Float16 => 1e-3,
+        d if d.is_floating() => 1e-4,
+        _ => 0.0,
+    }
+}
+
+fn compare(
+    what: &str,
+    ours: &[(String, HostTensor)],
+    expected: &[(String, HostTensor)],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if ours.len() != expected.len() {
+        failures.push(format!(
+            "{what}: {} outputs, torch has {}",
+            ours.len(),
+            expected.len()
+        ));
+        return failures;
+    }
+    for ((name, a), (key, b)) in ours.iter().zip(expected) {
+        if a.shape != b.shape {
+            failures.push(format!(
+                "{what}: {name} ({key}): shape {:?}, torch {:?}",
+                a.shape, b.shape
+            ));
+            continue;
+        }
+        let tol = tolerance(a.dtype);
+        if !a.dtype.is_floating() && a.dtype != b.dtype {
+            failures.push(format!(
+                "{what}: {name}: dtype {}, torch {}",
+                a.dtype.torch_name(),
+                b.dtype.torch_name()
+            ));
+        }
+        let (x, y) = (a.to_f64(), b.to_f64());
+        let worst = x
+            .iter()
+            .zip(&y)
+            .map(|(p, q)| ((p - q).abs() - tol * q.abs(), (p - q).abs()))
+            .fold((f64::MIN, 0.0), |acc, v| if v.0 > acc.0 { v } else { acc });
+        if worst.0 > tol || x.iter().zip(&y).any(|(p, q)| p.is_nan() != q.is_nan()) {
+            failures.push(format!(
+                "{what}: {name}: max abs error {:.3e} (tolerance {tol:e})",
+                worst.1
+            ));
+        }
+    }
+    failures
+}
+
+fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
+    let program = read(pt2);
+    let name = stem(pt2);
+    let model = name.trim_end_matches(".decomp");
+    let dir = pt2.parent().unwrap();
+    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut runs = 0;
+    for set in ["", ".alt"] {
+        let inputs = dir.join(format!("{model}{set}.inputs.npz"));
+        if !inputs.exists() {
+            continue;
+        }
+        let inputs = read_npz(&inputs).unwrap();
+        let expected = read_npz(&dir.join(format!("{model}{set}.expected.npz"))).unwrap();
+        match executor.run(&inputs) {
+            Ok(outs) => failures.extend(compare(&format!("{name}{set}"), &outs, &expected)),
+            Err(e) => failures.push(format!("{name}{set}: {e}")),
+        }
+        runs += 1;
+    }
+    runs
+}
+
+#[test]
+fn every_fixture_matches_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in fixtures()
+        .iter()
+        .filter(|p| p.starts_with(repo().join("golden/models")))
+    {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 28, "only {runs} runs");
+}
+
+#[test]
+#[ignore = "needs golden/big (make -C recipes big); run by make test-big"]
+fn big_models_match_torch() {
+    let mut failures = Vec::new();
+    for p in big_fixtures() {
+        check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn run_err(model: &str, inputs: Vec<(String, HostTensor)>) -> String {
+    let program = read(&repo().join(format!("golden/models/{model}.pt2")));
+    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let e = executor.run(&inputs).unwrap_err();
+    assert_eq!(e.kind, pt2kit::ErrorKind::BadInput, "{e}");
+    e.to_string()
+}
+
+fn f32s(shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    HostTensor {
+        dtype: Dtype::Float32,
+        shape: shape.to_vec(),
+        data: vec![0; n * 4],
+    }
+}
+
+#[test]
+fn inputs_outside_the_contract_are_refused() {
+    let x = |shape: &[usize]| vec![("x".to_string(), f32s(shape))];
+    assert_eq!(
+        run_err("dynamic", x(&[128, 4])),
+        "input x: dim 0 is 128, but s77 must be in [1, 64]"
+    );
+    assert_eq!(
+        run_err("dynamic", x(&[0, 4])),
+        "input x: dim 0 is 0, but s77 must be in [1, 64]"
+    );
+    assert!(
+        run_err("dynamic", x(&[8, 5])).contains("dim 1 is 5, but the model was exported with 4")
+    );
+    assert!(run_err("dynamic", x(&[8])).contains("rank is 1"));
+    assert!(run_err("mlp", x(&[3, 4])).contains("dim 0 is 3, but the model was exported with 2"));
+    let ints = HostTensor {
+        dtype: Dtype::Int64,
+        shape: vec![2, 4],
+        data: vec![0; 64],
+    };
+    assert!(run_err("mlp", vec![("x".into(), ints)])
+        .contains("dtype is int64, the model was exported with float32"));
+    assert!(run_err("mlp", vec![]).contains("input 'x' is missing"));
+    let mut two = x(&[2, 4]);
+    two.push(("y".into(), f32s(&[1])));
+    assert!(run_err("mlp", two).contains("'y' is not an input of the model"));
+}
+
+#[test]
+fn dynamic_models_run_at_other_sizes() {
+    let program = read(&repo().join("golden/models/dynamic.pt2"));
+    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    for batch in [1, 3, 64] {
+        let outs = executor.run(&[("x".into(), f32s(&[batch, 4]))]).unwrap();
+        assert_eq!(outs[0].1.shape, vec![batch, 3]);
+    }
+}
+
+#[test]
+fn missing_ops_are_listed_with_their_nodes() {
+    let mut program = read(&repo().join("golden/models/mlp.pt2"));
+    program.graph.nodes[1].target = pt2kit::ir::Target::op("aten", "frobnicate", "default");
+    program.graph.nodes[0].target = pt2kit::ir::Target::op("aten", "wibble", "default");
+    let e = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
+        .err()
+        .unwrap();
+    let msg = e.to_string();
+    assert_eq!(e.kind, pt2kit::ErrorKind::Unsupported);
+    assert!(
+        msg.contains("2 op(s)") && msg.contains("aten.frobnicate.default (nodes relu)"),
+        "{msg}"
+    );
+    assert!(msg.contains("aten.wibble.default (nodes linear)"), "{msg}");
+}
+
+#[test]
+fn cuda_without_the_feature_is_a_clear_error() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let e = exec::device(DeviceKind::Cuda).unwrap_err();
+    assert!(e.to_string().contains("--features cuda"), "{e}");
+}
