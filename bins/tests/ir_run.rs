@@ -1,0 +1,119 @@
+//! `ir-run` as a user runs it: the real binaries in a pipe, input and
+//! output files, soundness errors with their exit codes.
+
+#![cfg(feature = "exec")]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn ir(model: &str) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+        .current_dir(repo())
+        .arg(format!("golden/models/{model}.pt2"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+fn ir_run(stdin: &[u8], args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ir-run"))
+        .current_dir(repo())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn npz_in_npz_out_matches_torch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.npz");
+    let o = ir_run(
+        &ir("cnn.decomp"),
+        &["--inputs", "golden/models/cnn.inputs.npz", "-o", out.to_str().unwrap(), "--stats"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("peak RSS"));
+    let ours = pt2kit::tensorfile::read_npz(&out).unwrap();
+    let theirs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/cnn.expected.npz")).unwrap();
+    let (a, b) = (ours[0].1.to_f64(), theirs[0].1.to_f64());
+    assert_eq!(ours[0].1.shape, theirs[0].1.shape);
+    assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-4 * y.abs()));
+}
+
+#[test]
+fn npy_inputs_safetensors_outputs_and_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
+    let npy = dir.path().join("x.npy");
+    std::fs::write(&npy, pt2kit::tensorfile::write_npy(&inputs[0].1).unwrap()).unwrap();
+    let st = dir.path().join("out.safetensors");
+    let arg = format!("x={}", npy.display());
+    let o = ir_run(&ir("mlp"), &["-i", &arg, "-o", st.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let back = pt2kit::tensorfile::read_safetensors(&std::fs::read(&st).unwrap(), "st").unwrap();
+    assert_eq!(back[0].0, "linear_1");
+    let o = ir_run(&ir("mlp"), &["-i", &arg]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.starts_with("linear_1: f32[2, 3] [-0.559154"), "{text}");
+}
+
+#[test]
+fn random_inputs_use_the_example_shapes() {
+    let o = ir_run(&ir("dynseq"), &["--random", "--seed", "3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().starts_with("sum_1: f32[2, 8]"));
+}
+
+#[test]
+fn contract_violations_exit_3_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = pt2kit::tensorfile::HostTensor {
+        dtype: pt2kit::ir::Dtype::Float32,
+        shape: vec![128, 4],
+        data: vec![0; 128 * 16],
+    };
+    let inputs = dir.path().join("in.npz");
+    std::fs::write(&inputs, pt2kit::tensorfile::write_npz(&[("x".into(), big)]).unwrap()).unwrap();
+    let out = dir.path().join("out.npz");
+    let o = ir_run(
+        &ir("dynamic"),
+        &["--inputs", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "ir-run: error: input x: dim 0 is 128, but s77 must be in [1, 64]\n"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn bad_files_and_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.npz");
+    std::fs::write(&junk, b"not a zip").unwrap();
+    let o = ir_run(&ir("mlp"), &["--inputs", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("junk.npz: not a zip archive"));
+    let o = ir_run(&ir("mlp"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the model takes x"));
+    let o = ir_run(b"# pt2ir listing\n", &["--random"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a text listing"));
+    let o = ir_run(&ir("mlp"), &["--random", "--device", "cuda"]);
+    if !cfg!(feature = "cuda") {
+        assert_eq!(o.status.code(), Some(4));
+    }
+}
