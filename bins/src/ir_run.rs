@@ -42,6 +42,9 @@ pub struct Args {
     /// Print timing and peak memory to stderr
     #[arg(long)]
     pub stats: bool,
+    /// Run N times after one warm-up run and report the median time with --stats
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -157,9 +160,15 @@ pub fn run(args: Args) -> Result<()> {
     }
     let loaded = start.elapsed();
     let executor = Executor::new(&program, device)?;
-    let run_start = std::time::Instant::now();
-    let outputs = executor.run(&inputs)?;
-    let ran = run_start.elapsed();
+    let mut outputs = executor.run(&inputs)?;
+    let mut times = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        let run_start = std::time::Instant::now();
+        outputs = executor.run(&inputs)?;
+        times.push(run_start.elapsed());
+    }
+    times.sort();
+    let ran = times[times.len() / 2];
     match &args.output {
         Some(path) => {
             let bytes = tensorfile::encode_tensors(path, &outputs)?;
@@ -178,9 +187,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     if args.stats {
         eprintln!(
-            "ir-run: read {:.1} ms, run {:.1} ms, peak RSS {:.1} MiB",
+            "ir-run: read {:.1} ms, run {:.3} ms (median of {}), peak RSS {:.1} MiB",
             loaded.as_secs_f64() * 1e3,
             ran.as_secs_f64() * 1e3,
+            times.len(),
             peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64
         );
     }

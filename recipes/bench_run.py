@@ -1,0 +1,81 @@
+"""Benchmark: ir-run CPU latency against torch eager on the same model and
+inputs, same thread count, in the same run; batch 1 (the fixtures' inputs).
+
+    python recipes/bench_run.py [--bin target/release] [--threads 2] [--runs 20] [MODEL ...]
+
+Models default to mlp resnet18 bert (from golden/models or golden/big; make
+them with `make big` / recipes/zoo.py). torch eager is the model rebuilt
+by recipes/zoo.py with the same seed (so the same weights as the archive).
+Prints a Markdown table; writes bench/run.json.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("models", nargs="*", default=["mlp", "resnet18", "bert"])
+ap.add_argument("--bin", default="target/release")
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--runs", type=int, default=20)
+ap.add_argument("--json", default="bench/run.json")
+args = ap.parse_args()
+torch.set_num_threads(args.threads)
+
+
+def find(name, suffix):
+    for d in ("golden/models", "golden/big"):
+        p = os.path.join(d, name + suffix)
+        if os.path.exists(p):
+            return p
+    sys.exit(f"{name}{suffix} not found: run `make big` (or recipes/zoo.py --only {name})")
+
+
+rows = []
+for name in args.models:
+    pt2 = find(name, ".pt2")
+    npz = np.load(find(name, ".inputs.npz"))
+    spec = zoo.MODELS[name]
+    torch.manual_seed(0)
+    model = spec["build"]().eval()
+    inputs = tuple(torch.from_numpy(npz[k]) for k in npz.files)
+    with torch.no_grad():
+        for _ in range(3):
+            model(*inputs)
+        times = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            model(*inputs)
+            times.append(time.perf_counter() - t)
+    torch_ms = statistics.median(times) * 1e3
+    with tempfile.TemporaryDirectory() as tmp:
+        ir = os.path.join(tmp, "m.ir")
+        subprocess.run([os.path.join(args.bin, "pt2ir"), pt2, "-o", ir], check=True)
+        env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
+        out = subprocess.run(
+            [os.path.join(args.bin, "ir-run"), ir, "--inputs", find(name, ".inputs.npz"),
+             "--repeat", str(args.runs), "--stats", "-o", os.path.join(tmp, "o.npz")],
+            check=True, capture_output=True, text=True, env=env)
+    m = re.search(r"run ([0-9.]+) ms", out.stderr)
+    ir_ms = float(m.group(1))
+    rows.append({"model": name, "threads": args.threads, "runs": args.runs,
+                 "torch_eager_ms": torch_ms, "ir_run_ms": ir_ms, "ratio": ir_ms / torch_ms})
+
+os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+with open(args.json, "w") as f:
+    json.dump(rows, f, indent=1)
+print(f"| model | torch eager ms | ir-run ms | ir-run / torch |  ({args.threads} threads, median of {args.runs})")
+print("|---|---|---|---|")
+for r in rows:
+    print(f"| {r['model']} | {r['torch_eager_ms']:.3f} | {r['ir_run_ms']:.3f} | {r['ratio']:.2f}x |")
