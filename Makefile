@@ -29,9 +29,9 @@ fixtures: $(VENV)/.torch
 	$(VENV)/bin/python recipes/make_bad.py --models golden/models --out golden/bad
 	$(VENV)/bin/python recipes/make_legacy.py --models golden/models --out golden/legacy
 
-# The large models (resnet18/50), not committed.
+# The large models, not committed (golden/big).
 big: $(VENV)/.torch
-	$(VENV)/bin/python recipes/zoo.py --out golden/models --only resnet18 resnet50
+	$(VENV)/bin/python recipes/zoo.py --out golden/models --only resnet18 resnet50 mobilenet_v3_small efficientnet_b0 convnext_tiny
 
 # Rewrites golden listings, error messages and man pages from this build.
 golden: build

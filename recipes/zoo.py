@@ -16,7 +16,8 @@ which defaults to a `big` folder next to --out, i.e. golden/big, which git ignor
                           second input set (other size of the dynamic dim; for `cond`
                           the negated input, so the other branch is taken)
 
-Only torch, torchvision and numpy are used. Every model is built after
+Only torch, torchvision, transformers and numpy are used (transformers
+models are built from config objects; nothing is downloaded). Every model is built after
 torch.manual_seed(0), and every input set is made after torch.manual_seed(0).
 
 Op histograms count the `call_function` nodes of the graph and of every
@@ -220,6 +221,81 @@ def resnet50():
     return torchvision.models.resnet50(weights=None)
 
 
+def mobilenet_v3_small():
+    import torchvision
+    return torchvision.models.mobilenet_v3_small(weights=None)
+
+
+def efficientnet_b0():
+    import torchvision
+    return torchvision.models.efficientnet_b0(weights=None)
+
+
+def convnext_tiny():
+    import torchvision
+    return torchvision.models.convnext_tiny(weights=None)
+
+
+def vit_small():
+    import torchvision
+    return torchvision.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2,
+        hidden_dim=32, mlp_dim=64, num_classes=10)
+
+
+class LSTMHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(input_size=8, hidden_size=16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):  # [batch, seq, 8]
+        out, _ = self.lstm(x)
+        return self.fc(out[:, -1])
+
+
+# Hugging Face transformers models, built from config objects (no downloads).
+# The wrappers take only input_ids and return plain tensors/tuples.
+
+
+class BertWrap(nn.Module):
+    def __init__(self, attn):
+        super().__init__()
+        from transformers import BertConfig, BertModel
+        self.m = BertModel(BertConfig(
+            vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64, attn_implementation=attn))
+
+    def forward(self, input_ids):
+        last_hidden_state, pooler_output = self.m(input_ids=input_ids, return_dict=False)[:2]
+        return last_hidden_state, pooler_output
+
+
+class GPT2Wrap(nn.Module):
+    def __init__(self, attn):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+        self.m = GPT2LMHeadModel(GPT2Config(
+            vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+            bos_token_id=0, eos_token_id=0, attn_implementation=attn))
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+
+class LlamaWrap(nn.Module):
+    def __init__(self, attn):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+        self.m = LlamaForCausalLM(LlamaConfig(
+            vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+            attn_implementation=attn))
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+
 # --------------------------------------------------------------------------
 # Registry: name -> (builder, make_inputs, dynamic_shapes, make_alt_inputs, big)
 # Inputs are returned as a tuple of positional args.
@@ -268,6 +344,28 @@ _reg("dtypes", Dtypes,
 _reg("oddweights", OddWeights, lambda: (_randn(2, 3),))
 _reg("resnet18", resnet18, lambda: (_randn(1, 3, 64, 64),), big=True)
 _reg("resnet50", resnet50, lambda: (_randn(1, 3, 224, 224),), big=True)
+_reg("mobilenet_v3_small", mobilenet_v3_small, lambda: (_randn(1, 3, 64, 64),), big=True)
+_reg("efficientnet_b0", efficientnet_b0, lambda: (_randn(1, 3, 64, 64),), big=True)
+_reg("convnext_tiny", convnext_tiny, lambda: (_randn(1, 3, 64, 64),), big=True)
+_reg("vit_small", vit_small, lambda: (_randn(1, 3, 32, 32),))
+_reg("lstm", LSTMHead, lambda: (_randn(2, 5, 8),))
+
+
+def _ids():
+    return (torch.randint(0, 100, (1, 8), dtype=torch.int64),)
+
+
+# Both attention implementations export; eager for BERT/GPT-2 (plain
+# matmul + softmax attention; `transformer` already covers SDPA), SDPA for Llama.
+_reg("bert", lambda: BertWrap("eager"), _ids,
+     note="transformers BertModel from config, attn_implementation=eager; "
+          "wrapper passes only input_ids and returns (last_hidden_state, pooler_output)")
+_reg("gpt2", lambda: GPT2Wrap("eager"), _ids,
+     note="transformers GPT2LMHeadModel from config, attn_implementation=eager, "
+          "bos/eos_token_id=0; wrapper passes only input_ids, use_cache=False, returns logits")
+_reg("llama", lambda: LlamaWrap("sdpa"), _ids,
+     note="transformers LlamaForCausalLM from config (GQA: 2 heads, 1 kv head), "
+          "attn_implementation=sdpa; wrapper passes only input_ids, use_cache=False, returns logits")
 
 
 # --------------------------------------------------------------------------
@@ -509,7 +607,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--big", action="store_true",
-                    help="also export the large models (resnet18, resnet50)")
+                    help="also export the large models (big=True in the registry)")
     ap.add_argument("--big-out", default=None,
                     help="folder for the large models (default: 'big' next to --out)")
     a = ap.parse_args()

@@ -114,7 +114,7 @@ fn every_fixture_matches_torch() {
 }
 
 #[test]
-#[ignore = "needs golden/big (make -C recipes big); run by make test-big"]
+#[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_models_match_torch() {
     let mut failures = Vec::new();
     for p in big_fixtures() {

@@ -43,7 +43,7 @@ fn listings_match_goldens() {
 }
 
 #[test]
-#[ignore = "needs golden/big (make -C recipes big); run by make test-big"]
+#[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_listings_match_goldens() {
     check_listings(&big_fixtures());
 }
@@ -69,7 +69,7 @@ fn wire_round_trip_is_byte_identical() {
 }
 
 #[test]
-#[ignore = "needs golden/big (make -C recipes big); run by make test-big"]
+#[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_wire_round_trip_is_byte_identical() {
     big_fixtures().iter().for_each(|p| check_round_trip(p));
 }

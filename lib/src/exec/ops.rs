@@ -214,8 +214,20 @@ fn div(ctx: &mut Ctx) -> R {
 fn pow(ctx: &mut Ctx) -> R {
     let a = ctx.value("self")?;
     let b = ctx.value("exponent")?;
-    if let (RV::T(t), RV::Int(2)) = (&a, &b) {
-        return one(T::new(t.t.sqr().map_err(ce)?, t.dtype));
+    // A scalar exponent uses powf, which (unlike exp(log(x) * y)) is right
+    // for negative bases; the result dtype is torch's.
+    let e = match &b {
+        RV::Int(i) => Some(*i as f64),
+        RV::Float(f) => Some(*f),
+        _ => None,
+    };
+    if let (RV::T(t), Some(e)) = (&a, e) {
+        let out = result_type(&[(t.dtype, Rank::Dim), (if matches!(b, RV::Int(_)) { Dtype::Int64 } else { Dtype::Float32 }, Rank::Scalar)]);
+        if e == 2.0 {
+            return one(T::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
+        }
+        let r = t.t.to_dtype(DType::F64).and_then(|x| x.powf(e)).map_err(ce)?;
+        return one(T::new(r, Dtype::Float64).cast(out)?);
     }
     binary_on(ctx, a, b, Bin::Pow, None)
 }
@@ -624,7 +636,7 @@ fn dropout(ctx: &mut Ctx) -> R {
             "dropout in training mode (export the model in eval mode)",
         ));
     }
-    let x = ctx.tensor("input")?;
+    let x = ctx.tensor(if ctx.node.arg("input").is_some() { "input" } else { "self" })?;
     one(x)
 }
 
@@ -815,11 +827,14 @@ fn creation(ctx: &mut Ctx) -> R {
     let (shape, base_dtype) = if like {
         let x = ctx.tensor("self")?;
         (x.dims().to_vec(), x.dtype)
+    } else if name.starts_with("new_") {
+        let x = ctx.tensor("self")?;
+        (ctx.ints("size")?.iter().map(|&s| s as usize).collect(), x.dtype)
     } else {
         let size = ctx.ints("size")?;
         (size.iter().map(|&s| s as usize).collect(), Dtype::Float32)
     };
-    let (value, value_dtype) = match name.trim_end_matches("_like") {
+    let (value, value_dtype) = match name.trim_end_matches("_like").trim_start_matches("new_") {
         "zeros" => (0.0, base_dtype),
         "ones" => (1.0, base_dtype),
         "full" | "new_full" => {
@@ -963,36 +978,60 @@ fn index_select(ctx: &mut Ctx) -> R {
     one(T::new(x.t.index_select(&idx.t, d).map_err(ce)?, x.dtype))
 }
 
-/// `aten.index.Tensor` with one index tensor (the common embedding-like
-/// and gather-like form).
+/// `aten.index.Tensor`: advanced indexing with integer index tensors on
+/// adjacent dims (broadcast together), as torch places the result.
 fn index(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let idx = ctx.tensors("indices")?;
-    let given: Vec<(usize, T)> = idx
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, t)| t.map(|t| (i, t)))
-        .collect();
-    match given.as_slice() {
-        [(d, i)] if i.dtype != Dtype::Bool => {
-            let flat =
-                i.t.flatten_all()
-                    .and_then(|t| t.to_dtype(DType::I64))
-                    .map_err(ce)?;
-            let n = x.dims()[*d] as f64;
-            // negative indices wrap
-            let wrapped = flat
-                .lt(0f64)
-                .and_then(|neg| neg.where_cond(&(&flat + n)?, &flat))
-                .map_err(ce)?;
-            let sel = x.t.index_select(&wrapped, *d).map_err(ce)?;
-            let mut shape = x.dims()[..*d].to_vec();
-            shape.extend_from_slice(i.dims());
-            shape.extend_from_slice(&x.dims()[d + 1..]);
-            one(T::new(sel.reshape(shape).map_err(ce)?, x.dtype))
-        }
-        _ => Err(unsupported("index.Tensor with several or boolean indices")),
+    let given: Vec<(usize, T)> = idx.into_iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
+    if given.is_empty() {
+        return one(x);
     }
+    if given.iter().any(|(_, t)| t.dtype == Dtype::Bool) {
+        return Err(unsupported("index.Tensor with boolean masks (their output shape depends on the data)"));
+    }
+    let first = given[0].0;
+    let k = given.len();
+    if given.iter().enumerate().any(|(j, (d, _))| *d != first + j) {
+        return Err(unsupported("index.Tensor with non-adjacent index tensors"));
+    }
+    let dims = x.dims().to_vec();
+    let shapes: Vec<&[usize]> = given.iter().map(|(_, t)| t.dims()).collect();
+    let b = broadcast_shape(&shapes)?;
+    // linear index over the indexed dims
+    let mut linear: Option<CT> = None;
+    for (d, t) in &given {
+        let n = dims[*d] as f64;
+        let i = t.t.to_dtype(DType::I64).and_then(|i| i.broadcast_as(b.clone())).map_err(ce)?;
+        let i = i.lt(0f64).and_then(|neg| neg.where_cond(&(&i + n)?, &i)).map_err(ce)?;
+        linear = Some(match linear {
+            None => i,
+            Some(acc) => (acc * n).and_then(|acc| acc.add(&i)).map_err(ce)?,
+        });
+    }
+    let linear = linear.unwrap().flatten_all().map_err(ce)?;
+    // move the indexed dims to the front, merge them, select, then put the
+    // broadcast dims where the first indexed dim was
+    let mut order: Vec<usize> = (first..first + k).collect();
+    order.extend((0..dims.len()).filter(|d| *d < first || *d >= first + k));
+    let moved = x.t.permute(order.clone()).and_then(|t| t.contiguous()).map_err(ce)?;
+    let merged: usize = dims[first..first + k].iter().product();
+    let rest: Vec<usize> = order[k..].iter().map(|&d| dims[d]).collect();
+    let mut shape = vec![merged];
+    shape.extend(&rest);
+    let sel = moved.reshape(shape).and_then(|t| t.index_select(&linear, 0)).map_err(ce)?;
+    let mut out_shape = b.clone();
+    out_shape.extend(&rest);
+    let mut t = sel.reshape(out_shape).map_err(ce)?;
+    if first > 0 {
+        // result dims: leading (non-indexed) dims, then b, then the rest
+        let nb = b.len();
+        let mut perm: Vec<usize> = (nb..nb + first).collect();
+        perm.extend(0..nb);
+        perm.extend(nb + first..nb + rest.len());
+        t = t.permute(perm).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
 }
 
 // ------------------------------------------------------------ convolution and pooling
@@ -1390,6 +1429,176 @@ fn topk(ctx: &mut Ctx) -> R {
     ])
 }
 
+fn gather(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    let t = x.t.contiguous().and_then(|t| t.gather(&idx.t.contiguous()?, d)).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn cumsum(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() { x.dtype } else { Dtype::Int64 });
+    let t = x.t.to_dtype(DType::F64).and_then(|t| t.cumsum(d)).map_err(ce)?;
+    one(T::new(t, Dtype::Float64).cast(out)?)
+}
+
+fn diff(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if ctx.opt_int("n")?.unwrap_or(1) != 1 {
+        return Err(unsupported("diff with n > 1"));
+    }
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let mut parts = Vec::new();
+    if let Some(p) = ctx.opt_tensor("prepend")? {
+        parts.push(p.cast(x.dtype)?.t);
+    }
+    parts.push(x.t.clone());
+    if let Some(a) = ctx.opt_tensor("append")? {
+        parts.push(a.cast(x.dtype)?.t);
+    }
+    let full = CT::cat(&parts, d).map_err(ce)?;
+    let n = full.dims()[d];
+    if n == 0 {
+        return one(T::new(full, x.dtype));
+    }
+    let (hi, lo) = (full.narrow(d, 1, n - 1).map_err(ce)?, full.narrow(d, 0, n - 1).map_err(ce)?);
+    let t = if x.dtype == Dtype::Bool { hi.ne(&lo) } else { hi.sub(&lo) }.map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+/// `as_strided` reads the input's storage; the executor keeps tensors
+/// row-major, so the input's recorded strides map each storage position
+/// back to a logical element.
+fn as_strided(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let size: Vec<usize> = ctx.ints("size")?.iter().map(|&s| s as usize).collect();
+    let stride = ctx.ints("stride")?;
+    let meta = match ctx.node.arg("self") {
+        Some(Argument::Tensor(v)) => match &ctx.graph.value(*v).kind {
+            crate::ir::ValueKind::Tensor(m) => Some(m.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let meta = meta.ok_or_else(|| unsupported("as_strided without input metadata"))?;
+    let in_strides = meta.static_strides().ok_or_else(|| unsupported("as_strided on symbolic strides"))?;
+    let in_offset = meta.storage_offset.as_int().unwrap_or(0);
+    let offset = ctx.opt_int("storage_offset")?.unwrap_or(in_offset);
+    let dims = x.dims().to_vec();
+    let mut by_pos: HashMap<i64, u32> = HashMap::new();
+    let total: usize = dims.iter().product();
+    let mut idx = vec![0usize; dims.len()];
+    for flat in 0..total {
+        let pos = in_offset + idx.iter().zip(&in_strides).map(|(i, s)| *i as i64 * s).sum::<i64>();
+        by_pos.insert(pos, flat as u32);
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    let n: usize = size.iter().product();
+    let mut gather_idx = Vec::with_capacity(n);
+    let mut o = vec![0usize; size.len()];
+    for _ in 0..n {
+        let pos = offset + o.iter().zip(&stride).map(|(i, s)| *i as i64 * s).sum::<i64>();
+        gather_idx.push(*by_pos.get(&pos).ok_or_else(|| {
+            unsupported("as_strided reading storage the input does not cover")
+        })?);
+        for d in (0..size.len()).rev() {
+            o[d] += 1;
+            if o[d] < size[d] {
+                break;
+            }
+            o[d] = 0;
+        }
+    }
+    let gi = CT::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
+    let t = x.t.flatten_all().and_then(|t| t.index_select(&gi, 0)).and_then(|t| t.reshape(size)).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn sigmoid_ct(t: &CT) -> Result<CT> {
+    t.neg().and_then(|t| t.exp()).and_then(|t| t + 1.0).and_then(|t| t.recip()).map_err(ce)
+}
+
+/// `aten.lstm.input`: unidirectional, no projections.
+fn lstm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let hx: Vec<T> = ctx.tensors("hx")?.into_iter().flatten().collect();
+    let params: Vec<T> = ctx.tensors("params")?.into_iter().flatten().collect();
+    let has_biases = ctx.bool("has_biases")?;
+    let layers = ctx.int("num_layers")? as usize;
+    if ctx.bool("bidirectional")? {
+        return Err(unsupported("bidirectional LSTM"));
+    }
+    if ctx.bool("train")? && ctx.float("dropout")? > 0.0 {
+        return Err(unsupported("LSTM dropout in training mode"));
+    }
+    let batch_first = ctx.bool("batch_first")?;
+    let per_layer = if has_biases { 4 } else { 2 };
+    if params.len() != per_layer * layers || hx.len() != 2 {
+        return Err(unsupported("LSTM with projections or an unexpected parameter layout"));
+    }
+    let dt = x.dtype;
+    let mut seq = if batch_first { x.t.transpose(0, 1).map_err(ce)? } else { x.t.clone() }; // [T, B, I]
+    let steps = seq.dims()[0];
+    let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
+    for l in 0..layers {
+        let p = &params[l * per_layer..(l + 1) * per_layer];
+        let w_ih = p[0].cast(dt)?.t.t().map_err(ce)?;
+        let w_hh = p[1].cast(dt)?.t.t().map_err(ce)?;
+        let bias = if has_biases {
+            Some(p[2].cast(dt)?.t.add(&p[3].cast(dt)?.t).map_err(ce)?)
+        } else {
+            None
+        };
+        let mut h = hx[0].cast(dt)?.t.get(l).map_err(ce)?;
+        let mut c = hx[1].cast(dt)?.t.get(l).map_err(ce)?;
+        let hidden = h.dims()[1];
+        let mut outs = Vec::with_capacity(steps);
+        for t in 0..steps {
+            let xt = seq.get(t).map_err(ce)?;
+            let mut gates = xt.matmul(&w_ih).and_then(|g| g.add(&h.matmul(&w_hh)?)).map_err(ce)?;
+            if let Some(b) = &bias {
+                gates = gates.broadcast_add(b).map_err(ce)?;
+            }
+            let chunk = |k: usize| gates.narrow(1, k * hidden, hidden).map_err(ce);
+            let (i, f, g, o) = (sigmoid_ct(&chunk(0)?)?, sigmoid_ct(&chunk(1)?)?, chunk(2)?.tanh().map_err(ce)?, sigmoid_ct(&chunk(3)?)?);
+            c = f.mul(&c).and_then(|fc| fc.add(&i.mul(&g)?)).map_err(ce)?;
+            h = o.mul(&c.tanh().map_err(ce)?).map_err(ce)?;
+            outs.push(h.clone());
+        }
+        seq = CT::stack(&outs, 0).map_err(ce)?;
+        h_n.push(h);
+        c_n.push(c);
+    }
+    let output = if batch_first { seq.transpose(0, 1).map_err(ce)? } else { seq };
+    Ok(vec![
+        RV::T(T::new(output, dt)),
+        RV::T(T::new(CT::stack(&h_n, 0).map_err(ce)?, dt)),
+        RV::T(T::new(CT::stack(&c_n, 0).map_err(ce)?, dt)),
+    ])
+}
+
+/// `higher_order.wrap_with_set_grad_enabled(enabled, subgraph, *operands)`:
+/// gradients do not exist here, so it runs the subgraph.
+fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
+    let sub = match ctx.input_arg(1) {
+        Some(Argument::Graph(g)) => g,
+        _ => return Err(Error::bad_input("wrap_with_set_grad_enabled without a subgraph")),
+    };
+    let operands = (2..ctx.node.inputs.len()).map(|i| ctx.input(i)).collect::<Result<Vec<_>>>()?;
+    ctx.exec
+        .run_graph(&sub.graph, operands, ctx.bindings)
+        .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
+}
+
 // ------------------------------------------------------------ control flow
 
 fn cond(ctx: &mut Ctx) -> R {
@@ -1560,6 +1769,21 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.scaled_dot_product_attention.default", sdpa),
     ("aten.topk.default", topk),
     ("higher_order.cond", cond),
+    ("higher_order.wrap_with_set_grad_enabled", wrap_with_set_grad_enabled),
+    ("aten.gather.default", gather),
+    ("aten.cumsum.default", cumsum),
+    ("aten.diff.default", diff),
+    ("aten.as_strided.default", as_strided),
+    ("aten.lstm.input", lstm),
+    ("aten.where.ScalarOther", where_self),
+    ("aten.where.ScalarSelf", where_self),
+    ("aten.where.Scalar", where_self),
+    ("aten.new_ones.default", creation),
+    ("aten.new_zeros.default", creation),
+    ("aten.new_full.default", creation),
+    ("aten.to.dtype_layout", to_copy),
+    ("aten.to.device", to_copy),
+    ("aten.dropout_.default", dropout),
     ("_operator.add", py_operator),
     ("_operator.sub", py_operator),
     ("_operator.mul", py_operator),

@@ -136,9 +136,6 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
             }
         )));
     }
-    let json = json_member(archive, &model_name)?;
-    let mut program = convert_program(&json).at(|| format!("{path}: member '{model_name}'"))?;
-
     let weights_config = member(&format!("data/weights/{}_weights_config.json", opts.model));
     let constants_config = member(&format!(
         "data/constants/{}_constants_config.json",
@@ -146,29 +143,50 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
     ));
     let legacy_weights = member(&format!("data/weights/{}.pt", opts.model));
     let legacy_constants = member(&format!("data/constants/{}.pt", opts.model));
-    let mut payloads = Payloads::default();
-    if archive.contains(&weights_config) || archive.contains(&constants_config) {
-        program.info.archive_layout = "pt2 archive v0, raw weights".into();
-        for (config, dir) in [
-            (&weights_config, member("data/weights")),
-            (&constants_config, member("data/constants")),
-        ] {
-            if archive.contains(config) {
-                read_payload_config(archive, config, &dir, big_endian, &mut payloads)?;
+    let read_payloads = || -> Result<(Payloads, &'static str)> {
+        let mut payloads = Payloads::default();
+        if archive.contains(&weights_config) || archive.contains(&constants_config) {
+            for (config, dir) in [
+                (&weights_config, member("data/weights")),
+                (&constants_config, member("data/constants")),
+            ] {
+                if archive.contains(config) {
+                    read_payload_config(archive, config, &dir, big_endian, &mut payloads)?;
+                }
             }
-        }
-    } else if archive.contains(&legacy_weights) || archive.contains(&legacy_constants) {
-        program.info.archive_layout = "pt2 archive v0, pickled weights".into();
-        for name in [&legacy_weights, &legacy_constants] {
-            if archive.contains(name) {
-                let blob = archive.member(name)?;
-                let tensors = pickle::read_torch_save(blob, &format!("{path}: member '{name}'"))?;
-                payloads.add_pickled(tensors);
+            Ok((payloads, "pt2 archive v0, raw weights"))
+        } else if archive.contains(&legacy_weights) || archive.contains(&legacy_constants) {
+            for name in [&legacy_weights, &legacy_constants] {
+                if archive.contains(name) {
+                    let blob = archive.member(name)?;
+                    let tensors = pickle::read_torch_save(blob, &format!("{path}: member '{name}'"))?;
+                    payloads.add_pickled(tensors);
+                }
             }
+            Ok((payloads, "pt2 archive v0, pickled weights"))
+        } else {
+            Ok((payloads, "pt2 archive v0, no weights"))
         }
-    } else {
-        program.info.archive_layout = "pt2 archive v0, no weights".into();
-    }
+    };
+    let read_graph = || -> Result<Program> {
+        let json = json_member(archive, &model_name)?;
+        let program = convert_program(&json).at(|| format!("{path}: member '{model_name}'"))?;
+        // Freeing a large JSON tree takes a few ms: do it off the critical path.
+        std::thread::spawn(move || drop(json));
+        Ok(program)
+    };
+    // The graph and the weight configs are independent: read them at once.
+    let (program, payloads) = std::thread::scope(|scope| {
+        let payloads = scope.spawn(read_payloads);
+        let program = read_graph();
+        let payloads = payloads
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("the weight reader panicked")));
+        (program, payloads)
+    });
+    let mut program = program?;
+    let (payloads, layout) = payloads?;
+    program.info.archive_layout = layout.into();
     for entry in archive.entries() {
         if let Some(extra) = entry.name.strip_prefix(&member("extra/")) {
             let text = text_member(archive, &entry.name)?;

@@ -32,7 +32,10 @@ pub fn fixtures() -> Vec<PathBuf> {
     out
 }
 
-/// Archives made by `make -C recipes big` (not committed).
+/// The models `make big` exports into golden/big (not committed).
+pub const BIG_MODELS: &[&str] = &["resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny"];
+
+/// Archives made by `make big` (not committed).
 pub fn big_fixtures() -> Vec<PathBuf> {
     let dir = repo().join("golden/big");
     let mut out: Vec<PathBuf> = [
@@ -47,7 +50,7 @@ pub fn big_fixtures() -> Vec<PathBuf> {
     for p in &out {
         assert!(
             p.exists(),
-            "{} is missing: run `make -C recipes big` first",
+            "{} is missing: run `make big` first",
             p.display()
         );
     }
