@@ -38,15 +38,11 @@ pub const BIG_MODELS: &[&str] = &["resnet18", "resnet50", "mobilenet_v3_small", 
 /// Archives made by `make big` (not committed).
 pub fn big_fixtures() -> Vec<PathBuf> {
     let dir = repo().join("golden/big");
-    let mut out: Vec<PathBuf> = [
-        "resnet18.pt2",
-        "resnet18.decomp.pt2",
-        "resnet50.pt2",
-        "resnet50.decomp.pt2",
-    ]
-    .iter()
-    .map(|n| dir.join(n))
-    .collect();
+    let mut out: Vec<PathBuf> = BIG_MODELS
+        .iter()
+        .flat_map(|m| [format!("{m}.pt2"), format!("{m}.decomp.pt2")])
+        .map(|n| dir.join(n))
+        .collect();
     for p in &out {
         assert!(
             p.exists(),
