@@ -1599,6 +1599,522 @@ fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
         .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
 }
 
+// ------------------------------------------------------------ host fallbacks
+//
+// Ops candle lacks are computed elementwise on the host in f64: exact
+// enough for every dtype here and simple; they are rare in real graphs.
+
+fn from_f64(vals: &[f64], shape: &[usize], dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
+    let t = CT::from_slice(vals, shape, dev).map_err(ce)?;
+    T::new(t, Dtype::Float64).cast(dtype)
+}
+
+fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> R {
+    let x = ctx.tensor("self")?;
+    let out = if float_out && !x.dtype.is_floating() { Dtype::Float32 } else { x.dtype };
+    let vals: Vec<f64> = x.to_host()?.to_f64().into_iter().map(f).collect();
+    one(from_f64(&vals, x.dims(), out, ctx.device())?)
+}
+
+macro_rules! host_unary_ops {
+    ($($name:ident => $float:expr, $f:expr;)*) => {
+        $( fn $name(ctx: &mut Ctx) -> R { host_unary_with(ctx, $float, $f) } )*
+    };
+}
+
+host_unary_ops! {
+    acos => true, f64::acos; acosh => true, f64::acosh; asin => true, f64::asin;
+    asinh => true, f64::asinh; atan => true, f64::atan; atanh => true, f64::atanh;
+    cosh => true, f64::cosh; sinh => true, f64::sinh; tan => true, f64::tan;
+    expm1 => true, f64::exp_m1; log10 => true, f64::log10; log1p => true, f64::ln_1p;
+    log2 => true, f64::log2;
+    ceil => false, f64::ceil; floor => false, f64::floor; trunc => false, f64::trunc;
+    round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } };
+    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
+}
+
+fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> R {
+    let x = ctx.tensor("self")?;
+    let vals: Vec<u8> = x.to_host()?.to_f64().into_iter().map(|v| f(v) as u8).collect();
+    let t = CT::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
+    one(T::new(t, Dtype::Bool))
+}
+
+fn isnan(ctx: &mut Ctx) -> R {
+    bool_unary(ctx, f64::is_nan)
+}
+fn isinf(ctx: &mut Ctx) -> R {
+    bool_unary(ctx, f64::is_infinite)
+}
+
+fn bitwise_not(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.dtype == Dtype::Bool {
+        return one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool));
+    }
+    if x.dtype.is_floating() {
+        return Err(unsupported("bitwise_not on floats"));
+    }
+    host_unary_with(ctx, false, |v| !(v as i64) as f64)
+}
+
+fn elu(ctx: &mut Ctx) -> R {
+    let alpha = ctx.opt_float("alpha")?.unwrap_or(1.0);
+    let scale = ctx.opt_float("scale")?.unwrap_or(1.0);
+    let input_scale = ctx.opt_float("input_scale")?.unwrap_or(1.0);
+    host_unary_with(ctx, true, move |v| if v > 0.0 { scale * v } else { scale * alpha * ((v * input_scale).exp() - 1.0) })
+}
+
+fn leaky_relu(ctx: &mut Ctx) -> R {
+    let slope = ctx.opt_float("negative_slope")?.unwrap_or(0.01);
+    let x = ctx.tensor("self")?;
+    let neg = x.t.affine(slope, 0.0).map_err(ce)?;
+    let t = x.t.ge(0f64).and_then(|m| m.where_cond(&x.t, &neg)).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+/// Elementwise binary on the host with broadcasting and torch's promotion.
+fn host_binary(ctx: &mut Ctx, a: &str, b: &str, float_out: bool, f: impl Fn(f64, f64) -> f64) -> R {
+    let x = Operand::from_rv(ctx.value(a)?)?;
+    let y = Operand::from_rv(ctx.value(b)?)?;
+    let mut dt = result_type(&[x.key(), y.key()]);
+    if float_out && !dt.is_floating() {
+        dt = Dtype::Float32;
+    }
+    let dev = ctx.device().clone();
+    let xt = x.as_tensor(Dtype::Float64, &dev)?;
+    let yt = y.as_tensor(Dtype::Float64, &dev)?;
+    let shape = broadcast_shape(&[xt.dims(), yt.dims()])?;
+    let xv = xt.broadcast_as(shape.clone()).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f64>()).map_err(ce)?;
+    let yv = yt.broadcast_as(shape.clone()).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f64>()).map_err(ce)?;
+    let vals: Vec<f64> = xv.iter().zip(&yv).map(|(p, q)| f(*p, *q)).collect();
+    one(from_f64(&vals, &shape, dt, &dev)?)
+}
+
+fn atan2(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", true, f64::atan2)
+}
+fn fmod(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", false, |a, b| a % b)
+}
+fn remainder(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", false, |a, b| {
+        let r = a % b;
+        if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+            r + b
+        } else {
+            r
+        }
+    })
+}
+fn bitwise_xor(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", false, |a, b| ((a as i64) ^ (b as i64)) as f64)
+}
+fn pow_scalar_base(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "exponent", false, f64::powf)
+}
+
+fn clamp_tensor(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut out = RV::T(x);
+    if ctx.has("min") {
+        let lo = ctx.value("min")?;
+        out = binary_on(ctx, out, lo, Bin::Max, None)?.remove(0);
+    }
+    if ctx.has("max") {
+        let hi = ctx.value("max")?;
+        out = binary_on(ctx, out, hi, Bin::Min, None)?.remove(0);
+    }
+    Ok(vec![out])
+}
+
+fn minmax_dim(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let is_max = ctx.node.target.name == "max";
+    let (v, i) = if is_max {
+        (x.t.max_keepdim(d), x.t.argmax_keepdim(d))
+    } else {
+        (x.t.min_keepdim(d), x.t.argmin_keepdim(d))
+    };
+    let (v, i) = (v.map_err(ce)?, i.and_then(|i| i.to_dtype(DType::I64)).map_err(ce)?);
+    let (v, i) = if keep { (v, i) } else { (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?) };
+    Ok(vec![RV::T(T::new(v, x.dtype)), RV::T(T::new(i, Dtype::Int64))])
+}
+
+fn argmin(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let (t, d) = match ctx.opt_int("dim")? {
+        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        None => (x.t.flatten_all().map_err(ce)?, 0),
+    };
+    let r = t.argmin_keepdim(d).and_then(|t| t.to_dtype(DType::I64)).map_err(ce)?;
+    one(T::new(if keep { r } else { r.squeeze(d).map_err(ce)? }, Dtype::Int64))
+}
+
+fn prod(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() { x.dtype } else { Dtype::Int64 });
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let h = x.to_host()?;
+    let vals = h.to_f64();
+    let dims = x.dims().to_vec();
+    let d = match ctx.opt_int("dim")? {
+        Some(d) => Some(dim(d, x.rank())?),
+        None => None,
+    };
+    let Some(d) = d.filter(|_| !dims.is_empty()) else {
+        return one(from_f64(&[vals.iter().product()], &[], out, ctx.device())?);
+    };
+    let outer: usize = dims[..d].iter().product();
+    let inner: usize = dims[d + 1..].iter().product();
+    let n = dims[d];
+    let mut res = vec![1.0; outer * inner];
+    for o in 0..outer {
+        for k in 0..n {
+            for i in 0..inner {
+                res[o * inner + i] *= vals[(o * n + k) * inner + i];
+            }
+        }
+    }
+    let mut shape = dims.clone();
+    if keep {
+        shape[d] = 1;
+    } else {
+        shape.remove(d);
+    }
+    one(from_f64(&res, &shape, out, ctx.device())?)
+}
+
+fn var(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let x = if x.dtype.is_floating() { x } else { x.cast(Dtype::Float32)? };
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let correction = if ctx.has("correction") {
+        ctx.float("correction")?
+    } else if ctx.has("unbiased") {
+        ctx.bool("unbiased")? as i64 as f64
+    } else {
+        1.0
+    };
+    let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
+    let t = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let ss = t.broadcast_sub(&mean).and_then(|c| c.sqr()).and_then(|c| c.sum_keepdim(dims.clone())).map_err(ce)?;
+    let v = (ss / (n as f64 - correction)).map_err(ce)?;
+    let v = if keep { v } else { squeeze_dims(v, &dims)? };
+    one(T::new(v, Dtype::Float64).cast(x.dtype)?)
+}
+
+fn flip(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut t = x.t.clone();
+    for d in ctx.ints("dims")? {
+        let d = dim(d, x.rank())?;
+        let n = x.dims()[d];
+        let idx: Vec<u32> = (0..n as u32).rev().collect();
+        t = t.index_select(&CT::new(idx.as_slice(), ctx.device()).map_err(ce)?, d).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn repeat(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let reps: Vec<usize> = ctx.ints("repeats")?.iter().map(|&r| r as usize).collect();
+    let mut t = x.t.clone();
+    while t.rank() < reps.len() {
+        t = t.unsqueeze(0).map_err(ce)?;
+    }
+    let t = t.repeat(reps).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn constant_pad(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let pad = ctx.ints("pad")?;
+    let value = ctx.opt_float("value")?.unwrap_or(0.0);
+    let mut t = x.t.clone();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
+        if before < 0 || after < 0 {
+            let n = t.dims()[d] as i64;
+            let start = (-before).max(0);
+            let end = n + after.min(0);
+            t = t.narrow(d, start as usize, (end - start).max(0) as usize).map_err(ce)?;
+        }
+        let (b, a) = (before.max(0) as usize, after.max(0) as usize);
+        if b + a > 0 {
+            let mut shape = t.dims().to_vec();
+            let mut parts = Vec::new();
+            let filled = |n: usize, shape: &mut Vec<usize>| -> Result<CT> {
+                shape[d] = n;
+                CT::full(value, shape.clone(), t.device()).and_then(|p| p.to_dtype(t.dtype())).map_err(ce)
+            };
+            if b > 0 {
+                parts.push(filled(b, &mut shape)?);
+            }
+            parts.push(t.clone());
+            if a > 0 {
+                parts.push(filled(a, &mut shape)?);
+            }
+            t = CT::cat(&parts, d).map_err(ce)?;
+        }
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn fill_scalar(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let v = ctx.float("value")?;
+    full_of(ctx, x.dims().to_vec(), v, x.dtype)
+}
+
+fn copy(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let src = ctx.tensor("src")?.cast(x.dtype)?;
+    one(T::new(src.t.broadcast_as(x.dims()).and_then(|t| t.contiguous()).map_err(ce)?, x.dtype))
+}
+
+fn sort(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let desc = ctx.opt_bool("descending", false)?;
+    if x.rank() == 0 {
+        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        return Ok(vec![RV::T(x), zero]);
+    }
+    let last = x.rank() - 1;
+    let moved = if d == last { x.t.clone() } else { x.t.transpose(d, last).map_err(ce)? }.contiguous().map_err(ce)?;
+    // arg_sort is not stable; torch's sort with stable=False is not either,
+    // but a stable order is what torch returns on CPU for small inputs.
+    let h = T::new(moved.clone(), x.dtype).to_host()?;
+    let vals = h.to_f64();
+    let n = *moved.dims().last().unwrap_or(&1);
+    let mut idx = Vec::with_capacity(vals.len());
+    for row in vals.chunks(n.max(1)) {
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        order.sort_by(|&a, &b| {
+            let o = row[a].partial_cmp(&row[b]).unwrap_or_else(|| row[a].is_nan().cmp(&row[b].is_nan()));
+            if desc { o.reverse() } else { o }
+        });
+        idx.extend(order.into_iter().map(|i| i as i64));
+    }
+    let it = CT::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
+    let sorted = moved.gather(&it, last).map_err(ce)?;
+    let back = |t: CT| if d == last { Ok(t) } else { t.transpose(d, last).map_err(ce) };
+    Ok(vec![RV::T(T::new(back(sorted)?, x.dtype)), RV::T(T::new(back(it)?, Dtype::Int64))])
+}
+
+fn upsample_nearest(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let (oh, ow) = if ctx.has("output_size") {
+        pair(&ctx.ints("output_size")?, 1)
+    } else {
+        let scales = match ctx.node.arg("scale_factors") {
+            Some(Argument::Floats(v)) => v.clone(),
+            _ => return Err(unsupported("upsample without output_size or scale factors")),
+        };
+        ((h as f64 * scales[0]).floor() as usize, (w as f64 * scales[scales.len() - 1]).floor() as usize)
+    };
+    // torch picks floor(out_index * in / out): build the index lists
+    let rows: Vec<u32> = (0..oh).map(|i| ((i * h) / oh) as u32).collect();
+    let cols: Vec<u32> = (0..ow).map(|j| ((j * w) / ow) as u32).collect();
+    let t = x
+        .t
+        .index_select(&CT::new(rows.as_slice(), ctx.device()).map_err(ce)?, x.rank() - 2)
+        .and_then(|t| t.index_select(&CT::new(cols.as_slice(), ctx.device())?, x.rank() - 1))
+        .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn group_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let groups = ctx.int("group")? as usize;
+    let eps = ctx.float("eps")?;
+    let dims = x.dims().to_vec();
+    let (n, c) = (dims[0], dims[1]);
+    let t = x.t.to_dtype(DType::F32).and_then(|t| t.reshape((n, groups, ()))).map_err(ce)?;
+    let mean = t.mean_keepdim(2).map_err(ce)?;
+    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered.sqr().and_then(|v| v.mean_keepdim(2)).map_err(ce)?;
+    let rstd = (var + eps).and_then(|v| v.sqrt()).and_then(|v| v.recip()).map_err(ce)?;
+    let mut y = centered.broadcast_mul(&rstd).and_then(|y| y.reshape(dims.clone())).map_err(ce)?;
+    let mut cshape = vec![1usize; dims.len()];
+    cshape[1] = c;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y.broadcast_mul(&w.t.to_dtype(DType::F32).and_then(|w| w.reshape(cshape.clone())).map_err(ce)?).map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y.broadcast_add(&b.t.to_dtype(DType::F32).and_then(|b| b.reshape(cshape.clone())).map_err(ce)?).map_err(ce)?;
+    }
+    let y = T::new(y, Dtype::Float32).cast(x.dtype)?;
+    Ok(vec![
+        RV::T(y),
+        RV::T(T::new(mean.squeeze(2).map_err(ce)?, Dtype::Float32)),
+        RV::T(T::new(rstd.squeeze(2).map_err(ce)?, Dtype::Float32)),
+    ])
+}
+
+fn local_scalar(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let v = x.to_host()?.to_f64().first().copied().unwrap_or(0.0);
+    Ok(vec![if x.dtype.is_floating() {
+        RV::Float(v)
+    } else if x.dtype == Dtype::Bool {
+        RV::Bool(v != 0.0)
+    } else {
+        RV::Int(v as i64)
+    }])
+}
+
+fn sym_stride(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    Ok(vec![RV::Int(crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d])])
+}
+
+fn slice_scatter(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let src = ctx.tensor("src")?.cast(x.dtype)?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let n = x.dims()[d] as i64;
+    let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+    let start = clampi(ctx.opt_int("start")?.unwrap_or(0));
+    let end = clampi(ctx.opt_int("end")?.unwrap_or(n)).max(start);
+    let step = ctx.opt_int("step")?.unwrap_or(1).max(1);
+    let positions: Vec<i64> = (start..end).step_by(step as usize).collect();
+    scatter_positions(&x, &src.t, d, &positions)
+}
+
+fn select_scatter(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let src = ctx.tensor("src")?.cast(x.dtype)?.t.unsqueeze(d).map_err(ce)?;
+    let n = x.dims()[d] as i64;
+    let i = ctx.int("index")?;
+    scatter_positions(&x, &src, d, &[if i < 0 { i + n } else { i }])
+}
+
+/// Replaces the slices `positions` of dim `d` of x with those of src.
+fn scatter_positions(x: &T, src: &CT, d: usize, positions: &[i64]) -> R {
+    let n = x.dims()[d];
+    let mut parts = Vec::with_capacity(n);
+    for k in 0..n {
+        let from_src = positions.iter().position(|&p| p == k as i64);
+        parts.push(match from_src {
+            Some(j) => src.narrow(d, j, 1).map_err(ce)?,
+            None => x.t.narrow(d, k, 1).map_err(ce)?,
+        });
+    }
+    one(T::new(CT::cat(&parts, d).map_err(ce)?, x.dtype))
+}
+
+fn scatter(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    let name = ctx.node.target.name.clone();
+    let reduce = match name.as_str() {
+        "scatter_add" => Some("sum".to_string()),
+        "scatter_reduce" => ctx.string("reduce")?,
+        _ => ctx.string("reduce")?,
+    };
+    let include_self = ctx.opt_bool("include_self", true)?;
+    let src_vals: Vec<f64> = if ctx.node.arg("src").is_some() {
+        ctx.tensor("src")?.to_host()?.to_f64()
+    } else {
+        vec![ctx.float("value")?; idx.t.elem_count()]
+    };
+    let src_dims: Vec<usize> = if ctx.node.arg("src").is_some() { ctx.tensor("src")?.dims().to_vec() } else { idx.dims().to_vec() };
+    let mut out = x.to_host()?.to_f64();
+    let idx_vals = idx.to_host()?.to_f64();
+    let xd = x.dims().to_vec();
+    let id = idx.dims().to_vec();
+    let xs = crate::ir::contiguous_strides(&xd.iter().map(|&v| v as i64).collect::<Vec<_>>());
+    let ss = crate::ir::contiguous_strides(&src_dims.iter().map(|&v| v as i64).collect::<Vec<_>>());
+    let mut counts = vec![0usize; out.len()];
+    let mut touched = vec![false; out.len()];
+    let mut pos = vec![0usize; id.len()];
+    for (flat, iv) in idx_vals.iter().enumerate() {
+        let _ = flat;
+        let mut target = 0i64;
+        let mut source = 0i64;
+        for k in 0..id.len() {
+            let p = if k == d { let v = *iv as i64; if v < 0 { v + xd[d] as i64 } else { v } } else { pos[k] as i64 };
+            target += p * xs[k];
+            source += pos[k] as i64 * ss[k];
+        }
+        let (t, v) = (target as usize, src_vals[source as usize]);
+        match reduce.as_deref() {
+            None => out[t] = v,
+            Some(r) => {
+                if !touched[t] && !include_self {
+                    out[t] = v;
+                } else {
+                    out[t] = match r {
+                        "sum" | "add" | "mean" => out[t] + v,
+                        "prod" | "multiply" => out[t] * v,
+                        "amax" => out[t].max(v),
+                        "amin" => out[t].min(v),
+                        other => return Err(unsupported(format!("scatter reduce {other:?}"))),
+                    };
+                }
+                touched[t] = true;
+                counts[t] += 1;
+            }
+        }
+        for k in (0..id.len()).rev() {
+            pos[k] += 1;
+            if pos[k] < id[k] {
+                break;
+            }
+            pos[k] = 0;
+        }
+    }
+    if reduce.as_deref() == Some("mean") {
+        for (i, c) in counts.iter().enumerate() {
+            if *c > 0 {
+                out[i] /= (*c + include_self as usize) as f64;
+            }
+        }
+    }
+    one(from_f64(&out, &xd, x.dtype, ctx.device())?)
+}
+
+fn div_scalar_mode(ctx: &mut Ctx) -> R {
+    div(ctx)
+}
+
+fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out = ctx.ints("output_size")?[0] as usize;
+    let n = *x.dims().last().unwrap();
+    let last = x.rank() - 1;
+    let mut cols = Vec::new();
+    for j in 0..out {
+        let (a, b) = (j * n / out, ((j + 1) * n).div_ceil(out));
+        cols.push(x.t.narrow(last, a, b - a).and_then(|t| t.mean_keepdim(last)).map_err(ce)?);
+    }
+    one(T::new(CT::cat(&cols, last).map_err(ce)?, x.dtype))
+}
+
+fn avg_pool1d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = ctx.ints("kernel_size")?[0] as usize;
+    let s = ctx.ints("stride").unwrap_or_default();
+    let s = s.first().map(|&v| v as usize).unwrap_or(k);
+    if ctx.ints("padding").unwrap_or_default().iter().any(|&p| p != 0) || ctx.opt_bool("ceil_mode", false)? {
+        return Err(unsupported("avg_pool1d with padding or ceil_mode"));
+    }
+    let t = x.t.unsqueeze(x.rank() - 1).and_then(|t| t.avg_pool2d_with_stride((1, k), (1, s))).and_then(|t| t.squeeze(x.rank() - 1)).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
 // ------------------------------------------------------------ control flow
 
 fn cond(ctx: &mut Ctx) -> R {
@@ -1769,6 +2285,68 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.scaled_dot_product_attention.default", sdpa),
     ("aten.topk.default", topk),
     ("higher_order.cond", cond),
+    ("aten.acos.default", acos),
+    ("aten.acosh.default", acosh),
+    ("aten.asin.default", asin),
+    ("aten.asinh.default", asinh),
+    ("aten.atan.default", atan),
+    ("aten.atanh.default", atanh),
+    ("aten.cosh.default", cosh),
+    ("aten.sinh.default", sinh),
+    ("aten.tan.default", tan),
+    ("aten.expm1.default", expm1),
+    ("aten.log10.default", log10),
+    ("aten.log1p.default", log1p),
+    ("aten.log2.default", log2),
+    ("aten.ceil.default", ceil),
+    ("aten.floor.default", floor),
+    ("aten.trunc.default", trunc),
+    ("aten.round.default", round),
+    ("aten.sign.default", sign),
+    ("aten.isnan.default", isnan),
+    ("aten.isinf.default", isinf),
+    ("aten.bitwise_not.default", bitwise_not),
+    ("aten.elu.default", elu),
+    ("aten.leaky_relu.default", leaky_relu),
+    ("aten.atan2.default", atan2),
+    ("aten.fmod.Tensor", fmod),
+    ("aten.fmod.Scalar", fmod),
+    ("aten.remainder.Tensor", remainder),
+    ("aten.remainder.Scalar", remainder),
+    ("aten.bitwise_xor.Tensor", bitwise_xor),
+    ("aten.bitwise_xor.Scalar", bitwise_xor),
+    ("aten.bitwise_and.Scalar", logical_and),
+    ("aten.bitwise_or.Scalar", logical_or),
+    ("aten.pow.Scalar", pow_scalar_base),
+    ("aten.clamp.Tensor", clamp_tensor),
+    ("aten.max.dim", minmax_dim),
+    ("aten.min.dim", minmax_dim),
+    ("aten.argmin.default", argmin),
+    ("aten.prod.default", prod),
+    ("aten.prod.dim_int", prod),
+    ("aten.var.correction", var),
+    ("aten.var.dim", var),
+    ("aten.flip.default", flip),
+    ("aten.repeat.default", repeat),
+    ("aten.constant_pad_nd.default", constant_pad),
+    ("aten.fill.Scalar", fill_scalar),
+    ("aten.copy.default", copy),
+    ("aten.sort.default", sort),
+    ("aten.upsample_nearest2d.vec", upsample_nearest),
+    ("aten.upsample_nearest2d.default", upsample_nearest),
+    ("aten.native_group_norm.default", group_norm),
+    ("aten._local_scalar_dense.default", local_scalar),
+    ("aten.item.default", local_scalar),
+    ("aten.sym_stride.int", sym_stride),
+    ("aten.slice_scatter.default", slice_scatter),
+    ("aten.select_scatter.default", select_scatter),
+    ("aten.scatter.src", scatter),
+    ("aten.scatter.value", scatter),
+    ("aten.scatter_add.default", scatter),
+    ("aten.scatter_reduce.two", scatter),
+    ("aten.div.Scalar_mode", div_scalar_mode),
+    ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool1d),
+    ("aten.avg_pool1d.default", avg_pool1d),
     ("higher_order.wrap_with_set_grad_enabled", wrap_with_set_grad_enabled),
     ("aten.gather.default", gather),
     ("aten.cumsum.default", cumsum),
