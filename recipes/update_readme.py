@@ -1,0 +1,92 @@
+"""Regenerates the README's generated sections from committed results:
+
+- conformance: golden/ops/report.md (written by lib/tests/conformance.rs)
+- bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
+- bench-run:   bench/run.json   (recipes/bench_run.py)
+
+Each section sits between `<!-- BEGIN name -->` and `<!-- END name -->`.
+
+    python3 recipes/update_readme.py [--check]
+
+--check exits 1 when the README is out of date (CI-friendly).
+"""
+import json
+import os
+import re
+import sys
+
+README = "README.md"
+
+
+def conformance():
+    path = "golden/ops/report.md"
+    if not os.path.exists(path):
+        return None
+    lines = open(path).read().splitlines()
+    summary = [l for l in lines[1:6] if l.strip()]
+    table_start = next(i for i, l in enumerate(lines) if l.startswith("| op |"))
+    table = []
+    for l in lines[table_start:]:
+        if l.startswith("## "):
+            break
+        table.append(l)
+    return "\n".join(
+        ["Generated from `golden/ops/report.md` (the conformance test's golden report):", ""]
+        + [f"- {s}" for s in summary]
+        + ["", "<details><summary>Per-op results</summary>", ""]
+        + [l for l in table if l.strip()]
+        + ["", "</details>"]
+    )
+
+
+def bench_pt2ir():
+    path = "bench/pt2ir.json"
+    if not os.path.exists(path):
+        return None
+    rows = json.load(open(path))
+    out = [
+        "| archive | size MiB | `cat > /dev/null` s | `pt2ir > /dev/null` s | ratio | pt2ir peak RSS MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {os.path.basename(r['archive'])} | {r['bytes']/2**20:.1f} | {r['cat_s']:.4f} | "
+            f"{r['pt2ir_s']:.4f} | {r['ratio']:.2f}x | {r['pt2ir_peak_rss']/2**20:.1f} |"
+        )
+    return "\n".join(out)
+
+
+def bench_run():
+    path = "bench/run.json"
+    if not os.path.exists(path):
+        return None
+    rows = json.load(open(path))
+    out = [
+        f"| model | torch eager ms | ir-run ms | ir-run / torch |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(f"| {r['model']} | {r['torch_eager_ms']:.3f} | {r['ir_run_ms']:.3f} | {r['ratio']:.2f}x |")
+    t = rows[0]["threads"] if rows else "?"
+    n = rows[0]["runs"] if rows else "?"
+    out.append("")
+    out.append(f"Batch 1, {t} threads for both, median of {n} runs after warm-up.")
+    return "\n".join(out)
+
+
+SECTIONS = {"conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+
+text = open(README).read()
+new = text
+for name, make in SECTIONS.items():
+    body = make()
+    if body is None:
+        continue
+    pattern = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(\n<!-- END {name} -->)", re.S)
+    if not pattern.search(new):
+        sys.exit(f"README.md has no <!-- BEGIN {name} --> section")
+    new = pattern.sub(lambda m: m.group(1) + body + m.group(2), new)
+if "--check" in sys.argv:
+    sys.exit(0 if new == text else "README.md is out of date: run python3 recipes/update_readme.py")
+open(README, "w").write(new)
+print("README.md updated")
