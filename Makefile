@@ -9,10 +9,17 @@ build:
 	$(CARGO) build --release --locked --workspace
 
 # Everything CI checks: the Rust suite (in release, against the one build
-# above) and the recipe demo.
-test: build
+# above), the recipe demo, and every fixture through ir2onnx into ONNX's
+# checker and ONNX Runtime (numpy, onnx, onnxruntime from PyPI into .venv-onnx).
+test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C recipes demo
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
+
+ONNX_VENV ?= .venv-onnx
+$(ONNX_VENV)/.ready:
+	recipes/setup_venv.sh $(ONNX_VENV)
+	touch $@
 
 # The same checks on the large models (needs golden/big: make big).
 test-big: build
@@ -37,8 +44,11 @@ big: $(VENV)/.torch
 golden: build
 	UPDATE_GOLDEN=1 $(CARGO) test --release --locked --workspace
 
-bench: build
-	$(PYTHON) recipes/bench_pt2ir.py
+# Benchmarks (need `make big` and, for ir-run against torch, the torch venv).
+bench: build $(VENV)/.torch
+	$(PYTHON) recipes/bench_pt2ir.py golden/big/resnet50.pt2 golden/big/resnet18.pt2 golden/big/convnext_tiny.pt2
+	$(VENV)/bin/python recipes/bench_run.py mlp resnet18 bert
+	$(PYTHON) recipes/update_readme.py
 
 install:
 	./install.sh

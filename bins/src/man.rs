@@ -6,6 +6,7 @@ use pt2kit::error::EXIT_CODES;
 
 /// Every tool: its name and its clap command.
 pub fn tools() -> Vec<clap::Command> {
+    #[allow(unused_mut)]
     let mut tools = vec![
         crate::pt2ir::Args::command(),
         crate::ir2onnx::Args::command(),

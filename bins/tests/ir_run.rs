@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn ir(model: &str) -> Vec<u8> {
@@ -40,21 +43,32 @@ fn npz_in_npz_out_matches_torch() {
     let out = dir.path().join("out.npz");
     let o = ir_run(
         &ir("cnn.decomp"),
-        &["--inputs", "golden/models/cnn.inputs.npz", "-o", out.to_str().unwrap(), "--stats"],
+        &[
+            "--inputs",
+            "golden/models/cnn.inputs.npz",
+            "-o",
+            out.to_str().unwrap(),
+            "--stats",
+        ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("peak RSS"));
     let ours = pt2kit::tensorfile::read_npz(&out).unwrap();
-    let theirs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/cnn.expected.npz")).unwrap();
+    let theirs =
+        pt2kit::tensorfile::read_npz(&repo().join("golden/models/cnn.expected.npz")).unwrap();
     let (a, b) = (ours[0].1.to_f64(), theirs[0].1.to_f64());
     assert_eq!(ours[0].1.shape, theirs[0].1.shape);
-    assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-4 * y.abs()));
+    assert!(a
+        .iter()
+        .zip(&b)
+        .all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-4 * y.abs()));
 }
 
 #[test]
 fn npy_inputs_safetensors_outputs_and_summary() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
+    let inputs =
+        pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
     let npy = dir.path().join("x.npy");
     std::fs::write(&npy, pt2kit::tensorfile::write_npy(&inputs[0].1).unwrap()).unwrap();
     let st = dir.path().join("out.safetensors");
@@ -72,7 +86,9 @@ fn npy_inputs_safetensors_outputs_and_summary() {
 fn random_inputs_use_the_example_shapes() {
     let o = ir_run(&ir("dynseq"), &["--random", "--seed", "3"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8(o.stdout).unwrap().starts_with("sum_1: f32[2, 8]"));
+    assert!(String::from_utf8(o.stdout)
+        .unwrap()
+        .starts_with("sum_1: f32[2, 8]"));
 }
 
 #[test]
@@ -84,11 +100,20 @@ fn contract_violations_exit_3_and_write_nothing() {
         data: vec![0; 128 * 16],
     };
     let inputs = dir.path().join("in.npz");
-    std::fs::write(&inputs, pt2kit::tensorfile::write_npz(&[("x".into(), big)]).unwrap()).unwrap();
+    std::fs::write(
+        &inputs,
+        pt2kit::tensorfile::write_npz(&[("x".into(), big)]).unwrap(),
+    )
+    .unwrap();
     let out = dir.path().join("out.npz");
     let o = ir_run(
         &ir("dynamic"),
-        &["--inputs", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        &[
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
     );
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(

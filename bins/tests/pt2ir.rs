@@ -191,3 +191,29 @@ fn quiet_and_verbose() {
         .unwrap();
     assert!(out.stderr.is_empty());
 }
+
+/// `--emit dot` draws the graph: every node, subgraphs as clusters
+/// (golden/dot/cond.dot), module paths as clusters.
+#[test]
+fn emits_graphviz() {
+    let out = pt2ir()
+        .args(["golden/models/cond.pt2", "--emit", "dot"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("digraph program {") && text.trim_end().ends_with('}'));
+    assert_eq!(text.matches('{').count(), text.matches('}').count());
+    assert!(text.contains("subgraph cluster_g_n2_true_graph_0"));
+    golden("golden/dot/cond.dot", &text);
+    let out = pt2ir()
+        .args(["golden/models/cnn.pt2", "--emit", "dot"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("label=\"conv\"; style=dashed;"),
+        "module clusters"
+    );
+    assert_eq!(text.matches("\\naten.").count(), 8, "one box per node");
+}

@@ -41,7 +41,7 @@ pub const LONG_VERSION: &str = concat!(
     "\nIR stream format: 1.0",
     "\nPT2 archives: archive version 0; export schema major 8 (and unversioned 0.0)",
     "\nPT2 layouts: raw weights + config (torch >= 2.9), pickled weights (data/weights/model.pt), legacy zip (torch <= 2.7)",
-    "\nONNX opsets: none (ir2onnx not built yet)",
+    "\nONNX opsets: 17-21 (default 18), IR versions 8-10",
     "\nfeatures: ",
     features!(),
 );
@@ -68,7 +68,7 @@ pub struct ProgramOutput {
     /// Write to FILE instead of standard output (written to a temporary file, then renamed)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// What to write: the binary IR stream (for other tools), a text listing or YAML (for people)
+    /// What to write: the binary IR stream (for other tools), a text listing, YAML or Graphviz DOT (for people)
     #[arg(long, value_enum, default_value_t = Emit::Ir)]
     pub emit: Emit,
 }
@@ -81,6 +81,8 @@ pub enum Emit {
     Text,
     /// a YAML dump
     Yaml,
+    /// Graphviz DOT (pipe to `dot -Tsvg`)
+    Dot,
 }
 
 /// Prints a progress or diagnostic line on stderr unless `-q`.
@@ -231,6 +233,10 @@ pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
             program.storages.iter().try_for_each(|s| s.verify())?;
             w.write_all(crate::text::listing(program).as_bytes())
                 .map_err(|e| Error::io("writing the listing", e))
+        }),
+        Emit::Dot => write_output(out.output.as_deref(), false, |w| {
+            w.write_all(crate::text::dot(program).as_bytes())
+                .map_err(|e| Error::io("writing DOT", e))
         }),
         Emit::Yaml => {
             program.storages.iter().try_for_each(|s| s.verify())?;

@@ -353,3 +353,110 @@ pub fn yaml(p: &Program) -> Result<String> {
     };
     serde_yaml_ng::to_string(&doc).map_err(|e| Error::internal(format!("YAML: {e}")))
 }
+
+/// The graph as Graphviz DOT: one box per node (name, op, output type),
+/// edges along values, subgraphs and module paths as clusters.
+/// `pt2ir model.pt2 --emit dot | dot -Tsvg > model.svg`
+pub fn dot(p: &Program) -> String {
+    let mut out = String::from("digraph program {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+    dot_graph(&p.graph, "g", &mut out, Some(&p.input_kinds));
+    out.push_str("}\n");
+    out
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn dot_graph(g: &Graph, prefix: &str, out: &mut String, kinds: Option<&[InputKind]>) {
+    let printer = Printer { graph: g };
+    let id = |v: ValueId| format!("{prefix}_v{}", v.0);
+    let mut producer: Vec<Option<String>> = vec![None; g.values.len()];
+    let mut refs = Vec::new();
+    for (i, a) in g.inputs.iter().enumerate() {
+        refs.clear();
+        a.value_refs(&mut refs);
+        for v in &refs {
+            let kind = kinds
+                .and_then(|k| k.get(i))
+                .map(input_kind_text)
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} [shape=ellipse, label=\"{}\\n{}\\n{}\"];",
+                id(*v),
+                dot_escape(&g.value(*v).name),
+                dot_escape(&kind),
+                dot_escape(&value_type(g.value(*v)))
+            );
+            producer[v.index()] = Some(id(*v));
+        }
+    }
+    // group nodes by module path
+    let mut clusters: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let path = n.meta.module_path().unwrap_or("").to_string();
+        match clusters.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, v)) => v.push(i),
+            None => clusters.push((path, vec![i])),
+        }
+    }
+    for (ci, (path, nodes)) in clusters.iter().enumerate() {
+        if !path.is_empty() {
+            let _ = writeln!(
+                out,
+                "  subgraph cluster_{prefix}_m{ci} {{\n  label=\"{}\"; style=dashed;",
+                dot_escape(path)
+            );
+        }
+        for &i in nodes {
+            let n = &g.nodes[i];
+            let types: Vec<String> = n.outputs.iter().map(|o| printer.out_type(o)).collect();
+            let _ = writeln!(
+                out,
+                "  {prefix}_n{i} [label=\"{}\\n{}\\n{}\"];",
+                dot_escape(&n.name),
+                dot_escape(&n.target.to_string()),
+                dot_escape(&types.join(", "))
+            );
+        }
+        if !path.is_empty() {
+            out.push_str("  }\n");
+        }
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        refs.clear();
+        n.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+        for v in &refs {
+            if let Some(src) = &producer[v.index()] {
+                let _ = writeln!(out, "  {src} -> {prefix}_n{i};");
+            }
+        }
+        for a in &n.inputs {
+            if let Argument::Graph(sub) = &a.arg {
+                let sub_prefix = format!("{prefix}_n{i}_{}", sub.name);
+                let _ = writeln!(
+                    out,
+                    "  subgraph cluster_{sub_prefix} {{\n  label=\"@{}\"; style=rounded;",
+                    dot_escape(&sub.name)
+                );
+                dot_graph(&sub.graph, &sub_prefix, out, None);
+                out.push_str("  }\n");
+                let _ = writeln!(out, "  {sub_prefix}_out -> {prefix}_n{i} [style=dotted];");
+            }
+        }
+        refs.clear();
+        n.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+        for v in &refs {
+            producer[v.index()] = Some(format!("{prefix}_n{i}"));
+        }
+    }
+    let _ = writeln!(out, "  {prefix}_out [shape=ellipse, label=\"return\"];");
+    refs.clear();
+    g.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+    for v in &refs {
+        if let Some(src) = &producer[v.index()] {
+            let _ = writeln!(out, "  {src} -> {prefix}_out;");
+        }
+    }
+}

@@ -222,11 +222,24 @@ fn pow(ctx: &mut Ctx) -> R {
         _ => None,
     };
     if let (RV::T(t), Some(e)) = (&a, e) {
-        let out = result_type(&[(t.dtype, Rank::Dim), (if matches!(b, RV::Int(_)) { Dtype::Int64 } else { Dtype::Float32 }, Rank::Scalar)]);
+        let out = result_type(&[
+            (t.dtype, Rank::Dim),
+            (
+                if matches!(b, RV::Int(_)) {
+                    Dtype::Int64
+                } else {
+                    Dtype::Float32
+                },
+                Rank::Scalar,
+            ),
+        ]);
         if e == 2.0 {
             return one(T::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
         }
-        let r = t.t.to_dtype(DType::F64).and_then(|x| x.powf(e)).map_err(ce)?;
+        let r =
+            t.t.to_dtype(DType::F64)
+                .and_then(|x| x.powf(e))
+                .map_err(ce)?;
         return one(T::new(r, Dtype::Float64).cast(out)?);
     }
     binary_on(ctx, a, b, Bin::Pow, None)
@@ -636,7 +649,11 @@ fn dropout(ctx: &mut Ctx) -> R {
             "dropout in training mode (export the model in eval mode)",
         ));
     }
-    let x = ctx.tensor(if ctx.node.arg("input").is_some() { "input" } else { "self" })?;
+    let x = ctx.tensor(if ctx.node.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    })?;
     one(x)
 }
 
@@ -829,7 +846,10 @@ fn creation(ctx: &mut Ctx) -> R {
         (x.dims().to_vec(), x.dtype)
     } else if name.starts_with("new_") {
         let x = ctx.tensor("self")?;
-        (ctx.ints("size")?.iter().map(|&s| s as usize).collect(), x.dtype)
+        (
+            ctx.ints("size")?.iter().map(|&s| s as usize).collect(),
+            x.dtype,
+        )
     } else {
         let size = ctx.ints("size")?;
         (size.iter().map(|&s| s as usize).collect(), Dtype::Float32)
@@ -983,12 +1003,18 @@ fn index_select(ctx: &mut Ctx) -> R {
 fn index(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let idx = ctx.tensors("indices")?;
-    let given: Vec<(usize, T)> = idx.into_iter().enumerate().filter_map(|(i, t)| t.map(|t| (i, t))).collect();
+    let given: Vec<(usize, T)> = idx
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.map(|t| (i, t)))
+        .collect();
     if given.is_empty() {
         return one(x);
     }
     if given.iter().any(|(_, t)| t.dtype == Dtype::Bool) {
-        return Err(unsupported("index.Tensor with boolean masks (their output shape depends on the data)"));
+        return Err(unsupported(
+            "index.Tensor with boolean masks (their output shape depends on the data)",
+        ));
     }
     let first = given[0].0;
     let k = given.len();
@@ -1002,8 +1028,14 @@ fn index(ctx: &mut Ctx) -> R {
     let mut linear: Option<CT> = None;
     for (d, t) in &given {
         let n = dims[*d] as f64;
-        let i = t.t.to_dtype(DType::I64).and_then(|i| i.broadcast_as(b.clone())).map_err(ce)?;
-        let i = i.lt(0f64).and_then(|neg| neg.where_cond(&(&i + n)?, &i)).map_err(ce)?;
+        let i =
+            t.t.to_dtype(DType::I64)
+                .and_then(|i| i.broadcast_as(b.clone()))
+                .map_err(ce)?;
+        let i = i
+            .lt(0f64)
+            .and_then(|neg| neg.where_cond(&(&i + n)?, &i))
+            .map_err(ce)?;
         linear = Some(match linear {
             None => i,
             Some(acc) => (acc * n).and_then(|acc| acc.add(&i)).map_err(ce)?,
@@ -1014,12 +1046,18 @@ fn index(ctx: &mut Ctx) -> R {
     // broadcast dims where the first indexed dim was
     let mut order: Vec<usize> = (first..first + k).collect();
     order.extend((0..dims.len()).filter(|d| *d < first || *d >= first + k));
-    let moved = x.t.permute(order.clone()).and_then(|t| t.contiguous()).map_err(ce)?;
+    let moved =
+        x.t.permute(order.clone())
+            .and_then(|t| t.contiguous())
+            .map_err(ce)?;
     let merged: usize = dims[first..first + k].iter().product();
     let rest: Vec<usize> = order[k..].iter().map(|&d| dims[d]).collect();
     let mut shape = vec![merged];
     shape.extend(&rest);
-    let sel = moved.reshape(shape).and_then(|t| t.index_select(&linear, 0)).map_err(ce)?;
+    let sel = moved
+        .reshape(shape)
+        .and_then(|t| t.index_select(&linear, 0))
+        .map_err(ce)?;
     let mut out_shape = b.clone();
     out_shape.extend(&rest);
     let mut t = sel.reshape(out_shape).map_err(ce)?;
@@ -1433,15 +1471,25 @@ fn gather(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
-    let t = x.t.contiguous().and_then(|t| t.gather(&idx.t.contiguous()?, d)).map_err(ce)?;
+    let t =
+        x.t.contiguous()
+            .and_then(|t| t.gather(&idx.t.contiguous()?, d))
+            .map_err(ce)?;
     one(T::new(t, x.dtype))
 }
 
 fn cumsum(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
-    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() { x.dtype } else { Dtype::Int64 });
-    let t = x.t.to_dtype(DType::F64).and_then(|t| t.cumsum(d)).map_err(ce)?;
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
+    let t =
+        x.t.to_dtype(DType::F64)
+            .and_then(|t| t.cumsum(d))
+            .map_err(ce)?;
     one(T::new(t, Dtype::Float64).cast(out)?)
 }
 
@@ -1464,8 +1512,16 @@ fn diff(ctx: &mut Ctx) -> R {
     if n == 0 {
         return one(T::new(full, x.dtype));
     }
-    let (hi, lo) = (full.narrow(d, 1, n - 1).map_err(ce)?, full.narrow(d, 0, n - 1).map_err(ce)?);
-    let t = if x.dtype == Dtype::Bool { hi.ne(&lo) } else { hi.sub(&lo) }.map_err(ce)?;
+    let (hi, lo) = (
+        full.narrow(d, 1, n - 1).map_err(ce)?,
+        full.narrow(d, 0, n - 1).map_err(ce)?,
+    );
+    let t = if x.dtype == Dtype::Bool {
+        hi.ne(&lo)
+    } else {
+        hi.sub(&lo)
+    }
+    .map_err(ce)?;
     one(T::new(t, x.dtype))
 }
 
@@ -1484,7 +1540,9 @@ fn as_strided(ctx: &mut Ctx) -> R {
         _ => None,
     };
     let meta = meta.ok_or_else(|| unsupported("as_strided without input metadata"))?;
-    let in_strides = meta.static_strides().ok_or_else(|| unsupported("as_strided on symbolic strides"))?;
+    let in_strides = meta
+        .static_strides()
+        .ok_or_else(|| unsupported("as_strided on symbolic strides"))?;
     let in_offset = meta.storage_offset.as_int().unwrap_or(0);
     let offset = ctx.opt_int("storage_offset")?.unwrap_or(in_offset);
     let dims = x.dims().to_vec();
@@ -1492,7 +1550,12 @@ fn as_strided(ctx: &mut Ctx) -> R {
     let total: usize = dims.iter().product();
     let mut idx = vec![0usize; dims.len()];
     for flat in 0..total {
-        let pos = in_offset + idx.iter().zip(&in_strides).map(|(i, s)| *i as i64 * s).sum::<i64>();
+        let pos = in_offset
+            + idx
+                .iter()
+                .zip(&in_strides)
+                .map(|(i, s)| *i as i64 * s)
+                .sum::<i64>();
         by_pos.insert(pos, flat as u32);
         for d in (0..dims.len()).rev() {
             idx[d] += 1;
@@ -1506,10 +1569,16 @@ fn as_strided(ctx: &mut Ctx) -> R {
     let mut gather_idx = Vec::with_capacity(n);
     let mut o = vec![0usize; size.len()];
     for _ in 0..n {
-        let pos = offset + o.iter().zip(&stride).map(|(i, s)| *i as i64 * s).sum::<i64>();
-        gather_idx.push(*by_pos.get(&pos).ok_or_else(|| {
-            unsupported("as_strided reading storage the input does not cover")
-        })?);
+        let pos = offset
+            + o.iter()
+                .zip(&stride)
+                .map(|(i, s)| *i as i64 * s)
+                .sum::<i64>();
+        gather_idx.push(
+            *by_pos.get(&pos).ok_or_else(|| {
+                unsupported("as_strided reading storage the input does not cover")
+            })?,
+        );
         for d in (0..size.len()).rev() {
             o[d] += 1;
             if o[d] < size[d] {
@@ -1519,12 +1588,20 @@ fn as_strided(ctx: &mut Ctx) -> R {
         }
     }
     let gi = CT::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
-    let t = x.t.flatten_all().and_then(|t| t.index_select(&gi, 0)).and_then(|t| t.reshape(size)).map_err(ce)?;
+    let t =
+        x.t.flatten_all()
+            .and_then(|t| t.index_select(&gi, 0))
+            .and_then(|t| t.reshape(size))
+            .map_err(ce)?;
     one(T::new(t, x.dtype))
 }
 
 fn sigmoid_ct(t: &CT) -> Result<CT> {
-    t.neg().and_then(|t| t.exp()).and_then(|t| t + 1.0).and_then(|t| t.recip()).map_err(ce)
+    t.neg()
+        .and_then(|t| t.exp())
+        .and_then(|t| t + 1.0)
+        .and_then(|t| t.recip())
+        .map_err(ce)
 }
 
 /// `aten.lstm.input`: unidirectional, no projections.
@@ -1543,10 +1620,16 @@ fn lstm(ctx: &mut Ctx) -> R {
     let batch_first = ctx.bool("batch_first")?;
     let per_layer = if has_biases { 4 } else { 2 };
     if params.len() != per_layer * layers || hx.len() != 2 {
-        return Err(unsupported("LSTM with projections or an unexpected parameter layout"));
+        return Err(unsupported(
+            "LSTM with projections or an unexpected parameter layout",
+        ));
     }
     let dt = x.dtype;
-    let mut seq = if batch_first { x.t.transpose(0, 1).map_err(ce)? } else { x.t.clone() }; // [T, B, I]
+    let mut seq = if batch_first {
+        x.t.transpose(0, 1).map_err(ce)?
+    } else {
+        x.t.clone()
+    }; // [T, B, I]
     let steps = seq.dims()[0];
     let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
     for l in 0..layers {
@@ -1564,12 +1647,20 @@ fn lstm(ctx: &mut Ctx) -> R {
         let mut outs = Vec::with_capacity(steps);
         for t in 0..steps {
             let xt = seq.get(t).map_err(ce)?;
-            let mut gates = xt.matmul(&w_ih).and_then(|g| g.add(&h.matmul(&w_hh)?)).map_err(ce)?;
+            let mut gates = xt
+                .matmul(&w_ih)
+                .and_then(|g| g.add(&h.matmul(&w_hh)?))
+                .map_err(ce)?;
             if let Some(b) = &bias {
                 gates = gates.broadcast_add(b).map_err(ce)?;
             }
             let chunk = |k: usize| gates.narrow(1, k * hidden, hidden).map_err(ce);
-            let (i, f, g, o) = (sigmoid_ct(&chunk(0)?)?, sigmoid_ct(&chunk(1)?)?, chunk(2)?.tanh().map_err(ce)?, sigmoid_ct(&chunk(3)?)?);
+            let (i, f, g, o) = (
+                sigmoid_ct(&chunk(0)?)?,
+                sigmoid_ct(&chunk(1)?)?,
+                chunk(2)?.tanh().map_err(ce)?,
+                sigmoid_ct(&chunk(3)?)?,
+            );
             c = f.mul(&c).and_then(|fc| fc.add(&i.mul(&g)?)).map_err(ce)?;
             h = o.mul(&c.tanh().map_err(ce)?).map_err(ce)?;
             outs.push(h.clone());
@@ -1578,7 +1669,11 @@ fn lstm(ctx: &mut Ctx) -> R {
         h_n.push(h);
         c_n.push(c);
     }
-    let output = if batch_first { seq.transpose(0, 1).map_err(ce)? } else { seq };
+    let output = if batch_first {
+        seq.transpose(0, 1).map_err(ce)?
+    } else {
+        seq
+    };
     Ok(vec![
         RV::T(T::new(output, dt)),
         RV::T(T::new(CT::stack(&h_n, 0).map_err(ce)?, dt)),
@@ -1591,9 +1686,15 @@ fn lstm(ctx: &mut Ctx) -> R {
 fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
     let sub = match ctx.input_arg(1) {
         Some(Argument::Graph(g)) => g,
-        _ => return Err(Error::bad_input("wrap_with_set_grad_enabled without a subgraph")),
+        _ => {
+            return Err(Error::bad_input(
+                "wrap_with_set_grad_enabled without a subgraph",
+            ))
+        }
     };
-    let operands = (2..ctx.node.inputs.len()).map(|i| ctx.input(i)).collect::<Result<Vec<_>>>()?;
+    let operands = (2..ctx.node.inputs.len())
+        .map(|i| ctx.input(i))
+        .collect::<Result<Vec<_>>>()?;
     ctx.exec
         .run_graph(&sub.graph, operands, ctx.bindings)
         .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
@@ -1611,7 +1712,11 @@ fn from_f64(vals: &[f64], shape: &[usize], dtype: Dtype, dev: &candle_core::Devi
 
 fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> R {
     let x = ctx.tensor("self")?;
-    let out = if float_out && !x.dtype.is_floating() { Dtype::Float32 } else { x.dtype };
+    let out = if float_out && !x.dtype.is_floating() {
+        Dtype::Float32
+    } else {
+        x.dtype
+    };
     let vals: Vec<f64> = x.to_host()?.to_f64().into_iter().map(f).collect();
     one(from_f64(&vals, x.dims(), out, ctx.device())?)
 }
@@ -1635,7 +1740,12 @@ host_unary_ops! {
 
 fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> R {
     let x = ctx.tensor("self")?;
-    let vals: Vec<u8> = x.to_host()?.to_f64().into_iter().map(|v| f(v) as u8).collect();
+    let vals: Vec<u8> = x
+        .to_host()?
+        .to_f64()
+        .into_iter()
+        .map(|v| f(v) as u8)
+        .collect();
     let t = CT::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
     one(T::new(t, Dtype::Bool))
 }
@@ -1662,14 +1772,23 @@ fn elu(ctx: &mut Ctx) -> R {
     let alpha = ctx.opt_float("alpha")?.unwrap_or(1.0);
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0);
     let input_scale = ctx.opt_float("input_scale")?.unwrap_or(1.0);
-    host_unary_with(ctx, true, move |v| if v > 0.0 { scale * v } else { scale * alpha * ((v * input_scale).exp() - 1.0) })
+    host_unary_with(ctx, true, move |v| {
+        if v > 0.0 {
+            scale * v
+        } else {
+            scale * alpha * ((v * input_scale).exp() - 1.0)
+        }
+    })
 }
 
 fn leaky_relu(ctx: &mut Ctx) -> R {
     let slope = ctx.opt_float("negative_slope")?.unwrap_or(0.01);
     let x = ctx.tensor("self")?;
     let neg = x.t.affine(slope, 0.0).map_err(ce)?;
-    let t = x.t.ge(0f64).and_then(|m| m.where_cond(&x.t, &neg)).map_err(ce)?;
+    let t =
+        x.t.ge(0f64)
+            .and_then(|m| m.where_cond(&x.t, &neg))
+            .map_err(ce)?;
     one(T::new(t, x.dtype))
 }
 
@@ -1685,8 +1804,16 @@ fn host_binary(ctx: &mut Ctx, a: &str, b: &str, float_out: bool, f: impl Fn(f64,
     let xt = x.as_tensor(Dtype::Float64, &dev)?;
     let yt = y.as_tensor(Dtype::Float64, &dev)?;
     let shape = broadcast_shape(&[xt.dims(), yt.dims()])?;
-    let xv = xt.broadcast_as(shape.clone()).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f64>()).map_err(ce)?;
-    let yv = yt.broadcast_as(shape.clone()).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f64>()).map_err(ce)?;
+    let xv = xt
+        .broadcast_as(shape.clone())
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(ce)?;
+    let yv = yt
+        .broadcast_as(shape.clone())
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(ce)?;
     let vals: Vec<f64> = xv.iter().zip(&yv).map(|(p, q)| f(*p, *q)).collect();
     one(from_f64(&vals, &shape, dt, &dev)?)
 }
@@ -1708,7 +1835,9 @@ fn remainder(ctx: &mut Ctx) -> R {
     })
 }
 fn bitwise_xor(ctx: &mut Ctx) -> R {
-    host_binary(ctx, "self", "other", false, |a, b| ((a as i64) ^ (b as i64)) as f64)
+    host_binary(ctx, "self", "other", false, |a, b| {
+        ((a as i64) ^ (b as i64)) as f64
+    })
 }
 fn pow_scalar_base(ctx: &mut Ctx) -> R {
     host_binary(ctx, "self", "exponent", false, f64::powf)
@@ -1738,9 +1867,19 @@ fn minmax_dim(ctx: &mut Ctx) -> R {
     } else {
         (x.t.min_keepdim(d), x.t.argmin_keepdim(d))
     };
-    let (v, i) = (v.map_err(ce)?, i.and_then(|i| i.to_dtype(DType::I64)).map_err(ce)?);
-    let (v, i) = if keep { (v, i) } else { (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?) };
-    Ok(vec![RV::T(T::new(v, x.dtype)), RV::T(T::new(i, Dtype::Int64))])
+    let (v, i) = (
+        v.map_err(ce)?,
+        i.and_then(|i| i.to_dtype(DType::I64)).map_err(ce)?,
+    );
+    let (v, i) = if keep {
+        (v, i)
+    } else {
+        (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?)
+    };
+    Ok(vec![
+        RV::T(T::new(v, x.dtype)),
+        RV::T(T::new(i, Dtype::Int64)),
+    ])
 }
 
 fn argmin(ctx: &mut Ctx) -> R {
@@ -1750,13 +1889,23 @@ fn argmin(ctx: &mut Ctx) -> R {
         Some(d) => (x.t.clone(), dim(d, x.rank())?),
         None => (x.t.flatten_all().map_err(ce)?, 0),
     };
-    let r = t.argmin_keepdim(d).and_then(|t| t.to_dtype(DType::I64)).map_err(ce)?;
-    one(T::new(if keep { r } else { r.squeeze(d).map_err(ce)? }, Dtype::Int64))
+    let r = t
+        .argmin_keepdim(d)
+        .and_then(|t| t.to_dtype(DType::I64))
+        .map_err(ce)?;
+    one(T::new(
+        if keep { r } else { r.squeeze(d).map_err(ce)? },
+        Dtype::Int64,
+    ))
 }
 
 fn prod(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
-    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() { x.dtype } else { Dtype::Int64 });
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
     let keep = ctx.opt_bool("keepdim", false)?;
     let h = x.to_host()?;
     let vals = h.to_f64();
@@ -1790,7 +1939,11 @@ fn prod(ctx: &mut Ctx) -> R {
 
 fn var(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
-    let x = if x.dtype.is_floating() { x } else { x.cast(Dtype::Float32)? };
+    let x = if x.dtype.is_floating() {
+        x
+    } else {
+        x.cast(Dtype::Float32)?
+    };
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let correction = if ctx.has("correction") {
@@ -1803,7 +1956,11 @@ fn var(ctx: &mut Ctx) -> R {
     let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
     let t = x.t.to_dtype(DType::F64).map_err(ce)?;
     let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
-    let ss = t.broadcast_sub(&mean).and_then(|c| c.sqr()).and_then(|c| c.sum_keepdim(dims.clone())).map_err(ce)?;
+    let ss = t
+        .broadcast_sub(&mean)
+        .and_then(|c| c.sqr())
+        .and_then(|c| c.sum_keepdim(dims.clone()))
+        .map_err(ce)?;
     let v = (ss / (n as f64 - correction)).map_err(ce)?;
     let v = if keep { v } else { squeeze_dims(v, &dims)? };
     one(T::new(v, Dtype::Float64).cast(x.dtype)?)
@@ -1816,7 +1973,9 @@ fn flip(ctx: &mut Ctx) -> R {
         let d = dim(d, x.rank())?;
         let n = x.dims()[d];
         let idx: Vec<u32> = (0..n as u32).rev().collect();
-        t = t.index_select(&CT::new(idx.as_slice(), ctx.device()).map_err(ce)?, d).map_err(ce)?;
+        t = t
+            .index_select(&CT::new(idx.as_slice(), ctx.device()).map_err(ce)?, d)
+            .map_err(ce)?;
     }
     one(T::new(t, x.dtype))
 }
@@ -1844,7 +2003,9 @@ fn constant_pad(ctx: &mut Ctx) -> R {
             let n = t.dims()[d] as i64;
             let start = (-before).max(0);
             let end = n + after.min(0);
-            t = t.narrow(d, start as usize, (end - start).max(0) as usize).map_err(ce)?;
+            t = t
+                .narrow(d, start as usize, (end - start).max(0) as usize)
+                .map_err(ce)?;
         }
         let (b, a) = (before.max(0) as usize, after.max(0) as usize);
         if b + a > 0 {
@@ -1852,7 +2013,9 @@ fn constant_pad(ctx: &mut Ctx) -> R {
             let mut parts = Vec::new();
             let filled = |n: usize, shape: &mut Vec<usize>| -> Result<CT> {
                 shape[d] = n;
-                CT::full(value, shape.clone(), t.device()).and_then(|p| p.to_dtype(t.dtype())).map_err(ce)
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)
             };
             if b > 0 {
                 parts.push(filled(b, &mut shape)?);
@@ -1876,7 +2039,13 @@ fn fill_scalar(ctx: &mut Ctx) -> R {
 fn copy(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let src = ctx.tensor("src")?.cast(x.dtype)?;
-    one(T::new(src.t.broadcast_as(x.dims()).and_then(|t| t.contiguous()).map_err(ce)?, x.dtype))
+    one(T::new(
+        src.t
+            .broadcast_as(x.dims())
+            .and_then(|t| t.contiguous())
+            .map_err(ce)?,
+        x.dtype,
+    ))
 }
 
 fn sort(ctx: &mut Ctx) -> R {
@@ -1888,7 +2057,13 @@ fn sort(ctx: &mut Ctx) -> R {
         return Ok(vec![RV::T(x), zero]);
     }
     let last = x.rank() - 1;
-    let moved = if d == last { x.t.clone() } else { x.t.transpose(d, last).map_err(ce)? }.contiguous().map_err(ce)?;
+    let moved = if d == last {
+        x.t.clone()
+    } else {
+        x.t.transpose(d, last).map_err(ce)?
+    }
+    .contiguous()
+    .map_err(ce)?;
     // arg_sort is not stable; torch's sort with stable=False is not either,
     // but a stable order is what torch returns on CPU for small inputs.
     let h = T::new(moved.clone(), x.dtype).to_host()?;
@@ -1898,15 +2073,30 @@ fn sort(ctx: &mut Ctx) -> R {
     for row in vals.chunks(n.max(1)) {
         let mut order: Vec<usize> = (0..row.len()).collect();
         order.sort_by(|&a, &b| {
-            let o = row[a].partial_cmp(&row[b]).unwrap_or_else(|| row[a].is_nan().cmp(&row[b].is_nan()));
-            if desc { o.reverse() } else { o }
+            let o = row[a]
+                .partial_cmp(&row[b])
+                .unwrap_or_else(|| row[a].is_nan().cmp(&row[b].is_nan()));
+            if desc {
+                o.reverse()
+            } else {
+                o
+            }
         });
         idx.extend(order.into_iter().map(|i| i as i64));
     }
     let it = CT::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
     let sorted = moved.gather(&it, last).map_err(ce)?;
-    let back = |t: CT| if d == last { Ok(t) } else { t.transpose(d, last).map_err(ce) };
-    Ok(vec![RV::T(T::new(back(sorted)?, x.dtype)), RV::T(T::new(back(it)?, Dtype::Int64))])
+    let back = |t: CT| {
+        if d == last {
+            Ok(t)
+        } else {
+            t.transpose(d, last).map_err(ce)
+        }
+    };
+    Ok(vec![
+        RV::T(T::new(back(sorted)?, x.dtype)),
+        RV::T(T::new(back(it)?, Dtype::Int64)),
+    ])
 }
 
 fn upsample_nearest(ctx: &mut Ctx) -> R {
@@ -1919,14 +2109,19 @@ fn upsample_nearest(ctx: &mut Ctx) -> R {
             Some(Argument::Floats(v)) => v.clone(),
             _ => return Err(unsupported("upsample without output_size or scale factors")),
         };
-        ((h as f64 * scales[0]).floor() as usize, (w as f64 * scales[scales.len() - 1]).floor() as usize)
+        (
+            (h as f64 * scales[0]).floor() as usize,
+            (w as f64 * scales[scales.len() - 1]).floor() as usize,
+        )
     };
     // torch picks floor(out_index * in / out): build the index lists
     let rows: Vec<u32> = (0..oh).map(|i| ((i * h) / oh) as u32).collect();
     let cols: Vec<u32> = (0..ow).map(|j| ((j * w) / ow) as u32).collect();
-    let t = x
-        .t
-        .index_select(&CT::new(rows.as_slice(), ctx.device()).map_err(ce)?, x.rank() - 2)
+    let t =
+        x.t.index_select(
+            &CT::new(rows.as_slice(), ctx.device()).map_err(ce)?,
+            x.rank() - 2,
+        )
         .and_then(|t| t.index_select(&CT::new(cols.as_slice(), ctx.device())?, x.rank() - 1))
         .map_err(ce)?;
     one(T::new(t, x.dtype))
@@ -1938,19 +2133,40 @@ fn group_norm(ctx: &mut Ctx) -> R {
     let eps = ctx.float("eps")?;
     let dims = x.dims().to_vec();
     let (n, c) = (dims[0], dims[1]);
-    let t = x.t.to_dtype(DType::F32).and_then(|t| t.reshape((n, groups, ()))).map_err(ce)?;
+    let t =
+        x.t.to_dtype(DType::F32)
+            .and_then(|t| t.reshape((n, groups, ())))
+            .map_err(ce)?;
     let mean = t.mean_keepdim(2).map_err(ce)?;
     let centered = t.broadcast_sub(&mean).map_err(ce)?;
     let var = centered.sqr().and_then(|v| v.mean_keepdim(2)).map_err(ce)?;
-    let rstd = (var + eps).and_then(|v| v.sqrt()).and_then(|v| v.recip()).map_err(ce)?;
-    let mut y = centered.broadcast_mul(&rstd).and_then(|y| y.reshape(dims.clone())).map_err(ce)?;
+    let rstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y = centered
+        .broadcast_mul(&rstd)
+        .and_then(|y| y.reshape(dims.clone()))
+        .map_err(ce)?;
     let mut cshape = vec![1usize; dims.len()];
     cshape[1] = c;
     if let Some(w) = ctx.opt_tensor("weight")? {
-        y = y.broadcast_mul(&w.t.to_dtype(DType::F32).and_then(|w| w.reshape(cshape.clone())).map_err(ce)?).map_err(ce)?;
+        y = y
+            .broadcast_mul(
+                &w.t.to_dtype(DType::F32)
+                    .and_then(|w| w.reshape(cshape.clone()))
+                    .map_err(ce)?,
+            )
+            .map_err(ce)?;
     }
     if let Some(b) = ctx.opt_tensor("bias")? {
-        y = y.broadcast_add(&b.t.to_dtype(DType::F32).and_then(|b| b.reshape(cshape.clone())).map_err(ce)?).map_err(ce)?;
+        y = y
+            .broadcast_add(
+                &b.t.to_dtype(DType::F32)
+                    .and_then(|b| b.reshape(cshape.clone()))
+                    .map_err(ce)?,
+            )
+            .map_err(ce)?;
     }
     let y = T::new(y, Dtype::Float32).cast(x.dtype)?;
     Ok(vec![
@@ -1975,7 +2191,9 @@ fn local_scalar(ctx: &mut Ctx) -> R {
 fn sym_stride(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
-    Ok(vec![RV::Int(crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d])])
+    Ok(vec![RV::Int(
+        crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d],
+    )])
 }
 
 fn slice_scatter(ctx: &mut Ctx) -> R {
@@ -1994,7 +2212,12 @@ fn slice_scatter(ctx: &mut Ctx) -> R {
 fn select_scatter(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
-    let src = ctx.tensor("src")?.cast(x.dtype)?.t.unsqueeze(d).map_err(ce)?;
+    let src = ctx
+        .tensor("src")?
+        .cast(x.dtype)?
+        .t
+        .unsqueeze(d)
+        .map_err(ce)?;
     let n = x.dims()[d] as i64;
     let i = ctx.int("index")?;
     scatter_positions(&x, &src, d, &[if i < 0 { i + n } else { i }])
@@ -2030,7 +2253,11 @@ fn scatter(ctx: &mut Ctx) -> R {
     } else {
         vec![ctx.float("value")?; idx.t.elem_count()]
     };
-    let src_dims: Vec<usize> = if ctx.node.arg("src").is_some() { ctx.tensor("src")?.dims().to_vec() } else { idx.dims().to_vec() };
+    let src_dims: Vec<usize> = if ctx.node.arg("src").is_some() {
+        ctx.tensor("src")?.dims().to_vec()
+    } else {
+        idx.dims().to_vec()
+    };
     let mut out = x.to_host()?.to_f64();
     let idx_vals = idx.to_host()?.to_f64();
     let xd = x.dims().to_vec();
@@ -2045,7 +2272,16 @@ fn scatter(ctx: &mut Ctx) -> R {
         let mut target = 0i64;
         let mut source = 0i64;
         for k in 0..id.len() {
-            let p = if k == d { let v = *iv as i64; if v < 0 { v + xd[d] as i64 } else { v } } else { pos[k] as i64 };
+            let p = if k == d {
+                let v = *iv as i64;
+                if v < 0 {
+                    v + xd[d] as i64
+                } else {
+                    v
+                }
+            } else {
+                pos[k] as i64
+            };
             target += p * xs[k];
             source += pos[k] as i64 * ss[k];
         }
@@ -2098,7 +2334,11 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
     let mut cols = Vec::new();
     for j in 0..out {
         let (a, b) = (j * n / out, ((j + 1) * n).div_ceil(out));
-        cols.push(x.t.narrow(last, a, b - a).and_then(|t| t.mean_keepdim(last)).map_err(ce)?);
+        cols.push(
+            x.t.narrow(last, a, b - a)
+                .and_then(|t| t.mean_keepdim(last))
+                .map_err(ce)?,
+        );
     }
     one(T::new(CT::cat(&cols, last).map_err(ce)?, x.dtype))
 }
@@ -2108,10 +2348,20 @@ fn avg_pool1d(ctx: &mut Ctx) -> R {
     let k = ctx.ints("kernel_size")?[0] as usize;
     let s = ctx.ints("stride").unwrap_or_default();
     let s = s.first().map(|&v| v as usize).unwrap_or(k);
-    if ctx.ints("padding").unwrap_or_default().iter().any(|&p| p != 0) || ctx.opt_bool("ceil_mode", false)? {
+    if ctx
+        .ints("padding")
+        .unwrap_or_default()
+        .iter()
+        .any(|&p| p != 0)
+        || ctx.opt_bool("ceil_mode", false)?
+    {
         return Err(unsupported("avg_pool1d with padding or ceil_mode"));
     }
-    let t = x.t.unsqueeze(x.rank() - 1).and_then(|t| t.avg_pool2d_with_stride((1, k), (1, s))).and_then(|t| t.squeeze(x.rank() - 1)).map_err(ce)?;
+    let t =
+        x.t.unsqueeze(x.rank() - 1)
+            .and_then(|t| t.avg_pool2d_with_stride((1, k), (1, s)))
+            .and_then(|t| t.squeeze(x.rank() - 1))
+            .map_err(ce)?;
     one(T::new(t, x.dtype))
 }
 
@@ -2347,7 +2597,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.div.Scalar_mode", div_scalar_mode),
     ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool1d),
     ("aten.avg_pool1d.default", avg_pool1d),
-    ("higher_order.wrap_with_set_grad_enabled", wrap_with_set_grad_enabled),
+    (
+        "higher_order.wrap_with_set_grad_enabled",
+        wrap_with_set_grad_enabled,
+    ),
     ("aten.gather.default", gather),
     ("aten.cumsum.default", cumsum),
     ("aten.diff.default", diff),

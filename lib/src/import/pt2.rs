@@ -159,7 +159,8 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
             for name in [&legacy_weights, &legacy_constants] {
                 if archive.contains(name) {
                     let blob = archive.member(name)?;
-                    let tensors = pickle::read_torch_save(blob, &format!("{path}: member '{name}'"))?;
+                    let tensors =
+                        pickle::read_torch_save(blob, &format!("{path}: member '{name}'"))?;
                     payloads.add_pickled(tensors);
                 }
             }

@@ -33,7 +33,13 @@ pub fn fixtures() -> Vec<PathBuf> {
 }
 
 /// The models `make big` exports into golden/big (not committed).
-pub const BIG_MODELS: &[&str] = &["resnet18", "resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny"];
+pub const BIG_MODELS: &[&str] = &[
+    "resnet18",
+    "resnet50",
+    "mobilenet_v3_small",
+    "efficientnet_b0",
+    "convnext_tiny",
+];
 
 /// Archives made by `make big` (not committed).
 pub fn big_fixtures() -> Vec<PathBuf> {

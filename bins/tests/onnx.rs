@@ -1,0 +1,347 @@
+//! `ir2onnx` as a user runs it: every fixture converts at every supported
+//! opset with its names, dims and weights intact; unsupported ops fail
+//! with all their node names and write nothing (or become custom-domain
+//! nodes with --allow-custom); external data lands beside the model.
+//!
+//! Numerical agreement with torch is checked by `recipes/check_onnx.py`
+//! (ONNX's checker and ONNX Runtime), which needs Python.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use pt2kit::export::onnx::proto::{tensor_proto::DataLocation, Message, ModelProto};
+use pt2kit::ir::{Target, TargetKind};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn ir2onnx() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ir2onnx"));
+    c.current_dir(repo());
+    c
+}
+
+/// The IR of a fixture, via the real pt2ir.
+fn ir_of(fixture: &str) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+        .current_dir(repo())
+        .arg(format!("golden/models/{fixture}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pt2ir {fixture}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Runs ir2onnx with the IR on stdin.
+fn run(ir: &[u8], args: &[&str]) -> Output {
+    let mut child = ir2onnx()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let ir = ir.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&ir);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn load(path: &Path) -> ModelProto {
+    ModelProto::parse_from_bytes(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("golden/models"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".pt2"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every committed fixture (both dialects) converts at opsets 17 to 21,
+/// with user input names, symbolic dims, state-dict weight names and only
+/// standard ops.
+#[test]
+fn every_fixture_converts_at_every_opset() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = fixtures();
+    assert!(fixtures.len() >= 20, "{fixtures:?}");
+    for fixture in fixtures {
+        let ir = ir_of(&fixture);
+        let program = pt2kit::wire::read_program(&mut ir.as_slice(), &fixture).unwrap();
+        let user_inputs: Vec<String> = program
+            .user_inputs()
+            .iter()
+            .filter_map(|(_, a)| match a {
+                pt2kit::ir::Argument::Tensor(v) => Some(program.graph.value(*v).name.clone()),
+                _ => None,
+            })
+            .collect();
+        let weight_names: Vec<&str> = program.weights.iter().map(|w| w.name.as_str()).collect();
+        for opset in 17..=21 {
+            let path = dir.path().join(format!("{fixture}.{opset}.onnx"));
+            let out = run(
+                &ir,
+                &["--opset", &opset.to_string(), "-o", path.to_str().unwrap()],
+            );
+            assert!(
+                out.status.success(),
+                "{fixture} at opset {opset}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let model = load(&path);
+            assert_eq!(model.producer_name, "pt2kit");
+            assert_eq!(
+                model.ir_version,
+                pt2kit::export::onnx::ir_version_for(opset)
+            );
+            assert!(model
+                .opset_import
+                .iter()
+                .any(|o| o.domain.is_empty() && o.version == opset));
+            let graph = model.graph.as_ref().unwrap();
+            let inputs: Vec<&str> = graph.input.iter().map(|i| i.name.as_str()).collect();
+            assert_eq!(inputs, user_inputs, "{fixture}");
+            assert!(graph.node.iter().all(|n| n.domain.is_empty()), "{fixture}");
+            for init in &graph.initializer {
+                assert!(
+                    weight_names.contains(&init.name.as_str()),
+                    "{fixture}: {}",
+                    init.name
+                );
+            }
+            assert!(graph.output.iter().any(|o| o.doc_string == "user output"));
+        }
+    }
+}
+
+/// A dynamic dim becomes a dim_param named after the IR's symbol, on the
+/// input and the output.
+#[test]
+fn symbolic_dims_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dynamic.onnx");
+    let out = run(
+        &ir_of("dynamic.decomp.pt2"),
+        &["-o", path.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = load(&path);
+    let graph = model.graph.as_ref().unwrap();
+    for value in [&graph.input[0], &graph.output[0]] {
+        let text = format!("{value:?}");
+        assert!(text.contains("DimParam(\"s77\")"), "{text}");
+    }
+    assert!(graph.input[0].doc_string.contains("s77 in [1, 64]"));
+}
+
+/// Rewrites two nodes of a fixture's IR to an op nobody converts.
+fn ir_with_unknown_ops() -> Vec<u8> {
+    let ir = ir_of("mlp.decomp.pt2");
+    let mut program = pt2kit::wire::read_program(&mut ir.as_slice(), "mlp").unwrap();
+    let mut renamed = 0;
+    for node in program.graph.nodes.iter_mut() {
+        if node.target.name == "relu" || node.name == "addmm_1" {
+            node.target = Target {
+                kind: TargetKind::Op,
+                namespace: "aten".into(),
+                name: "frobnicate".into(),
+                overload: "default".into(),
+            };
+            renamed += 1;
+        }
+    }
+    assert_eq!(renamed, 2);
+    pt2kit::wire::encode_program(&program).unwrap()
+}
+
+/// Every unsupported node is listed at once, the exit code is 4 and no
+/// file is written.
+#[test]
+fn unsupported_ops_fail_listing_every_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.onnx");
+    let out = run(&ir_with_unknown_ops(), &["-o", path.to_str().unwrap()]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.starts_with("ir2onnx: error: cannot convert 2 nodes"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("node 'relu' (aten.frobnicate.default)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("node 'addmm_1' (aten.frobnicate.default)"),
+        "{stderr}"
+    );
+    assert!(!path.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a temporary file was left"
+    );
+}
+
+/// --allow-custom writes them as nodes of a custom domain instead.
+#[test]
+fn allow_custom_writes_custom_domain_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.onnx");
+    let out = run(
+        &ir_with_unknown_ops(),
+        &["--allow-custom", "-o", path.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = load(&path);
+    let graph = model.graph.as_ref().unwrap();
+    let custom: Vec<_> = graph
+        .node
+        .iter()
+        .filter(|n| n.domain == "pt2kit.aten")
+        .map(|n| (n.name.as_str(), n.op_type.as_str()))
+        .collect();
+    assert_eq!(custom, [("relu", "frobnicate"), ("addmm_1", "frobnicate")]);
+    assert!(model
+        .opset_import
+        .iter()
+        .any(|o| o.domain == "pt2kit.aten" && o.version == 1));
+    // The output keeps its IR name, produced by the custom node.
+    assert_eq!(graph.output[0].name, "addmm_1");
+}
+
+/// Weights above the threshold go to MODEL.data beside the model, each
+/// initializer pointing at its bytes, which are those of the inline model.
+#[test]
+fn external_data_beside_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = ir_of("cnn.decomp.pt2");
+    let inline_path = dir.path().join("inline.onnx");
+    let out = run(&ir, &["-o", inline_path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let inline = load(&inline_path);
+    let inline_bytes: HashMap<String, Vec<u8>> = inline
+        .graph
+        .initializer
+        .iter()
+        .map(|t| (t.name.clone(), t.raw_data.clone()))
+        .collect();
+    assert!(!inline_bytes.is_empty());
+    assert!(!dir.path().join("inline.onnx.data").exists());
+
+    for args in [
+        &["--external-data-threshold", "100"][..],
+        &["--external-data"][..],
+    ] {
+        let path = dir.path().join("model.onnx");
+        let mut all = args.to_vec();
+        all.extend(["-o", path.to_str().unwrap()]);
+        let out = run(&ir, &all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let data = std::fs::read(dir.path().join("model.onnx.data")).unwrap();
+        let model = load(&path);
+        assert!(
+            std::fs::metadata(&path).unwrap().len()
+                < std::fs::metadata(&inline_path).unwrap().len()
+        );
+        for t in &model.graph.initializer {
+            assert_eq!(
+                t.data_location.enum_value(),
+                Ok(DataLocation::EXTERNAL),
+                "{}",
+                t.name
+            );
+            assert!(t.raw_data.is_empty());
+            let entry = |key: &str| {
+                t.external_data
+                    .iter()
+                    .find(|e| e.key == key)
+                    .map(|e| e.value.clone())
+                    .unwrap()
+            };
+            assert_eq!(entry("location"), "model.onnx.data");
+            let offset: usize = entry("offset").parse().unwrap();
+            let length: usize = entry("length").parse().unwrap();
+            assert_eq!(
+                &data[offset..offset + length],
+                inline_bytes[&t.name].as_slice(),
+                "{}",
+                t.name
+            );
+        }
+        std::fs::remove_file(dir.path().join("model.onnx.data")).unwrap();
+    }
+}
+
+/// External data needs a file to sit beside.
+#[test]
+fn external_data_to_stdout_is_refused() {
+    let out = run(&ir_of("mlp.pt2"), &["--external-data"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-o FILE"));
+}
+
+/// Standard input to standard output, as in `pt2ir m.pt2 | ir2onnx > m.onnx`.
+#[test]
+fn pipes_through() {
+    let out = run(&ir_of("mlp.pt2"), &["--stats"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = ModelProto::parse_from_bytes(&out.stdout).unwrap();
+    assert_eq!(model.graph.initializer.len(), 4);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("aten.linear.default"), "{stderr}");
+    assert!(stderr.contains("Gemm"), "{stderr}");
+}
+
+#[test]
+fn unsupported_opsets_are_usage_errors() {
+    for opset in ["16", "22"] {
+        let out = run(&ir_of("mlp.pt2"), &["--opset", opset]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
