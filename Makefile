@@ -2,6 +2,7 @@
 CARGO ?= cargo
 PYTHON ?= python3
 VENV ?= .venv
+ONNX_VENV ?= .venv-onnx
 
 .PHONY: build test test-big demo big bench install fixtures golden clean
 
@@ -16,7 +17,6 @@ test: build $(ONNX_VENV)/.ready
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 
-ONNX_VENV ?= .venv-onnx
 $(ONNX_VENV)/.ready:
 	recipes/setup_venv.sh $(ONNX_VENV)
 	touch $@

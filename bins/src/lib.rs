@@ -3,6 +3,10 @@
 //! `src/bin/` only call `main()`. Man pages are generated from these
 //! definitions (see `man` and `tests/man.rs`).
 
+/// The allocator every tool uses (see bins/Cargo.toml).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod ir2onnx;
 #[cfg(feature = "exec")]
 pub mod ir_run;

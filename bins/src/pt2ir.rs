@@ -23,6 +23,9 @@ pub struct Args {
     /// Which model of the archive to read (models/NAME.json)
     #[arg(long, default_value = "model", value_name = "NAME")]
     pub model: String,
+    /// Check the CRC-32 of every weight payload while it streams out (torch's own reader does not; JSON and configs are always checked)
+    #[arg(long)]
+    pub verify: bool,
     #[command(flatten)]
     pub output: ProgramOutput,
     #[command(flatten)]
@@ -34,7 +37,10 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         .archive
         .ok_or_else(|| pt2kit::Error::usage("no archive given: pt2ir MODEL.pt2"))?;
     let start = std::time::Instant::now();
-    let opts = ImportOptions { model: args.model };
+    let opts = ImportOptions {
+        model: args.model,
+        verify_weights: args.verify,
+    };
     let program = if archive.as_os_str() == "-" {
         let mut bytes = Vec::new();
         cli::open_input(None)?

@@ -217,3 +217,48 @@ fn emits_graphviz() {
     );
     assert_eq!(text.matches("\\naten.").count(), 8, "one box per node");
 }
+
+/// A weight byte flipped inside an otherwise valid archive: sizes still
+/// agree, so only the CRC tells; `--verify` catches it (exit 3, no file),
+/// the default (like torch's reader) does not check payload CRCs.
+#[test]
+fn verify_catches_corrupt_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(repo().join("golden/models/mlp.pt2")).unwrap();
+    let archive =
+        pt2kit::import::zip::Archive::open(&repo().join("golden/models/mlp.pt2")).unwrap();
+    let entry = archive
+        .entries()
+        .iter()
+        .find(|e| e.name.ends_with("data/weights/weight_0"))
+        .unwrap()
+        .clone();
+    let h = entry.header_offset as usize;
+    let name_len = u16::from_le_bytes([bytes[h + 26], bytes[h + 27]]) as usize;
+    let extra_len = u16::from_le_bytes([bytes[h + 28], bytes[h + 29]]) as usize;
+    bytes[h + 30 + name_len + extra_len] ^= 0x55;
+    let corrupt = dir.path().join("corrupt.pt2");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let out_file = dir.path().join("out.ir");
+    let out = pt2ir()
+        .arg(&corrupt)
+        .arg("--verify")
+        .arg("-o")
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("member 'mlp/data/weights/weight_0': CRC mismatch"),
+        "{stderr}"
+    );
+    assert!(!out_file.exists());
+    let out = pt2ir()
+        .arg(&corrupt)
+        .arg("-o")
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}

@@ -62,6 +62,11 @@ impl Blob {
         self
     }
 
+    pub fn without_pending_crc(mut self) -> Blob {
+        self.pending_crc = None;
+        self
+    }
+
     /// CRC-32 of the bytes, as listings show it.
     pub fn crc32(&self) -> u32 {
         crc32fast::hash(self)

@@ -124,37 +124,40 @@ impl T {
     }
 
     pub fn from_host(h: &HostTensor, device: &Device) -> Result<T> {
-        let storage = storage_dtype(h.dtype)?;
+        T::from_bytes(h.dtype, &h.shape, &h.data, device)
+    }
+
+    /// Builds a tensor from little-endian element bytes: the one copy of
+    /// weight bytes the executor makes (IR storage to candle storage).
+    pub fn from_bytes(dtype: Dtype, shape: &[usize], data: &[u8], device: &Device) -> Result<T> {
+        let storage = storage_dtype(dtype)?;
         let widened: Vec<u8>;
-        let bytes: &[u8] = match h.dtype {
+        let bytes: &[u8] = match dtype {
             Dtype::Int8 => {
-                widened = h
-                    .data
+                widened = data
                     .iter()
                     .flat_map(|b| (*b as i8 as i16).to_le_bytes())
                     .collect();
                 &widened
             }
             Dtype::Uint16 => {
-                widened = h
-                    .data
+                widened = data
                     .chunks_exact(2)
                     .flat_map(|c| (u16::from_le_bytes([c[0], c[1]]) as i32).to_le_bytes())
                     .collect();
                 &widened
             }
             Dtype::Uint32 => {
-                widened = h
-                    .data
+                widened = data
                     .chunks_exact(4)
                     .flat_map(|c| (u32::from_le_bytes(c.try_into().unwrap()) as i64).to_le_bytes())
                     .collect();
                 &widened
             }
-            _ => &h.data,
+            _ => data,
         };
-        let t = CT::from_raw_buffer(bytes, storage, &h.shape, device).map_err(ce)?;
-        Ok(T::new(t, h.dtype))
+        let t = CT::from_raw_buffer(bytes, storage, shape, device).map_err(ce)?;
+        Ok(T::new(t, dtype))
     }
 
     pub fn to_host(&self) -> Result<HostTensor> {
@@ -307,18 +310,14 @@ impl<'p> Executor<'p> {
         let mut weights = BTreeMap::new();
         for (pos, _) in program.graph.inputs.iter().enumerate() {
             if let Some(w) = program.weight_for_input(pos) {
-                let host = HostTensor {
-                    dtype: w.meta.dtype,
-                    shape: w
-                        .meta
-                        .static_sizes()
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|&s| s as usize)
-                        .collect(),
-                    data: program.weight_bytes(w).into_owned(),
-                };
-                let t = T::from_host(&host, &device)
+                let shape: Vec<usize> = w
+                    .meta
+                    .static_sizes()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&s| s as usize)
+                    .collect();
+                let t = T::from_bytes(w.meta.dtype, &shape, &program.weight_bytes(w), &device)
                     .map_err(|e| e.at(format!("weight '{}'", w.name)))?;
                 weights.insert(pos, t);
             } else if program.input_kinds[pos].weight_name().is_some() {

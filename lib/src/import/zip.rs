@@ -109,6 +109,12 @@ impl Archive {
         self.member_checked(name, false)
     }
 
+    /// The bytes of a member without any CRC check (sizes still checked).
+    pub fn member_unverified(&self, name: &str) -> Result<Blob> {
+        let blob = self.member_checked(name, false)?;
+        Ok(blob.without_pending_crc())
+    }
+
     fn member_checked(&self, name: &str, check_now: bool) -> Result<Blob> {
         let index = *self.by_name.get(name).ok_or_else(|| {
             Error::bad_input(format!("{}: member '{name}' is missing", self.path))
