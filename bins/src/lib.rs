@@ -8,6 +8,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod ir2onnx;
+pub mod ir_diff;
 #[cfg(feature = "exec")]
 pub mod ir_run;
 pub mod man;

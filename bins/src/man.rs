@@ -10,13 +10,21 @@ pub fn tools() -> Vec<clap::Command> {
     let mut tools = vec![
         crate::pt2ir::Args::command(),
         crate::ir2onnx::Args::command(),
+        crate::ir_diff::Args::command(),
     ];
     #[cfg(feature = "exec")]
     tools.push(crate::ir_run::Args::command());
     tools
 }
 
-pub const TOOL_NAMES: &[&str] = &["pt2ir", "ir-decompose", "ir2onnx", "ir-run", "ir-bench"];
+pub const TOOL_NAMES: &[&str] = &[
+    "pt2ir",
+    "ir-decompose",
+    "ir2onnx",
+    "ir-run",
+    "ir-bench",
+    "ir-diff",
+];
 
 /// The roff text of one tool's man page.
 pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {

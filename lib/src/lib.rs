@@ -12,6 +12,7 @@
 pub mod blob;
 pub mod cli;
 pub mod contract;
+pub mod diff;
 pub mod error;
 #[cfg(feature = "exec")]
 pub mod exec;

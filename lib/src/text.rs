@@ -460,3 +460,28 @@ fn dot_graph(g: &Graph, prefix: &str, out: &mut String, kinds: Option<&[InputKin
         }
     }
 }
+
+/// Each top-level node's listing (subgraphs included in its text), by node
+/// name, for structural diffs.
+pub fn node_listings(p: &Program) -> Vec<(String, String)> {
+    let printer = Printer { graph: &p.graph };
+    p.graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut s = String::new();
+            printer.node(&mut s, "", n);
+            (n.name.clone(), s.trim_end().to_string())
+        })
+        .collect()
+}
+
+/// The signature and range-constraint lines of a listing.
+pub fn header_lines(p: &Program) -> Vec<String> {
+    let full = listing(p);
+    full.lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("graph("))
+        .map(String::from)
+        .collect()
+}

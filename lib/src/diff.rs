@@ -1,0 +1,200 @@
+//! Comparisons for regression tests: tensors against tensors (per-tensor
+//! errors under tolerances) and programs against programs (nodes added,
+//! removed or changed; weights changed). Reports are deterministic text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::ir::Program;
+use crate::tensorfile::HostTensor;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+/// One tensor pair's comparison.
+pub struct TensorReport {
+    pub name: String,
+    pub line: String,
+    pub ok: bool,
+}
+
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        idx[d] = flat % n;
+        flat /= n;
+    }
+    idx
+}
+
+/// Compares two tensors: shape, dtype, max abs/rel error, mismatches
+/// (|a - b| > atol + rtol * |b|, NaN only equal to NaN), worst index.
+pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance) -> TensorReport {
+    if a.shape != b.shape {
+        return TensorReport {
+            name: name.into(),
+            line: format!("{name}: shape {:?} vs {:?}", a.shape, b.shape),
+            ok: false,
+        };
+    }
+    let (x, y) = (a.to_f64(), b.to_f64());
+    let (mut max_abs, mut max_rel, mut worst, mut mismatches) = (0f64, 0f64, None, 0usize);
+    let mut worst_excess = f64::MIN;
+    for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+        let bad = if p.is_nan() || q.is_nan() {
+            p.is_nan() != q.is_nan()
+        } else if p == q {
+            false
+        } else {
+            let d = (p - q).abs();
+            max_abs = max_abs.max(d);
+            if *q != 0.0 {
+                max_rel = max_rel.max(d / q.abs());
+            }
+            let excess = d - (tol.atol + tol.rtol * q.abs());
+            if excess > worst_excess {
+                worst_excess = excess;
+                worst = Some(i);
+            }
+            excess > 0.0
+        };
+        if bad {
+            mismatches += 1;
+            if worst.is_none() || p.is_nan() != q.is_nan() {
+                worst = Some(i);
+            }
+        }
+    }
+    let dtype_note = if a.dtype != b.dtype {
+        format!(
+            " (dtypes {} vs {})",
+            a.dtype.torch_name(),
+            b.dtype.torch_name()
+        )
+    } else {
+        String::new()
+    };
+    let mut line = format!(
+        "{name}: {}{:?}{dtype_note} max abs {max_abs:.3e} max rel {max_rel:.3e} mismatches {mismatches}/{}",
+        a.dtype.short_name(),
+        a.shape,
+        x.len()
+    );
+    if let (Some(i), true) = (worst, mismatches > 0) {
+        let _ = write!(
+            line,
+            " worst at {:?}: {} vs {}",
+            unravel(i, &a.shape),
+            x[i],
+            y[i]
+        );
+    }
+    TensorReport {
+        name: name.into(),
+        line,
+        ok: mismatches == 0,
+    }
+}
+
+/// Compares two tensor sets, by name or by position.
+pub fn compare_tensors(
+    a: &[(String, HostTensor)],
+    b: &[(String, HostTensor)],
+    tol: Tolerance,
+    by_position: bool,
+) -> (Vec<String>, bool) {
+    let mut lines = Vec::new();
+    let mut ok = true;
+    if by_position {
+        if a.len() != b.len() {
+            lines.push(format!("{} tensors vs {}", a.len(), b.len()));
+            ok = false;
+        }
+        for ((na, ta), (nb, tb)) in a.iter().zip(b) {
+            let r = compare_tensor(&format!("{na} ~ {nb}"), ta, tb, tol);
+            ok &= r.ok;
+            lines.push(r.line);
+        }
+    } else {
+        let bm: BTreeMap<&str, &HostTensor> = b.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        for (n, t) in a {
+            match bm.get(n.as_str()) {
+                Some(tb) => {
+                    let r = compare_tensor(n, t, tb, tol);
+                    ok &= r.ok;
+                    lines.push(r.line);
+                }
+                None => {
+                    ok = false;
+                    lines.push(format!("{n}: only in the first file"));
+                }
+            }
+        }
+        for (n, _) in b {
+            if !a.iter().any(|(m, _)| m == n) {
+                ok = false;
+                lines.push(format!("{n}: only in the second file"));
+            }
+        }
+    }
+    (lines, ok)
+}
+
+/// A structural diff of two programs: `-` removed, `+` added, `~` changed.
+pub fn diff_programs(a: &Program, b: &Program) -> Vec<String> {
+    let mut out = Vec::new();
+    let (ha, hb) = (crate::text::header_lines(a), crate::text::header_lines(b));
+    for l in ha.iter().filter(|l| !hb.contains(l)) {
+        out.push(format!("- {}", l.trim()));
+    }
+    for l in hb.iter().filter(|l| !ha.contains(l)) {
+        out.push(format!("+ {}", l.trim()));
+    }
+    let (na, nb) = (crate::text::node_listings(a), crate::text::node_listings(b));
+    let mb: BTreeMap<&str, &str> = nb.iter().map(|(n, l)| (n.as_str(), l.as_str())).collect();
+    let ma: BTreeMap<&str, &str> = na.iter().map(|(n, l)| (n.as_str(), l.as_str())).collect();
+    for (name, line) in &na {
+        match mb.get(name.as_str()) {
+            None => out.push(format!("- node {name}: {line}")),
+            Some(other) if other != line => {
+                out.push(format!("~ node {name}:\n    {line}\n    {other}"));
+            }
+            _ => {}
+        }
+    }
+    for (name, line) in &nb {
+        if !ma.contains_key(name.as_str()) {
+            out.push(format!("+ node {name}: {line}"));
+        }
+    }
+    let weight = |p: &Program| -> BTreeMap<String, String> {
+        p.weights
+            .iter()
+            .map(|w| {
+                let crc = crc32fast::hash(&p.weight_bytes(w));
+                (
+                    w.name.clone(),
+                    format!("{} crc32={crc:08x}", crate::text::tensor_type(&w.meta)),
+                )
+            })
+            .collect()
+    };
+    let (wa, wb) = (weight(a), weight(b));
+    for (n, d) in &wa {
+        match wb.get(n) {
+            None => out.push(format!("- weight {n}: {d}")),
+            Some(e) if e != d => out.push(format!("~ weight {n}: {d} -> {e}")),
+            _ => {}
+        }
+    }
+    for (n, d) in &wb {
+        if !wa.contains_key(n) {
+            out.push(format!("+ weight {n}: {d}"));
+        }
+    }
+    out
+}
