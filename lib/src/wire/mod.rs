@@ -162,46 +162,99 @@ impl<R: Read> RecordReader<'_, R> {
         Error::bad_input(format!("{}: {msg}", self.what))
     }
 
-    /// The next record's bytes, or `None` at a clean end of input.
-    fn next(&mut self) -> Result<Option<Vec<u8>>> {
-        let mut len = 0u64;
-        let mut shift = 0;
-        let mut first = true;
+    fn byte(&mut self) -> Result<Option<u8>> {
+        let mut b = [0u8];
         loop {
-            let mut b = [0u8];
             match self.r.read(&mut b) {
-                Ok(0) if first => return Ok(None),
-                Ok(0) => return Err(self.err("truncated IR stream (inside a record length)")),
-                Ok(_) => {}
+                Ok(0) => return Ok(None),
+                Ok(_) => return Ok(Some(b[0])),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::io(self.what, e)),
             }
-            first = false;
-            len |= ((b[0] & 0x7f) as u64) << shift;
-            if b[0] & 0x80 == 0 {
-                break;
+        }
+    }
+
+    /// A varint; `None` only at a clean end of input before its first byte.
+    fn varint(&mut self, consumed: &mut u64) -> Result<Option<u64>> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let Some(b) = self.byte()? else {
+                if shift == 0 {
+                    return Ok(None);
+                }
+                return Err(self.err("truncated IR stream (inside a varint)"));
+            };
+            *consumed += 1;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(Some(v));
             }
             shift += 7;
             if shift > 63 {
-                return Err(self.err("corrupt IR stream (bad record length)"));
+                return Err(self.err("corrupt IR stream (bad varint)"));
             }
         }
-        if len > MAX_RECORD {
-            return Err(self.err(format!("corrupt IR stream (record of {len} bytes)")));
+    }
+
+    fn varint_req(&mut self, consumed: &mut u64) -> Result<u64> {
+        self.varint(consumed)?
+            .ok_or_else(|| self.err("truncated IR stream (inside a record)"))
+    }
+
+    fn fill(&mut self, buf: &mut [u8], consumed: &mut u64) -> Result<()> {
+        self.r.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.err(format!(
+                    "truncated IR stream ({} bytes missing in a record)",
+                    buf.len()
+                ))
+            } else {
+                Error::io(self.what, e)
+            }
+        })?;
+        *consumed += buf.len() as u64;
+        Ok(())
+    }
+
+    /// The next record's length, or `None` at a clean end of input.
+    fn record_len(&mut self) -> Result<Option<u64>> {
+        let mut n = 0;
+        let len = self.varint(&mut n)?;
+        if let Some(len) = len {
+            if len > MAX_RECORD {
+                return Err(self.err(format!("corrupt IR stream (record of {len} bytes)")));
+            }
         }
-        let mut buf = Vec::new();
-        let got = self
-            .r
-            .by_ref()
-            .take(len)
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io(self.what, e))?;
-        if got as u64 != len {
-            return Err(self.err(format!(
-                "truncated IR stream (a record of {len} bytes has {got})"
-            )));
+        Ok(len)
+    }
+
+    /// The rest of a record whose first `done` bytes were read.
+    fn rest(&mut self, len: u64, done: u64, prefix: &[u8]) -> Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(len as usize);
+        buf.extend_from_slice(prefix);
+        buf.resize(len as usize, 0);
+        let mut n = 0;
+        self.fill(&mut buf[done as usize..], &mut n)?;
+        Ok(buf)
+    }
+
+    /// Skips one field of the given wire type.
+    fn skip_field(&mut self, tag: u64, consumed: &mut u64) -> Result<()> {
+        match tag & 7 {
+            0 => {
+                self.varint_req(consumed)?;
+            }
+            2 => {
+                let n = self.varint_req(consumed)?;
+                let mut sink = vec![0u8; n as usize];
+                self.fill(&mut sink, consumed)?;
+            }
+            1 => self.fill(&mut [0u8; 8], consumed)?,
+            5 => self.fill(&mut [0u8; 4], consumed)?,
+            w => return Err(self.err(format!("corrupt IR stream (wire type {w})"))),
         }
-        Ok(Some(buf))
+        Ok(())
     }
 }
 
@@ -236,9 +289,10 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
         )));
     }
     let mut rr = RecordReader { r, what };
-    let header_bytes = rr
-        .next()?
+    let header_len = rr
+        .record_len()?
         .ok_or_else(|| rr.err("truncated IR stream (no header)"))?;
+    let header_bytes = rr.rest(header_len, 0, &[])?;
     let header = pb::StreamHeader::parse_from_bytes(&header_bytes)
         .map_err(|e| rr.err(format!("corrupt stream header: {e}")))?;
     if header.format_major > FORMAT_MAJOR {
@@ -248,13 +302,52 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
         )));
     }
     let mut program: Option<Program> = None;
-    let mut storages: Vec<Vec<u8>> = Vec::new();
+    // All storages live in one zeroed allocation (fresh pages, no memset),
+    // each at its offset: one allocation however many weights there are.
+    let mut arena: Vec<u8> = Vec::new();
+    let mut bases: Vec<usize> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
     let mut filled: Vec<u64> = Vec::new();
     loop {
-        let bytes = rr
-            .next()?
+        let len = rr
+            .record_len()?
             .ok_or_else(|| rr.err("truncated IR stream (no end record)"))?;
+        let mut consumed = 0u64;
+        let first = rr.varint_req(&mut consumed)?;
+        if first == 0x12 && program.is_some() {
+            // A storage chunk: read its bytes straight into the storage,
+            // with no intermediate message (the writer frames it by hand).
+            let inner = rr.varint_req(&mut consumed)?;
+            let inner_start = consumed;
+            let (mut index, mut offset) = (0u64, 0u64);
+            let mut data_len = None;
+            while consumed - inner_start < inner {
+                let tag = rr.varint_req(&mut consumed)?;
+                match tag {
+                    0x08 => index = rr.varint_req(&mut consumed)?,
+                    0x10 => offset = rr.varint_req(&mut consumed)?,
+                    0x1a if data_len.is_none() => {
+                        let n = rr.varint_req(&mut consumed)?;
+                        let i = index as usize;
+                        if i >= sizes.len() || offset != filled[i] || filled[i] + n > sizes[i] {
+                            return Err(rr.err(format!("storage {i}: chunk at offset {offset} out of order or out of range")));
+                        }
+                        let start = bases[i] + offset as usize;
+                        rr.fill(&mut arena[start..start + n as usize], &mut consumed)?;
+                        filled[i] += n;
+                        data_len = Some(n);
+                    }
+                    other => rr.skip_field(other, &mut consumed)?,
+                }
+            }
+            if data_len.is_none() || consumed != len {
+                return Err(rr.err("corrupt storage record"));
+            }
+            continue;
+        }
+        let mut prefix = Vec::new();
+        push_varint(&mut prefix, first);
+        let bytes = rr.rest(len, consumed, &prefix)?;
         let record = pb::Record::parse_from_bytes(&bytes)
             .map_err(|e| rr.err(format!("corrupt record: {e}")))?;
         drop(bytes);
@@ -264,42 +357,41 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
                     return Err(rr.err("two programs in one stream"));
                 }
                 let (prog, storage_sizes) = convert::program_from_pb(&p).map_err(|e| e.at(what))?;
-                storages = storage_sizes
+                let total: u64 = storage_sizes.iter().sum();
+                if total > isize::MAX as u64 {
+                    return Err(rr.err("storage sizes are corrupt"));
+                }
+                bases = storage_sizes
                     .iter()
-                    .map(|&s| Vec::with_capacity(s.min(1 << 32) as usize))
+                    .scan(0usize, |at, &n| {
+                        let base = *at;
+                        *at += n as usize;
+                        Some(base)
+                    })
                     .collect();
+                arena = vec![0u8; total as usize];
                 filled = vec![0; storage_sizes.len()];
                 sizes = storage_sizes;
                 program = Some(prog);
             }
             Some(pb::record::Kind::Storage(chunk)) => {
-                let i = chunk.index as usize;
-                if program.is_none() || i >= storages.len() {
-                    return Err(rr.err(format!(
-                        "storage chunk {i} before its program or out of range"
-                    )));
-                }
-                if chunk.offset != filled[i] || filled[i] + chunk.data.len() as u64 > sizes[i] {
-                    return Err(rr.err(format!(
-                        "storage {i}: chunk at offset {} out of order",
-                        chunk.offset
-                    )));
-                }
-                filled[i] += chunk.data.len() as u64;
-                if storages[i].is_empty() && chunk.data.len() as u64 == sizes[i] {
-                    storages[i] = chunk.data;
-                } else {
-                    storages[i].extend_from_slice(&chunk.data);
-                }
+                // Storage records are read in place above once the program
+                // is known; one before it is out of order.
+                return Err(rr.err(format!("storage chunk {} before its program", chunk.index)));
             }
             Some(pb::record::Kind::End(end)) => {
                 let mut program =
                     program.ok_or_else(|| rr.err("stream ended before its program"))?;
                 let total: u64 = filled.iter().sum();
-                if end.storages != storages.len() as u64 || end.bytes != total || filled != sizes {
+                if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
                 }
-                program.storages = storages.into_iter().map(Blob::owned).collect();
+                let arena = Blob::owned(std::mem::take(&mut arena));
+                program.storages = bases
+                    .iter()
+                    .zip(&sizes)
+                    .map(|(&b, &n)| arena.slice(b..b + n as usize))
+                    .collect();
                 crate::ir::validate::validate(&program).map_err(|e| e.at(what))?;
                 return Ok(program);
             }
