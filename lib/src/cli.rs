@@ -179,6 +179,20 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
     crate::wire::read_program(&mut input, &name)
 }
 
+/// A temporary file in the directory of `path`, to be renamed onto it once
+/// complete (so a failure never leaves a partial file at `path`).
+pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    tempfile::Builder::new()
+        .prefix(".pt2kit-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))
+}
+
 /// Writes output to `-o FILE` (through a temporary file renamed into place,
 /// so a failure never leaves a partial file) or to stdout. Binary output to
 /// a terminal is refused.
@@ -189,17 +203,7 @@ pub fn write_output(
 ) -> Result<()> {
     match path {
         Some(p) if p.as_os_str() != "-" => {
-            let dir = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let tmp = tempfile::Builder::new()
-                .prefix(".pt2kit-")
-                .suffix(".tmp")
-                .tempfile_in(dir)
-                .map_err(|e| {
-                    Error::io(format!("creating a temporary file in {}", dir.display()), e)
-                })?;
+            let tmp = temp_file_beside(p)?;
             {
                 let mut w = BufWriter::with_capacity(64 << 10, tmp.as_file());
                 write(&mut w)?;

@@ -318,17 +318,7 @@ fn write_err(e: std::io::Error) -> Error {
     Error::io("writing the ONNX model", e)
 }
 
-fn push_varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
+use crate::wire::push_varint;
 
 fn varint_len(v: u64) -> u64 {
     let mut n = 1;
@@ -430,15 +420,7 @@ impl<'p> OnnxModel<'p> {
         if self.external.is_none() {
             return Ok(None);
         }
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let tmp = tempfile::Builder::new()
-            .prefix(".pt2kit-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))?;
+        let tmp = crate::cli::temp_file_beside(path)?;
         {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
             self.write_external_data(&mut w)?;

@@ -133,7 +133,8 @@ pub fn write_program<W: Write + ?Sized>(program: &Program, w: &mut W) -> Result<
     w.flush().map_err(write_err)
 }
 
-fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends a protobuf varint (also used by the ONNX writer's framing).
+pub(crate) fn push_varint(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
