@@ -135,12 +135,8 @@ fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
         Bin::Gt => x.broadcast_gt(&y),
         Bin::Ge => x.broadcast_ge(&y),
         Bin::And | Bin::Or | Bin::Xor => {
-            if result != Dtype::Bool {
-                return Err(unsupported(format!(
-                    "bitwise ops on {}",
-                    result.torch_name()
-                )));
-            }
+            // logical_*: nonzero is true whatever the dtype (the bitwise
+            // ops on integers go through `bitwise` instead)
             let (p, q) = (logical(&x).map_err(ce)?, logical(&y).map_err(ce)?);
             match op {
                 Bin::And => p.broadcast_mul(&q),
@@ -1139,9 +1135,26 @@ fn conv(ctx: &mut Ctx) -> R {
         Some(Argument::String(_)) => (0, 0),
         _ => pair(&ctx.ints("padding").unwrap_or_default(), 0),
     };
+    if transposed {
+        return Err(unsupported("transposed convolution"));
+    }
+    if x.rank() == 3 {
+        // 1-D: candle's conv1d (padding, stride, dilation are the first values)
+        let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
+        let mut y = x
+            .cast(dt)?
+            .t
+            .conv1d(&w.cast(dt)?.t, padding.0, stride.0, dilation.0, groups)
+            .map_err(ce)?;
+        if let Some(b) = bias {
+            let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1)).map_err(ce)?;
+            y = y.broadcast_add(&b).map_err(ce)?;
+        }
+        return one(T::new(y, dt));
+    }
     if x.rank() != 4 {
         return Err(unsupported(format!(
-            "convolution on rank {} (only 2-D is implemented)",
+            "convolution on rank {} (1-D and 2-D are implemented)",
             x.rank()
         )));
     }
@@ -1323,10 +1336,13 @@ fn batch_norm(ctx: &mut Ctx) -> R {
     )?;
     let mut outs = vec![RV::T(y)];
     for i in 1..ctx.node.outputs.len() {
-        if ctx.output_used(i) {
-            return Err(unsupported("batch norm statistics outputs that are used"));
-        }
-        outs.push(RV::None);
+        // In inference torch returns empty save_mean / save_rstd.
+        let empty = CT::zeros(0, storage_dtype(x.dtype)?, ctx.device()).map_err(ce)?;
+        outs.push(if ctx.output_used(i) || ctx.node.outputs.len() == 3 {
+            RV::T(T::new(empty, x.dtype))
+        } else {
+            RV::None
+        });
     }
     Ok(outs)
 }
@@ -1834,11 +1850,6 @@ fn remainder(ctx: &mut Ctx) -> R {
         }
     })
 }
-fn bitwise_xor(ctx: &mut Ctx) -> R {
-    host_binary(ctx, "self", "other", false, |a, b| {
-        ((a as i64) ^ (b as i64)) as f64
-    })
-}
 fn pow_scalar_base(ctx: &mut Ctx) -> R {
     host_binary(ctx, "self", "exponent", false, f64::powf)
 }
@@ -1859,6 +1870,10 @@ fn clamp_tensor(ctx: &mut Ctx) -> R {
 
 fn minmax_dim(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        return Ok(vec![RV::T(x), zero]);
+    }
     let d = dim(ctx.int("dim")?, x.rank())?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let is_max = ctx.node.target.name == "max";
@@ -2365,6 +2380,95 @@ fn avg_pool1d(ctx: &mut Ctx) -> R {
     one(T::new(t, x.dtype))
 }
 
+fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> R {
+    let a = Operand::from_rv(ctx.value("self")?)?;
+    let b = Operand::from_rv(ctx.value("other")?)?;
+    if result_type(&[a.key(), b.key()]) == Dtype::Bool {
+        let (a, b) = (ctx.value("self")?, ctx.value("other")?);
+        return binary_on(ctx, a, b, op, None);
+    }
+    host_binary(ctx, "self", "other", false, move |x, y| {
+        f(x as i64, y as i64) as f64
+    })
+}
+
+fn bitwise_and(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::And, |a, b| a & b)
+}
+fn bitwise_or(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::Or, |a, b| a | b)
+}
+fn bitwise_xor_op(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::Xor, |a, b| a ^ b)
+}
+
+/// Reflection and replication padding: an index list per padded dim.
+fn index_pad(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let pad = ctx.ints("padding")?;
+    let reflect = ctx.node.target.name.starts_with("reflection");
+    let mut t = x.t.clone();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let n = x.dims()[d] as i64;
+        let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
+        let idx: Vec<u32> = (-before..n + after)
+            .map(|i| {
+                let j = if reflect {
+                    let p = 2 * (n - 1).max(1);
+                    let m = i.rem_euclid(p);
+                    if m < n {
+                        m
+                    } else {
+                        p - m
+                    }
+                } else {
+                    i.clamp(0, n - 1)
+                };
+                j as u32
+            })
+            .collect();
+        let it = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        t = t.index_select(&it, d).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn assert_scalar(ctx: &mut Ctx) -> R {
+    let ok = match ctx.value("self")? {
+        RV::Bool(b) => b,
+        RV::Int(i) => i != 0,
+        RV::Float(f) => f != 0.0,
+        other => return Err(Error::bad_input(format!("assertion on {other:?}"))),
+    };
+    if !ok {
+        let msg = ctx.string("assert_msg")?.unwrap_or_default();
+        return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
+    }
+    Ok(Vec::new())
+}
+
+fn nonzero(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let dims = x.dims().to_vec();
+    let vals = x.to_host()?.to_f64();
+    let strides =
+        crate::ir::contiguous_strides(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>());
+    let mut out = Vec::new();
+    for (flat, v) in vals.iter().enumerate() {
+        if *v != 0.0 {
+            let mut rem = flat as i64;
+            for s in &strides {
+                out.push(rem / s);
+                rem %= s;
+            }
+        }
+    }
+    let rows = out.len() / dims.len().max(1);
+    let t = CT::from_vec(out, (rows, dims.len()), ctx.device()).map_err(ce)?;
+    one(T::new(t, Dtype::Int64))
+}
+
 // ------------------------------------------------------------ control flow
 
 fn cond(ctx: &mut Ctx) -> R {
@@ -2424,10 +2528,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.logical_and.default", logical_and),
     ("aten.logical_or.default", logical_or),
     ("aten.logical_xor.default", logical_xor),
-    ("aten.bitwise_and.Tensor", logical_and),
-    ("aten.bitwise_or.Tensor", logical_or),
-    ("aten.__and__.Tensor", logical_and),
-    ("aten.__or__.Tensor", logical_or),
+    ("aten.bitwise_and.Tensor", bitwise_and),
+    ("aten.bitwise_or.Tensor", bitwise_or),
+    ("aten.__and__.Tensor", bitwise_and),
+    ("aten.__or__.Tensor", bitwise_or),
     ("aten.logical_not.default", logical_not),
     ("aten.where.self", where_self),
     ("aten.sin.default", sin),
@@ -2535,6 +2639,14 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.scaled_dot_product_attention.default", sdpa),
     ("aten.topk.default", topk),
     ("higher_order.cond", cond),
+    ("aten.reflection_pad1d.default", index_pad),
+    ("aten.reflection_pad2d.default", index_pad),
+    ("aten.reflection_pad3d.default", index_pad),
+    ("aten.replication_pad1d.default", index_pad),
+    ("aten.replication_pad2d.default", index_pad),
+    ("aten.replication_pad3d.default", index_pad),
+    ("aten._assert_scalar.default", assert_scalar),
+    ("aten.nonzero.default", nonzero),
     ("aten.acos.default", acos),
     ("aten.acosh.default", acosh),
     ("aten.asin.default", asin),
@@ -2563,10 +2675,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.fmod.Scalar", fmod),
     ("aten.remainder.Tensor", remainder),
     ("aten.remainder.Scalar", remainder),
-    ("aten.bitwise_xor.Tensor", bitwise_xor),
-    ("aten.bitwise_xor.Scalar", bitwise_xor),
-    ("aten.bitwise_and.Scalar", logical_and),
-    ("aten.bitwise_or.Scalar", logical_or),
+    ("aten.bitwise_xor.Tensor", bitwise_xor_op),
+    ("aten.bitwise_xor.Scalar", bitwise_xor_op),
+    ("aten.bitwise_and.Scalar", bitwise_and),
+    ("aten.bitwise_or.Scalar", bitwise_or),
     ("aten.pow.Scalar", pow_scalar_base),
     ("aten.clamp.Tensor", clamp_tensor),
     ("aten.max.dim", minmax_dim),
