@@ -23,7 +23,7 @@ def conformance():
     if not os.path.exists(path):
         return None
     lines = open(path).read().splitlines()
-    summary = [l for l in lines[1:6] if l.strip()]
+    summary = [l for l in lines[1:6] if l.startswith(("core", "cases"))]
     table_start = next(i for i, l in enumerate(lines) if l.startswith("| op |"))
     table = []
     for l in lines[table_start:]:
@@ -101,10 +101,10 @@ for name, make in SECTIONS.items():
     body = make()
     if body is None:
         continue
-    pattern = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(\n<!-- END {name} -->)", re.S)
+    pattern = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
     if not pattern.search(new):
         sys.exit(f"README.md has no <!-- BEGIN {name} --> section")
-    new = pattern.sub(lambda m: m.group(1) + body + m.group(2), new)
+    new = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), new)
 if "--check" in sys.argv:
     sys.exit(0 if new == text else "README.md is out of date: run python3 recipes/update_readme.py")
 open(README, "w").write(new)
