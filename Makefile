@@ -22,8 +22,9 @@ $(ONNX_VENV)/.ready:
 	touch $@
 
 # The same checks on the large models (needs golden/big: make big).
-test-big: build
+test-big: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace -- --ignored
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/big --opset 18
 
 # Python environments for the recipes (torch from PyPI, a few minutes).
 $(VENV)/.torch:

@@ -1561,48 +1561,14 @@ fn as_strided(ctx: &mut Ctx) -> R {
         .ok_or_else(|| unsupported("as_strided on symbolic strides"))?;
     let in_offset = meta.storage_offset.as_int().unwrap_or(0);
     let offset = ctx.opt_int("storage_offset")?.unwrap_or(in_offset);
-    let dims = x.dims().to_vec();
-    let mut by_pos: HashMap<i64, u32> = HashMap::new();
-    let total: usize = dims.iter().product();
-    let mut idx = vec![0usize; dims.len()];
-    for flat in 0..total {
-        let pos = in_offset
-            + idx
-                .iter()
-                .zip(&in_strides)
-                .map(|(i, s)| *i as i64 * s)
-                .sum::<i64>();
-        by_pos.insert(pos, flat as u32);
-        for d in (0..dims.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < dims[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
-    let n: usize = size.iter().product();
-    let mut gather_idx = Vec::with_capacity(n);
-    let mut o = vec![0usize; size.len()];
-    for _ in 0..n {
-        let pos = offset
-            + o.iter()
-                .zip(&stride)
-                .map(|(i, s)| *i as i64 * s)
-                .sum::<i64>();
-        gather_idx.push(
-            *by_pos.get(&pos).ok_or_else(|| {
-                unsupported("as_strided reading storage the input does not cover")
-            })?,
-        );
-        for d in (0..size.len()).rev() {
-            o[d] += 1;
-            if o[d] < size[d] {
-                break;
-            }
-            o[d] = 0;
-        }
-    }
+    let in_sizes: Vec<i64> = x.dims().iter().map(|&d| d as i64).collect();
+    let size_i: Vec<i64> = size.iter().map(|&d| d as i64).collect();
+    let gather_idx: Vec<u32> =
+        crate::ir::as_strided_gather(&in_sizes, &in_strides, in_offset, &size_i, &stride, offset)
+            .ok_or_else(|| unsupported("as_strided reading storage the input does not cover"))?
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
     let gi = CT::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
     let t =
         x.t.flatten_all()

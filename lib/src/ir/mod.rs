@@ -574,3 +574,47 @@ impl Program {
         std::borrow::Cow::Owned(out)
     }
 }
+
+/// For `as_strided` on a tensor whose storage layout is `in_strides` /
+/// `in_offset`: the row-major (logical) index of the input element each
+/// output element reads, or `None` when an output element reads storage
+/// the input does not cover. Executors and converters keep tensors
+/// row-major, so this is how they honour `as_strided`.
+pub fn as_strided_gather(
+    in_sizes: &[i64],
+    in_strides: &[i64],
+    in_offset: i64,
+    size: &[i64],
+    stride: &[i64],
+    offset: i64,
+) -> Option<Vec<i64>> {
+    let mut by_pos = std::collections::HashMap::new();
+    let total: i64 = in_sizes.iter().product();
+    let mut idx = vec![0i64; in_sizes.len()];
+    for flat in 0..total.max(0) {
+        let pos = in_offset + idx.iter().zip(in_strides).map(|(i, s)| i * s).sum::<i64>();
+        by_pos.insert(pos, flat);
+        for d in (0..in_sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < in_sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    let n: i64 = size.iter().product();
+    let mut out = Vec::with_capacity(n.max(0) as usize);
+    let mut o = vec![0i64; size.len()];
+    for _ in 0..n.max(0) {
+        let pos = offset + o.iter().zip(stride).map(|(i, s)| i * s).sum::<i64>();
+        out.push(*by_pos.get(&pos)?);
+        for d in (0..size.len()).rev() {
+            o[d] += 1;
+            if o[d] < size[d] {
+                break;
+            }
+            o[d] = 0;
+        }
+    }
+    Some(out)
+}

@@ -60,6 +60,7 @@ const TABLE: &[(&str, Emit)] = &[
     ("aten.clone.default", alias),
     ("aten.contiguous.default", alias),
     ("aten.alias.default", alias),
+    ("aten.as_strided.default", as_strided),
     ("aten.detach.default", alias),
     ("aten.lift_fresh_copy.default", alias),
     ("aten.dropout.default", dropout),
@@ -460,6 +461,39 @@ fn alias(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let out = cx.out_dtype(0)?;
     let y = cx.cast(&x, meta.dtype, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// `as_strided` with static shapes: the elements it reads, found from the
+/// input's recorded storage layout, become one constant Gather.
+fn as_strided(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let in_sizes = meta
+        .static_sizes()
+        .ok_or_else(|| Error::unsupported("as_strided on symbolic sizes"))?;
+    let in_strides = meta
+        .static_strides()
+        .ok_or_else(|| Error::unsupported("as_strided on symbolic strides"))?;
+    let in_offset = meta.storage_offset.as_int().unwrap_or(0);
+    let size = cx.ints("size")?;
+    let stride = cx.ints("stride")?;
+    let offset = cx.opt_int("storage_offset")?.unwrap_or(in_offset);
+    let idx =
+        crate::ir::as_strided_gather(&in_sizes, &in_strides, in_offset, &size, &stride, offset)
+            .ok_or_else(|| {
+                Error::unsupported("as_strided reading storage the input does not cover")
+            })?;
+    let flat = cx.reshape_const(&x, &[-1])?;
+    let y = if idx.iter().enumerate().all(|(i, &j)| i as i64 == j)
+        && idx.len() as i64 == in_sizes.iter().product::<i64>()
+    {
+        flat
+    } else {
+        let indices = cx.const_i64s(&idx);
+        cx.node("Gather", &[&flat, &indices], vec![])
+    };
+    let y = cx.reshape_const(&y, &size)?;
     cx.set(0, y);
     Ok(())
 }
