@@ -92,5 +92,6 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
 }
 
 pub fn main() -> ExitCode {
+    crate::init();
     cli::main(|a: &Args| &a.common, run)
 }

@@ -78,6 +78,7 @@ pub fn run(args: Args) -> Result<bool> {
 }
 
 pub fn main() -> ExitCode {
+    crate::init();
     let mut differs = false;
     let code = cli::main(
         |a: &Args| &a.common,

@@ -198,5 +198,6 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 pub fn main() -> ExitCode {
+    crate::init();
     cli::main(|a: &Args| &a.common, run)
 }

@@ -7,6 +7,22 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Allocator settings, set first thing in every tool's `main`: keep freed
+/// memory instead of returning it to the OS at once (an executor frees and
+/// reallocates tensors of the same sizes for every op, and fresh pages must
+/// be zeroed by the kernel), and no large OS pages.
+pub fn init() {
+    // mimalloc's `mi_option_purge_delay` (15 in the bundled mimalloc; the
+    // -sys crate does not name it): -1 means never purge.
+    const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    // SAFETY: plain option setters with valid option ids, called before the
+    // tool starts any thread.
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+        libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 0);
+    }
+}
+
 pub mod ir2onnx;
 pub mod ir_diff;
 #[cfg(feature = "exec")]

@@ -67,5 +67,6 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
 }
 
 pub fn main() -> ExitCode {
+    crate::init();
     cli::main(|a: &Args| &a.common, run)
 }

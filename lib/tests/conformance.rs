@@ -74,6 +74,8 @@ fn run_case(dir: &std::path::Path, pt2: &str, npz: &str) -> Result<(), String> {
 }
 
 fn first_line(s: &str) -> String {
+    // no absolute paths in the golden report
+    let s = s.replace(&format!("{}/", repo().display()), "");
     let line = s.lines().next().unwrap_or("");
     let line = line.rsplit(": error: ").next().unwrap_or(line);
     if line.len() > 110 {

@@ -1286,29 +1286,34 @@ fn channel_view(t: &T, rank: usize) -> Result<CT> {
     t.t.reshape(shape).map_err(ce)
 }
 
+/// Inference batch norm as one scale and one shift per channel, computed
+/// on the (small) channel vectors, so the activation is touched twice.
 fn batch_norm_core(x: &T, w: Option<T>, b: Option<T>, mean: &T, var: &T, eps: f64) -> Result<T> {
     let r = x.rank();
     let dt = x.dtype;
-    let m = channel_view(&mean.cast(dt)?, r)?;
-    let v = channel_view(&var.cast(dt)?, r)?;
-    let inv = (v + eps)
+    let inv = (var.cast(dt)?.t + eps)
         .and_then(|v| v.sqrt())
         .and_then(|v| v.recip())
         .map_err(ce)?;
-    let mut y =
-        x.t.broadcast_sub(&m)
-            .and_then(|t| t.broadcast_mul(&inv))
-            .map_err(ce)?;
-    if let Some(w) = w {
-        y = y
-            .broadcast_mul(&channel_view(&w.cast(dt)?, r)?)
-            .map_err(ce)?;
+    let scale = match &w {
+        Some(w) => inv.mul(&w.cast(dt)?.t).map_err(ce)?,
+        None => inv,
+    };
+    let mut shift = mean
+        .cast(dt)?
+        .t
+        .mul(&scale)
+        .and_then(|t| t.neg())
+        .map_err(ce)?;
+    if let Some(b) = &b {
+        shift = shift.add(&b.cast(dt)?.t).map_err(ce)?;
     }
-    if let Some(b) = b {
-        y = y
-            .broadcast_add(&channel_view(&b.cast(dt)?, r)?)
+    let scale = channel_view(&T::new(scale, dt), r)?;
+    let shift = channel_view(&T::new(shift, dt), r)?;
+    let y =
+        x.t.broadcast_mul(&scale)
+            .and_then(|t| t.broadcast_add(&shift))
             .map_err(ce)?;
-    }
     Ok(T::new(y, dt))
 }
 
