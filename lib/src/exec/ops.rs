@@ -2315,7 +2315,10 @@ fn div_scalar_mode(ctx: &mut Ctx) -> R {
 fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let out = ctx.ints("output_size")?[0] as usize;
-    let n = *x.dims().last().unwrap();
+    let n = *x
+        .dims()
+        .last()
+        .ok_or_else(|| Error::bad_input("adaptive_avg_pool1d on a 0-d tensor"))?;
     let last = x.rank() - 1;
     let mut cols = Vec::new();
     for j in 0..out {
