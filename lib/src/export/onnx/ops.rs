@@ -1679,9 +1679,9 @@ fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
 // ---------------------------------------------------------------------------
 // pooling
 
-fn max_pool(cx: &mut Cx) -> Result<()> {
-    let x = cx.input("self")?;
-    let meta = cx.meta("self")?;
+/// A pooling op's spatial rank, kernel and stride (a single value or an
+/// empty stride expanded as torch does).
+fn pool_window(cx: &Cx) -> Result<(usize, Vec<i64>, Vec<i64>)> {
     let kernel = cx.ints("kernel_size")?;
     let n = if kernel.len() > 1 {
         kernel.len()
@@ -1703,6 +1703,13 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
     } else if stride.len() == 1 {
         stride = vec![stride[0]; n];
     }
+    Ok((n, kernel, stride))
+}
+
+fn max_pool(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
     let dilation = spatial(cx, "dilation", n, 1)?;
     let ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
@@ -1737,27 +1744,7 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
 fn avg_pool(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
-    let kernel = cx.ints("kernel_size")?;
-    let n = if kernel.len() > 1 {
-        kernel.len()
-    } else {
-        match cx.node.target.name.as_str() {
-            n if n.contains("1d") => 1,
-            n if n.contains("3d") => 3,
-            _ => 2,
-        }
-    };
-    let kernel = if kernel.len() == 1 {
-        vec![kernel[0]; n]
-    } else {
-        kernel
-    };
-    let mut stride = cx.opt_ints("stride")?.unwrap_or_default();
-    if stride.is_empty() {
-        stride = kernel.clone();
-    } else if stride.len() == 1 {
-        stride = vec![stride[0]; n];
-    }
+    let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
     let ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
     let include_pad = cx.opt_bool("count_include_pad")?.unwrap_or(true);
