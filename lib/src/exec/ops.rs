@@ -402,29 +402,30 @@ fn sum(ctx: &mut Ctx) -> R {
     } else {
         Dtype::Int64
     });
-    let x = x.cast(out_dtype)?;
-    let dims = reduce_dims(ctx, &x)?;
-    let keep = ctx.opt_bool("keepdim", false)?;
-    if x.rank() == 0 {
-        return one(x);
-    }
-    let t = x.t.sum_keepdim(dims.clone()).map_err(ce)?;
-    one(T::new(
-        if keep { t } else { squeeze_dims(t, &dims)? },
-        out_dtype,
-    ))
+    reduce_over_dims(ctx, x, out_dtype, |t, dims| t.sum_keepdim(dims))
 }
 
 fn mean(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let out_dtype = ctx.dtype("dtype").unwrap_or(x.dtype);
+    reduce_over_dims(ctx, x, out_dtype, |t, dims| t.mean_keepdim(dims))
+}
+
+/// sum / mean: in `out_dtype`, over the `dim` argument (all dims when
+/// absent), keeping or dropping the reduced dims.
+fn reduce_over_dims(
+    ctx: &Ctx,
+    x: T,
+    out_dtype: Dtype,
+    f: fn(&CT, Vec<usize>) -> candle_core::Result<CT>,
+) -> R {
     let x = x.cast(out_dtype)?;
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
     if x.rank() == 0 {
         return one(x);
     }
-    let t = x.t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let t = f(&x.t, dims.clone()).map_err(ce)?;
     one(T::new(
         if keep { t } else { squeeze_dims(t, &dims)? },
         out_dtype,
