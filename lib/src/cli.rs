@@ -186,9 +186,13 @@ pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    // 0666 less the umask, as a plain file create would give (tempfile's
+    // own default, 0600, would survive the rename).
+    use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix(".pt2kit-")
         .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))
 }
