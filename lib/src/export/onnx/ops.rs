@@ -1147,24 +1147,37 @@ fn addmm(cx: &mut Cx) -> Result<()> {
             cx.node("Gemm", &[&a, &b, &bias], attrs)
         }
     } else {
-        let mut p = cx.node("MatMul", &[&a, &b], vec![]);
-        if alpha != 1.0 {
-            let k = cx.scalar(Lit::Float(alpha), c)?;
-            p = cx.node("Mul", &[&p, &k], vec![]);
-        }
-        if beta != 0.0 {
-            let mut bias = cx.operand_as(&bias, c)?;
-            if beta != 1.0 {
-                let k = cx.scalar(Lit::Float(beta), c)?;
-                bias = cx.node("Mul", &[&bias, &k], vec![]);
-            }
-            p = cx.node("Add", &[&p, &bias], vec![]);
-        }
-        p
+        scaled_matmul_add(cx, &a, &b, &bias, alpha, beta, c)?
     };
     let r = cx.cast(&r, c, out)?;
     cx.set(0, r);
     Ok(())
+}
+
+/// `beta * bias + alpha * (a @ b)` (addmm / baddbmm forms), in dtype `c`.
+fn scaled_matmul_add(
+    cx: &mut Cx,
+    a: &str,
+    b: &str,
+    bias: &Operand,
+    alpha: f64,
+    beta: f64,
+    c: Dtype,
+) -> Result<String> {
+    let mut p = cx.node("MatMul", &[a, b], vec![]);
+    if alpha != 1.0 {
+        let k = cx.scalar(Lit::Float(alpha), c)?;
+        p = cx.node("Mul", &[&p, &k], vec![]);
+    }
+    if beta != 0.0 {
+        let mut s = cx.operand_as(bias, c)?;
+        if beta != 1.0 {
+            let k = cx.scalar(Lit::Float(beta), c)?;
+            s = cx.node("Mul", &[&s, &k], vec![]);
+        }
+        p = cx.node("Add", &[&p, &s], vec![]);
+    }
+    Ok(p)
 }
 
 fn baddbmm(cx: &mut Cx) -> Result<()> {
@@ -1176,19 +1189,7 @@ fn baddbmm(cx: &mut Cx) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let (a, b) = (cx.operand_as(&b1, c)?, cx.operand_as(&b2, c)?);
-    let mut p = cx.node("MatMul", &[&a, &b], vec![]);
-    if alpha != 1.0 {
-        let k = cx.scalar(Lit::Float(alpha), c)?;
-        p = cx.node("Mul", &[&p, &k], vec![]);
-    }
-    if beta != 0.0 {
-        let mut s = cx.operand_as(&bias, c)?;
-        if beta != 1.0 {
-            let k = cx.scalar(Lit::Float(beta), c)?;
-            s = cx.node("Mul", &[&s, &k], vec![]);
-        }
-        p = cx.node("Add", &[&s, &p], vec![]);
-    }
+    let p = scaled_matmul_add(cx, &a, &b, &bias, alpha, beta, c)?;
     let r = cx.cast(&p, c, out)?;
     cx.set(0, r);
     Ok(())
