@@ -24,8 +24,12 @@ pub fn init() {
 }
 
 pub mod ir2onnx;
+#[cfg(feature = "exec")]
+pub mod ir_bench;
 pub mod ir_diff;
 #[cfg(feature = "exec")]
 pub mod ir_run;
 pub mod man;
 pub mod pt2ir;
+#[cfg(feature = "exec")]
+pub mod run_inputs;

@@ -13,9 +13,20 @@ pub fn tools() -> Vec<clap::Command> {
         crate::ir_diff::Args::command(),
     ];
     #[cfg(feature = "exec")]
-    tools.push(crate::ir_run::Args::command());
+    tools.extend([
+        crate::ir_run::Args::command(),
+        crate::ir_bench::Args::command(),
+    ]);
     tools
 }
+
+/// Variables some tools read besides UPDATE_GOLDEN: (variable, the tools
+/// that read it, meaning).
+const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[(
+    "RAYON_NUM_THREADS",
+    &["ir-run", "ir-bench"],
+    "How many CPU threads the executor (candle) uses; by default the physical cores. ir-bench --threads sets it.",
+)];
 
 pub const TOOL_NAMES: &[&str] = &[
     "pt2ir",
@@ -49,6 +60,11 @@ pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
         out.extend_from_slice(format!(".TP\n{code}\n{}\n", roff_escape(meaning)).as_bytes());
     }
     out.extend_from_slice(b".SH ENVIRONMENT\n.TP\nUPDATE_GOLDEN\nOnly for the test suite: rewrite golden files instead of comparing.\n");
+    for (var, tools, meaning) in TOOL_ENVIRONMENT {
+        if tools.contains(&name.as_str()) {
+            out.extend_from_slice(format!(".TP\n{var}\n{}\n", roff_escape(meaning)).as_bytes());
+        }
+    }
     out.extend_from_slice(
         b".PP\nNo other variables are read. Errors go to standard error as \\fINAME: error: MESSAGE\\fR, naming the file, archive member, node or weight concerned.\n",
     );

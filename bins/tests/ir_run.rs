@@ -3,38 +3,12 @@
 
 #![cfg(feature = "exec")]
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use common::{ir, repo};
 
-fn ir(model: &str) -> Vec<u8> {
-    let out = Command::new(env!("CARGO_BIN_EXE_pt2ir"))
-        .current_dir(repo())
-        .arg(format!("golden/models/{model}.pt2"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    out.stdout
-}
-
-fn ir_run(stdin: &[u8], args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ir-run"))
-        .current_dir(repo())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+fn ir_run(stdin: &[u8], args: &[&str]) -> std::process::Output {
+    common::run_tool(env!("CARGO_BIN_EXE_ir-run"), stdin, args)
 }
 
 #[test]
@@ -94,17 +68,8 @@ fn random_inputs_use_the_example_shapes() {
 #[test]
 fn contract_violations_exit_3_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let big = pt2kit::tensorfile::HostTensor {
-        dtype: pt2kit::ir::Dtype::Float32,
-        shape: vec![128, 4],
-        data: vec![0; 128 * 16],
-    };
     let inputs = dir.path().join("in.npz");
-    std::fs::write(
-        &inputs,
-        pt2kit::tensorfile::write_npz(&[("x".into(), big)]).unwrap(),
-    )
-    .unwrap();
+    common::zeros_npz(&inputs, "x", &[128, 4]);
     let out = dir.path().join("out.npz");
     let o = ir_run(
         &ir("dynamic"),

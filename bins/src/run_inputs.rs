@@ -1,0 +1,172 @@
+//! What the tools that execute a program (`ir-run`, `ir-bench`) share: the
+//! input flags and how they become checked inputs (files, `-i NAME=FILE`,
+//! or random tensors shaped like the example inputs), the device flag, and
+//! the peak RSS reading. Each tool keeps only what it does with the runs.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use pt2kit::contract::{self, GivenInput};
+use pt2kit::exec::DeviceKind;
+use pt2kit::ir::{Dtype, Program};
+use pt2kit::tensorfile::{self, HostTensor};
+use pt2kit::{Error, Result};
+
+/// The flags that say where the inputs come from.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InputArgs {
+    /// Inputs by name, from an .npz or .safetensors file
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<PathBuf>,
+    /// One input from an .npy file (repeatable)
+    #[arg(short = 'i', long = "input", value_name = "NAME=FILE.npy")]
+    pub input_files: Vec<String>,
+    /// Random inputs shaped like the example inputs recorded at export
+    #[arg(long, conflicts_with_all = ["inputs", "input_files"])]
+    pub random: bool,
+    /// Seed for random inputs
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["inputs", "input_files"])]
+    pub seed: u64,
+}
+
+/// Where to run (`--device`).
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum DeviceArg {
+    Cpu,
+    Cuda,
+}
+
+impl DeviceArg {
+    pub fn kind(self) -> DeviceKind {
+        match self {
+            DeviceArg::Cpu => DeviceKind::Cpu,
+            DeviceArg::Cuda => DeviceKind::Cuda,
+        }
+    }
+
+    /// The name as given on the command line (`cpu`, `cuda`).
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// The inputs the flags name, checked against the exported shape contract.
+/// With no input flag at all, `random_by_default` decides between random
+/// inputs and a usage error that lists the model's inputs.
+pub fn checked_inputs(
+    program: &Program,
+    args: &InputArgs,
+    random_by_default: bool,
+) -> Result<Vec<(String, HostTensor)>> {
+    let no_files = args.inputs.is_none() && args.input_files.is_empty();
+    let inputs = if args.random || (random_by_default && no_files) {
+        random_inputs(program, args.seed)?
+    } else {
+        let inputs = file_inputs(args)?;
+        let user = contract::user_tensor_inputs(program);
+        if inputs.is_empty() && !user.is_empty() {
+            let names: Vec<&str> = user.iter().map(|(_, n)| n.as_str()).collect();
+            return Err(Error::usage(format!(
+                "no inputs given: the model takes {} (use --inputs FILE.npz, -i NAME=FILE.npy or --random)",
+                names.join(", ")
+            )));
+        }
+        inputs
+    };
+    let given: Vec<GivenInput> = inputs
+        .iter()
+        .map(|(name, t)| GivenInput {
+            name,
+            dtype: t.dtype,
+            shape: &t.shape,
+        })
+        .collect();
+    contract::check_inputs(program, &given)?;
+    Ok(inputs)
+}
+
+fn file_inputs(args: &InputArgs) -> Result<Vec<(String, HostTensor)>> {
+    let mut inputs = Vec::new();
+    if let Some(path) = &args.inputs {
+        inputs.extend(tensorfile::read_tensors(path, "x")?);
+    }
+    for spec in &args.input_files {
+        let (name, file) = spec
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("-i {spec}: expected NAME=FILE.npy")))?;
+        let t = tensorfile::read_tensors(std::path::Path::new(file), name)?;
+        inputs.extend(t.into_iter().map(|(_, t)| (name.to_string(), t)));
+    }
+    Ok(inputs)
+}
+
+fn random_inputs(program: &Program, seed: u64) -> Result<Vec<(String, HostTensor)>> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    contract::user_tensor_inputs(program)
+        .into_iter()
+        .map(|(pos, name)| {
+            let (dtype, shape) = contract::example_shape(program, pos).ok_or_else(|| {
+                Error::unsupported(format!(
+                    "input {name}: no example shape recorded, give inputs"
+                ))
+            })?;
+            let t = random_tensor(dtype, shape, &mut state);
+            Ok((name, t))
+        })
+        .collect()
+}
+
+/// Deterministic inputs for --random (xorshift; floats in [0, 1), ints in
+/// [0, 2) so they are valid indices, bools half true).
+fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let mut next = || {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    };
+    let floats: Vec<f64> = (0..n)
+        .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
+        .collect();
+    let data: Vec<u8> = match dtype {
+        Dtype::Float32 => floats
+            .iter()
+            .flat_map(|v| (*v as f32).to_le_bytes())
+            .collect(),
+        Dtype::Float64 => floats.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Dtype::Int64 => floats
+            .iter()
+            .flat_map(|v| ((v * 2.0) as i64).to_le_bytes())
+            .collect(),
+        Dtype::Int32 => floats
+            .iter()
+            .flat_map(|v| ((v * 2.0) as i32).to_le_bytes())
+            .collect(),
+        Dtype::Bool | Dtype::Uint8 => floats.iter().map(|v| (*v >= 0.5) as u8).collect(),
+        _ => floats
+            .iter()
+            .flat_map(|v| (*v as f32).to_le_bytes())
+            .collect(),
+    };
+    let dtype = match dtype {
+        Dtype::Float32
+        | Dtype::Float64
+        | Dtype::Int64
+        | Dtype::Int32
+        | Dtype::Bool
+        | Dtype::Uint8 => dtype,
+        _ => Dtype::Float32,
+    };
+    HostTensor { dtype, shape, data }
+}
+
+/// The process's peak resident memory (`VmHWM`), where /proc has it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
