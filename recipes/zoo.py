@@ -14,19 +14,21 @@ which defaults to a `big` folder next to --out, i.e. golden/big, which git ignor
     NAME.meta.json        versions, input/output names, op histograms, flags
     NAME.alt.inputs.npz / NAME.alt.expected.npz
                           second input set (other size of the dynamic dim; for `cond`
-                          the negated input, so the other branch is taken)
+                          the negated input, so the other branch is taken; for
+                          `whileloop` n=0, so the loop body never runs)
 
 Only torch, torchvision, transformers and numpy are used (transformers
 models are built from config objects; nothing is downloaded). Every model is built after
 torch.manual_seed(0), and every input set is made after torch.manual_seed(0).
 
 Op histograms count the `call_function` nodes of the graph and of every
-nested subgraph (cond branches). Keys follow torch's own serializer
-(`serialize_operator`) with the leading "torch.ops." removed, so that they
-equal the `target` strings in models/model.json minus that prefix: e.g.
-"aten.addmm.default", "higher_order.cond", "_operator.mul". FX `getitem`
-nodes are not counted because the serializer does not write them (their
-count is kept in meta as "fx_getitem_training"/"fx_getitem_decomp").
+nested subgraph (cond branches, while_loop and map bodies). Keys follow
+torch's own serializer (`serialize_operator`) with the leading "torch.ops."
+removed, so that they equal the `target` strings in models/model.json
+minus that prefix: e.g. "aten.addmm.default", "higher_order.cond",
+"_operator.mul". FX `getitem` nodes are not counted because the
+serializer does not write them (their count is kept in meta as
+"fx_getitem_training"/"fx_getitem_decomp").
 Every histogram is checked against the JSON inside the saved archive.
 """
 
@@ -153,6 +155,51 @@ class Cond(nn.Module):
             return self.lin(x).cos()
 
         return torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+
+
+class WhileLoop(nn.Module):
+    """`while_loop`: a tensor counter and a hidden state carried; the
+    bound `n` (a user input), the input `x` (re-injected every step), a
+    Linear and a buffer are closed over, so they reach both subgraphs as
+    additional inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.rand(4) + 0.5)
+
+    def forward(self, x, n):  # x f32[3,4], n i64[] (the iteration count)
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond_fn(i, h):
+            return (i < n) & (h.abs().sum() < 1e4)
+
+        def body_fn(i, h):
+            return i + 1, torch.tanh(self.lin(h)) * self.scale + x
+
+        i0 = torch.zeros((), dtype=torch.int64)
+        i, h = while_loop(cond_fn, body_fn, (i0, self.proj(x)))
+        return h, i
+
+
+class Map(nn.Module):
+    """`map` over the leading (dynamic) dim of two tensors, with a user
+    input and a Linear closed over; two stacked outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, xs, ys, bias):  # xs f32[n,2,4], ys f32[n,4], bias f32[3]
+        from torch._higher_order_ops.map import map as map_hop
+
+        def f(pair, bias):
+            x, y = pair
+            h = F.relu(self.lin(x * y)) + bias
+            return h, h.sum(-1)
+
+        return map_hop(f, (xs, ys), bias)
 
 
 class MultiOut(nn.Module):
@@ -338,6 +385,28 @@ def _cond_alt():
 
 _reg("cond", Cond, _cond_inputs, alt=_cond_alt,
      note="alt input is the negated input, so the other cond branch runs")
+
+
+def _while_inputs():
+    return (_randn(3, 4), torch.tensor(5, dtype=torch.int64))
+
+
+def _while_alt():
+    (x, _) = _while_inputs()
+    return (x, torch.tensor(0, dtype=torch.int64))  # the loop body never runs
+
+
+_reg("whileloop", WhileLoop, _while_inputs, alt=_while_alt,
+     note="alt input has n=0, so the loop body never runs")
+
+
+def _map_dyn():
+    n = Dim("n", min=1, max=32)
+    return {"xs": {0: n}, "ys": {0: n}, "bias": None}
+
+
+_reg("map", Map, lambda: (_randn(5, 2, 4), _randn(5, 4), _randn(3)), dyn=_map_dyn,
+     alt=lambda: (_randn(7, 2, 4), _randn(7, 4), _randn(3)))
 _reg("multiout", MultiOut, lambda: (_randn(3, 6),))
 _reg("dtypes", Dtypes,
      lambda: (_randn(4, 4), torch.randint(-5, 6, (4,), dtype=torch.int32)))

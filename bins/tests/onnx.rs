@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use pt2kit::export::onnx::proto::{tensor_proto::DataLocation, Message, ModelProto};
+use pt2kit::export::onnx::proto::{tensor_proto::DataLocation, GraphProto, Message, ModelProto};
 use pt2kit::ir::{Target, TargetKind};
 
 fn repo() -> PathBuf {
@@ -154,6 +154,78 @@ fn symbolic_dims_are_named() {
         assert!(text.contains("DimParam(\"s77\")"), "{text}");
     }
     assert!(graph.input[0].doc_string.contains("s77 in [1, 64]"));
+}
+
+/// Every name a graph and its subgraphs define, in order.
+fn defined_names(graph: &GraphProto, out: &mut Vec<String>) {
+    out.extend(graph.input.iter().map(|i| i.name.clone()));
+    out.extend(graph.initializer.iter().map(|i| i.name.clone()));
+    for node in &graph.node {
+        out.extend(node.output.iter().filter(|o| !o.is_empty()).cloned());
+        for a in &node.attribute {
+            if let Some(g) = a.g.as_ref() {
+                defined_names(g, out);
+            }
+        }
+    }
+}
+
+/// Control flow keeps its structure: cond becomes an If, while_loop a
+/// Loop with no trip count (body inputs: iteration number, condition,
+/// carried values; outputs: next condition, carried values), map a Scan
+/// over every mapped tensor; no name is defined twice in the model,
+/// subgraphs included (ONNX forbids shadowing).
+#[test]
+fn control_flow_becomes_if_loop_and_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    for (fixture, op) in [
+        ("cond.pt2", "If"),
+        ("whileloop.pt2", "Loop"),
+        ("whileloop.decomp.pt2", "Loop"),
+        ("map.pt2", "Scan"),
+        ("map.decomp.pt2", "Scan"),
+    ] {
+        let path = dir.path().join(format!("{fixture}.onnx"));
+        let out = run(&ir_of(fixture), &["-o", path.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{fixture}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let model = load(&path);
+        let graph = model.graph.as_ref().unwrap();
+        let mut names = Vec::new();
+        defined_names(graph, &mut names);
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            assert!(seen.insert(n), "{fixture}: {n} is defined twice");
+        }
+        let node = graph.node.iter().find(|n| n.op_type == op).unwrap();
+        let body = node.attribute.iter().find(|a| a.name == "body");
+        match op {
+            "Loop" => {
+                let body = body.unwrap().g.as_ref().unwrap();
+                assert_eq!(node.input[0], "", "{fixture}: a trip count");
+                let carried = node.input.len() - 2;
+                assert_eq!(node.output.len(), carried, "{fixture}");
+                assert_eq!(body.input.len(), 2 + carried, "{fixture}");
+                assert_eq!(body.output.len(), 1 + carried, "{fixture}");
+            }
+            "Scan" => {
+                let scanned = node
+                    .attribute
+                    .iter()
+                    .find(|a| a.name == "num_scan_inputs")
+                    .unwrap()
+                    .i;
+                assert_eq!(scanned as usize, node.input.len(), "{fixture}");
+                let body = body.unwrap().g.as_ref().unwrap();
+                assert_eq!(body.input.len(), node.input.len(), "{fixture}");
+                assert_eq!(body.output.len(), node.output.len(), "{fixture}");
+            }
+            _ => assert_eq!(node.attribute.len(), 2, "{fixture}: two branches"),
+        }
+    }
 }
 
 /// Rewrites two nodes of a fixture's IR to an op nobody converts.

@@ -179,6 +179,44 @@ fn dynamic_models_run_at_other_sizes() {
     }
 }
 
+/// `while_loop` runs its body exactly as often as its condition allows:
+/// the carried counter comes back as the bound `n`, from 0 (the body never
+/// runs) up; `map` stacks one result per slice, at any size of the mapped dim.
+#[test]
+fn loops_run_as_often_as_their_inputs_say() {
+    for fixture in ["whileloop", "whileloop.decomp"] {
+        let program = read(&repo().join(format!("golden/models/{fixture}.pt2")));
+        let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        for n in [0i64, 1, 9] {
+            let bound = HostTensor {
+                dtype: Dtype::Int64,
+                shape: vec![],
+                data: n.to_le_bytes().to_vec(),
+            };
+            let outs = executor
+                .run(&[("x".into(), f32s(&[3, 4])), ("n".into(), bound)])
+                .unwrap();
+            assert_eq!(outs[0].1.shape, vec![3, 4], "{fixture}");
+            assert_eq!(outs[1].1.to_f64(), vec![n as f64], "{fixture} with n={n}");
+        }
+    }
+    for fixture in ["map", "map.decomp"] {
+        let program = read(&repo().join(format!("golden/models/{fixture}.pt2")));
+        let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        for len in [1, 32] {
+            let outs = executor
+                .run(&[
+                    ("xs".into(), f32s(&[len, 2, 4])),
+                    ("ys".into(), f32s(&[len, 4])),
+                    ("bias".into(), f32s(&[3])),
+                ])
+                .unwrap();
+            assert_eq!(outs[0].1.shape, vec![len, 2, 3], "{fixture}");
+            assert_eq!(outs[1].1.shape, vec![len, 2], "{fixture}");
+        }
+    }
+}
+
 #[test]
 fn missing_ops_are_listed_with_their_nodes() {
     let mut program = read(&repo().join("golden/models/mlp.pt2"));

@@ -1,11 +1,13 @@
 //! The conversion driver and the context emitters build nodes through.
 //!
-//! [`convert`] walks a graph (and, through `cond`, its subgraphs), asking
-//! the op table for each node's emitter. An emitter gets a [`Cx`]: typed
-//! access to the node's arguments by name, the IR metadata of its inputs and
-//! outputs, and helpers that create nodes, constants (deduplicated per
-//! scope), casts and symbolic sizes (read from the input dims that define
-//! each symbol). Whatever an emitter creates is undone if it fails, so one
+//! [`convert`] walks a graph (and, through `cond`, `while_loop` and `map`,
+//! their subgraphs), asking the op table for each node's emitter. An
+//! emitter gets a [`Cx`]: typed access to the node's arguments by name, the
+//! IR metadata of its inputs and outputs, and helpers that create nodes,
+//! constants (deduplicated per scope), casts, symbolic sizes (read from the
+//! input dims that define each symbol) and subgraphs (If branches, which
+//! read the enclosing scope; Loop and Scan bodies, which also have inputs
+//! of their own). Whatever an emitter creates is undone if it fails, so one
 //! failing node never leaves half a conversion behind; every failure is
 //! collected and reported at once.
 //!
@@ -1041,6 +1043,120 @@ impl<'p> Converter<'p> {
 }
 
 impl<'p> Converter<'p> {
+    /// Converts a loop or scan body into an ONNX graph with inputs: after
+    /// `leading` (a Loop's iteration number and condition), the graph's
+    /// first inputs become the ONNX graph's inputs (typed from the IR);
+    /// the others, as many as `outer` names, read those values of the
+    /// enclosing scopes. `then` runs in the body's scope on the names of
+    /// the body's outputs; it may add nodes, and the outputs it returns go
+    /// before the body's own (a while loop's next condition).
+    pub(crate) fn convert_body(
+        &mut self,
+        graph: &'p Graph,
+        leading: Vec<ValueInfoProto>,
+        outer: &[String],
+        name: &str,
+        then: impl FnOnce(&mut Self, &[String]) -> Result<Vec<ValueInfoProto>>,
+    ) -> Result<GraphProto> {
+        let fresh = graph.inputs.len().checked_sub(outer.len()).ok_or_else(|| {
+            Error::bad_input(format!(
+                "subgraph {name} takes {} inputs, but {} outer values are given",
+                graph.inputs.len(),
+                outer.len()
+            ))
+        })?;
+        let mut scope = Scope::new(graph);
+        let mut inputs = leading;
+        for (i, input) in graph.inputs.iter().enumerate() {
+            if i >= fresh {
+                let mut refs = Vec::new();
+                input.value_refs(&mut refs);
+                for v in refs {
+                    scope.values[v.index()] = Some(outer[i - fresh].clone());
+                }
+                continue;
+            }
+            let v = match input {
+                Argument::Tensor(v)
+                | Argument::SymInt(SymRef::Value(v))
+                | Argument::SymFloat(SymRef::Value(v))
+                | Argument::SymBool(SymRef::Value(v)) => *v,
+                other => {
+                    return Err(Error::unsupported(format!(
+                        "subgraph {name}: input {i} ({other:?}) cannot be a graph input"
+                    )))
+                }
+            };
+            let value = graph.value(v);
+            let onnx_name = self.unique(&value.name);
+            inputs.push(
+                value_info(&onnx_name, &value.kind, self.opset, String::new())
+                    .map_err(|e| e.at(format!("subgraph {name}: input '{}'", value.name)))?,
+            );
+            scope.values[v.index()] = Some(onnx_name);
+        }
+        self.scopes.push(scope);
+        self.convert_nodes();
+        let result = self.graph_outputs(None).and_then(|outputs| {
+            let names: Vec<String> = outputs.iter().map(|o| o.name.clone()).collect();
+            let mut all = then(self, &names)?;
+            all.extend(outputs);
+            Ok(all)
+        });
+        let scope = self.scopes.pop().expect("scope");
+        Ok(GraphProto {
+            name: name.into(),
+            input: inputs,
+            node: scope.nodes,
+            output: result?,
+            ..Default::default()
+        })
+    }
+
+    /// Adds a node to the current scope, named after `name`, and returns
+    /// its output (for nodes a body adds outside any emitter).
+    pub(crate) fn add_node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<AttributeProto>,
+        name: &str,
+    ) -> String {
+        let output = self.unique(name);
+        let node = NodeProto {
+            op_type: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.clone()],
+            name: self.unique_node_name(name),
+            attribute: attrs,
+            ..Default::default()
+        };
+        self.scope_mut().nodes.push(node);
+        output
+    }
+
+    /// An ONNX value description of a scalar (bool or int64) with a doc.
+    pub(crate) fn scalar_info(
+        &self,
+        name: &str,
+        dtype: Dtype,
+        doc: &str,
+    ) -> Result<ValueInfoProto> {
+        let kind = match dtype {
+            Dtype::Bool => ValueKind::SymBool(Sym::Bool(false)),
+            Dtype::Int64 => ValueKind::SymInt(Sym::Int(0)),
+            other => {
+                return Err(Error::internal(format!(
+                    "no scalar value info for {}",
+                    other.torch_name()
+                )))
+            }
+        };
+        value_info(name, &kind, self.opset, doc.into())
+    }
+}
+
+impl<'p> Converter<'p> {
     /// Converts a subgraph in place: its nodes join the current graph and
     /// its outputs' names are returned (`wrap_with_set_grad_enabled` and
     /// other wrappers that only scope a region).
@@ -1949,6 +2065,20 @@ impl<'c, 'p> Cx<'c, 'p> {
     /// outputs.
     pub fn inline(&mut self, graph: &'p Graph, inputs: &[String]) -> Result<Vec<String>> {
         self.conv.inline_subgraph(graph, inputs)
+    }
+
+    /// Converts a loop or scan body into an ONNX graph attribute value
+    /// (see [`Converter::convert_body`]).
+    pub fn body(
+        &mut self,
+        graph: &'p Graph,
+        leading: Vec<ValueInfoProto>,
+        outer: &[String],
+        name: &str,
+        then: impl FnOnce(&mut Converter<'p>, &[String]) -> Result<Vec<ValueInfoProto>>,
+    ) -> Result<GraphProto> {
+        let name = self.conv.unique(name);
+        self.conv.convert_body(graph, leading, outer, &name, then)
     }
 
     /// Converts a subgraph into an ONNX graph attribute value.
