@@ -24,6 +24,7 @@ pub fn init() {
 }
 
 pub mod ir2onnx;
+pub mod ir_decompose;
 #[cfg(feature = "exec")]
 pub mod ir_bench;
 pub mod ir_diff;

@@ -9,6 +9,7 @@ pub fn tools() -> Vec<clap::Command> {
     #[allow(unused_mut)]
     let mut tools = vec![
         crate::pt2ir::Args::command(),
+        crate::ir_decompose::Args::command(),
         crate::ir2onnx::Args::command(),
         crate::ir_diff::Args::command(),
     ];

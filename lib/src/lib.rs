@@ -5,6 +5,7 @@
 //! - [`wire`]: the binary IR stream between tools (protobuf records)
 //! - [`text`]: listings and YAML for people and golden files
 //! - [`ops`]: what is known about operators, as data (schemas)
+//! - [`decompose`]: lowering to core ATen and cleanup passes (`ir-decompose`)
 //! - [`contract`]: inputs checked against the exported shape contract
 //! - [`tensorfile`]: npy / npz / safetensors
 //! - [`cli`]: conventions every binary shares (inputs, outputs, exit codes)
@@ -12,6 +13,7 @@
 pub mod blob;
 pub mod cli;
 pub mod contract;
+pub mod decompose;
 pub mod diff;
 pub mod error;
 #[cfg(feature = "exec")]

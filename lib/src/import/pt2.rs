@@ -941,7 +941,7 @@ fn convert_node(n: &serde_json::Map<String, Json>, name: &str, scope: &Scope) ->
     }
     if target.kind == TargetKind::Op {
         if let Some(schema) = schema::lookup(&target.namespace, &target.name, &target.overload) {
-            inputs = fill_defaults(inputs, &schema);
+            inputs = schema::fill_defaults(inputs, &schema);
         }
     }
     let mut outputs = Vec::new();
@@ -972,33 +972,6 @@ fn convert_node(n: &serde_json::Map<String, Json>, name: &str, scope: &Scope) ->
         meta,
         is_hop_single_tensor_return: opt(n, "is_hop_single_tensor_return").and_then(Json::as_bool),
     })
-}
-
-/// Puts arguments in schema order and adds the omitted defaults.
-fn fill_defaults(mut given: Vec<NamedArg>, schema: &schema::Schema) -> Vec<NamedArg> {
-    let mut out = Vec::with_capacity(schema.args.len());
-    for sarg in &schema.args {
-        if let Some(pos) = given.iter().position(|a| a.name == sarg.name) {
-            out.push(given.remove(pos));
-        } else if let Some(value) = sarg
-            .default
-            .as_deref()
-            .and_then(|d| schema::default_value(&sarg.ty, d))
-        {
-            out.push(NamedArg {
-                name: sarg.name.clone(),
-                arg: value,
-                kind: if sarg.kwarg_only {
-                    ArgKind::Keyword
-                } else {
-                    ArgKind::Positional
-                },
-                defaulted: true,
-            });
-        }
-    }
-    out.extend(given);
-    out
 }
 
 fn convert_sym_ref(v: &Json, scope: &Scope, literal: &str, what: &str) -> Result<SymRef> {

@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use crate::ir::{Argument, Dtype, Layout, MemoryFormat};
+use crate::ir::{ArgKind, Argument, Dtype, Layout, MemoryFormat, NamedArg};
 
 const SCHEMAS: &str = include_str!("../../data/op_schemas.txt");
 
@@ -167,6 +167,33 @@ pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
 
 pub fn count() -> usize {
     lines().len()
+}
+
+/// Puts arguments in schema order and adds the omitted defaults.
+pub fn fill_defaults(mut given: Vec<NamedArg>, schema: &Schema) -> Vec<NamedArg> {
+    let mut out = Vec::with_capacity(schema.args.len());
+    for sarg in &schema.args {
+        if let Some(pos) = given.iter().position(|a| a.name == sarg.name) {
+            out.push(given.remove(pos));
+        } else if let Some(value) = sarg
+            .default
+            .as_deref()
+            .and_then(|d| default_value(&sarg.ty, d))
+        {
+            out.push(NamedArg {
+                name: sarg.name.clone(),
+                arg: value,
+                kind: if sarg.kwarg_only {
+                    ArgKind::Keyword
+                } else {
+                    ArgKind::Positional
+                },
+                defaulted: true,
+            });
+        }
+    }
+    out.extend(given);
+    out
 }
 
 /// Converts a printed default to an argument of the schema type, or `None`

@@ -1,0 +1,345 @@
+//! Functionalisation: the TRAINING dialect of `torch.export.export` keeps
+//! in-place ops (`add_`, `relu_`, `copy_` into a buffer); this rewrites
+//! them into their functional forms, as torch's ATEN dialect does:
+//!
+//! - `y = x.op_(...)` becomes `y = op(x, ...)`, and later uses of `x` use `y`;
+//! - an in-place op on a view writes back into the view's base with the
+//!   matching scatter (`slice_scatter`, `select_scatter`, an inverse view
+//!   or permute), and views of that base made earlier are re-derived;
+//! - a mutated buffer or user input becomes an explicit mutation output
+//!   (`BUFFER_MUTATION`, `USER_INPUT_MUTATION`), first among the outputs.
+//!
+//! Which ops mutate and which alias is read from their schemas
+//! (`Tensor(a!)`, `-> Tensor(a)`), not listed here.
+
+use std::collections::HashMap;
+
+use super::args::{node_outputs, A};
+use super::edit::{named_args, sym_ints_arg, Emitter, Names};
+use crate::ir::{Argument, Graph, InputKind, Node, OutputKind, Program, Target, TargetKind, ValueId};
+use crate::ops::schema;
+use crate::{Error, Result};
+
+/// Whether an op mutates an argument, from its schema.
+pub fn mutates(target: &Target) -> bool {
+    target.kind == TargetKind::Op
+        && schema::lookup(&target.namespace, &target.name, &target.overload)
+            .is_some_and(|s| s.args.iter().any(|a| a.ty.contains('!')))
+}
+
+/// Whether an op's result aliases its first argument (a view).
+fn is_view(target: &Target) -> bool {
+    target.kind == TargetKind::Op
+        && schema::lookup(&target.namespace, &target.name, &target.overload).is_some_and(|s| {
+            s.returns.starts_with("Tensor(a)")
+                && !s.returns.contains("[]")
+                && s.args.first().is_some_and(|a| a.ty.starts_with("Tensor(a)"))
+        })
+}
+
+struct State {
+    /// Original value -> the value that holds its current contents.
+    current: HashMap<ValueId, ValueId>,
+    /// View value -> (the value it views, the node that made it).
+    view_of: HashMap<ValueId, (ValueId, Node)>,
+    /// Base value -> views made of it, in order.
+    views: HashMap<ValueId, Vec<ValueId>>,
+    rewritten: usize,
+}
+
+impl State {
+    fn resolve(&self, v: ValueId) -> ValueId {
+        self.current.get(&v).copied().unwrap_or(v)
+    }
+
+    /// `old` (whatever currently stands for it) now holds `new`.
+    fn set(&mut self, old: ValueId, new: ValueId) {
+        let latest = self.resolve(old);
+        for v in self.current.values_mut() {
+            if *v == latest {
+                *v = new;
+            }
+        }
+        self.current.insert(old, new);
+        self.current.insert(latest, new);
+    }
+}
+
+fn substitute(arg: &mut Argument, f: &dyn Fn(ValueId) -> ValueId) {
+    match arg {
+        Argument::Tensor(v) | Argument::CustomObj(v) => *v = f(*v),
+        Argument::OptionalTensor(Some(v)) => *v = f(*v),
+        Argument::Tensors(vs) => vs.iter_mut().for_each(|v| *v = f(*v)),
+        Argument::OptionalTensors(vs) => vs.iter_mut().flatten().for_each(|v| *v = f(*v)),
+        Argument::NestedTensors(vss) => vss.iter_mut().flatten().for_each(|v| *v = f(*v)),
+        Argument::SymInt(crate::ir::SymRef::Value(v))
+        | Argument::SymFloat(crate::ir::SymRef::Value(v))
+        | Argument::SymBool(crate::ir::SymRef::Value(v)) => *v = f(*v),
+        Argument::SymInts(rs) | Argument::SymFloats(rs) | Argument::SymBools(rs) => {
+            for r in rs.iter_mut() {
+                if let crate::ir::SymRef::Value(v) = r {
+                    *v = f(*v)
+                }
+            }
+        }
+        Argument::StringToArgument(entries) => entries.iter_mut().for_each(|(_, a)| substitute(a, f)),
+        _ => {}
+    }
+}
+
+/// Replaces value references in a node's inputs.
+pub fn substitute_inputs(node: &mut Node, f: &dyn Fn(ValueId) -> ValueId) {
+    for a in &mut node.inputs {
+        substitute(&mut a.arg, f);
+    }
+}
+
+/// Replaces value references in a list of arguments (graph outputs).
+pub fn substitute_args(args: &mut [Argument], f: &dyn Fn(ValueId) -> ValueId) {
+    for a in args {
+        substitute(a, f);
+    }
+}
+
+/// Functionalises the program; returns how many in-place ops it rewrote.
+pub fn functionalize(p: &mut Program) -> Result<usize> {
+    let mut st = State {
+        current: HashMap::new(),
+        view_of: HashMap::new(),
+        views: HashMap::new(),
+        rewritten: 0,
+    };
+    functionalize_graph(&mut p.graph, &mut st)?;
+    if st.rewritten == 0 {
+        return Ok(0);
+    }
+    // Mutated inputs become mutation outputs (first, as torch orders them).
+    let mut extra = Vec::new();
+    for (i, input) in p.graph.inputs.iter().enumerate() {
+        let Argument::Tensor(v) = input else { continue };
+        let latest = st.resolve(*v);
+        if latest == *v {
+            continue;
+        }
+        let kind = match &p.input_kinds[i] {
+            InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) => OutputKind::BufferMutation(n.clone()),
+            InputKind::Parameter(n) => OutputKind::ParameterMutation(n.clone()),
+            InputKind::UserInput => OutputKind::UserInputMutation(p.graph.values[v.index()].name.clone()),
+            other => {
+                return Err(Error::unsupported(format!(
+                    "input {} ({other:?}) is mutated in place",
+                    p.graph.values[v.index()].name
+                )))
+            }
+        };
+        if !p.output_kinds.contains(&kind) {
+            extra.push((Argument::Tensor(latest), kind));
+        }
+    }
+    let resolve = |v: ValueId| st.resolve(v);
+    substitute_args(&mut p.graph.outputs, &resolve);
+    for (arg, kind) in extra.into_iter().rev() {
+        p.graph.outputs.insert(0, arg);
+        p.output_kinds.insert(0, kind);
+    }
+    Ok(st.rewritten)
+}
+
+fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
+    let mut names = Names::of(g);
+    let old = std::mem::take(&mut g.nodes);
+    let mut out = Vec::with_capacity(old.len());
+    for mut node in old {
+        let resolve = |v: ValueId| st.resolve(v);
+        substitute_inputs(&mut node, &resolve);
+        for input in &mut node.inputs {
+            if let Argument::Graph(sub) = &mut input.arg {
+                let mut inner = State {
+                    current: HashMap::new(),
+                    view_of: HashMap::new(),
+                    views: HashMap::new(),
+                    rewritten: 0,
+                };
+                functionalize_graph(&mut sub.graph, &mut inner)?;
+                let r = |v: ValueId| inner.resolve(v);
+                substitute_args(&mut sub.graph.outputs, &r);
+                st.rewritten += inner.rewritten;
+            }
+        }
+        if !mutates(&node.target) {
+            if is_view(&node.target) {
+                if let (Some(Argument::Tensor(base)), Some(Argument::Tensor(o))) =
+                    (node.inputs.first().map(|a| &a.arg), node.outputs.first())
+                {
+                    st.view_of.insert(*o, (*base, node.clone()));
+                    st.views.entry(*base).or_default().push(*o);
+                }
+            }
+            out.push(node);
+            continue;
+        }
+        let functional = functional_target(&node)?;
+        let self_arg = match node.inputs.first().map(|a| &a.arg) {
+            Some(Argument::Tensor(v)) => *v,
+            _ => {
+                return Err(Error::unsupported(format!(
+                    "node {}: {} mutates an argument other than its first",
+                    node.name, node.target
+                )))
+            }
+        };
+        let o = match node.outputs.first() {
+            Some(Argument::Tensor(v)) => *v,
+            _ => {
+                // An in-place op whose result the graph does not name: give it one.
+                let meta = match &g.values[self_arg.index()].kind {
+                    crate::ir::ValueKind::Tensor(m) => m.clone(),
+                    _ => return Err(Error::bad_input(format!("node {}: mutates a non-tensor", node.name))),
+                };
+                let name = names.fresh(&functional.name);
+                g.values.push(crate::ir::Value {
+                    name,
+                    kind: crate::ir::ValueKind::Tensor(meta),
+                });
+                ValueId(g.values.len() as u32 - 1)
+            }
+        };
+        let inputs = named_args(
+            &functional,
+            node.inputs.iter().map(|a| (a.name.as_str(), a.arg.clone())).collect(),
+        )?;
+        let meta = node.meta.clone();
+        out.push(Node {
+            name: node.name.clone(),
+            target: functional,
+            inputs,
+            outputs: vec![Argument::Tensor(o)],
+            meta: node.meta.clone(),
+            is_hop_single_tensor_return: None,
+        });
+        st.rewritten += 1;
+        // Later uses of the mutated tensor (and of the op's result) see `o`.
+        let mut em = Emitter::new(&mut g.values, &mut names, meta);
+        write_back(&mut em, st, self_arg, o)?;
+        out.extend(em.nodes);
+    }
+    g.nodes = out;
+    Ok(())
+}
+
+/// `aten.add_.Tensor` -> `aten.add.Tensor`, when torch has it.
+fn functional_target(node: &Node) -> Result<Target> {
+    let t = &node.target;
+    let name = t.name.strip_suffix('_').unwrap_or(&t.name);
+    if name != t.name && schema::lookup(&t.namespace, name, &t.overload).is_some() {
+        return Ok(Target::op(&t.namespace, name, &t.overload));
+    }
+    Err(Error::unsupported(format!(
+        "node {}: {} mutates its input and has no functional form to rewrite it to",
+        node.name, t
+    )))
+}
+
+/// Value `v` now holds `new`: record it, write it back into the base `v`
+/// views (recursively), and re-derive other views of every updated base.
+fn write_back(em: &mut Emitter, st: &mut State, v: ValueId, new: ValueId) -> Result<()> {
+    st.set(v, new);
+    if let Some((base, vnode)) = st.view_of.get(&v).cloned() {
+        let base_now = st.resolve(base);
+        let new_base = scatter_back(em, &vnode, base_now, new)?;
+        st.set(base, new_base);
+        if let Some((grand, gnode)) = st.view_of.get(&base).cloned() {
+            // The base was itself a view: continue up the chain.
+            let g_now = st.resolve(grand);
+            let g_new = scatter_back(em, &gnode, g_now, new_base)?;
+            write_back(em, st, grand, g_new)?;
+            return Ok(());
+        }
+        rederive(em, st, base, Some(v))?;
+        return Ok(());
+    }
+    rederive(em, st, v, None)
+}
+
+/// Re-emits the views of `base` (except `skip`) on its current value.
+fn rederive(em: &mut Emitter, st: &mut State, base: ValueId, skip: Option<ValueId>) -> Result<()> {
+    let children = st.views.get(&base).cloned().unwrap_or_default();
+    let base_now = st.resolve(base);
+    for child in children {
+        if Some(child) == skip {
+            continue;
+        }
+        let Some((_, vnode)) = st.view_of.get(&child).cloned() else { continue };
+        let meta = em.meta(child)?.clone();
+        let mut args: Vec<(&str, Argument)> = vnode.inputs.iter().map(|a| (a.name.as_str(), a.arg.clone())).collect();
+        args[0].1 = Argument::Tensor(base_now);
+        let op = vnode.target.to_string();
+        let fresh = em.op(&op, args, meta)?;
+        st.set(child, fresh);
+        st.view_of.insert(fresh, (base, vnode.clone()));
+        rederive(em, st, child, None)?;
+    }
+    Ok(())
+}
+
+/// The base `base` with the view `vnode` of it replaced by `src`.
+fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> Result<ValueId> {
+    let a = A(vnode);
+    let meta = em.meta(base)?.clone();
+    let op = vnode.target.to_string();
+    match op.as_str() {
+        "aten.slice.Tensor" => em.op(
+            "aten.slice_scatter.default",
+            vec![
+                ("self", Argument::Tensor(base)),
+                ("src", Argument::Tensor(src)),
+                ("dim", a.arg("dim")),
+                ("start", a.arg("start")),
+                ("end", a.arg("end")),
+                ("step", a.arg("step")),
+            ],
+            meta,
+        ),
+        "aten.select.int" => em.op(
+            "aten.select_scatter.default",
+            vec![
+                ("self", Argument::Tensor(base)),
+                ("src", Argument::Tensor(src)),
+                ("dim", a.arg("dim")),
+                ("index", a.arg("index")),
+            ],
+            meta,
+        ),
+        "aten.alias.default" => Ok(src),
+        "aten.permute.default" => {
+            let dims = a.ints("dims")?;
+            let r = dims.len() as i64;
+            let mut inv = vec![0i64; dims.len()];
+            for (i, d) in dims.iter().enumerate() {
+                inv[((d % r + r) % r) as usize] = i as i64;
+            }
+            em.op("aten.permute.default", vec![("self", Argument::Tensor(src)), ("dims", Argument::Ints(inv))], meta)
+        }
+        "aten.transpose.int" => em.op(
+            "aten.transpose.int",
+            vec![("self", Argument::Tensor(src)), ("dim0", a.arg("dim0")), ("dim1", a.arg("dim1"))],
+            meta,
+        ),
+        "aten.t.default" => em.op("aten.t.default", vec![("self", Argument::Tensor(src))], meta),
+        "aten.view.default" | "aten.reshape.default" | "aten._unsafe_view.default" | "aten.unsqueeze.default"
+        | "aten.squeeze.dim" | "aten.squeeze.dims" | "aten.squeeze.default" | "aten.flatten.using_ints"
+        | "aten.unflatten.int" | "aten.view_as.default" => {
+            let sizes = em.size_refs(base)?;
+            em.op("aten.view.default", vec![("self", Argument::Tensor(src)), ("size", sym_ints_arg(&sizes))], meta)
+        }
+        _ => Err(Error::unsupported(format!(
+            "node {}: an in-place op writes through the view {op}, which cannot be written back",
+            vnode.name
+        ))),
+    }
+}
+
+/// Every value a node defines (re-exported for passes).
+pub fn defined(node: &Node) -> Vec<ValueId> {
+    node_outputs(node)
+}

@@ -1,0 +1,569 @@
+//! Cleanup passes, each a separate unit over a whole program: `dce`,
+//! `cse`, `fold` (constant subgraphs, evaluated with the executor) and
+//! `bn-fold` (eval-mode batch norm into the convolution before it). Each
+//! returns how many nodes it removed or rewrote.
+
+use std::collections::{HashMap, HashSet};
+
+use super::args::{node_outputs, A};
+use super::functionalize::{mutates, substitute_args, substitute_inputs};
+use crate::blob::Blob;
+use crate::ir::{
+    Argument, Dtype, Graph, InputKind, Node, Program, Sym, TargetKind, TensorMeta, Value, ValueId,
+    ValueKind, Weight, WeightKind,
+};
+use crate::{Error, Result};
+
+pub type PassFn = fn(&mut Program) -> Result<usize>;
+
+/// The passes by name, in the order `ir-decompose` runs them by default.
+pub fn all() -> Vec<(&'static str, &'static str, PassFn)> {
+    let mut v: Vec<(&'static str, &'static str, PassFn)> = vec![
+        ("dce", "remove nodes whose results are unused, and weights nothing reads", dce),
+        ("cse", "merge nodes that compute the same op on the same arguments", cse),
+        ("bn-fold", "fold eval-mode batch norm into the convolution before it", bn_fold),
+    ];
+    #[cfg(feature = "exec")]
+    v.insert(1, ("fold", "evaluate subgraphs that depend only on constants", fold));
+    v
+}
+
+/// Runs named passes (`dce,cse`); the second DCE after the others is
+/// implicit, so each pass can leave dead nodes behind.
+pub fn run(p: &mut Program, names: &[String]) -> Result<Vec<(String, usize)>> {
+    let known = all();
+    let mut report = Vec::new();
+    for name in names {
+        let Some((_, _, f)) = known.iter().find(|(n, _, _)| n == name) else {
+            let list: Vec<&str> = known.iter().map(|(n, _, _)| *n).collect();
+            let hint = if name == "fold" {
+                " (constant folding needs the executor: this build has no `exec` feature)"
+            } else {
+                ""
+            };
+            return Err(Error::usage(format!(
+                "unknown pass {name:?}{hint}; passes: {}",
+                list.join(", ")
+            )));
+        };
+        let n = f(p).map_err(|e| e.at(format!("pass {name}")))?;
+        report.push((name.clone(), n));
+    }
+    if names.iter().any(|n| n != "dce") && names.iter().any(|n| n == "dce") {
+        let n = dce(p)?;
+        if let Some(r) = report.iter_mut().find(|(n, _)| n == "dce") {
+            r.1 += n;
+        }
+    }
+    Ok(report)
+}
+
+/// Ops that must stay even when nothing uses their result.
+fn has_effect(node: &Node) -> bool {
+    let t = &node.target;
+    mutates(t)
+        || t.name.starts_with("_assert")
+        || t.name.starts_with("sym_constrain_range")
+        || t.name == "print"
+        || t.name == "_print"
+        || t.kind == TargetKind::Extension
+}
+
+/// Ops whose results differ between calls with the same arguments.
+fn nondeterministic(node: &Node) -> bool {
+    matches!(
+        node.target.name.as_str(),
+        "rand" | "randn" | "randint" | "randperm" | "rand_like" | "randn_like" | "randint_like"
+            | "bernoulli" | "native_dropout" | "dropout" | "multinomial" | "normal" | "uniform"
+            | "empty" | "empty_like" | "empty_strided" | "exponential" | "poisson"
+    )
+}
+
+fn graph_refs(g: &Graph, used: &mut HashSet<ValueId>) {
+    let mut refs = Vec::new();
+    for a in &g.outputs {
+        a.value_refs(&mut refs);
+    }
+    for n in &g.nodes {
+        for a in &n.inputs {
+            a.arg.value_refs(&mut refs);
+        }
+    }
+    used.extend(refs);
+}
+
+fn dce_graph(g: &mut Graph) -> usize {
+    let mut used = HashSet::new();
+    let mut refs = Vec::new();
+    for a in &g.outputs {
+        a.value_refs(&mut refs);
+    }
+    used.extend(refs.drain(..));
+    let mut keep = vec![false; g.nodes.len()];
+    let mut removed = 0;
+    for (i, node) in g.nodes.iter_mut().enumerate().rev() {
+        for input in &mut node.inputs {
+            if let Argument::Graph(sub) = &mut input.arg {
+                removed += dce_graph(&mut sub.graph);
+            }
+        }
+        let live = has_effect(node) || node_outputs(node).iter().any(|v| used.contains(v));
+        if live {
+            keep[i] = true;
+            for a in &node.inputs {
+                a.arg.value_refs(&mut refs);
+            }
+            used.extend(refs.drain(..));
+        }
+    }
+    let before = g.nodes.len();
+    let mut k = keep.into_iter();
+    g.nodes.retain(|_| k.next().unwrap_or(true));
+    removed + before - g.nodes.len()
+}
+
+/// Dead-code elimination: nodes nobody uses, and weight inputs (parameters,
+/// buffers, constants) nothing reads, with their weights and storages.
+pub fn dce(p: &mut Program) -> Result<usize> {
+    let removed = dce_graph(&mut p.graph);
+    let mut used = HashSet::new();
+    graph_refs(&p.graph, &mut used);
+    let mut keep_input = Vec::new();
+    for (i, input) in p.graph.inputs.iter().enumerate() {
+        let weight = p.input_kinds[i].weight_name().is_some();
+        let read = match input {
+            Argument::Tensor(v) => used.contains(v),
+            _ => true,
+        };
+        keep_input.push(!weight || read);
+    }
+    let mut k = keep_input.iter();
+    p.graph.inputs.retain(|_| *k.next().unwrap());
+    let mut k = keep_input.iter();
+    p.input_kinds.retain(|_| *k.next().unwrap());
+    let still: HashSet<&str> = p.input_kinds.iter().filter_map(|k| k.weight_name()).collect();
+    let still: HashSet<String> = still.into_iter().map(String::from).collect();
+    p.weights.retain(|w| still.contains(&w.name));
+    drop_unused_storages(p);
+    Ok(removed)
+}
+
+fn drop_unused_storages(p: &mut Program) {
+    let mut map = HashMap::new();
+    let mut storages = Vec::new();
+    for w in &mut p.weights {
+        let old = w.storage;
+        let new = *map.entry(old).or_insert_with(|| {
+            storages.push(p.storages[old as usize].clone());
+            storages.len() as u32 - 1
+        });
+        w.storage = new;
+    }
+    p.storages = storages;
+}
+
+/// A node's identity for CSE: its op and arguments, with values resolved.
+fn cse_key(node: &Node) -> Option<String> {
+    if has_effect(node) || nondeterministic(node) || node.target.kind == TargetKind::HigherOrder {
+        return None;
+    }
+    if node.inputs.iter().any(|a| matches!(a.arg, Argument::Graph(_))) {
+        return None;
+    }
+    let args: Vec<String> = node.inputs.iter().map(|a| format!("{}={:?}", a.name, a.arg)).collect();
+    let outs: Vec<&str> = node
+        .outputs
+        .iter()
+        .map(|o| match o {
+            Argument::Tensors(_) => "list",
+            _ => "one",
+        })
+        .collect();
+    Some(format!("{}({})->{:?}", node.target, args.join(","), outs))
+}
+
+fn cse_graph(g: &mut Graph) -> usize {
+    let mut seen: HashMap<String, Vec<ValueId>> = HashMap::new();
+    let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut merged = 0;
+    let old = std::mem::take(&mut g.nodes);
+    for mut node in old {
+        let s = |v: ValueId| subst.get(&v).copied().unwrap_or(v);
+        substitute_inputs(&mut node, &s);
+        for input in &mut node.inputs {
+            if let Argument::Graph(sub) = &mut input.arg {
+                merged += cse_graph(&mut sub.graph);
+            }
+        }
+        if let Some(key) = cse_key(&node) {
+            let outs = node_outputs(&node);
+            if let Some(prev) = seen.get(&key) {
+                if prev.len() == outs.len() {
+                    for (o, p) in outs.iter().zip(prev) {
+                        subst.insert(*o, *p);
+                    }
+                    merged += 1;
+                    continue;
+                }
+            }
+            seen.insert(key, outs);
+        }
+        g.nodes.push(node);
+    }
+    let s = |v: ValueId| subst.get(&v).copied().unwrap_or(v);
+    substitute_args(&mut g.outputs, &s);
+    merged
+}
+
+/// Common-subexpression elimination: a node that repeats an earlier node's
+/// op on the same arguments is replaced by the earlier node's results.
+pub fn cse(p: &mut Program) -> Result<usize> {
+    Ok(cse_graph(&mut p.graph))
+}
+
+/// A weight's values as f64, row-major.
+fn weight_f64(p: &Program, w: &Weight) -> Result<Vec<f64>> {
+    let bytes = p.weight_bytes(w);
+    let t = crate::tensorfile::HostTensor {
+        dtype: w.meta.dtype,
+        shape: vec![bytes.len() / w.meta.dtype.size().max(1)],
+        data: bytes.into_owned(),
+    };
+    Ok(t.to_f64())
+}
+
+fn encode(values: &[f64], dtype: Dtype) -> Option<Vec<u8>> {
+    match dtype {
+        Dtype::Float32 => Some(values.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()),
+        Dtype::Float64 => Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        _ => None,
+    }
+}
+
+/// Adds a weight and the graph input that binds it (after the last
+/// parameter input, where torch puts parameters).
+pub fn add_weight(p: &mut Program, name: &str, kind: WeightKind, meta: TensorMeta, bytes: Vec<u8>) -> ValueId {
+    p.storages.push(Blob::owned(bytes));
+    let storage = p.storages.len() as u32 - 1;
+    p.weights.push(Weight {
+        name: name.to_string(),
+        kind,
+        meta: meta.clone(),
+        storage,
+    });
+    let mut names = super::edit::Names::of(&p.graph);
+    let base = match kind {
+        WeightKind::Parameter => "p_",
+        WeightKind::Buffer => "b_",
+        WeightKind::Constant => "c_",
+    };
+    let vname = names.fresh(&format!("{base}{}", name.replace('.', "_")));
+    p.graph.values.push(Value {
+        name: vname,
+        kind: ValueKind::Tensor(meta),
+    });
+    let v = ValueId(p.graph.values.len() as u32 - 1);
+    let input_kind = match kind {
+        WeightKind::Parameter => InputKind::Parameter(name.to_string()),
+        WeightKind::Buffer => InputKind::Buffer(name.to_string()),
+        WeightKind::Constant => InputKind::TensorConstant(name.to_string()),
+    };
+    let at = p
+        .input_kinds
+        .iter()
+        .position(|k| matches!(k, InputKind::UserInput | InputKind::ConstantInput(_) | InputKind::CustomObj(_) | InputKind::Token))
+        .unwrap_or(p.input_kinds.len());
+    p.graph.inputs.insert(at, Argument::Tensor(v));
+    p.input_kinds.insert(at, input_kind);
+    v
+}
+
+fn unique_weight_name(p: &Program, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut i = 1;
+    while p.weights.iter().any(|w| w.name == name) {
+        name = format!("{base}_{i}");
+        i += 1;
+    }
+    name
+}
+
+fn weight_of(p: &Program, v: ValueId) -> Option<usize> {
+    let pos = p.graph.inputs.iter().position(|a| matches!(a, Argument::Tensor(x) if *x == v))?;
+    let name = p.input_kinds[pos].weight_name()?;
+    p.weights.iter().position(|w| w.name == name)
+}
+
+fn uses(g: &Graph) -> HashMap<ValueId, usize> {
+    let mut n = HashMap::new();
+    let mut refs = Vec::new();
+    for a in &g.outputs {
+        a.value_refs(&mut refs);
+    }
+    for node in &g.nodes {
+        for a in &node.inputs {
+            a.arg.value_refs(&mut refs);
+        }
+    }
+    for r in refs {
+        *n.entry(r).or_insert(0) += 1;
+    }
+    n
+}
+
+/// Folds `_native_batch_norm_legit_no_training(convolution(x, W, b), ...)`
+/// into one convolution with `W' = W * g / sqrt(var + eps)` and
+/// `b' = (b - mean) * g / sqrt(var + eps) + beta`, when the convolution's
+/// result feeds only the batch norm and every statistic is a weight. The
+/// new weights are parameters named after the convolution's
+/// (`conv1.weight.bn_folded`); the old ones go when nothing else reads them.
+pub fn bn_fold(p: &mut Program) -> Result<usize> {
+    let mut folded = 0;
+    let use_count = uses(&p.graph);
+    let producer: HashMap<ValueId, usize> = p
+        .graph
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| node_outputs(n).into_iter().map(move |v| (v, i)))
+        .collect();
+    let mut plans = Vec::new();
+    for (bi, bn) in p.graph.nodes.iter().enumerate() {
+        if bn.target.to_string() != "aten._native_batch_norm_legit_no_training.default" {
+            continue;
+        }
+        let a = A(bn);
+        let Ok(y) = a.t("input") else { continue };
+        let outs = node_outputs(bn);
+        if outs.iter().skip(1).any(|v| use_count.get(v).copied().unwrap_or(0) > 0) {
+            continue;
+        }
+        let Some(&ci) = producer.get(&y) else { continue };
+        let conv = &p.graph.nodes[ci];
+        if conv.target.to_string() != "aten.convolution.default" || use_count.get(&y) != Some(&1) {
+            continue;
+        }
+        let c = A(conv);
+        if c.bool("transposed").unwrap_or(true) {
+            continue;
+        }
+        let weights: Option<Vec<Option<usize>>> = [
+            c.t("weight").ok(),
+            c.ot("bias").ok().flatten(),
+            a.ot("weight").ok().flatten(),
+            a.ot("bias").ok().flatten(),
+            a.t("running_mean").ok(),
+            a.t("running_var").ok(),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Some(v) => weight_of(p, *v).map(Some),
+            None if i == 1 || i == 2 || i == 3 => Some(None),
+            None => None,
+        })
+        .collect();
+        let Some(w) = weights else { continue };
+        let Ok(eps) = a.float("eps") else { continue };
+        plans.push((ci, bi, w, eps));
+    }
+    for (ci, bi, w, eps) in plans {
+        let conv_w = &p.weights[w[0].unwrap()];
+        let dtype = conv_w.meta.dtype;
+        if !matches!(dtype, Dtype::Float32 | Dtype::Float64) {
+            continue;
+        }
+        let Some(sizes) = conv_w.meta.static_sizes() else { continue };
+        let out_ch = sizes[0] as usize;
+        let values = |i: usize| -> Result<Option<Vec<f64>>> { w[i].map(|k| weight_f64(p, &p.weights[k])).transpose() };
+        let mut kernel = values(0)?.unwrap();
+        let bias = values(1)?.unwrap_or_else(|| vec![0.0; out_ch]);
+        let gamma = values(2)?.unwrap_or_else(|| vec![1.0; out_ch]);
+        let beta = values(3)?.unwrap_or_else(|| vec![0.0; out_ch]);
+        let mean = values(4)?.unwrap();
+        let var = values(5)?.unwrap();
+        if [&bias, &gamma, &beta, &mean, &var].iter().any(|v| v.len() != out_ch) {
+            continue;
+        }
+        let per = kernel.len() / out_ch.max(1);
+        let mut new_bias = vec![0.0; out_ch];
+        for o in 0..out_ch {
+            let s = gamma[o] / (var[o] + eps).sqrt();
+            kernel[o * per..(o + 1) * per].iter_mut().for_each(|k| *k *= s);
+            new_bias[o] = (bias[o] - mean[o]) * s + beta[o];
+        }
+        let base = p.weights[w[0].unwrap()].name.clone();
+        let mut wmeta = p.weights[w[0].unwrap()].meta.clone();
+        wmeta.strides = crate::ir::contiguous_strides(&sizes).into_iter().map(Sym::Int).collect();
+        wmeta.storage_offset = Sym::Int(0);
+        let bmeta = TensorMeta {
+            sizes: vec![Sym::Int(out_ch as i64)],
+            strides: vec![Sym::Int(1)],
+            ..wmeta.clone()
+        };
+        let wname = unique_weight_name(p, &format!("{base}.bn_folded"));
+        let bname = unique_weight_name(p, &format!("{}.bias.bn_folded", base.trim_end_matches(".weight")));
+        let wv = add_weight(p, &wname, WeightKind::Parameter, wmeta, encode(&kernel, dtype).unwrap());
+        let bv = add_weight(p, &bname, WeightKind::Parameter, bmeta, encode(&new_bias, dtype).unwrap());
+        // The convolution now writes the batch norm's result.
+        let bn_out = node_outputs(&p.graph.nodes[bi])[0];
+        let conv = &mut p.graph.nodes[ci];
+        for arg in &mut conv.inputs {
+            match arg.name.as_str() {
+                "weight" => arg.arg = Argument::Tensor(wv),
+                "bias" => {
+                    arg.arg = Argument::OptionalTensor(Some(bv));
+                    arg.defaulted = false;
+                }
+                _ => {}
+            }
+        }
+        conv.outputs = vec![Argument::Tensor(bn_out)];
+        p.graph.nodes[bi].outputs.clear();
+        folded += 1;
+    }
+    if folded > 0 {
+        // The emptied batch-norm nodes are removed here; the old weights
+        // go with DCE.
+        p.graph.nodes.retain(|n| !(n.target.name == "_native_batch_norm_legit_no_training" && n.outputs.is_empty()));
+        // The convolution's result moved: keep topological order valid by
+        // construction (the convolution precedes the batch norm's users).
+    }
+    Ok(folded)
+}
+
+/// Constant folding: nodes whose tensor inputs are all lifted constants
+/// (or results of such nodes), with no symbolic sizes, are evaluated once
+/// with the executor; the values other nodes read become new constants.
+/// A result is not materialised when it is over 1 MiB and larger than the
+/// constants it comes from (an `expand` of a scalar stays an `expand`).
+#[cfg(feature = "exec")]
+pub fn fold(p: &mut Program) -> Result<usize> {
+    use crate::ir::{OutputKind, SymRef};
+    let g = &p.graph;
+    let mut constant: HashSet<ValueId> = HashSet::new();
+    let mut const_inputs = Vec::new();
+    for (i, input) in g.inputs.iter().enumerate() {
+        if let (InputKind::TensorConstant(_), Argument::Tensor(v)) = (&p.input_kinds[i], input) {
+            constant.insert(*v);
+            const_inputs.push(i);
+        }
+    }
+    let mut fold_nodes = Vec::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if has_effect(node) || nondeterministic(node) || node.target.kind != TargetKind::Op {
+            continue;
+        }
+        let mut refs = Vec::new();
+        for a in &node.inputs {
+            a.arg.value_refs(&mut refs);
+        }
+        let outs = node_outputs(node);
+        let static_out = outs.iter().all(|v| match &g.values[v.index()].kind {
+            ValueKind::Tensor(m) => m.static_sizes().is_some(),
+            _ => false,
+        });
+        if static_out && refs.iter().all(|r| constant.contains(r)) && !outs.is_empty() {
+            constant.extend(outs);
+            fold_nodes.push(i);
+        }
+    }
+    // Values of folded nodes read by nodes that stay (or by the outputs).
+    let folded_set: HashSet<usize> = fold_nodes.iter().copied().collect();
+    let mut frontier: Vec<ValueId> = Vec::new();
+    let produced: HashSet<ValueId> = fold_nodes.iter().flat_map(|&i| node_outputs(&g.nodes[i])).collect();
+    let mut refs = Vec::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if folded_set.contains(&i) {
+            continue;
+        }
+        for a in &node.inputs {
+            a.arg.value_refs(&mut refs);
+        }
+    }
+    for a in &g.outputs {
+        a.value_refs(&mut refs);
+    }
+    for r in refs {
+        if produced.contains(&r) && !frontier.contains(&r) {
+            frontier.push(r);
+        }
+    }
+    let bytes_of = |v: ValueId| -> usize {
+        match &g.values[v.index()].kind {
+            ValueKind::Tensor(m) => {
+                m.static_sizes().map(|s| s.iter().product::<i64>().max(0) as usize).unwrap_or(0) * m.dtype.size()
+            }
+            _ => 0,
+        }
+    };
+    let input_bytes: usize = const_inputs
+        .iter()
+        .filter_map(|&i| match &g.inputs[i] {
+            Argument::Tensor(v) => Some(bytes_of(*v)),
+            _ => None,
+        })
+        .sum();
+    frontier.retain(|v| {
+        let b = bytes_of(*v);
+        b <= (1 << 20) || b <= input_bytes
+    });
+    if frontier.is_empty() {
+        return Ok(0);
+    }
+    // A program of just the constant part, run once.
+    let mut mini = Program {
+        info: p.info.clone(),
+        graph: Graph {
+            values: g.values.clone(),
+            inputs: const_inputs.iter().map(|&i| g.inputs[i].clone()).collect(),
+            nodes: fold_nodes.iter().map(|&i| g.nodes[i].clone()).collect(),
+            outputs: frontier.iter().map(|v| Argument::Tensor(*v)).collect(),
+            is_single_tensor_return: false,
+        },
+        input_kinds: const_inputs.iter().map(|&i| p.input_kinds[i].clone()).collect(),
+        output_kinds: vec![OutputKind::UserOutput; frontier.len()],
+        range_constraints: vec![],
+        weights: p.weights.clone(),
+        storages: p.storages.clone(),
+    };
+    mini.graph.nodes.retain(|_| true);
+    let device = crate::exec::device(crate::exec::DeviceKind::Cpu)?;
+    let results = {
+        let exec = crate::exec::Executor::new(&mini, device)?;
+        exec.run(&[])?
+    };
+    let _ = SymRef::Int(0);
+    let mut replaced = HashMap::new();
+    for (v, (_, host)) in frontier.iter().zip(results) {
+        let meta = match &p.graph.values[v.index()].kind {
+            ValueKind::Tensor(m) => TensorMeta {
+                strides: crate::ir::contiguous_strides(&m.static_sizes().unwrap_or_default())
+                    .into_iter()
+                    .map(Sym::Int)
+                    .collect(),
+                storage_offset: Sym::Int(0),
+                ..m.clone()
+            },
+            _ => continue,
+        };
+        if host.dtype != meta.dtype {
+            return Err(Error::internal(format!(
+                "folded {} is {}, expected {}",
+                p.graph.values[v.index()].name,
+                host.dtype.torch_name(),
+                meta.dtype.torch_name()
+            )));
+        }
+        let name = unique_weight_name(p, &format!("_folded.{}", p.graph.values[v.index()].name));
+        let nv = add_weight(p, &name, WeightKind::Constant, meta, host.data);
+        replaced.insert(*v, nv);
+    }
+    let s = |v: ValueId| replaced.get(&v).copied().unwrap_or(v);
+    for node in &mut p.graph.nodes {
+        substitute_inputs(node, &s);
+    }
+    substitute_args(&mut p.graph.outputs, &s);
+    let n = dce_graph(&mut p.graph);
+    Ok(n)
+}

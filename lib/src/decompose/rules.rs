@@ -1,0 +1,1400 @@
+//! The decomposition table: each entry rewrites one op into core ATen ops,
+//! to the same result as torch's own decomposition
+//! (`torch._decomp.core_aten_decompositions()` and the CompositeImplicit
+//! kernels `run_decompositions()` traces through). Results that are not
+//! core themselves are decomposed again by the driver.
+//!
+//! A rule returns, for each value the node defines, the value that now
+//! holds it: the same id when the rule wrote into it, another value when
+//! the op was an identity (a no-op `to`, dropout in eval mode).
+
+use super::args::A;
+use super::edit::{
+    ints_arg, is_contiguous, norm_dim, scalar, sym_ints_arg, syms,
+    Emitter, Out,
+};
+use crate::ir::{Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
+use crate::{Error, Result};
+
+pub type RuleFn = fn(&mut Emitter, &A) -> Result<Vec<ValueId>>;
+
+pub struct Rule {
+    /// The op it rewrites (`aten.linear.default`).
+    pub source: &'static str,
+    /// The ops it may emit (for `--list`; the driver lowers them further).
+    pub results: &'static [&'static str],
+    pub apply: RuleFn,
+}
+
+macro_rules! rules {
+    ($( $src:literal => [$($res:literal),*] $f:expr ;)*) => {
+        pub static RULES: &[Rule] = &[ $( Rule { source: $src, results: &[$($res),*], apply: $f } ),* ];
+    };
+}
+
+rules! {
+    "aten.linear.default" => ["aten.permute.default", "aten.addmm.default", "aten.mm.default", "aten.view.default", "aten.matmul.default", "aten.add.Tensor"] linear;
+    "aten.matmul.default" => ["aten.mm.default", "aten.bmm.default", "aten.view.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dims", "aten.clone.default", "aten.mul.Tensor", "aten.sum.dim_IntList"] matmul_rule;
+    "aten.transpose.int" => ["aten.permute.default"] transpose;
+    "aten.t.default" => ["aten.permute.default"] t;
+    "aten.reshape.default" => ["aten.view.default", "aten.clone.default"] reshape_rule;
+    "aten._unsafe_view.default" => ["aten.view.default"] unsafe_view;
+    "aten.view_as.default" => ["aten.view.default"] view_as;
+    "aten.flatten.using_ints" => ["aten.view.default", "aten.clone.default"] flatten;
+    "aten.unflatten.int" => ["aten.view.default", "aten.clone.default"] unflatten;
+    "aten.squeeze.dim" => ["aten.squeeze.dims"] squeeze_dim;
+    "aten.squeeze.default" => ["aten.squeeze.dims"] squeeze_all;
+    "aten.contiguous.default" => ["aten.clone.default"] contiguous;
+    "aten.lift_fresh_copy.default" => ["aten.clone.default"] lift_fresh_copy;
+    "aten.dropout.default" => ["aten.native_dropout.default"] dropout;
+    "aten.feature_dropout.default" => [] dropout;
+    "aten.alpha_dropout.default" => [] dropout;
+    "aten.layer_norm.default" => ["aten.native_layer_norm.default"] layer_norm;
+    "aten.group_norm.default" => ["aten.native_group_norm.default"] group_norm;
+    "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default"] batch_norm;
+    "aten.conv1d.default" => ["aten.convolution.default"] conv;
+    "aten.conv2d.default" => ["aten.convolution.default"] conv;
+    "aten.conv3d.default" => ["aten.convolution.default"] conv;
+    "aten.conv1d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
+    "aten.conv2d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
+    "aten.conv3d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
+    "aten.conv_transpose1d.default" => ["aten.convolution.default"] conv_transpose;
+    "aten.conv_transpose2d.input" => ["aten.convolution.default"] conv_transpose;
+    "aten.conv_transpose3d.input" => ["aten.convolution.default"] conv_transpose;
+    "aten._convolution.default" => ["aten.convolution.default"] underscore_convolution;
+    "aten.max_pool2d.default" => ["aten.max_pool2d_with_indices.default"] max_pool2d;
+    "aten.max_pool3d.default" => ["aten.max_pool3d_with_indices.default"] max_pool3d;
+    "aten.max_pool1d.default" => ["aten.unsqueeze.default", "aten.max_pool2d_with_indices.default", "aten.squeeze.dims"] max_pool1d;
+    "aten.adaptive_avg_pool2d.default" => ["aten.mean.dim", "aten._adaptive_avg_pool2d.default"] adaptive_avg_pool2d;
+    "aten.softmax.int" => ["aten._softmax.default", "aten._to_copy.default"] softmax;
+    "aten.log_softmax.int" => ["aten._log_softmax.default", "aten._to_copy.default"] log_softmax;
+    "aten.to.dtype" => ["aten._to_copy.default"] to;
+    "aten.to.dtype_layout" => ["aten._to_copy.default"] to;
+    "aten.to.device" => ["aten._to_copy.default"] to;
+    "aten.to.other" => ["aten._to_copy.default"] to;
+    "aten.type_as.default" => ["aten._to_copy.default"] to;
+    "aten.__and__.Tensor" => ["aten.bitwise_and.Tensor"] renamed;
+    "aten.__or__.Tensor" => ["aten.bitwise_or.Tensor"] renamed;
+    "aten.__xor__.Tensor" => ["aten.bitwise_xor.Tensor"] renamed;
+    "aten.__and__.Scalar" => ["aten.bitwise_and.Scalar"] renamed;
+    "aten.__or__.Scalar" => ["aten.bitwise_or.Scalar"] renamed;
+    "aten.arange.default" => ["aten.arange.start_step"] arange;
+    "aten.arange.start" => ["aten.arange.start_step"] arange;
+    "aten.zeros.default" => ["aten.full.default"] full_of;
+    "aten.ones.default" => ["aten.full.default"] full_of;
+    "aten.new_zeros.default" => ["aten.full.default"] full_of;
+    "aten.new_ones.default" => ["aten.full.default"] full_of;
+    "aten.new_full.default" => ["aten.full.default"] full_of;
+    "aten.zeros_like.default" => ["aten.full_like.default"] full_like_of;
+    "aten.ones_like.default" => ["aten.full_like.default"] full_like_of;
+    "aten.where.ScalarOther" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.where.ScalarSelf" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.where.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.masked_fill.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] masked_fill;
+    "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
+    "aten.split.Tensor" => ["aten.split_with_sizes.default"] split;
+    "aten.chunk.default" => ["aten.split_with_sizes.default"] chunk;
+    "aten.unbind.int" => ["aten.select.int"] unbind;
+    "aten.stack.default" => ["aten.unsqueeze.default", "aten.cat.default"] stack;
+    "aten.diff.default" => ["aten.slice.Tensor", "aten.sub.Tensor", "aten.logical_xor.default", "aten.cat.default"] diff;
+    "aten.scaled_dot_product_attention.default" => ["aten.mul.Scalar", "aten.permute.default", "aten.matmul.default", "aten.add.Tensor", "aten._softmax.default", "aten.eq.Scalar", "aten.logical_not.default", "aten.any.dim", "aten.full_like.default", "aten.where.self", "aten.native_dropout.default", "aten.arange.start_step", "aten.ge.Tensor"] sdpa;
+    "aten.silu.default" => ["aten.sigmoid.default", "aten.mul.Tensor"] silu;
+    "aten.hardswish.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.div.Tensor", "aten.mul.Tensor"] hardswish;
+    "aten.hardsigmoid.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.div.Tensor"] hardsigmoid;
+    "aten.relu6.default" => ["aten.hardtanh.default"] relu6;
+    "aten.clamp_min.default" => ["aten.clamp.default"] clamp_one;
+    "aten.clamp_max.default" => ["aten.clamp.default"] clamp_one;
+    "aten.square.default" => ["aten.pow.Tensor_Scalar"] square;
+    "aten.rsub.Scalar" => ["aten.sub.Tensor"] rsub;
+    "aten.softplus.default" => ["aten.mul.Tensor", "aten.exp.default", "aten.log1p.default", "aten.div.Tensor", "aten.gt.Scalar", "aten.where.self"] softplus;
+    "aten.mish.default" => ["aten.softplus.default", "aten.tanh.default", "aten.mul.Tensor"] mish;
+    "aten.sum.default" => ["aten.sum.dim_IntList"] sum_all;
+    "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;
+    "aten.expand_as.default" => ["aten.expand.default"] expand_as;
+    "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;
+    "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
+    "aten.fill.Scalar" => ["aten.full_like.default"] fill;
+    "aten.zero.default" => ["aten.full_like.default"] fill;
+}
+
+/// The rule for an op identity (`aten.linear.default`), if there is one.
+pub fn rule_for(op: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.source == op)
+}
+
+// ---- helpers: one emitted op each, with its result's meta ----
+
+fn unary(em: &mut Emitter, op: &str, x: ValueId) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let meta = em.meta_like(x, m.dtype, m.sizes)?;
+    em.op(op, vec![("self", Argument::Tensor(x))], meta)
+}
+
+/// A binary op on a tensor and a scalar, keeping the tensor's meta.
+fn with_scalar(em: &mut Emitter, op: &str, x: ValueId, other: Argument) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let meta = em.meta_like(x, m.dtype, m.sizes)?;
+    em.op(op, vec![("self", Argument::Tensor(x)), ("other", other)], meta)
+}
+
+/// Broadcast sizes (numpy rules) of two metas.
+fn broadcast(a: &[Sym], b: &[Sym]) -> Vec<Sym> {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| {
+            let x = (i + a.len()).checked_sub(n).map(|j| &a[j]);
+            let y = (i + b.len()).checked_sub(n).map(|j| &b[j]);
+            match (x, y) {
+                (Some(x), None) => x.clone(),
+                (None, Some(y)) => y.clone(),
+                (Some(Sym::Int(1)), Some(y)) => y.clone(),
+                (Some(x), _) => x.clone(),
+                (None, None) => Sym::Int(1),
+            }
+        })
+        .collect()
+}
+
+/// `op(a, b)` on two tensors with a result dtype.
+fn binary(em: &mut Emitter, op: &str, a: ValueId, b: ValueId, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+    let sizes = broadcast(&em.sizes(a)?, &em.sizes(b)?);
+    let meta = em.meta_like(a, dtype, sizes)?;
+    em.op_to(op, vec![("self", Argument::Tensor(a)), ("other", Argument::Tensor(b))], out, meta)
+}
+
+fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let meta = TensorMeta {
+        sizes: perm.iter().map(|&p| m.sizes[p].clone()).collect(),
+        strides: perm.iter().map(|&p| m.strides[p].clone()).collect(),
+        ..m
+    };
+    let dims: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
+    em.op_to("aten.permute.default", vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&dims))], out, meta)
+}
+
+/// Swaps the last two dims.
+fn mt(em: &mut Emitter, x: ValueId) -> Result<ValueId> {
+    let r = em.rank(x)?;
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    permute(em, x, &perm, None)
+}
+
+/// Resolves a `-1` in view sizes from the input's static numel.
+fn view_syms(em: &Emitter, x: ValueId, sizes: &[SymRef]) -> Result<Vec<Sym>> {
+    let mut out = syms(em, sizes);
+    if let Some(pos) = out.iter().position(|s| *s == Sym::Int(-1)) {
+        let total: Option<i64> = em.meta(x)?.static_sizes().map(|s| s.iter().product());
+        let known: Option<i64> = out
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != pos)
+            .map(|(_, s)| s.as_int())
+            .product();
+        out[pos] = match (total, known) {
+            (Some(t), Some(k)) if k != 0 => Sym::Int(t / k),
+            _ => {
+                return Err(Error::unsupported(
+                    "a view with -1 over symbolic sizes cannot be given a static shape",
+                ))
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// The strides of `x.view(new)` when the view needs no copy (torch's
+/// `computeStride`), for static sizes; `None` when a copy is needed or a
+/// size is symbolic.
+fn view_strides(m: &TensorMeta, new: &[Sym]) -> Option<Vec<i64>> {
+    let old = m.static_sizes()?;
+    let stride = m.static_strides()?;
+    let new: Vec<i64> = new.iter().map(Sym::as_int).collect::<Option<_>>()?;
+    if old.is_empty() {
+        return Some(vec![1; new.len()]);
+    }
+    let numel: i64 = old.iter().product();
+    if numel == 0 {
+        return (old == new).then(|| stride.clone()).or_else(|| Some(crate::ir::contiguous_strides(&new)));
+    }
+    let mut out = vec![0i64; new.len()];
+    let mut view_d = new.len() as i64 - 1;
+    let mut chunk_base = *stride.last()?;
+    let (mut tensor_numel, mut view_numel) = (1i64, 1i64);
+    for d in (0..old.len()).rev() {
+        tensor_numel *= old[d];
+        if d == 0 || (old[d - 1] != 1 && stride[d - 1] != tensor_numel * chunk_base) {
+            while view_d >= 0 && (view_numel < tensor_numel || new[view_d as usize] == 1) {
+                out[view_d as usize] = view_numel * chunk_base;
+                view_numel *= new[view_d as usize];
+                view_d -= 1;
+            }
+            if view_numel != tensor_numel {
+                return None;
+            }
+            if d > 0 {
+                chunk_base = stride[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    (view_d == -1).then_some(out)
+}
+
+fn view(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) -> Result<ValueId> {
+    let dtype = em.dtype(x)?;
+    let new = view_syms(em, x, sizes)?;
+    let mut meta = em.meta_like(x, dtype, new.clone())?;
+    if let Some(st) = view_strides(em.meta(x)?, &new) {
+        meta.strides = st.into_iter().map(Sym::Int).collect();
+    }
+    em.op_to("aten.view.default", vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))], out, meta)
+}
+
+fn clone(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let meta = em.meta_like(x, m.dtype, m.sizes)?;
+    em.op_to(
+        "aten.clone.default",
+        vec![("self", Argument::Tensor(x)), ("memory_format", Argument::MemoryFormat(MemoryFormat::Contiguous))],
+        out,
+        meta,
+    )
+}
+
+/// `reshape`: a view when one is possible without a copy, else a copy then
+/// a view (torch's `reshape` / `_reshape_copy`).
+fn reshape(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(x)?;
+    let viewable = match view_strides(m, &view_syms(em, x, sizes)?) {
+        Some(_) => true,
+        None => m.static_sizes().is_none() && is_contiguous(m),
+    };
+    let src = if viewable { x } else { clone(em, x, None)? };
+    view(em, src, sizes, out)
+}
+
+fn expand(em: &mut Emitter, x: ValueId, sizes: &[SymRef]) -> Result<ValueId> {
+    let dtype = em.dtype(x)?;
+    let mut meta = em.meta_like(x, dtype, syms(em, sizes))?;
+    // An expanded tensor is not contiguous where it broadcasts.
+    let in_meta = em.meta(x)?.clone();
+    let off = sizes.len() - in_meta.sizes.len();
+    for (i, s) in meta.sizes.clone().iter().enumerate() {
+        meta.strides[i] = if i < off || (in_meta.sizes[i - off] == Sym::Int(1) && *s != Sym::Int(1)) {
+            Sym::Int(0)
+        } else {
+            in_meta.strides[i - off].clone()
+        };
+    }
+    em.op("aten.expand.default", vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))], meta)
+}
+
+fn unsqueeze(em: &mut Emitter, x: ValueId, dim: usize) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes.insert(dim, Sym::Int(1));
+    let meta = em.meta_like(x, m.dtype, sizes)?;
+    em.op("aten.unsqueeze.default", vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim as i64))], meta)
+}
+
+fn squeeze_dims(em: &mut Emitter, x: ValueId, dims: &[usize], out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let sizes: Vec<Sym> = m
+        .sizes
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| !(dims.contains(i) && **s == Sym::Int(1)))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let meta = em.meta_like(x, m.dtype, sizes)?;
+    let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    em.op_to("aten.squeeze.dims", vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&dims))], out, meta)
+}
+
+fn mm(em: &mut Emitter, a: ValueId, b: ValueId, bias: Option<ValueId>, out: Option<ValueId>) -> Result<ValueId> {
+    let (sa, sb) = (em.sizes(a)?, em.sizes(b)?);
+    let meta = em.meta_like(a, em.dtype(a)?, vec![sa[0].clone(), sb[1].clone()])?;
+    match bias {
+        Some(c) => em.op_to(
+            "aten.addmm.default",
+            vec![("self", Argument::Tensor(c)), ("mat1", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))],
+            out,
+            meta,
+        ),
+        None => em.op_to("aten.mm.default", vec![("self", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))], out, meta),
+    }
+}
+
+/// Whether `x.view(-1, x.size(-1))` needs no copy (torch's `should_fold`).
+fn foldable(m: &TensorMeta) -> bool {
+    let n = m.sizes.len();
+    (0..n.saturating_sub(2)).all(|i| m.strides[i] == super::edit::sym_mul(&m.strides[i + 1], &m.sizes[i + 1]))
+}
+
+/// torch's `matmul`, op for op (`at::native::_matmul_impl`).
+fn matmul(em: &mut Emitter, a: ValueId, b: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+    let (da, db) = (em.rank(a)?, em.rank(b)?);
+    let dtype = em.dtype(a)?;
+    match (da, db) {
+        (1, 1) => {
+            let prod = binary(em, "aten.mul.Tensor", a, b, dtype, None)?;
+            let meta = em.meta_like(a, dtype, vec![])?;
+            return em.op_to(
+                "aten.sum.dim_IntList",
+                vec![("self", Argument::Tensor(prod)), ("dim", ints_arg(&[0]))],
+                out,
+                meta,
+            );
+        }
+        (2, 1) => {
+            let b2 = unsqueeze(em, b, 1)?;
+            let r = mm(em, a, b2, None, None)?;
+            return squeeze_dims(em, r, &[1], out);
+        }
+        (1, 2) => {
+            let a2 = unsqueeze(em, a, 0)?;
+            let r = mm(em, a2, b, None, None)?;
+            return squeeze_dims(em, r, &[0], out);
+        }
+        (2, 2) => return mm(em, a, b, None, out),
+        _ => {}
+    }
+    if da >= 3 && (db == 1 || db == 2) && foldable(em.meta(a)?) {
+        let lead: Vec<SymRef> = (0..da - 1).map(|d| em.size(a, d)).collect::<Result<_>>()?;
+        let k = em.size(a, da - 1)?;
+        let rows = em.product(&lead)?;
+        let a2 = view(em, a, &[rows, k], None)?;
+        let b2 = if db == 1 { unsqueeze(em, b, 1)? } else { b };
+        let r = mm(em, a2, b2, None, None)?;
+        let mut sizes = lead;
+        if db == 2 {
+            sizes.push(em.size(b, 1)?);
+        }
+        return view(em, r, &sizes, out);
+    }
+    // Batched: expand both to the broadcast batch, fold it, bmm, unfold.
+    let a_ = if da == 1 { unsqueeze(em, a, 0)? } else { a };
+    let b_ = if db == 1 { unsqueeze(em, b, 1)? } else { b };
+    let (ra, rb) = (em.rank(a_)?, em.rank(b_)?);
+    let sa = em.size_refs(a_)?;
+    let sb = em.size_refs(b_)?;
+    let (n, m1) = (sa[ra - 2], sa[ra - 1]);
+    let (m2, p) = (sb[rb - 2], sb[rb - 1]);
+    let batch_a = &sa[..ra - 2];
+    let batch_b = &sb[..rb - 2];
+    let nb = batch_a.len().max(batch_b.len());
+    let mut batch = Vec::new();
+    for i in 0..nb {
+        let x = (i + batch_a.len()).checked_sub(nb).map(|j| batch_a[j]);
+        let y = (i + batch_b.len()).checked_sub(nb).map(|j| batch_b[j]);
+        batch.push(match (x, y) {
+            (Some(x), None) => x,
+            (None, Some(y)) => y,
+            (Some(SymRef::Int(1)), Some(y)) => y,
+            (Some(x), _) => x,
+            (None, None) => SymRef::Int(1),
+        });
+    }
+    let bp = em.product(&batch)?;
+    let ea: Vec<SymRef> = batch.iter().copied().chain([n, m1]).collect();
+    let eb: Vec<SymRef> = batch.iter().copied().chain([m2, p]).collect();
+    let xa = expand(em, a_, &ea)?;
+    let xa = reshape(em, xa, &[bp, n, m1], None)?;
+    let xb = expand(em, b_, &eb)?;
+    let xb = reshape(em, xb, &[bp, m2, p], None)?;
+    let meta = em.meta_like(a, dtype, syms(em, &[bp, n, p]))?;
+    let r = em.op("aten.bmm.default", vec![("self", Argument::Tensor(xa)), ("mat2", Argument::Tensor(xb))], meta)?;
+    let mut shape = batch;
+    if da > 1 {
+        shape.push(n);
+    }
+    if db > 1 {
+        shape.push(p);
+    }
+    view(em, r, &shape, out)
+}
+
+fn full_like(em: &mut Emitter, x: ValueId, value: Argument, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, dtype, sizes)?;
+    em.op_to(
+        "aten.full_like.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("fill_value", value),
+            ("dtype", Argument::ScalarType(dtype)),
+            ("memory_format", Argument::MemoryFormat(MemoryFormat::Preserve)),
+        ],
+        out,
+        meta,
+    )
+}
+
+fn scalar_tensor(em: &mut Emitter, like: ValueId, value: Argument, dtype: Dtype) -> Result<ValueId> {
+    let meta = em.meta_like(like, dtype, vec![])?;
+    em.op("aten.scalar_tensor.default", vec![("s", value), ("dtype", Argument::ScalarType(dtype))], meta)
+}
+
+fn where_(em: &mut Emitter, c: ValueId, x: ValueId, y: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+    let dtype = if em.dtype(x)?.is_floating() { em.dtype(x)? } else { em.dtype(y)? };
+    let s = broadcast(&broadcast(&em.sizes(c)?, &em.sizes(x)?), &em.sizes(y)?);
+    let meta = em.meta_like(x, dtype, s)?;
+    em.op_to(
+        "aten.where.self",
+        vec![("condition", Argument::Tensor(c)), ("self", Argument::Tensor(x)), ("other", Argument::Tensor(y))],
+        out,
+        meta,
+    )
+}
+
+fn to_copy(em: &mut Emitter, x: ValueId, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, dtype, sizes)?;
+    em.op_to("aten._to_copy.default", vec![("self", Argument::Tensor(x)), ("dtype", Argument::ScalarType(dtype))], out, meta)
+}
+
+// ---- the rules ----
+
+fn linear(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, w, b) = (a.t("input")?, a.t("weight")?, a.ot("bias")?);
+    let out = a.out(0)?;
+    let wt = permute(em, w, &[1, 0], None)?;
+    let rank = em.rank(x)?;
+    if rank == 2 {
+        return Ok(vec![mm(em, x, wt, b, Some(out))?]);
+    }
+    if rank >= 3 && b.is_some() && is_contiguous(em.meta(x)?) {
+        let lead: Vec<SymRef> = (0..rank - 1).map(|d| em.size(x, d)).collect::<Result<_>>()?;
+        let k = em.size(x, rank - 1)?;
+        let rows = em.product(&lead)?;
+        let x2 = view(em, x, &[rows, k], None)?;
+        let r = mm(em, x2, wt, b, None)?;
+        let mut sizes = lead;
+        sizes.push(em.size(w, 0)?);
+        return Ok(vec![view(em, r, &sizes, Some(out))?]);
+    }
+    match b {
+        None => Ok(vec![matmul(em, x, wt, Some(out))?]),
+        Some(b) => {
+            let r = matmul(em, x, wt, None)?;
+            let dtype = em.dtype(r)?;
+            Ok(vec![binary(em, "aten.add.Tensor", r, b, dtype, Some(out))?])
+        }
+    }
+}
+
+fn matmul_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![matmul(em, a.t("self")?, a.t("other")?, Some(a.out(0)?))?])
+}
+
+fn transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let (d0, d1) = (norm_dim(a.int("dim0")?, r)?, norm_dim(a.int("dim1")?, r)?);
+    let mut perm: Vec<usize> = (0..r).collect();
+    if r > 0 {
+        perm.swap(d0, d1);
+    }
+    Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
+}
+
+fn t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    if em.rank(x)? < 2 {
+        return Ok(vec![x]);
+    }
+    Ok(vec![permute(em, x, &[1, 0], Some(a.out(0)?))?])
+}
+
+fn reshape_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![reshape(em, a.t("self")?, &a.syms("shape")?, Some(a.out(0)?))?])
+}
+
+fn unsafe_view(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![view(em, a.t("self")?, &a.syms("size")?, Some(a.out(0)?))?])
+}
+
+fn view_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let other = a.t("other")?;
+    let sizes = em.size_refs(other)?;
+    Ok(vec![view(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
+}
+
+fn flatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    if r == 0 {
+        return Ok(vec![reshape(em, x, &[SymRef::Int(1)], Some(a.out(0)?))?]);
+    }
+    let (s, e) = (norm_dim(a.int("start_dim")?, r)?, norm_dim(a.int("end_dim")?, r)?);
+    if s == e {
+        return Ok(vec![x]);
+    }
+    let sizes = em.size_refs(x)?;
+    let mid = em.product(&sizes[s..=e])?;
+    let mut new: Vec<SymRef> = sizes[..s].to_vec();
+    new.push(mid);
+    new.extend_from_slice(&sizes[e + 1..]);
+    Ok(vec![reshape(em, x, &new, Some(a.out(0)?))?])
+}
+
+fn unflatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let d = norm_dim(a.int("dim")?, r)?;
+    let sizes = em.size_refs(x)?;
+    let mut new: Vec<SymRef> = sizes[..d].to_vec();
+    let mut inner = a.syms("sizes")?;
+    // Resolve a -1 against the dim it splits.
+    if let Some(pos) = inner.iter().position(|s| *s == SymRef::Int(-1)) {
+        if let SymRef::Int(total) = sizes[d] {
+            let known: i64 = inner
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != pos)
+                .map(|(_, s)| if let SymRef::Int(v) = s { *v } else { 1 })
+                .product();
+            inner[pos] = SymRef::Int(total / known.max(1));
+        }
+    }
+    new.extend(inner);
+    new.extend_from_slice(&sizes[d + 1..]);
+    Ok(vec![reshape(em, x, &new, Some(a.out(0)?))?])
+}
+
+fn squeeze_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    Ok(vec![squeeze_dims(em, x, &[d], Some(a.out(0)?))?])
+}
+
+fn squeeze_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let sizes = em.static_sizes(x, "squeeze() of every size-1 dim")?;
+    let dims: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] == 1).collect();
+    Ok(vec![squeeze_dims(em, x, &dims, Some(a.out(0)?))?])
+}
+
+fn contiguous(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    if is_contiguous(em.meta(x)?) {
+        return Ok(vec![x]);
+    }
+    Ok(vec![clone(em, x, Some(a.out(0)?))?])
+}
+
+fn lift_fresh_copy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![clone(em, a.t("self")?, Some(a.out(0)?))?])
+}
+
+fn dropout(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let (p, train) = (a.float("p")?, a.bool("train")?);
+    if !train || p == 0.0 {
+        return Ok(vec![x]);
+    }
+    if a.0.target.name != "dropout" {
+        return Err(Error::unsupported(format!(
+            "node {}: {} in training mode has no decomposition",
+            a.0.name, a.0.target
+        )));
+    }
+    let mask = em.meta_like(x, Dtype::Bool, em.sizes(x)?)?;
+    let r = em.call(
+        "aten.native_dropout.default",
+        vec![("input", Argument::Tensor(x)), ("p", Argument::Float(p)), ("train", Argument::Bool(true))],
+        vec![Out::Into(a.out(0)?), Out::New(mask)],
+    )?;
+    Ok(vec![r[0]])
+}
+
+fn layer_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let ns = a.syms("normalized_shape")?;
+    let mut stat = em.sizes(x)?;
+    let r = stat.len();
+    for s in stat.iter_mut().skip(r - ns.len()) {
+        *s = Sym::Int(1);
+    }
+    let dtype = em.dtype(x)?;
+    let m1 = em.meta_like(x, dtype, stat.clone())?;
+    let m2 = em.meta_like(x, dtype, stat)?;
+    em.call(
+        "aten.native_layer_norm.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("normalized_shape", sym_ints_arg(&ns)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn group_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let g = a.int("num_groups")?;
+    let sizes = em.size_refs(x)?;
+    let (n, c) = (sizes[0], sizes[1]);
+    let hw = em.product(&sizes[2..])?;
+    let dtype = em.dtype(x)?;
+    let stat = vec![em.sym_of(n), Sym::Int(g)];
+    let m1 = em.meta_like(x, dtype, stat.clone())?;
+    let m2 = em.meta_like(x, dtype, stat)?;
+    em.call(
+        "aten.native_group_norm.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("N", Argument::SymInt(n)),
+            ("C", Argument::SymInt(c)),
+            ("HxW", Argument::SymInt(hw)),
+            ("group", Argument::Int(g)),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn batch_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    if a.bool("training")? {
+        return Err(Error::unsupported(format!(
+            "node {}: batch_norm in training mode (export the model in eval mode: model.eval())",
+            a.0.name
+        )));
+    }
+    let x = a.t("input")?;
+    let (mean, var) = (a.ot("running_mean")?, a.ot("running_var")?);
+    let (Some(mean), Some(var)) = (mean, var) else {
+        return Err(Error::unsupported(format!(
+            "node {}: batch_norm in eval mode without running statistics",
+            a.0.name
+        )));
+    };
+    let dtype = em.dtype(x)?;
+    let m1 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
+    let m2 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
+    em.call(
+        "aten._native_batch_norm_legit_no_training.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("running_mean", Argument::Tensor(mean)),
+            ("running_var", Argument::Tensor(var)),
+            ("momentum", Argument::Float(a.float("momentum")?)),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+/// `convolution` on a batched input; an unbatched one gets a batch of one.
+fn convolution(
+    em: &mut Emitter,
+    a: &A,
+    x: ValueId,
+    args: Vec<(&str, Argument)>,
+    spatial: usize,
+) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let unbatched = em.rank(x)? == spatial + 1;
+    let mut all = vec![("input", Argument::Tensor(if unbatched { unsqueeze(em, x, 0)? } else { x }))];
+    all.extend(args);
+    if unbatched {
+        let m = em.meta(out)?.clone();
+        let mut sizes = m.sizes.clone();
+        sizes.insert(0, Sym::Int(1));
+        let meta = em.meta_like(out, m.dtype, sizes)?;
+        let r = em.op("aten.convolution.default", all, meta)?;
+        return Ok(vec![squeeze_dims(em, r, &[0], Some(out))?]);
+    }
+    em.op_into("aten.convolution.default", all, out)?;
+    Ok(vec![out])
+}
+
+fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (mut x, w) = (a.t("input")?, a.t("weight")?);
+    let spatial = em.rank(w)? - 2;
+    let dilation = a.syms("dilation")?;
+    let padding = match a.0.arg("padding") {
+        Some(Argument::String(mode)) => {
+            let k = em.static_sizes(w, "convolution with padding='same'")?;
+            let dil: Vec<i64> = a.ints("dilation")?;
+            let mut pad = Vec::new();
+            let mut extra = Vec::new();
+            for d in 0..spatial {
+                let total = if mode == "same" { dil.get(d).copied().unwrap_or(dil[0]) * (k[d + 2] - 1) } else { 0 };
+                pad.push(SymRef::Int(total / 2));
+                extra.push(total % 2);
+            }
+            if extra.iter().any(|&e| e != 0) {
+                // Asymmetric: pad the far side once more, as torch does.
+                let mut p = Vec::new();
+                for d in (0..spatial).rev() {
+                    p.extend([0, extra[d]]);
+                }
+                let m = em.meta(x)?.clone();
+                let mut sizes = m.sizes.clone();
+                let r = sizes.len();
+                for d in 0..spatial {
+                    if extra[d] != 0 {
+                        sizes[r - spatial + d] = super::edit::sym_mul(&sizes[r - spatial + d], &Sym::Int(1));
+                        if let Sym::Int(v) = sizes[r - spatial + d] {
+                            sizes[r - spatial + d] = Sym::Int(v + extra[d]);
+                        } else {
+                            return Err(Error::unsupported("padding='same' on a symbolic spatial size"));
+                        }
+                    }
+                }
+                let meta = em.meta_like(x, m.dtype, sizes)?;
+                x = em.op("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&p))], meta)?;
+            }
+            pad
+        }
+        _ => a.syms("padding")?,
+    };
+    let args = vec![
+        ("weight", Argument::Tensor(w)),
+        ("bias", a.arg("bias")),
+        ("stride", sym_ints_arg(&a.syms("stride")?)),
+        ("padding", sym_ints_arg(&padding)),
+        ("dilation", sym_ints_arg(&dilation)),
+        ("transposed", Argument::Bool(false)),
+        ("output_padding", sym_ints_arg(&vec![SymRef::Int(0); spatial])),
+        ("groups", Argument::SymInt(a.sym("groups")?)),
+    ];
+    convolution(em, a, x, args, spatial)
+}
+
+fn conv_transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, w) = (a.t("input")?, a.t("weight")?);
+    let spatial = em.rank(w)? - 2;
+    let args = vec![
+        ("weight", Argument::Tensor(w)),
+        ("bias", a.arg("bias")),
+        ("stride", sym_ints_arg(&a.syms("stride")?)),
+        ("padding", sym_ints_arg(&a.syms("padding")?)),
+        ("dilation", sym_ints_arg(&a.syms("dilation")?)),
+        ("transposed", Argument::Bool(true)),
+        ("output_padding", sym_ints_arg(&a.syms("output_padding")?)),
+        ("groups", Argument::SymInt(a.sym("groups")?)),
+    ];
+    convolution(em, a, x, args, spatial)
+}
+
+fn underscore_convolution(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut args: Vec<(&str, Argument)> = Vec::new();
+    for name in ["input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"] {
+        args.push((name, a.arg(name)));
+    }
+    em.op_into("aten.convolution.default", args, a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn pool_with_indices(em: &mut Emitter, a: &A, op: &str, x: ValueId, out: Option<ValueId>, meta: TensorMeta) -> Result<ValueId> {
+    let mut idx = meta.clone();
+    idx.dtype = Dtype::Int64;
+    let args = vec![
+        ("self", Argument::Tensor(x)),
+        ("kernel_size", a.arg("kernel_size")),
+        ("stride", a.arg("stride")),
+        ("padding", a.arg("padding")),
+        ("dilation", a.arg("dilation")),
+        ("ceil_mode", a.arg("ceil_mode")),
+    ];
+    let first = match out {
+        Some(o) => Out::Into(o),
+        None => Out::New(meta),
+    };
+    Ok(em.call(op, args, vec![first, Out::New(idx)])?[0])
+}
+
+fn max_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let meta = em.meta(out)?.clone();
+    Ok(vec![pool_with_indices(em, a, "aten.max_pool2d_with_indices.default", a.t("self")?, Some(out), meta)?])
+}
+
+fn max_pool3d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let meta = em.meta(out)?.clone();
+    Ok(vec![pool_with_indices(em, a, "aten.max_pool3d_with_indices.default", a.t("self")?, Some(out), meta)?])
+}
+
+fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let r = em.rank(x)?;
+    let x2 = unsqueeze(em, x, r - 1)?;
+    let one = |v: Vec<i64>, fill: i64| -> Vec<i64> { [vec![fill], v].concat() };
+    let m = em.meta(out)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes.insert(r - 1, Sym::Int(1));
+    let meta = em.meta_like(out, m.dtype, sizes)?;
+    let stride = a.ints("stride")?;
+    let k = a.ints("kernel_size")?;
+    let args = vec![
+        ("self", Argument::Tensor(x2)),
+        ("kernel_size", ints_arg(&one(k.clone(), 1))),
+        ("stride", ints_arg(&one(if stride.is_empty() { k } else { stride }, 1))),
+        ("padding", ints_arg(&one(a.ints("padding")?, 0))),
+        ("dilation", ints_arg(&one(a.ints("dilation")?, 1))),
+        ("ceil_mode", a.arg("ceil_mode")),
+    ];
+    let mut idx = meta.clone();
+    idx.dtype = Dtype::Int64;
+    let r2 = em.call("aten.max_pool2d_with_indices.default", args, vec![Out::New(meta), Out::New(idx)])?[0];
+    Ok(vec![squeeze_dims(em, r2, &[r - 1], Some(out))?])
+}
+
+fn adaptive_avg_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    if a.ints("output_size").ok().as_deref() == Some(&[1, 1]) {
+        em.op_into(
+            "aten.mean.dim",
+            vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&[-1, -2])), ("keepdim", Argument::Bool(true))],
+            out,
+        )?;
+    } else {
+        em.op_into("aten._adaptive_avg_pool2d.default", vec![("self", Argument::Tensor(x)), ("output_size", a.arg("output_size"))], out)?;
+    }
+    Ok(vec![out])
+}
+
+fn softmax_like(em: &mut Emitter, a: &A, op: &str) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    if let Some(d) = a.dtype("dtype") {
+        if d != em.dtype(x)? {
+            x = to_copy(em, x, d, None)?;
+        }
+    }
+    em.op_into(op, vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(a.int("dim")?)), ("half_to_float", Argument::Bool(false))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn softmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    softmax_like(em, a, "aten._softmax.default")
+}
+
+fn log_softmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    softmax_like(em, a, "aten._log_softmax.default")
+}
+
+fn to(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let want = em.dtype(out)?;
+    let same_device = em.meta(x)?.device == em.meta(out)?.device;
+    if want == em.dtype(x)? && same_device && !a.bool("copy")? {
+        return Ok(vec![x]);
+    }
+    let mut args = vec![("self", Argument::Tensor(x)), ("dtype", Argument::ScalarType(want))];
+    if !same_device {
+        args.push(("device", Argument::Device(em.meta(out)?.device.clone())));
+    }
+    em.op_into("aten._to_copy.default", args, out)?;
+    Ok(vec![out])
+}
+
+fn renamed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let name = a.0.target.name.trim_matches('_');
+    let op = format!("aten.bitwise_{name}.{}", a.0.target.overload);
+    let args = a.0.inputs.iter().map(|n| (n.name.as_str(), n.arg.clone())).collect();
+    em.op_into(&op, args, a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn arange(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let start = if a.0.target.overload == "start" { a.arg("start") } else { Argument::Int(0) };
+    let dtype = em.dtype(out)?;
+    em.op_into(
+        "aten.arange.start_step",
+        vec![
+            ("start", start),
+            ("end", a.arg("end")),
+            ("step", Argument::Int(1)),
+            ("dtype", Argument::ScalarType(dtype)),
+            ("layout", a.arg("layout")),
+            ("device", a.arg("device")),
+            ("pin_memory", a.arg("pin_memory")),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+fn full_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let value = match a.0.target.name.as_str() {
+        "zeros" | "new_zeros" => scalar(0.0, dtype),
+        "ones" | "new_ones" => scalar(1.0, dtype),
+        _ => a.arg("fill_value"),
+    };
+    let sizes = a.syms("size")?;
+    em.op_into(
+        "aten.full.default",
+        vec![
+            ("size", sym_ints_arg(&sizes)),
+            ("fill_value", value),
+            ("dtype", Argument::ScalarType(dtype)),
+            ("layout", a.arg("layout")),
+            ("device", if a.has("device") { a.arg("device") } else { Argument::Device(em.meta(out)?.device.clone()) }),
+            ("pin_memory", Argument::Bool(false)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+fn full_like_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let value = scalar(if a.0.target.name == "ones_like" { 1.0 } else { 0.0 }, dtype);
+    Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
+}
+
+fn fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let value = if a.0.target.name == "zero" { scalar(0.0, dtype) } else { a.arg("value") };
+    Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
+}
+
+fn where_scalar(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let c = a.t("condition")?;
+    let side = |em: &mut Emitter, name: &str| -> Result<ValueId> {
+        match a.0.arg(name) {
+            Some(Argument::Tensor(v)) => Ok(*v),
+            _ => scalar_tensor(em, out, a.arg(name), dtype),
+        }
+    };
+    let x = side(em, "self")?;
+    let y = side(em, "other")?;
+    Ok(vec![where_(em, c, x, y, Some(out))?])
+}
+
+fn masked_fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let value = match a.0.arg("value") {
+        Some(Argument::Tensor(v)) if em.dtype(*v)? == dtype => *v,
+        Some(Argument::Tensor(v)) => to_copy(em, *v, dtype, None)?,
+        _ => scalar_tensor(em, x, a.arg("value"), dtype)?,
+    };
+    Ok(vec![where_(em, a.t("mask")?, value, x, Some(out))?])
+}
+
+fn split_into(em: &mut Emitter, a: &A, x: ValueId, dim: i64, sizes: Vec<i64>) -> Result<Vec<ValueId>> {
+    let outs = a.outs();
+    if outs.len() != sizes.len() {
+        return Err(Error::bad_input(format!(
+            "node {}: {} outputs, but the split makes {}",
+            a.0.name,
+            outs.len(),
+            sizes.len()
+        )));
+    }
+    em.call(
+        "aten.split_with_sizes.default",
+        vec![("self", Argument::Tensor(x)), ("split_sizes", ints_arg(&sizes)), ("dim", Argument::Int(dim))],
+        outs.iter().map(|o| Out::Into(*o)).collect(),
+    )
+}
+
+fn split(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let n = em.static_sizes(x, "split")?[d];
+    let step = a.int("split_size")?.max(1);
+    let mut sizes = Vec::new();
+    let mut at = 0;
+    while at < n || (n == 0 && sizes.is_empty()) {
+        sizes.push(step.min(n - at));
+        at += step;
+    }
+    split_into(em, a, x, a.int("dim")?, sizes)
+}
+
+fn chunk(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let n = em.static_sizes(x, "chunk")?[d];
+    let chunks = a.int("chunks")?.max(1);
+    let step = (n + chunks - 1) / chunks;
+    let mut sizes = Vec::new();
+    let mut at = 0;
+    while at < n {
+        sizes.push(step.min(n - at));
+        at += step;
+    }
+    split_into(em, a, x, a.int("dim")?, sizes)
+}
+
+fn unbind(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dim = a.int("dim")?;
+    let mut out = Vec::new();
+    for (i, o) in a.outs().into_iter().enumerate() {
+        em.op_into(
+            "aten.select.int",
+            vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim)), ("index", Argument::SymInt(SymRef::Int(i as i64)))],
+            o,
+        )?;
+        out.push(o);
+    }
+    Ok(out)
+}
+
+fn stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let xs = a.ts("tensors")?;
+    let r = em.rank(*xs.first().ok_or_else(|| Error::bad_input("stack of no tensors"))?)?;
+    let d = norm_dim(a.int("dim")?, r + 1)?;
+    let parts: Vec<ValueId> = xs.iter().map(|x| unsqueeze(em, *x, d)).collect::<Result<_>>()?;
+    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(d as i64))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes[dim] = match &sizes[dim] {
+        Sym::Int(n) => {
+            let clamp = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(*n) };
+            Sym::Int((clamp(end) - clamp(start)).max(0))
+        }
+        _ => return Err(Error::unsupported("diff along a symbolic dim")),
+    };
+    let meta = em.meta_like(x, m.dtype, sizes)?;
+    em.op(
+        "aten.slice.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(dim as i64)),
+            ("start", Argument::SymInt(SymRef::Int(start))),
+            ("end", Argument::SymInt(SymRef::Int(end))),
+        ],
+        meta,
+    )
+}
+
+fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?].into_iter().flatten().collect();
+    if parts.len() > 1 {
+        let mut sizes = em.sizes(x)?;
+        let mut total = 0;
+        for p in &parts {
+            total += em.static_sizes(*p, "diff with prepend/append")?[d];
+        }
+        sizes[d] = Sym::Int(total);
+        let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
+        x = em.op("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(d as i64))], meta)?;
+    }
+    let n = a.int("n")?;
+    let out = a.out(0)?;
+    for i in 0..n {
+        let hi = slice(em, x, d, 1, i64::MAX)?;
+        let lo = slice(em, x, d, 0, -1)?;
+        let dtype = em.dtype(x)?;
+        let op = if dtype == Dtype::Bool { "aten.logical_xor.default" } else { "aten.sub.Tensor" };
+        let target = if i == n - 1 { Some(out) } else { None };
+        x = binary(em, op, hi, lo, dtype, target)?;
+    }
+    Ok(vec![if n == 0 { x } else { out }])
+}
+
+/// torch's math attention: both sides scaled by sqrt(scale), masks added,
+/// a softmax that gives 0 (not NaN) for fully masked rows.
+fn sdpa(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (q, mut k, mut v) = (a.t("query")?, a.t("key")?, a.t("value")?);
+    let out = a.out(0)?;
+    let dtype = em.dtype(q)?;
+    let qs = em.sizes(q)?;
+    let r = qs.len();
+    let e = qs[r - 1]
+        .as_int()
+        .ok_or_else(|| Error::unsupported("scaled_dot_product_attention with a symbolic head size"))?;
+    let scale = a.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt());
+    let s = scale.sqrt();
+    if a.bool("enable_gqa")? && r >= 3 {
+        let (hq, hk) = (qs[r - 3].as_int(), em.sizes(k)?[r - 3].as_int());
+        if let (Some(hq), Some(hk)) = (hq, hk) {
+            if hq != hk {
+                k = repeat_heads(em, k, hq / hk)?;
+                v = repeat_heads(em, v, hq / hk)?;
+            }
+        }
+    }
+    let qm = with_scalar(em, "aten.mul.Scalar", q, Argument::Float(s))?;
+    let kt = mt(em, k)?;
+    let km = with_scalar(em, "aten.mul.Scalar", kt, Argument::Float(s))?;
+    let mut attn = matmul(em, qm, km, None)?;
+    let lsizes = em.sizes(attn)?;
+    let (l, srcl) = (lsizes[r - 2].clone(), lsizes[r - 1].clone());
+    if a.bool("is_causal")? {
+        let (Sym::Int(l), Sym::Int(sl)) = (l, srcl) else {
+            return Err(Error::unsupported("causal attention over symbolic lengths"));
+        };
+        let rows = arange_col(em, attn, l, true)?;
+        let cols = arange_col(em, attn, sl, false)?;
+        let keep = binary(em, "aten.ge.Tensor", rows, cols, Dtype::Bool, None)?;
+        let ninf = scalar_tensor(em, attn, Argument::Float(f64::NEG_INFINITY), dtype)?;
+        attn = where_(em, keep, attn, ninf, None)?;
+    }
+    if let Some(mask) = a.ot("attn_mask")? {
+        let mask = if em.dtype(mask)? == Dtype::Bool {
+            let zero = scalar_tensor(em, attn, Argument::Float(0.0), dtype)?;
+            let ninf = scalar_tensor(em, attn, Argument::Float(f64::NEG_INFINITY), dtype)?;
+            where_(em, mask, zero, ninf, None)?
+        } else {
+            mask
+        };
+        attn = binary(em, "aten.add.Tensor", attn, mask, dtype, None)?;
+    }
+    let last = Argument::Int(-1);
+    let sm = {
+        let sizes = em.sizes(attn)?;
+        let meta = em.meta_like(attn, dtype, sizes)?;
+        em.op("aten._softmax.default", vec![("self", Argument::Tensor(attn)), ("dim", last.clone()), ("half_to_float", Argument::Bool(false))], meta)?
+    };
+    let eq = {
+        let sizes = em.sizes(attn)?;
+        let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
+        em.op("aten.eq.Scalar", vec![("self", Argument::Tensor(attn)), ("other", Argument::Float(f64::NEG_INFINITY))], meta)?
+    };
+    let not_masked = unary(em, "aten.logical_not.default", eq)?;
+    let any = {
+        let mut sizes = em.sizes(attn)?;
+        *sizes.last_mut().unwrap() = Sym::Int(1);
+        let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
+        em.op("aten.any.dim", vec![("self", Argument::Tensor(not_masked)), ("dim", last), ("keepdim", Argument::Bool(true))], meta)?
+    };
+    let all_masked = unary(em, "aten.logical_not.default", any)?;
+    let zeros = full_like(em, sm, scalar(0.0, dtype), dtype, None)?;
+    let mut p = where_(em, all_masked, zeros, sm, None)?;
+    let dp = a.float("dropout_p")?;
+    if dp > 0.0 {
+        let sizes = em.sizes(p)?;
+        let m0 = em.meta_like(p, dtype, sizes.clone())?;
+        let m1 = em.meta_like(p, Dtype::Bool, sizes)?;
+        p = em.call(
+            "aten.native_dropout.default",
+            vec![("input", Argument::Tensor(p)), ("p", Argument::Float(dp)), ("train", Argument::Bool(true))],
+            vec![Out::New(m0), Out::New(m1)],
+        )?[0];
+    }
+    Ok(vec![matmul(em, p, v, Some(out))?])
+}
+
+/// `arange(n)` shaped as a column (`[n, 1]`) or a row (`[n]`).
+fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<ValueId> {
+    let meta = em.meta_like(like, Dtype::Int64, vec![Sym::Int(n)])?;
+    let r = em.op(
+        "aten.arange.start_step",
+        vec![("start", Argument::Int(0)), ("end", Argument::Int(n)), ("step", Argument::Int(1)), ("dtype", Argument::ScalarType(Dtype::Int64))],
+        meta,
+    )?;
+    if column {
+        unsqueeze(em, r, 1)
+    } else {
+        Ok(r)
+    }
+}
+
+/// Repeats each head `n` times along dim -3 (grouped-query attention).
+fn repeat_heads(em: &mut Emitter, x: ValueId, n: i64) -> Result<ValueId> {
+    let r = em.rank(x)?;
+    let u = unsqueeze(em, x, r - 2)?;
+    let mut sizes = em.size_refs(u)?;
+    sizes[r - 2] = SymRef::Int(n);
+    let ex = expand(em, u, &sizes)?;
+    let heads = em.mul(sizes[r - 3], SymRef::Int(n))?;
+    let mut new: Vec<SymRef> = sizes[..r - 3].to_vec();
+    new.extend([heads, sizes[r - 1], sizes[r]]);
+    reshape(em, ex, &new, None)
+}
+
+fn silu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let s = unary(em, "aten.sigmoid.default", x)?;
+    let dtype = em.dtype(x)?;
+    Ok(vec![binary(em, "aten.mul.Tensor", x, s, dtype, Some(a.out(0)?))?])
+}
+
+/// `clamp(x + 3, 0, 6) / 6`
+fn hard_sigmoid_part(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+    let dtype = em.dtype(x)?;
+    let p = with_scalar(em, "aten.add.Tensor", x, scalar(3.0, dtype))?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, dtype, sizes)?;
+    let c = em.op("aten.clamp.default", vec![("self", Argument::Tensor(p)), ("min", scalar(0.0, dtype)), ("max", scalar(6.0, dtype))], meta.clone())?;
+    em.op_to("aten.div.Tensor", vec![("self", Argument::Tensor(c)), ("other", scalar(6.0, dtype))], out, meta)
+}
+
+fn hardswish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let h = hard_sigmoid_part(em, x, None)?;
+    Ok(vec![binary(em, "aten.mul.Tensor", x, h, dtype, Some(a.out(0)?))?])
+}
+
+fn hardsigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![hard_sigmoid_part(em, a.t("self")?, Some(a.out(0)?))?])
+}
+
+fn relu6(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    em.op_into("aten.hardtanh.default", vec![("self", Argument::Tensor(x)), ("min_val", scalar(0.0, dtype)), ("max_val", scalar(6.0, dtype))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn clamp_one(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let bound = if a.0.target.name == "clamp_min" { ("min", a.arg("min")) } else { ("max", a.arg("max")) };
+    em.op_into("aten.clamp.default", vec![("self", Argument::Tensor(a.t("self")?)), bound], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn square(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into("aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(a.t("self")?)), ("exponent", Argument::Int(2))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn rsub(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // other - alpha * self
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let o = scalar_tensor(em, x, a.arg("other"), dtype)?;
+    em.op_into(
+        "aten.sub.Tensor",
+        vec![("self", Argument::Tensor(o)), ("other", Argument::Tensor(x)), ("alpha", a.arg("alpha"))],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn softplus(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let beta = a.float("beta")?;
+    let xb = with_scalar(em, "aten.mul.Tensor", x, Argument::Float(beta))?;
+    let ex = unary(em, "aten.exp.default", xb)?;
+    let l = unary(em, "aten.log1p.default", ex)?;
+    let soft = with_scalar(em, "aten.div.Tensor", l, Argument::Float(beta))?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let big = em.op("aten.gt.Scalar", vec![("self", Argument::Tensor(xb)), ("other", a.arg("threshold"))], meta)?;
+    let _ = dtype;
+    Ok(vec![where_(em, big, x, soft, Some(a.out(0)?))?])
+}
+
+fn mish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, dtype, sizes)?;
+    let sp = em.op("aten.softplus.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let t = unary(em, "aten.tanh.default", sp)?;
+    Ok(vec![binary(em, "aten.mul.Tensor", x, t, dtype, Some(a.out(0)?))?])
+}
+
+fn sum_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.sum.dim_IntList",
+        vec![("self", Argument::Tensor(a.t("self")?)), ("dim", Argument::Ints(vec![])), ("dtype", a.arg("dtype"))],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn std(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, m.dtype, m.sizes)?;
+    let var = em.op(
+        "aten.var.correction",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", a.arg("dim")),
+            ("correction", a.arg("correction")),
+            ("keepdim", a.arg("keepdim")),
+        ],
+        meta,
+    )?;
+    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(var))], out)?;
+    Ok(vec![out])
+}
+
+fn expand_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let sizes = em.size_refs(a.t("other")?)?;
+    em.op_into("aten.expand.default", vec![("self", Argument::Tensor(a.t("self")?)), ("size", sym_ints_arg(&sizes))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn baddbmm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, dtype, m.sizes)?;
+    let mut prod = em.op("aten.bmm.default", vec![("self", Argument::Tensor(a.t("batch1")?)), ("mat2", Argument::Tensor(a.t("batch2")?))], meta)?;
+    let (alpha, beta) = (a.float("alpha")?, a.float("beta")?);
+    if alpha != 1.0 {
+        prod = with_scalar(em, "aten.mul.Tensor", prod, scalar(alpha, dtype))?;
+    }
+    if beta == 0.0 {
+        return Ok(vec![prod]);
+    }
+    let mut s = a.t("self")?;
+    if beta != 1.0 {
+        s = with_scalar(em, "aten.mul.Tensor", s, scalar(beta, dtype))?;
+    }
+    Ok(vec![binary(em, "aten.add.Tensor", s, prod, dtype, Some(out))?])
+}
+
+fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let p = a.syms("pad")?;
+    let mode = a.string("mode")?;
+    if mode == "constant" {
+        let value = a.opt_float("value")?.unwrap_or(0.0);
+        let dtype = em.dtype(x)?;
+        em.op_into("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", sym_ints_arg(&p)), ("value", scalar(value, dtype))], out)?;
+        return Ok(vec![out]);
+    }
+    let dims = p.len() / 2;
+    let op = match (mode.as_str(), dims) {
+        ("reflect", 1..=3) => format!("aten.reflection_pad{dims}d.default"),
+        ("replicate", 2..=3) => format!("aten.replication_pad{dims}d.default"),
+        _ => {
+            return Err(Error::unsupported(format!(
+                "node {}: pad mode {mode:?} over {dims} dims has no core ATen form",
+                a.0.name
+            )))
+        }
+    };
+    em.op_into(&op, vec![("self", Argument::Tensor(x)), ("padding", sym_ints_arg(&p))], out)?;
+    Ok(vec![out])
+}
+
+/// `source -> result, ...` (for `--list`).
+pub fn describe(rule: &Rule) -> String {
+    format!("{} -> {}", rule.source, rule.results.join(", "))
+}

@@ -1,0 +1,263 @@
+//! `ir-decompose` against PyTorch: every committed fixture, lowered from
+//! both dialects, uses only core ATen ops, still matches the outputs torch
+//! recorded, and has the op histogram of torch's own `run_decompositions()`
+//! (recorded in each fixture's meta.json) up to the listed differences.
+
+#![cfg(feature = "exec")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+use pt2kit::decompose::{self, passes, Policy};
+use pt2kit::diff::{compare_tensor, Tolerance};
+use pt2kit::exec::{self, DeviceKind, Executor};
+use pt2kit::import::pt2::{read_pt2, ImportOptions};
+use pt2kit::ir::{Dtype, Program};
+use pt2kit::tensorfile::read_npz;
+use pt2kit::{text, wire};
+
+fn read(p: &Path) -> Program {
+    read_pt2(p, &ImportOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The same tolerances as the undecomposed graphs (tests/exec.rs).
+fn tolerance(dtype: Dtype) -> Tolerance {
+    let t = match dtype {
+        Dtype::BFloat16 => 1e-2,
+        Dtype::Float16 => 1e-3,
+        d if d.is_floating() => 1e-4,
+        _ => 0.0,
+    };
+    Tolerance { atol: t, rtol: t }
+}
+
+/// Lowers with the default policy and passes, then round-trips the result
+/// through the IR stream (what the next tool in a pipeline reads).
+fn lower(program: &mut Program, pass_names: &[&str]) -> decompose::Report {
+    let mut report = decompose::lower(program, &Policy::default()).unwrap();
+    let names: Vec<String> = pass_names.iter().map(|s| s.to_string()).collect();
+    report.passes = passes::run(program, &names).unwrap();
+    pt2kit::ir::validate::validate(program).unwrap();
+    let bytes = wire::encode_program(program).unwrap();
+    *program = wire::read_program(&mut bytes.as_slice(), "lowered").unwrap();
+    report
+}
+
+fn all_passes() -> Vec<&'static str> {
+    passes::all().iter().map(|(n, _, _)| *n).collect()
+}
+
+/// Runs a lowered fixture on every recorded input set; returns failures.
+fn check_runs(name: &str, model: &str, dir: &Path, program: &Program) -> (usize, Vec<String>) {
+    let mut failures = Vec::new();
+    let executor = match Executor::new(program, exec::device(DeviceKind::Cpu).unwrap()) {
+        Ok(e) => e,
+        Err(e) => return (0, vec![format!("{name}: {e}")]),
+    };
+    let mut runs = 0;
+    for set in ["", ".alt"] {
+        let inputs = dir.join(format!("{model}{set}.inputs.npz"));
+        if !inputs.exists() {
+            continue;
+        }
+        let inputs = read_npz(&inputs).unwrap();
+        let expected = read_npz(&dir.join(format!("{model}{set}.expected.npz"))).unwrap();
+        runs += 1;
+        match executor.run(&inputs) {
+            Ok(outs) if outs.len() == expected.len() => {
+                for ((n, a), (_, b)) in outs.iter().zip(&expected) {
+                    let r = compare_tensor(n, a, b, tolerance(b.dtype));
+                    if !r.ok {
+                        failures.push(format!("{name}{set}: {}", r.line));
+                    }
+                }
+            }
+            Ok(outs) => failures.push(format!("{name}{set}: {} outputs, torch has {}", outs.len(), expected.len())),
+            Err(e) => failures.push(format!("{name}{set}: {e}")),
+        }
+    }
+    (runs, failures)
+}
+
+fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
+    let name = stem(pt2);
+    let model = name.trim_end_matches(".decomp").to_string();
+    let mut program = read(pt2);
+    let report = lower(&mut program, &all_passes());
+    for (op, nodes) in &report.not_core {
+        failures.push(format!("{name}: {op} is not core (nodes {})", nodes.join(", ")));
+    }
+    let (runs, f) = check_runs(&name, &model, pt2.parent().unwrap(), &program);
+    failures.extend(f);
+    runs
+}
+
+#[test]
+fn every_fixture_lowers_to_core_and_matches_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in fixtures().iter().filter(|p| p.starts_with(repo().join("golden/models"))) {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 28, "only {runs} runs");
+}
+
+#[test]
+#[ignore = "needs golden/big (make big); run by make test-big"]
+fn big_models_lower_to_core_and_match_torch() {
+    let mut failures = Vec::new();
+    for p in big_fixtures() {
+        check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn meta_histogram(meta: &serde_json::Value, key: &str) -> BTreeMap<String, i64> {
+    meta[key]
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0))).collect())
+        .unwrap_or_default()
+}
+
+/// Per op where ours and torch's differ: `model op ours torch`.
+fn histogram_differences(dir: &Path, models: &[String]) -> String {
+    let mut out = String::new();
+    for model in models {
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{model}.meta.json"))).unwrap()).unwrap();
+        let torch = meta_histogram(&meta, "ops_decomp");
+        let mut program = read(&dir.join(format!("{model}.pt2")));
+        // torch's run_decompositions() eliminates dead code and nothing else.
+        lower(&mut program, &["dce"]);
+        let ours: BTreeMap<String, i64> =
+            decompose::histogram(&program).into_iter().map(|(k, v)| (k, v as i64)).collect();
+        let mut ops: Vec<&String> = torch.keys().chain(ours.keys()).collect();
+        ops.sort();
+        ops.dedup();
+        for op in ops {
+            let (a, b) = (ours.get(op).copied().unwrap_or(0), torch.get(op).copied().unwrap_or(0));
+            if a != b {
+                out.push_str(&format!("{model} {op} {a} {b}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// The histogram differences are a reviewed golden file; README.md lists
+/// each with its reason.
+#[test]
+fn histograms_match_torch_run_decompositions() {
+    let dir = repo().join("golden/models");
+    let mut models: Vec<String> = fixtures()
+        .iter()
+        .filter(|p| p.starts_with(&dir) && !stem(p).ends_with(".decomp"))
+        .map(|p| stem(p))
+        .collect();
+    models.sort();
+    let diff = format!(
+        "# model op ours torch: where ir-decompose's op histogram differs from torch's\n# run_decompositions() (both with dead code removed); reasons in README.md\n{}",
+        histogram_differences(&dir, &models)
+    );
+    if let Some(e) = check_golden("golden/decompose/histogram_diff.txt", &diff) {
+        panic!("{e}");
+    }
+}
+
+/// Golden listings of lowered fixtures (read once by a person).
+#[test]
+fn lowered_listings() {
+    let mut failures = Vec::new();
+    for model in ["mlp", "cnn", "bufconst", "transformer", "dynseq", "cond"] {
+        let mut program = read(&repo().join(format!("golden/models/{model}.pt2")));
+        lower(&mut program, &all_passes());
+        if let Some(e) = check_golden(&format!("golden/decompose/{model}.core.txt"), &text::listing(&program)) {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn keep_leaves_chosen_ops_and_only_limits_rules() {
+    let mut program = read(&repo().join("golden/models/cnn.pt2"));
+    let policy = Policy {
+        keep: vec!["aten.conv*".into(), "aten.linear".into()],
+        only: None,
+    };
+    decompose::lower(&mut program, &policy).unwrap();
+    let h = decompose::histogram(&program);
+    assert_eq!(h.get("aten.conv2d.default"), Some(&2), "{h:?}");
+    assert_eq!(h.get("aten.linear.default"), Some(&1), "{h:?}");
+    assert!(h.contains_key("aten._native_batch_norm_legit_no_training.default"), "{h:?}");
+    assert!(decompose::not_core(&program, &policy).is_empty());
+    // Without the keep list, the kept ops are reported as not core.
+    assert_eq!(decompose::not_core(&program, &Policy::default()).len(), 2);
+
+    let mut program = read(&repo().join("golden/models/cnn.pt2"));
+    let only = Policy {
+        keep: vec![],
+        only: Some(vec!["aten.linear".into()]),
+    };
+    decompose::lower(&mut program, &only).unwrap();
+    let h = decompose::histogram(&program);
+    assert!(h.contains_key("aten.addmm.default") && h.contains_key("aten.conv2d.default"), "{h:?}");
+    assert!(!h.contains_key("aten.linear.default"), "{h:?}");
+}
+
+#[test]
+fn provenance_and_names_carry_over() {
+    let program = read(&repo().join("golden/models/mlp.pt2"));
+    let linear = program.graph.nodes.iter().find(|n| n.target.name == "linear").unwrap().clone();
+    let mut lowered = program.clone();
+    decompose::lower(&mut lowered, &Policy::default()).unwrap();
+    let replaced: Vec<_> = lowered
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.meta.stack_trace == linear.meta.stack_trace && n.meta.module_stack == linear.meta.module_stack)
+        .collect();
+    assert!(replaced.len() >= 2, "the permute and addmm carry the linear's stack trace and module");
+    assert!(linear.meta.stack_trace.is_some());
+    // The result keeps the replaced node's output name, so outputs keep theirs.
+    assert_eq!(
+        lowered.graph.value(match &lowered.graph.outputs[0] {
+            pt2kit::ir::Argument::Tensor(v) => *v,
+            _ => unreachable!(),
+        })
+        .name,
+        "linear_1"
+    );
+}
+
+#[test]
+fn symbolic_shapes_and_ranges_survive() {
+    let program = read(&repo().join("golden/models/dynseq.pt2"));
+    let mut lowered = program.clone();
+    decompose::lower(&mut lowered, &Policy::default()).unwrap();
+    assert_eq!(lowered.range_constraints, program.range_constraints);
+    // The 3-D linear folds its batch with sym_size and a symbolic product.
+    let h = decompose::histogram(&lowered);
+    assert!(h.contains_key("aten.sym_size.int") && h.contains_key("_operator.mul"), "{h:?}");
+    let text = text::listing(&lowered);
+    assert!(text.contains("f32[2*s27, 16]") && text.contains("f32[2, s27, 8]"), "symbolic sizes kept in metas:\n{text}");
+}
+
+#[test]
+fn unsupported_training_batch_norm_names_the_node() {
+    let mut program = read(&repo().join("golden/models/cnn.pt2"));
+    for n in &mut program.graph.nodes {
+        for a in &mut n.inputs {
+            if n.target.name == "batch_norm" && a.name == "training" {
+                a.arg = pt2kit::ir::Argument::Bool(true);
+            }
+        }
+    }
+    let e = decompose::lower(&mut program, &Policy::default()).unwrap_err();
+    assert_eq!(e.kind, pt2kit::ErrorKind::Unsupported);
+    assert!(e.to_string().contains("batch_norm") && e.to_string().contains("eval"), "{e}");
+}
