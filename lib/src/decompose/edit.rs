@@ -294,6 +294,52 @@ impl<'g> Emitter<'g> {
     }
 }
 
+impl Emitter<'_> {
+    /// Copies a subgraph's nodes in, its inputs bound to `args`; returns
+    /// its outputs in this graph's values. Nested subgraphs are their own
+    /// scopes and are copied as they are.
+    pub fn inline(&mut self, sub: &Graph, args: &[Argument]) -> Result<Vec<Argument>> {
+        if args.len() != sub.inputs.len() {
+            return Err(Error::bad_input(format!(
+                "a subgraph takes {} inputs but is given {}",
+                sub.inputs.len(),
+                args.len()
+            )));
+        }
+        let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+        for (formal, actual) in sub.inputs.iter().zip(args) {
+            let (mut f, mut a) = (Vec::new(), Vec::new());
+            formal.value_refs(&mut f);
+            actual.value_refs(&mut a);
+            map.extend(f.into_iter().zip(a));
+        }
+        for (i, v) in sub.values.iter().enumerate() {
+            let id = ValueId(i as u32);
+            if !map.contains_key(&id) {
+                let nv = self.new_value(&v.name, v.kind.clone());
+                map.insert(id, nv);
+            }
+        }
+        let f = |v: ValueId| map.get(&v).copied().unwrap_or(v);
+        for node in &sub.nodes {
+            let mut n = node.clone();
+            crate::decompose::functionalize::substitute_inputs(&mut n, &f);
+            crate::decompose::functionalize::substitute_args(&mut n.outputs, &f);
+            n.name = match crate::decompose::args::node_outputs(&n).first() {
+                Some(v) => self.values[v.index()].name.clone(),
+                None => self.names.fresh(&n.name),
+            };
+            if n.meta.stack_trace.is_none() {
+                n.meta = self.meta.clone();
+            }
+            self.nodes.push(n);
+        }
+        let mut outs = sub.outputs.clone();
+        crate::decompose::functionalize::substitute_args(&mut outs, &f);
+        Ok(outs)
+    }
+}
+
 /// Symbolic sizes of `SymRef`s (as an emitter sees them).
 pub fn syms(em: &Emitter, refs: &[SymRef]) -> Vec<Sym> {
     refs.iter().map(|r| em.sym_of(*r)).collect()

@@ -114,6 +114,9 @@ rules! {
     "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;
     "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
     "aten.fill.Scalar" => ["aten.full_like.default"] fill;
+    "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
+    "higher_order.wrap_with_set_grad_enabled" => [] inline_subgraph;
+    "higher_order.wrap_with_autocast" => [] inline_subgraph;
     "aten.zero.default" => ["aten.full_like.default"] fill;
 }
 
@@ -1397,4 +1400,175 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 /// `source -> result, ...` (for `--list`).
 pub fn describe(rule: &Rule) -> String {
     format!("{} -> {}", rule.source, rule.results.join(", "))
+}
+
+/// Grad mode means nothing to inference: the wrapped subgraph is inlined
+/// (as torch's `run_decompositions()` does).
+fn inline_subgraph(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let at = a
+        .0
+        .inputs
+        .iter()
+        .position(|i| matches!(i.arg, Argument::Graph(_)))
+        .ok_or_else(|| Error::bad_input(format!("node {}: no subgraph", a.0.name)))?;
+    let Argument::Graph(sub) = &a.0.inputs[at].arg else { unreachable!() };
+    if a.0.target.name == "wrap_with_autocast" {
+        return Err(Error::unsupported(format!(
+            "node {}: autocast regions change dtypes and are not inlined",
+            a.0.name
+        )));
+    }
+    let args: Vec<Argument> = a.0.inputs[at + 1..].iter().map(|i| i.arg.clone()).collect();
+    let outs = em.inline(&sub.graph, &args)?;
+    let mut ids = Vec::new();
+    for o in outs {
+        let mut refs = Vec::new();
+        o.value_refs(&mut refs);
+        ids.extend(refs);
+    }
+    Ok(ids)
+}
+
+/// `aten.lstm.input`, unrolled over the (static) sequence as torch's
+/// decomposition does: per layer and direction, the input projection for
+/// every step at once, then per step `linear(h) + x_t`, four gates, the
+/// cell and hidden updates; layers chained, directions concatenated.
+fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let hx = a.ts("hx")?;
+    let params = a.ts("params")?;
+    let (has_biases, layers) = (a.bool("has_biases")?, a.int("num_layers")? as usize);
+    let (dropout, train) = (a.float("dropout")?, a.bool("train")?);
+    let (bidir, batch_first) = (a.bool("bidirectional")?, a.bool("batch_first")?);
+    if em.rank(x)? != 3 || hx.len() != 2 {
+        return Err(Error::unsupported(format!("node {}: lstm on unbatched input", a.0.name)));
+    }
+    let dirs = if bidir { 2 } else { 1 };
+    let h_size = em.sizes(hx[0])?[2].clone();
+    let proj = h_size != em.sizes(hx[1])?[2];
+    let per = 2 + 2 * has_biases as usize + proj as usize;
+    if params.len() != per * layers * dirs {
+        return Err(Error::bad_input(format!(
+            "node {}: {} lstm parameters, expected {}",
+            a.0.name,
+            params.len(),
+            per * layers * dirs
+        )));
+    }
+    let dtype = em.dtype(x)?;
+    let mut input = if batch_first { swap_dims(em, x, 0, 1)? } else { x };
+    let seq = em.static_sizes(input, "lstm (unrolled over the sequence)")?[0];
+    let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
+    for layer in 0..layers {
+        let mut dir_out = Vec::new();
+        for d in 0..dirs {
+            let idx = layer * dirs + d;
+            let p = &params[idx * per..(idx + 1) * per];
+            let (w_ih, w_hh) = (p[0], p[1]);
+            let (b_ih, b_hh) = if has_biases { (Some(p[2]), Some(p[3])) } else { (None, None) };
+            let w_hr = proj.then(|| p[per - 1]);
+            let mut h = select(em, hx[0], 0, idx as i64)?;
+            let mut c = select(em, hx[1], 0, idx as i64)?;
+            let pre = linear_op(em, input, w_ih, b_ih)?;
+            let mut steps = Vec::new();
+            let order: Vec<i64> = if d == 0 { (0..seq).collect() } else { (0..seq).rev().collect() };
+            for t in order {
+                let xt = select(em, pre, 0, t)?;
+                let hh = linear_op(em, h, w_hh, b_hh)?;
+                let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+                let mut gs = em.sizes(gates)?;
+                let four = gs[1].as_int().ok_or_else(|| Error::unsupported("lstm with a symbolic hidden size"))?;
+                gs[1] = Sym::Int(four / 4);
+                let metas: Vec<Out> = (0..4).map(|_| em.meta_like(gates, dtype, gs.clone()).map(Out::New)).collect::<Result<_>>()?;
+                let g = em.call(
+                    "aten.chunk.default",
+                    vec![("self", Argument::Tensor(gates)), ("chunks", Argument::Int(4)), ("dim", Argument::Int(1))],
+                    metas,
+                )?;
+                let i = unary(em, "aten.sigmoid.default", g[0])?;
+                let f = unary(em, "aten.sigmoid.default", g[1])?;
+                let cc = unary(em, "aten.tanh.default", g[2])?;
+                let o = unary(em, "aten.sigmoid.default", g[3])?;
+                let fc = binary(em, "aten.mul.Tensor", f, c, dtype, None)?;
+                let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
+                c = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
+                let tc = unary(em, "aten.tanh.default", c)?;
+                h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
+                if let Some(w) = w_hr {
+                    h = linear_op(em, h, w, None)?;
+                }
+                steps.push(h);
+            }
+            if d == 1 {
+                steps.reverse();
+            }
+            final_h.push(h);
+            final_c.push(c);
+            dir_out.push(stack_op(em, &steps, 0)?);
+        }
+        input = if dirs == 2 { cat_op(em, &dir_out, 2)? } else { dir_out[0] };
+        if dropout != 0.0 && train && layer + 1 < layers {
+            let sizes = em.sizes(input)?;
+            let meta = em.meta_like(input, dtype, sizes)?;
+            input = em.op(
+                "aten.dropout.default",
+                vec![("input", Argument::Tensor(input)), ("p", Argument::Float(dropout)), ("train", Argument::Bool(true))],
+                meta,
+            )?;
+        }
+    }
+    let outs = a.outs();
+    let out = if batch_first { swap_dims(em, input, 0, 1)? } else { input };
+    let hn = stack_op(em, &final_h, 0)?;
+    let cn = stack_op(em, &final_c, 0)?;
+    Ok(vec![out, hn, cn].into_iter().take(outs.len()).collect())
+}
+
+fn select(em: &mut Emitter, x: ValueId, dim: usize, index: i64) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes.remove(dim);
+    let meta = em.meta_like(x, m.dtype, sizes)?;
+    em.op(
+        "aten.select.int",
+        vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim as i64)), ("index", Argument::SymInt(SymRef::Int(index)))],
+        meta,
+    )
+}
+
+fn swap_dims(em: &mut Emitter, x: ValueId, d0: usize, d1: usize) -> Result<ValueId> {
+    let mut perm: Vec<usize> = (0..em.rank(x)?).collect();
+    perm.swap(d0, d1);
+    permute(em, x, &perm, None)
+}
+
+/// `aten.linear` (lowered again by its own rule).
+fn linear_op(em: &mut Emitter, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
+    let mut sizes = em.sizes(x)?;
+    let n = em.sizes(w)?[0].clone();
+    *sizes.last_mut().unwrap() = n;
+    let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
+    em.op(
+        "aten.linear.default",
+        vec![("input", Argument::Tensor(x)), ("weight", Argument::Tensor(w)), ("bias", Argument::OptionalTensor(b))],
+        meta,
+    )
+}
+
+fn stack_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
+    let mut sizes = em.sizes(xs[0])?;
+    sizes.insert(dim, Sym::Int(xs.len() as i64));
+    let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
+    em.op("aten.stack.default", vec![("tensors", Argument::Tensors(xs.to_vec())), ("dim", Argument::Int(dim as i64))], meta)
+}
+
+fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
+    let mut sizes = em.sizes(xs[0])?;
+    let mut total = 0;
+    for x in xs {
+        total += em.static_sizes(*x, "cat")?[dim];
+    }
+    sizes[dim] = Sym::Int(total);
+    let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
+    em.op("aten.cat.default", vec![("tensors", Argument::Tensors(xs.to_vec())), ("dim", Argument::Int(dim as i64))], meta)
 }
