@@ -95,7 +95,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
             .map(|(op, nodes)| format!("{op} (nodes {})", nodes.join(", ")))
             .collect();
         let msg = format!(
-            "{} op(s) are neither core ATen nor kept and have no decomposition: {}",
+            "{} op(s) remain that are neither core ATen nor kept: {}",
             list.len(),
             list.join("; ")
         );
