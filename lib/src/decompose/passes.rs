@@ -376,7 +376,6 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         let Some(sizes) = conv_w.meta.static_sizes() else { continue };
         let out_ch = sizes[0] as usize;
         let values = |i: usize| -> Result<Option<Vec<f64>>> { w[i].map(|k| weight_f64(p, &p.weights[k])).transpose() };
-        let mut kernel = values(0)?.unwrap();
         let bias = values(1)?.unwrap_or_else(|| vec![0.0; out_ch]);
         let gamma = values(2)?.unwrap_or_else(|| vec![1.0; out_ch]);
         let beta = values(3)?.unwrap_or_else(|| vec![0.0; out_ch]);
@@ -385,13 +384,27 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         if [&bias, &gamma, &beta, &mean, &var].iter().any(|v| v.len() != out_ch) {
             continue;
         }
-        let per = kernel.len() / out_ch.max(1);
-        let mut new_bias = vec![0.0; out_ch];
-        for o in 0..out_ch {
-            let s = gamma[o] / (var[o] + eps).sqrt();
-            kernel[o * per..(o + 1) * per].iter_mut().for_each(|k| *k *= s);
-            new_bias[o] = (bias[o] - mean[o]) * s + beta[o];
-        }
+        let scale: Vec<f64> = (0..out_ch).map(|o| gamma[o] / (var[o] + eps).sqrt()).collect();
+        let new_bias: Vec<f64> = (0..out_ch).map(|o| (bias[o] - mean[o]) * scale[o] + beta[o]).collect();
+        // The kernel is scaled per output channel straight from its bytes
+        // (it is most of the model: no intermediate copies).
+        let kernel = {
+            let bytes = p.weight_bytes(&p.weights[w[0].unwrap()]);
+            let elem = dtype.size();
+            let per = bytes.len() / elem / out_ch.max(1);
+            let mut out = Vec::with_capacity(bytes.len());
+            for (i, chunk) in bytes.chunks_exact(elem).enumerate() {
+                let s = scale[i / per.max(1)];
+                if dtype == Dtype::Float32 {
+                    let v = f32::from_le_bytes(chunk.try_into().unwrap()) as f64 * s;
+                    out.extend_from_slice(&(v as f32).to_le_bytes());
+                } else {
+                    let v = f64::from_le_bytes(chunk.try_into().unwrap()) * s;
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            out
+        };
         let base = p.weights[w[0].unwrap()].name.clone();
         let mut wmeta = p.weights[w[0].unwrap()].meta.clone();
         wmeta.strides = crate::ir::contiguous_strides(&sizes).into_iter().map(Sym::Int).collect();
@@ -403,7 +416,7 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         };
         let wname = unique_weight_name(p, &format!("{base}.bn_folded"));
         let bname = unique_weight_name(p, &format!("{}.bias.bn_folded", base.trim_end_matches(".weight")));
-        let wv = add_weight(p, &wname, WeightKind::Parameter, wmeta, encode(&kernel, dtype).unwrap());
+        let wv = add_weight(p, &wname, WeightKind::Parameter, wmeta, kernel);
         let bv = add_weight(p, &bname, WeightKind::Parameter, bmeta, encode(&new_bias, dtype).unwrap());
         // The convolution now writes the batch norm's result.
         let bn_out = node_outputs(&p.graph.nodes[bi])[0];
