@@ -49,6 +49,7 @@ golden: build
 bench: build $(VENV)/.torch
 	$(PYTHON) recipes/bench_pt2ir.py golden/big/resnet50.pt2 golden/big/resnet18.pt2 golden/big/convnext_tiny.pt2
 	$(VENV)/bin/python recipes/bench_run.py mlp resnet18 bert
+	$(VENV)/bin/python recipes/bench_decompose.py bert resnet50
 	$(PYTHON) recipes/update_readme.py
 
 install:

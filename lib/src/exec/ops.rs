@@ -1120,6 +1120,74 @@ fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f
     pad(t, rank - 1, left, right)
 }
 
+/// 2-D convolution (one group, float32, CPU) as im2col in NCHW plus one
+/// matmul: each row of the column matrix (one input channel and kernel
+/// tap) is filled by its own task, from contiguous input rows, and the
+/// weights are used as they lie (`[c_out, c_in * kh * kw]`). candle's own
+/// kernel converts the input to NHWC and reshuffles the weights on every
+/// call, single-threaded; this is about twice as fast on ResNet's 3x3s.
+/// Stride, padding and dilation may differ per dim.
+fn conv2d_im2col(
+    x: &CT,
+    w: &CT,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+) -> Result<CT> {
+    use rayon::prelude::*;
+    let (b, c, h, wd) = x.dims4().map_err(ce)?;
+    let (co, ci, kh, kw) = w.dims4().map_err(ce)?;
+    if ci != c {
+        return Err(Error::bad_input(format!(
+            "convolution: input has {c} channels, the weight expects {ci}"
+        )));
+    }
+    let span = |n: usize, p: usize, d: usize, k: usize, s: usize| -> Result<usize> {
+        (n + 2 * p)
+            .checked_sub(d * (k - 1) + 1)
+            .map(|v| v / s + 1)
+            .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
+    };
+    let (oh, ow) = (span(h, pad.0, dil.0, kh, stride.0)?, span(wd, pad.1, dil.1, kw, stride.1)?);
+    let xs: Vec<f32> = x.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?;
+    let (k, n) = (c * kh * kw, oh * ow);
+    let mut col: Vec<f32> = Vec::with_capacity(b * k * n);
+    col.spare_capacity_mut()
+        .par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(row, out)| {
+            let (bi, r) = (row / k, row % k);
+            let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
+            let plane = &xs[(bi * c + ch) * h * wd..][..h * wd];
+            let x0 = (kx * dil.1) as isize - pad.1 as isize;
+            for oy in 0..oh {
+                let dst = &mut out[oy * ow..(oy + 1) * ow];
+                let iy = (oy * stride.0 + ky * dil.0) as isize - pad.0 as isize;
+                if iy < 0 || iy >= h as isize {
+                    dst.iter_mut().for_each(|d| {
+                        d.write(0.0);
+                    });
+                    continue;
+                }
+                let src = &plane[iy as usize * wd..][..wd];
+                for (ox, d) in dst.iter_mut().enumerate() {
+                    let ix = (ox * stride.1) as isize + x0;
+                    d.write(if ix >= 0 && ix < wd as isize { src[ix as usize] } else { 0.0 });
+                }
+            }
+        });
+    // SAFETY: every element of the b * k * n chunks was written above.
+    unsafe { col.set_len(b * k * n) };
+    let col = CT::from_vec(col, (b, k, n), x.device()).map_err(ce)?;
+    let wm = w.reshape((co, k)).map_err(ce)?;
+    let y = if b == 1 {
+        wm.matmul(&col.squeeze(0).map_err(ce)?).map_err(ce)?
+    } else {
+        wm.broadcast_left(b).and_then(|w| w.matmul(&col)).map_err(ce)?
+    };
+    y.reshape((b, co, oh, ow)).map_err(ce)
+}
+
 fn conv(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
@@ -1162,25 +1230,25 @@ fn conv(ctx: &mut Ctx) -> R {
     if transposed {
         return Err(unsupported("transposed convolution"));
     }
-    if stride.0 != stride.1 || dilation.0 != dilation.1 {
-        return Err(unsupported(
-            "convolution with different strides or dilations per dim",
-        ));
-    }
     let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
     let (xin, win) = (x.cast(dt)?.t, w.cast(dt)?.t);
-    // candle takes one padding for both dims: pad by hand when they differ
-    let (xin, pad) = if padding.0 == padding.1 {
-        (xin, padding.0)
+    let one_by_one = win.dims()[2] == 1 && win.dims()[3] == 1 && stride == (1, 1) && padding == (0, 0);
+    let mut y = if groups == 1 && dt == Dtype::Float32 && xin.device().is_cpu() && !one_by_one {
+        conv2d_im2col(&xin, &win, stride, padding, dilation)?
     } else {
-        (
-            pad_hw(&xin, padding.0, padding.0, padding.1, padding.1, 0.0)?,
-            0,
-        )
+        if stride.0 != stride.1 || dilation.0 != dilation.1 {
+            return Err(unsupported(
+                "grouped convolution with different strides or dilations per dim",
+            ));
+        }
+        let (xin, pad) = if padding.0 == padding.1 {
+            (xin, padding.0)
+        } else {
+            // candle takes one padding for both dims: pad by hand when they differ
+            (pad_hw(&xin, padding.0, padding.0, padding.1, padding.1, 0.0)?, 0)
+        };
+        xin.conv2d(&win, pad, stride.0, dilation.0, groups).map_err(ce)?
     };
-    let mut y = xin
-        .conv2d(&win, pad, stride.0, dilation.0, groups)
-        .map_err(ce)?;
     if let Some(b) = bias {
         let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
         y = y.broadcast_add(&b).map_err(ce)?;
