@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks ir2onnx against ONNX's checker and ONNX Runtime on the fixtures.
 
-For every fixture NAME (both NAME.pt2, the TRAINING dialect, and
-NAME.decomp.pt2, the ATEN dialect) and every requested opset:
+For every fixture NAME (NAME.pt2, the TRAINING dialect; NAME.decomp.pt2,
+the ATEN dialect torch's run_decompositions() made; and NAME.pt2 lowered by
+ir-decompose, shown as NAME.core) and every requested opset:
 
-  pt2ir NAME.pt2 | ir2onnx --opset N -o tmp.onnx
+  pt2ir NAME.pt2 [| ir-decompose] | ir2onnx --opset N -o tmp.onnx
   onnx.checker.check_model(tmp.onnx, full_check=True)
   onnxruntime (CPU) on NAME.inputs.npz, compared with NAME.expected.npz
 
@@ -48,18 +49,30 @@ TOLERANCE = {
 }
 
 
-def convert(bin_dir, pt2, opset, out):
+def convert(bin_dir, pt2, opset, out, decompose=False):
     pt2ir = subprocess.Popen([str(bin_dir / "pt2ir"), str(pt2)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    source = pt2ir.stdout
+    lower = None
+    if decompose:
+        lower = subprocess.Popen([str(bin_dir / "ir-decompose"), "-q"], stdin=pt2ir.stdout,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        pt2ir.stdout.close()
+        source = lower.stdout
     conv = subprocess.run(
         [str(bin_dir / "ir2onnx"), "--opset", str(opset), "-o", str(out)],
-        stdin=pt2ir.stdout,
+        stdin=source,
         capture_output=True,
     )
-    pt2ir.stdout.close()
+    source.close()
     err = pt2ir.stderr.read().decode()
     pt2ir.wait()
     if pt2ir.returncode != 0:
         raise RuntimeError(f"pt2ir failed ({pt2ir.returncode}): {err.strip()}")
+    if lower is not None:
+        lerr = lower.stderr.read().decode()
+        lower.wait()
+        if lower.returncode != 0:
+            raise RuntimeError(f"ir-decompose failed ({lower.returncode}): {lerr.strip()}")
     if conv.returncode != 0:
         raise RuntimeError(f"ir2onnx failed ({conv.returncode}): {conv.stderr.decode().strip()}")
 
@@ -162,11 +175,11 @@ def main():
         if args.only and name not in args.only:
             continue
         meta = json.loads(meta_path.read_text())
-        for variant in ["", ".decomp"]:
-            pt2 = models / f"{name}{variant}.pt2"
+        for variant in ["", ".decomp", ".core"]:
+            pt2 = models / f"{name}{'' if variant == '.core' else variant}.pt2"
             if not pt2.exists():
                 continue
-            dialect = "ATEN" if variant else "TRAINING"
+            dialect = {"": "TRAINING", ".decomp": "ATEN", ".core": "ir-decompose"}[variant]
             for opset in opsets:
                 onnx_path = work / f"{name}{variant}.opset{opset}.onnx"
                 cases = [("example", models / f"{name}.inputs.npz", models / f"{name}.expected.npz",
@@ -177,7 +190,7 @@ def main():
                                   meta.get("alt_converted_outputs", {})))
                 stage = "convert"
                 try:
-                    convert(bin_dir, pt2, opset, onnx_path)
+                    convert(bin_dir, pt2, opset, onnx_path, decompose=variant == ".core")
                     stage = "checker"
                     onnx.checker.check_model(str(onnx_path), full_check=True)
                     setup_error = None
