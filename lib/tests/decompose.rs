@@ -51,20 +51,16 @@ fn all_passes() -> Vec<&'static str> {
 }
 
 /// Runs a lowered fixture on every recorded input set; returns failures.
-fn check_runs(name: &str, model: &str, dir: &Path, program: &Program) -> (usize, Vec<String>) {
+fn check_runs(name: &str, pt2: &Path, program: &Program) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     let executor = match Executor::new(program, exec::device(DeviceKind::Cpu).unwrap()) {
         Ok(e) => e,
         Err(e) => return (0, vec![format!("{name}: {e}")]),
     };
     let mut runs = 0;
-    for set in ["", ".alt"] {
-        let inputs = dir.join(format!("{model}{set}.inputs.npz"));
-        if !inputs.exists() {
-            continue;
-        }
+    for (set, inputs, expected) in input_sets(pt2) {
         let inputs = read_npz(&inputs).unwrap();
-        let expected = read_npz(&dir.join(format!("{model}{set}.expected.npz"))).unwrap();
+        let expected = read_npz(&expected).unwrap();
         runs += 1;
         match executor.run(&inputs) {
             Ok(outs) if outs.len() == expected.len() => {
@@ -84,13 +80,12 @@ fn check_runs(name: &str, model: &str, dir: &Path, program: &Program) -> (usize,
 
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
     let name = stem(pt2);
-    let model = name.trim_end_matches(".decomp").to_string();
     let mut program = read(pt2);
     let report = lower(&mut program, &all_passes());
     for (op, nodes) in &report.not_core {
         failures.push(format!("{name}: {op} is not core (nodes {})", nodes.join(", ")));
     }
-    let (runs, f) = check_runs(&name, &model, pt2.parent().unwrap(), &program);
+    let (runs, f) = check_runs(&name, pt2, &program);
     failures.extend(f);
     runs
 }
@@ -99,8 +94,8 @@ fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
 fn every_fixture_lowers_to_core_and_matches_torch() {
     let mut failures = Vec::new();
     let mut runs = 0;
-    for p in fixtures().iter().filter(|p| p.starts_with(repo().join("golden/models"))) {
-        runs += check_fixture(p, &mut failures);
+    for p in model_fixtures() {
+        runs += check_fixture(&p, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 28, "only {runs} runs");

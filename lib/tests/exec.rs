@@ -78,18 +78,12 @@ fn compare(
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
     let program = read(pt2);
     let name = stem(pt2);
-    let model = name.trim_end_matches(".decomp");
-    let dir = pt2.parent().unwrap();
     let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut runs = 0;
-    for set in ["", ".alt"] {
-        let inputs = dir.join(format!("{model}{set}.inputs.npz"));
-        if !inputs.exists() {
-            continue;
-        }
+    for (set, inputs, expected) in input_sets(pt2) {
         let inputs = read_npz(&inputs).unwrap();
-        let expected = read_npz(&dir.join(format!("{model}{set}.expected.npz"))).unwrap();
+        let expected = read_npz(&expected).unwrap();
         match executor.run(&inputs) {
             Ok(outs) => failures.extend(compare(&format!("{name}{set}"), &outs, &expected)),
             Err(e) => failures.push(format!("{name}{set}: {e}")),
@@ -103,11 +97,8 @@ fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
 fn every_fixture_matches_torch() {
     let mut failures = Vec::new();
     let mut runs = 0;
-    for p in fixtures()
-        .iter()
-        .filter(|p| p.starts_with(repo().join("golden/models")))
-    {
-        runs += check_fixture(p, &mut failures);
+    for p in model_fixtures() {
+        runs += check_fixture(&p, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 28, "only {runs} runs");

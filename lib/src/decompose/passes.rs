@@ -80,16 +80,7 @@ fn nondeterministic(node: &Node) -> bool {
 }
 
 fn graph_refs(g: &Graph, used: &mut HashSet<ValueId>) {
-    let mut refs = Vec::new();
-    for a in &g.outputs {
-        a.value_refs(&mut refs);
-    }
-    for n in &g.nodes {
-        for a in &n.inputs {
-            a.arg.value_refs(&mut refs);
-        }
-    }
-    used.extend(refs);
+    used.extend(uses(g).into_keys());
 }
 
 fn dce_graph(g: &mut Graph) -> usize {

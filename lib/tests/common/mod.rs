@@ -32,6 +32,32 @@ pub fn fixtures() -> Vec<PathBuf> {
     out
 }
 
+/// The committed fixtures of golden/models (both dialects).
+pub fn model_fixtures() -> Vec<PathBuf> {
+    let dir = repo().join("golden/models");
+    fixtures().into_iter().filter(|p| p.starts_with(&dir)).collect()
+}
+
+/// The input sets recorded for a fixture (`mlp.pt2` or `mlp.decomp.pt2`):
+/// (suffix, inputs .npz, torch's outputs .npz), the example and, where
+/// there is one, the alternate (`.alt`).
+pub fn input_sets(pt2: &Path) -> Vec<(String, PathBuf, PathBuf)> {
+    let name = stem(pt2);
+    let model = name.trim_end_matches(".decomp");
+    let dir = pt2.parent().unwrap();
+    ["", ".alt"]
+        .iter()
+        .map(|set| {
+            (
+                set.to_string(),
+                dir.join(format!("{model}{set}.inputs.npz")),
+                dir.join(format!("{model}{set}.expected.npz")),
+            )
+        })
+        .filter(|(_, inputs, _)| inputs.exists())
+        .collect()
+}
+
 /// The models `make big` exports into golden/big (not committed).
 pub const BIG_MODELS: &[&str] = &[
     "resnet18",
