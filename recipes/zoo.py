@@ -202,6 +202,70 @@ class Map(nn.Module):
         return map_hop(f, (xs, ys), bias)
 
 
+# --------------------------------------------------------------------------
+# Composite ops: one module per family of ops that torch's own
+# decompositions (or CompositeImplicit kernels) lower, for ir-decompose's
+# tests. These go to golden/composite (group="composite"): only their
+# lowered graphs are required to run; the raw graphs keep ops the executor
+# and ir2onnx need not know.
+# --------------------------------------------------------------------------
+
+
+class OpsActivation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.prelu = nn.PReLU(3)
+
+    def forward(self, x):  # f32[2, 3, 4, 6]
+        outs = [
+            F.selu(x), F.celu(x, 0.7), F.softsign(x), F.softplus(x, beta=2.0, threshold=1.0),
+            F.mish(x), F.hardswish(x), F.hardsigmoid(x), F.relu6(x * 4), F.silu(x),
+            F.logsigmoid(x), F.glu(x, dim=-1), self.prelu(x), F.hardshrink(x, 0.3),
+            F.softshrink(x, 0.3), F.tanhshrink(x), F.threshold(x, 0.1, -2.0),
+            torch.logit(torch.sigmoid(x), eps=1e-6), x.square(), 1 - x, x.clamp_min(0.2),
+            torch.addcmul(x, x, x, value=0.5), torch.addcdiv(x, x, x.abs() + 1, value=2.0),
+            torch.lerp(x, x * 2, 0.3), torch.erfc(x),
+        ]
+        return tuple(outs)
+
+
+class OpsShape(nn.Module):
+    def forward(self, x, m):  # x f32[2, 8, 6, 6], m f32[5, 5]
+        return (
+            torch.tril(m), torch.triu(m, diagonal=1), torch.roll(x, shifts=(1, -2), dims=(1, 3)),
+            x.narrow(2, 1, 3), F.pixel_shuffle(x, 2), x.repeat_interleave(2, dim=1),
+            torch.einsum("bchw,bdhw->bcd", x, x), x.movedim(1, -1), x.swapaxes(0, 2),
+            torch.stack(x.unbind(1), dim=-1), torch.cat(x.chunk(3, dim=2), dim=3),
+            F.pad(x, (1, 2, 0, 1), mode="reflect"), F.pad(x, (1, 1, 2, 0), mode="replicate"),
+            F.interpolate(x, scale_factor=2, mode="nearest"), x.flatten(1).unflatten(1, (4, 2, 36)),
+            m.diag(), torch.flip(m, dims=[0]), m.t().contiguous(), m.expand(2, 5, 5).sum(0),
+            x.new_zeros(3, 2) + 1, torch.zeros_like(m) - m, torch.full_like(m, 3.5), x.mT.contiguous(),
+        )
+
+
+class OpsNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inorm = nn.InstanceNorm2d(4, affine=True)
+        self.gnorm = nn.GroupNorm(2, 4)
+        self.lnorm = nn.LayerNorm([5, 6], elementwise_affine=False)
+        with torch.no_grad():
+            self.inorm.weight.uniform_(0.5, 1.5)
+            self.inorm.bias.uniform_(-0.5, 0.5)
+            self.gnorm.weight.uniform_(0.5, 1.5)
+            self.gnorm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):  # f32[2, 4, 5, 6]
+        v, mu = torch.var_mean(x, dim=(2, 3), keepdim=True)
+        return (
+            self.inorm(x), self.gnorm(x), self.lnorm(x), v, mu, x.std(dim=1, unbiased=False),
+            torch.linalg.vector_norm(x, dim=-1), x.norm(p=1, dim=1), torch.logsumexp(x, dim=-1),
+            F.normalize(x, dim=1), F.cosine_similarity(x[:, 0], x[:, 1], dim=-1),
+            F.log_softmax(x, dim=1), F.softmax(x, dim=-1, dtype=torch.float64), x.mean(),
+            torch.amax(x, dim=(1, 2)), x.var(dim=-1, correction=0),
+        )
+
+
 class MultiOut(nn.Module):
     def __init__(self):
         super().__init__()
@@ -356,8 +420,8 @@ def _randn(*s):
 MODELS = collections.OrderedDict()
 
 
-def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None):
-    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, big=big, note=note)
+def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None):
+    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, big=big, note=note, group=group)
 
 
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
@@ -418,6 +482,9 @@ _reg("efficientnet_b0", efficientnet_b0, lambda: (_randn(1, 3, 64, 64),), big=Tr
 _reg("convnext_tiny", convnext_tiny, lambda: (_randn(1, 3, 64, 64),), big=True)
 _reg("vit_small", vit_small, lambda: (_randn(1, 3, 32, 32),))
 _reg("lstm", LSTMHead, lambda: (_randn(2, 5, 8),))
+_reg("ops_activation", OpsActivation, lambda: (_randn(2, 3, 4, 6),), group="composite")
+_reg("ops_shape", OpsShape, lambda: (_randn(2, 8, 6, 6), _randn(5, 5)), group="composite")
+_reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
 
 
 def _ids():
@@ -691,9 +758,11 @@ def main():
     for name, spec in MODELS.items():
         if a.only and name not in a.only:
             continue
-        if spec["big"] and not (a.big or (a.only and name in a.only)):
+        if (spec["big"] or spec["group"]) and not ((a.big and spec["big"]) or (a.only and name in a.only)):
             continue
         d = big_dir if spec["big"] else out_dir
+        if spec["group"]:
+            d = os.path.join(os.path.dirname(os.path.abspath(out_dir)), spec["group"])
         os.makedirs(d, exist_ok=True)
         try:
             export_one(name, spec, d)

@@ -101,6 +101,28 @@ fn every_fixture_lowers_to_core_and_matches_torch() {
     assert!(runs >= 28, "only {runs} runs");
 }
 
+/// One module per family of composite ops (activations, shape ops,
+/// norms; `recipes/zoo.py`, group "composite"), from the TRAINING dialect:
+/// only their lowered graphs must run (torch's own lowering of them, the
+/// `.decomp.pt2`, is for the histogram comparison).
+#[test]
+fn composite_op_fixtures_lower_to_core_and_match_torch() {
+    let dir = repo().join("golden/composite");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2") && !stem(p).ends_with(".decomp"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 3, "only {runs} runs");
+}
+
 #[test]
 #[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_models_lower_to_core_and_match_torch() {
@@ -119,9 +141,9 @@ fn meta_histogram(meta: &serde_json::Value, key: &str) -> BTreeMap<String, i64> 
 }
 
 /// Per op where ours and torch's differ: `model op ours torch`.
-fn histogram_differences(dir: &Path, models: &[String]) -> String {
+fn histogram_differences(models: &[(std::path::PathBuf, String)]) -> String {
     let mut out = String::new();
-    for model in models {
+    for (dir, model) in models {
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{model}.meta.json"))).unwrap()).unwrap();
         let torch = meta_histogram(&meta, "ops_decomp");
@@ -147,16 +169,21 @@ fn histogram_differences(dir: &Path, models: &[String]) -> String {
 /// each with its reason.
 #[test]
 fn histograms_match_torch_run_decompositions() {
-    let dir = repo().join("golden/models");
-    let mut models: Vec<String> = fixtures()
-        .iter()
-        .filter(|p| p.starts_with(&dir) && !stem(p).ends_with(".decomp"))
-        .map(|p| stem(p))
-        .collect();
-    models.sort();
+    let mut models = Vec::new();
+    for dir in ["golden/models", "golden/composite"] {
+        let dir = repo().join(dir);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if let Some(model) = name.strip_suffix(".meta.json") {
+                models.push((dir.clone(), model.to_string()));
+            }
+        }
+    }
+    models.sort_by(|a, b| a.1.cmp(&b.1));
     let diff = format!(
         "# model op ours torch: where ir-decompose's op histogram differs from torch's\n# run_decompositions() (both with dead code removed); reasons in README.md\n{}",
-        histogram_differences(&dir, &models)
+        histogram_differences(&models)
     );
     if let Some(e) = check_golden("golden/decompose/histogram_diff.txt", &diff) {
         panic!("{e}");

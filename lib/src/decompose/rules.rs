@@ -116,6 +116,39 @@ rules! {
     "aten.fill.Scalar" => ["aten.full_like.default"] fill;
     "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
     "higher_order.wrap_with_set_grad_enabled" => [] inline_subgraph;
+    "aten.selu.default" => ["aten.elu.default"] selu;
+    "aten.celu.default" => ["aten.elu.default"] celu;
+    "aten.erfc.default" => ["aten.erf.default", "aten.neg.default", "aten.add.Tensor"] erfc;
+    "aten.glu.default" => ["aten.split_with_sizes.default", "aten.sigmoid.default", "aten.mul.Tensor"] glu;
+    "aten.hardshrink.default" => ["aten.abs.default", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] hardshrink;
+    "aten.softshrink.default" => ["aten.gt.Scalar", "aten.lt.Scalar", "aten.sub.Tensor", "aten.add.Tensor", "aten.scalar_tensor.default", "aten.where.self"] softshrink;
+    "aten.threshold.default" => ["aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] threshold;
+    "aten.lerp.Scalar" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] lerp;
+    "aten.log_sigmoid.default" => ["aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.clamp.default", "aten.sub.Tensor"] log_sigmoid;
+    "aten.logit.default" => ["aten.clamp.default", "aten.neg.default", "aten.add.Tensor", "aten.div.Tensor", "aten.log.default"] logit;
+    "aten.prelu.default" => ["aten.view.default", "aten.mul.Tensor", "aten.gt.Scalar", "aten.where.self"] prelu;
+    "aten.addcmul.default" => ["aten.mul.Tensor", "aten.add.Tensor"] addc;
+    "aten.addcdiv.default" => ["aten.div.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] addc;
+    "aten.diag.default" => ["aten.arange.start_step", "aten.index.Tensor"] diag;
+    "aten.einsum.default" => ["aten.sum.dim_IntList", "aten.permute.default", "aten.view.default", "aten.bmm.default", "aten.clone.default"] einsum;
+    "aten.mT.default" => ["aten.permute.default"] mt_rule;
+    "aten.movedim.int" => ["aten.permute.default"] movedim;
+    "aten.swapaxes.default" => ["aten.permute.default"] swapaxes;
+    "aten.narrow.default" => ["aten.slice.Tensor"] narrow;
+    "aten.pixel_shuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] pixel_shuffle;
+    "aten.pixel_unshuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] pixel_shuffle;
+    "aten.repeat_interleave.self_int" => ["aten.unsqueeze.default", "aten.expand.default", "aten.clone.default", "aten.view.default"] repeat_interleave;
+    "aten.roll.default" => ["aten.slice.Tensor", "aten.cat.default", "aten.view.default"] roll;
+    "aten.tril.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
+    "aten.triu.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.ge.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
+    "aten.cosine_similarity.default" => ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.clamp.default", "aten.div.Tensor"] cosine_similarity;
+    "aten.instance_norm.default" => ["aten.mean.dim", "aten.var.correction", "aten.sub.Tensor", "aten.add.Tensor", "aten.rsqrt.default", "aten.mul.Tensor", "aten.view.default"] instance_norm;
+    "aten.linalg_vector_norm.default" => ["aten.abs.default", "aten.mul.Tensor", "aten.pow.Tensor_Scalar", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.amax.default", "aten.amin.default", "aten.ne.Scalar", "aten._to_copy.default"] vector_norm;
+    "aten.logsumexp.default" => ["aten.amax.default", "aten.abs.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.sub.Tensor", "aten.exp.default", "aten.sum.dim_IntList", "aten.log.default", "aten.squeeze.dims", "aten.add.Tensor"] logsumexp;
+    "aten.std.dim" => ["aten.var.correction", "aten.sqrt.default"] std_dim;
+    "aten.var.dim" => ["aten.var.correction"] var_dim;
+    "aten.var_mean.dim" => ["aten.var.correction", "aten.mean.dim"] var_mean;
+    "aten.var_mean.correction" => ["aten.var.correction", "aten.mean.dim"] var_mean;
     "higher_order.wrap_with_autocast" => [] inline_subgraph;
     "aten.zero.default" => ["aten.full_like.default"] fill;
 }
@@ -1571,4 +1604,578 @@ fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
     sizes[dim] = Sym::Int(total);
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
     em.op("aten.cat.default", vec![("tensors", Argument::Tensors(xs.to_vec())), ("dim", Argument::Int(dim as i64))], meta)
+}
+
+// ---- composite ops: activations, shapes, norms ----
+
+/// A reduction over `dims` (normalised; empty = every dim) with its meta.
+fn reduce(em: &mut Emitter, op: &str, x: ValueId, dims: &[i64], keepdim: bool, extra: Vec<(&str, Argument)>, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+    let sizes = em.sizes(x)?;
+    let r = sizes.len();
+    let all: Vec<usize> = if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm_dim(d, r)).collect::<Result<_>>()? };
+    let new: Vec<Sym> = sizes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match (all.contains(&i), keepdim) {
+            (true, true) => Some(Sym::Int(1)),
+            (true, false) => None,
+            (false, _) => Some(s.clone()),
+        })
+        .collect();
+    let meta = em.meta_like(x, dtype, new)?;
+    let dim_arg = Argument::Ints(all.iter().map(|&d| d as i64).collect());
+    let mut args = vec![("self", Argument::Tensor(x)), ("dim", dim_arg), ("keepdim", Argument::Bool(keepdim))];
+    args.extend(extra);
+    em.op_to(op, args, out, meta)
+}
+
+fn cmp(em: &mut Emitter, op: &str, x: ValueId, other: Argument) -> Result<ValueId> {
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    em.op(op, vec![("self", Argument::Tensor(x)), ("other", other)], meta)
+}
+
+fn same(em: &mut Emitter, op: &str, args: Vec<(&str, Argument)>, like: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(like)?.clone();
+    let meta = em.meta_like(like, m.dtype, m.sizes)?;
+    em.op_to(op, args, out, meta)
+}
+
+fn elu(em: &mut Emitter, a: &A, alpha: f64, scale: f64, input_scale: f64) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    em.op_into(
+        "aten.elu.default",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("alpha", Argument::Float(alpha)),
+            ("scale", Argument::Float(scale)),
+            ("input_scale", Argument::Float(input_scale)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+fn selu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    elu(em, a, 1.673_263_242_354_377_3, 1.050_700_987_355_480_5, 1.0)
+}
+
+fn celu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let alpha = a.float("alpha")?;
+    elu(em, a, alpha, 1.0, 1.0 / alpha)
+}
+
+fn erfc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let e = unary(em, "aten.erf.default", x)?;
+    let n = unary(em, "aten.neg.default", e)?;
+    Ok(vec![same(em, "aten.add.Tensor", vec![("self", Argument::Tensor(n)), ("other", Argument::Float(1.0))], x, Some(a.out(0)?))?])
+}
+
+fn glu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let n = em.static_sizes(x, "glu")?[d];
+    let mut half = em.sizes(x)?;
+    half[d] = Sym::Int(n / 2);
+    let dtype = em.dtype(x)?;
+    let m1 = em.meta_like(x, dtype, half.clone())?;
+    let m2 = em.meta_like(x, dtype, half)?;
+    let parts = em.call(
+        "aten.split_with_sizes.default",
+        vec![("self", Argument::Tensor(x)), ("split_sizes", ints_arg(&[n / 2, n / 2])), ("dim", Argument::Int(d as i64))],
+        vec![Out::New(m1), Out::New(m2)],
+    )?;
+    let g = unary(em, "aten.sigmoid.default", parts[1])?;
+    Ok(vec![binary(em, "aten.mul.Tensor", parts[0], g, dtype, Some(a.out(0)?))?])
+}
+
+fn hardshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let ab = unary(em, "aten.abs.default", x)?;
+    let small = cmp(em, "aten.le.Scalar", ab, a.arg("lambd"))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    Ok(vec![where_(em, small, zero, x, Some(a.out(0)?))?])
+}
+
+fn softshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let l = a.float("lambd")?;
+    let hi = cmp(em, "aten.gt.Scalar", x, Argument::Float(l))?;
+    let lo = cmp(em, "aten.lt.Scalar", x, Argument::Float(-l))?;
+    let minus = with_scalar(em, "aten.sub.Tensor", x, Argument::Float(l))?;
+    let plus = with_scalar(em, "aten.add.Tensor", x, Argument::Float(l))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let inner = where_(em, lo, plus, zero, None)?;
+    Ok(vec![where_(em, hi, minus, inner, Some(a.out(0)?))?])
+}
+
+fn threshold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let below = cmp(em, "aten.le.Scalar", x, a.arg("threshold"))?;
+    let value = scalar_tensor(em, x, a.arg("value"), dtype)?;
+    Ok(vec![where_(em, below, value, x, Some(a.out(0)?))?])
+}
+
+fn lerp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // torch: weight < 0.5 ? start + w * (end - start) : end - (end - start) * (1 - w)
+    let (x, end) = (a.t("self")?, a.t("end")?);
+    let w = a.float("weight")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
+    if w < 0.5 {
+        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(w))?;
+        Ok(vec![binary(em, "aten.add.Tensor", x, step, dtype, Some(a.out(0)?))?])
+    } else {
+        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(1.0 - w))?;
+        Ok(vec![binary(em, "aten.sub.Tensor", end, step, dtype, Some(a.out(0)?))?])
+    }
+}
+
+fn log_sigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // min(x, 0) - log1p(exp(-|x|))
+    let x = a.t("self")?;
+    let ab = unary(em, "aten.abs.default", x)?;
+    let n = unary(em, "aten.neg.default", ab)?;
+    let e = unary(em, "aten.exp.default", n)?;
+    let l = unary(em, "aten.log1p.default", e)?;
+    let dtype = em.dtype(x)?;
+    let m = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(x)), ("max", scalar(0.0, dtype))], x, None)?;
+    Ok(vec![binary(em, "aten.sub.Tensor", m, l, dtype, Some(a.out(0)?))?])
+}
+
+fn logit(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    if let Some(eps) = a.opt_float("eps")? {
+        x = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(x)), ("min", Argument::Float(eps)), ("max", Argument::Float(1.0 - eps))], x, None)?;
+    }
+    let n = unary(em, "aten.neg.default", x)?;
+    let one_minus = with_scalar(em, "aten.add.Tensor", n, Argument::Float(1.0))?;
+    let q = binary(em, "aten.div.Tensor", x, one_minus, dtype, None)?;
+    Ok(vec![same(em, "aten.log.default", vec![("self", Argument::Tensor(q))], x, Some(a.out(0)?))?])
+}
+
+fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, w) = (a.t("self")?, a.t("weight")?);
+    let dtype = em.dtype(x)?;
+    let r = em.rank(x)?;
+    let nw = em.static_sizes(w, "prelu")?.iter().product::<i64>();
+    let w = if nw > 1 && r >= 2 {
+        let mut shape = vec![SymRef::Int(nw)];
+        shape.extend(std::iter::repeat(SymRef::Int(1)).take(r - 2));
+        view(em, w, &shape, None)?
+    } else {
+        w
+    };
+    let scaled = binary(em, "aten.mul.Tensor", w, x, dtype, None)?;
+    let pos = cmp(em, "aten.gt.Scalar", x, scalar(0.0, dtype))?;
+    Ok(vec![where_(em, pos, x, scaled, Some(a.out(0)?))?])
+}
+
+fn addc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, t1, t2) = (a.t("self")?, a.t("tensor1")?, a.t("tensor2")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let op = if a.0.target.name == "addcmul" { "aten.mul.Tensor" } else { "aten.div.Tensor" };
+    let mut p = binary(em, op, t1, t2, dtype, None)?;
+    let v = a.float("value")?;
+    if v != 1.0 {
+        p = with_scalar(em, "aten.mul.Tensor", p, scalar(v, dtype))?;
+    }
+    Ok(vec![binary(em, "aten.add.Tensor", x, p, dtype, Some(a.out(0)?))?])
+}
+
+fn diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let sizes = em.static_sizes(x, "diag")?;
+    if sizes.len() != 2 {
+        return Err(Error::unsupported(format!("node {}: diag of a vector (building a matrix) has no decomposition here", a.0.name)));
+    }
+    let k = a.int("diagonal")?;
+    let (r0, c0) = if k >= 0 { (0, k) } else { (-k, 0) };
+    let len = (sizes[0] - r0).min(sizes[1] - c0).max(0);
+    let idx = |em: &mut Emitter, start: i64| -> Result<ValueId> {
+        let meta = em.meta_like(x, Dtype::Int64, vec![Sym::Int(len)])?;
+        em.op(
+            "aten.arange.start_step",
+            vec![("start", Argument::Int(start)), ("end", Argument::Int(start + len)), ("step", Argument::Int(1)), ("dtype", Argument::ScalarType(Dtype::Int64))],
+            meta,
+        )
+    };
+    let rows = idx(em, r0)?;
+    let cols = idx(em, c0)?;
+    em.op_into("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(vec![Some(rows), Some(cols)]))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn mt_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
+}
+
+fn movedim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let (src, dst) = (norm_dim(a.int("source")?, r)?, norm_dim(a.int("destination")?, r)?);
+    let mut rest: Vec<usize> = (0..r).filter(|&d| d != src).collect();
+    rest.insert(dst, src);
+    Ok(vec![permute(em, x, &rest, Some(a.out(0)?))?])
+}
+
+fn swapaxes(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(norm_dim(a.int("axis0")?, r)?, norm_dim(a.int("axis1")?, r)?);
+    Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
+}
+
+fn narrow(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let (start, len) = (a.int("start")?, a.int("length")?);
+    let n = em.static_sizes(x, "narrow")?[d];
+    let start = if start < 0 { start + n } else { start };
+    em.op_into(
+        "aten.slice.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(d as i64)),
+            ("start", Argument::SymInt(SymRef::Int(start))),
+            ("end", Argument::SymInt(SymRef::Int(start + len))),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn pixel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let s = em.static_sizes(x, "pixel_shuffle")?;
+    let r = s.len();
+    let (lead, c, h, w) = (&s[..r - 3], s[r - 3], s[r - 2], s[r - 1]);
+    let nl = lead.len();
+    let (shape, perm): (Vec<i64>, Vec<usize>) = if a.0.target.name == "pixel_shuffle" {
+        let f = a.int("upscale_factor")?;
+        let shape = [lead, &[c / (f * f), f, f, h, w]].concat();
+        (shape, (0..nl).chain([nl, nl + 3, nl + 1, nl + 4, nl + 2]).collect())
+    } else {
+        let f = a.int("downscale_factor")?;
+        let shape = [lead, &[c, h / f, f, w / f, f]].concat();
+        (shape, (0..nl).chain([nl, nl + 2, nl + 4, nl + 1, nl + 3]).collect())
+    };
+    let refs: Vec<SymRef> = shape.iter().map(|&v| SymRef::Int(v)).collect();
+    let v = view(em, x, &refs, None)?;
+    let p = permute(em, v, &perm, None)?;
+    let out = a.out(0)?;
+    let final_shape: Vec<SymRef> = em.static_sizes(out, "pixel_shuffle")?.into_iter().map(SymRef::Int).collect();
+    Ok(vec![reshape(em, p, &final_shape, Some(out))?])
+}
+
+fn repeat_interleave(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    let n = a.int("repeats")?;
+    let d = match a.opt_int("dim")? {
+        Some(d) => norm_dim(d, em.rank(x)?)?,
+        None => {
+            let total = em.static_sizes(x, "repeat_interleave")?.iter().product::<i64>();
+            x = reshape(em, x, &[SymRef::Int(total)], None)?;
+            0
+        }
+    };
+    let u = unsqueeze(em, x, d + 1)?;
+    let mut sizes = em.size_refs(u)?;
+    sizes[d + 1] = SymRef::Int(n);
+    let e = expand(em, u, &sizes)?;
+    let merged = em.mul(sizes[d], SymRef::Int(n))?;
+    let mut shape: Vec<SymRef> = sizes[..d].to_vec();
+    shape.push(merged);
+    shape.extend_from_slice(&sizes[d + 2..]);
+    Ok(vec![reshape(em, e, &shape, Some(a.out(0)?))?])
+}
+
+fn roll(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x0 = a.t("self")?;
+    let shifts = a.ints("shifts")?;
+    let dims = a.ints("dims")?;
+    let out = a.out(0)?;
+    let (mut x, dims) = if dims.is_empty() {
+        let total = em.static_sizes(x0, "roll")?.iter().product::<i64>();
+        (reshape(em, x0, &[SymRef::Int(total)], None)?, vec![0])
+    } else {
+        (x0, dims)
+    };
+    for (&shift, &dim) in shifts.iter().zip(&dims) {
+        let d = norm_dim(dim, em.rank(x)?)?;
+        let n = em.static_sizes(x, "roll")?[d];
+        let s = shift.rem_euclid(n.max(1));
+        if s == 0 {
+            continue;
+        }
+        let tail = slice(em, x, d, n - s, n)?;
+        let head = slice(em, x, d, 0, n - s)?;
+        x = cat_op(em, &[tail, head], d)?;
+    }
+    if a.ints("dims")?.is_empty() {
+        let shape = em.size_refs(x0)?;
+        return Ok(vec![view(em, x, &shape, Some(out))?]);
+    }
+    Ok(vec![x])
+}
+
+fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let s = em.static_sizes(x, "tril/triu")?;
+    let r = s.len();
+    let k = a.int("diagonal")?;
+    let rows = arange_col(em, x, s[r - 2], true)?;
+    let cols = arange_col(em, x, s[r - 1], false)?;
+    let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
+    let op = if a.0.target.name == "tril" { "aten.le.Scalar" } else { "aten.ge.Scalar" };
+    let keep = cmp(em, op, diff, Argument::Int(k))?;
+    let dtype = em.dtype(x)?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    Ok(vec![where_(em, keep, x, zero, Some(a.out(0)?))?])
+}
+
+/// sqrt(sum(x * x, dim, keepdim)) for the 2-norm.
+fn norm2(em: &mut Emitter, x: ValueId, dims: &[i64], keepdim: bool, out: Option<ValueId>) -> Result<ValueId> {
+    let dtype = em.dtype(x)?;
+    let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
+    let s = reduce(em, "aten.sum.dim_IntList", sq, dims, keepdim, vec![], dtype, None)?;
+    same(em, "aten.sqrt.default", vec![("self", Argument::Tensor(s))], s, out)
+}
+
+fn cosine_similarity(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x1, x2) = (a.t("x1")?, a.t("x2")?);
+    let d = a.int("dim")?;
+    let eps = a.float("eps")?;
+    let dtype = em.dtype(x1)?;
+    let mut unit = Vec::new();
+    for x in [x1, x2] {
+        let n = norm2(em, x, &[d], true, None)?;
+        let n = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(n)), ("min", Argument::Float(eps))], n, None)?;
+        unit.push(binary(em, "aten.div.Tensor", x, n, dtype, None)?);
+    }
+    let p = binary(em, "aten.mul.Tensor", unit[0], unit[1], dtype, None)?;
+    Ok(vec![reduce(em, "aten.sum.dim_IntList", p, &[d], false, vec![], dtype, Some(a.out(0)?))?])
+}
+
+fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let r = em.rank(x)?;
+    let dtype = em.dtype(x)?;
+    let spatial: Vec<i64> = (2..r as i64).collect();
+    let c = em.size(x, 1)?;
+    let per_channel = |em: &mut Emitter, t: ValueId| -> Result<ValueId> {
+        let mut shape = vec![c];
+        shape.extend(std::iter::repeat(SymRef::Int(1)).take(r - 2));
+        view(em, t, &shape, None)
+    };
+    let (mean, var) = if a.bool("use_input_stats")? || !a.has("running_mean") {
+        let mean = reduce(em, "aten.mean.dim", x, &spatial, true, vec![], dtype, None)?;
+        let var = reduce(em, "aten.var.correction", x, &spatial, true, vec![("correction", Argument::Int(0))], dtype, None)?;
+        (mean, var)
+    } else {
+        let m = per_channel(em, a.t("running_mean")?)?;
+        let v = per_channel(em, a.t("running_var")?)?;
+        (m, v)
+    };
+    let centered = binary(em, "aten.sub.Tensor", x, mean, dtype, None)?;
+    let ve = with_scalar(em, "aten.add.Tensor", var, Argument::Float(a.float("eps")?))?;
+    let rs = unary(em, "aten.rsqrt.default", ve)?;
+    let mut y = binary(em, "aten.mul.Tensor", centered, rs, dtype, None)?;
+    let (w, b) = (a.ot("weight")?, a.ot("bias")?);
+    let out = a.out(0)?;
+    if let Some(w) = w {
+        let w = per_channel(em, w)?;
+        y = binary(em, "aten.mul.Tensor", y, w, dtype, if b.is_none() { Some(out) } else { None })?;
+    }
+    if let Some(b) = b {
+        let b = per_channel(em, b)?;
+        y = binary(em, "aten.add.Tensor", y, b, dtype, Some(out))?;
+    }
+    Ok(vec![y])
+}
+
+fn vector_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    let out = a.out(0)?;
+    if let Some(d) = a.dtype("dtype") {
+        x = to_copy(em, x, d, None)?;
+    }
+    let dtype = em.dtype(out)?;
+    let dims = a.opt_ints("dim")?.unwrap_or_default();
+    let keepdim = a.bool("keepdim")?;
+    let ord = a.float("ord")?;
+    let ab = unary(em, "aten.abs.default", x)?;
+    let r = if ord == 2.0 {
+        norm2(em, x, &dims, keepdim, Some(out))?
+    } else if ord == 1.0 {
+        reduce(em, "aten.sum.dim_IntList", ab, &dims, keepdim, vec![], dtype, Some(out))?
+    } else if ord == f64::INFINITY {
+        reduce(em, "aten.amax.default", ab, &dims, keepdim, vec![], dtype, Some(out))?
+    } else if ord == f64::NEG_INFINITY {
+        reduce(em, "aten.amin.default", ab, &dims, keepdim, vec![], dtype, Some(out))?
+    } else if ord == 0.0 {
+        let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
+        let nz = to_copy(em, nz, dtype, None)?;
+        reduce(em, "aten.sum.dim_IntList", nz, &dims, keepdim, vec![], dtype, Some(out))?
+    } else {
+        let p = same(em, "aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(ab)), ("exponent", Argument::Float(ord))], ab, None)?;
+        let s = reduce(em, "aten.sum.dim_IntList", p, &dims, keepdim, vec![], dtype, None)?;
+        same(em, "aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(s)), ("exponent", Argument::Float(1.0 / ord))], s, Some(out))?
+    };
+    Ok(vec![r])
+}
+
+fn logsumexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let dims = a.ints("dim")?;
+    let keepdim = a.bool("keepdim")?;
+    let m = reduce(em, "aten.amax.default", x, &dims, true, vec![], dtype, None)?;
+    let ab = unary(em, "aten.abs.default", m)?;
+    let inf = cmp(em, "aten.eq.Scalar", ab, Argument::Float(f64::INFINITY))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let safe = where_(em, inf, zero, m, None)?;
+    let c = binary(em, "aten.sub.Tensor", x, safe, dtype, None)?;
+    let e = unary(em, "aten.exp.default", c)?;
+    let s = reduce(em, "aten.sum.dim_IntList", e, &dims, keepdim, vec![], dtype, None)?;
+    let l = unary(em, "aten.log.default", s)?;
+    let shift = if keepdim {
+        safe
+    } else {
+        let r = em.rank(x)?;
+        let all: Vec<usize> = if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm_dim(d, r)).collect::<Result<_>>()? };
+        squeeze_dims(em, safe, &all, None)?
+    };
+    Ok(vec![binary(em, "aten.add.Tensor", l, shift, dtype, Some(a.out(0)?))?])
+}
+
+fn correction_of(a: &A) -> Result<Argument> {
+    Ok(if a.0.arg("unbiased").is_some() {
+        Argument::Int(if a.bool("unbiased")? { 1 } else { 0 })
+    } else {
+        a.arg("correction")
+    })
+}
+
+fn var_args(a: &A) -> Result<Vec<(&'static str, Argument)>> {
+    Ok(vec![
+        ("self", Argument::Tensor(a.t("self")?)),
+        ("dim", a.arg("dim")),
+        ("correction", correction_of(a)?),
+        ("keepdim", a.arg("keepdim")),
+    ])
+}
+
+fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, m.dtype, m.sizes)?;
+    let v = em.op("aten.var.correction", var_args(a)?, meta)?;
+    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(v))], out)?;
+    Ok(vec![out])
+}
+
+fn var_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into("aten.var.correction", var_args(a)?, a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (v, m) = (a.out(0)?, a.out(1)?);
+    em.op_into("aten.var.correction", var_args(a)?, v)?;
+    em.op_into(
+        "aten.mean.dim",
+        vec![("self", Argument::Tensor(a.t("self")?)), ("dim", a.arg("dim")), ("keepdim", a.arg("keepdim"))],
+        m,
+    )?;
+    Ok(vec![v, m])
+}
+
+/// Contracts einsum operands pairwise (left to right) with bmm, after
+/// summing out letters only one operand has; letters that a later operand
+/// or the output needs are kept.
+fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let eq = a.string("equation")?.replace(' ', "");
+    let xs = a.ts("tensors")?;
+    let (lhs, out_spec) = match eq.split_once("->") {
+        Some((l, r)) => (l.to_string(), r.to_string()),
+        None => {
+            // Implicit output: letters seen once, in alphabetical order.
+            let l = eq.clone();
+            let mut once: Vec<char> = l.chars().filter(|c| c.is_alphabetic() && l.matches(*c).count() == 1).collect();
+            once.sort();
+            (l, once.into_iter().collect())
+        }
+    };
+    let specs: Vec<Vec<char>> = lhs.split(',').map(|s| s.chars().collect()).collect();
+    let bad = |why: &str| Error::unsupported(format!("node {}: einsum {eq:?}: {why}", a.0.name));
+    if eq.contains('.') {
+        return Err(bad("ellipses are not supported"));
+    }
+    if specs.len() != xs.len() || specs.iter().any(|s| s.iter().any(|c| s.iter().filter(|d| *d == c).count() > 1)) {
+        return Err(bad("repeated letters in one operand (diagonals) are not supported"));
+    }
+    let out: Vec<char> = out_spec.chars().collect();
+    let dtype = em.dtype(a.out(0)?)?;
+    // Each operand with its letters; sum out letters nobody else needs.
+    let mut ops: Vec<(ValueId, Vec<char>)> = Vec::new();
+    for (i, (x, spec)) in xs.iter().zip(&specs).enumerate() {
+        let needed = |c: &char| out.contains(c) || specs.iter().enumerate().any(|(j, s)| j != i && s.contains(c));
+        let drop: Vec<i64> = spec.iter().enumerate().filter(|(_, c)| !needed(c)).map(|(d, _)| d as i64).collect();
+        let kept: Vec<char> = spec.iter().copied().filter(|c| needed(c)).collect();
+        let v = if drop.is_empty() { *x } else { reduce(em, "aten.sum.dim_IntList", *x, &drop, false, vec![], dtype, None)? };
+        ops.push((v, kept));
+    }
+    let mut acc = ops.remove(0);
+    for (k, (b, bspec)) in ops.iter().enumerate() {
+        let later: Vec<char> = ops[k + 1..].iter().flat_map(|(_, s)| s.clone()).chain(out.iter().copied()).collect();
+        let (x, xspec) = (acc.0, acc.1.clone());
+        let batch: Vec<char> = xspec.iter().copied().filter(|c| bspec.contains(c) && later.contains(c)).collect();
+        let contract: Vec<char> = xspec.iter().copied().filter(|c| bspec.contains(c) && !later.contains(c)).collect();
+        let xfree: Vec<char> = xspec.iter().copied().filter(|c| !bspec.contains(c)).collect();
+        let bfree: Vec<char> = bspec.iter().copied().filter(|c| !xspec.contains(c)).collect();
+        let pos = |spec: &[char], c: char| spec.iter().position(|d| *d == c).unwrap();
+        let size = |em: &mut Emitter, v: ValueId, spec: &[char], c: char| em.size(v, pos(spec, c));
+        let group = |em: &mut Emitter, v: ValueId, spec: &[char], cs: &[char]| -> Result<SymRef> {
+            let refs: Vec<SymRef> = cs.iter().map(|c| size(em, v, spec, *c)).collect::<Result<_>>()?;
+            em.product(&refs)
+        };
+        let (nb, nc, nx, ny) = (group(em, x, &xspec, &batch)?, group(em, x, &xspec, &contract)?, group(em, x, &xspec, &xfree)?, group(em, *b, bspec, &bfree)?);
+        let xperm: Vec<usize> = batch.iter().chain(&xfree).chain(&contract).map(|c| pos(&xspec, *c)).collect();
+        let bperm: Vec<usize> = batch.iter().chain(&contract).chain(&bfree).map(|c| pos(bspec, *c)).collect();
+        let xp = permute(em, x, &xperm, None)?;
+        let xp = reshape(em, xp, &[nb, nx, nc], None)?;
+        let bp = permute(em, *b, &bperm, None)?;
+        let bp = reshape(em, bp, &[nb, nc, ny], None)?;
+        let meta = em.meta_like(x, dtype, syms(em, &[nb, nx, ny]))?;
+        let r = em.op("aten.bmm.default", vec![("self", Argument::Tensor(xp)), ("mat2", Argument::Tensor(bp))], meta)?;
+        let mut shape = Vec::new();
+        for c in batch.iter().chain(&xfree) {
+            shape.push(size(em, x, &xspec, *c)?);
+        }
+        for c in &bfree {
+            shape.push(size(em, *b, bspec, *c)?);
+        }
+        let r = view(em, r, &shape, None)?;
+        acc = (r, batch.iter().chain(&xfree).chain(&bfree).copied().collect());
+    }
+    let (v, spec) = acc;
+    let perm: Vec<usize> = out
+        .iter()
+        .map(|c| spec.iter().position(|d| d == c).ok_or_else(|| bad("an output letter is in no operand")))
+        .collect::<Result<_>>()?;
+    if perm.iter().enumerate().all(|(i, p)| i == *p) && perm.len() == spec.len() {
+        return Ok(vec![v]);
+    }
+    Ok(vec![permute(em, v, &perm, Some(a.out(0)?))?])
 }
