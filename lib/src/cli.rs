@@ -175,6 +175,18 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
             "no input: give an IR file, or pipe one in (pt2ir model.pt2 | ...)",
         ));
     }
+    // A regular file is memory-mapped: its weights become windows of the
+    // map, never copied (nor fresh pages zeroed for them). Stdin, pipes,
+    // FIFOs and devices are streamed.
+    if let Some(p) = path.filter(|p| p.as_os_str() != "-") {
+        let f = File::open(p).map_err(|e| Error::io(p.display(), e))?;
+        let meta = f.metadata().map_err(|e| Error::io(p.display(), e))?;
+        if meta.is_file() {
+            return crate::wire::read_program_file(f, &name);
+        }
+        let mut input = BufReader::with_capacity(1 << 20, f);
+        return crate::wire::read_program(&mut input, &name);
+    }
     let mut input = open_input(path)?;
     crate::wire::read_program(&mut input, &name)
 }

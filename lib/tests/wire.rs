@@ -69,3 +69,56 @@ fn corrupt_value_ids_fail_validation() {
     assert_eq!(e.kind, ErrorKind::BadInput);
     assert!(e.to_string().contains("out of range"), "{e}");
 }
+
+fn read_file_bytes(bytes: &[u8]) -> pt2kit::Result<pt2kit::ir::Program> {
+    let mut tmp = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut tmp, bytes).unwrap();
+    let file = std::fs::File::open(tmp.path()).unwrap();
+    wire::read_program_file(file, "in.ir")
+}
+
+/// A stream whose first storage spans several chunks (> 16 MiB), so the
+/// file reader takes both paths: windows and the copying fallback.
+fn multi_chunk_stream() -> Vec<u8> {
+    let mut p = read_pt2(
+        &repo().join("golden/models/mlp.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let mut big: Vec<u8> = (0..(17usize << 20) + 3)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    big[..p.storages[0].len()].copy_from_slice(&p.storages[0]);
+    p.storages[0] = pt2kit::blob::Blob::owned(big);
+    wire::encode_program(&p).unwrap()
+}
+
+#[test]
+fn a_mapped_file_reads_as_the_stream_does() {
+    for full in [mlp_stream(), multi_chunk_stream()] {
+        let from_stream = wire::read_program(&mut &full[..], "in.ir").unwrap();
+        let from_file = read_file_bytes(&full).unwrap();
+        assert_eq!(from_file.storages.len(), from_stream.storages.len());
+        for (a, b) in from_file.storages.iter().zip(&from_stream.storages) {
+            assert!(a[..] == b[..], "storage bytes differ");
+        }
+        assert_eq!(text::listing(&from_file), text::listing(&from_stream));
+        assert!(wire::encode_program(&from_file).unwrap() == full);
+    }
+}
+
+#[test]
+fn truncated_files_are_refused_at_every_cut() {
+    for full in [mlp_stream(), multi_chunk_stream()] {
+        let len = full.len();
+        for cut in [0, 5, 8, 9, 20, len / 2, len - 1000, len - 1] {
+            let e = read_file_bytes(&full[..cut]).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::BadInput, "cut {cut}: {e}");
+            assert_eq!(
+                e.to_string(),
+                read_err(&full[..cut]).to_string(),
+                "cut {cut}"
+            );
+        }
+    }
+}

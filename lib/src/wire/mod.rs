@@ -14,10 +14,19 @@
 //! does not know are skipped by protobuf). Memory while streaming is bounded
 //! by the program message plus one chunk; the in-memory [`Program`] holds
 //! every storage.
+//!
+//! [`read_program_file`] reads a regular file through a memory map instead:
+//! a storage written as one chunk becomes a [`Blob`] window of the map (its
+//! bytes are never copied, nor fresh pages zeroed for them); a storage
+//! split over several chunks is not contiguous in the file (chunk headers
+//! sit between its pieces), so it is copied, as from a stream. Every check
+//! of the stream path (framing, order, counts, truncation) is the same code.
 
 mod convert;
 
+use std::fs::File;
 use std::io::{Read, Write};
+use std::sync::Arc;
 
 use protobuf::Message;
 
@@ -153,12 +162,77 @@ pub fn encode_program(program: &Program) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-struct RecordReader<'a, R: Read> {
+/// Where records come from: a stream, or a mapped file that can also hand
+/// out windows of itself.
+trait Input: Read {
+    /// Whether [`Input::window`] hands out windows.
+    fn is_mapped(&self) -> bool {
+        false
+    }
+
+    /// The next `n` bytes as a window of the mapped file, consumed; `None`
+    /// for a stream. `Some(None)` when fewer than `n` bytes are left.
+    fn window(&mut self, _n: u64) -> Option<Option<Blob>> {
+        None
+    }
+}
+
+struct Stream<R>(R);
+
+impl<R: Read> Read for Stream<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+    fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        self.0.read_exact(buf)
+    }
+}
+
+impl<R: Read> Input for Stream<R> {}
+
+/// A memory-mapped file read from `pos` on.
+struct Mapped {
+    map: Arc<memmap2::Mmap>,
+    file: Arc<File>,
+    pos: usize,
+}
+
+impl Read for Mapped {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = &self.map[self.pos.min(self.map.len())..];
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl Input for Mapped {
+    fn is_mapped(&self) -> bool {
+        true
+    }
+
+    fn window(&mut self, n: u64) -> Option<Option<Blob>> {
+        let left = self.map.len().saturating_sub(self.pos) as u64;
+        if n > left {
+            return Some(None);
+        }
+        let range = self.pos..self.pos + n as usize;
+        self.pos = range.end;
+        Some(Some(Blob::mapped(
+            self.map.clone(),
+            Some(self.file.clone()),
+            range,
+        )))
+    }
+}
+
+struct RecordReader<'a, R: Input> {
     r: &'a mut R,
     what: &'a str,
 }
 
-impl<R: Read> RecordReader<'_, R> {
+impl<R: Input> RecordReader<'_, R> {
     fn err(&self, msg: impl std::fmt::Display) -> Error {
         Error::bad_input(format!("{}: {msg}", self.what))
     }
@@ -278,6 +352,26 @@ fn sniff(head: &[u8]) -> &'static str {
 
 /// Reads a whole IR stream and validates the program.
 pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
+    read_input(&mut Stream(r), what)
+}
+
+/// Reads an IR file through a memory map: storages written as one chunk
+/// (all of them, from this writer, up to 16 MiB each) are windows of the
+/// map, not copies. Same checks and errors as [`read_program`]. The file
+/// must not be truncated or rewritten in place while the program lives
+/// (as for any memory map; the `.pt2` importer has the same rule).
+pub fn read_program_file(file: File, what: &str) -> Result<Program> {
+    // SAFETY: the map is read-only; see the rule above.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(what, e))?;
+    let mut input = Mapped {
+        map: Arc::new(map),
+        file: Arc::new(file),
+        pos: 0,
+    };
+    read_input(&mut input, what)
+}
+
+fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut magic = Vec::with_capacity(8);
     r.by_ref()
         .take(8)
@@ -303,9 +397,15 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
         )));
     }
     let mut program: Option<Program> = None;
-    // All storages live in one zeroed allocation (fresh pages, no memset),
-    // each at its offset: one allocation however many weights there are.
+    // From a stream, all storages live in one zeroed allocation (fresh
+    // pages, no memset), each at its offset: one allocation however many
+    // weights there are. From a mapped file, a storage in one chunk is a
+    // window of the map (`windows`); only one split over several chunks is
+    // copied, into its own allocation (`copies`), made at its first chunk.
+    let mapped = rr.r.is_mapped();
     let mut arena: Vec<u8> = Vec::new();
+    let mut windows: Vec<Option<Blob>> = Vec::new();
+    let mut copies: Vec<Vec<u8>> = Vec::new();
     let mut bases: Vec<usize> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
     let mut filled: Vec<u64> = Vec::new();
@@ -333,8 +433,29 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
                         if i >= sizes.len() || offset != filled[i] || filled[i] + n > sizes[i] {
                             return Err(rr.err(format!("storage {i}: chunk at offset {offset} out of order or out of range")));
                         }
-                        let start = bases[i] + offset as usize;
-                        rr.fill(&mut arena[start..start + n as usize], &mut consumed)?;
+                        if !mapped {
+                            let start = bases[i] + offset as usize;
+                            rr.fill(&mut arena[start..start + n as usize], &mut consumed)?;
+                        } else if offset == 0 && n == sizes[i] {
+                            // The whole storage in one chunk: contiguous in
+                            // the file, so a window of the map, no copy.
+                            let blob = rr.r.window(n).flatten().ok_or_else(|| {
+                                rr.err(format!(
+                                    "truncated IR stream ({n} bytes missing in a record)"
+                                ))
+                            })?;
+                            consumed += n;
+                            windows[i] = Some(blob);
+                        } else {
+                            // Split over several chunks: its pieces are not
+                            // contiguous in the file (chunk headers between
+                            // them), so it is copied as from a stream.
+                            if copies[i].is_empty() {
+                                copies[i] = vec![0u8; sizes[i] as usize];
+                            }
+                            let start = offset as usize;
+                            rr.fill(&mut copies[i][start..start + n as usize], &mut consumed)?;
+                        }
                         filled[i] += n;
                         data_len = Some(n);
                     }
@@ -370,7 +491,12 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
                         Some(base)
                     })
                     .collect();
-                arena = vec![0u8; total as usize];
+                if mapped {
+                    windows = vec![None; storage_sizes.len()];
+                    copies = vec![Vec::new(); storage_sizes.len()];
+                } else {
+                    arena = vec![0u8; total as usize];
+                }
                 filled = vec![0; storage_sizes.len()];
                 sizes = storage_sizes;
                 program = Some(prog);
@@ -387,12 +513,20 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
                 if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
                 }
-                let arena = Blob::owned(std::mem::take(&mut arena));
-                program.storages = bases
-                    .iter()
-                    .zip(&sizes)
-                    .map(|(&b, &n)| arena.slice(b..b + n as usize))
-                    .collect();
+                program.storages = if mapped {
+                    windows
+                        .into_iter()
+                        .zip(copies)
+                        .map(|(w, c)| w.unwrap_or_else(|| Blob::owned(c)))
+                        .collect()
+                } else {
+                    let arena = Blob::owned(std::mem::take(&mut arena));
+                    bases
+                        .iter()
+                        .zip(&sizes)
+                        .map(|(&b, &n)| arena.slice(b..b + n as usize))
+                        .collect()
+                };
                 crate::ir::validate::validate(&program).map_err(|e| e.at(what))?;
                 return Ok(program);
             }
