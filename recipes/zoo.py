@@ -266,6 +266,41 @@ class OpsNorm(nn.Module):
         )
 
 
+class OpsMisc(nn.Module):
+    """Aliases, *_copy views, math helpers, losses, recurrent cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(4, 5, num_layers=2, batch_first=True, bidirectional=True)
+        self.rnn = nn.RNN(4, 3, nonlinearity="relu")
+        self.rms = nn.RMSNorm(4)
+        with torch.no_grad():
+            self.rms.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x, v, ids):  # x f32[2, 3, 4], v f32[4], ids i64[5]
+        t = x[0]
+        g, hg = self.gru(x)
+        r, hr = self.rnn(x)
+        return (
+            torch.absolute(x), torch.arccos(x.clamp(-0.9, 0.9)), torch.arctan2(x, x + 2), torch.clip(x, -0.5, 0.5),
+            torch.concat([x, x], 1), torch.divide(x, 3.0), torch.true_divide(x, x + 5), torch.multiply(x, 2),
+            torch.subtract(x, v), torch.negative(x), torch.greater(x, 0.1), torch.less_equal(x, v), torch.not_equal(x, v),
+            torch.fix(x * 3), torch.sgn(x), torch.floor_divide(x * 10, 3), torch.max(x, v), torch.min(x, v),
+            torch.clamp_min(x, v), torch.clamp_max(x, v), x.std(), x.var(), torch.std_mean(x, dim=1),
+            torch.rsub(x, v), torch.lerp(x, x * 2, v.sigmoid()), torch.frac(x * 3), torch.deg2rad(x), torch.rad2deg(x),
+            torch.isfinite(x / (x - x[0, 0, 0])), torch.nan_to_num(torch.log(x), nan=0.5, posinf=9.0, neginf=-9.0),
+            torch.logaddexp(x, v), torch.sinc(x), torch.xlogy(x.abs(), v.abs() + 1), torch.dot(v, v), torch.mv(t, v),
+            torch.outer(v, v), torch.addr(t.T @ t, v, v, beta=0.5, alpha=2.0), x.tile((2, 1, 1)), torch.fliplr(t),
+            torch.flipud(t), self.rms(x), F.one_hot(ids, 6), F.mse_loss(x, x.flip(0)), F.l1_loss(x, v, reduction="sum"),
+            F.huber_loss(x, x * 0.5, reduction="none", delta=0.3), F.smooth_l1_loss(x, v, beta=0.5),
+            F.interpolate(x, scale_factor=2.0, mode="nearest"), torch.all(x > -5, dim=1), torch.all(x > 0),
+            torch.count_nonzero(x > 0, dim=2), torch.trace(t.T @ t), torch.eye(3, 4), torch.nansum(torch.log(x)),
+            torch.nanmean(torch.log(x), dim=1), torch.broadcast_tensors(v, x)[0] + 0, torch.hstack([t, t]),
+            torch.vstack([t, t]), torch.rot90(t, 1, (0, 1)), F.channel_shuffle(x.unsqueeze(-1).repeat(1, 2, 1, 2), 2),
+            F.rrelu(x, training=False), g, hg, r, hr, x.type_as(ids), x.new_empty((2, 2)).fill_(1.5),
+        )
+
+
 class MultiOut(nn.Module):
     def __init__(self):
         super().__init__()
@@ -485,6 +520,7 @@ _reg("lstm", LSTMHead, lambda: (_randn(2, 5, 8),))
 _reg("ops_activation", OpsActivation, lambda: (_randn(2, 3, 4, 6),), group="composite")
 _reg("ops_shape", OpsShape, lambda: (_randn(2, 8, 6, 6), _randn(5, 5)), group="composite")
 _reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
+_reg("ops_misc", OpsMisc, lambda: (_randn(2, 3, 4), _randn(4), torch.tensor([0, 5, 2, 2, 1])), group="composite")
 
 
 def _ids():

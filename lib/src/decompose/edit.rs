@@ -345,6 +345,32 @@ pub fn syms(em: &Emitter, refs: &[SymRef]) -> Vec<Sym> {
     refs.iter().map(|r| em.sym_of(*r)).collect()
 }
 
+/// A node's arguments for another op: by name where the other op's schema
+/// has the name, else by position (`dropout_(self, ...)` becomes
+/// `dropout(input, ...)`, `clamp_max(self, max)` becomes `clamp(self, max=)`).
+pub fn args_for(node: &Node, target: &Target) -> Result<Vec<(String, Argument)>> {
+    let schema = schema::lookup(&target.namespace, &target.name, &target.overload)
+        .ok_or_else(|| Error::internal(format!("no schema for {target}")))?;
+    Ok(node
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let name = if schema.args.iter().any(|s| s.name == a.name) {
+                a.name.clone()
+            } else {
+                schema.args.get(i).map(|s| s.name.clone()).unwrap_or_else(|| a.name.clone())
+            };
+            (name, a.arg.clone())
+        })
+        .collect())
+}
+
+/// Borrowed pairs for [`Emitter::call`].
+pub fn borrow_args(args: &[(String, Argument)]) -> Vec<(&str, Argument)> {
+    args.iter().map(|(n, a)| (n.as_str(), a.clone())).collect()
+}
+
 /// Puts `args` in schema order with defaults for the rest (an op with no
 /// schema keeps them as given).
 pub fn named_args(target: &Target, args: Vec<(&str, Argument)>) -> Result<Vec<NamedArg>> {

@@ -204,24 +204,8 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                 ValueId(g.values.len() as u32 - 1)
             }
         };
-        // Arguments by name, or by position where the in-place schema names
-        // them differently (`dropout_(self, ...)` vs `dropout(input, ...)`).
-        let fschema = schema::lookup(&functional.namespace, &functional.name, &functional.overload)
-            .ok_or_else(|| Error::internal(format!("no schema for {functional}")))?;
-        let args = node
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let name = if fschema.args.iter().any(|s| s.name == a.name) {
-                    a.name.as_str()
-                } else {
-                    fschema.args.get(i).map(|s| s.name.as_str()).unwrap_or(a.name.as_str())
-                };
-                (name, a.arg.clone())
-            })
-            .collect();
-        let inputs = named_args(&functional, args)?;
+        let args = super::edit::args_for(&node, &functional)?;
+        let inputs = named_args(&functional, super::edit::borrow_args(&args))?;
         let meta = node.meta.clone();
         out.push(Node {
             name: node.name.clone(),

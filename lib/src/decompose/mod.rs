@@ -248,5 +248,5 @@ fn follow(subst: &HashMap<ValueId, ValueId>, mut v: ValueId) -> ValueId {
 
 /// Every decomposition: (source op, result ops).
 pub fn list() -> Vec<(&'static str, &'static [&'static str])> {
-    rules::RULES.iter().map(|r| (r.source, r.results)).collect()
+    rules::all_rules().map(|r| (r.source, r.results)).collect()
 }

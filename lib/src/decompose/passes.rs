@@ -455,7 +455,11 @@ pub fn fold(p: &mut Program) -> Result<usize> {
     }
     let mut fold_nodes = Vec::new();
     for (i, node) in g.nodes.iter().enumerate() {
-        if has_effect(node) || nondeterministic(node) || node.target.kind != TargetKind::Op {
+        if has_effect(node)
+            || nondeterministic(node)
+            || node.target.kind != TargetKind::Op
+            || crate::exec::ops::lookup(&node.target.to_string()).is_none()
+        {
             continue;
         }
         let mut refs = Vec::new();

@@ -114,9 +114,62 @@ rules! {
     "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;
     "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
     "aten.fill.Scalar" => ["aten.full_like.default"] fill;
+    "aten.gru.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
+    "aten.rnn_tanh.input" => ["aten.select.int", "aten.linear.default", "aten.tanh.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
+    "aten.rnn_relu.input" => ["aten.select.int", "aten.linear.default", "aten.relu.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
     "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
     "higher_order.wrap_with_set_grad_enabled" => [] inline_subgraph;
     "aten.selu.default" => ["aten.elu.default"] selu;
+    "aten._convolution_mode.default" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
+    "aten.addr.default" => ["aten.outer.default", "aten.mul.Tensor", "aten.add.Tensor"] addr;
+    "aten.all.default" => ["aten.logical_not.default", "aten.any.default"] all;
+    "aten.all.dim" => ["aten.logical_not.default", "aten.any.dim"] all;
+    "aten.all.dims" => ["aten.logical_not.default", "aten.any.dims"] all;
+    "aten.broadcast_tensors.default" => ["aten.expand.default"] broadcast_tensors;
+    "aten.channel_shuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] channel_shuffle;
+    "aten.count_nonzero.default" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
+    "aten.count_nonzero.dim_IntList" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
+    "aten.deg2rad.default" => ["aten.mul.Tensor"] deg_rad;
+    "aten.rad2deg.default" => ["aten.mul.Tensor"] deg_rad;
+    "aten.dot.default" => ["aten.mul.Tensor", "aten.sum.dim_IntList"] dot;
+    "aten.mv.default" => ["aten.matmul.default"] mv;
+    "aten.outer.default" => ["aten.unsqueeze.default", "aten.mul.Tensor"] outer;
+    "aten.eye.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] eye;
+    "aten.eye.m" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] eye;
+    "aten.fliplr.default" => ["aten.flip.default"] flip_lr_ud;
+    "aten.flipud.default" => ["aten.flip.default"] flip_lr_ud;
+    "aten.floor_divide.default" => ["aten.div.Tensor_mode"] floor_divide;
+    "aten.floor_divide.Scalar" => ["aten.div.Scalar_mode"] floor_divide;
+    "aten.frac.default" => ["aten.trunc.default", "aten.sub.Tensor"] frac;
+    "aten.hstack.default" => ["aten.cat.default"] hvstack;
+    "aten.vstack.default" => ["aten.unsqueeze.default", "aten.cat.default"] hvstack;
+    "aten.isfinite.default" => ["aten.isinf.default", "aten.isnan.default", "aten.logical_or.default", "aten.logical_not.default"] isfinite;
+    "aten.isposinf.default" => ["aten.eq.Scalar"] isinf_signed;
+    "aten.isneginf.default" => ["aten.eq.Scalar"] isinf_signed;
+    "aten.lerp.Tensor" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.lt.Scalar", "aten.where.self"] lerp_tensor;
+    "aten.logaddexp.default" => ["aten.maximum.default", "aten.sub.Tensor", "aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
+    "aten.mse_loss.default" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.mean.default", "aten.sum.dim_IntList"] loss;
+    "aten.l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mean.default", "aten.sum.dim_IntList"] loss;
+    "aten.huber_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.where.self", "aten.mean.default"] loss;
+    "aten.smooth_l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.div.Tensor", "aten.where.self", "aten.mean.default"] loss;
+    "aten.nan_to_num.default" => ["aten.isnan.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] nan_to_num;
+    "aten.nansum.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList"] nan_reduce;
+    "aten.nanmean.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList", "aten.logical_not.default", "aten.div.Tensor"] nan_reduce;
+    "aten.new_empty.default" => ["aten.empty.memory_format"] empty_of;
+    "aten.empty_like.default" => ["aten.empty.memory_format"] empty_of;
+    "aten.numpy_T.default" => ["aten.permute.default"] numpy_t;
+    "aten.one_hot.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] one_hot;
+    "aten.rms_norm.default" => ["aten.mul.Tensor", "aten.mean.dim", "aten.add.Tensor", "aten.rsqrt.default"] rms_norm;
+    "aten.rot90.default" => ["aten.flip.default", "aten.permute.default", "aten.clone.default"] rot90;
+    "aten.rrelu.default" => ["aten.leaky_relu.default"] rrelu;
+    "aten.rsub.Tensor" => ["aten.sub.Tensor"] rsub_tensor;
+    "aten.sinc.default" => ["aten.mul.Tensor", "aten.sin.default", "aten.div.Tensor", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] sinc;
+    "aten.std_mean.dim" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] std_mean;
+    "aten.std_mean.correction" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] std_mean;
+    "aten.tile.default" => ["aten.repeat.default"] tile;
+    "aten.trace.default" => ["aten.diag.default", "aten.sum.dim_IntList"] trace;
+    "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
+    "aten.xlogy.Tensor" => ["aten.log.default", "aten.mul.Tensor", "aten.eq.Scalar", "aten.isnan.default", "aten.where.self"] xlogy;
     "aten.celu.default" => ["aten.elu.default"] celu;
     "aten.erfc.default" => ["aten.erf.default", "aten.neg.default", "aten.add.Tensor"] erfc;
     "aten.glu.default" => ["aten.split_with_sizes.default", "aten.sigmoid.default", "aten.mul.Tensor"] glu;
@@ -153,9 +206,102 @@ rules! {
     "aten.zero.default" => ["aten.full_like.default"] fill;
 }
 
+/// Ops that are another op under another name: (alias, op). Arguments
+/// map by name, or by position where the names differ.
+pub static ALIASES: &[(&str, &str)] = &[
+    ("aten.absolute.default", "aten.abs.default"),
+    ("aten.arccos.default", "aten.acos.default"),
+    ("aten.arccosh.default", "aten.acosh.default"),
+    ("aten.arcsin.default", "aten.asin.default"),
+    ("aten.arcsinh.default", "aten.asinh.default"),
+    ("aten.arctan.default", "aten.atan.default"),
+    ("aten.arctan2.default", "aten.atan2.default"),
+    ("aten.arctanh.default", "aten.atanh.default"),
+    ("aten.clip.default", "aten.clamp.default"),
+    ("aten.clip.Tensor", "aten.clamp.Tensor"),
+    ("aten.clamp_min.Tensor", "aten.clamp.Tensor"),
+    ("aten.clamp_max.Tensor", "aten.clamp.Tensor"),
+    ("aten.concat.default", "aten.cat.default"),
+    ("aten.concatenate.default", "aten.cat.default"),
+    ("aten.divide.Tensor", "aten.div.Tensor"),
+    ("aten.divide.Scalar", "aten.div.Scalar"),
+    ("aten.divide.Tensor_mode", "aten.div.Tensor_mode"),
+    ("aten.divide.Scalar_mode", "aten.div.Scalar_mode"),
+    ("aten.true_divide.Tensor", "aten.div.Tensor"),
+    ("aten.true_divide.Scalar", "aten.div.Scalar"),
+    ("aten.multiply.Tensor", "aten.mul.Tensor"),
+    ("aten.multiply.Scalar", "aten.mul.Scalar"),
+    ("aten.subtract.Tensor", "aten.sub.Tensor"),
+    ("aten.subtract.Scalar", "aten.sub.Scalar"),
+    ("aten.negative.default", "aten.neg.default"),
+    ("aten.fix.default", "aten.trunc.default"),
+    ("aten.sgn.default", "aten.sign.default"),
+    ("aten.greater.Tensor", "aten.gt.Tensor"),
+    ("aten.greater.Scalar", "aten.gt.Scalar"),
+    ("aten.greater_equal.Tensor", "aten.ge.Tensor"),
+    ("aten.greater_equal.Scalar", "aten.ge.Scalar"),
+    ("aten.less.Tensor", "aten.lt.Tensor"),
+    ("aten.less.Scalar", "aten.lt.Scalar"),
+    ("aten.less_equal.Tensor", "aten.le.Tensor"),
+    ("aten.less_equal.Scalar", "aten.le.Scalar"),
+    ("aten.not_equal.Tensor", "aten.ne.Tensor"),
+    ("aten.not_equal.Scalar", "aten.ne.Scalar"),
+    ("aten.max.other", "aten.maximum.default"),
+    ("aten.min.other", "aten.minimum.default"),
+    ("aten.unsafe_split.Tensor", "aten.split.Tensor"),
+    ("aten.unsafe_split_with_sizes.default", "aten.split_with_sizes.default"),
+    ("aten._unsafe_index.Tensor", "aten.index.Tensor"),
+    ("aten._unsafe_index_put.default", "aten.index_put.default"),
+    ("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default"),
+    ("aten.size.int", "aten.sym_size.int"),
+    ("aten.stride.int", "aten.sym_stride.int"),
+    ("aten.item.default", "aten._local_scalar_dense.default"),
+    ("aten.ger.default", "aten.outer.default"),
+    ("aten.vdot.default", "aten.dot.default"),
+    ("aten.row_stack.default", "aten.vstack.default"),
+    ("aten.native_channel_shuffle.default", "aten.channel_shuffle.default"),
+    ("aten.var.default", "aten.var.dim"),
+    ("aten.std.default", "aten.std.dim"),
+    ("aten.std_mean.default", "aten.std_mean.dim"),
+    ("aten.var_mean.default", "aten.var_mean.dim"),
+];
+
+fn alias_rules() -> &'static [Rule] {
+    static R: std::sync::OnceLock<Vec<Rule>> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        ALIASES
+            .iter()
+            .map(|(src, _)| Rule {
+                source: src,
+                results: std::slice::from_ref(&ALIASES.iter().find(|(s, _)| s == src).unwrap().1),
+                apply: alias,
+            })
+            .collect()
+    })
+}
+
+/// Every rule: the table, then the aliases.
+pub fn all_rules() -> impl Iterator<Item = &'static Rule> {
+    RULES.iter().chain(alias_rules())
+}
+
 /// The rule for an op identity (`aten.linear.default`), if there is one.
 pub fn rule_for(op: &str) -> Option<&'static Rule> {
-    RULES.iter().find(|r| r.source == op)
+    all_rules().find(|r| r.source == op)
+}
+
+fn alias(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let src = a.0.target.to_string();
+    let op = ALIASES.iter().find(|(s, _)| *s == src).map(|(_, t)| *t).unwrap();
+    let target = crate::ir::Target::parse(&format!("torch.ops.{op}")).unwrap();
+    let args = super::edit::args_for(a.0, &target)?;
+    let outs = a.outs();
+    em.call(op, super::edit::borrow_args(&args), outs.iter().map(|o| Out::Into(*o)).collect())?;
+    // Outputs exactly as the alias had them (lists, symbolic ints).
+    if let Some(n) = em.nodes.last_mut() {
+        n.outputs = a.0.outputs.clone();
+    }
+    Ok(outs)
 }
 
 // ---- helpers: one emitted op each, with its result's meta ----
@@ -1462,27 +1608,41 @@ fn inline_subgraph(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(ids)
 }
 
-/// `aten.lstm.input`, unrolled over the (static) sequence as torch's
-/// decomposition does: per layer and direction, the input projection for
-/// every step at once, then per step `linear(h) + x_t`, four gates, the
-/// cell and hidden updates; layers chained, directions concatenated.
+#[derive(Clone, Copy, PartialEq)]
+enum Cell {
+    Lstm,
+    Gru,
+    Tanh,
+    Relu,
+}
+
+/// `aten.lstm.input`, `gru.input`, `rnn_tanh.input`, `rnn_relu.input`,
+/// unrolled over the (static) sequence as torch's decompositions do: per
+/// layer and direction, the input projection for every step at once, then
+/// per step `linear(h) + x_t` and the cell's gates; layers chained,
+/// directions concatenated, final states stacked.
 fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let cell = match a.0.target.name.as_str() {
+        "lstm" => Cell::Lstm,
+        "gru" => Cell::Gru,
+        "rnn_tanh" => Cell::Tanh,
+        _ => Cell::Relu,
+    };
     let x = a.t("input")?;
-    let hx = a.ts("hx")?;
+    let hx = if cell == Cell::Lstm { a.ts("hx")? } else { vec![a.t("hx")?] };
     let params = a.ts("params")?;
     let (has_biases, layers) = (a.bool("has_biases")?, a.int("num_layers")? as usize);
     let (dropout, train) = (a.float("dropout")?, a.bool("train")?);
     let (bidir, batch_first) = (a.bool("bidirectional")?, a.bool("batch_first")?);
-    if em.rank(x)? != 3 || hx.len() != 2 {
-        return Err(Error::unsupported(format!("node {}: lstm on unbatched input", a.0.name)));
+    if em.rank(x)? != 3 || (cell == Cell::Lstm && hx.len() != 2) {
+        return Err(Error::unsupported(format!("node {}: {} on unbatched input", a.0.name, a.0.target)));
     }
     let dirs = if bidir { 2 } else { 1 };
-    let h_size = em.sizes(hx[0])?[2].clone();
-    let proj = h_size != em.sizes(hx[1])?[2];
+    let proj = cell == Cell::Lstm && em.sizes(hx[0])?[2] != em.sizes(hx[1])?[2];
     let per = 2 + 2 * has_biases as usize + proj as usize;
     if params.len() != per * layers * dirs {
         return Err(Error::bad_input(format!(
-            "node {}: {} lstm parameters, expected {}",
+            "node {}: {} recurrent parameters, expected {}",
             a.0.name,
             params.len(),
             per * layers * dirs
@@ -1490,7 +1650,7 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     }
     let dtype = em.dtype(x)?;
     let mut input = if batch_first { swap_dims(em, x, 0, 1)? } else { x };
-    let seq = em.static_sizes(input, "lstm (unrolled over the sequence)")?[0];
+    let seq = em.static_sizes(input, "a recurrent layer (unrolled over the sequence)")?[0];
     let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
     for layer in 0..layers {
         let mut dir_out = Vec::new();
@@ -1501,34 +1661,51 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             let (b_ih, b_hh) = if has_biases { (Some(p[2]), Some(p[3])) } else { (None, None) };
             let w_hr = proj.then(|| p[per - 1]);
             let mut h = select(em, hx[0], 0, idx as i64)?;
-            let mut c = select(em, hx[1], 0, idx as i64)?;
+            let mut c = if cell == Cell::Lstm { Some(select(em, hx[1], 0, idx as i64)?) } else { None };
             let pre = linear_op(em, input, w_ih, b_ih)?;
             let mut steps = Vec::new();
             let order: Vec<i64> = if d == 0 { (0..seq).collect() } else { (0..seq).rev().collect() };
             for t in order {
                 let xt = select(em, pre, 0, t)?;
                 let hh = linear_op(em, h, w_hh, b_hh)?;
-                let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
-                let mut gs = em.sizes(gates)?;
-                let four = gs[1].as_int().ok_or_else(|| Error::unsupported("lstm with a symbolic hidden size"))?;
-                gs[1] = Sym::Int(four / 4);
-                let metas: Vec<Out> = (0..4).map(|_| em.meta_like(gates, dtype, gs.clone()).map(Out::New)).collect::<Result<_>>()?;
-                let g = em.call(
-                    "aten.chunk.default",
-                    vec![("self", Argument::Tensor(gates)), ("chunks", Argument::Int(4)), ("dim", Argument::Int(1))],
-                    metas,
-                )?;
-                let i = unary(em, "aten.sigmoid.default", g[0])?;
-                let f = unary(em, "aten.sigmoid.default", g[1])?;
-                let cc = unary(em, "aten.tanh.default", g[2])?;
-                let o = unary(em, "aten.sigmoid.default", g[3])?;
-                let fc = binary(em, "aten.mul.Tensor", f, c, dtype, None)?;
-                let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
-                c = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
-                let tc = unary(em, "aten.tanh.default", c)?;
-                h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
-                if let Some(w) = w_hr {
-                    h = linear_op(em, h, w, None)?;
+                match cell {
+                    Cell::Lstm => {
+                        let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+                        let g = chunk_op(em, gates, 4, 1)?;
+                        let i = unary(em, "aten.sigmoid.default", g[0])?;
+                        let f = unary(em, "aten.sigmoid.default", g[1])?;
+                        let cc = unary(em, "aten.tanh.default", g[2])?;
+                        let o = unary(em, "aten.sigmoid.default", g[3])?;
+                        let fc = binary(em, "aten.mul.Tensor", f, c.unwrap(), dtype, None)?;
+                        let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
+                        let cn = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
+                        let tc = unary(em, "aten.tanh.default", cn)?;
+                        h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
+                        if let Some(w) = w_hr {
+                            h = linear_op(em, h, w, None)?;
+                        }
+                        c = Some(cn);
+                    }
+                    Cell::Gru => {
+                        let gi = chunk_op(em, xt, 3, 1)?;
+                        let gh = chunk_op(em, hh, 3, 1)?;
+                        let rs = binary(em, "aten.add.Tensor", gi[0], gh[0], dtype, None)?;
+                        let r = unary(em, "aten.sigmoid.default", rs)?;
+                        let zs = binary(em, "aten.add.Tensor", gi[1], gh[1], dtype, None)?;
+                        let z = unary(em, "aten.sigmoid.default", zs)?;
+                        let rh = binary(em, "aten.mul.Tensor", r, gh[2], dtype, None)?;
+                        let ns = binary(em, "aten.add.Tensor", gi[2], rh, dtype, None)?;
+                        let n = unary(em, "aten.tanh.default", ns)?;
+                        // h' = n + z * (h - n)
+                        let hn = binary(em, "aten.sub.Tensor", h, n, dtype, None)?;
+                        let zh = binary(em, "aten.mul.Tensor", z, hn, dtype, None)?;
+                        h = binary(em, "aten.add.Tensor", n, zh, dtype, None)?;
+                    }
+                    Cell::Tanh | Cell::Relu => {
+                        let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+                        let act = if cell == Cell::Tanh { "aten.tanh.default" } else { "aten.relu.default" };
+                        h = unary(em, act, s)?;
+                    }
                 }
                 steps.push(h);
             }
@@ -1536,7 +1713,7 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
                 steps.reverse();
             }
             final_h.push(h);
-            final_c.push(c);
+            final_c.extend(c);
             dir_out.push(stack_op(em, &steps, 0)?);
         }
         input = if dirs == 2 { cat_op(em, &dir_out, 2)? } else { dir_out[0] };
@@ -1552,9 +1729,25 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     }
     let outs = a.outs();
     let out = if batch_first { swap_dims(em, input, 0, 1)? } else { input };
-    let hn = stack_op(em, &final_h, 0)?;
-    let cn = stack_op(em, &final_c, 0)?;
-    Ok(vec![out, hn, cn].into_iter().take(outs.len()).collect())
+    let mut result = vec![out, stack_op(em, &final_h, 0)?];
+    if cell == Cell::Lstm {
+        result.push(stack_op(em, &final_c, 0)?);
+    }
+    Ok(result.into_iter().take(outs.len()).collect())
+}
+
+/// `x.chunk(n, dim)` for a dim that divides evenly.
+fn chunk_op(em: &mut Emitter, x: ValueId, n: i64, dim: usize) -> Result<Vec<ValueId>> {
+    let dtype = em.dtype(x)?;
+    let mut gs = em.sizes(x)?;
+    let total = gs[dim].as_int().ok_or_else(|| Error::unsupported("a recurrent layer with a symbolic hidden size"))?;
+    gs[dim] = Sym::Int(total / n);
+    let metas: Vec<Out> = (0..n).map(|_| em.meta_like(x, dtype, gs.clone()).map(Out::New)).collect::<Result<_>>()?;
+    em.call(
+        "aten.chunk.default",
+        vec![("self", Argument::Tensor(x)), ("chunks", Argument::Int(n)), ("dim", Argument::Int(dim as i64))],
+        metas,
+    )
 }
 
 fn select(em: &mut Emitter, x: ValueId, dim: usize, index: i64) -> Result<ValueId> {
@@ -2178,4 +2371,474 @@ fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         return Ok(vec![v]);
     }
     Ok(vec![permute(em, v, &perm, Some(a.out(0)?))?])
+}
+
+// ---- more composite ops ----
+
+fn addr(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let (v1, v2) = (a.t("vec1")?, a.t("vec2")?);
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, dtype, m.sizes)?;
+    let mut o = em.op("aten.outer.default", vec![("self", Argument::Tensor(v1)), ("vec2", Argument::Tensor(v2))], meta)?;
+    let (beta, alpha) = (a.float("beta")?, a.float("alpha")?);
+    if alpha != 1.0 {
+        o = with_scalar(em, "aten.mul.Tensor", o, scalar(alpha, dtype))?;
+    }
+    if beta == 0.0 {
+        return Ok(vec![o]);
+    }
+    let mut x = a.t("self")?;
+    if beta != 1.0 {
+        x = with_scalar(em, "aten.mul.Tensor", x, scalar(beta, dtype))?;
+    }
+    Ok(vec![binary(em, "aten.add.Tensor", x, o, dtype, Some(out))?])
+}
+
+fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // all(x) = not(any(not(x)))
+    let x = a.t("self")?;
+    let nx = unary(em, "aten.logical_not.default", x)?;
+    let nx = if em.dtype(nx)? != Dtype::Bool { to_copy(em, nx, Dtype::Bool, None)? } else { nx };
+    let out = a.out(0)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, Dtype::Bool, m.sizes)?;
+    let any_op = format!("aten.any.{}", a.0.target.overload);
+    let mut args = vec![("self", Argument::Tensor(nx))];
+    for name in ["dim", "keepdim"] {
+        if a.0.arg(name).is_some() {
+            args.push((name, a.arg(name)));
+        }
+    }
+    let any = em.op(&any_op, args, meta)?;
+    Ok(vec![same(em, "aten.logical_not.default", vec![("self", Argument::Tensor(any))], any, Some(out))?])
+}
+
+fn broadcast_tensors(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let xs = a.ts("tensors")?;
+    let mut out = Vec::new();
+    for (x, o) in xs.iter().zip(a.outs()) {
+        let sizes = em.size_refs(o)?;
+        em.op_into("aten.expand.default", vec![("self", Argument::Tensor(*x)), ("size", sym_ints_arg(&sizes))], o)?;
+        out.push(o);
+    }
+    Ok(out)
+}
+
+fn channel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let g = a.int("groups")?;
+    let s = em.static_sizes(x, "channel_shuffle")?;
+    let (n, c) = (s[0], s[1]);
+    let mut shape = vec![n, g, c / g];
+    shape.extend_from_slice(&s[2..]);
+    let refs: Vec<SymRef> = shape.iter().map(|&v| SymRef::Int(v)).collect();
+    let v = view(em, x, &refs, None)?;
+    let mut perm: Vec<usize> = vec![0, 2, 1];
+    perm.extend(3..shape.len());
+    let p = permute(em, v, &perm, None)?;
+    let back: Vec<SymRef> = s.iter().map(|&v| SymRef::Int(v)).collect();
+    Ok(vec![reshape(em, p, &back, Some(a.out(0)?))?])
+}
+
+fn count_nonzero(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
+    let dims = match a.0.arg("dim") {
+        Some(Argument::Int(d)) => vec![*d],
+        Some(Argument::Ints(v)) => v.clone(),
+        _ => vec![],
+    };
+    Ok(vec![reduce(em, "aten.sum.dim_IntList", nz, &dims, false, vec![("dtype", Argument::ScalarType(Dtype::Int64))], Dtype::Int64, Some(a.out(0)?))?])
+}
+
+fn deg_rad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let f = if a.0.target.name == "deg2rad" { std::f64::consts::PI / 180.0 } else { 180.0 / std::f64::consts::PI };
+    Ok(vec![same(em, "aten.mul.Tensor", vec![("self", Argument::Tensor(a.t("self")?)), ("other", Argument::Float(f))], a.out(0)?, Some(a.out(0)?))?])
+}
+
+fn dot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("tensor")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let p = binary(em, "aten.mul.Tensor", x, y, dtype, None)?;
+    Ok(vec![reduce(em, "aten.sum.dim_IntList", p, &[0], false, vec![], dtype, Some(a.out(0)?))?])
+}
+
+fn mv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![matmul(em, a.t("self")?, a.t("vec")?, Some(a.out(0)?))?])
+}
+
+fn outer(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("vec2")?);
+    let col = unsqueeze(em, x, 1)?;
+    let dtype = em.dtype(a.out(0)?)?;
+    Ok(vec![binary(em, "aten.mul.Tensor", col, y, dtype, Some(a.out(0)?))?])
+}
+
+fn eye(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let s = em.static_sizes(out, "eye")?;
+    let rows = arange_col(em, out, s[0], true)?;
+    let cols = arange_col(em, out, s[1], false)?;
+    let eq = binary(em, "aten.eq.Tensor", rows, cols, Dtype::Bool, None)?;
+    let dtype = em.dtype(out)?;
+    Ok(vec![to_copy(em, eq, dtype, Some(out))?])
+}
+
+fn flip_lr_ud(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let d = if a.0.target.name == "fliplr" { 1 } else { 0 };
+    em.op_into("aten.flip.default", vec![("self", Argument::Tensor(a.t("self")?)), ("dims", ints_arg(&[d]))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn floor_divide(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let op = if a.0.target.overload == "Scalar" { "aten.div.Scalar_mode" } else { "aten.div.Tensor_mode" };
+    em.op_into(
+        op,
+        vec![("self", a.arg("self")), ("other", a.arg("other")), ("rounding_mode", Argument::String("floor".into()))],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn frac(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let t = unary(em, "aten.trunc.default", x)?;
+    let dtype = em.dtype(x)?;
+    Ok(vec![binary(em, "aten.sub.Tensor", x, t, dtype, Some(a.out(0)?))?])
+}
+
+fn hvstack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut xs = a.ts("tensors")?;
+    let out = a.out(0)?;
+    let dim = if a.0.target.name == "hstack" {
+        if em.rank(xs[0])? == 1 { 0 } else { 1 }
+    } else {
+        for x in xs.iter_mut() {
+            if em.rank(*x)? == 1 {
+                *x = unsqueeze(em, *x, 0)?;
+            }
+        }
+        0
+    };
+    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(xs)), ("dim", Argument::Int(dim))], out)?;
+    Ok(vec![out])
+}
+
+fn isfinite(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let inf = em.op("aten.isinf.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
+    let nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
+    let bad = binary(em, "aten.logical_or.default", inf, nan, Dtype::Bool, None)?;
+    Ok(vec![same(em, "aten.logical_not.default", vec![("self", Argument::Tensor(bad))], bad, Some(a.out(0)?))?])
+}
+
+fn isinf_signed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let v = if a.0.target.name == "isposinf" { f64::INFINITY } else { f64::NEG_INFINITY };
+    em.op_into("aten.eq.Scalar", vec![("self", Argument::Tensor(a.t("self")?)), ("other", Argument::Float(v))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn lerp_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // where(w < 0.5, start + w * (end - start), end - (end - start) * (1 - w))
+    let (x, end, w) = (a.t("self")?, a.t("end")?, a.t("weight")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
+    let lo = binary(em, "aten.mul.Tensor", w, diff, dtype, None)?;
+    let lo = binary(em, "aten.add.Tensor", x, lo, dtype, None)?;
+    let nw = unary(em, "aten.neg.default", w)?;
+    let one_minus = with_scalar(em, "aten.add.Tensor", nw, Argument::Float(1.0))?;
+    let hi = binary(em, "aten.mul.Tensor", diff, one_minus, dtype, None)?;
+    let hi = binary(em, "aten.sub.Tensor", end, hi, dtype, None)?;
+    let small = cmp(em, "aten.lt.Scalar", w, Argument::Float(0.5))?;
+    Ok(vec![where_(em, small, lo, hi, Some(a.out(0)?))?])
+}
+
+fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // max(a, b) + log1p(exp(-|a - b|)); where both are the same infinity, that infinity
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let m = binary(em, "aten.maximum.default", x, y, dtype, None)?;
+    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
+    let ad = unary(em, "aten.abs.default", d)?;
+    let n = unary(em, "aten.neg.default", ad)?;
+    let e = unary(em, "aten.exp.default", n)?;
+    let l = unary(em, "aten.log1p.default", e)?;
+    let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
+    let inf = {
+        let sizes = em.sizes(x)?;
+        let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+        em.op("aten.isinf.default", vec![("self", Argument::Tensor(x))], meta)?
+    };
+    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
+    let both = binary(em, "aten.logical_and.default", inf, eq, Dtype::Bool, None)?;
+    Ok(vec![where_(em, both, x, r, Some(a.out(0)?))?])
+}
+
+/// mse, l1, huber and smooth-l1 losses with their reductions.
+fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, t) = (a.t("self")?, a.t("target")?);
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let d = binary(em, "aten.sub.Tensor", x, t, dtype, None)?;
+    let elem = match a.0.target.name.as_str() {
+        "mse_loss" => binary(em, "aten.mul.Tensor", d, d, dtype, None)?,
+        "l1_loss" => unary(em, "aten.abs.default", d)?,
+        name => {
+            let ad = unary(em, "aten.abs.default", d)?;
+            let (k, huber) = if name == "huber_loss" { (a.float("delta")?, true) } else { (a.float("beta")?, false) };
+            let small = cmp(em, "aten.lt.Scalar", ad, Argument::Float(k))?;
+            // huber: 0.5 d^2 | k (|d| - k/2); smooth l1: 0.5 d^2 / k | |d| - k/2
+            let sq = binary(em, "aten.mul.Tensor", d, d, dtype, None)?;
+            let half_sq = with_scalar(em, "aten.mul.Tensor", sq, Argument::Float(if huber { 0.5 } else { 0.5 / k }))?;
+            let lin = with_scalar(em, "aten.sub.Tensor", ad, Argument::Float(k / 2.0))?;
+            let lin = if huber { with_scalar(em, "aten.mul.Tensor", lin, Argument::Float(k))? } else { lin };
+            where_(em, small, half_sq, lin, None)?
+        }
+    };
+    let reduction = a.int("reduction")?;
+    let meta = em.meta(out)?.clone();
+    match reduction {
+        0 => Ok(vec![elem]),
+        1 => {
+            let m = em.meta_like(out, dtype, meta.sizes)?;
+            let _ = m;
+            em.op_into("aten.mean.default", vec![("self", Argument::Tensor(elem))], out)?;
+            Ok(vec![out])
+        }
+        _ => Ok(vec![reduce(em, "aten.sum.dim_IntList", elem, &[], false, vec![], dtype, Some(out))?]),
+    }
+}
+
+fn nan_to_num(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let (big, small) = match dtype {
+        Dtype::Float64 => (f64::MAX, f64::MIN),
+        Dtype::Float16 => (65504.0, -65504.0),
+        Dtype::BFloat16 => (3.3895313892515355e38, -3.3895313892515355e38),
+        _ => (f32::MAX as f64, f32::MIN as f64),
+    };
+    let nan = a.opt_float("nan")?.unwrap_or(0.0);
+    let pos = a.opt_float("posinf")?.unwrap_or(big);
+    let neg = a.opt_float("neginf")?.unwrap_or(small);
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let is_nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let is_pos = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::INFINITY))?;
+    let is_neg = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::NEG_INFINITY))?;
+    let vn = scalar_tensor(em, x, Argument::Float(nan), dtype)?;
+    let vp = scalar_tensor(em, x, Argument::Float(pos), dtype)?;
+    let vg = scalar_tensor(em, x, Argument::Float(neg), dtype)?;
+    let y = where_(em, is_nan, vn, x, None)?;
+    let y = where_(em, is_pos, vp, y, None)?;
+    Ok(vec![where_(em, is_neg, vg, y, Some(a.out(0)?))?])
+}
+
+fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let dims = a.opt_ints("dim")?.unwrap_or_default();
+    let keepdim = a.bool("keepdim")?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let is_nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let clean = where_(em, is_nan, zero, x, None)?;
+    if a.0.target.name == "nansum" {
+        return Ok(vec![reduce(em, "aten.sum.dim_IntList", clean, &dims, keepdim, vec![], dtype, Some(a.out(0)?))?]);
+    }
+    let s = reduce(em, "aten.sum.dim_IntList", clean, &dims, keepdim, vec![], dtype, None)?;
+    let ok = unary(em, "aten.logical_not.default", is_nan)?;
+    let n = reduce(em, "aten.sum.dim_IntList", ok, &dims, keepdim, vec![("dtype", Argument::ScalarType(dtype))], dtype, None)?;
+    Ok(vec![binary(em, "aten.div.Tensor", s, n, dtype, Some(a.out(0)?))?])
+}
+
+fn empty_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let sizes = if a.0.target.name == "new_empty" { a.syms("size")? } else { em.size_refs(a.t("self")?)? };
+    let dtype = em.dtype(out)?;
+    em.op_into("aten.empty.memory_format", vec![("size", sym_ints_arg(&sizes)), ("dtype", Argument::ScalarType(dtype))], out)?;
+    Ok(vec![out])
+}
+
+fn numpy_t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let perm: Vec<usize> = (0..em.rank(x)?).rev().collect();
+    Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
+}
+
+fn one_hot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let n = a.int("num_classes")?;
+    if n < 0 {
+        return Err(Error::unsupported(format!(
+            "node {}: one_hot without num_classes depends on the data (pass num_classes)",
+            a.0.name
+        )));
+    }
+    let r = em.rank(x)?;
+    let col = unsqueeze(em, x, r)?;
+    let classes = arange_col(em, x, n, false)?;
+    let eq = binary(em, "aten.eq.Tensor", col, classes, Dtype::Bool, None)?;
+    Ok(vec![to_copy(em, eq, Dtype::Int64, Some(a.out(0)?))?])
+}
+
+fn rms_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let dtype = em.dtype(x)?;
+    let n = a.syms("normalized_shape")?.len();
+    let r = em.rank(x)?;
+    let dims: Vec<i64> = (r - n..r).map(|d| d as i64).collect();
+    let eps = match a.opt_float("eps")? {
+        Some(e) => e,
+        // torch.finfo(dtype).eps
+        None => match dtype {
+            Dtype::Float64 => f64::EPSILON,
+            Dtype::Float16 => 0.0009765625,
+            Dtype::BFloat16 => 0.0078125,
+            _ => f32::EPSILON as f64,
+        },
+    };
+    let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
+    let ms = reduce(em, "aten.mean.dim", sq, &dims, true, vec![], dtype, None)?;
+    let me = with_scalar(em, "aten.add.Tensor", ms, Argument::Float(eps))?;
+    let rs = unary(em, "aten.rsqrt.default", me)?;
+    let out = a.out(0)?;
+    match a.ot("weight")? {
+        Some(w) => {
+            let y = binary(em, "aten.mul.Tensor", x, rs, dtype, None)?;
+            Ok(vec![binary(em, "aten.mul.Tensor", y, w, dtype, Some(out))?])
+        }
+        None => Ok(vec![binary(em, "aten.mul.Tensor", x, rs, dtype, Some(out))?]),
+    }
+}
+
+fn rot90(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?;
+    let dims = a.ints("dims")?;
+    let (d0, d1) = (norm_dim(dims[0], r)?, norm_dim(dims[1], r)?);
+    let k = a.int("k")?.rem_euclid(4);
+    let out = a.out(0)?;
+    let flip = |em: &mut Emitter, x: ValueId, ds: &[usize]| -> Result<ValueId> {
+        let ds: Vec<i64> = ds.iter().map(|&d| d as i64).collect();
+        same(em, "aten.flip.default", vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&ds))], x, None)
+    };
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(d0, d1);
+    let y = match k {
+        0 => return Ok(vec![clone(em, x, Some(out))?]),
+        1 => {
+            let f = flip(em, x, &[d1])?;
+            permute(em, f, &perm, None)?
+        }
+        2 => flip(em, x, &[d0, d1])?,
+        _ => {
+            let f = flip(em, x, &[d0])?;
+            permute(em, f, &perm, None)?
+        }
+    };
+    Ok(vec![clone(em, y, Some(out))?])
+}
+
+fn rrelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    if a.bool("training")? {
+        return Err(Error::unsupported(format!("node {}: rrelu in training mode is random", a.0.name)));
+    }
+    let slope = (a.float("lower")? + a.float("upper")?) / 2.0;
+    em.op_into("aten.leaky_relu.default", vec![("self", Argument::Tensor(a.t("self")?)), ("negative_slope", Argument::Float(slope))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.sub.Tensor",
+        vec![("self", Argument::Tensor(a.t("other")?)), ("other", Argument::Tensor(a.t("self")?)), ("alpha", a.arg("alpha"))],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let px = with_scalar(em, "aten.mul.Tensor", x, Argument::Float(std::f64::consts::PI))?;
+    let s = unary(em, "aten.sin.default", px)?;
+    let q = binary(em, "aten.div.Tensor", s, px, dtype, None)?;
+    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let one = scalar_tensor(em, x, scalar(1.0, dtype), dtype)?;
+    Ok(vec![where_(em, zero, one, q, Some(a.out(0)?))?])
+}
+
+fn std_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (sd, m) = (a.out(0)?, a.out(1)?);
+    let meta = em.meta(sd)?.clone();
+    let vmeta = em.meta_like(sd, meta.dtype, meta.sizes)?;
+    let v = em.op("aten.var.correction", var_args(a)?, vmeta)?;
+    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(v))], sd)?;
+    em.op_into("aten.mean.dim", vec![("self", Argument::Tensor(a.t("self")?)), ("dim", a.arg("dim")), ("keepdim", a.arg("keepdim"))], m)?;
+    Ok(vec![sd, m])
+}
+
+fn tile(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let mut reps = a.syms("dims")?;
+    let r = em.rank(x)?;
+    while reps.len() < r {
+        reps.insert(0, SymRef::Int(1));
+    }
+    em.op_into("aten.repeat.default", vec![("self", Argument::Tensor(x)), ("repeats", sym_ints_arg(&reps))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn trace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let s = em.static_sizes(x, "trace")?;
+    let n = s[0].min(s[1]);
+    let dtype = em.dtype(a.out(0)?)?;
+    let meta = em.meta_like(x, em.dtype(x)?, vec![Sym::Int(n)])?;
+    let d = em.op("aten.diag.default", vec![("self", Argument::Tensor(x))], meta)?;
+    Ok(vec![reduce(em, "aten.sum.dim_IntList", d, &[0], false, vec![], dtype, Some(a.out(0)?))?])
+}
+
+/// Nearest 1-D upsampling as a gather: source index floor(i * in / out).
+fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let out = a.out(0)?;
+    let n_in = *em.static_sizes(x, "upsample_nearest1d")?.last().unwrap();
+    let n_out = *em.static_sizes(out, "upsample_nearest1d")?.last().unwrap();
+    let scale = match a.0.arg("scale_factors") {
+        Some(Argument::Floats(f)) if !f.is_empty() => 1.0 / f[0],
+        _ => n_in as f64 / n_out as f64,
+    };
+    let i = arange_col(em, x, n_out, false)?;
+    let f = to_copy(em, i, Dtype::Float32, None)?;
+    let f = with_scalar(em, "aten.mul.Tensor", f, Argument::Float(scale))?;
+    let idx = to_copy(em, f, Dtype::Int64, None)?;
+    let idx = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(idx)), ("max", Argument::Int(n_in - 1))], idx, None)?;
+    let r = em.rank(x)?;
+    let mut indices: Vec<Option<ValueId>> = vec![None; r - 1];
+    indices.push(Some(idx));
+    em.op_into("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(indices))], out)?;
+    Ok(vec![out])
+}
+
+fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // where(isnan(y), nan, where(x == 0, 0, x * log(y)))
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let ly = unary(em, "aten.log.default", y)?;
+    let p = binary(em, "aten.mul.Tensor", x, ly, dtype, None)?;
+    let z = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let r = where_(em, z, zero, p, None)?;
+    let sizes = em.sizes(y)?;
+    let meta = em.meta_like(y, Dtype::Bool, sizes)?;
+    let nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(y))], meta)?;
+    let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
+    Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
 }
