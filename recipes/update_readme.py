@@ -4,6 +4,7 @@
 - bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
 - bench-run:   bench/run.json   (recipes/bench_run.py)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
+- decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
 
 Each section sits between `<!-- BEGIN name -->` and `<!-- END name -->`.
 
@@ -95,6 +96,15 @@ def bench_onnx():
     return "\n".join(out)
 
 
+def decompose_coverage():
+    path = "golden/decompose/coverage.md"
+    if not os.path.exists(path):
+        return None
+    lines = open(path).read().splitlines()
+    return (lines[2] + "\n\nThe ops not handled are listed in `golden/decompose/coverage.md` "
+            "(written by `lib/tests/decompose.rs`).")
+
+
 def bench_decompose():
     path = "bench/decompose.json"
     if not os.path.exists(path):
@@ -114,7 +124,7 @@ def bench_decompose():
     return "\n".join(out)
 
 
-SECTIONS = {"bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+SECTIONS = {"decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 text = open(README).read()
 new = text

@@ -283,3 +283,40 @@ fn unsupported_training_batch_norm_names_the_node() {
     assert_eq!(e.kind, pt2kit::ErrorKind::Unsupported);
     assert!(e.to_string().contains("batch_norm") && e.to_string().contains("eval"), "{e}");
 }
+
+/// How much of torch's own decomposition table (`core_aten_decompositions()`,
+/// forward functional ops, `lib/data/torch_decompositions.txt` from
+/// `recipes/gen_decomp_table.py`) ir-decompose handles: a rewrite here, or a
+/// core op kept as it is. The golden report lists what is left.
+#[test]
+fn coverage_of_torchs_decomposition_table() {
+    let text = std::fs::read_to_string(repo().join("lib/data/torch_decompositions.txt")).unwrap();
+    let ops: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    let (mut rewritten, mut core, mut missing) = (0, 0, Vec::new());
+    for op in &ops {
+        let target = pt2kit::ir::Target::parse(&format!("torch.ops.{op}")).unwrap();
+        if pt2kit::decompose::rules::rule_for(op).is_some() {
+            rewritten += 1;
+        } else if pt2kit::decompose::is_core(&target) {
+            core += 1;
+        } else {
+            missing.push(*op);
+        }
+    }
+    let mut report = format!(
+        "# ir-decompose against torch's decomposition table\n\n\
+         {} forward functional ops in torch's `core_aten_decompositions()`: {} have a rewrite here, \
+         {} are core ops kept as they are, {} are not handled.\n\n## Not handled\n\n",
+        ops.len(),
+        rewritten,
+        core,
+        missing.len()
+    );
+    for op in &missing {
+        report.push_str(&format!("- {op}\n"));
+    }
+    assert!(rewritten >= 150, "only {rewritten} rewrites");
+    if let Some(e) = check_golden("golden/decompose/coverage.md", &report) {
+        panic!("{e}");
+    }
+}
