@@ -47,11 +47,16 @@ pub struct Args {
 }
 
 fn default_passes() -> Vec<String> {
-    passes::all().iter().map(|(n, _, _)| n.to_string()).collect()
+    passes::all()
+        .iter()
+        .map(|(n, _, _)| n.to_string())
+        .collect()
 }
 
 fn list() -> String {
-    let mut s = String::from("decompositions (source -> ops it emits; non-core results are lowered again):\n");
+    let mut s = String::from(
+        "decompositions (source -> ops it emits; non-core results are lowered again):\n",
+    );
     for (src, results) in decompose::list() {
         s.push_str(&format!("  {src} -> {}\n", results.join(", ")));
     }
@@ -81,13 +86,17 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     } else {
         decompose::lower(&mut program, &policy)?
     };
-    let pass_names: Vec<String> = args.passes.iter().filter(|p| *p != "none").cloned().collect();
+    let pass_names: Vec<String> = args
+        .passes
+        .iter()
+        .filter(|p| *p != "none")
+        .cloned()
+        .collect();
     report.passes = passes::run(&mut program, &pass_names)?;
     report.after = decompose::histogram(&program);
     report.not_core = decompose::not_core(&program, &policy);
-    pt2kit::ir::validate::validate(&program).map_err(|e| {
-        Error::internal(format!("the rewritten program is not valid: {e}"))
-    })?;
+    pt2kit::ir::validate::validate(&program)
+        .map_err(|e| Error::internal(format!("the rewritten program is not valid: {e}")))?;
     if !args.no_lower && !report.not_core.is_empty() {
         let list: Vec<String> = report
             .not_core

@@ -71,7 +71,11 @@ fn check_runs(name: &str, pt2: &Path, program: &Program) -> (usize, Vec<String>)
                     }
                 }
             }
-            Ok(outs) => failures.push(format!("{name}{set}: {} outputs, torch has {}", outs.len(), expected.len())),
+            Ok(outs) => failures.push(format!(
+                "{name}{set}: {} outputs, torch has {}",
+                outs.len(),
+                expected.len()
+            )),
             Err(e) => failures.push(format!("{name}{set}: {e}")),
         }
     }
@@ -83,7 +87,10 @@ fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
     let mut program = read(pt2);
     let report = lower(&mut program, &all_passes());
     for (op, nodes) in &report.not_core {
-        failures.push(format!("{name}: {op} is not core (nodes {})", nodes.join(", ")));
+        failures.push(format!(
+            "{name}: {op} is not core (nodes {})",
+            nodes.join(", ")
+        ));
     }
     let (runs, f) = check_runs(&name, pt2, &program);
     failures.extend(f);
@@ -136,7 +143,11 @@ fn big_models_lower_to_core_and_match_torch() {
 fn meta_histogram(meta: &serde_json::Value, key: &str) -> BTreeMap<String, i64> {
     meta[key]
         .as_object()
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0))).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0)))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -144,19 +155,26 @@ fn meta_histogram(meta: &serde_json::Value, key: &str) -> BTreeMap<String, i64> 
 fn histogram_differences(models: &[(std::path::PathBuf, String)]) -> String {
     let mut out = String::new();
     for (dir, model) in models {
-        let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{model}.meta.json"))).unwrap()).unwrap();
+        let meta: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{model}.meta.json"))).unwrap(),
+        )
+        .unwrap();
         let torch = meta_histogram(&meta, "ops_decomp");
         let mut program = read(&dir.join(format!("{model}.pt2")));
         // torch's run_decompositions() eliminates dead code and nothing else.
         lower(&mut program, &["dce"]);
-        let ours: BTreeMap<String, i64> =
-            decompose::histogram(&program).into_iter().map(|(k, v)| (k, v as i64)).collect();
+        let ours: BTreeMap<String, i64> = decompose::histogram(&program)
+            .into_iter()
+            .map(|(k, v)| (k, v as i64))
+            .collect();
         let mut ops: Vec<&String> = torch.keys().chain(ours.keys()).collect();
         ops.sort();
         ops.dedup();
         for op in ops {
-            let (a, b) = (ours.get(op).copied().unwrap_or(0), torch.get(op).copied().unwrap_or(0));
+            let (a, b) = (
+                ours.get(op).copied().unwrap_or(0),
+                torch.get(op).copied().unwrap_or(0),
+            );
             if a != b {
                 out.push_str(&format!("{model} {op} {a} {b}\n"));
             }
@@ -197,7 +215,10 @@ fn lowered_listings() {
     for model in ["mlp", "cnn", "bufconst", "transformer", "dynseq", "cond"] {
         let mut program = read(&repo().join(format!("golden/models/{model}.pt2")));
         lower(&mut program, &all_passes());
-        if let Some(e) = check_golden(&format!("golden/decompose/{model}.core.txt"), &text::listing(&program)) {
+        if let Some(e) = check_golden(
+            &format!("golden/decompose/{model}.core.txt"),
+            &text::listing(&program),
+        ) {
             failures.push(e);
         }
     }
@@ -215,7 +236,10 @@ fn keep_leaves_chosen_ops_and_only_limits_rules() {
     let h = decompose::histogram(&program);
     assert_eq!(h.get("aten.conv2d.default"), Some(&2), "{h:?}");
     assert_eq!(h.get("aten.linear.default"), Some(&1), "{h:?}");
-    assert!(h.contains_key("aten._native_batch_norm_legit_no_training.default"), "{h:?}");
+    assert!(
+        h.contains_key("aten._native_batch_norm_legit_no_training.default"),
+        "{h:?}"
+    );
     assert!(decompose::not_core(&program, &policy).is_empty());
     // Without the keep list, the kept ops are reported as not core.
     assert_eq!(decompose::not_core(&program, &Policy::default()).len(), 2);
@@ -227,31 +251,48 @@ fn keep_leaves_chosen_ops_and_only_limits_rules() {
     };
     decompose::lower(&mut program, &only).unwrap();
     let h = decompose::histogram(&program);
-    assert!(h.contains_key("aten.addmm.default") && h.contains_key("aten.conv2d.default"), "{h:?}");
+    assert!(
+        h.contains_key("aten.addmm.default") && h.contains_key("aten.conv2d.default"),
+        "{h:?}"
+    );
     assert!(!h.contains_key("aten.linear.default"), "{h:?}");
 }
 
 #[test]
 fn provenance_and_names_carry_over() {
     let program = read(&repo().join("golden/models/mlp.pt2"));
-    let linear = program.graph.nodes.iter().find(|n| n.target.name == "linear").unwrap().clone();
+    let linear = program
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.target.name == "linear")
+        .unwrap()
+        .clone();
     let mut lowered = program.clone();
     decompose::lower(&mut lowered, &Policy::default()).unwrap();
     let replaced: Vec<_> = lowered
         .graph
         .nodes
         .iter()
-        .filter(|n| n.meta.stack_trace == linear.meta.stack_trace && n.meta.module_stack == linear.meta.module_stack)
+        .filter(|n| {
+            n.meta.stack_trace == linear.meta.stack_trace
+                && n.meta.module_stack == linear.meta.module_stack
+        })
         .collect();
-    assert!(replaced.len() >= 2, "the permute and addmm carry the linear's stack trace and module");
+    assert!(
+        replaced.len() >= 2,
+        "the permute and addmm carry the linear's stack trace and module"
+    );
     assert!(linear.meta.stack_trace.is_some());
     // The result keeps the replaced node's output name, so outputs keep theirs.
     assert_eq!(
-        lowered.graph.value(match &lowered.graph.outputs[0] {
-            pt2kit::ir::Argument::Tensor(v) => *v,
-            _ => unreachable!(),
-        })
-        .name,
+        lowered
+            .graph
+            .value(match &lowered.graph.outputs[0] {
+                pt2kit::ir::Argument::Tensor(v) => *v,
+                _ => unreachable!(),
+            })
+            .name,
         "linear_1"
     );
 }
@@ -264,9 +305,15 @@ fn symbolic_shapes_and_ranges_survive() {
     assert_eq!(lowered.range_constraints, program.range_constraints);
     // The 3-D linear folds its batch with sym_size and a symbolic product.
     let h = decompose::histogram(&lowered);
-    assert!(h.contains_key("aten.sym_size.int") && h.contains_key("_operator.mul"), "{h:?}");
+    assert!(
+        h.contains_key("aten.sym_size.int") && h.contains_key("_operator.mul"),
+        "{h:?}"
+    );
     let text = text::listing(&lowered);
-    assert!(text.contains("f32[2*s27, 16]") && text.contains("f32[2, s27, 8]"), "symbolic sizes kept in metas:\n{text}");
+    assert!(
+        text.contains("f32[2*s27, 16]") && text.contains("f32[2, s27, 8]"),
+        "symbolic sizes kept in metas:\n{text}"
+    );
 }
 
 #[test]
@@ -281,7 +328,10 @@ fn unsupported_training_batch_norm_names_the_node() {
     }
     let e = decompose::lower(&mut program, &Policy::default()).unwrap_err();
     assert_eq!(e.kind, pt2kit::ErrorKind::Unsupported);
-    assert!(e.to_string().contains("batch_norm") && e.to_string().contains("eval"), "{e}");
+    assert!(
+        e.to_string().contains("batch_norm") && e.to_string().contains("eval"),
+        "{e}"
+    );
 }
 
 /// How much of torch's own decomposition table (`core_aten_decompositions()`,
@@ -291,7 +341,10 @@ fn unsupported_training_batch_norm_names_the_node() {
 #[test]
 fn coverage_of_torchs_decomposition_table() {
     let text = std::fs::read_to_string(repo().join("lib/data/torch_decompositions.txt")).unwrap();
-    let ops: Vec<&str> = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    let ops: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
     let (mut rewritten, mut core, mut missing) = (0, 0, Vec::new());
     for op in &ops {
         let target = pt2kit::ir::Target::parse(&format!("torch.ops.{op}")).unwrap();

@@ -13,7 +13,10 @@ fn meta(sizes: &[i64]) -> TensorMeta {
     TensorMeta {
         dtype: Dtype::Float32,
         sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
-        strides: contiguous_strides(sizes).into_iter().map(Sym::Int).collect(),
+        strides: contiguous_strides(sizes)
+            .into_iter()
+            .map(Sym::Int)
+            .collect(),
         storage_offset: Sym::Int(0),
         device: Device::default(),
         layout: Layout::Strided,
@@ -37,7 +40,13 @@ impl B {
         B { p }
     }
 
-    fn input(&mut self, name: &str, kind: InputKind, m: TensorMeta, data: Option<Vec<u8>>) -> ValueId {
+    fn input(
+        &mut self,
+        name: &str,
+        kind: InputKind,
+        m: TensorMeta,
+        data: Option<Vec<u8>>,
+    ) -> ValueId {
         self.p.graph.values.push(Value {
             name: name.into(),
             kind: ValueKind::Tensor(m.clone()),
@@ -102,12 +111,22 @@ fn count(p: &Program, op: &str) -> usize {
 #[test]
 fn dce_removes_dead_nodes_and_unread_weights_but_keeps_assertions() {
     let mut b = B::new();
-    let w = b.input("p_w", InputKind::Parameter("w".into()), meta(&[3]), Some(f32s(&[1.0, 2.0, 3.0])));
+    let w = b.input(
+        "p_w",
+        InputKind::Parameter("w".into()),
+        meta(&[3]),
+        Some(f32s(&[1.0, 2.0, 3.0])),
+    );
     let x = b.input("x", InputKind::UserInput, meta(&[3]), None);
     let live = b.emit(|em| unary(em, "aten.relu.default", x, &[3]));
     b.emit(|em| unary(em, "aten.neg.default", x, &[3]));
     b.emit(|em| {
-        em.call("aten._assert_tensor_metadata.default", vec![("a", t(x))], vec![]).unwrap();
+        em.call(
+            "aten._assert_tensor_metadata.default",
+            vec![("a", t(x))],
+            vec![],
+        )
+        .unwrap();
         x
     });
     let _ = w;
@@ -130,36 +149,87 @@ fn cse_merges_repeats_but_not_random_ops() {
     let r2 = b.emit(|em| unary(em, "aten.relu.default", x, &[2]));
     let n1 = b.emit(|em| unary(em, "aten.rand_like.default", x, &[2]));
     let n2 = b.emit(|em| unary(em, "aten.rand_like.default", x, &[2]));
-    let s = b.emit(|em| em.op("aten.add.Tensor", vec![("self", t(r1)), ("other", t(r2))], meta(&[2])).unwrap());
-    let s2 = b.emit(|em| em.op("aten.add.Tensor", vec![("self", t(n1)), ("other", t(n2))], meta(&[2])).unwrap());
+    let s = b.emit(|em| {
+        em.op(
+            "aten.add.Tensor",
+            vec![("self", t(r1)), ("other", t(r2))],
+            meta(&[2]),
+        )
+        .unwrap()
+    });
+    let s2 = b.emit(|em| {
+        em.op(
+            "aten.add.Tensor",
+            vec![("self", t(n1)), ("other", t(n2))],
+            meta(&[2]),
+        )
+        .unwrap()
+    });
     b.output(s);
     b.output(s2);
     let mut p = b.p;
     assert_eq!(passes::cse(&mut p).unwrap(), 1);
     assert_eq!(count(&p, "aten.relu.default"), 1);
     assert_eq!(count(&p, "aten.rand_like.default"), 2);
-    let add = p.graph.nodes.iter().find(|n| n.target.name == "add").unwrap();
-    assert!(matches!((&add.inputs[0].arg, &add.inputs[1].arg), (Argument::Tensor(a), Argument::Tensor(b)) if a == b));
+    let add = p
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.target.name == "add")
+        .unwrap();
+    assert!(
+        matches!((&add.inputs[0].arg, &add.inputs[1].arg), (Argument::Tensor(a), Argument::Tensor(b)) if a == b)
+    );
     pt2kit::ir::validate::validate(&p).unwrap();
 }
 
 #[test]
 fn fold_evaluates_constant_subgraphs_only() {
     let mut b = B::new();
-    let c = b.input("c_k", InputKind::TensorConstant("k".into()), meta(&[3]), Some(f32s(&[1.0, 2.0, 3.0])));
+    let c = b.input(
+        "c_k",
+        InputKind::TensorConstant("k".into()),
+        meta(&[3]),
+        Some(f32s(&[1.0, 2.0, 3.0])),
+    );
     let x = b.input("x", InputKind::UserInput, meta(&[3]), None);
-    let d = b.emit(|em| em.op("aten.mul.Tensor", vec![("self", t(c)), ("other", Argument::Float(2.0))], meta(&[3])).unwrap());
+    let d = b.emit(|em| {
+        em.op(
+            "aten.mul.Tensor",
+            vec![("self", t(c)), ("other", Argument::Float(2.0))],
+            meta(&[3]),
+        )
+        .unwrap()
+    });
     let e = b.emit(|em| unary(em, "aten.exp.default", d, &[3]));
-    let y = b.emit(|em| em.op("aten.add.Tensor", vec![("self", t(x)), ("other", t(e))], meta(&[3])).unwrap());
+    let y = b.emit(|em| {
+        em.op(
+            "aten.add.Tensor",
+            vec![("self", t(x)), ("other", t(e))],
+            meta(&[3]),
+        )
+        .unwrap()
+    });
     b.output(y);
     let mut p = b.p;
     let before = run(&p, &[0.0, 1.0, 2.0], &[3]);
     assert_eq!(passes::fold(&mut p).unwrap(), 2, "mul and exp are folded");
     passes::dce(&mut p).unwrap();
-    assert_eq!(histogram(&p).into_iter().collect::<Vec<_>>(), vec![("aten.add.Tensor".to_string(), 1)]);
-    let folded = p.weights.iter().find(|w| w.name.starts_with("_folded.")).expect("a folded constant");
+    assert_eq!(
+        histogram(&p).into_iter().collect::<Vec<_>>(),
+        vec![("aten.add.Tensor".to_string(), 1)]
+    );
+    let folded = p
+        .weights
+        .iter()
+        .find(|w| w.name.starts_with("_folded."))
+        .expect("a folded constant");
     assert_eq!(folded.kind, WeightKind::Constant);
-    assert_eq!(p.weights.len(), 1, "the original constant is no longer read");
+    assert_eq!(
+        p.weights.len(),
+        1,
+        "the original constant is no longer read"
+    );
     let after = run(&p, &[0.0, 1.0, 2.0], &[3]);
     assert_eq!(before, after);
     assert!((after[0] - 2f64.exp()).abs() < 1e-5);
@@ -167,11 +237,36 @@ fn fold_evaluates_constant_subgraphs_only() {
 
 fn conv_bn(extra_use: bool) -> Program {
     let mut b = B::new();
-    let w = b.input("p_w", InputKind::Parameter("conv.weight".into()), meta(&[2, 1, 1, 1]), Some(f32s(&[0.5, -1.0])));
-    let g = b.input("p_g", InputKind::Parameter("bn.weight".into()), meta(&[2]), Some(f32s(&[2.0, 0.5])));
-    let be = b.input("p_b", InputKind::Parameter("bn.bias".into()), meta(&[2]), Some(f32s(&[0.1, -0.2])));
-    let m = b.input("b_m", InputKind::Buffer("bn.running_mean".into()), meta(&[2]), Some(f32s(&[0.3, 0.0])));
-    let v = b.input("b_v", InputKind::Buffer("bn.running_var".into()), meta(&[2]), Some(f32s(&[4.0, 0.25])));
+    let w = b.input(
+        "p_w",
+        InputKind::Parameter("conv.weight".into()),
+        meta(&[2, 1, 1, 1]),
+        Some(f32s(&[0.5, -1.0])),
+    );
+    let g = b.input(
+        "p_g",
+        InputKind::Parameter("bn.weight".into()),
+        meta(&[2]),
+        Some(f32s(&[2.0, 0.5])),
+    );
+    let be = b.input(
+        "p_b",
+        InputKind::Parameter("bn.bias".into()),
+        meta(&[2]),
+        Some(f32s(&[0.1, -0.2])),
+    );
+    let m = b.input(
+        "b_m",
+        InputKind::Buffer("bn.running_mean".into()),
+        meta(&[2]),
+        Some(f32s(&[0.3, 0.0])),
+    );
+    let v = b.input(
+        "b_v",
+        InputKind::Buffer("bn.running_var".into()),
+        meta(&[2]),
+        Some(f32s(&[4.0, 0.25])),
+    );
     let x = b.input("x", InputKind::UserInput, meta(&[1, 1, 2, 2]), None);
     let y = b.emit(|em| {
         em.op(
@@ -214,7 +309,14 @@ fn conv_bn(extra_use: bool) -> Program {
         outs[0]
     });
     let z = if extra_use {
-        b.emit(|em| em.op("aten.add.Tensor", vec![("self", t(z)), ("other", t(y))], meta(&[1, 2, 2, 2])).unwrap())
+        b.emit(|em| {
+            em.op(
+                "aten.add.Tensor",
+                vec![("self", t(z)), ("other", t(y))],
+                meta(&[1, 2, 2, 2]),
+            )
+            .unwrap()
+        })
     } else {
         z
     };
@@ -229,7 +331,10 @@ fn bn_fold_folds_into_the_convolution_with_the_same_result() {
     let before = run(&p, &x, &[1, 1, 2, 2]);
     assert_eq!(passes::bn_fold(&mut p).unwrap(), 1);
     passes::dce(&mut p).unwrap();
-    assert_eq!(count(&p, "aten._native_batch_norm_legit_no_training.default"), 0);
+    assert_eq!(
+        count(&p, "aten._native_batch_norm_legit_no_training.default"),
+        0
+    );
     assert_eq!(count(&p, "aten.convolution.default"), 1);
     let names: Vec<&str> = p.weights.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, vec!["conv.weight.bn_folded", "conv.bias.bn_folded"]);
@@ -244,16 +349,31 @@ fn bn_fold_folds_into_the_convolution_with_the_same_result() {
 fn bn_fold_leaves_a_convolution_whose_result_is_used_elsewhere() {
     let mut p = conv_bn(true);
     assert_eq!(passes::bn_fold(&mut p).unwrap(), 0);
-    assert_eq!(count(&p, "aten._native_batch_norm_legit_no_training.default"), 1);
+    assert_eq!(
+        count(&p, "aten._native_batch_norm_legit_no_training.default"),
+        1
+    );
 }
 
 #[test]
 fn functionalize_writes_back_through_views_and_adds_mutation_outputs() {
     // b.add_(1); y = x[0:2]; y.relu_(); out = x * b
     let mut b = B::new();
-    let buf = b.input("b_n", InputKind::Buffer("n".into()), meta(&[1]), Some(f32s(&[5.0])));
+    let buf = b.input(
+        "b_n",
+        InputKind::Buffer("n".into()),
+        meta(&[1]),
+        Some(f32s(&[5.0])),
+    );
     let x = b.input("x", InputKind::UserInput, meta(&[4]), None);
-    b.emit(|em| em.op("aten.add_.Tensor", vec![("self", t(buf)), ("other", Argument::Int(1))], meta(&[1])).unwrap());
+    b.emit(|em| {
+        em.op(
+            "aten.add_.Tensor",
+            vec![("self", t(buf)), ("other", Argument::Int(1))],
+            meta(&[1]),
+        )
+        .unwrap()
+    });
     let y = b.emit(|em| {
         em.op(
             "aten.slice.Tensor",
@@ -268,12 +388,22 @@ fn functionalize_writes_back_through_views_and_adds_mutation_outputs() {
         .unwrap()
     });
     b.emit(|em| unary(em, "aten.relu_.default", y, &[2]));
-    let out = b.emit(|em| em.op("aten.mul.Tensor", vec![("self", t(x)), ("other", t(buf))], meta(&[4])).unwrap());
+    let out = b.emit(|em| {
+        em.op(
+            "aten.mul.Tensor",
+            vec![("self", t(x)), ("other", t(buf))],
+            meta(&[4]),
+        )
+        .unwrap()
+    });
     b.output(out);
     let mut p = b.p;
     assert_eq!(functionalize::functionalize(&mut p).unwrap(), 2);
     pt2kit::ir::validate::validate(&p).unwrap();
-    assert_eq!(count(&p, "aten.add_.Tensor") + count(&p, "aten.relu_.default"), 0);
+    assert_eq!(
+        count(&p, "aten.add_.Tensor") + count(&p, "aten.relu_.default"),
+        0
+    );
     assert_eq!(count(&p, "aten.slice_scatter.default"), 1);
     assert_eq!(
         p.output_kinds,
@@ -284,7 +414,10 @@ fn functionalize_writes_back_through_views_and_adds_mutation_outputs() {
         ]
     );
     // x = [-1, -2, 3, -4] -> relu on the first two -> [0, 0, 3, -4], times 6.
-    assert_eq!(run(&p, &[-1.0, -2.0, 3.0, -4.0], &[4]), vec![0.0, 0.0, 18.0, -24.0]);
+    assert_eq!(
+        run(&p, &[-1.0, -2.0, 3.0, -4.0], &[4]),
+        vec![0.0, 0.0, 18.0, -24.0]
+    );
 }
 
 #[test]
@@ -292,5 +425,8 @@ fn unknown_pass_names_the_passes() {
     let mut p = Program::default();
     let e = passes::run(&mut p, &["nope".into()]).unwrap_err();
     assert_eq!(e.kind, pt2kit::ErrorKind::Usage);
-    assert!(e.to_string().contains("dce") && e.to_string().contains("bn-fold"), "{e}");
+    assert!(
+        e.to_string().contains("dce") && e.to_string().contains("bn-fold"),
+        "{e}"
+    );
 }

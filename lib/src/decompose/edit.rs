@@ -119,7 +119,12 @@ impl<'g> Emitter<'g> {
 
     /// Emits `op` (`aten.addmm.default`) with these arguments by name;
     /// arguments the schema has and `args` lacks get their defaults.
-    pub fn call(&mut self, op: &str, args: Vec<(&str, Argument)>, outs: Vec<Out>) -> Result<Vec<ValueId>> {
+    pub fn call(
+        &mut self,
+        op: &str,
+        args: Vec<(&str, Argument)>,
+        outs: Vec<Out>,
+    ) -> Result<Vec<ValueId>> {
         let target = Target::parse(&format!("torch.ops.{op}"))
             .ok_or_else(|| Error::internal(format!("bad op name {op}")))?;
         let inputs = named_args(&target, args)?;
@@ -158,12 +163,22 @@ impl<'g> Emitter<'g> {
     }
 
     /// One op with one new tensor output.
-    pub fn op(&mut self, op: &str, args: Vec<(&str, Argument)>, meta: TensorMeta) -> Result<ValueId> {
+    pub fn op(
+        &mut self,
+        op: &str,
+        args: Vec<(&str, Argument)>,
+        meta: TensorMeta,
+    ) -> Result<ValueId> {
         Ok(self.call(op, args, vec![Out::New(meta)])?[0])
     }
 
     /// One op writing into an existing value (the replaced node's output).
-    pub fn op_into(&mut self, op: &str, args: Vec<(&str, Argument)>, out: ValueId) -> Result<ValueId> {
+    pub fn op_into(
+        &mut self,
+        op: &str,
+        args: Vec<(&str, Argument)>,
+        out: ValueId,
+    ) -> Result<ValueId> {
         Ok(self.call(op, args, vec![Out::Into(out)])?[0])
     }
 
@@ -185,7 +200,10 @@ impl<'g> Emitter<'g> {
     /// an emitted `aten.sym_size.int`.
     pub fn size(&mut self, v: ValueId, dim: usize) -> Result<SymRef> {
         let s = self.meta(v)?.sizes.get(dim).cloned().ok_or_else(|| {
-            Error::internal(format!("dim {dim} out of range for {}", self.values[v.index()].name))
+            Error::internal(format!(
+                "dim {dim} out of range for {}",
+                self.values[v.index()].name
+            ))
         })?;
         if let Sym::Int(i) = s {
             return Ok(SymRef::Int(i));
@@ -197,7 +215,10 @@ impl<'g> Emitter<'g> {
         let target = Target::op("aten", "sym_size", "int");
         let inputs = named_args(
             &target,
-            vec![("self", Argument::Tensor(v)), ("dim", Argument::Int(dim as i64))],
+            vec![
+                ("self", Argument::Tensor(v)),
+                ("dim", Argument::Int(dim as i64)),
+            ],
         )?;
         self.nodes.push(Node {
             name: self.values[out.index()].name.clone(),
@@ -315,9 +336,8 @@ impl Emitter<'_> {
         }
         for (i, v) in sub.values.iter().enumerate() {
             let id = ValueId(i as u32);
-            if !map.contains_key(&id) {
-                let nv = self.new_value(&v.name, v.kind.clone());
-                map.insert(id, nv);
+            if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(id) {
+                slot.insert(self.new_value(&v.name, v.kind.clone()));
             }
         }
         let f = |v: ValueId| map.get(&v).copied().unwrap_or(v);
@@ -359,7 +379,11 @@ pub fn args_for(node: &Node, target: &Target) -> Result<Vec<(String, Argument)>>
             let name = if schema.args.iter().any(|s| s.name == a.name) {
                 a.name.clone()
             } else {
-                schema.args.get(i).map(|s| s.name.clone()).unwrap_or_else(|| a.name.clone())
+                schema
+                    .args
+                    .get(i)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_else(|| a.name.clone())
             };
             (name, a.arg.clone())
         })
@@ -390,7 +414,10 @@ pub fn named_args(target: &Target, args: Vec<(&str, Argument)>) -> Result<Vec<Na
         .ok_or_else(|| Error::internal(format!("no schema for {target}")))?;
     for a in &given {
         if !schema.args.iter().any(|s| s.name == a.name) {
-            return Err(Error::internal(format!("{target} has no argument {:?}", a.name)));
+            return Err(Error::internal(format!(
+                "{target} has no argument {:?}",
+                a.name
+            )));
         }
     }
     let mut out = schema::fill_defaults(given, &schema);

@@ -16,7 +16,9 @@ use std::collections::HashMap;
 
 use super::args::{node_outputs, A};
 use super::edit::{named_args, sym_ints_arg, Emitter, Names};
-use crate::ir::{Argument, Graph, InputKind, Node, OutputKind, Program, Target, TargetKind, ValueId};
+use crate::ir::{
+    Argument, Graph, InputKind, Node, OutputKind, Program, Target, TargetKind, ValueId,
+};
 use crate::ops::schema;
 use crate::{Error, Result};
 
@@ -33,7 +35,9 @@ fn is_view(target: &Target) -> bool {
         && schema::lookup(&target.namespace, &target.name, &target.overload).is_some_and(|s| {
             s.returns.starts_with("Tensor(a)")
                 && !s.returns.contains("[]")
-                && s.args.first().is_some_and(|a| a.ty.starts_with("Tensor(a)"))
+                && s.args
+                    .first()
+                    .is_some_and(|a| a.ty.starts_with("Tensor(a)"))
         })
 }
 
@@ -82,7 +86,9 @@ fn substitute(arg: &mut Argument, f: &dyn Fn(ValueId) -> ValueId) {
                 }
             }
         }
-        Argument::StringToArgument(entries) => entries.iter_mut().for_each(|(_, a)| substitute(a, f)),
+        Argument::StringToArgument(entries) => {
+            entries.iter_mut().for_each(|(_, a)| substitute(a, f))
+        }
         _ => {}
     }
 }
@@ -122,9 +128,13 @@ pub fn functionalize(p: &mut Program) -> Result<usize> {
             continue;
         }
         let kind = match &p.input_kinds[i] {
-            InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) => OutputKind::BufferMutation(n.clone()),
+            InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) => {
+                OutputKind::BufferMutation(n.clone())
+            }
             InputKind::Parameter(n) => OutputKind::ParameterMutation(n.clone()),
-            InputKind::UserInput => OutputKind::UserInputMutation(p.graph.values[v.index()].name.clone()),
+            InputKind::UserInput => {
+                OutputKind::UserInputMutation(p.graph.values[v.index()].name.clone())
+            }
             other => {
                 return Err(Error::unsupported(format!(
                     "input {} ({other:?}) is mutated in place",
@@ -194,7 +204,12 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                 // An in-place op whose result the graph does not name: give it one.
                 let meta = match &g.values[self_arg.index()].kind {
                     crate::ir::ValueKind::Tensor(m) => m.clone(),
-                    _ => return Err(Error::bad_input(format!("node {}: mutates a non-tensor", node.name))),
+                    _ => {
+                        return Err(Error::bad_input(format!(
+                            "node {}: mutates a non-tensor",
+                            node.name
+                        )))
+                    }
                 };
                 let name = names.fresh(&functional.name);
                 g.values.push(crate::ir::Value {
@@ -267,9 +282,15 @@ fn rederive(em: &mut Emitter, st: &mut State, base: ValueId, skip: Option<ValueI
         if Some(child) == skip {
             continue;
         }
-        let Some((_, vnode)) = st.view_of.get(&child).cloned() else { continue };
+        let Some((_, vnode)) = st.view_of.get(&child).cloned() else {
+            continue;
+        };
         let meta = em.meta(child)?.clone();
-        let mut args: Vec<(&str, Argument)> = vnode.inputs.iter().map(|a| (a.name.as_str(), a.arg.clone())).collect();
+        let mut args: Vec<(&str, Argument)> = vnode
+            .inputs
+            .iter()
+            .map(|a| (a.name.as_str(), a.arg.clone()))
+            .collect();
         args[0].1 = Argument::Tensor(base_now);
         let op = vnode.target.to_string();
         let fresh = em.op(&op, args, meta)?;
@@ -316,19 +337,48 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             for (i, d) in dims.iter().enumerate() {
                 inv[((d % r + r) % r) as usize] = i as i64;
             }
-            em.op("aten.permute.default", vec![("self", Argument::Tensor(src)), ("dims", Argument::Ints(inv))], meta)
+            em.op(
+                "aten.permute.default",
+                vec![
+                    ("self", Argument::Tensor(src)),
+                    ("dims", Argument::Ints(inv)),
+                ],
+                meta,
+            )
         }
         "aten.transpose.int" => em.op(
             "aten.transpose.int",
-            vec![("self", Argument::Tensor(src)), ("dim0", a.arg("dim0")), ("dim1", a.arg("dim1"))],
+            vec![
+                ("self", Argument::Tensor(src)),
+                ("dim0", a.arg("dim0")),
+                ("dim1", a.arg("dim1")),
+            ],
             meta,
         ),
-        "aten.t.default" => em.op("aten.t.default", vec![("self", Argument::Tensor(src))], meta),
-        "aten.view.default" | "aten.reshape.default" | "aten._unsafe_view.default" | "aten.unsqueeze.default"
-        | "aten.squeeze.dim" | "aten.squeeze.dims" | "aten.squeeze.default" | "aten.flatten.using_ints"
-        | "aten.unflatten.int" | "aten.view_as.default" => {
+        "aten.t.default" => em.op(
+            "aten.t.default",
+            vec![("self", Argument::Tensor(src))],
+            meta,
+        ),
+        "aten.view.default"
+        | "aten.reshape.default"
+        | "aten._unsafe_view.default"
+        | "aten.unsqueeze.default"
+        | "aten.squeeze.dim"
+        | "aten.squeeze.dims"
+        | "aten.squeeze.default"
+        | "aten.flatten.using_ints"
+        | "aten.unflatten.int"
+        | "aten.view_as.default" => {
             let sizes = em.size_refs(base)?;
-            em.op("aten.view.default", vec![("self", Argument::Tensor(src)), ("size", sym_ints_arg(&sizes))], meta)
+            em.op(
+                "aten.view.default",
+                vec![
+                    ("self", Argument::Tensor(src)),
+                    ("size", sym_ints_arg(&sizes)),
+                ],
+                meta,
+            )
         }
         _ => Err(Error::unsupported(format!(
             "node {}: an in-place op writes through the view {op}, which cannot be written back",

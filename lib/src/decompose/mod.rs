@@ -115,7 +115,8 @@ impl Policy {
 /// Op name -> node count, over every graph.
 pub fn histogram(p: &Program) -> BTreeMap<String, usize> {
     let mut h = BTreeMap::new();
-    p.graph.visit_nodes(&mut |n| *h.entry(n.target.to_string()).or_insert(0) += 1);
+    p.graph
+        .visit_nodes(&mut |n| *h.entry(n.target.to_string()).or_insert(0) += 1);
     h
 }
 
@@ -142,7 +143,10 @@ impl Report {
         let w = ops.iter().map(|o| o.len()).max().unwrap_or(2).max(2);
         let mut s = format!("{:<w$}  {:>6}  {:>6}\n", "op", "in", "out");
         for op in ops {
-            let (a, b) = (self.before.get(op).copied().unwrap_or(0), self.after.get(op).copied().unwrap_or(0));
+            let (a, b) = (
+                self.before.get(op).copied().unwrap_or(0),
+                self.after.get(op).copied().unwrap_or(0),
+            );
             s.push_str(&format!("{op:<w$}  {a:>6}  {b:>6}\n"));
         }
         let (a, b): (usize, usize) = (self.before.values().sum(), self.after.values().sum());
@@ -180,7 +184,10 @@ pub fn not_core(p: &Program, policy: &Policy) -> Vec<(String, Vec<String>)> {
     let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
     p.graph.visit_nodes(&mut |n| {
         if !policy.allowed(&n.target) {
-            by_op.entry(n.target.to_string()).or_default().push(n.name.clone());
+            by_op
+                .entry(n.target.to_string())
+                .or_default()
+                .push(n.name.clone());
         }
     });
     by_op.into_iter().collect()

@@ -19,12 +19,31 @@ pub type PassFn = fn(&mut Program) -> Result<usize>;
 /// The passes by name, in the order `ir-decompose` runs them by default.
 pub fn all() -> Vec<(&'static str, &'static str, PassFn)> {
     let mut v: Vec<(&'static str, &'static str, PassFn)> = vec![
-        ("dce", "remove nodes whose results are unused, and weights nothing reads", dce),
-        ("cse", "merge nodes that compute the same op on the same arguments", cse),
-        ("bn-fold", "fold eval-mode batch norm into the convolution before it", bn_fold),
+        (
+            "dce",
+            "remove nodes whose results are unused, and weights nothing reads",
+            dce,
+        ),
+        (
+            "cse",
+            "merge nodes that compute the same op on the same arguments",
+            cse,
+        ),
+        (
+            "bn-fold",
+            "fold eval-mode batch norm into the convolution before it",
+            bn_fold,
+        ),
     ];
     #[cfg(feature = "exec")]
-    v.insert(1, ("fold", "evaluate subgraphs that depend only on constants", fold));
+    v.insert(
+        1,
+        (
+            "fold",
+            "evaluate subgraphs that depend only on constants",
+            fold,
+        ),
+    );
     v
 }
 
@@ -73,9 +92,24 @@ fn has_effect(node: &Node) -> bool {
 fn nondeterministic(node: &Node) -> bool {
     matches!(
         node.target.name.as_str(),
-        "rand" | "randn" | "randint" | "randperm" | "rand_like" | "randn_like" | "randint_like"
-            | "bernoulli" | "native_dropout" | "dropout" | "multinomial" | "normal" | "uniform"
-            | "empty" | "empty_like" | "empty_strided" | "exponential" | "poisson"
+        "rand"
+            | "randn"
+            | "randint"
+            | "randperm"
+            | "rand_like"
+            | "randn_like"
+            | "randint_like"
+            | "bernoulli"
+            | "native_dropout"
+            | "dropout"
+            | "multinomial"
+            | "normal"
+            | "uniform"
+            | "empty"
+            | "empty_like"
+            | "empty_strided"
+            | "exponential"
+            | "poisson"
     )
 }
 
@@ -132,7 +166,11 @@ pub fn dce(p: &mut Program) -> Result<usize> {
     p.graph.inputs.retain(|_| *k.next().unwrap());
     let mut k = keep_input.iter();
     p.input_kinds.retain(|_| *k.next().unwrap());
-    let still: HashSet<&str> = p.input_kinds.iter().filter_map(|k| k.weight_name()).collect();
+    let still: HashSet<&str> = p
+        .input_kinds
+        .iter()
+        .filter_map(|k| k.weight_name())
+        .collect();
     let still: HashSet<String> = still.into_iter().map(String::from).collect();
     p.weights.retain(|w| still.contains(&w.name));
     drop_unused_storages(p);
@@ -158,10 +196,18 @@ fn cse_key(node: &Node) -> Option<String> {
     if has_effect(node) || nondeterministic(node) || node.target.kind == TargetKind::HigherOrder {
         return None;
     }
-    if node.inputs.iter().any(|a| matches!(a.arg, Argument::Graph(_))) {
+    if node
+        .inputs
+        .iter()
+        .any(|a| matches!(a.arg, Argument::Graph(_)))
+    {
         return None;
     }
-    let args: Vec<String> = node.inputs.iter().map(|a| format!("{}={:?}", a.name, a.arg)).collect();
+    let args: Vec<String> = node
+        .inputs
+        .iter()
+        .map(|a| format!("{}={:?}", a.name, a.arg))
+        .collect();
     let outs: Vec<&str> = node
         .outputs
         .iter()
@@ -225,7 +271,12 @@ fn weight_f64(p: &Program, w: &Weight) -> Result<Vec<f64>> {
 
 fn encode(values: &[f64], dtype: Dtype) -> Option<Vec<u8>> {
     match dtype {
-        Dtype::Float32 => Some(values.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect()),
+        Dtype::Float32 => Some(
+            values
+                .iter()
+                .flat_map(|v| (*v as f32).to_le_bytes())
+                .collect(),
+        ),
         Dtype::Float64 => Some(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
         _ => None,
     }
@@ -233,7 +284,13 @@ fn encode(values: &[f64], dtype: Dtype) -> Option<Vec<u8>> {
 
 /// Adds a weight and the graph input that binds it (after the last
 /// parameter input, where torch puts parameters).
-pub fn add_weight(p: &mut Program, name: &str, kind: WeightKind, meta: TensorMeta, bytes: Vec<u8>) -> ValueId {
+pub fn add_weight(
+    p: &mut Program,
+    name: &str,
+    kind: WeightKind,
+    meta: TensorMeta,
+    bytes: Vec<u8>,
+) -> ValueId {
     p.storages.push(Blob::owned(bytes));
     let storage = p.storages.len() as u32 - 1;
     p.weights.push(Weight {
@@ -262,7 +319,15 @@ pub fn add_weight(p: &mut Program, name: &str, kind: WeightKind, meta: TensorMet
     let at = p
         .input_kinds
         .iter()
-        .position(|k| matches!(k, InputKind::UserInput | InputKind::ConstantInput(_) | InputKind::CustomObj(_) | InputKind::Token))
+        .position(|k| {
+            matches!(
+                k,
+                InputKind::UserInput
+                    | InputKind::ConstantInput(_)
+                    | InputKind::CustomObj(_)
+                    | InputKind::Token
+            )
+        })
         .unwrap_or(p.input_kinds.len());
     p.graph.inputs.insert(at, Argument::Tensor(v));
     p.input_kinds.insert(at, input_kind);
@@ -280,7 +345,11 @@ fn unique_weight_name(p: &Program, base: &str) -> String {
 }
 
 fn weight_of(p: &Program, v: ValueId) -> Option<usize> {
-    let pos = p.graph.inputs.iter().position(|a| matches!(a, Argument::Tensor(x) if *x == v))?;
+    let pos = p
+        .graph
+        .inputs
+        .iter()
+        .position(|a| matches!(a, Argument::Tensor(x) if *x == v))?;
     let name = p.input_kinds[pos].weight_name()?;
     p.weights.iter().position(|w| w.name == name)
 }
@@ -326,10 +395,16 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         let a = A(bn);
         let Ok(y) = a.t("input") else { continue };
         let outs = node_outputs(bn);
-        if outs.iter().skip(1).any(|v| use_count.get(v).copied().unwrap_or(0) > 0) {
+        if outs
+            .iter()
+            .skip(1)
+            .any(|v| use_count.get(v).copied().unwrap_or(0) > 0)
+        {
             continue;
         }
-        let Some(&ci) = producer.get(&y) else { continue };
+        let Some(&ci) = producer.get(&y) else {
+            continue;
+        };
         let conv = &p.graph.nodes[ci];
         if conv.target.to_string() != "aten.convolution.default" || use_count.get(&y) != Some(&1) {
             continue;
@@ -364,19 +439,30 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         if !matches!(dtype, Dtype::Float32 | Dtype::Float64) {
             continue;
         }
-        let Some(sizes) = conv_w.meta.static_sizes() else { continue };
+        let Some(sizes) = conv_w.meta.static_sizes() else {
+            continue;
+        };
         let out_ch = sizes[0] as usize;
-        let values = |i: usize| -> Result<Option<Vec<f64>>> { w[i].map(|k| weight_f64(p, &p.weights[k])).transpose() };
+        let values = |i: usize| -> Result<Option<Vec<f64>>> {
+            w[i].map(|k| weight_f64(p, &p.weights[k])).transpose()
+        };
         let bias = values(1)?.unwrap_or_else(|| vec![0.0; out_ch]);
         let gamma = values(2)?.unwrap_or_else(|| vec![1.0; out_ch]);
         let beta = values(3)?.unwrap_or_else(|| vec![0.0; out_ch]);
         let mean = values(4)?.unwrap();
         let var = values(5)?.unwrap();
-        if [&bias, &gamma, &beta, &mean, &var].iter().any(|v| v.len() != out_ch) {
+        if [&bias, &gamma, &beta, &mean, &var]
+            .iter()
+            .any(|v| v.len() != out_ch)
+        {
             continue;
         }
-        let scale: Vec<f64> = (0..out_ch).map(|o| gamma[o] / (var[o] + eps).sqrt()).collect();
-        let new_bias: Vec<f64> = (0..out_ch).map(|o| (bias[o] - mean[o]) * scale[o] + beta[o]).collect();
+        let scale: Vec<f64> = (0..out_ch)
+            .map(|o| gamma[o] / (var[o] + eps).sqrt())
+            .collect();
+        let new_bias: Vec<f64> = (0..out_ch)
+            .map(|o| (bias[o] - mean[o]) * scale[o] + beta[o])
+            .collect();
         // The kernel is scaled per output channel straight from its bytes
         // (it is most of the model: no intermediate copies).
         let kernel = {
@@ -398,7 +484,10 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         };
         let base = p.weights[w[0].unwrap()].name.clone();
         let mut wmeta = p.weights[w[0].unwrap()].meta.clone();
-        wmeta.strides = crate::ir::contiguous_strides(&sizes).into_iter().map(Sym::Int).collect();
+        wmeta.strides = crate::ir::contiguous_strides(&sizes)
+            .into_iter()
+            .map(Sym::Int)
+            .collect();
         wmeta.storage_offset = Sym::Int(0);
         let bmeta = TensorMeta {
             sizes: vec![Sym::Int(out_ch as i64)],
@@ -406,9 +495,18 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
             ..wmeta.clone()
         };
         let wname = unique_weight_name(p, &format!("{base}.bn_folded"));
-        let bname = unique_weight_name(p, &format!("{}.bias.bn_folded", base.trim_end_matches(".weight")));
+        let bname = unique_weight_name(
+            p,
+            &format!("{}.bias.bn_folded", base.trim_end_matches(".weight")),
+        );
         let wv = add_weight(p, &wname, WeightKind::Parameter, wmeta, kernel);
-        let bv = add_weight(p, &bname, WeightKind::Parameter, bmeta, encode(&new_bias, dtype).unwrap());
+        let bv = add_weight(
+            p,
+            &bname,
+            WeightKind::Parameter,
+            bmeta,
+            encode(&new_bias, dtype).unwrap(),
+        );
         // The convolution now writes the batch norm's result.
         let bn_out = node_outputs(&p.graph.nodes[bi])[0];
         let conv = &mut p.graph.nodes[ci];
@@ -429,7 +527,9 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
     if folded > 0 {
         // The emptied batch-norm nodes are removed here; the old weights
         // go with DCE.
-        p.graph.nodes.retain(|n| !(n.target.name == "_native_batch_norm_legit_no_training" && n.outputs.is_empty()));
+        p.graph.nodes.retain(|n| {
+            !(n.target.name == "_native_batch_norm_legit_no_training" && n.outputs.is_empty())
+        });
         // The convolution's result moved: keep topological order valid by
         // construction (the convolution precedes the batch norm's users).
     }
@@ -479,7 +579,10 @@ pub fn fold(p: &mut Program) -> Result<usize> {
     // Values of folded nodes read by nodes that stay (or by the outputs).
     let folded_set: HashSet<usize> = fold_nodes.iter().copied().collect();
     let mut frontier: Vec<ValueId> = Vec::new();
-    let produced: HashSet<ValueId> = fold_nodes.iter().flat_map(|&i| node_outputs(&g.nodes[i])).collect();
+    let produced: HashSet<ValueId> = fold_nodes
+        .iter()
+        .flat_map(|&i| node_outputs(&g.nodes[i]))
+        .collect();
     let mut refs = Vec::new();
     for (i, node) in g.nodes.iter().enumerate() {
         if folded_set.contains(&i) {
@@ -500,7 +603,10 @@ pub fn fold(p: &mut Program) -> Result<usize> {
     let bytes_of = |v: ValueId| -> usize {
         match &g.values[v.index()].kind {
             ValueKind::Tensor(m) => {
-                m.static_sizes().map(|s| s.iter().product::<i64>().max(0) as usize).unwrap_or(0) * m.dtype.size()
+                m.static_sizes()
+                    .map(|s| s.iter().product::<i64>().max(0) as usize)
+                    .unwrap_or(0)
+                    * m.dtype.size()
             }
             _ => 0,
         }
@@ -529,7 +635,10 @@ pub fn fold(p: &mut Program) -> Result<usize> {
             outputs: frontier.iter().map(|v| Argument::Tensor(*v)).collect(),
             is_single_tensor_return: false,
         },
-        input_kinds: const_inputs.iter().map(|&i| p.input_kinds[i].clone()).collect(),
+        input_kinds: const_inputs
+            .iter()
+            .map(|&i| p.input_kinds[i].clone())
+            .collect(),
         output_kinds: vec![OutputKind::UserOutput; frontier.len()],
         range_constraints: vec![],
         weights: p.weights.clone(),

@@ -9,10 +9,7 @@
 //! the op was an identity (a no-op `to`, dropout in eval mode).
 
 use super::args::A;
-use super::edit::{
-    ints_arg, is_contiguous, norm_dim, scalar, sym_ints_arg, syms,
-    Emitter, Out,
-};
+use super::edit::{ints_arg, is_contiguous, norm_dim, scalar, sym_ints_arg, syms, Emitter, Out};
 use crate::ir::{Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
 use crate::{Error, Result};
 
@@ -249,17 +246,26 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("aten.max.other", "aten.maximum.default"),
     ("aten.min.other", "aten.minimum.default"),
     ("aten.unsafe_split.Tensor", "aten.split.Tensor"),
-    ("aten.unsafe_split_with_sizes.default", "aten.split_with_sizes.default"),
+    (
+        "aten.unsafe_split_with_sizes.default",
+        "aten.split_with_sizes.default",
+    ),
     ("aten._unsafe_index.Tensor", "aten.index.Tensor"),
     ("aten._unsafe_index_put.default", "aten.index_put.default"),
-    ("aten.adaptive_avg_pool3d.default", "aten._adaptive_avg_pool3d.default"),
+    (
+        "aten.adaptive_avg_pool3d.default",
+        "aten._adaptive_avg_pool3d.default",
+    ),
     ("aten.size.int", "aten.sym_size.int"),
     ("aten.stride.int", "aten.sym_stride.int"),
     ("aten.item.default", "aten._local_scalar_dense.default"),
     ("aten.ger.default", "aten.outer.default"),
     ("aten.vdot.default", "aten.dot.default"),
     ("aten.row_stack.default", "aten.vstack.default"),
-    ("aten.native_channel_shuffle.default", "aten.channel_shuffle.default"),
+    (
+        "aten.native_channel_shuffle.default",
+        "aten.channel_shuffle.default",
+    ),
     ("aten.var.default", "aten.var.dim"),
     ("aten.std.default", "aten.std.dim"),
     ("aten.std_mean.default", "aten.std_mean.dim"),
@@ -292,11 +298,19 @@ pub fn rule_for(op: &str) -> Option<&'static Rule> {
 
 fn alias(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let src = a.0.target.to_string();
-    let op = ALIASES.iter().find(|(s, _)| *s == src).map(|(_, t)| *t).unwrap();
+    let op = ALIASES
+        .iter()
+        .find(|(s, _)| *s == src)
+        .map(|(_, t)| *t)
+        .unwrap();
     let target = crate::ir::Target::parse(&format!("torch.ops.{op}")).unwrap();
     let args = super::edit::args_for(a.0, &target)?;
     let outs = a.outs();
-    em.call(op, super::edit::borrow_args(&args), outs.iter().map(|o| Out::Into(*o)).collect())?;
+    em.call(
+        op,
+        super::edit::borrow_args(&args),
+        outs.iter().map(|o| Out::Into(*o)).collect(),
+    )?;
     // Outputs exactly as the alias had them (lists, symbolic ints).
     if let Some(n) = em.nodes.last_mut() {
         n.outputs = a.0.outputs.clone();
@@ -316,7 +330,11 @@ fn unary(em: &mut Emitter, op: &str, x: ValueId) -> Result<ValueId> {
 fn with_scalar(em: &mut Emitter, op: &str, x: ValueId, other: Argument) -> Result<ValueId> {
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
-    em.op(op, vec![("self", Argument::Tensor(x)), ("other", other)], meta)
+    em.op(
+        op,
+        vec![("self", Argument::Tensor(x)), ("other", other)],
+        meta,
+    )
 }
 
 /// Broadcast sizes (numpy rules) of two metas.
@@ -338,10 +356,25 @@ fn broadcast(a: &[Sym], b: &[Sym]) -> Vec<Sym> {
 }
 
 /// `op(a, b)` on two tensors with a result dtype.
-fn binary(em: &mut Emitter, op: &str, a: ValueId, b: ValueId, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+fn binary(
+    em: &mut Emitter,
+    op: &str,
+    a: ValueId,
+    b: ValueId,
+    dtype: Dtype,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let sizes = broadcast(&em.sizes(a)?, &em.sizes(b)?);
     let meta = em.meta_like(a, dtype, sizes)?;
-    em.op_to(op, vec![("self", Argument::Tensor(a)), ("other", Argument::Tensor(b))], out, meta)
+    em.op_to(
+        op,
+        vec![
+            ("self", Argument::Tensor(a)),
+            ("other", Argument::Tensor(b)),
+        ],
+        out,
+        meta,
+    )
 }
 
 fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -> Result<ValueId> {
@@ -352,7 +385,12 @@ fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -
         ..m
     };
     let dims: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
-    em.op_to("aten.permute.default", vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&dims))], out, meta)
+    em.op_to(
+        "aten.permute.default",
+        vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&dims))],
+        out,
+        meta,
+    )
 }
 
 /// Swaps the last two dims.
@@ -398,7 +436,9 @@ fn view_strides(m: &TensorMeta, new: &[Sym]) -> Option<Vec<i64>> {
     }
     let numel: i64 = old.iter().product();
     if numel == 0 {
-        return (old == new).then(|| stride.clone()).or_else(|| Some(crate::ir::contiguous_strides(&new)));
+        return (old == new)
+            .then(|| stride.clone())
+            .or_else(|| Some(crate::ir::contiguous_strides(&new)));
     }
     let mut out = vec![0i64; new.len()];
     let mut view_d = new.len() as i64 - 1;
@@ -432,7 +472,12 @@ fn view(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) ->
     if let Some(st) = view_strides(em.meta(x)?, &new) {
         meta.strides = st.into_iter().map(Sym::Int).collect();
     }
-    em.op_to("aten.view.default", vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))], out, meta)
+    em.op_to(
+        "aten.view.default",
+        vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))],
+        out,
+        meta,
+    )
 }
 
 fn clone(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> {
@@ -440,7 +485,13 @@ fn clone(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> 
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
     em.op_to(
         "aten.clone.default",
-        vec![("self", Argument::Tensor(x)), ("memory_format", Argument::MemoryFormat(MemoryFormat::Contiguous))],
+        vec![
+            ("self", Argument::Tensor(x)),
+            (
+                "memory_format",
+                Argument::MemoryFormat(MemoryFormat::Contiguous),
+            ),
+        ],
         out,
         meta,
     )
@@ -448,7 +499,12 @@ fn clone(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> 
 
 /// `reshape`: a view when one is possible without a copy, else a copy then
 /// a view (torch's `reshape` / `_reshape_copy`).
-fn reshape(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) -> Result<ValueId> {
+fn reshape(
+    em: &mut Emitter,
+    x: ValueId,
+    sizes: &[SymRef],
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let m = em.meta(x)?;
     let viewable = match view_strides(m, &view_syms(em, x, sizes)?) {
         Some(_) => true,
@@ -465,13 +521,18 @@ fn expand(em: &mut Emitter, x: ValueId, sizes: &[SymRef]) -> Result<ValueId> {
     let in_meta = em.meta(x)?.clone();
     let off = sizes.len() - in_meta.sizes.len();
     for (i, s) in meta.sizes.clone().iter().enumerate() {
-        meta.strides[i] = if i < off || (in_meta.sizes[i - off] == Sym::Int(1) && *s != Sym::Int(1)) {
+        meta.strides[i] = if i < off || (in_meta.sizes[i - off] == Sym::Int(1) && *s != Sym::Int(1))
+        {
             Sym::Int(0)
         } else {
             in_meta.strides[i - off].clone()
         };
     }
-    em.op("aten.expand.default", vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))], meta)
+    em.op(
+        "aten.expand.default",
+        vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))],
+        meta,
+    )
 }
 
 fn unsqueeze(em: &mut Emitter, x: ValueId, dim: usize) -> Result<ValueId> {
@@ -479,10 +540,22 @@ fn unsqueeze(em: &mut Emitter, x: ValueId, dim: usize) -> Result<ValueId> {
     let mut sizes = m.sizes.clone();
     sizes.insert(dim, Sym::Int(1));
     let meta = em.meta_like(x, m.dtype, sizes)?;
-    em.op("aten.unsqueeze.default", vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim as i64))], meta)
+    em.op(
+        "aten.unsqueeze.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(dim as i64)),
+        ],
+        meta,
+    )
 }
 
-fn squeeze_dims(em: &mut Emitter, x: ValueId, dims: &[usize], out: Option<ValueId>) -> Result<ValueId> {
+fn squeeze_dims(
+    em: &mut Emitter,
+    x: ValueId,
+    dims: &[usize],
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let m = em.meta(x)?.clone();
     let sizes: Vec<Sym> = m
         .sizes
@@ -493,27 +566,48 @@ fn squeeze_dims(em: &mut Emitter, x: ValueId, dims: &[usize], out: Option<ValueI
         .collect();
     let meta = em.meta_like(x, m.dtype, sizes)?;
     let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-    em.op_to("aten.squeeze.dims", vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&dims))], out, meta)
+    em.op_to(
+        "aten.squeeze.dims",
+        vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&dims))],
+        out,
+        meta,
+    )
 }
 
-fn mm(em: &mut Emitter, a: ValueId, b: ValueId, bias: Option<ValueId>, out: Option<ValueId>) -> Result<ValueId> {
+fn mm(
+    em: &mut Emitter,
+    a: ValueId,
+    b: ValueId,
+    bias: Option<ValueId>,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let (sa, sb) = (em.sizes(a)?, em.sizes(b)?);
     let meta = em.meta_like(a, em.dtype(a)?, vec![sa[0].clone(), sb[1].clone()])?;
     match bias {
         Some(c) => em.op_to(
             "aten.addmm.default",
-            vec![("self", Argument::Tensor(c)), ("mat1", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))],
+            vec![
+                ("self", Argument::Tensor(c)),
+                ("mat1", Argument::Tensor(a)),
+                ("mat2", Argument::Tensor(b)),
+            ],
             out,
             meta,
         ),
-        None => em.op_to("aten.mm.default", vec![("self", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))], out, meta),
+        None => em.op_to(
+            "aten.mm.default",
+            vec![("self", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))],
+            out,
+            meta,
+        ),
     }
 }
 
 /// Whether `x.view(-1, x.size(-1))` needs no copy (torch's `should_fold`).
 fn foldable(m: &TensorMeta) -> bool {
     let n = m.sizes.len();
-    (0..n.saturating_sub(2)).all(|i| m.strides[i] == super::edit::sym_mul(&m.strides[i + 1], &m.sizes[i + 1]))
+    (0..n.saturating_sub(2))
+        .all(|i| m.strides[i] == super::edit::sym_mul(&m.strides[i + 1], &m.sizes[i + 1]))
 }
 
 /// torch's `matmul`, op for op (`at::native::_matmul_impl`).
@@ -588,7 +682,14 @@ fn matmul(em: &mut Emitter, a: ValueId, b: ValueId, out: Option<ValueId>) -> Res
     let xb = expand(em, b_, &eb)?;
     let xb = reshape(em, xb, &[bp, m2, p], None)?;
     let meta = em.meta_like(a, dtype, syms(em, &[bp, n, p]))?;
-    let r = em.op("aten.bmm.default", vec![("self", Argument::Tensor(xa)), ("mat2", Argument::Tensor(xb))], meta)?;
+    let r = em.op(
+        "aten.bmm.default",
+        vec![
+            ("self", Argument::Tensor(xa)),
+            ("mat2", Argument::Tensor(xb)),
+        ],
+        meta,
+    )?;
     let mut shape = batch;
     if da > 1 {
         shape.push(n);
@@ -599,7 +700,13 @@ fn matmul(em: &mut Emitter, a: ValueId, b: ValueId, out: Option<ValueId>) -> Res
     view(em, r, &shape, out)
 }
 
-fn full_like(em: &mut Emitter, x: ValueId, value: Argument, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+fn full_like(
+    em: &mut Emitter,
+    x: ValueId,
+    value: Argument,
+    dtype: Dtype,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
     em.op_to(
@@ -608,25 +715,51 @@ fn full_like(em: &mut Emitter, x: ValueId, value: Argument, dtype: Dtype, out: O
             ("self", Argument::Tensor(x)),
             ("fill_value", value),
             ("dtype", Argument::ScalarType(dtype)),
-            ("memory_format", Argument::MemoryFormat(MemoryFormat::Preserve)),
+            (
+                "memory_format",
+                Argument::MemoryFormat(MemoryFormat::Preserve),
+            ),
         ],
         out,
         meta,
     )
 }
 
-fn scalar_tensor(em: &mut Emitter, like: ValueId, value: Argument, dtype: Dtype) -> Result<ValueId> {
+fn scalar_tensor(
+    em: &mut Emitter,
+    like: ValueId,
+    value: Argument,
+    dtype: Dtype,
+) -> Result<ValueId> {
     let meta = em.meta_like(like, dtype, vec![])?;
-    em.op("aten.scalar_tensor.default", vec![("s", value), ("dtype", Argument::ScalarType(dtype))], meta)
+    em.op(
+        "aten.scalar_tensor.default",
+        vec![("s", value), ("dtype", Argument::ScalarType(dtype))],
+        meta,
+    )
 }
 
-fn where_(em: &mut Emitter, c: ValueId, x: ValueId, y: ValueId, out: Option<ValueId>) -> Result<ValueId> {
-    let dtype = if em.dtype(x)?.is_floating() { em.dtype(x)? } else { em.dtype(y)? };
+fn where_(
+    em: &mut Emitter,
+    c: ValueId,
+    x: ValueId,
+    y: ValueId,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
+    let dtype = if em.dtype(x)?.is_floating() {
+        em.dtype(x)?
+    } else {
+        em.dtype(y)?
+    };
     let s = broadcast(&broadcast(&em.sizes(c)?, &em.sizes(x)?), &em.sizes(y)?);
     let meta = em.meta_like(x, dtype, s)?;
     em.op_to(
         "aten.where.self",
-        vec![("condition", Argument::Tensor(c)), ("self", Argument::Tensor(x)), ("other", Argument::Tensor(y))],
+        vec![
+            ("condition", Argument::Tensor(c)),
+            ("self", Argument::Tensor(x)),
+            ("other", Argument::Tensor(y)),
+        ],
         out,
         meta,
     )
@@ -635,7 +768,15 @@ fn where_(em: &mut Emitter, c: ValueId, x: ValueId, y: ValueId, out: Option<Valu
 fn to_copy(em: &mut Emitter, x: ValueId, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
-    em.op_to("aten._to_copy.default", vec![("self", Argument::Tensor(x)), ("dtype", Argument::ScalarType(dtype))], out, meta)
+    em.op_to(
+        "aten._to_copy.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dtype", Argument::ScalarType(dtype)),
+        ],
+        out,
+        meta,
+    )
 }
 
 // ---- the rules ----
@@ -649,7 +790,9 @@ fn linear(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         return Ok(vec![mm(em, x, wt, b, Some(out))?]);
     }
     if rank >= 3 && b.is_some() && is_contiguous(em.meta(x)?) {
-        let lead: Vec<SymRef> = (0..rank - 1).map(|d| em.size(x, d)).collect::<Result<_>>()?;
+        let lead: Vec<SymRef> = (0..rank - 1)
+            .map(|d| em.size(x, d))
+            .collect::<Result<_>>()?;
         let k = em.size(x, rank - 1)?;
         let rows = em.product(&lead)?;
         let x2 = view(em, x, &[rows, k], None)?;
@@ -669,7 +812,12 @@ fn linear(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 }
 
 fn matmul_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    Ok(vec![matmul(em, a.t("self")?, a.t("other")?, Some(a.out(0)?))?])
+    Ok(vec![matmul(
+        em,
+        a.t("self")?,
+        a.t("other")?,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -692,11 +840,21 @@ fn t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 }
 
 fn reshape_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    Ok(vec![reshape(em, a.t("self")?, &a.syms("shape")?, Some(a.out(0)?))?])
+    Ok(vec![reshape(
+        em,
+        a.t("self")?,
+        &a.syms("shape")?,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn unsafe_view(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    Ok(vec![view(em, a.t("self")?, &a.syms("size")?, Some(a.out(0)?))?])
+    Ok(vec![view(
+        em,
+        a.t("self")?,
+        &a.syms("size")?,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn view_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -711,7 +869,10 @@ fn flatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if r == 0 {
         return Ok(vec![reshape(em, x, &[SymRef::Int(1)], Some(a.out(0)?))?]);
     }
-    let (s, e) = (norm_dim(a.int("start_dim")?, r)?, norm_dim(a.int("end_dim")?, r)?);
+    let (s, e) = (
+        norm_dim(a.int("start_dim")?, r)?,
+        norm_dim(a.int("end_dim")?, r)?,
+    );
     if s == e {
         return Ok(vec![x]);
     }
@@ -787,7 +948,11 @@ fn dropout(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mask = em.meta_like(x, Dtype::Bool, em.sizes(x)?)?;
     let r = em.call(
         "aten.native_dropout.default",
-        vec![("input", Argument::Tensor(x)), ("p", Argument::Float(p)), ("train", Argument::Bool(true))],
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("p", Argument::Float(p)),
+            ("train", Argument::Bool(true)),
+        ],
         vec![Out::Into(a.out(0)?), Out::New(mask)],
     )?;
     Ok(vec![r[0]])
@@ -889,7 +1054,10 @@ fn convolution(
 ) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let unbatched = em.rank(x)? == spatial + 1;
-    let mut all = vec![("input", Argument::Tensor(if unbatched { unsqueeze(em, x, 0)? } else { x }))];
+    let mut all = vec![(
+        "input",
+        Argument::Tensor(if unbatched { unsqueeze(em, x, 0)? } else { x }),
+    )];
     all.extend(args);
     if unbatched {
         let m = em.meta(out)?.clone();
@@ -914,7 +1082,11 @@ fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             let mut pad = Vec::new();
             let mut extra = Vec::new();
             for d in 0..spatial {
-                let total = if mode == "same" { dil.get(d).copied().unwrap_or(dil[0]) * (k[d + 2] - 1) } else { 0 };
+                let total = if mode == "same" {
+                    dil.get(d).copied().unwrap_or(dil[0]) * (k[d + 2] - 1)
+                } else {
+                    0
+                };
                 pad.push(SymRef::Int(total / 2));
                 extra.push(total % 2);
             }
@@ -929,16 +1101,23 @@ fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
                 let r = sizes.len();
                 for d in 0..spatial {
                     if extra[d] != 0 {
-                        sizes[r - spatial + d] = super::edit::sym_mul(&sizes[r - spatial + d], &Sym::Int(1));
+                        sizes[r - spatial + d] =
+                            super::edit::sym_mul(&sizes[r - spatial + d], &Sym::Int(1));
                         if let Sym::Int(v) = sizes[r - spatial + d] {
                             sizes[r - spatial + d] = Sym::Int(v + extra[d]);
                         } else {
-                            return Err(Error::unsupported("padding='same' on a symbolic spatial size"));
+                            return Err(Error::unsupported(
+                                "padding='same' on a symbolic spatial size",
+                            ));
                         }
                     }
                 }
                 let meta = em.meta_like(x, m.dtype, sizes)?;
-                x = em.op("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&p))], meta)?;
+                x = em.op(
+                    "aten.constant_pad_nd.default",
+                    vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&p))],
+                    meta,
+                )?;
             }
             pad
         }
@@ -951,7 +1130,10 @@ fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         ("padding", sym_ints_arg(&padding)),
         ("dilation", sym_ints_arg(&dilation)),
         ("transposed", Argument::Bool(false)),
-        ("output_padding", sym_ints_arg(&vec![SymRef::Int(0); spatial])),
+        (
+            "output_padding",
+            sym_ints_arg(&vec![SymRef::Int(0); spatial]),
+        ),
         ("groups", Argument::SymInt(a.sym("groups")?)),
     ];
     convolution(em, a, x, args, spatial)
@@ -975,14 +1157,31 @@ fn conv_transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn underscore_convolution(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut args: Vec<(&str, Argument)> = Vec::new();
-    for name in ["input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"] {
+    for name in [
+        "input",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+    ] {
         args.push((name, a.arg(name)));
     }
     em.op_into("aten.convolution.default", args, a.out(0)?)?;
     Ok(vec![a.out(0)?])
 }
 
-fn pool_with_indices(em: &mut Emitter, a: &A, op: &str, x: ValueId, out: Option<ValueId>, meta: TensorMeta) -> Result<ValueId> {
+fn pool_with_indices(
+    em: &mut Emitter,
+    a: &A,
+    op: &str,
+    x: ValueId,
+    out: Option<ValueId>,
+    meta: TensorMeta,
+) -> Result<ValueId> {
     let mut idx = meta.clone();
     idx.dtype = Dtype::Int64;
     let args = vec![
@@ -1003,13 +1202,27 @@ fn pool_with_indices(em: &mut Emitter, a: &A, op: &str, x: ValueId, out: Option<
 fn max_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let meta = em.meta(out)?.clone();
-    Ok(vec![pool_with_indices(em, a, "aten.max_pool2d_with_indices.default", a.t("self")?, Some(out), meta)?])
+    Ok(vec![pool_with_indices(
+        em,
+        a,
+        "aten.max_pool2d_with_indices.default",
+        a.t("self")?,
+        Some(out),
+        meta,
+    )?])
 }
 
 fn max_pool3d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let meta = em.meta(out)?.clone();
-    Ok(vec![pool_with_indices(em, a, "aten.max_pool3d_with_indices.default", a.t("self")?, Some(out), meta)?])
+    Ok(vec![pool_with_indices(
+        em,
+        a,
+        "aten.max_pool3d_with_indices.default",
+        a.t("self")?,
+        Some(out),
+        meta,
+    )?])
 }
 
 fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1027,14 +1240,21 @@ fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let args = vec![
         ("self", Argument::Tensor(x2)),
         ("kernel_size", ints_arg(&one(k.clone(), 1))),
-        ("stride", ints_arg(&one(if stride.is_empty() { k } else { stride }, 1))),
+        (
+            "stride",
+            ints_arg(&one(if stride.is_empty() { k } else { stride }, 1)),
+        ),
         ("padding", ints_arg(&one(a.ints("padding")?, 0))),
         ("dilation", ints_arg(&one(a.ints("dilation")?, 1))),
         ("ceil_mode", a.arg("ceil_mode")),
     ];
     let mut idx = meta.clone();
     idx.dtype = Dtype::Int64;
-    let r2 = em.call("aten.max_pool2d_with_indices.default", args, vec![Out::New(meta), Out::New(idx)])?[0];
+    let r2 = em.call(
+        "aten.max_pool2d_with_indices.default",
+        args,
+        vec![Out::New(meta), Out::New(idx)],
+    )?[0];
     Ok(vec![squeeze_dims(em, r2, &[r - 1], Some(out))?])
 }
 
@@ -1044,11 +1264,22 @@ fn adaptive_avg_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if a.ints("output_size").ok().as_deref() == Some(&[1, 1]) {
         em.op_into(
             "aten.mean.dim",
-            vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&[-1, -2])), ("keepdim", Argument::Bool(true))],
+            vec![
+                ("self", Argument::Tensor(x)),
+                ("dim", ints_arg(&[-1, -2])),
+                ("keepdim", Argument::Bool(true)),
+            ],
             out,
         )?;
     } else {
-        em.op_into("aten._adaptive_avg_pool2d.default", vec![("self", Argument::Tensor(x)), ("output_size", a.arg("output_size"))], out)?;
+        em.op_into(
+            "aten._adaptive_avg_pool2d.default",
+            vec![
+                ("self", Argument::Tensor(x)),
+                ("output_size", a.arg("output_size")),
+            ],
+            out,
+        )?;
     }
     Ok(vec![out])
 }
@@ -1060,7 +1291,15 @@ fn softmax_like(em: &mut Emitter, a: &A, op: &str) -> Result<Vec<ValueId>> {
             x = to_copy(em, x, d, None)?;
         }
     }
-    em.op_into(op, vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(a.int("dim")?)), ("half_to_float", Argument::Bool(false))], a.out(0)?)?;
+    em.op_into(
+        op,
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(a.int("dim")?)),
+            ("half_to_float", Argument::Bool(false)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -1080,7 +1319,10 @@ fn to(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if want == em.dtype(x)? && same_device && !a.bool("copy")? {
         return Ok(vec![x]);
     }
-    let mut args = vec![("self", Argument::Tensor(x)), ("dtype", Argument::ScalarType(want))];
+    let mut args = vec![
+        ("self", Argument::Tensor(x)),
+        ("dtype", Argument::ScalarType(want)),
+    ];
     if !same_device {
         args.push(("device", Argument::Device(em.meta(out)?.device.clone())));
     }
@@ -1091,14 +1333,22 @@ fn to(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn renamed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let name = a.0.target.name.trim_matches('_');
     let op = format!("aten.bitwise_{name}.{}", a.0.target.overload);
-    let args = a.0.inputs.iter().map(|n| (n.name.as_str(), n.arg.clone())).collect();
+    let args =
+        a.0.inputs
+            .iter()
+            .map(|n| (n.name.as_str(), n.arg.clone()))
+            .collect();
     em.op_into(&op, args, a.out(0)?)?;
     Ok(vec![a.out(0)?])
 }
 
 fn arange(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let start = if a.0.target.overload == "start" { a.arg("start") } else { Argument::Int(0) };
+    let start = if a.0.target.overload == "start" {
+        a.arg("start")
+    } else {
+        Argument::Int(0)
+    };
     let dtype = em.dtype(out)?;
     em.op_into(
         "aten.arange.start_step",
@@ -1132,7 +1382,14 @@ fn full_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             ("fill_value", value),
             ("dtype", Argument::ScalarType(dtype)),
             ("layout", a.arg("layout")),
-            ("device", if a.has("device") { a.arg("device") } else { Argument::Device(em.meta(out)?.device.clone()) }),
+            (
+                "device",
+                if a.has("device") {
+                    a.arg("device")
+                } else {
+                    Argument::Device(em.meta(out)?.device.clone())
+                },
+            ),
             ("pin_memory", Argument::Bool(false)),
         ],
         out,
@@ -1143,14 +1400,25 @@ fn full_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn full_like_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let value = scalar(if a.0.target.name == "ones_like" { 1.0 } else { 0.0 }, dtype);
+    let value = scalar(
+        if a.0.target.name == "ones_like" {
+            1.0
+        } else {
+            0.0
+        },
+        dtype,
+    );
     Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
 }
 
 fn fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let value = if a.0.target.name == "zero" { scalar(0.0, dtype) } else { a.arg("value") };
+    let value = if a.0.target.name == "zero" {
+        scalar(0.0, dtype)
+    } else {
+        a.arg("value")
+    };
     Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
 }
 
@@ -1181,7 +1449,13 @@ fn masked_fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, a.t("mask")?, value, x, Some(out))?])
 }
 
-fn split_into(em: &mut Emitter, a: &A, x: ValueId, dim: i64, sizes: Vec<i64>) -> Result<Vec<ValueId>> {
+fn split_into(
+    em: &mut Emitter,
+    a: &A,
+    x: ValueId,
+    dim: i64,
+    sizes: Vec<i64>,
+) -> Result<Vec<ValueId>> {
     let outs = a.outs();
     if outs.len() != sizes.len() {
         return Err(Error::bad_input(format!(
@@ -1193,7 +1467,11 @@ fn split_into(em: &mut Emitter, a: &A, x: ValueId, dim: i64, sizes: Vec<i64>) ->
     }
     em.call(
         "aten.split_with_sizes.default",
-        vec![("self", Argument::Tensor(x)), ("split_sizes", ints_arg(&sizes)), ("dim", Argument::Int(dim))],
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("split_sizes", ints_arg(&sizes)),
+            ("dim", Argument::Int(dim)),
+        ],
         outs.iter().map(|o| Out::Into(*o)).collect(),
     )
 }
@@ -1234,7 +1512,11 @@ fn unbind(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     for (i, o) in a.outs().into_iter().enumerate() {
         em.op_into(
             "aten.select.int",
-            vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim)), ("index", Argument::SymInt(SymRef::Int(i as i64)))],
+            vec![
+                ("self", Argument::Tensor(x)),
+                ("dim", Argument::Int(dim)),
+                ("index", Argument::SymInt(SymRef::Int(i as i64))),
+            ],
             o,
         )?;
         out.push(o);
@@ -1244,10 +1526,23 @@ fn unbind(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let xs = a.ts("tensors")?;
-    let r = em.rank(*xs.first().ok_or_else(|| Error::bad_input("stack of no tensors"))?)?;
+    let r = em.rank(
+        *xs.first()
+            .ok_or_else(|| Error::bad_input("stack of no tensors"))?,
+    )?;
     let d = norm_dim(a.int("dim")?, r + 1)?;
-    let parts: Vec<ValueId> = xs.iter().map(|x| unsqueeze(em, *x, d)).collect::<Result<_>>()?;
-    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(d as i64))], a.out(0)?)?;
+    let parts: Vec<ValueId> = xs
+        .iter()
+        .map(|x| unsqueeze(em, *x, d))
+        .collect::<Result<_>>()?;
+    em.op_into(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(parts)),
+            ("dim", Argument::Int(d as i64)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -1277,7 +1572,10 @@ fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Resu
 fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
-    let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?].into_iter().flatten().collect();
+    let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?]
+        .into_iter()
+        .flatten()
+        .collect();
     if parts.len() > 1 {
         let mut sizes = em.sizes(x)?;
         let mut total = 0;
@@ -1286,7 +1584,14 @@ fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         }
         sizes[d] = Sym::Int(total);
         let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
-        x = em.op("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(d as i64))], meta)?;
+        x = em.op(
+            "aten.cat.default",
+            vec![
+                ("tensors", Argument::Tensors(parts)),
+                ("dim", Argument::Int(d as i64)),
+            ],
+            meta,
+        )?;
     }
     let n = a.int("n")?;
     let out = a.out(0)?;
@@ -1294,7 +1599,11 @@ fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         let hi = slice(em, x, d, 1, i64::MAX)?;
         let lo = slice(em, x, d, 0, -1)?;
         let dtype = em.dtype(x)?;
-        let op = if dtype == Dtype::Bool { "aten.logical_xor.default" } else { "aten.sub.Tensor" };
+        let op = if dtype == Dtype::Bool {
+            "aten.logical_xor.default"
+        } else {
+            "aten.sub.Tensor"
+        };
         let target = if i == n - 1 { Some(out) } else { None };
         x = binary(em, op, hi, lo, dtype, target)?;
     }
@@ -1309,9 +1618,9 @@ fn sdpa(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(q)?;
     let qs = em.sizes(q)?;
     let r = qs.len();
-    let e = qs[r - 1]
-        .as_int()
-        .ok_or_else(|| Error::unsupported("scaled_dot_product_attention with a symbolic head size"))?;
+    let e = qs[r - 1].as_int().ok_or_else(|| {
+        Error::unsupported("scaled_dot_product_attention with a symbolic head size")
+    })?;
     let scale = a.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt());
     let s = scale.sqrt();
     if a.bool("enable_gqa")? && r >= 3 {
@@ -1353,19 +1662,42 @@ fn sdpa(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let sm = {
         let sizes = em.sizes(attn)?;
         let meta = em.meta_like(attn, dtype, sizes)?;
-        em.op("aten._softmax.default", vec![("self", Argument::Tensor(attn)), ("dim", last.clone()), ("half_to_float", Argument::Bool(false))], meta)?
+        em.op(
+            "aten._softmax.default",
+            vec![
+                ("self", Argument::Tensor(attn)),
+                ("dim", last.clone()),
+                ("half_to_float", Argument::Bool(false)),
+            ],
+            meta,
+        )?
     };
     let eq = {
         let sizes = em.sizes(attn)?;
         let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
-        em.op("aten.eq.Scalar", vec![("self", Argument::Tensor(attn)), ("other", Argument::Float(f64::NEG_INFINITY))], meta)?
+        em.op(
+            "aten.eq.Scalar",
+            vec![
+                ("self", Argument::Tensor(attn)),
+                ("other", Argument::Float(f64::NEG_INFINITY)),
+            ],
+            meta,
+        )?
     };
     let not_masked = unary(em, "aten.logical_not.default", eq)?;
     let any = {
         let mut sizes = em.sizes(attn)?;
         *sizes.last_mut().unwrap() = Sym::Int(1);
         let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
-        em.op("aten.any.dim", vec![("self", Argument::Tensor(not_masked)), ("dim", last), ("keepdim", Argument::Bool(true))], meta)?
+        em.op(
+            "aten.any.dim",
+            vec![
+                ("self", Argument::Tensor(not_masked)),
+                ("dim", last),
+                ("keepdim", Argument::Bool(true)),
+            ],
+            meta,
+        )?
     };
     let all_masked = unary(em, "aten.logical_not.default", any)?;
     let zeros = full_like(em, sm, scalar(0.0, dtype), dtype, None)?;
@@ -1377,7 +1709,11 @@ fn sdpa(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         let m1 = em.meta_like(p, Dtype::Bool, sizes)?;
         p = em.call(
             "aten.native_dropout.default",
-            vec![("input", Argument::Tensor(p)), ("p", Argument::Float(dp)), ("train", Argument::Bool(true))],
+            vec![
+                ("input", Argument::Tensor(p)),
+                ("p", Argument::Float(dp)),
+                ("train", Argument::Bool(true)),
+            ],
             vec![Out::New(m0), Out::New(m1)],
         )?[0];
     }
@@ -1389,7 +1725,12 @@ fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<V
     let meta = em.meta_like(like, Dtype::Int64, vec![Sym::Int(n)])?;
     let r = em.op(
         "aten.arange.start_step",
-        vec![("start", Argument::Int(0)), ("end", Argument::Int(n)), ("step", Argument::Int(1)), ("dtype", Argument::ScalarType(Dtype::Int64))],
+        vec![
+            ("start", Argument::Int(0)),
+            ("end", Argument::Int(n)),
+            ("step", Argument::Int(1)),
+            ("dtype", Argument::ScalarType(Dtype::Int64)),
+        ],
         meta,
     )?;
     if column {
@@ -1416,7 +1757,14 @@ fn silu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = unary(em, "aten.sigmoid.default", x)?;
     let dtype = em.dtype(x)?;
-    Ok(vec![binary(em, "aten.mul.Tensor", x, s, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.mul.Tensor",
+        x,
+        s,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 /// `clamp(x + 3, 0, 6) / 6`
@@ -1425,15 +1773,35 @@ fn hard_sigmoid_part(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Resu
     let p = with_scalar(em, "aten.add.Tensor", x, scalar(3.0, dtype))?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
-    let c = em.op("aten.clamp.default", vec![("self", Argument::Tensor(p)), ("min", scalar(0.0, dtype)), ("max", scalar(6.0, dtype))], meta.clone())?;
-    em.op_to("aten.div.Tensor", vec![("self", Argument::Tensor(c)), ("other", scalar(6.0, dtype))], out, meta)
+    let c = em.op(
+        "aten.clamp.default",
+        vec![
+            ("self", Argument::Tensor(p)),
+            ("min", scalar(0.0, dtype)),
+            ("max", scalar(6.0, dtype)),
+        ],
+        meta.clone(),
+    )?;
+    em.op_to(
+        "aten.div.Tensor",
+        vec![("self", Argument::Tensor(c)), ("other", scalar(6.0, dtype))],
+        out,
+        meta,
+    )
 }
 
 fn hardswish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let h = hard_sigmoid_part(em, x, None)?;
-    Ok(vec![binary(em, "aten.mul.Tensor", x, h, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.mul.Tensor",
+        x,
+        h,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn hardsigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1443,18 +1811,41 @@ fn hardsigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn relu6(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
-    em.op_into("aten.hardtanh.default", vec![("self", Argument::Tensor(x)), ("min_val", scalar(0.0, dtype)), ("max_val", scalar(6.0, dtype))], a.out(0)?)?;
+    em.op_into(
+        "aten.hardtanh.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("min_val", scalar(0.0, dtype)),
+            ("max_val", scalar(6.0, dtype)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
 fn clamp_one(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let bound = if a.0.target.name == "clamp_min" { ("min", a.arg("min")) } else { ("max", a.arg("max")) };
-    em.op_into("aten.clamp.default", vec![("self", Argument::Tensor(a.t("self")?)), bound], a.out(0)?)?;
+    let bound = if a.0.target.name == "clamp_min" {
+        ("min", a.arg("min"))
+    } else {
+        ("max", a.arg("max"))
+    };
+    em.op_into(
+        "aten.clamp.default",
+        vec![("self", Argument::Tensor(a.t("self")?)), bound],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
 fn square(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    em.op_into("aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(a.t("self")?)), ("exponent", Argument::Int(2))], a.out(0)?)?;
+    em.op_into(
+        "aten.pow.Tensor_Scalar",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("exponent", Argument::Int(2)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -1465,7 +1856,11 @@ fn rsub(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let o = scalar_tensor(em, x, a.arg("other"), dtype)?;
     em.op_into(
         "aten.sub.Tensor",
-        vec![("self", Argument::Tensor(o)), ("other", Argument::Tensor(x)), ("alpha", a.arg("alpha"))],
+        vec![
+            ("self", Argument::Tensor(o)),
+            ("other", Argument::Tensor(x)),
+            ("alpha", a.arg("alpha")),
+        ],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -1482,7 +1877,14 @@ fn softplus(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let soft = with_scalar(em, "aten.div.Tensor", l, Argument::Float(beta))?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let big = em.op("aten.gt.Scalar", vec![("self", Argument::Tensor(xb)), ("other", a.arg("threshold"))], meta)?;
+    let big = em.op(
+        "aten.gt.Scalar",
+        vec![
+            ("self", Argument::Tensor(xb)),
+            ("other", a.arg("threshold")),
+        ],
+        meta,
+    )?;
     let _ = dtype;
     Ok(vec![where_(em, big, x, soft, Some(a.out(0)?))?])
 }
@@ -1492,15 +1894,30 @@ fn mish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(x)?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
-    let sp = em.op("aten.softplus.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let sp = em.op(
+        "aten.softplus.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
     let t = unary(em, "aten.tanh.default", sp)?;
-    Ok(vec![binary(em, "aten.mul.Tensor", x, t, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.mul.Tensor",
+        x,
+        t,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn sum_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.sum.dim_IntList",
-        vec![("self", Argument::Tensor(a.t("self")?)), ("dim", Argument::Ints(vec![])), ("dtype", a.arg("dtype"))],
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", Argument::Ints(vec![])),
+            ("dtype", a.arg("dtype")),
+        ],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -1520,13 +1937,24 @@ fn std(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         ],
         meta,
     )?;
-    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(var))], out)?;
+    em.op_into(
+        "aten.sqrt.default",
+        vec![("self", Argument::Tensor(var))],
+        out,
+    )?;
     Ok(vec![out])
 }
 
 fn expand_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let sizes = em.size_refs(a.t("other")?)?;
-    em.op_into("aten.expand.default", vec![("self", Argument::Tensor(a.t("self")?)), ("size", sym_ints_arg(&sizes))], a.out(0)?)?;
+    em.op_into(
+        "aten.expand.default",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("size", sym_ints_arg(&sizes)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -1535,7 +1963,14 @@ fn baddbmm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(out)?;
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, dtype, m.sizes)?;
-    let mut prod = em.op("aten.bmm.default", vec![("self", Argument::Tensor(a.t("batch1")?)), ("mat2", Argument::Tensor(a.t("batch2")?))], meta)?;
+    let mut prod = em.op(
+        "aten.bmm.default",
+        vec![
+            ("self", Argument::Tensor(a.t("batch1")?)),
+            ("mat2", Argument::Tensor(a.t("batch2")?)),
+        ],
+        meta,
+    )?;
     let (alpha, beta) = (a.float("alpha")?, a.float("beta")?);
     if alpha != 1.0 {
         prod = with_scalar(em, "aten.mul.Tensor", prod, scalar(alpha, dtype))?;
@@ -1547,7 +1982,14 @@ fn baddbmm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if beta != 1.0 {
         s = with_scalar(em, "aten.mul.Tensor", s, scalar(beta, dtype))?;
     }
-    Ok(vec![binary(em, "aten.add.Tensor", s, prod, dtype, Some(out))?])
+    Ok(vec![binary(
+        em,
+        "aten.add.Tensor",
+        s,
+        prod,
+        dtype,
+        Some(out),
+    )?])
 }
 
 fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1558,7 +2000,15 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if mode == "constant" {
         let value = a.opt_float("value")?.unwrap_or(0.0);
         let dtype = em.dtype(x)?;
-        em.op_into("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", sym_ints_arg(&p)), ("value", scalar(value, dtype))], out)?;
+        em.op_into(
+            "aten.constant_pad_nd.default",
+            vec![
+                ("self", Argument::Tensor(x)),
+                ("pad", sym_ints_arg(&p)),
+                ("value", scalar(value, dtype)),
+            ],
+            out,
+        )?;
         return Ok(vec![out]);
     }
     let dims = p.len() / 2;
@@ -1572,7 +2022,11 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             )))
         }
     };
-    em.op_into(&op, vec![("self", Argument::Tensor(x)), ("padding", sym_ints_arg(&p))], out)?;
+    em.op_into(
+        &op,
+        vec![("self", Argument::Tensor(x)), ("padding", sym_ints_arg(&p))],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -1584,13 +2038,14 @@ pub fn describe(rule: &Rule) -> String {
 /// Grad mode means nothing to inference: the wrapped subgraph is inlined
 /// (as torch's `run_decompositions()` does).
 fn inline_subgraph(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let at = a
-        .0
-        .inputs
-        .iter()
-        .position(|i| matches!(i.arg, Argument::Graph(_)))
-        .ok_or_else(|| Error::bad_input(format!("node {}: no subgraph", a.0.name)))?;
-    let Argument::Graph(sub) = &a.0.inputs[at].arg else { unreachable!() };
+    let at =
+        a.0.inputs
+            .iter()
+            .position(|i| matches!(i.arg, Argument::Graph(_)))
+            .ok_or_else(|| Error::bad_input(format!("node {}: no subgraph", a.0.name)))?;
+    let Argument::Graph(sub) = &a.0.inputs[at].arg else {
+        unreachable!()
+    };
     if a.0.target.name == "wrap_with_autocast" {
         return Err(Error::unsupported(format!(
             "node {}: autocast regions change dtypes and are not inlined",
@@ -1629,13 +2084,20 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         _ => Cell::Relu,
     };
     let x = a.t("input")?;
-    let hx = if cell == Cell::Lstm { a.ts("hx")? } else { vec![a.t("hx")?] };
+    let hx = if cell == Cell::Lstm {
+        a.ts("hx")?
+    } else {
+        vec![a.t("hx")?]
+    };
     let params = a.ts("params")?;
     let (has_biases, layers) = (a.bool("has_biases")?, a.int("num_layers")? as usize);
     let (dropout, train) = (a.float("dropout")?, a.bool("train")?);
     let (bidir, batch_first) = (a.bool("bidirectional")?, a.bool("batch_first")?);
     if em.rank(x)? != 3 || (cell == Cell::Lstm && hx.len() != 2) {
-        return Err(Error::unsupported(format!("node {}: {} on unbatched input", a.0.name, a.0.target)));
+        return Err(Error::unsupported(format!(
+            "node {}: {} on unbatched input",
+            a.0.name, a.0.target
+        )));
     }
     let dirs = if bidir { 2 } else { 1 };
     let proj = cell == Cell::Lstm && em.sizes(hx[0])?[2] != em.sizes(hx[1])?[2];
@@ -1649,7 +2111,11 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         )));
     }
     let dtype = em.dtype(x)?;
-    let mut input = if batch_first { swap_dims(em, x, 0, 1)? } else { x };
+    let mut input = if batch_first {
+        swap_dims(em, x, 0, 1)?
+    } else {
+        x
+    };
     let seq = em.static_sizes(input, "a recurrent layer (unrolled over the sequence)")?[0];
     let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
     for layer in 0..layers {
@@ -1658,13 +2124,25 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             let idx = layer * dirs + d;
             let p = &params[idx * per..(idx + 1) * per];
             let (w_ih, w_hh) = (p[0], p[1]);
-            let (b_ih, b_hh) = if has_biases { (Some(p[2]), Some(p[3])) } else { (None, None) };
+            let (b_ih, b_hh) = if has_biases {
+                (Some(p[2]), Some(p[3]))
+            } else {
+                (None, None)
+            };
             let w_hr = proj.then(|| p[per - 1]);
             let mut h = select(em, hx[0], 0, idx as i64)?;
-            let mut c = if cell == Cell::Lstm { Some(select(em, hx[1], 0, idx as i64)?) } else { None };
+            let mut c = if cell == Cell::Lstm {
+                Some(select(em, hx[1], 0, idx as i64)?)
+            } else {
+                None
+            };
             let pre = linear_op(em, input, w_ih, b_ih)?;
             let mut steps = Vec::new();
-            let order: Vec<i64> = if d == 0 { (0..seq).collect() } else { (0..seq).rev().collect() };
+            let order: Vec<i64> = if d == 0 {
+                (0..seq).collect()
+            } else {
+                (0..seq).rev().collect()
+            };
             for t in order {
                 let xt = select(em, pre, 0, t)?;
                 let hh = linear_op(em, h, w_hh, b_hh)?;
@@ -1703,7 +2181,11 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
                     }
                     Cell::Tanh | Cell::Relu => {
                         let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
-                        let act = if cell == Cell::Tanh { "aten.tanh.default" } else { "aten.relu.default" };
+                        let act = if cell == Cell::Tanh {
+                            "aten.tanh.default"
+                        } else {
+                            "aten.relu.default"
+                        };
                         h = unary(em, act, s)?;
                     }
                 }
@@ -1716,19 +2198,31 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             final_c.extend(c);
             dir_out.push(stack_op(em, &steps, 0)?);
         }
-        input = if dirs == 2 { cat_op(em, &dir_out, 2)? } else { dir_out[0] };
+        input = if dirs == 2 {
+            cat_op(em, &dir_out, 2)?
+        } else {
+            dir_out[0]
+        };
         if dropout != 0.0 && train && layer + 1 < layers {
             let sizes = em.sizes(input)?;
             let meta = em.meta_like(input, dtype, sizes)?;
             input = em.op(
                 "aten.dropout.default",
-                vec![("input", Argument::Tensor(input)), ("p", Argument::Float(dropout)), ("train", Argument::Bool(true))],
+                vec![
+                    ("input", Argument::Tensor(input)),
+                    ("p", Argument::Float(dropout)),
+                    ("train", Argument::Bool(true)),
+                ],
                 meta,
             )?;
         }
     }
     let outs = a.outs();
-    let out = if batch_first { swap_dims(em, input, 0, 1)? } else { input };
+    let out = if batch_first {
+        swap_dims(em, input, 0, 1)?
+    } else {
+        input
+    };
     let mut result = vec![out, stack_op(em, &final_h, 0)?];
     if cell == Cell::Lstm {
         result.push(stack_op(em, &final_c, 0)?);
@@ -1740,12 +2234,20 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn chunk_op(em: &mut Emitter, x: ValueId, n: i64, dim: usize) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(x)?;
     let mut gs = em.sizes(x)?;
-    let total = gs[dim].as_int().ok_or_else(|| Error::unsupported("a recurrent layer with a symbolic hidden size"))?;
+    let total = gs[dim]
+        .as_int()
+        .ok_or_else(|| Error::unsupported("a recurrent layer with a symbolic hidden size"))?;
     gs[dim] = Sym::Int(total / n);
-    let metas: Vec<Out> = (0..n).map(|_| em.meta_like(x, dtype, gs.clone()).map(Out::New)).collect::<Result<_>>()?;
+    let metas: Vec<Out> = (0..n)
+        .map(|_| em.meta_like(x, dtype, gs.clone()).map(Out::New))
+        .collect::<Result<_>>()?;
     em.call(
         "aten.chunk.default",
-        vec![("self", Argument::Tensor(x)), ("chunks", Argument::Int(n)), ("dim", Argument::Int(dim as i64))],
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("chunks", Argument::Int(n)),
+            ("dim", Argument::Int(dim as i64)),
+        ],
         metas,
     )
 }
@@ -1757,7 +2259,11 @@ fn select(em: &mut Emitter, x: ValueId, dim: usize, index: i64) -> Result<ValueI
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(
         "aten.select.int",
-        vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim as i64)), ("index", Argument::SymInt(SymRef::Int(index)))],
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(dim as i64)),
+            ("index", Argument::SymInt(SymRef::Int(index))),
+        ],
         meta,
     )
 }
@@ -1776,7 +2282,11 @@ fn linear_op(em: &mut Emitter, x: ValueId, w: ValueId, b: Option<ValueId>) -> Re
     let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
     em.op(
         "aten.linear.default",
-        vec![("input", Argument::Tensor(x)), ("weight", Argument::Tensor(w)), ("bias", Argument::OptionalTensor(b))],
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", Argument::Tensor(w)),
+            ("bias", Argument::OptionalTensor(b)),
+        ],
         meta,
     )
 }
@@ -1785,7 +2295,14 @@ fn stack_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
     let mut sizes = em.sizes(xs[0])?;
     sizes.insert(dim, Sym::Int(xs.len() as i64));
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
-    em.op("aten.stack.default", vec![("tensors", Argument::Tensors(xs.to_vec())), ("dim", Argument::Int(dim as i64))], meta)
+    em.op(
+        "aten.stack.default",
+        vec![
+            ("tensors", Argument::Tensors(xs.to_vec())),
+            ("dim", Argument::Int(dim as i64)),
+        ],
+        meta,
+    )
 }
 
 fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
@@ -1796,16 +2313,39 @@ fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
     }
     sizes[dim] = Sym::Int(total);
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
-    em.op("aten.cat.default", vec![("tensors", Argument::Tensors(xs.to_vec())), ("dim", Argument::Int(dim as i64))], meta)
+    em.op(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(xs.to_vec())),
+            ("dim", Argument::Int(dim as i64)),
+        ],
+        meta,
+    )
 }
 
 // ---- composite ops: activations, shapes, norms ----
 
 /// A reduction over `dims` (normalised; empty = every dim) with its meta.
-fn reduce(em: &mut Emitter, op: &str, x: ValueId, dims: &[i64], keepdim: bool, extra: Vec<(&str, Argument)>, dtype: Dtype, out: Option<ValueId>) -> Result<ValueId> {
+#[allow(clippy::too_many_arguments)] // one emitted op: its operands, options and result
+fn reduce(
+    em: &mut Emitter,
+    op: &str,
+    x: ValueId,
+    dims: &[i64],
+    keepdim: bool,
+    extra: Vec<(&str, Argument)>,
+    dtype: Dtype,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let sizes = em.sizes(x)?;
     let r = sizes.len();
-    let all: Vec<usize> = if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm_dim(d, r)).collect::<Result<_>>()? };
+    let all: Vec<usize> = if dims.is_empty() {
+        (0..r).collect()
+    } else {
+        dims.iter()
+            .map(|&d| norm_dim(d, r))
+            .collect::<Result<_>>()?
+    };
     let new: Vec<Sym> = sizes
         .iter()
         .enumerate()
@@ -1817,7 +2357,11 @@ fn reduce(em: &mut Emitter, op: &str, x: ValueId, dims: &[i64], keepdim: bool, e
         .collect();
     let meta = em.meta_like(x, dtype, new)?;
     let dim_arg = Argument::Ints(all.iter().map(|&d| d as i64).collect());
-    let mut args = vec![("self", Argument::Tensor(x)), ("dim", dim_arg), ("keepdim", Argument::Bool(keepdim))];
+    let mut args = vec![
+        ("self", Argument::Tensor(x)),
+        ("dim", dim_arg),
+        ("keepdim", Argument::Bool(keepdim)),
+    ];
     args.extend(extra);
     em.op_to(op, args, out, meta)
 }
@@ -1825,10 +2369,20 @@ fn reduce(em: &mut Emitter, op: &str, x: ValueId, dims: &[i64], keepdim: bool, e
 fn cmp(em: &mut Emitter, op: &str, x: ValueId, other: Argument) -> Result<ValueId> {
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    em.op(op, vec![("self", Argument::Tensor(x)), ("other", other)], meta)
+    em.op(
+        op,
+        vec![("self", Argument::Tensor(x)), ("other", other)],
+        meta,
+    )
 }
 
-fn same(em: &mut Emitter, op: &str, args: Vec<(&str, Argument)>, like: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+fn same(
+    em: &mut Emitter,
+    op: &str,
+    args: Vec<(&str, Argument)>,
+    like: ValueId,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let m = em.meta(like)?.clone();
     let meta = em.meta_like(like, m.dtype, m.sizes)?;
     em.op_to(op, args, out, meta)
@@ -1862,7 +2416,16 @@ fn erfc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let e = unary(em, "aten.erf.default", x)?;
     let n = unary(em, "aten.neg.default", e)?;
-    Ok(vec![same(em, "aten.add.Tensor", vec![("self", Argument::Tensor(n)), ("other", Argument::Float(1.0))], x, Some(a.out(0)?))?])
+    Ok(vec![same(
+        em,
+        "aten.add.Tensor",
+        vec![
+            ("self", Argument::Tensor(n)),
+            ("other", Argument::Float(1.0)),
+        ],
+        x,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn glu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1876,11 +2439,22 @@ fn glu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let m2 = em.meta_like(x, dtype, half)?;
     let parts = em.call(
         "aten.split_with_sizes.default",
-        vec![("self", Argument::Tensor(x)), ("split_sizes", ints_arg(&[n / 2, n / 2])), ("dim", Argument::Int(d as i64))],
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("split_sizes", ints_arg(&[n / 2, n / 2])),
+            ("dim", Argument::Int(d as i64)),
+        ],
         vec![Out::New(m1), Out::New(m2)],
     )?;
     let g = unary(em, "aten.sigmoid.default", parts[1])?;
-    Ok(vec![binary(em, "aten.mul.Tensor", parts[0], g, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.mul.Tensor",
+        parts[0],
+        g,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn hardshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1921,10 +2495,24 @@ fn lerp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
     if w < 0.5 {
         let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(w))?;
-        Ok(vec![binary(em, "aten.add.Tensor", x, step, dtype, Some(a.out(0)?))?])
+        Ok(vec![binary(
+            em,
+            "aten.add.Tensor",
+            x,
+            step,
+            dtype,
+            Some(a.out(0)?),
+        )?])
     } else {
         let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(1.0 - w))?;
-        Ok(vec![binary(em, "aten.sub.Tensor", end, step, dtype, Some(a.out(0)?))?])
+        Ok(vec![binary(
+            em,
+            "aten.sub.Tensor",
+            end,
+            step,
+            dtype,
+            Some(a.out(0)?),
+        )?])
     }
 }
 
@@ -1936,20 +2524,49 @@ fn log_sigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let e = unary(em, "aten.exp.default", n)?;
     let l = unary(em, "aten.log1p.default", e)?;
     let dtype = em.dtype(x)?;
-    let m = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(x)), ("max", scalar(0.0, dtype))], x, None)?;
-    Ok(vec![binary(em, "aten.sub.Tensor", m, l, dtype, Some(a.out(0)?))?])
+    let m = same(
+        em,
+        "aten.clamp.default",
+        vec![("self", Argument::Tensor(x)), ("max", scalar(0.0, dtype))],
+        x,
+        None,
+    )?;
+    Ok(vec![binary(
+        em,
+        "aten.sub.Tensor",
+        m,
+        l,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn logit(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let dtype = em.dtype(x)?;
     if let Some(eps) = a.opt_float("eps")? {
-        x = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(x)), ("min", Argument::Float(eps)), ("max", Argument::Float(1.0 - eps))], x, None)?;
+        x = same(
+            em,
+            "aten.clamp.default",
+            vec![
+                ("self", Argument::Tensor(x)),
+                ("min", Argument::Float(eps)),
+                ("max", Argument::Float(1.0 - eps)),
+            ],
+            x,
+            None,
+        )?;
     }
     let n = unary(em, "aten.neg.default", x)?;
     let one_minus = with_scalar(em, "aten.add.Tensor", n, Argument::Float(1.0))?;
     let q = binary(em, "aten.div.Tensor", x, one_minus, dtype, None)?;
-    Ok(vec![same(em, "aten.log.default", vec![("self", Argument::Tensor(q))], x, Some(a.out(0)?))?])
+    Ok(vec![same(
+        em,
+        "aten.log.default",
+        vec![("self", Argument::Tensor(q))],
+        x,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -1959,7 +2576,7 @@ fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let nw = em.static_sizes(w, "prelu")?.iter().product::<i64>();
     let w = if nw > 1 && r >= 2 {
         let mut shape = vec![SymRef::Int(nw)];
-        shape.extend(std::iter::repeat(SymRef::Int(1)).take(r - 2));
+        shape.extend(std::iter::repeat_n(SymRef::Int(1), r - 2));
         view(em, w, &shape, None)?
     } else {
         w
@@ -1972,20 +2589,34 @@ fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn addc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, t1, t2) = (a.t("self")?, a.t("tensor1")?, a.t("tensor2")?);
     let dtype = em.dtype(a.out(0)?)?;
-    let op = if a.0.target.name == "addcmul" { "aten.mul.Tensor" } else { "aten.div.Tensor" };
+    let op = if a.0.target.name == "addcmul" {
+        "aten.mul.Tensor"
+    } else {
+        "aten.div.Tensor"
+    };
     let mut p = binary(em, op, t1, t2, dtype, None)?;
     let v = a.float("value")?;
     if v != 1.0 {
         p = with_scalar(em, "aten.mul.Tensor", p, scalar(v, dtype))?;
     }
-    Ok(vec![binary(em, "aten.add.Tensor", x, p, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.add.Tensor",
+        x,
+        p,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let sizes = em.static_sizes(x, "diag")?;
     if sizes.len() != 2 {
-        return Err(Error::unsupported(format!("node {}: diag of a vector (building a matrix) has no decomposition here", a.0.name)));
+        return Err(Error::unsupported(format!(
+            "node {}: diag of a vector (building a matrix) has no decomposition here",
+            a.0.name
+        )));
     }
     let k = a.int("diagonal")?;
     let (r0, c0) = if k >= 0 { (0, k) } else { (-k, 0) };
@@ -1994,13 +2625,28 @@ fn diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         let meta = em.meta_like(x, Dtype::Int64, vec![Sym::Int(len)])?;
         em.op(
             "aten.arange.start_step",
-            vec![("start", Argument::Int(start)), ("end", Argument::Int(start + len)), ("step", Argument::Int(1)), ("dtype", Argument::ScalarType(Dtype::Int64))],
+            vec![
+                ("start", Argument::Int(start)),
+                ("end", Argument::Int(start + len)),
+                ("step", Argument::Int(1)),
+                ("dtype", Argument::ScalarType(Dtype::Int64)),
+            ],
             meta,
         )
     };
     let rows = idx(em, r0)?;
     let cols = idx(em, c0)?;
-    em.op_into("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(vec![Some(rows), Some(cols)]))], a.out(0)?)?;
+    em.op_into(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            (
+                "indices",
+                Argument::OptionalTensors(vec![Some(rows), Some(cols)]),
+            ),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -2015,7 +2661,10 @@ fn mt_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn movedim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
-    let (src, dst) = (norm_dim(a.int("source")?, r)?, norm_dim(a.int("destination")?, r)?);
+    let (src, dst) = (
+        norm_dim(a.int("source")?, r)?,
+        norm_dim(a.int("destination")?, r)?,
+    );
     let mut rest: Vec<usize> = (0..r).filter(|&d| d != src).collect();
     rest.insert(dst, src);
     Ok(vec![permute(em, x, &rest, Some(a.out(0)?))?])
@@ -2057,17 +2706,31 @@ fn pixel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (shape, perm): (Vec<i64>, Vec<usize>) = if a.0.target.name == "pixel_shuffle" {
         let f = a.int("upscale_factor")?;
         let shape = [lead, &[c / (f * f), f, f, h, w]].concat();
-        (shape, (0..nl).chain([nl, nl + 3, nl + 1, nl + 4, nl + 2]).collect())
+        (
+            shape,
+            (0..nl)
+                .chain([nl, nl + 3, nl + 1, nl + 4, nl + 2])
+                .collect(),
+        )
     } else {
         let f = a.int("downscale_factor")?;
         let shape = [lead, &[c, h / f, f, w / f, f]].concat();
-        (shape, (0..nl).chain([nl, nl + 2, nl + 4, nl + 1, nl + 3]).collect())
+        (
+            shape,
+            (0..nl)
+                .chain([nl, nl + 2, nl + 4, nl + 1, nl + 3])
+                .collect(),
+        )
     };
     let refs: Vec<SymRef> = shape.iter().map(|&v| SymRef::Int(v)).collect();
     let v = view(em, x, &refs, None)?;
     let p = permute(em, v, &perm, None)?;
     let out = a.out(0)?;
-    let final_shape: Vec<SymRef> = em.static_sizes(out, "pixel_shuffle")?.into_iter().map(SymRef::Int).collect();
+    let final_shape: Vec<SymRef> = em
+        .static_sizes(out, "pixel_shuffle")?
+        .into_iter()
+        .map(SymRef::Int)
+        .collect();
     Ok(vec![reshape(em, p, &final_shape, Some(out))?])
 }
 
@@ -2077,7 +2740,10 @@ fn repeat_interleave(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let d = match a.opt_int("dim")? {
         Some(d) => norm_dim(d, em.rank(x)?)?,
         None => {
-            let total = em.static_sizes(x, "repeat_interleave")?.iter().product::<i64>();
+            let total = em
+                .static_sizes(x, "repeat_interleave")?
+                .iter()
+                .product::<i64>();
             x = reshape(em, x, &[SymRef::Int(total)], None)?;
             0
         }
@@ -2130,7 +2796,11 @@ fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let rows = arange_col(em, x, s[r - 2], true)?;
     let cols = arange_col(em, x, s[r - 1], false)?;
     let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
-    let op = if a.0.target.name == "tril" { "aten.le.Scalar" } else { "aten.ge.Scalar" };
+    let op = if a.0.target.name == "tril" {
+        "aten.le.Scalar"
+    } else {
+        "aten.ge.Scalar"
+    };
     let keep = cmp(em, op, diff, Argument::Int(k))?;
     let dtype = em.dtype(x)?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
@@ -2138,11 +2808,32 @@ fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 }
 
 /// sqrt(sum(x * x, dim, keepdim)) for the 2-norm.
-fn norm2(em: &mut Emitter, x: ValueId, dims: &[i64], keepdim: bool, out: Option<ValueId>) -> Result<ValueId> {
+fn norm2(
+    em: &mut Emitter,
+    x: ValueId,
+    dims: &[i64],
+    keepdim: bool,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
     let dtype = em.dtype(x)?;
     let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
-    let s = reduce(em, "aten.sum.dim_IntList", sq, dims, keepdim, vec![], dtype, None)?;
-    same(em, "aten.sqrt.default", vec![("self", Argument::Tensor(s))], s, out)
+    let s = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        sq,
+        dims,
+        keepdim,
+        vec![],
+        dtype,
+        None,
+    )?;
+    same(
+        em,
+        "aten.sqrt.default",
+        vec![("self", Argument::Tensor(s))],
+        s,
+        out,
+    )
 }
 
 fn cosine_similarity(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -2153,11 +2844,26 @@ fn cosine_similarity(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut unit = Vec::new();
     for x in [x1, x2] {
         let n = norm2(em, x, &[d], true, None)?;
-        let n = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(n)), ("min", Argument::Float(eps))], n, None)?;
+        let n = same(
+            em,
+            "aten.clamp.default",
+            vec![("self", Argument::Tensor(n)), ("min", Argument::Float(eps))],
+            n,
+            None,
+        )?;
         unit.push(binary(em, "aten.div.Tensor", x, n, dtype, None)?);
     }
     let p = binary(em, "aten.mul.Tensor", unit[0], unit[1], dtype, None)?;
-    Ok(vec![reduce(em, "aten.sum.dim_IntList", p, &[d], false, vec![], dtype, Some(a.out(0)?))?])
+    Ok(vec![reduce(
+        em,
+        "aten.sum.dim_IntList",
+        p,
+        &[d],
+        false,
+        vec![],
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -2168,12 +2874,21 @@ fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let c = em.size(x, 1)?;
     let per_channel = |em: &mut Emitter, t: ValueId| -> Result<ValueId> {
         let mut shape = vec![c];
-        shape.extend(std::iter::repeat(SymRef::Int(1)).take(r - 2));
+        shape.extend(std::iter::repeat_n(SymRef::Int(1), r - 2));
         view(em, t, &shape, None)
     };
     let (mean, var) = if a.bool("use_input_stats")? || !a.has("running_mean") {
         let mean = reduce(em, "aten.mean.dim", x, &spatial, true, vec![], dtype, None)?;
-        let var = reduce(em, "aten.var.correction", x, &spatial, true, vec![("correction", Argument::Int(0))], dtype, None)?;
+        let var = reduce(
+            em,
+            "aten.var.correction",
+            x,
+            &spatial,
+            true,
+            vec![("correction", Argument::Int(0))],
+            dtype,
+            None,
+        )?;
         (mean, var)
     } else {
         let m = per_channel(em, a.t("running_mean")?)?;
@@ -2188,7 +2903,14 @@ fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     if let Some(w) = w {
         let w = per_channel(em, w)?;
-        y = binary(em, "aten.mul.Tensor", y, w, dtype, if b.is_none() { Some(out) } else { None })?;
+        y = binary(
+            em,
+            "aten.mul.Tensor",
+            y,
+            w,
+            dtype,
+            if b.is_none() { Some(out) } else { None },
+        )?;
     }
     if let Some(b) = b {
         let b = per_channel(em, b)?;
@@ -2211,19 +2933,82 @@ fn vector_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let r = if ord == 2.0 {
         norm2(em, x, &dims, keepdim, Some(out))?
     } else if ord == 1.0 {
-        reduce(em, "aten.sum.dim_IntList", ab, &dims, keepdim, vec![], dtype, Some(out))?
+        reduce(
+            em,
+            "aten.sum.dim_IntList",
+            ab,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(out),
+        )?
     } else if ord == f64::INFINITY {
-        reduce(em, "aten.amax.default", ab, &dims, keepdim, vec![], dtype, Some(out))?
+        reduce(
+            em,
+            "aten.amax.default",
+            ab,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(out),
+        )?
     } else if ord == f64::NEG_INFINITY {
-        reduce(em, "aten.amin.default", ab, &dims, keepdim, vec![], dtype, Some(out))?
+        reduce(
+            em,
+            "aten.amin.default",
+            ab,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(out),
+        )?
     } else if ord == 0.0 {
         let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
         let nz = to_copy(em, nz, dtype, None)?;
-        reduce(em, "aten.sum.dim_IntList", nz, &dims, keepdim, vec![], dtype, Some(out))?
+        reduce(
+            em,
+            "aten.sum.dim_IntList",
+            nz,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(out),
+        )?
     } else {
-        let p = same(em, "aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(ab)), ("exponent", Argument::Float(ord))], ab, None)?;
-        let s = reduce(em, "aten.sum.dim_IntList", p, &dims, keepdim, vec![], dtype, None)?;
-        same(em, "aten.pow.Tensor_Scalar", vec![("self", Argument::Tensor(s)), ("exponent", Argument::Float(1.0 / ord))], s, Some(out))?
+        let p = same(
+            em,
+            "aten.pow.Tensor_Scalar",
+            vec![
+                ("self", Argument::Tensor(ab)),
+                ("exponent", Argument::Float(ord)),
+            ],
+            ab,
+            None,
+        )?;
+        let s = reduce(
+            em,
+            "aten.sum.dim_IntList",
+            p,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            None,
+        )?;
+        same(
+            em,
+            "aten.pow.Tensor_Scalar",
+            vec![
+                ("self", Argument::Tensor(s)),
+                ("exponent", Argument::Float(1.0 / ord)),
+            ],
+            s,
+            Some(out),
+        )?
     };
     Ok(vec![r])
 }
@@ -2240,16 +3025,38 @@ fn logsumexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let safe = where_(em, inf, zero, m, None)?;
     let c = binary(em, "aten.sub.Tensor", x, safe, dtype, None)?;
     let e = unary(em, "aten.exp.default", c)?;
-    let s = reduce(em, "aten.sum.dim_IntList", e, &dims, keepdim, vec![], dtype, None)?;
+    let s = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        e,
+        &dims,
+        keepdim,
+        vec![],
+        dtype,
+        None,
+    )?;
     let l = unary(em, "aten.log.default", s)?;
     let shift = if keepdim {
         safe
     } else {
         let r = em.rank(x)?;
-        let all: Vec<usize> = if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm_dim(d, r)).collect::<Result<_>>()? };
+        let all: Vec<usize> = if dims.is_empty() {
+            (0..r).collect()
+        } else {
+            dims.iter()
+                .map(|&d| norm_dim(d, r))
+                .collect::<Result<_>>()?
+        };
         squeeze_dims(em, safe, &all, None)?
     };
-    Ok(vec![binary(em, "aten.add.Tensor", l, shift, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.add.Tensor",
+        l,
+        shift,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn correction_of(a: &A) -> Result<Argument> {
@@ -2274,7 +3081,11 @@ fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, m.dtype, m.sizes)?;
     let v = em.op("aten.var.correction", var_args(a)?, meta)?;
-    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(v))], out)?;
+    em.op_into(
+        "aten.sqrt.default",
+        vec![("self", Argument::Tensor(v))],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -2288,7 +3099,11 @@ fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     em.op_into("aten.var.correction", var_args(a)?, v)?;
     em.op_into(
         "aten.mean.dim",
-        vec![("self", Argument::Tensor(a.t("self")?)), ("dim", a.arg("dim")), ("keepdim", a.arg("keepdim"))],
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", a.arg("dim")),
+            ("keepdim", a.arg("keepdim")),
+        ],
         m,
     )?;
     Ok(vec![v, m])
@@ -2305,7 +3120,10 @@ fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         None => {
             // Implicit output: letters seen once, in alphabetical order.
             let l = eq.clone();
-            let mut once: Vec<char> = l.chars().filter(|c| c.is_alphabetic() && l.matches(*c).count() == 1).collect();
+            let mut once: Vec<char> = l
+                .chars()
+                .filter(|c| c.is_alphabetic() && l.matches(*c).count() == 1)
+                .collect();
             once.sort();
             (l, once.into_iter().collect())
         }
@@ -2315,43 +3133,118 @@ fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if eq.contains('.') {
         return Err(bad("ellipses are not supported"));
     }
-    if specs.len() != xs.len() || specs.iter().any(|s| s.iter().any(|c| s.iter().filter(|d| *d == c).count() > 1)) {
-        return Err(bad("repeated letters in one operand (diagonals) are not supported"));
+    if specs.len() != xs.len()
+        || specs
+            .iter()
+            .any(|s| s.iter().any(|c| s.iter().filter(|d| *d == c).count() > 1))
+    {
+        return Err(bad(
+            "repeated letters in one operand (diagonals) are not supported",
+        ));
     }
     let out: Vec<char> = out_spec.chars().collect();
     let dtype = em.dtype(a.out(0)?)?;
     // Each operand with its letters; sum out letters nobody else needs.
     let mut ops: Vec<(ValueId, Vec<char>)> = Vec::new();
     for (i, (x, spec)) in xs.iter().zip(&specs).enumerate() {
-        let needed = |c: &char| out.contains(c) || specs.iter().enumerate().any(|(j, s)| j != i && s.contains(c));
-        let drop: Vec<i64> = spec.iter().enumerate().filter(|(_, c)| !needed(c)).map(|(d, _)| d as i64).collect();
+        let needed = |c: &char| {
+            out.contains(c)
+                || specs
+                    .iter()
+                    .enumerate()
+                    .any(|(j, s)| j != i && s.contains(c))
+        };
+        let drop: Vec<i64> = spec
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !needed(c))
+            .map(|(d, _)| d as i64)
+            .collect();
         let kept: Vec<char> = spec.iter().copied().filter(|c| needed(c)).collect();
-        let v = if drop.is_empty() { *x } else { reduce(em, "aten.sum.dim_IntList", *x, &drop, false, vec![], dtype, None)? };
+        let v = if drop.is_empty() {
+            *x
+        } else {
+            reduce(
+                em,
+                "aten.sum.dim_IntList",
+                *x,
+                &drop,
+                false,
+                vec![],
+                dtype,
+                None,
+            )?
+        };
         ops.push((v, kept));
     }
     let mut acc = ops.remove(0);
     for (k, (b, bspec)) in ops.iter().enumerate() {
-        let later: Vec<char> = ops[k + 1..].iter().flat_map(|(_, s)| s.clone()).chain(out.iter().copied()).collect();
+        let later: Vec<char> = ops[k + 1..]
+            .iter()
+            .flat_map(|(_, s)| s.clone())
+            .chain(out.iter().copied())
+            .collect();
         let (x, xspec) = (acc.0, acc.1.clone());
-        let batch: Vec<char> = xspec.iter().copied().filter(|c| bspec.contains(c) && later.contains(c)).collect();
-        let contract: Vec<char> = xspec.iter().copied().filter(|c| bspec.contains(c) && !later.contains(c)).collect();
-        let xfree: Vec<char> = xspec.iter().copied().filter(|c| !bspec.contains(c)).collect();
-        let bfree: Vec<char> = bspec.iter().copied().filter(|c| !xspec.contains(c)).collect();
+        let batch: Vec<char> = xspec
+            .iter()
+            .copied()
+            .filter(|c| bspec.contains(c) && later.contains(c))
+            .collect();
+        let contract: Vec<char> = xspec
+            .iter()
+            .copied()
+            .filter(|c| bspec.contains(c) && !later.contains(c))
+            .collect();
+        let xfree: Vec<char> = xspec
+            .iter()
+            .copied()
+            .filter(|c| !bspec.contains(c))
+            .collect();
+        let bfree: Vec<char> = bspec
+            .iter()
+            .copied()
+            .filter(|c| !xspec.contains(c))
+            .collect();
         let pos = |spec: &[char], c: char| spec.iter().position(|d| *d == c).unwrap();
         let size = |em: &mut Emitter, v: ValueId, spec: &[char], c: char| em.size(v, pos(spec, c));
         let group = |em: &mut Emitter, v: ValueId, spec: &[char], cs: &[char]| -> Result<SymRef> {
-            let refs: Vec<SymRef> = cs.iter().map(|c| size(em, v, spec, *c)).collect::<Result<_>>()?;
+            let refs: Vec<SymRef> = cs
+                .iter()
+                .map(|c| size(em, v, spec, *c))
+                .collect::<Result<_>>()?;
             em.product(&refs)
         };
-        let (nb, nc, nx, ny) = (group(em, x, &xspec, &batch)?, group(em, x, &xspec, &contract)?, group(em, x, &xspec, &xfree)?, group(em, *b, bspec, &bfree)?);
-        let xperm: Vec<usize> = batch.iter().chain(&xfree).chain(&contract).map(|c| pos(&xspec, *c)).collect();
-        let bperm: Vec<usize> = batch.iter().chain(&contract).chain(&bfree).map(|c| pos(bspec, *c)).collect();
+        let (nb, nc, nx, ny) = (
+            group(em, x, &xspec, &batch)?,
+            group(em, x, &xspec, &contract)?,
+            group(em, x, &xspec, &xfree)?,
+            group(em, *b, bspec, &bfree)?,
+        );
+        let xperm: Vec<usize> = batch
+            .iter()
+            .chain(&xfree)
+            .chain(&contract)
+            .map(|c| pos(&xspec, *c))
+            .collect();
+        let bperm: Vec<usize> = batch
+            .iter()
+            .chain(&contract)
+            .chain(&bfree)
+            .map(|c| pos(bspec, *c))
+            .collect();
         let xp = permute(em, x, &xperm, None)?;
         let xp = reshape(em, xp, &[nb, nx, nc], None)?;
         let bp = permute(em, *b, &bperm, None)?;
         let bp = reshape(em, bp, &[nb, nc, ny], None)?;
         let meta = em.meta_like(x, dtype, syms(em, &[nb, nx, ny]))?;
-        let r = em.op("aten.bmm.default", vec![("self", Argument::Tensor(xp)), ("mat2", Argument::Tensor(bp))], meta)?;
+        let r = em.op(
+            "aten.bmm.default",
+            vec![
+                ("self", Argument::Tensor(xp)),
+                ("mat2", Argument::Tensor(bp)),
+            ],
+            meta,
+        )?;
         let mut shape = Vec::new();
         for c in batch.iter().chain(&xfree) {
             shape.push(size(em, x, &xspec, *c)?);
@@ -2360,12 +3253,19 @@ fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             shape.push(size(em, *b, bspec, *c)?);
         }
         let r = view(em, r, &shape, None)?;
-        acc = (r, batch.iter().chain(&xfree).chain(&bfree).copied().collect());
+        acc = (
+            r,
+            batch.iter().chain(&xfree).chain(&bfree).copied().collect(),
+        );
     }
     let (v, spec) = acc;
     let perm: Vec<usize> = out
         .iter()
-        .map(|c| spec.iter().position(|d| d == c).ok_or_else(|| bad("an output letter is in no operand")))
+        .map(|c| {
+            spec.iter()
+                .position(|d| d == c)
+                .ok_or_else(|| bad("an output letter is in no operand"))
+        })
         .collect::<Result<_>>()?;
     if perm.iter().enumerate().all(|(i, p)| i == *p) && perm.len() == spec.len() {
         return Ok(vec![v]);
@@ -2381,7 +3281,14 @@ fn addr(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (v1, v2) = (a.t("vec1")?, a.t("vec2")?);
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, dtype, m.sizes)?;
-    let mut o = em.op("aten.outer.default", vec![("self", Argument::Tensor(v1)), ("vec2", Argument::Tensor(v2))], meta)?;
+    let mut o = em.op(
+        "aten.outer.default",
+        vec![
+            ("self", Argument::Tensor(v1)),
+            ("vec2", Argument::Tensor(v2)),
+        ],
+        meta,
+    )?;
     let (beta, alpha) = (a.float("beta")?, a.float("alpha")?);
     if alpha != 1.0 {
         o = with_scalar(em, "aten.mul.Tensor", o, scalar(alpha, dtype))?;
@@ -2400,7 +3307,11 @@ fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     // all(x) = not(any(not(x)))
     let x = a.t("self")?;
     let nx = unary(em, "aten.logical_not.default", x)?;
-    let nx = if em.dtype(nx)? != Dtype::Bool { to_copy(em, nx, Dtype::Bool, None)? } else { nx };
+    let nx = if em.dtype(nx)? != Dtype::Bool {
+        to_copy(em, nx, Dtype::Bool, None)?
+    } else {
+        nx
+    };
     let out = a.out(0)?;
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, Dtype::Bool, m.sizes)?;
@@ -2412,7 +3323,13 @@ fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         }
     }
     let any = em.op(&any_op, args, meta)?;
-    Ok(vec![same(em, "aten.logical_not.default", vec![("self", Argument::Tensor(any))], any, Some(out))?])
+    Ok(vec![same(
+        em,
+        "aten.logical_not.default",
+        vec![("self", Argument::Tensor(any))],
+        any,
+        Some(out),
+    )?])
 }
 
 fn broadcast_tensors(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -2420,7 +3337,14 @@ fn broadcast_tensors(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut out = Vec::new();
     for (x, o) in xs.iter().zip(a.outs()) {
         let sizes = em.size_refs(o)?;
-        em.op_into("aten.expand.default", vec![("self", Argument::Tensor(*x)), ("size", sym_ints_arg(&sizes))], o)?;
+        em.op_into(
+            "aten.expand.default",
+            vec![
+                ("self", Argument::Tensor(*x)),
+                ("size", sym_ints_arg(&sizes)),
+            ],
+            o,
+        )?;
         out.push(o);
     }
     Ok(out)
@@ -2450,30 +3374,73 @@ fn count_nonzero(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         Some(Argument::Ints(v)) => v.clone(),
         _ => vec![],
     };
-    Ok(vec![reduce(em, "aten.sum.dim_IntList", nz, &dims, false, vec![("dtype", Argument::ScalarType(Dtype::Int64))], Dtype::Int64, Some(a.out(0)?))?])
+    Ok(vec![reduce(
+        em,
+        "aten.sum.dim_IntList",
+        nz,
+        &dims,
+        false,
+        vec![("dtype", Argument::ScalarType(Dtype::Int64))],
+        Dtype::Int64,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn deg_rad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let f = if a.0.target.name == "deg2rad" { std::f64::consts::PI / 180.0 } else { 180.0 / std::f64::consts::PI };
-    Ok(vec![same(em, "aten.mul.Tensor", vec![("self", Argument::Tensor(a.t("self")?)), ("other", Argument::Float(f))], a.out(0)?, Some(a.out(0)?))?])
+    let f = if a.0.target.name == "deg2rad" {
+        std::f64::consts::PI / 180.0
+    } else {
+        180.0 / std::f64::consts::PI
+    };
+    Ok(vec![same(
+        em,
+        "aten.mul.Tensor",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("other", Argument::Float(f)),
+        ],
+        a.out(0)?,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn dot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("tensor")?);
     let dtype = em.dtype(a.out(0)?)?;
     let p = binary(em, "aten.mul.Tensor", x, y, dtype, None)?;
-    Ok(vec![reduce(em, "aten.sum.dim_IntList", p, &[0], false, vec![], dtype, Some(a.out(0)?))?])
+    Ok(vec![reduce(
+        em,
+        "aten.sum.dim_IntList",
+        p,
+        &[0],
+        false,
+        vec![],
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn mv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    Ok(vec![matmul(em, a.t("self")?, a.t("vec")?, Some(a.out(0)?))?])
+    Ok(vec![matmul(
+        em,
+        a.t("self")?,
+        a.t("vec")?,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn outer(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("vec2")?);
     let col = unsqueeze(em, x, 1)?;
     let dtype = em.dtype(a.out(0)?)?;
-    Ok(vec![binary(em, "aten.mul.Tensor", col, y, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.mul.Tensor",
+        col,
+        y,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn eye(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -2488,15 +3455,30 @@ fn eye(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn flip_lr_ud(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let d = if a.0.target.name == "fliplr" { 1 } else { 0 };
-    em.op_into("aten.flip.default", vec![("self", Argument::Tensor(a.t("self")?)), ("dims", ints_arg(&[d]))], a.out(0)?)?;
+    em.op_into(
+        "aten.flip.default",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dims", ints_arg(&[d])),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
 fn floor_divide(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let op = if a.0.target.overload == "Scalar" { "aten.div.Scalar_mode" } else { "aten.div.Tensor_mode" };
+    let op = if a.0.target.overload == "Scalar" {
+        "aten.div.Scalar_mode"
+    } else {
+        "aten.div.Tensor_mode"
+    };
     em.op_into(
         op,
-        vec![("self", a.arg("self")), ("other", a.arg("other")), ("rounding_mode", Argument::String("floor".into()))],
+        vec![
+            ("self", a.arg("self")),
+            ("other", a.arg("other")),
+            ("rounding_mode", Argument::String("floor".into())),
+        ],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -2506,14 +3488,25 @@ fn frac(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let t = unary(em, "aten.trunc.default", x)?;
     let dtype = em.dtype(x)?;
-    Ok(vec![binary(em, "aten.sub.Tensor", x, t, dtype, Some(a.out(0)?))?])
+    Ok(vec![binary(
+        em,
+        "aten.sub.Tensor",
+        x,
+        t,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn hvstack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut xs = a.ts("tensors")?;
     let out = a.out(0)?;
     let dim = if a.0.target.name == "hstack" {
-        if em.rank(xs[0])? == 1 { 0 } else { 1 }
+        if em.rank(xs[0])? == 1 {
+            0
+        } else {
+            1
+        }
     } else {
         for x in xs.iter_mut() {
             if em.rank(*x)? == 1 {
@@ -2522,7 +3515,14 @@ fn hvstack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         }
         0
     };
-    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(xs)), ("dim", Argument::Int(dim))], out)?;
+    em.op_into(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(xs)),
+            ("dim", Argument::Int(dim)),
+        ],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -2530,15 +3530,40 @@ fn isfinite(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let inf = em.op("aten.isinf.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
-    let nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
+    let inf = em.op(
+        "aten.isinf.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
+    let nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
     let bad = binary(em, "aten.logical_or.default", inf, nan, Dtype::Bool, None)?;
-    Ok(vec![same(em, "aten.logical_not.default", vec![("self", Argument::Tensor(bad))], bad, Some(a.out(0)?))?])
+    Ok(vec![same(
+        em,
+        "aten.logical_not.default",
+        vec![("self", Argument::Tensor(bad))],
+        bad,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn isinf_signed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let v = if a.0.target.name == "isposinf" { f64::INFINITY } else { f64::NEG_INFINITY };
-    em.op_into("aten.eq.Scalar", vec![("self", Argument::Tensor(a.t("self")?)), ("other", Argument::Float(v))], a.out(0)?)?;
+    let v = if a.0.target.name == "isposinf" {
+        f64::INFINITY
+    } else {
+        f64::NEG_INFINITY
+    };
+    em.op_into(
+        "aten.eq.Scalar",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("other", Argument::Float(v)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -2571,7 +3596,11 @@ fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let inf = {
         let sizes = em.sizes(x)?;
         let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-        em.op("aten.isinf.default", vec![("self", Argument::Tensor(x))], meta)?
+        em.op(
+            "aten.isinf.default",
+            vec![("self", Argument::Tensor(x))],
+            meta,
+        )?
     };
     let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
     let both = binary(em, "aten.logical_and.default", inf, eq, Dtype::Bool, None)?;
@@ -2589,13 +3618,26 @@ fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         "l1_loss" => unary(em, "aten.abs.default", d)?,
         name => {
             let ad = unary(em, "aten.abs.default", d)?;
-            let (k, huber) = if name == "huber_loss" { (a.float("delta")?, true) } else { (a.float("beta")?, false) };
+            let (k, huber) = if name == "huber_loss" {
+                (a.float("delta")?, true)
+            } else {
+                (a.float("beta")?, false)
+            };
             let small = cmp(em, "aten.lt.Scalar", ad, Argument::Float(k))?;
             // huber: 0.5 d^2 | k (|d| - k/2); smooth l1: 0.5 d^2 / k | |d| - k/2
             let sq = binary(em, "aten.mul.Tensor", d, d, dtype, None)?;
-            let half_sq = with_scalar(em, "aten.mul.Tensor", sq, Argument::Float(if huber { 0.5 } else { 0.5 / k }))?;
+            let half_sq = with_scalar(
+                em,
+                "aten.mul.Tensor",
+                sq,
+                Argument::Float(if huber { 0.5 } else { 0.5 / k }),
+            )?;
             let lin = with_scalar(em, "aten.sub.Tensor", ad, Argument::Float(k / 2.0))?;
-            let lin = if huber { with_scalar(em, "aten.mul.Tensor", lin, Argument::Float(k))? } else { lin };
+            let lin = if huber {
+                with_scalar(em, "aten.mul.Tensor", lin, Argument::Float(k))?
+            } else {
+                lin
+            };
             where_(em, small, half_sq, lin, None)?
         }
     };
@@ -2606,10 +3648,23 @@ fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         1 => {
             let m = em.meta_like(out, dtype, meta.sizes)?;
             let _ = m;
-            em.op_into("aten.mean.default", vec![("self", Argument::Tensor(elem))], out)?;
+            em.op_into(
+                "aten.mean.default",
+                vec![("self", Argument::Tensor(elem))],
+                out,
+            )?;
             Ok(vec![out])
         }
-        _ => Ok(vec![reduce(em, "aten.sum.dim_IntList", elem, &[], false, vec![], dtype, Some(out))?]),
+        _ => Ok(vec![reduce(
+            em,
+            "aten.sum.dim_IntList",
+            elem,
+            &[],
+            false,
+            vec![],
+            dtype,
+            Some(out),
+        )?]),
     }
 }
 
@@ -2627,7 +3682,11 @@ fn nan_to_num(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let neg = a.opt_float("neginf")?.unwrap_or(small);
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let is_nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let is_nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
     let is_pos = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::INFINITY))?;
     let is_neg = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::NEG_INFINITY))?;
     let vn = scalar_tensor(em, x, Argument::Float(nan), dtype)?;
@@ -2645,23 +3704,72 @@ fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let keepdim = a.bool("keepdim")?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let is_nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta)?;
+    let is_nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let clean = where_(em, is_nan, zero, x, None)?;
     if a.0.target.name == "nansum" {
-        return Ok(vec![reduce(em, "aten.sum.dim_IntList", clean, &dims, keepdim, vec![], dtype, Some(a.out(0)?))?]);
+        return Ok(vec![reduce(
+            em,
+            "aten.sum.dim_IntList",
+            clean,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(a.out(0)?),
+        )?]);
     }
-    let s = reduce(em, "aten.sum.dim_IntList", clean, &dims, keepdim, vec![], dtype, None)?;
+    let s = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        clean,
+        &dims,
+        keepdim,
+        vec![],
+        dtype,
+        None,
+    )?;
     let ok = unary(em, "aten.logical_not.default", is_nan)?;
-    let n = reduce(em, "aten.sum.dim_IntList", ok, &dims, keepdim, vec![("dtype", Argument::ScalarType(dtype))], dtype, None)?;
-    Ok(vec![binary(em, "aten.div.Tensor", s, n, dtype, Some(a.out(0)?))?])
+    let n = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        ok,
+        &dims,
+        keepdim,
+        vec![("dtype", Argument::ScalarType(dtype))],
+        dtype,
+        None,
+    )?;
+    Ok(vec![binary(
+        em,
+        "aten.div.Tensor",
+        s,
+        n,
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 fn empty_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let sizes = if a.0.target.name == "new_empty" { a.syms("size")? } else { em.size_refs(a.t("self")?)? };
+    let sizes = if a.0.target.name == "new_empty" {
+        a.syms("size")?
+    } else {
+        em.size_refs(a.t("self")?)?
+    };
     let dtype = em.dtype(out)?;
-    em.op_into("aten.empty.memory_format", vec![("size", sym_ints_arg(&sizes)), ("dtype", Argument::ScalarType(dtype))], out)?;
+    em.op_into(
+        "aten.empty.memory_format",
+        vec![
+            ("size", sym_ints_arg(&sizes)),
+            ("dtype", Argument::ScalarType(dtype)),
+        ],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -2713,7 +3821,14 @@ fn rms_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             let y = binary(em, "aten.mul.Tensor", x, rs, dtype, None)?;
             Ok(vec![binary(em, "aten.mul.Tensor", y, w, dtype, Some(out))?])
         }
-        None => Ok(vec![binary(em, "aten.mul.Tensor", x, rs, dtype, Some(out))?]),
+        None => Ok(vec![binary(
+            em,
+            "aten.mul.Tensor",
+            x,
+            rs,
+            dtype,
+            Some(out),
+        )?]),
     }
 }
 
@@ -2726,7 +3841,13 @@ fn rot90(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let flip = |em: &mut Emitter, x: ValueId, ds: &[usize]| -> Result<ValueId> {
         let ds: Vec<i64> = ds.iter().map(|&d| d as i64).collect();
-        same(em, "aten.flip.default", vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&ds))], x, None)
+        same(
+            em,
+            "aten.flip.default",
+            vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&ds))],
+            x,
+            None,
+        )
     };
     let mut perm: Vec<usize> = (0..r).collect();
     perm.swap(d0, d1);
@@ -2747,17 +3868,31 @@ fn rot90(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn rrelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     if a.bool("training")? {
-        return Err(Error::unsupported(format!("node {}: rrelu in training mode is random", a.0.name)));
+        return Err(Error::unsupported(format!(
+            "node {}: rrelu in training mode is random",
+            a.0.name
+        )));
     }
     let slope = (a.float("lower")? + a.float("upper")?) / 2.0;
-    em.op_into("aten.leaky_relu.default", vec![("self", Argument::Tensor(a.t("self")?)), ("negative_slope", Argument::Float(slope))], a.out(0)?)?;
+    em.op_into(
+        "aten.leaky_relu.default",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("negative_slope", Argument::Float(slope)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
 fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.sub.Tensor",
-        vec![("self", Argument::Tensor(a.t("other")?)), ("other", Argument::Tensor(a.t("self")?)), ("alpha", a.arg("alpha"))],
+        vec![
+            ("self", Argument::Tensor(a.t("other")?)),
+            ("other", Argument::Tensor(a.t("self")?)),
+            ("alpha", a.arg("alpha")),
+        ],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -2766,7 +3901,12 @@ fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(a.out(0)?)?;
-    let px = with_scalar(em, "aten.mul.Tensor", x, Argument::Float(std::f64::consts::PI))?;
+    let px = with_scalar(
+        em,
+        "aten.mul.Tensor",
+        x,
+        Argument::Float(std::f64::consts::PI),
+    )?;
     let s = unary(em, "aten.sin.default", px)?;
     let q = binary(em, "aten.div.Tensor", s, px, dtype, None)?;
     let zero = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
@@ -2780,7 +3920,15 @@ fn std_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let vmeta = em.meta_like(sd, meta.dtype, meta.sizes)?;
     let v = em.op("aten.var.correction", var_args(a)?, vmeta)?;
     em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(v))], sd)?;
-    em.op_into("aten.mean.dim", vec![("self", Argument::Tensor(a.t("self")?)), ("dim", a.arg("dim")), ("keepdim", a.arg("keepdim"))], m)?;
+    em.op_into(
+        "aten.mean.dim",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", a.arg("dim")),
+            ("keepdim", a.arg("keepdim")),
+        ],
+        m,
+    )?;
     Ok(vec![sd, m])
 }
 
@@ -2791,7 +3939,14 @@ fn tile(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     while reps.len() < r {
         reps.insert(0, SymRef::Int(1));
     }
-    em.op_into("aten.repeat.default", vec![("self", Argument::Tensor(x)), ("repeats", sym_ints_arg(&reps))], a.out(0)?)?;
+    em.op_into(
+        "aten.repeat.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("repeats", sym_ints_arg(&reps)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -2801,8 +3956,21 @@ fn trace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let n = s[0].min(s[1]);
     let dtype = em.dtype(a.out(0)?)?;
     let meta = em.meta_like(x, em.dtype(x)?, vec![Sym::Int(n)])?;
-    let d = em.op("aten.diag.default", vec![("self", Argument::Tensor(x))], meta)?;
-    Ok(vec![reduce(em, "aten.sum.dim_IntList", d, &[0], false, vec![], dtype, Some(a.out(0)?))?])
+    let d = em.op(
+        "aten.diag.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
+    Ok(vec![reduce(
+        em,
+        "aten.sum.dim_IntList",
+        d,
+        &[0],
+        false,
+        vec![],
+        dtype,
+        Some(a.out(0)?),
+    )?])
 }
 
 /// Nearest 1-D upsampling as a gather: source index floor(i * in / out).
@@ -2819,11 +3987,27 @@ fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let f = to_copy(em, i, Dtype::Float32, None)?;
     let f = with_scalar(em, "aten.mul.Tensor", f, Argument::Float(scale))?;
     let idx = to_copy(em, f, Dtype::Int64, None)?;
-    let idx = same(em, "aten.clamp.default", vec![("self", Argument::Tensor(idx)), ("max", Argument::Int(n_in - 1))], idx, None)?;
+    let idx = same(
+        em,
+        "aten.clamp.default",
+        vec![
+            ("self", Argument::Tensor(idx)),
+            ("max", Argument::Int(n_in - 1)),
+        ],
+        idx,
+        None,
+    )?;
     let r = em.rank(x)?;
     let mut indices: Vec<Option<ValueId>> = vec![None; r - 1];
     indices.push(Some(idx));
-    em.op_into("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(indices))], out)?;
+    em.op_into(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("indices", Argument::OptionalTensors(indices)),
+        ],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -2838,7 +4022,11 @@ fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let r = where_(em, z, zero, p, None)?;
     let sizes = em.sizes(y)?;
     let meta = em.meta_like(y, Dtype::Bool, sizes)?;
-    let nan = em.op("aten.isnan.default", vec![("self", Argument::Tensor(y))], meta)?;
+    let nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(y))],
+        meta,
+    )?;
     let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
     Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
 }
