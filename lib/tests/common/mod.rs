@@ -35,7 +35,10 @@ pub fn fixtures() -> Vec<PathBuf> {
 /// The committed fixtures of golden/models (both dialects).
 pub fn model_fixtures() -> Vec<PathBuf> {
     let dir = repo().join("golden/models");
-    fixtures().into_iter().filter(|p| p.starts_with(&dir)).collect()
+    fixtures()
+        .into_iter()
+        .filter(|p| p.starts_with(&dir))
+        .collect()
 }
 
 /// The input sets recorded for a fixture (`mlp.pt2` or `mlp.decomp.pt2`):
