@@ -1263,8 +1263,8 @@ fn max_pool(ctx: &mut Ctx) -> R {
     let s = if s.is_empty() { k } else { pair(&s, 1) };
     let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
     let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
-    if d != (1, 1) {
-        return Err(unsupported("max pooling with dilation"));
+    if d != (1, 1) || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
+        return max_pool_host(ctx, &x, 2);
     }
     let ceil = ctx.opt_bool("ceil_mode", false)?;
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
@@ -1295,9 +1295,6 @@ fn max_pool(ctx: &mut Ctx) -> R {
     let y = padded.max_pool2d_with_stride(k, s).map_err(ce)?;
     let mut outs = vec![RV::T(T::new(y, x.dtype))];
     if ctx.node.outputs.len() > 1 {
-        if ctx.output_used(1) {
-            return Err(unsupported("max pooling indices that are used"));
-        }
         outs.push(RV::None);
     }
     Ok(outs)
@@ -1338,8 +1335,12 @@ fn avg_pool(ctx: &mut Ctx) -> R {
     let s = ctx.ints("stride").unwrap_or_default();
     let s = if s.is_empty() { k } else { pair(&s, 1) };
     let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
-    if p != (0, 0) || ctx.opt_bool("ceil_mode", false)? {
-        return Err(unsupported("average pooling with padding or ceil_mode"));
+    if p != (0, 0)
+        || ctx.opt_bool("ceil_mode", false)?
+        || ctx.opt_int("divisor_override")?.is_some()
+        || !x.dtype.is_floating()
+    {
+        return avg_pool_host(ctx, &x, 2);
     }
     one(T::new(
         x.t.avg_pool2d_with_stride(k, s).map_err(ce)?,
@@ -2401,28 +2402,6 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
     one(T::new(CT::cat(&cols, last).map_err(ce)?, x.dtype))
 }
 
-fn avg_pool1d(ctx: &mut Ctx) -> R {
-    let x = ctx.tensor("self")?;
-    let k = ctx.ints("kernel_size")?[0] as usize;
-    let s = ctx.ints("stride").unwrap_or_default();
-    let s = s.first().map(|&v| v as usize).unwrap_or(k);
-    if ctx
-        .ints("padding")
-        .unwrap_or_default()
-        .iter()
-        .any(|&p| p != 0)
-        || ctx.opt_bool("ceil_mode", false)?
-    {
-        return Err(unsupported("avg_pool1d with padding or ceil_mode"));
-    }
-    let t =
-        x.t.unsqueeze(x.rank() - 1)
-            .and_then(|t| t.avg_pool2d_with_stride((1, k), (1, s)))
-            .and_then(|t| t.squeeze(x.rank() - 1))
-            .map_err(ce)?;
-    one(T::new(t, x.dtype))
-}
-
 fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> R {
     let a = Operand::from_rv(ctx.value("self")?)?;
     let b = Operand::from_rv(ctx.value("other")?)?;
@@ -2708,6 +2687,288 @@ fn empty_output(ctx: &Ctx, k: usize) -> Result<T> {
     Ok(T::new(t, meta.dtype))
 }
 
+// ------------------------------------------------------------ pooling on the host
+//
+// Pooling with padding, ceil_mode, dilation, divisor_override, used
+// indices, or three spatial dims, as torch's CPU kernels compute it. One
+// routine serves 1-, 2- and 3-D: missing leading spatial dims are size 1
+// with kernel 1. The common inference cases keep candle's kernels.
+
+/// A tensor's values as f64, with its dims.
+fn host_f64(x: &T) -> Result<Vec<f64>> {
+    Ok(x.to_host()?.to_f64())
+}
+
+/// A per-dim pooling argument: one value for every dim, or one each.
+fn per_dim(v: &[i64], n: usize, default: &[usize]) -> Vec<usize> {
+    match v.len() {
+        0 => default.to_vec(),
+        1 => vec![v[0].max(0) as usize; n],
+        _ => v.iter().map(|&x| x.max(0) as usize).collect(),
+    }
+}
+
+/// Pooling geometry over three spatial dims (depth, height, width).
+struct Pool {
+    input: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 3],
+    dilation: [usize; 3],
+    output: [usize; 3],
+}
+
+/// torch's `pooling_output_shape`.
+fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
+    let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
+    let s = s as i64;
+    let mut o = if ceil { (span + s - 1).div_euclid(s) } else { span.div_euclid(s) } + 1;
+    if ceil && (o - 1) * s >= (n + p) as i64 {
+        o -= 1;
+    }
+    if o < 1 {
+        return Err(Error::bad_input(format!(
+            "pooling: output size {o} for input size {n}, kernel {k}, stride {s}, padding {p}"
+        )));
+    }
+    Ok(o as usize)
+}
+
+impl Pool {
+    /// Reads kernel_size, stride, padding, dilation and ceil_mode for `n`
+    /// spatial dims of `x`.
+    fn read(ctx: &Ctx, x: &T, n: usize) -> Result<Pool> {
+        if x.rank() < n + 1 {
+            return Err(Error::bad_input(format!(
+                "{n}-D pooling on a rank-{} tensor",
+                x.rank()
+            )));
+        }
+        let ints = |name: &str| -> Vec<i64> {
+            if ctx.has(name) {
+                ctx.ints(name).unwrap_or_default()
+            } else {
+                Vec::new()
+            }
+        };
+        let kernel = per_dim(&ints("kernel_size"), n, &vec![1; n]);
+        let stride = per_dim(&ints("stride"), n, &kernel);
+        let pad = per_dim(&ints("padding"), n, &vec![0; n]);
+        let dilation = per_dim(&ints("dilation"), n, &vec![1; n]);
+        let ceil = ctx.opt_bool("ceil_mode", false)?;
+        if [&kernel, &stride, &pad, &dilation].iter().any(|v| v.len() != n)
+            || kernel.iter().chain(&stride).chain(&dilation).any(|&v| v == 0)
+        {
+            return Err(Error::bad_input("pooling: bad kernel_size, stride, padding or dilation"));
+        }
+        let mut p = Pool {
+            input: [1; 3],
+            kernel: [1; 3],
+            stride: [1; 3],
+            pad: [0; 3],
+            dilation: [1; 3],
+            output: [1; 3],
+        };
+        let dims = x.dims();
+        for i in 0..n {
+            let j = 3 - n + i;
+            p.input[j] = dims[dims.len() - n + i];
+            p.kernel[j] = kernel[i];
+            p.stride[j] = stride[i];
+            p.pad[j] = pad[i];
+            p.dilation[j] = dilation[i];
+            if pad[i] * 2 > kernel[i] {
+                return Err(Error::bad_input(
+                    "pooling: padding should be at most half of the kernel size",
+                ));
+            }
+            p.output[j] = pool_len(dims[dims.len() - n + i], kernel[i], stride[i], pad[i], dilation[i], ceil)?;
+        }
+        Ok(p)
+    }
+
+    fn out_shape(&self, x: &T, n: usize) -> Vec<usize> {
+        let mut shape = x.dims()[..x.rank() - n].to_vec();
+        shape.extend(&self.output[3 - n..]);
+        shape
+    }
+
+    fn plane(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    fn out_plane(&self) -> usize {
+        self.output.iter().product()
+    }
+}
+
+/// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
+fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let p = Pool::read(ctx, x, n)?;
+    let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
+    let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
+    let vals = host_f64(x)?;
+    let planes = vals.len() / p.plane().max(1);
+    let [id, ih, iw] = p.input.map(|v| v as i64);
+    let mut out = Vec::with_capacity(planes * p.out_plane());
+    for plane in vals.chunks(p.plane().max(1)).take(planes) {
+        for ot in 0..p.output[0] {
+            for oh in 0..p.output[1] {
+                for ow in 0..p.output[2] {
+                    let range = |o: usize, a: usize, size: i64| {
+                        let start = (o * p.stride[a]) as i64 - p.pad[a] as i64;
+                        let end = (start + p.kernel[a] as i64).min(size + p.pad[a] as i64);
+                        (start, end)
+                    };
+                    let (t0, t1) = range(ot, 0, id);
+                    let (h0, h1) = range(oh, 1, ih);
+                    let (w0, w1) = range(ow, 2, iw);
+                    let pool_size = (t1 - t0) * (h1 - h0) * (w1 - w0);
+                    let (t0, h0, w0) = (t0.max(0), h0.max(0), w0.max(0));
+                    let (t1, h1, w1) = (t1.min(id), h1.min(ih), w1.min(iw));
+                    if t0 >= t1 || h0 >= h1 || w0 >= w1 {
+                        out.push(0.0);
+                        continue;
+                    }
+                    let mut sum = 0.0;
+                    for t in t0..t1 {
+                        for h in h0..h1 {
+                            let row = ((t * ih + h) * iw) as usize;
+                            sum += plane[row + w0 as usize..row + w1 as usize].iter().sum::<f64>();
+                        }
+                    }
+                    let factor = match divisor {
+                        Some(d) => d,
+                        None if count_include_pad => pool_size,
+                        None => (t1 - t0) * (h1 - h0) * (w1 - w0),
+                    };
+                    out.push(sum / factor as f64);
+                }
+            }
+        }
+    }
+    one(from_f64(&out, &p.out_shape(x, n), x.dtype, ctx.device())?)
+}
+
+/// Max pooling with indices (flat positions in each input plane), as
+/// torch's CPU kernel computes it: NaN wins, the first maximum is kept.
+fn max_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let p = Pool::read(ctx, x, n)?;
+    let vals = host_f64(x)?;
+    let planes = vals.len() / p.plane().max(1);
+    let [id, ih, iw] = p.input.map(|v| v as i64);
+    let mut out = Vec::with_capacity(planes * p.out_plane());
+    let mut indices: Vec<i64> = Vec::with_capacity(planes * p.out_plane());
+    for plane in vals.chunks(p.plane().max(1)).take(planes) {
+        for ot in 0..p.output[0] {
+            for oh in 0..p.output[1] {
+                for ow in 0..p.output[2] {
+                    let range = |o: usize, a: usize, size: i64| {
+                        let mut start = (o * p.stride[a]) as i64 - p.pad[a] as i64;
+                        let d = p.dilation[a] as i64;
+                        let end = (start + (p.kernel[a] as i64 - 1) * d + 1).min(size);
+                        while start < 0 {
+                            start += d;
+                        }
+                        (start, end, d as usize)
+                    };
+                    let (t0, t1, dt) = range(ot, 0, id);
+                    let (h0, h1, dh) = range(oh, 1, ih);
+                    let (w0, w1, dw) = range(ow, 2, iw);
+                    let mut best = f64::NEG_INFINITY;
+                    let mut at = (t0 * ih + h0) * iw + w0;
+                    for t in (t0..t1).step_by(dt) {
+                        for h in (h0..h1).step_by(dh) {
+                            for w in (w0..w1).step_by(dw) {
+                                let i = (t * ih + h) * iw + w;
+                                let v = plane[i as usize];
+                                if v > best || v.is_nan() {
+                                    best = v;
+                                    at = i;
+                                }
+                            }
+                        }
+                    }
+                    out.push(best);
+                    indices.push(at);
+                }
+            }
+        }
+    }
+    let shape = p.out_shape(x, n);
+    let values = from_f64(&out, &shape, x.dtype, ctx.device())?;
+    let mut outs = vec![RV::T(values)];
+    if ctx.node.outputs.len() > 1 {
+        let idx = CT::from_vec(indices, shape, ctx.device()).map_err(ce)?;
+        outs.push(RV::T(T::new(idx, Dtype::Int64)));
+    }
+    Ok(outs)
+}
+
+fn avg_pool1d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    avg_pool_host(ctx, &x, 1)
+}
+
+fn avg_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    avg_pool_host(ctx, &x, 3)
+}
+
+fn max_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    max_pool_host(ctx, &x, 3)
+}
+
+/// Adaptive average pooling over the last `n` dims: output cell i of a
+/// dim averages input [floor(i * in / out), ceil((i + 1) * in / out)).
+fn adaptive_avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let sizes = ctx.ints("output_size")?;
+    if x.rank() < n || sizes.len() != n || sizes.iter().any(|&s| s < 0) {
+        return Err(Error::bad_input(format!(
+            "adaptive pooling of a rank-{} tensor to {sizes:?}",
+            x.rank()
+        )));
+    }
+    let mut input = [1usize; 3];
+    let mut output = [1usize; 3];
+    for i in 0..n {
+        input[3 - n + i] = x.dims()[x.rank() - n + i];
+        output[3 - n + i] = sizes[i] as usize;
+    }
+    let vals = host_f64(x)?;
+    let plane: usize = input.iter().product();
+    let window = |o: usize, a: usize| (o * input[a] / output[a], ((o + 1) * input[a]).div_ceil(output[a]));
+    let mut out = Vec::new();
+    for src in vals.chunks(plane.max(1)).take(vals.len() / plane.max(1)) {
+        for ot in 0..output[0] {
+            let (t0, t1) = window(ot, 0);
+            for oh in 0..output[1] {
+                let (h0, h1) = window(oh, 1);
+                for ow in 0..output[2] {
+                    let (w0, w1) = window(ow, 2);
+                    let mut sum = 0.0;
+                    for t in t0..t1 {
+                        for h in h0..h1 {
+                            let row = (t * input[1] + h) * input[2];
+                            sum += src[row + w0..row + w1].iter().sum::<f64>();
+                        }
+                    }
+                    out.push(sum / ((t1 - t0) * (h1 - h0) * (w1 - w0)) as f64);
+                }
+            }
+        }
+    }
+    let mut shape = x.dims()[..x.rank() - n].to_vec();
+    shape.extend(sizes.iter().map(|&s| s as usize));
+    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+}
+
+fn adaptive_avg_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    adaptive_avg_pool_host(ctx, &x, 3)
+}
+
 /// The op table: identity -> implementation.
 const TABLE: &[(&str, OpFn)] = &[
     ("aten.add.Tensor", add),
@@ -2926,6 +3187,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.div.Scalar_mode", div_scalar_mode),
     ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool1d),
     ("aten.avg_pool1d.default", avg_pool1d),
+    ("aten.avg_pool3d.default", avg_pool3d),
+    ("aten.max_pool3d_with_indices.default", max_pool3d),
+    ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool3d),
+    ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
     (
         "higher_order.wrap_with_set_grad_enabled",
         wrap_with_set_grad_enabled,
