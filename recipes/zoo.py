@@ -301,6 +301,34 @@ class OpsMisc(nn.Module):
         )
 
 
+class OpsMore(nn.Module):
+    """Recurrent cells, *_copy views, norms, stacking and products."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm_cell = nn.LSTMCell(4, 3)
+        self.gru_cell = nn.GRUCell(4, 3)
+        self.rnn_cell = nn.RNNCell(4, 3, nonlinearity="tanh")
+
+    def forward(self, x, v, m, ids):  # x f32[2, 3, 4], v f32[4], m f32[4, 4], ids i64[2, 3]
+        t = x[0]
+        h, c = self.lstm_cell(t)
+        return (
+            h, c, self.gru_cell(t), self.rnn_cell(t), torch.t_copy(m), torch.transpose_copy(x, 0, 2),
+            torch.unsqueeze_copy(v, 0), torch.squeeze_copy(x[:1], 0), torch.expand_copy(v, (3, 4)),
+            torch.alias_copy(m), torch.split_with_sizes_copy(v, [1, 3])[1], torch.norm(x, p=3, dim=1),
+            torch.norm(x), torch.norm(x, p="fro", dim=(1, 2)),
+            F.max_pool1d(x, 2, return_indices=True)[1], torch.logaddexp2(x, v), torch.float_power(x.abs(), 2.5),
+            torch.heaviside(x, v), torch.column_stack([v, v]), torch.dstack([t, t]), torch.inner(x, m),
+            torch.tensordot(x, m, dims=([2], [0])), torch.aminmax(x, dim=1)[0], torch.linalg.cross(x[..., :3], x[..., 1:]),
+            torch.chain_matmul(m, m, m), torch.meshgrid(v, v[:3], indexing="ij")[1] + 0,
+            torch.xlogy(2.0, v.abs() + 1), torch.take(m, ids), torch.take_along_dim(x, ids.unsqueeze(-1), dim=2),
+            torch.argsort(v, descending=True), torch.msort(m), torch.linspace(-1, 2, 7), torch.isclose(x, x + 1e-9),
+            F.pairwise_distance(t, t.flip(0)), torch.kron(m[:2, :2], m[:2, :3]), torch.diag_embed(v),
+            x.clone().fill_(v[1]), torch.block_diag(m[:2, :2], m[:1, :3]), x.unfold(2, 2, 1).contiguous(),
+        )
+
+
 class MultiOut(nn.Module):
     def __init__(self):
         super().__init__()
@@ -520,6 +548,8 @@ _reg("lstm", LSTMHead, lambda: (_randn(2, 5, 8),))
 _reg("ops_activation", OpsActivation, lambda: (_randn(2, 3, 4, 6),), group="composite")
 _reg("ops_shape", OpsShape, lambda: (_randn(2, 8, 6, 6), _randn(5, 5)), group="composite")
 _reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
+_reg("ops_more", OpsMore, lambda: (_randn(2, 3, 4), _randn(4), _randn(4, 4), torch.randint(0, 3, (2, 3))),
+     group="composite")
 _reg("ops_misc", OpsMisc, lambda: (_randn(2, 3, 4), _randn(4), torch.tensor([0, 5, 2, 2, 1])), group="composite")
 
 

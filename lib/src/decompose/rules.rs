@@ -166,6 +166,54 @@ rules! {
     "aten.tile.default" => ["aten.repeat.default"] tile;
     "aten.trace.default" => ["aten.diag.default", "aten.sum.dim_IntList"] trace;
     "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
+    "aten.lstm_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"] rnn_cell;
+    "aten.gru_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor"] rnn_cell;
+    "aten.rnn_tanh_cell.default" => ["aten.linear.default", "aten.tanh.default", "aten.add.Tensor"] rnn_cell;
+    "aten.rnn_relu_cell.default" => ["aten.linear.default", "aten.relu.default", "aten.add.Tensor"] rnn_cell;
+    "aten.alias_copy.default" => ["aten.alias.default", "aten.clone.default"] copy_variant;
+    "aten.t_copy.default" => ["aten.t.default", "aten.clone.default"] copy_variant;
+    "aten.transpose_copy.int" => ["aten.transpose.int", "aten.clone.default"] copy_variant;
+    "aten.unsqueeze_copy.default" => ["aten.unsqueeze.default", "aten.clone.default"] copy_variant;
+    "aten.squeeze_copy.default" => ["aten.squeeze.default", "aten.clone.default"] copy_variant;
+    "aten.squeeze_copy.dim" => ["aten.squeeze.dim", "aten.clone.default"] copy_variant;
+    "aten.squeeze_copy.dims" => ["aten.squeeze.dims", "aten.clone.default"] copy_variant;
+    "aten.expand_copy.default" => ["aten.expand.default", "aten.clone.default"] copy_variant;
+    "aten.permute_copy.default" => ["aten.permute.default", "aten.clone.default"] copy_variant;
+    "aten.view_copy.default" => ["aten.view.default", "aten.clone.default"] copy_variant;
+    "aten.slice_copy.Tensor" => ["aten.slice.Tensor", "aten.clone.default"] copy_variant;
+    "aten.select_copy.int" => ["aten.select.int", "aten.clone.default"] copy_variant;
+    "aten.unfold_copy.default" => ["aten.unfold.default", "aten.clone.default"] copy_variant;
+    "aten.split_with_sizes_copy.default" => ["aten.split_with_sizes.default", "aten.clone.default"] copy_variant;
+    "aten.unfold.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.add.Tensor", "aten.unsqueeze.default", "aten.index.Tensor", "aten.permute.default"] unfold;
+    "aten.take.default" => ["aten.view.default", "aten.index.Tensor"] take;
+    "aten.take_along_dim.default" => ["aten.expand.default", "aten.gather.default", "aten.view.default"] take_along_dim;
+    "aten.argsort.default" => ["aten.sort.default"] sort_like;
+    "aten.argsort.stable" => ["aten.sort.default"] sort_like;
+    "aten.msort.default" => ["aten.sort.default"] sort_like;
+    "aten.aminmax.default" => ["aten.amin.default", "aten.amax.default"] aminmax;
+    "aten.block_diag.default" => ["aten.constant_pad_nd.default", "aten.cat.default"] block_diag;
+    "aten.chain_matmul.default" => ["aten.mm.default"] chain_matmul;
+    "aten.column_stack.default" => ["aten.view.default", "aten.cat.default"] column_stack;
+    "aten.dstack.default" => ["aten.view.default", "aten.cat.default"] column_stack;
+    "aten.diag_embed.default" => ["aten.arange.start_step", "aten.sub.Tensor", "aten.eq.Scalar", "aten.constant_pad_nd.default", "aten.unsqueeze.default", "aten.where.self"] diag_embed;
+    "aten.fill.Tensor" => ["aten.expand.default", "aten.clone.default", "aten._to_copy.default"] fill_tensor;
+    "aten.float_power.Tensor_Scalar" => ["aten._to_copy.default", "aten.pow.Tensor_Scalar"] float_power;
+    "aten.float_power.Tensor_Tensor" => ["aten._to_copy.default", "aten.pow.Tensor_Tensor"] float_power;
+    "aten.float_power.Scalar" => ["aten._to_copy.default", "aten.pow.Scalar"] float_power;
+    "aten.heaviside.default" => ["aten.eq.Scalar", "aten.gt.Scalar", "aten._to_copy.default", "aten.where.self"] heaviside;
+    "aten.inner.default" => ["aten.matmul.default", "aten.permute.default", "aten.view.default"] inner;
+    "aten.tensordot.default" => ["aten.permute.default", "aten.view.default", "aten.mm.default"] tensordot;
+    "aten.isclose.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.le.Tensor", "aten.eq.Tensor", "aten.logical_or.default"] isclose;
+    "aten.kron.default" => ["aten.unsqueeze.default", "aten.mul.Tensor", "aten.view.default"] kron;
+    "aten.linalg_cross.default" => ["aten.slice.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.cat.default"] cross;
+    "aten.linspace.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.add.Tensor", "aten.where.self"] linspace;
+    "aten.logaddexp2.default" => ["aten.maximum.default", "aten.pow.Scalar", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
+    "aten.max_pool1d_with_indices.default" => ["aten.unsqueeze.default", "aten.max_pool2d_with_indices.default", "aten.squeeze.dims"] max_pool1d;
+    "aten.meshgrid.indexing" => ["aten.view.default", "aten.expand.default"] meshgrid;
+    "aten.meshgrid.default" => ["aten.view.default", "aten.expand.default"] meshgrid;
+    "aten.pairwise_distance.default" => ["aten.sub.Tensor", "aten.add.Tensor", "aten.linalg_vector_norm.default"] pairwise_distance;
+    "aten.xlogy.Scalar_Self" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
+    "aten.xlogy.Scalar_Other" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
     "aten.xlogy.Tensor" => ["aten.log.default", "aten.mul.Tensor", "aten.eq.Scalar", "aten.isnan.default", "aten.where.self"] xlogy;
     "aten.celu.default" => ["aten.elu.default"] celu;
     "aten.erfc.default" => ["aten.erf.default", "aten.neg.default", "aten.add.Tensor"] erfc;
@@ -1254,8 +1302,13 @@ fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         "aten.max_pool2d_with_indices.default",
         args,
         vec![Out::New(meta), Out::New(idx)],
-    )?[0];
-    Ok(vec![squeeze_dims(em, r2, &[r - 1], Some(out))?])
+    )?;
+    let values = squeeze_dims(em, r2[0], &[r - 1], Some(out))?;
+    if a.0.target.name == "max_pool1d_with_indices" {
+        let indices = squeeze_dims(em, r2[1], &[r - 1], Some(a.out(1)?))?;
+        return Ok(vec![values, indices]);
+    }
+    Ok(vec![values])
 }
 
 fn adaptive_avg_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -2146,6 +2199,65 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             for t in order {
                 let xt = select(em, pre, 0, t)?;
                 let hh = linear_op(em, h, w_hh, b_hh)?;
+                let (nh, nc) = cell_step(em, cell, xt, hh, h, c, w_hr, dtype)?;
+                h = nh;
+                c = nc;
+                steps.push(h);
+            }
+            if d == 1 {
+                steps.reverse();
+            }
+            final_h.push(h);
+            final_c.extend(c);
+            dir_out.push(stack_op(em, &steps, 0)?);
+        }
+        input = if dirs == 2 {
+            cat_op(em, &dir_out, 2)?
+        } else {
+            dir_out[0]
+        };
+        if dropout != 0.0 && train && layer + 1 < layers {
+            let sizes = em.sizes(input)?;
+            let meta = em.meta_like(input, dtype, sizes)?;
+            input = em.op(
+                "aten.dropout.default",
+                vec![
+                    ("input", Argument::Tensor(input)),
+                    ("p", Argument::Float(dropout)),
+                    ("train", Argument::Bool(true)),
+                ],
+                meta,
+            )?;
+        }
+    }
+    let outs = a.outs();
+    let out = if batch_first {
+        swap_dims(em, input, 0, 1)?
+    } else {
+        input
+    };
+    let mut result = vec![out, stack_op(em, &final_h, 0)?];
+    if cell == Cell::Lstm {
+        result.push(stack_op(em, &final_c, 0)?);
+    }
+    Ok(result.into_iter().take(outs.len()).collect())
+}
+
+/// One step of a recurrent cell: `xt` is the input projection
+/// (`linear(x, w_ih, b_ih)`), `hh` the hidden one (`linear(h, w_hh, b_hh)`).
+#[allow(clippy::too_many_arguments)] // the cell's state and weights
+fn cell_step(
+    em: &mut Emitter,
+    cell: Cell,
+    xt: ValueId,
+    hh: ValueId,
+    h: ValueId,
+    c: Option<ValueId>,
+    w_hr: Option<ValueId>,
+    dtype: Dtype,
+) -> Result<(ValueId, Option<ValueId>)> {
+    let mut h = h;
+    let mut c = c;
                 match cell {
                     Cell::Lstm => {
                         let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
@@ -2189,45 +2301,32 @@ fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
                         h = unary(em, act, s)?;
                     }
                 }
-                steps.push(h);
-            }
-            if d == 1 {
-                steps.reverse();
-            }
-            final_h.push(h);
-            final_c.extend(c);
-            dir_out.push(stack_op(em, &steps, 0)?);
-        }
-        input = if dirs == 2 {
-            cat_op(em, &dir_out, 2)?
-        } else {
-            dir_out[0]
-        };
-        if dropout != 0.0 && train && layer + 1 < layers {
-            let sizes = em.sizes(input)?;
-            let meta = em.meta_like(input, dtype, sizes)?;
-            input = em.op(
-                "aten.dropout.default",
-                vec![
-                    ("input", Argument::Tensor(input)),
-                    ("p", Argument::Float(dropout)),
-                    ("train", Argument::Bool(true)),
-                ],
-                meta,
-            )?;
-        }
-    }
-    let outs = a.outs();
-    let out = if batch_first {
-        swap_dims(em, input, 0, 1)?
-    } else {
-        input
+    Ok((h, c))
+}
+
+/// `lstm_cell`, `gru_cell`, `rnn_tanh_cell`, `rnn_relu_cell`: one step.
+fn rnn_cell(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let cell = match a.0.target.name.as_str() {
+        "lstm_cell" => Cell::Lstm,
+        "gru_cell" => Cell::Gru,
+        "rnn_tanh_cell" => Cell::Tanh,
+        _ => Cell::Relu,
     };
-    let mut result = vec![out, stack_op(em, &final_h, 0)?];
-    if cell == Cell::Lstm {
-        result.push(stack_op(em, &final_c, 0)?);
+    let x = a.t("input")?;
+    if em.rank(x)? != 2 {
+        return Err(Error::unsupported(format!("node {}: {} on unbatched input", a.0.name, a.0.target)));
     }
-    Ok(result.into_iter().take(outs.len()).collect())
+    let (h, c) = if cell == Cell::Lstm {
+        let hx = a.ts("hx")?;
+        (hx[0], Some(hx[1]))
+    } else {
+        (a.t("hx")?, None)
+    };
+    let dtype = em.dtype(x)?;
+    let xt = linear_op(em, x, a.t("w_ih")?, a.ot("b_ih")?)?;
+    let hh = linear_op(em, h, a.t("w_hh")?, a.ot("b_hh")?)?;
+    let (h, c) = cell_step(em, cell, xt, hh, h, c, None, dtype)?;
+    Ok([Some(h), c].into_iter().flatten().collect())
 }
 
 /// `x.chunk(n, dim)` for a dim that divides evenly.
@@ -3590,8 +3689,17 @@ fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
     let ad = unary(em, "aten.abs.default", d)?;
     let n = unary(em, "aten.neg.default", ad)?;
-    let e = unary(em, "aten.exp.default", n)?;
-    let l = unary(em, "aten.log1p.default", e)?;
+    // logaddexp2: max + log2(1 + 2^-|a-b|) = max + log1p(2^-|a-b|) / ln 2
+    let base2 = a.0.target.name == "logaddexp2";
+    let e = if base2 {
+        same(em, "aten.pow.Scalar", vec![("self", Argument::Float(2.0)), ("exponent", Argument::Tensor(n))], n, None)?
+    } else {
+        unary(em, "aten.exp.default", n)?
+    };
+    let mut l = unary(em, "aten.log1p.default", e)?;
+    if base2 {
+        l = with_scalar(em, "aten.mul.Tensor", l, Argument::Float(std::f64::consts::LOG2_E))?;
+    }
     let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
     let inf = {
         let sizes = em.sizes(x)?;
@@ -4013,8 +4121,15 @@ fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     // where(isnan(y), nan, where(x == 0, 0, x * log(y)))
-    let (x, y) = (a.t("self")?, a.t("other")?);
     let dtype = em.dtype(a.out(0)?)?;
+    let out = a.out(0)?;
+    let side = |em: &mut Emitter, name: &str| -> Result<ValueId> {
+        match a.0.arg(name) {
+            Some(Argument::Tensor(v)) => Ok(*v),
+            _ => scalar_tensor(em, out, a.arg(name), dtype),
+        }
+    };
+    let (x, y) = (side(em, "self")?, side(em, "other")?);
     let ly = unary(em, "aten.log.default", y)?;
     let p = binary(em, "aten.mul.Tensor", x, ly, dtype, None)?;
     let z = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
@@ -4029,4 +4144,387 @@ fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?;
     let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
     Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
+}
+
+/// `op_copy(...)`: the view `op(...)`, then a copy of each result.
+fn copy_variant(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let t = &a.0.target;
+    let base = crate::ir::Target::op(&t.namespace, t.name.trim_end_matches("_copy"), &t.overload);
+    let args = super::edit::args_for(a.0, &base)?;
+    let outs = a.outs();
+    let metas: Vec<Out> = outs.iter().map(|o| em.meta(*o).cloned().map(Out::New)).collect::<Result<_>>()?;
+    let views = em.call(&base.to_string(), super::edit::borrow_args(&args), metas)?;
+    views.iter().zip(&outs).map(|(v, o)| clone(em, *v, Some(*o))).collect()
+}
+
+/// `x.unfold(dim, size, step)`: windows gathered with an index of
+/// `step * i + j`, the window dim moved last.
+fn unfold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let r = em.rank(x)?.max(1);
+    let d = norm_dim(a.int("dimension")?, r)?;
+    let (size, step) = (a.int("size")?, a.int("step")?);
+    let n_in = em.static_sizes(x, "unfold")?.get(d).copied().unwrap_or(1);
+    let n = (n_in - size) / step + 1;
+    let starts = arange_col(em, x, n, true)?;
+    let starts = with_scalar(em, "aten.mul.Tensor", starts, Argument::Int(step))?;
+    let offs = arange_col(em, x, size, false)?;
+    let idx = binary(em, "aten.add.Tensor", starts, offs, Dtype::Int64, None)?;
+    let mut indices: Vec<Option<ValueId>> = vec![None; d];
+    indices.push(Some(idx));
+    let mut sizes = em.sizes(x)?;
+    sizes.splice(d..d + 1, [Sym::Int(n), Sym::Int(size)]);
+    let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
+    let g = em.op("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(indices))], meta)?;
+    let mut perm: Vec<usize> = (0..=r).filter(|&i| i != d + 1).collect();
+    perm.push(d + 1);
+    Ok(vec![permute(em, g, &perm, Some(a.out(0)?))?])
+}
+
+fn take(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let total = em.static_sizes(x, "take")?.iter().product::<i64>();
+    let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
+    em.op_into(
+        "aten.index.Tensor",
+        vec![("self", Argument::Tensor(flat)), ("indices", Argument::OptionalTensors(vec![Some(a.t("index")?)]))],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn take_along_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, idx) = (a.t("self")?, a.t("indices")?);
+    let out = a.out(0)?;
+    let Some(dim) = a.opt_int("dim")? else {
+        let total = em.static_sizes(x, "take_along_dim")?.iter().product::<i64>();
+        let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
+        let n = em.static_sizes(idx, "take_along_dim")?.iter().product::<i64>();
+        let fi = reshape(em, idx, &[SymRef::Int(n)], None)?;
+        em.op_into("aten.gather.default", vec![("self", Argument::Tensor(flat)), ("dim", Argument::Int(0)), ("index", Argument::Tensor(fi))], out)?;
+        return Ok(vec![out]);
+    };
+    let r = em.rank(x)?;
+    let d = norm_dim(dim, r)?;
+    let (xs, is) = (em.static_sizes(x, "take_along_dim")?, em.static_sizes(idx, "take_along_dim")?);
+    let b: Vec<i64> = xs.iter().zip(&is).map(|(p, q)| *p.max(q)).collect();
+    let mut want_x = b.clone();
+    want_x[d] = xs[d];
+    let mut want_i = b;
+    want_i[d] = is[d];
+    let x = if want_x != xs { expand(em, x, &want_x.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>())? } else { x };
+    let idx = if want_i != is { expand(em, idx, &want_i.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>())? } else { idx };
+    em.op_into("aten.gather.default", vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(d as i64)), ("index", Argument::Tensor(idx))], out)?;
+    Ok(vec![out])
+}
+
+/// argsort (the indices of a sort) and msort (values along dim 0).
+fn sort_like(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let sizes = em.sizes(x)?;
+    let vmeta = em.meta_like(x, em.dtype(x)?, sizes.clone())?;
+    let imeta = em.meta_like(x, Dtype::Int64, sizes)?;
+    let (dim, desc) = if a.0.target.name == "msort" { (0, false) } else { (a.int("dim")?, a.bool("descending")?) };
+    let args = vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim)), ("descending", Argument::Bool(desc))];
+    if a.0.target.name == "msort" {
+        em.call("aten.sort.default", args, vec![Out::Into(out), Out::New(imeta)])?;
+    } else {
+        em.call("aten.sort.default", args, vec![Out::New(vmeta), Out::Into(out)])?;
+    }
+    Ok(vec![out])
+}
+
+fn aminmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dims = a.opt_int("dim")?.map(|d| vec![d]).unwrap_or_default();
+    let keep = a.bool("keepdim")?;
+    let dtype = em.dtype(x)?;
+    let lo = reduce(em, "aten.amin.default", x, &dims, keep, vec![], dtype, Some(a.out(0)?))?;
+    let hi = reduce(em, "aten.amax.default", x, &dims, keep, vec![], dtype, Some(a.out(1)?))?;
+    Ok(vec![lo, hi])
+}
+
+fn block_diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let xs = a.ts("tensors")?;
+    let mut shapes = Vec::new();
+    for x in &xs {
+        let s = em.static_sizes(*x, "block_diag")?;
+        shapes.push(match s.len() {
+            0 => (1, 1),
+            1 => (1, s[0]),
+            _ => (s[0], s[1]),
+        });
+    }
+    let total: i64 = shapes.iter().map(|s| s.1).sum();
+    let mut rows = Vec::new();
+    let mut left = 0;
+    for (x, (r, c)) in xs.iter().zip(&shapes) {
+        let x2 = reshape(em, *x, &[SymRef::Int(*r), SymRef::Int(*c)], None)?;
+        let meta = em.meta_like(x2, em.dtype(a.out(0)?)?, vec![Sym::Int(*r), Sym::Int(total)])?;
+        rows.push(em.op(
+            "aten.constant_pad_nd.default",
+            vec![("self", Argument::Tensor(x2)), ("pad", ints_arg(&[left, total - left - c]))],
+            meta,
+        )?);
+        left += c;
+    }
+    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(rows)), ("dim", Argument::Int(0))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn chain_matmul(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let ms = a.ts("matrices")?;
+    let out = a.out(0)?;
+    let mut acc = ms[0];
+    for (i, m) in ms.iter().enumerate().skip(1) {
+        acc = mm(em, acc, *m, None, if i + 1 == ms.len() { Some(out) } else { None })?;
+    }
+    Ok(vec![acc])
+}
+
+/// column_stack (1-D and 0-D become columns, then cat on dim 1) and dstack
+/// (each made at least 3-D, then cat on dim 2).
+fn column_stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let col = a.0.target.name == "column_stack";
+    let mut parts = Vec::new();
+    for x in a.ts("tensors")? {
+        let s = em.static_sizes(x, "column_stack/dstack")?;
+        let shape: Option<Vec<i64>> = match (col, s.len()) {
+            (true, 0) => Some(vec![1, 1]),
+            (true, 1) => Some(vec![s[0], 1]),
+            (false, 0) => Some(vec![1, 1, 1]),
+            (false, 1) => Some(vec![1, s[0], 1]),
+            (false, 2) => Some(vec![s[0], s[1], 1]),
+            _ => None,
+        };
+        parts.push(match shape {
+            Some(sh) => reshape(em, x, &sh.into_iter().map(SymRef::Int).collect::<Vec<_>>(), None)?,
+            None => x,
+        });
+    }
+    let dim = if col { 1 } else { 2 };
+    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(dim))], a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let (d1, d2) = (a.int("dim1")?, a.int("dim2")?);
+    if (d1, d2) != (-2, -1) {
+        return Err(Error::unsupported(format!("node {}: diag_embed into dims other than the last two", a.0.name)));
+    }
+    let k = a.int("offset")?;
+    let n = *em.static_sizes(x, "diag_embed")?.last().unwrap();
+    let m = n + k.abs();
+    let dtype = em.dtype(x)?;
+    let rows = arange_col(em, x, m, true)?;
+    let cols = arange_col(em, x, m, false)?;
+    let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
+    let on = cmp(em, "aten.eq.Scalar", diff, Argument::Int(k))?;
+    // Values padded to m, laid along rows (k >= 0: row i holds x[i]) or
+    // columns (k < 0: column j holds x[j]).
+    let r = em.rank(x)?;
+    let mut sizes = em.sizes(x)?;
+    sizes[r - 1] = Sym::Int(m);
+    let meta = em.meta_like(x, dtype, sizes)?;
+    let padded = em.op("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&[0, k.abs()]))], meta)?;
+    let vals = if k >= 0 { unsqueeze(em, padded, r)? } else { unsqueeze(em, padded, r - 1)? };
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    Ok(vec![where_(em, on, vals, zero, Some(a.out(0)?))?])
+}
+
+fn fill_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, v) = (a.t("self")?, a.t("value")?);
+    let dtype = em.dtype(x)?;
+    let v = if em.dtype(v)? != dtype { to_copy(em, v, dtype, None)? } else { v };
+    let sizes = em.size_refs(x)?;
+    let e = expand(em, v, &sizes)?;
+    Ok(vec![clone(em, e, Some(a.out(0)?))?])
+}
+
+fn float_power(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let as64 = |em: &mut Emitter, name: &str| -> Result<Argument> {
+        Ok(match a.0.arg(name) {
+            Some(Argument::Tensor(v)) if em.dtype(*v)? != Dtype::Float64 => Argument::Tensor(to_copy(em, *v, Dtype::Float64, None)?),
+            Some(Argument::Tensor(v)) => Argument::Tensor(*v),
+            _ => Argument::Float(a.float(name)?),
+        })
+    };
+    let (base, exp) = (as64(em, "self")?, as64(em, "exponent")?);
+    let op = format!("aten.pow.{}", a.0.target.overload);
+    em.op_into(&op, vec![("self", base), ("exponent", exp)], out)?;
+    Ok(vec![out])
+}
+
+fn heaviside(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, v) = (a.t("self")?, a.t("values")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Int(0))?;
+    let pos = cmp(em, "aten.gt.Scalar", x, Argument::Int(0))?;
+    let step = to_copy(em, pos, dtype, None)?;
+    Ok(vec![where_(em, zero, v, step, Some(a.out(0)?))?])
+}
+
+fn inner(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let out = a.out(0)?;
+    let (rx, ry) = (em.rank(x)?, em.rank(y)?);
+    if rx == 0 || ry == 0 {
+        let dtype = em.dtype(out)?;
+        return Ok(vec![binary(em, "aten.mul.Tensor", x, y, dtype, Some(out))?]);
+    }
+    // inner(x, y) = x @ y^T with y flattened to [-1, K]
+    let ys = em.static_sizes(y, "inner")?;
+    let k = ys[ry - 1];
+    let rows: i64 = ys[..ry - 1].iter().product();
+    let y2 = reshape(em, y, &[SymRef::Int(rows), SymRef::Int(k)], None)?;
+    let yt = permute(em, y2, &[1, 0], None)?;
+    let p = matmul(em, x, yt, None)?;
+    let shape = em.size_refs(out)?;
+    Ok(vec![view(em, p, &shape, Some(out))?])
+}
+
+fn tensordot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (dx, dy) = (a.ints("dims_self")?, a.ints("dims_other")?);
+    let (xs, ys) = (em.static_sizes(x, "tensordot")?, em.static_sizes(y, "tensordot")?);
+    let cx: Vec<usize> = dx.iter().map(|d| norm_dim(*d, xs.len())).collect::<Result<_>>()?;
+    let cy: Vec<usize> = dy.iter().map(|d| norm_dim(*d, ys.len())).collect::<Result<_>>()?;
+    let fx: Vec<usize> = (0..xs.len()).filter(|d| !cx.contains(d)).collect();
+    let fy: Vec<usize> = (0..ys.len()).filter(|d| !cy.contains(d)).collect();
+    let k: i64 = cx.iter().map(|&d| xs[d]).product();
+    let m: i64 = fx.iter().map(|&d| xs[d]).product();
+    let n: i64 = fy.iter().map(|&d| ys[d]).product();
+    let xp = permute(em, x, &fx.iter().chain(&cx).copied().collect::<Vec<_>>(), None)?;
+    let x2 = reshape(em, xp, &[SymRef::Int(m), SymRef::Int(k)], None)?;
+    let yp = permute(em, y, &cy.iter().chain(&fy).copied().collect::<Vec<_>>(), None)?;
+    let y2 = reshape(em, yp, &[SymRef::Int(k), SymRef::Int(n)], None)?;
+    let p = mm(em, x2, y2, None, None)?;
+    let shape: Vec<SymRef> = fx.iter().map(|&d| xs[d]).chain(fy.iter().map(|&d| ys[d])).map(SymRef::Int).collect();
+    Ok(vec![view(em, p, &shape, Some(a.out(0)?))?])
+}
+
+fn isclose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let dtype = em.dtype(x)?;
+    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
+    let ad = unary(em, "aten.abs.default", d)?;
+    let ay = unary(em, "aten.abs.default", y)?;
+    let tol = with_scalar(em, "aten.mul.Tensor", ay, Argument::Float(a.float("rtol")?))?;
+    let tol = with_scalar(em, "aten.add.Tensor", tol, Argument::Float(a.float("atol")?))?;
+    let close = binary(em, "aten.le.Tensor", ad, tol, Dtype::Bool, None)?;
+    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
+    let out = a.out(0)?;
+    if !a.bool("equal_nan")? {
+        return Ok(vec![binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, Some(out))?]);
+    }
+    let r = binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, None)?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let nx = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
+    let ny = em.op("aten.isnan.default", vec![("self", Argument::Tensor(y))], meta)?;
+    let both = binary(em, "aten.logical_and.default", nx, ny, Dtype::Bool, None)?;
+    Ok(vec![binary(em, "aten.logical_or.default", r, both, Dtype::Bool, Some(out))?])
+}
+
+fn kron(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (xs, ys) = (em.static_sizes(x, "kron")?, em.static_sizes(y, "kron")?);
+    if xs.len() != ys.len() {
+        return Err(Error::unsupported(format!("node {}: kron of tensors of different ranks", a.0.name)));
+    }
+    let r = xs.len();
+    // x[i0, 1, i1, 1, ...] * y[1, j0, 1, j1, ...], then merge each pair.
+    let mut xv = Vec::new();
+    let mut yv = Vec::new();
+    for d in 0..r {
+        xv.extend([xs[d], 1]);
+        yv.extend([1, ys[d]]);
+    }
+    let x2 = reshape(em, x, &xv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(), None)?;
+    let y2 = reshape(em, y, &yv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(), None)?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let p = binary(em, "aten.mul.Tensor", x2, y2, dtype, None)?;
+    let shape: Vec<SymRef> = (0..r).map(|d| SymRef::Int(xs[d] * ys[d])).collect();
+    Ok(vec![reshape(em, p, &shape, Some(a.out(0)?))?])
+}
+
+fn cross(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let out = a.out(0)?;
+    let r = em.rank(out)?;
+    let d = norm_dim(a.int("dim")?, r)?;
+    let dtype = em.dtype(out)?;
+    let part = |em: &mut Emitter, t: ValueId, i: i64| -> Result<ValueId> {
+        let dt = d - (r - em.rank(t)?).min(d);
+        slice(em, t, dt, i, i + 1)
+    };
+    let mut comps = Vec::new();
+    for (i, j) in [(1, 2), (2, 0), (0, 1)] {
+        let (xi, yj, xj, yi) = (part(em, x, i)?, part(em, y, j)?, part(em, x, j)?, part(em, y, i)?);
+        let p = binary(em, "aten.mul.Tensor", xi, yj, dtype, None)?;
+        let q = binary(em, "aten.mul.Tensor", xj, yi, dtype, None)?;
+        comps.push(binary(em, "aten.sub.Tensor", p, q, dtype, None)?);
+    }
+    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(comps)), ("dim", Argument::Int(d as i64))], out)?;
+    Ok(vec![out])
+}
+
+/// torch's linspace: the first half counted up from start, the second
+/// down from end, so both ends are exact.
+fn linspace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let (start, end, steps) = (a.float("start")?, a.float("end")?, a.int("steps")?);
+    let dtype = em.dtype(out)?;
+    let step = if steps > 1 { (end - start) / (steps - 1) as f64 } else { 0.0 };
+    let i = arange_col(em, out, steps, false)?;
+    let fi = to_copy(em, i, Dtype::Float64, None)?;
+    let up = with_scalar(em, "aten.mul.Tensor", fi, Argument::Float(step))?;
+    let up = with_scalar(em, "aten.add.Tensor", up, Argument::Float(start))?;
+    let back = with_scalar(em, "aten.sub.Tensor", fi, Argument::Float((steps - 1) as f64))?;
+    let down = with_scalar(em, "aten.mul.Tensor", back, Argument::Float(step))?;
+    let down = with_scalar(em, "aten.add.Tensor", down, Argument::Float(end))?;
+    let first = cmp(em, "aten.lt.Scalar", i, Argument::Int(steps / 2))?;
+    let v = where_(em, first, up, down, None)?;
+    Ok(vec![to_copy(em, v, dtype, Some(out))?])
+}
+
+fn meshgrid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let xs = a.ts("tensors")?;
+    let xy = a.0.target.overload == "indexing" && a.string("indexing")? == "xy";
+    let outs = a.outs();
+    let n = xs.len();
+    let mut result = Vec::new();
+    for (i, (x, o)) in xs.iter().zip(&outs).enumerate() {
+        // With 'xy', the first two dims swap roles.
+        let pos = if xy && n >= 2 && i < 2 { 1 - i } else { i };
+        let mut shape = vec![SymRef::Int(1); n];
+        shape[pos] = em.size(*x, 0)?;
+        let v = view(em, *x, &shape, None)?;
+        let full = em.size_refs(*o)?;
+        em.op_into("aten.expand.default", vec![("self", Argument::Tensor(v)), ("size", sym_ints_arg(&full))], *o)?;
+        result.push(*o);
+    }
+    Ok(result)
+}
+
+fn pairwise_distance(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("x1")?, a.t("x2")?);
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
+    let d = with_scalar(em, "aten.add.Tensor", d, Argument::Float(a.float("eps")?))?;
+    em.op_into(
+        "aten.linalg_vector_norm.default",
+        vec![
+            ("self", Argument::Tensor(d)),
+            ("ord", Argument::Float(a.float("p")?)),
+            ("dim", Argument::Ints(vec![-1])),
+            ("keepdim", Argument::Bool(a.bool("keepdim")?)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
 }
