@@ -24,9 +24,9 @@ pub fn init() {
 }
 
 pub mod ir2onnx;
-pub mod ir_decompose;
 #[cfg(feature = "exec")]
 pub mod ir_bench;
+pub mod ir_decompose;
 pub mod ir_diff;
 #[cfg(feature = "exec")]
 pub mod ir_run;

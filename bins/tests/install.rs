@@ -23,7 +23,14 @@ fn install_sh_installs_binaries_pages_and_completions() {
         String::from_utf8_lossy(&out.stderr)
     );
     let p = prefix.path();
-    for tool in ["pt2ir", "ir-decompose", "ir2onnx", "ir-run", "ir-bench", "ir-diff"] {
+    for tool in [
+        "pt2ir",
+        "ir-decompose",
+        "ir2onnx",
+        "ir-run",
+        "ir-bench",
+        "ir-diff",
+    ] {
         let bin = p.join("bin").join(tool);
         assert!(bin.exists(), "{tool} not installed");
         let page = std::fs::read(p.join(format!("share/man/man1/{tool}.1"))).unwrap();

@@ -373,3 +373,28 @@ fn coverage_of_torchs_decomposition_table() {
         panic!("{e}");
     }
 }
+
+/// A graph that breaks an op's contract (here a linear whose weight is a
+/// vector) is refused with the node named, not a panic.
+#[test]
+fn malformed_graph_is_an_error_not_a_panic() {
+    let mut program = read(&repo().join("golden/models/mlp.pt2"));
+    let bias = program.graph.find_value("p_fc1_bias").unwrap();
+    let linear = program
+        .graph
+        .nodes
+        .iter_mut()
+        .find(|n| n.target.name == "linear")
+        .unwrap();
+    for a in &mut linear.inputs {
+        if a.name == "weight" {
+            a.arg = pt2kit::ir::Argument::Tensor(bias);
+        }
+    }
+    let e = decompose::lower(&mut program, &Policy::default()).unwrap_err();
+    assert_eq!(e.kind, pt2kit::ErrorKind::BadInput, "{e}");
+    assert!(
+        e.to_string().contains("node linear (aten.linear.default)"),
+        "{e}"
+    );
+}

@@ -222,7 +222,18 @@ fn lower_graph(g: &mut Graph, policy: &Policy) -> Result<usize> {
             )));
         }
         let mut em = Emitter::new(&mut g.values, &mut names, node.meta.clone());
-        let replaced = (rule.apply)(&mut em, &A(&node)).map_err(|e| {
+        // A rule indexes dims the op's contract guarantees; a graph that
+        // breaks the contract must not take the tool down with a panic.
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (rule.apply)(&mut em, &A(&node))
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::bad_input(format!(
+                "node {} ({}): its arguments do not have the shapes the op requires",
+                node.name, node.target
+            )))
+        });
+        let replaced = applied.map_err(|e| {
             let place = format!("node {} ({})", node.name, node.target);
             if e.message.starts_with("node ") {
                 e

@@ -2258,49 +2258,49 @@ fn cell_step(
 ) -> Result<(ValueId, Option<ValueId>)> {
     let mut h = h;
     let mut c = c;
-                match cell {
-                    Cell::Lstm => {
-                        let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
-                        let g = chunk_op(em, gates, 4, 1)?;
-                        let i = unary(em, "aten.sigmoid.default", g[0])?;
-                        let f = unary(em, "aten.sigmoid.default", g[1])?;
-                        let cc = unary(em, "aten.tanh.default", g[2])?;
-                        let o = unary(em, "aten.sigmoid.default", g[3])?;
-                        let fc = binary(em, "aten.mul.Tensor", f, c.unwrap(), dtype, None)?;
-                        let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
-                        let cn = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
-                        let tc = unary(em, "aten.tanh.default", cn)?;
-                        h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
-                        if let Some(w) = w_hr {
-                            h = linear_op(em, h, w, None)?;
-                        }
-                        c = Some(cn);
-                    }
-                    Cell::Gru => {
-                        let gi = chunk_op(em, xt, 3, 1)?;
-                        let gh = chunk_op(em, hh, 3, 1)?;
-                        let rs = binary(em, "aten.add.Tensor", gi[0], gh[0], dtype, None)?;
-                        let r = unary(em, "aten.sigmoid.default", rs)?;
-                        let zs = binary(em, "aten.add.Tensor", gi[1], gh[1], dtype, None)?;
-                        let z = unary(em, "aten.sigmoid.default", zs)?;
-                        let rh = binary(em, "aten.mul.Tensor", r, gh[2], dtype, None)?;
-                        let ns = binary(em, "aten.add.Tensor", gi[2], rh, dtype, None)?;
-                        let n = unary(em, "aten.tanh.default", ns)?;
-                        // h' = n + z * (h - n)
-                        let hn = binary(em, "aten.sub.Tensor", h, n, dtype, None)?;
-                        let zh = binary(em, "aten.mul.Tensor", z, hn, dtype, None)?;
-                        h = binary(em, "aten.add.Tensor", n, zh, dtype, None)?;
-                    }
-                    Cell::Tanh | Cell::Relu => {
-                        let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
-                        let act = if cell == Cell::Tanh {
-                            "aten.tanh.default"
-                        } else {
-                            "aten.relu.default"
-                        };
-                        h = unary(em, act, s)?;
-                    }
-                }
+    match cell {
+        Cell::Lstm => {
+            let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let g = chunk_op(em, gates, 4, 1)?;
+            let i = unary(em, "aten.sigmoid.default", g[0])?;
+            let f = unary(em, "aten.sigmoid.default", g[1])?;
+            let cc = unary(em, "aten.tanh.default", g[2])?;
+            let o = unary(em, "aten.sigmoid.default", g[3])?;
+            let fc = binary(em, "aten.mul.Tensor", f, c.unwrap(), dtype, None)?;
+            let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
+            let cn = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
+            let tc = unary(em, "aten.tanh.default", cn)?;
+            h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
+            if let Some(w) = w_hr {
+                h = linear_op(em, h, w, None)?;
+            }
+            c = Some(cn);
+        }
+        Cell::Gru => {
+            let gi = chunk_op(em, xt, 3, 1)?;
+            let gh = chunk_op(em, hh, 3, 1)?;
+            let rs = binary(em, "aten.add.Tensor", gi[0], gh[0], dtype, None)?;
+            let r = unary(em, "aten.sigmoid.default", rs)?;
+            let zs = binary(em, "aten.add.Tensor", gi[1], gh[1], dtype, None)?;
+            let z = unary(em, "aten.sigmoid.default", zs)?;
+            let rh = binary(em, "aten.mul.Tensor", r, gh[2], dtype, None)?;
+            let ns = binary(em, "aten.add.Tensor", gi[2], rh, dtype, None)?;
+            let n = unary(em, "aten.tanh.default", ns)?;
+            // h' = n + z * (h - n)
+            let hn = binary(em, "aten.sub.Tensor", h, n, dtype, None)?;
+            let zh = binary(em, "aten.mul.Tensor", z, hn, dtype, None)?;
+            h = binary(em, "aten.add.Tensor", n, zh, dtype, None)?;
+        }
+        Cell::Tanh | Cell::Relu => {
+            let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let act = if cell == Cell::Tanh {
+                "aten.tanh.default"
+            } else {
+                "aten.relu.default"
+            };
+            h = unary(em, act, s)?;
+        }
+    }
     Ok((h, c))
 }
 
@@ -2314,7 +2314,10 @@ fn rnn_cell(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     };
     let x = a.t("input")?;
     if em.rank(x)? != 2 {
-        return Err(Error::unsupported(format!("node {}: {} on unbatched input", a.0.name, a.0.target)));
+        return Err(Error::unsupported(format!(
+            "node {}: {} on unbatched input",
+            a.0.name, a.0.target
+        )));
     }
     let (h, c) = if cell == Cell::Lstm {
         let hx = a.ts("hx")?;
@@ -3692,13 +3695,27 @@ fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     // logaddexp2: max + log2(1 + 2^-|a-b|) = max + log1p(2^-|a-b|) / ln 2
     let base2 = a.0.target.name == "logaddexp2";
     let e = if base2 {
-        same(em, "aten.pow.Scalar", vec![("self", Argument::Float(2.0)), ("exponent", Argument::Tensor(n))], n, None)?
+        same(
+            em,
+            "aten.pow.Scalar",
+            vec![
+                ("self", Argument::Float(2.0)),
+                ("exponent", Argument::Tensor(n)),
+            ],
+            n,
+            None,
+        )?
     } else {
         unary(em, "aten.exp.default", n)?
     };
     let mut l = unary(em, "aten.log1p.default", e)?;
     if base2 {
-        l = with_scalar(em, "aten.mul.Tensor", l, Argument::Float(std::f64::consts::LOG2_E))?;
+        l = with_scalar(
+            em,
+            "aten.mul.Tensor",
+            l,
+            Argument::Float(std::f64::consts::LOG2_E),
+        )?;
     }
     let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
     let inf = {
@@ -4085,8 +4102,13 @@ fn trace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let out = a.out(0)?;
-    let n_in = *em.static_sizes(x, "upsample_nearest1d")?.last().unwrap();
-    let n_out = *em.static_sizes(out, "upsample_nearest1d")?.last().unwrap();
+    let last = |v: Vec<i64>| {
+        v.last()
+            .copied()
+            .ok_or_else(|| Error::bad_input("upsample_nearest1d of a 0-d tensor"))
+    };
+    let n_in = last(em.static_sizes(x, "upsample_nearest1d")?)?;
+    let n_out = last(em.static_sizes(out, "upsample_nearest1d")?)?;
     let scale = match a.0.arg("scale_factors") {
         Some(Argument::Floats(f)) if !f.is_empty() => 1.0 / f[0],
         _ => n_in as f64 / n_out as f64,
@@ -4152,9 +4174,16 @@ fn copy_variant(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let base = crate::ir::Target::op(&t.namespace, t.name.trim_end_matches("_copy"), &t.overload);
     let args = super::edit::args_for(a.0, &base)?;
     let outs = a.outs();
-    let metas: Vec<Out> = outs.iter().map(|o| em.meta(*o).cloned().map(Out::New)).collect::<Result<_>>()?;
+    let metas: Vec<Out> = outs
+        .iter()
+        .map(|o| em.meta(*o).cloned().map(Out::New))
+        .collect::<Result<_>>()?;
     let views = em.call(&base.to_string(), super::edit::borrow_args(&args), metas)?;
-    views.iter().zip(&outs).map(|(v, o)| clone(em, *v, Some(*o))).collect()
+    views
+        .iter()
+        .zip(&outs)
+        .map(|(v, o)| clone(em, *v, Some(*o)))
+        .collect()
 }
 
 /// `x.unfold(dim, size, step)`: windows gathered with an index of
@@ -4175,7 +4204,14 @@ fn unfold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut sizes = em.sizes(x)?;
     sizes.splice(d..d + 1, [Sym::Int(n), Sym::Int(size)]);
     let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
-    let g = em.op("aten.index.Tensor", vec![("self", Argument::Tensor(x)), ("indices", Argument::OptionalTensors(indices))], meta)?;
+    let g = em.op(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("indices", Argument::OptionalTensors(indices)),
+        ],
+        meta,
+    )?;
     let mut perm: Vec<usize> = (0..=r).filter(|&i| i != d + 1).collect();
     perm.push(d + 1);
     Ok(vec![permute(em, g, &perm, Some(a.out(0)?))?])
@@ -4187,7 +4223,13 @@ fn take(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
     em.op_into(
         "aten.index.Tensor",
-        vec![("self", Argument::Tensor(flat)), ("indices", Argument::OptionalTensors(vec![Some(a.t("index")?)]))],
+        vec![
+            ("self", Argument::Tensor(flat)),
+            (
+                "indices",
+                Argument::OptionalTensors(vec![Some(a.t("index")?)]),
+            ),
+        ],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -4197,24 +4239,65 @@ fn take_along_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, idx) = (a.t("self")?, a.t("indices")?);
     let out = a.out(0)?;
     let Some(dim) = a.opt_int("dim")? else {
-        let total = em.static_sizes(x, "take_along_dim")?.iter().product::<i64>();
+        let total = em
+            .static_sizes(x, "take_along_dim")?
+            .iter()
+            .product::<i64>();
         let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
-        let n = em.static_sizes(idx, "take_along_dim")?.iter().product::<i64>();
+        let n = em
+            .static_sizes(idx, "take_along_dim")?
+            .iter()
+            .product::<i64>();
         let fi = reshape(em, idx, &[SymRef::Int(n)], None)?;
-        em.op_into("aten.gather.default", vec![("self", Argument::Tensor(flat)), ("dim", Argument::Int(0)), ("index", Argument::Tensor(fi))], out)?;
+        em.op_into(
+            "aten.gather.default",
+            vec![
+                ("self", Argument::Tensor(flat)),
+                ("dim", Argument::Int(0)),
+                ("index", Argument::Tensor(fi)),
+            ],
+            out,
+        )?;
         return Ok(vec![out]);
     };
     let r = em.rank(x)?;
     let d = norm_dim(dim, r)?;
-    let (xs, is) = (em.static_sizes(x, "take_along_dim")?, em.static_sizes(idx, "take_along_dim")?);
+    let (xs, is) = (
+        em.static_sizes(x, "take_along_dim")?,
+        em.static_sizes(idx, "take_along_dim")?,
+    );
     let b: Vec<i64> = xs.iter().zip(&is).map(|(p, q)| *p.max(q)).collect();
     let mut want_x = b.clone();
     want_x[d] = xs[d];
     let mut want_i = b;
     want_i[d] = is[d];
-    let x = if want_x != xs { expand(em, x, &want_x.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>())? } else { x };
-    let idx = if want_i != is { expand(em, idx, &want_i.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>())? } else { idx };
-    em.op_into("aten.gather.default", vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(d as i64)), ("index", Argument::Tensor(idx))], out)?;
+    let x = if want_x != xs {
+        expand(
+            em,
+            x,
+            &want_x.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        )?
+    } else {
+        x
+    };
+    let idx = if want_i != is {
+        expand(
+            em,
+            idx,
+            &want_i.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        )?
+    } else {
+        idx
+    };
+    em.op_into(
+        "aten.gather.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(d as i64)),
+            ("index", Argument::Tensor(idx)),
+        ],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -4225,12 +4308,28 @@ fn sort_like(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let sizes = em.sizes(x)?;
     let vmeta = em.meta_like(x, em.dtype(x)?, sizes.clone())?;
     let imeta = em.meta_like(x, Dtype::Int64, sizes)?;
-    let (dim, desc) = if a.0.target.name == "msort" { (0, false) } else { (a.int("dim")?, a.bool("descending")?) };
-    let args = vec![("self", Argument::Tensor(x)), ("dim", Argument::Int(dim)), ("descending", Argument::Bool(desc))];
-    if a.0.target.name == "msort" {
-        em.call("aten.sort.default", args, vec![Out::Into(out), Out::New(imeta)])?;
+    let (dim, desc) = if a.0.target.name == "msort" {
+        (0, false)
     } else {
-        em.call("aten.sort.default", args, vec![Out::New(vmeta), Out::Into(out)])?;
+        (a.int("dim")?, a.bool("descending")?)
+    };
+    let args = vec![
+        ("self", Argument::Tensor(x)),
+        ("dim", Argument::Int(dim)),
+        ("descending", Argument::Bool(desc)),
+    ];
+    if a.0.target.name == "msort" {
+        em.call(
+            "aten.sort.default",
+            args,
+            vec![Out::Into(out), Out::New(imeta)],
+        )?;
+    } else {
+        em.call(
+            "aten.sort.default",
+            args,
+            vec![Out::New(vmeta), Out::Into(out)],
+        )?;
     }
     Ok(vec![out])
 }
@@ -4240,8 +4339,26 @@ fn aminmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let dims = a.opt_int("dim")?.map(|d| vec![d]).unwrap_or_default();
     let keep = a.bool("keepdim")?;
     let dtype = em.dtype(x)?;
-    let lo = reduce(em, "aten.amin.default", x, &dims, keep, vec![], dtype, Some(a.out(0)?))?;
-    let hi = reduce(em, "aten.amax.default", x, &dims, keep, vec![], dtype, Some(a.out(1)?))?;
+    let lo = reduce(
+        em,
+        "aten.amin.default",
+        x,
+        &dims,
+        keep,
+        vec![],
+        dtype,
+        Some(a.out(0)?),
+    )?;
+    let hi = reduce(
+        em,
+        "aten.amax.default",
+        x,
+        &dims,
+        keep,
+        vec![],
+        dtype,
+        Some(a.out(1)?),
+    )?;
     Ok(vec![lo, hi])
 }
 
@@ -4261,15 +4378,29 @@ fn block_diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut left = 0;
     for (x, (r, c)) in xs.iter().zip(&shapes) {
         let x2 = reshape(em, *x, &[SymRef::Int(*r), SymRef::Int(*c)], None)?;
-        let meta = em.meta_like(x2, em.dtype(a.out(0)?)?, vec![Sym::Int(*r), Sym::Int(total)])?;
+        let meta = em.meta_like(
+            x2,
+            em.dtype(a.out(0)?)?,
+            vec![Sym::Int(*r), Sym::Int(total)],
+        )?;
         rows.push(em.op(
             "aten.constant_pad_nd.default",
-            vec![("self", Argument::Tensor(x2)), ("pad", ints_arg(&[left, total - left - c]))],
+            vec![
+                ("self", Argument::Tensor(x2)),
+                ("pad", ints_arg(&[left, total - left - c])),
+            ],
             meta,
         )?);
         left += c;
     }
-    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(rows)), ("dim", Argument::Int(0))], a.out(0)?)?;
+    em.op_into(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(rows)),
+            ("dim", Argument::Int(0)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -4278,7 +4409,13 @@ fn chain_matmul(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let mut acc = ms[0];
     for (i, m) in ms.iter().enumerate().skip(1) {
-        acc = mm(em, acc, *m, None, if i + 1 == ms.len() { Some(out) } else { None })?;
+        acc = mm(
+            em,
+            acc,
+            *m,
+            None,
+            if i + 1 == ms.len() { Some(out) } else { None },
+        )?;
     }
     Ok(vec![acc])
 }
@@ -4299,12 +4436,24 @@ fn column_stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             _ => None,
         };
         parts.push(match shape {
-            Some(sh) => reshape(em, x, &sh.into_iter().map(SymRef::Int).collect::<Vec<_>>(), None)?,
+            Some(sh) => reshape(
+                em,
+                x,
+                &sh.into_iter().map(SymRef::Int).collect::<Vec<_>>(),
+                None,
+            )?,
             None => x,
         });
     }
     let dim = if col { 1 } else { 2 };
-    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(parts)), ("dim", Argument::Int(dim))], a.out(0)?)?;
+    em.op_into(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(parts)),
+            ("dim", Argument::Int(dim)),
+        ],
+        a.out(0)?,
+    )?;
     Ok(vec![a.out(0)?])
 }
 
@@ -4312,10 +4461,17 @@ fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let (d1, d2) = (a.int("dim1")?, a.int("dim2")?);
     if (d1, d2) != (-2, -1) {
-        return Err(Error::unsupported(format!("node {}: diag_embed into dims other than the last two", a.0.name)));
+        return Err(Error::unsupported(format!(
+            "node {}: diag_embed into dims other than the last two",
+            a.0.name
+        )));
     }
     let k = a.int("offset")?;
-    let n = *em.static_sizes(x, "diag_embed")?.last().unwrap();
+    let n = em
+        .static_sizes(x, "diag_embed")?
+        .last()
+        .copied()
+        .ok_or_else(|| Error::bad_input("diag_embed of a 0-d tensor"))?;
     let m = n + k.abs();
     let dtype = em.dtype(x)?;
     let rows = arange_col(em, x, m, true)?;
@@ -4328,8 +4484,19 @@ fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let mut sizes = em.sizes(x)?;
     sizes[r - 1] = Sym::Int(m);
     let meta = em.meta_like(x, dtype, sizes)?;
-    let padded = em.op("aten.constant_pad_nd.default", vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&[0, k.abs()]))], meta)?;
-    let vals = if k >= 0 { unsqueeze(em, padded, r)? } else { unsqueeze(em, padded, r - 1)? };
+    let padded = em.op(
+        "aten.constant_pad_nd.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("pad", ints_arg(&[0, k.abs()])),
+        ],
+        meta,
+    )?;
+    let vals = if k >= 0 {
+        unsqueeze(em, padded, r)?
+    } else {
+        unsqueeze(em, padded, r - 1)?
+    };
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     Ok(vec![where_(em, on, vals, zero, Some(a.out(0)?))?])
 }
@@ -4337,7 +4504,11 @@ fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn fill_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, v) = (a.t("self")?, a.t("value")?);
     let dtype = em.dtype(x)?;
-    let v = if em.dtype(v)? != dtype { to_copy(em, v, dtype, None)? } else { v };
+    let v = if em.dtype(v)? != dtype {
+        to_copy(em, v, dtype, None)?
+    } else {
+        v
+    };
     let sizes = em.size_refs(x)?;
     let e = expand(em, v, &sizes)?;
     Ok(vec![clone(em, e, Some(a.out(0)?))?])
@@ -4347,7 +4518,9 @@ fn float_power(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let as64 = |em: &mut Emitter, name: &str| -> Result<Argument> {
         Ok(match a.0.arg(name) {
-            Some(Argument::Tensor(v)) if em.dtype(*v)? != Dtype::Float64 => Argument::Tensor(to_copy(em, *v, Dtype::Float64, None)?),
+            Some(Argument::Tensor(v)) if em.dtype(*v)? != Dtype::Float64 => {
+                Argument::Tensor(to_copy(em, *v, Dtype::Float64, None)?)
+            }
             Some(Argument::Tensor(v)) => Argument::Tensor(*v),
             _ => Argument::Float(a.float(name)?),
         })
@@ -4389,20 +4562,44 @@ fn inner(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 fn tensordot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let (dx, dy) = (a.ints("dims_self")?, a.ints("dims_other")?);
-    let (xs, ys) = (em.static_sizes(x, "tensordot")?, em.static_sizes(y, "tensordot")?);
-    let cx: Vec<usize> = dx.iter().map(|d| norm_dim(*d, xs.len())).collect::<Result<_>>()?;
-    let cy: Vec<usize> = dy.iter().map(|d| norm_dim(*d, ys.len())).collect::<Result<_>>()?;
+    let (xs, ys) = (
+        em.static_sizes(x, "tensordot")?,
+        em.static_sizes(y, "tensordot")?,
+    );
+    let cx: Vec<usize> = dx
+        .iter()
+        .map(|d| norm_dim(*d, xs.len()))
+        .collect::<Result<_>>()?;
+    let cy: Vec<usize> = dy
+        .iter()
+        .map(|d| norm_dim(*d, ys.len()))
+        .collect::<Result<_>>()?;
     let fx: Vec<usize> = (0..xs.len()).filter(|d| !cx.contains(d)).collect();
     let fy: Vec<usize> = (0..ys.len()).filter(|d| !cy.contains(d)).collect();
     let k: i64 = cx.iter().map(|&d| xs[d]).product();
     let m: i64 = fx.iter().map(|&d| xs[d]).product();
     let n: i64 = fy.iter().map(|&d| ys[d]).product();
-    let xp = permute(em, x, &fx.iter().chain(&cx).copied().collect::<Vec<_>>(), None)?;
+    let xp = permute(
+        em,
+        x,
+        &fx.iter().chain(&cx).copied().collect::<Vec<_>>(),
+        None,
+    )?;
     let x2 = reshape(em, xp, &[SymRef::Int(m), SymRef::Int(k)], None)?;
-    let yp = permute(em, y, &cy.iter().chain(&fy).copied().collect::<Vec<_>>(), None)?;
+    let yp = permute(
+        em,
+        y,
+        &cy.iter().chain(&fy).copied().collect::<Vec<_>>(),
+        None,
+    )?;
     let y2 = reshape(em, yp, &[SymRef::Int(k), SymRef::Int(n)], None)?;
     let p = mm(em, x2, y2, None, None)?;
-    let shape: Vec<SymRef> = fx.iter().map(|&d| xs[d]).chain(fy.iter().map(|&d| ys[d])).map(SymRef::Int).collect();
+    let shape: Vec<SymRef> = fx
+        .iter()
+        .map(|&d| xs[d])
+        .chain(fy.iter().map(|&d| ys[d]))
+        .map(SymRef::Int)
+        .collect();
     Ok(vec![view(em, p, &shape, Some(a.out(0)?))?])
 }
 
@@ -4413,27 +4610,57 @@ fn isclose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let ad = unary(em, "aten.abs.default", d)?;
     let ay = unary(em, "aten.abs.default", y)?;
     let tol = with_scalar(em, "aten.mul.Tensor", ay, Argument::Float(a.float("rtol")?))?;
-    let tol = with_scalar(em, "aten.add.Tensor", tol, Argument::Float(a.float("atol")?))?;
+    let tol = with_scalar(
+        em,
+        "aten.add.Tensor",
+        tol,
+        Argument::Float(a.float("atol")?),
+    )?;
     let close = binary(em, "aten.le.Tensor", ad, tol, Dtype::Bool, None)?;
     let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
     let out = a.out(0)?;
     if !a.bool("equal_nan")? {
-        return Ok(vec![binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, Some(out))?]);
+        return Ok(vec![binary(
+            em,
+            "aten.logical_or.default",
+            eq,
+            close,
+            Dtype::Bool,
+            Some(out),
+        )?]);
     }
     let r = binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, None)?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let nx = em.op("aten.isnan.default", vec![("self", Argument::Tensor(x))], meta.clone())?;
-    let ny = em.op("aten.isnan.default", vec![("self", Argument::Tensor(y))], meta)?;
+    let nx = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
+    let ny = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(y))],
+        meta,
+    )?;
     let both = binary(em, "aten.logical_and.default", nx, ny, Dtype::Bool, None)?;
-    Ok(vec![binary(em, "aten.logical_or.default", r, both, Dtype::Bool, Some(out))?])
+    Ok(vec![binary(
+        em,
+        "aten.logical_or.default",
+        r,
+        both,
+        Dtype::Bool,
+        Some(out),
+    )?])
 }
 
 fn kron(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let (xs, ys) = (em.static_sizes(x, "kron")?, em.static_sizes(y, "kron")?);
     if xs.len() != ys.len() {
-        return Err(Error::unsupported(format!("node {}: kron of tensors of different ranks", a.0.name)));
+        return Err(Error::unsupported(format!(
+            "node {}: kron of tensors of different ranks",
+            a.0.name
+        )));
     }
     let r = xs.len();
     // x[i0, 1, i1, 1, ...] * y[1, j0, 1, j1, ...], then merge each pair.
@@ -4443,8 +4670,18 @@ fn kron(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         xv.extend([xs[d], 1]);
         yv.extend([1, ys[d]]);
     }
-    let x2 = reshape(em, x, &xv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(), None)?;
-    let y2 = reshape(em, y, &yv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(), None)?;
+    let x2 = reshape(
+        em,
+        x,
+        &xv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        None,
+    )?;
+    let y2 = reshape(
+        em,
+        y,
+        &yv.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        None,
+    )?;
     let dtype = em.dtype(a.out(0)?)?;
     let p = binary(em, "aten.mul.Tensor", x2, y2, dtype, None)?;
     let shape: Vec<SymRef> = (0..r).map(|d| SymRef::Int(xs[d] * ys[d])).collect();
@@ -4463,12 +4700,24 @@ fn cross(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     };
     let mut comps = Vec::new();
     for (i, j) in [(1, 2), (2, 0), (0, 1)] {
-        let (xi, yj, xj, yi) = (part(em, x, i)?, part(em, y, j)?, part(em, x, j)?, part(em, y, i)?);
+        let (xi, yj, xj, yi) = (
+            part(em, x, i)?,
+            part(em, y, j)?,
+            part(em, x, j)?,
+            part(em, y, i)?,
+        );
         let p = binary(em, "aten.mul.Tensor", xi, yj, dtype, None)?;
         let q = binary(em, "aten.mul.Tensor", xj, yi, dtype, None)?;
         comps.push(binary(em, "aten.sub.Tensor", p, q, dtype, None)?);
     }
-    em.op_into("aten.cat.default", vec![("tensors", Argument::Tensors(comps)), ("dim", Argument::Int(d as i64))], out)?;
+    em.op_into(
+        "aten.cat.default",
+        vec![
+            ("tensors", Argument::Tensors(comps)),
+            ("dim", Argument::Int(d as i64)),
+        ],
+        out,
+    )?;
     Ok(vec![out])
 }
 
@@ -4478,12 +4727,21 @@ fn linspace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let (start, end, steps) = (a.float("start")?, a.float("end")?, a.int("steps")?);
     let dtype = em.dtype(out)?;
-    let step = if steps > 1 { (end - start) / (steps - 1) as f64 } else { 0.0 };
+    let step = if steps > 1 {
+        (end - start) / (steps - 1) as f64
+    } else {
+        0.0
+    };
     let i = arange_col(em, out, steps, false)?;
     let fi = to_copy(em, i, Dtype::Float64, None)?;
     let up = with_scalar(em, "aten.mul.Tensor", fi, Argument::Float(step))?;
     let up = with_scalar(em, "aten.add.Tensor", up, Argument::Float(start))?;
-    let back = with_scalar(em, "aten.sub.Tensor", fi, Argument::Float((steps - 1) as f64))?;
+    let back = with_scalar(
+        em,
+        "aten.sub.Tensor",
+        fi,
+        Argument::Float((steps - 1) as f64),
+    )?;
     let down = with_scalar(em, "aten.mul.Tensor", back, Argument::Float(step))?;
     let down = with_scalar(em, "aten.add.Tensor", down, Argument::Float(end))?;
     let first = cmp(em, "aten.lt.Scalar", i, Argument::Int(steps / 2))?;
@@ -4504,7 +4762,11 @@ fn meshgrid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         shape[pos] = em.size(*x, 0)?;
         let v = view(em, *x, &shape, None)?;
         let full = em.size_refs(*o)?;
-        em.op_into("aten.expand.default", vec![("self", Argument::Tensor(v)), ("size", sym_ints_arg(&full))], *o)?;
+        em.op_into(
+            "aten.expand.default",
+            vec![("self", Argument::Tensor(v)), ("size", sym_ints_arg(&full))],
+            *o,
+        )?;
         result.push(*o);
     }
     Ok(result)
