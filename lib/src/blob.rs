@@ -25,7 +25,39 @@ pub struct Blob {
 #[derive(Clone)]
 enum Source {
     Owned(Arc<Vec<u8>>),
-    Mapped(Arc<memmap2::Mmap>, Option<Arc<File>>),
+    Mapped(Arc<memmap2::Mmap>, Option<Arc<File>>, Option<Arc<FileOrigin>>),
+}
+
+/// The file a mapped blob is a window of, as another process can find it
+/// again: an absolute path, and the size and modification time it had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileOrigin {
+    pub path: std::path::PathBuf,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl FileOrigin {
+    /// The origin of an open file (`None` when its path cannot be made
+    /// absolute or it has no modification time).
+    pub fn of(path: &std::path::Path, file: &File) -> Option<FileOrigin> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        Some(FileOrigin {
+            path: std::fs::canonicalize(path).ok()?,
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        })
+    }
+}
+
+/// A window of a file another tool can map itself: where it is, and the
+/// CRC-32 its bytes must have, if one is known.
+pub struct FileRef {
+    pub origin: Arc<FileOrigin>,
+    pub offset: u64,
+    pub len: u64,
+    pub crc32: Option<u32>,
 }
 
 impl Blob {
@@ -39,10 +71,34 @@ impl Blob {
     }
 
     pub fn mapped(map: Arc<memmap2::Mmap>, file: Option<Arc<File>>, range: Range<usize>) -> Blob {
+        Blob::mapped_from(map, file, range, None)
+    }
+
+    /// A window of a mapped file whose origin is known (it can be passed
+    /// by reference: see [`Blob::file_ref`]).
+    pub fn mapped_from(
+        map: Arc<memmap2::Mmap>,
+        file: Option<Arc<File>>,
+        range: Range<usize>,
+        origin: Option<Arc<FileOrigin>>,
+    ) -> Blob {
         Blob {
-            source: Source::Mapped(map, file),
+            source: Source::Mapped(map, file, origin),
             range,
             pending_crc: None,
+        }
+    }
+
+    /// Where these bytes lie in a file of known origin, if they do.
+    pub fn file_ref(&self) -> Option<FileRef> {
+        match &self.source {
+            Source::Mapped(_, _, Some(origin)) => Some(FileRef {
+                origin: origin.clone(),
+                offset: self.range.start as u64,
+                len: self.range.len() as u64,
+                crc32: self.pending_crc.as_ref().map(|(c, _)| *c),
+            }),
+            _ => None,
         }
     }
 
@@ -101,7 +157,7 @@ impl Blob {
     ) -> Result<()> {
         let io = |e| Error::io("writing the IR stream", e);
         match &self.source {
-            Source::Mapped(_, Some(file)) => {
+            Source::Mapped(_, Some(file), _) => {
                 // One cache-sized buffer per thread, reused: allocating per
                 // call costs a page fault per page.
                 thread_local! {
@@ -149,7 +205,7 @@ impl Deref for Blob {
     fn deref(&self) -> &[u8] {
         match &self.source {
             Source::Owned(v) => &v[self.range.clone()],
-            Source::Mapped(m, _) => &m[self.range.clone()],
+            Source::Mapped(m, _, _) => &m[self.range.clone()],
         }
     }
 }

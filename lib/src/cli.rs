@@ -71,6 +71,38 @@ pub struct ProgramOutput {
     /// What to write: the binary IR stream (for other tools), a text listing, YAML or Graphviz DOT (for people)
     #[arg(long, value_enum, default_value_t = Emit::Ir)]
     pub emit: Emit,
+    /// How the IR stream carries weights stored in a .pt2 archive: by reference to the archive (the next tool maps it; nothing is copied through the pipe), inline, or auto: by reference into a pipe, inline into a file
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto, value_name = "HOW")]
+    pub weights: WeightsArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightsArg {
+    /// by reference into a pipe or socket, inline into a file or terminal
+    Auto,
+    /// always in the stream
+    Inline,
+    /// by reference where the bytes are a stored member of an archive on disk
+    Reference,
+}
+
+/// Whether standard output is a pipe or a socket (the next tool of a
+/// pipeline is reading it, now).
+fn stdout_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
+impl ProgramOutput {
+    /// The weight mode `--weights` and the output give.
+    pub fn weights(&self) -> crate::wire::Weights {
+        let to_pipe = self.output.as_deref().is_none_or(|p| p.as_os_str() == "-") && stdout_is_pipe();
+        match self.weights {
+            WeightsArg::Reference => crate::wire::Weights::Reference,
+            WeightsArg::Auto if to_pipe => crate::wire::Weights::Reference,
+            _ => crate::wire::Weights::Inline,
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +279,7 @@ pub fn write_output(
 pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
     match out.emit {
         Emit::Ir => write_output(out.output.as_deref(), true, |w| {
-            crate::wire::write_program(program, w)
+            crate::wire::write_program_with(program, w, out.weights())
         }),
         Emit::Text => write_output(out.output.as_deref(), false, |w| {
             program.storages.iter().try_for_each(|s| s.verify())?;

@@ -38,7 +38,7 @@ fn a_newer_major_version_is_refused() {
     bytes[10] = 2;
     let e = read_err(&bytes);
     assert_eq!(e.kind, ErrorKind::Unsupported);
-    assert!(e.to_string().contains("IR format 2.0"), "{e}");
+    assert!(e.to_string().contains("IR format 2.1"), "{e}");
 }
 
 #[test]
@@ -121,4 +121,77 @@ fn truncated_files_are_refused_at_every_cut() {
             );
         }
     }
+}
+
+fn by_reference(p: &pt2kit::ir::Program) -> Vec<u8> {
+    let mut out = Vec::new();
+    wire::write_program_with(p, &mut out, wire::Weights::Reference).unwrap();
+    out
+}
+
+/// Weights stored in a .pt2 can travel by reference: the stream holds the
+/// archive's path and each storage's place in it, and the reader maps the
+/// archive; the program read back is the same, byte for byte.
+#[test]
+fn weights_by_reference_read_back_the_same_program() {
+    let p = read_pt2(&repo().join("golden/models/bert.pt2"), &ImportOptions::default()).unwrap();
+    let inline = wire::encode_program(&p).unwrap();
+    let refs = by_reference(&p);
+    let weight_bytes: usize = p.storages.iter().map(|s| s.len()).sum();
+    assert!(refs.len() + weight_bytes / 2 < inline.len(), "{} vs {}", refs.len(), inline.len());
+    let back = wire::read_program(&mut refs.as_slice(), "refs.ir").unwrap();
+    for (a, b) in p.storages.iter().zip(&back.storages) {
+        assert_eq!(&a[..], &b[..]);
+    }
+    assert_eq!(text::listing(&p), text::listing(&back));
+    assert_eq!(wire::encode_program(&back).unwrap(), inline);
+}
+
+#[test]
+fn a_reference_to_a_changed_or_missing_archive_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("cnn.pt2");
+    std::fs::copy(repo().join("golden/models/cnn.pt2"), &copy).unwrap();
+    let p = read_pt2(&copy, &ImportOptions::default()).unwrap();
+    let refs = by_reference(&p);
+    drop(p);
+    // Rewritten (new modification time): refused, not read as it is now.
+    let bytes = std::fs::read(&copy).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&copy, &bytes).unwrap();
+    let e = read_err(&refs);
+    assert_eq!(e.kind, ErrorKind::BadInput);
+    assert!(e.to_string().contains("has changed since the stream was written"), "{e}");
+    std::fs::remove_file(&copy).unwrap();
+    let e = read_err(&refs);
+    assert!(e.to_string().contains("cannot be read"), "{e}");
+    assert!(e.to_string().starts_with("in.ir: storage "), "{e}");
+}
+
+/// Only the data of a stored member can be referenced: a stream cannot
+/// point a tool at other bytes of a file (headers, directory) or at a file
+/// that is not an archive.
+#[test]
+fn only_stored_member_data_can_be_referenced() {
+    let path = repo().join("golden/models/mlp.pt2");
+    let archive = pt2kit::import::zip::Archive::open(&path).unwrap();
+    assert!(archive.stored_window(0, 30).is_none(), "a local header is not member data");
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(archive.stored_window(len - 22, 22).is_none(), "the end record is not member data");
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("mlp.pt2");
+    std::fs::copy(&path, &fake).unwrap();
+    let p = read_pt2(&fake, &ImportOptions::default()).unwrap();
+    let refs = by_reference(&p);
+    drop(p);
+    // The same size and time, but not an archive any more.
+    let mtime = std::fs::metadata(&fake).unwrap().modified().unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&fake).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&vec![0u8; len as usize], 0).unwrap();
+    f.set_modified(mtime).unwrap();
+    drop(f);
+    let e = read_err(&refs);
+    assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+    assert!(e.to_string().contains("archive it refers to"), "{e}");
 }

@@ -18,6 +18,7 @@ pub type PassFn = fn(&mut Program) -> Result<usize>;
 
 /// The passes by name, in the order `ir-decompose` runs them by default.
 pub fn all() -> Vec<(&'static str, &'static str, PassFn)> {
+    #[allow(unused_mut)] // only `exec` builds add the fold pass
     let mut v: Vec<(&'static str, &'static str, PassFn)> = vec![
         (
             "dce",

@@ -59,7 +59,8 @@ impl Archive {
             match unsafe { memmap2::Mmap::map(&file) } {
                 Ok(map) => {
                     let n = map.len();
-                    Blob::mapped(Arc::new(map), Some(Arc::new(file)), 0..n)
+                    let origin = crate::blob::FileOrigin::of(path, &file).map(Arc::new);
+                    Blob::mapped_from(Arc::new(map), Some(Arc::new(file)), 0..n, origin)
                 }
                 Err(_) => {
                     let mut bytes = Vec::new();
@@ -129,6 +130,32 @@ impl Archive {
         } else {
             blob.with_pending_crc(entry.crc32, &place)
         })
+    }
+
+    /// The bytes at `offset..offset + len` of the file, when they lie
+    /// inside the data of one stored (uncompressed) member; with that
+    /// member's CRC pending when they are all of it. Only such windows may
+    /// be passed by reference (see `wire`): a stream cannot point a tool
+    /// at arbitrary bytes of an arbitrary file.
+    pub fn stored_window(&self, offset: u64, len: u64) -> Option<Blob> {
+        let d = &self.data;
+        for e in self.entries.iter().filter(|e| e.method == 0) {
+            let h = usize::try_from(e.header_offset).ok()?;
+            if h.checked_add(30).is_none_or(|end| end > d.len()) || u32_at(d, h) != 0x0403_4b50 {
+                continue;
+            }
+            let start = (h + 30 + u16_at(d, h + 26) as usize + u16_at(d, h + 28) as usize) as u64;
+            let end = start.saturating_add(e.compressed_size);
+            if offset >= start && offset.checked_add(len).is_some_and(|o| o <= end) && end <= d.len() as u64 {
+                let blob = d.slice(offset as usize..(offset + len) as usize);
+                return Some(if offset == start && len == e.size {
+                    blob.with_pending_crc(e.crc32, &format!("{}: member '{}'", self.path, e.name))
+                } else {
+                    blob
+                });
+            }
+        }
+        None
     }
 
     fn read_entry(&self, e: &Entry, check_crc: bool) -> Result<Blob> {

@@ -49,7 +49,8 @@ pub(crate) use generated::pt2ir as pb;
 
 pub const MAGIC: &[u8; 8] = b"\x89PT2IR\r\n";
 pub const FORMAT_MAJOR: u32 = 1;
-pub const FORMAT_MINOR: u32 = 0;
+/// Minor 1: storages may be passed by reference (`StorageRef`).
+pub const FORMAT_MINOR: u32 = 1;
 const CHUNK: usize = 16 << 20;
 const MAX_RECORD: u64 = (1 << 31) - 1;
 
@@ -80,7 +81,27 @@ fn encode<M: Message>(m: &M) -> Result<Vec<u8>> {
 }
 
 /// Writes a program as an IR stream.
+/// How a stream carries weight bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// In the stream, in chunks.
+    Inline,
+    /// By reference where a storage is a stored member of a `.pt2` archive
+    /// on disk (the reader maps the archive itself); inline otherwise.
+    Reference,
+}
+
+/// Writes a program with its weights inline.
 pub fn write_program<W: Write + ?Sized>(program: &Program, w: &mut W) -> Result<()> {
+    write_program_with(program, w, Weights::Inline)
+}
+
+/// Writes a program, its weights inline or by reference.
+pub fn write_program_with<W: Write + ?Sized>(
+    program: &Program,
+    w: &mut W,
+    weights: Weights,
+) -> Result<()> {
     w.write_all(MAGIC).map_err(write_err)?;
     let header = pb::StreamHeader {
         format_major: FORMAT_MAJOR,
@@ -103,6 +124,23 @@ pub fn write_program<W: Write + ?Sized>(program: &Program, w: &mut W) -> Result<
     drop(bytes);
     let mut total = 0u64;
     for (index, storage) in program.storages.iter().enumerate() {
+        if let Some(r) = storage.file_ref().filter(|_| weights == Weights::Reference) {
+            let record = pb::Record {
+                kind: Some(pb::record::Kind::StorageRef(pb::StorageRef {
+                    index: index as u32,
+                    path: r.origin.path.to_string_lossy().into_owned(),
+                    offset: r.offset,
+                    length: r.len,
+                    file_size: r.origin.size,
+                    mtime_ns: r.origin.mtime_ns,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            };
+            write_record(w, &encode(&record)?)?;
+            total += storage.len() as u64;
+            continue;
+        }
         let mut crc = crc32fast::Hasher::new();
         let mut offset = 0;
         while offset < storage.len() {
@@ -409,6 +447,10 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut bases: Vec<usize> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
     let mut filled: Vec<u64> = Vec::new();
+    // Storages passed by reference, and the archives they point into.
+    let mut refs: Vec<Option<Blob>> = Vec::new();
+    let mut archives: std::collections::HashMap<String, crate::import::zip::Archive> =
+        std::collections::HashMap::new();
     loop {
         let len = rr
             .record_len()?
@@ -498,6 +540,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     arena = vec![0u8; total as usize];
                 }
                 filled = vec![0; storage_sizes.len()];
+                refs = vec![None; storage_sizes.len()];
                 sizes = storage_sizes;
                 program = Some(prog);
             }
@@ -506,6 +549,17 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 // is known; one before it is out of order.
                 return Err(rr.err(format!("storage chunk {} before its program", chunk.index)));
             }
+            Some(pb::record::Kind::StorageRef(r)) => {
+                if program.is_none() {
+                    return Err(rr.err(format!("storage {} before its program", r.index)));
+                }
+                let i = r.index as usize;
+                if i >= sizes.len() || filled[i] != 0 || r.length != sizes[i] {
+                    return Err(rr.err(format!("storage {i}: reference out of order or of the wrong size")));
+                }
+                refs[i] = Some(resolve_ref(&r, &mut archives).map_err(|e| e.at(format!("{what}: storage {i}")))?);
+                filled[i] = r.length;
+            }
             Some(pb::record::Kind::End(end)) => {
                 let mut program =
                     program.ok_or_else(|| rr.err("stream ended before its program"))?;
@@ -513,7 +567,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
                 }
-                program.storages = if mapped {
+                let storages: Vec<Blob> = if mapped {
                     windows
                         .into_iter()
                         .zip(copies)
@@ -527,10 +581,54 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         .map(|(&b, &n)| arena.slice(b..b + n as usize))
                         .collect()
                 };
+                program.storages = storages
+                    .into_iter()
+                    .zip(refs)
+                    .map(|(inline, by_ref)| by_ref.unwrap_or(inline))
+                    .collect();
                 crate::ir::validate::validate(&program).map_err(|e| e.at(what))?;
                 return Ok(program);
             }
             None => {} // a record kind from a newer minor version
         }
     }
+}
+
+/// The bytes a `StorageRef` points at: a stored member (or part of one) of
+/// the archive at its path, which must still have the size and time the
+/// writer saw.
+fn resolve_ref(
+    r: &pb::StorageRef,
+    archives: &mut std::collections::HashMap<String, crate::import::zip::Archive>,
+) -> Result<Blob> {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::path::Path::new(&r.path);
+    if !path.is_absolute() {
+        return Err(Error::bad_input(format!("refers to a relative path {:?}", r.path)));
+    }
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::bad_input(format!(
+            "refers to the archive {}, which cannot be read ({e}); the stream was written by reference: re-run pt2ir, or write it with --weights inline",
+            r.path
+        ))
+    })?;
+    let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+    if meta.len() != r.file_size || mtime != r.mtime_ns {
+        return Err(Error::bad_input(format!(
+            "refers to the archive {}, which has changed since the stream was written: re-run pt2ir",
+            r.path
+        )));
+    }
+    if !archives.contains_key(&r.path) {
+        let archive = crate::import::zip::Archive::open(path).map_err(|e| e.at(format!("the archive it refers to, {}", r.path)))?;
+        archives.insert(r.path.clone(), archive);
+    }
+    archives[&r.path].stored_window(r.offset, r.length).ok_or_else(|| {
+        Error::bad_input(format!(
+            "bytes {}..{} of {} are not the data of a stored archive member",
+            r.offset,
+            r.offset.saturating_add(r.length),
+            r.path
+        ))
+    })
 }
