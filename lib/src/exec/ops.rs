@@ -992,6 +992,15 @@ fn index_select(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    if x.rank() == 0 {
+        // a 0-d tensor indexes as one element and stays 0-d
+        let t =
+            x.t.reshape(1)
+                .and_then(|t| t.index_select(&idx.t.flatten_all()?, 0))
+                .and_then(|t| t.reshape(()))
+                .map_err(ce)?;
+        return one(T::new(t, x.dtype));
+    }
     one(T::new(x.t.index_select(&idx.t, d).map_err(ce)?, x.dtype))
 }
 
@@ -1001,6 +1010,7 @@ fn index(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let idx = ctx.tensors("indices")?;
     let given: Vec<(usize, T)> = idx
+        .clone()
         .into_iter()
         .enumerate()
         .filter_map(|(i, t)| t.map(|t| (i, t)))
@@ -1008,15 +1018,16 @@ fn index(ctx: &mut Ctx) -> R {
     if given.is_empty() {
         return one(x);
     }
-    if given.iter().any(|(_, t)| t.dtype == Dtype::Bool) {
-        return Err(unsupported(
-            "index.Tensor with boolean masks (their output shape depends on the data)",
-        ));
-    }
     let first = given[0].0;
     let k = given.len();
-    if given.iter().enumerate().any(|(j, (d, _))| *d != first + j) {
-        return Err(unsupported("index.Tensor with non-adjacent index tensors"));
+    if given
+        .iter()
+        .any(|(_, t)| matches!(t.dtype, Dtype::Bool | Dtype::Uint8))
+        || given.iter().enumerate().any(|(j, (d, _))| *d != first + j)
+    {
+        // masks (the output shape depends on the data) and index tensors
+        // split by slices: on the host
+        return index_host(ctx, &x, &idx);
     }
     let dims = x.dims().to_vec();
     let shapes: Vec<&[usize]> = given.iter().map(|(_, t)| t.dims()).collect();
@@ -2969,6 +2980,519 @@ fn adaptive_avg_pool3d(ctx: &mut Ctx) -> R {
     adaptive_avg_pool_host(ctx, &x, 3)
 }
 
+// ------------------------------------------------------------ sampling and indexing on the host
+
+/// `upsample_bilinear2d` (`.vec` and `.default`), as torch's CPU kernel
+/// computes source positions (`area_pixel_compute_source_index`).
+fn upsample_bilinear(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor(if ctx.node.arg("input").is_some() { "input" } else { "self" })?;
+    if x.rank() < 2 {
+        return Err(Error::bad_input("upsample_bilinear2d on a tensor of rank < 2"));
+    }
+    let align = ctx.bool("align_corners")?;
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    // scales given by the caller (scale_factors, or scales_h / scales_w)
+    let (sh, sw) = match ctx.node.arg("scale_factors") {
+        Some(Argument::Floats(v)) if !v.is_empty() => (Some(v[0]), Some(v[v.len() - 1])),
+        _ => (ctx.opt_float("scales_h")?, ctx.opt_float("scales_w")?),
+    };
+    let (oh, ow) = if ctx.has("output_size") && !ctx.ints("output_size")?.is_empty() {
+        pair(&ctx.ints("output_size")?, 1)
+    } else {
+        match (sh, sw) {
+            (Some(a), Some(b)) => ((h as f64 * a).floor() as usize, (w as f64 * b).floor() as usize),
+            _ => return Err(unsupported("upsample without output_size or scale factors")),
+        }
+    };
+    // (first source index, second source index, weight of the second) per output index
+    let taps = |n_in: usize, n_out: usize, scale: Option<f64>| -> Vec<(usize, usize, f64)> {
+        let ratio = if align {
+            if n_out > 1 {
+                (n_in as f64 - 1.0) / (n_out as f64 - 1.0)
+            } else {
+                0.0
+            }
+        } else {
+            match scale {
+                Some(s) if s > 0.0 => 1.0 / s,
+                _ => n_in as f64 / n_out as f64,
+            }
+        };
+        (0..n_out)
+            .map(|o| {
+                let src = if align {
+                    ratio * o as f64
+                } else {
+                    (ratio * (o as f64 + 0.5) - 0.5).max(0.0)
+                };
+                let i0 = (src.floor() as usize).min(n_in - 1);
+                let lambda = (src - i0 as f64).clamp(0.0, 1.0);
+                let i1 = if i0 < n_in - 1 { i0 + 1 } else { i0 };
+                (i0, i1, lambda)
+            })
+            .collect()
+    };
+    let rows = taps(h, oh, sh);
+    let cols = taps(w, ow, sw);
+    let vals = host_f64(&x)?;
+    let mut out = Vec::with_capacity(vals.len() / (h * w).max(1) * oh * ow);
+    for plane in vals.chunks((h * w).max(1)).take(vals.len() / (h * w).max(1)) {
+        for &(r0, r1, ly) in &rows {
+            for &(c0, c1, lx) in &cols {
+                let top = plane[r0 * w + c0] * (1.0 - lx) + plane[r0 * w + c1] * lx;
+                let bottom = plane[r1 * w + c0] * (1.0 - lx) + plane[r1 * w + c1] * lx;
+                out.push(top * (1.0 - ly) + bottom * ly);
+            }
+        }
+    }
+    let mut shape = x.dims()[..x.rank() - 2].to_vec();
+    shape.extend([oh, ow]);
+    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+}
+
+/// `diagonal(self, offset, dim1, dim2)`: the two dims are removed and the
+/// diagonal becomes the last dim.
+fn diagonal(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let offset = ctx.opt_int("offset")?.unwrap_or(0);
+    let d1 = dim(ctx.opt_int("dim1")?.unwrap_or(0), x.rank())?;
+    let d2 = dim(ctx.opt_int("dim2")?.unwrap_or(1), x.rank())?;
+    if d1 == d2 {
+        return Err(Error::bad_input("diagonal: dim1 and dim2 are the same dim"));
+    }
+    let (n1, n2) = (x.dims()[d1] as i64, x.dims()[d2] as i64);
+    let len = if offset >= 0 {
+        n1.min(n2 - offset)
+    } else {
+        (n1 + offset).min(n2)
+    }
+    .max(0);
+    let (r0, c0) = ((-offset).max(0), offset.max(0));
+    let linear: Vec<i64> = (0..len).map(|k| (k + r0) * n2 + k + c0).collect();
+    let mut order: Vec<usize> = (0..x.rank()).filter(|&d| d != d1 && d != d2).collect();
+    let mut shape: Vec<usize> = order.iter().map(|&d| x.dims()[d]).collect();
+    order.extend([d1, d2]);
+    let mut merged = shape.clone();
+    merged.push((n1 * n2) as usize);
+    shape.push(len as usize);
+    let t =
+        x.t.permute(order)
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.reshape(merged.clone()))
+            .map_err(ce)?;
+    let t = if len == 0 {
+        CT::zeros(shape.clone(), t.dtype(), t.device()).map_err(ce)?
+    } else {
+        let idx = CT::from_vec(linear, len as usize, ctx.device()).map_err(ce)?;
+        t.index_select(&idx, merged.len() - 1).map_err(ce)?
+    };
+    one(T::new(t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+/// Where `self[indices]` (torch's advanced indexing) reads: the result
+/// shape and, per result element in row-major order, the flat position in
+/// `self`. Boolean masks stand for their nonzero positions; index tensors
+/// broadcast together; their dims go where the first indexed dim was when
+/// the indexed dims are adjacent, first otherwise.
+fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usize>, Vec<usize>)> {
+    // expand masks into one long index per masked dim
+    let mut per_dim: Vec<Option<(Vec<usize>, Vec<i64>)>> = Vec::new();
+    for t in indices {
+        match t {
+            None => per_dim.push(None),
+            Some(t) if matches!(t.dtype, Dtype::Bool | Dtype::Uint8) => {
+                let m = t.rank();
+                let at = per_dim.len();
+                if dims.len() < at + m || t.dims() != &dims[at..at + m] {
+                    return Err(Error::bad_input(format!(
+                        "mask of shape {:?} does not match the indexed dims {:?}",
+                        t.dims(),
+                        &dims[at.min(dims.len())..]
+                    )));
+                }
+                let strides = crate::ir::contiguous_strides(
+                    &t.dims().iter().map(|&d| d as i64).collect::<Vec<_>>(),
+                );
+                let hits: Vec<i64> = host_f64(t)?
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v != 0.0)
+                    .map(|(i, _)| i as i64)
+                    .collect();
+                if m == 0 {
+                    // a 0-d mask adds a dim of size 1 (true) or 0 (false)
+                    return Err(unsupported("indexing with a 0-d mask"));
+                }
+                for s in &strides {
+                    let coords = hits.iter().map(|h| (h / s) % (dims[per_dim.len()] as i64)).collect();
+                    per_dim.push(Some((vec![hits.len()], coords)));
+                }
+            }
+            Some(t) => {
+                if t.dtype.is_floating() {
+                    return Err(Error::bad_input("tensors used as indices must be integer or bool"));
+                }
+                let v = host_f64(t)?.iter().map(|&f| f as i64).collect();
+                per_dim.push(Some((t.dims().to_vec(), v)));
+            }
+        }
+    }
+    if per_dim.len() > dims.len() {
+        return Err(Error::bad_input(format!(
+            "too many indices ({}) for a tensor of rank {}",
+            per_dim.len(),
+            dims.len()
+        )));
+    }
+    per_dim.resize(dims.len(), None);
+    let indexed: Vec<usize> = (0..dims.len()).filter(|&d| per_dim[d].is_some()).collect();
+    let strides: Vec<usize> = crate::ir::contiguous_strides(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>())
+        .iter()
+        .map(|&s| s as usize)
+        .collect();
+    if indexed.is_empty() {
+        return Ok((dims.to_vec(), (0..dims.iter().product()).collect()));
+    }
+    let shapes: Vec<&[usize]> = indexed.iter().map(|&d| per_dim[d].as_ref().unwrap().0.as_slice()).collect();
+    let b = broadcast_shape(&shapes)?;
+    let nb: usize = b.iter().product();
+    // offset of each broadcast position over the indexed dims
+    let mut off_b = vec![0usize; nb];
+    for &d in &indexed {
+        let (shape, vals) = per_dim[d].as_ref().unwrap();
+        let bstrides = broadcast_strides(shape, &b);
+        for (k, o) in off_b.iter_mut().enumerate() {
+            let mut rem = k;
+            let mut src = 0;
+            for (axis, size) in b.iter().enumerate().rev() {
+                src += (rem % size) * bstrides[axis];
+                rem /= size;
+            }
+            let mut i = vals[src];
+            if i < 0 {
+                i += dims[d] as i64;
+            }
+            if i < 0 || i >= dims[d] as i64 {
+                return Err(Error::bad_input(format!(
+                    "index {} is out of bounds for dim {d} of size {}",
+                    vals[src], dims[d]
+                )));
+            }
+            *o += i as usize * strides[d];
+        }
+    }
+    let adjacent = indexed.windows(2).all(|w| w[1] == w[0] + 1);
+    let (before, after): (Vec<usize>, Vec<usize>) = if adjacent {
+        (
+            (0..indexed[0]).collect(),
+            (indexed[indexed.len() - 1] + 1..dims.len()).collect(),
+        )
+    } else {
+        (Vec::new(), (0..dims.len()).filter(|d| !indexed.contains(d)).collect())
+    };
+    let offsets = |ds: &[usize]| -> Vec<usize> {
+        let mut offs = vec![0usize];
+        for &d in ds {
+            offs = offs
+                .iter()
+                .flat_map(|o| {
+                    let step = strides[d];
+                    (0..dims[d]).map(move |i| o + i * step)
+                })
+                .collect();
+        }
+        offs
+    };
+    let (ob, oa) = (offsets(&before), offsets(&after));
+    let mut shape: Vec<usize> = before.iter().map(|&d| dims[d]).collect();
+    shape.extend(&b);
+    shape.extend(after.iter().map(|&d| dims[d]));
+    let mut positions = Vec::with_capacity(ob.len() * nb * oa.len());
+    for p in &ob {
+        for q in &off_b {
+            for r in &oa {
+                positions.push(p + q + r);
+            }
+        }
+    }
+    Ok((shape, positions))
+}
+
+/// Strides (in elements) that read a row-major tensor of `shape` broadcast
+/// to `to`: 0 on broadcast dims.
+fn broadcast_strides(shape: &[usize], to: &[usize]) -> Vec<usize> {
+    let own = crate::ir::contiguous_strides(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
+    let lead = to.len() - shape.len();
+    (0..to.len())
+        .map(|i| {
+            if i < lead || shape[i - lead] == 1 {
+                0
+            } else {
+                own[i - lead] as usize
+            }
+        })
+        .collect()
+}
+
+/// Values of `t` broadcast to `to`, row-major.
+fn broadcast_host(t: &T, to: &[usize]) -> Result<Vec<f64>> {
+    let vals = host_f64(t)?;
+    broadcast_shape(&[t.dims(), to]).and_then(|b| {
+        if b != to {
+            Err(Error::bad_input(format!(
+                "shape {:?} does not broadcast to {to:?}",
+                t.dims()
+            )))
+        } else {
+            Ok(())
+        }
+    })?;
+    let strides = broadcast_strides(t.dims(), to);
+    let n: usize = to.iter().product();
+    Ok((0..n)
+        .map(|k| {
+            let mut rem = k;
+            let mut src = 0;
+            for (axis, size) in to.iter().enumerate().rev() {
+                src += (rem % size) * strides[axis];
+                rem /= size;
+            }
+            vals[src]
+        })
+        .collect())
+}
+
+/// `index.Tensor` with boolean masks or non-adjacent index tensors.
+fn index_host(ctx: &Ctx, x: &T, indices: &[Option<T>]) -> R {
+    let (shape, positions) = advanced_positions(x.dims(), indices)?;
+    let vals = host_f64(x)?;
+    let out: Vec<f64> = positions.iter().map(|&p| vals[p]).collect();
+    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+}
+
+/// `index_put(self, indices, values, accumulate)`: `self[indices] = values`
+/// (or `+=`), in order, so the last of repeated positions wins.
+fn index_put(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let indices = ctx.tensors("indices")?;
+    let values = ctx.tensor("values")?;
+    let accumulate = ctx.opt_bool("accumulate", false)?;
+    let (shape, positions) = advanced_positions(x.dims(), &indices)?;
+    let src = broadcast_host(&values, &shape)?;
+    let mut out = host_f64(&x)?;
+    for (p, v) in positions.iter().zip(&src) {
+        if accumulate {
+            out[*p] += v;
+        } else {
+            out[*p] = *v;
+        }
+    }
+    one(from_f64(&out, x.dims(), x.dtype, ctx.device())?)
+}
+
+/// `masked_scatter(self, mask, source)`: the positions where the mask
+/// (broadcast to self) is true take source's elements in order.
+fn masked_scatter(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mask = broadcast_host(&ctx.tensor("mask")?, x.dims())?;
+    let source = host_f64(&ctx.tensor("source")?)?;
+    let mut out = host_f64(&x)?;
+    let mut next = source.iter();
+    for (o, m) in out.iter_mut().zip(&mask) {
+        if *m != 0.0 {
+            *o = *next.next().ok_or_else(|| {
+                Error::bad_input("masked_scatter: source has fewer elements than the mask selects")
+            })?;
+        }
+    }
+    one(from_f64(&out, x.dims(), x.dtype, ctx.device())?)
+}
+
+/// `_embedding_bag`: sums (mode 0), means (1) or maxima (2) of the weight
+/// rows of each bag, with the three bookkeeping outputs torch's CPU
+/// kernel returns (offset2bag, bag_size, max_indices).
+fn embedding_bag(ctx: &mut Ctx) -> R {
+    let w = ctx.tensor("weight")?;
+    let idx_t = ctx.tensor("indices")?;
+    let off_t = ctx.tensor("offsets")?;
+    let mode = ctx.opt_int("mode")?.unwrap_or(0);
+    let psw = ctx.opt_tensor("per_sample_weights")?;
+    let include_last = ctx.opt_bool("include_last_offset", false)?;
+    let padding_idx = ctx.opt_int("padding_idx")?.unwrap_or(-1);
+    if w.rank() != 2 || idx_t.rank() != 1 || off_t.rank() != 1 {
+        return Err(unsupported(
+            "_embedding_bag with 2-D indices (torch flattens them before this op)",
+        ));
+    }
+    if psw.is_some() && mode != 0 {
+        return Err(Error::bad_input("per_sample_weights are only supported for mode sum"));
+    }
+    let (rows, width) = (w.dims()[0], w.dims()[1]);
+    let weights = host_f64(&w)?;
+    let indices: Vec<i64> = host_f64(&idx_t)?.iter().map(|&v| v as i64).collect();
+    let offsets: Vec<i64> = host_f64(&off_t)?.iter().map(|&v| v as i64).collect();
+    let scales = psw.map(|t| host_f64(&t)).transpose()?;
+    let n = indices.len();
+    let bags = offsets.len() - usize::from(include_last && !offsets.is_empty());
+    let mut out = vec![0.0; bags * width];
+    let mut bag_size = vec![0i64; bags];
+    let mut max_indices = vec![-1i64; if mode == 2 { bags * width } else { 0 }];
+    for b in 0..bags {
+        let start = offsets[b].clamp(0, n as i64) as usize;
+        let end = if b + 1 < offsets.len() {
+            offsets[b + 1].clamp(start as i64, n as i64) as usize
+        } else {
+            n
+        };
+        let row = &mut out[b * width..(b + 1) * width];
+        let mut count = 0;
+        for (i, &ix) in indices.iter().enumerate().take(end).skip(start) {
+            if ix < 0 || ix as usize >= rows {
+                return Err(Error::bad_input(format!(
+                    "_embedding_bag: index {ix} is out of range for {rows} rows"
+                )));
+            }
+            if ix == padding_idx {
+                continue;
+            }
+            let src = &weights[ix as usize * width..(ix as usize + 1) * width];
+            let scale = scales.as_ref().map_or(1.0, |s| s[i]);
+            for (j, (o, v)) in row.iter_mut().zip(src).enumerate() {
+                if mode == 2 {
+                    if count == 0 || *v > *o {
+                        *o = *v;
+                        max_indices[b * width + j] = ix;
+                    }
+                } else {
+                    *o += v * scale;
+                }
+            }
+            count += 1;
+        }
+        if mode == 1 && count > 0 {
+            row.iter_mut().for_each(|o| *o /= count as f64);
+        }
+        bag_size[b] = match mode {
+            1 => count as i64,
+            _ => (end - start) as i64,
+        };
+    }
+    let fast_sum = mode == 0
+        && padding_idx < 0
+        && matches!(w.dtype, Dtype::Float32 | Dtype::Float16 | Dtype::BFloat16);
+    let offset2bag: Vec<i64> = if fast_sum {
+        Vec::new()
+    } else {
+        (0..n)
+            .map(|i| offsets.iter().filter(|&&o| o <= i as i64).count() as i64 - 1)
+            .collect()
+    };
+    let int = |v: Vec<i64>, shape: Vec<usize>| -> Result<RV> {
+        let t = CT::from_vec(v, shape, ctx.device()).map_err(ce)?;
+        Ok(RV::T(T::new(t, Dtype::Int64).cast(off_t.dtype)?))
+    };
+    let (bag_size, max_indices) = match mode {
+        0 => (
+            int(vec![0; offsets.len()], vec![offsets.len()])?,
+            int(vec![0; offsets.len()], vec![offsets.len()])?,
+        ),
+        1 => (int(bag_size, vec![bags])?, int(vec![0; bags], vec![bags])?),
+        _ => (
+            int(bag_size, vec![bags])?,
+            int(
+                max_indices.iter().map(|&m| m.max(0)).collect(),
+                vec![bags, width],
+            )?,
+        ),
+    };
+    Ok(vec![
+        RV::T(from_f64(&out, &[bags, width], w.dtype, ctx.device())?),
+        int(offset2bag.clone(), vec![offset2bag.len()])?,
+        bag_size,
+        max_indices,
+    ])
+}
+
+/// `_native_batch_norm_legit` (`.default`, `.no_stats`): in training, the
+/// batch's own statistics (biased variance), returned as save_mean and
+/// save_invstd. The running stats are not updated (the executor runs
+/// inference).
+fn batch_norm_legit(ctx: &mut Ctx) -> R {
+    let has_stats = ctx.node.target.overload != "no_stats";
+    if has_stats && !ctx.bool("training")? {
+        return batch_norm(ctx);
+    }
+    let x = ctx.tensor("input")?;
+    if x.rank() < 2 {
+        return Err(Error::bad_input("batch norm needs an input of rank >= 2"));
+    }
+    let eps = ctx.float("eps")?;
+    let r = x.rank();
+    let dims: Vec<usize> = (0..r).filter(|&d| d != 1).collect();
+    let xf = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let mean = xf.mean_keepdim(dims.clone()).map_err(ce)?;
+    let centered = xf.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered.sqr().and_then(|c| c.mean_keepdim(dims)).map_err(ce)?;
+    let invstd = (var + eps).and_then(|v| v.sqrt()).and_then(|v| v.recip()).map_err(ce)?;
+    let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y.broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?).map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y.broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?).map_err(ce)?;
+    }
+    let stats = if matches!(x.dtype, Dtype::Float16 | Dtype::BFloat16) {
+        Dtype::Float32
+    } else {
+        x.dtype
+    };
+    let c = x.dims()[1];
+    let flat = |t: CT| -> Result<RV> {
+        Ok(RV::T(T::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?))
+    };
+    Ok(vec![
+        RV::T(T::new(y, Dtype::Float64).cast(x.dtype)?),
+        flat(mean)?,
+        flat(invstd)?,
+    ])
+}
+
+/// `native_dropout(input, p, train)`: deterministic when it is not
+/// training or p is 0 or 1.
+fn native_dropout(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let p = ctx.float("p")?;
+    let train = ctx.has("train") && ctx.bool("train")?;
+    let keep = if !train || p == 0.0 {
+        true
+    } else if p == 1.0 {
+        false
+    } else {
+        return Err(unsupported("native_dropout in training with 0 < p < 1 (random)"));
+    };
+    let mask = CT::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
+    let y = if keep { x.clone() } else { T::new(x.t.zeros_like().map_err(ce)?, x.dtype) };
+    Ok(vec![RV::T(y), RV::T(T::new(mask, Dtype::Bool))])
+}
+
+/// `resize_` to at most as many elements: the first ones, reshaped (more
+/// would be uninitialised memory).
+fn resize(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let shape: Vec<usize> = ctx.ints("size")?.iter().map(|&d| d.max(0) as usize).collect();
+    let n: usize = shape.iter().product();
+    let have = x.t.elem_count();
+    if n > have {
+        return Err(unsupported("resize_ to more elements (they would be uninitialised)"));
+    }
+    let t =
+        x.t.flatten_all()
+            .and_then(|t| t.narrow(0, 0, n))
+            .and_then(|t| t.reshape(shape))
+            .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
 /// The op table: identity -> implementation.
 const TABLE: &[(&str, OpFn)] = &[
     ("aten.add.Tensor", add),
@@ -3190,6 +3714,18 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.avg_pool3d.default", avg_pool3d),
     ("aten.max_pool3d_with_indices.default", max_pool3d),
     ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool3d),
+    ("aten.upsample_bilinear2d.vec", upsample_bilinear),
+    ("aten.upsample_bilinear2d.default", upsample_bilinear),
+    ("aten.diagonal.default", diagonal),
+    ("aten.index_put.default", index_put),
+    ("aten.index_put_.default", index_put),
+    ("aten.masked_scatter.default", masked_scatter),
+    ("aten._embedding_bag.default", embedding_bag),
+    ("aten._native_batch_norm_legit.default", batch_norm_legit),
+    ("aten._native_batch_norm_legit.no_stats", batch_norm_legit),
+    ("aten.native_dropout.default", native_dropout),
+    ("aten.resize_.default", resize),
+    ("aten.atan2.out", atan2),
     ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
     (
         "higher_order.wrap_with_set_grad_enabled",
