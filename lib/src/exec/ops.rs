@@ -1216,7 +1216,26 @@ fn conv(ctx: &mut Ctx) -> R {
         _ => pair(&ctx.ints("padding").unwrap_or_default(), 0),
     };
     if transposed {
-        return Err(unsupported("transposed convolution"));
+        let uniform = |name: &str| -> Result<Option<usize>> {
+            let v = if ctx.has(name) { ctx.ints(name)? } else { Vec::new() };
+            Ok(match v.as_slice() {
+                [] => Some(if name == "stride" || name == "dilation" { 1 } else { 0 }),
+                [a, rest @ ..] if rest.iter().all(|b| b == a) => Some(*a as usize),
+                _ => None,
+            })
+        };
+        let params = (uniform("stride")?, uniform("padding")?, uniform("output_padding")?, uniform("dilation")?);
+        if let (4, 1, Dtype::Float32, Dtype::Float32, (Some(s), Some(p), Some(op), Some(d))) =
+            (x.rank(), groups, x.dtype, w.dtype, params)
+        {
+            let mut y = x.t.conv_transpose2d(&w.t, p, op, s, d).map_err(ce)?;
+            if let Some(b) = bias {
+                let b = b.cast(Dtype::Float32)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
+                y = y.broadcast_add(&b).map_err(ce)?;
+            }
+            return one(T::new(y, Dtype::Float32));
+        }
+        return one(conv_transpose_host(ctx, &x, &w, bias, groups)?);
     }
     if x.rank() == 3 {
         // 1-D: candle's conv1d (padding, stride, dilation are the first values)
@@ -3493,6 +3512,329 @@ fn resize(ctx: &mut Ctx) -> R {
     one(T::new(t, x.dtype))
 }
 
+// ------------------------------------------------------------ distances, folding, sampling
+
+/// The p-norm of a difference vector, as torch's pdist/cdist kernels
+/// special-case p: 0 counts nonzeros, infinity takes the maximum.
+fn p_norm(diffs: impl Iterator<Item = f64>, p: f64) -> f64 {
+    if p == 0.0 {
+        diffs.filter(|d| *d != 0.0).count() as f64
+    } else if p.is_infinite() {
+        diffs.map(f64::abs).fold(0.0, f64::max)
+    } else if p == 1.0 {
+        diffs.map(f64::abs).sum()
+    } else if p == 2.0 {
+        diffs.map(|d| d * d).sum::<f64>().sqrt()
+    } else {
+        diffs.map(|d| d.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+/// `_pdist_forward(self [n, m], p)`: distances of rows i < j, row-major.
+fn pdist(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let p = ctx.opt_float("p")?.unwrap_or(2.0);
+    if x.rank() != 2 || p < 0.0 {
+        return Err(Error::bad_input("_pdist_forward takes a 2-D input and p >= 0"));
+    }
+    let (n, m) = (x.dims()[0], x.dims()[1]);
+    let v = host_f64(&x)?;
+    let mut out = Vec::with_capacity(n * n.saturating_sub(1) / 2);
+    for i in 0..n {
+        for j in i + 1..n {
+            let (a, b) = (&v[i * m..(i + 1) * m], &v[j * m..(j + 1) * m]);
+            out.push(p_norm(a.iter().zip(b).map(|(x, y)| x - y), p));
+        }
+    }
+    one(from_f64(&out, &[out.len()], x.dtype, ctx.device())?)
+}
+
+/// `_cdist_forward(x1 [.., p, m], x2 [.., r, m], p, compute_mode)`: the
+/// batch dims broadcast. Distances are computed directly (torch's matmul
+/// form for p = 2 differs only by rounding).
+fn cdist(ctx: &mut Ctx) -> R {
+    let a = ctx.tensor("x1")?;
+    let b = ctx.tensor("x2")?;
+    let p = ctx.float("p")?;
+    if a.rank() < 2 || b.rank() < 2 || a.dims()[a.rank() - 1] != b.dims()[b.rank() - 1] || p < 0.0 {
+        return Err(Error::bad_input(format!(
+            "_cdist_forward of {:?} and {:?} with p = {p}",
+            a.dims(),
+            b.dims()
+        )));
+    }
+    let (pa, m) = (a.dims()[a.rank() - 2], a.dims()[a.rank() - 1]);
+    let rb = b.dims()[b.rank() - 2];
+    let batch = broadcast_shape(&[&a.dims()[..a.rank() - 2], &b.dims()[..b.rank() - 2]])?;
+    let expand = |t: &T, rows: usize| -> Result<Vec<f64>> {
+        let mut to = batch.clone();
+        to.extend([rows, m]);
+        broadcast_host(t, &to)
+    };
+    let (va, vb) = (expand(&a, pa)?, expand(&b, rb)?);
+    let nb: usize = batch.iter().product();
+    let mut out = Vec::with_capacity(nb * pa * rb);
+    for k in 0..nb {
+        for i in 0..pa {
+            let x = &va[(k * pa + i) * m..][..m];
+            for j in 0..rb {
+                let y = &vb[(k * rb + j) * m..][..m];
+                out.push(p_norm(x.iter().zip(y).map(|(x, y)| x - y), p));
+            }
+        }
+    }
+    let mut shape = batch.clone();
+    shape.extend([pa, rb]);
+    let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
+    one(from_f64(&out, &shape, dt, ctx.device())?)
+}
+
+/// `col2im(self [n, c * kh * kw, l], output_size, kernel_size, dilation,
+/// padding, stride)`: sums the sliding blocks back into images.
+fn col2im(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
+    let (kh, kw) = pair(&ctx.ints("kernel_size")?, 1);
+    let (dh, dw) = pair(&ctx.ints("dilation")?, 1);
+    let (ph, pw) = pair(&ctx.ints("padding")?, 0);
+    let (sh, sw) = pair(&ctx.ints("stride")?, 1);
+    let batched = x.rank() == 3;
+    if !(2..=3).contains(&x.rank()) || kh * kw == 0 || sh * sw == 0 {
+        return Err(Error::bad_input("col2im takes a 2-D or 3-D input and nonzero kernel and stride"));
+    }
+    let (n, rows, l) = if batched {
+        (x.dims()[0], x.dims()[1], x.dims()[2])
+    } else {
+        (1, x.dims()[0], x.dims()[1])
+    };
+    let blocks = |o: usize, p: usize, d: usize, k: usize, s: usize| {
+        (o + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1).unwrap_or(0)
+    };
+    let (bh, bw) = (blocks(oh, ph, dh, kh, sh), blocks(ow, pw, dw, kw, sw));
+    if rows % (kh * kw) != 0 || bh * bw != l {
+        return Err(Error::bad_input(format!(
+            "col2im: input {:?} does not match {bh}x{bw} blocks of a {kh}x{kw} kernel",
+            x.dims()
+        )));
+    }
+    let c = rows / (kh * kw);
+    let v = host_f64(&x)?;
+    let mut out = vec![0.0; n * c * oh * ow];
+    for b in 0..n {
+        for r in 0..rows {
+            let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
+            let dst = &mut out[(b * c + ch) * oh * ow..][..oh * ow];
+            let src = &v[(b * rows + r) * l..][..l];
+            for by in 0..bh {
+                let y = (by * sh + ky * dh) as i64 - ph as i64;
+                if y < 0 || y >= oh as i64 {
+                    continue;
+                }
+                for bx in 0..bw {
+                    let xx = (bx * sw + kx * dw) as i64 - pw as i64;
+                    if xx >= 0 && xx < ow as i64 {
+                        dst[y as usize * ow + xx as usize] += src[by * bw + bx];
+                    }
+                }
+            }
+        }
+    }
+    let shape = if batched { vec![n, c, oh, ow] } else { vec![c, oh, ow] };
+    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+}
+
+/// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode,
+/// align_corners)`: bilinear (0) and nearest (1) sampling with zeros (0),
+/// border (1) or reflection (2) padding, as torch's CPU kernel.
+fn grid_sampler_2d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let grid = ctx.tensor("grid")?;
+    let mode = ctx.int("interpolation_mode")?;
+    let padding = ctx.int("padding_mode")?;
+    let align = ctx.bool("align_corners")?;
+    if mode > 1 {
+        return Err(unsupported("grid_sampler_2d with bicubic interpolation"));
+    }
+    if x.rank() != 4 || grid.rank() != 4 || grid.dims()[3] != 2 || grid.dims()[0] != x.dims()[0] {
+        return Err(Error::bad_input(format!(
+            "grid_sampler_2d of {:?} with a grid of {:?}",
+            x.dims(),
+            grid.dims()
+        )));
+    }
+    let (n, c, h, w) = (x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]);
+    let (gh, gw) = (grid.dims()[1], grid.dims()[2]);
+    let source = |coord: f64, size: usize| -> f64 {
+        let size_f = size as f64;
+        let mut v = if align {
+            (coord + 1.0) / 2.0 * (size_f - 1.0)
+        } else {
+            ((coord + 1.0) * size_f - 1.0) / 2.0
+        };
+        let clip = |v: f64| v.max(0.0).min(size_f - 1.0);
+        match padding {
+            1 => v = clip(v),
+            2 => {
+                let (lo, hi) = if align {
+                    (0.0, 2.0 * (size_f - 1.0))
+                } else {
+                    (-1.0, 2.0 * size_f - 1.0)
+                };
+                v = if lo == hi {
+                    0.0
+                } else {
+                    let (min, span) = (lo / 2.0, (hi - lo) / 2.0);
+                    let d = (v - min).abs();
+                    let extra = d % span;
+                    if (d / span).floor() as i64 % 2 == 0 {
+                        extra + min
+                    } else {
+                        span - extra + min
+                    }
+                };
+                v = clip(v);
+            }
+            _ => {}
+        }
+        v
+    };
+    let xv = host_f64(&x)?;
+    let gv = host_f64(&grid)?;
+    let mut out = vec![0.0; n * c * gh * gw];
+    for b in 0..n {
+        for gy in 0..gh {
+            for gx in 0..gw {
+                let g = ((b * gh + gy) * gw + gx) * 2;
+                let (ix, iy) = (source(gv[g], w), source(gv[g + 1], h));
+                let at = |yy: i64, xx: i64| -> Option<usize> {
+                    (yy >= 0 && yy < h as i64 && xx >= 0 && xx < w as i64)
+                        .then(|| yy as usize * w + xx as usize)
+                };
+                let taps: Vec<(usize, f64)> = if mode == 1 {
+                    let round = |v: f64| {
+                        let r = v.round();
+                        if (v - v.trunc()).abs() == 0.5 {
+                            2.0 * (v / 2.0).round()
+                        } else {
+                            r
+                        }
+                    };
+                    at(round(iy) as i64, round(ix) as i64).map(|i| (i, 1.0)).into_iter().collect()
+                } else {
+                    let (x0, y0) = (ix.floor(), iy.floor());
+                    let (tx, ty) = (ix - x0, iy - y0);
+                    let (x0, y0) = (x0 as i64, y0 as i64);
+                    [
+                        (y0, x0, (1.0 - tx) * (1.0 - ty)),
+                        (y0, x0 + 1, tx * (1.0 - ty)),
+                        (y0 + 1, x0, (1.0 - tx) * ty),
+                        (y0 + 1, x0 + 1, tx * ty),
+                    ]
+                    .iter()
+                    .filter_map(|&(yy, xx, wt)| at(yy, xx).map(|i| (i, wt)))
+                    .collect()
+                };
+                for ch in 0..c {
+                    let plane = &xv[(b * c + ch) * h * w..][..h * w];
+                    out[((b * c + ch) * gh + gy) * gw + gx] =
+                        taps.iter().map(|&(i, wt)| plane[i] * wt).sum();
+                }
+            }
+        }
+    }
+    one(from_f64(&out, &[n, c, gh, gw], x.dtype, ctx.device())?)
+}
+
+/// Transposed convolution over 1 to 3 spatial dims on the host, any
+/// groups, stride, padding, output_padding and dilation per dim:
+/// every input element scatters its kernel into the output.
+fn conv_transpose_host(ctx: &Ctx, x: &T, w: &T, bias: Option<T>, groups: usize) -> Result<T> {
+    let n = x.rank() - 2;
+    if !(1..=3).contains(&n) || w.rank() != x.rank() {
+        return Err(unsupported(format!(
+            "transposed convolution of {:?} with {:?}",
+            x.dims(),
+            w.dims()
+        )));
+    }
+    let ints = |name: &str, default: usize| -> Vec<usize> {
+        let v = if ctx.has(name) { ctx.ints(name).unwrap_or_default() } else { Vec::new() };
+        per_dim(&v, n, &vec![default; n])
+    };
+    let (stride, pad, opad, dil) = (ints("stride", 1), ints("padding", 0), ints("output_padding", 0), ints("dilation", 1));
+    let lift = |v: &[usize], fill: usize| -> [usize; 3] {
+        let mut a = [fill; 3];
+        a[3 - n..].copy_from_slice(v);
+        a
+    };
+    let (s, p, op, d) = (lift(&stride, 1), lift(&pad, 0), lift(&opad, 0), lift(&dil, 1));
+    let (nb, cin) = (x.dims()[0], x.dims()[1]);
+    let ci = lift(&x.dims()[2..], 1);
+    let (wcin, cout_g) = (w.dims()[0], w.dims()[1]);
+    let k = lift(&w.dims()[2..], 1);
+    if groups == 0 || wcin != cin || cin % groups != 0 {
+        return Err(Error::bad_input(format!(
+            "transposed convolution: input has {cin} channels, the weight {wcin}, groups {groups}"
+        )));
+    }
+    let mut o = [1usize; 3];
+    for a in 0..3 {
+        let len = (ci[a] as i64 - 1) * s[a] as i64 - 2 * p[a] as i64
+            + (d[a] * (k[a] - 1)) as i64
+            + op[a] as i64
+            + 1;
+        if len < 1 {
+            return Err(Error::bad_input("transposed convolution: empty output"));
+        }
+        o[a] = len as usize;
+    }
+    let cout = cout_g * groups;
+    let cin_g = cin / groups;
+    let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
+    let (xv, wv) = (host_f64(x)?, host_f64(w)?);
+    let (ip, op_, kp) = (ci.iter().product::<usize>(), o.iter().product::<usize>(), k.iter().product::<usize>());
+    let mut out = vec![0.0; nb * cout * op_];
+    for b in 0..nb {
+        for ic in 0..cin {
+            let g = ic / cin_g;
+            let src = &xv[(b * cin + ic) * ip..][..ip];
+            for oc_l in 0..cout_g {
+                let oc = g * cout_g + oc_l;
+                let kern = &wv[(ic * cout_g + oc_l) * kp..][..kp];
+                let dst = &mut out[(b * cout + oc) * op_..][..op_];
+                for (i, &xval) in src.iter().enumerate() {
+                    let pos = [i / (ci[1] * ci[2]), (i / ci[2]) % ci[1], i % ci[2]];
+                    for (kk, &wval) in kern.iter().enumerate() {
+                        let tap = [kk / (k[1] * k[2]), (kk / k[2]) % k[1], kk % k[2]];
+                        let mut at = 0usize;
+                        let mut inside = true;
+                        for a in 0..3 {
+                            let q = (pos[a] * s[a] + tap[a] * d[a]) as i64 - p[a] as i64;
+                            if q < 0 || q >= o[a] as i64 {
+                                inside = false;
+                                break;
+                            }
+                            at = at * o[a] + q as usize;
+                        }
+                        if inside {
+                            dst[at] += xval * wval;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(bias) = bias {
+        let bv = host_f64(&bias)?;
+        for (i, v) in out.iter_mut().enumerate() {
+            *v += bv[(i / op_) % cout];
+        }
+    }
+    let mut shape = vec![nb, cout];
+    shape.extend(&o[3 - n..]);
+    from_f64(&out, &shape, dt, ctx.device())
+}
+
 /// The op table: identity -> implementation.
 const TABLE: &[(&str, OpFn)] = &[
     ("aten.add.Tensor", add),
@@ -3726,6 +4068,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.native_dropout.default", native_dropout),
     ("aten.resize_.default", resize),
     ("aten.atan2.out", atan2),
+    ("aten._pdist_forward.default", pdist),
+    ("aten._cdist_forward.default", cdist),
+    ("aten.col2im.default", col2im),
+    ("aten.grid_sampler_2d.default", grid_sampler_2d),
     ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
     (
         "higher_order.wrap_with_set_grad_enabled",
