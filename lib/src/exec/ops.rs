@@ -3053,20 +3053,47 @@ fn upsample_bilinear(ctx: &mut Ctx) -> R {
     };
     let rows = taps(h, oh, sh);
     let cols = taps(w, ow, sw);
-    let vals = host_f64(&x)?;
-    let mut out = Vec::with_capacity(vals.len() / (h * w).max(1) * oh * ow);
-    for plane in vals.chunks((h * w).max(1)).take(vals.len() / (h * w).max(1)) {
-        for &(r0, r1, ly) in &rows {
-            for &(c0, c1, lx) in &cols {
-                let top = plane[r0 * w + c0] * (1.0 - lx) + plane[r0 * w + c1] * lx;
-                let bottom = plane[r1 * w + c0] * (1.0 - lx) + plane[r1 * w + c1] * lx;
-                out.push(top * (1.0 - ly) + bottom * ly);
-            }
-        }
+    if !x.dtype.is_floating() {
+        return Err(Error::bad_input("upsample_bilinear2d takes a floating tensor"));
     }
-    let mut shape = x.dims()[..x.rank() - 2].to_vec();
-    shape.extend([oh, ow]);
-    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+    // on the device: gather the two source rows, then the two source
+    // columns of each, and blend with per-row and per-column weights, in
+    // float32 at least (torch's opmath)
+    let compute = if x.dtype == Dtype::Float64 { Dtype::Float64 } else { Dtype::Float32 };
+    let xt = x.cast(compute)?.t;
+    let dev = ctx.device();
+    let (hd, wd) = (x.rank() - 2, x.rank() - 1);
+    let ids = |v: Vec<u32>| -> Result<CT> {
+        let n = v.len();
+        CT::from_vec(v, n, dev).map_err(ce)
+    };
+    let weights = |v: Vec<f64>, shape: Vec<usize>| -> Result<CT> {
+        Ok(from_f64(&v, &shape, compute, dev)?.t)
+    };
+    let (r0, r1) = (
+        ids(rows.iter().map(|r| r.0 as u32).collect())?,
+        ids(rows.iter().map(|r| r.1 as u32).collect())?,
+    );
+    let (c0, c1) = (
+        ids(cols.iter().map(|c| c.0 as u32).collect())?,
+        ids(cols.iter().map(|c| c.1 as u32).collect())?,
+    );
+    let ly = weights(rows.iter().map(|r| r.2).collect(), vec![oh, 1])?;
+    let ly0 = weights(rows.iter().map(|r| 1.0 - r.2).collect(), vec![oh, 1])?;
+    let lx = weights(cols.iter().map(|c| c.2).collect(), vec![ow])?;
+    let lx0 = weights(cols.iter().map(|c| 1.0 - c.2).collect(), vec![ow])?;
+    let blend = |row: &CT| -> candle_core::Result<CT> {
+        row.index_select(&c0, wd)?
+            .broadcast_mul(&lx0)?
+            .add(&row.index_select(&c1, wd)?.broadcast_mul(&lx)?)
+    };
+    let out = (|| -> candle_core::Result<CT> {
+        let top = blend(&xt.index_select(&r0, hd)?)?;
+        let bottom = blend(&xt.index_select(&r1, hd)?)?;
+        top.broadcast_mul(&ly0)?.add(&bottom.broadcast_mul(&ly)?)
+    })()
+    .map_err(ce)?;
+    one(T::new(out, compute).cast(x.dtype)?)
 }
 
 /// `diagonal(self, offset, dim1, dim2)`: the two dims are removed and the
