@@ -3323,6 +3323,13 @@ fn index_put(ctx: &mut Ctx) -> R {
     let indices = ctx.tensors("indices")?;
     let values = ctx.tensor("values")?;
     let accumulate = ctx.opt_bool("accumulate", false)?;
+    let given: Vec<usize> = (0..indices.len()).filter(|&i| indices[i].is_some()).collect();
+    if let [d] = given[..] {
+        let idx = indices[d].as_ref().unwrap();
+        if d < x.rank() && idx.rank() == 1 && !matches!(idx.dtype, Dtype::Bool | Dtype::Uint8) {
+            return index_put_dim(&x, d, idx, &values, accumulate);
+        }
+    }
     let (shape, positions) = advanced_positions(x.dims(), &indices)?;
     let src = broadcast_host(&values, &shape)?;
     let mut out = host_f64(&x)?;
@@ -3334,6 +3341,30 @@ fn index_put(ctx: &mut Ctx) -> R {
         }
     }
     one(from_f64(&out, x.dims(), x.dtype, ctx.device())?)
+}
+
+/// `index_put` with one 1-D index tensor on dim `d` (KV-cache updates and
+/// the like), on the device: a scatter along `d` (last write wins, as on
+/// torch's CPU) or a scatter-add.
+fn index_put_dim(x: &T, d: usize, idx: &T, values: &T, accumulate: bool) -> R {
+    let n = x.dims()[d] as f64;
+    let mut shape = x.dims().to_vec();
+    shape[d] = idx.dims()[0];
+    let mut idx_shape = vec![1usize; x.rank()];
+    idx_shape[d] = shape[d];
+    let values = values.cast(x.dtype)?;
+    let run = || -> candle_core::Result<CT> {
+        let i = idx.t.to_dtype(DType::I64)?;
+        let i = i.lt(0f64)?.where_cond(&(&i + n)?, &i)?;
+        let i = i.reshape(idx_shape.clone())?.broadcast_as(shape.clone())?.contiguous()?;
+        let v = values.t.broadcast_as(shape.clone())?.contiguous()?;
+        if accumulate {
+            x.t.scatter_add(&i, &v, d)
+        } else {
+            x.t.scatter(&i, &v, d)
+        }
+    };
+    one(T::new(run().map_err(ce)?, x.dtype))
 }
 
 /// `masked_scatter(self, mask, source)`: the positions where the mask
