@@ -1370,6 +1370,9 @@ fn avg_pool(ctx: &mut Ctx) -> R {
         || ctx.opt_int("divisor_override")?.is_some()
         || !x.dtype.is_floating()
     {
+        if x.dtype.is_floating() && x.rank() >= 3 {
+            return avg_pool2d_padded(ctx, &x);
+        }
         return avg_pool_host(ctx, &x, 2);
     }
     one(T::new(
@@ -2834,9 +2837,13 @@ impl Pool {
 
 /// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
 fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
-    let p = Pool::read(ctx, x, n)?;
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
+    avg_pool_host_with(ctx, x, n, count_include_pad, divisor)
+}
+
+fn avg_pool_host_with(ctx: &Ctx, x: &T, n: usize, count_include_pad: bool, divisor: Option<i64>) -> R {
+    let p = Pool::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
     let [id, ih, iw] = p.input.map(|v| v as i64);
@@ -2878,6 +2885,61 @@ fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
         }
     }
     one(from_f64(&out, &p.out_shape(x, n), x.dtype, ctx.device())?)
+}
+
+/// 2-D average pooling with padding, ceil_mode or a divisor on the
+/// device: window sums from candle's pooling over the zero-padded input
+/// (widened so every window fits), each output scaled by torch's divisor
+/// for its window (computed on the host, one per output position).
+fn avg_pool2d_padded(ctx: &Ctx, x: &T) -> R {
+    let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
+    let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
+    avg_pool2d_padded_with(ctx, x, count_include_pad, divisor)
+}
+
+fn avg_pool2d_padded_with(ctx: &Ctx, x: &T, count_include_pad: bool, divisor: Option<i64>) -> R {
+    let p = Pool::read(ctx, x, 2)?;
+    let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
+        (p.input, p.kernel, p.stride, p.pad, p.output);
+    let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| ((o - 1) * s + k).saturating_sub(n + 2 * pad);
+    let compute = if x.dtype == Dtype::Float64 { Dtype::Float64 } else { Dtype::Float32 };
+    let padded = pad_hw(
+        &x.cast(compute)?.t,
+        ph,
+        ph + extra(oh, kh, sh, h, ph),
+        pw,
+        pw + extra(ow, kw, sw, w, pw),
+        0.0,
+    )?;
+    let r = x.rank();
+    let mean = padded
+        .avg_pool2d_with_stride((kh, kw), (sh, sw))
+        .and_then(|t| t.narrow(r - 2, 0, oh))
+        .and_then(|t| t.narrow(r - 1, 0, ow))
+        .map_err(ce)?;
+    let window = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
+        let start = (o * s) as i64 - pad as i64;
+        let end = (start + k as i64).min((n + pad) as i64);
+        let size = end - start;
+        (size, end.min(n as i64) - start.max(0))
+    };
+    let mut scale = Vec::with_capacity(oh * ow);
+    for i in 0..oh {
+        let (size_h, inside_h) = window(i, kh, sh, h, ph);
+        for j in 0..ow {
+            let (size_w, inside_w) = window(j, kw, sw, w, pw);
+            let factor = match divisor {
+                _ if inside_h <= 0 || inside_w <= 0 => 0.0,
+                Some(d) => d as f64,
+                None if count_include_pad => (size_h * size_w) as f64,
+                None => (inside_h * inside_w) as f64,
+            };
+            scale.push(if factor == 0.0 { 0.0 } else { (kh * kw) as f64 / factor });
+        }
+    }
+    let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
+    let y = mean.broadcast_mul(&scale.t).map_err(ce)?;
+    one(T::new(y, compute).cast(x.dtype)?)
 }
 
 /// Max pooling with indices (flat positions in each input plane), as
