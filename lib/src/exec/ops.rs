@@ -1157,9 +1157,14 @@ fn conv2d_im2col(
         (n + 2 * p)
             .checked_sub(d * (k - 1) + 1)
             .map(|v| v / s + 1)
-            .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
+            .ok_or_else(|| {
+                Error::bad_input("convolution: the kernel is larger than the padded input")
+            })
     };
-    let (oh, ow) = (span(h, pad.0, dil.0, kh, stride.0)?, span(wd, pad.1, dil.1, kw, stride.1)?);
+    let (oh, ow) = (
+        span(h, pad.0, dil.0, kh, stride.0)?,
+        span(wd, pad.1, dil.1, kw, stride.1)?,
+    );
     let xs: Vec<f32> = x.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?;
     let (k, n) = (c * kh * kw, oh * ow);
     let mut col: Vec<f32> = Vec::with_capacity(b * k * n);
@@ -1183,7 +1188,11 @@ fn conv2d_im2col(
                 let src = &plane[iy as usize * wd..][..wd];
                 for (ox, d) in dst.iter_mut().enumerate() {
                     let ix = (ox * stride.1) as isize + x0;
-                    d.write(if ix >= 0 && ix < wd as isize { src[ix as usize] } else { 0.0 });
+                    d.write(if ix >= 0 && ix < wd as isize {
+                        src[ix as usize]
+                    } else {
+                        0.0
+                    });
                 }
             }
         });
@@ -1194,7 +1203,9 @@ fn conv2d_im2col(
     let y = if b == 1 {
         wm.matmul(&col.squeeze(0).map_err(ce)?).map_err(ce)?
     } else {
-        wm.broadcast_left(b).and_then(|w| w.matmul(&col)).map_err(ce)?
+        wm.broadcast_left(b)
+            .and_then(|w| w.matmul(&col))
+            .map_err(ce)?
     };
     y.reshape((b, co, oh, ow)).map_err(ce)
 }
@@ -1217,20 +1228,37 @@ fn conv(ctx: &mut Ctx) -> R {
     };
     if transposed {
         let uniform = |name: &str| -> Result<Option<usize>> {
-            let v = if ctx.has(name) { ctx.ints(name)? } else { Vec::new() };
+            let v = if ctx.has(name) {
+                ctx.ints(name)?
+            } else {
+                Vec::new()
+            };
             Ok(match v.as_slice() {
-                [] => Some(if name == "stride" || name == "dilation" { 1 } else { 0 }),
+                [] => Some(if name == "stride" || name == "dilation" {
+                    1
+                } else {
+                    0
+                }),
                 [a, rest @ ..] if rest.iter().all(|b| b == a) => Some(*a as usize),
                 _ => None,
             })
         };
-        let params = (uniform("stride")?, uniform("padding")?, uniform("output_padding")?, uniform("dilation")?);
+        let params = (
+            uniform("stride")?,
+            uniform("padding")?,
+            uniform("output_padding")?,
+            uniform("dilation")?,
+        );
         if let (4, 1, Dtype::Float32, Dtype::Float32, (Some(s), Some(p), Some(op), Some(d))) =
             (x.rank(), groups, x.dtype, w.dtype, params)
         {
             let mut y = x.t.conv_transpose2d(&w.t, p, op, s, d).map_err(ce)?;
             if let Some(b) = bias {
-                let b = b.cast(Dtype::Float32)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
+                let b = b
+                    .cast(Dtype::Float32)?
+                    .t
+                    .reshape((1, b.dims()[0], 1, 1))
+                    .map_err(ce)?;
                 y = y.broadcast_add(&b).map_err(ce)?;
             }
             return one(T::new(y, Dtype::Float32));
@@ -1262,7 +1290,8 @@ fn conv(ctx: &mut Ctx) -> R {
     }
     let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
     let (xin, win) = (x.cast(dt)?.t, w.cast(dt)?.t);
-    let one_by_one = win.dims()[2] == 1 && win.dims()[3] == 1 && stride == (1, 1) && padding == (0, 0);
+    let one_by_one =
+        win.dims()[2] == 1 && win.dims()[3] == 1 && stride == (1, 1) && padding == (0, 0);
     let mut y = if groups == 1 && dt == Dtype::Float32 && xin.device().is_cpu() && !one_by_one {
         conv2d_im2col(&xin, &win, stride, padding, dilation)?
     } else {
@@ -1275,9 +1304,13 @@ fn conv(ctx: &mut Ctx) -> R {
             (xin, padding.0)
         } else {
             // candle takes one padding for both dims: pad by hand when they differ
-            (pad_hw(&xin, padding.0, padding.0, padding.1, padding.1, 0.0)?, 0)
+            (
+                pad_hw(&xin, padding.0, padding.0, padding.1, padding.1, 0.0)?,
+                0,
+            )
         };
-        xin.conv2d(&win, pad, stride.0, dilation.0, groups).map_err(ce)?
+        xin.conv2d(&win, pad, stride.0, dilation.0, groups)
+            .map_err(ce)?
     };
     if let Some(b) = bias {
         let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
@@ -2755,7 +2788,11 @@ struct Pool {
 fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
     let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
     let s = s as i64;
-    let mut o = if ceil { (span + s - 1).div_euclid(s) } else { span.div_euclid(s) } + 1;
+    let mut o = if ceil {
+        (span + s - 1).div_euclid(s)
+    } else {
+        span.div_euclid(s)
+    } + 1;
     if ceil && (o - 1) * s >= (n + p) as i64 {
         o -= 1;
     }
@@ -2789,10 +2826,18 @@ impl Pool {
         let pad = per_dim(&ints("padding"), n, &vec![0; n]);
         let dilation = per_dim(&ints("dilation"), n, &vec![1; n]);
         let ceil = ctx.opt_bool("ceil_mode", false)?;
-        if [&kernel, &stride, &pad, &dilation].iter().any(|v| v.len() != n)
-            || kernel.iter().chain(&stride).chain(&dilation).any(|&v| v == 0)
+        if [&kernel, &stride, &pad, &dilation]
+            .iter()
+            .any(|v| v.len() != n)
+            || kernel
+                .iter()
+                .chain(&stride)
+                .chain(&dilation)
+                .any(|&v| v == 0)
         {
-            return Err(Error::bad_input("pooling: bad kernel_size, stride, padding or dilation"));
+            return Err(Error::bad_input(
+                "pooling: bad kernel_size, stride, padding or dilation",
+            ));
         }
         let mut p = Pool {
             input: [1; 3],
@@ -2815,7 +2860,14 @@ impl Pool {
                     "pooling: padding should be at most half of the kernel size",
                 ));
             }
-            p.output[j] = pool_len(dims[dims.len() - n + i], kernel[i], stride[i], pad[i], dilation[i], ceil)?;
+            p.output[j] = pool_len(
+                dims[dims.len() - n + i],
+                kernel[i],
+                stride[i],
+                pad[i],
+                dilation[i],
+                ceil,
+            )?;
         }
         Ok(p)
     }
@@ -2842,7 +2894,13 @@ fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
     avg_pool_host_with(ctx, x, n, count_include_pad, divisor)
 }
 
-fn avg_pool_host_with(ctx: &Ctx, x: &T, n: usize, count_include_pad: bool, divisor: Option<i64>) -> R {
+fn avg_pool_host_with(
+    ctx: &Ctx,
+    x: &T,
+    n: usize,
+    count_include_pad: bool,
+    divisor: Option<i64>,
+) -> R {
     let p = Pool::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
@@ -2871,7 +2929,9 @@ fn avg_pool_host_with(ctx: &Ctx, x: &T, n: usize, count_include_pad: bool, divis
                     for t in t0..t1 {
                         for h in h0..h1 {
                             let row = ((t * ih + h) * iw) as usize;
-                            sum += plane[row + w0 as usize..row + w1 as usize].iter().sum::<f64>();
+                            sum += plane[row + w0 as usize..row + w1 as usize]
+                                .iter()
+                                .sum::<f64>();
                         }
                     }
                     let factor = match divisor {
@@ -2901,8 +2961,14 @@ fn avg_pool2d_padded_with(ctx: &Ctx, x: &T, count_include_pad: bool, divisor: Op
     let p = Pool::read(ctx, x, 2)?;
     let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
         (p.input, p.kernel, p.stride, p.pad, p.output);
-    let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| ((o - 1) * s + k).saturating_sub(n + 2 * pad);
-    let compute = if x.dtype == Dtype::Float64 { Dtype::Float64 } else { Dtype::Float32 };
+    let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
+        ((o - 1) * s + k).saturating_sub(n + 2 * pad)
+    };
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
     let padded = pad_hw(
         &x.cast(compute)?.t,
         ph,
@@ -2934,7 +3000,11 @@ fn avg_pool2d_padded_with(ctx: &Ctx, x: &T, count_include_pad: bool, divisor: Op
                 None if count_include_pad => (size_h * size_w) as f64,
                 None => (inside_h * inside_w) as f64,
             };
-            scale.push(if factor == 0.0 { 0.0 } else { (kh * kw) as f64 / factor });
+            scale.push(if factor == 0.0 {
+                0.0
+            } else {
+                (kh * kw) as f64 / factor
+            });
         }
     }
     let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
@@ -3030,7 +3100,12 @@ fn adaptive_avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
     }
     let vals = host_f64(x)?;
     let plane: usize = input.iter().product();
-    let window = |o: usize, a: usize| (o * input[a] / output[a], ((o + 1) * input[a]).div_ceil(output[a]));
+    let window = |o: usize, a: usize| {
+        (
+            o * input[a] / output[a],
+            ((o + 1) * input[a]).div_ceil(output[a]),
+        )
+    };
     let mut out = Vec::new();
     for src in vals.chunks(plane.max(1)).take(vals.len() / plane.max(1)) {
         for ot in 0..output[0] {
@@ -3066,9 +3141,15 @@ fn adaptive_avg_pool3d(ctx: &mut Ctx) -> R {
 /// `upsample_bilinear2d` (`.vec` and `.default`), as torch's CPU kernel
 /// computes source positions (`area_pixel_compute_source_index`).
 fn upsample_bilinear(ctx: &mut Ctx) -> R {
-    let x = ctx.tensor(if ctx.node.arg("input").is_some() { "input" } else { "self" })?;
+    let x = ctx.tensor(if ctx.node.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    })?;
     if x.rank() < 2 {
-        return Err(Error::bad_input("upsample_bilinear2d on a tensor of rank < 2"));
+        return Err(Error::bad_input(
+            "upsample_bilinear2d on a tensor of rank < 2",
+        ));
     }
     let align = ctx.bool("align_corners")?;
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
@@ -3081,7 +3162,10 @@ fn upsample_bilinear(ctx: &mut Ctx) -> R {
         pair(&ctx.ints("output_size")?, 1)
     } else {
         match (sh, sw) {
-            (Some(a), Some(b)) => ((h as f64 * a).floor() as usize, (w as f64 * b).floor() as usize),
+            (Some(a), Some(b)) => (
+                (h as f64 * a).floor() as usize,
+                (w as f64 * b).floor() as usize,
+            ),
             _ => return Err(unsupported("upsample without output_size or scale factors")),
         }
     };
@@ -3116,12 +3200,18 @@ fn upsample_bilinear(ctx: &mut Ctx) -> R {
     let rows = taps(h, oh, sh);
     let cols = taps(w, ow, sw);
     if !x.dtype.is_floating() {
-        return Err(Error::bad_input("upsample_bilinear2d takes a floating tensor"));
+        return Err(Error::bad_input(
+            "upsample_bilinear2d takes a floating tensor",
+        ));
     }
     // on the device: gather the two source rows, then the two source
     // columns of each, and blend with per-row and per-column weights, in
     // float32 at least (torch's opmath)
-    let compute = if x.dtype == Dtype::Float64 { Dtype::Float64 } else { Dtype::Float32 };
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
     let xt = x.cast(compute)?.t;
     let dev = ctx.device();
     let (hd, wd) = (x.rank() - 2, x.rank() - 1);
@@ -3232,13 +3322,18 @@ fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usiz
                     return Err(unsupported("indexing with a 0-d mask"));
                 }
                 for s in &strides {
-                    let coords = hits.iter().map(|h| (h / s) % (dims[per_dim.len()] as i64)).collect();
+                    let coords = hits
+                        .iter()
+                        .map(|h| (h / s) % (dims[per_dim.len()] as i64))
+                        .collect();
                     per_dim.push(Some((vec![hits.len()], coords)));
                 }
             }
             Some(t) => {
                 if t.dtype.is_floating() {
-                    return Err(Error::bad_input("tensors used as indices must be integer or bool"));
+                    return Err(Error::bad_input(
+                        "tensors used as indices must be integer or bool",
+                    ));
                 }
                 let v = host_f64(t)?.iter().map(|&f| f as i64).collect();
                 per_dim.push(Some((t.dims().to_vec(), v)));
@@ -3254,14 +3349,18 @@ fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usiz
     }
     per_dim.resize(dims.len(), None);
     let indexed: Vec<usize> = (0..dims.len()).filter(|&d| per_dim[d].is_some()).collect();
-    let strides: Vec<usize> = crate::ir::contiguous_strides(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>())
-        .iter()
-        .map(|&s| s as usize)
-        .collect();
+    let strides: Vec<usize> =
+        crate::ir::contiguous_strides(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>())
+            .iter()
+            .map(|&s| s as usize)
+            .collect();
     if indexed.is_empty() {
         return Ok((dims.to_vec(), (0..dims.iter().product()).collect()));
     }
-    let shapes: Vec<&[usize]> = indexed.iter().map(|&d| per_dim[d].as_ref().unwrap().0.as_slice()).collect();
+    let shapes: Vec<&[usize]> = indexed
+        .iter()
+        .map(|&d| per_dim[d].as_ref().unwrap().0.as_slice())
+        .collect();
     let b = broadcast_shape(&shapes)?;
     let nb: usize = b.iter().product();
     // offset of each broadcast position over the indexed dims
@@ -3296,7 +3395,10 @@ fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usiz
             (indexed[indexed.len() - 1] + 1..dims.len()).collect(),
         )
     } else {
-        (Vec::new(), (0..dims.len()).filter(|d| !indexed.contains(d)).collect())
+        (
+            Vec::new(),
+            (0..dims.len()).filter(|d| !indexed.contains(d)).collect(),
+        )
     };
     let offsets = |ds: &[usize]| -> Vec<usize> {
         let mut offs = vec![0usize];
@@ -3385,7 +3487,9 @@ fn index_put(ctx: &mut Ctx) -> R {
     let indices = ctx.tensors("indices")?;
     let values = ctx.tensor("values")?;
     let accumulate = ctx.opt_bool("accumulate", false)?;
-    let given: Vec<usize> = (0..indices.len()).filter(|&i| indices[i].is_some()).collect();
+    let given: Vec<usize> = (0..indices.len())
+        .filter(|&i| indices[i].is_some())
+        .collect();
     if let [d] = given[..] {
         let idx = indices[d].as_ref().unwrap();
         if d < x.rank() && idx.rank() == 1 && !matches!(idx.dtype, Dtype::Bool | Dtype::Uint8) {
@@ -3418,7 +3522,10 @@ fn index_put_dim(x: &T, d: usize, idx: &T, values: &T, accumulate: bool) -> R {
     let run = || -> candle_core::Result<CT> {
         let i = idx.t.to_dtype(DType::I64)?;
         let i = i.lt(0f64)?.where_cond(&(&i + n)?, &i)?;
-        let i = i.reshape(idx_shape.clone())?.broadcast_as(shape.clone())?.contiguous()?;
+        let i = i
+            .reshape(idx_shape.clone())?
+            .broadcast_as(shape.clone())?
+            .contiguous()?;
         let v = values.t.broadcast_as(shape.clone())?.contiguous()?;
         if accumulate {
             x.t.scatter_add(&i, &v, d)
@@ -3464,7 +3571,9 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
         ));
     }
     if psw.is_some() && mode != 0 {
-        return Err(Error::bad_input("per_sample_weights are only supported for mode sum"));
+        return Err(Error::bad_input(
+            "per_sample_weights are only supported for mode sum",
+        ));
     }
     let (rows, width) = (w.dims()[0], w.dims()[1]);
     let weights = host_f64(&w)?;
@@ -3571,14 +3680,24 @@ fn batch_norm_legit(ctx: &mut Ctx) -> R {
     let xf = x.t.to_dtype(DType::F64).map_err(ce)?;
     let mean = xf.mean_keepdim(dims.clone()).map_err(ce)?;
     let centered = xf.broadcast_sub(&mean).map_err(ce)?;
-    let var = centered.sqr().and_then(|c| c.mean_keepdim(dims)).map_err(ce)?;
-    let invstd = (var + eps).and_then(|v| v.sqrt()).and_then(|v| v.recip()).map_err(ce)?;
+    let var = centered
+        .sqr()
+        .and_then(|c| c.mean_keepdim(dims))
+        .map_err(ce)?;
+    let invstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
     let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
     if let Some(w) = ctx.opt_tensor("weight")? {
-        y = y.broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?).map_err(ce)?;
+        y = y
+            .broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?)
+            .map_err(ce)?;
     }
     if let Some(b) = ctx.opt_tensor("bias")? {
-        y = y.broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?).map_err(ce)?;
+        y = y
+            .broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?)
+            .map_err(ce)?;
     }
     let stats = if matches!(x.dtype, Dtype::Float16 | Dtype::BFloat16) {
         Dtype::Float32
@@ -3587,7 +3706,9 @@ fn batch_norm_legit(ctx: &mut Ctx) -> R {
     };
     let c = x.dims()[1];
     let flat = |t: CT| -> Result<RV> {
-        Ok(RV::T(T::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?))
+        Ok(RV::T(
+            T::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?,
+        ))
     };
     Ok(vec![
         RV::T(T::new(y, Dtype::Float64).cast(x.dtype)?),
@@ -3607,10 +3728,16 @@ fn native_dropout(ctx: &mut Ctx) -> R {
     } else if p == 1.0 {
         false
     } else {
-        return Err(unsupported("native_dropout in training with 0 < p < 1 (random)"));
+        return Err(unsupported(
+            "native_dropout in training with 0 < p < 1 (random)",
+        ));
     };
     let mask = CT::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
-    let y = if keep { x.clone() } else { T::new(x.t.zeros_like().map_err(ce)?, x.dtype) };
+    let y = if keep {
+        x.clone()
+    } else {
+        T::new(x.t.zeros_like().map_err(ce)?, x.dtype)
+    };
     Ok(vec![RV::T(y), RV::T(T::new(mask, Dtype::Bool))])
 }
 
@@ -3618,11 +3745,17 @@ fn native_dropout(ctx: &mut Ctx) -> R {
 /// would be uninitialised memory).
 fn resize(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
-    let shape: Vec<usize> = ctx.ints("size")?.iter().map(|&d| d.max(0) as usize).collect();
+    let shape: Vec<usize> = ctx
+        .ints("size")?
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
     let n: usize = shape.iter().product();
     let have = x.t.elem_count();
     if n > have {
-        return Err(unsupported("resize_ to more elements (they would be uninitialised)"));
+        return Err(unsupported(
+            "resize_ to more elements (they would be uninitialised)",
+        ));
     }
     let t =
         x.t.flatten_all()
@@ -3655,7 +3788,9 @@ fn pdist(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
     let p = ctx.opt_float("p")?.unwrap_or(2.0);
     if x.rank() != 2 || p < 0.0 {
-        return Err(Error::bad_input("_pdist_forward takes a 2-D input and p >= 0"));
+        return Err(Error::bad_input(
+            "_pdist_forward takes a 2-D input and p >= 0",
+        ));
     }
     let (n, m) = (x.dims()[0], x.dims()[1]);
     let v = host_f64(&x)?;
@@ -3720,7 +3855,9 @@ fn col2im(ctx: &mut Ctx) -> R {
     let (sh, sw) = pair(&ctx.ints("stride")?, 1);
     let batched = x.rank() == 3;
     if !(2..=3).contains(&x.rank()) || kh * kw == 0 || sh * sw == 0 {
-        return Err(Error::bad_input("col2im takes a 2-D or 3-D input and nonzero kernel and stride"));
+        return Err(Error::bad_input(
+            "col2im takes a 2-D or 3-D input and nonzero kernel and stride",
+        ));
     }
     let (n, rows, l) = if batched {
         (x.dims()[0], x.dims()[1], x.dims()[2])
@@ -3728,7 +3865,10 @@ fn col2im(ctx: &mut Ctx) -> R {
         (1, x.dims()[0], x.dims()[1])
     };
     let blocks = |o: usize, p: usize, d: usize, k: usize, s: usize| {
-        (o + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1).unwrap_or(0)
+        (o + 2 * p)
+            .checked_sub(d * (k - 1) + 1)
+            .map(|v| v / s + 1)
+            .unwrap_or(0)
     };
     let (bh, bw) = (blocks(oh, ph, dh, kh, sh), blocks(ow, pw, dw, kw, sw));
     if rows % (kh * kw) != 0 || bh * bw != l {
@@ -3759,7 +3899,11 @@ fn col2im(ctx: &mut Ctx) -> R {
             }
         }
     }
-    let shape = if batched { vec![n, c, oh, ow] } else { vec![c, oh, ow] };
+    let shape = if batched {
+        vec![n, c, oh, ow]
+    } else {
+        vec![c, oh, ow]
+    };
     one(from_f64(&out, &shape, x.dtype, ctx.device())?)
 }
 
@@ -3839,7 +3983,10 @@ fn grid_sampler_2d(ctx: &mut Ctx) -> R {
                             r
                         }
                     };
-                    at(round(iy) as i64, round(ix) as i64).map(|i| (i, 1.0)).into_iter().collect()
+                    at(round(iy) as i64, round(ix) as i64)
+                        .map(|i| (i, 1.0))
+                        .into_iter()
+                        .collect()
                 } else {
                     let (x0, y0) = (ix.floor(), iy.floor());
                     let (tx, ty) = (ix - x0, iy - y0);
@@ -3878,16 +4025,30 @@ fn conv_transpose_host(ctx: &Ctx, x: &T, w: &T, bias: Option<T>, groups: usize) 
         )));
     }
     let ints = |name: &str, default: usize| -> Vec<usize> {
-        let v = if ctx.has(name) { ctx.ints(name).unwrap_or_default() } else { Vec::new() };
+        let v = if ctx.has(name) {
+            ctx.ints(name).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         per_dim(&v, n, &vec![default; n])
     };
-    let (stride, pad, opad, dil) = (ints("stride", 1), ints("padding", 0), ints("output_padding", 0), ints("dilation", 1));
+    let (stride, pad, opad, dil) = (
+        ints("stride", 1),
+        ints("padding", 0),
+        ints("output_padding", 0),
+        ints("dilation", 1),
+    );
     let lift = |v: &[usize], fill: usize| -> [usize; 3] {
         let mut a = [fill; 3];
         a[3 - n..].copy_from_slice(v);
         a
     };
-    let (s, p, op, d) = (lift(&stride, 1), lift(&pad, 0), lift(&opad, 0), lift(&dil, 1));
+    let (s, p, op, d) = (
+        lift(&stride, 1),
+        lift(&pad, 0),
+        lift(&opad, 0),
+        lift(&dil, 1),
+    );
     let (nb, cin) = (x.dims()[0], x.dims()[1]);
     let ci = lift(&x.dims()[2..], 1);
     let (wcin, cout_g) = (w.dims()[0], w.dims()[1]);
@@ -3912,7 +4073,11 @@ fn conv_transpose_host(ctx: &Ctx, x: &T, w: &T, bias: Option<T>, groups: usize) 
     let cin_g = cin / groups;
     let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
     let (xv, wv) = (host_f64(x)?, host_f64(w)?);
-    let (ip, op_, kp) = (ci.iter().product::<usize>(), o.iter().product::<usize>(), k.iter().product::<usize>());
+    let (ip, op_, kp) = (
+        ci.iter().product::<usize>(),
+        o.iter().product::<usize>(),
+        k.iter().product::<usize>(),
+    );
     let mut out = vec![0.0; nb * cout * op_];
     for b in 0..nb {
         for ic in 0..cin {
