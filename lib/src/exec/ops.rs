@@ -3576,15 +3576,19 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
         ));
     }
     let (rows, width) = (w.dims()[0], w.dims()[1]);
-    let weights = host_f64(&w)?;
+    // sums and means stay on the device (the table may be large): only
+    // the indices and offsets are read here; maxima are taken on the host
+    let weights = if mode == 2 { host_f64(&w)? } else { Vec::new() };
     let indices: Vec<i64> = host_f64(&idx_t)?.iter().map(|&v| v as i64).collect();
     let offsets: Vec<i64> = host_f64(&off_t)?.iter().map(|&v| v as i64).collect();
     let scales = psw.map(|t| host_f64(&t)).transpose()?;
     let n = indices.len();
     let bags = offsets.len() - usize::from(include_last && !offsets.is_empty());
-    let mut out = vec![0.0; bags * width];
+    let mut out = vec![0.0; if mode == 2 { bags * width } else { 0 }];
     let mut bag_size = vec![0i64; bags];
     let mut max_indices = vec![-1i64; if mode == 2 { bags * width } else { 0 }];
+    // per used entry: its weight row, its bag, its scale
+    let (mut picked, mut into, mut scale_of) = (Vec::new(), Vec::new(), Vec::new());
     for b in 0..bags {
         let start = offsets[b].clamp(0, n as i64) as usize;
         let end = if b + 1 < offsets.len() {
@@ -3592,7 +3596,6 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
         } else {
             n
         };
-        let row = &mut out[b * width..(b + 1) * width];
         let mut count = 0;
         for (i, &ix) in indices.iter().enumerate().take(end).skip(start) {
             if ix < 0 || ix as usize >= rows {
@@ -3603,22 +3606,21 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
             if ix == padding_idx {
                 continue;
             }
+            count += 1;
+            if mode != 2 {
+                picked.push(ix);
+                into.push(b as i64);
+                scale_of.push(scales.as_ref().map_or(1.0, |s| s[i]));
+                continue;
+            }
             let src = &weights[ix as usize * width..(ix as usize + 1) * width];
-            let scale = scales.as_ref().map_or(1.0, |s| s[i]);
+            let row = &mut out[b * width..(b + 1) * width];
             for (j, (o, v)) in row.iter_mut().zip(src).enumerate() {
-                if mode == 2 {
-                    if count == 0 || *v > *o {
-                        *o = *v;
-                        max_indices[b * width + j] = ix;
-                    }
-                } else {
-                    *o += v * scale;
+                if count == 1 || *v > *o {
+                    *o = *v;
+                    max_indices[b * width + j] = ix;
                 }
             }
-            count += 1;
-        }
-        if mode == 1 && count > 0 {
-            row.iter_mut().for_each(|o| *o /= count as f64);
         }
         bag_size[b] = match mode {
             1 => count as i64,
@@ -3639,6 +3641,8 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
         let t = CT::from_vec(v, shape, ctx.device()).map_err(ce)?;
         Ok(RV::T(T::new(t, Dtype::Int64).cast(off_t.dtype)?))
     };
+    // torch divides means by max(bag_size, 1)
+    let counts: Vec<f64> = bag_size.iter().map(|&c| c.max(1) as f64).collect();
     let (bag_size, max_indices) = match mode {
         0 => (
             int(vec![0; offsets.len()], vec![offsets.len()])?,
@@ -3653,8 +3657,45 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
             )?,
         ),
     };
+    let out = if mode == 2 {
+        from_f64(&out, &[bags, width], w.dtype, ctx.device())?
+    } else {
+        let compute = if w.dtype == Dtype::Float64 {
+            Dtype::Float64
+        } else {
+            Dtype::Float32
+        };
+        let dev = ctx.device();
+        let zeros = CT::zeros((bags, width), storage_dtype(compute)?, dev).map_err(ce)?;
+        let sum = if picked.is_empty() {
+            zeros
+        } else {
+            let k = picked.len();
+            let rows = w
+                .cast(compute)?
+                .t
+                .index_select(&CT::from_vec(picked, k, dev).map_err(ce)?, 0)
+                .map_err(ce)?;
+            let rows = if scales.is_some() {
+                let s = from_f64(&scale_of, &[k, 1], compute, dev)?;
+                rows.broadcast_mul(&s.t).map_err(ce)?
+            } else {
+                rows
+            };
+            zeros
+                .index_add(&CT::from_vec(into, k, dev).map_err(ce)?, &rows, 0)
+                .map_err(ce)?
+        };
+        let sum = if mode == 1 {
+            sum.broadcast_div(&from_f64(&counts, &[bags, 1], compute, dev)?.t)
+                .map_err(ce)?
+        } else {
+            sum
+        };
+        T::new(sum, compute).cast(w.dtype)?
+    };
     Ok(vec![
-        RV::T(from_f64(&out, &[bags, width], w.dtype, ctx.device())?),
+        RV::T(out),
         int(offset2bag.clone(), vec![offset2bag.len()])?,
         bag_size,
         max_indices,
