@@ -117,6 +117,8 @@ rules! {
     "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
     "higher_order.wrap_with_set_grad_enabled" => [] inline_subgraph;
     "aten.selu.default" => ["aten.elu.default"] selu;
+    "aten.exp2.default" => ["aten.pow.Scalar"] exp2;
+    "aten.rrelu_with_noise_functional.default" => ["aten.leaky_relu.default"] rrelu;
     "aten._convolution_mode.default" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
     "aten.addr.default" => ["aten.outer.default", "aten.mul.Tensor", "aten.add.Tensor"] addr;
     "aten.all.default" => ["aten.logical_not.default", "aten.any.default"] all;
@@ -307,6 +309,7 @@ pub static ALIASES: &[(&str, &str)] = &[
     ("aten.size.int", "aten.sym_size.int"),
     ("aten.stride.int", "aten.sym_stride.int"),
     ("aten.item.default", "aten._local_scalar_dense.default"),
+    ("prims.scalar_tensor.default", "aten.scalar_tensor.default"),
     ("aten.ger.default", "aten.outer.default"),
     ("aten.vdot.default", "aten.dot.default"),
     ("aten.row_stack.default", "aten.vstack.default"),
@@ -4007,7 +4010,12 @@ fn rrelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         ],
         a.out(0)?,
     )?;
-    Ok(vec![a.out(0)?])
+    // rrelu_with_noise_functional also returns the noise, untouched in eval.
+    let mut outs = vec![a.out(0)?];
+    if a.0.target.name == "rrelu_with_noise_functional" {
+        outs.push(a.t("noise")?);
+    }
+    Ok(outs)
 }
 
 fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
@@ -4789,4 +4797,16 @@ fn pairwise_distance(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         out,
     )?;
     Ok(vec![out])
+}
+
+fn exp2(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.pow.Scalar",
+        vec![
+            ("self", Argument::Float(2.0)),
+            ("exponent", Argument::Tensor(a.t("self")?)),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
 }
