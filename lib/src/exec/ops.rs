@@ -3967,6 +3967,9 @@ fn grid_sampler_2d(ctx: &mut Ctx) -> R {
             grid.dims()
         )));
     }
+    if x.dtype.is_floating() && grid.dtype.is_floating() {
+        return grid_sample_device(&x, &grid, mode, padding, align);
+    }
     let (n, c, h, w) = (x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]);
     let (gh, gw) = (grid.dims()[1], grid.dims()[2]);
     let source = |coord: f64, size: usize| -> f64 {
@@ -4051,6 +4054,105 @@ fn grid_sampler_2d(ctx: &mut Ctx) -> R {
         }
     }
     one(from_f64(&out, &[n, c, gh, gw], x.dtype, ctx.device())?)
+}
+
+/// `grid_sampler_2d` on the device, in the input's precision (float32 at
+/// least): source coordinates per output position, then up to four
+/// gathered taps per position, weighted (taps outside the input weigh 0).
+fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> R {
+    let (n, c, h, w) = (x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]);
+    let (gh, gw) = (grid.dims()[1], grid.dims()[2]);
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    let run = || -> candle_core::Result<CT> {
+        let g = grid.cast(compute).map_err(candle_core::Error::wrap)?.t;
+        let g = g.reshape((n, gh * gw, 2))?;
+        // x -> width, y -> height; returns source coordinates, padded
+        let source = |coord: CT, size: usize| -> candle_core::Result<CT> {
+            let sf = size as f64;
+            let v = if align {
+                coord.affine((sf - 1.0) / 2.0, (sf - 1.0) / 2.0)?
+            } else {
+                coord.affine(sf / 2.0, (sf - 1.0) / 2.0)?
+            };
+            match padding {
+                1 => v.clamp(0f64, sf - 1.0),
+                2 => {
+                    let (lo, hi) = if align {
+                        (0.0, 2.0 * (sf - 1.0))
+                    } else {
+                        (-1.0, 2.0 * sf - 1.0)
+                    };
+                    if lo == hi {
+                        return v.zeros_like();
+                    }
+                    let (min, span) = (lo / 2.0, (hi - lo) / 2.0);
+                    let d = v.affine(1.0, -min)?.abs()?;
+                    let flips = d.affine(1.0 / span, 0.0)?.floor()?;
+                    let extra = (&d - flips.affine(span, 0.0)?)?;
+                    let odd = (&flips - flips.affine(0.5, 0.0)?.floor()?.affine(2.0, 0.0)?)?;
+                    let even_v = extra.affine(1.0, min)?;
+                    let odd_v = extra.affine(-1.0, span + min)?;
+                    odd.ne(0f64)?
+                        .where_cond(&odd_v, &even_v)?
+                        .clamp(0f64, sf - 1.0)
+                }
+                _ => Ok(v),
+            }
+        };
+        let ix = source(g.narrow(2, 0, 1)?.squeeze(2)?, w)?;
+        let iy = source(g.narrow(2, 1, 1)?.squeeze(2)?, h)?;
+        let xs =
+            x.t.to_dtype(storage_dtype(compute).map_err(candle_core::Error::wrap)?)?;
+        let xs = xs.reshape((n, c, h * w))?;
+        // one tap: values at integer (yy, xx) (float tensors), weighted
+        let tap = |yy: &CT, xx: &CT, wt: &CT| -> candle_core::Result<CT> {
+            let inside = xx
+                .ge(0f64)?
+                .mul(&xx.le((w - 1) as f64)?)?
+                .mul(&yy.ge(0f64)?)?
+                .mul(&yy.le((h - 1) as f64)?)?;
+            let at = yy
+                .clamp(0f64, (h - 1) as f64)?
+                .affine(w as f64, 0.0)?
+                .add(&xx.clamp(0f64, (w - 1) as f64)?)?
+                .to_dtype(DType::I64)?;
+            let at = at
+                .unsqueeze(1)?
+                .broadcast_as((n, c, gh * gw))?
+                .contiguous()?;
+            let wt = wt.mul(&inside.to_dtype(wt.dtype())?)?.unsqueeze(1)?;
+            xs.gather(&at, 2)?.broadcast_mul(&wt)
+        };
+        let out = if mode == 1 {
+            // nearest: round half to even, as nearbyint
+            let round = |v: &CT| -> candle_core::Result<CT> {
+                let f = v.floor()?;
+                let frac = (v - &f)?;
+                let up = f.affine(1.0, 1.0)?;
+                let f_odd = (&f - f.affine(0.5, 0.0)?.floor()?.affine(2.0, 0.0)?)?.ne(0f64)?;
+                let tie = frac.eq(0.5)?.where_cond(&f_odd.where_cond(&up, &f)?, &f)?;
+                frac.gt(0.5)?.where_cond(&up, &tie)
+            };
+            let ones = ix.ones_like()?;
+            tap(&round(&iy)?, &round(&ix)?, &ones)?
+        } else {
+            let (x0, y0) = (ix.floor()?, iy.floor()?);
+            let (tx, ty) = ((&ix - &x0)?, (&iy - &y0)?);
+            let (x1, y1) = (x0.affine(1.0, 1.0)?, y0.affine(1.0, 1.0)?);
+            let (sx, sy) = (tx.affine(-1.0, 1.0)?, ty.affine(-1.0, 1.0)?);
+            let nw = tap(&y0, &x0, &sx.mul(&sy)?)?;
+            let ne = tap(&y0, &x1, &tx.mul(&sy)?)?;
+            let sw = tap(&y1, &x0, &sx.mul(&ty)?)?;
+            let se = tap(&y1, &x1, &tx.mul(&ty)?)?;
+            (((nw + ne)? + sw)? + se)?
+        };
+        out.reshape((n, c, gh, gw))
+    };
+    one(T::new(run().map_err(ce)?, compute).cast(x.dtype)?)
 }
 
 /// Transposed convolution over 1 to 3 spatial dims on the host, any
