@@ -2855,9 +2855,10 @@ impl Pool {
             p.stride[j] = stride[i];
             p.pad[j] = pad[i];
             p.dilation[j] = dilation[i];
-            if pad[i] * 2 > kernel[i] {
+            // torch's check, on the dilated kernel
+            if pad[i] > ((kernel[i] - 1) * dilation[i] + 1) / 2 {
                 return Err(Error::bad_input(
-                    "pooling: padding should be at most half of the kernel size",
+                    "pooling: padding should be at most half of the effective kernel size",
                 ));
             }
             p.output[j] = pool_len(
