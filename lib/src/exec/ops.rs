@@ -1404,7 +1404,7 @@ fn avg_pool(ctx: &mut Ctx) -> R {
         || !x.dtype.is_floating()
     {
         if x.dtype.is_floating() && x.rank() >= 3 {
-            return avg_pool2d_padded(ctx, &x);
+            return avg_pool2d_padded(ctx, &x, 2);
         }
         return avg_pool_host(ctx, &x, 2);
     }
@@ -2892,16 +2892,6 @@ impl Pool {
 fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
-    avg_pool_host_with(ctx, x, n, count_include_pad, divisor)
-}
-
-fn avg_pool_host_with(
-    ctx: &Ctx,
-    x: &T,
-    n: usize,
-    count_include_pad: bool,
-    divisor: Option<i64>,
-) -> R {
     let p = Pool::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
@@ -2952,14 +2942,16 @@ fn avg_pool_host_with(
 /// device: window sums from candle's pooling over the zero-padded input
 /// (widened so every window fits), each output scaled by torch's divisor
 /// for its window (computed on the host, one per output position).
-fn avg_pool2d_padded(ctx: &Ctx, x: &T) -> R {
+fn avg_pool2d_padded(ctx: &Ctx, x: &T, n: usize) -> R {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
-    avg_pool2d_padded_with(ctx, x, count_include_pad, divisor)
-}
-
-fn avg_pool2d_padded_with(ctx: &Ctx, x: &T, count_include_pad: bool, divisor: Option<i64>) -> R {
-    let p = Pool::read(ctx, x, 2)?;
+    let p = Pool::read(ctx, x, n)?;
+    // 1-D pools as 2-D with a unit height
+    let x = if n == 1 {
+        T::new(x.t.unsqueeze(x.rank() - 1).map_err(ce)?, x.dtype)
+    } else {
+        x.clone()
+    };
     let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
         (p.input, p.kernel, p.stride, p.pad, p.output);
     let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
@@ -3009,7 +3001,10 @@ fn avg_pool2d_padded_with(ctx: &Ctx, x: &T, count_include_pad: bool, divisor: Op
         }
     }
     let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
-    let y = mean.broadcast_mul(&scale.t).map_err(ce)?;
+    let mut y = mean.broadcast_mul(&scale.t).map_err(ce)?;
+    if n == 1 {
+        y = y.squeeze(r - 2).map_err(ce)?;
+    }
     one(T::new(y, compute).cast(x.dtype)?)
 }
 
@@ -3070,6 +3065,9 @@ fn max_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
 
 fn avg_pool1d(ctx: &mut Ctx) -> R {
     let x = ctx.tensor("self")?;
+    if x.dtype.is_floating() && x.rank() >= 2 {
+        return avg_pool2d_padded(ctx, &x, 1);
+    }
     avg_pool_host(ctx, &x, 1)
 }
 
