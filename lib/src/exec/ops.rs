@@ -2856,7 +2856,7 @@ impl Pool {
             p.pad[j] = pad[i];
             p.dilation[j] = dilation[i];
             // torch's check, on the dilated kernel
-            if pad[i] > ((kernel[i] - 1) * dilation[i] + 1) / 2 {
+            if pad[i] > ((kernel[i] - 1) * dilation[i]).div_ceil(2) {
                 return Err(Error::bad_input(
                     "pooling: padding should be at most half of the effective kernel size",
                 ));
