@@ -1001,7 +1001,10 @@ fn index_select(ctx: &mut Ctx) -> R {
                 .map_err(ce)?;
         return one(T::new(t, x.dtype));
     }
-    one(T::new(x.t.index_select(&idx.t, d).map_err(ce)?, x.dtype))
+    // candle's index_select reads only contiguous tensors
+    let src = x.t.contiguous().map_err(ce)?;
+    let idx = idx.t.contiguous().map_err(ce)?;
+    one(T::new(src.index_select(&idx, d).map_err(ce)?, x.dtype))
 }
 
 /// `aten.index.Tensor`: advanced indexing with integer index tensors on
@@ -2530,6 +2533,17 @@ fn assert_scalar(ctx: &mut Ctx) -> R {
         other => return Err(Error::bad_input(format!("assertion on {other:?}"))),
     };
     if !ok {
+        let msg = ctx.string("assert_msg")?.unwrap_or_default();
+        return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
+    }
+    Ok(Vec::new())
+}
+
+/// `aten._assert_async.msg`: a tensor condition checked when the graph
+/// runs (torch raises; so does the executor).
+fn assert_async(ctx: &mut Ctx) -> R {
+    let cond = ctx.tensor("self")?.to_host()?.to_f64();
+    if cond.iter().any(|v| *v == 0.0) {
         let msg = ctx.string("assert_msg")?.unwrap_or_default();
         return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
     }
@@ -4417,6 +4431,8 @@ const TABLE: &[(&str, OpFn)] = &[
     ("aten.replication_pad2d.default", index_pad),
     ("aten.replication_pad3d.default", index_pad),
     ("aten._assert_scalar.default", assert_scalar),
+    ("aten._assert_async.msg", assert_async),
+    ("aten._assert_async.default", assert_async),
     ("aten.nonzero.default", nonzero),
     ("aten.acos.default", acos),
     ("aten.acosh.default", acosh),
