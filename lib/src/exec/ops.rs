@@ -1189,13 +1189,31 @@ fn conv2d_im2col(
                     continue;
                 }
                 let src = &plane[iy as usize * wd..][..wd];
-                for (ox, d) in dst.iter_mut().enumerate() {
-                    let ix = (ox * stride.1) as isize + x0;
-                    d.write(if ix >= 0 && ix < wd as isize {
-                        src[ix as usize]
-                    } else {
-                        0.0
-                    });
+                // Output columns whose input column ox * s + x0 is inside
+                // the row: [lo, hi); the rest read padding.
+                let s1 = stride.1 as isize;
+                let lo = if x0 >= 0 { 0 } else { ((-x0 + s1 - 1) / s1) as usize }.min(ow);
+                let hi = if (wd as isize) <= x0 {
+                    0
+                } else {
+                    ((wd as isize - x0 + s1 - 1) / s1) as usize
+                }
+                .clamp(lo, ow);
+                dst[..lo].iter_mut().for_each(|d| {
+                    d.write(0.0);
+                });
+                dst[hi..].iter_mut().for_each(|d| {
+                    d.write(0.0);
+                });
+                let first = (lo as isize * s1 + x0) as usize;
+                if stride.1 == 1 {
+                    for (d, v) in dst[lo..hi].iter_mut().zip(&src[first..first + (hi - lo)]) {
+                        d.write(*v);
+                    }
+                } else {
+                    for (d, v) in dst[lo..hi].iter_mut().zip(src[first..].iter().step_by(stride.1)) {
+                        d.write(*v);
+                    }
                 }
             }
         });
