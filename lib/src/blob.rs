@@ -25,7 +25,11 @@ pub struct Blob {
 #[derive(Clone)]
 enum Source {
     Owned(Arc<Vec<u8>>),
-    Mapped(Arc<memmap2::Mmap>, Option<Arc<File>>, Option<Arc<FileOrigin>>),
+    Mapped(
+        Arc<memmap2::Mmap>,
+        Option<Arc<File>>,
+        Option<Arc<FileOrigin>>,
+    ),
 }
 
 /// The file a mapped blob is a window of, as another process can find it

@@ -90,13 +90,15 @@ pub enum WeightsArg {
 /// pipeline is reading it, now).
 fn stdout_is_pipe() -> bool {
     use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+    std::fs::metadata("/proc/self/fd/1")
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 impl ProgramOutput {
     /// The weight mode `--weights` and the output give.
     pub fn weights(&self) -> crate::wire::Weights {
-        let to_pipe = self.output.as_deref().is_none_or(|p| p.as_os_str() == "-") && stdout_is_pipe();
+        let to_pipe =
+            self.output.as_deref().is_none_or(|p| p.as_os_str() == "-") && stdout_is_pipe();
         match self.weights {
             WeightsArg::Reference => crate::wire::Weights::Reference,
             WeightsArg::Auto if to_pipe => crate::wire::Weights::Reference,

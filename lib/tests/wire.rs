@@ -134,11 +134,20 @@ fn by_reference(p: &pt2kit::ir::Program) -> Vec<u8> {
 /// archive; the program read back is the same, byte for byte.
 #[test]
 fn weights_by_reference_read_back_the_same_program() {
-    let p = read_pt2(&repo().join("golden/models/bert.pt2"), &ImportOptions::default()).unwrap();
+    let p = read_pt2(
+        &repo().join("golden/models/bert.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     let inline = wire::encode_program(&p).unwrap();
     let refs = by_reference(&p);
     let weight_bytes: usize = p.storages.iter().map(|s| s.len()).sum();
-    assert!(refs.len() + weight_bytes / 2 < inline.len(), "{} vs {}", refs.len(), inline.len());
+    assert!(
+        refs.len() + weight_bytes / 2 < inline.len(),
+        "{} vs {}",
+        refs.len(),
+        inline.len()
+    );
     let back = wire::read_program(&mut refs.as_slice(), "refs.ir").unwrap();
     for (a, b) in p.storages.iter().zip(&back.storages) {
         assert_eq!(&a[..], &b[..]);
@@ -161,7 +170,11 @@ fn a_reference_to_a_changed_or_missing_archive_is_refused() {
     std::fs::write(&copy, &bytes).unwrap();
     let e = read_err(&refs);
     assert_eq!(e.kind, ErrorKind::BadInput);
-    assert!(e.to_string().contains("has changed since the stream was written"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("has changed since the stream was written"),
+        "{e}"
+    );
     std::fs::remove_file(&copy).unwrap();
     let e = read_err(&refs);
     assert!(e.to_string().contains("cannot be read"), "{e}");
@@ -175,9 +188,15 @@ fn a_reference_to_a_changed_or_missing_archive_is_refused() {
 fn only_stored_member_data_can_be_referenced() {
     let path = repo().join("golden/models/mlp.pt2");
     let archive = pt2kit::import::zip::Archive::open(&path).unwrap();
-    assert!(archive.stored_window(0, 30).is_none(), "a local header is not member data");
+    assert!(
+        archive.stored_window(0, 30).is_none(),
+        "a local header is not member data"
+    );
     let len = std::fs::metadata(&path).unwrap().len();
-    assert!(archive.stored_window(len - 22, 22).is_none(), "the end record is not member data");
+    assert!(
+        archive.stored_window(len - 22, 22).is_none(),
+        "the end record is not member data"
+    );
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("mlp.pt2");
     std::fs::copy(&path, &fake).unwrap();

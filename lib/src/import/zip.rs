@@ -146,7 +146,10 @@ impl Archive {
             }
             let start = (h + 30 + u16_at(d, h + 26) as usize + u16_at(d, h + 28) as usize) as u64;
             let end = start.saturating_add(e.compressed_size);
-            if offset >= start && offset.checked_add(len).is_some_and(|o| o <= end) && end <= d.len() as u64 {
+            if offset >= start
+                && offset.checked_add(len).is_some_and(|o| o <= end)
+                && end <= d.len() as u64
+            {
                 let blob = d.slice(offset as usize..(offset + len) as usize);
                 return Some(if offset == start && len == e.size {
                     blob.with_pending_crc(e.crc32, &format!("{}: member '{}'", self.path, e.name))

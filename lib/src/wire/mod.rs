@@ -555,9 +555,14 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 }
                 let i = r.index as usize;
                 if i >= sizes.len() || filled[i] != 0 || r.length != sizes[i] {
-                    return Err(rr.err(format!("storage {i}: reference out of order or of the wrong size")));
+                    return Err(rr.err(format!(
+                        "storage {i}: reference out of order or of the wrong size"
+                    )));
                 }
-                refs[i] = Some(resolve_ref(&r, &mut archives).map_err(|e| e.at(format!("{what}: storage {i}")))?);
+                refs[i] = Some(
+                    resolve_ref(&r, &mut archives)
+                        .map_err(|e| e.at(format!("{what}: storage {i}")))?,
+                );
                 filled[i] = r.length;
             }
             Some(pb::record::Kind::End(end)) => {
@@ -604,7 +609,10 @@ fn resolve_ref(
     use std::os::unix::fs::MetadataExt;
     let path = std::path::Path::new(&r.path);
     if !path.is_absolute() {
-        return Err(Error::bad_input(format!("refers to a relative path {:?}", r.path)));
+        return Err(Error::bad_input(format!(
+            "refers to a relative path {:?}",
+            r.path
+        )));
     }
     let meta = std::fs::metadata(path).map_err(|e| {
         Error::bad_input(format!(
@@ -620,15 +628,18 @@ fn resolve_ref(
         )));
     }
     if !archives.contains_key(&r.path) {
-        let archive = crate::import::zip::Archive::open(path).map_err(|e| e.at(format!("the archive it refers to, {}", r.path)))?;
+        let archive = crate::import::zip::Archive::open(path)
+            .map_err(|e| e.at(format!("the archive it refers to, {}", r.path)))?;
         archives.insert(r.path.clone(), archive);
     }
-    archives[&r.path].stored_window(r.offset, r.length).ok_or_else(|| {
-        Error::bad_input(format!(
-            "bytes {}..{} of {} are not the data of a stored archive member",
-            r.offset,
-            r.offset.saturating_add(r.length),
-            r.path
-        ))
-    })
+    archives[&r.path]
+        .stored_window(r.offset, r.length)
+        .ok_or_else(|| {
+            Error::bad_input(format!(
+                "bytes {}..{} of {} are not the data of a stored archive member",
+                r.offset,
+                r.offset.saturating_add(r.length),
+                r.path
+            ))
+        })
 }
