@@ -12,27 +12,8 @@ use std::path::Path;
 
 use common::*;
 use pt2kit::decompose::{self, passes, Policy};
-use pt2kit::diff::{compare_tensor, Tolerance};
-use pt2kit::exec::{self, DeviceKind, Executor};
-use pt2kit::import::pt2::{read_pt2, ImportOptions};
-use pt2kit::ir::{Dtype, Program};
-use pt2kit::tensorfile::read_npz;
+use pt2kit::ir::Program;
 use pt2kit::{text, wire};
-
-fn read(p: &Path) -> Program {
-    read_pt2(p, &ImportOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// The same tolerances as the undecomposed graphs (tests/exec.rs).
-fn tolerance(dtype: Dtype) -> Tolerance {
-    let t = match dtype {
-        Dtype::BFloat16 => 1e-2,
-        Dtype::Float16 => 1e-3,
-        d if d.is_floating() => 1e-4,
-        _ => 0.0,
-    };
-    Tolerance { atol: t, rtol: t }
-}
 
 /// Lowers with the default policy and passes, then round-trips the result
 /// through the IR stream (what the next tool in a pipeline reads).
@@ -50,38 +31,6 @@ fn all_passes() -> Vec<&'static str> {
     passes::all().iter().map(|(n, _, _)| *n).collect()
 }
 
-/// Runs a lowered fixture on every recorded input set; returns failures.
-fn check_runs(name: &str, pt2: &Path, program: &Program) -> (usize, Vec<String>) {
-    let mut failures = Vec::new();
-    let executor = match Executor::new(program, exec::device(DeviceKind::Cpu).unwrap()) {
-        Ok(e) => e,
-        Err(e) => return (0, vec![format!("{name}: {e}")]),
-    };
-    let mut runs = 0;
-    for (set, inputs, expected) in input_sets(pt2) {
-        let inputs = read_npz(&inputs).unwrap();
-        let expected = read_npz(&expected).unwrap();
-        runs += 1;
-        match executor.run(&inputs) {
-            Ok(outs) if outs.len() == expected.len() => {
-                for ((n, a), (_, b)) in outs.iter().zip(&expected) {
-                    let r = compare_tensor(n, a, b, tolerance(b.dtype));
-                    if !r.ok {
-                        failures.push(format!("{name}{set}: {}", r.line));
-                    }
-                }
-            }
-            Ok(outs) => failures.push(format!(
-                "{name}{set}: {} outputs, torch has {}",
-                outs.len(),
-                expected.len()
-            )),
-            Err(e) => failures.push(format!("{name}{set}: {e}")),
-        }
-    }
-    (runs, failures)
-}
-
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
     let name = stem(pt2);
     let mut program = read(pt2);
@@ -92,7 +41,7 @@ fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
             nodes.join(", ")
         ));
     }
-    let (runs, f) = check_runs(&name, pt2, &program);
+    let (runs, f) = run_against_torch(&name, pt2, &program);
     failures.extend(f);
     runs
 }

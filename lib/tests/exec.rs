@@ -10,86 +10,13 @@ use std::path::Path;
 
 use common::*;
 use pt2kit::exec::{self, DeviceKind, Executor};
-use pt2kit::import::pt2::{read_pt2, ImportOptions};
-use pt2kit::ir::{Dtype, Program};
-use pt2kit::tensorfile::{read_npz, HostTensor};
-
-fn read(p: &Path) -> Program {
-    read_pt2(p, &ImportOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// Tolerances: float32/float64 atol = rtol = 1e-4; half precision is
-/// compared after rounding, so its tolerance is its own resolution.
-fn tolerance(dtype: Dtype) -> f64 {
-    match dtype {
-        Dtype::BFloat16 => 1e-2,
-        Dtype::Float16 => 1e-3,
-        d if d.is_floating() => 1e-4,
-        _ => 0.0,
-    }
-}
-
-fn compare(
-    what: &str,
-    ours: &[(String, HostTensor)],
-    expected: &[(String, HostTensor)],
-) -> Vec<String> {
-    let mut failures = Vec::new();
-    if ours.len() != expected.len() {
-        failures.push(format!(
-            "{what}: {} outputs, torch has {}",
-            ours.len(),
-            expected.len()
-        ));
-        return failures;
-    }
-    for ((name, a), (key, b)) in ours.iter().zip(expected) {
-        if a.shape != b.shape {
-            failures.push(format!(
-                "{what}: {name} ({key}): shape {:?}, torch {:?}",
-                a.shape, b.shape
-            ));
-            continue;
-        }
-        let tol = tolerance(a.dtype);
-        if !a.dtype.is_floating() && a.dtype != b.dtype {
-            failures.push(format!(
-                "{what}: {name}: dtype {}, torch {}",
-                a.dtype.torch_name(),
-                b.dtype.torch_name()
-            ));
-        }
-        let (x, y) = (a.to_f64(), b.to_f64());
-        let worst = x
-            .iter()
-            .zip(&y)
-            .map(|(p, q)| ((p - q).abs() - tol * q.abs(), (p - q).abs()))
-            .fold((f64::MIN, 0.0), |acc, v| if v.0 > acc.0 { v } else { acc });
-        if worst.0 > tol || x.iter().zip(&y).any(|(p, q)| p.is_nan() != q.is_nan()) {
-            failures.push(format!(
-                "{what}: {name}: max abs error {:.3e} (tolerance {tol:e})",
-                worst.1
-            ));
-        }
-    }
-    failures
-}
+use pt2kit::ir::Dtype;
+use pt2kit::tensorfile::HostTensor;
 
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {
     let program = read(pt2);
-    let name = stem(pt2);
-    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let mut runs = 0;
-    for (set, inputs, expected) in input_sets(pt2) {
-        let inputs = read_npz(&inputs).unwrap();
-        let expected = read_npz(&expected).unwrap();
-        match executor.run(&inputs) {
-            Ok(outs) => failures.extend(compare(&format!("{name}{set}"), &outs, &expected)),
-            Err(e) => failures.push(format!("{name}{set}: {e}")),
-        }
-        runs += 1;
-    }
+    let (runs, f) = run_against_torch(&stem(pt2), pt2, &program);
+    failures.extend(f);
     runs
 }
 

@@ -163,8 +163,8 @@ rules! {
     "aten.rrelu.default" => ["aten.leaky_relu.default"] rrelu;
     "aten.rsub.Tensor" => ["aten.sub.Tensor"] rsub_tensor;
     "aten.sinc.default" => ["aten.mul.Tensor", "aten.sin.default", "aten.div.Tensor", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] sinc;
-    "aten.std_mean.dim" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] std_mean;
-    "aten.std_mean.correction" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] std_mean;
+    "aten.std_mean.dim" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
+    "aten.std_mean.correction" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
     "aten.tile.default" => ["aten.repeat.default"] tile;
     "aten.trace.default" => ["aten.diag.default", "aten.sum.dim_IntList"] trace;
     "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
@@ -3181,8 +3181,12 @@ fn var_args(a: &A) -> Result<Vec<(&'static str, Argument)>> {
     ])
 }
 
-fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let out = a.out(0)?;
+/// `var.correction` over the node's dims into `out`, or its square root
+/// when `sqrt` (the standard deviation).
+fn var_into(em: &mut Emitter, a: &A, out: ValueId, sqrt: bool) -> Result<ValueId> {
+    if !sqrt {
+        return em.op_into("aten.var.correction", var_args(a)?, out);
+    }
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, m.dtype, m.sizes)?;
     let v = em.op("aten.var.correction", var_args(a)?, meta)?;
@@ -3190,18 +3194,11 @@ fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         "aten.sqrt.default",
         vec![("self", Argument::Tensor(v))],
         out,
-    )?;
-    Ok(vec![out])
+    )
 }
 
-fn var_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    em.op_into("aten.var.correction", var_args(a)?, a.out(0)?)?;
-    Ok(vec![a.out(0)?])
-}
-
-fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let (v, m) = (a.out(0)?, a.out(1)?);
-    em.op_into("aten.var.correction", var_args(a)?, v)?;
+/// The mean over the node's dims into `out`.
+fn mean_into(em: &mut Emitter, a: &A, out: ValueId) -> Result<ValueId> {
     em.op_into(
         "aten.mean.dim",
         vec![
@@ -3209,9 +3206,25 @@ fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
             ("dim", a.arg("dim")),
             ("keepdim", a.arg("keepdim")),
         ],
-        m,
-    )?;
-    Ok(vec![v, m])
+        out,
+    )
+}
+
+fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![var_into(em, a, a.out(0)?, true)?])
+}
+
+fn var_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![var_into(em, a, a.out(0)?, false)?])
+}
+
+/// var_mean and std_mean: (var or std, mean).
+fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let sqrt = a.0.target.name == "std_mean";
+    Ok(vec![
+        var_into(em, a, a.out(0)?, sqrt)?,
+        mean_into(em, a, a.out(1)?)?,
+    ])
 }
 
 /// Contracts einsum operands pairwise (left to right) with bmm, after
@@ -4045,24 +4058,6 @@ fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let zero = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
     let one = scalar_tensor(em, x, scalar(1.0, dtype), dtype)?;
     Ok(vec![where_(em, zero, one, q, Some(a.out(0)?))?])
-}
-
-fn std_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
-    let (sd, m) = (a.out(0)?, a.out(1)?);
-    let meta = em.meta(sd)?.clone();
-    let vmeta = em.meta_like(sd, meta.dtype, meta.sizes)?;
-    let v = em.op("aten.var.correction", var_args(a)?, vmeta)?;
-    em.op_into("aten.sqrt.default", vec![("self", Argument::Tensor(v))], sd)?;
-    em.op_into(
-        "aten.mean.dim",
-        vec![
-            ("self", Argument::Tensor(a.t("self")?)),
-            ("dim", a.arg("dim")),
-            ("keepdim", a.arg("keepdim")),
-        ],
-        m,
-    )?;
-    Ok(vec![sd, m])
 }
 
 fn tile(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {

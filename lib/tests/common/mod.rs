@@ -130,3 +130,95 @@ pub fn check_golden(rel: &str, actual: &str) -> Option<String> {
         actual.lines().nth(line)
     ))
 }
+
+pub fn read(p: &Path) -> pt2kit::ir::Program {
+    pt2kit::import::pt2::read_pt2(p, &pt2kit::import::pt2::ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Tolerances: float32/float64 atol = rtol = 1e-4; half precision is
+/// compared after rounding, so its tolerance is its own resolution.
+pub fn tolerance(dtype: pt2kit::ir::Dtype) -> f64 {
+    use pt2kit::ir::Dtype;
+    match dtype {
+        Dtype::BFloat16 => 1e-2,
+        Dtype::Float16 => 1e-3,
+        d if d.is_floating() => 1e-4,
+        _ => 0.0,
+    }
+}
+
+/// Our outputs against torch's, in order: shapes, integer dtypes exactly,
+/// values within [`tolerance`], NaN where torch has NaN.
+pub fn compare(
+    what: &str,
+    ours: &[(String, pt2kit::tensorfile::HostTensor)],
+    expected: &[(String, pt2kit::tensorfile::HostTensor)],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if ours.len() != expected.len() {
+        failures.push(format!(
+            "{what}: {} outputs, torch has {}",
+            ours.len(),
+            expected.len()
+        ));
+        return failures;
+    }
+    for ((name, a), (key, b)) in ours.iter().zip(expected) {
+        if a.shape != b.shape {
+            failures.push(format!(
+                "{what}: {name} ({key}): shape {:?}, torch {:?}",
+                a.shape, b.shape
+            ));
+            continue;
+        }
+        let tol = tolerance(a.dtype);
+        if !a.dtype.is_floating() && a.dtype != b.dtype {
+            failures.push(format!(
+                "{what}: {name}: dtype {}, torch {}",
+                a.dtype.torch_name(),
+                b.dtype.torch_name()
+            ));
+        }
+        let (x, y) = (a.to_f64(), b.to_f64());
+        let worst = x
+            .iter()
+            .zip(&y)
+            .map(|(p, q)| ((p - q).abs() - tol * q.abs(), (p - q).abs()))
+            .fold((f64::MIN, 0.0), |acc, v| if v.0 > acc.0 { v } else { acc });
+        if worst.0 > tol || x.iter().zip(&y).any(|(p, q)| p.is_nan() != q.is_nan()) {
+            failures.push(format!(
+                "{what}: {name}: max abs error {:.3e} (tolerance {tol:e})",
+                worst.1
+            ));
+        }
+    }
+    failures
+}
+
+/// Runs a program on every input set recorded for the fixture `pt2` and
+/// compares with torch's outputs: (runs, failures).
+#[cfg(feature = "exec")]
+pub fn run_against_torch(
+    name: &str,
+    pt2: &Path,
+    program: &pt2kit::ir::Program,
+) -> (usize, Vec<String>) {
+    use pt2kit::exec::{self, DeviceKind, Executor};
+    let executor = match Executor::new(program, exec::device(DeviceKind::Cpu).unwrap()) {
+        Ok(e) => e,
+        Err(e) => return (0, vec![format!("{name}: {e}")]),
+    };
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for (set, inputs, expected) in input_sets(pt2) {
+        let inputs = pt2kit::tensorfile::read_npz(&inputs).unwrap();
+        let expected = pt2kit::tensorfile::read_npz(&expected).unwrap();
+        match executor.run(&inputs) {
+            Ok(outs) => failures.extend(compare(&format!("{name}{set}"), &outs, &expected)),
+            Err(e) => failures.push(format!("{name}{set}: {e}")),
+        }
+        runs += 1;
+    }
+    (runs, failures)
+}
