@@ -158,6 +158,8 @@ def main():
     ap.add_argument("--models", default="golden/models", help="the fixtures")
     ap.add_argument("--opset", type=int, action="append", help="opset to check (repeatable; default 18)")
     ap.add_argument("--only", nargs="*", help="fixture names to check")
+    ap.add_argument("--variant", action="append", choices=["training", "decomp", "core"],
+                    help="which graphs to check (repeatable; default all three)")
     ap.add_argument("--keep", help="keep the .onnx files in this directory")
     args = ap.parse_args()
     import onnx
@@ -175,7 +177,8 @@ def main():
         if args.only and name not in args.only:
             continue
         meta = json.loads(meta_path.read_text())
-        for variant in ["", ".decomp", ".core"]:
+        names = {"training": "", "decomp": ".decomp", "core": ".core"}
+        for variant in [names[v] for v in (args.variant or ["training", "decomp", "core"])]:
             pt2 = models / f"{name}{'' if variant == '.core' else variant}.pt2"
             if not pt2.exists():
                 continue

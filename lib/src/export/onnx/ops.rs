@@ -719,12 +719,33 @@ fn elu(cx: &mut Cx) -> Result<()> {
     let alpha = lit(cx, "alpha")?.map_or(1.0, Lit::as_f64);
     let scale = lit(cx, "scale")?.map_or(1.0, Lit::as_f64);
     let input_scale = lit(cx, "input_scale")?.map_or(1.0, Lit::as_f64);
-    if scale != 1.0 || input_scale != 1.0 {
-        return Err(Error::unsupported(
-            "elu with scale or input_scale other than 1",
-        ));
+    if scale == 1.0 && input_scale == 1.0 {
+        return activation(cx, "Elu", &[("alpha", alpha)]);
     }
-    activation(cx, "Elu", &[("alpha", alpha)])
+    if input_scale == 1.0 {
+        // selu and friends: scale * (x > 0 ? x : alpha * (exp(x) - 1))
+        return activation(cx, "Selu", &[("alpha", alpha), ("gamma", scale)]);
+    }
+    // scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1))
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let (s, is, sa) = (
+            cx.scalar(Lit::Float(scale), c)?,
+            cx.scalar(Lit::Float(input_scale), c)?,
+            cx.scalar(Lit::Float(scale * alpha), c)?,
+        );
+        let (zero, one) = (
+            cx.scalar(Lit::Float(0.0), c)?,
+            cx.scalar(Lit::Float(1.0), c)?,
+        );
+        let pos = cx.node("Mul", &[x, &s], vec![]);
+        let xi = cx.node("Mul", &[x, &is], vec![]);
+        let e = cx.node("Exp", &[&xi], vec![]);
+        let em1 = cx.node("Sub", &[&e, &one], vec![]);
+        let neg = cx.node("Mul", &[&em1, &sa], vec![]);
+        let up = cx.node("Greater", &[x, &zero], vec![]);
+        Ok(cx.node("Where", &[&up, &pos, &neg], vec![]))
+    })
 }
 
 /// softplus(x) = log(1 + exp(beta x)) / beta, and x where beta x > threshold.
