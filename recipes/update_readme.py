@@ -73,7 +73,9 @@ def bench_run():
     t = rows[0]["threads"] if rows else "?"
     n = rows[0]["runs"] if rows else "?"
     out.append("")
-    out.append(f"Batch 1, {t} threads for both, median of {n} runs after warm-up.")
+    k = rows[0].get("rounds", 1) if rows else "?"
+    out.append(f"Batch 1, {t} threads for both; each figure is the median over {k} interleaved rounds "
+               f"of the median of {n} runs after warm-up.")
     return "\n".join(out)
 
 
