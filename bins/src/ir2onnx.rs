@@ -9,7 +9,7 @@ use pt2kit::export::onnx::{self, OnnxOptions};
 
 /// Convert pt2ir IR to an ONNX model
 #[derive(Parser, Debug)]
-#[command(name = "ir2onnx", version, long_version = cli::LONG_VERSION)]
+#[command(name = "ir2onnx", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  pt2ir model.pt2 | ir2onnx -o model.onnx\n  ir2onnx model.ir -o model.onnx --opset 21 --stats\n  ir2onnx big.ir -o big.onnx --external-data   # weights in big.onnx.data"
 )]
@@ -53,7 +53,13 @@ fn data_path(model: &Path) -> Option<(PathBuf, String)> {
 pub fn run(args: Args) -> pt2kit::Result<()> {
     let program = cli::read_ir(args.input.as_deref())?;
     let output = args.output.filter(|p| p.as_os_str() != "-");
-    let data = output.as_deref().and_then(data_path);
+    // External data goes beside the file the model lands in: beside a
+    // symlink's target, never beside a device, a FIFO or stdout.
+    let target = output.as_deref().map(pt2kit::output::resolve).transpose()?;
+    let data = match &target {
+        Some(pt2kit::output::Target::File(real)) => data_path(real),
+        _ => None,
+    };
     let opts = OnnxOptions {
         opset: args.opset,
         allow_custom: args.allow_custom,

@@ -41,7 +41,7 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// spaces). CSV is one header line and one row, so reports of several runs
 /// concatenate (drop the later headers).
 #[derive(Parser, Debug)]
-#[command(name = "ir-bench", version, long_version = cli::LONG_VERSION)]
+#[command(name = "ir-bench", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  pt2ir model.pt2 | ir-bench\n  ir-bench model.ir --inputs inputs.npz --iters 100 --threads 1\n  ir-bench model.ir --min-time 5 --format json -o bench.json --label baseline\n  (ir-bench a.ir --format csv; ir-bench b.ir --format csv | tail -n +2) > runs.csv"
 )]
@@ -326,11 +326,16 @@ pub fn run(args: Args) -> Result<()> {
             .saturating_add(1),
         args.common.quiet,
     );
+    // Ctrl-C stops at the next run; the report covers the runs finished.
+    pt2kit::output::signals::interruptible(true);
     bar.set_message("first");
     let first_run = timed_run(&executor, &inputs)?;
     bar.inc(1);
     bar.set_message("warm-up");
     for _ in 0..args.warmup {
+        if pt2kit::output::signals::interrupted() {
+            break;
+        }
         timed_run(&executor, &inputs)?;
         bar.inc(1);
     }
@@ -338,6 +343,9 @@ pub fn run(args: Args) -> Result<()> {
     let mut times = Vec::with_capacity(iters);
     let timed = Instant::now();
     while times.len() < iters || timed.elapsed().as_secs_f64() < args.min_time {
+        if pt2kit::output::signals::interrupted() {
+            break;
+        }
         times.push(timed_run(&executor, &inputs)?);
         if times.len() > iters {
             // Past --iters only --min-time is left: show its progress.
@@ -348,6 +356,12 @@ pub fn run(args: Args) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let interrupted = pt2kit::output::signals::interrupted();
+    pt2kit::output::signals::interruptible(false);
+    if interrupted && times.is_empty() {
+        // The first run is a measurement too: report it alone.
+        times.push(first_run);
+    }
 
     let report = Report {
         label: args.label.clone(),
@@ -377,7 +391,14 @@ pub fn run(args: Args) -> Result<()> {
     cli::write_output(args.output.as_deref(), false, |w| {
         w.write_all(text.as_bytes())
             .map_err(|e| Error::io(&shown, e))
-    })
+    })?;
+    if interrupted {
+        return Err(Error::new(
+            pt2kit::error::ErrorKind::Interrupted,
+            format!("interrupted: the report covers the {} run(s) finished", report.iters),
+        ));
+    }
+    Ok(())
 }
 
 pub fn main() -> ExitCode {

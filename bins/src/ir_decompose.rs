@@ -11,7 +11,7 @@ use pt2kit::Error;
 
 /// Lower a pt2ir program to core ATen ops and clean it up
 #[derive(Parser, Debug)]
-#[command(name = "ir-decompose", version, long_version = cli::LONG_VERSION)]
+#[command(name = "ir-decompose", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  pt2ir model.pt2 | ir-decompose | ir2onnx -o model.onnx\n  ir-decompose model.ir --keep 'aten.convolution*' --keep aten.native_layer_norm -o model.core.ir\n  ir-decompose model.ir --only aten.linear --passes dce --stats --emit text\n  ir-decompose model.ir --no-lower --passes cse,dce -o model.cse.ir\n  ir-decompose --list"
 )]

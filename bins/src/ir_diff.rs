@@ -11,7 +11,7 @@ use pt2kit::{Error, Result};
 
 /// Compare two IR files (nodes, signature, weights) or two tensor files (per-tensor errors)
 #[derive(Parser, Debug)]
-#[command(name = "ir-diff", version, long_version = cli::LONG_VERSION)]
+#[command(name = "ir-diff", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  ir-diff old.ir new.ir\n  ir-diff outputs.npz expected.npz --atol 1e-5\n  ir-diff out.safetensors expected.npz --by-position"
 )]
@@ -70,11 +70,16 @@ pub fn run(args: Args) -> Result<bool> {
         )),
     }
     let text: String = report.iter().map(|l| format!("{l}\n")).collect();
-    cli::write_output(None, false, |w| {
+    let written = cli::write_output(None, false, |w| {
         w.write_all(text.as_bytes())
             .map_err(|e| Error::io("<stdout>", e))
-    })?;
-    Ok(same)
+    });
+    match written {
+        // The reader went away (`ir-diff a b | head`): the verdict stands.
+        Err(e) if e.kind == pt2kit::error::ErrorKind::BrokenPipe => Ok(same),
+        Err(e) => Err(e),
+        Ok(()) => Ok(same),
+    }
 }
 
 pub fn main() -> ExitCode {

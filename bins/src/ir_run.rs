@@ -14,7 +14,7 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 
 /// Run a pt2ir program on inputs, checked against its exported shape contract
 #[derive(Parser, Debug)]
-#[command(name = "ir-run", version, long_version = cli::LONG_VERSION)]
+#[command(name = "ir-run", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  pt2ir model.pt2 | ir-run --inputs inputs.npz -o outputs.npz\n  ir-run model.ir -i x=x.npy\n  ir-run model.ir --random --seed 1 --stats"
 )]

@@ -29,6 +29,22 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[(
     "How many CPU threads the executor (candle) uses; by default the physical cores. ir-bench --threads sets it.",
 )];
 
+/// What `-o PATH` does with each kind of path, and the faults of the
+/// output path (the same in every tool: `pt2kit::output`).
+const OUTPUT_FILES: &[(&str, &str)] = &[
+    ("-, /dev/stdout", "Standard output."),
+    ("a new or regular file", "Written to a temporary file beside it (.NAME.pt2kit-XXXXXX.tmp), renamed over it once complete: a failure never leaves a partial file. An existing file keeps its permissions."),
+    ("a symlink", "The same, at the link's final target; the link stays a link. ONNX external data goes beside the target."),
+    ("a device or a FIFO", "Opened and written directly, never replaced. ONNX external data cannot go beside one (exit 2)."),
+    ("a Unix socket", "Connected to and written."),
+    ("a directory, or a path in a missing directory", "Refused, exit 5."),
+    ("a full disk", "Exit 5 with the system's message (No space left on device); nothing is left behind."),
+    ("SIGINT, SIGTERM, SIGHUP", "The temporary file is removed; exit 130, 143, 129. One left by SIGKILL is removed by the next run on the same target once it is a day old."),
+    ("a broken pipe", "The tool ends quietly with status 0 (ir-diff still exits 1 on a difference)."),
+    ("concurrent writers", "Each writes its own temporary file; the target ends as one whole output."),
+    ("an input changed while read", "Input files are memory-mapped. One changed (size, time or replaced) while read makes the result refused before it is written (exit 5); one truncated underneath ends the tool with a message naming it (exit 5). --no-mmap reads inputs into memory first."),
+];
+
 pub const TOOL_NAMES: &[&str] = &[
     "pt2ir",
     "ir-decompose",
@@ -55,6 +71,12 @@ pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
             out.push(b'\n');
         }
         out.extend_from_slice(b".fi\n");
+    }
+    out.extend_from_slice(b".SH \"OUTPUT FILES\"\n");
+    for (what, meaning) in OUTPUT_FILES {
+        out.extend_from_slice(
+            format!(".TP\n{}\n{}\n", roff_escape(what), roff_escape(meaning)).as_bytes(),
+        );
     }
     out.extend_from_slice(b".SH \"EXIT STATUS\"\n");
     for (code, meaning) in EXIT_CODES {

@@ -12,7 +12,7 @@ use pt2kit::import::pt2::{read_pt2, read_pt2_bytes, ImportOptions};
 
 /// Read a torch.export .pt2 archive into the pt2ir graph IR
 #[derive(Parser, Debug)]
-#[command(name = "pt2ir", version, long_version = cli::LONG_VERSION)]
+#[command(name = "pt2ir", version, long_version = cli::long_version())]
 #[command(
     after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random"
 )]

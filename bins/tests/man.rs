@@ -30,3 +30,31 @@ fn pages_document_exit_codes_and_see_also() {
         assert!(page.contains("bad input"));
     }
 }
+
+/// The exit-status and output sections name only tools that exist (the
+/// binaries of bins/src/bin/).
+#[test]
+fn pages_name_only_real_tools() {
+    let bin_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin");
+    let real: Vec<String> = std::fs::read_dir(bin_dir)
+        .unwrap()
+        .map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.trim_end_matches(".rs").to_string()
+        })
+        .collect();
+    for t in pt2kit_cli::man::TOOL_NAMES {
+        assert!(real.iter().any(|r| r == t), "{t} is not a tool");
+    }
+    let mut text = String::new();
+    for (_, meaning) in pt2kit::error::EXIT_CODES {
+        text.push_str(meaning);
+        text.push(' ');
+    }
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        let tool_like = word == "pt2ir" || word.starts_with("ir-") || word.starts_with("ir2");
+        if tool_like {
+            assert!(real.iter().any(|r| r == word), "EXIT STATUS names {word}, which is not a tool");
+        }
+    }
+}

@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -35,16 +35,26 @@ macro_rules! features {
     };
 }
 
-/// What `--version` prints after the version number.
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    "\nIR stream format: 1.0",
-    "\nPT2 archives: archive version 0; export schema major 8 (and unversioned 0.0)",
-    "\nPT2 layouts: raw weights + config (torch >= 2.9), pickled weights (data/weights/model.pt), legacy zip (torch <= 2.7)",
-    "\nONNX opsets: 17-21 (default 18), IR versions 8-10",
-    "\nfeatures: ",
-    features!(),
-);
+/// What `--version` prints after the version number; the IR stream
+/// format is the one the writer emits (`wire::FORMAT_MAJOR.FORMAT_MINOR`).
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{}\nIR stream format: {}.{}{}",
+            env!("CARGO_PKG_VERSION"),
+            crate::wire::FORMAT_MAJOR,
+            crate::wire::FORMAT_MINOR,
+            concat!(
+                "\nPT2 archives: archive version 0; export schema major 8 (and unversioned 0.0)",
+                "\nPT2 layouts: raw weights + config (torch >= 2.9), pickled weights (data/weights/model.pt), legacy zip (torch <= 2.7)",
+                "\nONNX opsets: 17-21 (default 18), IR versions 8-10",
+                "\nfeatures: ",
+                features!(),
+            )
+        )
+    })
+}
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
 
@@ -60,6 +70,9 @@ pub struct CommonArgs {
     /// Print a shell completion script and exit
     #[arg(long, value_name = "SHELL", value_enum)]
     pub completions: Option<clap_complete::Shell>,
+    /// Read input files into memory instead of mapping them (for inputs on network file systems, or that may change while read)
+    #[arg(long, global = true)]
+    pub no_mmap: bool,
 }
 
 /// `-o` and `--emit`, for tools that write a program.
@@ -160,6 +173,8 @@ pub fn main_from<P: Parser>(
         }
     };
     let c = common(&parsed);
+    crate::output::signals::install();
+    crate::output::inputs::set_no_mmap(c.no_mmap);
     VERBOSITY.store(if c.quiet { 0 } else { 1 + c.verbose }, Ordering::Relaxed);
     if let Some(shell) = c.completions {
         let mut cmd = P::command();
@@ -168,7 +183,10 @@ pub fn main_from<P: Parser>(
         return ExitCode::SUCCESS;
     }
     let name = P::command().get_name().to_string();
-    match run(parsed) {
+    // A result computed from a mapped input that changed underneath is an
+    // error even when it went to stdout (a file output was refused before
+    // its rename).
+    match run(parsed).and_then(|()| crate::output::inputs::check_unchanged()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
@@ -216,7 +234,7 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
         let f = File::open(p).map_err(|e| Error::io(p.display(), e))?;
         let meta = f.metadata().map_err(|e| Error::io(p.display(), e))?;
         if meta.is_file() {
-            return crate::wire::read_program_file(f, &name);
+            return crate::wire::read_program_file(f, Some(p), &name);
         }
         let mut input = BufReader::with_capacity(1 << 20, f);
         return crate::wire::read_program(&mut input, &name);
@@ -225,57 +243,7 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
     crate::wire::read_program(&mut input, &name)
 }
 
-/// A temporary file in the directory of `path`, to be renamed onto it once
-/// complete (so a failure never leaves a partial file at `path`).
-pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // 0666 less the umask, as a plain file create would give (tempfile's
-    // own default, 0600, would survive the rename).
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .prefix(".pt2kit-")
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(format!("creating a temporary file in {}", dir.display()), e))
-}
-
-/// Writes output to `-o FILE` (through a temporary file renamed into place,
-/// so a failure never leaves a partial file) or to stdout. Binary output to
-/// a terminal is refused.
-pub fn write_output(
-    path: Option<&Path>,
-    binary: bool,
-    write: impl FnOnce(&mut dyn Write) -> Result<()>,
-) -> Result<()> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => {
-            let tmp = temp_file_beside(p)?;
-            {
-                let mut w = BufWriter::with_capacity(64 << 10, tmp.as_file());
-                write(&mut w)?;
-                w.flush().map_err(|e| Error::io(p.display(), e))?;
-            }
-            tmp.persist(p)
-                .map_err(|e| Error::io(format!("renaming into {}", p.display()), e.error))?;
-            Ok(())
-        }
-        _ => {
-            let stdout = io::stdout();
-            if binary && stdout.is_terminal() {
-                return Err(Error::usage(
-                    "refusing to write binary output to a terminal: redirect it (> model.ir), pipe it to another tool, or use -o FILE (or --emit text)",
-                ));
-            }
-            let mut w = BufWriter::with_capacity(64 << 10, stdout.lock());
-            write(&mut w)?;
-            w.flush().map_err(|e| Error::io("<stdout>", e))
-        }
-    }
-}
+pub use crate::output::write_output;
 
 /// Writes a program in the chosen form.
 pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {

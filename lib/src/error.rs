@@ -20,12 +20,17 @@ pub enum ErrorKind {
     Internal,
     /// The reader of our output went away (`| head`): not a failure.
     BrokenPipe,
+    /// Stopped by SIGINT after finishing what it could (`ir-bench`).
+    Interrupted,
 }
 
 /// Exit codes, the same in every tool (documented in every man page).
 pub const EXIT_CODES: &[(i32, &str)] = &[
-    (0, "success"),
-    (1, "the comparison found a difference (ir-diff, ir-compare)"),
+    (
+        0,
+        "success; also when the reader of standard output goes away early (a broken pipe ends a tool quietly)",
+    ),
+    (1, "the comparison found a difference (ir-diff)"),
     (2, "usage error: bad flags or arguments"),
     (3, "bad input: a malformed, truncated or inconsistent file"),
     (
@@ -34,6 +39,15 @@ pub const EXIT_CODES: &[(i32, &str)] = &[
     ),
     (5, "I/O error: a file could not be read or written"),
     (70, "internal error: a bug in this toolkit"),
+    (
+        129,
+        "ended by SIGHUP; the temporary file of an output being written is removed",
+    ),
+    (
+        130,
+        "ended by SIGINT (Ctrl-C); the temporary output file is removed (ir-bench first prints the report of the runs it finished)",
+    ),
+    (143, "ended by SIGTERM; the temporary output file is removed"),
 ];
 
 impl ErrorKind {
@@ -45,6 +59,7 @@ impl ErrorKind {
             ErrorKind::Io => 5,
             ErrorKind::Internal => 70,
             ErrorKind::BrokenPipe => 0,
+            ErrorKind::Interrupted => 130,
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod export;
 pub mod import;
 pub mod ir;
 pub mod ops;
+pub mod output;
 pub mod tensorfile;
 pub mod text;
 pub mod wire;

@@ -74,7 +74,7 @@ fn read_file_bytes(bytes: &[u8]) -> pt2kit::Result<pt2kit::ir::Program> {
     let mut tmp = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut tmp, bytes).unwrap();
     let file = std::fs::File::open(tmp.path()).unwrap();
-    wire::read_program_file(file, "in.ir")
+    wire::read_program_file(file, None, "in.ir")
 }
 
 /// A stream whose first storage spans several chunks (> 16 MiB), so the

@@ -30,7 +30,7 @@ mod ops;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use onnx_protobuf::{
     tensor_proto::{DataLocation, DataType},
@@ -193,7 +193,7 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
     let external = if opts.external_data || total > opts.external_threshold {
         let location = opts.external_location.clone().ok_or_else(|| {
             Error::usage(format!(
-                "the weights ({}) must go to an external data file beside the model{}: write the model to a file (-o FILE)",
+                "the weights ({}) must go to an external data file beside the model{}: write the model to a regular file (-o FILE; not stdout, a device or a FIFO)",
                 human_bytes(total),
                 if opts.external_data { "" } else { " (they exceed the 2 GiB protobuf limit)" }
             ))
@@ -420,16 +420,15 @@ impl<'p> OnnxModel<'p> {
         if self.external.is_none() {
             return Ok(None);
         }
-        let tmp = crate::cli::temp_file_beside(path)?;
-        {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-            self.write_external_data(&mut w)?;
-            w.flush().map_err(|e| Error::io(path.display(), e))?;
+        let mut out = crate::output::open(Some(path), true)?;
+        if !out.is_file() {
+            return Err(Error::usage(format!(
+                "{}: external data must be a regular file beside the model",
+                path.display()
+            )));
         }
-        Ok(Some(StagedFile {
-            tmp,
-            path: path.to_path_buf(),
-        }))
+        self.write_external_data(out.writer())?;
+        Ok(Some(StagedFile(out)))
     }
 
     /// The whole model in memory, weights inline or not (tests, small models).
@@ -488,18 +487,11 @@ impl<'p> OnnxModel<'p> {
 
 /// A file written under a temporary name, renamed by [`StagedFile::commit`]
 /// (dropped uncommitted, it is removed).
-pub struct StagedFile {
-    tmp: tempfile::NamedTempFile,
-    path: PathBuf,
-}
+pub struct StagedFile(crate::output::Output);
 
 impl StagedFile {
     pub fn commit(self) -> Result<()> {
-        let path = self.path;
-        self.tmp
-            .persist(&path)
-            .map_err(|e| Error::io(format!("renaming into {}", path.display()), e.error))?;
-        Ok(())
+        self.0.commit()
     }
 }
 

@@ -126,6 +126,12 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
     };
 
     let model_name = member(&format!("models/{}.json", opts.model));
+    let aoti = member("data/aotinductor/");
+    if !archive.contains(&model_name) && archive.entries().iter().any(|e| e.name.starts_with(&aoti)) {
+        return Err(Error::unsupported(format!(
+            "{path}: an AOTInductor package (compiled code under '{aoti}', written by torch._inductor.aoti_compile_and_package), not an exported program: save the ExportedProgram itself with torch.export.save(ep, \"model.pt2\") and read that"
+        )));
+    }
     if !archive.contains(&model_name) {
         let models: Vec<&str> = archive
             .entries()

@@ -53,10 +53,9 @@ impl Archive {
         let data = if len == 0 {
             Blob::owned(Vec::new())
         } else {
-            // SAFETY: the map is read-only; a file truncated by another
-            // process while mapped would fault, which every mmap-based reader
-            // accepts. Archives are inputs, not files we expect to change.
-            match unsafe { memmap2::Mmap::map(&file) } {
+            // Mapped (or read, with --no-mmap); see output::inputs for what
+            // happens when the archive changes while mapped.
+            match crate::output::inputs::map(&file, Some(path), &shown) {
                 Ok(map) => {
                     let n = map.len();
                     let origin = crate::blob::FileOrigin::of(path, &file).map(Arc::new);

@@ -395,12 +395,12 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
 
 /// Reads an IR file through a memory map: storages written as one chunk
 /// (all of them, from this writer, up to 16 MiB each) are windows of the
-/// map, not copies. Same checks and errors as [`read_program`]. The file
-/// must not be truncated or rewritten in place while the program lives
-/// (as for any memory map; the `.pt2` importer has the same rule).
-pub fn read_program_file(file: File, what: &str) -> Result<Program> {
-    // SAFETY: the map is read-only; see the rule above.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(what, e))?;
+/// map, not copies. Same checks and errors as [`read_program`]. A file
+/// truncated or rewritten while mapped is caught as `output::inputs`
+/// describes (SIGBUS message, or a refused result); `--no-mmap` reads it
+/// into memory instead.
+pub fn read_program_file(file: File, path: Option<&std::path::Path>, what: &str) -> Result<Program> {
+    let map = crate::output::inputs::map(&file, path, what)?;
     let mut input = Mapped {
         map: Arc::new(map),
         file: Arc::new(file),
