@@ -302,6 +302,22 @@ fn a_full_file_system_leaves_nothing_behind() {
             .success());
     }
     let _ = Command::new("umount").arg(&mnt).status();
+    // A read-only file system: exit 5, the message names the directory
+    // the temporary file was to go to.
+    assert!(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", s(&mnt)])
+        .status()
+        .unwrap()
+        .success());
+    let out = mnt.join("out.ir");
+    let o = run(PT2IR, &["golden/models/mlp.pt2", "-o", s(&out)]);
+    let _ = Command::new("umount").arg(&mnt).status();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("creating a temporary file in") && err.contains(s(&mnt)) && err.contains("Read-only file system"),
+        "{err}"
+    );
 }
 
 /// Starts `cmd` held at `stage` (the test hook of `pt2kit::output`);
