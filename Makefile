@@ -16,7 +16,7 @@ test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
-	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --variant core --opset 17 --opset 18 --opset 21
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
 
 $(ONNX_VENV)/.ready:
 	recipes/setup_venv.sh $(ONNX_VENV)

@@ -51,7 +51,14 @@ fn data_path(model: &Path) -> Option<(PathBuf, String)> {
 }
 
 pub fn run(args: Args) -> pt2kit::Result<()> {
-    let program = cli::read_ir(args.input.as_deref())?;
+    let mut program = cli::read_ir(args.input.as_deref())?;
+    // Ops with no emitter are lowered through the decomposition table first.
+    if let Some((lowered, report)) =
+        pt2kit::decompose::fallback::lower_unsupported(&program, onnx::converts)?
+    {
+        cli::fallback_report("ir2onnx", &report);
+        program = lowered;
+    }
     let output = args.output.filter(|p| p.as_os_str() != "-");
     // External data goes beside the file the model lands in: beside a
     // symlink's target, never beside a device, a FIFO or stdout.

@@ -317,6 +317,7 @@ pub fn run(args: Args) -> Result<()> {
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, true)?;
     let setup = Instant::now();
     let executor = Executor::new(&program, device)?;
+    cli::fallback_report("ir-bench", &executor.fallback);
     load += setup.elapsed();
 
     let iters = args.iters as usize;

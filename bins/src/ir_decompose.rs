@@ -76,6 +76,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     let policy = Policy {
         keep: args.keep.clone(),
         only: (!args.only.is_empty()).then(|| args.only.clone()),
+        ..Policy::default()
     };
     let start = std::time::Instant::now();
     let mut report = if args.no_lower {

@@ -59,6 +59,7 @@ pub fn run(args: Args) -> Result<()> {
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
     let loaded = start.elapsed();
     let executor = Executor::new(&program, device)?;
+    cli::fallback_report("ir-run", &executor.fallback);
     let mut outputs = executor.run(&inputs)?;
     let mut times = Vec::new();
     for _ in 0..args.repeat.max(1) {

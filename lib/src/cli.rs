@@ -146,6 +146,19 @@ pub fn verbose(msg: impl std::fmt::Display) {
     }
 }
 
+/// With `-v`: what a back end lowered through the decomposition table.
+pub fn fallback_report(tool: &str, report: &crate::decompose::fallback::Fallback) {
+    if report.functionalized > 0 {
+        verbose(format!(
+            "{tool}: functionalized {} in-place op(s) first",
+            report.functionalized
+        ));
+    }
+    for l in &report.lowered {
+        verbose(format!("{tool}: {l}"));
+    }
+}
+
 /// Parses flags, handles `--completions`, runs the tool, and turns its
 /// result into an exit code and at most one error line on stderr.
 pub fn main<P: Parser>(

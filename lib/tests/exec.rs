@@ -160,3 +160,21 @@ fn cuda_without_the_feature_is_a_clear_error() {
     let e = exec::device(DeviceKind::Cuda).unwrap_err();
     assert!(e.to_string().contains("--features cuda"), "{e}");
 }
+
+/// The executor refuses an op only when the decomposition table cannot
+/// lower it either: every op a rule can emit is executed, or lowered by
+/// another rule in turn.
+#[test]
+fn every_rule_result_is_executed_or_lowered() {
+    let mut missing = Vec::new();
+    for (source, results) in pt2kit::decompose::list() {
+        for op in results {
+            let executes = pt2kit::exec::ops::lookup(op).is_some();
+            let lowered = pt2kit::decompose::rules::rule_for(op).is_some();
+            if !executes && !lowered {
+                missing.push(format!("{source} -> {op}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "ops a rule emits that nothing runs: {missing:#?}");
+}

@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod edit;
+pub mod fallback;
 pub mod functionalize;
 pub mod passes;
 pub mod rules;
@@ -91,10 +92,15 @@ pub struct Policy {
     pub keep: Vec<String>,
     /// When set, only these decompositions apply (patterns).
     pub only: Option<Vec<String>>,
+    /// A back end's own rows (`fallback`): ops it has are never lowered.
+    pub backend_has: Option<fn(&Target) -> bool>,
 }
 
 impl Policy {
     fn applies(&self, target: &Target) -> Option<&'static rules::Rule> {
+        if self.backend_has.is_some_and(|has| has(target)) {
+            return None;
+        }
         if self.keep.iter().any(|p| pattern_matches(p, target)) {
             return None;
         }
@@ -170,7 +176,7 @@ pub fn lower(p: &mut Program, policy: &Policy) -> Result<Report> {
         ..Report::default()
     };
     report.functionalized = functionalize::functionalize(p)?;
-    report.decomposed = lower_graph(&mut p.graph, policy)?;
+    report.decomposed = lower_graph(&mut p.graph, policy, &mut Vec::new())?;
     if p.dialect() == "TRAINING" {
         p.info.verifiers = vec!["ATEN".into()];
     }
@@ -194,8 +200,8 @@ pub fn not_core(p: &Program, policy: &Policy) -> Vec<(String, Vec<String>)> {
 }
 
 /// Rewrites the nodes of one graph (and its subgraphs) until no rule
-/// applies; returns how many nodes were rewritten.
-fn lower_graph(g: &mut Graph, policy: &Policy) -> Result<usize> {
+/// applies; returns how many nodes were rewritten, and logs each rewrite.
+fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>) -> Result<usize> {
     let mut names = Names::of(g);
     let mut queue: VecDeque<crate::ir::Node> = std::mem::take(&mut g.nodes).into();
     let mut out = Vec::with_capacity(queue.len());
@@ -207,7 +213,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy) -> Result<usize> {
         functionalize::substitute_inputs(&mut node, &s);
         for input in &mut node.inputs {
             if let Argument::Graph(sub) = &mut input.arg {
-                rewritten += lower_graph(&mut sub.graph, policy)?;
+                rewritten += lower_graph(&mut sub.graph, policy, log)?;
             }
         }
         let Some(rule) = policy.applies(&node.target) else {
@@ -246,6 +252,11 @@ fn lower_graph(g: &mut Graph, policy: &Policy) -> Result<usize> {
                 subst.insert(old, new);
             }
         }
+        log.push(fallback::Lowered {
+            node: node.name.clone(),
+            op: node.target.to_string(),
+            into: em.nodes.iter().map(|n| n.target.to_string()).collect(),
+        });
         for n in em.nodes.into_iter().rev() {
             queue.push_front(n);
         }

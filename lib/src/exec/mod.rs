@@ -272,9 +272,19 @@ fn last_uses(graph: &Graph) -> Vec<usize> {
 }
 
 pub struct Executor<'p> {
-    pub program: &'p Program,
+    /// The program as run: the one given, or a copy with the nodes the
+    /// executor has no row for lowered through the decomposition table
+    /// (weights shared, not copied).
+    pub program: std::borrow::Cow<'p, Program>,
+    /// What was lowered for the executor (`-v` prints it).
+    pub fallback: crate::decompose::fallback::Fallback,
     pub device: Device,
     weights: BTreeMap<usize, T>,
+}
+
+/// Whether the executor has a row for an op.
+pub fn executes(target: &crate::ir::Target) -> bool {
+    ops::lookup(&target.to_string()).is_some()
 }
 
 /// Every op of a graph (and its subgraphs) with no implementation.
@@ -289,8 +299,14 @@ pub fn missing_ops(graph: &Graph) -> Vec<(String, String)> {
 }
 
 impl<'p> Executor<'p> {
-    /// Checks op coverage and loads the weights onto the device.
+    /// Lowers the ops it has no row for through the decomposition table,
+    /// checks op coverage, and loads the weights onto the device.
     pub fn new(program: &'p Program, device: Device) -> Result<Executor<'p>> {
+        let (program, fallback) =
+            match crate::decompose::fallback::lower_unsupported(program, executes)? {
+                Some((lowered, report)) => (std::borrow::Cow::Owned(lowered), report),
+                None => (std::borrow::Cow::Borrowed(program), Default::default()),
+            };
         let missing = missing_ops(&program.graph);
         if !missing.is_empty() {
             let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -326,6 +342,7 @@ impl<'p> Executor<'p> {
         }
         Ok(Executor {
             program,
+            fallback,
             device,
             weights,
         })
@@ -342,7 +359,7 @@ impl<'p> Executor<'p> {
                 shape: &t.shape,
             })
             .collect();
-        let bindings = crate::contract::check_inputs(self.program, &given)?;
+        let bindings = crate::contract::check_inputs(&self.program, &given)?;
         let g = &self.program.graph;
         let mut args = Vec::with_capacity(g.inputs.len());
         for (pos, input) in g.inputs.iter().enumerate() {

@@ -170,6 +170,12 @@ pub fn supported_ops() -> Vec<&'static str> {
 }
 
 /// Converts a program. Nothing is written: see [`OnnxModel::write_model`].
+/// Whether the emitter table converts an op (in-place forms through their
+/// functional row).
+pub fn converts(target: &crate::ir::Target) -> bool {
+    ops::lookup(target).is_some()
+}
+
 pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel<'p>> {
     if !OPSETS.contains(&opts.opset) {
         return Err(Error::usage(format!(

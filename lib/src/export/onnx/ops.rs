@@ -61,6 +61,7 @@ const TABLE: &[(&str, Emit)] = &[
     ("aten.contiguous.default", alias),
     ("aten.alias.default", alias),
     ("aten.as_strided.default", as_strided),
+    ("aten.diagonal.default", diagonal),
     ("aten.detach.default", alias),
     ("aten.lift_fresh_copy.default", alias),
     ("aten.dropout.default", dropout),
@@ -109,7 +110,7 @@ const TABLE: &[(&str, Emit)] = &[
     ("aten.gelu.default", gelu),
     ("aten.hardsigmoid.default", |cx| activation(cx, "HardSigmoid", &[("alpha", 1.0 / 6.0), ("beta", 0.5)])),
     ("aten.hardswish.default", |cx| unary(cx, "HardSwish")),
-    ("aten.mish.default", |cx| unary(cx, "Mish")),
+    ("aten.mish.default", mish),
     ("aten.leaky_relu.default", leaky_relu),
     ("aten.elu.default", elu),
     ("aten.softplus.default", softplus),
@@ -500,6 +501,57 @@ fn as_strided(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// `diagonal(offset, dim1, dim2)`: the diagonal as a strided view of the
+/// (logically contiguous) input, gathered from its flat form; the
+/// diagonal's dim goes last, as in torch.
+fn diagonal(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let sizes = meta
+        .static_sizes()
+        .ok_or_else(|| Error::unsupported("diagonal on symbolic sizes"))?;
+    let rank = sizes.len() as i64;
+    let norm = |d: i64| (if d < 0 { d + rank } else { d }) as usize;
+    let off = cx.opt_int("offset")?.unwrap_or(0);
+    let d1 = norm(cx.opt_int("dim1")?.unwrap_or(0));
+    let d2 = norm(cx.opt_int("dim2")?.unwrap_or(1));
+    if d1 >= sizes.len() || d2 >= sizes.len() || d1 == d2 {
+        return Err(Error::bad_input(format!(
+            "diagonal: dims {d1} and {d2} of a rank-{rank} tensor"
+        )));
+    }
+    let mut strides = vec![1i64; sizes.len()];
+    for i in (0..sizes.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * sizes[i + 1];
+    }
+    let len = if off >= 0 {
+        sizes[d1].min(sizes[d2] - off)
+    } else {
+        (sizes[d1] + off).min(sizes[d2])
+    }
+    .max(0);
+    let (mut size, mut stride): (Vec<i64>, Vec<i64>) = (0..sizes.len())
+        .filter(|&i| i != d1 && i != d2)
+        .map(|i| (sizes[i], strides[i]))
+        .unzip();
+    size.push(len);
+    stride.push(strides[d1] + strides[d2]);
+    let start = if len == 0 {
+        0
+    } else if off >= 0 {
+        off * strides[d2]
+    } else {
+        -off * strides[d1]
+    };
+    let idx = crate::ir::as_strided_gather(&sizes, &strides, 0, &size, &stride, start)
+        .ok_or_else(|| Error::internal("diagonal: indices outside the input"))?;
+    let flat = cx.reshape_const(&x, &[-1])?;
+    let indices = cx.const_i64s(&idx);
+    let y = cx.node("Gather", &[&flat, &indices], vec![]);
+    let y = cx.reshape_const(&y, &size)?;
+    cx.set(0, y);
+    Ok(())
+}
+
 fn dropout(cx: &mut Cx) -> Result<()> {
     let train = cx.opt_bool("train")?.unwrap_or(false);
     let p = cx.opt_float("p")?.unwrap_or(0.0);
@@ -745,6 +797,19 @@ fn elu(cx: &mut Cx) -> Result<()> {
         let neg = cx.node("Mul", &[&em1, &sa], vec![]);
         let up = cx.node("Greater", &[x, &zero], vec![]);
         Ok(cx.node("Where", &[&up, &pos, &neg], vec![]))
+    })
+}
+
+/// mish(x) = x tanh(softplus(x)): ONNX `Mish` from opset 18, composed before.
+fn mish(cx: &mut Cx) -> Result<()> {
+    if cx.opset() >= 18 {
+        return unary(cx, "Mish");
+    }
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let sp = cx.node("Softplus", &[x], vec![]);
+        let t = cx.node("Tanh", &[&sp], vec![]);
+        Ok(cx.node("Mul", &[x, &t], vec![]))
     })
 }
 
@@ -2733,8 +2798,10 @@ fn scalar_tensor(cx: &mut Cx) -> Result<()> {
 
 fn arange(cx: &mut Cx) -> Result<()> {
     let out = cx.out_dtype(0)?;
+    // ONNX Range takes float, double, int16, int32 and int64 only.
     let c = match cx.compute(out) {
-        Dtype::Float16 => Dtype::Float32,
+        Dtype::Float16 | Dtype::BFloat16 => Dtype::Float32,
+        Dtype::Uint8 | Dtype::Int8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64 => Dtype::Int64,
         d => d,
     };
     let start = if cx.has("start") {
