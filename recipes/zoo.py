@@ -471,6 +471,119 @@ class LlamaWrap(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# Group "fallback" (golden/fallback): what failed on models from outside
+# the repo: composite ops ir-run refused as exported, in-place ops on
+# views, strided views (permuted, stepped, flipped) reaching kernels, and
+# Hugging Face attention at batch 2. Each runs as exported, lowered, and
+# in ONNX Runtime against these eager outputs.
+# --------------------------------------------------------------------------
+
+
+class FbConv(nn.Module):
+    """conv1d, max_pool1d, group_norm, reflection/replication pad, conv_transpose2d."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.up = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x, img):
+        y = self.gn(F.max_pool1d(self.conv(x), 2))
+        r = F.pad(y, (2, 1), mode="reflect")
+        p = F.pad(y, (1, 2), mode="replicate")
+        u = self.up(img)
+        u2 = F.pad(u, (1, 1, 2, 0), mode="reflect")
+        u3 = F.pad(u, (1, 1, 2, 0), mode="replicate")
+        return r, p, u, u2, u3
+
+
+class FbShape(nn.Module):
+    """chunk, narrow, mT, floor_divide (//), maximum/minimum, clamp_min."""
+
+    def forward(self, x, y):
+        a, b, c = x.chunk(3, dim=-1)
+        n = x.narrow(1, 1, 2)
+        t = x.mT
+        fd = torch.floor_divide(x * 5, 2.0)
+        mx = torch.maximum(a, b)
+        mn = torch.minimum(b, c)
+        cm = torch.clamp_min(x, 0.1)
+        return a, b, c, n, t, fd, mx, mn, cm, x // (y.abs() + 0.5)
+
+
+class FbInplace(nn.Module):
+    """fill_ on a view, masked_fill_, copy_ into a buffer and a fresh tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(3, 6))
+
+    def forward(self, x):
+        y = x.clone()
+        y[0].fill_(2.0)
+        z = x.clone().masked_fill_(x > 0, -1.0)
+        self.state.copy_(x * 2)
+        w = torch.empty_like(x).copy_(x + 1)
+        return y, z, self.state + 1, w
+
+
+class FbDist(nn.Module):
+    """cdist, pdist, embedding_bag with padding_idx."""
+
+    def __init__(self):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(10, 4, mode="sum", padding_idx=0)
+
+    def forward(self, a, b, ids, offs):
+        return torch.cdist(a, b), F.pdist(a[0]), self.bag(ids, offs)
+
+
+class FbRnn(nn.Module):
+    """A 2-layer bidirectional LSTM into a bidirectional GRU."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, batch_first=True, bidirectional=True, num_layers=2)
+        self.gru = nn.GRU(10, 6, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        y, (h, c) = self.lstm(x)
+        z, hg = self.gru(y)
+        return y, h, c, z, hg
+
+
+class FbStrided(nn.Module):
+    """Views with steps, permutations and flips reaching kernels; attention
+    and matmul on transposed operands."""
+
+    def forward(self, x, q):
+        m = x.view(3, 8)
+        v = m.permute(1, 0)[1:7:2]
+        f = m.t().flip(0)
+        cs = m.t().cumsum(0)
+        g = m.t()[::2, 1:] * 2
+        e = v.unsqueeze(0).expand(2, 3, 3).sum(-1)
+        B, L, _ = q.shape
+        h = q.view(B, L, 2, 4).transpose(1, 2)
+        att = F.scaled_dot_product_attention(h, h.flip(2), h)
+        s = h @ h.transpose(-1, -2)
+        return v, f, cs, g, e, att, s
+
+
+class DistilBertWrap(nn.Module):
+    def __init__(self, attn):
+        super().__init__()
+        from transformers import DistilBertConfig, DistilBertModel
+        self.m = DistilBertModel(DistilBertConfig(
+            vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+            max_position_embeddings=64, attn_implementation=attn))
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, return_dict=False)[0]
+
+
+# --------------------------------------------------------------------------
 # Registry: name -> (builder, make_inputs, dynamic_shapes, make_alt_inputs, big)
 # Inputs are returned as a tuple of positional args.
 # --------------------------------------------------------------------------
@@ -551,6 +664,22 @@ _reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
 _reg("ops_more", OpsMore, lambda: (_randn(2, 3, 4), _randn(4), _randn(4, 4), torch.randint(0, 3, (2, 3))),
      group="composite")
 _reg("ops_misc", OpsMisc, lambda: (_randn(2, 3, 4), _randn(4), torch.tensor([0, 5, 2, 2, 1])), group="composite")
+
+_reg("fb_conv", FbConv, lambda: (_randn(2, 4, 10), _randn(1, 2, 4, 5)), group="fallback")
+_reg("fb_shape", FbShape, lambda: (_randn(2, 4, 6), _randn(2, 4, 6)), group="fallback")
+_reg("fb_inplace", FbInplace, lambda: (_randn(3, 6),), group="fallback")
+_reg("fb_dist", FbDist, lambda: (_randn(2, 5, 3), _randn(2, 4, 3),
+                                 torch.tensor([1, 0, 3, 4, 0, 9]), torch.tensor([0, 2, 5])),
+     group="fallback")
+_reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
+_reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")
+_reg("fb_bert_sdpa_b2", lambda: BertWrap("sdpa"),
+     lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
+_reg("fb_distilbert_sdpa_b2", lambda: DistilBertWrap("sdpa"),
+     lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
+# HF GPT-2 with SDPA at batch 2 exports, but torch's own run_decompositions()
+# fails on it (a view of a non-viewable stride in Conv1D's addmm), so it
+# has no ATEN-dialect fixture here.
 
 
 def _ids():

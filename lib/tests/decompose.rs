@@ -347,3 +347,23 @@ fn malformed_graph_is_an_error_not_a_panic() {
         "{e}"
     );
 }
+
+/// The outside-model fixtures (group "fallback") lower to core ATen and
+/// still match torch.
+#[test]
+fn outside_models_lower_to_core_and_match_torch() {
+    let dir = repo().join("golden/fallback");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 16, "only {runs} runs");
+}

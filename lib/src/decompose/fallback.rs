@@ -1,6 +1,7 @@
 //! Fallback through the decomposition table, for a back end that lacks an
 //! op. The executor (`exec::Executor::new`) and the ONNX writer
-//! (`ir2onnx`) each pass the predicate "I have a row for this op"; every
+//! (`ir2onnx`) each pass the predicate "I run this node" (a row for its
+//! op, and arguments the row accepts); every
 //! node the back end lacks is lowered by the rules of [`super::rules`],
 //! recursively (a rule's result that the back end lacks is lowered in
 //! turn), once, at load. Nodes the back end has are left as they are, so
@@ -12,7 +13,7 @@
 //! whole program is then functionalised first (as `ir-decompose` does),
 //! and the mutated buffers and inputs become mutation outputs.
 
-use crate::ir::{Program, Target};
+use crate::ir::{Node, Program};
 use crate::Result;
 
 /// One node lowered for a back end: its name, its op, and the ops it
@@ -41,10 +42,10 @@ pub struct Fallback {
 
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
-fn needs_fallback(p: &Program, has_row: fn(&Target) -> bool) -> bool {
+fn needs_fallback(p: &Program, has_row: fn(&Node) -> bool) -> bool {
     let mut needs = false;
     p.graph.visit_nodes(&mut |n| {
-        if !needs && !has_row(&n.target) {
+        if !needs && !has_row(n) {
             let id = n.target.to_string();
             needs = super::rules::rule_for(&id).is_some() || super::functionalize::mutates(&n.target);
         }
@@ -57,7 +58,7 @@ fn needs_fallback(p: &Program, has_row: fn(&Target) -> bool) -> bool {
 /// `p`; weights are shared, never copied).
 pub fn lower_unsupported(
     p: &Program,
-    has_row: fn(&Target) -> bool,
+    has_row: fn(&Node) -> bool,
 ) -> Result<Option<(Program, Fallback)>> {
     if !needs_fallback(p, has_row) {
         return Ok(None);
@@ -66,7 +67,7 @@ pub fn lower_unsupported(
     let mut report = Fallback::default();
     let mut in_place_missing = false;
     q.graph.visit_nodes(&mut |n| {
-        in_place_missing |= !has_row(&n.target) && super::functionalize::mutates(&n.target);
+        in_place_missing |= !has_row(n) && super::functionalize::mutates(&n.target);
     });
     if in_place_missing {
         report.functionalized = super::functionalize::functionalize(&mut q)?;

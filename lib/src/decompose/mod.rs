@@ -92,13 +92,14 @@ pub struct Policy {
     pub keep: Vec<String>,
     /// When set, only these decompositions apply (patterns).
     pub only: Option<Vec<String>>,
-    /// A back end's own rows (`fallback`): ops it has are never lowered.
-    pub backend_has: Option<fn(&Target) -> bool>,
+    /// A back end's own rows (`fallback`): nodes it runs are never lowered.
+    pub backend_has: Option<fn(&crate::ir::Node) -> bool>,
 }
 
 impl Policy {
-    fn applies(&self, target: &Target) -> Option<&'static rules::Rule> {
-        if self.backend_has.is_some_and(|has| has(target)) {
+    fn applies(&self, node: &crate::ir::Node) -> Option<&'static rules::Rule> {
+        let target = &node.target;
+        if self.backend_has.is_some_and(|has| has(node)) {
             return None;
         }
         if self.keep.iter().any(|p| pattern_matches(p, target)) {
@@ -216,7 +217,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
                 rewritten += lower_graph(&mut sub.graph, policy, log)?;
             }
         }
-        let Some(rule) = policy.applies(&node.target) else {
+        let Some(rule) = policy.applies(&node) else {
             out.push(node);
             continue;
         };

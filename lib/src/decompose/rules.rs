@@ -109,7 +109,12 @@ rules! {
     "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;
     "aten.expand_as.default" => ["aten.expand.default"] expand_as;
     "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;
-    "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
+    "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad1d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
+    "aten.replication_pad1d.default" => ["aten.unsqueeze.default", "aten.replication_pad2d.default", "aten.squeeze.dims"] replication_pad1d;
+    "aten.cdist.default" => ["aten._cdist_forward.default"] same_args;
+    "aten.pdist.default" => ["aten._pdist_forward.default"] same_args;
+    "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;
+    "aten.empty_permuted.default" => ["aten.empty.memory_format"] empty_of;
     "aten.fill.Scalar" => ["aten.full_like.default"] fill;
     "aten.gru.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
     "aten.rnn_tanh.input" => ["aten.select.int", "aten.linear.default", "aten.tanh.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
@@ -2070,7 +2075,7 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let dims = p.len() / 2;
     let op = match (mode.as_str(), dims) {
         ("reflect", 1..=3) => format!("aten.reflection_pad{dims}d.default"),
-        ("replicate", 2..=3) => format!("aten.replication_pad{dims}d.default"),
+        ("replicate", 1..=3) => format!("aten.replication_pad{dims}d.default"),
         _ => {
             return Err(Error::unsupported(format!(
                 "node {}: pad mode {mode:?} over {dims} dims has no core ATen form",
@@ -2084,6 +2089,55 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         out,
     )?;
     Ok(vec![out])
+}
+
+/// `replication_pad1d` (no core form) through `replication_pad2d` on a
+/// unit height.
+fn replication_pad1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let r = em.rank(x)?;
+    let x2 = unsqueeze(em, x, r - 1)?;
+    let m = em.meta(out)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes.insert(r - 1, Sym::Int(1));
+    let meta = em.meta_like(out, m.dtype, sizes)?;
+    let p = a.syms("padding")?;
+    let mut p2 = p.clone();
+    p2.extend([SymRef::Int(0), SymRef::Int(0)]);
+    let y = em.op(
+        "aten.replication_pad2d.default",
+        vec![("self", Argument::Tensor(x2)), ("padding", sym_ints_arg(&p2))],
+        meta,
+    )?;
+    Ok(vec![squeeze_dims(em, y, &[r - 1], Some(out))?])
+}
+
+/// Ops that are another op under a public name, with the same arguments
+/// and outputs (`cdist` is `_cdist_forward`, ...).
+fn same_args(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let op = match a.0.target.to_string().as_str() {
+        "aten.cdist.default" => "aten._cdist_forward.default",
+        "aten.pdist.default" => "aten._pdist_forward.default",
+        "aten.embedding_bag.padding_idx" => "aten._embedding_bag.default",
+        other => return Err(Error::internal(format!("same_args has no target for {other}"))),
+    };
+    let args = a
+        .0
+        .inputs
+        .iter()
+        .map(|n| {
+            let arg = match (n.name.as_str(), &n.arg) {
+                // `int? padding_idx` (None: no padding row) is `int padding_idx=-1` there.
+                ("padding_idx", Argument::None) => Argument::Int(-1),
+                _ => n.arg.clone(),
+            };
+            (n.name.as_str(), arg)
+        })
+        .collect();
+    let outs = a.outs();
+    em.call(op, args, outs.iter().map(|&o| Out::Into(o)).collect())?;
+    Ok(outs)
 }
 
 /// `source -> result, ...` (for `--list`).
@@ -3897,7 +3951,9 @@ fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn empty_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let sizes = if a.0.target.name == "new_empty" {
+    // The values are unspecified, so a permuted physical layout is a
+    // plain empty tensor of the same logical sizes.
+    let sizes = if matches!(a.0.target.name.as_str(), "new_empty" | "empty_permuted") {
         a.syms("size")?
     } else {
         em.size_refs(a.t("self")?)?

@@ -40,8 +40,28 @@ pub enum RV {
     List(Vec<RV>),
 }
 
+/// A candle error as ours: its first line (candle appends a backtrace
+/// when RUST_BACKTRACE is set; that is no part of a message).
 pub(crate) fn ce(e: candle_core::Error) -> Error {
-    Error::internal(format!("candle: {e}"))
+    let text = e.to_string();
+    Error::internal(format!("candle: {}", text.lines().next().unwrap_or("")))
+}
+
+/// Whether an error is a kernel refusing a strided layout (which the
+/// shared contiguous step below fixes).
+fn is_layout_error(e: &Error) -> bool {
+    e.kind == crate::error::ErrorKind::Internal
+        && e.message.starts_with("candle: ")
+        && (e.message.contains("contiguous") || e.message.contains("Striding"))
+}
+
+/// A value with every tensor in it made contiguous.
+fn contiguous_value(v: &RV) -> Result<RV> {
+    Ok(match v {
+        RV::T(t) if !t.t.is_contiguous() => RV::T(T::new(t.t.contiguous().map_err(ce)?, t.dtype)),
+        RV::List(items) => RV::List(items.iter().map(contiguous_value).collect::<Result<_>>()?),
+        other => other.clone(),
+    })
 }
 
 /// The candle dtype a logical dtype is stored in.
@@ -282,16 +302,18 @@ pub struct Executor<'p> {
     weights: BTreeMap<usize, T>,
 }
 
-/// Whether the executor has a row for an op.
-pub fn executes(target: &crate::ir::Target) -> bool {
-    ops::lookup(&target.to_string()).is_some()
+/// Whether the executor runs a node: a row for its op, and arguments that
+/// row accepts (`ops::DECLINES`).
+pub fn executes(node: &crate::ir::Node) -> bool {
+    let op = node.target.to_string();
+    ops::lookup(&op).is_some() && !ops::declines(&op, node)
 }
 
 /// Every op of a graph (and its subgraphs) with no implementation.
 pub fn missing_ops(graph: &Graph) -> Vec<(String, String)> {
     let mut missing = Vec::new();
     graph.visit_nodes(&mut |n| {
-        if ops::lookup(&n.target.to_string()).is_none() {
+        if !executes(n) {
             missing.push((n.target.to_string(), n.name.clone()));
         }
     });
@@ -441,8 +463,31 @@ impl<'p> Executor<'p> {
                 bindings,
                 last: &last,
             };
-            let outs =
-                f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+            // Any strided layout: a kernel that refuses one gets its inputs
+            // made contiguous, once, in this one shared step.
+            let outs = match f(&mut ctx) {
+                Err(e) if is_layout_error(&e) => {
+                    let mut dense = env.clone();
+                    refs.clear();
+                    node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+                    for v in &refs {
+                        if let Some(value) = &env[v.index()] {
+                            dense[v.index()] = Some(contiguous_value(value)?);
+                        }
+                    }
+                    let mut ctx = Ctx {
+                        exec: self,
+                        graph,
+                        env: &dense,
+                        node,
+                        bindings,
+                        last: &last,
+                    };
+                    f(&mut ctx)
+                }
+                r => r,
+            }
+            .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
             if outs.len() != node.outputs.len() {
                 return Err(Error::internal(format!(
                     "node '{}': {} produced {} outputs, the graph has {}",

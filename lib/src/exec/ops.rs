@@ -4637,6 +4637,20 @@ const TABLE: &[(&str, OpFn)] = &[
     ("torch.sym_min", py_operator),
 ];
 
+/// Arguments a row does not handle, as data: such a node is lowered
+/// through the decomposition table instead (`decompose::fallback`).
+const DECLINES: &[(&str, fn(&crate::ir::Node) -> bool)] = &[
+    // The native LSTM runs one direction; the rule unrolls both.
+    ("aten.lstm.input", |n| {
+        matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
+    }),
+];
+
+/// Whether the row of `op` declines this node's arguments.
+pub fn declines(op: &str, node: &crate::ir::Node) -> bool {
+    DECLINES.iter().any(|(o, f)| *o == op && f(node))
+}
+
 /// The implementation of an op, by identity (`aten.add.Tensor`).
 pub fn lookup(op: &str) -> Option<OpFn> {
     static MAP: OnceLock<HashMap<&'static str, OpFn>> = OnceLock::new();

@@ -170,10 +170,13 @@ pub fn supported_ops() -> Vec<&'static str> {
 }
 
 /// Converts a program. Nothing is written: see [`OnnxModel::write_model`].
-/// Whether the emitter table converts an op (in-place forms through their
-/// functional row).
-pub fn converts(target: &crate::ir::Target) -> bool {
-    ops::lookup(target).is_some()
+/// Whether the emitter table converts a node. In-place ops are not
+/// converted as they stand: a write through a view must reach its base,
+/// so `ir2onnx` functionalises a program that has any (through
+/// `decompose::fallback`), and converts the functional ops.
+pub fn converts(node: &crate::ir::Node) -> bool {
+    ops::lookup(&node.target).is_some_and(|(_, in_place)| !in_place)
+        && !crate::decompose::functionalize::mutates(&node.target)
 }
 
 pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel<'p>> {
