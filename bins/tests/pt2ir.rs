@@ -233,7 +233,7 @@ fn verify_catches_corrupt_weights() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(repo().join("golden/models/mlp.pt2")).unwrap();
     let archive =
-        pt2kit::import::zip::Archive::open(&repo().join("golden/models/mlp.pt2")).unwrap();
+        pt2kit::zip::Archive::open(&repo().join("golden/models/mlp.pt2")).unwrap();
     let entry = archive
         .entries()
         .iter()

@@ -21,10 +21,11 @@ pub mod exec;
 pub mod export;
 pub mod import;
 pub mod ir;
-pub mod ops;
+pub mod schema;
 pub mod output;
 pub mod tensorfile;
 pub mod text;
 pub mod wire;
+pub mod zip;
 
 pub use error::{Error, ErrorKind, Result};

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::import::zip::Archive;
+use crate::zip::Archive;
 use crate::ir::Dtype;
 
 #[derive(Clone, Debug, PartialEq)]

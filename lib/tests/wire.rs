@@ -187,7 +187,7 @@ fn a_reference_to_a_changed_or_missing_archive_is_refused() {
 #[test]
 fn only_stored_member_data_can_be_referenced() {
     let path = repo().join("golden/models/mlp.pt2");
-    let archive = pt2kit::import::zip::Archive::open(&path).unwrap();
+    let archive = pt2kit::zip::Archive::open(&path).unwrap();
     assert!(
         archive.stored_window(0, 30).is_none(),
         "a local header is not member data"

@@ -13,7 +13,7 @@ use crate::ir::{
     contiguous_strides, ArgKind, Argument, Dtype, Graph, Hint, NamedArg, Node, NodeMeta, Sym,
     SymExpr, SymRef, Target, TargetKind, TensorMeta, Value, ValueId, ValueKind,
 };
-use crate::ops::schema;
+use crate::schema;
 use crate::{Error, Result};
 
 /// Names in use in one graph scope, for fresh node and value names.
@@ -343,8 +343,8 @@ impl Emitter<'_> {
         let f = |v: ValueId| map.get(&v).copied().unwrap_or(v);
         for node in &sub.nodes {
             let mut n = node.clone();
-            crate::decompose::functionalize::substitute_inputs(&mut n, &f);
-            crate::decompose::functionalize::substitute_args(&mut n.outputs, &f);
+            n.substitute_inputs(&f);
+            crate::ir::substitute_values(&mut n.outputs, &f);
             n.name = match crate::decompose::args::node_outputs(&n).first() {
                 Some(v) => self.values[v.index()].name.clone(),
                 None => self.names.fresh(&n.name),
@@ -355,7 +355,7 @@ impl Emitter<'_> {
             self.nodes.push(n);
         }
         let mut outs = sub.outputs.clone();
-        crate::decompose::functionalize::substitute_args(&mut outs, &f);
+        crate::ir::substitute_values(&mut outs, &f);
         Ok(outs)
     }
 }

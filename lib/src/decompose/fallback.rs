@@ -47,7 +47,7 @@ fn needs_fallback(p: &Program, has_row: fn(&Node) -> bool) -> bool {
     p.graph.visit_nodes(&mut |n| {
         if !needs && !has_row(n) {
             let id = n.target.to_string();
-            needs = super::rules::rule_for(&id).is_some() || super::functionalize::mutates(&n.target);
+            needs = super::rules::rule_for(&id).is_some() || crate::schema::mutates(&n.target);
         }
     });
     needs
@@ -67,7 +67,7 @@ pub fn lower_unsupported(
     let mut report = Fallback::default();
     let mut in_place_missing = false;
     q.graph.visit_nodes(&mut |n| {
-        in_place_missing |= !has_row(n) && super::functionalize::mutates(&n.target);
+        in_place_missing |= !has_row(n) && crate::schema::mutates(&n.target);
     });
     if in_place_missing {
         report.functionalized = super::functionalize::functionalize(&mut q)?;

@@ -17,29 +17,11 @@ use std::collections::HashMap;
 use super::args::{node_outputs, A};
 use super::edit::{named_args, sym_ints_arg, Emitter, Names};
 use crate::ir::{
-    Argument, Graph, InputKind, Node, OutputKind, Program, Target, TargetKind, ValueId,
+    Argument, Graph, InputKind, Node, OutputKind, Program, Target, ValueId,
 };
-use crate::ops::schema;
+use crate::schema;
+use crate::ir::substitute_values;
 use crate::{Error, Result};
-
-/// Whether an op mutates an argument, from its schema.
-pub fn mutates(target: &Target) -> bool {
-    target.kind == TargetKind::Op
-        && schema::lookup(&target.namespace, &target.name, &target.overload)
-            .is_some_and(|s| s.args.iter().any(|a| a.ty.contains('!')))
-}
-
-/// Whether an op's result aliases its first argument (a view).
-fn is_view(target: &Target) -> bool {
-    target.kind == TargetKind::Op
-        && schema::lookup(&target.namespace, &target.name, &target.overload).is_some_and(|s| {
-            s.returns.starts_with("Tensor(a)")
-                && !s.returns.contains("[]")
-                && s.args
-                    .first()
-                    .is_some_and(|a| a.ty.starts_with("Tensor(a)"))
-        })
-}
 
 struct State {
     /// Original value -> the value that holds its current contents.
@@ -66,44 +48,6 @@ impl State {
         }
         self.current.insert(old, new);
         self.current.insert(latest, new);
-    }
-}
-
-fn substitute(arg: &mut Argument, f: &dyn Fn(ValueId) -> ValueId) {
-    match arg {
-        Argument::Tensor(v) | Argument::CustomObj(v) => *v = f(*v),
-        Argument::OptionalTensor(Some(v)) => *v = f(*v),
-        Argument::Tensors(vs) => vs.iter_mut().for_each(|v| *v = f(*v)),
-        Argument::OptionalTensors(vs) => vs.iter_mut().flatten().for_each(|v| *v = f(*v)),
-        Argument::NestedTensors(vss) => vss.iter_mut().flatten().for_each(|v| *v = f(*v)),
-        Argument::SymInt(crate::ir::SymRef::Value(v))
-        | Argument::SymFloat(crate::ir::SymRef::Value(v))
-        | Argument::SymBool(crate::ir::SymRef::Value(v)) => *v = f(*v),
-        Argument::SymInts(rs) | Argument::SymFloats(rs) | Argument::SymBools(rs) => {
-            for r in rs.iter_mut() {
-                if let crate::ir::SymRef::Value(v) = r {
-                    *v = f(*v)
-                }
-            }
-        }
-        Argument::StringToArgument(entries) => {
-            entries.iter_mut().for_each(|(_, a)| substitute(a, f))
-        }
-        _ => {}
-    }
-}
-
-/// Replaces value references in a node's inputs.
-pub fn substitute_inputs(node: &mut Node, f: &dyn Fn(ValueId) -> ValueId) {
-    for a in &mut node.inputs {
-        substitute(&mut a.arg, f);
-    }
-}
-
-/// Replaces value references in a list of arguments (graph outputs).
-pub fn substitute_args(args: &mut [Argument], f: &dyn Fn(ValueId) -> ValueId) {
-    for a in args {
-        substitute(a, f);
     }
 }
 
@@ -147,7 +91,7 @@ pub fn functionalize(p: &mut Program) -> Result<usize> {
         }
     }
     let resolve = |v: ValueId| st.resolve(v);
-    substitute_args(&mut p.graph.outputs, &resolve);
+    substitute_values(&mut p.graph.outputs, &resolve);
     for (arg, kind) in extra.into_iter().rev() {
         p.graph.outputs.insert(0, arg);
         p.output_kinds.insert(0, kind);
@@ -161,7 +105,7 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
     let mut out = Vec::with_capacity(old.len());
     for mut node in old {
         let resolve = |v: ValueId| st.resolve(v);
-        substitute_inputs(&mut node, &resolve);
+        node.substitute_inputs(&resolve);
         for input in &mut node.inputs {
             if let Argument::Graph(sub) = &mut input.arg {
                 let mut inner = State {
@@ -172,12 +116,12 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                 };
                 functionalize_graph(&mut sub.graph, &mut inner)?;
                 let r = |v: ValueId| inner.resolve(v);
-                substitute_args(&mut sub.graph.outputs, &r);
+                substitute_values(&mut sub.graph.outputs, &r);
                 st.rewritten += inner.rewritten;
             }
         }
-        if !mutates(&node.target) {
-            if is_view(&node.target) {
+        if !schema::mutates(&node.target) {
+            if schema::is_view(&node.target) {
                 if let (Some(Argument::Tensor(base)), Some(Argument::Tensor(o))) =
                     (node.inputs.first().map(|a| &a.arg), node.outputs.first())
                 {

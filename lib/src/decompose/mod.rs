@@ -211,7 +211,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
     let budget = 64 * (queue.len() + 16);
     while let Some(mut node) = queue.pop_front() {
         let s = |v: ValueId| follow(&subst, v);
-        functionalize::substitute_inputs(&mut node, &s);
+        node.substitute_inputs(&s);
         for input in &mut node.inputs {
             if let Argument::Graph(sub) = &mut input.arg {
                 rewritten += lower_graph(&mut sub.graph, policy, log)?;
@@ -264,7 +264,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
     }
     g.nodes = out;
     let s = |v: ValueId| follow(&subst, v);
-    functionalize::substitute_args(&mut g.outputs, &s);
+    crate::ir::substitute_values(&mut g.outputs, &s);
     Ok(rewritten)
 }
 

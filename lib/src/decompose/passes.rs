@@ -6,7 +6,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::args::{node_outputs, A};
-use super::functionalize::{mutates, substitute_args, substitute_inputs};
+use crate::ir::substitute_values;
+use crate::schema::mutates;
 use crate::blob::Blob;
 use crate::ir::{
     Argument, Dtype, Graph, InputKind, Node, Program, Sym, TargetKind, TensorMeta, Value, ValueId,
@@ -227,7 +228,7 @@ fn cse_graph(g: &mut Graph) -> usize {
     let old = std::mem::take(&mut g.nodes);
     for mut node in old {
         let s = |v: ValueId| subst.get(&v).copied().unwrap_or(v);
-        substitute_inputs(&mut node, &s);
+        node.substitute_inputs(&s);
         for input in &mut node.inputs {
             if let Argument::Graph(sub) = &mut input.arg {
                 merged += cse_graph(&mut sub.graph);
@@ -249,7 +250,7 @@ fn cse_graph(g: &mut Graph) -> usize {
         g.nodes.push(node);
     }
     let s = |v: ValueId| subst.get(&v).copied().unwrap_or(v);
-    substitute_args(&mut g.outputs, &s);
+    substitute_values(&mut g.outputs, &s);
     merged
 }
 
@@ -679,9 +680,9 @@ pub fn fold(p: &mut Program) -> Result<usize> {
     }
     let s = |v: ValueId| replaced.get(&v).copied().unwrap_or(v);
     for node in &mut p.graph.nodes {
-        substitute_inputs(node, &s);
+        node.substitute_inputs(&s);
     }
-    substitute_args(&mut p.graph.outputs, &s);
+    substitute_values(&mut p.graph.outputs, &s);
     let n = dce_graph(&mut p.graph);
     Ok(n)
 }

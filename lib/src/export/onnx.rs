@@ -176,7 +176,7 @@ pub fn supported_ops() -> Vec<&'static str> {
 /// `decompose::fallback`), and converts the functional ops.
 pub fn converts(node: &crate::ir::Node) -> bool {
     ops::lookup(&node.target).is_some_and(|(_, in_place)| !in_place)
-        && !crate::decompose::functionalize::mutates(&node.target)
+        && !crate::schema::mutates(&node.target)
 }
 
 pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel<'p>> {

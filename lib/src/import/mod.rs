@@ -4,4 +4,3 @@
 mod json;
 pub mod pickle;
 pub mod pt2;
-pub mod zip;

@@ -8,7 +8,7 @@
 //! a function) is refused with its name: nothing outside this list is
 //! ever constructed.
 
-use super::zip::Archive;
+use crate::zip::Archive;
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::{Device, Dtype, Layout, Sym, TensorMeta};
@@ -124,7 +124,7 @@ pub fn read_torch_save(zip_bytes: Blob, what: &str) -> Result<Vec<SavedTensor>> 
             layout: Layout::Strided,
             requires_grad: false,
         };
-        super::pt2::check_view(&meta, storage.len())
+        crate::ir::validate::check_view(&meta, storage.len())
             .map_err(|msg| Error::bad_input(format!("{what}: tensor '{name}': {msg}")))?;
         out.push(SavedTensor {
             name,

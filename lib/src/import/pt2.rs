@@ -16,11 +16,12 @@ use serde_json::Value as Json;
 
 use super::json::{arr, boolean, float, int, name_field, obj, opt, req, string, union};
 use super::pickle;
-use super::zip::Archive;
+use crate::zip::Archive;
 use crate::blob::Blob;
 use crate::error::{Context, Error, Result};
 use crate::ir::*;
-use crate::ops::schema;
+use crate::schema;
+use crate::ir::validate::check_view;
 
 /// Schema majors this reader understands (0.0 is torch's "unversioned").
 pub const SUPPORTED_SCHEMA_MAJOR: u32 = 8;
@@ -374,44 +375,6 @@ fn read_payload_config(
     Ok(())
 }
 
-/// Checks that a strided view fits in its storage.
-pub fn check_view(meta: &TensorMeta, storage_bytes: usize) -> std::result::Result<(), String> {
-    let sizes = meta.static_sizes().ok_or("symbolic sizes in a weight")?;
-    let strides = meta
-        .static_strides()
-        .ok_or("symbolic strides in a weight")?;
-    let offset = meta
-        .storage_offset
-        .as_int()
-        .ok_or("symbolic storage offset")?;
-    if sizes.len() != strides.len() {
-        return Err(format!(
-            "{} sizes but {} strides",
-            sizes.len(),
-            strides.len()
-        ));
-    }
-    if sizes.iter().any(|&s| s < 0) || strides.iter().any(|&s| s < 0) || offset < 0 {
-        return Err("negative size, stride or offset".into());
-    }
-    if sizes.contains(&0) {
-        return Ok(());
-    }
-    let last: i64 = offset
-        + sizes
-            .iter()
-            .zip(&strides)
-            .map(|(s, st)| (s - 1) * st)
-            .sum::<i64>();
-    let needed = (last as u128 + 1) * meta.dtype.size() as u128;
-    if needed > storage_bytes as u128 {
-        return Err(format!(
-            "shape {:?} with strides {:?} and offset {offset} needs {needed} bytes, the payload has {storage_bytes}",
-            sizes, strides
-        ));
-    }
-    Ok(())
-}
 
 // ---------------------------------------------------------------------------
 // model.json

@@ -618,3 +618,42 @@ pub fn as_strided_gather(
     }
     Some(out)
 }
+
+impl Argument {
+    /// Replaces every value this argument refers to by `f` of it.
+    pub fn substitute_values(&mut self, f: &dyn Fn(ValueId) -> ValueId) {
+        match self {
+            Argument::Tensor(v) | Argument::CustomObj(v) => *v = f(*v),
+            Argument::OptionalTensor(Some(v)) => *v = f(*v),
+            Argument::Tensors(vs) => vs.iter_mut().for_each(|v| *v = f(*v)),
+            Argument::OptionalTensors(vs) => vs.iter_mut().flatten().for_each(|v| *v = f(*v)),
+            Argument::NestedTensors(vss) => vss.iter_mut().flatten().for_each(|v| *v = f(*v)),
+            Argument::SymInt(SymRef::Value(v))
+            | Argument::SymFloat(SymRef::Value(v))
+            | Argument::SymBool(SymRef::Value(v)) => *v = f(*v),
+            Argument::SymInts(rs) | Argument::SymFloats(rs) | Argument::SymBools(rs) => {
+                for r in rs.iter_mut() {
+                    if let SymRef::Value(v) = r {
+                        *v = f(*v)
+                    }
+                }
+            }
+            Argument::StringToArgument(entries) => {
+                entries.iter_mut().for_each(|(_, a)| a.substitute_values(f))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Replaces value references in a list of arguments (graph outputs).
+pub fn substitute_values(args: &mut [Argument], f: &dyn Fn(ValueId) -> ValueId) {
+    args.iter_mut().for_each(|a| a.substitute_values(f));
+}
+
+impl Node {
+    /// Replaces value references in this node's inputs.
+    pub fn substitute_inputs(&mut self, f: &dyn Fn(ValueId) -> ValueId) {
+        self.inputs.iter_mut().for_each(|a| a.arg.substitute_values(f));
+    }
+}

@@ -4,7 +4,6 @@
 //! signature lines up with the graph, and every weight fits its storage.
 
 use crate::error::{Error, Result};
-use crate::import::pt2::check_view;
 use crate::ir::{Argument, Graph, Program, ValueId};
 
 pub fn validate(program: &Program) -> Result<()> {
@@ -104,6 +103,45 @@ pub fn validate_graph(graph: &Graph) -> Result<()> {
         refs.clear();
         out.value_refs(&mut refs);
         check(&refs, &defined, &|| format!("graph output {i}"))?;
+    }
+    Ok(())
+}
+
+/// Checks that a strided view fits in its storage.
+pub fn check_view(meta: &crate::ir::TensorMeta, storage_bytes: usize) -> std::result::Result<(), String> {
+    let sizes = meta.static_sizes().ok_or("symbolic sizes in a weight")?;
+    let strides = meta
+        .static_strides()
+        .ok_or("symbolic strides in a weight")?;
+    let offset = meta
+        .storage_offset
+        .as_int()
+        .ok_or("symbolic storage offset")?;
+    if sizes.len() != strides.len() {
+        return Err(format!(
+            "{} sizes but {} strides",
+            sizes.len(),
+            strides.len()
+        ));
+    }
+    if sizes.iter().any(|&s| s < 0) || strides.iter().any(|&s| s < 0) || offset < 0 {
+        return Err("negative size, stride or offset".into());
+    }
+    if sizes.contains(&0) {
+        return Ok(());
+    }
+    let last: i64 = offset
+        + sizes
+            .iter()
+            .zip(&strides)
+            .map(|(s, st)| (s - 1) * st)
+            .sum::<i64>();
+    let needed = (last as u128 + 1) * meta.dtype.size() as u128;
+    if needed > storage_bytes as u128 {
+        return Err(format!(
+            "shape {:?} with strides {:?} and offset {offset} needs {needed} bytes, the payload has {storage_bytes}",
+            sizes, strides
+        ));
     }
     Ok(())
 }

@@ -449,7 +449,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut filled: Vec<u64> = Vec::new();
     // Storages passed by reference, and the archives they point into.
     let mut refs: Vec<Option<Blob>> = Vec::new();
-    let mut archives: std::collections::HashMap<String, crate::import::zip::Archive> =
+    let mut archives: std::collections::HashMap<String, crate::zip::Archive> =
         std::collections::HashMap::new();
     loop {
         let len = rr
@@ -604,7 +604,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
 /// writer saw.
 fn resolve_ref(
     r: &pb::StorageRef,
-    archives: &mut std::collections::HashMap<String, crate::import::zip::Archive>,
+    archives: &mut std::collections::HashMap<String, crate::zip::Archive>,
 ) -> Result<Blob> {
     use std::os::unix::fs::MetadataExt;
     let path = std::path::Path::new(&r.path);
@@ -628,7 +628,7 @@ fn resolve_ref(
         )));
     }
     if !archives.contains_key(&r.path) {
-        let archive = crate::import::zip::Archive::open(path)
+        let archive = crate::zip::Archive::open(path)
             .map_err(|e| e.at(format!("the archive it refers to, {}", r.path)))?;
         archives.insert(r.path.clone(), archive);
     }

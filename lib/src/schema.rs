@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::ir::{ArgKind, Argument, Dtype, Layout, MemoryFormat, NamedArg};
 
-const SCHEMAS: &str = include_str!("../../data/op_schemas.txt");
+const SCHEMAS: &str = include_str!("../data/op_schemas.txt");
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchemaArg {
@@ -354,3 +354,23 @@ mod tests {
         assert!(default_value("Dimname", "x").is_none());
     }
 }
+
+/// Whether an op mutates an argument, from its schema.
+pub fn mutates(target: &crate::ir::Target) -> bool {
+    target.kind == crate::ir::TargetKind::Op
+        && lookup(&target.namespace, &target.name, &target.overload)
+            .is_some_and(|s| s.args.iter().any(|a| a.ty.contains('!')))
+}
+
+/// Whether an op's result aliases its first argument (a view).
+pub fn is_view(target: &crate::ir::Target) -> bool {
+    target.kind == crate::ir::TargetKind::Op
+        && lookup(&target.namespace, &target.name, &target.overload).is_some_and(|s| {
+            s.returns.starts_with("Tensor(a)")
+                && !s.returns.contains("[]")
+                && s.args
+                    .first()
+                    .is_some_and(|a| a.ty.starts_with("Tensor(a)"))
+        })
+}
+

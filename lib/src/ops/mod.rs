@@ -1,3 +1,0 @@
-//! What the library knows about operators, as data: their schemas.
-
-pub mod schema;
