@@ -374,3 +374,40 @@ pub fn is_view(target: &crate::ir::Target) -> bool {
         })
 }
 
+
+const FAMILIES: &str = include_str!("../data/op_families.txt");
+
+/// The op families, in the order `lib/data/op_families.txt` gives them:
+/// the file names every op table is split into.
+pub fn families() -> Vec<&'static str> {
+    FAMILIES
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']'))
+        .collect()
+}
+
+/// The family of an op identity (`aten.add.Tensor`: its namespace and
+/// name, every overload alike), from `lib/data/op_families.txt`.
+pub fn family_of(op: &str) -> Option<&'static str> {
+    static MAP: std::sync::OnceLock<std::collections::HashMap<&'static str, &'static str>> =
+        std::sync::OnceLock::new();
+    let map = MAP.get_or_init(|| {
+        let mut map = std::collections::HashMap::new();
+        let mut family = "";
+        for l in FAMILIES.lines().map(str::trim) {
+            if let Some(f) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                family = f;
+            } else if !l.is_empty() && !l.starts_with('#') {
+                map.insert(l, family);
+            }
+        }
+        map
+    });
+    let key = match op.split('.').collect::<Vec<_>>().as_slice() {
+        [ns, name, ..] if matches!(*ns, "aten" | "prims" | "higher_order" | "quantized") => {
+            format!("{ns}.{name}")
+        }
+        _ => op.to_string(),
+    };
+    map.get(key.as_str()).copied()
+}
