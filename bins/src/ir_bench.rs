@@ -396,7 +396,10 @@ pub fn run(args: Args) -> Result<()> {
     if interrupted {
         return Err(Error::new(
             pt2kit::error::ErrorKind::Interrupted,
-            format!("interrupted: the report covers the {} run(s) finished", report.iters),
+            format!(
+                "interrupted: the report covers the {} run(s) finished",
+                report.iters
+            ),
         ));
     }
     Ok(())

@@ -54,7 +54,10 @@ fn pages_name_only_real_tools() {
     for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
         let tool_like = word == "pt2ir" || word.starts_with("ir-") || word.starts_with("ir2");
         if tool_like {
-            assert!(real.iter().any(|r| r == word), "EXIT STATUS names {word}, which is not a tool");
+            assert!(
+                real.iter().any(|r| r == word),
+                "EXIT STATUS names {word}, which is not a tool"
+            );
         }
     }
 }

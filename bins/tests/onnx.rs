@@ -437,7 +437,12 @@ fn the_fallback_lowers_what_it_can_and_names_the_rest() {
     ] {
         assert!(err.contains(op), "{op}: {err}");
     }
-    assert!(err.contains("ir2onnx: node cdist (aten.cdist.default) lowered into aten._cdist_forward.default"), "{err}");
+    assert!(
+        err.contains(
+            "ir2onnx: node cdist (aten.cdist.default) lowered into aten._cdist_forward.default"
+        ),
+        "{err}"
+    );
     assert!(!err.contains("(aten.cdist.default): no ONNX"), "{err}");
     assert!(!out_path.exists());
     // A write through a view (`y[0].fill_(2)`) reaches its base in ONNX:

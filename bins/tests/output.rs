@@ -54,7 +54,11 @@ fn writers(ir: &Path) -> Vec<(&'static str, &'static str, Vec<String>)> {
         (
             "pt2ir.txt",
             PT2IR,
-            vec!["golden/models/mlp.pt2".into(), "--emit".into(), "text".into()],
+            vec![
+                "golden/models/mlp.pt2".into(),
+                "--emit".into(),
+                "text".into(),
+            ],
         ),
         ("ir2onnx.onnx", IR2ONNX, vec![ir.clone()]),
         (
@@ -80,7 +84,11 @@ fn reference(exe: &str, args: &[String], dir: &Path, name: &str) -> Vec<u8> {
     let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
     a.extend(["-o", s(&p)]);
     let o = run(exe, &a);
-    assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     std::fs::read(&p).unwrap()
 }
 
@@ -106,7 +114,10 @@ fn a_device_is_written_through_and_stays_a_device() {
     let null = match make_device(d.path(), "null", 3) {
         Some(p) => p,
         None => {
-            assert!(is_char_device(Path::new("/dev/null")), "/dev/null is not a device");
+            assert!(
+                is_char_device(Path::new("/dev/null")),
+                "/dev/null is not a device"
+            );
             eprintln!("not root: testing with /dev/null itself (checked to be a device)");
             PathBuf::from("/dev/null")
         }
@@ -115,7 +126,11 @@ fn a_device_is_written_through_and_stays_a_device() {
         let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
         a.extend(["-o", s(&null)]);
         let o = run(exe, &a);
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert!(is_char_device(&null), "{name} replaced the device");
     }
     // A full device: the write fails with exit 5, and it is still a device.
@@ -146,7 +161,11 @@ fn a_fifo_gets_the_bytes_and_stays_a_fifo() {
     let d = tempfile::tempdir().unwrap();
     let ir = mlp_ir(d.path());
     let fifo = d.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     for (name, exe, args) in writers(&ir) {
         let expected = reference(exe, &args, d.path(), name);
         let reader = {
@@ -163,10 +182,21 @@ fn a_fifo_gets_the_bytes_and_stays_a_fifo() {
         let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
         a.extend(["-o", s(&fifo)]);
         let o = run(exe, &a);
-        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(reader.join().unwrap(), expected, "{name}: the reader's bytes");
         assert!(
-            std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(),
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            reader.join().unwrap(),
+            expected,
+            "{name}: the reader's bytes"
+        );
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo(),
             "{name} replaced the FIFO"
         );
     }
@@ -190,8 +220,15 @@ fn a_symlink_stays_a_link_and_its_target_is_written() {
             let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
             a.extend(["-o", s(l)]);
             let o = run(exe, &a);
-            assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
-            assert!(std::fs::symlink_metadata(l).unwrap().file_type().is_symlink());
+            assert!(
+                o.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(std::fs::symlink_metadata(l)
+                .unwrap()
+                .file_type()
+                .is_symlink());
             assert!(std::fs::symlink_metadata(&target).unwrap().is_file());
             assert_eq!(std::fs::read(&target).unwrap(), expected, "{name}");
         }
@@ -211,7 +248,11 @@ fn external_data_goes_beside_a_symlinks_target() {
     assert!(!d.path().join("m.onnx.data").exists());
     // Not beside a device or a FIFO: refused, with the reason.
     let fifo = d.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let o = run(IR2ONNX, &[s(&ir), "--external-data", "-o", s(&fifo)]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -228,7 +269,11 @@ fn dev_stdout_and_dash_write_to_stdout() {
             let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
             a.extend(["-o", o]);
             let out = run(exe, &a);
-            assert!(out.status.success(), "{name} -o {o}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{name} -o {o}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(out.stdout, expected, "{name} -o {o}");
         }
     }
@@ -265,7 +310,16 @@ fn a_full_file_system_leaves_nothing_behind() {
     let d = tempfile::tempdir().unwrap();
     let ir = mlp_ir(d.path());
     let bert = d.path().join("bert.ir");
-    let o = run(PT2IR, &["golden/models/bert.pt2", "--weights", "inline", "-o", s(&bert)]);
+    let o = run(
+        PT2IR,
+        &[
+            "golden/models/bert.pt2",
+            "--weights",
+            "inline",
+            "-o",
+            s(&bert),
+        ],
+    );
     assert!(o.status.success());
     let mnt = d.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
@@ -315,7 +369,9 @@ fn a_full_file_system_leaves_nothing_behind() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(5), "{err}");
     assert!(
-        err.contains("creating a temporary file in") && err.contains(s(&mnt)) && err.contains("Read-only file system"),
+        err.contains("creating a temporary file in")
+            && err.contains(s(&mnt))
+            && err.contains("Read-only file system"),
         "{err}"
     );
 }
@@ -323,19 +379,19 @@ fn a_full_file_system_leaves_nothing_behind() {
 /// Starts `cmd` held at `stage` (the test hook of `pt2kit::output`);
 /// returns the child and the path it announced.
 fn held(mut cmd: Command, stage: &str, release: &Path) -> (Child, PathBuf) {
-    cmd.env(
-        "PT2KIT_TEST_HOLD",
-        format!("{stage}:{}", release.display()),
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    cmd.env("PT2KIT_TEST_HOLD", format!("{stage}:{}", release.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     loop {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0, "no hold announced");
-        if let Some(rest) = line.trim().strip_prefix(&format!("pt2kit: holding at {stage} (")) {
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix(&format!("pt2kit: holding at {stage} ("))
+        {
             let path = PathBuf::from(rest.trim_end_matches(')'));
             // Keep draining stderr so the child never blocks on it.
             std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
@@ -359,7 +415,11 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
 fn a_signal_during_a_write_removes_the_temporary_file() {
     let d = tempfile::tempdir().unwrap();
     let ir = mlp_ir(d.path());
-    for (sig, code) in [(libc_sig::INT, 130), (libc_sig::TERM, 143), (libc_sig::HUP, 129)] {
+    for (sig, code) in [
+        (libc_sig::INT, 130),
+        (libc_sig::TERM, 143),
+        (libc_sig::HUP, 129),
+    ] {
         for (name, exe, args) in writers(&ir) {
             let out = d.path().join(format!("{sig}-{name}"));
             std::fs::write(&out, b"the old output").unwrap();
@@ -412,9 +472,19 @@ fn ir_bench_stops_on_sigint_and_reports_what_it_ran() {
         .success());
     let st = wait(&mut child);
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert_eq!(st.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -427,9 +497,18 @@ fn a_broken_pipe_ends_every_tool_quietly_with_status_0() {
     let d = tempfile::tempdir().unwrap();
     let ir = mlp_ir(d.path());
     let big = d.path().join("bert.ir");
-    assert!(run(PT2IR, &["golden/models/bert.pt2", "--weights", "inline", "-o", s(&big)])
-        .status
-        .success());
+    assert!(run(
+        PT2IR,
+        &[
+            "golden/models/bert.pt2",
+            "--weights",
+            "inline",
+            "-o",
+            s(&big)
+        ]
+    )
+    .status
+    .success());
     let expected = d.path().join("e.npz");
     std::fs::copy(repo().join("golden/models/mlp.expected.npz"), &expected).unwrap();
     let cases: Vec<(&str, Vec<&str>)> = vec![
@@ -437,7 +516,16 @@ fn a_broken_pipe_ends_every_tool_quietly_with_status_0() {
         (PT2IR, vec!["golden/models/bert.pt2", "--emit", "yaml"]),
         (IR2ONNX, vec![s(&big)]),
         (DECOMPOSE, vec![s(&big), "--emit", "text"]),
-        (RUN, vec![s(&ir), "--inputs", "golden/models/mlp.inputs.npz", "-o", "-"]),
+        (
+            RUN,
+            vec![
+                s(&ir),
+                "--inputs",
+                "golden/models/mlp.inputs.npz",
+                "-o",
+                "-",
+            ],
+        ),
         (BENCH, vec![s(&ir), "--iters", "3", "-q"]),
         (DIFF, vec![s(&big), s(&ir)]),
     ];
@@ -451,7 +539,12 @@ fn a_broken_pipe_ends_every_tool_quietly_with_status_0() {
         drop(child.stdout.take());
         let st = wait(&mut child);
         let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
         assert!(err.is_empty(), "{exe} {args:?}: {err}");
         // ir-diff exits 1 on a difference, whether or not its report was read.
         let want = if exe == DIFF { 1 } else { 0 };
@@ -462,11 +555,29 @@ fn a_broken_pipe_ends_every_tool_quietly_with_status_0() {
 #[test]
 fn eight_concurrent_writers_leave_one_whole_file() {
     let d = tempfile::tempdir().unwrap();
-    let models = ["mlp", "cnn", "bert", "embedding", "dynamic", "bufconst", "cond", "gpt2"];
+    let models = [
+        "mlp",
+        "cnn",
+        "bert",
+        "embedding",
+        "dynamic",
+        "bufconst",
+        "cond",
+        "gpt2",
+    ];
     let wholes: Vec<Vec<u8>> = models
         .iter()
         .map(|m| {
-            let o = run(PT2IR, &[&format!("golden/models/{m}.pt2"), "--weights", "inline", "-o", "-"]);
+            let o = run(
+                PT2IR,
+                &[
+                    &format!("golden/models/{m}.pt2"),
+                    "--weights",
+                    "inline",
+                    "-o",
+                    "-",
+                ],
+            );
             assert!(o.status.success());
             o.stdout
         })
@@ -478,7 +589,13 @@ fn eight_concurrent_writers_leave_one_whole_file() {
             .map(|m| {
                 tool(
                     PT2IR,
-                    &[&format!("golden/models/{m}.pt2"), "--weights", "inline", "-o", s(&target)],
+                    &[
+                        &format!("golden/models/{m}.pt2"),
+                        "--weights",
+                        "inline",
+                        "-o",
+                        s(&target),
+                    ],
                 )
                 .spawn()
                 .unwrap()
@@ -504,7 +621,10 @@ fn eight_concurrent_writers_leave_one_whole_file() {
                 .unwrap()
         })
         .collect();
-    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
     for o in &outs {
         assert!(o.status.success());
         assert_eq!(o.stdout, outs[0].stdout);
@@ -528,7 +648,10 @@ fn an_input_changed_underneath_is_refused_or_read_whole() {
     std::fs::write(&release, b"").unwrap();
     assert_eq!(wait(&mut child).code(), Some(5));
     assert!(!out.exists());
-    let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left.len(), 2, "only mlp.ir and the release file: {left:?}");
     std::fs::remove_file(&release).unwrap();
 
@@ -553,7 +676,10 @@ fn an_input_changed_underneath_is_refused_or_read_whole() {
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     assert_eq!(st.code(), Some(5), "{rest}");
-    assert!(rest.contains("changed size while it was read") && rest.contains("--no-mmap"), "{rest}");
+    assert!(
+        rest.contains("changed size while it was read") && rest.contains("--no-mmap"),
+        "{rest}"
+    );
     assert!(!out.exists());
     std::fs::remove_file(&release).unwrap();
 

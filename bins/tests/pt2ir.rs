@@ -232,8 +232,7 @@ fn emits_graphviz() {
 fn verify_catches_corrupt_weights() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(repo().join("golden/models/mlp.pt2")).unwrap();
-    let archive =
-        pt2kit::zip::Archive::open(&repo().join("golden/models/mlp.pt2")).unwrap();
+    let archive = pt2kit::zip::Archive::open(&repo().join("golden/models/mlp.pt2")).unwrap();
     let entry = archive
         .entries()
         .iter()

@@ -127,7 +127,10 @@ pub fn resolve(path: &Path) -> Result<Target> {
                 let dir = parent_dir(&p);
                 return match std::fs::metadata(dir) {
                     Ok(m) if m.is_dir() => Ok(Target::File(p)),
-                    Ok(_) => Err(io_err(shown, format!("{} is not a directory", dir.display()))),
+                    Ok(_) => Err(io_err(
+                        shown,
+                        format!("{} is not a directory", dir.display()),
+                    )),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io_err(
                         shown,
                         format!("directory {} does not exist", dir.display()),
@@ -409,10 +412,11 @@ pub mod inputs {
         let meta = file.metadata().map_err(|e| Error::io(what, e))?;
         if NO_MMAP.load(Ordering::Relaxed) {
             use std::io::Read;
-            let mut anon = memmap2::MmapMut::map_anon(meta.len() as usize)
-                .map_err(|e| Error::io(what, e))?;
+            let mut anon =
+                memmap2::MmapMut::map_anon(meta.len() as usize).map_err(|e| Error::io(what, e))?;
             let mut f = file;
-            f.read_exact(&mut anon[..]).map_err(|e| Error::io(what, e))?;
+            f.read_exact(&mut anon[..])
+                .map_err(|e| Error::io(what, e))?;
             return anon.make_read_only().map_err(|e| Error::io(what, e));
         }
         // SAFETY: the map is read-only. A file truncated by another process
@@ -474,7 +478,8 @@ pub mod signals {
     use std::sync::Once;
 
     /// The temporary files being written (a model and its external data).
-    static TEMPS: [AtomicPtr<libc::c_char>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
+    static TEMPS: [AtomicPtr<libc::c_char>; 4] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
     /// A message naming the mapped inputs, for SIGBUS.
     static MAPPED_MSG: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
     static INTERRUPTIBLE: AtomicBool = AtomicBool::new(false);
@@ -503,7 +508,12 @@ pub mod signals {
         for (i, slot) in TEMPS.iter().enumerate() {
             let raw = name.as_ptr() as *mut libc::c_char;
             if slot
-                .compare_exchange(std::ptr::null_mut(), raw, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    raw,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
                 .is_ok()
             {
                 std::mem::forget(name);
@@ -669,7 +679,10 @@ mod tests {
         .unwrap();
         assert!(!old.exists());
         assert!(fresh.exists());
-        assert!(other.exists(), "another target's temporary file is not ours");
+        assert!(
+            other.exists(),
+            "another target's temporary file is not ours"
+        );
         assert_eq!(std::fs::read(&target).unwrap(), b"whole");
     }
 

@@ -374,7 +374,6 @@ pub fn is_view(target: &crate::ir::Target) -> bool {
         })
 }
 
-
 const FAMILIES: &str = include_str!("../data/op_families.txt");
 
 /// The op families, in the order `lib/data/op_families.txt` gives them:

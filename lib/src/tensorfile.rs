@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::zip::Archive;
 use crate::ir::Dtype;
+use crate::zip::Archive;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {

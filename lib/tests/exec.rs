@@ -176,7 +176,10 @@ fn every_rule_result_is_executed_or_lowered() {
             }
         }
     }
-    assert!(missing.is_empty(), "ops a rule emits that nothing runs: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "ops a rule emits that nothing runs: {missing:#?}"
+    );
 }
 
 /// The archives of a golden folder, sorted.
@@ -225,7 +228,12 @@ fn composite_fixtures_run_as_exported() {
 fn fallback_lowers_only_what_the_executor_lacks() {
     let program = read(&repo().join("golden/fallback/fb_rnn.pt2"));
     let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
-    let lowered: Vec<&str> = executor.fallback.lowered.iter().map(|l| l.op.as_str()).collect();
+    let lowered: Vec<&str> = executor
+        .fallback
+        .lowered
+        .iter()
+        .map(|l| l.op.as_str())
+        .collect();
     // The bidirectional LSTM is declined by the native row; the GRU has none.
     assert!(lowered.contains(&"aten.lstm.input"), "{lowered:?}");
     assert!(lowered.contains(&"aten.gru.input"), "{lowered:?}");

@@ -28,7 +28,13 @@ pub struct Lowered {
 
 impl std::fmt::Display for Lowered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "node {} ({}) lowered into {}", self.node, self.op, self.into.join(", "))
+        write!(
+            f,
+            "node {} ({}) lowered into {}",
+            self.node,
+            self.op,
+            self.into.join(", ")
+        )
     }
 }
 

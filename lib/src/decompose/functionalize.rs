@@ -16,11 +16,9 @@ use std::collections::HashMap;
 
 use super::args::{node_outputs, A};
 use super::edit::{named_args, sym_ints_arg, Emitter, Names};
-use crate::ir::{
-    Argument, Graph, InputKind, Node, OutputKind, Program, Target, ValueId,
-};
-use crate::schema;
 use crate::ir::substitute_values;
+use crate::ir::{Argument, Graph, InputKind, Node, OutputKind, Program, Target, ValueId};
+use crate::schema;
 use crate::{Error, Result};
 
 struct State {

@@ -6,13 +6,13 @@
 use std::collections::{HashMap, HashSet};
 
 use super::args::{node_outputs, A};
-use crate::ir::substitute_values;
-use crate::schema::mutates;
 use crate::blob::Blob;
+use crate::ir::substitute_values;
 use crate::ir::{
     Argument, Dtype, Graph, InputKind, Node, Program, Sym, TargetKind, TensorMeta, Value, ValueId,
     ValueKind, Weight, WeightKind,
 };
+use crate::schema::mutates;
 use crate::{Error, Result};
 
 pub type PassFn = fn(&mut Program) -> Result<usize>;

@@ -2107,7 +2107,10 @@ fn replication_pad1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     p2.extend([SymRef::Int(0), SymRef::Int(0)]);
     let y = em.op(
         "aten.replication_pad2d.default",
-        vec![("self", Argument::Tensor(x2)), ("padding", sym_ints_arg(&p2))],
+        vec![
+            ("self", Argument::Tensor(x2)),
+            ("padding", sym_ints_arg(&p2)),
+        ],
         meta,
     )?;
     Ok(vec![squeeze_dims(em, y, &[r - 1], Some(out))?])
@@ -2120,21 +2123,24 @@ fn same_args(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
         "aten.cdist.default" => "aten._cdist_forward.default",
         "aten.pdist.default" => "aten._pdist_forward.default",
         "aten.embedding_bag.padding_idx" => "aten._embedding_bag.default",
-        other => return Err(Error::internal(format!("same_args has no target for {other}"))),
+        other => {
+            return Err(Error::internal(format!(
+                "same_args has no target for {other}"
+            )))
+        }
     };
-    let args = a
-        .0
-        .inputs
-        .iter()
-        .map(|n| {
-            let arg = match (n.name.as_str(), &n.arg) {
-                // `int? padding_idx` (None: no padding row) is `int padding_idx=-1` there.
-                ("padding_idx", Argument::None) => Argument::Int(-1),
-                _ => n.arg.clone(),
-            };
-            (n.name.as_str(), arg)
-        })
-        .collect();
+    let args =
+        a.0.inputs
+            .iter()
+            .map(|n| {
+                let arg = match (n.name.as_str(), &n.arg) {
+                    // `int? padding_idx` (None: no padding row) is `int padding_idx=-1` there.
+                    ("padding_idx", Argument::None) => Argument::Int(-1),
+                    _ => n.arg.clone(),
+                };
+                (n.name.as_str(), arg)
+            })
+            .collect();
     let outs = a.outs();
     em.call(op, args, outs.iter().map(|&o| Out::Into(o)).collect())?;
     Ok(outs)

@@ -8,10 +8,10 @@
 //! a function) is refused with its name: nothing outside this list is
 //! ever constructed.
 
-use crate::zip::Archive;
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::{Device, Dtype, Layout, Sym, TensorMeta};
+use crate::zip::Archive;
 
 /// A tensor found in a `torch.save` pickle.
 pub struct SavedTensor {

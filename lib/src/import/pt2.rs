@@ -16,12 +16,12 @@ use serde_json::Value as Json;
 
 use super::json::{arr, boolean, float, int, name_field, obj, opt, req, string, union};
 use super::pickle;
-use crate::zip::Archive;
 use crate::blob::Blob;
 use crate::error::{Context, Error, Result};
+use crate::ir::validate::check_view;
 use crate::ir::*;
 use crate::schema;
-use crate::ir::validate::check_view;
+use crate::zip::Archive;
 
 /// Schema majors this reader understands (0.0 is torch's "unversioned").
 pub const SUPPORTED_SCHEMA_MAJOR: u32 = 8;
@@ -128,7 +128,8 @@ fn read_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
 
     let model_name = member(&format!("models/{}.json", opts.model));
     let aoti = member("data/aotinductor/");
-    if !archive.contains(&model_name) && archive.entries().iter().any(|e| e.name.starts_with(&aoti)) {
+    if !archive.contains(&model_name) && archive.entries().iter().any(|e| e.name.starts_with(&aoti))
+    {
         return Err(Error::unsupported(format!(
             "{path}: an AOTInductor package (compiled code under '{aoti}', written by torch._inductor.aoti_compile_and_package), not an exported program: save the ExportedProgram itself with torch.export.save(ep, \"model.pt2\") and read that"
         )));
@@ -374,7 +375,6 @@ fn read_payload_config(
     }
     Ok(())
 }
-
 
 // ---------------------------------------------------------------------------
 // model.json

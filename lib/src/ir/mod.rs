@@ -654,6 +654,8 @@ pub fn substitute_values(args: &mut [Argument], f: &dyn Fn(ValueId) -> ValueId) 
 impl Node {
     /// Replaces value references in this node's inputs.
     pub fn substitute_inputs(&mut self, f: &dyn Fn(ValueId) -> ValueId) {
-        self.inputs.iter_mut().for_each(|a| a.arg.substitute_values(f));
+        self.inputs
+            .iter_mut()
+            .for_each(|a| a.arg.substitute_values(f));
     }
 }

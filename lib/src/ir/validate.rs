@@ -108,7 +108,10 @@ pub fn validate_graph(graph: &Graph) -> Result<()> {
 }
 
 /// Checks that a strided view fits in its storage.
-pub fn check_view(meta: &crate::ir::TensorMeta, storage_bytes: usize) -> std::result::Result<(), String> {
+pub fn check_view(
+    meta: &crate::ir::TensorMeta,
+    storage_bytes: usize,
+) -> std::result::Result<(), String> {
     let sizes = meta.static_sizes().ok_or("symbolic sizes in a weight")?;
     let strides = meta
         .static_strides()

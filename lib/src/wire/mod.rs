@@ -399,7 +399,11 @@ pub fn read_program<R: Read>(r: &mut R, what: &str) -> Result<Program> {
 /// truncated or rewritten while mapped is caught as `output::inputs`
 /// describes (SIGBUS message, or a refused result); `--no-mmap` reads it
 /// into memory instead.
-pub fn read_program_file(file: File, path: Option<&std::path::Path>, what: &str) -> Result<Program> {
+pub fn read_program_file(
+    file: File,
+    path: Option<&std::path::Path>,
+    what: &str,
+) -> Result<Program> {
     let map = crate::output::inputs::map(&file, path, what)?;
     let mut input = Mapped {
         map: Arc::new(map),
