@@ -1,0 +1,101 @@
+//! Activation functions (relu, gelu, hardswish, softmax, ...): the executor rows.
+
+use super::*;
+
+unary_ops! {
+    tanh => |t| t.tanh();
+    sigmoid => |t| (t.neg()?.exp()? + 1.0)?.recip();
+    silu => |t| t.silu();
+}
+
+fn relu(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.relu())
+}
+
+fn gelu(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = match ctx.string("approximate")?.as_deref() {
+        Some("tanh") => x.t.gelu(),
+        _ => x.t.gelu_erf(),
+    }
+    .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn hardtanh(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let lo = ctx.opt_float("min_val")?.unwrap_or(-1.0);
+    let hi = ctx.opt_float("max_val")?.unwrap_or(1.0);
+    one(T::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
+}
+
+fn hardswish(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = (&x.t
+        * ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?)
+    .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn hardsigmoid(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let t = ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn softmax(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let x = match ctx.dtype("dtype") {
+        Some(d) => x.cast(d)?,
+        None => x,
+    };
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let log = ctx.node.target.name.contains("log_softmax");
+    one(softmax_impl(&x, d, log)?)
+}
+
+fn elu(ctx: &mut Ctx) -> R {
+    let alpha = ctx.opt_float("alpha")?.unwrap_or(1.0);
+    let scale = ctx.opt_float("scale")?.unwrap_or(1.0);
+    let input_scale = ctx.opt_float("input_scale")?.unwrap_or(1.0);
+    host_unary_with(ctx, true, move |v| {
+        if v > 0.0 {
+            scale * v
+        } else {
+            scale * alpha * ((v * input_scale).exp() - 1.0)
+        }
+    })
+}
+
+fn leaky_relu(ctx: &mut Ctx) -> R {
+    let slope = ctx.opt_float("negative_slope")?.unwrap_or(0.01);
+    let x = ctx.tensor("self")?;
+    let neg = x.t.affine(slope, 0.0).map_err(ce)?;
+    let t =
+        x.t.ge(0f64)
+            .and_then(|m| m.where_cond(&x.t, &neg))
+            .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.tanh.default", tanh),
+    ("aten.sigmoid.default", sigmoid),
+    ("aten.silu.default", silu),
+    ("aten.silu_.default", silu),
+    ("aten.relu.default", relu),
+    ("aten.relu_.default", relu),
+    ("aten.gelu.default", gelu),
+    ("aten.hardtanh.default", hardtanh),
+    ("aten.hardtanh_.default", hardtanh),
+    ("aten.hardswish.default", hardswish),
+    ("aten.hardswish_.default", hardswish),
+    ("aten.hardsigmoid.default", hardsigmoid),
+    ("aten._softmax.default", softmax),
+    ("aten.softmax.int", softmax),
+    ("aten._log_softmax.default", softmax),
+    ("aten.log_softmax.int", softmax),
+    ("aten.elu.default", elu),
+    ("aten.leaky_relu.default", leaky_relu),
+];

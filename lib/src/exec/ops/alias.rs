@@ -1,0 +1,150 @@
+//! Identities, copies, casts, clones and aliasing views: the executor rows.
+
+use super::*;
+
+fn identity(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(x.t.contiguous().map_err(ce)?, x.dtype))
+}
+
+fn dropout(ctx: &mut Ctx) -> R {
+    if ctx.has("train") && ctx.bool("train")? {
+        return Err(unsupported(
+            "dropout in training mode (export the model in eval mode)",
+        ));
+    }
+    let x = ctx.tensor(if ctx.node.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    })?;
+    one(x)
+}
+
+fn to_copy(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = ctx.dtype("dtype").unwrap_or(x.dtype);
+    one(x.cast(d)?)
+}
+
+fn assert_metadata(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("a")?;
+    if let Some(d) = ctx.dtype("dtype") {
+        if d != x.dtype {
+            return Err(Error::bad_input(format!(
+                "tensor metadata assertion failed: dtype {} is not {}",
+                x.dtype.torch_name(),
+                d.torch_name()
+            )));
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn copy(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let src = ctx.tensor("src")?.cast(x.dtype)?;
+    one(T::new(
+        src.t
+            .broadcast_as(x.dims())
+            .and_then(|t| t.contiguous())
+            .map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn assert_scalar(ctx: &mut Ctx) -> R {
+    let ok = match ctx.value("self")? {
+        RV::Bool(b) => b,
+        RV::Int(i) => i != 0,
+        RV::Float(f) => f != 0.0,
+        other => return Err(Error::bad_input(format!("assertion on {other:?}"))),
+    };
+    if !ok {
+        let msg = ctx.string("assert_msg")?.unwrap_or_default();
+        return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
+    }
+    Ok(Vec::new())
+}
+
+/// `aten._assert_async.msg`: a tensor condition checked when the graph
+/// runs (torch raises; so does the executor).
+fn assert_async(ctx: &mut Ctx) -> R {
+    let cond = ctx.tensor("self")?.to_host()?.to_f64();
+    if cond.iter().any(|v| *v == 0.0) {
+        let msg = ctx.string("assert_msg")?.unwrap_or_default();
+        return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
+    }
+    Ok(Vec::new())
+}
+
+/// `native_dropout(input, p, train)`: deterministic when it is not
+/// training or p is 0 or 1.
+fn native_dropout(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let p = ctx.float("p")?;
+    let train = ctx.has("train") && ctx.bool("train")?;
+    let keep = if !train || p == 0.0 {
+        true
+    } else if p == 1.0 {
+        false
+    } else {
+        return Err(unsupported(
+            "native_dropout in training with 0 < p < 1 (random)",
+        ));
+    };
+    let mask = CT::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
+    let y = if keep {
+        x.clone()
+    } else {
+        T::new(x.t.zeros_like().map_err(ce)?, x.dtype)
+    };
+    Ok(vec![RV::T(y), RV::T(T::new(mask, Dtype::Bool))])
+}
+
+/// `resize_` to at most as many elements: the first ones, reshaped (more
+/// would be uninitialised memory).
+fn resize(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let shape: Vec<usize> = ctx
+        .ints("size")?
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
+    let n: usize = shape.iter().product();
+    let have = x.t.elem_count();
+    if n > have {
+        return Err(unsupported(
+            "resize_ to more elements (they would be uninitialised)",
+        ));
+    }
+    let t =
+        x.t.flatten_all()
+            .and_then(|t| t.narrow(0, 0, n))
+            .and_then(|t| t.reshape(shape))
+            .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.contiguous.default", identity),
+    ("aten.clone.default", identity),
+    ("aten.alias.default", identity),
+    ("aten.detach.default", identity),
+    ("aten.detach_.default", identity),
+    ("aten.lift_fresh_copy.default", identity),
+    ("aten.dropout.default", dropout),
+    ("aten._to_copy.default", to_copy),
+    ("aten.to.dtype", to_copy),
+    ("aten._assert_tensor_metadata.default", assert_metadata),
+    ("aten._assert_scalar.default", assert_scalar),
+    ("aten._assert_async.msg", assert_async),
+    ("aten._assert_async.default", assert_async),
+    ("aten.copy.default", copy),
+    ("aten.native_dropout.default", native_dropout),
+    ("aten.resize_.default", resize),
+    ("aten.to.dtype_layout", to_copy),
+    ("aten.to.device", to_copy),
+    ("aten.dropout_.default", dropout),
+];

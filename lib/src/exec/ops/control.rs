@@ -1,0 +1,227 @@
+//! Control flow: cond, while_loop, map and other higher-order ops: the executor rows.
+
+use super::*;
+
+/// `higher_order.wrap_with_set_grad_enabled(enabled, subgraph, *operands)`:
+/// gradients do not exist here, so it runs the subgraph.
+fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
+    let sub = match ctx.input_arg(1) {
+        Some(Argument::Graph(g)) => g,
+        _ => {
+            return Err(Error::bad_input(
+                "wrap_with_set_grad_enabled without a subgraph",
+            ))
+        }
+    };
+    let operands = (2..ctx.node.inputs.len())
+        .map(|i| ctx.input(i))
+        .collect::<Result<Vec<_>>>()?;
+    ctx.exec
+        .run_graph(&sub.graph, operands, ctx.bindings)
+        .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
+}
+
+/// A predicate as torch reads one: a bool, an int, or a one-element tensor.
+fn truth(v: &RV, what: &str) -> Result<bool> {
+    match v {
+        RV::Bool(b) => Ok(*b),
+        RV::Int(i) => Ok(*i != 0),
+        RV::T(t) => {
+            let vals = t.to_host()?.to_f64();
+            match vals.as_slice() {
+                [v] => Ok(*v != 0.0),
+                _ => Err(Error::bad_input(format!(
+                    "{what} is a tensor of shape {:?}, not one value",
+                    t.dims()
+                ))),
+            }
+        }
+        other => Err(Error::bad_input(format!("{what} is {other:?}"))),
+    }
+}
+
+/// The subgraph at input `i`.
+fn subgraph_at<'a>(ctx: &'a Ctx, i: usize, what: &str) -> Result<&'a Subgraph> {
+    match ctx.input_arg(i) {
+        Some(Argument::Graph(g)) => Ok(g),
+        _ => Err(Error::bad_input(format!(
+            "{} without its {what} subgraph (input {i})",
+            ctx.node.target
+        ))),
+    }
+}
+
+/// The values of a list input (operands, carried or mapped tensors); an
+/// absent input is an empty list.
+fn list_at(ctx: &Ctx, i: usize) -> Result<Vec<RV>> {
+    if ctx.input_arg(i).is_none() {
+        return Ok(Vec::new());
+    }
+    Ok(match ctx.input(i)? {
+        RV::List(items) => items,
+        RV::None => Vec::new(),
+        other => vec![other],
+    })
+}
+
+/// Runs a subgraph on its inputs, named in errors.
+fn run_subgraph(ctx: &Ctx, sub: &Subgraph, inputs: Vec<RV>) -> R {
+    if inputs.len() != sub.graph.inputs.len() {
+        return Err(Error::bad_input(format!(
+            "subgraph '{}' takes {} inputs, but {} are given",
+            sub.name,
+            sub.graph.inputs.len(),
+            inputs.len()
+        )));
+    }
+    ctx.exec
+        .run_graph(&sub.graph, inputs, ctx.bindings)
+        .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
+}
+
+fn cond(ctx: &mut Ctx) -> R {
+    let pred = truth(&ctx.input(0)?, "the cond predicate")?;
+    let branch = subgraph_at(ctx, if pred { 1 } else { 2 }, "branch")?;
+    let operands = list_at(ctx, 3)?;
+    run_subgraph(ctx, branch, operands)
+}
+
+/// `while_loop(cond_graph, body_graph, carried, additional)`, as torch
+/// runs it: while the cond graph, on (carried, additional), returns true,
+/// the body graph on the same values gives the next carried values. The
+/// result is the last carried values (the initial ones when the body
+/// never runs).
+fn while_loop(ctx: &mut Ctx) -> R {
+    let cond_graph = subgraph_at(ctx, 0, "cond")?;
+    let body_graph = subgraph_at(ctx, 1, "body")?;
+    let mut carried = list_at(ctx, 2)?;
+    let additional = list_at(ctx, 3)?;
+    let with_additional = |carried: &[RV]| {
+        let mut inputs = carried.to_vec();
+        inputs.extend(additional.iter().cloned());
+        inputs
+    };
+    loop {
+        let pred = run_subgraph(ctx, cond_graph, with_additional(&carried))?;
+        let [pred] = pred.as_slice() else {
+            return Err(Error::bad_input(format!(
+                "subgraph '{}' returned {} values, not one predicate",
+                cond_graph.name,
+                pred.len()
+            )));
+        };
+        if !truth(pred, "the while_loop condition")? {
+            return Ok(carried);
+        }
+        let next = run_subgraph(ctx, body_graph, with_additional(&carried))?;
+        if next.len() != carried.len() {
+            return Err(Error::bad_input(format!(
+                "subgraph '{}' returned {} values for {} carried inputs",
+                body_graph.name,
+                next.len(),
+                carried.len()
+            )));
+        }
+        carried = next;
+    }
+}
+
+/// `map_impl(body_graph, xs, args)`: the body on slice i (along dim 0) of
+/// every xs, with args, for each i; each output is the body's results
+/// stacked along a new dim 0.
+fn map_impl(ctx: &mut Ctx) -> R {
+    let body = subgraph_at(ctx, 0, "body")?;
+    let xs: Vec<T> = list_at(ctx, 1)?
+        .into_iter()
+        .map(|v| match v {
+            RV::T(t) if t.rank() > 0 => Ok(t),
+            other => Err(Error::bad_input(format!(
+                "map_impl maps over tensors with a dim 0, not {other:?}"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let args = list_at(ctx, 2)?;
+    let Some(n) = xs.first().map(|x| x.dims()[0]) else {
+        return Err(Error::bad_input("map_impl without tensors to map over"));
+    };
+    if let Some(x) = xs.iter().find(|x| x.dims()[0] != n) {
+        return Err(Error::bad_input(format!(
+            "map_impl over dim 0 of sizes {n} and {}",
+            x.dims()[0]
+        )));
+    }
+    let count = ctx.node.outputs.len();
+    let mut slices: Vec<Vec<CT>> = vec![Vec::with_capacity(n); count];
+    let mut dtypes: Vec<Option<Dtype>> = vec![None; count];
+    for i in 0..n {
+        let mut inputs = Vec::with_capacity(xs.len() + args.len());
+        for x in &xs {
+            inputs.push(RV::T(T::new(x.t.get(i).map_err(ce)?, x.dtype)));
+        }
+        inputs.extend(args.iter().cloned());
+        let outs = run_subgraph(ctx, body, inputs)?;
+        if outs.len() != count {
+            return Err(Error::bad_input(format!(
+                "subgraph '{}' returned {} values, the node has {count} outputs",
+                body.name,
+                outs.len()
+            )));
+        }
+        for (k, out) in outs.into_iter().enumerate() {
+            let RV::T(t) = out else {
+                return Err(Error::unsupported(format!(
+                    "map_impl output {k} is {out:?}, not a tensor"
+                )));
+            };
+            dtypes[k] = Some(t.dtype);
+            slices[k].push(t.t);
+        }
+    }
+    let mut result = Vec::with_capacity(count);
+    for (k, parts) in slices.into_iter().enumerate() {
+        let t = match dtypes[k] {
+            Some(dtype) => T::new(CT::stack(&parts, 0).map_err(ce)?, dtype),
+            None => empty_output(ctx, k)?,
+        };
+        result.push(RV::T(t));
+    }
+    Ok(result)
+}
+
+/// Output `k` of the node, empty (a map over zero slices), from its
+/// recorded dtype and sizes.
+fn empty_output(ctx: &Ctx, k: usize) -> Result<T> {
+    let meta = match ctx.node.outputs.get(k) {
+        Some(Argument::Tensor(v)) => match &ctx.graph.value(*v).kind {
+            ValueKind::Tensor(meta) => meta,
+            _ => return Err(Error::bad_input(format!("output {k} is not a tensor"))),
+        },
+        _ => return Err(Error::bad_input(format!("output {k} is not a tensor"))),
+    };
+    let inner: Vec<usize> = meta
+        .sizes
+        .iter()
+        .skip(1)
+        .map(|s| match s {
+            Sym::Int(v) => Ok(*v as usize),
+            other => Err(Error::unsupported(format!(
+                "an empty map output with symbolic size {other:?}"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let mut shape = vec![0];
+    shape.extend(inner);
+    let t = CT::zeros(shape, storage_dtype(meta.dtype)?, ctx.device()).map_err(ce)?;
+    Ok(T::new(t, meta.dtype))
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("higher_order.cond", cond),
+    ("higher_order.while_loop", while_loop),
+    ("higher_order.map_impl", map_impl),
+    (
+        "higher_order.wrap_with_set_grad_enabled",
+        wrap_with_set_grad_enabled,
+    ),
+];

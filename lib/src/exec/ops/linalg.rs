@@ -1,0 +1,139 @@
+//! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the executor rows.
+
+use super::*;
+
+fn matmul(ctx: &mut Ctx) -> R {
+    let a = ctx.tensor("self")?;
+    let b = ctx.tensor(if ctx.node.arg("mat2").is_some() {
+        "mat2"
+    } else {
+        "other"
+    })?;
+    one(matmul_t(&a, &b)?)
+}
+
+fn addmm(ctx: &mut Ctx) -> R {
+    let bias = ctx.tensor("self")?;
+    let a = ctx.tensor("mat1")?;
+    let b = ctx.tensor("mat2")?;
+    let beta = if ctx.has("beta") {
+        ctx.float("beta")?
+    } else {
+        1.0
+    };
+    let alpha = if ctx.has("alpha") {
+        ctx.float("alpha")?
+    } else {
+        1.0
+    };
+    let mut p = matmul_t(&a, &b)?;
+    if alpha != 1.0 {
+        p.t = p.t.affine(alpha, 0.0).map_err(ce)?;
+    }
+    let bias = bias.cast(p.dtype)?;
+    let bias_t = if beta != 1.0 {
+        bias.t.affine(beta, 0.0).map_err(ce)?
+    } else {
+        bias.t
+    };
+    one(T::new(p.t.broadcast_add(&bias_t).map_err(ce)?, p.dtype))
+}
+
+pub(super) fn linear(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let w = ctx.tensor("weight")?;
+    let wt = T::new(w.t.t().map_err(ce)?, w.dtype);
+    let mut y = matmul_t(&x, &wt)?;
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
+    }
+    one(y)
+}
+
+/// The p-norm of a difference vector, as torch's pdist/cdist kernels
+/// special-case p: 0 counts nonzeros, infinity takes the maximum.
+fn p_norm(diffs: impl Iterator<Item = f64>, p: f64) -> f64 {
+    if p == 0.0 {
+        diffs.filter(|d| *d != 0.0).count() as f64
+    } else if p.is_infinite() {
+        diffs.map(f64::abs).fold(0.0, f64::max)
+    } else if p == 1.0 {
+        diffs.map(f64::abs).sum()
+    } else if p == 2.0 {
+        diffs.map(|d| d * d).sum::<f64>().sqrt()
+    } else {
+        diffs.map(|d| d.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+/// `_pdist_forward(self [n, m], p)`: distances of rows i < j, row-major.
+fn pdist(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let p = ctx.opt_float("p")?.unwrap_or(2.0);
+    if x.rank() != 2 || p < 0.0 {
+        return Err(Error::bad_input(
+            "_pdist_forward takes a 2-D input and p >= 0",
+        ));
+    }
+    let (n, m) = (x.dims()[0], x.dims()[1]);
+    let v = host_f64(&x)?;
+    let mut out = Vec::with_capacity(n * n.saturating_sub(1) / 2);
+    for i in 0..n {
+        for j in i + 1..n {
+            let (a, b) = (&v[i * m..(i + 1) * m], &v[j * m..(j + 1) * m]);
+            out.push(p_norm(a.iter().zip(b).map(|(x, y)| x - y), p));
+        }
+    }
+    one(from_f64(&out, &[out.len()], x.dtype, ctx.device())?)
+}
+
+/// `_cdist_forward(x1 [.., p, m], x2 [.., r, m], p, compute_mode)`: the
+/// batch dims broadcast. Distances are computed directly (torch's matmul
+/// form for p = 2 differs only by rounding).
+fn cdist(ctx: &mut Ctx) -> R {
+    let a = ctx.tensor("x1")?;
+    let b = ctx.tensor("x2")?;
+    let p = ctx.float("p")?;
+    if a.rank() < 2 || b.rank() < 2 || a.dims()[a.rank() - 1] != b.dims()[b.rank() - 1] || p < 0.0 {
+        return Err(Error::bad_input(format!(
+            "_cdist_forward of {:?} and {:?} with p = {p}",
+            a.dims(),
+            b.dims()
+        )));
+    }
+    let (pa, m) = (a.dims()[a.rank() - 2], a.dims()[a.rank() - 1]);
+    let rb = b.dims()[b.rank() - 2];
+    let batch = broadcast_shape(&[&a.dims()[..a.rank() - 2], &b.dims()[..b.rank() - 2]])?;
+    let expand = |t: &T, rows: usize| -> Result<Vec<f64>> {
+        let mut to = batch.clone();
+        to.extend([rows, m]);
+        broadcast_host(t, &to)
+    };
+    let (va, vb) = (expand(&a, pa)?, expand(&b, rb)?);
+    let nb: usize = batch.iter().product();
+    let mut out = Vec::with_capacity(nb * pa * rb);
+    for k in 0..nb {
+        for i in 0..pa {
+            let x = &va[(k * pa + i) * m..][..m];
+            for j in 0..rb {
+                let y = &vb[(k * rb + j) * m..][..m];
+                out.push(p_norm(x.iter().zip(y).map(|(x, y)| x - y), p));
+            }
+        }
+    }
+    let mut shape = batch.clone();
+    shape.extend([pa, rb]);
+    let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
+    one(from_f64(&out, &shape, dt, ctx.device())?)
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.mm.default", matmul),
+    ("aten.bmm.default", matmul),
+    ("aten.matmul.default", matmul),
+    ("aten.addmm.default", addmm),
+    ("aten.linear.default", linear),
+    ("aten._pdist_forward.default", pdist),
+    ("aten._cdist_forward.default", cdist),
+];

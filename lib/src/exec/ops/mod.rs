@@ -1,0 +1,358 @@
+//! Op implementations, registered once by op identity in the rows of
+//! their family's file (`pointwise.rs`, `conv.rs`, ...; the families of
+//! `lib/data/op_families.txt`), joined in [`FAMILIES`].
+//! Each reads its arguments by schema name through [`Ctx`] and returns one
+//! value per node output. Where candle is narrower than ATen (per-dim
+//! padding, pooling padding and ceil_mode, attention, bool and int8), the
+//! gap is closed here with PyTorch's semantics.
+
+use super::promote::{result_type, Rank};
+use super::{ce, storage_dtype, Ctx, RV, T};
+use crate::error::{Error, Result};
+use crate::ir::{Argument, Dtype, Subgraph, Sym, ValueKind};
+use candle_core::{DType, Tensor as CT};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+macro_rules! unary_ops {
+    ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> R { unary_float(ctx, $f) } )* };
+}
+
+mod activation;
+mod alias;
+mod attention;
+mod control;
+mod conv;
+mod create;
+mod index;
+mod linalg;
+mod norm;
+mod pointwise;
+mod pool;
+mod reduce;
+mod resample;
+mod rnn;
+mod shape;
+mod sym;
+
+pub type OpFn = fn(&mut Ctx) -> Result<Vec<RV>>;
+
+type R = Result<Vec<RV>>;
+
+fn one(t: T) -> R {
+    Ok(vec![RV::T(t)])
+}
+
+fn unsupported(what: impl Into<String>) -> Error {
+    Error::unsupported(what.into())
+}
+
+/// Negative dims count from the end.
+fn dim(d: i64, rank: usize) -> Result<usize> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d + r } else { d };
+    if n < 0 || n >= r {
+        return Err(Error::bad_input(format!(
+            "dim {d} is out of range for rank {rank}"
+        )));
+    }
+    Ok(n as usize)
+}
+
+fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
+    let t = CT::new(v, dev)
+        .map_err(ce)?
+        .to_dtype(storage_dtype(dtype)?)
+        .map_err(ce)?;
+    Ok(T::new(t, dtype))
+}
+
+fn unary_float(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+    let x = ctx.tensor("self")?;
+    let x = if x.dtype.is_floating() {
+        x
+    } else {
+        x.cast(Dtype::Float32)?
+    };
+    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+}
+
+fn same_dtype_unary(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+}
+
+fn broadcast_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; rank];
+    for s in shapes {
+        for (i, &d) in s.iter().enumerate() {
+            let o = &mut out[rank - s.len() + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(Error::bad_input(format!(
+                    "shapes {shapes:?} do not broadcast"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn squeeze_dims(t: CT, dims: &[usize]) -> Result<CT> {
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut t = t;
+    for d in sorted.iter().rev() {
+        t = t.squeeze(*d).map_err(ce)?;
+    }
+    Ok(t)
+}
+
+fn softmax_impl(x: &T, d: usize, log: bool) -> Result<T> {
+    let x = if x.dtype.is_floating() {
+        x.clone()
+    } else {
+        x.cast(Dtype::Float32)?
+    };
+    let compute = if x.dtype == Dtype::Float64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let t = x.t.to_dtype(compute).map_err(ce)?;
+    let max = t.max_keepdim(d).map_err(ce)?;
+    let shifted = t.broadcast_sub(&max).map_err(ce)?;
+    let e = shifted.exp().map_err(ce)?;
+    let s = e.sum_keepdim(d).map_err(ce)?;
+    let r = if log {
+        shifted.broadcast_sub(&s.log().map_err(ce)?)
+    } else {
+        e.broadcast_div(&s)
+    }
+    .map_err(ce)?;
+    Ok(T::new(
+        r.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> R {
+    let t = CT::full(value, shape, ctx.device())
+        .and_then(|t| {
+            t.to_dtype(storage_dtype(dtype).map_err(|e| candle_core::Error::Msg(e.to_string()))?)
+        })
+        .map_err(ce)?;
+    one(T::new(t, dtype))
+}
+
+fn matmul_t(a: &T, b: &T) -> Result<T> {
+    let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
+    let (x, y) = (a.cast(dt)?.t, b.cast(dt)?.t);
+    let t = match (x.rank(), y.rank()) {
+        (1, 1) => x
+            .unsqueeze(0)
+            .and_then(|x| x.matmul(&y.unsqueeze(1)?))
+            .and_then(|t| t.reshape(())),
+        (1, _) => x
+            .unsqueeze(0)
+            .and_then(|x| x.broadcast_matmul(&y))
+            .and_then(|t| t.squeeze(t.rank() - 2)),
+        (_, 1) => y
+            .unsqueeze(1)
+            .and_then(|y| x.broadcast_matmul(&y))
+            .and_then(|t| t.squeeze(t.rank() - 1)),
+        _ => x.broadcast_matmul(&y),
+    }
+    .map_err(ce)?;
+    Ok(T::new(t, dt))
+}
+
+fn pair(v: &[i64], default: usize) -> (usize, usize) {
+    match v {
+        [] => (default, default),
+        [a] => (*a as usize, *a as usize),
+        [a, b, ..] => (*a as usize, *b as usize),
+    }
+}
+
+fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f64) -> Result<CT> {
+    let rank = t.rank();
+    let mut t = t.clone();
+    if value == 0.0 {
+        if top + bottom > 0 {
+            t = t.pad_with_zeros(rank - 2, top, bottom).map_err(ce)?;
+        }
+        if left + right > 0 {
+            t = t.pad_with_zeros(rank - 1, left, right).map_err(ce)?;
+        }
+        return Ok(t);
+    }
+    let pad = |t: CT, d: usize, a: usize, b: usize| -> Result<CT> {
+        if a + b == 0 {
+            return Ok(t);
+        }
+        let mut shape = t.dims().to_vec();
+        let mut parts = Vec::new();
+        if a > 0 {
+            shape[d] = a;
+            parts.push(
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)?,
+            );
+        }
+        parts.push(t.clone());
+        if b > 0 {
+            shape[d] = b;
+            parts.push(
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)?,
+            );
+        }
+        CT::cat(&parts, d).map_err(ce)
+    };
+    let t = pad(t, rank - 2, top, bottom)?;
+    pad(t, rank - 1, left, right)
+}
+
+//
+// Ops candle lacks are computed elementwise on the host in f64: exact
+// enough for every dtype here and simple; they are rare in real graphs.
+
+fn from_f64(vals: &[f64], shape: &[usize], dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
+    let t = CT::from_slice(vals, shape, dev).map_err(ce)?;
+    T::new(t, Dtype::Float64).cast(dtype)
+}
+
+fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> R {
+    let x = ctx.tensor("self")?;
+    let out = if float_out && !x.dtype.is_floating() {
+        Dtype::Float32
+    } else {
+        x.dtype
+    };
+    let vals: Vec<f64> = x.to_host()?.to_f64().into_iter().map(f).collect();
+    one(from_f64(&vals, x.dims(), out, ctx.device())?)
+}
+
+//
+// Pooling with padding, ceil_mode, dilation, divisor_override, used
+// indices, or three spatial dims, as torch's CPU kernels compute it. One
+// routine serves 1-, 2- and 3-D: missing leading spatial dims are size 1
+// with kernel 1. The common inference cases keep candle's kernels.
+
+/// A tensor's values as f64, with its dims.
+fn host_f64(x: &T) -> Result<Vec<f64>> {
+    Ok(x.to_host()?.to_f64())
+}
+
+/// A per-dim pooling argument: one value for every dim, or one each.
+fn per_dim(v: &[i64], n: usize, default: &[usize]) -> Vec<usize> {
+    match v.len() {
+        0 => default.to_vec(),
+        1 => vec![v[0].max(0) as usize; n],
+        _ => v.iter().map(|&x| x.max(0) as usize).collect(),
+    }
+}
+
+/// Strides (in elements) that read a row-major tensor of `shape` broadcast
+/// to `to`: 0 on broadcast dims.
+fn broadcast_strides(shape: &[usize], to: &[usize]) -> Vec<usize> {
+    let own = crate::ir::contiguous_strides(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>());
+    let lead = to.len() - shape.len();
+    (0..to.len())
+        .map(|i| {
+            if i < lead || shape[i - lead] == 1 {
+                0
+            } else {
+                own[i - lead] as usize
+            }
+        })
+        .collect()
+}
+
+/// Values of `t` broadcast to `to`, row-major.
+fn broadcast_host(t: &T, to: &[usize]) -> Result<Vec<f64>> {
+    let vals = host_f64(t)?;
+    broadcast_shape(&[t.dims(), to]).and_then(|b| {
+        if b != to {
+            Err(Error::bad_input(format!(
+                "shape {:?} does not broadcast to {to:?}",
+                t.dims()
+            )))
+        } else {
+            Ok(())
+        }
+    })?;
+    let strides = broadcast_strides(t.dims(), to);
+    let n: usize = to.iter().product();
+    Ok((0..n)
+        .map(|k| {
+            let mut rem = k;
+            let mut src = 0;
+            for (axis, size) in to.iter().enumerate().rev() {
+                src += (rem % size) * strides[axis];
+                rem /= size;
+            }
+            vals[src]
+        })
+        .collect())
+}
+
+/// Arguments a row does not handle, as data: such a node is lowered
+/// through the decomposition table instead (`decompose::fallback`).
+const DECLINES: &[(&str, fn(&crate::ir::Node) -> bool)] = &[
+    // The native LSTM runs one direction; the rule unrolls both.
+    ("aten.lstm.input", |n| {
+        matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
+    }),
+];
+
+/// Whether the row of `op` declines this node's arguments.
+pub fn declines(op: &str, node: &crate::ir::Node) -> bool {
+    DECLINES.iter().any(|(o, f)| *o == op && f(node))
+}
+
+/// The implementation of an op, by identity (`aten.add.Tensor`).
+pub fn lookup(op: &str) -> Option<OpFn> {
+    static MAP: OnceLock<HashMap<&'static str, OpFn>> = OnceLock::new();
+    MAP.get_or_init(|| rows().map(|(_, op, f)| (op, f)).collect())
+        .get(op)
+        .copied()
+}
+
+/// Every op identity the executor implements.
+pub fn supported() -> impl Iterator<Item = &'static str> {
+    rows().map(|(_, op, _)| op)
+}
+
+/// Every row with its family: (family, op identity, implementation).
+pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, OpFn)> {
+    FAMILIES
+        .iter()
+        .flat_map(|(family, rows)| rows.iter().map(move |(op, f)| (*family, *op, *f)))
+}
+
+/// Every family's rows, in family order.
+const FAMILIES: &[(&str, &[(&str, OpFn)])] = &[
+    ("pointwise", pointwise::ROWS),
+    ("activation", activation::ROWS),
+    ("reduce", reduce::ROWS),
+    ("shape", shape::ROWS),
+    ("index", index::ROWS),
+    ("create", create::ROWS),
+    ("alias", alias::ROWS),
+    ("linalg", linalg::ROWS),
+    ("conv", conv::ROWS),
+    ("pool", pool::ROWS),
+    ("resample", resample::ROWS),
+    ("norm", norm::ROWS),
+    ("rnn", rnn::ROWS),
+    ("attention", attention::ROWS),
+    ("sym", sym::ROWS),
+    ("control", control::ROWS),
+];

@@ -1,0 +1,249 @@
+//! Normalisation: batch, layer, group and instance norm: the executor rows.
+
+use super::*;
+
+fn channel_view(t: &T, rank: usize) -> Result<CT> {
+    let mut shape = vec![1usize; rank];
+    shape[1] = t.t.elem_count();
+    t.t.reshape(shape).map_err(ce)
+}
+
+/// Inference batch norm as one scale and one shift per channel, computed
+/// on the (small) channel vectors, so the activation is touched twice.
+fn batch_norm_core(x: &T, w: Option<T>, b: Option<T>, mean: &T, var: &T, eps: f64) -> Result<T> {
+    let r = x.rank();
+    let dt = x.dtype;
+    let inv = (var.cast(dt)?.t + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let scale = match &w {
+        Some(w) => inv.mul(&w.cast(dt)?.t).map_err(ce)?,
+        None => inv,
+    };
+    let mut shift = mean
+        .cast(dt)?
+        .t
+        .mul(&scale)
+        .and_then(|t| t.neg())
+        .map_err(ce)?;
+    if let Some(b) = &b {
+        shift = shift.add(&b.cast(dt)?.t).map_err(ce)?;
+    }
+    let scale = channel_view(&T::new(scale, dt), r)?;
+    let shift = channel_view(&T::new(shift, dt), r)?;
+    let y =
+        x.t.broadcast_mul(&scale)
+            .and_then(|t| t.broadcast_add(&shift))
+            .map_err(ce)?;
+    Ok(T::new(y, dt))
+}
+
+fn batch_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let training = ctx.node.arg("training").is_some() && ctx.bool("training")?;
+    if training {
+        return Err(unsupported(
+            "batch norm in training mode (export the model in eval mode)",
+        ));
+    }
+    let mean = ctx
+        .opt_tensor("running_mean")?
+        .ok_or_else(|| unsupported("batch norm without running stats"))?;
+    let var = ctx
+        .opt_tensor("running_var")?
+        .ok_or_else(|| unsupported("batch norm without running stats"))?;
+    let y = batch_norm_core(
+        &x,
+        ctx.opt_tensor("weight")?,
+        ctx.opt_tensor("bias")?,
+        &mean,
+        &var,
+        ctx.float("eps")?,
+    )?;
+    let mut outs = vec![RV::T(y)];
+    for i in 1..ctx.node.outputs.len() {
+        // In inference torch returns empty save_mean / save_rstd.
+        let empty = CT::zeros(0, storage_dtype(x.dtype)?, ctx.device()).map_err(ce)?;
+        outs.push(if ctx.output_used(i) || ctx.node.outputs.len() == 3 {
+            RV::T(T::new(empty, x.dtype))
+        } else {
+            RV::None
+        });
+    }
+    Ok(outs)
+}
+
+fn layer_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let shape = ctx.ints("normalized_shape")?;
+    let eps = ctx.opt_float("eps")?.unwrap_or(1e-5);
+    let dims: Vec<usize> = (x.rank() - shape.len()..x.rank()).collect();
+    let compute = if x.dtype == Dtype::Float64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let t = x.t.to_dtype(compute).map_err(ce)?;
+    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered
+        .sqr()
+        .and_then(|c| c.mean_keepdim(dims.clone()))
+        .map_err(ce)?;
+    let rstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y = centered.broadcast_mul(&rstd).map_err(ce)?;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y
+            .broadcast_mul(&w.t.to_dtype(compute).map_err(ce)?)
+            .map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y
+            .broadcast_add(&b.t.to_dtype(compute).map_err(ce)?)
+            .map_err(ce)?;
+    }
+    let y = T::new(y.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?, x.dtype);
+    let mut outs = vec![RV::T(y)];
+    if ctx.node.outputs.len() == 3 {
+        outs.push(RV::T(T::new(
+            mean,
+            if compute == DType::F64 {
+                Dtype::Float64
+            } else {
+                Dtype::Float32
+            },
+        )));
+        outs.push(RV::T(T::new(
+            rstd,
+            if compute == DType::F64 {
+                Dtype::Float64
+            } else {
+                Dtype::Float32
+            },
+        )));
+    }
+    Ok(outs)
+}
+
+fn group_norm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let groups = ctx.int("group")? as usize;
+    let eps = ctx.float("eps")?;
+    let dims = x.dims().to_vec();
+    let (n, c) = (dims[0], dims[1]);
+    let t =
+        x.t.to_dtype(DType::F32)
+            .and_then(|t| t.reshape((n, groups, ())))
+            .map_err(ce)?;
+    let mean = t.mean_keepdim(2).map_err(ce)?;
+    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered.sqr().and_then(|v| v.mean_keepdim(2)).map_err(ce)?;
+    let rstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y = centered
+        .broadcast_mul(&rstd)
+        .and_then(|y| y.reshape(dims.clone()))
+        .map_err(ce)?;
+    let mut cshape = vec![1usize; dims.len()];
+    cshape[1] = c;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y
+            .broadcast_mul(
+                &w.t.to_dtype(DType::F32)
+                    .and_then(|w| w.reshape(cshape.clone()))
+                    .map_err(ce)?,
+            )
+            .map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y
+            .broadcast_add(
+                &b.t.to_dtype(DType::F32)
+                    .and_then(|b| b.reshape(cshape.clone()))
+                    .map_err(ce)?,
+            )
+            .map_err(ce)?;
+    }
+    let y = T::new(y, Dtype::Float32).cast(x.dtype)?;
+    Ok(vec![
+        RV::T(y),
+        RV::T(T::new(mean.squeeze(2).map_err(ce)?, Dtype::Float32)),
+        RV::T(T::new(rstd.squeeze(2).map_err(ce)?, Dtype::Float32)),
+    ])
+}
+
+/// `_native_batch_norm_legit` (`.default`, `.no_stats`): in training, the
+/// batch's own statistics (biased variance), returned as save_mean and
+/// save_invstd. The running stats are not updated (the executor runs
+/// inference).
+fn batch_norm_legit(ctx: &mut Ctx) -> R {
+    let has_stats = ctx.node.target.overload != "no_stats";
+    if has_stats && !ctx.bool("training")? {
+        return batch_norm(ctx);
+    }
+    let x = ctx.tensor("input")?;
+    if x.rank() < 2 {
+        return Err(Error::bad_input("batch norm needs an input of rank >= 2"));
+    }
+    let eps = ctx.float("eps")?;
+    let r = x.rank();
+    let dims: Vec<usize> = (0..r).filter(|&d| d != 1).collect();
+    let xf = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let mean = xf.mean_keepdim(dims.clone()).map_err(ce)?;
+    let centered = xf.broadcast_sub(&mean).map_err(ce)?;
+    let var = centered
+        .sqr()
+        .and_then(|c| c.mean_keepdim(dims))
+        .map_err(ce)?;
+    let invstd = (var + eps)
+        .and_then(|v| v.sqrt())
+        .and_then(|v| v.recip())
+        .map_err(ce)?;
+    let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
+    if let Some(w) = ctx.opt_tensor("weight")? {
+        y = y
+            .broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?)
+            .map_err(ce)?;
+    }
+    if let Some(b) = ctx.opt_tensor("bias")? {
+        y = y
+            .broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?)
+            .map_err(ce)?;
+    }
+    let stats = if matches!(x.dtype, Dtype::Float16 | Dtype::BFloat16) {
+        Dtype::Float32
+    } else {
+        x.dtype
+    };
+    let c = x.dims()[1];
+    let flat = |t: CT| -> Result<RV> {
+        Ok(RV::T(
+            T::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?,
+        ))
+    };
+    Ok(vec![
+        RV::T(T::new(y, Dtype::Float64).cast(x.dtype)?),
+        flat(mean)?,
+        flat(invstd)?,
+    ])
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.batch_norm.default", batch_norm),
+    (
+        "aten._native_batch_norm_legit_no_training.default",
+        batch_norm,
+    ),
+    ("aten.layer_norm.default", layer_norm),
+    ("aten.native_layer_norm.default", layer_norm),
+    ("aten.native_group_norm.default", group_norm),
+    ("aten._native_batch_norm_legit.default", batch_norm_legit),
+    ("aten._native_batch_norm_legit.no_stats", batch_norm_legit),
+];

@@ -1,0 +1,544 @@
+//! Elementwise arithmetic, comparisons, logic and math functions: the executor rows.
+
+use super::*;
+
+/// An elementwise operand: a tensor or a Python number.
+enum Operand {
+    T(T),
+    S(f64, Dtype),
+}
+
+impl Operand {
+    fn from_rv(v: RV) -> Result<Operand> {
+        Ok(match v {
+            RV::T(t) => Operand::T(t),
+            RV::Int(i) => Operand::S(i as f64, Dtype::Int64),
+            RV::Float(f) => Operand::S(f, Dtype::Float32),
+            RV::Bool(b) => Operand::S(b as i64 as f64, Dtype::Bool),
+            other => {
+                return Err(Error::bad_input(format!(
+                    "expected a tensor or a number, found {other:?}"
+                )))
+            }
+        })
+    }
+
+    fn key(&self) -> (Dtype, Rank) {
+        match self {
+            Operand::T(t) if t.rank() == 0 => (t.dtype, Rank::ZeroDim),
+            Operand::T(t) => (t.dtype, Rank::Dim),
+            Operand::S(_, d) => (*d, Rank::Scalar),
+        }
+    }
+
+    fn as_tensor(&self, dtype: Dtype, dev: &candle_core::Device) -> Result<CT> {
+        match self {
+            Operand::T(t) => Ok(t.cast(dtype)?.t),
+            Operand::S(v, _) => Ok(scalar_tensor(*v, dtype, dev)?.t),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Bin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Xor,
+}
+
+fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
+    let a = Operand::from_rv(a)?;
+    let b = Operand::from_rv(b)?;
+    let dev = ctx.device();
+    let result = result_type(&[a.key(), b.key()]);
+    let compute = match op {
+        Bin::Div | Bin::Pow if !result.is_floating() => Dtype::Float32,
+        _ => result,
+    };
+    let x = a.as_tensor(compute, dev)?;
+    let mut y = b.as_tensor(compute, dev)?;
+    if let Some(alpha) = alpha.filter(|a| *a != 1.0) {
+        y = y
+            .broadcast_mul(&scalar_tensor(alpha, compute, dev)?.t)
+            .map_err(ce)?;
+    }
+    let logical = |t: &CT| t.ne(0f64);
+    let t = match op {
+        Bin::Add => x.broadcast_add(&y),
+        Bin::Sub => x.broadcast_sub(&y),
+        Bin::Mul => x.broadcast_mul(&y),
+        Bin::Div => x.broadcast_div(&y),
+        Bin::Max => x.broadcast_maximum(&y),
+        Bin::Min => x.broadcast_minimum(&y),
+        Bin::Pow => x.broadcast_pow(&y),
+        Bin::Eq => x.broadcast_eq(&y),
+        Bin::Ne => x.broadcast_ne(&y),
+        Bin::Lt => x.broadcast_lt(&y),
+        Bin::Le => x.broadcast_le(&y),
+        Bin::Gt => x.broadcast_gt(&y),
+        Bin::Ge => x.broadcast_ge(&y),
+        Bin::And | Bin::Or | Bin::Xor => {
+            // logical_*: nonzero is true whatever the dtype (the bitwise
+            // ops on integers go through `bitwise` instead)
+            let (p, q) = (logical(&x).map_err(ce)?, logical(&y).map_err(ce)?);
+            match op {
+                Bin::And => p.broadcast_mul(&q),
+                Bin::Or => p.broadcast_maximum(&q),
+                _ => p.broadcast_ne(&q),
+            }
+        }
+    }
+    .map_err(ce)?;
+    let out_dtype = match op {
+        Bin::Eq
+        | Bin::Ne
+        | Bin::Lt
+        | Bin::Le
+        | Bin::Gt
+        | Bin::Ge
+        | Bin::And
+        | Bin::Or
+        | Bin::Xor => Dtype::Bool,
+        _ => compute,
+    };
+    one(T::new(t, out_dtype))
+}
+
+fn binary(ctx: &mut Ctx, op: Bin) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let alpha = if ctx.has("alpha") {
+        Some(ctx.float("alpha")?)
+    } else {
+        None
+    };
+    binary_on(ctx, a, b, op, alpha)
+}
+
+macro_rules! binary_ops {
+    ($($name:ident => $op:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> R { binary(ctx, $op) } )* };
+}
+
+binary_ops! {
+    add => Bin::Add;
+    sub => Bin::Sub;
+    mul => Bin::Mul;
+    maximum => Bin::Max;
+    minimum => Bin::Min;
+    eq => Bin::Eq;
+    ne => Bin::Ne;
+    lt => Bin::Lt;
+    le => Bin::Le;
+    gt => Bin::Gt;
+    ge => Bin::Ge;
+    logical_and => Bin::And;
+    logical_or => Bin::Or;
+    logical_xor => Bin::Xor;
+}
+
+fn div(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let out = binary_on(ctx, a, b, Bin::Div, None)?;
+    match ctx.string("rounding_mode")?.as_deref() {
+        None => Ok(out),
+        Some(mode) => {
+            let RV::T(t) = &out[0] else { unreachable!() };
+            let a = Operand::from_rv(ctx.value("self")?)?;
+            let b = Operand::from_rv(ctx.value("other")?)?;
+            let result = result_type(&[a.key(), b.key()]);
+            let r = match mode {
+                "floor" => t.t.floor(),
+                "trunc" => {
+                    t.t.ge(0f64)
+                        .and_then(|p| p.where_cond(&t.t.floor()?, &t.t.ceil()?))
+                }
+                other => return Err(unsupported(format!("rounding_mode {other:?}"))),
+            }
+            .map_err(ce)?;
+            one(T::new(r, t.dtype).cast(result)?)
+        }
+    }
+}
+
+fn pow(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("exponent")?;
+    // A scalar exponent uses powf, which (unlike exp(log(x) * y)) is right
+    // for negative bases; the result dtype is torch's.
+    let e = match &b {
+        RV::Int(i) => Some(*i as f64),
+        RV::Float(f) => Some(*f),
+        _ => None,
+    };
+    if let (RV::T(t), Some(e)) = (&a, e) {
+        let out = result_type(&[
+            (t.dtype, Rank::Dim),
+            (
+                if matches!(b, RV::Int(_)) {
+                    Dtype::Int64
+                } else {
+                    Dtype::Float32
+                },
+                Rank::Scalar,
+            ),
+        ]);
+        if e == 2.0 {
+            return one(T::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
+        }
+        let r =
+            t.t.to_dtype(DType::F64)
+                .and_then(|x| x.powf(e))
+                .map_err(ce)?;
+        return one(T::new(r, Dtype::Float64).cast(out)?);
+    }
+    binary_on(ctx, a, b, Bin::Pow, None)
+}
+
+fn rsub(ctx: &mut Ctx) -> R {
+    let a = ctx.value("self")?;
+    let b = ctx.value("other")?;
+    let alpha = if ctx.has("alpha") {
+        Some(ctx.float("alpha")?)
+    } else {
+        None
+    };
+    binary_on(ctx, b, a, Bin::Sub, alpha)
+}
+
+unary_ops! {
+    sin => |t| t.sin();
+    cos => |t| t.cos();
+    exp => |t| t.exp();
+    log => |t| t.log();
+    sqrt => |t| t.sqrt();
+    erf => |t| t.erf();
+    rsqrt => |t| t.sqrt()?.recip();
+    reciprocal => |t| t.recip();
+}
+
+fn neg(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.neg())
+}
+
+fn abs(ctx: &mut Ctx) -> R {
+    same_dtype_unary(ctx, |t| t.abs())
+}
+
+fn clamp(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut t = x.t.clone();
+    if let Some(lo) = ctx.opt_float("min")? {
+        t = t.maximum(lo).map_err(ce)?;
+    }
+    if let Some(hi) = ctx.opt_float("max")? {
+        t = t.minimum(hi).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn logical_not(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
+}
+
+fn where_self(ctx: &mut Ctx) -> R {
+    let c = ctx.tensor("condition")?;
+    let a = Operand::from_rv(ctx.value("self")?)?;
+    let b = Operand::from_rv(ctx.value("other")?)?;
+    let dt = result_type(&[a.key(), b.key()]);
+    let x = a.as_tensor(dt, ctx.device())?;
+    let y = b.as_tensor(dt, ctx.device())?;
+    let shape = broadcast_shape(&[c.dims(), x.dims(), y.dims()])?;
+    let t =
+        c.t.broadcast_as(shape.clone())
+            .and_then(|c| c.where_cond(&x.broadcast_as(shape.clone())?, &y.broadcast_as(shape)?))
+            .map_err(ce)?;
+    one(T::new(t, dt))
+}
+
+fn diff(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if ctx.opt_int("n")?.unwrap_or(1) != 1 {
+        return Err(unsupported("diff with n > 1"));
+    }
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let mut parts = Vec::new();
+    if let Some(p) = ctx.opt_tensor("prepend")? {
+        parts.push(p.cast(x.dtype)?.t);
+    }
+    parts.push(x.t.clone());
+    if let Some(a) = ctx.opt_tensor("append")? {
+        parts.push(a.cast(x.dtype)?.t);
+    }
+    let full = CT::cat(&parts, d).map_err(ce)?;
+    let n = full.dims()[d];
+    if n == 0 {
+        return one(T::new(full, x.dtype));
+    }
+    let (hi, lo) = (
+        full.narrow(d, 1, n - 1).map_err(ce)?,
+        full.narrow(d, 0, n - 1).map_err(ce)?,
+    );
+    let t = if x.dtype == Dtype::Bool {
+        hi.ne(&lo)
+    } else {
+        hi.sub(&lo)
+    }
+    .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+macro_rules! host_unary_ops {
+    ($($name:ident => $float:expr, $f:expr;)*) => {
+        $( pub(super) fn $name(ctx: &mut Ctx) -> R { host_unary_with(ctx, $float, $f) } )*
+    };
+}
+
+host_unary_ops! {
+    acos => true, f64::acos;
+    acosh => true, f64::acosh;
+    asin => true, f64::asin;
+    asinh => true, f64::asinh;
+    atan => true, f64::atan;
+    atanh => true, f64::atanh;
+    cosh => true, f64::cosh;
+    sinh => true, f64::sinh;
+    tan => true, f64::tan;
+    expm1 => true, f64::exp_m1;
+    log10 => true, f64::log10;
+    log1p => true, f64::ln_1p;
+    log2 => true, f64::log2;
+    ceil => false, f64::ceil;
+    floor => false, f64::floor;
+    trunc => false, f64::trunc;
+    round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } };
+    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
+}
+
+fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> R {
+    let x = ctx.tensor("self")?;
+    let vals: Vec<u8> = x
+        .to_host()?
+        .to_f64()
+        .into_iter()
+        .map(|v| f(v) as u8)
+        .collect();
+    let t = CT::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
+    one(T::new(t, Dtype::Bool))
+}
+
+fn isnan(ctx: &mut Ctx) -> R {
+    bool_unary(ctx, f64::is_nan)
+}
+
+fn isinf(ctx: &mut Ctx) -> R {
+    bool_unary(ctx, f64::is_infinite)
+}
+
+fn bitwise_not(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.dtype == Dtype::Bool {
+        return one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool));
+    }
+    if x.dtype.is_floating() {
+        return Err(unsupported("bitwise_not on floats"));
+    }
+    host_unary_with(ctx, false, |v| !(v as i64) as f64)
+}
+
+/// Elementwise binary on the host with broadcasting and torch's promotion.
+fn host_binary(ctx: &mut Ctx, a: &str, b: &str, float_out: bool, f: impl Fn(f64, f64) -> f64) -> R {
+    let x = Operand::from_rv(ctx.value(a)?)?;
+    let y = Operand::from_rv(ctx.value(b)?)?;
+    let mut dt = result_type(&[x.key(), y.key()]);
+    if float_out && !dt.is_floating() {
+        dt = Dtype::Float32;
+    }
+    let dev = ctx.device().clone();
+    let xt = x.as_tensor(Dtype::Float64, &dev)?;
+    let yt = y.as_tensor(Dtype::Float64, &dev)?;
+    let shape = broadcast_shape(&[xt.dims(), yt.dims()])?;
+    let xv = xt
+        .broadcast_as(shape.clone())
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(ce)?;
+    let yv = yt
+        .broadcast_as(shape.clone())
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f64>())
+        .map_err(ce)?;
+    let vals: Vec<f64> = xv.iter().zip(&yv).map(|(p, q)| f(*p, *q)).collect();
+    one(from_f64(&vals, &shape, dt, &dev)?)
+}
+
+fn atan2(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", true, f64::atan2)
+}
+
+fn fmod(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", false, |a, b| a % b)
+}
+
+fn remainder(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "other", false, |a, b| {
+        let r = a % b;
+        if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+            r + b
+        } else {
+            r
+        }
+    })
+}
+
+fn pow_scalar_base(ctx: &mut Ctx) -> R {
+    host_binary(ctx, "self", "exponent", false, f64::powf)
+}
+
+fn clamp_tensor(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut out = RV::T(x);
+    if ctx.has("min") {
+        let lo = ctx.value("min")?;
+        out = binary_on(ctx, out, lo, Bin::Max, None)?.remove(0);
+    }
+    if ctx.has("max") {
+        let hi = ctx.value("max")?;
+        out = binary_on(ctx, out, hi, Bin::Min, None)?.remove(0);
+    }
+    Ok(vec![out])
+}
+
+fn div_scalar_mode(ctx: &mut Ctx) -> R {
+    div(ctx)
+}
+
+fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> R {
+    let a = Operand::from_rv(ctx.value("self")?)?;
+    let b = Operand::from_rv(ctx.value("other")?)?;
+    if result_type(&[a.key(), b.key()]) == Dtype::Bool {
+        let (a, b) = (ctx.value("self")?, ctx.value("other")?);
+        return binary_on(ctx, a, b, op, None);
+    }
+    host_binary(ctx, "self", "other", false, move |x, y| {
+        f(x as i64, y as i64) as f64
+    })
+}
+
+fn bitwise_and(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::And, |a, b| a & b)
+}
+
+fn bitwise_or(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::Or, |a, b| a | b)
+}
+
+fn bitwise_xor_op(ctx: &mut Ctx) -> R {
+    bitwise(ctx, Bin::Xor, |a, b| a ^ b)
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.add.Tensor", add),
+    ("aten.add.Scalar", add),
+    ("aten.add_.Tensor", add),
+    ("aten.add_.Scalar", add),
+    ("aten.sub.Tensor", sub),
+    ("aten.sub.Scalar", sub),
+    ("aten.rsub.Scalar", rsub),
+    ("aten.rsub.Tensor", rsub),
+    ("aten.mul.Tensor", mul),
+    ("aten.mul.Scalar", mul),
+    ("aten.mul_.Tensor", mul),
+    ("aten.div.Tensor", div),
+    ("aten.div.Scalar", div),
+    ("aten.div.Tensor_mode", div),
+    ("aten.pow.Tensor_Scalar", pow),
+    ("aten.pow.Tensor_Tensor", pow),
+    ("aten.maximum.default", maximum),
+    ("aten.minimum.default", minimum),
+    ("aten.eq.Tensor", eq),
+    ("aten.eq.Scalar", eq),
+    ("aten.ne.Tensor", ne),
+    ("aten.ne.Scalar", ne),
+    ("aten.lt.Tensor", lt),
+    ("aten.lt.Scalar", lt),
+    ("aten.le.Tensor", le),
+    ("aten.le.Scalar", le),
+    ("aten.gt.Tensor", gt),
+    ("aten.gt.Scalar", gt),
+    ("aten.ge.Tensor", ge),
+    ("aten.ge.Scalar", ge),
+    ("aten.logical_and.default", logical_and),
+    ("aten.logical_or.default", logical_or),
+    ("aten.logical_xor.default", logical_xor),
+    ("aten.bitwise_and.Tensor", bitwise_and),
+    ("aten.bitwise_or.Tensor", bitwise_or),
+    ("aten.__and__.Tensor", bitwise_and),
+    ("aten.__or__.Tensor", bitwise_or),
+    ("aten.logical_not.default", logical_not),
+    ("aten.where.self", where_self),
+    ("aten.sin.default", sin),
+    ("aten.cos.default", cos),
+    ("aten.exp.default", exp),
+    ("aten.log.default", log),
+    ("aten.sqrt.default", sqrt),
+    ("aten.rsqrt.default", rsqrt),
+    ("aten.reciprocal.default", reciprocal),
+    ("aten.erf.default", erf),
+    ("aten.neg.default", neg),
+    ("aten.abs.default", abs),
+    ("aten.clamp.default", clamp),
+    ("aten.acos.default", acos),
+    ("aten.acosh.default", acosh),
+    ("aten.asin.default", asin),
+    ("aten.asinh.default", asinh),
+    ("aten.atan.default", atan),
+    ("aten.atanh.default", atanh),
+    ("aten.cosh.default", cosh),
+    ("aten.sinh.default", sinh),
+    ("aten.tan.default", tan),
+    ("aten.expm1.default", expm1),
+    ("aten.log10.default", log10),
+    ("aten.log1p.default", log1p),
+    ("aten.log2.default", log2),
+    ("aten.ceil.default", ceil),
+    ("aten.floor.default", floor),
+    ("aten.trunc.default", trunc),
+    ("aten.round.default", round),
+    ("aten.sign.default", sign),
+    ("aten.isnan.default", isnan),
+    ("aten.isinf.default", isinf),
+    ("aten.bitwise_not.default", bitwise_not),
+    ("aten.atan2.default", atan2),
+    ("aten.fmod.Tensor", fmod),
+    ("aten.fmod.Scalar", fmod),
+    ("aten.remainder.Tensor", remainder),
+    ("aten.remainder.Scalar", remainder),
+    ("aten.bitwise_xor.Tensor", bitwise_xor_op),
+    ("aten.bitwise_xor.Scalar", bitwise_xor_op),
+    ("aten.bitwise_and.Scalar", bitwise_and),
+    ("aten.bitwise_or.Scalar", bitwise_or),
+    ("aten.pow.Scalar", pow_scalar_base),
+    ("aten.clamp.Tensor", clamp_tensor),
+    ("aten.div.Scalar_mode", div_scalar_mode),
+    ("aten.atan2.out", atan2),
+    ("aten.diff.default", diff),
+    ("aten.where.ScalarOther", where_self),
+    ("aten.where.ScalarSelf", where_self),
+    ("aten.where.Scalar", where_self),
+];

@@ -1,0 +1,494 @@
+//! Pooling: max, average and adaptive, 1-D to 3-D: the executor rows.
+
+use super::*;
+
+fn max_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = pair(&ctx.ints("kernel_size")?, 1);
+    let s = ctx.ints("stride").unwrap_or_default();
+    let s = if s.is_empty() { k } else { pair(&s, 1) };
+    let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
+    let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
+    if d != (1, 1) || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
+        return max_pool_host(ctx, &x, 2);
+    }
+    let ceil = ctx.opt_bool("ceil_mode", false)?;
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let out = |n: usize, k: usize, s: usize, p: usize| {
+        let span = n + 2 * p - k;
+        let mut o = if ceil {
+            span.div_ceil(s) + 1
+        } else {
+            span / s + 1
+        };
+        // the last window must start inside the input or left padding
+        if ceil && (o - 1) * s >= n + p {
+            o -= 1;
+        }
+        o
+    };
+    let (oh, ow) = (out(h, k.0, s.0, p.0), out(w, k.1, s.1, p.1));
+    let extra_h = ((oh - 1) * s.0 + k.0).saturating_sub(h + 2 * p.0);
+    let extra_w = ((ow - 1) * s.1 + k.1).saturating_sub(w + 2 * p.1);
+    let padded = pad_hw(
+        &x.t,
+        p.0,
+        p.0 + extra_h,
+        p.1,
+        p.1 + extra_w,
+        f64::NEG_INFINITY,
+    )?;
+    let y = padded.max_pool2d_with_stride(k, s).map_err(ce)?;
+    let mut outs = vec![RV::T(T::new(y, x.dtype))];
+    if ctx.node.outputs.len() > 1 {
+        outs.push(RV::None);
+    }
+    Ok(outs)
+}
+
+fn adaptive_avg_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let t = if h % oh == 0 && w % ow == 0 {
+        x.t.avg_pool2d_with_stride((h / oh, w / ow), (h / oh, w / ow))
+            .map_err(ce)?
+    } else {
+        // general case: each output cell averages its own window
+        let mut rows = Vec::new();
+        for i in 0..oh {
+            let (h0, h1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+            let mut cols = Vec::new();
+            for j in 0..ow {
+                let (w0, w1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+                let win =
+                    x.t.narrow(x.rank() - 2, h0, h1 - h0)
+                        .and_then(|t| t.narrow(x.rank() - 1, w0, w1 - w0))
+                        .and_then(|t| t.mean_keepdim(vec![x.rank() - 2, x.rank() - 1]))
+                        .map_err(ce)?;
+                cols.push(win);
+            }
+            rows.push(CT::cat(&cols, x.rank() - 1).map_err(ce)?);
+        }
+        CT::cat(&rows, x.rank() - 2).map_err(ce)?
+    };
+    one(T::new(t, x.dtype))
+}
+
+fn avg_pool(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = pair(&ctx.ints("kernel_size")?, 1);
+    let s = ctx.ints("stride").unwrap_or_default();
+    let s = if s.is_empty() { k } else { pair(&s, 1) };
+    let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
+    if p != (0, 0)
+        || ctx.opt_bool("ceil_mode", false)?
+        || ctx.opt_int("divisor_override")?.is_some()
+        || !x.dtype.is_floating()
+    {
+        if x.dtype.is_floating() && x.rank() >= 3 {
+            return avg_pool2d_padded(ctx, &x, 2);
+        }
+        return avg_pool_host(ctx, &x, 2);
+    }
+    one(T::new(
+        x.t.avg_pool2d_with_stride(k, s).map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out = ctx.ints("output_size")?[0] as usize;
+    let n = *x
+        .dims()
+        .last()
+        .ok_or_else(|| Error::bad_input("adaptive_avg_pool1d on a 0-d tensor"))?;
+    let last = x.rank() - 1;
+    let mut cols = Vec::new();
+    for j in 0..out {
+        let (a, b) = (j * n / out, ((j + 1) * n).div_ceil(out));
+        cols.push(
+            x.t.narrow(last, a, b - a)
+                .and_then(|t| t.mean_keepdim(last))
+                .map_err(ce)?,
+        );
+    }
+    one(T::new(CT::cat(&cols, last).map_err(ce)?, x.dtype))
+}
+
+/// Pooling geometry over three spatial dims (depth, height, width).
+struct Pool {
+    input: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 3],
+    dilation: [usize; 3],
+    output: [usize; 3],
+}
+
+/// torch's `pooling_output_shape`.
+fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
+    let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
+    let s = s as i64;
+    let mut o = if ceil {
+        (span + s - 1).div_euclid(s)
+    } else {
+        span.div_euclid(s)
+    } + 1;
+    if ceil && (o - 1) * s >= (n + p) as i64 {
+        o -= 1;
+    }
+    if o < 1 {
+        return Err(Error::bad_input(format!(
+            "pooling: output size {o} for input size {n}, kernel {k}, stride {s}, padding {p}"
+        )));
+    }
+    Ok(o as usize)
+}
+
+impl Pool {
+    /// Reads kernel_size, stride, padding, dilation and ceil_mode for `n`
+    /// spatial dims of `x`.
+    fn read(ctx: &Ctx, x: &T, n: usize) -> Result<Pool> {
+        if x.rank() < n + 1 {
+            return Err(Error::bad_input(format!(
+                "{n}-D pooling on a rank-{} tensor",
+                x.rank()
+            )));
+        }
+        let ints = |name: &str| -> Vec<i64> {
+            if ctx.has(name) {
+                ctx.ints(name).unwrap_or_default()
+            } else {
+                Vec::new()
+            }
+        };
+        let kernel = per_dim(&ints("kernel_size"), n, &vec![1; n]);
+        let stride = per_dim(&ints("stride"), n, &kernel);
+        let pad = per_dim(&ints("padding"), n, &vec![0; n]);
+        let dilation = per_dim(&ints("dilation"), n, &vec![1; n]);
+        let ceil = ctx.opt_bool("ceil_mode", false)?;
+        if [&kernel, &stride, &pad, &dilation]
+            .iter()
+            .any(|v| v.len() != n)
+            || kernel
+                .iter()
+                .chain(&stride)
+                .chain(&dilation)
+                .any(|&v| v == 0)
+        {
+            return Err(Error::bad_input(
+                "pooling: bad kernel_size, stride, padding or dilation",
+            ));
+        }
+        let mut p = Pool {
+            input: [1; 3],
+            kernel: [1; 3],
+            stride: [1; 3],
+            pad: [0; 3],
+            dilation: [1; 3],
+            output: [1; 3],
+        };
+        let dims = x.dims();
+        for i in 0..n {
+            let j = 3 - n + i;
+            p.input[j] = dims[dims.len() - n + i];
+            p.kernel[j] = kernel[i];
+            p.stride[j] = stride[i];
+            p.pad[j] = pad[i];
+            p.dilation[j] = dilation[i];
+            // torch's check, on the dilated kernel
+            if pad[i] > ((kernel[i] - 1) * dilation[i]).div_ceil(2) {
+                return Err(Error::bad_input(
+                    "pooling: padding should be at most half of the effective kernel size",
+                ));
+            }
+            p.output[j] = pool_len(
+                dims[dims.len() - n + i],
+                kernel[i],
+                stride[i],
+                pad[i],
+                dilation[i],
+                ceil,
+            )?;
+        }
+        Ok(p)
+    }
+
+    fn out_shape(&self, x: &T, n: usize) -> Vec<usize> {
+        let mut shape = x.dims()[..x.rank() - n].to_vec();
+        shape.extend(&self.output[3 - n..]);
+        shape
+    }
+
+    fn plane(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    fn out_plane(&self) -> usize {
+        self.output.iter().product()
+    }
+}
+
+/// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
+fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
+    let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
+    let p = Pool::read(ctx, x, n)?;
+    let vals = host_f64(x)?;
+    let planes = vals.len() / p.plane().max(1);
+    let [id, ih, iw] = p.input.map(|v| v as i64);
+    let mut out = Vec::with_capacity(planes * p.out_plane());
+    for plane in vals.chunks(p.plane().max(1)).take(planes) {
+        for ot in 0..p.output[0] {
+            for oh in 0..p.output[1] {
+                for ow in 0..p.output[2] {
+                    let range = |o: usize, a: usize, size: i64| {
+                        let start = (o * p.stride[a]) as i64 - p.pad[a] as i64;
+                        let end = (start + p.kernel[a] as i64).min(size + p.pad[a] as i64);
+                        (start, end)
+                    };
+                    let (t0, t1) = range(ot, 0, id);
+                    let (h0, h1) = range(oh, 1, ih);
+                    let (w0, w1) = range(ow, 2, iw);
+                    let pool_size = (t1 - t0) * (h1 - h0) * (w1 - w0);
+                    let (t0, h0, w0) = (t0.max(0), h0.max(0), w0.max(0));
+                    let (t1, h1, w1) = (t1.min(id), h1.min(ih), w1.min(iw));
+                    if t0 >= t1 || h0 >= h1 || w0 >= w1 {
+                        out.push(0.0);
+                        continue;
+                    }
+                    let mut sum = 0.0;
+                    for t in t0..t1 {
+                        for h in h0..h1 {
+                            let row = ((t * ih + h) * iw) as usize;
+                            sum += plane[row + w0 as usize..row + w1 as usize]
+                                .iter()
+                                .sum::<f64>();
+                        }
+                    }
+                    let factor = match divisor {
+                        Some(d) => d,
+                        None if count_include_pad => pool_size,
+                        None => (t1 - t0) * (h1 - h0) * (w1 - w0),
+                    };
+                    out.push(sum / factor as f64);
+                }
+            }
+        }
+    }
+    one(from_f64(&out, &p.out_shape(x, n), x.dtype, ctx.device())?)
+}
+
+/// 2-D average pooling with padding, ceil_mode or a divisor on the
+/// device: window sums from candle's pooling over the zero-padded input
+/// (widened so every window fits), each output scaled by torch's divisor
+/// for its window (computed on the host, one per output position).
+fn avg_pool2d_padded(ctx: &Ctx, x: &T, n: usize) -> R {
+    let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
+    let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
+    let p = Pool::read(ctx, x, n)?;
+    // 1-D pools as 2-D with a unit height
+    let x = if n == 1 {
+        T::new(x.t.unsqueeze(x.rank() - 1).map_err(ce)?, x.dtype)
+    } else {
+        x.clone()
+    };
+    let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
+        (p.input, p.kernel, p.stride, p.pad, p.output);
+    let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
+        ((o - 1) * s + k).saturating_sub(n + 2 * pad)
+    };
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    let padded = pad_hw(
+        &x.cast(compute)?.t,
+        ph,
+        ph + extra(oh, kh, sh, h, ph),
+        pw,
+        pw + extra(ow, kw, sw, w, pw),
+        0.0,
+    )?;
+    let r = x.rank();
+    let mean = padded
+        .avg_pool2d_with_stride((kh, kw), (sh, sw))
+        .and_then(|t| t.narrow(r - 2, 0, oh))
+        .and_then(|t| t.narrow(r - 1, 0, ow))
+        .map_err(ce)?;
+    let window = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
+        let start = (o * s) as i64 - pad as i64;
+        let end = (start + k as i64).min((n + pad) as i64);
+        let size = end - start;
+        (size, end.min(n as i64) - start.max(0))
+    };
+    let mut scale = Vec::with_capacity(oh * ow);
+    for i in 0..oh {
+        let (size_h, inside_h) = window(i, kh, sh, h, ph);
+        for j in 0..ow {
+            let (size_w, inside_w) = window(j, kw, sw, w, pw);
+            let factor = match divisor {
+                _ if inside_h <= 0 || inside_w <= 0 => 0.0,
+                Some(d) => d as f64,
+                None if count_include_pad => (size_h * size_w) as f64,
+                None => (inside_h * inside_w) as f64,
+            };
+            scale.push(if factor == 0.0 {
+                0.0
+            } else {
+                (kh * kw) as f64 / factor
+            });
+        }
+    }
+    let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
+    let mut y = mean.broadcast_mul(&scale.t).map_err(ce)?;
+    if n == 1 {
+        y = y.squeeze(r - 2).map_err(ce)?;
+    }
+    one(T::new(y, compute).cast(x.dtype)?)
+}
+
+/// Max pooling with indices (flat positions in each input plane), as
+/// torch's CPU kernel computes it: NaN wins, the first maximum is kept.
+fn max_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let p = Pool::read(ctx, x, n)?;
+    let vals = host_f64(x)?;
+    let planes = vals.len() / p.plane().max(1);
+    let [id, ih, iw] = p.input.map(|v| v as i64);
+    let mut out = Vec::with_capacity(planes * p.out_plane());
+    let mut indices: Vec<i64> = Vec::with_capacity(planes * p.out_plane());
+    for plane in vals.chunks(p.plane().max(1)).take(planes) {
+        for ot in 0..p.output[0] {
+            for oh in 0..p.output[1] {
+                for ow in 0..p.output[2] {
+                    let range = |o: usize, a: usize, size: i64| {
+                        let mut start = (o * p.stride[a]) as i64 - p.pad[a] as i64;
+                        let d = p.dilation[a] as i64;
+                        let end = (start + (p.kernel[a] as i64 - 1) * d + 1).min(size);
+                        while start < 0 {
+                            start += d;
+                        }
+                        (start, end, d as usize)
+                    };
+                    let (t0, t1, dt) = range(ot, 0, id);
+                    let (h0, h1, dh) = range(oh, 1, ih);
+                    let (w0, w1, dw) = range(ow, 2, iw);
+                    let mut best = f64::NEG_INFINITY;
+                    let mut at = (t0 * ih + h0) * iw + w0;
+                    for t in (t0..t1).step_by(dt) {
+                        for h in (h0..h1).step_by(dh) {
+                            for w in (w0..w1).step_by(dw) {
+                                let i = (t * ih + h) * iw + w;
+                                let v = plane[i as usize];
+                                if v > best || v.is_nan() {
+                                    best = v;
+                                    at = i;
+                                }
+                            }
+                        }
+                    }
+                    out.push(best);
+                    indices.push(at);
+                }
+            }
+        }
+    }
+    let shape = p.out_shape(x, n);
+    let values = from_f64(&out, &shape, x.dtype, ctx.device())?;
+    let mut outs = vec![RV::T(values)];
+    if ctx.node.outputs.len() > 1 {
+        let idx = CT::from_vec(indices, shape, ctx.device()).map_err(ce)?;
+        outs.push(RV::T(T::new(idx, Dtype::Int64)));
+    }
+    Ok(outs)
+}
+
+fn avg_pool1d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.dtype.is_floating() && x.rank() >= 2 {
+        return avg_pool2d_padded(ctx, &x, 1);
+    }
+    avg_pool_host(ctx, &x, 1)
+}
+
+fn avg_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    avg_pool_host(ctx, &x, 3)
+}
+
+fn max_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    max_pool_host(ctx, &x, 3)
+}
+
+/// Adaptive average pooling over the last `n` dims: output cell i of a
+/// dim averages input [floor(i * in / out), ceil((i + 1) * in / out)).
+fn adaptive_avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+    let sizes = ctx.ints("output_size")?;
+    if x.rank() < n || sizes.len() != n || sizes.iter().any(|&s| s < 0) {
+        return Err(Error::bad_input(format!(
+            "adaptive pooling of a rank-{} tensor to {sizes:?}",
+            x.rank()
+        )));
+    }
+    let mut input = [1usize; 3];
+    let mut output = [1usize; 3];
+    for i in 0..n {
+        input[3 - n + i] = x.dims()[x.rank() - n + i];
+        output[3 - n + i] = sizes[i] as usize;
+    }
+    let vals = host_f64(x)?;
+    let plane: usize = input.iter().product();
+    let window = |o: usize, a: usize| {
+        (
+            o * input[a] / output[a],
+            ((o + 1) * input[a]).div_ceil(output[a]),
+        )
+    };
+    let mut out = Vec::new();
+    for src in vals.chunks(plane.max(1)).take(vals.len() / plane.max(1)) {
+        for ot in 0..output[0] {
+            let (t0, t1) = window(ot, 0);
+            for oh in 0..output[1] {
+                let (h0, h1) = window(oh, 1);
+                for ow in 0..output[2] {
+                    let (w0, w1) = window(ow, 2);
+                    let mut sum = 0.0;
+                    for t in t0..t1 {
+                        for h in h0..h1 {
+                            let row = (t * input[1] + h) * input[2];
+                            sum += src[row + w0..row + w1].iter().sum::<f64>();
+                        }
+                    }
+                    out.push(sum / ((t1 - t0) * (h1 - h0) * (w1 - w0)) as f64);
+                }
+            }
+        }
+    }
+    let mut shape = x.dims()[..x.rank() - n].to_vec();
+    shape.extend(sizes.iter().map(|&s| s as usize));
+    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+}
+
+fn adaptive_avg_pool3d(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    adaptive_avg_pool_host(ctx, &x, 3)
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.max_pool2d.default", max_pool),
+    ("aten.max_pool2d_with_indices.default", max_pool),
+    ("aten.avg_pool2d.default", avg_pool),
+    ("aten.adaptive_avg_pool2d.default", adaptive_avg_pool),
+    ("aten._adaptive_avg_pool2d.default", adaptive_avg_pool),
+    ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool1d),
+    ("aten.avg_pool1d.default", avg_pool1d),
+    ("aten.avg_pool3d.default", avg_pool3d),
+    ("aten.max_pool3d_with_indices.default", max_pool3d),
+    ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool3d),
+    ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
+];

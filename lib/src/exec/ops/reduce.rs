@@ -1,0 +1,341 @@
+//! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the executor rows.
+
+use super::*;
+
+fn reduce_dims(ctx: &Ctx, x: &T) -> Result<Vec<usize>> {
+    let dims = if ctx.node.arg("dim").is_some() {
+        ctx.ints("dim")?
+    } else {
+        Vec::new()
+    };
+    if dims.is_empty() {
+        return Ok((0..x.rank()).collect());
+    }
+    dims.iter().map(|&d| dim(d, x.rank())).collect()
+}
+
+pub(super) fn sum(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out_dtype = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
+    reduce_over_dims(ctx, x, out_dtype, |t, dims| t.sum_keepdim(dims))
+}
+
+pub(super) fn mean(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out_dtype = ctx.dtype("dtype").unwrap_or(x.dtype);
+    reduce_over_dims(ctx, x, out_dtype, |t, dims| t.mean_keepdim(dims))
+}
+
+/// sum / mean: in `out_dtype`, over the `dim` argument (all dims when
+/// absent), keeping or dropping the reduced dims.
+fn reduce_over_dims(
+    ctx: &Ctx,
+    x: T,
+    out_dtype: Dtype,
+    f: fn(&CT, Vec<usize>) -> candle_core::Result<CT>,
+) -> R {
+    let x = x.cast(out_dtype)?;
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    if x.rank() == 0 {
+        return one(x);
+    }
+    let t = f(&x.t, dims.clone()).map_err(ce)?;
+    one(T::new(
+        if keep { t } else { squeeze_dims(t, &dims)? },
+        out_dtype,
+    ))
+}
+
+fn reduce_each(
+    ctx: &mut Ctx,
+    f: fn(&CT, usize) -> candle_core::Result<CT>,
+    out: Option<Dtype>,
+) -> R {
+    let x = ctx.tensor("self")?;
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let mut t = x.t.clone();
+    for &d in &dims {
+        t = f(&t, d).map_err(ce)?;
+    }
+    let t = if keep { t } else { squeeze_dims(t, &dims)? };
+    one(T::new(t, out.unwrap_or(x.dtype)))
+}
+
+fn amax(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.max_keepdim(d), None)
+}
+
+fn amin(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.min_keepdim(d), None)
+}
+
+fn any(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(Dtype::Bool))
+}
+
+fn all(ctx: &mut Ctx) -> R {
+    reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(Dtype::Bool))
+}
+
+fn argmax(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let (t, d) = match ctx.opt_int("dim")? {
+        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        None => (x.t.flatten_all().map_err(ce)?, 0),
+    };
+    let r = t
+        .argmax_keepdim(d)
+        .map_err(ce)?
+        .to_dtype(DType::I64)
+        .map_err(ce)?;
+    one(T::new(
+        if keep { r } else { r.squeeze(d).map_err(ce)? },
+        Dtype::Int64,
+    ))
+}
+
+fn topk(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let k = ctx.int("k")? as usize;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let largest = ctx.opt_bool("largest", true)?;
+    let last = x.rank() - 1;
+    let moved = if d == last {
+        x.t.clone()
+    } else {
+        x.t.transpose(d, last).map_err(ce)?
+    }
+    .contiguous()
+    .map_err(ce)?;
+    let idx = moved
+        .arg_sort_last_dim(!largest)
+        .map_err(ce)?
+        .narrow(last, 0, k)
+        .map_err(ce)?
+        .contiguous()
+        .map_err(ce)?;
+    let vals = moved.gather(&idx, last).map_err(ce)?;
+    let back = |t: CT| {
+        if d == last {
+            Ok(t)
+        } else {
+            t.transpose(d, last).map_err(ce)
+        }
+    };
+    let idx = back(idx.to_dtype(DType::I64).map_err(ce)?)?;
+    Ok(vec![
+        RV::T(T::new(back(vals)?, x.dtype)),
+        RV::T(T::new(idx, Dtype::Int64)),
+    ])
+}
+
+fn cumsum(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
+    let t =
+        x.t.to_dtype(DType::F64)
+            .and_then(|t| t.cumsum(d))
+            .map_err(ce)?;
+    one(T::new(t, Dtype::Float64).cast(out)?)
+}
+
+fn minmax_dim(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        return Ok(vec![RV::T(x), zero]);
+    }
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let is_max = ctx.node.target.name == "max";
+    let (v, i) = if is_max {
+        (x.t.max_keepdim(d), x.t.argmax_keepdim(d))
+    } else {
+        (x.t.min_keepdim(d), x.t.argmin_keepdim(d))
+    };
+    let (v, i) = (
+        v.map_err(ce)?,
+        i.and_then(|i| i.to_dtype(DType::I64)).map_err(ce)?,
+    );
+    let (v, i) = if keep {
+        (v, i)
+    } else {
+        (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?)
+    };
+    Ok(vec![
+        RV::T(T::new(v, x.dtype)),
+        RV::T(T::new(i, Dtype::Int64)),
+    ])
+}
+
+fn argmin(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let (t, d) = match ctx.opt_int("dim")? {
+        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        None => (x.t.flatten_all().map_err(ce)?, 0),
+    };
+    let r = t
+        .argmin_keepdim(d)
+        .and_then(|t| t.to_dtype(DType::I64))
+        .map_err(ce)?;
+    one(T::new(
+        if keep { r } else { r.squeeze(d).map_err(ce)? },
+        Dtype::Int64,
+    ))
+}
+
+fn prod(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
+        x.dtype
+    } else {
+        Dtype::Int64
+    });
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let h = x.to_host()?;
+    let vals = h.to_f64();
+    let dims = x.dims().to_vec();
+    let d = match ctx.opt_int("dim")? {
+        Some(d) => Some(dim(d, x.rank())?),
+        None => None,
+    };
+    let Some(d) = d.filter(|_| !dims.is_empty()) else {
+        return one(from_f64(&[vals.iter().product()], &[], out, ctx.device())?);
+    };
+    let outer: usize = dims[..d].iter().product();
+    let inner: usize = dims[d + 1..].iter().product();
+    let n = dims[d];
+    let mut res = vec![1.0; outer * inner];
+    for o in 0..outer {
+        for k in 0..n {
+            for i in 0..inner {
+                res[o * inner + i] *= vals[(o * n + k) * inner + i];
+            }
+        }
+    }
+    let mut shape = dims.clone();
+    if keep {
+        shape[d] = 1;
+    } else {
+        shape.remove(d);
+    }
+    one(from_f64(&res, &shape, out, ctx.device())?)
+}
+
+fn var(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let x = if x.dtype.is_floating() {
+        x
+    } else {
+        x.cast(Dtype::Float32)?
+    };
+    let dims = reduce_dims(ctx, &x)?;
+    let keep = ctx.opt_bool("keepdim", false)?;
+    let correction = if ctx.has("correction") {
+        ctx.float("correction")?
+    } else if ctx.has("unbiased") {
+        ctx.bool("unbiased")? as i64 as f64
+    } else {
+        1.0
+    };
+    let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
+    let t = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let ss = t
+        .broadcast_sub(&mean)
+        .and_then(|c| c.sqr())
+        .and_then(|c| c.sum_keepdim(dims.clone()))
+        .map_err(ce)?;
+    let v = (ss / (n as f64 - correction)).map_err(ce)?;
+    let v = if keep { v } else { squeeze_dims(v, &dims)? };
+    one(T::new(v, Dtype::Float64).cast(x.dtype)?)
+}
+
+fn sort(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let desc = ctx.opt_bool("descending", false)?;
+    if x.rank() == 0 {
+        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        return Ok(vec![RV::T(x), zero]);
+    }
+    let last = x.rank() - 1;
+    let moved = if d == last {
+        x.t.clone()
+    } else {
+        x.t.transpose(d, last).map_err(ce)?
+    }
+    .contiguous()
+    .map_err(ce)?;
+    // arg_sort is not stable; torch's sort with stable=False is not either,
+    // but a stable order is what torch returns on CPU for small inputs.
+    let h = T::new(moved.clone(), x.dtype).to_host()?;
+    let vals = h.to_f64();
+    let n = *moved.dims().last().unwrap_or(&1);
+    let mut idx = Vec::with_capacity(vals.len());
+    for row in vals.chunks(n.max(1)) {
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        order.sort_by(|&a, &b| {
+            let o = row[a]
+                .partial_cmp(&row[b])
+                .unwrap_or_else(|| row[a].is_nan().cmp(&row[b].is_nan()));
+            if desc {
+                o.reverse()
+            } else {
+                o
+            }
+        });
+        idx.extend(order.into_iter().map(|i| i as i64));
+    }
+    let it = CT::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
+    let sorted = moved.gather(&it, last).map_err(ce)?;
+    let back = |t: CT| {
+        if d == last {
+            Ok(t)
+        } else {
+            t.transpose(d, last).map_err(ce)
+        }
+    };
+    Ok(vec![
+        RV::T(T::new(back(sorted)?, x.dtype)),
+        RV::T(T::new(back(it)?, Dtype::Int64)),
+    ])
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.sum.default", sum),
+    ("aten.sum.dim_IntList", sum),
+    ("aten.mean.dim", mean),
+    ("aten.mean.default", mean),
+    ("aten.amax.default", amax),
+    ("aten.amin.default", amin),
+    ("aten.any.dim", any),
+    ("aten.any.dims", any),
+    ("aten.any.default", any),
+    ("aten.all.dim", all),
+    ("aten.argmax.default", argmax),
+    ("aten.topk.default", topk),
+    ("aten.max.dim", minmax_dim),
+    ("aten.min.dim", minmax_dim),
+    ("aten.argmin.default", argmin),
+    ("aten.prod.default", prod),
+    ("aten.prod.dim_int", prod),
+    ("aten.var.correction", var),
+    ("aten.var.dim", var),
+    ("aten.sort.default", sort),
+    ("aten.cumsum.default", cumsum),
+];

@@ -1,0 +1,91 @@
+//! Recurrent layers (LSTM, GRU, RNN) and their cells: the executor rows.
+
+use super::*;
+
+fn sigmoid_ct(t: &CT) -> Result<CT> {
+    t.neg()
+        .and_then(|t| t.exp())
+        .and_then(|t| t + 1.0)
+        .and_then(|t| t.recip())
+        .map_err(ce)
+}
+
+/// `aten.lstm.input`: unidirectional, no projections.
+fn lstm(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("input")?;
+    let hx: Vec<T> = ctx.tensors("hx")?.into_iter().flatten().collect();
+    let params: Vec<T> = ctx.tensors("params")?.into_iter().flatten().collect();
+    let has_biases = ctx.bool("has_biases")?;
+    let layers = ctx.int("num_layers")? as usize;
+    if ctx.bool("bidirectional")? {
+        return Err(unsupported("bidirectional LSTM"));
+    }
+    if ctx.bool("train")? && ctx.float("dropout")? > 0.0 {
+        return Err(unsupported("LSTM dropout in training mode"));
+    }
+    let batch_first = ctx.bool("batch_first")?;
+    let per_layer = if has_biases { 4 } else { 2 };
+    if params.len() != per_layer * layers || hx.len() != 2 {
+        return Err(unsupported(
+            "LSTM with projections or an unexpected parameter layout",
+        ));
+    }
+    let dt = x.dtype;
+    let mut seq = if batch_first {
+        x.t.transpose(0, 1).map_err(ce)?
+    } else {
+        x.t.clone()
+    }; // [T, B, I]
+    let steps = seq.dims()[0];
+    let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
+    for l in 0..layers {
+        let p = &params[l * per_layer..(l + 1) * per_layer];
+        let w_ih = p[0].cast(dt)?.t.t().map_err(ce)?;
+        let w_hh = p[1].cast(dt)?.t.t().map_err(ce)?;
+        let bias = if has_biases {
+            Some(p[2].cast(dt)?.t.add(&p[3].cast(dt)?.t).map_err(ce)?)
+        } else {
+            None
+        };
+        let mut h = hx[0].cast(dt)?.t.get(l).map_err(ce)?;
+        let mut c = hx[1].cast(dt)?.t.get(l).map_err(ce)?;
+        let hidden = h.dims()[1];
+        let mut outs = Vec::with_capacity(steps);
+        for t in 0..steps {
+            let xt = seq.get(t).map_err(ce)?;
+            let mut gates = xt
+                .matmul(&w_ih)
+                .and_then(|g| g.add(&h.matmul(&w_hh)?))
+                .map_err(ce)?;
+            if let Some(b) = &bias {
+                gates = gates.broadcast_add(b).map_err(ce)?;
+            }
+            let chunk = |k: usize| gates.narrow(1, k * hidden, hidden).map_err(ce);
+            let (i, f, g, o) = (
+                sigmoid_ct(&chunk(0)?)?,
+                sigmoid_ct(&chunk(1)?)?,
+                chunk(2)?.tanh().map_err(ce)?,
+                sigmoid_ct(&chunk(3)?)?,
+            );
+            c = f.mul(&c).and_then(|fc| fc.add(&i.mul(&g)?)).map_err(ce)?;
+            h = o.mul(&c.tanh().map_err(ce)?).map_err(ce)?;
+            outs.push(h.clone());
+        }
+        seq = CT::stack(&outs, 0).map_err(ce)?;
+        h_n.push(h);
+        c_n.push(c);
+    }
+    let output = if batch_first {
+        seq.transpose(0, 1).map_err(ce)?
+    } else {
+        seq
+    };
+    Ok(vec![
+        RV::T(T::new(output, dt)),
+        RV::T(T::new(CT::stack(&h_n, 0).map_err(ce)?, dt)),
+        RV::T(T::new(CT::stack(&c_n, 0).map_err(ce)?, dt)),
+    ])
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[("aten.lstm.input", lstm)];

@@ -1,0 +1,413 @@
+//! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the executor rows.
+
+use super::*;
+
+fn resolve_shape(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
+    let known: i64 = shape.iter().filter(|&&s| s != -1).product();
+    shape
+        .iter()
+        .map(|&s| {
+            if s == -1 {
+                if known == 0 {
+                    Ok(0)
+                } else {
+                    Ok(numel / known as usize)
+                }
+            } else if s < 0 {
+                Err(Error::bad_input(format!("negative size {s}")))
+            } else {
+                Ok(s as usize)
+            }
+        })
+        .collect()
+}
+
+fn reshape(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let name = if ctx.node.arg("size").is_some() {
+        "size"
+    } else {
+        "shape"
+    };
+    let shape = resolve_shape(&ctx.ints(name)?, x.t.elem_count())?;
+    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+fn permute(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let dims: Vec<usize> = ctx
+        .ints("dims")?
+        .iter()
+        .map(|&d| dim(d, x.rank()))
+        .collect::<Result<_>>()?;
+    one(T::new(x.t.permute(dims).map_err(ce)?, x.dtype))
+}
+
+fn transpose(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.rank() < 2 {
+        return one(x);
+    }
+    let (a, b) = if ctx.node.target.name == "t" {
+        (0, 1)
+    } else {
+        (
+            dim(ctx.int("dim0")?, x.rank())?,
+            dim(ctx.int("dim1")?, x.rank())?,
+        )
+    };
+    one(T::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
+}
+
+fn unsqueeze(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank() + 1)?;
+    one(T::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
+}
+
+fn squeeze(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let dims: Vec<usize> = if ctx.node.arg("dim").is_some() {
+        ctx.ints("dim")?
+            .iter()
+            .map(|&d| dim(d, x.rank()))
+            .collect::<Result<_>>()?
+    } else {
+        (0..x.rank()).collect()
+    };
+    let keep: Vec<usize> = dims.into_iter().filter(|&d| x.dims()[d] == 1).collect();
+    one(T::new(squeeze_dims(x.t.clone(), &keep)?, x.dtype))
+}
+
+fn flatten(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return one(T::new(x.t.reshape(1).map_err(ce)?, x.dtype));
+    }
+    let s = dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
+    let e = dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
+    one(T::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
+}
+
+fn unflatten(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let sizes = resolve_shape(&ctx.ints("sizes")?, x.dims()[d])?;
+    let mut shape = x.dims()[..d].to_vec();
+    shape.extend(sizes);
+    shape.extend_from_slice(&x.dims()[d + 1..]);
+    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+pub(super) fn expand(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let size = ctx.ints("size")?;
+    let offset = size.len() - x.rank();
+    let shape: Vec<usize> = size
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            if s == -1 {
+                x.dims()[i - offset]
+            } else {
+                s as usize
+            }
+        })
+        .collect();
+    one(T::new(x.t.broadcast_as(shape).map_err(ce)?, x.dtype))
+}
+
+fn select(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    let n = x.dims()[d] as i64;
+    let i = ctx.int("index")?;
+    let i = if i < 0 { i + n } else { i };
+    if i < 0 || i >= n {
+        return Err(Error::bad_input(format!(
+            "index {i} out of range for dim of size {n}"
+        )));
+    }
+    one(T::new(
+        x.t.narrow(d, i as usize, 1)
+            .and_then(|t| t.squeeze(d))
+            .map_err(ce)?,
+        x.dtype,
+    ))
+}
+
+fn slice(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let n = x.dims()[d] as i64;
+    let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+    let start = clampi(ctx.opt_int("start")?.unwrap_or(0));
+    let end = clampi(ctx.opt_int("end")?.unwrap_or(n)).max(start);
+    let step = ctx.opt_int("step")?.unwrap_or(1);
+    if step <= 0 {
+        return Err(Error::bad_input("slice step must be positive"));
+    }
+    let t = if step == 1 {
+        x.t.narrow(d, start as usize, (end - start) as usize)
+            .map_err(ce)?
+    } else {
+        let idx: Vec<u32> = (start..end)
+            .step_by(step as usize)
+            .map(|i| i as u32)
+            .collect();
+        let idx = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        x.t.index_select(&idx, d).map_err(ce)?
+    };
+    one(T::new(t, x.dtype))
+}
+
+pub(super) fn cat(ctx: &mut Ctx) -> R {
+    let ts: Vec<T> = ctx.tensors("tensors")?.into_iter().flatten().collect();
+    let keys: Vec<(Dtype, Rank)> = ts.iter().map(|t| (t.dtype, Rank::Dim)).collect();
+    let dt = result_type(&keys);
+    let nonempty: Vec<T> = ts
+        .into_iter()
+        .filter(|t| !(t.rank() == 1 && t.dims()[0] == 0))
+        .collect();
+    let rank = nonempty.first().map(|t| t.rank()).unwrap_or(1);
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
+    let parts: Vec<CT> = nonempty
+        .iter()
+        .map(|t| t.cast(dt).map(|t| t.t))
+        .collect::<Result<_>>()?;
+    let parts: Vec<CT> = parts
+        .into_iter()
+        .filter(|t| t.dims()[d] > 0 || t.elem_count() > 0)
+        .collect();
+    if parts.is_empty() {
+        return Err(unsupported("cat of only empty tensors"));
+    }
+    one(T::new(CT::cat(&parts, d).map_err(ce)?, dt))
+}
+
+fn split(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let n = x.dims()[d];
+    let sizes: Vec<usize> = if ctx.node.arg("split_sizes").is_some() {
+        ctx.ints("split_sizes")?
+            .iter()
+            .map(|&s| s as usize)
+            .collect()
+    } else {
+        let s = ctx.int("split_size")?.max(1) as usize;
+        (0..n).step_by(s).map(|i| s.min(n - i)).collect()
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for s in sizes {
+        out.push(RV::T(T::new(x.t.narrow(d, at, s).map_err(ce)?, x.dtype)));
+        at += s;
+    }
+    Ok(vec![RV::List(out)])
+}
+
+/// `as_strided` reads the input's storage; the executor keeps tensors
+/// row-major, so the input's recorded strides map each storage position
+/// back to a logical element.
+fn as_strided(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let size: Vec<usize> = ctx.ints("size")?.iter().map(|&s| s as usize).collect();
+    let stride = ctx.ints("stride")?;
+    let meta = match ctx.node.arg("self") {
+        Some(Argument::Tensor(v)) => match &ctx.graph.value(*v).kind {
+            crate::ir::ValueKind::Tensor(m) => Some(m.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let meta = meta.ok_or_else(|| unsupported("as_strided without input metadata"))?;
+    let in_strides = meta
+        .static_strides()
+        .ok_or_else(|| unsupported("as_strided on symbolic strides"))?;
+    let in_offset = meta.storage_offset.as_int().unwrap_or(0);
+    let offset = ctx.opt_int("storage_offset")?.unwrap_or(in_offset);
+    let in_sizes: Vec<i64> = x.dims().iter().map(|&d| d as i64).collect();
+    let size_i: Vec<i64> = size.iter().map(|&d| d as i64).collect();
+    let gather_idx: Vec<u32> =
+        crate::ir::as_strided_gather(&in_sizes, &in_strides, in_offset, &size_i, &stride, offset)
+            .ok_or_else(|| unsupported("as_strided reading storage the input does not cover"))?
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+    let gi = CT::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
+    let t =
+        x.t.flatten_all()
+            .and_then(|t| t.index_select(&gi, 0))
+            .and_then(|t| t.reshape(size))
+            .map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn flip(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let mut t = x.t.clone();
+    for d in ctx.ints("dims")? {
+        let d = dim(d, x.rank())?;
+        let n = x.dims()[d];
+        let idx: Vec<u32> = (0..n as u32).rev().collect();
+        t = t
+            .index_select(&CT::new(idx.as_slice(), ctx.device()).map_err(ce)?, d)
+            .map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+fn repeat(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let reps: Vec<usize> = ctx.ints("repeats")?.iter().map(|&r| r as usize).collect();
+    let mut t = x.t.clone();
+    while t.rank() < reps.len() {
+        t = t.unsqueeze(0).map_err(ce)?;
+    }
+    let t = t.repeat(reps).map_err(ce)?;
+    one(T::new(t, x.dtype))
+}
+
+fn constant_pad(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let pad = ctx.ints("pad")?;
+    let value = ctx.opt_float("value")?.unwrap_or(0.0);
+    let mut t = x.t.clone();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
+        if before < 0 || after < 0 {
+            let n = t.dims()[d] as i64;
+            let start = (-before).max(0);
+            let end = n + after.min(0);
+            t = t
+                .narrow(d, start as usize, (end - start).max(0) as usize)
+                .map_err(ce)?;
+        }
+        let (b, a) = (before.max(0) as usize, after.max(0) as usize);
+        if b + a > 0 {
+            let mut shape = t.dims().to_vec();
+            let mut parts = Vec::new();
+            let filled = |n: usize, shape: &mut Vec<usize>| -> Result<CT> {
+                shape[d] = n;
+                CT::full(value, shape.clone(), t.device())
+                    .and_then(|p| p.to_dtype(t.dtype()))
+                    .map_err(ce)
+            };
+            if b > 0 {
+                parts.push(filled(b, &mut shape)?);
+            }
+            parts.push(t.clone());
+            if a > 0 {
+                parts.push(filled(a, &mut shape)?);
+            }
+            t = CT::cat(&parts, d).map_err(ce)?;
+        }
+    }
+    one(T::new(t, x.dtype))
+}
+
+/// Reflection and replication padding: an index list per padded dim.
+fn index_pad(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let pad = ctx.ints("padding")?;
+    let reflect = ctx.node.target.name.starts_with("reflection");
+    let mut t = x.t.clone();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let n = x.dims()[d] as i64;
+        let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
+        let idx: Vec<u32> = (-before..n + after)
+            .map(|i| {
+                let j = if reflect {
+                    let p = 2 * (n - 1).max(1);
+                    let m = i.rem_euclid(p);
+                    if m < n {
+                        m
+                    } else {
+                        p - m
+                    }
+                } else {
+                    i.clamp(0, n - 1)
+                };
+                j as u32
+            })
+            .collect();
+        let it = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        t = t.index_select(&it, d).map_err(ce)?;
+    }
+    one(T::new(t, x.dtype))
+}
+
+/// `diagonal(self, offset, dim1, dim2)`: the two dims are removed and the
+/// diagonal becomes the last dim.
+fn diagonal(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let offset = ctx.opt_int("offset")?.unwrap_or(0);
+    let d1 = dim(ctx.opt_int("dim1")?.unwrap_or(0), x.rank())?;
+    let d2 = dim(ctx.opt_int("dim2")?.unwrap_or(1), x.rank())?;
+    if d1 == d2 {
+        return Err(Error::bad_input("diagonal: dim1 and dim2 are the same dim"));
+    }
+    let (n1, n2) = (x.dims()[d1] as i64, x.dims()[d2] as i64);
+    let len = if offset >= 0 {
+        n1.min(n2 - offset)
+    } else {
+        (n1 + offset).min(n2)
+    }
+    .max(0);
+    let (r0, c0) = ((-offset).max(0), offset.max(0));
+    let linear: Vec<i64> = (0..len).map(|k| (k + r0) * n2 + k + c0).collect();
+    let mut order: Vec<usize> = (0..x.rank()).filter(|&d| d != d1 && d != d2).collect();
+    let mut shape: Vec<usize> = order.iter().map(|&d| x.dims()[d]).collect();
+    order.extend([d1, d2]);
+    let mut merged = shape.clone();
+    merged.push((n1 * n2) as usize);
+    shape.push(len as usize);
+    let t =
+        x.t.permute(order)
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.reshape(merged.clone()))
+            .map_err(ce)?;
+    let t = if len == 0 {
+        CT::zeros(shape.clone(), t.dtype(), t.device()).map_err(ce)?
+    } else {
+        let idx = CT::from_vec(linear, len as usize, ctx.device()).map_err(ce)?;
+        t.index_select(&idx, merged.len() - 1).map_err(ce)?
+    };
+    one(T::new(t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.view.default", reshape),
+    ("aten.reshape.default", reshape),
+    ("aten._unsafe_view.default", reshape),
+    ("aten.permute.default", permute),
+    ("aten.transpose.int", transpose),
+    ("aten.t.default", transpose),
+    ("aten.unsqueeze.default", unsqueeze),
+    ("aten.squeeze.dim", squeeze),
+    ("aten.squeeze.dims", squeeze),
+    ("aten.squeeze.default", squeeze),
+    ("aten.flatten.using_ints", flatten),
+    ("aten.unflatten.int", unflatten),
+    ("aten.expand.default", expand),
+    ("aten.select.int", select),
+    ("aten.slice.Tensor", slice),
+    ("aten.cat.default", cat),
+    ("aten.split.Tensor", split),
+    ("aten.split_with_sizes.default", split),
+    ("aten.reflection_pad1d.default", index_pad),
+    ("aten.reflection_pad2d.default", index_pad),
+    ("aten.reflection_pad3d.default", index_pad),
+    ("aten.replication_pad1d.default", index_pad),
+    ("aten.replication_pad2d.default", index_pad),
+    ("aten.replication_pad3d.default", index_pad),
+    ("aten.flip.default", flip),
+    ("aten.repeat.default", repeat),
+    ("aten.constant_pad_nd.default", constant_pad),
+    ("aten.diagonal.default", diagonal),
+    ("aten.as_strided.default", as_strided),
+];

@@ -1,0 +1,93 @@
+//! Symbolic scalars: sym_size, Python operators on SymInts, asserts: the executor rows.
+
+use super::*;
+
+fn sym_size(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    Ok(vec![RV::Int(x.dims()[d] as i64)])
+}
+
+fn sym_numel(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    Ok(vec![RV::Int(x.t.elem_count() as i64)])
+}
+
+/// `_operator.*` on symbolic integers.
+fn py_operator(ctx: &mut Ctx) -> R {
+    let num = |v: RV| match v {
+        RV::Int(i) => Ok(i),
+        RV::Bool(b) => Ok(b as i64),
+        other => Err(unsupported(format!("symbolic operand {other:?}"))),
+    };
+    let a = num(ctx.input(0)?)?;
+    let b = if ctx.node.inputs.len() > 1 {
+        num(ctx.input(1)?)?
+    } else {
+        0
+    };
+    let int = |v: i64| Ok(vec![RV::Int(v)]);
+    let boolean = |v: bool| Ok(vec![RV::Bool(v)]);
+    match ctx.node.target.name.as_str() {
+        "add" => int(a + b),
+        "sub" => int(a - b),
+        "mul" => int(a * b),
+        "floordiv" if b != 0 => {
+            int(a.div_euclid(b) - if a.rem_euclid(b) != 0 && b < 0 { 1 } else { 0 })
+        }
+        "mod" if b != 0 => int(a.rem_euclid(b)),
+        "neg" => int(-a),
+        "eq" => boolean(a == b),
+        "ne" => boolean(a != b),
+        "lt" => boolean(a < b),
+        "le" => boolean(a <= b),
+        "gt" => boolean(a > b),
+        "ge" => boolean(a >= b),
+        "sym_max" => int(a.max(b)),
+        "sym_min" => int(a.min(b)),
+        other => Err(unsupported(format!("symbolic function {other}"))),
+    }
+}
+
+fn local_scalar(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let v = x.to_host()?.to_f64().first().copied().unwrap_or(0.0);
+    Ok(vec![if x.dtype.is_floating() {
+        RV::Float(v)
+    } else if x.dtype == Dtype::Bool {
+        RV::Bool(v != 0.0)
+    } else {
+        RV::Int(v as i64)
+    }])
+}
+
+fn sym_stride(ctx: &mut Ctx) -> R {
+    let x = ctx.tensor("self")?;
+    let d = dim(ctx.int("dim")?, x.rank())?;
+    Ok(vec![RV::Int(
+        crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d],
+    )])
+}
+
+/// This family's rows: op identity -> implementation.
+pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.sym_size.int", sym_size),
+    ("aten.sym_numel.default", sym_numel),
+    ("aten._local_scalar_dense.default", local_scalar),
+    ("aten.item.default", local_scalar),
+    ("aten.sym_stride.int", sym_stride),
+    ("_operator.add", py_operator),
+    ("_operator.sub", py_operator),
+    ("_operator.mul", py_operator),
+    ("_operator.floordiv", py_operator),
+    ("_operator.mod", py_operator),
+    ("_operator.neg", py_operator),
+    ("_operator.eq", py_operator),
+    ("_operator.ne", py_operator),
+    ("_operator.lt", py_operator),
+    ("_operator.le", py_operator),
+    ("_operator.gt", py_operator),
+    ("_operator.ge", py_operator),
+    ("torch.sym_max", py_operator),
+    ("torch.sym_min", py_operator),
+];
