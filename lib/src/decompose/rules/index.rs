@@ -1,0 +1,151 @@
+//! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the decomposition rules.
+
+use super::*;
+
+fn masked_fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let value = match a.0.arg("value") {
+        Some(Argument::Tensor(v)) if em.dtype(*v)? == dtype => *v,
+        Some(Argument::Tensor(v)) => to_copy(em, *v, dtype, None)?,
+        _ => scalar_tensor(em, x, a.arg("value"), dtype)?,
+    };
+    Ok(vec![where_(em, a.t("mask")?, value, x, Some(out))?])
+}
+
+fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let s = em.static_sizes(x, "tril/triu")?;
+    let r = s.len();
+    let k = a.int("diagonal")?;
+    let rows = arange_col(em, x, s[r - 2], true)?;
+    let cols = arange_col(em, x, s[r - 1], false)?;
+    let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
+    let op = if a.0.target.name == "tril" {
+        "aten.le.Scalar"
+    } else {
+        "aten.ge.Scalar"
+    };
+    let keep = cmp(em, op, diff, Argument::Int(k))?;
+    let dtype = em.dtype(x)?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    Ok(vec![where_(em, keep, x, zero, Some(a.out(0)?))?])
+}
+
+fn one_hot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let n = a.int("num_classes")?;
+    if n < 0 {
+        return Err(Error::unsupported(format!(
+            "node {}: one_hot without num_classes depends on the data (pass num_classes)",
+            a.0.name
+        )));
+    }
+    let r = em.rank(x)?;
+    let col = unsqueeze(em, x, r)?;
+    let classes = arange_col(em, x, n, false)?;
+    let eq = binary(em, "aten.eq.Tensor", col, classes, Dtype::Bool, None)?;
+    Ok(vec![to_copy(em, eq, Dtype::Int64, Some(a.out(0)?))?])
+}
+
+fn take(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let total = em.static_sizes(x, "take")?.iter().product::<i64>();
+    let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
+    em.op_into(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(flat)),
+            (
+                "indices",
+                Argument::OptionalTensors(vec![Some(a.t("index")?)]),
+            ),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn take_along_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, idx) = (a.t("self")?, a.t("indices")?);
+    let out = a.out(0)?;
+    let Some(dim) = a.opt_int("dim")? else {
+        let total = em
+            .static_sizes(x, "take_along_dim")?
+            .iter()
+            .product::<i64>();
+        let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
+        let n = em
+            .static_sizes(idx, "take_along_dim")?
+            .iter()
+            .product::<i64>();
+        let fi = reshape(em, idx, &[SymRef::Int(n)], None)?;
+        em.op_into(
+            "aten.gather.default",
+            vec![
+                ("self", Argument::Tensor(flat)),
+                ("dim", Argument::Int(0)),
+                ("index", Argument::Tensor(fi)),
+            ],
+            out,
+        )?;
+        return Ok(vec![out]);
+    };
+    let r = em.rank(x)?;
+    let d = norm_dim(dim, r)?;
+    let (xs, is) = (
+        em.static_sizes(x, "take_along_dim")?,
+        em.static_sizes(idx, "take_along_dim")?,
+    );
+    let b: Vec<i64> = xs.iter().zip(&is).map(|(p, q)| *p.max(q)).collect();
+    let mut want_x = b.clone();
+    want_x[d] = xs[d];
+    let mut want_i = b;
+    want_i[d] = is[d];
+    let x = if want_x != xs {
+        expand(
+            em,
+            x,
+            &want_x.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        )?
+    } else {
+        x
+    };
+    let idx = if want_i != is {
+        expand(
+            em,
+            idx,
+            &want_i.iter().map(|v| SymRef::Int(*v)).collect::<Vec<_>>(),
+        )?
+    } else {
+        idx
+    };
+    em.op_into(
+        "aten.gather.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(d as i64)),
+            ("index", Argument::Tensor(idx)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+rules! {
+    "aten.masked_fill.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] masked_fill;
+    "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
+    "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;
+    "aten.one_hot.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] one_hot;
+    "aten.take.default" => ["aten.view.default", "aten.index.Tensor"] take;
+    "aten.take_along_dim.default" => ["aten.expand.default", "aten.gather.default", "aten.view.default"] take_along_dim;
+    "aten.tril.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
+    "aten.triu.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.ge.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[
+    ("aten._unsafe_index.Tensor", "aten.index.Tensor"),
+    ("aten._unsafe_index_put.default", "aten.index_put.default"),
+];

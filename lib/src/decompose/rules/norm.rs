@@ -1,0 +1,190 @@
+//! Normalisation: batch, layer, group and instance norm: the decomposition rules.
+
+use super::*;
+
+fn layer_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let ns = a.syms("normalized_shape")?;
+    let mut stat = em.sizes(x)?;
+    let r = stat.len();
+    for s in stat.iter_mut().skip(r - ns.len()) {
+        *s = Sym::Int(1);
+    }
+    let dtype = em.dtype(x)?;
+    let m1 = em.meta_like(x, dtype, stat.clone())?;
+    let m2 = em.meta_like(x, dtype, stat)?;
+    em.call(
+        "aten.native_layer_norm.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("normalized_shape", sym_ints_arg(&ns)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn group_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let g = a.int("num_groups")?;
+    let sizes = em.size_refs(x)?;
+    let (n, c) = (sizes[0], sizes[1]);
+    let hw = em.product(&sizes[2..])?;
+    let dtype = em.dtype(x)?;
+    let stat = vec![em.sym_of(n), Sym::Int(g)];
+    let m1 = em.meta_like(x, dtype, stat.clone())?;
+    let m2 = em.meta_like(x, dtype, stat)?;
+    em.call(
+        "aten.native_group_norm.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("N", Argument::SymInt(n)),
+            ("C", Argument::SymInt(c)),
+            ("HxW", Argument::SymInt(hw)),
+            ("group", Argument::Int(g)),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn batch_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    if a.bool("training")? {
+        return Err(Error::unsupported(format!(
+            "node {}: batch_norm in training mode (export the model in eval mode: model.eval())",
+            a.0.name
+        )));
+    }
+    let x = a.t("input")?;
+    let (mean, var) = (a.ot("running_mean")?, a.ot("running_var")?);
+    let (Some(mean), Some(var)) = (mean, var) else {
+        return Err(Error::unsupported(format!(
+            "node {}: batch_norm in eval mode without running statistics",
+            a.0.name
+        )));
+    };
+    let dtype = em.dtype(x)?;
+    let m1 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
+    let m2 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
+    em.call(
+        "aten._native_batch_norm_legit_no_training.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("running_mean", Argument::Tensor(mean)),
+            ("running_var", Argument::Tensor(var)),
+            ("momentum", Argument::Float(a.float("momentum")?)),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let r = em.rank(x)?;
+    let dtype = em.dtype(x)?;
+    let spatial: Vec<i64> = (2..r as i64).collect();
+    let c = em.size(x, 1)?;
+    let per_channel = |em: &mut Emitter, t: ValueId| -> Result<ValueId> {
+        let mut shape = vec![c];
+        shape.extend(std::iter::repeat_n(SymRef::Int(1), r - 2));
+        view(em, t, &shape, None)
+    };
+    let (mean, var) = if a.bool("use_input_stats")? || !a.has("running_mean") {
+        let mean = reduce(em, "aten.mean.dim", x, &spatial, true, vec![], dtype, None)?;
+        let var = reduce(
+            em,
+            "aten.var.correction",
+            x,
+            &spatial,
+            true,
+            vec![("correction", Argument::Int(0))],
+            dtype,
+            None,
+        )?;
+        (mean, var)
+    } else {
+        let m = per_channel(em, a.t("running_mean")?)?;
+        let v = per_channel(em, a.t("running_var")?)?;
+        (m, v)
+    };
+    let centered = binary(em, "aten.sub.Tensor", x, mean, dtype, None)?;
+    let ve = with_scalar(em, "aten.add.Tensor", var, Argument::Float(a.float("eps")?))?;
+    let rs = unary(em, "aten.rsqrt.default", ve)?;
+    let mut y = binary(em, "aten.mul.Tensor", centered, rs, dtype, None)?;
+    let (w, b) = (a.ot("weight")?, a.ot("bias")?);
+    let out = a.out(0)?;
+    if let Some(w) = w {
+        let w = per_channel(em, w)?;
+        y = binary(
+            em,
+            "aten.mul.Tensor",
+            y,
+            w,
+            dtype,
+            if b.is_none() { Some(out) } else { None },
+        )?;
+    }
+    if let Some(b) = b {
+        let b = per_channel(em, b)?;
+        y = binary(em, "aten.add.Tensor", y, b, dtype, Some(out))?;
+    }
+    Ok(vec![y])
+}
+
+fn rms_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let dtype = em.dtype(x)?;
+    let n = a.syms("normalized_shape")?.len();
+    let r = em.rank(x)?;
+    let dims: Vec<i64> = (r - n..r).map(|d| d as i64).collect();
+    let eps = match a.opt_float("eps")? {
+        Some(e) => e,
+        // torch.finfo(dtype).eps
+        None => match dtype {
+            Dtype::Float64 => f64::EPSILON,
+            Dtype::Float16 => 0.0009765625,
+            Dtype::BFloat16 => 0.0078125,
+            _ => f32::EPSILON as f64,
+        },
+    };
+    let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
+    let ms = reduce(em, "aten.mean.dim", sq, &dims, true, vec![], dtype, None)?;
+    let me = with_scalar(em, "aten.add.Tensor", ms, Argument::Float(eps))?;
+    let rs = unary(em, "aten.rsqrt.default", me)?;
+    let out = a.out(0)?;
+    match a.ot("weight")? {
+        Some(w) => {
+            let y = binary(em, "aten.mul.Tensor", x, rs, dtype, None)?;
+            Ok(vec![binary(em, "aten.mul.Tensor", y, w, dtype, Some(out))?])
+        }
+        None => Ok(vec![binary(
+            em,
+            "aten.mul.Tensor",
+            x,
+            rs,
+            dtype,
+            Some(out),
+        )?]),
+    }
+}
+
+rules! {
+    "aten.layer_norm.default" => ["aten.native_layer_norm.default"] layer_norm;
+    "aten.group_norm.default" => ["aten.native_group_norm.default"] group_norm;
+    "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default"] batch_norm;
+    "aten.rms_norm.default" => ["aten.mul.Tensor", "aten.mean.dim", "aten.add.Tensor", "aten.rsqrt.default"] rms_norm;
+    "aten.instance_norm.default" => ["aten.mean.dim", "aten.var.correction", "aten.sub.Tensor", "aten.add.Tensor", "aten.rsqrt.default", "aten.mul.Tensor", "aten.view.default"] instance_norm;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[];

@@ -1,0 +1,591 @@
+//! Elementwise arithmetic, comparisons, logic and math functions: the decomposition rules.
+
+use super::*;
+
+fn renamed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let name = a.0.target.name.trim_matches('_');
+    let op = format!("aten.bitwise_{name}.{}", a.0.target.overload);
+    let args =
+        a.0.inputs
+            .iter()
+            .map(|n| (n.name.as_str(), n.arg.clone()))
+            .collect();
+    em.op_into(&op, args, a.out(0)?)?;
+    Ok(vec![a.out(0)?])
+}
+
+fn where_scalar(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let c = a.t("condition")?;
+    let side = |em: &mut Emitter, name: &str| -> Result<ValueId> {
+        match a.0.arg(name) {
+            Some(Argument::Tensor(v)) => Ok(*v),
+            _ => scalar_tensor(em, out, a.arg(name), dtype),
+        }
+    };
+    let x = side(em, "self")?;
+    let y = side(em, "other")?;
+    Ok(vec![where_(em, c, x, y, Some(out))?])
+}
+
+pub(super) fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let mut x = a.t("self")?;
+    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?]
+        .into_iter()
+        .flatten()
+        .collect();
+    if parts.len() > 1 {
+        let mut sizes = em.sizes(x)?;
+        let mut total = 0;
+        for p in &parts {
+            total += em.static_sizes(*p, "diff with prepend/append")?[d];
+        }
+        sizes[d] = Sym::Int(total);
+        let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
+        x = em.op(
+            "aten.cat.default",
+            vec![
+                ("tensors", Argument::Tensors(parts)),
+                ("dim", Argument::Int(d as i64)),
+            ],
+            meta,
+        )?;
+    }
+    let n = a.int("n")?;
+    let out = a.out(0)?;
+    for i in 0..n {
+        let hi = slice(em, x, d, 1, i64::MAX)?;
+        let lo = slice(em, x, d, 0, -1)?;
+        let dtype = em.dtype(x)?;
+        let op = if dtype == Dtype::Bool {
+            "aten.logical_xor.default"
+        } else {
+            "aten.sub.Tensor"
+        };
+        let target = if i == n - 1 { Some(out) } else { None };
+        x = binary(em, op, hi, lo, dtype, target)?;
+    }
+    Ok(vec![if n == 0 { x } else { out }])
+}
+
+fn clamp_one(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let bound = if a.0.target.name == "clamp_min" {
+        ("min", a.arg("min"))
+    } else {
+        ("max", a.arg("max"))
+    };
+    em.op_into(
+        "aten.clamp.default",
+        vec![("self", Argument::Tensor(a.t("self")?)), bound],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn square(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.pow.Tensor_Scalar",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("exponent", Argument::Int(2)),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn rsub(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // other - alpha * self
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let o = scalar_tensor(em, x, a.arg("other"), dtype)?;
+    em.op_into(
+        "aten.sub.Tensor",
+        vec![
+            ("self", Argument::Tensor(o)),
+            ("other", Argument::Tensor(x)),
+            ("alpha", a.arg("alpha")),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn erfc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let e = unary(em, "aten.erf.default", x)?;
+    let n = unary(em, "aten.neg.default", e)?;
+    Ok(vec![same(
+        em,
+        "aten.add.Tensor",
+        vec![
+            ("self", Argument::Tensor(n)),
+            ("other", Argument::Float(1.0)),
+        ],
+        x,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn lerp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // torch: weight < 0.5 ? start + w * (end - start) : end - (end - start) * (1 - w)
+    let (x, end) = (a.t("self")?, a.t("end")?);
+    let w = a.float("weight")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
+    if w < 0.5 {
+        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(w))?;
+        Ok(vec![binary(
+            em,
+            "aten.add.Tensor",
+            x,
+            step,
+            dtype,
+            Some(a.out(0)?),
+        )?])
+    } else {
+        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(1.0 - w))?;
+        Ok(vec![binary(
+            em,
+            "aten.sub.Tensor",
+            end,
+            step,
+            dtype,
+            Some(a.out(0)?),
+        )?])
+    }
+}
+
+fn addc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, t1, t2) = (a.t("self")?, a.t("tensor1")?, a.t("tensor2")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let op = if a.0.target.name == "addcmul" {
+        "aten.mul.Tensor"
+    } else {
+        "aten.div.Tensor"
+    };
+    let mut p = binary(em, op, t1, t2, dtype, None)?;
+    let v = a.float("value")?;
+    if v != 1.0 {
+        p = with_scalar(em, "aten.mul.Tensor", p, scalar(v, dtype))?;
+    }
+    Ok(vec![binary(
+        em,
+        "aten.add.Tensor",
+        x,
+        p,
+        dtype,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn deg_rad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let f = if a.0.target.name == "deg2rad" {
+        std::f64::consts::PI / 180.0
+    } else {
+        180.0 / std::f64::consts::PI
+    };
+    Ok(vec![same(
+        em,
+        "aten.mul.Tensor",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("other", Argument::Float(f)),
+        ],
+        a.out(0)?,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn floor_divide(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let op = if a.0.target.overload == "Scalar" {
+        "aten.div.Scalar_mode"
+    } else {
+        "aten.div.Tensor_mode"
+    };
+    em.op_into(
+        op,
+        vec![
+            ("self", a.arg("self")),
+            ("other", a.arg("other")),
+            ("rounding_mode", Argument::String("floor".into())),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn frac(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let t = unary(em, "aten.trunc.default", x)?;
+    let dtype = em.dtype(x)?;
+    Ok(vec![binary(
+        em,
+        "aten.sub.Tensor",
+        x,
+        t,
+        dtype,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn isfinite(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let inf = em.op(
+        "aten.isinf.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
+    let nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
+    let bad = binary(em, "aten.logical_or.default", inf, nan, Dtype::Bool, None)?;
+    Ok(vec![same(
+        em,
+        "aten.logical_not.default",
+        vec![("self", Argument::Tensor(bad))],
+        bad,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn isinf_signed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let v = if a.0.target.name == "isposinf" {
+        f64::INFINITY
+    } else {
+        f64::NEG_INFINITY
+    };
+    em.op_into(
+        "aten.eq.Scalar",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("other", Argument::Float(v)),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn lerp_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // where(w < 0.5, start + w * (end - start), end - (end - start) * (1 - w))
+    let (x, end, w) = (a.t("self")?, a.t("end")?, a.t("weight")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
+    let lo = binary(em, "aten.mul.Tensor", w, diff, dtype, None)?;
+    let lo = binary(em, "aten.add.Tensor", x, lo, dtype, None)?;
+    let nw = unary(em, "aten.neg.default", w)?;
+    let one_minus = with_scalar(em, "aten.add.Tensor", nw, Argument::Float(1.0))?;
+    let hi = binary(em, "aten.mul.Tensor", diff, one_minus, dtype, None)?;
+    let hi = binary(em, "aten.sub.Tensor", end, hi, dtype, None)?;
+    let small = cmp(em, "aten.lt.Scalar", w, Argument::Float(0.5))?;
+    Ok(vec![where_(em, small, lo, hi, Some(a.out(0)?))?])
+}
+
+fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // max(a, b) + log1p(exp(-|a - b|)); where both are the same infinity, that infinity
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let m = binary(em, "aten.maximum.default", x, y, dtype, None)?;
+    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
+    let ad = unary(em, "aten.abs.default", d)?;
+    let n = unary(em, "aten.neg.default", ad)?;
+    // logaddexp2: max + log2(1 + 2^-|a-b|) = max + log1p(2^-|a-b|) / ln 2
+    let base2 = a.0.target.name == "logaddexp2";
+    let e = if base2 {
+        same(
+            em,
+            "aten.pow.Scalar",
+            vec![
+                ("self", Argument::Float(2.0)),
+                ("exponent", Argument::Tensor(n)),
+            ],
+            n,
+            None,
+        )?
+    } else {
+        unary(em, "aten.exp.default", n)?
+    };
+    let mut l = unary(em, "aten.log1p.default", e)?;
+    if base2 {
+        l = with_scalar(
+            em,
+            "aten.mul.Tensor",
+            l,
+            Argument::Float(std::f64::consts::LOG2_E),
+        )?;
+    }
+    let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
+    let inf = {
+        let sizes = em.sizes(x)?;
+        let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+        em.op(
+            "aten.isinf.default",
+            vec![("self", Argument::Tensor(x))],
+            meta,
+        )?
+    };
+    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
+    let both = binary(em, "aten.logical_and.default", inf, eq, Dtype::Bool, None)?;
+    Ok(vec![where_(em, both, x, r, Some(a.out(0)?))?])
+}
+
+fn nan_to_num(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let (big, small) = match dtype {
+        Dtype::Float64 => (f64::MAX, f64::MIN),
+        Dtype::Float16 => (65504.0, -65504.0),
+        Dtype::BFloat16 => (3.3895313892515355e38, -3.3895313892515355e38),
+        _ => (f32::MAX as f64, f32::MIN as f64),
+    };
+    let nan = a.opt_float("nan")?.unwrap_or(0.0);
+    let pos = a.opt_float("posinf")?.unwrap_or(big);
+    let neg = a.opt_float("neginf")?.unwrap_or(small);
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let is_nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
+    let is_pos = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::INFINITY))?;
+    let is_neg = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::NEG_INFINITY))?;
+    let vn = scalar_tensor(em, x, Argument::Float(nan), dtype)?;
+    let vp = scalar_tensor(em, x, Argument::Float(pos), dtype)?;
+    let vg = scalar_tensor(em, x, Argument::Float(neg), dtype)?;
+    let y = where_(em, is_nan, vn, x, None)?;
+    let y = where_(em, is_pos, vp, y, None)?;
+    Ok(vec![where_(em, is_neg, vg, y, Some(a.out(0)?))?])
+}
+
+fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.sub.Tensor",
+        vec![
+            ("self", Argument::Tensor(a.t("other")?)),
+            ("other", Argument::Tensor(a.t("self")?)),
+            ("alpha", a.arg("alpha")),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let px = with_scalar(
+        em,
+        "aten.mul.Tensor",
+        x,
+        Argument::Float(std::f64::consts::PI),
+    )?;
+    let s = unary(em, "aten.sin.default", px)?;
+    let q = binary(em, "aten.div.Tensor", s, px, dtype, None)?;
+    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let one = scalar_tensor(em, x, scalar(1.0, dtype), dtype)?;
+    Ok(vec![where_(em, zero, one, q, Some(a.out(0)?))?])
+}
+
+fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // where(isnan(y), nan, where(x == 0, 0, x * log(y)))
+    let dtype = em.dtype(a.out(0)?)?;
+    let out = a.out(0)?;
+    let side = |em: &mut Emitter, name: &str| -> Result<ValueId> {
+        match a.0.arg(name) {
+            Some(Argument::Tensor(v)) => Ok(*v),
+            _ => scalar_tensor(em, out, a.arg(name), dtype),
+        }
+    };
+    let (x, y) = (side(em, "self")?, side(em, "other")?);
+    let ly = unary(em, "aten.log.default", y)?;
+    let p = binary(em, "aten.mul.Tensor", x, ly, dtype, None)?;
+    let z = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let r = where_(em, z, zero, p, None)?;
+    let sizes = em.sizes(y)?;
+    let meta = em.meta_like(y, Dtype::Bool, sizes)?;
+    let nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(y))],
+        meta,
+    )?;
+    let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
+    Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
+}
+
+fn float_power(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let as64 = |em: &mut Emitter, name: &str| -> Result<Argument> {
+        Ok(match a.0.arg(name) {
+            Some(Argument::Tensor(v)) if em.dtype(*v)? != Dtype::Float64 => {
+                Argument::Tensor(to_copy(em, *v, Dtype::Float64, None)?)
+            }
+            Some(Argument::Tensor(v)) => Argument::Tensor(*v),
+            _ => Argument::Float(a.float(name)?),
+        })
+    };
+    let (base, exp) = (as64(em, "self")?, as64(em, "exponent")?);
+    let op = format!("aten.pow.{}", a.0.target.overload);
+    em.op_into(&op, vec![("self", base), ("exponent", exp)], out)?;
+    Ok(vec![out])
+}
+
+fn heaviside(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, v) = (a.t("self")?, a.t("values")?);
+    let dtype = em.dtype(a.out(0)?)?;
+    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Int(0))?;
+    let pos = cmp(em, "aten.gt.Scalar", x, Argument::Int(0))?;
+    let step = to_copy(em, pos, dtype, None)?;
+    Ok(vec![where_(em, zero, v, step, Some(a.out(0)?))?])
+}
+
+fn isclose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, y) = (a.t("self")?, a.t("other")?);
+    let dtype = em.dtype(x)?;
+    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
+    let ad = unary(em, "aten.abs.default", d)?;
+    let ay = unary(em, "aten.abs.default", y)?;
+    let tol = with_scalar(em, "aten.mul.Tensor", ay, Argument::Float(a.float("rtol")?))?;
+    let tol = with_scalar(
+        em,
+        "aten.add.Tensor",
+        tol,
+        Argument::Float(a.float("atol")?),
+    )?;
+    let close = binary(em, "aten.le.Tensor", ad, tol, Dtype::Bool, None)?;
+    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
+    let out = a.out(0)?;
+    if !a.bool("equal_nan")? {
+        return Ok(vec![binary(
+            em,
+            "aten.logical_or.default",
+            eq,
+            close,
+            Dtype::Bool,
+            Some(out),
+        )?]);
+    }
+    let r = binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, None)?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let nx = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta.clone(),
+    )?;
+    let ny = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(y))],
+        meta,
+    )?;
+    let both = binary(em, "aten.logical_and.default", nx, ny, Dtype::Bool, None)?;
+    Ok(vec![binary(
+        em,
+        "aten.logical_or.default",
+        r,
+        both,
+        Dtype::Bool,
+        Some(out),
+    )?])
+}
+
+fn exp2(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.pow.Scalar",
+        vec![
+            ("self", Argument::Float(2.0)),
+            ("exponent", Argument::Tensor(a.t("self")?)),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+rules! {
+    "aten.__and__.Tensor" => ["aten.bitwise_and.Tensor"] renamed;
+    "aten.__or__.Tensor" => ["aten.bitwise_or.Tensor"] renamed;
+    "aten.__xor__.Tensor" => ["aten.bitwise_xor.Tensor"] renamed;
+    "aten.__and__.Scalar" => ["aten.bitwise_and.Scalar"] renamed;
+    "aten.__or__.Scalar" => ["aten.bitwise_or.Scalar"] renamed;
+    "aten.where.ScalarOther" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.where.ScalarSelf" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.where.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
+    "aten.diff.default" => ["aten.slice.Tensor", "aten.sub.Tensor", "aten.logical_xor.default", "aten.cat.default"] diff;
+    "aten.clamp_min.default" => ["aten.clamp.default"] clamp_one;
+    "aten.clamp_max.default" => ["aten.clamp.default"] clamp_one;
+    "aten.square.default" => ["aten.pow.Tensor_Scalar"] square;
+    "aten.rsub.Scalar" => ["aten.sub.Tensor"] rsub;
+    "aten.exp2.default" => ["aten.pow.Scalar"] exp2;
+    "aten.deg2rad.default" => ["aten.mul.Tensor"] deg_rad;
+    "aten.rad2deg.default" => ["aten.mul.Tensor"] deg_rad;
+    "aten.floor_divide.default" => ["aten.div.Tensor_mode"] floor_divide;
+    "aten.floor_divide.Scalar" => ["aten.div.Scalar_mode"] floor_divide;
+    "aten.frac.default" => ["aten.trunc.default", "aten.sub.Tensor"] frac;
+    "aten.isfinite.default" => ["aten.isinf.default", "aten.isnan.default", "aten.logical_or.default", "aten.logical_not.default"] isfinite;
+    "aten.isposinf.default" => ["aten.eq.Scalar"] isinf_signed;
+    "aten.isneginf.default" => ["aten.eq.Scalar"] isinf_signed;
+    "aten.lerp.Tensor" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.lt.Scalar", "aten.where.self"] lerp_tensor;
+    "aten.logaddexp.default" => ["aten.maximum.default", "aten.sub.Tensor", "aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
+    "aten.nan_to_num.default" => ["aten.isnan.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] nan_to_num;
+    "aten.rsub.Tensor" => ["aten.sub.Tensor"] rsub_tensor;
+    "aten.sinc.default" => ["aten.mul.Tensor", "aten.sin.default", "aten.div.Tensor", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] sinc;
+    "aten.float_power.Tensor_Scalar" => ["aten._to_copy.default", "aten.pow.Tensor_Scalar"] float_power;
+    "aten.float_power.Tensor_Tensor" => ["aten._to_copy.default", "aten.pow.Tensor_Tensor"] float_power;
+    "aten.float_power.Scalar" => ["aten._to_copy.default", "aten.pow.Scalar"] float_power;
+    "aten.heaviside.default" => ["aten.eq.Scalar", "aten.gt.Scalar", "aten._to_copy.default", "aten.where.self"] heaviside;
+    "aten.isclose.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.le.Tensor", "aten.eq.Tensor", "aten.logical_or.default"] isclose;
+    "aten.logaddexp2.default" => ["aten.maximum.default", "aten.pow.Scalar", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
+    "aten.xlogy.Scalar_Self" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
+    "aten.xlogy.Scalar_Other" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
+    "aten.xlogy.Tensor" => ["aten.log.default", "aten.mul.Tensor", "aten.eq.Scalar", "aten.isnan.default", "aten.where.self"] xlogy;
+    "aten.erfc.default" => ["aten.erf.default", "aten.neg.default", "aten.add.Tensor"] erfc;
+    "aten.lerp.Scalar" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] lerp;
+    "aten.addcmul.default" => ["aten.mul.Tensor", "aten.add.Tensor"] addc;
+    "aten.addcdiv.default" => ["aten.div.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] addc;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[
+    ("aten.absolute.default", "aten.abs.default"),
+    ("aten.arccos.default", "aten.acos.default"),
+    ("aten.arccosh.default", "aten.acosh.default"),
+    ("aten.arcsin.default", "aten.asin.default"),
+    ("aten.arcsinh.default", "aten.asinh.default"),
+    ("aten.arctan.default", "aten.atan.default"),
+    ("aten.arctan2.default", "aten.atan2.default"),
+    ("aten.arctanh.default", "aten.atanh.default"),
+    ("aten.clip.default", "aten.clamp.default"),
+    ("aten.clip.Tensor", "aten.clamp.Tensor"),
+    ("aten.clamp_min.Tensor", "aten.clamp.Tensor"),
+    ("aten.clamp_max.Tensor", "aten.clamp.Tensor"),
+    ("aten.divide.Tensor", "aten.div.Tensor"),
+    ("aten.divide.Scalar", "aten.div.Scalar"),
+    ("aten.divide.Tensor_mode", "aten.div.Tensor_mode"),
+    ("aten.divide.Scalar_mode", "aten.div.Scalar_mode"),
+    ("aten.true_divide.Tensor", "aten.div.Tensor"),
+    ("aten.true_divide.Scalar", "aten.div.Scalar"),
+    ("aten.multiply.Tensor", "aten.mul.Tensor"),
+    ("aten.multiply.Scalar", "aten.mul.Scalar"),
+    ("aten.subtract.Tensor", "aten.sub.Tensor"),
+    ("aten.subtract.Scalar", "aten.sub.Scalar"),
+    ("aten.negative.default", "aten.neg.default"),
+    ("aten.fix.default", "aten.trunc.default"),
+    ("aten.sgn.default", "aten.sign.default"),
+    ("aten.greater.Tensor", "aten.gt.Tensor"),
+    ("aten.greater.Scalar", "aten.gt.Scalar"),
+    ("aten.greater_equal.Tensor", "aten.ge.Tensor"),
+    ("aten.greater_equal.Scalar", "aten.ge.Scalar"),
+    ("aten.less.Tensor", "aten.lt.Tensor"),
+    ("aten.less.Scalar", "aten.lt.Scalar"),
+    ("aten.less_equal.Tensor", "aten.le.Tensor"),
+    ("aten.less_equal.Scalar", "aten.le.Scalar"),
+    ("aten.not_equal.Tensor", "aten.ne.Tensor"),
+    ("aten.not_equal.Scalar", "aten.ne.Scalar"),
+];

@@ -1,0 +1,412 @@
+//! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the decomposition rules.
+
+use super::*;
+
+fn sum_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    em.op_into(
+        "aten.sum.dim_IntList",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", Argument::Ints(vec![])),
+            ("dtype", a.arg("dtype")),
+        ],
+        a.out(0)?,
+    )?;
+    Ok(vec![a.out(0)?])
+}
+
+fn std(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, m.dtype, m.sizes)?;
+    let var = em.op(
+        "aten.var.correction",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", a.arg("dim")),
+            ("correction", a.arg("correction")),
+            ("keepdim", a.arg("keepdim")),
+        ],
+        meta,
+    )?;
+    em.op_into(
+        "aten.sqrt.default",
+        vec![("self", Argument::Tensor(var))],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+fn logsumexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(x)?;
+    let dims = a.ints("dim")?;
+    let keepdim = a.bool("keepdim")?;
+    let m = reduce(em, "aten.amax.default", x, &dims, true, vec![], dtype, None)?;
+    let ab = unary(em, "aten.abs.default", m)?;
+    let inf = cmp(em, "aten.eq.Scalar", ab, Argument::Float(f64::INFINITY))?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let safe = where_(em, inf, zero, m, None)?;
+    let c = binary(em, "aten.sub.Tensor", x, safe, dtype, None)?;
+    let e = unary(em, "aten.exp.default", c)?;
+    let s = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        e,
+        &dims,
+        keepdim,
+        vec![],
+        dtype,
+        None,
+    )?;
+    let l = unary(em, "aten.log.default", s)?;
+    let shift = if keepdim {
+        safe
+    } else {
+        let r = em.rank(x)?;
+        let all: Vec<usize> = if dims.is_empty() {
+            (0..r).collect()
+        } else {
+            dims.iter()
+                .map(|&d| norm_dim(d, r))
+                .collect::<Result<_>>()?
+        };
+        squeeze_dims(em, safe, &all, None)?
+    };
+    Ok(vec![binary(
+        em,
+        "aten.add.Tensor",
+        l,
+        shift,
+        dtype,
+        Some(a.out(0)?),
+    )?])
+}
+
+fn correction_of(a: &A) -> Result<Argument> {
+    Ok(if a.0.arg("unbiased").is_some() {
+        Argument::Int(if a.bool("unbiased")? { 1 } else { 0 })
+    } else {
+        a.arg("correction")
+    })
+}
+
+fn var_args(a: &A) -> Result<Vec<(&'static str, Argument)>> {
+    Ok(vec![
+        ("self", Argument::Tensor(a.t("self")?)),
+        ("dim", a.arg("dim")),
+        ("correction", correction_of(a)?),
+        ("keepdim", a.arg("keepdim")),
+    ])
+}
+
+/// `var.correction` over the node's dims into `out`, or its square root
+/// when `sqrt` (the standard deviation).
+fn var_into(em: &mut Emitter, a: &A, out: ValueId, sqrt: bool) -> Result<ValueId> {
+    if !sqrt {
+        return em.op_into("aten.var.correction", var_args(a)?, out);
+    }
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, m.dtype, m.sizes)?;
+    let v = em.op("aten.var.correction", var_args(a)?, meta)?;
+    em.op_into(
+        "aten.sqrt.default",
+        vec![("self", Argument::Tensor(v))],
+        out,
+    )
+}
+
+/// The mean over the node's dims into `out`.
+fn mean_into(em: &mut Emitter, a: &A, out: ValueId) -> Result<ValueId> {
+    em.op_into(
+        "aten.mean.dim",
+        vec![
+            ("self", Argument::Tensor(a.t("self")?)),
+            ("dim", a.arg("dim")),
+            ("keepdim", a.arg("keepdim")),
+        ],
+        out,
+    )
+}
+
+fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![var_into(em, a, a.out(0)?, true)?])
+}
+
+fn var_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    Ok(vec![var_into(em, a, a.out(0)?, false)?])
+}
+
+/// var_mean and std_mean: (var or std, mean).
+fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let sqrt = a.0.target.name == "std_mean";
+    Ok(vec![
+        var_into(em, a, a.out(0)?, sqrt)?,
+        mean_into(em, a, a.out(1)?)?,
+    ])
+}
+
+pub(super) fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    // all(x) = not(any(not(x)))
+    let x = a.t("self")?;
+    let nx = unary(em, "aten.logical_not.default", x)?;
+    let nx = if em.dtype(nx)? != Dtype::Bool {
+        to_copy(em, nx, Dtype::Bool, None)?
+    } else {
+        nx
+    };
+    let out = a.out(0)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, Dtype::Bool, m.sizes)?;
+    let any_op = format!("aten.any.{}", a.0.target.overload);
+    let mut args = vec![("self", Argument::Tensor(nx))];
+    for name in ["dim", "keepdim"] {
+        if a.0.arg(name).is_some() {
+            args.push((name, a.arg(name)));
+        }
+    }
+    let any = em.op(&any_op, args, meta)?;
+    Ok(vec![same(
+        em,
+        "aten.logical_not.default",
+        vec![("self", Argument::Tensor(any))],
+        any,
+        Some(out),
+    )?])
+}
+
+fn count_nonzero(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
+    let dims = match a.0.arg("dim") {
+        Some(Argument::Int(d)) => vec![*d],
+        Some(Argument::Ints(v)) => v.clone(),
+        _ => vec![],
+    };
+    Ok(vec![reduce(
+        em,
+        "aten.sum.dim_IntList",
+        nz,
+        &dims,
+        false,
+        vec![("dtype", Argument::ScalarType(Dtype::Int64))],
+        Dtype::Int64,
+        Some(a.out(0)?),
+    )?])
+}
+
+/// mse, l1, huber and smooth-l1 losses with their reductions.
+fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let (x, t) = (a.t("self")?, a.t("target")?);
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let d = binary(em, "aten.sub.Tensor", x, t, dtype, None)?;
+    let elem = match a.0.target.name.as_str() {
+        "mse_loss" => binary(em, "aten.mul.Tensor", d, d, dtype, None)?,
+        "l1_loss" => unary(em, "aten.abs.default", d)?,
+        name => {
+            let ad = unary(em, "aten.abs.default", d)?;
+            let (k, huber) = if name == "huber_loss" {
+                (a.float("delta")?, true)
+            } else {
+                (a.float("beta")?, false)
+            };
+            let small = cmp(em, "aten.lt.Scalar", ad, Argument::Float(k))?;
+            // huber: 0.5 d^2 | k (|d| - k/2); smooth l1: 0.5 d^2 / k | |d| - k/2
+            let sq = binary(em, "aten.mul.Tensor", d, d, dtype, None)?;
+            let half_sq = with_scalar(
+                em,
+                "aten.mul.Tensor",
+                sq,
+                Argument::Float(if huber { 0.5 } else { 0.5 / k }),
+            )?;
+            let lin = with_scalar(em, "aten.sub.Tensor", ad, Argument::Float(k / 2.0))?;
+            let lin = if huber {
+                with_scalar(em, "aten.mul.Tensor", lin, Argument::Float(k))?
+            } else {
+                lin
+            };
+            where_(em, small, half_sq, lin, None)?
+        }
+    };
+    let reduction = a.int("reduction")?;
+    let meta = em.meta(out)?.clone();
+    match reduction {
+        0 => Ok(vec![elem]),
+        1 => {
+            let m = em.meta_like(out, dtype, meta.sizes)?;
+            let _ = m;
+            em.op_into(
+                "aten.mean.default",
+                vec![("self", Argument::Tensor(elem))],
+                out,
+            )?;
+            Ok(vec![out])
+        }
+        _ => Ok(vec![reduce(
+            em,
+            "aten.sum.dim_IntList",
+            elem,
+            &[],
+            false,
+            vec![],
+            dtype,
+            Some(out),
+        )?]),
+    }
+}
+
+fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dtype = em.dtype(a.out(0)?)?;
+    let dims = a.opt_ints("dim")?.unwrap_or_default();
+    let keepdim = a.bool("keepdim")?;
+    let sizes = em.sizes(x)?;
+    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
+    let is_nan = em.op(
+        "aten.isnan.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
+    let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
+    let clean = where_(em, is_nan, zero, x, None)?;
+    if a.0.target.name == "nansum" {
+        return Ok(vec![reduce(
+            em,
+            "aten.sum.dim_IntList",
+            clean,
+            &dims,
+            keepdim,
+            vec![],
+            dtype,
+            Some(a.out(0)?),
+        )?]);
+    }
+    let s = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        clean,
+        &dims,
+        keepdim,
+        vec![],
+        dtype,
+        None,
+    )?;
+    let ok = unary(em, "aten.logical_not.default", is_nan)?;
+    let n = reduce(
+        em,
+        "aten.sum.dim_IntList",
+        ok,
+        &dims,
+        keepdim,
+        vec![("dtype", Argument::ScalarType(dtype))],
+        dtype,
+        None,
+    )?;
+    Ok(vec![binary(
+        em,
+        "aten.div.Tensor",
+        s,
+        n,
+        dtype,
+        Some(a.out(0)?),
+    )?])
+}
+
+/// argsort (the indices of a sort) and msort (values along dim 0).
+fn sort_like(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let sizes = em.sizes(x)?;
+    let vmeta = em.meta_like(x, em.dtype(x)?, sizes.clone())?;
+    let imeta = em.meta_like(x, Dtype::Int64, sizes)?;
+    let (dim, desc) = if a.0.target.name == "msort" {
+        (0, false)
+    } else {
+        (a.int("dim")?, a.bool("descending")?)
+    };
+    let args = vec![
+        ("self", Argument::Tensor(x)),
+        ("dim", Argument::Int(dim)),
+        ("descending", Argument::Bool(desc)),
+    ];
+    if a.0.target.name == "msort" {
+        em.call(
+            "aten.sort.default",
+            args,
+            vec![Out::Into(out), Out::New(imeta)],
+        )?;
+    } else {
+        em.call(
+            "aten.sort.default",
+            args,
+            vec![Out::New(vmeta), Out::Into(out)],
+        )?;
+    }
+    Ok(vec![out])
+}
+
+fn aminmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let dims = a.opt_int("dim")?.map(|d| vec![d]).unwrap_or_default();
+    let keep = a.bool("keepdim")?;
+    let dtype = em.dtype(x)?;
+    let lo = reduce(
+        em,
+        "aten.amin.default",
+        x,
+        &dims,
+        keep,
+        vec![],
+        dtype,
+        Some(a.out(0)?),
+    )?;
+    let hi = reduce(
+        em,
+        "aten.amax.default",
+        x,
+        &dims,
+        keep,
+        vec![],
+        dtype,
+        Some(a.out(1)?),
+    )?;
+    Ok(vec![lo, hi])
+}
+
+rules! {
+    "aten.sum.default" => ["aten.sum.dim_IntList"] sum_all;
+    "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;
+    "aten.all.default" => ["aten.logical_not.default", "aten.any.default"] all;
+    "aten.all.dim" => ["aten.logical_not.default", "aten.any.dim"] all;
+    "aten.all.dims" => ["aten.logical_not.default", "aten.any.dims"] all;
+    "aten.count_nonzero.default" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
+    "aten.count_nonzero.dim_IntList" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
+    "aten.mse_loss.default" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.mean.default", "aten.sum.dim_IntList"] loss;
+    "aten.l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mean.default", "aten.sum.dim_IntList"] loss;
+    "aten.huber_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.where.self", "aten.mean.default"] loss;
+    "aten.smooth_l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.div.Tensor", "aten.where.self", "aten.mean.default"] loss;
+    "aten.nansum.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList"] nan_reduce;
+    "aten.nanmean.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList", "aten.logical_not.default", "aten.div.Tensor"] nan_reduce;
+    "aten.std_mean.dim" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
+    "aten.std_mean.correction" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
+    "aten.argsort.default" => ["aten.sort.default"] sort_like;
+    "aten.argsort.stable" => ["aten.sort.default"] sort_like;
+    "aten.msort.default" => ["aten.sort.default"] sort_like;
+    "aten.aminmax.default" => ["aten.amin.default", "aten.amax.default"] aminmax;
+    "aten.logsumexp.default" => ["aten.amax.default", "aten.abs.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.sub.Tensor", "aten.exp.default", "aten.sum.dim_IntList", "aten.log.default", "aten.squeeze.dims", "aten.add.Tensor"] logsumexp;
+    "aten.std.dim" => ["aten.var.correction", "aten.sqrt.default"] std_dim;
+    "aten.var.dim" => ["aten.var.correction"] var_dim;
+    "aten.var_mean.dim" => ["aten.var.correction", "aten.mean.dim"] var_mean;
+    "aten.var_mean.correction" => ["aten.var.correction", "aten.mean.dim"] var_mean;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[
+    ("aten.max.other", "aten.maximum.default"),
+    ("aten.min.other", "aten.minimum.default"),
+    ("aten.var.default", "aten.var.dim"),
+    ("aten.std.default", "aten.std.dim"),
+    ("aten.std_mean.default", "aten.std_mean.dim"),
+    ("aten.var_mean.default", "aten.var_mean.dim"),
+];

@@ -1,0 +1,53 @@
+//! Resampling: upsampling, interpolation and grid sampling: the decomposition rules.
+
+use super::*;
+
+/// Nearest 1-D upsampling as a gather: source index floor(i * in / out).
+fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let out = a.out(0)?;
+    let last = |v: Vec<i64>| {
+        v.last()
+            .copied()
+            .ok_or_else(|| Error::bad_input("upsample_nearest1d of a 0-d tensor"))
+    };
+    let n_in = last(em.static_sizes(x, "upsample_nearest1d")?)?;
+    let n_out = last(em.static_sizes(out, "upsample_nearest1d")?)?;
+    let scale = match a.0.arg("scale_factors") {
+        Some(Argument::Floats(f)) if !f.is_empty() => 1.0 / f[0],
+        _ => n_in as f64 / n_out as f64,
+    };
+    let i = arange_col(em, x, n_out, false)?;
+    let f = to_copy(em, i, Dtype::Float32, None)?;
+    let f = with_scalar(em, "aten.mul.Tensor", f, Argument::Float(scale))?;
+    let idx = to_copy(em, f, Dtype::Int64, None)?;
+    let idx = same(
+        em,
+        "aten.clamp.default",
+        vec![
+            ("self", Argument::Tensor(idx)),
+            ("max", Argument::Int(n_in - 1)),
+        ],
+        idx,
+        None,
+    )?;
+    let r = em.rank(x)?;
+    let mut indices: Vec<Option<ValueId>> = vec![None; r - 1];
+    indices.push(Some(idx));
+    em.op_into(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("indices", Argument::OptionalTensors(indices)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+rules! {
+    "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[];

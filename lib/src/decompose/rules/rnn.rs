@@ -1,0 +1,308 @@
+//! Recurrent layers (LSTM, GRU, RNN) and their cells: the decomposition rules.
+
+use super::*;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Cell {
+    Lstm,
+    Gru,
+    Tanh,
+    Relu,
+}
+
+/// `aten.lstm.input`, `gru.input`, `rnn_tanh.input`, `rnn_relu.input`,
+/// unrolled over the (static) sequence as torch's decompositions do: per
+/// layer and direction, the input projection for every step at once, then
+/// per step `linear(h) + x_t` and the cell's gates; layers chained,
+/// directions concatenated, final states stacked.
+fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let cell = match a.0.target.name.as_str() {
+        "lstm" => Cell::Lstm,
+        "gru" => Cell::Gru,
+        "rnn_tanh" => Cell::Tanh,
+        _ => Cell::Relu,
+    };
+    let x = a.t("input")?;
+    let hx = if cell == Cell::Lstm {
+        a.ts("hx")?
+    } else {
+        vec![a.t("hx")?]
+    };
+    let params = a.ts("params")?;
+    let (has_biases, layers) = (a.bool("has_biases")?, a.int("num_layers")? as usize);
+    let (dropout, train) = (a.float("dropout")?, a.bool("train")?);
+    let (bidir, batch_first) = (a.bool("bidirectional")?, a.bool("batch_first")?);
+    if em.rank(x)? != 3 || (cell == Cell::Lstm && hx.len() != 2) {
+        return Err(Error::unsupported(format!(
+            "node {}: {} on unbatched input",
+            a.0.name, a.0.target
+        )));
+    }
+    let dirs = if bidir { 2 } else { 1 };
+    let proj = cell == Cell::Lstm && em.sizes(hx[0])?[2] != em.sizes(hx[1])?[2];
+    let per = 2 + 2 * has_biases as usize + proj as usize;
+    if params.len() != per * layers * dirs {
+        return Err(Error::bad_input(format!(
+            "node {}: {} recurrent parameters, expected {}",
+            a.0.name,
+            params.len(),
+            per * layers * dirs
+        )));
+    }
+    let dtype = em.dtype(x)?;
+    let mut input = if batch_first {
+        swap_dims(em, x, 0, 1)?
+    } else {
+        x
+    };
+    let seq = em.static_sizes(input, "a recurrent layer (unrolled over the sequence)")?[0];
+    let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
+    for layer in 0..layers {
+        let mut dir_out = Vec::new();
+        for d in 0..dirs {
+            let idx = layer * dirs + d;
+            let p = &params[idx * per..(idx + 1) * per];
+            let (w_ih, w_hh) = (p[0], p[1]);
+            let (b_ih, b_hh) = if has_biases {
+                (Some(p[2]), Some(p[3]))
+            } else {
+                (None, None)
+            };
+            let w_hr = proj.then(|| p[per - 1]);
+            let mut h = select(em, hx[0], 0, idx as i64)?;
+            let mut c = if cell == Cell::Lstm {
+                Some(select(em, hx[1], 0, idx as i64)?)
+            } else {
+                None
+            };
+            let pre = linear_op(em, input, w_ih, b_ih)?;
+            let mut steps = Vec::new();
+            let order: Vec<i64> = if d == 0 {
+                (0..seq).collect()
+            } else {
+                (0..seq).rev().collect()
+            };
+            for t in order {
+                let xt = select(em, pre, 0, t)?;
+                let hh = linear_op(em, h, w_hh, b_hh)?;
+                let (nh, nc) = cell_step(em, cell, xt, hh, h, c, w_hr, dtype)?;
+                h = nh;
+                c = nc;
+                steps.push(h);
+            }
+            if d == 1 {
+                steps.reverse();
+            }
+            final_h.push(h);
+            final_c.extend(c);
+            dir_out.push(stack_op(em, &steps, 0)?);
+        }
+        input = if dirs == 2 {
+            cat_op(em, &dir_out, 2)?
+        } else {
+            dir_out[0]
+        };
+        if dropout != 0.0 && train && layer + 1 < layers {
+            let sizes = em.sizes(input)?;
+            let meta = em.meta_like(input, dtype, sizes)?;
+            input = em.op(
+                "aten.dropout.default",
+                vec![
+                    ("input", Argument::Tensor(input)),
+                    ("p", Argument::Float(dropout)),
+                    ("train", Argument::Bool(true)),
+                ],
+                meta,
+            )?;
+        }
+    }
+    let outs = a.outs();
+    let out = if batch_first {
+        swap_dims(em, input, 0, 1)?
+    } else {
+        input
+    };
+    let mut result = vec![out, stack_op(em, &final_h, 0)?];
+    if cell == Cell::Lstm {
+        result.push(stack_op(em, &final_c, 0)?);
+    }
+    Ok(result.into_iter().take(outs.len()).collect())
+}
+
+/// One step of a recurrent cell: `xt` is the input projection
+/// (`linear(x, w_ih, b_ih)`), `hh` the hidden one (`linear(h, w_hh, b_hh)`).
+#[allow(clippy::too_many_arguments)] // the cell's state and weights
+fn cell_step(
+    em: &mut Emitter,
+    cell: Cell,
+    xt: ValueId,
+    hh: ValueId,
+    h: ValueId,
+    c: Option<ValueId>,
+    w_hr: Option<ValueId>,
+    dtype: Dtype,
+) -> Result<(ValueId, Option<ValueId>)> {
+    let mut h = h;
+    let mut c = c;
+    match cell {
+        Cell::Lstm => {
+            let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let g = chunk_op(em, gates, 4, 1)?;
+            let i = unary(em, "aten.sigmoid.default", g[0])?;
+            let f = unary(em, "aten.sigmoid.default", g[1])?;
+            let cc = unary(em, "aten.tanh.default", g[2])?;
+            let o = unary(em, "aten.sigmoid.default", g[3])?;
+            let fc = binary(em, "aten.mul.Tensor", f, c.unwrap(), dtype, None)?;
+            let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
+            let cn = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
+            let tc = unary(em, "aten.tanh.default", cn)?;
+            h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
+            if let Some(w) = w_hr {
+                h = linear_op(em, h, w, None)?;
+            }
+            c = Some(cn);
+        }
+        Cell::Gru => {
+            let gi = chunk_op(em, xt, 3, 1)?;
+            let gh = chunk_op(em, hh, 3, 1)?;
+            let rs = binary(em, "aten.add.Tensor", gi[0], gh[0], dtype, None)?;
+            let r = unary(em, "aten.sigmoid.default", rs)?;
+            let zs = binary(em, "aten.add.Tensor", gi[1], gh[1], dtype, None)?;
+            let z = unary(em, "aten.sigmoid.default", zs)?;
+            let rh = binary(em, "aten.mul.Tensor", r, gh[2], dtype, None)?;
+            let ns = binary(em, "aten.add.Tensor", gi[2], rh, dtype, None)?;
+            let n = unary(em, "aten.tanh.default", ns)?;
+            // h' = n + z * (h - n)
+            let hn = binary(em, "aten.sub.Tensor", h, n, dtype, None)?;
+            let zh = binary(em, "aten.mul.Tensor", z, hn, dtype, None)?;
+            h = binary(em, "aten.add.Tensor", n, zh, dtype, None)?;
+        }
+        Cell::Tanh | Cell::Relu => {
+            let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let act = if cell == Cell::Tanh {
+                "aten.tanh.default"
+            } else {
+                "aten.relu.default"
+            };
+            h = unary(em, act, s)?;
+        }
+    }
+    Ok((h, c))
+}
+
+/// `lstm_cell`, `gru_cell`, `rnn_tanh_cell`, `rnn_relu_cell`: one step.
+fn rnn_cell(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+    let cell = match a.0.target.name.as_str() {
+        "lstm_cell" => Cell::Lstm,
+        "gru_cell" => Cell::Gru,
+        "rnn_tanh_cell" => Cell::Tanh,
+        _ => Cell::Relu,
+    };
+    let x = a.t("input")?;
+    if em.rank(x)? != 2 {
+        return Err(Error::unsupported(format!(
+            "node {}: {} on unbatched input",
+            a.0.name, a.0.target
+        )));
+    }
+    let (h, c) = if cell == Cell::Lstm {
+        let hx = a.ts("hx")?;
+        (hx[0], Some(hx[1]))
+    } else {
+        (a.t("hx")?, None)
+    };
+    let dtype = em.dtype(x)?;
+    let xt = linear_op(em, x, a.t("w_ih")?, a.ot("b_ih")?)?;
+    let hh = linear_op(em, h, a.t("w_hh")?, a.ot("b_hh")?)?;
+    let (h, c) = cell_step(em, cell, xt, hh, h, c, None, dtype)?;
+    Ok([Some(h), c].into_iter().flatten().collect())
+}
+
+/// `x.chunk(n, dim)` for a dim that divides evenly.
+fn chunk_op(em: &mut Emitter, x: ValueId, n: i64, dim: usize) -> Result<Vec<ValueId>> {
+    let dtype = em.dtype(x)?;
+    let mut gs = em.sizes(x)?;
+    let total = gs[dim]
+        .as_int()
+        .ok_or_else(|| Error::unsupported("a recurrent layer with a symbolic hidden size"))?;
+    gs[dim] = Sym::Int(total / n);
+    let metas: Vec<Out> = (0..n)
+        .map(|_| em.meta_like(x, dtype, gs.clone()).map(Out::New))
+        .collect::<Result<_>>()?;
+    em.call(
+        "aten.chunk.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("chunks", Argument::Int(n)),
+            ("dim", Argument::Int(dim as i64)),
+        ],
+        metas,
+    )
+}
+
+fn select(em: &mut Emitter, x: ValueId, dim: usize, index: i64) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let mut sizes = m.sizes.clone();
+    sizes.remove(dim);
+    let meta = em.meta_like(x, m.dtype, sizes)?;
+    em.op(
+        "aten.select.int",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(dim as i64)),
+            ("index", Argument::SymInt(SymRef::Int(index))),
+        ],
+        meta,
+    )
+}
+
+fn swap_dims(em: &mut Emitter, x: ValueId, d0: usize, d1: usize) -> Result<ValueId> {
+    let mut perm: Vec<usize> = (0..em.rank(x)?).collect();
+    perm.swap(d0, d1);
+    permute(em, x, &perm, None)
+}
+
+/// `aten.linear` (lowered again by its own rule).
+fn linear_op(em: &mut Emitter, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
+    let mut sizes = em.sizes(x)?;
+    let n = em.sizes(w)?[0].clone();
+    *sizes.last_mut().unwrap() = n;
+    let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
+    em.op(
+        "aten.linear.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", Argument::Tensor(w)),
+            ("bias", Argument::OptionalTensor(b)),
+        ],
+        meta,
+    )
+}
+
+fn stack_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
+    let mut sizes = em.sizes(xs[0])?;
+    sizes.insert(dim, Sym::Int(xs.len() as i64));
+    let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
+    em.op(
+        "aten.stack.default",
+        vec![
+            ("tensors", Argument::Tensors(xs.to_vec())),
+            ("dim", Argument::Int(dim as i64)),
+        ],
+        meta,
+    )
+}
+
+rules! {
+    "aten.gru.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
+    "aten.rnn_tanh.input" => ["aten.select.int", "aten.linear.default", "aten.tanh.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
+    "aten.rnn_relu.input" => ["aten.select.int", "aten.linear.default", "aten.relu.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
+    "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
+    "aten.lstm_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"] rnn_cell;
+    "aten.gru_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor"] rnn_cell;
+    "aten.rnn_tanh_cell.default" => ["aten.linear.default", "aten.tanh.default", "aten.add.Tensor"] rnn_cell;
+    "aten.rnn_relu_cell.default" => ["aten.linear.default", "aten.relu.default", "aten.add.Tensor"] rnn_cell;
+}
+
+/// Ops that are another op of this family under another name.
+pub(super) static ALIASES: &[(&str, &str)] = &[];
