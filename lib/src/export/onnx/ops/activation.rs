@@ -1,0 +1,196 @@
+//! Activation functions (relu, gelu, hardswish, softmax, ...): the ONNX emitters.
+
+use super::*;
+
+fn activation(cx: &mut Cx, op: &str, attrs: &[(&str, f64)]) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let attrs = attrs.iter().map(|(k, v)| attr_float(k, *v)).collect();
+    elementwise(cx, &x, meta.dtype, |cx, x, _| Ok(cx.node(op, &[x], attrs)))
+}
+
+fn silu(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let s = cx.node("Sigmoid", &[x], vec![]);
+        Ok(cx.node("Mul", &[x, &s], vec![]))
+    })
+}
+
+/// Gelu is an ONNX op from opset 20; before, its formula.
+fn gelu(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let approximate = cx
+        .opt_string("approximate")?
+        .unwrap_or_else(|| "none".into());
+    if approximate != "none" && approximate != "tanh" {
+        return Err(Error::unsupported(format!(
+            "gelu approximate={approximate:?}"
+        )));
+    }
+    let opset = cx.opset();
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        if opset >= 20 {
+            return Ok(cx.node("Gelu", &[x], vec![attr_str("approximate", &approximate)]));
+        }
+        let half = cx.scalar(Lit::Float(0.5), c)?;
+        let one = cx.scalar(Lit::Float(1.0), c)?;
+        let inner = if approximate == "tanh" {
+            // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+            let k = cx.scalar(Lit::Float((2.0 / std::f64::consts::PI).sqrt()), c)?;
+            let a = cx.scalar(Lit::Float(0.044715), c)?;
+            let x2 = cx.node("Mul", &[x, x], vec![]);
+            let x3 = cx.node("Mul", &[&x2, x], vec![]);
+            let ax3 = cx.node("Mul", &[&a, &x3], vec![]);
+            let s = cx.node("Add", &[x, &ax3], vec![]);
+            let ks = cx.node("Mul", &[&k, &s], vec![]);
+            cx.node("Tanh", &[&ks], vec![])
+        } else {
+            let r = cx.scalar(Lit::Float(std::f64::consts::FRAC_1_SQRT_2), c)?;
+            let xr = cx.node("Mul", &[x, &r], vec![]);
+            cx.node("Erf", &[&xr], vec![])
+        };
+        let p = cx.node("Add", &[&inner, &one], vec![]);
+        let hx = cx.node("Mul", &[x, &half], vec![]);
+        Ok(cx.node("Mul", &[&hx, &p], vec![]))
+    })
+}
+
+fn leaky_relu(cx: &mut Cx) -> Result<()> {
+    let slope = lit(cx, "negative_slope")?.map_or(0.01, Lit::as_f64);
+    activation(cx, "LeakyRelu", &[("alpha", slope)])
+}
+
+fn elu(cx: &mut Cx) -> Result<()> {
+    let alpha = lit(cx, "alpha")?.map_or(1.0, Lit::as_f64);
+    let scale = lit(cx, "scale")?.map_or(1.0, Lit::as_f64);
+    let input_scale = lit(cx, "input_scale")?.map_or(1.0, Lit::as_f64);
+    if scale == 1.0 && input_scale == 1.0 {
+        return activation(cx, "Elu", &[("alpha", alpha)]);
+    }
+    if input_scale == 1.0 {
+        // selu and friends: scale * (x > 0 ? x : alpha * (exp(x) - 1))
+        return activation(cx, "Selu", &[("alpha", alpha), ("gamma", scale)]);
+    }
+    // scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1))
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let (s, is, sa) = (
+            cx.scalar(Lit::Float(scale), c)?,
+            cx.scalar(Lit::Float(input_scale), c)?,
+            cx.scalar(Lit::Float(scale * alpha), c)?,
+        );
+        let (zero, one) = (
+            cx.scalar(Lit::Float(0.0), c)?,
+            cx.scalar(Lit::Float(1.0), c)?,
+        );
+        let pos = cx.node("Mul", &[x, &s], vec![]);
+        let xi = cx.node("Mul", &[x, &is], vec![]);
+        let e = cx.node("Exp", &[&xi], vec![]);
+        let em1 = cx.node("Sub", &[&e, &one], vec![]);
+        let neg = cx.node("Mul", &[&em1, &sa], vec![]);
+        let up = cx.node("Greater", &[x, &zero], vec![]);
+        Ok(cx.node("Where", &[&up, &pos, &neg], vec![]))
+    })
+}
+
+/// mish(x) = x tanh(softplus(x)): ONNX `Mish` from opset 18, composed before.
+fn mish(cx: &mut Cx) -> Result<()> {
+    if cx.opset() >= 18 {
+        return unary(cx, "Mish");
+    }
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let sp = cx.node("Softplus", &[x], vec![]);
+        let t = cx.node("Tanh", &[&sp], vec![]);
+        Ok(cx.node("Mul", &[x, &t], vec![]))
+    })
+}
+
+/// softplus(x) = log(1 + exp(beta x)) / beta, and x where beta x > threshold.
+fn softplus(cx: &mut Cx) -> Result<()> {
+    let beta = lit(cx, "beta")?.map_or(1.0, Lit::as_f64);
+    let threshold = lit(cx, "threshold")?.map_or(20.0, Lit::as_f64);
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let b = cx.scalar(Lit::Float(beta), c)?;
+        let bx = cx.node("Mul", &[x, &b], vec![]);
+        let sp = cx.node("Softplus", &[&bx], vec![]);
+        let y = cx.node("Div", &[&sp, &b], vec![]);
+        let t = cx.scalar(Lit::Float(threshold), c)?;
+        let big = cx.node("Greater", &[&bx, &t], vec![]);
+        Ok(cx.node("Where", &[&big, x, &y], vec![]))
+    })
+}
+
+fn hardtanh(cx: &mut Cx) -> Result<()> {
+    if cx.node.target.name == "relu6" {
+        return clip(
+            cx,
+            Some(Operand::Lit(Lit::Float(0.0))),
+            Some(Operand::Lit(Lit::Float(6.0))),
+        );
+    }
+    let lo = lit(cx, "min_val")?.unwrap_or(Lit::Float(-1.0));
+    let hi = lit(cx, "max_val")?.unwrap_or(Lit::Float(1.0));
+    clip(cx, Some(Operand::Lit(lo)), Some(Operand::Lit(hi)))
+}
+
+fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let dim = norm_dim(cx.int("dim")?, meta.sizes.len());
+    if meta.sizes.is_empty() {
+        let y = if op == "Softmax" {
+            let out = cx.out_dtype(0)?;
+            cx.scalar(Lit::Float(1.0), out)?
+        } else {
+            let out = cx.out_dtype(0)?;
+            cx.scalar(Lit::Float(0.0), out)?
+        };
+        cx.set(0, y);
+        return Ok(());
+    }
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        Ok(cx.node(op, &[x], vec![attr_int("axis", dim)]))
+    })
+}
+
+/// x where x > threshold, else value.
+fn threshold(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let t = cx.operand("threshold")?;
+    let v = cx.operand("value")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ts = cx.operand_as(&t, c)?;
+    let vs = cx.operand_as(&v, c)?;
+    let keep = cx.node("Greater", &[&xs, &ts], vec![]);
+    let y = cx.node("Where", &[&keep, &xs, &vs], vec![]);
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.relu.default", |cx| unary(cx, "Relu")),
+    ("aten.sigmoid.default", |cx| unary(cx, "Sigmoid")),
+    ("aten.tanh.default", |cx| unary(cx, "Tanh")),
+    ("aten.silu.default", silu),
+    ("aten.gelu.default", gelu),
+    ("aten.hardsigmoid.default", |cx| activation(cx, "HardSigmoid", &[("alpha", 1.0 / 6.0), ("beta", 0.5)])),
+    ("aten.hardswish.default", |cx| unary(cx, "HardSwish")),
+    ("aten.mish.default", mish),
+    ("aten.leaky_relu.default", leaky_relu),
+    ("aten.elu.default", elu),
+    ("aten.softplus.default", softplus),
+    ("aten.hardtanh.default", hardtanh),
+    ("aten.relu6.default", hardtanh),
+    ("aten.threshold.default", threshold),
+    ("aten._softmax.default", |cx| softmax(cx, "Softmax")),
+    ("aten.softmax.int", |cx| softmax(cx, "Softmax")),
+    ("aten._safe_softmax.default", |cx| softmax(cx, "Softmax")),
+    ("aten._log_softmax.default", |cx| softmax(cx, "LogSoftmax")),
+    ("aten.log_softmax.int", |cx| softmax(cx, "LogSoftmax")),
+];

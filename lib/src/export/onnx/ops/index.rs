@@ -1,0 +1,398 @@
+//! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the ONNX emitters.
+
+use super::*;
+
+fn masked_fill(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let mask = cx.operand("mask")?;
+    let value = cx.operand("value")?;
+    where_op(cx, &mask, &value, &x)
+}
+
+fn index_select(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let rank = cx.rank("self")?;
+    let dim = norm_dim(cx.int("dim")?, rank);
+    let index = cx.input("index")?;
+    let y = cx.node("Gather", &[&x, &index], vec![attr_int("axis", dim)]);
+    cx.set(0, y);
+    Ok(())
+}
+
+/// Advanced indexing. One index tensor is a Gather; several are broadcast
+/// together, stacked and read with GatherND after moving the indexed dims
+/// to the front; adjacent indexed dims then move back to where torch puts
+/// them (non-adjacent ones lead, as in torch).
+fn index(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let rank = cx.rank("self")?;
+    let indices = cx.optional_tensors("indices")?;
+    let given: Vec<(usize, String, Dtype)> = indices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.as_ref().map(|(n, m)| (i, n.clone(), m.dtype)))
+        .collect();
+    if let Some((_, _, d)) = given
+        .iter()
+        .find(|(_, _, d)| matches!(d, Dtype::Bool | Dtype::Uint8))
+    {
+        return Err(Error::unsupported(format!(
+            "indexing with a {} mask (data-dependent shape)",
+            d.torch_name()
+        )));
+    }
+    if given.is_empty() {
+        cx.set(0, x);
+        return Ok(());
+    }
+    if let [(axis, idx, _)] = given.as_slice() {
+        let y = cx.node("Gather", &[&x, idx], vec![attr_int("axis", *axis as i64)]);
+        cx.set(0, y);
+        return Ok(());
+    }
+    let k = given.len();
+    let positions: Vec<usize> = given.iter().map(|g| g.0).collect();
+    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
+    let first_pos = positions[0];
+    // Indexed dims first, the others after in order.
+    let mut perm: Vec<i64> = positions.iter().map(|p| *p as i64).collect();
+    perm.extend((0..rank as i64).filter(|d| !positions.contains(&(*d as usize))));
+    let xt = if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
+        x
+    } else {
+        cx.transpose(&x, &perm)
+    };
+    let mut idx64 = Vec::new();
+    for (_, name, d) in &given {
+        idx64.push(cx.cast(name, *d, Dtype::Int64)?);
+    }
+    // The broadcast shape of all index tensors.
+    let mut sum = idx64[0].clone();
+    for i in &idx64[1..] {
+        sum = cx.node("Add", &[&sum, i], vec![]);
+    }
+    let bshape = cx.shape(&sum);
+    let mut stacked = Vec::new();
+    for i in &idx64 {
+        let e = cx.node("Expand", &[i, &bshape], vec![]);
+        stacked.push(cx.unsqueeze(&e, &[-1]));
+    }
+    let nd = cx.concat(&stacked, -1);
+    let mut y = cx.node("GatherND", &[&xt, &nd], vec![]);
+    if adjacent && first_pos > 0 {
+        let out_rank = cx.out_meta(0)?.sizes.len() as i64;
+        let nb = out_rank - (rank as i64 - k as i64);
+        let p = first_pos as i64;
+        let back: Vec<i64> = (nb..nb + p).chain(0..nb).chain(nb + p..out_rank).collect();
+        y = cx.transpose(&y, &back);
+    }
+    cx.set(0, y);
+    Ok(())
+}
+
+fn gather(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let rank = cx.rank("self")?;
+    let dim = norm_dim(cx.int("dim")?, rank);
+    let index = cx.input("index")?;
+    let y = cx.node("GatherElements", &[&x, &index], vec![attr_int("axis", dim)]);
+    cx.set(0, y);
+    Ok(())
+}
+
+fn embedding(cx: &mut Cx) -> Result<()> {
+    let w = cx.input("weight")?;
+    let idx = cx.input("indices")?;
+    let y = cx.node("Gather", &[&w, &idx], vec![attr_int("axis", 0)]);
+    cx.set(0, y);
+    Ok(())
+}
+
+fn trilu(cx: &mut Cx, upper: bool) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let k = sym_arg(cx, "diagonal", 0)?;
+    let k = cx.reshape_const(&k, &[])?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        Ok(cx.node("Trilu", &[x, &k], vec![attr_int("upper", upper as i64)]))
+    })
+}
+
+fn one_hot(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let out = cx.out_meta(0)?;
+    let depth = match cx.opt_int("num_classes")? {
+        Some(n) if n >= 0 => n,
+        _ => out
+            .sizes
+            .last()
+            .and_then(Sym::as_int)
+            .ok_or_else(|| Error::unsupported("one_hot with an unknown number of classes"))?,
+    };
+    let idx = cx.cast(&x, meta.dtype, Dtype::Int64)?;
+    let d = cx.const_i64s(&[depth]);
+    let values = cx.const_i64s(&[0, 1]);
+    let y = cx.node("OneHot", &[&idx, &d, &values], vec![attr_int("axis", -1)]);
+    cx.set(0, y);
+    Ok(())
+}
+
+fn nonzero(cx: &mut Cx) -> Result<()> {
+    let (x, _) = first(cx)?;
+    let nz = cx.node("NonZero", &[&x], vec![]);
+    let y = cx.transpose(&nz, &[1, 0]);
+    cx.set(0, y);
+    Ok(())
+}
+
+/// scatter / scatter_add / scatter_reduce as ScatterElements.
+fn scatter(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let rank = meta.sizes.len();
+    let dim = norm_dim(cx.int("dim")?, rank);
+    let index = cx.input("index")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let reduction = match cx.node.target.name.as_str() {
+        "scatter_add" => "add",
+        "scatter_reduce" => {
+            if !cx.opt_bool("include_self")?.unwrap_or(true) {
+                return Err(Error::unsupported("scatter_reduce with include_self=False"));
+            }
+            match cx.string("reduce")?.as_str() {
+                "sum" => "add",
+                "prod" => "mul",
+                "amax" if cx.opset() >= 18 => "max",
+                "amin" if cx.opset() >= 18 => "min",
+                r => {
+                    return Err(Error::unsupported(format!(
+                        "scatter_reduce reduce={r:?} at opset {}",
+                        cx.opset()
+                    )))
+                }
+            }
+        }
+        _ => "none",
+    };
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let updates = if cx.has("src") {
+        let sd = cx.dtype("src")?;
+        let src = cx.input("src")?;
+        let src = cx.cast(&src, sd, c)?;
+        // torch reads only the index's extent of src.
+        let same = cx.meta("src")?.sizes == cx.meta("index")?.sizes;
+        if same {
+            src
+        } else {
+            let shape = cx.shape(&index);
+            let zeros = cx.const_i64s(&vec![0; rank]);
+            cx.node("Slice", &[&src, &zeros, &shape], vec![])
+        }
+    } else {
+        let v = cx.operand("value")?;
+        let v = cx.operand_as(&v, c)?;
+        let shape = cx.shape(&index);
+        cx.node("Expand", &[&v, &shape], vec![])
+    };
+    let y = cx.node(
+        "ScatterElements",
+        &[&xs, &index, &updates],
+        vec![attr_int("axis", dim), attr_str("reduction", reduction)],
+    );
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// slice_scatter / select_scatter: src written over a strided range of
+/// `dim`, as ScatterElements with the range's indices.
+fn slice_scatter(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let rank = meta.sizes.len();
+    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let size = meta.sizes[dim as usize].as_int();
+    let select = cx.node.target.name == "select_scatter";
+    let src = cx.input("src")?;
+    let src_meta = cx.meta("src")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let mut src = cx.cast(&src, src_meta.dtype, c)?;
+    let normalize = |v: i64| -> Result<i64> {
+        if v >= 0 {
+            Ok(v)
+        } else {
+            size.map(|n| v + n)
+                .ok_or_else(|| Error::unsupported("a negative position in a symbolic dim"))
+        }
+    };
+    let (start, step, count) = if select {
+        src = cx.unsqueeze(&src, &[dim]);
+        let index = match cx.arg("index")? {
+            Argument::Int(v) | Argument::SymInt(SymRef::Int(v)) => normalize(*v)?,
+            _ => return Err(Error::unsupported("select_scatter at a symbolic index")),
+        };
+        (cx.const_i64(index), cx.const_i64(1), cx.const_i64(1))
+    } else {
+        let start = match cx.node.arg("start") {
+            None | Some(Argument::None) => cx.const_i64(0),
+            Some(Argument::Int(v)) | Some(Argument::SymInt(SymRef::Int(v))) => {
+                let v = normalize(*v)?;
+                cx.const_i64(v)
+            }
+            Some(Argument::SymInt(r)) => {
+                let r = *r;
+                cx.sym_int(&r)?
+            }
+            Some(other) => return Err(Error::bad_input(format!("slice_scatter start: {other:?}"))),
+        };
+        let step = cx.opt_int("step")?.unwrap_or(1);
+        let count = cx.sym_size(&src_meta.sizes[dim as usize])?;
+        (start, cx.const_i64(step), count)
+    };
+    let zero = cx.const_i64(0);
+    let one = cx.const_i64(1);
+    let r = cx.node("Range", &[&zero, &count, &one], vec![]);
+    let r = cx.node("Mul", &[&r, &step], vec![]);
+    let r = cx.node("Add", &[&r, &start], vec![]);
+    let shape: Vec<i64> = (0..rank)
+        .map(|d| if d as i64 == dim { -1 } else { 1 })
+        .collect();
+    let r = cx.reshape_const(&r, &shape)?;
+    let src_shape = cx.shape(&src);
+    let idx = cx.node("Expand", &[&r, &src_shape], vec![]);
+    let y = cx.node(
+        "ScatterElements",
+        &[&xs, &idx, &src],
+        vec![attr_int("axis", dim)],
+    );
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// index_put: a boolean mask with one value is a Where; integer indices
+/// are a ScatterND (with add for accumulate) on the indexed dims moved first.
+fn index_put(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let rank = meta.sizes.len();
+    let indices = cx.optional_tensors("indices")?;
+    let values = cx.input("values")?;
+    let vm = cx.meta("values")?;
+    let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let vs = cx.cast(&values, vm.dtype, c)?;
+    let given: Vec<(usize, String, &TensorMeta)> = indices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.as_ref().map(|(n, m)| (i, n.clone(), *m)))
+        .collect();
+    let one_value = vm
+        .static_sizes()
+        .is_some_and(|s| s.iter().product::<i64>() == 1);
+    if let [(0, mask, mm)] = given.as_slice() {
+        if mm.dtype == Dtype::Bool && one_value && !accumulate {
+            let v = cx.reshape_const(&vs, &[])?;
+            let extra: Vec<i64> = (mm.sizes.len() as i64..rank as i64).collect();
+            let m = if extra.is_empty() {
+                mask.clone()
+            } else {
+                cx.unsqueeze(mask, &extra)
+            };
+            let y = cx.node("Where", &[&m, &v, &xs], vec![]);
+            let y = cx.cast(&y, c, out)?;
+            cx.set(0, y);
+            return Ok(());
+        }
+    }
+    if given.is_empty()
+        || given
+            .iter()
+            .any(|(_, _, m)| matches!(m.dtype, Dtype::Bool | Dtype::Uint8))
+    {
+        return Err(Error::unsupported(
+            "index_put with boolean masks (other than one value at a full mask)",
+        ));
+    }
+    let positions: Vec<usize> = given.iter().map(|g| g.0).collect();
+    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
+    if adjacent && positions[0] > 0 {
+        return Err(Error::unsupported(
+            "index_put on adjacent dims after the first",
+        ));
+    }
+    let k = given.len();
+    let mut perm: Vec<i64> = positions.iter().map(|p| *p as i64).collect();
+    perm.extend((0..rank as i64).filter(|d| !positions.contains(&(*d as usize))));
+    let identity = perm.iter().enumerate().all(|(i, p)| *p == i as i64);
+    let xt = if identity {
+        xs
+    } else {
+        cx.transpose(&xs, &perm)
+    };
+    let mut idx64 = Vec::new();
+    for (_, name, m) in &given {
+        idx64.push(cx.cast(name, m.dtype, Dtype::Int64)?);
+    }
+    let mut sum = idx64[0].clone();
+    for i in &idx64[1..] {
+        sum = cx.node("Add", &[&sum, i], vec![]);
+    }
+    let bshape = cx.shape(&sum);
+    let mut stacked = Vec::new();
+    for i in &idx64 {
+        let e = cx.node("Expand", &[i, &bshape], vec![]);
+        stacked.push(cx.unsqueeze(&e, &[-1]));
+    }
+    let nd = cx.concat(&stacked, -1);
+    // Updates have the shape B + the dims not indexed.
+    let xt_shape = cx.shape(&xt);
+    let kk = cx.const_i64s(&[k as i64]);
+    let end = cx.const_i64s(&[i64::MAX]);
+    let rest = cx.node("Slice", &[&xt_shape, &kk, &end], vec![]);
+    let ushape = cx.concat(&[bshape, rest], 0);
+    let updates = cx.node("Expand", &[&vs, &ushape], vec![]);
+    let attrs = if accumulate {
+        vec![attr_str("reduction", "add")]
+    } else {
+        vec![]
+    };
+    let mut y = cx.node("ScatterND", &[&xt, &nd, &updates], attrs);
+    if !identity {
+        let mut inverse = vec![0i64; rank];
+        for (i, p) in perm.iter().enumerate() {
+            inverse[*p as usize] = i as i64;
+        }
+        y = cx.transpose(&y, &inverse);
+    }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.masked_fill.Scalar", masked_fill),
+    ("aten.masked_fill.Tensor", masked_fill),
+    ("aten.index_select.default", index_select),
+    ("aten.index.Tensor", index),
+    ("aten._unsafe_index.Tensor", index),
+    ("aten.gather.default", gather),
+    ("aten.embedding.default", embedding),
+    ("aten.one_hot.default", one_hot),
+    ("aten.nonzero.default", nonzero),
+    ("aten.scatter.src", scatter),
+    ("aten.scatter.value", scatter),
+    ("aten.scatter_add.default", scatter),
+    ("aten.scatter_reduce.two", scatter),
+    ("aten.slice_scatter.default", slice_scatter),
+    ("aten.select_scatter.default", slice_scatter),
+    ("aten.index_put.default", index_put),
+    ("aten.tril.default", |cx| trilu(cx, false)),
+    ("aten.triu.default", |cx| trilu(cx, true)),
+];

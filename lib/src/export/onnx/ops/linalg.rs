@@ -1,0 +1,198 @@
+//! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the ONNX emitters.
+
+use super::*;
+
+// linear algebra
+
+fn matmul(cx: &mut Cx, a: &str, b: &str) -> Result<()> {
+    let x = cx.operand(a)?;
+    let y = cx.operand(b)?;
+    binary_op(cx, "MatMul", &x, &y)
+}
+
+/// beta * self + alpha * (mat1 @ mat2), as Gemm where ONNX Runtime has it.
+fn addmm(cx: &mut Cx) -> Result<()> {
+    let bias = cx.operand("self")?;
+    let m1 = cx.operand("mat1")?;
+    let m2 = cx.operand("mat2")?;
+    let beta = lit(cx, "beta")?.unwrap_or(Lit::Int(1)).as_f64();
+    let alpha = lit(cx, "alpha")?.unwrap_or(Lit::Int(1)).as_f64();
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let (a, b) = (cx.operand_as(&m1, c)?, cx.operand_as(&m2, c)?);
+    let r = if matches!(c, Dtype::Float32 | Dtype::Float64 | Dtype::Float16) {
+        let mut attrs = Vec::new();
+        if alpha != 1.0 {
+            attrs.push(attr_float("alpha", alpha));
+        }
+        if beta != 1.0 {
+            attrs.push(attr_float("beta", beta));
+        }
+        if beta == 0.0 {
+            cx.node("Gemm", &[&a, &b], attrs)
+        } else {
+            let bias = cx.operand_as(&bias, c)?;
+            cx.node("Gemm", &[&a, &b, &bias], attrs)
+        }
+    } else {
+        scaled_matmul_add(cx, &a, &b, &bias, alpha, beta, c)?
+    };
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// `beta * bias + alpha * (a @ b)` (addmm / baddbmm forms), in dtype `c`.
+fn scaled_matmul_add(
+    cx: &mut Cx,
+    a: &str,
+    b: &str,
+    bias: &Operand,
+    alpha: f64,
+    beta: f64,
+    c: Dtype,
+) -> Result<String> {
+    let mut p = cx.node("MatMul", &[a, b], vec![]);
+    if alpha != 1.0 {
+        let k = cx.scalar(Lit::Float(alpha), c)?;
+        p = cx.node("Mul", &[&p, &k], vec![]);
+    }
+    if beta != 0.0 {
+        let mut s = cx.operand_as(bias, c)?;
+        if beta != 1.0 {
+            let k = cx.scalar(Lit::Float(beta), c)?;
+            s = cx.node("Mul", &[&s, &k], vec![]);
+        }
+        p = cx.node("Add", &[&p, &s], vec![]);
+    }
+    Ok(p)
+}
+
+fn baddbmm(cx: &mut Cx) -> Result<()> {
+    let bias = cx.operand("self")?;
+    let b1 = cx.operand("batch1")?;
+    let b2 = cx.operand("batch2")?;
+    let beta = lit(cx, "beta")?.unwrap_or(Lit::Int(1)).as_f64();
+    let alpha = lit(cx, "alpha")?.unwrap_or(Lit::Int(1)).as_f64();
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let (a, b) = (cx.operand_as(&b1, c)?, cx.operand_as(&b2, c)?);
+    let p = scaled_matmul_add(cx, &a, &b, &bias, alpha, beta, c)?;
+    let r = cx.cast(&p, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// input @ weight.T + bias: Gemm for 2-D inputs, MatMul otherwise.
+fn linear(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("input")?;
+    let xd = cx.dtype("input")?;
+    let w = cx.input("weight")?;
+    let wd = cx.dtype("weight")?;
+    let rank = cx.rank("input")?;
+    let w_rank = cx.rank("weight")?;
+    let bias = cx.opt_input("bias")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, xd, c)?;
+    let ws = cx.cast(&w, wd, c)?;
+    let bs = match &bias {
+        Some(b) => {
+            let bd = cx.dtype("bias")?;
+            Some(cx.cast(b, bd, c)?)
+        }
+        None => None,
+    };
+    let r = if rank == 2
+        && w_rank == 2
+        && matches!(c, Dtype::Float32 | Dtype::Float64 | Dtype::Float16)
+    {
+        let attrs = vec![attr_int("transB", 1)];
+        match &bs {
+            Some(b) => cx.node("Gemm", &[&xs, &ws, b], attrs),
+            None => cx.node("Gemm", &[&xs, &ws], attrs),
+        }
+    } else {
+        let wt = if w_rank == 2 {
+            cx.transpose(&ws, &[1, 0])
+        } else {
+            ws
+        };
+        let p = cx.node("MatMul", &[&xs, &wt], vec![]);
+        match &bs {
+            Some(b) => cx.node("Add", &[&p, b], vec![]),
+            None => p,
+        }
+    };
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+// more linear algebra, sampling and normalization
+
+fn einsum(cx: &mut Cx) -> Result<()> {
+    let equation = cx.string("equation")?;
+    let tensors = cx.tensors("tensors")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let mut inputs = Vec::new();
+    for (name, meta) in tensors {
+        inputs.push(cx.cast(&name, meta.dtype, c)?);
+    }
+    let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let y = cx.node("Einsum", &refs, vec![attr_str("equation", &equation)]);
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+fn vector_norm(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dims = reduce_dims(cx, Some("dim"), rank)?;
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let ord = lit(cx, "ord")?.map_or(2.0, Lit::as_f64);
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let d = dims.as_deref();
+        Ok(if ord == 2.0 {
+            cx.reduce("ReduceL2", x, d, keepdim)
+        } else if ord == 1.0 {
+            cx.reduce("ReduceL1", x, d, keepdim)
+        } else if ord.is_infinite() {
+            let a = cx.node("Abs", &[x], vec![]);
+            cx.reduce(
+                if ord > 0.0 { "ReduceMax" } else { "ReduceMin" },
+                &a,
+                d,
+                keepdim,
+            )
+        } else if ord == 0.0 {
+            let zero = cx.scalar(Lit::Int(0), c)?;
+            let nz = cx.node("Equal", &[x, &zero], vec![]);
+            let nz = cx.node("Not", &[&nz], vec![]);
+            let f = cx.cast(&nz, Dtype::Bool, c)?;
+            cx.reduce("ReduceSum", &f, d, keepdim)
+        } else {
+            let a = cx.node("Abs", &[x], vec![]);
+            let p = cx.scalar(Lit::Float(ord), c)?;
+            let ap = cx.node("Pow", &[&a, &p], vec![]);
+            let s = cx.reduce("ReduceSum", &ap, d, keepdim);
+            let inv = cx.scalar(Lit::Float(1.0 / ord), c)?;
+            cx.node("Pow", &[&s, &inv], vec![])
+        })
+    })
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.mm.default", |cx| matmul(cx, "self", "mat2")),
+    ("aten.bmm.default", |cx| matmul(cx, "self", "mat2")),
+    ("aten.matmul.default", |cx| matmul(cx, "self", "other")),
+    ("aten.addmm.default", addmm),
+    ("aten.baddbmm.default", baddbmm),
+    ("aten.linear.default", linear),
+    ("aten.einsum.default", einsum),
+    ("aten.linalg_vector_norm.default", vector_norm),
+];

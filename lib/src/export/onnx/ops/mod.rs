@@ -1,0 +1,271 @@
+//! The op table: every IR op identity that converts to ONNX, and its
+//! emitter. Adding an op is one row at the end of its family's file
+//! (`pointwise.rs`, `conv.rs`, ...; the families of
+//! `lib/data/op_families.txt`), and, when no existing emitter fits, one
+//! function there. [`FAMILIES`] joins the families; this file holds the
+//! helpers they share.
+//!
+//! In-place ops (`add_`, `copy_`, ...) need no rows: their functional
+//! form's emitter runs and later readers of the mutated value see the
+//! result. Emitters read arguments by their schema names (the importer
+//! filled in every default), compute low-precision math as
+//! `cx.compute` says, and honour the opset (`cx.opset()`).
+
+use super::builder::{
+    attr_float, attr_graph, attr_int, attr_ints, attr_str, promote, Cx, Lit, Operand,
+};
+use crate::error::{Error, Result};
+use crate::ir::{Argument, Dtype, Graph, Sym, SymRef, Target, TargetKind, TensorMeta, ValueKind};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+mod activation;
+mod alias;
+mod attention;
+mod control;
+mod conv;
+mod create;
+mod index;
+mod linalg;
+mod norm;
+mod pointwise;
+mod pool;
+mod reduce;
+mod resample;
+mod rnn;
+mod shape;
+mod sym;
+use self::alias::copy_of;
+
+pub(crate) type Emit = fn(&mut Cx) -> Result<()>;
+
+/// The emitter for an op, and whether the op writes its first argument in place.
+pub(crate) fn lookup(target: &Target) -> Option<(Emit, bool)> {
+    static MAP: OnceLock<HashMap<&'static str, Emit>> = OnceLock::new();
+    let map = MAP.get_or_init(|| rows().map(|(_, op, e)| (op, e)).collect());
+    let key = target.to_string();
+    if let Some(e) = map.get(key.as_str()) {
+        return Some((*e, false));
+    }
+    let name = &target.name;
+    if target.kind == TargetKind::Op && name.ends_with('_') && !name.ends_with("__") {
+        let functional = format!(
+            "{}.{}.{}",
+            target.namespace,
+            &name[..name.len() - 1],
+            target.overload
+        );
+        if let Some(e) = map.get(functional.as_str()) {
+            return Some((*e, true));
+        }
+    }
+    None
+}
+
+/// Every row with its family: (family, op identity, emitter).
+pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, Emit)> {
+    FAMILIES
+        .iter()
+        .flat_map(|(family, rows)| rows.iter().map(move |(op, e)| (*family, *op, *e)))
+}
+
+/// Every op identity the table converts (for docs and tests).
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut v: Vec<&str> = rows().map(|(_, op, _)| op).collect();
+    v.sort_unstable();
+    v
+}
+
+fn norm_dim(d: i64, rank: usize) -> i64 {
+    if d < 0 {
+        d + rank.max(1) as i64
+    } else {
+        d
+    }
+}
+
+/// The first argument as a tensor: its ONNX name and metadata.
+fn first<'p>(cx: &Cx<'_, 'p>) -> Result<(String, &'p TensorMeta)> {
+    let name = cx
+        .node
+        .inputs
+        .first()
+        .map(|a| a.name.clone())
+        .ok_or_else(|| Error::bad_input("no arguments"))?;
+    Ok((cx.input(&name)?, cx.meta(&name)?))
+}
+
+/// A literal scalar argument (`Scalar alpha=1`).
+fn lit(cx: &Cx, name: &str) -> Result<Option<Lit>> {
+    match cx.operand(name) {
+        Ok(Operand::Lit(l)) => Ok(Some(l)),
+        Ok(_) => Err(Error::unsupported(format!(
+            "argument '{name}' must be a constant"
+        ))),
+        Err(_) if !cx.has(name) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Applies an elementwise op to `x` (of `from`) giving the output dtype:
+/// computes in `cx.compute(out)` and casts back.
+fn elementwise(
+    cx: &mut Cx,
+    x: &str,
+    from: Dtype,
+    f: impl FnOnce(&mut Cx, &str, Dtype) -> Result<String>,
+) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xc = cx.cast(x, from, c)?;
+    let y = f(cx, &xc, c)?;
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
+    let onnx = super::onnx_dtype(dtype, cx.opset())?;
+    let raw = super::builder::lit_bytes(value, dtype)?;
+    let t = super::tensor_proto("", onnx, &[1], raw);
+    Ok(cx.node(
+        "ConstantOfShape",
+        &[shape],
+        vec![super::builder::attr_tensor("value", t)],
+    ))
+}
+
+// unary
+
+fn unary(cx: &mut Cx, op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| Ok(cx.node(op, &[x], vec![])))
+}
+
+/// Clip with constant bounds (hardtanh, relu6, clamp with scalars).
+fn clip(cx: &mut Cx, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let lo = match &min {
+            Some(m) => cx.operand_as(m, c)?,
+            None => String::new(),
+        };
+        let hi = match &max {
+            Some(m) => cx.operand_as(m, c)?,
+            None => String::new(),
+        };
+        if hi.is_empty() {
+            Ok(cx.node("Clip", &[x, &lo], vec![]))
+        } else {
+            Ok(cx.node("Clip", &[x, &lo, &hi], vec![]))
+        }
+    })
+}
+
+fn binary_op(cx: &mut Cx, op: &str, x: &Operand, y: &Operand) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    // Bool arithmetic is logic in torch.
+    let op = match (c, op) {
+        (Dtype::Bool, "Add") | (Dtype::Bool, "Max") => "Or",
+        (Dtype::Bool, "Mul") | (Dtype::Bool, "Min") => "And",
+        _ => op,
+    };
+    let xs = cx.operand_as(x, c)?;
+    let ys = cx.operand_as(y, c)?;
+    let r = cx.node(op, &[&xs, &ys], vec![]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+fn where_op(cx: &mut Cx, cond: &Operand, x: &Operand, y: &Operand) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let cs = cx.operand_as(cond, Dtype::Bool)?;
+    let xs = cx.operand_as(x, c)?;
+    let ys = cx.operand_as(y, c)?;
+    let r = cx.node("Where", &[&cs, &xs, &ys], vec![]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// A per-spatial-dim list argument, repeating a single value.
+fn spatial(cx: &Cx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
+    let v = cx.opt_ints(name)?.unwrap_or_default();
+    Ok(match v.len() {
+        0 => vec![default; n],
+        1 => vec![v[0]; n],
+        _ => v,
+    })
+}
+
+/// Adds a batch dim to an unbatched input (torch allows them), returning
+/// whether it did.
+fn batch(cx: &mut Cx, x: &str, rank: usize, spatial_dims: usize) -> (String, bool) {
+    if rank == spatial_dims + 1 {
+        (cx.unsqueeze(x, &[0]), true)
+    } else {
+        (x.to_string(), false)
+    }
+}
+
+fn unbatch(cx: &mut Cx, y: String, added: bool) -> String {
+    if added {
+        cx.squeeze(&y, &[0])
+    } else {
+        y
+    }
+}
+
+// reductions
+
+/// The reduced dims of a `dim` argument (`None`: all).
+fn reduce_dims(cx: &Cx, dim_arg: Option<&str>, rank: usize) -> Result<Option<Vec<i64>>> {
+    let Some(name) = dim_arg else { return Ok(None) };
+    let dims = cx.opt_ints(name)?;
+    Ok(dims.filter(|d| !d.is_empty()).map(|d| {
+        if rank == 0 {
+            return Vec::new();
+        }
+        d.iter().map(|x| norm_dim(*x, rank)).collect()
+    }))
+}
+
+/// A 1-element int64 value for an optional symbolic int argument.
+fn sym_arg(cx: &mut Cx, name: &str, default: i64) -> Result<String> {
+    let r = match cx.node.arg(name) {
+        None | Some(Argument::None) => SymRef::Int(default),
+        Some(Argument::Int(v)) => SymRef::Int(*v),
+        Some(Argument::SymInt(r)) => *r,
+        Some(other) => return Err(Error::bad_input(format!("argument '{name}': {other:?}"))),
+    };
+    match r {
+        SymRef::Int(v) => Ok(cx.const_i64s(&[v])),
+        other => {
+            let s = cx.sym_int(&other)?;
+            cx.reshape_const(&s, &[1])
+        }
+    }
+}
+
+/// Every family's rows, in family order.
+const FAMILIES: &[(&str, &[(&str, Emit)])] = &[
+    ("pointwise", pointwise::ROWS),
+    ("activation", activation::ROWS),
+    ("reduce", reduce::ROWS),
+    ("shape", shape::ROWS),
+    ("index", index::ROWS),
+    ("create", create::ROWS),
+    ("alias", alias::ROWS),
+    ("linalg", linalg::ROWS),
+    ("conv", conv::ROWS),
+    ("pool", pool::ROWS),
+    ("resample", resample::ROWS),
+    ("norm", norm::ROWS),
+    ("rnn", rnn::ROWS),
+    ("attention", attention::ROWS),
+    ("sym", sym::ROWS),
+    ("control", control::ROWS),
+];

@@ -1,0 +1,350 @@
+//! Normalisation: batch, layer, group and instance norm: the ONNX emitters.
+
+use super::*;
+
+// normalization
+
+/// A per-channel parameter, or a constant of ones/zeros when absent.
+fn param_or(cx: &mut Cx, name: &str, fill: f64, channels: &Sym, dtype: Dtype) -> Result<String> {
+    match cx.opt_input(name)? {
+        Some(p) => {
+            let pd = cx.dtype(name)?;
+            cx.cast(&p, pd, dtype)
+        }
+        None => {
+            let n = channels.as_int().ok_or_else(|| {
+                Error::unsupported(format!(
+                    "'{name}' is absent and the channel count is symbolic"
+                ))
+            })?;
+            cx.filled(Lit::Float(fill), dtype, &[n])
+        }
+    }
+}
+
+fn batch_norm(cx: &mut Cx) -> Result<()> {
+    let training = match cx.node.target.name.as_str() {
+        "_native_batch_norm_legit_no_training" => false,
+        _ => cx.opt_bool("training")?.unwrap_or(false),
+    };
+    if training || cx.node.target.overload == "no_stats" {
+        return batch_norm_batch_stats(cx);
+    }
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let channels = meta
+        .sizes
+        .get(1)
+        .cloned()
+        .ok_or_else(|| Error::bad_input("batch norm of a tensor with fewer than 2 dims"))?;
+    let eps = cx.opt_float("eps")?.unwrap_or(1e-5);
+    let momentum = cx.opt_float("momentum")?.unwrap_or(0.1);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let scale = param_or(cx, "weight", 1.0, &channels, c)?;
+    let bias = param_or(cx, "bias", 0.0, &channels, c)?;
+    let mean = param_or(cx, "running_mean", 0.0, &channels, c)?;
+    let var = param_or(cx, "running_var", 1.0, &channels, c)?;
+    let y = cx.node(
+        "BatchNormalization",
+        &[&xs, &scale, &bias, &mean, &var],
+        vec![
+            attr_float("epsilon", eps),
+            attr_float("momentum", 1.0 - momentum),
+        ],
+    );
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    // The saved statistics of an inference batch norm are empty tensors;
+    // the running stats pass through unchanged.
+    for i in 1..cx.out_count() {
+        if !cx.out_used(i) {
+            continue;
+        }
+        let m = cx.out_meta(i)?;
+        let sizes = m
+            .static_sizes()
+            .ok_or_else(|| Error::unsupported("batch norm statistics with symbolic sizes"))?;
+        let numel: i64 = sizes.iter().product();
+        let y = match (i, numel) {
+            (_, 0) => cx.filled(Lit::Int(0), m.dtype, &sizes)?,
+            (3, _) => mean.clone(),
+            (4, _) => var.clone(),
+            _ => return Err(Error::unsupported("batch norm statistics outputs")),
+        };
+        cx.set(i, y);
+    }
+    Ok(())
+}
+
+fn layer_norm(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let shape = cx.ints("normalized_shape")?;
+    let eps = cx.opt_float("eps")?.unwrap_or(1e-5);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let dims = shape.clone();
+    let scale = match cx.opt_input("weight")? {
+        Some(w) => {
+            let wd = cx.dtype("weight")?;
+            cx.cast(&w, wd, c)?
+        }
+        None => cx.filled(Lit::Float(1.0), c, &dims)?,
+    };
+    let mut inputs = vec![xs, scale];
+    if let Some(b) = cx.opt_input("bias")? {
+        let bd = cx.dtype("bias")?;
+        inputs.push(cx.cast(&b, bd, c)?);
+    }
+    let want = (1..cx.out_count())
+        .filter(|i| cx.out_used(*i))
+        .max()
+        .unwrap_or(0);
+    let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let ys = cx.node_n(
+        "LayerNormalization",
+        &refs,
+        vec![
+            attr_int("axis", -(shape.len() as i64)),
+            attr_float("epsilon", eps),
+        ],
+        want + 1,
+    );
+    let y = cx.cast(&ys[0], c, out)?;
+    cx.set(0, y);
+    // Mean and inverse std dev, computed in float32 (stash_type 1).
+    for (i, name) in ys.iter().enumerate().skip(1) {
+        let d = cx.out_dtype(i)?;
+        let s = cx.cast(name, Dtype::Float32, d)?;
+        cx.set(i, s);
+    }
+    Ok(())
+}
+
+/// Group norm: normalize [N, G, -1], then the per-channel affine.
+fn group_norm(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let groups = if cx.node.target.name == "native_group_norm" {
+        cx.int("group")?
+    } else {
+        cx.int("num_groups")?
+    };
+    let eps = cx.opt_float("eps")?.unwrap_or(1e-5);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let rank = meta.sizes.len();
+    let channels = meta
+        .sizes
+        .get(1)
+        .cloned()
+        .ok_or_else(|| Error::bad_input("group norm of a 1-D tensor"))?;
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let n = meta.sizes[0].clone();
+    let grouped_shape = cx.sizes(&[n, Sym::Int(groups), Sym::Int(-1)])?;
+    let g = cx.node("Reshape", &[&xs, &grouped_shape], vec![]);
+    let mean = cx.reduce("ReduceMean", &g, Some(&[2]), true);
+    let d = cx.node("Sub", &[&g, &mean], vec![]);
+    let d2 = cx.node("Mul", &[&d, &d], vec![]);
+    let var = cx.reduce("ReduceMean", &d2, Some(&[2]), true);
+    let e = cx.scalar(Lit::Float(eps), c)?;
+    let ve = cx.node("Add", &[&var, &e], vec![]);
+    let sd = cx.node("Sqrt", &[&ve], vec![]);
+    let norm = cx.node("Div", &[&d, &sd], vec![]);
+    let full_shape = cx.shape(&xs);
+    let mut y = cx.node("Reshape", &[&norm, &full_shape], vec![]);
+    let affine_shape: Vec<i64> = std::iter::once(-1).chain(vec![1; rank - 2]).collect();
+    if cx.has("weight") {
+        let w = param_or(cx, "weight", 1.0, &channels, c)?;
+        let w = cx.reshape_const(&w, &affine_shape)?;
+        y = cx.node("Mul", &[&y, &w], vec![]);
+    }
+    if cx.has("bias") {
+        let b = param_or(cx, "bias", 0.0, &channels, c)?;
+        let b = cx.reshape_const(&b, &affine_shape)?;
+        y = cx.node("Add", &[&y, &b], vec![]);
+    }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    if cx.out_used(1) || cx.out_used(2) {
+        let m = cx.squeeze(&mean, &[2]);
+        let md = cx.out_dtype(1)?;
+        let m = cx.cast(&m, c, md)?;
+        cx.set(1, m);
+        let r = cx.node("Reciprocal", &[&sd], vec![]);
+        let r = cx.squeeze(&r, &[2]);
+        let r = cx.cast(&r, c, md)?;
+        cx.set(2, r);
+    }
+    Ok(())
+}
+
+/// x / sqrt(mean(x², normalized dims) + eps) * weight
+fn rms_norm(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let shape = cx.ints("normalized_shape")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let eps = match cx.opt_float("eps")? {
+        Some(e) => e,
+        // torch uses the dtype's machine epsilon.
+        None => match c {
+            Dtype::Float64 => f64::EPSILON,
+            Dtype::Float16 => 0.0009765625,
+            _ => f32::EPSILON as f64,
+        },
+    };
+    let rank = meta.sizes.len() as i64;
+    let axes: Vec<i64> = (rank - shape.len() as i64..rank).collect();
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let sq = cx.node("Mul", &[&xs, &xs], vec![]);
+    let ms = cx.reduce("ReduceMean", &sq, Some(&axes), true);
+    let e = cx.scalar(Lit::Float(eps), c)?;
+    let se = cx.node("Add", &[&ms, &e], vec![]);
+    let r = cx.node("Sqrt", &[&se], vec![]);
+    let mut y = cx.node("Div", &[&xs, &r], vec![]);
+    if let Some(w) = cx.opt_input("weight")? {
+        let wd = cx.dtype("weight")?;
+        let ws = cx.cast(&w, wd, c)?;
+        y = cx.node("Mul", &[&y, &ws], vec![]);
+    }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+fn instance_norm(cx: &mut Cx) -> Result<()> {
+    if !cx.bool("use_input_stats")? {
+        return batch_norm(cx);
+    }
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let channels = meta
+        .sizes
+        .get(1)
+        .cloned()
+        .ok_or_else(|| Error::bad_input("instance norm of a 1-D tensor"))?;
+    let eps = cx.opt_float("eps")?.unwrap_or(1e-5);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let scale = param_or(cx, "weight", 1.0, &channels, c)?;
+    let bias = param_or(cx, "bias", 0.0, &channels, c)?;
+    let y = cx.node(
+        "InstanceNormalization",
+        &[&xs, &scale, &bias],
+        vec![attr_float("epsilon", eps)],
+    );
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// Batch norm with the batch's own statistics (training mode, or the
+/// decomposition of instance norm): normalize over every dim but 1. The
+/// saved mean and inverse std and, for the functional form, the updated
+/// running stats are outputs too.
+fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("input")?;
+    let meta = cx.meta("input")?;
+    let rank = meta.sizes.len();
+    if rank < 2 {
+        return Err(Error::bad_input(
+            "batch norm of a tensor with fewer than 2 dims",
+        ));
+    }
+    let channels = meta.sizes[1].clone();
+    let eps = cx.opt_float("eps")?.unwrap_or(1e-5);
+    let momentum = cx.opt_float("momentum")?.unwrap_or(0.1);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let axes: Vec<i64> = std::iter::once(0).chain(2..rank as i64).collect();
+    let mean = cx.reduce("ReduceMean", &xs, Some(&axes), true);
+    let d = cx.node("Sub", &[&xs, &mean], vec![]);
+    let d2 = cx.node("Mul", &[&d, &d], vec![]);
+    let var = cx.reduce("ReduceMean", &d2, Some(&axes), true);
+    let e = cx.scalar(Lit::Float(eps), c)?;
+    let ve = cx.node("Add", &[&var, &e], vec![]);
+    let sd = cx.node("Sqrt", &[&ve], vec![]);
+    let mut y = cx.node("Div", &[&d, &sd], vec![]);
+    let affine: Vec<i64> = std::iter::once(-1).chain(vec![1; rank - 2]).collect();
+    if cx.has("weight") {
+        let w = param_or(cx, "weight", 1.0, &channels, c)?;
+        let w = cx.reshape_const(&w, &affine)?;
+        y = cx.node("Mul", &[&y, &w], vec![]);
+    }
+    if cx.has("bias") {
+        let b = param_or(cx, "bias", 0.0, &channels, c)?;
+        let b = cx.reshape_const(&b, &affine)?;
+        y = cx.node("Add", &[&y, &b], vec![]);
+    }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    let flat = |cx: &mut Cx, v: &str| cx.reshape_const(v, &[-1]);
+    if cx.out_used(1) {
+        let m = flat(cx, &mean)?;
+        let d = cx.out_dtype(1)?;
+        let m = cx.cast(&m, c, d)?;
+        cx.set(1, m);
+    }
+    if cx.out_used(2) {
+        let r = cx.node("Reciprocal", &[&sd], vec![]);
+        let r = flat(cx, &r)?;
+        let d = cx.out_dtype(2)?;
+        let r = cx.cast(&r, c, d)?;
+        cx.set(2, r);
+    }
+    if cx.out_count() > 3 && (cx.out_used(3) || cx.out_used(4)) {
+        // running = (1 - momentum) * running + momentum * batch (unbiased var).
+        let count = match meta.static_sizes() {
+            Some(s) => s.iter().product::<i64>() / s[1].max(1),
+            None => {
+                return Err(Error::unsupported(
+                    "running stats of symbolic batch norm inputs",
+                ))
+            }
+        };
+        let keep = cx.scalar(Lit::Float(1.0 - momentum), c)?;
+        let m = cx.scalar(Lit::Float(momentum), c)?;
+        let bessel = cx.scalar(Lit::Float(count as f64 / (count as f64 - 1.0).max(1.0)), c)?;
+        let unbiased = cx.node("Mul", &[&var, &bessel], vec![]);
+        for (i, (name, batch)) in [
+            (3, ("running_mean", mean.clone())),
+            (4, ("running_var", unbiased)),
+        ] {
+            let rs = cx.input(name)?;
+            let rd = cx.dtype(name)?;
+            let rs = cx.cast(&rs, rd, c)?;
+            let b = flat(cx, &batch)?;
+            let a = cx.node("Mul", &[&rs, &keep], vec![]);
+            let bm = cx.node("Mul", &[&b, &m], vec![]);
+            let r = cx.node("Add", &[&a, &bm], vec![]);
+            let d = cx.out_dtype(i)?;
+            let r = cx.cast(&r, c, d)?;
+            cx.set(i, r);
+        }
+    }
+    Ok(())
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.batch_norm.default", batch_norm),
+    ("aten._native_batch_norm_legit_no_training.default", batch_norm),
+    ("aten.native_batch_norm.default", batch_norm),
+    ("aten._native_batch_norm_legit.default", batch_norm),
+    ("aten._native_batch_norm_legit.no_stats", batch_norm),
+    ("aten._native_batch_norm_legit_functional.default", batch_norm),
+    ("aten.layer_norm.default", layer_norm),
+    ("aten.native_layer_norm.default", layer_norm),
+    ("aten.group_norm.default", group_norm),
+    ("aten.native_group_norm.default", group_norm),
+    ("aten.rms_norm.default", rms_norm),
+    ("aten.instance_norm.default", instance_norm),
+];

@@ -1,0 +1,588 @@
+//! Elementwise arithmetic, comparisons, logic and math functions: the ONNX emitters.
+
+use super::*;
+
+fn rsqrt(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let s = cx.node("Sqrt", &[x], vec![]);
+        Ok(cx.node("Reciprocal", &[&s], vec![]))
+    })
+}
+
+fn square(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        Ok(cx.node("Mul", &[x, x], vec![]))
+    })
+}
+
+/// ONNX has no Trunc: sign(x) * floor(|x|).
+fn trunc(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    if !meta.dtype.is_floating() {
+        return copy_of(cx);
+    }
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let a = cx.node("Abs", &[x], vec![]);
+        let f = cx.node("Floor", &[&a], vec![]);
+        let s = cx.node("Sign", &[x], vec![]);
+        Ok(cx.node("Mul", &[&s, &f], vec![]))
+    })
+}
+
+fn log_base(cx: &mut Cx, ln_base: f64) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let l = cx.node("Log", &[x], vec![]);
+        let k = cx.scalar(Lit::Float(ln_base), c)?;
+        Ok(cx.node("Div", &[&l, &k], vec![]))
+    })
+}
+
+fn log1p(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let one = cx.scalar(Lit::Int(1), c)?;
+        let s = cx.node("Add", &[x, &one], vec![]);
+        Ok(cx.node("Log", &[&s], vec![]))
+    })
+}
+
+fn expm1(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let one = cx.scalar(Lit::Int(1), c)?;
+        let e = cx.node("Exp", &[x], vec![]);
+        Ok(cx.node("Sub", &[&e, &one], vec![]))
+    })
+}
+
+fn clamp(cx: &mut Cx) -> Result<()> {
+    let min = if cx.has("min") {
+        Some(cx.operand("min")?)
+    } else {
+        None
+    };
+    let max = if cx.has("max") {
+        Some(cx.operand("max")?)
+    } else {
+        None
+    };
+    let is_rank0 = |o: &Option<Operand>| match o {
+        Some(Operand::Tensor { rank0, .. }) => *rank0,
+        _ => true,
+    };
+    if is_rank0(&min) && is_rank0(&max) {
+        return clip(cx, min, max);
+    }
+    clamp_tensor(cx)
+}
+
+/// Clamp with tensor bounds: Max then Min, broadcasting.
+fn clamp_tensor(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let min = if cx.has("min") {
+        Some(cx.operand("min")?)
+    } else {
+        None
+    };
+    let max = if cx.has("max") {
+        Some(cx.operand("max")?)
+    } else {
+        None
+    };
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let mut y = x.to_string();
+        if let Some(m) = &min {
+            let m = cx.operand_as(m, c)?;
+            y = cx.node("Max", &[&y, &m], vec![]);
+        }
+        if let Some(m) = &max {
+            let m = cx.operand_as(m, c)?;
+            y = cx.node("Min", &[&y, &m], vec![]);
+        }
+        Ok(y)
+    })
+}
+
+fn logical_not(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let b = cx.cast(&x, meta.dtype, Dtype::Bool)?;
+    let y = cx.node("Not", &[&b], vec![]);
+    let out = cx.out_dtype(0)?;
+    let y = cx.cast(&y, Dtype::Bool, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+fn bitwise_not(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    if meta.dtype == Dtype::Bool {
+        return logical_not(cx);
+    }
+    if cx.opset() < 18 {
+        // ~x == -x - 1 for two's complement integers.
+        let one = cx.scalar(Lit::Int(1), meta.dtype)?;
+        let n = cx.node("Neg", &[&x], vec![]);
+        let y = cx.node("Sub", &[&n, &one], vec![]);
+        cx.set(0, y);
+        return Ok(());
+    }
+    let y = cx.node("BitwiseNot", &[&x], vec![]);
+    cx.set(0, y);
+    Ok(())
+}
+
+fn predicate(cx: &mut Cx, op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let c = cx.compute(meta.dtype);
+    let xc = cx.cast(&x, meta.dtype, c)?;
+    let y = if meta.dtype.is_floating() {
+        cx.node(op, &[&xc], vec![])
+    } else {
+        // Integers are never NaN or infinite.
+        let shape = cx.shape(&x);
+        constant_of_shape(cx, &shape, Lit::Bool(false), Dtype::Bool)?
+    };
+    cx.set(0, y);
+    Ok(())
+}
+
+// binary
+
+/// `op(a, b)` computed in the output dtype.
+fn arith(cx: &mut Cx, op: &str, a: &str, b: &str) -> Result<()> {
+    let x = cx.operand(a)?;
+    let y = cx.operand(b)?;
+    binary_op(cx, op, &x, &y)
+}
+
+/// add/sub with `alpha`; `reverse` for rsub (other - alpha * self).
+fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
+    let (a, b) = if reverse {
+        ("other", "self")
+    } else {
+        ("self", "other")
+    };
+    let x = cx.operand(a)?;
+    let y = cx.operand(b)?;
+    let alpha = lit(cx, "alpha")?.unwrap_or(Lit::Int(1));
+    if alpha.as_f64() == 1.0 {
+        return binary_op(cx, op, &x, &y);
+    }
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let k = cx.scalar(alpha, c)?;
+    let scaled = cx.node("Mul", &[&ys, &k], vec![]);
+    let r = cx.node(op, &[&xs, &scaled], vec![]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// True division, or with `rounding_mode` trunc/floor.
+fn div(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    let mode = if cx.node.target.name == "floor_divide" {
+        Some("floor".to_string())
+    } else {
+        cx.opt_string("rounding_mode")?
+    };
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let q = cx.node("Div", &[&xs, &ys], vec![]);
+    let r = match mode.as_deref() {
+        None => q,
+        Some("trunc") if c.is_floating() => {
+            let a = cx.node("Abs", &[&q], vec![]);
+            let f = cx.node("Floor", &[&a], vec![]);
+            let s = cx.node("Sign", &[&q], vec![]);
+            cx.node("Mul", &[&s, &f], vec![])
+        }
+        // ONNX integer division truncates.
+        Some("trunc") => q,
+        Some("floor") if c.is_floating() => cx.node("Floor", &[&q], vec![]),
+        Some("floor") => {
+            // q - (q * y != x and (x < 0) != (y < 0))
+            let zero = cx.scalar(Lit::Int(0), c)?;
+            let one = cx.scalar(Lit::Int(1), c)?;
+            let back = cx.node("Mul", &[&q, &ys], vec![]);
+            let exact = cx.node("Equal", &[&back, &xs], vec![]);
+            let inexact = cx.node("Not", &[&exact], vec![]);
+            let xn = cx.node("Less", &[&xs, &zero], vec![]);
+            let yn = cx.node("Less", &[&ys, &zero], vec![]);
+            let signs = cx.node("Xor", &[&xn, &yn], vec![]);
+            let fix = cx.node("And", &[&inexact, &signs], vec![]);
+            let q1 = cx.node("Sub", &[&q, &one], vec![]);
+            cx.node("Where", &[&fix, &q1, &q], vec![])
+        }
+        Some(m) => return Err(Error::unsupported(format!("rounding_mode={m:?}"))),
+    };
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// Python's remainder (the sign of the divisor).
+fn remainder(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let r = if c.is_floating() {
+        let q = cx.node("Div", &[&xs, &ys], vec![]);
+        let f = cx.node("Floor", &[&q], vec![]);
+        let m = cx.node("Mul", &[&f, &ys], vec![]);
+        cx.node("Sub", &[&xs, &m], vec![])
+    } else {
+        cx.node("Mod", &[&xs, &ys], vec![attr_int("fmod", 0)])
+    };
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+pub(super) fn fmod(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let r = cx.node("Mod", &[&xs, &ys], vec![attr_int("fmod", 1)]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+fn pow(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let e = cx.operand("exponent")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let r = match e {
+        // x**2 as a product is exact where Pow may not be.
+        Operand::Lit(l) if l.as_f64() == 2.0 => cx.node("Mul", &[&xs, &xs], vec![]),
+        Operand::Lit(l) if l.as_f64() == 1.0 => xs,
+        Operand::Lit(l) if l.as_f64() == 0.5 && c.is_floating() => cx.node("Sqrt", &[&xs], vec![]),
+        _ => {
+            let es = cx.operand_as(&e, c)?;
+            cx.node("Pow", &[&xs, &es], vec![])
+        }
+    };
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+fn compare(cx: &mut Cx, op: &str, negate: bool) -> Result<()> {
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    let c = cx.compute(promote(&[&x, &y]));
+    // ONNX's order comparisons take no bools.
+    let c = if c == Dtype::Bool && op != "Equal" {
+        Dtype::Int32
+    } else {
+        c
+    };
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let mut r = cx.node(op, &[&xs, &ys], vec![]);
+    if negate {
+        r = cx.node("Not", &[&r], vec![]);
+    }
+    cx.set(0, r);
+    Ok(())
+}
+
+fn logical(cx: &mut Cx, op: &str) -> Result<()> {
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    let xs = cx.operand_as(&x, Dtype::Bool)?;
+    let ys = cx.operand_as(&y, Dtype::Bool)?;
+    let r = cx.node(op, &[&xs, &ys], vec![]);
+    let out = cx.out_dtype(0)?;
+    let r = cx.cast(&r, Dtype::Bool, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+fn bitwise(cx: &mut Cx, bool_op: &str, int_op: &str) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    if out == Dtype::Bool {
+        return logical(cx, bool_op);
+    }
+    if cx.opset() < 18 {
+        return Err(Error::unsupported(format!(
+            "{int_op} on integers needs opset 18"
+        )));
+    }
+    arith(cx, int_op, "self", "other")
+}
+
+fn where_(cx: &mut Cx) -> Result<()> {
+    let cond = cx.operand("condition")?;
+    let x = cx.operand("self")?;
+    let y = cx.operand("other")?;
+    where_op(cx, &cond, &x, &y)
+}
+
+/// self + value * tensor1 * tensor2
+fn addcmul(cx: &mut Cx) -> Result<()> {
+    let x = cx.operand("self")?;
+    let a = cx.operand("tensor1")?;
+    let b = cx.operand("tensor2")?;
+    let value = lit(cx, "value")?.unwrap_or(Lit::Int(1));
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let (xs, as_, bs) = (
+        cx.operand_as(&x, c)?,
+        cx.operand_as(&a, c)?,
+        cx.operand_as(&b, c)?,
+    );
+    let mut p = cx.node("Mul", &[&as_, &bs], vec![]);
+    if value.as_f64() != 1.0 {
+        let k = cx.scalar(value, c)?;
+        p = cx.node("Mul", &[&p, &k], vec![]);
+    }
+    let r = cx.node("Add", &[&xs, &p], vec![]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// n-th forward difference along `dim`, after prepending/appending.
+fn diff(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let n = cx.opt_int("n")?.unwrap_or(1);
+    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let mut parts = Vec::new();
+    for (name, value) in [("prepend", None), ("self", Some(x)), ("append", None)] {
+        let v = match value {
+            Some(v) => Some((v, meta.dtype)),
+            None => match cx.opt_input(name)? {
+                Some(v) => Some((v, cx.dtype(name)?)),
+                None => None,
+            },
+        };
+        if let Some((v, d)) = v {
+            parts.push(cx.cast(&v, d, c)?);
+        }
+    }
+    let mut y = cx.concat(&parts, dim);
+    let axes = cx.const_i64s(&[dim]);
+    let one = cx.const_i64s(&[1]);
+    let zero = cx.const_i64s(&[0]);
+    let minus_one = cx.const_i64s(&[-1]);
+    let end = cx.const_i64s(&[i64::MAX]);
+    for _ in 0..n {
+        let hi = cx.node("Slice", &[&y, &one, &end, &axes], vec![]);
+        let lo = cx.node("Slice", &[&y, &zero, &minus_one, &axes], vec![]);
+        let op = if c == Dtype::Bool { "Xor" } else { "Sub" };
+        y = cx.node(op, &[&hi, &lo], vec![]);
+    }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+// more elementwise
+
+fn erfc(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let one = cx.scalar(Lit::Int(1), c)?;
+        let e = cx.node("Erf", &[x], vec![]);
+        Ok(cx.node("Sub", &[&one, &e], vec![]))
+    })
+}
+
+fn exp2(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let two = cx.scalar(Lit::Int(2), c)?;
+        Ok(cx.node("Pow", &[&two, x], vec![]))
+    })
+}
+
+/// x - trunc(x)
+fn frac(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let a = cx.node("Abs", &[x], vec![]);
+        let f = cx.node("Floor", &[&a], vec![]);
+        let s = cx.node("Sign", &[x], vec![]);
+        let t = cx.node("Mul", &[&s, &f], vec![]);
+        Ok(cx.node("Sub", &[x, &t], vec![]))
+    })
+}
+
+fn nan_to_num(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    if !meta.dtype.is_floating() {
+        return copy_of(cx);
+    }
+    let (max, min) = match meta.dtype {
+        Dtype::Float64 => (f64::MAX, f64::MIN),
+        Dtype::Float16 => (65504.0, -65504.0),
+        Dtype::BFloat16 => (3.3895313892515355e38, -3.3895313892515355e38),
+        _ => (f32::MAX as f64, f32::MIN as f64),
+    };
+    let nan = cx.opt_float("nan")?.unwrap_or(0.0);
+    let posinf = cx.opt_float("posinf")?.unwrap_or(max);
+    let neginf = cx.opt_float("neginf")?.unwrap_or(min);
+    let dtype = meta.dtype;
+    elementwise(cx, &x, dtype, |cx, x, c| {
+        let is_nan = cx.node("IsNaN", &[x], vec![]);
+        let n = cx.scalar(Lit::Float(nan), c)?;
+        let y = cx.node("Where", &[&is_nan, &n, x], vec![]);
+        let is_pos = cx.node("IsInf", &[x], vec![attr_int("detect_negative", 0)]);
+        let p = cx.scalar(Lit::Float(posinf), c)?;
+        let y = cx.node("Where", &[&is_pos, &p, &y], vec![]);
+        let is_neg = cx.node("IsInf", &[x], vec![attr_int("detect_positive", 0)]);
+        let m = cx.scalar(Lit::Float(neginf), c)?;
+        Ok(cx.node("Where", &[&is_neg, &m, &y], vec![]))
+    })
+}
+
+/// atan2(y, x) from Atan(y / x) and the quadrant.
+fn atan2(cx: &mut Cx) -> Result<()> {
+    let y = cx.operand("self")?;
+    let x = cx.operand("other")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let ys = cx.operand_as(&y, c)?;
+    let xs = cx.operand_as(&x, c)?;
+    let pi = std::f64::consts::PI;
+    let zero = cx.scalar(Lit::Int(0), c)?;
+    let q = cx.node("Div", &[&ys, &xs], vec![]);
+    let a = cx.node("Atan", &[&q], vec![]);
+    let y_neg = cx.node("Less", &[&ys, &zero], vec![]);
+    let pos_pi = cx.scalar(Lit::Float(pi), c)?;
+    let neg_pi = cx.scalar(Lit::Float(-pi), c)?;
+    let turn = cx.node("Where", &[&y_neg, &neg_pi, &pos_pi], vec![]);
+    let turned = cx.node("Add", &[&a, &turn], vec![]);
+    let x_neg = cx.node("Less", &[&xs, &zero], vec![]);
+    let r = cx.node("Where", &[&x_neg, &turned, &a], vec![]);
+    // x == 0: ±pi/2 by the sign of y, 0 when y is 0 too.
+    let half = cx.scalar(Lit::Float(pi / 2.0), c)?;
+    let s = cx.node("Sign", &[&ys], vec![]);
+    let axis = cx.node("Mul", &[&s, &half], vec![]);
+    let x_zero = cx.node("Equal", &[&xs, &zero], vec![]);
+    let r = cx.node("Where", &[&x_zero, &axis, &r], vec![]);
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.exp.default", |cx| unary(cx, "Exp")),
+    ("aten.log.default", |cx| unary(cx, "Log")),
+    ("aten.sqrt.default", |cx| unary(cx, "Sqrt")),
+    ("aten.neg.default", |cx| unary(cx, "Neg")),
+    ("aten.abs.default", |cx| unary(cx, "Abs")),
+    ("aten.sin.default", |cx| unary(cx, "Sin")),
+    ("aten.cos.default", |cx| unary(cx, "Cos")),
+    ("aten.tan.default", |cx| unary(cx, "Tan")),
+    ("aten.asin.default", |cx| unary(cx, "Asin")),
+    ("aten.acos.default", |cx| unary(cx, "Acos")),
+    ("aten.atan.default", |cx| unary(cx, "Atan")),
+    ("aten.sinh.default", |cx| unary(cx, "Sinh")),
+    ("aten.cosh.default", |cx| unary(cx, "Cosh")),
+    ("aten.erf.default", |cx| unary(cx, "Erf")),
+    ("aten.floor.default", |cx| unary(cx, "Floor")),
+    ("aten.ceil.default", |cx| unary(cx, "Ceil")),
+    ("aten.round.default", |cx| unary(cx, "Round")),
+    ("aten.reciprocal.default", |cx| unary(cx, "Reciprocal")),
+    ("aten.sign.default", |cx| unary(cx, "Sign")),
+    ("aten.rsqrt.default", rsqrt),
+    ("aten.square.default", square),
+    ("aten.trunc.default", trunc),
+    ("aten.log2.default", |cx| log_base(cx, std::f64::consts::LN_2)),
+    ("aten.log10.default", |cx| log_base(cx, std::f64::consts::LN_10)),
+    ("aten.log1p.default", log1p),
+    ("aten.expm1.default", expm1),
+    ("aten.clamp.default", clamp),
+    ("aten.clamp.Tensor", clamp_tensor),
+    ("aten.clamp_min.default", clamp),
+    ("aten.clamp_max.default", clamp),
+    ("aten.logical_not.default", logical_not),
+    ("aten.bitwise_not.default", bitwise_not),
+    ("aten.isnan.default", |cx| predicate(cx, "IsNaN")),
+    ("aten.acosh.default", |cx| unary(cx, "Acosh")),
+    ("aten.asinh.default", |cx| unary(cx, "Asinh")),
+    ("aten.atanh.default", |cx| unary(cx, "Atanh")),
+    ("aten.erfc.default", erfc),
+    ("aten.exp2.default", exp2),
+    ("aten.frac.default", frac),
+    ("aten.nan_to_num.default", nan_to_num),
+    ("aten.isinf.default", |cx| predicate(cx, "IsInf")),
+    ("aten.add.Tensor", |cx| add_sub(cx, "Add", false)),
+    ("aten.add.Scalar", |cx| add_sub(cx, "Add", false)),
+    ("aten.sub.Tensor", |cx| add_sub(cx, "Sub", false)),
+    ("aten.sub.Scalar", |cx| add_sub(cx, "Sub", false)),
+    ("aten.rsub.Tensor", |cx| add_sub(cx, "Sub", true)),
+    ("aten.rsub.Scalar", |cx| add_sub(cx, "Sub", true)),
+    ("aten.mul.Tensor", |cx| arith(cx, "Mul", "self", "other")),
+    ("aten.mul.Scalar", |cx| arith(cx, "Mul", "self", "other")),
+    ("aten.div.Tensor", div),
+    ("aten.div.Scalar", div),
+    ("aten.div.Tensor_mode", div),
+    ("aten.div.Scalar_mode", div),
+    ("aten.floor_divide.default", div),
+    ("aten.true_divide.Tensor", div),
+    ("aten.remainder.Tensor", remainder),
+    ("aten.remainder.Scalar", remainder),
+    ("aten.fmod.Tensor", fmod),
+    ("aten.fmod.Scalar", fmod),
+    ("aten.pow.Tensor_Scalar", pow),
+    ("aten.pow.Tensor_Tensor", pow),
+    ("aten.pow.Scalar", pow),
+    ("aten.maximum.default", |cx| arith(cx, "Max", "self", "other")),
+    ("aten.minimum.default", |cx| arith(cx, "Min", "self", "other")),
+    ("aten.eq.Tensor", |cx| compare(cx, "Equal", false)),
+    ("aten.eq.Scalar", |cx| compare(cx, "Equal", false)),
+    ("aten.ne.Tensor", |cx| compare(cx, "Equal", true)),
+    ("aten.ne.Scalar", |cx| compare(cx, "Equal", true)),
+    ("aten.lt.Tensor", |cx| compare(cx, "Less", false)),
+    ("aten.lt.Scalar", |cx| compare(cx, "Less", false)),
+    ("aten.le.Tensor", |cx| compare(cx, "LessOrEqual", false)),
+    ("aten.le.Scalar", |cx| compare(cx, "LessOrEqual", false)),
+    ("aten.gt.Tensor", |cx| compare(cx, "Greater", false)),
+    ("aten.gt.Scalar", |cx| compare(cx, "Greater", false)),
+    ("aten.ge.Tensor", |cx| compare(cx, "GreaterOrEqual", false)),
+    ("aten.ge.Scalar", |cx| compare(cx, "GreaterOrEqual", false)),
+    ("aten.logical_and.default", |cx| logical(cx, "And")),
+    ("aten.logical_or.default", |cx| logical(cx, "Or")),
+    ("aten.logical_xor.default", |cx| logical(cx, "Xor")),
+    ("aten.bitwise_and.Tensor", |cx| bitwise(cx, "And", "BitwiseAnd")),
+    ("aten.bitwise_and.Scalar", |cx| bitwise(cx, "And", "BitwiseAnd")),
+    ("aten.bitwise_or.Tensor", |cx| bitwise(cx, "Or", "BitwiseOr")),
+    ("aten.bitwise_or.Scalar", |cx| bitwise(cx, "Or", "BitwiseOr")),
+    ("aten.bitwise_xor.Tensor", |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    ("aten.bitwise_xor.Scalar", |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    ("aten.__and__.Tensor", |cx| bitwise(cx, "And", "BitwiseAnd")),
+    ("aten.__or__.Tensor", |cx| bitwise(cx, "Or", "BitwiseOr")),
+    ("aten.__xor__.Tensor", |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    ("aten.where.self", where_),
+    ("aten.where.ScalarOther", where_),
+    ("aten.where.ScalarSelf", where_),
+    ("aten.where.Scalar", where_),
+    ("aten.addcmul.default", addcmul),
+    ("aten.atan2.default", atan2),
+    ("aten.diff.default", diff),
+];

@@ -1,0 +1,248 @@
+//! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the ONNX emitters.
+
+use super::*;
+
+fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dims = reduce_dims(cx, dim_arg, rank)?;
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        if rank == 0 {
+            return Ok(x.to_string());
+        }
+        Ok(cx.reduce(op, x, dims.as_deref(), keepdim))
+    })
+}
+
+/// any/all: a max/min over the values as 0/1.
+fn any_all(cx: &mut Cx, op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dims = match cx.node.arg("dim") {
+        None | Some(Argument::None) => None,
+        Some(_) => reduce_dims(cx, Some("dim"), rank)?,
+    };
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let b = cx.cast(&x, meta.dtype, Dtype::Bool)?;
+    let i = cx.cast(&b, Dtype::Bool, Dtype::Int32)?;
+    let r = if rank == 0 {
+        i
+    } else {
+        cx.reduce(op, &i, dims.as_deref(), keepdim)
+    };
+    let y = cx.cast(&r, Dtype::Int32, Dtype::Bool)?;
+    let out = cx.out_dtype(0)?;
+    let y = cx.cast(&y, Dtype::Bool, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// var/std with Bessel's `correction`: sum((x - mean)²) / (N - correction).
+fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dims = reduce_dims(cx, Some("dim"), rank)?;
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let correction = match cx.opt_bool("unbiased")? {
+        Some(unbiased) => unbiased as i64 as f64,
+        None => lit(cx, "correction")?.map_or(1.0, Lit::as_f64),
+    };
+    let all: Vec<i64> = (0..rank as i64).collect();
+    let axes = dims.clone().unwrap_or(all);
+    let count: Vec<Sym> = axes
+        .iter()
+        .map(|a| meta.sizes[*a as usize].clone())
+        .collect();
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let mean = cx.reduce("ReduceMean", x, Some(&axes), true);
+        let d = cx.node("Sub", &[x, &mean], vec![]);
+        let d2 = cx.node("Mul", &[&d, &d], vec![]);
+        let s = cx.reduce("ReduceSum", &d2, Some(&axes), keepdim);
+        let n = match count.iter().map(Sym::as_int).collect::<Option<Vec<i64>>>() {
+            Some(v) => cx.scalar(Lit::Float(v.iter().product::<i64>() as f64 - correction), c)?,
+            None => {
+                let sizes = cx.sizes(&count)?;
+                let p = cx.reduce("ReduceProd", &sizes, None, false);
+                let pf = cx.cast(&p, Dtype::Int64, c)?;
+                let k = cx.scalar(Lit::Float(correction), c)?;
+                cx.node("Sub", &[&pf, &k], vec![])
+            }
+        };
+        let v = cx.node("Div", &[&s, &n], vec![]);
+        Ok(if sqrt {
+            cx.node("Sqrt", &[&v], vec![])
+        } else {
+            v
+        })
+    })
+}
+
+fn max_min_dim(cx: &mut Cx, reduce_op: &str, arg_op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dim = norm_dim(cx.int("dim")?, rank);
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let v = cx.reduce(reduce_op, &xs, Some(&[dim]), keepdim);
+    let v = cx.cast(&v, c, out)?;
+    cx.set(0, v);
+    if cx.out_used(1) {
+        let i = cx.node(
+            arg_op,
+            &[&xs],
+            vec![attr_int("axis", dim), attr_int("keepdims", keepdim as i64)],
+        );
+        cx.set(1, i);
+    }
+    Ok(())
+}
+
+fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let c = cx.compute(meta.dtype);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let y = match cx.opt_int("dim")? {
+        Some(d) => cx.node(
+            op,
+            &[&xs],
+            vec![
+                attr_int("axis", norm_dim(d, rank)),
+                attr_int("keepdims", keepdim as i64),
+            ],
+        ),
+        None => {
+            let flat = cx.reshape_const(&xs, &[-1])?;
+            let i = cx.node(
+                op,
+                &[&flat],
+                vec![attr_int("axis", 0), attr_int("keepdims", 0)],
+            );
+            if keepdim {
+                cx.reshape_const(&i, &vec![1; rank])?
+            } else {
+                i
+            }
+        }
+    };
+    cx.set(0, y);
+    Ok(())
+}
+
+fn cumsum(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let dim = norm_dim(cx.int("dim")?, meta.sizes.len());
+    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+        let axis = cx.const_i64(dim);
+        Ok(cx.node("CumSum", &[x, &axis], vec![]))
+    })
+}
+
+fn topk(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let largest = cx.opt_bool("largest")?.unwrap_or(true);
+    let sorted = cx.opt_bool("sorted")?.unwrap_or(true);
+    let k = match cx.arg("k")? {
+        Argument::SymInt(r) => *r,
+        Argument::Int(v) => SymRef::Int(*v),
+        other => return Err(Error::bad_input(format!("topk k: {other:?}"))),
+    };
+    let k = cx.sym_int(&k)?;
+    let k = cx.reshape_const(&k, &[1])?;
+    topk_node(cx, &x, meta.dtype, &k, dim, largest, sorted)
+}
+
+fn topk_node(
+    cx: &mut Cx,
+    x: &str,
+    from: Dtype,
+    k: &str,
+    axis: i64,
+    largest: bool,
+    sorted: bool,
+) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(x, from, c)?;
+    let ys = cx.node_n(
+        "TopK",
+        &[&xs, k],
+        vec![
+            attr_int("axis", axis),
+            attr_int("largest", largest as i64),
+            attr_int("sorted", sorted as i64),
+        ],
+        2,
+    );
+    let v = cx.cast(&ys[0], c, out)?;
+    cx.set(0, v);
+    cx.set(1, ys[1].clone());
+    Ok(())
+}
+
+/// sort as a TopK over the whole dim (ties may order differently).
+fn sort(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let rank = meta.sizes.len();
+    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let descending = cx.opt_bool("descending")?.unwrap_or(false);
+    let size = cx.sym_size(&meta.sizes[dim as usize])?;
+    let k = cx.reshape_const(&size, &[1])?;
+    if cx.node.target.name == "argsort" {
+        let c = cx.compute(meta.dtype);
+        let xs = cx.cast(&x, meta.dtype, c)?;
+        let ys = cx.node_n(
+            "TopK",
+            &[&xs, &k],
+            vec![
+                attr_int("axis", dim),
+                attr_int("largest", descending as i64),
+                attr_int("sorted", 1),
+            ],
+            2,
+        );
+        cx.set(0, ys[1].clone());
+        return Ok(());
+    }
+    topk_node(cx, &x, meta.dtype, &k, dim, descending, true)
+}
+
+/// This family's rows: op identity -> implementation.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Emit)] = &[
+    ("aten.sum.default", |cx| reduce(cx, "ReduceSum", None)),
+    ("aten.sum.dim_IntList", |cx| reduce(cx, "ReduceSum", Some("dim"))),
+    ("aten.mean.default", |cx| reduce(cx, "ReduceMean", None)),
+    ("aten.mean.dim", |cx| reduce(cx, "ReduceMean", Some("dim"))),
+    ("aten.prod.default", |cx| reduce(cx, "ReduceProd", None)),
+    ("aten.prod.dim_int", |cx| reduce(cx, "ReduceProd", Some("dim"))),
+    ("aten.amax.default", |cx| reduce(cx, "ReduceMax", Some("dim"))),
+    ("aten.amin.default", |cx| reduce(cx, "ReduceMin", Some("dim"))),
+    ("aten.max.default", |cx| reduce(cx, "ReduceMax", None)),
+    ("aten.min.default", |cx| reduce(cx, "ReduceMin", None)),
+    ("aten.logsumexp.default", |cx| reduce(cx, "ReduceLogSumExp", Some("dim"))),
+    ("aten.any.default", |cx| any_all(cx, "ReduceMax")),
+    ("aten.any.dim", |cx| any_all(cx, "ReduceMax")),
+    ("aten.any.dims", |cx| any_all(cx, "ReduceMax")),
+    ("aten.all.default", |cx| any_all(cx, "ReduceMin")),
+    ("aten.all.dim", |cx| any_all(cx, "ReduceMin")),
+    ("aten.all.dims", |cx| any_all(cx, "ReduceMin")),
+    ("aten.var.correction", |cx| var_std(cx, false)),
+    ("aten.std.correction", |cx| var_std(cx, true)),
+    ("aten.var.dim", |cx| var_std(cx, false)),
+    ("aten.std.dim", |cx| var_std(cx, true)),
+    ("aten.max.dim", |cx| max_min_dim(cx, "ReduceMax", "ArgMax")),
+    ("aten.min.dim", |cx| max_min_dim(cx, "ReduceMin", "ArgMin")),
+    ("aten.argmax.default", |cx| arg_max_min(cx, "ArgMax")),
+    ("aten.argmin.default", |cx| arg_max_min(cx, "ArgMin")),
+    ("aten.cumsum.default", cumsum),
+    ("aten.topk.default", topk),
+    ("aten.sort.default", sort),
+    ("aten.argsort.default", sort),
+];
