@@ -4,9 +4,11 @@
 use crate::ir::{Argument, Dtype, Node, SymRef, ValueId};
 use crate::{Error, Result};
 
-pub struct A<'n>(pub &'n Node);
+/// A node's arguments, read by schema name with errors that name the
+/// node and the argument.
+pub struct NodeArgs<'n>(pub &'n Node);
 
-impl<'n> A<'n> {
+impl<'n> NodeArgs<'n> {
     fn err(&self, name: &str, want: &str) -> Error {
         Error::bad_input(format!(
             "node {} ({}): argument '{name}' should be {want}",

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::args::{node_outputs, A};
+use super::args::{node_outputs, NodeArgs};
 use super::edit::{named_args, sym_ints_arg, Emitter, Names};
 use crate::ir::substitute_values;
 use crate::ir::{Argument, Graph, InputKind, Node, OutputKind, Program, Target, ValueId};
@@ -245,7 +245,7 @@ fn rederive(em: &mut Emitter, st: &mut State, base: ValueId, skip: Option<ValueI
 
 /// The base `base` with the view `vnode` of it replaced by `src`.
 fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> Result<ValueId> {
-    let a = A(vnode);
+    let a = NodeArgs(vnode);
     let meta = em.meta(base)?.clone();
     let op = vnode.target.to_string();
     match op.as_str() {

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 use crate::ir::{Argument, Graph, Program, Target, TargetKind, ValueId};
 use crate::{Error, Result};
-use args::{node_outputs, A};
+use args::{node_outputs, NodeArgs};
 use edit::{Emitter, Names};
 
 const CORE_OPS: &str = include_str!("../../data/core_aten_ops.txt");
@@ -232,7 +232,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
         // A rule indexes dims the op's contract guarantees; a graph that
         // breaks the contract must not take the tool down with a panic.
         let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            (rule.apply)(&mut em, &A(&node))
+            (rule.apply)(&mut em, &NodeArgs(&node))
         }))
         .unwrap_or_else(|_| {
             Err(Error::bad_input(format!(

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::args::{node_outputs, A};
+use super::args::{node_outputs, NodeArgs};
 use crate::blob::Blob;
 use crate::ir::substitute_values;
 use crate::ir::{
@@ -394,7 +394,7 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         if bn.target.to_string() != "aten._native_batch_norm_legit_no_training.default" {
             continue;
         }
-        let a = A(bn);
+        let a = NodeArgs(bn);
         let Ok(y) = a.t("input") else { continue };
         let outs = node_outputs(bn);
         if outs
@@ -411,7 +411,7 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         if conv.target.to_string() != "aten.convolution.default" || use_count.get(&y) != Some(&1) {
             continue;
         }
-        let c = A(conv);
+        let c = NodeArgs(conv);
         if c.bool("transposed").unwrap_or(true) {
             continue;
         }

@@ -2,7 +2,7 @@
 //! `cuda` feature), after checking the inputs against the exported shape
 //! contract ([`crate::contract`]).
 //!
-//! candle has no bool or int8 storage; a [`T`] carries the logical IR dtype
+//! candle has no bool or int8 storage; a [`Tensor`] carries the logical IR dtype
 //! beside the candle tensor (bool and uint8 live in U8, int8 in I16, uint16
 //! in I32, uint32/uint64 in I64), and the ops apply PyTorch's type
 //! promotion on logical dtypes ([`promote`]).
@@ -16,7 +16,7 @@ pub mod promote;
 
 use std::collections::BTreeMap;
 
-use candle_core::{DType, Device, Tensor as CT};
+use candle_core::{DType, Device, Tensor as CandleTensor};
 
 use crate::error::{Error, Result};
 use crate::ir::{Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId};
@@ -24,20 +24,20 @@ use crate::tensorfile::HostTensor;
 
 /// A tensor with its logical (PyTorch) dtype.
 #[derive(Clone, Debug)]
-pub struct T {
-    pub t: CT,
+pub struct Tensor {
+    pub t: CandleTensor,
     pub dtype: Dtype,
 }
 
 /// A runtime value.
 #[derive(Clone, Debug)]
-pub enum RV {
-    T(T),
+pub enum Value {
+    Tensor(Tensor),
     Int(i64),
     Float(f64),
     Bool(bool),
     None,
-    List(Vec<RV>),
+    List(Vec<Value>),
 }
 
 /// A candle error as ours: its first line (candle appends a backtrace
@@ -56,10 +56,14 @@ fn is_layout_error(e: &Error) -> bool {
 }
 
 /// A value with every tensor in it made contiguous.
-fn contiguous_value(v: &RV) -> Result<RV> {
+fn contiguous_value(v: &Value) -> Result<Value> {
     Ok(match v {
-        RV::T(t) if !t.t.is_contiguous() => RV::T(T::new(t.t.contiguous().map_err(ce)?, t.dtype)),
-        RV::List(items) => RV::List(items.iter().map(contiguous_value).collect::<Result<_>>()?),
+        Value::Tensor(t) if !t.t.is_contiguous() => {
+            Value::Tensor(Tensor::new(t.t.contiguous().map_err(ce)?, t.dtype))
+        }
+        Value::List(items) => {
+            Value::List(items.iter().map(contiguous_value).collect::<Result<_>>()?)
+        }
         other => other.clone(),
     })
 }
@@ -106,9 +110,9 @@ pub fn device(kind: DeviceKind) -> Result<Device> {
     }
 }
 
-impl T {
-    pub fn new(t: CT, dtype: Dtype) -> T {
-        T { t, dtype }
+impl Tensor {
+    pub fn new(t: CandleTensor, dtype: Dtype) -> Tensor {
+        Tensor { t, dtype }
     }
 
     pub fn dims(&self) -> &[usize] {
@@ -121,7 +125,7 @@ impl T {
 
     /// Converts to another logical dtype (with PyTorch's semantics for
     /// bool: nonzero is true).
-    pub fn cast(&self, to: Dtype) -> Result<T> {
+    pub fn cast(&self, to: Dtype) -> Result<Tensor> {
         if to == self.dtype {
             return Ok(self.clone());
         }
@@ -140,16 +144,21 @@ impl T {
         } else {
             self.t.to_dtype(target).map_err(ce)?
         };
-        Ok(T::new(t, to))
+        Ok(Tensor::new(t, to))
     }
 
-    pub fn from_host(h: &HostTensor, device: &Device) -> Result<T> {
-        T::from_bytes(h.dtype, &h.shape, &h.data, device)
+    pub fn from_host(h: &HostTensor, device: &Device) -> Result<Tensor> {
+        Tensor::from_bytes(h.dtype, &h.shape, &h.data, device)
     }
 
     /// Builds a tensor from little-endian element bytes: the one copy of
     /// weight bytes the executor makes (IR storage to candle storage).
-    pub fn from_bytes(dtype: Dtype, shape: &[usize], data: &[u8], device: &Device) -> Result<T> {
+    pub fn from_bytes(
+        dtype: Dtype,
+        shape: &[usize],
+        data: &[u8],
+        device: &Device,
+    ) -> Result<Tensor> {
         let storage = storage_dtype(dtype)?;
         let widened: Vec<u8>;
         let bytes: &[u8] = match dtype {
@@ -176,8 +185,8 @@ impl T {
             }
             _ => data,
         };
-        let t = CT::from_raw_buffer(bytes, storage, shape, device).map_err(ce)?;
-        Ok(T::new(t, dtype))
+        let t = CandleTensor::from_raw_buffer(bytes, storage, shape, device).map_err(ce)?;
+        Ok(Tensor::new(t, dtype))
     }
 
     pub fn to_host(&self) -> Result<HostTensor> {
@@ -299,7 +308,7 @@ pub struct Executor<'p> {
     /// What was lowered for the executor (`-v` prints it).
     pub fallback: crate::decompose::fallback::Fallback,
     pub device: Device,
-    weights: BTreeMap<usize, T>,
+    weights: BTreeMap<usize, Tensor>,
 }
 
 /// Whether the executor runs a node: a row for its op, and arguments that
@@ -355,7 +364,7 @@ impl<'p> Executor<'p> {
                     .iter()
                     .map(|&s| s as usize)
                     .collect();
-                let t = T::from_bytes(w.meta.dtype, &shape, &program.weight_bytes(w), &device)
+                let t = Tensor::from_bytes(w.meta.dtype, &shape, &program.weight_bytes(w), &device)
                     .map_err(|e| e.at(format!("weight '{}'", w.name)))?;
                 weights.insert(pos, t);
             } else if program.input_kinds[pos].weight_name().is_some() {
@@ -386,14 +395,16 @@ impl<'p> Executor<'p> {
         let mut args = Vec::with_capacity(g.inputs.len());
         for (pos, input) in g.inputs.iter().enumerate() {
             let v = match (&self.program.input_kinds[pos], input) {
-                (_, _) if self.weights.contains_key(&pos) => RV::T(self.weights[&pos].clone()),
+                (_, _) if self.weights.contains_key(&pos) => {
+                    Value::Tensor(self.weights[&pos].clone())
+                }
                 (InputKind::UserInput, Argument::Tensor(v)) => {
                     let name = &g.value(*v).name;
                     let (_, host) = inputs
                         .iter()
                         .find(|(n, _)| n == name)
                         .ok_or_else(|| Error::bad_input(format!("input '{name}' is missing")))?;
-                    RV::T(T::from_host(host, &self.device)?)
+                    Value::Tensor(Tensor::from_host(host, &self.device)?)
                 }
                 (_, a) => literal(a).ok_or_else(|| {
                     Error::unsupported(format!("graph input {pos} ({a:?}) cannot be provided"))
@@ -412,18 +423,18 @@ impl<'p> Executor<'p> {
                 _ => format!("output_{}", result.len()),
             };
             let host = match value {
-                RV::T(t) => t.to_host()?,
-                RV::Int(i) => HostTensor {
+                Value::Tensor(t) => t.to_host()?,
+                Value::Int(i) => HostTensor {
                     dtype: Dtype::Int64,
                     shape: vec![],
                     data: i.to_le_bytes().to_vec(),
                 },
-                RV::Float(f) => HostTensor {
+                Value::Float(f) => HostTensor {
                     dtype: Dtype::Float64,
                     shape: vec![],
                     data: f.to_le_bytes().to_vec(),
                 },
-                RV::Bool(b) => HostTensor {
+                Value::Bool(b) => HostTensor {
                     dtype: Dtype::Bool,
                     shape: vec![],
                     data: vec![b as u8],
@@ -439,10 +450,10 @@ impl<'p> Executor<'p> {
     pub fn run_graph(
         &self,
         graph: &Graph,
-        inputs: Vec<RV>,
+        inputs: Vec<Value>,
         bindings: &BTreeMap<String, i64>,
-    ) -> Result<Vec<RV>> {
-        let mut env: Vec<Option<RV>> = vec![None; graph.values.len()];
+    ) -> Result<Vec<Value>> {
+        let mut env: Vec<Option<Value>> = vec![None; graph.values.len()];
         for (arg, value) in graph.inputs.iter().zip(inputs) {
             bind_output(arg, value, &mut env)?;
         }
@@ -499,10 +510,10 @@ impl<'p> Executor<'p> {
             }
             // In-place ops (TRAINING dialect) also update their `self`.
             if node.target.name.ends_with('_') {
-                if let (Some(Argument::Tensor(self_id)), Some(RV::T(t))) =
+                if let (Some(Argument::Tensor(self_id)), Some(Value::Tensor(t))) =
                     (node.arg("self"), outs.first())
                 {
-                    env[self_id.index()] = Some(RV::T(t.clone()));
+                    env[self_id.index()] = Some(Value::Tensor(t.clone()));
                 }
             }
             for (arg, value) in node.outputs.iter().zip(outs) {
@@ -524,17 +535,17 @@ impl<'p> Executor<'p> {
     }
 }
 
-fn literal(a: &Argument) -> Option<RV> {
+fn literal(a: &Argument) -> Option<Value> {
     Some(match a {
-        Argument::None => RV::None,
-        Argument::Int(i) => RV::Int(*i),
-        Argument::Float(f) => RV::Float(*f),
-        Argument::Bool(b) => RV::Bool(*b),
+        Argument::None => Value::None,
+        Argument::Int(i) => Value::Int(*i),
+        Argument::Float(f) => Value::Float(*f),
+        Argument::Bool(b) => Value::Bool(*b),
         _ => return None,
     })
 }
 
-fn bind_output(arg: &Argument, value: RV, env: &mut [Option<RV>]) -> Result<()> {
+fn bind_output(arg: &Argument, value: Value, env: &mut [Option<Value>]) -> Result<()> {
     match (arg, value) {
         (Argument::Tensor(v), value) => env[v.index()] = Some(value),
         (
@@ -543,12 +554,12 @@ fn bind_output(arg: &Argument, value: RV, env: &mut [Option<RV>]) -> Result<()> 
             | Argument::SymFloat(SymRef::Value(v)),
             value,
         ) => env[v.index()] = Some(value),
-        (Argument::Tensors(vs), RV::List(items)) => {
+        (Argument::Tensors(vs), Value::List(items)) => {
             for (v, item) in vs.iter().zip(items) {
                 env[v.index()] = Some(item);
             }
         }
-        (Argument::OptionalTensors(vs), RV::List(items)) => {
+        (Argument::OptionalTensors(vs), Value::List(items)) => {
             for (v, item) in vs.iter().zip(items) {
                 if let Some(v) = v {
                     env[v.index()] = Some(item);
@@ -560,7 +571,7 @@ fn bind_output(arg: &Argument, value: RV, env: &mut [Option<RV>]) -> Result<()> 
     Ok(())
 }
 
-fn resolve(a: &Argument, env: &[Option<RV>]) -> Result<RV> {
+fn resolve(a: &Argument, env: &[Option<Value>]) -> Result<Value> {
     let get = |v: &ValueId| {
         env[v.index()].clone().ok_or_else(|| {
             Error::internal(format!(
@@ -572,10 +583,10 @@ fn resolve(a: &Argument, env: &[Option<RV>]) -> Result<RV> {
     Ok(match a {
         Argument::Tensor(v) => get(v)?,
         Argument::SymInt(r) | Argument::SymFloat(r) | Argument::SymBool(r) => sym(r, env)?,
-        Argument::Tensors(vs) => RV::List(vs.iter().map(get).collect::<Result<_>>()?),
-        Argument::OptionalTensors(vs) => RV::List(
+        Argument::Tensors(vs) => Value::List(vs.iter().map(get).collect::<Result<_>>()?),
+        Argument::OptionalTensors(vs) => Value::List(
             vs.iter()
-                .map(|v| v.as_ref().map(get).unwrap_or(Ok(RV::None)))
+                .map(|v| v.as_ref().map(get).unwrap_or(Ok(Value::None)))
                 .collect::<Result<_>>()?,
         ),
         other => literal(other)
@@ -583,11 +594,11 @@ fn resolve(a: &Argument, env: &[Option<RV>]) -> Result<RV> {
     })
 }
 
-fn sym(r: &SymRef, env: &[Option<RV>]) -> Result<RV> {
+fn sym(r: &SymRef, env: &[Option<Value>]) -> Result<Value> {
     Ok(match r {
-        SymRef::Int(i) => RV::Int(*i),
-        SymRef::Float(f) => RV::Float(*f),
-        SymRef::Bool(b) => RV::Bool(*b),
+        SymRef::Int(i) => Value::Int(*i),
+        SymRef::Float(f) => Value::Float(*f),
+        SymRef::Bool(b) => Value::Bool(*b),
         SymRef::Value(v) => env[v.index()]
             .clone()
             .ok_or_else(|| Error::internal(format!("symbolic value {} is not set", v.0)))?,
@@ -598,7 +609,7 @@ fn sym(r: &SymRef, env: &[Option<RV>]) -> Result<RV> {
 pub struct Ctx<'a> {
     pub exec: &'a Executor<'a>,
     pub graph: &'a Graph,
-    env: &'a [Option<RV>],
+    env: &'a [Option<Value>],
     pub node: &'a Node,
     pub bindings: &'a BTreeMap<String, i64>,
     last: &'a [usize],
@@ -620,7 +631,7 @@ impl Ctx<'_> {
     }
 
     /// The i-th input, whatever its name (higher-order ops name none).
-    pub fn input(&self, i: usize) -> Result<RV> {
+    pub fn input(&self, i: usize) -> Result<Value> {
         let a = self
             .node
             .inputs
@@ -633,36 +644,36 @@ impl Ctx<'_> {
         self.node.inputs.get(i).map(|a| &a.arg)
     }
 
-    pub fn value(&self, name: &str) -> Result<RV> {
+    pub fn value(&self, name: &str) -> Result<Value> {
         resolve(self.arg(name)?, self.env)
     }
 
-    pub fn tensor(&self, name: &str) -> Result<T> {
+    pub fn tensor(&self, name: &str) -> Result<Tensor> {
         match self.value(name)? {
-            RV::T(t) => Ok(t),
+            Value::Tensor(t) => Ok(t),
             other => Err(Error::bad_input(format!(
                 "argument '{name}': expected a tensor, found {other:?}"
             ))),
         }
     }
 
-    pub fn opt_tensor(&self, name: &str) -> Result<Option<T>> {
+    pub fn opt_tensor(&self, name: &str) -> Result<Option<Tensor>> {
         match self.node.arg(name) {
             None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),
             Some(Argument::OptionalTensor(Some(v))) => match &self.env[v.index()] {
-                Some(RV::T(t)) => Ok(Some(t.clone())),
+                Some(Value::Tensor(t)) => Ok(Some(t.clone())),
                 _ => Err(Error::internal("optional tensor not set")),
             },
             Some(_) => self.tensor(name).map(Some),
         }
     }
 
-    pub fn tensors(&self, name: &str) -> Result<Vec<Option<T>>> {
+    pub fn tensors(&self, name: &str) -> Result<Vec<Option<Tensor>>> {
         match self.value(name)? {
-            RV::List(items) => Ok(items
+            Value::List(items) => Ok(items
                 .into_iter()
                 .map(|v| match v {
-                    RV::T(t) => Some(t),
+                    Value::Tensor(t) => Some(t),
                     _ => None,
                 })
                 .collect()),
@@ -676,7 +687,7 @@ impl Ctx<'_> {
         match self.arg(name)? {
             Argument::Int(i) => Ok(*i),
             Argument::SymInt(r) => match sym(r, self.env)? {
-                RV::Int(i) => Ok(i),
+                Value::Int(i) => Ok(i),
                 other => Err(Error::bad_input(format!(
                     "argument '{name}': {other:?} is not an int"
                 ))),
@@ -703,7 +714,7 @@ impl Ctx<'_> {
             Argument::SymInts(rs) => rs
                 .iter()
                 .map(|r| match sym(r, self.env)? {
-                    RV::Int(i) => Ok(i),
+                    Value::Int(i) => Ok(i),
                     other => Err(Error::bad_input(format!(
                         "argument '{name}': {other:?} is not an int"
                     ))),
@@ -718,9 +729,9 @@ impl Ctx<'_> {
 
     pub fn float(&self, name: &str) -> Result<f64> {
         match self.value(name)? {
-            RV::Float(f) => Ok(f),
-            RV::Int(i) => Ok(i as f64),
-            RV::Bool(b) => Ok(b as i64 as f64),
+            Value::Float(f) => Ok(f),
+            Value::Int(i) => Ok(i as f64),
+            Value::Bool(b) => Ok(b as i64 as f64),
             other => Err(Error::bad_input(format!(
                 "argument '{name}': expected a number, found {other:?}"
             ))),
@@ -737,8 +748,8 @@ impl Ctx<'_> {
 
     pub fn bool(&self, name: &str) -> Result<bool> {
         match self.value(name)? {
-            RV::Bool(b) => Ok(b),
-            RV::Int(i) => Ok(i != 0),
+            Value::Bool(b) => Ok(b),
+            Value::Int(i) => Ok(i != 0),
             other => Err(Error::bad_input(format!(
                 "argument '{name}': expected a bool, found {other:?}"
             ))),

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn softmax_like(em: &mut Emitter, a: &A, op: &str) -> Result<Vec<ValueId>> {
+fn softmax_like(em: &mut Emitter, a: &NodeArgs, op: &str) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     if let Some(d) = a.dtype("dtype") {
         if d != em.dtype(x)? {
@@ -21,15 +21,15 @@ fn softmax_like(em: &mut Emitter, a: &A, op: &str) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn softmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn softmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     softmax_like(em, a, "aten._softmax.default")
 }
 
-fn log_softmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn log_softmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     softmax_like(em, a, "aten._log_softmax.default")
 }
 
-fn silu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn silu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = unary(em, "aten.sigmoid.default", x)?;
     let dtype = em.dtype(x)?;
@@ -66,7 +66,7 @@ fn hard_sigmoid_part(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Resu
     )
 }
 
-fn hardswish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn hardswish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let h = hard_sigmoid_part(em, x, None)?;
@@ -80,11 +80,11 @@ fn hardswish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn hardsigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn hardsigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![hard_sigmoid_part(em, a.t("self")?, Some(a.out(0)?))?])
 }
 
-fn relu6(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn relu6(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     em.op_into(
@@ -99,7 +99,7 @@ fn relu6(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn softplus(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn softplus(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
@@ -122,7 +122,7 @@ fn softplus(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, big, x, soft, Some(a.out(0)?))?])
 }
 
-fn mish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn mish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let sizes = em.sizes(x)?;
@@ -143,7 +143,13 @@ fn mish(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn elu(em: &mut Emitter, a: &A, alpha: f64, scale: f64, input_scale: f64) -> Result<Vec<ValueId>> {
+fn elu(
+    em: &mut Emitter,
+    a: &NodeArgs,
+    alpha: f64,
+    scale: f64,
+    input_scale: f64,
+) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     em.op_into(
         "aten.elu.default",
@@ -158,16 +164,16 @@ fn elu(em: &mut Emitter, a: &A, alpha: f64, scale: f64, input_scale: f64) -> Res
     Ok(vec![out])
 }
 
-fn selu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn selu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     elu(em, a, 1.673_263_242_354_377_3, 1.050_700_987_355_480_5, 1.0)
 }
 
-fn celu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn celu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let alpha = a.float("alpha")?;
     elu(em, a, alpha, 1.0, 1.0 / alpha)
 }
 
-fn glu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "glu")?[d];
@@ -196,7 +202,7 @@ fn glu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn hardshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn hardshrink(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let ab = unary(em, "aten.abs.default", x)?;
@@ -205,7 +211,7 @@ fn hardshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, small, zero, x, Some(a.out(0)?))?])
 }
 
-fn softshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn softshrink(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let l = a.float("lambd")?;
@@ -218,7 +224,7 @@ fn softshrink(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, hi, minus, inner, Some(a.out(0)?))?])
 }
 
-fn threshold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn threshold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let below = cmp(em, "aten.le.Scalar", x, a.arg("threshold"))?;
@@ -226,7 +232,7 @@ fn threshold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, below, value, x, Some(a.out(0)?))?])
 }
 
-fn log_sigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn log_sigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // min(x, 0) - log1p(exp(-|x|))
     let x = a.t("self")?;
     let ab = unary(em, "aten.abs.default", x)?;
@@ -251,7 +257,7 @@ fn log_sigmoid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn logit(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn logit(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let dtype = em.dtype(x)?;
     if let Some(eps) = a.opt_float("eps")? {
@@ -279,7 +285,7 @@ fn logit(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn prelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, w) = (a.t("self")?, a.t("weight")?);
     let dtype = em.dtype(x)?;
     let r = em.rank(x)?;
@@ -296,7 +302,7 @@ fn prelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, pos, x, scaled, Some(a.out(0)?))?])
 }
 
-fn rrelu(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rrelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if a.bool("training")? {
         return Err(Error::unsupported(format!(
             "node {}: rrelu in training mode is random",

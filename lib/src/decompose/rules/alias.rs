@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn contiguous(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn contiguous(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     if is_contiguous(em.meta(x)?) {
         return Ok(vec![x]);
@@ -10,11 +10,11 @@ fn contiguous(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![clone(em, x, Some(a.out(0)?))?])
 }
 
-fn lift_fresh_copy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn lift_fresh_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![clone(em, a.t("self")?, Some(a.out(0)?))?])
 }
 
-pub(super) fn dropout(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn dropout(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let (p, train) = (a.float("p")?, a.bool("train")?);
     if !train || p == 0.0 {
@@ -39,7 +39,7 @@ pub(super) fn dropout(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![r[0]])
 }
 
-fn to(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn to(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     let want = em.dtype(out)?;

@@ -12,7 +12,7 @@ fn mt(em: &mut Emitter, x: ValueId) -> Result<ValueId> {
 
 /// torch's math attention: both sides scaled by sqrt(scale), masks added,
 /// a softmax that gives 0 (not NaN) for fully masked rows.
-fn sdpa(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (q, mut k, mut v) = (a.t("query")?, a.t("key")?, a.t("value")?);
     let out = a.out(0)?;
     let dtype = em.dtype(q)?;

@@ -4,7 +4,7 @@ use super::*;
 
 /// Grad mode means nothing to inference: the wrapped subgraph is inlined
 /// (as torch's `run_decompositions()` does).
-fn inline_subgraph(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn inline_subgraph(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let at =
         a.0.inputs
             .iter()

@@ -5,7 +5,7 @@ use super::*;
 /// `convolution` on a batched input; an unbatched one gets a batch of one.
 fn convolution(
     em: &mut Emitter,
-    a: &A,
+    a: &NodeArgs,
     x: ValueId,
     args: Vec<(&str, Argument)>,
     spatial: usize,
@@ -29,7 +29,7 @@ fn convolution(
     Ok(vec![out])
 }
 
-fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn conv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (mut x, w) = (a.t("input")?, a.t("weight")?);
     let spatial = em.rank(w)? - 2;
     let dilation = a.syms("dilation")?;
@@ -97,7 +97,7 @@ fn conv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     convolution(em, a, x, args, spatial)
 }
 
-fn conv_transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn conv_transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, w) = (a.t("input")?, a.t("weight")?);
     let spatial = em.rank(w)? - 2;
     let args = vec![
@@ -113,7 +113,7 @@ fn conv_transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     convolution(em, a, x, args, spatial)
 }
 
-fn underscore_convolution(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn underscore_convolution(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut args: Vec<(&str, Argument)> = Vec::new();
     for name in [
         "input",

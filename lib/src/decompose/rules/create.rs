@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn arange(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn arange(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let start = if a.0.target.overload == "start" {
         a.arg("start")
@@ -26,7 +26,7 @@ fn arange(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn full_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn full_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let value = match a.0.target.name.as_str() {
@@ -57,7 +57,7 @@ fn full_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn full_like_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn full_like_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let value = scalar(
@@ -71,7 +71,7 @@ fn full_like_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
 }
 
-pub(super) fn fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let value = if a.0.target.name == "zero" {
@@ -82,7 +82,7 @@ pub(super) fn fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
 }
 
-fn eye(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn eye(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let s = em.static_sizes(out, "eye")?;
     let rows = arange_col(em, out, s[0], true)?;
@@ -92,7 +92,7 @@ fn eye(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![to_copy(em, eq, dtype, Some(out))?])
 }
 
-fn empty_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn empty_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     // The values are unspecified, so a permuted physical layout is a
     // plain empty tensor of the same logical sizes.
@@ -113,7 +113,7 @@ fn empty_of(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn fill_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn fill_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, v) = (a.t("self")?, a.t("value")?);
     let dtype = em.dtype(x)?;
     let v = if em.dtype(v)? != dtype {
@@ -128,7 +128,7 @@ fn fill_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 /// torch's linspace: the first half counted up from start, the second
 /// down from end, so both ends are exact.
-fn linspace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn linspace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let (start, end, steps) = (a.float("start")?, a.float("end")?, a.int("steps")?);
     let dtype = em.dtype(out)?;

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn masked_fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn masked_fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
@@ -14,7 +14,7 @@ fn masked_fill(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, a.t("mask")?, value, x, Some(out))?])
 }
 
-fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = em.static_sizes(x, "tril/triu")?;
     let r = s.len();
@@ -33,7 +33,7 @@ fn tri(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, keep, x, zero, Some(a.out(0)?))?])
 }
 
-fn one_hot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn one_hot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let n = a.int("num_classes")?;
     if n < 0 {
@@ -49,7 +49,7 @@ fn one_hot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![to_copy(em, eq, Dtype::Int64, Some(a.out(0)?))?])
 }
 
-fn take(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn take(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let total = em.static_sizes(x, "take")?.iter().product::<i64>();
     let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
@@ -67,7 +67,7 @@ fn take(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn take_along_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, idx) = (a.t("self")?, a.t("indices")?);
     let out = a.out(0)?;
     let Some(dim) = a.opt_int("dim")? else {

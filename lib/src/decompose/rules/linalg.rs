@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn linear(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn linear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, w, b) = (a.t("input")?, a.t("weight")?, a.ot("bias")?);
     let out = a.out(0)?;
     let wt = permute(em, w, &[1, 0], None)?;
@@ -32,7 +32,7 @@ fn linear(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     }
 }
 
-fn matmul_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn matmul_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![matmul(
         em,
         a.t("self")?,
@@ -41,7 +41,7 @@ fn matmul_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn baddbmm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let m = em.meta(out)?.clone();
@@ -104,7 +104,7 @@ fn norm2(
     )
 }
 
-fn cosine_similarity(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn cosine_similarity(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x1, x2) = (a.t("x1")?, a.t("x2")?);
     let d = a.int("dim")?;
     let eps = a.float("eps")?;
@@ -134,7 +134,7 @@ fn cosine_similarity(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn vector_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let out = a.out(0)?;
     if let Some(d) = a.dtype("dtype") {
@@ -231,7 +231,7 @@ fn vector_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 /// Contracts einsum operands pairwise (left to right) with bmm, after
 /// summing out letters only one operand has; letters that a later operand
 /// or the output needs are kept.
-fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let eq = a.string("equation")?.replace(' ', "");
     let xs = a.ts("tensors")?;
     let (lhs, out_spec) = match eq.split_once("->") {
@@ -392,7 +392,7 @@ fn einsum(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, v, &perm, Some(a.out(0)?))?])
 }
 
-fn addr(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn addr(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let (v1, v2) = (a.t("vec1")?, a.t("vec2")?);
@@ -420,7 +420,7 @@ fn addr(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![binary(em, "aten.add.Tensor", x, o, dtype, Some(out))?])
 }
 
-fn dot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn dot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("tensor")?);
     let dtype = em.dtype(a.out(0)?)?;
     let p = binary(em, "aten.mul.Tensor", x, y, dtype, None)?;
@@ -436,7 +436,7 @@ fn dot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn mv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn mv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![matmul(
         em,
         a.t("self")?,
@@ -445,7 +445,7 @@ fn mv(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn outer(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn outer(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("vec2")?);
     let col = unsqueeze(em, x, 1)?;
     let dtype = em.dtype(a.out(0)?)?;
@@ -459,7 +459,7 @@ fn outer(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn trace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn trace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = em.static_sizes(x, "trace")?;
     let n = s[0].min(s[1]);
@@ -482,7 +482,7 @@ fn trace(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn chain_matmul(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn chain_matmul(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let ms = a.ts("matrices")?;
     let out = a.out(0)?;
     let mut acc = ms[0];
@@ -498,7 +498,7 @@ fn chain_matmul(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![acc])
 }
 
-pub(super) fn inner(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn inner(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let out = a.out(0)?;
     let (rx, ry) = (em.rank(x)?, em.rank(y)?);
@@ -517,7 +517,7 @@ pub(super) fn inner(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![view(em, p, &shape, Some(out))?])
 }
 
-fn tensordot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn tensordot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let (dx, dy) = (a.ints("dims_self")?, a.ints("dims_other")?);
     let (xs, ys) = (
@@ -561,7 +561,7 @@ fn tensordot(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![view(em, p, &shape, Some(a.out(0)?))?])
 }
 
-fn kron(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn kron(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let (xs, ys) = (em.static_sizes(x, "kron")?, em.static_sizes(y, "kron")?);
     if xs.len() != ys.len() {
@@ -596,7 +596,7 @@ fn kron(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, p, &shape, Some(a.out(0)?))?])
 }
 
-fn cross(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn cross(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let out = a.out(0)?;
     let r = em.rank(out)?;
@@ -629,7 +629,7 @@ fn cross(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn pairwise_distance(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn pairwise_distance(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("x1")?, a.t("x2")?);
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;

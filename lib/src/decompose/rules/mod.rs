@@ -13,7 +13,7 @@
 //! table and its aliases; [`FAMILIES`] joins them. This file holds the
 //! emit helpers the families share.
 
-use super::args::A;
+use super::args::NodeArgs;
 use super::edit::{ints_arg, is_contiguous, norm_dim, scalar, sym_ints_arg, syms, Emitter, Out};
 use crate::ir::{Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
 use crate::{Error, Result};
@@ -43,7 +43,7 @@ mod rnn;
 mod shape;
 mod sym;
 
-pub type RuleFn = fn(&mut Emitter, &A) -> Result<Vec<ValueId>>;
+pub type RuleFn = fn(&mut Emitter, &NodeArgs) -> Result<Vec<ValueId>>;
 
 pub struct Rule {
     /// The op it rewrites (`aten.linear.default`).
@@ -95,7 +95,7 @@ pub fn rule_for(op: &str) -> Option<&'static Rule> {
         .copied()
 }
 
-fn alias(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn alias(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let src = a.0.target.to_string();
     let op = rule_for(&src)
         .and_then(|r| r.results.first())
@@ -612,7 +612,7 @@ fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<V
 
 /// Ops that are another op under a public name, with the same arguments
 /// and outputs (`cdist` is `_cdist_forward`, ...).
-fn same_args(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn same_args(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let op = match a.0.target.to_string().as_str() {
         "aten.cdist.default" => "aten._cdist_forward.default",
         "aten.pdist.default" => "aten._pdist_forward.default",
@@ -727,7 +727,7 @@ fn same(
 }
 
 /// `op_copy(...)`: the view `op(...)`, then a copy of each result.
-fn copy_variant(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn copy_variant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let t = &a.0.target;
     let base = crate::ir::Target::op(&t.namespace, t.name.trim_end_matches("_copy"), &t.overload);
     let args = super::edit::args_for(a.0, &base)?;

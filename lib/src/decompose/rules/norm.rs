@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn layer_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn layer_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let ns = a.syms("normalized_shape")?;
     let mut stat = em.sizes(x)?;
@@ -27,7 +27,7 @@ fn layer_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn group_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn group_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let g = a.int("num_groups")?;
     let sizes = em.size_refs(x)?;
@@ -54,7 +54,7 @@ fn group_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn batch_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if a.bool("training")? {
         return Err(Error::unsupported(format!(
             "node {}: batch_norm in training mode (export the model in eval mode: model.eval())",
@@ -88,7 +88,7 @@ fn batch_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn instance_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let r = em.rank(x)?;
     let dtype = em.dtype(x)?;
@@ -141,7 +141,7 @@ fn instance_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![y])
 }
 
-fn rms_norm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rms_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let dtype = em.dtype(x)?;
     let n = a.syms("normalized_shape")?.len();

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn renamed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn renamed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let name = a.0.target.name.trim_matches('_');
     let op = format!("aten.bitwise_{name}.{}", a.0.target.overload);
     let args =
@@ -14,7 +14,7 @@ fn renamed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn where_scalar(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn where_scalar(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let c = a.t("condition")?;
@@ -29,7 +29,7 @@ fn where_scalar(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, c, x, y, Some(out))?])
 }
 
-pub(super) fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?]
@@ -70,7 +70,7 @@ pub(super) fn diff(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![if n == 0 { x } else { out }])
 }
 
-fn clamp_one(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn clamp_one(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let bound = if a.0.target.name == "clamp_min" {
         ("min", a.arg("min"))
     } else {
@@ -84,7 +84,7 @@ fn clamp_one(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn square(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn square(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.pow.Tensor_Scalar",
         vec![
@@ -96,7 +96,7 @@ fn square(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn rsub(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rsub(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // other - alpha * self
     let x = a.t("self")?;
     let dtype = em.dtype(a.out(0)?)?;
@@ -113,7 +113,7 @@ fn rsub(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn erfc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn erfc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let e = unary(em, "aten.erf.default", x)?;
     let n = unary(em, "aten.neg.default", e)?;
@@ -129,7 +129,7 @@ fn erfc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn lerp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn lerp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // torch: weight < 0.5 ? start + w * (end - start) : end - (end - start) * (1 - w)
     let (x, end) = (a.t("self")?, a.t("end")?);
     let w = a.float("weight")?;
@@ -158,7 +158,7 @@ fn lerp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     }
 }
 
-fn addc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn addc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, t1, t2) = (a.t("self")?, a.t("tensor1")?, a.t("tensor2")?);
     let dtype = em.dtype(a.out(0)?)?;
     let op = if a.0.target.name == "addcmul" {
@@ -181,7 +181,7 @@ fn addc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn deg_rad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn deg_rad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let f = if a.0.target.name == "deg2rad" {
         std::f64::consts::PI / 180.0
     } else {
@@ -199,7 +199,7 @@ fn deg_rad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn floor_divide(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn floor_divide(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let op = if a.0.target.overload == "Scalar" {
         "aten.div.Scalar_mode"
     } else {
@@ -217,7 +217,7 @@ fn floor_divide(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn frac(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn frac(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let t = unary(em, "aten.trunc.default", x)?;
     let dtype = em.dtype(x)?;
@@ -231,7 +231,7 @@ fn frac(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn isfinite(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn isfinite(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
@@ -255,7 +255,7 @@ fn isfinite(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn isinf_signed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn isinf_signed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let v = if a.0.target.name == "isposinf" {
         f64::INFINITY
     } else {
@@ -272,7 +272,7 @@ fn isinf_signed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn lerp_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn lerp_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // where(w < 0.5, start + w * (end - start), end - (end - start) * (1 - w))
     let (x, end, w) = (a.t("self")?, a.t("end")?, a.t("weight")?);
     let dtype = em.dtype(a.out(0)?)?;
@@ -287,7 +287,7 @@ fn lerp_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, small, lo, hi, Some(a.out(0)?))?])
 }
 
-fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // max(a, b) + log1p(exp(-|a - b|)); where both are the same infinity, that infinity
     let (x, y) = (a.t("self")?, a.t("other")?);
     let dtype = em.dtype(a.out(0)?)?;
@@ -335,7 +335,7 @@ fn logaddexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, both, x, r, Some(a.out(0)?))?])
 }
 
-fn nan_to_num(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let (big, small) = match dtype {
@@ -364,7 +364,7 @@ fn nan_to_num(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, is_neg, vg, y, Some(a.out(0)?))?])
 }
 
-fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rsub_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.sub.Tensor",
         vec![
@@ -377,7 +377,7 @@ fn rsub_tensor(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn sinc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(a.out(0)?)?;
     let px = with_scalar(
@@ -393,7 +393,7 @@ fn sinc(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, zero, one, q, Some(a.out(0)?))?])
 }
 
-fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn xlogy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // where(isnan(y), nan, where(x == 0, 0, x * log(y)))
     let dtype = em.dtype(a.out(0)?)?;
     let out = a.out(0)?;
@@ -420,7 +420,7 @@ fn xlogy(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
 }
 
-fn float_power(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn float_power(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let as64 = |em: &mut Emitter, name: &str| -> Result<Argument> {
         Ok(match a.0.arg(name) {
@@ -437,7 +437,7 @@ fn float_power(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn heaviside(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn heaviside(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, v) = (a.t("self")?, a.t("values")?);
     let dtype = em.dtype(a.out(0)?)?;
     let zero = cmp(em, "aten.eq.Scalar", x, Argument::Int(0))?;
@@ -446,7 +446,7 @@ fn heaviside(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, zero, v, step, Some(a.out(0)?))?])
 }
 
-fn isclose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn isclose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let dtype = em.dtype(x)?;
     let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
@@ -496,7 +496,7 @@ fn isclose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn exp2(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn exp2(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.pow.Scalar",
         vec![

@@ -4,7 +4,7 @@ use super::*;
 
 fn pool_with_indices(
     em: &mut Emitter,
-    a: &A,
+    a: &NodeArgs,
     op: &str,
     x: ValueId,
     out: Option<ValueId>,
@@ -27,7 +27,7 @@ fn pool_with_indices(
     Ok(em.call(op, args, vec![first, Out::New(idx)])?[0])
 }
 
-fn max_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn max_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let meta = em.meta(out)?.clone();
     Ok(vec![pool_with_indices(
@@ -40,7 +40,7 @@ fn max_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn max_pool3d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn max_pool3d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let meta = em.meta(out)?.clone();
     Ok(vec![pool_with_indices(
@@ -53,7 +53,7 @@ fn max_pool3d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn max_pool1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     let r = em.rank(x)?;
@@ -91,7 +91,7 @@ fn max_pool1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![values])
 }
 
-fn adaptive_avg_pool2d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn adaptive_avg_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     if a.ints("output_size").ok().as_deref() == Some(&[1, 1]) {

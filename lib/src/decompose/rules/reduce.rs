@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn sum_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn sum_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
         "aten.sum.dim_IntList",
         vec![
@@ -15,7 +15,7 @@ fn sum_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn std(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn std(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, m.dtype, m.sizes)?;
@@ -37,7 +37,7 @@ fn std(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn logsumexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let dims = a.ints("dim")?;
@@ -83,7 +83,7 @@ fn logsumexp(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn correction_of(a: &A) -> Result<Argument> {
+fn correction_of(a: &NodeArgs) -> Result<Argument> {
     Ok(if a.0.arg("unbiased").is_some() {
         Argument::Int(if a.bool("unbiased")? { 1 } else { 0 })
     } else {
@@ -91,7 +91,7 @@ fn correction_of(a: &A) -> Result<Argument> {
     })
 }
 
-fn var_args(a: &A) -> Result<Vec<(&'static str, Argument)>> {
+fn var_args(a: &NodeArgs) -> Result<Vec<(&'static str, Argument)>> {
     Ok(vec![
         ("self", Argument::Tensor(a.t("self")?)),
         ("dim", a.arg("dim")),
@@ -102,7 +102,7 @@ fn var_args(a: &A) -> Result<Vec<(&'static str, Argument)>> {
 
 /// `var.correction` over the node's dims into `out`, or its square root
 /// when `sqrt` (the standard deviation).
-fn var_into(em: &mut Emitter, a: &A, out: ValueId, sqrt: bool) -> Result<ValueId> {
+fn var_into(em: &mut Emitter, a: &NodeArgs, out: ValueId, sqrt: bool) -> Result<ValueId> {
     if !sqrt {
         return em.op_into("aten.var.correction", var_args(a)?, out);
     }
@@ -117,7 +117,7 @@ fn var_into(em: &mut Emitter, a: &A, out: ValueId, sqrt: bool) -> Result<ValueId
 }
 
 /// The mean over the node's dims into `out`.
-fn mean_into(em: &mut Emitter, a: &A, out: ValueId) -> Result<ValueId> {
+fn mean_into(em: &mut Emitter, a: &NodeArgs, out: ValueId) -> Result<ValueId> {
     em.op_into(
         "aten.mean.dim",
         vec![
@@ -129,16 +129,16 @@ fn mean_into(em: &mut Emitter, a: &A, out: ValueId) -> Result<ValueId> {
     )
 }
 
-fn std_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn std_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![var_into(em, a, a.out(0)?, true)?])
 }
 
-fn var_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn var_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![var_into(em, a, a.out(0)?, false)?])
 }
 
 /// var_mean and std_mean: (var or std, mean).
-fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn var_mean(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let sqrt = a.0.target.name == "std_mean";
     Ok(vec![
         var_into(em, a, a.out(0)?, sqrt)?,
@@ -146,7 +146,7 @@ fn var_mean(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     ])
 }
 
-pub(super) fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // all(x) = not(any(not(x)))
     let x = a.t("self")?;
     let nx = unary(em, "aten.logical_not.default", x)?;
@@ -175,7 +175,7 @@ pub(super) fn all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn count_nonzero(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn count_nonzero(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
     let dims = match a.0.arg("dim") {
@@ -196,7 +196,7 @@ fn count_nonzero(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 }
 
 /// mse, l1, huber and smooth-l1 losses with their reductions.
-fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn loss(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, t) = (a.t("self")?, a.t("target")?);
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
@@ -256,7 +256,7 @@ fn loss(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     }
 }
 
-fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(a.out(0)?)?;
     let dims = a.opt_ints("dim")?.unwrap_or_default();
@@ -314,7 +314,7 @@ fn nan_reduce(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 }
 
 /// argsort (the indices of a sort) and msort (values along dim 0).
-fn sort_like(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn sort_like(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     let sizes = em.sizes(x)?;
@@ -346,7 +346,7 @@ fn sort_like(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn aminmax(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn aminmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dims = a.opt_int("dim")?.map(|d| vec![d]).unwrap_or_default();
     let keep = a.bool("keepdim")?;

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Nearest 1-D upsampling as a gather: source index floor(i * in / out).
-fn upsample_nearest1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn upsample_nearest1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("input")?;
     let out = a.out(0)?;
     let last = |v: Vec<i64>| {

@@ -15,7 +15,7 @@ enum Cell {
 /// layer and direction, the input projection for every step at once, then
 /// per step `linear(h) + x_t` and the cell's gates; layers chained,
 /// directions concatenated, final states stacked.
-fn lstm(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let cell = match a.0.target.name.as_str() {
         "lstm" => Cell::Lstm,
         "gru" => Cell::Gru,
@@ -191,7 +191,7 @@ fn cell_step(
 }
 
 /// `lstm_cell`, `gru_cell`, `rnn_tanh_cell`, `rnn_relu_cell`: one step.
-fn rnn_cell(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rnn_cell(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let cell = match a.0.target.name.as_str() {
         "lstm_cell" => Cell::Lstm,
         "gru_cell" => Cell::Gru,

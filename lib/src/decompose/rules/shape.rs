@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let (d0, d1) = (norm_dim(a.int("dim0")?, r)?, norm_dim(a.int("dim1")?, r)?);
@@ -13,7 +13,7 @@ fn transpose(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
-pub(super) fn t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+pub(super) fn t(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     if em.rank(x)? < 2 {
         return Ok(vec![x]);
@@ -21,7 +21,7 @@ pub(super) fn t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, x, &[1, 0], Some(a.out(0)?))?])
 }
 
-fn reshape_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn reshape_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(
         em,
         a.t("self")?,
@@ -30,7 +30,7 @@ fn reshape_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn unsafe_view(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn unsafe_view(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![view(
         em,
         a.t("self")?,
@@ -39,13 +39,13 @@ fn unsafe_view(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn view_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn view_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let other = a.t("other")?;
     let sizes = em.size_refs(other)?;
     Ok(vec![view(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
 }
 
-fn flatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     if r == 0 {
@@ -66,7 +66,7 @@ fn flatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, x, &new, Some(a.out(0)?))?])
 }
 
-fn unflatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn unflatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let d = norm_dim(a.int("dim")?, r)?;
@@ -90,13 +90,13 @@ fn unflatten(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, x, &new, Some(a.out(0)?))?])
 }
 
-fn squeeze_dim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn squeeze_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     Ok(vec![squeeze_dims(em, x, &[d], Some(a.out(0)?))?])
 }
 
-fn squeeze_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn squeeze_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let sizes = em.static_sizes(x, "squeeze() of every size-1 dim")?;
     let dims: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] == 1).collect();
@@ -105,7 +105,7 @@ fn squeeze_all(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 fn split_into(
     em: &mut Emitter,
-    a: &A,
+    a: &NodeArgs,
     x: ValueId,
     dim: i64,
     sizes: Vec<i64>,
@@ -130,7 +130,7 @@ fn split_into(
     )
 }
 
-fn split(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "split")?[d];
@@ -144,7 +144,7 @@ fn split(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     split_into(em, a, x, a.int("dim")?, sizes)
 }
 
-fn chunk(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn chunk(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "chunk")?[d];
@@ -159,7 +159,7 @@ fn chunk(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     split_into(em, a, x, a.int("dim")?, sizes)
 }
 
-fn unbind(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn unbind(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dim = a.int("dim")?;
     let mut out = Vec::new();
@@ -178,7 +178,7 @@ fn unbind(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(out)
 }
 
-fn stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let xs = a.ts("tensors")?;
     let r = em.rank(
         *xs.first()
@@ -200,7 +200,7 @@ fn stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn expand_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn expand_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let sizes = em.size_refs(a.t("other")?)?;
     em.op_into(
         "aten.expand.default",
@@ -213,7 +213,7 @@ fn expand_as(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn pad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     let p = a.syms("pad")?;
@@ -253,7 +253,7 @@ fn pad(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 /// `replication_pad1d` (no core form) through `replication_pad2d` on a
 /// unit height.
-fn replication_pad1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn replication_pad1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let out = a.out(0)?;
     let r = em.rank(x)?;
@@ -276,7 +276,7 @@ fn replication_pad1d(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![squeeze_dims(em, y, &[r - 1], Some(out))?])
 }
 
-fn diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let sizes = em.static_sizes(x, "diag")?;
     if sizes.len() != 2 {
@@ -317,7 +317,7 @@ fn diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn mt_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn mt_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let mut perm: Vec<usize> = (0..r).collect();
@@ -325,7 +325,7 @@ fn mt_rule(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
-fn movedim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn movedim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let (src, dst) = (
@@ -337,7 +337,7 @@ fn movedim(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, x, &rest, Some(a.out(0)?))?])
 }
 
-fn swapaxes(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn swapaxes(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let mut perm: Vec<usize> = (0..r).collect();
@@ -345,7 +345,7 @@ fn swapaxes(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
-fn narrow(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
     let (start, len) = (a.int("start")?, a.int("length")?);
@@ -364,7 +364,7 @@ fn narrow(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn pixel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn pixel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = em.static_sizes(x, "pixel_shuffle")?;
     let r = s.len();
@@ -401,7 +401,7 @@ fn pixel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, p, &final_shape, Some(out))?])
 }
 
-fn repeat_interleave(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn repeat_interleave(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let n = a.int("repeats")?;
     let d = match a.opt_int("dim")? {
@@ -426,7 +426,7 @@ fn repeat_interleave(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, e, &shape, Some(a.out(0)?))?])
 }
 
-fn roll(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x0 = a.t("self")?;
     let shifts = a.ints("shifts")?;
     let dims = a.ints("dims")?;
@@ -455,7 +455,7 @@ fn roll(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![x])
 }
 
-fn broadcast_tensors(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn broadcast_tensors(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let xs = a.ts("tensors")?;
     let mut out = Vec::new();
     for (x, o) in xs.iter().zip(a.outs()) {
@@ -473,7 +473,7 @@ fn broadcast_tensors(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(out)
 }
 
-fn channel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn channel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let g = a.int("groups")?;
     let s = em.static_sizes(x, "channel_shuffle")?;
@@ -489,7 +489,7 @@ fn channel_shuffle(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(em, p, &back, Some(a.out(0)?))?])
 }
 
-fn flip_lr_ud(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn flip_lr_ud(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let d = if a.0.target.name == "fliplr" { 1 } else { 0 };
     em.op_into(
         "aten.flip.default",
@@ -502,7 +502,7 @@ fn flip_lr_ud(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn hvstack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn hvstack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut xs = a.ts("tensors")?;
     let out = a.out(0)?;
     let dim = if a.0.target.name == "hstack" {
@@ -530,13 +530,13 @@ fn hvstack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-fn numpy_t(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn numpy_t(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let perm: Vec<usize> = (0..em.rank(x)?).rev().collect();
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
-fn rot90(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn rot90(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let dims = a.ints("dims")?;
@@ -570,7 +570,7 @@ fn rot90(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![clone(em, y, Some(out))?])
 }
 
-fn tile(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn tile(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let mut reps = a.syms("dims")?;
     let r = em.rank(x)?;
@@ -590,7 +590,7 @@ fn tile(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 /// `x.unfold(dim, size, step)`: windows gathered with an index of
 /// `step * i + j`, the window dim moved last.
-fn unfold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn unfold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?.max(1);
     let d = norm_dim(a.int("dimension")?, r)?;
@@ -619,7 +619,7 @@ fn unfold(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![permute(em, g, &perm, Some(a.out(0)?))?])
 }
 
-fn block_diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn block_diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let xs = a.ts("tensors")?;
     let mut shapes = Vec::new();
     for x in &xs {
@@ -663,7 +663,7 @@ fn block_diag(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
 
 /// column_stack (1-D and 0-D become columns, then cat on dim 1) and dstack
 /// (each made at least 3-D, then cat on dim 2).
-fn column_stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn column_stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let col = a.0.target.name == "column_stack";
     let mut parts = Vec::new();
     for x in a.ts("tensors")? {
@@ -698,7 +698,7 @@ fn column_stack(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
-fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn diag_embed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let (d1, d2) = (a.int("dim1")?, a.int("dim2")?);
     if (d1, d2) != (-2, -1) {
@@ -742,7 +742,7 @@ fn diag_embed(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, on, vals, zero, Some(a.out(0)?))?])
 }
 
-fn meshgrid(em: &mut Emitter, a: &A) -> Result<Vec<ValueId>> {
+fn meshgrid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let xs = a.ts("tensors")?;
     let xy = a.0.target.overload == "indexing" && a.string("indexing")? == "xy";
     let outs = a.outs();

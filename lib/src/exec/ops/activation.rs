@@ -8,42 +8,42 @@ unary_ops! {
     silu => |t| t.silu();
 }
 
-fn relu(ctx: &mut Ctx) -> R {
+fn relu(ctx: &mut Ctx) -> OpResult {
     same_dtype_unary(ctx, |t| t.relu())
 }
 
-fn gelu(ctx: &mut Ctx) -> R {
+fn gelu(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let t = match ctx.string("approximate")?.as_deref() {
         Some("tanh") => x.t.gelu(),
         _ => x.t.gelu_erf(),
     }
     .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn hardtanh(ctx: &mut Ctx) -> R {
+fn hardtanh(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let lo = ctx.opt_float("min_val")?.unwrap_or(-1.0);
     let hi = ctx.opt_float("max_val")?.unwrap_or(1.0);
-    one(T::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
 }
 
-fn hardswish(ctx: &mut Ctx) -> R {
+fn hardswish(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let t = (&x.t
         * ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?)
     .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn hardsigmoid(ctx: &mut Ctx) -> R {
+fn hardsigmoid(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let t = ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn softmax(ctx: &mut Ctx) -> R {
+fn softmax(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let x = match ctx.dtype("dtype") {
         Some(d) => x.cast(d)?,
@@ -54,7 +54,7 @@ fn softmax(ctx: &mut Ctx) -> R {
     one(softmax_impl(&x, d, log)?)
 }
 
-fn elu(ctx: &mut Ctx) -> R {
+fn elu(ctx: &mut Ctx) -> OpResult {
     let alpha = ctx.opt_float("alpha")?.unwrap_or(1.0);
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0);
     let input_scale = ctx.opt_float("input_scale")?.unwrap_or(1.0);
@@ -67,7 +67,7 @@ fn elu(ctx: &mut Ctx) -> R {
     })
 }
 
-fn leaky_relu(ctx: &mut Ctx) -> R {
+fn leaky_relu(ctx: &mut Ctx) -> OpResult {
     let slope = ctx.opt_float("negative_slope")?.unwrap_or(0.01);
     let x = ctx.tensor("self")?;
     let neg = x.t.affine(slope, 0.0).map_err(ce)?;
@@ -75,7 +75,7 @@ fn leaky_relu(ctx: &mut Ctx) -> R {
         x.t.ge(0f64)
             .and_then(|m| m.where_cond(&x.t, &neg))
             .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 /// This family's rows: op identity -> implementation.

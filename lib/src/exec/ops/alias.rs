@@ -2,12 +2,12 @@
 
 use super::*;
 
-fn identity(ctx: &mut Ctx) -> R {
+fn identity(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    one(T::new(x.t.contiguous().map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.contiguous().map_err(ce)?, x.dtype))
 }
 
-fn dropout(ctx: &mut Ctx) -> R {
+fn dropout(ctx: &mut Ctx) -> OpResult {
     if ctx.has("train") && ctx.bool("train")? {
         return Err(unsupported(
             "dropout in training mode (export the model in eval mode)",
@@ -21,13 +21,13 @@ fn dropout(ctx: &mut Ctx) -> R {
     one(x)
 }
 
-fn to_copy(ctx: &mut Ctx) -> R {
+fn to_copy(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = ctx.dtype("dtype").unwrap_or(x.dtype);
     one(x.cast(d)?)
 }
 
-fn assert_metadata(ctx: &mut Ctx) -> R {
+fn assert_metadata(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("a")?;
     if let Some(d) = ctx.dtype("dtype") {
         if d != x.dtype {
@@ -41,10 +41,10 @@ fn assert_metadata(ctx: &mut Ctx) -> R {
     Ok(Vec::new())
 }
 
-fn copy(ctx: &mut Ctx) -> R {
+fn copy(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let src = ctx.tensor("src")?.cast(x.dtype)?;
-    one(T::new(
+    one(Tensor::new(
         src.t
             .broadcast_as(x.dims())
             .and_then(|t| t.contiguous())
@@ -53,11 +53,11 @@ fn copy(ctx: &mut Ctx) -> R {
     ))
 }
 
-fn assert_scalar(ctx: &mut Ctx) -> R {
+fn assert_scalar(ctx: &mut Ctx) -> OpResult {
     let ok = match ctx.value("self")? {
-        RV::Bool(b) => b,
-        RV::Int(i) => i != 0,
-        RV::Float(f) => f != 0.0,
+        Value::Bool(b) => b,
+        Value::Int(i) => i != 0,
+        Value::Float(f) => f != 0.0,
         other => return Err(Error::bad_input(format!("assertion on {other:?}"))),
     };
     if !ok {
@@ -69,7 +69,7 @@ fn assert_scalar(ctx: &mut Ctx) -> R {
 
 /// `aten._assert_async.msg`: a tensor condition checked when the graph
 /// runs (torch raises; so does the executor).
-fn assert_async(ctx: &mut Ctx) -> R {
+fn assert_async(ctx: &mut Ctx) -> OpResult {
     let cond = ctx.tensor("self")?.to_host()?.to_f64();
     if cond.iter().any(|v| *v == 0.0) {
         let msg = ctx.string("assert_msg")?.unwrap_or_default();
@@ -80,7 +80,7 @@ fn assert_async(ctx: &mut Ctx) -> R {
 
 /// `native_dropout(input, p, train)`: deterministic when it is not
 /// training or p is 0 or 1.
-fn native_dropout(ctx: &mut Ctx) -> R {
+fn native_dropout(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let p = ctx.float("p")?;
     let train = ctx.has("train") && ctx.bool("train")?;
@@ -93,18 +93,21 @@ fn native_dropout(ctx: &mut Ctx) -> R {
             "native_dropout in training with 0 < p < 1 (random)",
         ));
     };
-    let mask = CT::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
+    let mask = CandleTensor::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
     let y = if keep {
         x.clone()
     } else {
-        T::new(x.t.zeros_like().map_err(ce)?, x.dtype)
+        Tensor::new(x.t.zeros_like().map_err(ce)?, x.dtype)
     };
-    Ok(vec![RV::T(y), RV::T(T::new(mask, Dtype::Bool))])
+    Ok(vec![
+        Value::Tensor(y),
+        Value::Tensor(Tensor::new(mask, Dtype::Bool)),
+    ])
 }
 
 /// `resize_` to at most as many elements: the first ones, reshaped (more
 /// would be uninitialised memory).
-fn resize(ctx: &mut Ctx) -> R {
+fn resize(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let shape: Vec<usize> = ctx
         .ints("size")?
@@ -123,7 +126,7 @@ fn resize(ctx: &mut Ctx) -> R {
             .and_then(|t| t.narrow(0, 0, n))
             .and_then(|t| t.reshape(shape))
             .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 /// This family's rows: op identity -> implementation.

@@ -2,13 +2,13 @@
 
 use super::*;
 
-fn sdpa(ctx: &mut Ctx) -> R {
+fn sdpa(ctx: &mut Ctx) -> OpResult {
     let q = ctx.tensor("query")?;
     let k = ctx.tensor("key")?;
     let v = ctx.tensor("value")?;
     let d = *q.dims().last().unwrap_or(&1) as f64;
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / d.sqrt());
-    let kt = T::new(
+    let kt = Tensor::new(
         k.t.transpose(k.rank() - 2, k.rank() - 1).map_err(ce)?,
         k.dtype,
     );
@@ -19,8 +19,8 @@ fn sdpa(ctx: &mut Ctx) -> R {
         let mask: Vec<u8> = (0..l)
             .flat_map(|i| (0..sk).map(move |j| (j <= i) as u8))
             .collect();
-        let m = CT::from_vec(mask, (l, sk), ctx.device()).map_err(ce)?;
-        let ninf = CT::full(f32::NEG_INFINITY, s.dims(), ctx.device())
+        let m = CandleTensor::from_vec(mask, (l, sk), ctx.device()).map_err(ce)?;
+        let ninf = CandleTensor::full(f32::NEG_INFINITY, s.dims(), ctx.device())
             .and_then(|t| t.to_dtype(s.t.dtype()))
             .map_err(ce)?;
         s.t = m
@@ -30,7 +30,7 @@ fn sdpa(ctx: &mut Ctx) -> R {
     }
     if let Some(mask) = ctx.opt_tensor("attn_mask")? {
         if mask.dtype == Dtype::Bool {
-            let ninf = CT::full(f32::NEG_INFINITY, s.dims(), ctx.device())
+            let ninf = CandleTensor::full(f32::NEG_INFINITY, s.dims(), ctx.device())
                 .and_then(|t| t.to_dtype(s.t.dtype()))
                 .map_err(ce)?;
             s.t = mask

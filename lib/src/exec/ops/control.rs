@@ -4,7 +4,7 @@ use super::*;
 
 /// `higher_order.wrap_with_set_grad_enabled(enabled, subgraph, *operands)`:
 /// gradients do not exist here, so it runs the subgraph.
-fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
+fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> OpResult {
     let sub = match ctx.input_arg(1) {
         Some(Argument::Graph(g)) => g,
         _ => {
@@ -22,11 +22,11 @@ fn wrap_with_set_grad_enabled(ctx: &mut Ctx) -> R {
 }
 
 /// A predicate as torch reads one: a bool, an int, or a one-element tensor.
-fn truth(v: &RV, what: &str) -> Result<bool> {
+fn truth(v: &Value, what: &str) -> Result<bool> {
     match v {
-        RV::Bool(b) => Ok(*b),
-        RV::Int(i) => Ok(*i != 0),
-        RV::T(t) => {
+        Value::Bool(b) => Ok(*b),
+        Value::Int(i) => Ok(*i != 0),
+        Value::Tensor(t) => {
             let vals = t.to_host()?.to_f64();
             match vals.as_slice() {
                 [v] => Ok(*v != 0.0),
@@ -53,19 +53,19 @@ fn subgraph_at<'a>(ctx: &'a Ctx, i: usize, what: &str) -> Result<&'a Subgraph> {
 
 /// The values of a list input (operands, carried or mapped tensors); an
 /// absent input is an empty list.
-fn list_at(ctx: &Ctx, i: usize) -> Result<Vec<RV>> {
+fn list_at(ctx: &Ctx, i: usize) -> Result<Vec<Value>> {
     if ctx.input_arg(i).is_none() {
         return Ok(Vec::new());
     }
     Ok(match ctx.input(i)? {
-        RV::List(items) => items,
-        RV::None => Vec::new(),
+        Value::List(items) => items,
+        Value::None => Vec::new(),
         other => vec![other],
     })
 }
 
 /// Runs a subgraph on its inputs, named in errors.
-fn run_subgraph(ctx: &Ctx, sub: &Subgraph, inputs: Vec<RV>) -> R {
+fn run_subgraph(ctx: &Ctx, sub: &Subgraph, inputs: Vec<Value>) -> OpResult {
     if inputs.len() != sub.graph.inputs.len() {
         return Err(Error::bad_input(format!(
             "subgraph '{}' takes {} inputs, but {} are given",
@@ -79,7 +79,7 @@ fn run_subgraph(ctx: &Ctx, sub: &Subgraph, inputs: Vec<RV>) -> R {
         .map_err(|e| e.at(format!("subgraph '{}'", sub.name)))
 }
 
-fn cond(ctx: &mut Ctx) -> R {
+fn cond(ctx: &mut Ctx) -> OpResult {
     let pred = truth(&ctx.input(0)?, "the cond predicate")?;
     let branch = subgraph_at(ctx, if pred { 1 } else { 2 }, "branch")?;
     let operands = list_at(ctx, 3)?;
@@ -91,12 +91,12 @@ fn cond(ctx: &mut Ctx) -> R {
 /// the body graph on the same values gives the next carried values. The
 /// result is the last carried values (the initial ones when the body
 /// never runs).
-fn while_loop(ctx: &mut Ctx) -> R {
+fn while_loop(ctx: &mut Ctx) -> OpResult {
     let cond_graph = subgraph_at(ctx, 0, "cond")?;
     let body_graph = subgraph_at(ctx, 1, "body")?;
     let mut carried = list_at(ctx, 2)?;
     let additional = list_at(ctx, 3)?;
-    let with_additional = |carried: &[RV]| {
+    let with_additional = |carried: &[Value]| {
         let mut inputs = carried.to_vec();
         inputs.extend(additional.iter().cloned());
         inputs
@@ -129,12 +129,12 @@ fn while_loop(ctx: &mut Ctx) -> R {
 /// `map_impl(body_graph, xs, args)`: the body on slice i (along dim 0) of
 /// every xs, with args, for each i; each output is the body's results
 /// stacked along a new dim 0.
-fn map_impl(ctx: &mut Ctx) -> R {
+fn map_impl(ctx: &mut Ctx) -> OpResult {
     let body = subgraph_at(ctx, 0, "body")?;
-    let xs: Vec<T> = list_at(ctx, 1)?
+    let xs: Vec<Tensor> = list_at(ctx, 1)?
         .into_iter()
         .map(|v| match v {
-            RV::T(t) if t.rank() > 0 => Ok(t),
+            Value::Tensor(t) if t.rank() > 0 => Ok(t),
             other => Err(Error::bad_input(format!(
                 "map_impl maps over tensors with a dim 0, not {other:?}"
             ))),
@@ -151,12 +151,12 @@ fn map_impl(ctx: &mut Ctx) -> R {
         )));
     }
     let count = ctx.node.outputs.len();
-    let mut slices: Vec<Vec<CT>> = vec![Vec::with_capacity(n); count];
+    let mut slices: Vec<Vec<CandleTensor>> = vec![Vec::with_capacity(n); count];
     let mut dtypes: Vec<Option<Dtype>> = vec![None; count];
     for i in 0..n {
         let mut inputs = Vec::with_capacity(xs.len() + args.len());
         for x in &xs {
-            inputs.push(RV::T(T::new(x.t.get(i).map_err(ce)?, x.dtype)));
+            inputs.push(Value::Tensor(Tensor::new(x.t.get(i).map_err(ce)?, x.dtype)));
         }
         inputs.extend(args.iter().cloned());
         let outs = run_subgraph(ctx, body, inputs)?;
@@ -168,7 +168,7 @@ fn map_impl(ctx: &mut Ctx) -> R {
             )));
         }
         for (k, out) in outs.into_iter().enumerate() {
-            let RV::T(t) = out else {
+            let Value::Tensor(t) = out else {
                 return Err(Error::unsupported(format!(
                     "map_impl output {k} is {out:?}, not a tensor"
                 )));
@@ -180,17 +180,17 @@ fn map_impl(ctx: &mut Ctx) -> R {
     let mut result = Vec::with_capacity(count);
     for (k, parts) in slices.into_iter().enumerate() {
         let t = match dtypes[k] {
-            Some(dtype) => T::new(CT::stack(&parts, 0).map_err(ce)?, dtype),
+            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0).map_err(ce)?, dtype),
             None => empty_output(ctx, k)?,
         };
-        result.push(RV::T(t));
+        result.push(Value::Tensor(t));
     }
     Ok(result)
 }
 
 /// Output `k` of the node, empty (a map over zero slices), from its
 /// recorded dtype and sizes.
-fn empty_output(ctx: &Ctx, k: usize) -> Result<T> {
+fn empty_output(ctx: &Ctx, k: usize) -> Result<Tensor> {
     let meta = match ctx.node.outputs.get(k) {
         Some(Argument::Tensor(v)) => match &ctx.graph.value(*v).kind {
             ValueKind::Tensor(meta) => meta,
@@ -211,8 +211,8 @@ fn empty_output(ctx: &Ctx, k: usize) -> Result<T> {
         .collect::<Result<_>>()?;
     let mut shape = vec![0];
     shape.extend(inner);
-    let t = CT::zeros(shape, storage_dtype(meta.dtype)?, ctx.device()).map_err(ce)?;
-    Ok(T::new(t, meta.dtype))
+    let t = CandleTensor::zeros(shape, storage_dtype(meta.dtype)?, ctx.device()).map_err(ce)?;
+    Ok(Tensor::new(t, meta.dtype))
 }
 
 /// This family's rows: op identity -> implementation.

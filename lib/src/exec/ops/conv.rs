@@ -13,13 +13,13 @@ use super::*;
 /// is about six times as fast on ResNet's 3x3s. Stride, padding and
 /// dilation may differ per dim.
 fn conv2d_im2col(
-    x: &CT,
-    w: &CT,
-    bias: Option<&CT>,
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
     stride: (usize, usize),
     pad: (usize, usize),
     dil: (usize, usize),
-) -> Result<CT> {
+) -> Result<CandleTensor> {
     use rayon::prelude::*;
     let (b, c, h, wd) = x.dims4().map_err(ce)?;
     let (co, ci, kh, kw) = w.dims4().map_err(ce)?;
@@ -155,10 +155,10 @@ fn conv2d_im2col(
         });
     }
     drop(ws);
-    CT::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
 }
 
-fn conv(ctx: &mut Ctx) -> R {
+fn conv(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
     let bias = ctx.opt_tensor("bias")?;
@@ -209,7 +209,7 @@ fn conv(ctx: &mut Ctx) -> R {
                     .map_err(ce)?;
                 y = y.broadcast_add(&b).map_err(ce)?;
             }
-            return one(T::new(y, Dtype::Float32));
+            return one(Tensor::new(y, Dtype::Float32));
         }
         return one(conv_transpose_host(ctx, &x, &w, bias, groups)?);
     }
@@ -225,7 +225,7 @@ fn conv(ctx: &mut Ctx) -> R {
             let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1)).map_err(ce)?;
             y = y.broadcast_add(&b).map_err(ce)?;
         }
-        return one(T::new(y, dt));
+        return one(Tensor::new(y, dt));
     }
     if x.rank() != 4 {
         return Err(unsupported(format!(
@@ -247,7 +247,7 @@ fn conv(ctx: &mut Ctx) -> R {
                 None => None,
             };
             // the bias is added inside (fused into the product)
-            return one(T::new(
+            return one(Tensor::new(
                 conv2d_im2col(&xin, &win, b.as_ref(), stride, padding, dilation)?,
                 dt,
             ));
@@ -274,12 +274,12 @@ fn conv(ctx: &mut Ctx) -> R {
         let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
         y = y.broadcast_add(&b).map_err(ce)?;
     }
-    one(T::new(y, dt))
+    one(Tensor::new(y, dt))
 }
 
 /// `col2im(self [n, c * kh * kw, l], output_size, kernel_size, dilation,
 /// padding, stride)`: sums the sliding blocks back into images.
-fn col2im(ctx: &mut Ctx) -> R {
+fn col2im(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
     let (kh, kw) = pair(&ctx.ints("kernel_size")?, 1);
@@ -343,7 +343,13 @@ fn col2im(ctx: &mut Ctx) -> R {
 /// Transposed convolution over 1 to 3 spatial dims on the host, any
 /// groups, stride, padding, output_padding and dilation per dim:
 /// every input element scatters its kernel into the output.
-fn conv_transpose_host(ctx: &Ctx, x: &T, w: &T, bias: Option<T>, groups: usize) -> Result<T> {
+fn conv_transpose_host(
+    ctx: &Ctx,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<Tensor>,
+    groups: usize,
+) -> Result<Tensor> {
     let n = x.rank() - 2;
     if !(1..=3).contains(&n) || w.rank() != x.rank() {
         return Err(unsupported(format!(

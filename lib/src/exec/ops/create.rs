@@ -4,10 +4,10 @@ use super::*;
 
 fn fill_value(ctx: &Ctx) -> Result<(f64, Dtype)> {
     Ok(match ctx.value("fill_value")? {
-        RV::Int(i) => (i as f64, Dtype::Int64),
-        RV::Float(f) => (f, Dtype::Float32),
-        RV::Bool(b) => (b as i64 as f64, Dtype::Bool),
-        RV::T(t) => (
+        Value::Int(i) => (i as f64, Dtype::Int64),
+        Value::Float(f) => (f, Dtype::Float32),
+        Value::Bool(b) => (b as i64 as f64, Dtype::Bool),
+        Value::Tensor(t) => (
             t.to_host()?.to_f64().first().copied().unwrap_or(0.0),
             t.dtype,
         ),
@@ -15,7 +15,7 @@ fn fill_value(ctx: &Ctx) -> Result<(f64, Dtype)> {
     })
 }
 
-fn creation(ctx: &mut Ctx) -> R {
+fn creation(ctx: &mut Ctx) -> OpResult {
     let name = ctx.node.target.name.clone();
     let like = name.ends_with("_like");
     let (shape, base_dtype) = if like {
@@ -47,13 +47,13 @@ fn creation(ctx: &mut Ctx) -> R {
     full_of(ctx, shape, value, dtype)
 }
 
-fn scalar_tensor_op(ctx: &mut Ctx) -> R {
+fn scalar_tensor_op(ctx: &mut Ctx) -> OpResult {
     let v = ctx.float("s")?;
     let d = ctx.dtype("dtype").unwrap_or(Dtype::Float32);
     one(scalar_tensor(v, d, ctx.device())?)
 }
 
-fn arange(ctx: &mut Ctx) -> R {
+fn arange(ctx: &mut Ctx) -> OpResult {
     let start = if ctx.has("start") {
         ctx.float("start")?
     } else {
@@ -78,11 +78,11 @@ fn arange(ctx: &mut Ctx) -> R {
     });
     let n = ((end - start) / step).ceil().max(0.0) as usize;
     let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-    let t = CT::new(vals.as_slice(), ctx.device()).map_err(ce)?;
-    one(T::new(t, Dtype::Float64).cast(dtype)?)
+    let t = CandleTensor::new(vals.as_slice(), ctx.device()).map_err(ce)?;
+    one(Tensor::new(t, Dtype::Float64).cast(dtype)?)
 }
 
-fn fill_scalar(ctx: &mut Ctx) -> R {
+fn fill_scalar(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let v = ctx.float("value")?;
     full_of(ctx, x.dims().to_vec(), v, x.dtype)

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn embedding(ctx: &mut Ctx) -> R {
+fn embedding(ctx: &mut Ctx) -> OpResult {
     let w = ctx.tensor("weight")?;
     let ids = ctx.tensor("indices")?;
     let flat = ids
@@ -13,10 +13,10 @@ fn embedding(ctx: &mut Ctx) -> R {
     let rows = w.t.index_select(&flat, 0).map_err(ce)?;
     let mut shape = ids.dims().to_vec();
     shape.push(w.dims()[1]);
-    one(T::new(rows.reshape(shape).map_err(ce)?, w.dtype))
+    one(Tensor::new(rows.reshape(shape).map_err(ce)?, w.dtype))
 }
 
-fn index_select(ctx: &mut Ctx) -> R {
+fn index_select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
@@ -27,20 +27,20 @@ fn index_select(ctx: &mut Ctx) -> R {
                 .and_then(|t| t.index_select(&idx.t.flatten_all()?, 0))
                 .and_then(|t| t.reshape(()))
                 .map_err(ce)?;
-        return one(T::new(t, x.dtype));
+        return one(Tensor::new(t, x.dtype));
     }
     // candle's index_select reads only contiguous tensors
     let src = x.t.contiguous().map_err(ce)?;
     let idx = idx.t.contiguous().map_err(ce)?;
-    one(T::new(src.index_select(&idx, d).map_err(ce)?, x.dtype))
+    one(Tensor::new(src.index_select(&idx, d).map_err(ce)?, x.dtype))
 }
 
 /// `aten.index.Tensor`: advanced indexing with integer index tensors on
 /// adjacent dims (broadcast together), as torch places the result.
-fn index(ctx: &mut Ctx) -> R {
+fn index(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let idx = ctx.tensors("indices")?;
-    let given: Vec<(usize, T)> = idx
+    let given: Vec<(usize, Tensor)> = idx
         .clone()
         .into_iter()
         .enumerate()
@@ -64,7 +64,7 @@ fn index(ctx: &mut Ctx) -> R {
     let shapes: Vec<&[usize]> = given.iter().map(|(_, t)| t.dims()).collect();
     let b = broadcast_shape(&shapes)?;
     // linear index over the indexed dims
-    let mut linear: Option<CT> = None;
+    let mut linear: Option<CandleTensor> = None;
     for (d, t) in &given {
         let n = dims[*d] as f64;
         let i =
@@ -108,10 +108,10 @@ fn index(ctx: &mut Ctx) -> R {
         perm.extend(nb + first..nb + rest.len());
         t = t.permute(perm).map_err(ce)?;
     }
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn gather(ctx: &mut Ctx) -> R {
+fn gather(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
@@ -119,10 +119,10 @@ fn gather(ctx: &mut Ctx) -> R {
         x.t.contiguous()
             .and_then(|t| t.gather(&idx.t.contiguous()?, d))
             .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn slice_scatter(ctx: &mut Ctx) -> R {
+fn slice_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let src = ctx.tensor("src")?.cast(x.dtype)?;
     let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
@@ -135,7 +135,7 @@ fn slice_scatter(ctx: &mut Ctx) -> R {
     scatter_positions(&x, &src.t, d, &positions)
 }
 
-fn select_scatter(ctx: &mut Ctx) -> R {
+fn select_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let src = ctx
@@ -150,7 +150,7 @@ fn select_scatter(ctx: &mut Ctx) -> R {
 }
 
 /// Replaces the slices `positions` of dim `d` of x with those of src.
-fn scatter_positions(x: &T, src: &CT, d: usize, positions: &[i64]) -> R {
+fn scatter_positions(x: &Tensor, src: &CandleTensor, d: usize, positions: &[i64]) -> OpResult {
     let n = x.dims()[d];
     let mut parts = Vec::with_capacity(n);
     for k in 0..n {
@@ -160,10 +160,13 @@ fn scatter_positions(x: &T, src: &CT, d: usize, positions: &[i64]) -> R {
             None => x.t.narrow(d, k, 1).map_err(ce)?,
         });
     }
-    one(T::new(CT::cat(&parts, d).map_err(ce)?, x.dtype))
+    one(Tensor::new(
+        CandleTensor::cat(&parts, d).map_err(ce)?,
+        x.dtype,
+    ))
 }
 
-fn scatter(ctx: &mut Ctx) -> R {
+fn scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
@@ -248,7 +251,7 @@ fn scatter(ctx: &mut Ctx) -> R {
     one(from_f64(&out, &xd, x.dtype, ctx.device())?)
 }
 
-fn nonzero(ctx: &mut Ctx) -> R {
+fn nonzero(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let dims = x.dims().to_vec();
     let vals = x.to_host()?.to_f64();
@@ -265,8 +268,8 @@ fn nonzero(ctx: &mut Ctx) -> R {
         }
     }
     let rows = out.len() / dims.len().max(1);
-    let t = CT::from_vec(out, (rows, dims.len()), ctx.device()).map_err(ce)?;
-    one(T::new(t, Dtype::Int64))
+    let t = CandleTensor::from_vec(out, (rows, dims.len()), ctx.device()).map_err(ce)?;
+    one(Tensor::new(t, Dtype::Int64))
 }
 
 /// Where `self[indices]` (torch's advanced indexing) reads: the result
@@ -274,7 +277,10 @@ fn nonzero(ctx: &mut Ctx) -> R {
 /// `self`. Boolean masks stand for their nonzero positions; index tensors
 /// broadcast together; their dims go where the first indexed dim was when
 /// the indexed dims are adjacent, first otherwise.
-fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usize>, Vec<usize>)> {
+fn advanced_positions(
+    dims: &[usize],
+    indices: &[Option<Tensor>],
+) -> Result<(Vec<usize>, Vec<usize>)> {
     // expand masks into one long index per masked dim
     let mut per_dim: Vec<Option<(Vec<usize>, Vec<i64>)>> = Vec::new();
     for t in indices {
@@ -411,7 +417,7 @@ fn advanced_positions(dims: &[usize], indices: &[Option<T>]) -> Result<(Vec<usiz
 }
 
 /// `index.Tensor` with boolean masks or non-adjacent index tensors.
-fn index_host(ctx: &Ctx, x: &T, indices: &[Option<T>]) -> R {
+fn index_host(ctx: &Ctx, x: &Tensor, indices: &[Option<Tensor>]) -> OpResult {
     let (shape, positions) = advanced_positions(x.dims(), indices)?;
     let vals = host_f64(x)?;
     let out: Vec<f64> = positions.iter().map(|&p| vals[p]).collect();
@@ -420,7 +426,7 @@ fn index_host(ctx: &Ctx, x: &T, indices: &[Option<T>]) -> R {
 
 /// `index_put(self, indices, values, accumulate)`: `self[indices] = values`
 /// (or `+=`), in order, so the last of repeated positions wins.
-fn index_put(ctx: &mut Ctx) -> R {
+fn index_put(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let indices = ctx.tensors("indices")?;
     let values = ctx.tensor("values")?;
@@ -450,14 +456,20 @@ fn index_put(ctx: &mut Ctx) -> R {
 /// `index_put` with one 1-D index tensor on dim `d` (KV-cache updates and
 /// the like), on the device: a scatter along `d` (last write wins, as on
 /// torch's CPU) or a scatter-add.
-fn index_put_dim(x: &T, d: usize, idx: &T, values: &T, accumulate: bool) -> R {
+fn index_put_dim(
+    x: &Tensor,
+    d: usize,
+    idx: &Tensor,
+    values: &Tensor,
+    accumulate: bool,
+) -> OpResult {
     let n = x.dims()[d] as f64;
     let mut shape = x.dims().to_vec();
     shape[d] = idx.dims()[0];
     let mut idx_shape = vec![1usize; x.rank()];
     idx_shape[d] = shape[d];
     let values = values.cast(x.dtype)?;
-    let run = || -> candle_core::Result<CT> {
+    let run = || -> candle_core::Result<CandleTensor> {
         let i = idx.t.to_dtype(DType::I64)?;
         let i = i.lt(0f64)?.where_cond(&(&i + n)?, &i)?;
         let i = i
@@ -471,12 +483,12 @@ fn index_put_dim(x: &T, d: usize, idx: &T, values: &T, accumulate: bool) -> R {
             x.t.scatter(&i, &v, d)
         }
     };
-    one(T::new(run().map_err(ce)?, x.dtype))
+    one(Tensor::new(run().map_err(ce)?, x.dtype))
 }
 
 /// `masked_scatter(self, mask, source)`: the positions where the mask
 /// (broadcast to self) is true take source's elements in order.
-fn masked_scatter(ctx: &mut Ctx) -> R {
+fn masked_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mask = broadcast_host(&ctx.tensor("mask")?, x.dims())?;
     let source = host_f64(&ctx.tensor("source")?)?;
@@ -495,7 +507,7 @@ fn masked_scatter(ctx: &mut Ctx) -> R {
 /// `_embedding_bag`: sums (mode 0), means (1) or maxima (2) of the weight
 /// rows of each bag, with the three bookkeeping outputs torch's CPU
 /// kernel returns (offset2bag, bag_size, max_indices).
-fn embedding_bag(ctx: &mut Ctx) -> R {
+fn embedding_bag(ctx: &mut Ctx) -> OpResult {
     let w = ctx.tensor("weight")?;
     let idx_t = ctx.tensor("indices")?;
     let off_t = ctx.tensor("offsets")?;
@@ -575,9 +587,11 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
             .map(|i| offsets.iter().filter(|&&o| o <= i as i64).count() as i64 - 1)
             .collect()
     };
-    let int = |v: Vec<i64>, shape: Vec<usize>| -> Result<RV> {
-        let t = CT::from_vec(v, shape, ctx.device()).map_err(ce)?;
-        Ok(RV::T(T::new(t, Dtype::Int64).cast(off_t.dtype)?))
+    let int = |v: Vec<i64>, shape: Vec<usize>| -> Result<Value> {
+        let t = CandleTensor::from_vec(v, shape, ctx.device()).map_err(ce)?;
+        Ok(Value::Tensor(
+            Tensor::new(t, Dtype::Int64).cast(off_t.dtype)?,
+        ))
     };
     // torch divides means by max(bag_size, 1)
     let counts: Vec<f64> = bag_size.iter().map(|&c| c.max(1) as f64).collect();
@@ -604,7 +618,7 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
             Dtype::Float32
         };
         let dev = ctx.device();
-        let zeros = CT::zeros((bags, width), storage_dtype(compute)?, dev).map_err(ce)?;
+        let zeros = CandleTensor::zeros((bags, width), storage_dtype(compute)?, dev).map_err(ce)?;
         let sum = if picked.is_empty() {
             zeros
         } else {
@@ -612,7 +626,7 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
             let rows = w
                 .cast(compute)?
                 .t
-                .index_select(&CT::from_vec(picked, k, dev).map_err(ce)?, 0)
+                .index_select(&CandleTensor::from_vec(picked, k, dev).map_err(ce)?, 0)
                 .map_err(ce)?;
             let rows = if scales.is_some() {
                 let s = from_f64(&scale_of, &[k, 1], compute, dev)?;
@@ -621,7 +635,7 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
                 rows
             };
             zeros
-                .index_add(&CT::from_vec(into, k, dev).map_err(ce)?, &rows, 0)
+                .index_add(&CandleTensor::from_vec(into, k, dev).map_err(ce)?, &rows, 0)
                 .map_err(ce)?
         };
         let sum = if mode == 1 {
@@ -630,10 +644,10 @@ fn embedding_bag(ctx: &mut Ctx) -> R {
         } else {
             sum
         };
-        T::new(sum, compute).cast(w.dtype)?
+        Tensor::new(sum, compute).cast(w.dtype)?
     };
     Ok(vec![
-        RV::T(out),
+        Value::Tensor(out),
         int(offset2bag.clone(), vec![offset2bag.len()])?,
         bag_size,
         max_indices,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn matmul(ctx: &mut Ctx) -> R {
+fn matmul(ctx: &mut Ctx) -> OpResult {
     let a = ctx.tensor("self")?;
     let b = ctx.tensor(if ctx.node.arg("mat2").is_some() {
         "mat2"
@@ -12,7 +12,7 @@ fn matmul(ctx: &mut Ctx) -> R {
     one(matmul_t(&a, &b)?)
 }
 
-fn addmm(ctx: &mut Ctx) -> R {
+fn addmm(ctx: &mut Ctx) -> OpResult {
     let bias = ctx.tensor("self")?;
     let a = ctx.tensor("mat1")?;
     let b = ctx.tensor("mat2")?;
@@ -36,13 +36,16 @@ fn addmm(ctx: &mut Ctx) -> R {
     } else {
         bias.t
     };
-    one(T::new(p.t.broadcast_add(&bias_t).map_err(ce)?, p.dtype))
+    one(Tensor::new(
+        p.t.broadcast_add(&bias_t).map_err(ce)?,
+        p.dtype,
+    ))
 }
 
-pub(super) fn linear(ctx: &mut Ctx) -> R {
+pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
-    let wt = T::new(w.t.t().map_err(ce)?, w.dtype);
+    let wt = Tensor::new(w.t.t().map_err(ce)?, w.dtype);
     let mut y = matmul_t(&x, &wt)?;
     if let Some(b) = ctx.opt_tensor("bias")? {
         y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
@@ -67,7 +70,7 @@ fn p_norm(diffs: impl Iterator<Item = f64>, p: f64) -> f64 {
 }
 
 /// `_pdist_forward(self [n, m], p)`: distances of rows i < j, row-major.
-fn pdist(ctx: &mut Ctx) -> R {
+fn pdist(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let p = ctx.opt_float("p")?.unwrap_or(2.0);
     if x.rank() != 2 || p < 0.0 {
@@ -90,7 +93,7 @@ fn pdist(ctx: &mut Ctx) -> R {
 /// `_cdist_forward(x1 [.., p, m], x2 [.., r, m], p, compute_mode)`: the
 /// batch dims broadcast. Distances are computed directly (torch's matmul
 /// form for p = 2 differs only by rounding).
-fn cdist(ctx: &mut Ctx) -> R {
+fn cdist(ctx: &mut Ctx) -> OpResult {
     let a = ctx.tensor("x1")?;
     let b = ctx.tensor("x2")?;
     let p = ctx.float("p")?;
@@ -104,7 +107,7 @@ fn cdist(ctx: &mut Ctx) -> R {
     let (pa, m) = (a.dims()[a.rank() - 2], a.dims()[a.rank() - 1]);
     let rb = b.dims()[b.rank() - 2];
     let batch = broadcast_shape(&[&a.dims()[..a.rank() - 2], &b.dims()[..b.rank() - 2]])?;
-    let expand = |t: &T, rows: usize| -> Result<Vec<f64>> {
+    let expand = |t: &Tensor, rows: usize| -> Result<Vec<f64>> {
         let mut to = batch.clone();
         to.extend([rows, m]);
         broadcast_host(t, &to)

@@ -7,15 +7,15 @@
 //! gap is closed here with PyTorch's semantics.
 
 use super::promote::{result_type, Rank};
-use super::{ce, storage_dtype, Ctx, RV, T};
+use super::{ce, storage_dtype, Ctx, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{Argument, Dtype, Subgraph, Sym, ValueKind};
-use candle_core::{DType, Tensor as CT};
+use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 macro_rules! unary_ops {
-    ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> R { unary_float(ctx, $f) } )* };
+    ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_float(ctx, $f) } )* };
 }
 
 mod activation;
@@ -35,12 +35,12 @@ mod rnn;
 mod shape;
 mod sym;
 
-pub type OpFn = fn(&mut Ctx) -> Result<Vec<RV>>;
+pub type OpFn = fn(&mut Ctx) -> Result<Vec<Value>>;
 
-type R = Result<Vec<RV>>;
+type OpResult = Result<Vec<Value>>;
 
-fn one(t: T) -> R {
-    Ok(vec![RV::T(t)])
+fn one(t: Tensor) -> OpResult {
+    Ok(vec![Value::Tensor(t)])
 }
 
 fn unsupported(what: impl Into<String>) -> Error {
@@ -59,27 +59,33 @@ fn dim(d: i64, rank: usize) -> Result<usize> {
     Ok(n as usize)
 }
 
-fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
-    let t = CT::new(v, dev)
+fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<Tensor> {
+    let t = CandleTensor::new(v, dev)
         .map_err(ce)?
         .to_dtype(storage_dtype(dtype)?)
         .map_err(ce)?;
-    Ok(T::new(t, dtype))
+    Ok(Tensor::new(t, dtype))
 }
 
-fn unary_float(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+fn unary_float(
+    ctx: &mut Ctx,
+    f: fn(&CandleTensor) -> candle_core::Result<CandleTensor>,
+) -> OpResult {
     let x = ctx.tensor("self")?;
     let x = if x.dtype.is_floating() {
         x
     } else {
         x.cast(Dtype::Float32)?
     };
-    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+    one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
 }
 
-fn same_dtype_unary(ctx: &mut Ctx, f: fn(&CT) -> candle_core::Result<CT>) -> R {
+fn same_dtype_unary(
+    ctx: &mut Ctx,
+    f: fn(&CandleTensor) -> candle_core::Result<CandleTensor>,
+) -> OpResult {
     let x = ctx.tensor("self")?;
-    one(T::new(f(&x.t).map_err(ce)?, x.dtype))
+    one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
 }
 
 fn broadcast_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {
@@ -100,7 +106,7 @@ fn broadcast_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-fn squeeze_dims(t: CT, dims: &[usize]) -> Result<CT> {
+fn squeeze_dims(t: CandleTensor, dims: &[usize]) -> Result<CandleTensor> {
     let mut sorted = dims.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
@@ -111,7 +117,7 @@ fn squeeze_dims(t: CT, dims: &[usize]) -> Result<CT> {
     Ok(t)
 }
 
-fn softmax_impl(x: &T, d: usize, log: bool) -> Result<T> {
+fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
     let x = if x.dtype.is_floating() {
         x.clone()
     } else {
@@ -133,22 +139,22 @@ fn softmax_impl(x: &T, d: usize, log: bool) -> Result<T> {
         e.broadcast_div(&s)
     }
     .map_err(ce)?;
-    Ok(T::new(
+    Ok(Tensor::new(
         r.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?,
         x.dtype,
     ))
 }
 
-fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> R {
-    let t = CT::full(value, shape, ctx.device())
+fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
+    let t = CandleTensor::full(value, shape, ctx.device())
         .and_then(|t| {
             t.to_dtype(storage_dtype(dtype).map_err(|e| candle_core::Error::Msg(e.to_string()))?)
         })
         .map_err(ce)?;
-    one(T::new(t, dtype))
+    one(Tensor::new(t, dtype))
 }
 
-fn matmul_t(a: &T, b: &T) -> Result<T> {
+fn matmul_t(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
     let (x, y) = (a.cast(dt)?.t, b.cast(dt)?.t);
     let t = match (x.rank(), y.rank()) {
@@ -167,7 +173,7 @@ fn matmul_t(a: &T, b: &T) -> Result<T> {
         _ => x.broadcast_matmul(&y),
     }
     .map_err(ce)?;
-    Ok(T::new(t, dt))
+    Ok(Tensor::new(t, dt))
 }
 
 fn pair(v: &[i64], default: usize) -> (usize, usize) {
@@ -178,7 +184,14 @@ fn pair(v: &[i64], default: usize) -> (usize, usize) {
     }
 }
 
-fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f64) -> Result<CT> {
+fn pad_hw(
+    t: &CandleTensor,
+    top: usize,
+    bottom: usize,
+    left: usize,
+    right: usize,
+    value: f64,
+) -> Result<CandleTensor> {
     let rank = t.rank();
     let mut t = t.clone();
     if value == 0.0 {
@@ -190,7 +203,7 @@ fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f
         }
         return Ok(t);
     }
-    let pad = |t: CT, d: usize, a: usize, b: usize| -> Result<CT> {
+    let pad = |t: CandleTensor, d: usize, a: usize, b: usize| -> Result<CandleTensor> {
         if a + b == 0 {
             return Ok(t);
         }
@@ -199,7 +212,7 @@ fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f
         if a > 0 {
             shape[d] = a;
             parts.push(
-                CT::full(value, shape.clone(), t.device())
+                CandleTensor::full(value, shape.clone(), t.device())
                     .and_then(|p| p.to_dtype(t.dtype()))
                     .map_err(ce)?,
             );
@@ -208,12 +221,12 @@ fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f
         if b > 0 {
             shape[d] = b;
             parts.push(
-                CT::full(value, shape.clone(), t.device())
+                CandleTensor::full(value, shape.clone(), t.device())
                     .and_then(|p| p.to_dtype(t.dtype()))
                     .map_err(ce)?,
             );
         }
-        CT::cat(&parts, d).map_err(ce)
+        CandleTensor::cat(&parts, d).map_err(ce)
     };
     let t = pad(t, rank - 2, top, bottom)?;
     pad(t, rank - 1, left, right)
@@ -223,12 +236,17 @@ fn pad_hw(t: &CT, top: usize, bottom: usize, left: usize, right: usize, value: f
 // Ops candle lacks are computed elementwise on the host in f64: exact
 // enough for every dtype here and simple; they are rare in real graphs.
 
-fn from_f64(vals: &[f64], shape: &[usize], dtype: Dtype, dev: &candle_core::Device) -> Result<T> {
-    let t = CT::from_slice(vals, shape, dev).map_err(ce)?;
-    T::new(t, Dtype::Float64).cast(dtype)
+fn from_f64(
+    vals: &[f64],
+    shape: &[usize],
+    dtype: Dtype,
+    dev: &candle_core::Device,
+) -> Result<Tensor> {
+    let t = CandleTensor::from_slice(vals, shape, dev).map_err(ce)?;
+    Tensor::new(t, Dtype::Float64).cast(dtype)
 }
 
-fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> R {
+fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> OpResult {
     let x = ctx.tensor("self")?;
     let out = if float_out && !x.dtype.is_floating() {
         Dtype::Float32
@@ -246,7 +264,7 @@ fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> R 
 // with kernel 1. The common inference cases keep candle's kernels.
 
 /// A tensor's values as f64, with its dims.
-fn host_f64(x: &T) -> Result<Vec<f64>> {
+fn host_f64(x: &Tensor) -> Result<Vec<f64>> {
     Ok(x.to_host()?.to_f64())
 }
 
@@ -276,7 +294,7 @@ fn broadcast_strides(shape: &[usize], to: &[usize]) -> Vec<usize> {
 }
 
 /// Values of `t` broadcast to `to`, row-major.
-fn broadcast_host(t: &T, to: &[usize]) -> Result<Vec<f64>> {
+fn broadcast_host(t: &Tensor, to: &[usize]) -> Result<Vec<f64>> {
     let vals = host_f64(t)?;
     broadcast_shape(&[t.dims(), to]).and_then(|b| {
         if b != to {

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn channel_view(t: &T, rank: usize) -> Result<CT> {
+fn channel_view(t: &Tensor, rank: usize) -> Result<CandleTensor> {
     let mut shape = vec![1usize; rank];
     shape[1] = t.t.elem_count();
     t.t.reshape(shape).map_err(ce)
@@ -10,7 +10,14 @@ fn channel_view(t: &T, rank: usize) -> Result<CT> {
 
 /// Inference batch norm as one scale and one shift per channel, computed
 /// on the (small) channel vectors, so the activation is touched twice.
-fn batch_norm_core(x: &T, w: Option<T>, b: Option<T>, mean: &T, var: &T, eps: f64) -> Result<T> {
+fn batch_norm_core(
+    x: &Tensor,
+    w: Option<Tensor>,
+    b: Option<Tensor>,
+    mean: &Tensor,
+    var: &Tensor,
+    eps: f64,
+) -> Result<Tensor> {
     let r = x.rank();
     let dt = x.dtype;
     let inv = (var.cast(dt)?.t + eps)
@@ -30,16 +37,16 @@ fn batch_norm_core(x: &T, w: Option<T>, b: Option<T>, mean: &T, var: &T, eps: f6
     if let Some(b) = &b {
         shift = shift.add(&b.cast(dt)?.t).map_err(ce)?;
     }
-    let scale = channel_view(&T::new(scale, dt), r)?;
-    let shift = channel_view(&T::new(shift, dt), r)?;
+    let scale = channel_view(&Tensor::new(scale, dt), r)?;
+    let shift = channel_view(&Tensor::new(shift, dt), r)?;
     let y =
         x.t.broadcast_mul(&scale)
             .and_then(|t| t.broadcast_add(&shift))
             .map_err(ce)?;
-    Ok(T::new(y, dt))
+    Ok(Tensor::new(y, dt))
 }
 
-fn batch_norm(ctx: &mut Ctx) -> R {
+fn batch_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let training = ctx.node.arg("training").is_some() && ctx.bool("training")?;
     if training {
@@ -61,20 +68,20 @@ fn batch_norm(ctx: &mut Ctx) -> R {
         &var,
         ctx.float("eps")?,
     )?;
-    let mut outs = vec![RV::T(y)];
+    let mut outs = vec![Value::Tensor(y)];
     for i in 1..ctx.node.outputs.len() {
         // In inference torch returns empty save_mean / save_rstd.
-        let empty = CT::zeros(0, storage_dtype(x.dtype)?, ctx.device()).map_err(ce)?;
+        let empty = CandleTensor::zeros(0, storage_dtype(x.dtype)?, ctx.device()).map_err(ce)?;
         outs.push(if ctx.output_used(i) || ctx.node.outputs.len() == 3 {
-            RV::T(T::new(empty, x.dtype))
+            Value::Tensor(Tensor::new(empty, x.dtype))
         } else {
-            RV::None
+            Value::None
         });
     }
     Ok(outs)
 }
 
-fn layer_norm(ctx: &mut Ctx) -> R {
+fn layer_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let shape = ctx.ints("normalized_shape")?;
     let eps = ctx.opt_float("eps")?.unwrap_or(1e-5);
@@ -106,10 +113,10 @@ fn layer_norm(ctx: &mut Ctx) -> R {
             .broadcast_add(&b.t.to_dtype(compute).map_err(ce)?)
             .map_err(ce)?;
     }
-    let y = T::new(y.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?, x.dtype);
-    let mut outs = vec![RV::T(y)];
+    let y = Tensor::new(y.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?, x.dtype);
+    let mut outs = vec![Value::Tensor(y)];
     if ctx.node.outputs.len() == 3 {
-        outs.push(RV::T(T::new(
+        outs.push(Value::Tensor(Tensor::new(
             mean,
             if compute == DType::F64 {
                 Dtype::Float64
@@ -117,7 +124,7 @@ fn layer_norm(ctx: &mut Ctx) -> R {
                 Dtype::Float32
             },
         )));
-        outs.push(RV::T(T::new(
+        outs.push(Value::Tensor(Tensor::new(
             rstd,
             if compute == DType::F64 {
                 Dtype::Float64
@@ -129,7 +136,7 @@ fn layer_norm(ctx: &mut Ctx) -> R {
     Ok(outs)
 }
 
-fn group_norm(ctx: &mut Ctx) -> R {
+fn group_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let groups = ctx.int("group")? as usize;
     let eps = ctx.float("eps")?;
@@ -170,11 +177,11 @@ fn group_norm(ctx: &mut Ctx) -> R {
             )
             .map_err(ce)?;
     }
-    let y = T::new(y, Dtype::Float32).cast(x.dtype)?;
+    let y = Tensor::new(y, Dtype::Float32).cast(x.dtype)?;
     Ok(vec![
-        RV::T(y),
-        RV::T(T::new(mean.squeeze(2).map_err(ce)?, Dtype::Float32)),
-        RV::T(T::new(rstd.squeeze(2).map_err(ce)?, Dtype::Float32)),
+        Value::Tensor(y),
+        Value::Tensor(Tensor::new(mean.squeeze(2).map_err(ce)?, Dtype::Float32)),
+        Value::Tensor(Tensor::new(rstd.squeeze(2).map_err(ce)?, Dtype::Float32)),
     ])
 }
 
@@ -182,7 +189,7 @@ fn group_norm(ctx: &mut Ctx) -> R {
 /// batch's own statistics (biased variance), returned as save_mean and
 /// save_invstd. The running stats are not updated (the executor runs
 /// inference).
-fn batch_norm_legit(ctx: &mut Ctx) -> R {
+fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
     let has_stats = ctx.node.target.overload != "no_stats";
     if has_stats && !ctx.bool("training")? {
         return batch_norm(ctx);
@@ -222,13 +229,13 @@ fn batch_norm_legit(ctx: &mut Ctx) -> R {
         x.dtype
     };
     let c = x.dims()[1];
-    let flat = |t: CT| -> Result<RV> {
-        Ok(RV::T(
-            T::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?,
+    let flat = |t: CandleTensor| -> Result<Value> {
+        Ok(Value::Tensor(
+            Tensor::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?,
         ))
     };
     Ok(vec![
-        RV::T(T::new(y, Dtype::Float64).cast(x.dtype)?),
+        Value::Tensor(Tensor::new(y, Dtype::Float64).cast(x.dtype)?),
         flat(mean)?,
         flat(invstd)?,
     ])

@@ -4,17 +4,17 @@ use super::*;
 
 /// An elementwise operand: a tensor or a Python number.
 enum Operand {
-    T(T),
+    Tensor(Tensor),
     S(f64, Dtype),
 }
 
 impl Operand {
-    fn from_rv(v: RV) -> Result<Operand> {
+    fn from_rv(v: Value) -> Result<Operand> {
         Ok(match v {
-            RV::T(t) => Operand::T(t),
-            RV::Int(i) => Operand::S(i as f64, Dtype::Int64),
-            RV::Float(f) => Operand::S(f, Dtype::Float32),
-            RV::Bool(b) => Operand::S(b as i64 as f64, Dtype::Bool),
+            Value::Tensor(t) => Operand::Tensor(t),
+            Value::Int(i) => Operand::S(i as f64, Dtype::Int64),
+            Value::Float(f) => Operand::S(f, Dtype::Float32),
+            Value::Bool(b) => Operand::S(b as i64 as f64, Dtype::Bool),
             other => {
                 return Err(Error::bad_input(format!(
                     "expected a tensor or a number, found {other:?}"
@@ -25,15 +25,15 @@ impl Operand {
 
     fn key(&self) -> (Dtype, Rank) {
         match self {
-            Operand::T(t) if t.rank() == 0 => (t.dtype, Rank::ZeroDim),
-            Operand::T(t) => (t.dtype, Rank::Dim),
+            Operand::Tensor(t) if t.rank() == 0 => (t.dtype, Rank::ZeroDim),
+            Operand::Tensor(t) => (t.dtype, Rank::Dim),
             Operand::S(_, d) => (*d, Rank::Scalar),
         }
     }
 
-    fn as_tensor(&self, dtype: Dtype, dev: &candle_core::Device) -> Result<CT> {
+    fn as_tensor(&self, dtype: Dtype, dev: &candle_core::Device) -> Result<CandleTensor> {
         match self {
-            Operand::T(t) => Ok(t.cast(dtype)?.t),
+            Operand::Tensor(t) => Ok(t.cast(dtype)?.t),
             Operand::S(v, _) => Ok(scalar_tensor(*v, dtype, dev)?.t),
         }
     }
@@ -59,7 +59,7 @@ enum Bin {
     Xor,
 }
 
-fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
+fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpResult {
     let a = Operand::from_rv(a)?;
     let b = Operand::from_rv(b)?;
     let dev = ctx.device();
@@ -75,7 +75,7 @@ fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
             .broadcast_mul(&scalar_tensor(alpha, compute, dev)?.t)
             .map_err(ce)?;
     }
-    let logical = |t: &CT| t.ne(0f64);
+    let logical = |t: &CandleTensor| t.ne(0f64);
     let t = match op {
         Bin::Add => x.broadcast_add(&y),
         Bin::Sub => x.broadcast_sub(&y),
@@ -114,10 +114,10 @@ fn binary_on(ctx: &Ctx, a: RV, b: RV, op: Bin, alpha: Option<f64>) -> R {
         | Bin::Xor => Dtype::Bool,
         _ => compute,
     };
-    one(T::new(t, out_dtype))
+    one(Tensor::new(t, out_dtype))
 }
 
-fn binary(ctx: &mut Ctx, op: Bin) -> R {
+fn binary(ctx: &mut Ctx, op: Bin) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
     let alpha = if ctx.has("alpha") {
@@ -129,7 +129,7 @@ fn binary(ctx: &mut Ctx, op: Bin) -> R {
 }
 
 macro_rules! binary_ops {
-    ($($name:ident => $op:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> R { binary(ctx, $op) } )* };
+    ($($name:ident => $op:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { binary(ctx, $op) } )* };
 }
 
 binary_ops! {
@@ -149,14 +149,16 @@ binary_ops! {
     logical_xor => Bin::Xor;
 }
 
-fn div(ctx: &mut Ctx) -> R {
+fn div(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
     let out = binary_on(ctx, a, b, Bin::Div, None)?;
     match ctx.string("rounding_mode")?.as_deref() {
         None => Ok(out),
         Some(mode) => {
-            let RV::T(t) = &out[0] else { unreachable!() };
+            let Value::Tensor(t) = &out[0] else {
+                unreachable!()
+            };
             let a = Operand::from_rv(ctx.value("self")?)?;
             let b = Operand::from_rv(ctx.value("other")?)?;
             let result = result_type(&[a.key(), b.key()]);
@@ -169,26 +171,26 @@ fn div(ctx: &mut Ctx) -> R {
                 other => return Err(unsupported(format!("rounding_mode {other:?}"))),
             }
             .map_err(ce)?;
-            one(T::new(r, t.dtype).cast(result)?)
+            one(Tensor::new(r, t.dtype).cast(result)?)
         }
     }
 }
 
-fn pow(ctx: &mut Ctx) -> R {
+fn pow(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("exponent")?;
     // A scalar exponent uses powf, which (unlike exp(log(x) * y)) is right
     // for negative bases; the result dtype is torch's.
     let e = match &b {
-        RV::Int(i) => Some(*i as f64),
-        RV::Float(f) => Some(*f),
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
         _ => None,
     };
-    if let (RV::T(t), Some(e)) = (&a, e) {
+    if let (Value::Tensor(t), Some(e)) = (&a, e) {
         let out = result_type(&[
             (t.dtype, Rank::Dim),
             (
-                if matches!(b, RV::Int(_)) {
+                if matches!(b, Value::Int(_)) {
                     Dtype::Int64
                 } else {
                     Dtype::Float32
@@ -197,18 +199,18 @@ fn pow(ctx: &mut Ctx) -> R {
             ),
         ]);
         if e == 2.0 {
-            return one(T::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
+            return one(Tensor::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
         }
         let r =
             t.t.to_dtype(DType::F64)
                 .and_then(|x| x.powf(e))
                 .map_err(ce)?;
-        return one(T::new(r, Dtype::Float64).cast(out)?);
+        return one(Tensor::new(r, Dtype::Float64).cast(out)?);
     }
     binary_on(ctx, a, b, Bin::Pow, None)
 }
 
-fn rsub(ctx: &mut Ctx) -> R {
+fn rsub(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
     let alpha = if ctx.has("alpha") {
@@ -230,15 +232,15 @@ unary_ops! {
     reciprocal => |t| t.recip();
 }
 
-fn neg(ctx: &mut Ctx) -> R {
+fn neg(ctx: &mut Ctx) -> OpResult {
     same_dtype_unary(ctx, |t| t.neg())
 }
 
-fn abs(ctx: &mut Ctx) -> R {
+fn abs(ctx: &mut Ctx) -> OpResult {
     same_dtype_unary(ctx, |t| t.abs())
 }
 
-fn clamp(ctx: &mut Ctx) -> R {
+fn clamp(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mut t = x.t.clone();
     if let Some(lo) = ctx.opt_float("min")? {
@@ -247,15 +249,15 @@ fn clamp(ctx: &mut Ctx) -> R {
     if let Some(hi) = ctx.opt_float("max")? {
         t = t.minimum(hi).map_err(ce)?;
     }
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn logical_not(ctx: &mut Ctx) -> R {
+fn logical_not(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
+    one(Tensor::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
 }
 
-fn where_self(ctx: &mut Ctx) -> R {
+fn where_self(ctx: &mut Ctx) -> OpResult {
     let c = ctx.tensor("condition")?;
     let a = Operand::from_rv(ctx.value("self")?)?;
     let b = Operand::from_rv(ctx.value("other")?)?;
@@ -267,10 +269,10 @@ fn where_self(ctx: &mut Ctx) -> R {
         c.t.broadcast_as(shape.clone())
             .and_then(|c| c.where_cond(&x.broadcast_as(shape.clone())?, &y.broadcast_as(shape)?))
             .map_err(ce)?;
-    one(T::new(t, dt))
+    one(Tensor::new(t, dt))
 }
 
-fn diff(ctx: &mut Ctx) -> R {
+fn diff(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if ctx.opt_int("n")?.unwrap_or(1) != 1 {
         return Err(unsupported("diff with n > 1"));
@@ -284,10 +286,10 @@ fn diff(ctx: &mut Ctx) -> R {
     if let Some(a) = ctx.opt_tensor("append")? {
         parts.push(a.cast(x.dtype)?.t);
     }
-    let full = CT::cat(&parts, d).map_err(ce)?;
+    let full = CandleTensor::cat(&parts, d).map_err(ce)?;
     let n = full.dims()[d];
     if n == 0 {
-        return one(T::new(full, x.dtype));
+        return one(Tensor::new(full, x.dtype));
     }
     let (hi, lo) = (
         full.narrow(d, 1, n - 1).map_err(ce)?,
@@ -299,12 +301,12 @@ fn diff(ctx: &mut Ctx) -> R {
         hi.sub(&lo)
     }
     .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 macro_rules! host_unary_ops {
     ($($name:ident => $float:expr, $f:expr;)*) => {
-        $( pub(super) fn $name(ctx: &mut Ctx) -> R { host_unary_with(ctx, $float, $f) } )*
+        $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { host_unary_with(ctx, $float, $f) } )*
     };
 }
 
@@ -329,7 +331,7 @@ host_unary_ops! {
     sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
 }
 
-fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> R {
+fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> OpResult {
     let x = ctx.tensor("self")?;
     let vals: Vec<u8> = x
         .to_host()?
@@ -337,22 +339,22 @@ fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> R {
         .into_iter()
         .map(|v| f(v) as u8)
         .collect();
-    let t = CT::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
-    one(T::new(t, Dtype::Bool))
+    let t = CandleTensor::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
+    one(Tensor::new(t, Dtype::Bool))
 }
 
-fn isnan(ctx: &mut Ctx) -> R {
+fn isnan(ctx: &mut Ctx) -> OpResult {
     bool_unary(ctx, f64::is_nan)
 }
 
-fn isinf(ctx: &mut Ctx) -> R {
+fn isinf(ctx: &mut Ctx) -> OpResult {
     bool_unary(ctx, f64::is_infinite)
 }
 
-fn bitwise_not(ctx: &mut Ctx) -> R {
+fn bitwise_not(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.dtype == Dtype::Bool {
-        return one(T::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool));
+        return one(Tensor::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool));
     }
     if x.dtype.is_floating() {
         return Err(unsupported("bitwise_not on floats"));
@@ -361,7 +363,13 @@ fn bitwise_not(ctx: &mut Ctx) -> R {
 }
 
 /// Elementwise binary on the host with broadcasting and torch's promotion.
-fn host_binary(ctx: &mut Ctx, a: &str, b: &str, float_out: bool, f: impl Fn(f64, f64) -> f64) -> R {
+fn host_binary(
+    ctx: &mut Ctx,
+    a: &str,
+    b: &str,
+    float_out: bool,
+    f: impl Fn(f64, f64) -> f64,
+) -> OpResult {
     let x = Operand::from_rv(ctx.value(a)?)?;
     let y = Operand::from_rv(ctx.value(b)?)?;
     let mut dt = result_type(&[x.key(), y.key()]);
@@ -386,15 +394,15 @@ fn host_binary(ctx: &mut Ctx, a: &str, b: &str, float_out: bool, f: impl Fn(f64,
     one(from_f64(&vals, &shape, dt, &dev)?)
 }
 
-fn atan2(ctx: &mut Ctx) -> R {
+fn atan2(ctx: &mut Ctx) -> OpResult {
     host_binary(ctx, "self", "other", true, f64::atan2)
 }
 
-fn fmod(ctx: &mut Ctx) -> R {
+fn fmod(ctx: &mut Ctx) -> OpResult {
     host_binary(ctx, "self", "other", false, |a, b| a % b)
 }
 
-fn remainder(ctx: &mut Ctx) -> R {
+fn remainder(ctx: &mut Ctx) -> OpResult {
     host_binary(ctx, "self", "other", false, |a, b| {
         let r = a % b;
         if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
@@ -405,13 +413,13 @@ fn remainder(ctx: &mut Ctx) -> R {
     })
 }
 
-fn pow_scalar_base(ctx: &mut Ctx) -> R {
+fn pow_scalar_base(ctx: &mut Ctx) -> OpResult {
     host_binary(ctx, "self", "exponent", false, f64::powf)
 }
 
-fn clamp_tensor(ctx: &mut Ctx) -> R {
+fn clamp_tensor(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let mut out = RV::T(x);
+    let mut out = Value::Tensor(x);
     if ctx.has("min") {
         let lo = ctx.value("min")?;
         out = binary_on(ctx, out, lo, Bin::Max, None)?.remove(0);
@@ -423,11 +431,11 @@ fn clamp_tensor(ctx: &mut Ctx) -> R {
     Ok(vec![out])
 }
 
-fn div_scalar_mode(ctx: &mut Ctx) -> R {
+fn div_scalar_mode(ctx: &mut Ctx) -> OpResult {
     div(ctx)
 }
 
-fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> R {
+fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> OpResult {
     let a = Operand::from_rv(ctx.value("self")?)?;
     let b = Operand::from_rv(ctx.value("other")?)?;
     if result_type(&[a.key(), b.key()]) == Dtype::Bool {
@@ -439,15 +447,15 @@ fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> R {
     })
 }
 
-fn bitwise_and(ctx: &mut Ctx) -> R {
+fn bitwise_and(ctx: &mut Ctx) -> OpResult {
     bitwise(ctx, Bin::And, |a, b| a & b)
 }
 
-fn bitwise_or(ctx: &mut Ctx) -> R {
+fn bitwise_or(ctx: &mut Ctx) -> OpResult {
     bitwise(ctx, Bin::Or, |a, b| a | b)
 }
 
-fn bitwise_xor_op(ctx: &mut Ctx) -> R {
+fn bitwise_xor_op(ctx: &mut Ctx) -> OpResult {
     bitwise(ctx, Bin::Xor, |a, b| a ^ b)
 }
 

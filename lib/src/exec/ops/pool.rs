@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn max_pool(ctx: &mut Ctx) -> R {
+fn max_pool(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let k = pair(&ctx.ints("kernel_size")?, 1);
     let s = ctx.ints("stride").unwrap_or_default();
@@ -39,14 +39,14 @@ fn max_pool(ctx: &mut Ctx) -> R {
         f64::NEG_INFINITY,
     )?;
     let y = padded.max_pool2d_with_stride(k, s).map_err(ce)?;
-    let mut outs = vec![RV::T(T::new(y, x.dtype))];
+    let mut outs = vec![Value::Tensor(Tensor::new(y, x.dtype))];
     if ctx.node.outputs.len() > 1 {
-        outs.push(RV::None);
+        outs.push(Value::None);
     }
     Ok(outs)
 }
 
-fn adaptive_avg_pool(ctx: &mut Ctx) -> R {
+fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
@@ -68,14 +68,14 @@ fn adaptive_avg_pool(ctx: &mut Ctx) -> R {
                         .map_err(ce)?;
                 cols.push(win);
             }
-            rows.push(CT::cat(&cols, x.rank() - 1).map_err(ce)?);
+            rows.push(CandleTensor::cat(&cols, x.rank() - 1).map_err(ce)?);
         }
-        CT::cat(&rows, x.rank() - 2).map_err(ce)?
+        CandleTensor::cat(&rows, x.rank() - 2).map_err(ce)?
     };
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn avg_pool(ctx: &mut Ctx) -> R {
+fn avg_pool(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let k = pair(&ctx.ints("kernel_size")?, 1);
     let s = ctx.ints("stride").unwrap_or_default();
@@ -91,13 +91,13 @@ fn avg_pool(ctx: &mut Ctx) -> R {
         }
         return avg_pool_host(ctx, &x, 2);
     }
-    one(T::new(
+    one(Tensor::new(
         x.t.avg_pool2d_with_stride(k, s).map_err(ce)?,
         x.dtype,
     ))
 }
 
-fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
+fn adaptive_avg_pool1d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let out = ctx.ints("output_size")?[0] as usize;
     let n = *x
@@ -114,7 +114,10 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> R {
                 .map_err(ce)?,
         );
     }
-    one(T::new(CT::cat(&cols, last).map_err(ce)?, x.dtype))
+    one(Tensor::new(
+        CandleTensor::cat(&cols, last).map_err(ce)?,
+        x.dtype,
+    ))
 }
 
 /// Pooling geometry over three spatial dims (depth, height, width).
@@ -150,7 +153,7 @@ fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Res
 impl Pool {
     /// Reads kernel_size, stride, padding, dilation and ceil_mode for `n`
     /// spatial dims of `x`.
-    fn read(ctx: &Ctx, x: &T, n: usize) -> Result<Pool> {
+    fn read(ctx: &Ctx, x: &Tensor, n: usize) -> Result<Pool> {
         if x.rank() < n + 1 {
             return Err(Error::bad_input(format!(
                 "{n}-D pooling on a rank-{} tensor",
@@ -216,7 +219,7 @@ impl Pool {
         Ok(p)
     }
 
-    fn out_shape(&self, x: &T, n: usize) -> Vec<usize> {
+    fn out_shape(&self, x: &Tensor, n: usize) -> Vec<usize> {
         let mut shape = x.dims()[..x.rank() - n].to_vec();
         shape.extend(&self.output[3 - n..]);
         shape
@@ -232,7 +235,7 @@ impl Pool {
 }
 
 /// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
-fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+fn avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
     let p = Pool::read(ctx, x, n)?;
@@ -285,13 +288,13 @@ fn avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
 /// device: window sums from candle's pooling over the zero-padded input
 /// (widened so every window fits), each output scaled by torch's divisor
 /// for its window (computed on the host, one per output position).
-fn avg_pool2d_padded(ctx: &Ctx, x: &T, n: usize) -> R {
+fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
     let p = Pool::read(ctx, x, n)?;
     // 1-D pools as 2-D with a unit height
     let x = if n == 1 {
-        T::new(x.t.unsqueeze(x.rank() - 1).map_err(ce)?, x.dtype)
+        Tensor::new(x.t.unsqueeze(x.rank() - 1).map_err(ce)?, x.dtype)
     } else {
         x.clone()
     };
@@ -348,12 +351,12 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &T, n: usize) -> R {
     if n == 1 {
         y = y.squeeze(r - 2).map_err(ce)?;
     }
-    one(T::new(y, compute).cast(x.dtype)?)
+    one(Tensor::new(y, compute).cast(x.dtype)?)
 }
 
 /// Max pooling with indices (flat positions in each input plane), as
 /// torch's CPU kernel computes it: NaN wins, the first maximum is kept.
-fn max_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+fn max_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let p = Pool::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
@@ -398,15 +401,15 @@ fn max_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
     }
     let shape = p.out_shape(x, n);
     let values = from_f64(&out, &shape, x.dtype, ctx.device())?;
-    let mut outs = vec![RV::T(values)];
+    let mut outs = vec![Value::Tensor(values)];
     if ctx.node.outputs.len() > 1 {
-        let idx = CT::from_vec(indices, shape, ctx.device()).map_err(ce)?;
-        outs.push(RV::T(T::new(idx, Dtype::Int64)));
+        let idx = CandleTensor::from_vec(indices, shape, ctx.device()).map_err(ce)?;
+        outs.push(Value::Tensor(Tensor::new(idx, Dtype::Int64)));
     }
     Ok(outs)
 }
 
-fn avg_pool1d(ctx: &mut Ctx) -> R {
+fn avg_pool1d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.dtype.is_floating() && x.rank() >= 2 {
         return avg_pool2d_padded(ctx, &x, 1);
@@ -414,19 +417,19 @@ fn avg_pool1d(ctx: &mut Ctx) -> R {
     avg_pool_host(ctx, &x, 1)
 }
 
-fn avg_pool3d(ctx: &mut Ctx) -> R {
+fn avg_pool3d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     avg_pool_host(ctx, &x, 3)
 }
 
-fn max_pool3d(ctx: &mut Ctx) -> R {
+fn max_pool3d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     max_pool_host(ctx, &x, 3)
 }
 
 /// Adaptive average pooling over the last `n` dims: output cell i of a
 /// dim averages input [floor(i * in / out), ceil((i + 1) * in / out)).
-fn adaptive_avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
+fn adaptive_avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let sizes = ctx.ints("output_size")?;
     if x.rank() < n || sizes.len() != n || sizes.iter().any(|&s| s < 0) {
         return Err(Error::bad_input(format!(
@@ -473,7 +476,7 @@ fn adaptive_avg_pool_host(ctx: &Ctx, x: &T, n: usize) -> R {
     one(from_f64(&out, &shape, x.dtype, ctx.device())?)
 }
 
-fn adaptive_avg_pool3d(ctx: &mut Ctx) -> R {
+fn adaptive_avg_pool3d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     adaptive_avg_pool_host(ctx, &x, 3)
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn reduce_dims(ctx: &Ctx, x: &T) -> Result<Vec<usize>> {
+fn reduce_dims(ctx: &Ctx, x: &Tensor) -> Result<Vec<usize>> {
     let dims = if ctx.node.arg("dim").is_some() {
         ctx.ints("dim")?
     } else {
@@ -14,7 +14,7 @@ fn reduce_dims(ctx: &Ctx, x: &T) -> Result<Vec<usize>> {
     dims.iter().map(|&d| dim(d, x.rank())).collect()
 }
 
-pub(super) fn sum(ctx: &mut Ctx) -> R {
+pub(super) fn sum(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let out_dtype = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
         x.dtype
@@ -24,7 +24,7 @@ pub(super) fn sum(ctx: &mut Ctx) -> R {
     reduce_over_dims(ctx, x, out_dtype, |t, dims| t.sum_keepdim(dims))
 }
 
-pub(super) fn mean(ctx: &mut Ctx) -> R {
+pub(super) fn mean(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let out_dtype = ctx.dtype("dtype").unwrap_or(x.dtype);
     reduce_over_dims(ctx, x, out_dtype, |t, dims| t.mean_keepdim(dims))
@@ -34,10 +34,10 @@ pub(super) fn mean(ctx: &mut Ctx) -> R {
 /// absent), keeping or dropping the reduced dims.
 fn reduce_over_dims(
     ctx: &Ctx,
-    x: T,
+    x: Tensor,
     out_dtype: Dtype,
-    f: fn(&CT, Vec<usize>) -> candle_core::Result<CT>,
-) -> R {
+    f: fn(&CandleTensor, Vec<usize>) -> candle_core::Result<CandleTensor>,
+) -> OpResult {
     let x = x.cast(out_dtype)?;
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
@@ -45,7 +45,7 @@ fn reduce_over_dims(
         return one(x);
     }
     let t = f(&x.t, dims.clone()).map_err(ce)?;
-    one(T::new(
+    one(Tensor::new(
         if keep { t } else { squeeze_dims(t, &dims)? },
         out_dtype,
     ))
@@ -53,9 +53,9 @@ fn reduce_over_dims(
 
 fn reduce_each(
     ctx: &mut Ctx,
-    f: fn(&CT, usize) -> candle_core::Result<CT>,
+    f: fn(&CandleTensor, usize) -> candle_core::Result<CandleTensor>,
     out: Option<Dtype>,
-) -> R {
+) -> OpResult {
     let x = ctx.tensor("self")?;
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
@@ -64,26 +64,26 @@ fn reduce_each(
         t = f(&t, d).map_err(ce)?;
     }
     let t = if keep { t } else { squeeze_dims(t, &dims)? };
-    one(T::new(t, out.unwrap_or(x.dtype)))
+    one(Tensor::new(t, out.unwrap_or(x.dtype)))
 }
 
-fn amax(ctx: &mut Ctx) -> R {
+fn amax(ctx: &mut Ctx) -> OpResult {
     reduce_each(ctx, |t, d| t.max_keepdim(d), None)
 }
 
-fn amin(ctx: &mut Ctx) -> R {
+fn amin(ctx: &mut Ctx) -> OpResult {
     reduce_each(ctx, |t, d| t.min_keepdim(d), None)
 }
 
-fn any(ctx: &mut Ctx) -> R {
+fn any(ctx: &mut Ctx) -> OpResult {
     reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(Dtype::Bool))
 }
 
-fn all(ctx: &mut Ctx) -> R {
+fn all(ctx: &mut Ctx) -> OpResult {
     reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(Dtype::Bool))
 }
 
-fn argmax(ctx: &mut Ctx) -> R {
+fn argmax(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
@@ -95,13 +95,13 @@ fn argmax(ctx: &mut Ctx) -> R {
         .map_err(ce)?
         .to_dtype(DType::I64)
         .map_err(ce)?;
-    one(T::new(
+    one(Tensor::new(
         if keep { r } else { r.squeeze(d).map_err(ce)? },
         Dtype::Int64,
     ))
 }
 
-fn topk(ctx: &mut Ctx) -> R {
+fn topk(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let k = ctx.int("k")? as usize;
     let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
@@ -122,7 +122,7 @@ fn topk(ctx: &mut Ctx) -> R {
         .contiguous()
         .map_err(ce)?;
     let vals = moved.gather(&idx, last).map_err(ce)?;
-    let back = |t: CT| {
+    let back = |t: CandleTensor| {
         if d == last {
             Ok(t)
         } else {
@@ -131,12 +131,12 @@ fn topk(ctx: &mut Ctx) -> R {
     };
     let idx = back(idx.to_dtype(DType::I64).map_err(ce)?)?;
     Ok(vec![
-        RV::T(T::new(back(vals)?, x.dtype)),
-        RV::T(T::new(idx, Dtype::Int64)),
+        Value::Tensor(Tensor::new(back(vals)?, x.dtype)),
+        Value::Tensor(Tensor::new(idx, Dtype::Int64)),
     ])
 }
 
-fn cumsum(ctx: &mut Ctx) -> R {
+fn cumsum(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
@@ -148,14 +148,14 @@ fn cumsum(ctx: &mut Ctx) -> R {
         x.t.to_dtype(DType::F64)
             .and_then(|t| t.cumsum(d))
             .map_err(ce)?;
-    one(T::new(t, Dtype::Float64).cast(out)?)
+    one(Tensor::new(t, Dtype::Float64).cast(out)?)
 }
 
-fn minmax_dim(ctx: &mut Ctx) -> R {
+fn minmax_dim(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.rank() == 0 {
         let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
-        return Ok(vec![RV::T(x), zero]);
+        return Ok(vec![Value::Tensor(x), zero]);
     }
     let d = dim(ctx.int("dim")?, x.rank())?;
     let keep = ctx.opt_bool("keepdim", false)?;
@@ -175,12 +175,12 @@ fn minmax_dim(ctx: &mut Ctx) -> R {
         (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?)
     };
     Ok(vec![
-        RV::T(T::new(v, x.dtype)),
-        RV::T(T::new(i, Dtype::Int64)),
+        Value::Tensor(Tensor::new(v, x.dtype)),
+        Value::Tensor(Tensor::new(i, Dtype::Int64)),
     ])
 }
 
-fn argmin(ctx: &mut Ctx) -> R {
+fn argmin(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
@@ -191,13 +191,13 @@ fn argmin(ctx: &mut Ctx) -> R {
         .argmin_keepdim(d)
         .and_then(|t| t.to_dtype(DType::I64))
         .map_err(ce)?;
-    one(T::new(
+    one(Tensor::new(
         if keep { r } else { r.squeeze(d).map_err(ce)? },
         Dtype::Int64,
     ))
 }
 
-fn prod(ctx: &mut Ctx) -> R {
+fn prod(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
         x.dtype
@@ -235,7 +235,7 @@ fn prod(ctx: &mut Ctx) -> R {
     one(from_f64(&res, &shape, out, ctx.device())?)
 }
 
-fn var(ctx: &mut Ctx) -> R {
+fn var(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let x = if x.dtype.is_floating() {
         x
@@ -261,16 +261,16 @@ fn var(ctx: &mut Ctx) -> R {
         .map_err(ce)?;
     let v = (ss / (n as f64 - correction)).map_err(ce)?;
     let v = if keep { v } else { squeeze_dims(v, &dims)? };
-    one(T::new(v, Dtype::Float64).cast(x.dtype)?)
+    one(Tensor::new(v, Dtype::Float64).cast(x.dtype)?)
 }
 
-fn sort(ctx: &mut Ctx) -> R {
+fn sort(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let desc = ctx.opt_bool("descending", false)?;
     if x.rank() == 0 {
         let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
-        return Ok(vec![RV::T(x), zero]);
+        return Ok(vec![Value::Tensor(x), zero]);
     }
     let last = x.rank() - 1;
     let moved = if d == last {
@@ -282,7 +282,7 @@ fn sort(ctx: &mut Ctx) -> R {
     .map_err(ce)?;
     // arg_sort is not stable; torch's sort with stable=False is not either,
     // but a stable order is what torch returns on CPU for small inputs.
-    let h = T::new(moved.clone(), x.dtype).to_host()?;
+    let h = Tensor::new(moved.clone(), x.dtype).to_host()?;
     let vals = h.to_f64();
     let n = *moved.dims().last().unwrap_or(&1);
     let mut idx = Vec::with_capacity(vals.len());
@@ -300,9 +300,9 @@ fn sort(ctx: &mut Ctx) -> R {
         });
         idx.extend(order.into_iter().map(|i| i as i64));
     }
-    let it = CT::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
+    let it = CandleTensor::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
     let sorted = moved.gather(&it, last).map_err(ce)?;
-    let back = |t: CT| {
+    let back = |t: CandleTensor| {
         if d == last {
             Ok(t)
         } else {
@@ -310,8 +310,8 @@ fn sort(ctx: &mut Ctx) -> R {
         }
     };
     Ok(vec![
-        RV::T(T::new(back(sorted)?, x.dtype)),
-        RV::T(T::new(back(it)?, Dtype::Int64)),
+        Value::Tensor(Tensor::new(back(sorted)?, x.dtype)),
+        Value::Tensor(Tensor::new(back(it)?, Dtype::Int64)),
     ])
 }
 

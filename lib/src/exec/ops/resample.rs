@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn upsample_nearest(ctx: &mut Ctx) -> R {
+fn upsample_nearest(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
     let (oh, ow) = if ctx.has("output_size") {
@@ -22,17 +22,22 @@ fn upsample_nearest(ctx: &mut Ctx) -> R {
     let cols: Vec<u32> = (0..ow).map(|j| ((j * w) / ow) as u32).collect();
     let t =
         x.t.index_select(
-            &CT::new(rows.as_slice(), ctx.device()).map_err(ce)?,
+            &CandleTensor::new(rows.as_slice(), ctx.device()).map_err(ce)?,
             x.rank() - 2,
         )
-        .and_then(|t| t.index_select(&CT::new(cols.as_slice(), ctx.device())?, x.rank() - 1))
+        .and_then(|t| {
+            t.index_select(
+                &CandleTensor::new(cols.as_slice(), ctx.device())?,
+                x.rank() - 1,
+            )
+        })
         .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 /// `upsample_bilinear2d` (`.vec` and `.default`), as torch's CPU kernel
 /// computes source positions (`area_pixel_compute_source_index`).
-fn upsample_bilinear(ctx: &mut Ctx) -> R {
+fn upsample_bilinear(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor(if ctx.node.arg("input").is_some() {
         "input"
     } else {
@@ -107,11 +112,11 @@ fn upsample_bilinear(ctx: &mut Ctx) -> R {
     let xt = x.cast(compute)?.t;
     let dev = ctx.device();
     let (hd, wd) = (x.rank() - 2, x.rank() - 1);
-    let ids = |v: Vec<u32>| -> Result<CT> {
+    let ids = |v: Vec<u32>| -> Result<CandleTensor> {
         let n = v.len();
-        CT::from_vec(v, n, dev).map_err(ce)
+        CandleTensor::from_vec(v, n, dev).map_err(ce)
     };
-    let weights = |v: Vec<f64>, shape: Vec<usize>| -> Result<CT> {
+    let weights = |v: Vec<f64>, shape: Vec<usize>| -> Result<CandleTensor> {
         Ok(from_f64(&v, &shape, compute, dev)?.t)
     };
     let (r0, r1) = (
@@ -126,24 +131,24 @@ fn upsample_bilinear(ctx: &mut Ctx) -> R {
     let ly0 = weights(rows.iter().map(|r| 1.0 - r.2).collect(), vec![oh, 1])?;
     let lx = weights(cols.iter().map(|c| c.2).collect(), vec![ow])?;
     let lx0 = weights(cols.iter().map(|c| 1.0 - c.2).collect(), vec![ow])?;
-    let blend = |row: &CT| -> candle_core::Result<CT> {
+    let blend = |row: &CandleTensor| -> candle_core::Result<CandleTensor> {
         row.index_select(&c0, wd)?
             .broadcast_mul(&lx0)?
             .add(&row.index_select(&c1, wd)?.broadcast_mul(&lx)?)
     };
-    let out = (|| -> candle_core::Result<CT> {
+    let out = (|| -> candle_core::Result<CandleTensor> {
         let top = blend(&xt.index_select(&r0, hd)?)?;
         let bottom = blend(&xt.index_select(&r1, hd)?)?;
         top.broadcast_mul(&ly0)?.add(&bottom.broadcast_mul(&ly)?)
     })()
     .map_err(ce)?;
-    one(T::new(out, compute).cast(x.dtype)?)
+    one(Tensor::new(out, compute).cast(x.dtype)?)
 }
 
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode,
 /// align_corners)`: bilinear (0) and nearest (1) sampling with zeros (0),
 /// border (1) or reflection (2) padding, as torch's CPU kernel.
-fn grid_sampler_2d(ctx: &mut Ctx) -> R {
+fn grid_sampler_2d(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let grid = ctx.tensor("grid")?;
     let mode = ctx.int("interpolation_mode")?;
@@ -251,7 +256,7 @@ fn grid_sampler_2d(ctx: &mut Ctx) -> R {
 /// `grid_sampler_2d` on the device, in the input's precision (float32 at
 /// least): source coordinates per output position, then up to four
 /// gathered taps per position, weighted (taps outside the input weigh 0).
-fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> R {
+fn grid_sample_device(x: &Tensor, grid: &Tensor, mode: i64, padding: i64, align: bool) -> OpResult {
     let (n, c, h, w) = (x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]);
     let (gh, gw) = (grid.dims()[1], grid.dims()[2]);
     let compute = if x.dtype == Dtype::Float64 {
@@ -259,11 +264,11 @@ fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> 
     } else {
         Dtype::Float32
     };
-    let run = || -> candle_core::Result<CT> {
+    let run = || -> candle_core::Result<CandleTensor> {
         let g = grid.cast(compute).map_err(candle_core::Error::wrap)?.t;
         let g = g.reshape((n, gh * gw, 2))?;
         // x -> width, y -> height; returns source coordinates, padded
-        let source = |coord: CT, size: usize| -> candle_core::Result<CT> {
+        let source = |coord: CandleTensor, size: usize| -> candle_core::Result<CandleTensor> {
             let sf = size as f64;
             let v = if align {
                 coord.affine((sf - 1.0) / 2.0, (sf - 1.0) / 2.0)?
@@ -301,7 +306,10 @@ fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> 
             x.t.to_dtype(storage_dtype(compute).map_err(candle_core::Error::wrap)?)?;
         let xs = xs.reshape((n, c, h * w))?;
         // one tap: values at integer (yy, xx) (float tensors), weighted
-        let tap = |yy: &CT, xx: &CT, wt: &CT| -> candle_core::Result<CT> {
+        let tap = |yy: &CandleTensor,
+                   xx: &CandleTensor,
+                   wt: &CandleTensor|
+         -> candle_core::Result<CandleTensor> {
             let inside = xx
                 .ge(0f64)?
                 .mul(&xx.le((w - 1) as f64)?)?
@@ -321,7 +329,7 @@ fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> 
         };
         let out = if mode == 1 {
             // nearest: round half to even, as nearbyint
-            let round = |v: &CT| -> candle_core::Result<CT> {
+            let round = |v: &CandleTensor| -> candle_core::Result<CandleTensor> {
                 let f = v.floor()?;
                 let frac = (v - &f)?;
                 let up = f.affine(1.0, 1.0)?;
@@ -344,7 +352,7 @@ fn grid_sample_device(x: &T, grid: &T, mode: i64, padding: i64, align: bool) -> 
         };
         out.reshape((n, c, gh, gw))
     };
-    one(T::new(run().map_err(ce)?, compute).cast(x.dtype)?)
+    one(Tensor::new(run().map_err(ce)?, compute).cast(x.dtype)?)
 }
 
 /// This family's rows: op identity -> implementation.

@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn sigmoid_ct(t: &CT) -> Result<CT> {
+fn sigmoid_ct(t: &CandleTensor) -> Result<CandleTensor> {
     t.neg()
         .and_then(|t| t.exp())
         .and_then(|t| t + 1.0)
@@ -11,10 +11,10 @@ fn sigmoid_ct(t: &CT) -> Result<CT> {
 }
 
 /// `aten.lstm.input`: unidirectional, no projections.
-fn lstm(ctx: &mut Ctx) -> R {
+fn lstm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
-    let hx: Vec<T> = ctx.tensors("hx")?.into_iter().flatten().collect();
-    let params: Vec<T> = ctx.tensors("params")?.into_iter().flatten().collect();
+    let hx: Vec<Tensor> = ctx.tensors("hx")?.into_iter().flatten().collect();
+    let params: Vec<Tensor> = ctx.tensors("params")?.into_iter().flatten().collect();
     let has_biases = ctx.bool("has_biases")?;
     let layers = ctx.int("num_layers")? as usize;
     if ctx.bool("bidirectional")? {
@@ -35,7 +35,7 @@ fn lstm(ctx: &mut Ctx) -> R {
         x.t.transpose(0, 1).map_err(ce)?
     } else {
         x.t.clone()
-    }; // [T, B, I]
+    }; // [Tensor, B, I]
     let steps = seq.dims()[0];
     let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
     for l in 0..layers {
@@ -71,7 +71,7 @@ fn lstm(ctx: &mut Ctx) -> R {
             h = o.mul(&c.tanh().map_err(ce)?).map_err(ce)?;
             outs.push(h.clone());
         }
-        seq = CT::stack(&outs, 0).map_err(ce)?;
+        seq = CandleTensor::stack(&outs, 0).map_err(ce)?;
         h_n.push(h);
         c_n.push(c);
     }
@@ -81,9 +81,9 @@ fn lstm(ctx: &mut Ctx) -> R {
         seq
     };
     Ok(vec![
-        RV::T(T::new(output, dt)),
-        RV::T(T::new(CT::stack(&h_n, 0).map_err(ce)?, dt)),
-        RV::T(T::new(CT::stack(&c_n, 0).map_err(ce)?, dt)),
+        Value::Tensor(Tensor::new(output, dt)),
+        Value::Tensor(Tensor::new(CandleTensor::stack(&h_n, 0).map_err(ce)?, dt)),
+        Value::Tensor(Tensor::new(CandleTensor::stack(&c_n, 0).map_err(ce)?, dt)),
     ])
 }
 

@@ -22,7 +22,7 @@ fn resolve_shape(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
         .collect()
 }
 
-fn reshape(ctx: &mut Ctx) -> R {
+fn reshape(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let name = if ctx.node.arg("size").is_some() {
         "size"
@@ -30,20 +30,20 @@ fn reshape(ctx: &mut Ctx) -> R {
         "shape"
     };
     let shape = resolve_shape(&ctx.ints(name)?, x.t.elem_count())?;
-    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
 }
 
-fn permute(ctx: &mut Ctx) -> R {
+fn permute(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let dims: Vec<usize> = ctx
         .ints("dims")?
         .iter()
         .map(|&d| dim(d, x.rank()))
         .collect::<Result<_>>()?;
-    one(T::new(x.t.permute(dims).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.permute(dims).map_err(ce)?, x.dtype))
 }
 
-fn transpose(ctx: &mut Ctx) -> R {
+fn transpose(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.rank() < 2 {
         return one(x);
@@ -56,16 +56,16 @@ fn transpose(ctx: &mut Ctx) -> R {
             dim(ctx.int("dim1")?, x.rank())?,
         )
     };
-    one(T::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
 }
 
-fn unsqueeze(ctx: &mut Ctx) -> R {
+fn unsqueeze(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank() + 1)?;
-    one(T::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
 }
 
-fn squeeze(ctx: &mut Ctx) -> R {
+fn squeeze(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let dims: Vec<usize> = if ctx.node.arg("dim").is_some() {
         ctx.ints("dim")?
@@ -76,30 +76,30 @@ fn squeeze(ctx: &mut Ctx) -> R {
         (0..x.rank()).collect()
     };
     let keep: Vec<usize> = dims.into_iter().filter(|&d| x.dims()[d] == 1).collect();
-    one(T::new(squeeze_dims(x.t.clone(), &keep)?, x.dtype))
+    one(Tensor::new(squeeze_dims(x.t.clone(), &keep)?, x.dtype))
 }
 
-fn flatten(ctx: &mut Ctx) -> R {
+fn flatten(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.rank() == 0 {
-        return one(T::new(x.t.reshape(1).map_err(ce)?, x.dtype));
+        return one(Tensor::new(x.t.reshape(1).map_err(ce)?, x.dtype));
     }
     let s = dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
     let e = dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
-    one(T::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
 }
 
-fn unflatten(ctx: &mut Ctx) -> R {
+fn unflatten(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let sizes = resolve_shape(&ctx.ints("sizes")?, x.dims()[d])?;
     let mut shape = x.dims()[..d].to_vec();
     shape.extend(sizes);
     shape.extend_from_slice(&x.dims()[d + 1..]);
-    one(T::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
 }
 
-pub(super) fn expand(ctx: &mut Ctx) -> R {
+pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let size = ctx.ints("size")?;
     let offset = size.len() - x.rank();
@@ -114,10 +114,10 @@ pub(super) fn expand(ctx: &mut Ctx) -> R {
             }
         })
         .collect();
-    one(T::new(x.t.broadcast_as(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.broadcast_as(shape).map_err(ce)?, x.dtype))
 }
 
-fn select(ctx: &mut Ctx) -> R {
+fn select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
     let n = x.dims()[d] as i64;
@@ -128,7 +128,7 @@ fn select(ctx: &mut Ctx) -> R {
             "index {i} out of range for dim of size {n}"
         )));
     }
-    one(T::new(
+    one(Tensor::new(
         x.t.narrow(d, i as usize, 1)
             .and_then(|t| t.squeeze(d))
             .map_err(ce)?,
@@ -136,7 +136,7 @@ fn select(ctx: &mut Ctx) -> R {
     ))
 }
 
-fn slice(ctx: &mut Ctx) -> R {
+fn slice(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d] as i64;
@@ -155,37 +155,37 @@ fn slice(ctx: &mut Ctx) -> R {
             .step_by(step as usize)
             .map(|i| i as u32)
             .collect();
-        let idx = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        let idx = CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?;
         x.t.index_select(&idx, d).map_err(ce)?
     };
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-pub(super) fn cat(ctx: &mut Ctx) -> R {
-    let ts: Vec<T> = ctx.tensors("tensors")?.into_iter().flatten().collect();
+pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
+    let ts: Vec<Tensor> = ctx.tensors("tensors")?.into_iter().flatten().collect();
     let keys: Vec<(Dtype, Rank)> = ts.iter().map(|t| (t.dtype, Rank::Dim)).collect();
     let dt = result_type(&keys);
-    let nonempty: Vec<T> = ts
+    let nonempty: Vec<Tensor> = ts
         .into_iter()
         .filter(|t| !(t.rank() == 1 && t.dims()[0] == 0))
         .collect();
     let rank = nonempty.first().map(|t| t.rank()).unwrap_or(1);
     let d = dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
-    let parts: Vec<CT> = nonempty
+    let parts: Vec<CandleTensor> = nonempty
         .iter()
         .map(|t| t.cast(dt).map(|t| t.t))
         .collect::<Result<_>>()?;
-    let parts: Vec<CT> = parts
+    let parts: Vec<CandleTensor> = parts
         .into_iter()
         .filter(|t| t.dims()[d] > 0 || t.elem_count() > 0)
         .collect();
     if parts.is_empty() {
         return Err(unsupported("cat of only empty tensors"));
     }
-    one(T::new(CT::cat(&parts, d).map_err(ce)?, dt))
+    one(Tensor::new(CandleTensor::cat(&parts, d).map_err(ce)?, dt))
 }
 
-fn split(ctx: &mut Ctx) -> R {
+fn split(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d];
@@ -201,16 +201,19 @@ fn split(ctx: &mut Ctx) -> R {
     let mut out = Vec::new();
     let mut at = 0;
     for s in sizes {
-        out.push(RV::T(T::new(x.t.narrow(d, at, s).map_err(ce)?, x.dtype)));
+        out.push(Value::Tensor(Tensor::new(
+            x.t.narrow(d, at, s).map_err(ce)?,
+            x.dtype,
+        )));
         at += s;
     }
-    Ok(vec![RV::List(out)])
+    Ok(vec![Value::List(out)])
 }
 
 /// `as_strided` reads the input's storage; the executor keeps tensors
 /// row-major, so the input's recorded strides map each storage position
 /// back to a logical element.
-fn as_strided(ctx: &mut Ctx) -> R {
+fn as_strided(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let size: Vec<usize> = ctx.ints("size")?.iter().map(|&s| s as usize).collect();
     let stride = ctx.ints("stride")?;
@@ -235,16 +238,16 @@ fn as_strided(ctx: &mut Ctx) -> R {
             .into_iter()
             .map(|i| i as u32)
             .collect();
-    let gi = CT::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
+    let gi = CandleTensor::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
     let t =
         x.t.flatten_all()
             .and_then(|t| t.index_select(&gi, 0))
             .and_then(|t| t.reshape(size))
             .map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn flip(ctx: &mut Ctx) -> R {
+fn flip(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mut t = x.t.clone();
     for d in ctx.ints("dims")? {
@@ -252,13 +255,16 @@ fn flip(ctx: &mut Ctx) -> R {
         let n = x.dims()[d];
         let idx: Vec<u32> = (0..n as u32).rev().collect();
         t = t
-            .index_select(&CT::new(idx.as_slice(), ctx.device()).map_err(ce)?, d)
+            .index_select(
+                &CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?,
+                d,
+            )
             .map_err(ce)?;
     }
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn repeat(ctx: &mut Ctx) -> R {
+fn repeat(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let reps: Vec<usize> = ctx.ints("repeats")?.iter().map(|&r| r as usize).collect();
     let mut t = x.t.clone();
@@ -266,10 +272,10 @@ fn repeat(ctx: &mut Ctx) -> R {
         t = t.unsqueeze(0).map_err(ce)?;
     }
     let t = t.repeat(reps).map_err(ce)?;
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
-fn constant_pad(ctx: &mut Ctx) -> R {
+fn constant_pad(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let pad = ctx.ints("pad")?;
     let value = ctx.opt_float("value")?.unwrap_or(0.0);
@@ -289,9 +295,9 @@ fn constant_pad(ctx: &mut Ctx) -> R {
         if b + a > 0 {
             let mut shape = t.dims().to_vec();
             let mut parts = Vec::new();
-            let filled = |n: usize, shape: &mut Vec<usize>| -> Result<CT> {
+            let filled = |n: usize, shape: &mut Vec<usize>| -> Result<CandleTensor> {
                 shape[d] = n;
-                CT::full(value, shape.clone(), t.device())
+                CandleTensor::full(value, shape.clone(), t.device())
                     .and_then(|p| p.to_dtype(t.dtype()))
                     .map_err(ce)
             };
@@ -302,14 +308,14 @@ fn constant_pad(ctx: &mut Ctx) -> R {
             if a > 0 {
                 parts.push(filled(a, &mut shape)?);
             }
-            t = CT::cat(&parts, d).map_err(ce)?;
+            t = CandleTensor::cat(&parts, d).map_err(ce)?;
         }
     }
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 /// Reflection and replication padding: an index list per padded dim.
-fn index_pad(ctx: &mut Ctx) -> R {
+fn index_pad(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let pad = ctx.ints("padding")?;
     let reflect = ctx.node.target.name.starts_with("reflection");
@@ -334,15 +340,15 @@ fn index_pad(ctx: &mut Ctx) -> R {
                 j as u32
             })
             .collect();
-        let it = CT::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        let it = CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?;
         t = t.index_select(&it, d).map_err(ce)?;
     }
-    one(T::new(t, x.dtype))
+    one(Tensor::new(t, x.dtype))
 }
 
 /// `diagonal(self, offset, dim1, dim2)`: the two dims are removed and the
 /// diagonal becomes the last dim.
-fn diagonal(ctx: &mut Ctx) -> R {
+fn diagonal(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let offset = ctx.opt_int("offset")?.unwrap_or(0);
     let d1 = dim(ctx.opt_int("dim1")?.unwrap_or(0), x.rank())?;
@@ -371,12 +377,12 @@ fn diagonal(ctx: &mut Ctx) -> R {
             .and_then(|t| t.reshape(merged.clone()))
             .map_err(ce)?;
     let t = if len == 0 {
-        CT::zeros(shape.clone(), t.dtype(), t.device()).map_err(ce)?
+        CandleTensor::zeros(shape.clone(), t.dtype(), t.device()).map_err(ce)?
     } else {
-        let idx = CT::from_vec(linear, len as usize, ctx.device()).map_err(ce)?;
+        let idx = CandleTensor::from_vec(linear, len as usize, ctx.device()).map_err(ce)?;
         t.index_select(&idx, merged.len() - 1).map_err(ce)?
     };
-    one(T::new(t.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(t.reshape(shape).map_err(ce)?, x.dtype))
 }
 
 /// This family's rows: op identity -> implementation.

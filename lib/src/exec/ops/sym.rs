@@ -2,22 +2,22 @@
 
 use super::*;
 
-fn sym_size(ctx: &mut Ctx) -> R {
+fn sym_size(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
-    Ok(vec![RV::Int(x.dims()[d] as i64)])
+    Ok(vec![Value::Int(x.dims()[d] as i64)])
 }
 
-fn sym_numel(ctx: &mut Ctx) -> R {
+fn sym_numel(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    Ok(vec![RV::Int(x.t.elem_count() as i64)])
+    Ok(vec![Value::Int(x.t.elem_count() as i64)])
 }
 
 /// `_operator.*` on symbolic integers.
-fn py_operator(ctx: &mut Ctx) -> R {
-    let num = |v: RV| match v {
-        RV::Int(i) => Ok(i),
-        RV::Bool(b) => Ok(b as i64),
+fn py_operator(ctx: &mut Ctx) -> OpResult {
+    let num = |v: Value| match v {
+        Value::Int(i) => Ok(i),
+        Value::Bool(b) => Ok(b as i64),
         other => Err(unsupported(format!("symbolic operand {other:?}"))),
     };
     let a = num(ctx.input(0)?)?;
@@ -26,8 +26,8 @@ fn py_operator(ctx: &mut Ctx) -> R {
     } else {
         0
     };
-    let int = |v: i64| Ok(vec![RV::Int(v)]);
-    let boolean = |v: bool| Ok(vec![RV::Bool(v)]);
+    let int = |v: i64| Ok(vec![Value::Int(v)]);
+    let boolean = |v: bool| Ok(vec![Value::Bool(v)]);
     match ctx.node.target.name.as_str() {
         "add" => int(a + b),
         "sub" => int(a - b),
@@ -49,22 +49,22 @@ fn py_operator(ctx: &mut Ctx) -> R {
     }
 }
 
-fn local_scalar(ctx: &mut Ctx) -> R {
+fn local_scalar(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let v = x.to_host()?.to_f64().first().copied().unwrap_or(0.0);
     Ok(vec![if x.dtype.is_floating() {
-        RV::Float(v)
+        Value::Float(v)
     } else if x.dtype == Dtype::Bool {
-        RV::Bool(v != 0.0)
+        Value::Bool(v != 0.0)
     } else {
-        RV::Int(v as i64)
+        Value::Int(v as i64)
     }])
 }
 
-fn sym_stride(ctx: &mut Ctx) -> R {
+fn sym_stride(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = dim(ctx.int("dim")?, x.rank())?;
-    Ok(vec![RV::Int(
+    Ok(vec![Value::Int(
         crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d],
     )])
 }
