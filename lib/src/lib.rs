@@ -22,6 +22,7 @@ pub mod export;
 pub mod import;
 pub mod ir;
 pub mod output;
+pub mod promote;
 pub mod schema;
 pub mod tensorfile;
 pub mod text;

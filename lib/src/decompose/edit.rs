@@ -496,18 +496,6 @@ pub fn is_contiguous(m: &TensorMeta) -> bool {
         .all(|(size, (s, w))| size == &Sym::Int(1) || s == w)
 }
 
-/// Normalises a possibly negative dim.
-pub fn norm_dim(dim: i64, rank: usize) -> Result<usize> {
-    let r = rank.max(1) as i64;
-    let d = if dim < 0 { dim + r } else { dim };
-    if d < 0 || d >= r {
-        return Err(Error::bad_input(format!(
-            "dim {dim} is out of range for a tensor of rank {rank}"
-        )));
-    }
-    Ok(d as usize)
-}
-
 pub fn ints_arg(v: &[i64]) -> Argument {
     Argument::Ints(v.to_vec())
 }

@@ -12,7 +12,6 @@
 //! A value is dropped after its last use (liveness per graph).
 
 pub mod ops;
-pub mod promote;
 
 use std::collections::BTreeMap;
 

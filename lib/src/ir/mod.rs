@@ -24,6 +24,19 @@ use serde::Serialize;
 pub use dtype::{Dtype, Layout, MemoryFormat};
 pub use sym::SymExpr;
 
+/// A dim index as torch wraps it: a negative one counts from the end, and
+/// a rank-0 tensor takes 0 and -1. Out of range is a bad-input error.
+pub fn normalize_dim(dim: i64, rank: usize) -> crate::Result<usize> {
+    let r = rank.max(1) as i64;
+    let d = if dim < 0 { dim + r } else { dim };
+    if d < 0 || d >= r {
+        return Err(crate::Error::bad_input(format!(
+            "dim {dim} is out of range for a tensor of rank {rank}"
+        )));
+    }
+    Ok(d as usize)
+}
+
 use crate::blob::Blob;
 
 /// Index of a value in its graph's `values` arena.

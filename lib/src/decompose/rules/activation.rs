@@ -175,7 +175,7 @@ fn celu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "glu")?[d];
     let mut half = em.sizes(x)?;
     half[d] = Sym::Int(n / 2);

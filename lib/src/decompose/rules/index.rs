@@ -93,7 +93,7 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         return Ok(vec![out]);
     };
     let r = em.rank(x)?;
-    let d = norm_dim(dim, r)?;
+    let d = normalize_dim(dim, r)?;
     let (xs, is) = (
         em.static_sizes(x, "take_along_dim")?,
         em.static_sizes(idx, "take_along_dim")?,

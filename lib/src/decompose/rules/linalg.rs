@@ -526,11 +526,11 @@ fn tensordot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     );
     let cx: Vec<usize> = dx
         .iter()
-        .map(|d| norm_dim(*d, xs.len()))
+        .map(|d| normalize_dim(*d, xs.len()))
         .collect::<Result<_>>()?;
     let cy: Vec<usize> = dy
         .iter()
-        .map(|d| norm_dim(*d, ys.len()))
+        .map(|d| normalize_dim(*d, ys.len()))
         .collect::<Result<_>>()?;
     let fx: Vec<usize> = (0..xs.len()).filter(|d| !cx.contains(d)).collect();
     let fy: Vec<usize> = (0..ys.len()).filter(|d| !cy.contains(d)).collect();
@@ -600,7 +600,7 @@ fn cross(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("other")?);
     let out = a.out(0)?;
     let r = em.rank(out)?;
-    let d = norm_dim(a.int("dim")?, r)?;
+    let d = normalize_dim(a.int("dim")?, r)?;
     let dtype = em.dtype(out)?;
     let part = |em: &mut Emitter, t: ValueId, i: i64| -> Result<ValueId> {
         let dt = d - (r - em.rank(t)?).min(d);

@@ -14,8 +14,8 @@
 //! emit helpers the families share.
 
 use super::args::NodeArgs;
-use super::edit::{ints_arg, is_contiguous, norm_dim, scalar, sym_ints_arg, syms, Emitter, Out};
-use crate::ir::{Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
+use super::edit::{ints_arg, is_contiguous, scalar, sym_ints_arg, syms, Emitter, Out};
+use crate::ir::{normalize_dim, Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -681,7 +681,7 @@ fn reduce(
         (0..r).collect()
     } else {
         dims.iter()
-            .map(|&d| norm_dim(d, r))
+            .map(|&d| normalize_dim(d, r))
             .collect::<Result<_>>()?
     };
     let new: Vec<Sym> = sizes

@@ -31,7 +31,7 @@ fn where_scalar(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?]
         .into_iter()
         .flatten()

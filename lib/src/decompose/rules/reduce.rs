@@ -68,7 +68,7 @@ fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             (0..r).collect()
         } else {
             dims.iter()
-                .map(|&d| norm_dim(d, r))
+                .map(|&d| normalize_dim(d, r))
                 .collect::<Result<_>>()?
         };
         squeeze_dims(em, safe, &all, None)?

@@ -5,7 +5,10 @@ use super::*;
 fn transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
-    let (d0, d1) = (norm_dim(a.int("dim0")?, r)?, norm_dim(a.int("dim1")?, r)?);
+    let (d0, d1) = (
+        normalize_dim(a.int("dim0")?, r)?,
+        normalize_dim(a.int("dim1")?, r)?,
+    );
     let mut perm: Vec<usize> = (0..r).collect();
     if r > 0 {
         perm.swap(d0, d1);
@@ -52,8 +55,8 @@ fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         return Ok(vec![reshape(em, x, &[SymRef::Int(1)], Some(a.out(0)?))?]);
     }
     let (s, e) = (
-        norm_dim(a.int("start_dim")?, r)?,
-        norm_dim(a.int("end_dim")?, r)?,
+        normalize_dim(a.int("start_dim")?, r)?,
+        normalize_dim(a.int("end_dim")?, r)?,
     );
     if s == e {
         return Ok(vec![x]);
@@ -69,7 +72,7 @@ fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn unflatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
-    let d = norm_dim(a.int("dim")?, r)?;
+    let d = normalize_dim(a.int("dim")?, r)?;
     let sizes = em.size_refs(x)?;
     let mut new: Vec<SymRef> = sizes[..d].to_vec();
     let mut inner = a.syms("sizes")?;
@@ -92,7 +95,7 @@ fn unflatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn squeeze_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     Ok(vec![squeeze_dims(em, x, &[d], Some(a.out(0)?))?])
 }
 
@@ -132,7 +135,7 @@ fn split_into(
 
 fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "split")?[d];
     let step = a.int("split_size")?.max(1);
     let mut sizes = Vec::new();
@@ -146,7 +149,7 @@ fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn chunk(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_sizes(x, "chunk")?[d];
     let chunks = a.int("chunks")?.max(1);
     let step = (n + chunks - 1) / chunks;
@@ -184,7 +187,7 @@ fn stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         *xs.first()
             .ok_or_else(|| Error::bad_input("stack of no tensors"))?,
     )?;
-    let d = norm_dim(a.int("dim")?, r + 1)?;
+    let d = normalize_dim(a.int("dim")?, r + 1)?;
     let parts: Vec<ValueId> = xs
         .iter()
         .map(|x| unsqueeze(em, *x, d))
@@ -329,8 +332,8 @@ fn movedim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let (src, dst) = (
-        norm_dim(a.int("source")?, r)?,
-        norm_dim(a.int("destination")?, r)?,
+        normalize_dim(a.int("source")?, r)?,
+        normalize_dim(a.int("destination")?, r)?,
     );
     let mut rest: Vec<usize> = (0..r).filter(|&d| d != src).collect();
     rest.insert(dst, src);
@@ -341,13 +344,16 @@ fn swapaxes(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let mut perm: Vec<usize> = (0..r).collect();
-    perm.swap(norm_dim(a.int("axis0")?, r)?, norm_dim(a.int("axis1")?, r)?);
+    perm.swap(
+        normalize_dim(a.int("axis0")?, r)?,
+        normalize_dim(a.int("axis1")?, r)?,
+    );
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
 fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let d = norm_dim(a.int("dim")?, em.rank(x)?)?;
+    let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let (start, len) = (a.int("start")?, a.int("length")?);
     let n = em.static_sizes(x, "narrow")?[d];
     let start = if start < 0 { start + n } else { start };
@@ -405,7 +411,7 @@ fn repeat_interleave(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut x = a.t("self")?;
     let n = a.int("repeats")?;
     let d = match a.opt_int("dim")? {
-        Some(d) => norm_dim(d, em.rank(x)?)?,
+        Some(d) => normalize_dim(d, em.rank(x)?)?,
         None => {
             let total = em
                 .static_sizes(x, "repeat_interleave")?
@@ -438,7 +444,7 @@ fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         (x0, dims)
     };
     for (&shift, &dim) in shifts.iter().zip(&dims) {
-        let d = norm_dim(dim, em.rank(x)?)?;
+        let d = normalize_dim(dim, em.rank(x)?)?;
         let n = em.static_sizes(x, "roll")?[d];
         let s = shift.rem_euclid(n.max(1));
         if s == 0 {
@@ -540,7 +546,7 @@ fn rot90(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
     let dims = a.ints("dims")?;
-    let (d0, d1) = (norm_dim(dims[0], r)?, norm_dim(dims[1], r)?);
+    let (d0, d1) = (normalize_dim(dims[0], r)?, normalize_dim(dims[1], r)?);
     let k = a.int("k")?.rem_euclid(4);
     let out = a.out(0)?;
     let flip = |em: &mut Emitter, x: ValueId, ds: &[usize]| -> Result<ValueId> {
@@ -593,7 +599,7 @@ fn tile(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn unfold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?.max(1);
-    let d = norm_dim(a.int("dimension")?, r)?;
+    let d = normalize_dim(a.int("dimension")?, r)?;
     let (size, step) = (a.int("size")?, a.int("step")?);
     let n_in = em.static_sizes(x, "unfold")?.get(d).copied().unwrap_or(1);
     let n = (n_in - size) / step + 1;

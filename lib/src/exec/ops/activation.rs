@@ -49,7 +49,7 @@ fn softmax(ctx: &mut Ctx) -> OpResult {
         Some(d) => x.cast(d)?,
         None => x,
     };
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let log = ctx.node.target.name.contains("log_softmax");
     one(softmax_impl(&x, d, log)?)
 }

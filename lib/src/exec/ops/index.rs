@@ -18,7 +18,7 @@ fn embedding(ctx: &mut Ctx) -> OpResult {
 
 fn index_select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
     if x.rank() == 0 {
         // a 0-d tensor indexes as one element and stays 0-d
@@ -113,7 +113,7 @@ fn index(ctx: &mut Ctx) -> OpResult {
 
 fn gather(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
     let t =
         x.t.contiguous()
@@ -125,7 +125,7 @@ fn gather(ctx: &mut Ctx) -> OpResult {
 fn slice_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let src = ctx.tensor("src")?.cast(x.dtype)?;
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d] as i64;
     let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
     let start = clampi(ctx.opt_int("start")?.unwrap_or(0));
@@ -137,7 +137,7 @@ fn slice_scatter(ctx: &mut Ctx) -> OpResult {
 
 fn select_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let src = ctx
         .tensor("src")?
         .cast(x.dtype)?
@@ -168,7 +168,7 @@ fn scatter_positions(x: &Tensor, src: &CandleTensor, d: usize, positions: &[i64]
 
 fn scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
     let name = ctx.node.target.name.clone();
     let reduce = match name.as_str() {

@@ -6,10 +6,10 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::promote::{result_type, Rank};
 use super::{ce, storage_dtype, Ctx, Tensor, Value};
 use crate::error::{Error, Result};
-use crate::ir::{Argument, Dtype, Subgraph, Sym, ValueKind};
+use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
+use crate::promote::{result_type, Rank};
 use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -45,18 +45,6 @@ fn one(t: Tensor) -> OpResult {
 
 fn unsupported(what: impl Into<String>) -> Error {
     Error::unsupported(what.into())
-}
-
-/// Negative dims count from the end.
-fn dim(d: i64, rank: usize) -> Result<usize> {
-    let r = rank.max(1) as i64;
-    let n = if d < 0 { d + r } else { d };
-    if n < 0 || n >= r {
-        return Err(Error::bad_input(format!(
-            "dim {d} is out of range for rank {rank}"
-        )));
-    }
-    Ok(n as usize)
 }
 
 fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<Tensor> {

@@ -277,7 +277,7 @@ fn diff(ctx: &mut Ctx) -> OpResult {
     if ctx.opt_int("n")?.unwrap_or(1) != 1 {
         return Err(unsupported("diff with n > 1"));
     }
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let mut parts = Vec::new();
     if let Some(p) = ctx.opt_tensor("prepend")? {
         parts.push(p.cast(x.dtype)?.t);

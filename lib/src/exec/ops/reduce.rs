@@ -11,7 +11,7 @@ fn reduce_dims(ctx: &Ctx, x: &Tensor) -> Result<Vec<usize>> {
     if dims.is_empty() {
         return Ok((0..x.rank()).collect());
     }
-    dims.iter().map(|&d| dim(d, x.rank())).collect()
+    dims.iter().map(|&d| normalize_dim(d, x.rank())).collect()
 }
 
 pub(super) fn sum(ctx: &mut Ctx) -> OpResult {
@@ -87,7 +87,7 @@ fn argmax(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
-        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
         None => (x.t.flatten_all().map_err(ce)?, 0),
     };
     let r = t
@@ -104,7 +104,7 @@ fn argmax(ctx: &mut Ctx) -> OpResult {
 fn topk(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let k = ctx.int("k")? as usize;
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let largest = ctx.opt_bool("largest", true)?;
     let last = x.rank() - 1;
     let moved = if d == last {
@@ -138,7 +138,7 @@ fn topk(ctx: &mut Ctx) -> OpResult {
 
 fn cumsum(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
         x.dtype
     } else {
@@ -157,7 +157,7 @@ fn minmax_dim(ctx: &mut Ctx) -> OpResult {
         let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
         return Ok(vec![Value::Tensor(x), zero]);
     }
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let is_max = ctx.node.target.name == "max";
     let (v, i) = if is_max {
@@ -184,7 +184,7 @@ fn argmin(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
-        Some(d) => (x.t.clone(), dim(d, x.rank())?),
+        Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
         None => (x.t.flatten_all().map_err(ce)?, 0),
     };
     let r = t
@@ -209,7 +209,7 @@ fn prod(ctx: &mut Ctx) -> OpResult {
     let vals = h.to_f64();
     let dims = x.dims().to_vec();
     let d = match ctx.opt_int("dim")? {
-        Some(d) => Some(dim(d, x.rank())?),
+        Some(d) => Some(normalize_dim(d, x.rank())?),
         None => None,
     };
     let Some(d) = d.filter(|_| !dims.is_empty()) else {
@@ -266,7 +266,7 @@ fn var(ctx: &mut Ctx) -> OpResult {
 
 fn sort(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let desc = ctx.opt_bool("descending", false)?;
     if x.rank() == 0 {
         let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);

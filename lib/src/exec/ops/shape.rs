@@ -38,7 +38,7 @@ fn permute(ctx: &mut Ctx) -> OpResult {
     let dims: Vec<usize> = ctx
         .ints("dims")?
         .iter()
-        .map(|&d| dim(d, x.rank()))
+        .map(|&d| normalize_dim(d, x.rank()))
         .collect::<Result<_>>()?;
     one(Tensor::new(x.t.permute(dims).map_err(ce)?, x.dtype))
 }
@@ -52,8 +52,8 @@ fn transpose(ctx: &mut Ctx) -> OpResult {
         (0, 1)
     } else {
         (
-            dim(ctx.int("dim0")?, x.rank())?,
-            dim(ctx.int("dim1")?, x.rank())?,
+            normalize_dim(ctx.int("dim0")?, x.rank())?,
+            normalize_dim(ctx.int("dim1")?, x.rank())?,
         )
     };
     one(Tensor::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
@@ -61,7 +61,7 @@ fn transpose(ctx: &mut Ctx) -> OpResult {
 
 fn unsqueeze(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank() + 1)?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank() + 1)?;
     one(Tensor::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
 }
 
@@ -70,7 +70,7 @@ fn squeeze(ctx: &mut Ctx) -> OpResult {
     let dims: Vec<usize> = if ctx.node.arg("dim").is_some() {
         ctx.ints("dim")?
             .iter()
-            .map(|&d| dim(d, x.rank()))
+            .map(|&d| normalize_dim(d, x.rank()))
             .collect::<Result<_>>()?
     } else {
         (0..x.rank()).collect()
@@ -84,14 +84,14 @@ fn flatten(ctx: &mut Ctx) -> OpResult {
     if x.rank() == 0 {
         return one(Tensor::new(x.t.reshape(1).map_err(ce)?, x.dtype));
     }
-    let s = dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
-    let e = dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
+    let s = normalize_dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
+    let e = normalize_dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
     one(Tensor::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
 }
 
 fn unflatten(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let sizes = resolve_shape(&ctx.ints("sizes")?, x.dims()[d])?;
     let mut shape = x.dims()[..d].to_vec();
     shape.extend(sizes);
@@ -119,7 +119,7 @@ pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
 
 fn select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let n = x.dims()[d] as i64;
     let i = ctx.int("index")?;
     let i = if i < 0 { i + n } else { i };
@@ -138,7 +138,7 @@ fn select(ctx: &mut Ctx) -> OpResult {
 
 fn slice(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d] as i64;
     let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
     let start = clampi(ctx.opt_int("start")?.unwrap_or(0));
@@ -170,7 +170,7 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
         .filter(|t| !(t.rank() == 1 && t.dims()[0] == 0))
         .collect();
     let rank = nonempty.first().map(|t| t.rank()).unwrap_or(1);
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
     let parts: Vec<CandleTensor> = nonempty
         .iter()
         .map(|t| t.cast(dt).map(|t| t.t))
@@ -187,7 +187,7 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
 
 fn split(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d];
     let sizes: Vec<usize> = if ctx.node.arg("split_sizes").is_some() {
         ctx.ints("split_sizes")?
@@ -251,7 +251,7 @@ fn flip(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mut t = x.t.clone();
     for d in ctx.ints("dims")? {
-        let d = dim(d, x.rank())?;
+        let d = normalize_dim(d, x.rank())?;
         let n = x.dims()[d];
         let idx: Vec<u32> = (0..n as u32).rev().collect();
         t = t
@@ -351,8 +351,8 @@ fn index_pad(ctx: &mut Ctx) -> OpResult {
 fn diagonal(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let offset = ctx.opt_int("offset")?.unwrap_or(0);
-    let d1 = dim(ctx.opt_int("dim1")?.unwrap_or(0), x.rank())?;
-    let d2 = dim(ctx.opt_int("dim2")?.unwrap_or(1), x.rank())?;
+    let d1 = normalize_dim(ctx.opt_int("dim1")?.unwrap_or(0), x.rank())?;
+    let d2 = normalize_dim(ctx.opt_int("dim2")?.unwrap_or(1), x.rank())?;
     if d1 == d2 {
         return Err(Error::bad_input("diagonal: dim1 and dim2 are the same dim"));
     }

@@ -4,7 +4,7 @@ use super::*;
 
 fn sym_size(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     Ok(vec![Value::Int(x.dims()[d] as i64)])
 }
 
@@ -63,7 +63,7 @@ fn local_scalar(ctx: &mut Ctx) -> OpResult {
 
 fn sym_stride(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = dim(ctx.int("dim")?, x.rank())?;
+    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     Ok(vec![Value::Int(
         crate::ir::contiguous_strides(&x.dims().iter().map(|&v| v as i64).collect::<Vec<_>>())[d],
     )])

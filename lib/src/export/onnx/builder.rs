@@ -31,6 +31,7 @@ use crate::ir::{
     Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, Sym, SymExpr, SymRef, TensorMeta,
     ValueId, ValueKind, Weight,
 };
+use crate::promote::{result_type, Rank};
 
 pub(crate) struct Converted<'p> {
     pub graph: GraphProto,
@@ -238,112 +239,27 @@ pub(crate) enum Operand {
     Lit(Lit),
 }
 
-/// torch's category of a dtype for promotion: bool < integer < float < complex.
-fn category(d: Dtype) -> u8 {
-    match d {
-        Dtype::Bool => 0,
-        Dtype::Complex32 | Dtype::Complex64 | Dtype::Complex128 => 3,
-        d if d.is_floating() => 2,
-        _ => 1,
-    }
-}
-
-fn is_unsigned(d: Dtype) -> bool {
-    matches!(
-        d,
-        Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64
-    )
-}
-
-/// `torch.promote_types`.
-pub(crate) fn promote_types(a: Dtype, b: Dtype) -> Dtype {
-    if a == b {
-        return a;
-    }
-    let (ca, cb) = (category(a), category(b));
-    if ca != cb {
-        return if ca > cb { a } else { b };
-    }
-    match ca {
-        1 => {
-            if is_unsigned(a) == is_unsigned(b) {
-                if a.size() >= b.size() {
-                    a
-                } else {
-                    b
-                }
-            } else {
-                let (s, u) = if is_unsigned(a) { (b, a) } else { (a, b) };
-                if s.size() > u.size() {
-                    s
-                } else {
-                    match u.size() {
-                        1 => Dtype::Int16,
-                        2 => Dtype::Int32,
-                        _ => Dtype::Int64,
-                    }
-                }
-            }
-        }
-        2 => {
-            if a.size() == b.size() {
-                Dtype::Float32 // f16 with bf16
-            } else if a.size() > b.size() {
-                a
-            } else {
-                b
-            }
-        }
-        _ => {
-            if a.size() >= b.size() {
-                a
-            } else {
-                b
-            }
-        }
-    }
-}
-
-/// The dtype torch computes an elementwise op of these operands in:
-/// dimensioned tensors over zero-dim tensors over scalars, unless a lower
-/// class has a higher category.
+/// The dtype torch computes an elementwise op of these operands in
+/// ([`crate::promote::result_type`]).
 pub(crate) fn promote(ops: &[&Operand]) -> Dtype {
-    let mut classes: [Option<Dtype>; 3] = [None, None, None];
-    for op in ops {
-        let (class, d) = match op {
+    let operands: Vec<(Dtype, Rank)> = ops
+        .iter()
+        .map(|op| match op {
             Operand::Tensor {
                 dtype,
                 rank0: false,
                 ..
-            } => (0, *dtype),
+            } => (*dtype, Rank::Dim),
             Operand::Tensor {
                 dtype, rank0: true, ..
-            } => (1, *dtype),
-            Operand::Sym { dtype, .. } => (2, *dtype),
-            Operand::Lit(Lit::Int(_)) => (2, Dtype::Int64),
-            Operand::Lit(Lit::Float(_)) => (2, Dtype::Float32),
-            Operand::Lit(Lit::Bool(_)) => (2, Dtype::Bool),
-        };
-        // Python floats and SymFloats promote as the default dtype.
-        let d = if class == 2 && d == Dtype::Float64 {
-            Dtype::Float32
-        } else {
-            d
-        };
-        classes[class] = Some(match classes[class] {
-            None => d,
-            Some(c) => promote_types(c, d),
-        });
-    }
-    let mut result: Option<Dtype> = None;
-    for c in classes.into_iter().flatten() {
-        result = Some(match result {
-            None => c,
-            Some(r) if category(c) > category(r) => c,
-            Some(r) => r,
-        });
-    }
-    result.unwrap_or(Dtype::Float32)
+            } => (*dtype, Rank::ZeroDim),
+            Operand::Sym { dtype, .. } => (*dtype, Rank::Scalar),
+            Operand::Lit(Lit::Int(_)) => (Dtype::Int64, Rank::Scalar),
+            Operand::Lit(Lit::Float(_)) => (Dtype::Float32, Rank::Scalar),
+            Operand::Lit(Lit::Bool(_)) => (Dtype::Bool, Rank::Scalar),
+        })
+        .collect();
+    result_type(&operands)
 }
 
 fn f32_to_f16(v: f32) -> u16 {

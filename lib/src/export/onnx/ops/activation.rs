@@ -137,7 +137,7 @@ fn hardtanh(cx: &mut Cx) -> Result<()> {
 
 fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
-    let dim = norm_dim(cx.int("dim")?, meta.sizes.len());
+    let dim = normalize_dim(cx.int("dim")?, meta.sizes.len())? as i64;
     if meta.sizes.is_empty() {
         let y = if op == "Softmax" {
             let out = cx.out_dtype(0)?;

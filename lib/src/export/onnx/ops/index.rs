@@ -12,7 +12,7 @@ fn masked_fill(cx: &mut Cx) -> Result<()> {
 fn index_select(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
     let y = cx.node("Gather", &[&x, &index], vec![attr_int("axis", dim)]);
     cx.set(0, y);
@@ -93,7 +93,7 @@ fn index(cx: &mut Cx) -> Result<()> {
 fn gather(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
     let y = cx.node("GatherElements", &[&x, &index], vec![attr_int("axis", dim)]);
     cx.set(0, y);
@@ -149,7 +149,7 @@ fn scatter(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
@@ -210,7 +210,7 @@ fn slice_scatter(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
     let size = meta.sizes[dim as usize].as_int();
     let select = cx.node.target.name == "select_scatter";
     let src = cx.input("src")?;

@@ -15,7 +15,9 @@ use super::builder::{
     attr_float, attr_graph, attr_int, attr_ints, attr_str, promote, Cx, Lit, Operand,
 };
 use crate::error::{Error, Result};
-use crate::ir::{Argument, Dtype, Graph, Sym, SymRef, Target, TargetKind, TensorMeta, ValueKind};
+use crate::ir::{
+    normalize_dim, Argument, Dtype, Graph, Sym, SymRef, Target, TargetKind, TensorMeta, ValueKind,
+};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -74,14 +76,6 @@ pub fn supported_ops() -> Vec<&'static str> {
     let mut v: Vec<&str> = rows().map(|(_, op, _)| op).collect();
     v.sort_unstable();
     v
-}
-
-fn norm_dim(d: i64, rank: usize) -> i64 {
-    if d < 0 {
-        d + rank.max(1) as i64
-    } else {
-        d
-    }
 }
 
 /// The first argument as a tensor: its ONNX name and metadata.
@@ -225,12 +219,17 @@ fn unbatch(cx: &mut Cx, y: String, added: bool) -> String {
 fn reduce_dims(cx: &Cx, dim_arg: Option<&str>, rank: usize) -> Result<Option<Vec<i64>>> {
     let Some(name) = dim_arg else { return Ok(None) };
     let dims = cx.opt_ints(name)?;
-    Ok(dims.filter(|d| !d.is_empty()).map(|d| {
-        if rank == 0 {
-            return Vec::new();
-        }
-        d.iter().map(|x| norm_dim(*x, rank)).collect()
-    }))
+    let Some(dims) = dims.filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
+    if rank == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let dims = dims
+        .iter()
+        .map(|x| Ok(normalize_dim(*x, rank)? as i64))
+        .collect::<Result<_>>()?;
+    Ok(Some(dims))
 }
 
 /// A 1-element int64 value for an optional symbolic int argument.

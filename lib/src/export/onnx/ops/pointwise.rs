@@ -365,7 +365,7 @@ fn diff(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let n = cx.opt_int("n")?.unwrap_or(1);
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(-1), rank)? as i64;
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let mut parts = Vec::new();

@@ -81,7 +81,7 @@ fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
 fn max_min_dim(cx: &mut Cx, reduce_op: &str, arg_op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
@@ -111,7 +111,7 @@ fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
             op,
             &[&xs],
             vec![
-                attr_int("axis", norm_dim(d, rank)),
+                attr_int("axis", normalize_dim(d, rank)? as i64),
                 attr_int("keepdims", keepdim as i64),
             ],
         ),
@@ -135,7 +135,7 @@ fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
 
 fn cumsum(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
-    let dim = norm_dim(cx.int("dim")?, meta.sizes.len());
+    let dim = normalize_dim(cx.int("dim")?, meta.sizes.len())? as i64;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         let axis = cx.const_i64(dim);
         Ok(cx.node("CumSum", &[x, &axis], vec![]))
@@ -145,7 +145,7 @@ fn cumsum(cx: &mut Cx) -> Result<()> {
 fn topk(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(-1), rank)? as i64;
     let largest = cx.opt_bool("largest")?.unwrap_or(true);
     let sorted = cx.opt_bool("sorted")?.unwrap_or(true);
     let k = match cx.arg("k")? {
@@ -190,7 +190,7 @@ fn topk_node(
 fn sort(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(-1), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(-1), rank)? as i64;
     let descending = cx.opt_bool("descending")?.unwrap_or(false);
     let size = cx.sym_size(&meta.sizes[dim as usize])?;
     let k = cx.reshape_const(&size, &[1])?;

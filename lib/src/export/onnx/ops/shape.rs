@@ -131,8 +131,8 @@ fn permute(cx: &mut Cx) -> Result<()> {
     let perm: Vec<i64> = cx
         .ints("dims")?
         .iter()
-        .map(|d| norm_dim(*d, rank))
-        .collect();
+        .map(|d| Ok(normalize_dim(*d, rank)? as i64))
+        .collect::<Result<_>>()?;
     if perm.iter().enumerate().all(|(i, p)| *p == i as i64) {
         cx.set(0, x);
         return Ok(());
@@ -147,8 +147,8 @@ fn transpose(cx: &mut Cx) -> Result<()> {
     let rank = meta.sizes.len();
     let (a, b) = if cx.node.target.name == "transpose" {
         (
-            norm_dim(cx.int("dim0")?, rank),
-            norm_dim(cx.int("dim1")?, rank),
+            (normalize_dim(cx.int("dim0")?, rank)? as i64),
+            (normalize_dim(cx.int("dim1")?, rank)? as i64),
         )
     } else if rank < 2 {
         (0, 0)
@@ -176,7 +176,11 @@ fn squeeze(cx: &mut Cx) -> Result<()> {
     let rank = meta.sizes.len();
     let candidates: Vec<i64> = match cx.node.arg("dim") {
         None | Some(Argument::None) => (0..rank as i64).collect(),
-        Some(_) => cx.ints("dim")?.iter().map(|d| norm_dim(*d, rank)).collect(),
+        Some(_) => cx
+            .ints("dim")?
+            .iter()
+            .map(|d| Ok(normalize_dim(*d, rank)? as i64))
+            .collect::<Result<_>>()?,
     };
     let axes: Vec<i64> = candidates
         .into_iter()
@@ -268,7 +272,7 @@ fn cat(cx: &mut Cx) -> Result<()> {
     let tensors = cx.tensors("tensors")?;
     let out = cx.out_meta(0)?;
     let rank = out.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
     let dtype = out.dtype;
     let mut parts = Vec::new();
     for (name, meta) in tensors {
@@ -290,7 +294,7 @@ fn stack(cx: &mut Cx) -> Result<()> {
     let tensors = cx.tensors("tensors")?;
     let out = cx.out_meta(0)?;
     let rank = out.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
     let mut parts = Vec::new();
     for (name, meta) in tensors {
         let c = cx.cast(&name, meta.dtype, out.dtype)?;
@@ -307,7 +311,7 @@ fn split(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let unbind = cx.node.target.name == "unbind";
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
     let n = cx.out_count();
     if n == 0 {
         return Ok(());
@@ -337,7 +341,7 @@ fn split(cx: &mut Cx) -> Result<()> {
 fn slice(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.opt_int("dim")?.unwrap_or(0), rank);
+    let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
     let out = cx.out_meta(0)?;
     if out.sizes == meta.sizes {
         // A slice of everything.
@@ -365,7 +369,7 @@ fn slice(cx: &mut Cx) -> Result<()> {
 fn select(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = match cx.arg("index")? {
         Argument::Int(v) => SymRef::Int(*v),
         Argument::SymInt(r) => *r,
@@ -431,8 +435,8 @@ fn flip(cx: &mut Cx) -> Result<()> {
     let dims: Vec<i64> = cx
         .ints("dims")?
         .iter()
-        .map(|d| norm_dim(*d, rank))
-        .collect();
+        .map(|d| Ok(normalize_dim(*d, rank)? as i64))
+        .collect::<Result<_>>()?;
     if dims.is_empty() {
         cx.set(0, x);
         return Ok(());
@@ -482,8 +486,8 @@ fn roll(cx: &mut Cx) -> Result<()> {
         shifts
             .iter()
             .zip(&dims)
-            .map(|(s, d)| (*s, norm_dim(*d, rank)))
-            .collect()
+            .map(|(s, d)| Ok((*s, normalize_dim(*d, rank)? as i64)))
+            .collect::<Result<_>>()?
     };
     for (shift, dim) in pairs {
         let size = if flat {

@@ -7,7 +7,7 @@ use super::*;
 fn sym_size(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
-    let dim = norm_dim(cx.int("dim")?, rank);
+    let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let shape = cx.shape(&x);
     let i = cx.const_i64(dim);
     let y = cx.node("Gather", &[&shape, &i], vec![attr_int("axis", 0)]);
