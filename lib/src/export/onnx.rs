@@ -188,7 +188,7 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
             OPSETS.end()
         )));
     }
-    let converted = builder::convert(program, opts)?;
+    let converted = builder::convert(program, opts, ops::lookup)?;
     let builder::Converted {
         mut graph,
         weights,

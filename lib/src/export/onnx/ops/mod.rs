@@ -12,7 +12,7 @@
 //! `cx.compute` says, and honour the opset (`cx.opset()`).
 
 use super::builder::{
-    attr_float, attr_graph, attr_int, attr_ints, attr_str, promote, Cx, Lit, Operand,
+    attr_float, attr_graph, attr_int, attr_ints, attr_str, promote, Cx, Emit, Lit, Operand,
 };
 use crate::error::{Error, Result};
 use crate::ir::{
@@ -38,8 +38,6 @@ mod rnn;
 mod shape;
 mod sym;
 use self::alias::copy_of;
-
-pub(crate) type Emit = fn(&mut Cx) -> Result<()>;
 
 /// The emitter for an op, and whether the op writes its first argument in place.
 pub(crate) fn lookup(target: &Target) -> Option<(Emit, bool)> {
