@@ -169,6 +169,12 @@ pub fn supported_ops() -> Vec<&'static str> {
     ops::supported_ops()
 }
 
+/// Every op the table converts, with the family whose file holds its row:
+/// (family, op identity).
+pub fn op_families() -> Vec<(&'static str, &'static str)> {
+    ops::rows().map(|(family, op, _)| (family, op)).collect()
+}
+
 /// Converts a program. Nothing is written: see [`OnnxModel::write_model`].
 /// Whether the emitter table converts a node. In-place ops are not
 /// converted as they stand: a write through a view must reach its base,

@@ -1,0 +1,216 @@
+//! The source layout the architecture promises: every op's code sits in
+//! the file of its family (`lib/data/op_families.txt`) in each of the three
+//! tables, no source file outgrows one reader's attention, and no two
+//! modules import each other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use pt2kit::schema::family_of;
+
+fn check_families(table: &str, rows: impl Iterator<Item = (&'static str, &'static str)>) {
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for (family, op) in rows {
+        count += 1;
+        match family_of(op) {
+            Some(f) if f == family => {}
+            Some(f) => wrong.push(format!("{op}: in {family}.rs, its family is {f}")),
+            None => wrong.push(format!("{op}: no family in lib/data/op_families.txt")),
+        }
+    }
+    assert!(count > 100, "{table}: only {count} rows");
+    assert!(wrong.is_empty(), "{table}:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_row_sits_in_its_family_in_every_table() {
+    check_families(
+        "exec/ops",
+        pt2kit::exec::ops::rows().map(|(family, op, _)| (family, op)),
+    );
+    check_families(
+        "decompose/rules",
+        pt2kit::decompose::rules::rules_by_family().map(|(family, r)| (family, r.source)),
+    );
+    check_families(
+        "export/onnx/ops",
+        pt2kit::export::onnx::op_families().into_iter(),
+    );
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+#[test]
+fn no_source_file_over_1500_lines() {
+    let mut files = Vec::new();
+    for dir in ["lib/src", "bins/src"] {
+        sources(&repo().join(dir), &mut files);
+    }
+    let big: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 1500).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(big.is_empty(), "split these by family or aspect: {big:?}");
+}
+
+/// A module's path (`["export", "onnx", "builder"]`) from its file.
+fn module_of(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Code with comments and string contents left out.
+fn code_only(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The modules a file names through `crate::` and `super::` paths.
+fn imports(module: &[String], code: &str, known: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
+    let mut found = BTreeSet::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", {
+            let mut m = module.to_vec();
+            m.pop();
+            m
+        }),
+    ] {
+        let mut rest = code;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut path = base.clone();
+            // crate::a::b::{c, d}: the longest known module prefix
+            for seg in rest.split("::") {
+                let ident: String = seg
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if ident.is_empty() || ident.len() != seg.len() && !seg.starts_with(&ident) {
+                    break;
+                }
+                path.push(ident.clone());
+                if !known.contains(&path) || ident.len() != seg.len() {
+                    if !known.contains(&path) {
+                        path.pop();
+                    }
+                    break;
+                }
+            }
+            found.insert(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_cycles_between_modules() {
+    let root = repo().join("lib/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| {
+            (
+                module_of(&root, f),
+                code_only(&std::fs::read_to_string(f).unwrap()),
+            )
+        })
+        .collect();
+    let known: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
+    // Edges between modules where neither contains the other (a parent
+    // and its children are one unit).
+    let nested = |a: &[String], b: &[String]| a.starts_with(b) || b.starts_with(a);
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (module, code) in &modules {
+        for target in imports(module, code, &known) {
+            if !nested(module, &target) {
+                edges.entry(module.clone()).or_default().insert(target);
+            }
+        }
+    }
+    // A cycle: a module that reaches itself, or a module reaching one that
+    // reaches back into it (through children: a -> b/c -> a/d).
+    let reach = |from: &Vec<String>| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(m) = stack.pop() {
+            for (src, targets) in &edges {
+                if nested(src, &m) && src.starts_with(&m) || src == &m {
+                    for t in targets {
+                        if seen.insert(t.clone()) {
+                            stack.push(t.clone());
+                        }
+                    }
+                }
+            }
+        }
+        seen
+    };
+    let mut cycles = Vec::new();
+    for (module, targets) in &edges {
+        for t in targets {
+            if reach(t).iter().any(|r| nested(r, module) && !nested(r, t)) {
+                cycles.push(format!("{} <-> {}", module.join("::"), t.join("::")));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}
