@@ -141,6 +141,14 @@ impl<'n> NodeArgs<'n> {
         }
     }
 
+    pub fn opt_string(&self, name: &str) -> Result<Option<String>> {
+        if self.has(name) {
+            self.string(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     pub fn dtype(&self, name: &str) -> Option<Dtype> {
         match self.0.arg(name) {
             Some(Argument::ScalarType(d)) => Some(*d),

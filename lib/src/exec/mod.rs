@@ -318,11 +318,21 @@ pub fn executes(node: &crate::ir::Node) -> bool {
 }
 
 /// Every op of a graph (and its subgraphs) with no implementation.
+/// A complex value makes the op impossible here, whatever its row; the
+/// listing says so.
 pub fn missing_ops(graph: &Graph) -> Vec<(String, String)> {
     let mut missing = Vec::new();
-    graph.visit_nodes(&mut |n| {
+    graph.visit_nodes_in(&mut |g, n| {
         if !executes(n) {
-            missing.push((n.target.to_string(), n.name.clone()));
+            let op = match g.complex_dtype(n) {
+                Some(d) => format!(
+                    "{} [{} values: the executor has no complex dtype]",
+                    n.target,
+                    d.short_name()
+                ),
+                None => n.target.to_string(),
+            };
+            missing.push((op, n.name.clone()));
         }
     });
     missing

@@ -11,6 +11,13 @@ macro_rules! dtypes {
         pub enum Dtype { $( $variant, )* }
 
         impl Dtype {
+    pub fn is_complex(self) -> bool {
+        matches!(
+            self,
+            Dtype::Complex32 | Dtype::Complex64 | Dtype::Complex128
+        )
+    }
+
             pub const ALL: &'static [Dtype] = &[$( Dtype::$variant, )*];
 
             /// The export schema's `ScalarType` number.

@@ -180,14 +180,33 @@ impl Graph {
 
     /// Visits this graph's nodes and those of every nested subgraph.
     pub fn visit_nodes<'a>(&'a self, f: &mut dyn FnMut(&'a Node)) {
+        self.visit_nodes_in(&mut |_, node| f(node));
+    }
+
+    /// Visits every node with the graph it belongs to (this one or a
+    /// nested subgraph).
+    pub fn visit_nodes_in<'a>(&'a self, f: &mut dyn FnMut(&'a Graph, &'a Node)) {
         for node in &self.nodes {
-            f(node);
+            f(self, node);
             for input in &node.inputs {
                 if let Argument::Graph(sub) = &input.arg {
-                    sub.graph.visit_nodes(f);
+                    sub.graph.visit_nodes_in(f);
                 }
             }
         }
+    }
+
+    /// The first complex dtype among a node's tensor inputs and outputs:
+    /// values that no back end here represents (say so when refusing).
+    pub fn complex_dtype(&self, node: &Node) -> Option<Dtype> {
+        let mut refs = Vec::new();
+        node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+        node.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+        refs.iter()
+            .find_map(|v| match &self.values.get(v.index())?.kind {
+                ValueKind::Tensor(m) if m.dtype.is_complex() => Some(m.dtype),
+                _ => None,
+            })
     }
 }
 

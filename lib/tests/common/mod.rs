@@ -222,3 +222,17 @@ pub fn run_against_torch(
     }
     (runs, failures)
 }
+
+/// Fixtures that no back end here runs, by design, with the reason; their
+/// refusals are tested where they are skipped.
+pub const REFUSED: &[(&str, &str)] = &[(
+    "fb_fft",
+    "complex values (an FFT): neither candle nor ONNX Runtime's standard kernels take them",
+)];
+
+/// Whether a fixture archive is one of [`REFUSED`].
+pub fn refused(pt2: &Path) -> bool {
+    let name = stem(pt2);
+    let model = name.trim_end_matches(".decomp");
+    REFUSED.iter().any(|(m, _)| *m == model)
+}

@@ -10,6 +10,12 @@ fn contiguous(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![clone(em, x, Some(a.out(0)?))?])
 }
 
+/// `detach` means nothing without autograd: its input is its value (as in
+/// torch's `run_decompositions()`).
+fn detach(_: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    Ok(vec![a.t("self")?])
+}
+
 fn lift_fresh_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![clone(em, a.t("self")?, Some(a.out(0)?))?])
 }
@@ -61,6 +67,7 @@ fn to(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 rules! {
     "aten.contiguous.default" => ["aten.clone.default"] contiguous;
     "aten.lift_fresh_copy.default" => ["aten.clone.default"] lift_fresh_copy;
+    "aten.detach.default" => [] detach;
     "aten.dropout.default" => ["aten.native_dropout.default"] dropout;
     "aten.feature_dropout.default" => [] dropout;
     "aten.alpha_dropout.default" => [] dropout;

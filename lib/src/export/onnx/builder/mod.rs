@@ -441,7 +441,16 @@ impl<'p> Converter<'p> {
                     }
                 }
             }
-            None => Err(Error::unsupported("no ONNX conversion for this op")),
+            None => Err(Error::unsupported(
+                match self.scope().graph.complex_dtype(node) {
+                    Some(d) => format!(
+                        "no ONNX conversion for this op: its values are {} (complex), which \
+                     ONNX Runtime's standard kernels do not take",
+                        d.short_name()
+                    ),
+                    None => "no ONNX conversion for this op".to_string(),
+                },
+            )),
         };
         match result {
             Ok(()) => {}

@@ -374,6 +374,114 @@ fn index_put(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// `_embedding_bag`: the sum (mode 0), mean (1) or maximum (2) of the
+/// weight rows of each bag. A bag is a run of `indices` starting at its
+/// offset; entries equal to `padding_idx` count for nothing. Each index's
+/// bag comes from comparing its position with the offsets, and a
+/// `[bags, indices]` membership matrix then sums (MatMul) or masks (max)
+/// the gathered rows. The bookkeeping outputs (offset2bag, bag_size,
+/// max_indices) are converted only when nothing reads them.
+fn embedding_bag(cx: &mut Cx) -> Result<()> {
+    for (i, what) in [(1, "offset2bag"), (2, "bag_size"), (3, "max_indices")] {
+        if cx.out_used(i) {
+            return Err(Error::unsupported(format!(
+                "_embedding_bag output {what} is read by the graph"
+            )));
+        }
+    }
+    if cx.rank("indices")? != 1 {
+        return Err(Error::unsupported("_embedding_bag with 2-D indices"));
+    }
+    let mode = cx.opt_int("mode")?.unwrap_or(0);
+    let padding_idx = cx.opt_int("padding_idx")?.unwrap_or(-1);
+    let include_last = cx.opt_bool("include_last_offset")?.unwrap_or(false);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let weight = cx.input("weight")?;
+    let weight = cx.cast(&weight, cx.dtype("weight")?, c)?;
+    let indices = cx.input("indices")?;
+    let indices = cx.cast(&indices, cx.dtype("indices")?, Dtype::Int64)?;
+    let offsets = cx.input("offsets")?;
+    let offsets = cx.cast(&offsets, cx.dtype("offsets")?, Dtype::Int64)?;
+    let offsets = if include_last {
+        let (start, end, axis) = (
+            cx.const_i64s(&[0]),
+            cx.const_i64s(&[-1]),
+            cx.const_i64s(&[0]),
+        );
+        cx.node("Slice", &[&offsets, &start, &end, &axis], vec![])
+    } else {
+        offsets
+    };
+    // Positions 0..L and bags 0..B, as columns and rows.
+    let zero = cx.const_i64(0);
+    let one = cx.const_i64(1);
+    let count = |cx: &mut Cx, x: &str| {
+        let shape = cx.node("Shape", &[x], vec![]);
+        cx.squeeze(&shape, &[0])
+    };
+    let l = count(cx, &indices);
+    let positions = cx.node("Range", &[&zero, &l, &one], vec![]);
+    let b = count(cx, &offsets);
+    let bags = cx.node("Range", &[&zero, &b, &one], vec![]);
+    // bag of each position: how many offsets lie at or before it, less one
+    let (offsets_row, positions_col) =
+        (cx.unsqueeze(&offsets, &[0]), cx.unsqueeze(&positions, &[1]));
+    let started = cx.node("LessOrEqual", &[&offsets_row, &positions_col], vec![]);
+    let started = cx.cast(&started, Dtype::Bool, Dtype::Int64)?;
+    let started = cx.reduce("ReduceSum", &started, Some(&[1]), false);
+    let bag_of = cx.node("Sub", &[&started, &one], vec![]);
+    let (bags_col, bag_of_row) = (cx.unsqueeze(&bags, &[1]), cx.unsqueeze(&bag_of, &[0]));
+    let mut member = cx.node("Equal", &[&bags_col, &bag_of_row], vec![]);
+    if padding_idx >= 0 {
+        let pad = cx.const_i64(padding_idx);
+        let is_pad = cx.node("Equal", &[&indices, &pad], vec![]);
+        let kept = cx.node("Not", &[&is_pad], vec![]);
+        let kept = cx.unsqueeze(&kept, &[0]);
+        member = cx.node("And", &[&member, &kept], vec![]);
+    }
+    let mut rows = cx.node("Gather", &[&weight, &indices], vec![attr_int("axis", 0)]);
+    if let Some(psw) = cx.opt_input("per_sample_weights")? {
+        let psw = cx.cast(&psw, cx.dtype("per_sample_weights")?, c)?;
+        let psw = cx.unsqueeze(&psw, &[1]);
+        rows = cx.node("Mul", &[&rows, &psw], vec![]);
+    }
+    let member_f = cx.cast(&member, Dtype::Bool, c)?;
+    let y = match mode {
+        0 | 1 => {
+            let sum = cx.node("MatMul", &[&member_f, &rows], vec![]);
+            if mode == 0 {
+                sum
+            } else {
+                let n = cx.reduce("ReduceSum", &member_f, Some(&[1]), true);
+                let floor = cx.scalar(Lit::Float(1.0), c)?;
+                let n = cx.node("Max", &[&n, &floor], vec![]);
+                cx.node("Div", &[&sum, &n], vec![])
+            }
+        }
+        2 => {
+            let lowest = cx.scalar(Lit::Float(f64::NEG_INFINITY), c)?;
+            let m3 = cx.unsqueeze(&member, &[2]);
+            let r3 = cx.unsqueeze(&rows, &[0]);
+            let masked = cx.node("Where", &[&m3, &r3, &lowest], vec![]);
+            let max = cx.reduce("ReduceMax", &masked, Some(&[1]), false);
+            // an empty bag is zeros, as in torch
+            let any = cx.reduce("ReduceMax", &member_f, Some(&[1]), true);
+            let zero_c = cx.scalar(Lit::Float(0.0), c)?;
+            let nonempty = cx.node("Greater", &[&any, &zero_c], vec![]);
+            cx.node("Where", &[&nonempty, &max, &zero_c], vec![])
+        }
+        other => {
+            return Err(Error::bad_input(format!(
+                "_embedding_bag mode {other}: must be 0 (sum), 1 (mean) or 2 (max)"
+            )))
+        }
+    };
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
@@ -395,4 +503,5 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.index_put.default", index_put),
     ("aten.tril.default", |cx| trilu(cx, false)),
     ("aten.triu.default", |cx| trilu(cx, true)),
+    ("aten._embedding_bag.default", embedding_bag),
 ];

@@ -154,33 +154,87 @@ fn vector_norm(cx: &mut Cx) -> Result<()> {
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
     let ord = lit(cx, "ord")?.map_or(2.0, Lit::as_f64);
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
-        let d = dims.as_deref();
-        Ok(if ord == 2.0 {
-            cx.reduce("ReduceL2", x, d, keepdim)
-        } else if ord == 1.0 {
-            cx.reduce("ReduceL1", x, d, keepdim)
-        } else if ord.is_infinite() {
-            let a = cx.node("Abs", &[x], vec![]);
-            cx.reduce(
-                if ord > 0.0 { "ReduceMax" } else { "ReduceMin" },
-                &a,
-                d,
-                keepdim,
-            )
-        } else if ord == 0.0 {
-            let zero = cx.scalar(Lit::Int(0), c)?;
-            let nz = cx.node("Equal", &[x, &zero], vec![]);
-            let nz = cx.node("Not", &[&nz], vec![]);
-            let f = cx.cast(&nz, Dtype::Bool, c)?;
-            cx.reduce("ReduceSum", &f, d, keepdim)
-        } else {
-            let a = cx.node("Abs", &[x], vec![]);
-            let p = cx.scalar(Lit::Float(ord), c)?;
-            let ap = cx.node("Pow", &[&a, &p], vec![]);
-            let s = cx.reduce("ReduceSum", &ap, d, keepdim);
-            let inv = cx.scalar(Lit::Float(1.0 / ord), c)?;
-            cx.node("Pow", &[&s, &inv], vec![])
-        })
+        p_norm(cx, x, ord, dims.as_deref(), keepdim, c)
+    })
+}
+
+/// The `ord`-norm of `x` (in dtype `c`) over `dims` (all when `None`), as
+/// `linalg.vector_norm` defines it for every `ord`.
+fn p_norm(
+    cx: &mut Cx,
+    x: &str,
+    ord: f64,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    c: Dtype,
+) -> Result<String> {
+    Ok(if ord == 2.0 {
+        cx.reduce("ReduceL2", x, dims, keepdim)
+    } else if ord == 1.0 {
+        cx.reduce("ReduceL1", x, dims, keepdim)
+    } else if ord.is_infinite() {
+        let a = cx.node("Abs", &[x], vec![]);
+        let op = if ord > 0.0 { "ReduceMax" } else { "ReduceMin" };
+        cx.reduce(op, &a, dims, keepdim)
+    } else if ord == 0.0 {
+        let zero = cx.scalar(Lit::Int(0), c)?;
+        let nz = cx.node("Equal", &[x, &zero], vec![]);
+        let nz = cx.node("Not", &[&nz], vec![]);
+        let f = cx.cast(&nz, Dtype::Bool, c)?;
+        cx.reduce("ReduceSum", &f, dims, keepdim)
+    } else {
+        let a = cx.node("Abs", &[x], vec![]);
+        let p = cx.scalar(Lit::Float(ord), c)?;
+        let ap = cx.node("Pow", &[&a, &p], vec![]);
+        let s = cx.reduce("ReduceSum", &ap, dims, keepdim);
+        let inv = cx.scalar(Lit::Float(1.0 / ord), c)?;
+        cx.node("Pow", &[&s, &inv], vec![])
+    })
+}
+
+/// `_cdist_forward`: the p-norm distance between every row of x1 and every
+/// row of x2 (`[.., P, M]` and `[.., R, M]` to `[.., P, R]`), reduced from
+/// their broadcast difference `[.., P, R, M]`.
+fn cdist(cx: &mut Cx) -> Result<()> {
+    let p = cx.opt_float("p")?.unwrap_or(2.0);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let a = cx.input("x1")?;
+    let a = cx.cast(&a, cx.dtype("x1")?, c)?;
+    let b = cx.input("x2")?;
+    let b = cx.cast(&b, cx.dtype("x2")?, c)?;
+    let a = cx.unsqueeze(&a, &[-2]);
+    let b = cx.unsqueeze(&b, &[-3]);
+    let d = cx.node("Sub", &[&a, &b], vec![]);
+    let y = p_norm(cx, &d, p, Some(&[-1]), false, c)?;
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// `_pdist_forward`: the p-norm distance of every pair i < j of the rows
+/// of an `[N, M]` input with a static N, in torch's order (row-major over
+/// the upper triangle).
+fn pdist(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    let n = match meta.sizes.first() {
+        Some(Sym::Int(n)) => *n,
+        _ => {
+            return Err(Error::unsupported(
+                "_pdist_forward over a symbolic number of rows",
+            ))
+        }
+    };
+    let p = cx.opt_float("p")?.unwrap_or(2.0);
+    let (rows_i, rows_j): (Vec<i64>, Vec<i64>) =
+        (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).unzip();
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let i = cx.const_i64s(&rows_i);
+        let j = cx.const_i64s(&rows_j);
+        let xi = cx.node("Gather", &[x, &i], vec![attr_int("axis", 0)]);
+        let xj = cx.node("Gather", &[x, &j], vec![attr_int("axis", 0)]);
+        let d = cx.node("Sub", &[&xi, &xj], vec![]);
+        p_norm(cx, &d, p, Some(&[-1]), false, c)
     })
 }
 
@@ -195,4 +249,6 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.linear.default", linear),
     ("aten.einsum.default", einsum),
     ("aten.linalg_vector_norm.default", vector_norm),
+    ("aten._cdist_forward.default", cdist),
+    ("aten._pdist_forward.default", pdist),
 ];
