@@ -556,6 +556,18 @@ class FbBags(nn.Module):
                 torch.cdist(a, b, p=0.5), F.pdist(b[1], p=1.0), F.pdist(a[0], p=3.0))
 
 
+class FbSample(nn.Module):
+    """grid_sample in each mode and padding, and nonzero(as_tuple=True)
+    (a data-dependent size)."""
+
+    def forward(self, x, grid, m):
+        a = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        b = F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True)
+        c = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=True)
+        rows, cols = torch.nonzero(m > 0, as_tuple=True)
+        return a, b, c, rows, cols
+
+
 class FbFft(nn.Module):
     """A real FFT's magnitude: complex values inside, real outside. Nothing
     here runs or converts it (no complex dtype); the tools refuse it."""
@@ -701,6 +713,8 @@ _reg("fb_bags", FbBags, lambda: (_randn(2, 5, 3), _randn(2, 4, 3),
      group="fallback")
 _reg("fb_gpt2_sdpa_b2", lambda: GPT2Wrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
+_reg("fb_sample", FbSample, lambda: (_randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 2.4 - 1.2,
+     _randn(4, 5)), group="fallback")
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")
 _reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
 _reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")

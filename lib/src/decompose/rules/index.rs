@@ -133,7 +133,37 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
+/// `nonzero(as_tuple=True)`: the columns of `nonzero`, one per dim.
+fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let outs = a.outs();
+    let rank = em.rank(x)?.max(1);
+    let first = *outs
+        .first()
+        .ok_or_else(|| Error::bad_input(format!("node {}: no outputs", a.0.name)))?;
+    let count = em.sizes(first)?[0].clone();
+    let meta = em.meta_like(x, Dtype::Int64, vec![count, Sym::Int(rank as i64)])?;
+    let nz = em.op(
+        "aten.nonzero.default",
+        vec![("self", Argument::Tensor(x))],
+        meta,
+    )?;
+    for (i, o) in outs.iter().enumerate() {
+        em.op_into(
+            "aten.select.int",
+            vec![
+                ("self", Argument::Tensor(nz)),
+                ("dim", Argument::Int(1)),
+                ("index", Argument::SymInt(SymRef::Int(i as i64))),
+            ],
+            *o,
+        )?;
+    }
+    Ok(outs)
+}
+
 rules! {
+    "aten.nonzero_numpy.default" => ["aten.nonzero.default", "aten.select.int"] nonzero_numpy;
     "aten.masked_fill.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] masked_fill;
     "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
     "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;

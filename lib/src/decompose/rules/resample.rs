@@ -45,7 +45,29 @@ fn upsample_nearest1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
+/// `grid_sampler` is `grid_sampler_2d` on 4-D inputs, `grid_sampler_3d` on
+/// 5-D ones, with the same arguments.
+fn grid_sampler(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let op = match em.rank(a.t("input")?)? {
+        4 => "aten.grid_sampler_2d.default",
+        5 => "aten.grid_sampler_3d.default",
+        r => {
+            return Err(Error::bad_input(format!(
+                "node {}: grid_sampler takes a 4-D or 5-D input, not {r}-D",
+                a.0.name
+            )))
+        }
+    };
+    let target = crate::ir::Target::parse(&format!("torch.ops.{op}"))
+        .ok_or_else(|| Error::internal(format!("{op} does not parse")))?;
+    let args = crate::decompose::edit::args_for(a.0, &target)?;
+    let out = a.out(0)?;
+    em.op_into(op, crate::decompose::edit::borrow_args(&args), out)?;
+    Ok(vec![out])
+}
+
 rules! {
+    "aten.grid_sampler.default" => ["aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default"] grid_sampler;
     "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
 }
 
