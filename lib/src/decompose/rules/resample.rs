@@ -45,12 +45,17 @@ fn upsample_nearest1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-/// `grid_sampler` is `grid_sampler_2d` on 4-D inputs, `grid_sampler_3d` on
-/// 5-D ones, with the same arguments.
+/// `grid_sampler` is `grid_sampler_2d` on 4-D inputs, with the same
+/// arguments. Volumetric (5-D) sampling runs nowhere here: refused by name.
 fn grid_sampler(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let op = match em.rank(a.t("input")?)? {
         4 => "aten.grid_sampler_2d.default",
-        5 => "aten.grid_sampler_3d.default",
+        5 => {
+            return Err(Error::unsupported(format!(
+                "node {}: grid_sampler on a 5-D input (grid_sampler_3d)",
+                a.0.name
+            )))
+        }
         r => {
             return Err(Error::bad_input(format!(
                 "node {}: grid_sampler takes a 4-D or 5-D input, not {r}-D",
@@ -67,7 +72,7 @@ fn grid_sampler(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.grid_sampler.default" => ["aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default"] grid_sampler;
+    "aten.grid_sampler.default" => ["aten.grid_sampler_2d.default"] grid_sampler;
     "aten.upsample_nearest1d.vec" => ["aten.arange.start_step", "aten.mul.Tensor", "aten._to_copy.default", "aten.index.Tensor"] upsample_nearest1d;
 }
 
