@@ -4,11 +4,30 @@
 //! - [`import`]: `.pt2` archives into the IR (zip, JSON, safe pickle reading)
 //! - [`wire`]: the binary IR stream between tools (protobuf records)
 //! - [`text`]: listings and YAML for people and golden files
-//! - [`ops`]: what is known about operators, as data (schemas)
+//! - [`schema`]: what is known about operators, as data (schemas, families)
+//! - [`exec`]: the executor (`ir-run`), behind the `exec` feature
+//! - [`export`]: ONNX (`ir2onnx`)
+//! - [`promote`]: torch's type promotion, for every tool
 //! - [`decompose`]: lowering to core ATen and cleanup passes (`ir-decompose`)
 //! - [`contract`]: inputs checked against the exported shape contract
 //! - [`tensorfile`]: npy / npz / safetensors
 //! - [`cli`]: conventions every binary shares (inputs, outputs, exit codes)
+
+/// Declares an op table's family modules, the sixteen of
+/// `lib/data/op_families.txt` in that order, and `FAMILIES`: each family's
+/// name with its module's `ROWS`. Every op table (executor, decompositions,
+/// ONNX emitters) is split the same way.
+macro_rules! op_families {
+    ($rows:ty) => {
+        op_families!(@ $rows; pointwise activation reduce shape index create alias linalg conv
+            pool resample norm rnn attention sym control);
+    };
+    (@ $rows:ty; $($family:ident)*) => {
+        $(mod $family;)*
+        /// Every family's rows, in family order.
+        const FAMILIES: &[(&str, $rows)] = &[$((stringify!($family), $family::ROWS)),*];
+    };
+}
 
 pub mod blob;
 pub mod cli;

@@ -33,14 +33,7 @@ fn silu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let s = unary(em, "aten.sigmoid.default", x)?;
     let dtype = em.dtype(x)?;
-    Ok(vec![binary(
-        em,
-        "aten.mul.Tensor",
-        x,
-        s,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.mul.Tensor", x, s, dtype)
 }
 
 /// `clamp(x + 3, 0, 6) / 6`
@@ -70,14 +63,7 @@ fn hardswish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
     let h = hard_sigmoid_part(em, x, None)?;
-    Ok(vec![binary(
-        em,
-        "aten.mul.Tensor",
-        x,
-        h,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.mul.Tensor", x, h, dtype)
 }
 
 fn hardsigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -133,14 +119,7 @@ fn mish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         meta,
     )?;
     let t = unary(em, "aten.tanh.default", sp)?;
-    Ok(vec![binary(
-        em,
-        "aten.mul.Tensor",
-        x,
-        t,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.mul.Tensor", x, t, dtype)
 }
 
 fn elu(
@@ -192,14 +171,7 @@ fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         vec![Out::New(m1), Out::New(m2)],
     )?;
     let g = unary(em, "aten.sigmoid.default", parts[1])?;
-    Ok(vec![binary(
-        em,
-        "aten.mul.Tensor",
-        parts[0],
-        g,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.mul.Tensor", parts[0], g, dtype)
 }
 
 fn hardshrink(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -247,14 +219,7 @@ fn log_sigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         x,
         None,
     )?;
-    Ok(vec![binary(
-        em,
-        "aten.sub.Tensor",
-        m,
-        l,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.sub.Tensor", m, l, dtype)
 }
 
 fn logit(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -349,4 +314,4 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[];
+pub(super) const ALIASES: &[(&str, &str)] = &[];

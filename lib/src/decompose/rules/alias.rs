@@ -80,4 +80,4 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[];
+pub(super) const ALIASES: &[(&str, &str)] = &[];

@@ -176,5 +176,5 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] =
+pub(super) const ALIASES: &[(&str, &str)] =
     &[("prims.scalar_tensor.default", "aten.scalar_tensor.default")];

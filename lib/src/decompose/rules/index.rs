@@ -175,7 +175,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[
+pub(super) const ALIASES: &[(&str, &str)] = &[
     ("aten._unsafe_index.Tensor", "aten.index.Tensor"),
     ("aten._unsafe_index_put.default", "aten.index_put.default"),
 ];

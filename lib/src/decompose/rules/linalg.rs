@@ -85,16 +85,7 @@ fn norm2(
 ) -> Result<ValueId> {
     let dtype = em.dtype(x)?;
     let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
-    let s = reduce(
-        em,
-        "aten.sum.dim_IntList",
-        sq,
-        dims,
-        keepdim,
-        vec![],
-        dtype,
-        None,
-    )?;
+    let s = sum_dims(em, sq, dims, keepdim, dtype, None)?;
     same(
         em,
         "aten.sqrt.default",
@@ -122,16 +113,7 @@ fn cosine_similarity(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         unit.push(binary(em, "aten.div.Tensor", x, n, dtype, None)?);
     }
     let p = binary(em, "aten.mul.Tensor", unit[0], unit[1], dtype, None)?;
-    Ok(vec![reduce(
-        em,
-        "aten.sum.dim_IntList",
-        p,
-        &[d],
-        false,
-        vec![],
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    Ok(vec![sum_dims(em, p, &[d], false, dtype, Some(a.out(0)?))?])
 }
 
 fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -148,16 +130,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let r = if ord == 2.0 {
         norm2(em, x, &dims, keepdim, Some(out))?
     } else if ord == 1.0 {
-        reduce(
-            em,
-            "aten.sum.dim_IntList",
-            ab,
-            &dims,
-            keepdim,
-            vec![],
-            dtype,
-            Some(out),
-        )?
+        sum_dims(em, ab, &dims, keepdim, dtype, Some(out))?
     } else if ord == f64::INFINITY {
         reduce(
             em,
@@ -183,16 +156,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else if ord == 0.0 {
         let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
         let nz = to_copy(em, nz, dtype, None)?;
-        reduce(
-            em,
-            "aten.sum.dim_IntList",
-            nz,
-            &dims,
-            keepdim,
-            vec![],
-            dtype,
-            Some(out),
-        )?
+        sum_dims(em, nz, &dims, keepdim, dtype, Some(out))?
     } else {
         let p = same(
             em,
@@ -204,16 +168,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             ab,
             None,
         )?;
-        let s = reduce(
-            em,
-            "aten.sum.dim_IntList",
-            p,
-            &dims,
-            keepdim,
-            vec![],
-            dtype,
-            None,
-        )?;
+        let s = sum_dims(em, p, &dims, keepdim, dtype, None)?;
         same(
             em,
             "aten.pow.Tensor_Scalar",
@@ -283,16 +238,7 @@ fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let v = if drop.is_empty() {
             *x
         } else {
-            reduce(
-                em,
-                "aten.sum.dim_IntList",
-                *x,
-                &drop,
-                false,
-                vec![],
-                dtype,
-                None,
-            )?
+            sum_dims(em, *x, &drop, false, dtype, None)?
         };
         ops.push((v, kept));
     }
@@ -424,16 +370,7 @@ fn dot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("tensor")?);
     let dtype = em.dtype(a.out(0)?)?;
     let p = binary(em, "aten.mul.Tensor", x, y, dtype, None)?;
-    Ok(vec![reduce(
-        em,
-        "aten.sum.dim_IntList",
-        p,
-        &[0],
-        false,
-        vec![],
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    Ok(vec![sum_dims(em, p, &[0], false, dtype, Some(a.out(0)?))?])
 }
 
 fn mv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -449,14 +386,7 @@ fn outer(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, y) = (a.t("self")?, a.t("vec2")?);
     let col = unsqueeze(em, x, 1)?;
     let dtype = em.dtype(a.out(0)?)?;
-    Ok(vec![binary(
-        em,
-        "aten.mul.Tensor",
-        col,
-        y,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.mul.Tensor", col, y, dtype)
 }
 
 fn trace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -470,16 +400,7 @@ fn trace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         vec![("self", Argument::Tensor(x))],
         meta,
     )?;
-    Ok(vec![reduce(
-        em,
-        "aten.sum.dim_IntList",
-        d,
-        &[0],
-        false,
-        vec![],
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    Ok(vec![sum_dims(em, d, &[0], false, dtype, Some(a.out(0)?))?])
 }
 
 fn chain_matmul(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -728,7 +649,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[
+pub(super) const ALIASES: &[(&str, &str)] = &[
     ("aten.ger.default", "aten.outer.default"),
     ("aten.vdot.default", "aten.dot.default"),
 ];

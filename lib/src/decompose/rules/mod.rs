@@ -22,26 +22,13 @@ use std::sync::OnceLock;
 
 macro_rules! rules {
     ($( $src:literal => [$($res:literal),*] $f:expr ;)*) => {
-        pub(super) static RULES: &[Rule] = &[ $( Rule { source: $src, results: &[$($res),*], apply: $f } ),* ];
+        pub(super) const RULES: &[Rule] = &[ $( Rule { source: $src, results: &[$($res),*], apply: $f } ),* ];
+        /// This family's rules and aliases.
+        pub(super) const ROWS: (&[Rule], &[(&str, &str)]) = (RULES, ALIASES);
     };
 }
 
-mod activation;
-mod alias;
-mod attention;
-mod control;
-mod conv;
-mod create;
-mod index;
-mod linalg;
-mod norm;
-mod pointwise;
-mod pool;
-mod reduce;
-mod resample;
-mod rnn;
-mod shape;
-mod sym;
+op_families!((&[Rule], &[(&str, &str)]));
 
 pub type RuleFn = fn(&mut Emitter, &NodeArgs) -> Result<Vec<ValueId>>;
 
@@ -60,7 +47,7 @@ fn alias_rules() -> &'static [(&'static str, Rule)] {
     R.get_or_init(|| {
         FAMILIES
             .iter()
-            .flat_map(|(family, _, aliases)| {
+            .flat_map(|(family, (_, aliases))| {
                 aliases.iter().map(move |(source, op)| {
                     let rule = Rule {
                         source,
@@ -78,7 +65,7 @@ fn alias_rules() -> &'static [(&'static str, Rule)] {
 pub fn rules_by_family() -> impl Iterator<Item = (&'static str, &'static Rule)> {
     FAMILIES
         .iter()
-        .flat_map(|(family, rules, _)| rules.iter().map(move |r| (*family, r)))
+        .flat_map(|(family, (rules, _))| rules.iter().map(move |r| (*family, r)))
         .chain(alias_rules().iter().map(|(family, r)| (*family, r)))
 }
 
@@ -171,6 +158,18 @@ fn binary(
         out,
         meta,
     )
+}
+
+/// A binary op writing the node's one output: a whole rule's result.
+fn binary_into(
+    em: &mut Emitter,
+    a: &NodeArgs,
+    op: &str,
+    x: ValueId,
+    y: ValueId,
+    dtype: Dtype,
+) -> Result<Vec<ValueId>> {
+    Ok(vec![binary(em, op, x, y, dtype, Some(a.out(0)?))?])
 }
 
 fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -> Result<ValueId> {
@@ -665,6 +664,27 @@ fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
 
 /// A reduction over `dims` (normalised; empty = every dim) with its meta.
 #[allow(clippy::too_many_arguments)] // one emitted op: its operands, options and result
+/// `sum.dim_IntList` over `dims` (normalised; empty = every dim).
+fn sum_dims(
+    em: &mut Emitter,
+    x: ValueId,
+    dims: &[i64],
+    keepdim: bool,
+    dtype: Dtype,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
+    reduce(
+        em,
+        "aten.sum.dim_IntList",
+        x,
+        dims,
+        keepdim,
+        vec![],
+        dtype,
+        out,
+    )
+}
+
 fn reduce(
     em: &mut Emitter,
     op: &str,
@@ -743,23 +763,3 @@ fn copy_variant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         .map(|(v, o)| clone(em, *v, Some(*o)))
         .collect()
 }
-
-/// Every family's rules and aliases, in family order.
-static FAMILIES: &[(&str, &[Rule], &[(&str, &str)])] = &[
-    ("pointwise", pointwise::RULES, pointwise::ALIASES),
-    ("activation", activation::RULES, activation::ALIASES),
-    ("reduce", reduce::RULES, reduce::ALIASES),
-    ("shape", shape::RULES, shape::ALIASES),
-    ("index", index::RULES, index::ALIASES),
-    ("create", create::RULES, create::ALIASES),
-    ("alias", alias::RULES, alias::ALIASES),
-    ("linalg", linalg::RULES, linalg::ALIASES),
-    ("conv", conv::RULES, conv::ALIASES),
-    ("pool", pool::RULES, pool::ALIASES),
-    ("resample", resample::RULES, resample::ALIASES),
-    ("norm", norm::RULES, norm::ALIASES),
-    ("rnn", rnn::RULES, rnn::ALIASES),
-    ("attention", attention::RULES, attention::ALIASES),
-    ("sym", sym::RULES, sym::ALIASES),
-    ("control", control::RULES, control::ALIASES),
-];

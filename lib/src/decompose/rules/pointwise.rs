@@ -137,24 +137,10 @@ fn lerp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
     if w < 0.5 {
         let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(w))?;
-        Ok(vec![binary(
-            em,
-            "aten.add.Tensor",
-            x,
-            step,
-            dtype,
-            Some(a.out(0)?),
-        )?])
+        binary_into(em, a, "aten.add.Tensor", x, step, dtype)
     } else {
         let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(1.0 - w))?;
-        Ok(vec![binary(
-            em,
-            "aten.sub.Tensor",
-            end,
-            step,
-            dtype,
-            Some(a.out(0)?),
-        )?])
+        binary_into(em, a, "aten.sub.Tensor", end, step, dtype)
     }
 }
 
@@ -171,14 +157,7 @@ fn addc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if v != 1.0 {
         p = with_scalar(em, "aten.mul.Tensor", p, scalar(v, dtype))?;
     }
-    Ok(vec![binary(
-        em,
-        "aten.add.Tensor",
-        x,
-        p,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.add.Tensor", x, p, dtype)
 }
 
 fn deg_rad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -221,14 +200,7 @@ fn frac(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let t = unary(em, "aten.trunc.default", x)?;
     let dtype = em.dtype(x)?;
-    Ok(vec![binary(
-        em,
-        "aten.sub.Tensor",
-        x,
-        t,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.sub.Tensor", x, t, dtype)
 }
 
 fn isfinite(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -552,7 +524,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[
+pub(super) const ALIASES: &[(&str, &str)] = &[
     ("aten.absolute.default", "aten.abs.default"),
     ("aten.arccos.default", "aten.acos.default"),
     ("aten.arccosh.default", "aten.acosh.default"),

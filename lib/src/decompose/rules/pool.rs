@@ -126,7 +126,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[(
+pub(super) const ALIASES: &[(&str, &str)] = &[(
     "aten.adaptive_avg_pool3d.default",
     "aten._adaptive_avg_pool3d.default",
 )];

@@ -49,16 +49,7 @@ fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let safe = where_(em, inf, zero, m, None)?;
     let c = binary(em, "aten.sub.Tensor", x, safe, dtype, None)?;
     let e = unary(em, "aten.exp.default", c)?;
-    let s = reduce(
-        em,
-        "aten.sum.dim_IntList",
-        e,
-        &dims,
-        keepdim,
-        vec![],
-        dtype,
-        None,
-    )?;
+    let s = sum_dims(em, e, &dims, keepdim, dtype, None)?;
     let l = unary(em, "aten.log.default", s)?;
     let shift = if keepdim {
         safe
@@ -73,14 +64,7 @@ fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         };
         squeeze_dims(em, safe, &all, None)?
     };
-    Ok(vec![binary(
-        em,
-        "aten.add.Tensor",
-        l,
-        shift,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.add.Tensor", l, shift, dtype)
 }
 
 fn correction_of(a: &NodeArgs) -> Result<Argument> {
@@ -243,16 +227,7 @@ fn loss(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             )?;
             Ok(vec![out])
         }
-        _ => Ok(vec![reduce(
-            em,
-            "aten.sum.dim_IntList",
-            elem,
-            &[],
-            false,
-            vec![],
-            dtype,
-            Some(out),
-        )?]),
+        _ => Ok(vec![sum_dims(em, elem, &[], false, dtype, Some(out))?]),
     }
 }
 
@@ -271,27 +246,16 @@ fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let clean = where_(em, is_nan, zero, x, None)?;
     if a.0.target.name == "nansum" {
-        return Ok(vec![reduce(
+        return Ok(vec![sum_dims(
             em,
-            "aten.sum.dim_IntList",
             clean,
             &dims,
             keepdim,
-            vec![],
             dtype,
             Some(a.out(0)?),
         )?]);
     }
-    let s = reduce(
-        em,
-        "aten.sum.dim_IntList",
-        clean,
-        &dims,
-        keepdim,
-        vec![],
-        dtype,
-        None,
-    )?;
+    let s = sum_dims(em, clean, &dims, keepdim, dtype, None)?;
     let ok = unary(em, "aten.logical_not.default", is_nan)?;
     let n = reduce(
         em,
@@ -303,14 +267,7 @@ fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         dtype,
         None,
     )?;
-    Ok(vec![binary(
-        em,
-        "aten.div.Tensor",
-        s,
-        n,
-        dtype,
-        Some(a.out(0)?),
-    )?])
+    binary_into(em, a, "aten.div.Tensor", s, n, dtype)
 }
 
 /// argsort (the indices of a sort) and msort (values along dim 0).
@@ -402,7 +359,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[
+pub(super) const ALIASES: &[(&str, &str)] = &[
     ("aten.max.other", "aten.maximum.default"),
     ("aten.min.other", "aten.minimum.default"),
     ("aten.var.default", "aten.var.dim"),

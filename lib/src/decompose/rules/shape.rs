@@ -829,7 +829,7 @@ rules! {
 }
 
 /// Ops that are another op of this family under another name.
-pub(super) static ALIASES: &[(&str, &str)] = &[
+pub(super) const ALIASES: &[(&str, &str)] = &[
     ("aten.concat.default", "aten.cat.default"),
     ("aten.concatenate.default", "aten.cat.default"),
     ("aten.unsafe_split.Tensor", "aten.split.Tensor"),

@@ -18,24 +18,9 @@ macro_rules! unary_ops {
     ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_float(ctx, $f) } )* };
 }
 
-mod activation;
-mod alias;
-mod attention;
-mod control;
-mod conv;
-mod create;
-mod index;
-mod linalg;
-mod norm;
-mod pointwise;
-mod pool;
-mod reduce;
-mod resample;
-mod rnn;
-mod shape;
-mod sym;
-
 pub type OpFn = fn(&mut Ctx) -> Result<Vec<Value>>;
+
+op_families!(&[(&str, OpFn)]);
 
 type OpResult = Result<Vec<Value>>;
 
@@ -342,23 +327,3 @@ pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, OpFn)> {
         .iter()
         .flat_map(|(family, rows)| rows.iter().map(move |(op, f)| (*family, *op, *f)))
 }
-
-/// Every family's rows, in family order.
-const FAMILIES: &[(&str, &[(&str, OpFn)])] = &[
-    ("pointwise", pointwise::ROWS),
-    ("activation", activation::ROWS),
-    ("reduce", reduce::ROWS),
-    ("shape", shape::ROWS),
-    ("index", index::ROWS),
-    ("create", create::ROWS),
-    ("alias", alias::ROWS),
-    ("linalg", linalg::ROWS),
-    ("conv", conv::ROWS),
-    ("pool", pool::ROWS),
-    ("resample", resample::ROWS),
-    ("norm", norm::ROWS),
-    ("rnn", rnn::ROWS),
-    ("attention", attention::ROWS),
-    ("sym", sym::ROWS),
-    ("control", control::ROWS),
-];

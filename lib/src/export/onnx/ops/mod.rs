@@ -21,22 +21,7 @@ use crate::ir::{
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-mod activation;
-mod alias;
-mod attention;
-mod control;
-mod conv;
-mod create;
-mod index;
-mod linalg;
-mod norm;
-mod pointwise;
-mod pool;
-mod reduce;
-mod resample;
-mod rnn;
-mod shape;
-mod sym;
+op_families!(&[(&str, Emit)]);
 use self::alias::copy_of;
 
 /// The emitter for an op, and whether the op writes its first argument in place.
@@ -246,23 +231,3 @@ fn sym_arg(cx: &mut Cx, name: &str, default: i64) -> Result<String> {
         }
     }
 }
-
-/// Every family's rows, in family order.
-const FAMILIES: &[(&str, &[(&str, Emit)])] = &[
-    ("pointwise", pointwise::ROWS),
-    ("activation", activation::ROWS),
-    ("reduce", reduce::ROWS),
-    ("shape", shape::ROWS),
-    ("index", index::ROWS),
-    ("create", create::ROWS),
-    ("alias", alias::ROWS),
-    ("linalg", linalg::ROWS),
-    ("conv", conv::ROWS),
-    ("pool", pool::ROWS),
-    ("resample", resample::ROWS),
-    ("norm", norm::ROWS),
-    ("rnn", rnn::ROWS),
-    ("attention", attention::ROWS),
-    ("sym", sym::ROWS),
-    ("control", control::ROWS),
-];
