@@ -41,19 +41,15 @@ fn matmul_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let out = a.out(0)?;
-    let dtype = em.dtype(out)?;
-    let m = em.meta(out)?.clone();
-    let meta = em.meta_like(out, dtype, m.sizes)?;
-    let mut prod = em.op(
-        "aten.bmm.default",
-        vec![
-            ("self", Argument::Tensor(a.t("batch1")?)),
-            ("mat2", Argument::Tensor(a.t("batch2")?)),
-        ],
-        meta,
-    )?;
+/// `beta * self + alpha * prod` into `out`, as the `add*` ops define it
+/// (`self` is not read when beta is 0).
+fn beta_self_plus_alpha(
+    em: &mut Emitter,
+    a: &NodeArgs,
+    mut prod: ValueId,
+    dtype: Dtype,
+    out: ValueId,
+) -> Result<Vec<ValueId>> {
     let (alpha, beta) = (a.float("alpha")?, a.float("beta")?);
     if alpha != 1.0 {
         prod = with_scalar(em, "aten.mul.Tensor", prod, scalar(alpha, dtype))?;
@@ -65,14 +61,23 @@ fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if beta != 1.0 {
         s = with_scalar(em, "aten.mul.Tensor", s, scalar(beta, dtype))?;
     }
-    Ok(vec![binary(
-        em,
-        "aten.add.Tensor",
-        s,
-        prod,
-        dtype,
-        Some(out),
-    )?])
+    Ok(vec![binary(em, "aten.add.Tensor", s, prod, dtype, Some(out))?])
+}
+
+fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let m = em.meta(out)?.clone();
+    let meta = em.meta_like(out, dtype, m.sizes)?;
+    let prod = em.op(
+        "aten.bmm.default",
+        vec![
+            ("self", Argument::Tensor(a.t("batch1")?)),
+            ("mat2", Argument::Tensor(a.t("batch2")?)),
+        ],
+        meta,
+    )?;
+    beta_self_plus_alpha(em, a, prod, dtype, out)
 }
 
 /// sqrt(sum(x * x, dim, keepdim)) for the 2-norm.
@@ -344,7 +349,7 @@ fn addr(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (v1, v2) = (a.t("vec1")?, a.t("vec2")?);
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, dtype, m.sizes)?;
-    let mut o = em.op(
+    let o = em.op(
         "aten.outer.default",
         vec![
             ("self", Argument::Tensor(v1)),
@@ -352,18 +357,7 @@ fn addr(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ],
         meta,
     )?;
-    let (beta, alpha) = (a.float("beta")?, a.float("alpha")?);
-    if alpha != 1.0 {
-        o = with_scalar(em, "aten.mul.Tensor", o, scalar(alpha, dtype))?;
-    }
-    if beta == 0.0 {
-        return Ok(vec![o]);
-    }
-    let mut x = a.t("self")?;
-    if beta != 1.0 {
-        x = with_scalar(em, "aten.mul.Tensor", x, scalar(beta, dtype))?;
-    }
-    Ok(vec![binary(em, "aten.add.Tensor", x, o, dtype, Some(out))?])
+    beta_self_plus_alpha(em, a, o, dtype, out)
 }
 
 fn dot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {

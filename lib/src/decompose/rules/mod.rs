@@ -160,6 +160,12 @@ fn binary(
     )
 }
 
+/// A bool-valued unary op (`isnan`, `isinf`) on `x`.
+fn predicate(em: &mut Emitter, op: &str, x: ValueId) -> Result<ValueId> {
+    let meta = em.meta_like(x, Dtype::Bool, em.sizes(x)?)?;
+    em.op(op, vec![("self", Argument::Tensor(x))], meta)
+}
+
 /// A binary op writing the node's one output: a whole rule's result.
 fn binary_into(
     em: &mut Emitter,

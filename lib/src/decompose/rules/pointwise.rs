@@ -205,18 +205,8 @@ fn frac(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn isfinite(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let sizes = em.sizes(x)?;
-    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let inf = em.op(
-        "aten.isinf.default",
-        vec![("self", Argument::Tensor(x))],
-        meta.clone(),
-    )?;
-    let nan = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(x))],
-        meta.clone(),
-    )?;
+    let inf = predicate(em, "aten.isinf.default", x)?;
+    let nan = predicate(em, "aten.isnan.default", x)?;
     let bad = binary(em, "aten.logical_or.default", inf, nan, Dtype::Bool, None)?;
     Ok(vec![same(
         em,
@@ -294,13 +284,7 @@ fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
     let inf = {
-        let sizes = em.sizes(x)?;
-        let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-        em.op(
-            "aten.isinf.default",
-            vec![("self", Argument::Tensor(x))],
-            meta,
-        )?
+        predicate(em, "aten.isinf.default", x)?
     };
     let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
     let both = binary(em, "aten.logical_and.default", inf, eq, Dtype::Bool, None)?;
@@ -319,13 +303,7 @@ fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let nan = a.opt_float("nan")?.unwrap_or(0.0);
     let pos = a.opt_float("posinf")?.unwrap_or(big);
     let neg = a.opt_float("neginf")?.unwrap_or(small);
-    let sizes = em.sizes(x)?;
-    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let is_nan = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(x))],
-        meta,
-    )?;
+    let is_nan = predicate(em, "aten.isnan.default", x)?;
     let is_pos = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::INFINITY))?;
     let is_neg = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::NEG_INFINITY))?;
     let vn = scalar_tensor(em, x, Argument::Float(nan), dtype)?;
@@ -381,13 +359,7 @@ fn xlogy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let z = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let r = where_(em, z, zero, p, None)?;
-    let sizes = em.sizes(y)?;
-    let meta = em.meta_like(y, Dtype::Bool, sizes)?;
-    let nan = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(y))],
-        meta,
-    )?;
+    let nan = predicate(em, "aten.isnan.default", y)?;
     let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
     Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
 }
@@ -445,18 +417,8 @@ fn isclose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )?]);
     }
     let r = binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, None)?;
-    let sizes = em.sizes(x)?;
-    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let nx = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(x))],
-        meta.clone(),
-    )?;
-    let ny = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(y))],
-        meta,
-    )?;
+    let nx = predicate(em, "aten.isnan.default", x)?;
+    let ny = predicate(em, "aten.isnan.default", y)?;
     let both = binary(em, "aten.logical_and.default", nx, ny, Dtype::Bool, None)?;
     Ok(vec![binary(
         em,

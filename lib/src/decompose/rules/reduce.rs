@@ -236,13 +236,7 @@ fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(a.out(0)?)?;
     let dims = a.opt_ints("dim")?.unwrap_or_default();
     let keepdim = a.bool("keepdim")?;
-    let sizes = em.sizes(x)?;
-    let meta = em.meta_like(x, Dtype::Bool, sizes)?;
-    let is_nan = em.op(
-        "aten.isnan.default",
-        vec![("self", Argument::Tensor(x))],
-        meta,
-    )?;
+    let is_nan = predicate(em, "aten.isnan.default", x)?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let clean = where_(em, is_nan, zero, x, None)?;
     if a.0.target.name == "nansum" {

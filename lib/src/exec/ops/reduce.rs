@@ -83,18 +83,22 @@ fn all(ctx: &mut Ctx) -> OpResult {
     reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(Dtype::Bool))
 }
 
-fn argmax(ctx: &mut Ctx) -> OpResult {
+/// argmax (`largest`) or argmin: over one dim, or over the flattened
+/// tensor when no dim is given.
+fn arg_extreme(ctx: &mut Ctx, largest: bool) -> OpResult {
     let x = ctx.tensor("self")?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
         Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
         None => (x.t.flatten_all().map_err(ce)?, 0),
     };
-    let r = t
-        .argmax_keepdim(d)
-        .map_err(ce)?
-        .to_dtype(DType::I64)
-        .map_err(ce)?;
+    let r = if largest {
+        t.argmax_keepdim(d)
+    } else {
+        t.argmin_keepdim(d)
+    }
+    .and_then(|t| t.to_dtype(DType::I64))
+    .map_err(ce)?;
     one(Tensor::new(
         if keep { r } else { r.squeeze(d).map_err(ce)? },
         Dtype::Int64,
@@ -178,23 +182,6 @@ fn minmax_dim(ctx: &mut Ctx) -> OpResult {
         Value::Tensor(Tensor::new(v, x.dtype)),
         Value::Tensor(Tensor::new(i, Dtype::Int64)),
     ])
-}
-
-fn argmin(ctx: &mut Ctx) -> OpResult {
-    let x = ctx.tensor("self")?;
-    let keep = ctx.opt_bool("keepdim", false)?;
-    let (t, d) = match ctx.opt_int("dim")? {
-        Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
-        None => (x.t.flatten_all().map_err(ce)?, 0),
-    };
-    let r = t
-        .argmin_keepdim(d)
-        .and_then(|t| t.to_dtype(DType::I64))
-        .map_err(ce)?;
-    one(Tensor::new(
-        if keep { r } else { r.squeeze(d).map_err(ce)? },
-        Dtype::Int64,
-    ))
 }
 
 fn prod(ctx: &mut Ctx) -> OpResult {
@@ -327,11 +314,11 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.any.dims", any),
     ("aten.any.default", any),
     ("aten.all.dim", all),
-    ("aten.argmax.default", argmax),
+    ("aten.argmax.default", |ctx| arg_extreme(ctx, true)),
     ("aten.topk.default", topk),
     ("aten.max.dim", minmax_dim),
     ("aten.min.dim", minmax_dim),
-    ("aten.argmin.default", argmin),
+    ("aten.argmin.default", |ctx| arg_extreme(ctx, false)),
     ("aten.prod.default", prod),
     ("aten.prod.dim_int", prod),
     ("aten.var.correction", var),
