@@ -6,7 +6,7 @@
 //! - [`text`]: listings and YAML for people and golden files
 //! - [`schema`]: what is known about operators, as data (schemas, families)
 //! - [`exec`]: the executor (`ir-run`), behind the `exec` feature
-//! - [`export`]: ONNX (`ir2onnx`)
+//! - [`export`]: the ONNX writer (`ir2onnx`)
 //! - [`promote`]: torch's type promotion, for every tool
 //! - [`decompose`]: lowering to core ATen and cleanup passes (`ir-decompose`)
 //! - [`contract`]: inputs checked against the exported shape contract

@@ -301,60 +301,6 @@ fn scalar_type(s: &str) -> Option<Dtype> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_schemas() {
-        let s = lookup("aten", "add", "Tensor").expect("add.Tensor");
-        assert_eq!(s.args.len(), 3);
-        assert_eq!(s.args[2].name, "alpha");
-        assert!(s.args[2].kwarg_only);
-        assert_eq!(s.args[2].default.as_deref(), Some("1"));
-        let topk = lookup("aten", "topk", "default").expect("topk");
-        assert_eq!(
-            topk.args
-                .iter()
-                .map(|a| a.name.as_str())
-                .collect::<Vec<_>>(),
-            ["self", "k", "dim", "largest", "sorted"]
-        );
-        let split = lookup("aten", "split", "Tensor").expect("split");
-        assert_eq!(split.args[0].ty, "Tensor(a -> *)");
-        assert!(count() > 3000);
-    }
-
-    #[test]
-    fn converts_defaults() {
-        assert!(matches!(
-            default_value("int", "-1"),
-            Some(Argument::Int(-1))
-        ));
-        assert!(matches!(
-            default_value("int[2]", "1"),
-            Some(Argument::Ints(v)) if v == [1, 1]
-        ));
-        assert!(matches!(
-            default_value("SymInt[2]", "[0, 0]"),
-            Some(Argument::Ints(v)) if v == [0, 0]
-        ));
-        assert!(matches!(default_value("float", "1e-05"), Some(Argument::Float(v)) if v == 1e-5));
-        assert!(
-            matches!(default_value("str", "\"none\""), Some(Argument::String(s)) if s == "none")
-        );
-        assert!(matches!(
-            default_value("Tensor?", "None"),
-            Some(Argument::None)
-        ));
-        assert!(matches!(
-            default_value("Scalar", "1"),
-            Some(Argument::Int(1))
-        ));
-        assert!(default_value("Dimname", "x").is_none());
-    }
-}
-
 /// Whether an op mutates an argument, from its schema.
 pub fn mutates(target: &crate::ir::Target) -> bool {
     target.kind == crate::ir::TargetKind::Op
@@ -409,4 +355,58 @@ pub fn family_of(op: &str) -> Option<&'static str> {
         _ => op.to_string(),
     };
     map.get(key.as_str()).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_schemas() {
+        let s = lookup("aten", "add", "Tensor").expect("add.Tensor");
+        assert_eq!(s.args.len(), 3);
+        assert_eq!(s.args[2].name, "alpha");
+        assert!(s.args[2].kwarg_only);
+        assert_eq!(s.args[2].default.as_deref(), Some("1"));
+        let topk = lookup("aten", "topk", "default").expect("topk");
+        assert_eq!(
+            topk.args
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>(),
+            ["self", "k", "dim", "largest", "sorted"]
+        );
+        let split = lookup("aten", "split", "Tensor").expect("split");
+        assert_eq!(split.args[0].ty, "Tensor(a -> *)");
+        assert!(count() > 3000);
+    }
+
+    #[test]
+    fn converts_defaults() {
+        assert!(matches!(
+            default_value("int", "-1"),
+            Some(Argument::Int(-1))
+        ));
+        assert!(matches!(
+            default_value("int[2]", "1"),
+            Some(Argument::Ints(v)) if v == [1, 1]
+        ));
+        assert!(matches!(
+            default_value("SymInt[2]", "[0, 0]"),
+            Some(Argument::Ints(v)) if v == [0, 0]
+        ));
+        assert!(matches!(default_value("float", "1e-05"), Some(Argument::Float(v)) if v == 1e-5));
+        assert!(
+            matches!(default_value("str", "\"none\""), Some(Argument::String(s)) if s == "none")
+        );
+        assert!(matches!(
+            default_value("Tensor?", "None"),
+            Some(Argument::None)
+        ));
+        assert!(matches!(
+            default_value("Scalar", "1"),
+            Some(Argument::Int(1))
+        ));
+        assert!(default_value("Dimname", "x").is_none());
+    }
 }

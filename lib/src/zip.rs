@@ -170,7 +170,7 @@ impl Archive {
         }
         let start = h + 30 + u16_at(d, h + 26) as usize + u16_at(d, h + 28) as usize;
         let csize = usize::try_from(e.compressed_size).unwrap_or(usize::MAX);
-        let end = start.checked_add(csize).unwrap_or(usize::MAX);
+        let end = start.saturating_add(csize);
         if end > d.len() {
             return Err(Error::bad_input(format!(
                 "data runs past the end of the file ({} bytes needed at offset {start}, file is {} bytes): truncated archive",
@@ -242,7 +242,7 @@ fn read_central_directory(d: &[u8]) -> Result<Vec<Entry>> {
         cd_size = u64_at(d, z64 + 40);
         cd_offset = u64_at(d, z64 + 48);
     }
-    let cd_end = cd_offset.checked_add(cd_size).unwrap_or(u64::MAX);
+    let cd_end = cd_offset.saturating_add(cd_size);
     if cd_end > d.len() as u64 {
         return Err(Error::bad_input(
             "central directory lies outside the file: truncated archive",

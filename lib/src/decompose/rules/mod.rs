@@ -668,8 +668,6 @@ fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
     )
 }
 
-/// A reduction over `dims` (normalised; empty = every dim) with its meta.
-#[allow(clippy::too_many_arguments)] // one emitted op: its operands, options and result
 /// `sum.dim_IntList` over `dims` (normalised; empty = every dim).
 fn sum_dims(
     em: &mut Emitter,
@@ -691,6 +689,9 @@ fn sum_dims(
     )
 }
 
+/// A reduction over `dims` (normalised; empty = every dim) with its meta;
+/// the arguments mirror the reduction ops' own.
+#[allow(clippy::too_many_arguments)]
 fn reduce(
     em: &mut Emitter,
     op: &str,

@@ -71,7 +71,7 @@ fn assert_scalar(ctx: &mut Ctx) -> OpResult {
 /// runs (torch raises; so does the executor).
 fn assert_async(ctx: &mut Ctx) -> OpResult {
     let cond = ctx.tensor("self")?.to_host()?.to_f64();
-    if cond.iter().any(|v| *v == 0.0) {
+    if cond.contains(&0.0) {
         let msg = ctx.string("assert_msg")?.unwrap_or_default();
         return Err(Error::bad_input(format!("runtime assertion failed: {msg}")));
     }

@@ -296,7 +296,10 @@ fn broadcast_host(t: &Tensor, to: &[usize]) -> Result<Vec<f64>> {
 
 /// Arguments a row does not handle, as data: such a node is lowered
 /// through the decomposition table instead (`decompose::fallback`).
-const DECLINES: &[(&str, fn(&crate::ir::Node) -> bool)] = &[
+/// Whether a row declines a node's arguments.
+type Declines = fn(&crate::ir::Node) -> bool;
+
+const DECLINES: &[(&str, Declines)] = &[
     // The native LSTM runs one direction; the rule unrolls both.
     ("aten.lstm.input", |n| {
         matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
