@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big demo big bench install fixtures golden clean
+.PHONY: build test test-big demo big bench install fixtures golden clean check-cuda test-cuda
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -28,6 +28,15 @@ $(ONNX_VENV)/.ready:
 test-big: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace -- --ignored
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/big --opset 18
+
+# The cuda feature, type-checked with clippy against a CUDA toolkit from
+# PyPI (recipes/setup_cuda.sh into .venv-cuda; no GPU needed); CI runs it.
+check-cuda:
+	recipes/check_cuda.sh check
+
+# The GPU tests (lib/tests/cuda.rs), on a machine with a GPU and its driver.
+test-cuda:
+	recipes/check_cuda.sh test
 
 # Python environments for the recipes (torch from PyPI, a few minutes).
 $(VENV)/.torch:

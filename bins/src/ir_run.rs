@@ -33,9 +33,9 @@ pub struct Args {
     /// Print timing and peak memory to stderr
     #[arg(long)]
     pub stats: bool,
-    /// Run N times after one warm-up run and report the median time with --stats
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub repeat: usize,
+    /// Run N more times after the first (a warm-up) and report the median time with --stats
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub repeat: Option<u64>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -60,12 +60,17 @@ pub fn run(args: Args) -> Result<()> {
     let loaded = start.elapsed();
     let executor = Executor::new(&program, device)?;
     cli::fallback_report("ir-run", &executor.fallback);
+    // One run, timed; with --repeat N, N more after it (a warm-up).
+    let first = std::time::Instant::now();
     let mut outputs = executor.run(&inputs)?;
-    let mut times = Vec::new();
-    for _ in 0..args.repeat.max(1) {
-        let run_start = std::time::Instant::now();
-        outputs = executor.run(&inputs)?;
-        times.push(run_start.elapsed());
+    let mut times = vec![first.elapsed()];
+    if let Some(n) = args.repeat {
+        times.clear();
+        for _ in 0..n.max(1) {
+            let run_start = std::time::Instant::now();
+            outputs = executor.run(&inputs)?;
+            times.push(run_start.elapsed());
+        }
     }
     times.sort();
     let ran = times[times.len() / 2];
@@ -93,6 +98,19 @@ pub fn run(args: Args) -> Result<()> {
             times.len(),
             run_inputs::peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64
         );
+        if !executor.device.is_cpu() {
+            let copies = executor.host_copies();
+            let list: Vec<String> = copies.iter().map(|(op, n)| format!("{op} {n}")).collect();
+            eprintln!(
+                "ir-run: copies between the device and the host in op rows, per run: {} ({})",
+                copies.values().sum::<usize>(),
+                if list.is_empty() {
+                    "none".to_string()
+                } else {
+                    list.join(", ")
+                }
+            );
+        }
     }
     Ok(())
 }

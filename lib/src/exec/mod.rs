@@ -39,6 +39,24 @@ pub enum Value {
     List(Vec<Value>),
 }
 
+thread_local! {
+    /// Copies between a device and the host made on this thread (none are
+    /// counted on the CPU device).
+    static HOST_COPIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a copy between `device` and the host, when `device` is not the
+/// host itself.
+fn note_host_copy(device: &Device) {
+    if !device.is_cpu() {
+        HOST_COPIES.with(|c| c.set(c.get() + 1));
+    }
+}
+
+fn host_copies_so_far() -> usize {
+    HOST_COPIES.with(|c| c.get())
+}
+
 /// A candle error as ours: its first line (candle appends a backtrace
 /// when RUST_BACKTRACE is set; that is no part of a message).
 pub(crate) fn ce(e: candle_core::Error) -> Error {
@@ -103,8 +121,23 @@ pub fn device(kind: DeviceKind) -> Result<Device> {
                     "this build has no CUDA support: rebuild with --features cuda",
                 ));
             }
-            Device::new_cuda(0)
-                .map_err(|e| Error::unsupported(format!("no usable CUDA device: {e}")))
+            // cudarc loads the driver (libcuda.so) on first use and panics
+            // when there is none: that is a machine without a GPU, told as
+            // such, never a panic.
+            let hook = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|_| {}));
+            let made = std::panic::catch_unwind(|| Device::new_cuda(0));
+            std::panic::set_hook(hook);
+            match made {
+                Ok(Ok(d)) => Ok(d),
+                Ok(Err(e)) => Err(Error::bad_input(format!(
+                    "--device cuda: no usable CUDA device: {}",
+                    e.to_string().lines().next().unwrap_or("")
+                ))),
+                Err(_) => Err(Error::bad_input(
+                    "--device cuda: no CUDA driver (libcuda.so) on this machine",
+                )),
+            }
         }
     }
 }
@@ -158,6 +191,7 @@ impl Tensor {
         data: &[u8],
         device: &Device,
     ) -> Result<Tensor> {
+        note_host_copy(device);
         let storage = storage_dtype(dtype)?;
         let widened: Vec<u8>;
         let bytes: &[u8] = match dtype {
@@ -189,6 +223,7 @@ impl Tensor {
     }
 
     pub fn to_host(&self) -> Result<HostTensor> {
+        note_host_copy(self.t.device());
         let shape = self.dims().to_vec();
         let flat = self
             .t
@@ -308,6 +343,9 @@ pub struct Executor<'p> {
     pub fallback: crate::decompose::fallback::Fallback,
     pub device: Device,
     weights: BTreeMap<usize, Tensor>,
+    /// Per op, the copies between the device and the host its rows made
+    /// in the last run (none on the CPU device): `ir-run --stats`.
+    host_copies: std::sync::Mutex<BTreeMap<String, usize>>,
 }
 
 /// Whether the executor runs a node: a row for its op, and arguments that
@@ -385,12 +423,16 @@ impl<'p> Executor<'p> {
             fallback,
             device,
             weights,
+            host_copies: Default::default(),
         })
     }
 
     /// Runs on named user inputs; returns the user outputs, named by their
     /// graph values, in output order.
     pub fn run(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+        if let Ok(mut copies) = self.host_copies.lock() {
+            copies.clear();
+        }
         let given: Vec<crate::contract::GivenInput> = inputs
             .iter()
             .map(|(n, t)| crate::contract::GivenInput {
@@ -475,6 +517,7 @@ impl<'p> Executor<'p> {
                     node.name, node.target
                 ))
             })?;
+            let copies_before = host_copies_so_far();
             let mut ctx = Ctx {
                 exec: self,
                 graph,
@@ -508,6 +551,12 @@ impl<'p> Executor<'p> {
                 r => r,
             }
             .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+            let copies = host_copies_so_far() - copies_before;
+            if copies > 0 {
+                if let Ok(mut map) = self.host_copies.lock() {
+                    *map.entry(node.target.to_string()).or_default() += copies;
+                }
+            }
             if outs.len() != node.outputs.len() {
                 return Err(Error::internal(format!(
                     "node '{}': {} produced {} outputs, the graph has {}",
@@ -541,6 +590,18 @@ impl<'p> Executor<'p> {
             .iter()
             .map(|a| resolve(a, &env).map_err(|e| e.at("graph output")))
             .collect()
+    }
+}
+
+impl Executor<'_> {
+    /// Per op, the copies between the device and the host that its rows
+    /// made in the last run: empty on the CPU, and on a GPU the ops that
+    /// fall back to host code (nothing falls back silently).
+    pub fn host_copies(&self) -> BTreeMap<String, usize> {
+        self.host_copies
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs a CUDA toolkit from PyPI (NVIDIA's wheels: nvcc, the runtime,
+# NVRTC, cuBLAS, cuRAND, CCCL headers) into a virtual environment, so that
+# `--features cuda` compiles on a machine with no system CUDA and no GPU.
+#   recipes/setup_cuda.sh [DIR]        (default DIR: .venv-cuda)
+# Idempotent: a stamp file names the pinned versions; a second run with the
+# same pins does nothing. Prints the toolkit root (DIR/.../nvidia/cu13).
+set -euo pipefail
+dir=${1:-.venv-cuda}
+# Pinned: one CUDA 13.4 toolkit, nvcc's own dependencies (nvvm, crt)
+# included: left free they come at a newer release whose PTX the pinned
+# ptxas refuses. cudarc 0.19 knows CUDA versions up to 13.4
+# (CUDARC_CUDA_VERSION=13040 in recipes/check_cuda.sh).
+pins=(
+  nvidia-cuda-nvcc==13.4.92
+  nvidia-nvvm==13.4.92
+  nvidia-cuda-crt==13.4.92
+  nvidia-cuda-runtime==13.4.92
+  nvidia-cuda-nvrtc==13.4.92
+  nvidia-cublas==13.4.3.11
+  nvidia-curand==10.4.4.72
+  nvidia-cuda-cccl==13.3.5.0.6
+)
+stamp="$dir/.cuda-pins"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
+  :
+else
+  python3 -m venv "$dir"
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"; then
+    echo "setup_cuda.sh: could not install the CUDA toolkit wheels from PyPI (is the package registry reachable?)" >&2
+    exit 1
+  fi
+  printf '%s' "${pins[*]}" > "$stamp"
+fi
+root=$("$dir/bin/python" -c 'import os, nvidia; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')
+if [ ! -x "$root/bin/nvcc" ]; then
+  echo "setup_cuda.sh: no nvcc under $root" >&2
+  exit 1
+fi
+echo "$root"
