@@ -1,5 +1,6 @@
 //! `ir-diff`: compares two IR files structurally, or two tensor files
-//! (.npz, .npy, .safetensors) numerically; exit 1 on a difference.
+//! (.npz, .npy, .safetensors) numerically; exit 1 on a difference. Files
+//! are told apart by content, and either may be standard input (`-`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,7 +8,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use pt2kit::cli::{self, CommonArgs};
 use pt2kit::diff::{self, Tolerance};
+use pt2kit::tensorfile::{sniff, FileKind, HostTensor};
 use pt2kit::{Error, Result};
+use std::io::Read;
 
 /// Compare two IR files (nodes, signature, weights) or two tensor files (per-tensor errors)
 #[derive(Parser, Debug)]
@@ -16,15 +19,15 @@ use pt2kit::{Error, Result};
     after_help = "Examples:\n  ir-diff old.ir new.ir\n  ir-diff outputs.npz expected.npz --atol 1e-5\n  ir-diff out.safetensors expected.npz --by-position"
 )]
 pub struct Args {
-    /// The first file (IR, .npz, .npy or .safetensors)
+    /// The first file: IR, .npz, .npy or .safetensors, told by content; - for standard input
     pub a: Option<PathBuf>,
-    /// The second file, of the same kind
+    /// The second file, of the same kind (IR or tensors); - for standard input
     pub b: Option<PathBuf>,
-    /// Absolute tolerance for tensors
-    #[arg(long, default_value_t = 1e-4)]
+    /// Absolute tolerance for tensors (a finite number, zero or more)
+    #[arg(long, default_value = "1e-4", value_parser = tolerance)]
     pub atol: f64,
-    /// Relative tolerance for tensors
-    #[arg(long, default_value_t = 1e-4)]
+    /// Relative tolerance for tensors (a finite number, zero or more)
+    #[arg(long, default_value = "1e-4", value_parser = tolerance)]
     pub rtol: f64,
     /// Pair tensors by position instead of by name
     #[arg(long)]
@@ -33,11 +36,68 @@ pub struct Args {
     pub common: CommonArgs,
 }
 
-fn is_tensor_file(p: &Path) -> bool {
-    matches!(
-        p.extension().and_then(|e| e.to_str()),
-        Some("npz" | "npy" | "safetensors")
-    )
+/// A tolerance: a finite number, zero or more.
+fn tolerance(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s} is not a finite number >= 0"));
+    }
+    Ok(v)
+}
+
+/// One argument, read and told apart by its content, not its name.
+enum Side {
+    Program(pt2kit::ir::Program),
+    Tensors(Vec<(String, HostTensor)>),
+}
+
+fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
+    let shown = path.display().to_string();
+    let bytes = if path.as_os_str() == "-" {
+        let mut all = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut all)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        all
+    } else {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(&shown, e))?;
+        if meta.is_dir() {
+            return Err(Error::usage(format!(
+                "{shown} is a directory: ir-diff compares two files (IR or tensors)"
+            )));
+        }
+        let mut head = [0u8; 8];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(|e| Error::io(&shown, e))?;
+        if sniff(&head[..n]) == FileKind::IrStream {
+            // IR files are mapped, not read
+            return Ok((Side::Program(cli::read_ir(Some(path))?), FileKind::IrStream));
+        }
+        std::fs::read(path).map_err(|e| Error::io(&shown, e))?
+    };
+    let what = if path.as_os_str() == "-" {
+        "<stdin>".to_string()
+    } else {
+        shown
+    };
+    match sniff(&bytes) {
+        FileKind::IrStream => {
+            let program = pt2kit::wire::read_program(&mut bytes.as_slice(), &what)?;
+            Ok((Side::Program(program), FileKind::IrStream))
+        }
+        kind if kind.is_tensors() => Ok((
+            Side::Tensors(pt2kit::tensorfile::read_tensor_bytes(bytes, &what, label)?),
+            kind,
+        )),
+        kind => Err(Error::usage(format!(
+            "{what} is {}: ir-diff compares two IR files or two tensor files (.npz, .npy, .safetensors)",
+            kind.describe()
+        ))),
+    }
 }
 
 /// Ok(true) when the files agree.
@@ -45,29 +105,40 @@ pub fn run(args: Args) -> Result<bool> {
     let (Some(a_path), Some(b_path)) = (&args.a, &args.b) else {
         return Err(Error::usage("two files to compare are needed: ir-diff A B"));
     };
+    if a_path.as_os_str() == "-" && b_path.as_os_str() == "-" {
+        return Err(Error::usage(
+            "only one of the two files can be standard input (-)",
+        ));
+    }
+    let (a, a_kind) = read_side(a_path, "a")?;
+    let (b, b_kind) = read_side(b_path, "b")?;
     let report: Vec<String>;
     let same;
-    match (is_tensor_file(a_path), is_tensor_file(b_path)) {
-        (true, true) => {
-            let a = pt2kit::tensorfile::read_tensors(a_path, "a")?;
-            let b = pt2kit::tensorfile::read_tensors(b_path, "b")?;
+    match (a, b) {
+        (Side::Tensors(a), Side::Tensors(b)) => {
             let tol = Tolerance {
                 atol: args.atol,
                 rtol: args.rtol,
             };
-            let (lines, ok) = diff::compare_tensors(&a, &b, tol, args.by_position);
+            // Two single tensors are one pair, whatever their names.
+            let by_position = args.by_position || (a.len() == 1 && b.len() == 1);
+            let (lines, ok) = diff::compare_tensors(&a, &b, tol, by_position);
             report = lines;
             same = ok;
         }
-        (false, false) => {
-            let a = cli::read_ir(Some(a_path))?;
-            let b = cli::read_ir(Some(b_path))?;
+        (Side::Program(a), Side::Program(b)) => {
             report = diff::diff_programs(&a, &b);
             same = report.is_empty();
         }
-        _ => return Err(Error::usage(
-            "compare two IR files or two tensor files (.npz, .npy, .safetensors), not one of each",
-        )),
+        _ => {
+            return Err(Error::usage(format!(
+                "{} is {} and {} is {}: compare two IR files or two tensor files",
+                a_path.display(),
+                a_kind.describe(),
+                b_path.display(),
+                b_kind.describe()
+            )))
+        }
     }
     let text: String = report.iter().map(|l| format!("{l}\n")).collect();
     let written = cli::write_output(None, false, |w| {

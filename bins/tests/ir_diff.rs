@@ -127,17 +127,235 @@ fn tensor_reports_with_tolerances() {
         assert_eq!(o.status.code(), Some(1));
         assert!(text.contains("worst at ["), "{text}");
     }
-    // by name: the names differ (linear_1 vs out_0)
+    // one tensor each: a pair whatever the names (linear_1 and out_0)
     let o = run(
         env!("CARGO_BIN_EXE_ir-diff"),
         &[out.to_str().unwrap(), "golden/models/mlp.expected.npz"],
     );
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("linear_1 ~ out_0"));
+    // several tensors pair by name: names only one side has are differences
+    let dir2 = tempfile::tempdir().unwrap();
+    let t = pt2kit::tensorfile::read_npz(&out).unwrap().remove(0).1;
+    let two = |names: [&str; 2]| {
+        let p = dir2.path().join(format!("{}.npz", names.join("_")));
+        let bytes =
+            write_npz(&[(names[0].into(), t.clone()), (names[1].into(), t.clone())]).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let o = run(
+        env!("CARGO_BIN_EXE_ir-diff"),
+        &[&two(["x", "y"]), &two(["x", "z"])],
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("linear_1: only in the first file"));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("y: only in the first file") && text.contains("z: only in the second file"),
+        "{text}"
+    );
     // mixing kinds is a usage error
     let o = run(
         env!("CARGO_BIN_EXE_ir-diff"),
         &[&a, "golden/models/mlp.expected.npz"],
     );
     assert_eq!(o.status.code(), Some(2));
+}
+
+// ------------------------------------------------------------ exactness
+
+use pt2kit::ir::Dtype;
+use pt2kit::tensorfile::{write_npy, write_npz, write_safetensors, HostTensor};
+
+fn f32s(v: &[f32], shape: &[usize]) -> HostTensor {
+    HostTensor {
+        dtype: Dtype::Float32,
+        shape: shape.to_vec(),
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+fn put(dir: &Path, name: &str, bytes: Vec<u8>) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn npz(dir: &Path, name: &str, t: HostTensor) -> String {
+    put(dir, name, write_npz(&[("out".into(), t)]).unwrap())
+}
+
+fn diff(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = run(env!("CARGO_BIN_EXE_ir-diff"), args);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tolerances_must_be_finite_and_not_negative() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = npz(dir.path(), "a.npz", f32s(&[1.0, 2.0], &[2]));
+    let b = npz(dir.path(), "b.npz", f32s(&[100.0, 2.0], &[2]));
+    for bad in [
+        "--atol=nan",
+        "--rtol=nan",
+        "--atol=-1",
+        "--rtol=-0.5",
+        "--atol=inf",
+        "--atol=x",
+    ] {
+        let (code, _, err) = diff(&[&a, &b, bad]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(
+            err.contains("--atol") || err.contains("--rtol"),
+            "{bad}: {err}"
+        );
+    }
+    assert_eq!(diff(&[&a, &b, "--atol=0"]).0, Some(1));
+    assert_eq!(diff(&[&a, &b, "--atol=99"]).0, Some(0));
+}
+
+#[test]
+fn single_tensor_files_compare_whatever_their_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = f32s(&[1.0, -2.5], &[2]);
+    let npy = put(dir.path(), "x.npy", write_npy(&t).unwrap());
+    let (code, out, err) = diff(&[&npy, &npy]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let other = put(
+        dir.path(),
+        "y.safetensors",
+        write_safetensors(&[("logits".into(), t.clone())]).unwrap(),
+    );
+    let named = npz(dir.path(), "z.npz", t);
+    for (a, b) in [(&npy, &other), (&other, &named), (&named, &npy)] {
+        let (code, out, err) = diff(&[a, b]);
+        assert_eq!(code, Some(0), "{a} {b}: {out}{err}");
+        assert!(out.contains("mismatches 0/2"), "{out}");
+    }
+}
+
+#[test]
+fn standard_input_is_sniffed_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = f32s(&[1.0, 2.0], &[2]);
+    let npz_path = npz(dir.path(), "e.npz", t.clone());
+    for bytes in [
+        write_npz(&[("o".into(), t.clone())]).unwrap(),
+        write_npy(&t).unwrap(),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ir-diff"))
+            .args(["-", &npz_path])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&bytes).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0));
+    }
+    let (code, _, err) = diff(&["-", "-"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn directories_and_mixed_pairs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = npz(dir.path(), "t.npz", f32s(&[1.0], &[1]));
+    let m = ir(dir.path(), "mlp");
+    let (code, _, err) = diff(&[dir.path().to_str().unwrap(), &t]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is a directory"), "{err}");
+    let (code, _, err) = diff(&[&m, &t]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("is an IR stream and") && err.contains("is an .npz tensor file"),
+        "{err}"
+    );
+    let text = put(dir.path(), "notes.npz", b"hello".to_vec());
+    let (code, _, err) = diff(&[&text, &t]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is text"), "{err}");
+}
+
+/// NaN equals only NaN, inf only the same inf, -0.0 equals 0.0; empty
+/// tensors agree; shapes and kinds of dtype must match; float16 and
+/// bfloat16 compare by value with float32.
+#[test]
+fn special_values_shapes_and_dtypes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let case = |name: &str, a: HostTensor, b: HostTensor| {
+        let pa = npz(d, &format!("{name}.a.npz"), a);
+        let pb = npz(d, &format!("{name}.b.npz"), b);
+        let (code, out, err) = diff(&[&pa, &pb]);
+        (code.unwrap(), format!("{out}{err}"))
+    };
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    assert_eq!(
+        case("nan", f32s(&[nan, 1.0], &[2]), f32s(&[nan, 1.0], &[2])).0,
+        0
+    );
+    assert_eq!(case("nan1", f32s(&[nan], &[1]), f32s(&[1.0], &[1])).0, 1);
+    assert_eq!(case("nan2", f32s(&[1.0], &[1]), f32s(&[nan], &[1])).0, 1);
+    assert_eq!(
+        case("inf", f32s(&[inf, -inf], &[2]), f32s(&[inf, -inf], &[2])).0,
+        0
+    );
+    assert_eq!(case("inf1", f32s(&[inf], &[1]), f32s(&[-inf], &[1])).0, 1);
+    assert_eq!(case("inf2", f32s(&[inf], &[1]), f32s(&[3e38], &[1])).0, 1);
+    assert_eq!(case("zero", f32s(&[-0.0], &[1]), f32s(&[0.0], &[1])).0, 0);
+    let (code, out) = case("empty", f32s(&[], &[0, 3]), f32s(&[], &[0, 3]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("mismatches 0/0"), "{out}");
+    let (code, out) = case("shape", f32s(&[1.0, 2.0], &[2]), f32s(&[1.0, 2.0], &[1, 2]));
+    assert_eq!(code, 1);
+    assert!(out.contains("shape [2] vs [1, 2]"), "{out}");
+    let ints = HostTensor {
+        dtype: Dtype::Int64,
+        shape: vec![2],
+        data: [1i64, 2].iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    let (code, out) = case("kinds", f32s(&[1.0, 2.0], &[2]), ints);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("different kinds"), "{out}");
+    let half = |d: Dtype, v: &[f32]| HostTensor {
+        dtype: d,
+        shape: vec![v.len()],
+        data: v
+            .iter()
+            .flat_map(|x| match d {
+                Dtype::Float16 => half_bits(*x).to_le_bytes(),
+                _ => ((x.to_bits() >> 16) as u16).to_le_bytes(),
+            })
+            .collect(),
+    };
+    let (code, out) = case(
+        "f16",
+        half(Dtype::Float16, &[1.5, -2.0]),
+        f32s(&[1.5, -2.0], &[2]),
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = case(
+        "bf16",
+        half(Dtype::BFloat16, &[1.5, -2.0]),
+        f32s(&[1.5, -2.0], &[2]),
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = case("bf16x", half(Dtype::BFloat16, &[1.5]), f32s(&[1.6], &[1]));
+    assert_eq!(code, 1, "{out}");
+}
+
+/// float16 bits of a value exactly representable in it (the test's values).
+fn half_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32 - 127 + 15;
+    let mant = ((b >> 13) & 0x3ff) as u16;
+    sign | ((exp as u16) << 10) | mant
 }

@@ -49,6 +49,13 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
             p.is_nan() != q.is_nan()
         } else if p == q {
             false
+        } else if p.is_infinite() || q.is_infinite() {
+            // unequal with an infinity: no tolerance covers it (its
+            // excess would be inf - inf, NaN, and compare as no excess)
+            worst_excess = f64::INFINITY;
+            worst = Some(i);
+            max_abs = f64::INFINITY;
+            true
         } else {
             let d = (p - q).abs();
             max_abs = max_abs.max(d);
@@ -69,11 +76,19 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
             }
         }
     }
+    // Dtypes of one kind (float16 against float32, say) compare by value;
+    // of different kinds (integer against floating) they differ outright.
+    let kinds_differ = crate::promote::category(a.dtype) != crate::promote::category(b.dtype);
     let dtype_note = if a.dtype != b.dtype {
         format!(
-            " (dtypes {} vs {})",
+            " (dtypes {} vs {}{})",
             a.dtype.torch_name(),
-            b.dtype.torch_name()
+            b.dtype.torch_name(),
+            if kinds_differ {
+                ": different kinds"
+            } else {
+                ""
+            }
         )
     } else {
         String::new()
@@ -96,7 +111,7 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
     TensorReport {
         name: name.into(),
         line,
-        ok: mismatches == 0,
+        ok: mismatches == 0 && !kinds_differ,
     }
 }
 

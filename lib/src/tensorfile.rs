@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::Dtype;
 use crate::zip::Archive;
@@ -225,6 +226,10 @@ pub fn write_npy(t: &HostTensor) -> Result<Vec<u8>> {
 /// Reads every array of an `.npz`, in archive order.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, HostTensor)>> {
     let archive = Archive::open(path)?;
+    npz_members(&archive, &path.display().to_string())
+}
+
+fn npz_members(archive: &Archive, what: &str) -> Result<Vec<(String, HostTensor)>> {
     let names: Vec<String> = archive.entries().iter().map(|e| e.name.clone()).collect();
     let mut out = Vec::new();
     for name in names {
@@ -232,7 +237,7 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, HostTensor)>> {
         let bytes = archive.member(&name)?;
         out.push((
             key.clone(),
-            read_npy(&bytes, &format!("{}: array '{key}'", path.display()))?,
+            read_npy(&bytes, &format!("{what}: array '{key}'"))?,
         ));
     }
     Ok(out)
@@ -431,6 +436,94 @@ pub fn read_tensors(path: &Path, npy_name: &str) -> Result<Vec<(String, HostTens
         }
         _ => Err(Error::usage(format!(
             "{shown}: unknown tensor file type (expected .npz, .npy or .safetensors)"
+        ))),
+    }
+}
+
+/// What a file holds, told by its first bytes (never by its name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    IrStream,
+    Npz,
+    Npy,
+    Safetensors,
+    /// A zip that is not an `.npz` (a `.pt2` archive, say).
+    Zip,
+    Onnx,
+    Text,
+    Empty,
+    Unknown,
+}
+
+impl FileKind {
+    pub fn is_tensors(self) -> bool {
+        matches!(self, FileKind::Npz | FileKind::Npy | FileKind::Safetensors)
+    }
+
+    /// How a message names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FileKind::IrStream => "an IR stream",
+            FileKind::Npz => "an .npz tensor file",
+            FileKind::Npy => "an .npy tensor file",
+            FileKind::Safetensors => "a .safetensors tensor file",
+            FileKind::Zip => "a zip archive that is no .npz (a .pt2? convert it with pt2ir)",
+            FileKind::Onnx => "an ONNX or other protobuf file",
+            FileKind::Text => "text",
+            FileKind::Empty => "empty",
+            FileKind::Unknown => "of no kind ir-diff reads",
+        }
+    }
+}
+
+/// Tells a file's kind from its bytes (the whole file, or at least its
+/// first 64 KiB: a zip is told from its member names when they are there).
+pub fn sniff(bytes: &[u8]) -> FileKind {
+    let safetensors = bytes.len() > 8
+        && bytes[8] == b'{'
+        && u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])) as usize <= bytes.len() - 8;
+    if bytes.is_empty() {
+        FileKind::Empty
+    } else if bytes.starts_with(crate::wire::MAGIC) {
+        FileKind::IrStream
+    } else if bytes.starts_with(b"\x93NUMPY") {
+        FileKind::Npy
+    } else if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+        // an .npz holds only .npy members
+        let names = Archive::from_blob(String::new(), Blob::owned(bytes.to_vec()))
+            .map(|a| a.entries().iter().all(|e| e.name.ends_with(".npy")));
+        match names {
+            Ok(true) => FileKind::Npz,
+            _ => FileKind::Zip,
+        }
+    } else if safetensors {
+        FileKind::Safetensors
+    } else if bytes.starts_with(b"\x08") {
+        FileKind::Onnx
+    } else if std::str::from_utf8(&bytes[..bytes.len().min(512)]).is_ok() {
+        FileKind::Text
+    } else {
+        FileKind::Unknown
+    }
+}
+
+/// Reads a tensor file of any kind from its bytes (`what` names it in
+/// errors); a single `.npy` array takes the name `npy_name`.
+pub fn read_tensor_bytes(
+    bytes: Vec<u8>,
+    what: &str,
+    npy_name: &str,
+) -> Result<Vec<(String, HostTensor)>> {
+    match sniff(&bytes) {
+        FileKind::Npy => Ok(vec![(npy_name.to_string(), read_npy(&bytes, what)?)]),
+        FileKind::Safetensors => read_safetensors(&bytes, what),
+        FileKind::Npz => {
+            let archive = Archive::from_blob(what.to_string(), Blob::owned(bytes))?;
+            npz_members(&archive, what)
+        }
+        other => Err(Error::bad_input(format!(
+            "{what}: {}, not a tensor file (.npz, .npy, .safetensors)",
+            other.describe()
         ))),
     }
 }
