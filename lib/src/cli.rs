@@ -175,14 +175,19 @@ pub fn main_from<P: Parser>(
 ) -> ExitCode {
     let parsed = match P::try_parse_from(args) {
         Ok(p) => p,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                ErrorKind::Usage.exit_code()
-            } else {
-                0
-            };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
             let _ = e.print();
-            return ExitCode::from(code as u8);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // The documented form, `TOOL: error: ...`, then clap's tip and
+            // usage lines.
+            let name = P::command().get_name().to_string();
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            eprint!("{name}: error: {text}");
+            return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
         }
     };
     let c = common(&parsed);
