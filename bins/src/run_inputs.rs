@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use pt2kit::cli;
 use pt2kit::contract::{self, GivenInput};
 use pt2kit::exec::DeviceKind;
 use pt2kit::ir::{Dtype, Program};
@@ -15,10 +16,10 @@ use pt2kit::{Error, Result};
 /// The flags that say where the inputs come from.
 #[derive(clap::Args, Debug, Clone)]
 pub struct InputArgs {
-    /// Inputs by name, from an .npz or .safetensors file
+    /// Inputs by name, from an .npz or .safetensors file (keys arr_0, arr_1, ... give the inputs in order)
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
-    /// One input from an .npy file (repeatable)
+    /// One input from an .npy file (repeatable; with --inputs, each name once)
     #[arg(short = 'i', long = "input", value_name = "NAME=FILE.npy")]
     pub input_files: Vec<String>,
     /// Random inputs shaped like the example inputs recorded at export
@@ -64,7 +65,7 @@ pub fn checked_inputs(
     let inputs = if args.random || (random_by_default && no_files) {
         random_inputs(program, args.seed)?
     } else {
-        let inputs = file_inputs(args)?;
+        let inputs = file_inputs(program, args)?;
         let user = contract::user_tensor_inputs(program);
         if inputs.is_empty() && !user.is_empty() {
             let names: Vec<&str> = user.iter().map(|(_, n)| n.as_str()).collect();
@@ -87,17 +88,65 @@ pub fn checked_inputs(
     Ok(inputs)
 }
 
-fn file_inputs(args: &InputArgs) -> Result<Vec<(String, HostTensor)>> {
-    let mut inputs = Vec::new();
+/// The inputs of `--inputs FILE` and `-i NAME=FILE`. Both may be given;
+/// a name given twice (in both, or twice with `-i`) is a usage error. A
+/// file whose keys are `arr_0`, `arr_1`, ... (`np.savez(f, x, y)`) and
+/// name no input gives the model's inputs in order (`-v` says so).
+fn file_inputs(program: &Program, args: &InputArgs) -> Result<Vec<(String, HostTensor)>> {
+    let mut inputs: Vec<(String, HostTensor)> = Vec::new();
+    let mut from: Vec<String> = Vec::new();
     if let Some(path) = &args.inputs {
-        inputs.extend(tensorfile::read_tensors(path, "x")?);
+        let mut tensors = tensorfile::read_tensors(path, "x")?;
+        let user: Vec<String> = contract::user_tensor_inputs(program)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
+        let positional = !tensors.is_empty()
+            && tensors.iter().enumerate().all(|(i, (k, _))| *k == format!("arr_{i}"))
+            && !tensors.iter().any(|(k, _)| user.contains(k));
+        if positional {
+            if tensors.len() != user.len() {
+                return Err(Error::usage(format!(
+                    "{}: {} positional arrays (arr_0...), but the model takes {} inputs: {}",
+                    path.display(),
+                    tensors.len(),
+                    user.len(),
+                    user.join(", ")
+                )));
+            }
+            for ((key, _), name) in tensors.iter_mut().zip(&user) {
+                cli::verbose(format!("input {name} is {key} of {}", path.display()));
+                *key = name.clone();
+            }
+        }
+        for (name, t) in tensors {
+            from.push(format!("--inputs {}", path.display()));
+            inputs.push((name, t));
+        }
     }
     for spec in &args.input_files {
         let (name, file) = spec
             .split_once('=')
             .ok_or_else(|| Error::usage(format!("-i {spec}: expected NAME=FILE.npy")))?;
         let t = tensorfile::read_tensors(std::path::Path::new(file), name)?;
-        inputs.extend(t.into_iter().map(|(_, t)| (name.to_string(), t)));
+        if t.len() != 1 {
+            return Err(Error::usage(format!(
+                "-i {spec}: {file} holds {} arrays; -i takes one (an .npy)",
+                t.len()
+            )));
+        }
+        for (_, t) in t {
+            from.push(format!("-i {spec}"));
+            inputs.push((name.to_string(), t));
+        }
+    }
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if let Some(j) = inputs[..i].iter().position(|(n, _)| n == name) {
+            return Err(Error::usage(format!(
+                "input {name} is given twice: by {} and by {}",
+                from[j], from[i]
+            )));
+        }
     }
     Ok(inputs)
 }

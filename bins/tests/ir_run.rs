@@ -107,3 +107,41 @@ fn bad_files_and_usage() {
         assert_eq!(o.status.code(), Some(4));
     }
 }
+
+/// One rule for where inputs come from: `--inputs` and `-i` together, each
+/// name once; positional npz keys (`np.savez(f, x)`) give the inputs in
+/// order; counts must be positive.
+#[test]
+fn input_flags_have_one_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
+    let x = inputs[0].1.clone();
+    let npy = d.join("x.npy");
+    std::fs::write(&npy, pt2kit::tensorfile::write_npy(&x).unwrap()).unwrap();
+    let spec = format!("x={}", npy.display());
+    let mlp = ir("mlp");
+    // the same name twice
+    let o = ir_run(&mlp, &["-i", &spec, "-i", &spec]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("input x is given twice: by -i x="), "{err}");
+    let o = ir_run(&mlp, &["--inputs", "golden/models/mlp.inputs.npz", "-i", &spec]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("by --inputs golden/models/mlp.inputs.npz and by -i"), "{err}");
+    // positional keys
+    let positional = d.join("pos.npz");
+    std::fs::write(
+        &positional,
+        pt2kit::tensorfile::write_npz(&[("arr_0".into(), x)]).unwrap(),
+    )
+    .unwrap();
+    let o = ir_run(&mlp, &["--inputs", positional.to_str().unwrap(), "-v"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("input x is arr_0 of"), "{err}");
+    // counts
+    let o = ir_run(&mlp, &["--inputs", "golden/models/mlp.inputs.npz", "--repeat", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+}
