@@ -144,37 +144,24 @@ fn nonzero(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-/// scatter / scatter_add / scatter_reduce as ScatterElements.
-fn scatter(cx: &mut Cx) -> Result<()> {
+/// What a scatter reads: `self` in the compute dtype `c`, the index, the
+/// updates (src, or the value expanded) in `c`, and the dim.
+struct Scatter {
+    x: String,
+    index: String,
+    updates: String,
+    dim: i64,
+    c: Dtype,
+}
+
+fn scatter_operands(cx: &mut Cx) -> Result<Scatter> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
-    let out = cx.out_dtype(0)?;
-    let c = cx.compute(out);
-    let reduction = match cx.node.target.name.as_str() {
-        "scatter_add" => "add",
-        "scatter_reduce" => {
-            if !cx.opt_bool("include_self")?.unwrap_or(true) {
-                return Err(Error::unsupported("scatter_reduce with include_self=False"));
-            }
-            match cx.string("reduce")?.as_str() {
-                "sum" => "add",
-                "prod" => "mul",
-                "amax" if cx.opset() >= 18 => "max",
-                "amin" if cx.opset() >= 18 => "min",
-                r => {
-                    return Err(Error::unsupported(format!(
-                        "scatter_reduce reduce={r:?} at opset {}",
-                        cx.opset()
-                    )))
-                }
-            }
-        }
-        _ => "none",
-    };
-    let xs = cx.cast(&x, meta.dtype, c)?;
+    let c = cx.compute(cx.out_dtype(0)?);
+    let x = cx.cast(&x, meta.dtype, c)?;
     let updates = if cx.has("src") {
         let sd = cx.dtype("src")?;
         let src = cx.input("src")?;
@@ -194,14 +181,191 @@ fn scatter(cx: &mut Cx) -> Result<()> {
         let shape = cx.shape(&index);
         cx.node("Expand", &[&v, &shape], vec![])
     };
-    let y = cx.node(
+    Ok(Scatter {
+        x,
+        index,
+        updates,
+        dim,
+        c,
+    })
+}
+
+/// ScatterElements of `updates` into `data` at the scatter's index.
+fn scatter_elements(
+    cx: &mut Cx,
+    s: &Scatter,
+    data: &str,
+    updates: &str,
+    reduction: &str,
+) -> String {
+    cx.node(
         "ScatterElements",
-        &[&xs, &index, &updates],
-        vec![attr_int("axis", dim), attr_str("reduction", reduction)],
-    );
-    let y = cx.cast(&y, c, out)?;
+        &[data, &s.index, updates],
+        vec![attr_int("axis", s.dim), attr_str("reduction", reduction)],
+    )
+}
+
+/// Binds the result, cast from the compute dtype to the output's.
+fn set_scatter_result(cx: &mut Cx, s: &Scatter, y: &str) -> Result<()> {
+    let y = cx.cast(y, s.c, cx.out_dtype(0)?)?;
     cx.set(0, y);
     Ok(())
+}
+
+/// scatter / scatter_add as ScatterElements.
+fn scatter(cx: &mut Cx) -> Result<()> {
+    let reduction = match cx.node.target.name.as_str() {
+        "scatter_add" => "add",
+        _ => "none",
+    };
+    let s = scatter_operands(cx)?;
+    let y = scatter_elements(cx, &s, &s.x, &s.updates, reduction);
+    set_scatter_result(cx, &s, &y)
+}
+
+/// The lowest (or highest) value of a dtype: the identity of max (min).
+fn extreme(dtype: Dtype, highest: bool) -> Lit {
+    let (lo, hi) = match dtype {
+        Dtype::Bool => (0, 1),
+        Dtype::Uint8 => (0, u8::MAX as i64),
+        Dtype::Int8 => (i8::MIN as i64, i8::MAX as i64),
+        Dtype::Int16 => (i16::MIN as i64, i16::MAX as i64),
+        Dtype::Int32 => (i32::MIN as i64, i32::MAX as i64),
+        Dtype::Int64 => (i64::MIN, i64::MAX),
+        _ => {
+            return Lit::Float(if highest {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            })
+        }
+    };
+    Lit::Int(if highest { hi } else { lo })
+}
+
+/// scatter_reduce.two: ScatterElements with the reduction. Without
+/// include_self, the positions an index points at start from the
+/// reduction's identity instead of `self`, so only src values meet there
+/// (torch fills them the same way). mean is the sum divided by how many
+/// values met at each position (self counting one); where none did, the
+/// count is taken as 1, which leaves `self`. ScatterElements reduces by
+/// max and min from opset 18 only: before, amax and amin are computed
+/// densely ([`scatter_extreme_dense`]).
+fn scatter_reduce(cx: &mut Cx) -> Result<()> {
+    let include_self = cx.opt_bool("include_self")?.unwrap_or(true);
+    let reduce = cx.string("reduce")?;
+    let s = scatter_operands(cx)?;
+    let (reduction, identity) = match reduce.as_str() {
+        "sum" | "mean" => ("add", Lit::Int(0)),
+        "prod" => ("mul", Lit::Int(1)),
+        "amax" => ("max", extreme(s.c, false)),
+        "amin" => ("min", extreme(s.c, true)),
+        other => {
+            return Err(Error::bad_input(format!(
+                "scatter_reduce reduce={other:?}: must be sum, prod, mean, amax or amin"
+            )))
+        }
+    };
+    // How many src values land on each position (int64, self's shape).
+    let counts = if reduce == "mean" || !include_self {
+        let ones = cx.shape(&s.index);
+        let ones = constant_of_shape(cx, &ones, Lit::Int(1), Dtype::Int64)?;
+        let zeros = cx.shape(&s.x);
+        let zeros = constant_of_shape(cx, &zeros, Lit::Int(0), Dtype::Int64)?;
+        Some(scatter_elements(cx, &s, &zeros, &ones, "add"))
+    } else {
+        None
+    };
+    let base = match &counts {
+        Some(n) if !include_self => {
+            let zero = cx.const_i64(0);
+            let hit = cx.node("Greater", &[n, &zero], vec![]);
+            let identity = cx.scalar(identity, s.c)?;
+            cx.node("Where", &[&hit, &identity, &s.x], vec![])
+        }
+        _ => s.x.clone(),
+    };
+    let y = if matches!(reduction, "max" | "min") && cx.opset() < 18 {
+        scatter_extreme_dense(cx, &s, &base, reduction)?
+    } else {
+        scatter_elements(cx, &s, &base, &s.updates, reduction)
+    };
+    let y = match counts {
+        Some(n) if reduce == "mean" => scatter_mean(cx, &s, &y, &n, include_self)?,
+        _ => y,
+    };
+    set_scatter_result(cx, &s, &y)
+}
+
+/// A scatter's sums divided by the counts (plus one for self), at least 1;
+/// integers divide with floor, as torch does.
+fn scatter_mean(
+    cx: &mut Cx,
+    s: &Scatter,
+    sum: &str,
+    counts: &str,
+    include_self: bool,
+) -> Result<String> {
+    let extra = cx.const_i64(include_self as i64);
+    let one = cx.const_i64(1);
+    let n = cx.node("Add", &[counts, &extra], vec![]);
+    let n = cx.node("Max", &[&n, &one], vec![]);
+    if s.c.is_floating() {
+        let n = cx.cast(&n, Dtype::Int64, s.c)?;
+        return Ok(cx.node("Div", &[sum, &n], vec![]));
+    }
+    let sum = cx.cast(sum, s.c, Dtype::Float64)?;
+    let n = cx.cast(&n, Dtype::Int64, Dtype::Float64)?;
+    let q = cx.node("Div", &[&sum, &n], vec![]);
+    let q = cx.node("Floor", &[&q], vec![]);
+    cx.cast(&q, Dtype::Float64, s.c)
+}
+
+/// amax / amin by comparison, for opsets without ScatterElements' max and
+/// min: position j along the dim takes the extreme of the updates whose
+/// index is j. A mask `index == j`, with a new axis for j before the dim,
+/// selects the updates (the identity elsewhere); reduced over the index's
+/// own dim, that is each position's extreme over the index's extent.
+/// Combined with `base` there, it is written back with ScatterElements at
+/// indices 0..size (distinct, so without a reduction).
+fn scatter_extreme_dense(cx: &mut Cx, s: &Scatter, base: &str, reduction: &str) -> Result<String> {
+    let (reduce_op, pick) = match reduction {
+        "max" => ("ReduceMax", "Max"),
+        _ => ("ReduceMin", "Min"),
+    };
+    let rank = cx.rank("self")?;
+    let d = s.dim;
+    // 0..size(dim), shaped to lie along `dim` in a tensor of `rank` dims
+    let along = |cx: &mut Cx, rank: usize| -> Result<String> {
+        let shape = cx.shape(base);
+        let at = cx.const_i64(d);
+        let size = cx.node("Gather", &[&shape, &at], vec![attr_int("axis", 0)]);
+        let (zero, one) = (cx.const_i64(0), cx.const_i64(1));
+        let r = cx.node("Range", &[&zero, &size, &one], vec![]);
+        let dims: Vec<i64> = (0..rank as i64)
+            .map(|k| if k == d { -1 } else { 1 })
+            .collect();
+        cx.reshape_const(&r, &dims)
+    };
+    let positions = along(cx, rank + 1)?;
+    let index = cx.unsqueeze(&s.index, &[d]);
+    let mask = cx.node("Equal", &[&index, &positions], vec![]);
+    let updates = cx.unsqueeze(&s.updates, &[d]);
+    let identity = cx.scalar(extreme(s.c, reduction == "min"), s.c)?;
+    let picked = cx.node("Where", &[&mask, &updates, &identity], vec![]);
+    let extremes = cx.reduce(reduce_op, &picked, Some(&[d + 1]), false);
+    // over the index's extent (all of `dim`): combined with base, written back
+    let extent = cx.shape(&extremes);
+    let zeros = cx.const_i64s(&vec![0; rank]);
+    let part = cx.node("Slice", &[base, &zeros, &extent], vec![]);
+    let combined = cx.node(pick, &[&extremes, &part], vec![]);
+    let positions = along(cx, rank)?;
+    let at = cx.node("Expand", &[&positions, &extent], vec![]);
+    Ok(cx.node(
+        "ScatterElements",
+        &[base, &at, &combined],
+        vec![attr_int("axis", d)],
+    ))
 }
 
 /// slice_scatter / select_scatter: src written over a strided range of
@@ -497,7 +661,7 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.scatter.src", scatter),
     ("aten.scatter.value", scatter),
     ("aten.scatter_add.default", scatter),
-    ("aten.scatter_reduce.two", scatter),
+    ("aten.scatter_reduce.two", scatter_reduce),
     ("aten.slice_scatter.default", slice_scatter),
     ("aten.select_scatter.default", slice_scatter),
     ("aten.index_put.default", index_put),
