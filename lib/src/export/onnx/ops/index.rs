@@ -19,6 +19,22 @@ fn index_select(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// Int64 index tensors broadcast together and stacked along a new last
+/// axis (GatherND's and ScatterND's indices), and their broadcast shape.
+fn stack_indices(cx: &mut Cx, idx64: &[String]) -> (String, String) {
+    let mut sum = idx64[0].clone();
+    for i in &idx64[1..] {
+        sum = cx.node("Add", &[&sum, i], vec![]);
+    }
+    let bshape = cx.shape(&sum);
+    let mut stacked = Vec::new();
+    for i in idx64 {
+        let e = cx.node("Expand", &[i, &bshape], vec![]);
+        stacked.push(cx.unsqueeze(&e, &[-1]));
+    }
+    (cx.concat(&stacked, -1), bshape)
+}
+
 /// Advanced indexing. One index tensor is a Gather; several are broadcast
 /// together, stacked and read with GatherND after moving the indexed dims
 /// to the front; adjacent indexed dims then move back to where torch puts
@@ -66,18 +82,7 @@ fn index(cx: &mut Cx) -> Result<()> {
     for (_, name, d) in &given {
         idx64.push(cx.cast(name, *d, Dtype::Int64)?);
     }
-    // The broadcast shape of all index tensors.
-    let mut sum = idx64[0].clone();
-    for i in &idx64[1..] {
-        sum = cx.node("Add", &[&sum, i], vec![]);
-    }
-    let bshape = cx.shape(&sum);
-    let mut stacked = Vec::new();
-    for i in &idx64 {
-        let e = cx.node("Expand", &[i, &bshape], vec![]);
-        stacked.push(cx.unsqueeze(&e, &[-1]));
-    }
-    let nd = cx.concat(&stacked, -1);
+    let (nd, _) = stack_indices(cx, &idx64);
     let mut y = cx.node("GatherND", &[&xt, &nd], vec![]);
     if adjacent && first_pos > 0 {
         let out_rank = cx.out_meta(0)?.sizes.len() as i64;
@@ -436,13 +441,78 @@ fn slice_scatter(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-/// index_put: a boolean mask with one value is a Where; integer indices
-/// are a ScatterND (with add for accumulate) on the indexed dims moved first.
+/// The index tensors of an `indices` list as int64, each with the dim it
+/// indexes and its rank. A boolean (or uint8) mask over k dims stands for
+/// the k rows of its NonZero, one index tensor per dim, as in torch.
+fn int_indices(
+    cx: &mut Cx,
+    indices: &[Option<(String, &TensorMeta)>],
+) -> Result<Vec<(usize, String, usize)>> {
+    let mut dim = 0;
+    let mut out = Vec::new();
+    for t in indices {
+        let Some((name, m)) = t else {
+            dim += 1;
+            continue;
+        };
+        let k = m.sizes.len();
+        if !matches!(m.dtype, Dtype::Bool | Dtype::Uint8) {
+            out.push((dim, cx.cast(name, m.dtype, Dtype::Int64)?, k));
+            dim += 1;
+            continue;
+        }
+        if k == 0 {
+            return Err(Error::unsupported("index_put with a 0-d boolean mask"));
+        }
+        let nz = cx.node("NonZero", &[name], vec![]);
+        for j in 0..k {
+            let row = cx.const_i64(j as i64);
+            let row = cx.node("Gather", &[&nz, &row], vec![attr_int("axis", 0)]);
+            out.push((dim + j, row, 1));
+        }
+        dim += k;
+    }
+    Ok(out)
+}
+
+/// A boolean mask over the leading dims with one value, not accumulated:
+/// a Where. `None` when the node is not that.
+fn index_put_mask_fill(cx: &mut Cx, xs: &str, vs: &str, c: Dtype) -> Result<Option<String>> {
+    let indices = cx.optional_tensors("indices")?;
+    let one_value = cx
+        .meta("values")?
+        .static_sizes()
+        .is_some_and(|s| s.iter().product::<i64>() == 1);
+    let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
+    let (Some(Some((mask, mm))), rest) = (indices.first(), indices.get(1..).unwrap_or_default())
+    else {
+        return Ok(None);
+    };
+    if mm.dtype != Dtype::Bool || rest.iter().any(Option::is_some) || !one_value || accumulate {
+        return Ok(None);
+    }
+    let v = cx.reshape_const(vs, &[])?;
+    let extra: Vec<i64> = (mm.sizes.len() as i64..cx.rank("self")? as i64).collect();
+    let m = if extra.is_empty() {
+        mask.clone()
+    } else {
+        cx.unsqueeze(mask, &extra)
+    };
+    let y = cx.node("Where", &[&m, &v, xs], vec![]);
+    cx.cast(&y, c, cx.out_dtype(0)?).map(Some)
+}
+
+/// index_put: a boolean mask over the leading dims with one value is a
+/// Where; otherwise a ScatterND (add for accumulate) of the index tensors
+/// ([`int_indices`], broadcast and stacked) into `self` with the indexed
+/// dims moved first. The values are laid out as torch's `self[indices]`:
+/// the broadcast index dims first, or, when the indexed dims are adjacent
+/// and not at the front, in their place; they are expanded to that shape,
+/// and in the second case the index dims are moved first too.
 fn index_put(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
-    let indices = cx.optional_tensors("indices")?;
     let values = cx.input("values")?;
     let vm = cx.meta("values")?;
     let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
@@ -450,46 +520,19 @@ fn index_put(cx: &mut Cx) -> Result<()> {
     let c = cx.compute(out);
     let xs = cx.cast(&x, meta.dtype, c)?;
     let vs = cx.cast(&values, vm.dtype, c)?;
-    let given: Vec<(usize, String, &TensorMeta)> = indices
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| t.as_ref().map(|(n, m)| (i, n.clone(), *m)))
-        .collect();
-    let one_value = vm
-        .static_sizes()
-        .is_some_and(|s| s.iter().product::<i64>() == 1);
-    if let [(0, mask, mm)] = given.as_slice() {
-        if mm.dtype == Dtype::Bool && one_value && !accumulate {
-            let v = cx.reshape_const(&vs, &[])?;
-            let extra: Vec<i64> = (mm.sizes.len() as i64..rank as i64).collect();
-            let m = if extra.is_empty() {
-                mask.clone()
-            } else {
-                cx.unsqueeze(mask, &extra)
-            };
-            let y = cx.node("Where", &[&m, &v, &xs], vec![]);
-            let y = cx.cast(&y, c, out)?;
-            cx.set(0, y);
-            return Ok(());
-        }
+    if let Some(y) = index_put_mask_fill(cx, &xs, &vs, c)? {
+        cx.set(0, y);
+        return Ok(());
     }
-    if given.is_empty()
-        || given
-            .iter()
-            .any(|(_, _, m)| matches!(m.dtype, Dtype::Bool | Dtype::Uint8))
-    {
-        return Err(Error::unsupported(
-            "index_put with boolean masks (other than one value at a full mask)",
-        ));
+    let indices = cx.optional_tensors("indices")?;
+    let given = int_indices(cx, &indices)?;
+    if given.is_empty() {
+        return Err(Error::unsupported("index_put without an index tensor"));
     }
     let positions: Vec<usize> = given.iter().map(|g| g.0).collect();
-    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
-    if adjacent && positions[0] > 0 {
-        return Err(Error::unsupported(
-            "index_put on adjacent dims after the first",
-        ));
-    }
     let k = given.len();
+    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
+    let in_place = adjacent && positions[0] > 0;
     let mut perm: Vec<i64> = positions.iter().map(|p| *p as i64).collect();
     perm.extend((0..rank as i64).filter(|d| !positions.contains(&(*d as usize))));
     let identity = perm.iter().enumerate().all(|(i, p)| *p == i as i64);
@@ -498,28 +541,27 @@ fn index_put(cx: &mut Cx) -> Result<()> {
     } else {
         cx.transpose(&xs, &perm)
     };
-    let mut idx64 = Vec::new();
-    for (_, name, m) in &given {
-        idx64.push(cx.cast(name, m.dtype, Dtype::Int64)?);
-    }
-    let mut sum = idx64[0].clone();
-    for i in &idx64[1..] {
-        sum = cx.node("Add", &[&sum, i], vec![]);
-    }
-    let bshape = cx.shape(&sum);
-    let mut stacked = Vec::new();
-    for i in &idx64 {
-        let e = cx.node("Expand", &[i, &bshape], vec![]);
-        stacked.push(cx.unsqueeze(&e, &[-1]));
-    }
-    let nd = cx.concat(&stacked, -1);
-    // Updates have the shape B + the dims not indexed.
+    let idx64: Vec<String> = given.iter().map(|g| g.1.clone()).collect();
+    let (nd, bshape) = stack_indices(cx, &idx64);
+    // The dims not indexed, in order.
     let xt_shape = cx.shape(&xt);
-    let kk = cx.const_i64s(&[k as i64]);
-    let end = cx.const_i64s(&[i64::MAX]);
-    let rest = cx.node("Slice", &[&xt_shape, &kk, &end], vec![]);
-    let ushape = cx.concat(&[bshape, rest], 0);
-    let updates = cx.node("Expand", &[&vs, &ushape], vec![]);
+    let rest = slice_1d(cx, &xt_shape, k as i64, i64::MAX);
+    let updates = if in_place {
+        let p = positions[0] as i64;
+        let nb = given.iter().map(|g| g.2).max().unwrap_or(1) as i64;
+        let (pre, post) = (slice_1d(cx, &rest, 0, p), slice_1d(cx, &rest, p, i64::MAX));
+        let vshape = cx.concat(&[pre, bshape, post], 0);
+        let v = cx.node("Expand", &[&vs, &vshape], vec![]);
+        let post_n = (rank - k) as i64 - p;
+        let first: Vec<i64> = (p..p + nb)
+            .chain(0..p)
+            .chain(p + nb..p + nb + post_n)
+            .collect();
+        cx.transpose(&v, &first)
+    } else {
+        let ushape = cx.concat(&[bshape, rest], 0);
+        cx.node("Expand", &[&vs, &ushape], vec![])
+    };
     let attrs = if accumulate {
         vec![attr_str("reduction", "add")]
     } else {
@@ -533,6 +575,45 @@ fn index_put(cx: &mut Cx) -> Result<()> {
         }
         y = cx.transpose(&y, &inverse);
     }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// Elements `start..end` of a 1-D value.
+fn slice_1d(cx: &mut Cx, x: &str, start: i64, end: i64) -> String {
+    let (s, e) = (cx.const_i64s(&[start]), cx.const_i64s(&[end]));
+    cx.node("Slice", &[x, &s, &e], vec![])
+}
+
+/// masked_scatter: the positions where the mask (broadcast to self) holds
+/// take source's elements in row-major order. A position's element of the
+/// flattened source is how many mask positions before it hold (an
+/// exclusive CumSum); Gather reads them, and Where keeps self elsewhere.
+fn masked_scatter(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let xd = cx.dtype("self")?;
+    let source = cx.input("source")?;
+    let sd = cx.dtype("source")?;
+    let mask = cx.input("mask")?;
+    let md = cx.dtype("mask")?;
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.cast(&x, xd, c)?;
+    let flat_source = cx.reshape_const(&source, &[-1])?;
+    let flat_source = cx.cast(&flat_source, sd, c)?;
+    let shape = cx.shape(&xs);
+    let mask = cx.cast(&mask, md, Dtype::Bool)?;
+    let mask = cx.node("Expand", &[&mask, &shape], vec![]);
+    let flat_mask = cx.reshape_const(&mask, &[-1])?;
+    let counts = cx.cast(&flat_mask, Dtype::Bool, Dtype::Int64)?;
+    let axis = cx.const_i64(0);
+    let before = cx.node("CumSum", &[&counts, &axis], vec![attr_int("exclusive", 1)]);
+    let zero = cx.const_i64(0);
+    let at = cx.node("Where", &[&flat_mask, &before, &zero], vec![]);
+    let taken = cx.node("Gather", &[&flat_source, &at], vec![attr_int("axis", 0)]);
+    let taken = cx.node("Reshape", &[&taken, &shape], vec![]);
+    let y = cx.node("Where", &[&mask, &taken, &xs], vec![]);
     let y = cx.cast(&y, c, out)?;
     cx.set(0, y);
     Ok(())
@@ -665,6 +746,7 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.slice_scatter.default", slice_scatter),
     ("aten.select_scatter.default", slice_scatter),
     ("aten.index_put.default", index_put),
+    ("aten.masked_scatter.default", masked_scatter),
     ("aten.tril.default", |cx| trilu(cx, false)),
     ("aten.triu.default", |cx| trilu(cx, true)),
     ("aten._embedding_bag.default", embedding_bag),
