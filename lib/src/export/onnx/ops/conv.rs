@@ -183,8 +183,8 @@ fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Col2Im, c: Dtype) -> R
     }
     let grid = cx.reshape_const(x, &[-1, rows, bh, bw])?;
     let (one, zero) = (
-        super::super::builder::lit_bytes(Lit::Float(1.0), c)?,
-        super::super::builder::lit_bytes(Lit::Float(0.0), c)?,
+        lit_bytes(Lit::Float(1.0), c)?,
+        lit_bytes(Lit::Float(0.0), c)?,
     );
     let raw: Vec<u8> = (0..rows * k)
         .flat_map(|i| {

@@ -160,17 +160,13 @@ struct Scatter {
 }
 
 fn scatter_operands(cx: &mut Cx) -> Result<Scatter> {
-    let x = cx.input("self")?;
-    let meta = cx.meta("self")?;
-    let rank = meta.sizes.len();
+    let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
     let c = cx.compute(cx.out_dtype(0)?);
-    let x = cx.cast(&x, meta.dtype, c)?;
+    let x = cx.input_as("self", c)?;
     let updates = if cx.has("src") {
-        let sd = cx.dtype("src")?;
-        let src = cx.input("src")?;
-        let src = cx.cast(&src, sd, c)?;
+        let src = cx.input_as("src", c)?;
         // torch reads only the index's extent of src.
         let same = cx.meta("src")?.sizes == cx.meta("index")?.sizes;
         if same {
@@ -510,16 +506,12 @@ fn index_put_mask_fill(cx: &mut Cx, xs: &str, vs: &str, c: Dtype) -> Result<Opti
 /// and not at the front, in their place; they are expanded to that shape,
 /// and in the second case the index dims are moved first too.
 fn index_put(cx: &mut Cx) -> Result<()> {
-    let x = cx.input("self")?;
-    let meta = cx.meta("self")?;
-    let rank = meta.sizes.len();
-    let values = cx.input("values")?;
-    let vm = cx.meta("values")?;
+    let rank = cx.rank("self")?;
     let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
-    let xs = cx.cast(&x, meta.dtype, c)?;
-    let vs = cx.cast(&values, vm.dtype, c)?;
+    let xs = cx.input_as("self", c)?;
+    let vs = cx.input_as("values", c)?;
     if let Some(y) = index_put_mask_fill(cx, &xs, &vs, c)? {
         cx.set(0, y);
         return Ok(());
@@ -591,19 +583,13 @@ fn slice_1d(cx: &mut Cx, x: &str, start: i64, end: i64) -> String {
 /// flattened source is how many mask positions before it hold (an
 /// exclusive CumSum); Gather reads them, and Where keeps self elsewhere.
 fn masked_scatter(cx: &mut Cx) -> Result<()> {
-    let x = cx.input("self")?;
-    let xd = cx.dtype("self")?;
-    let source = cx.input("source")?;
-    let sd = cx.dtype("source")?;
-    let mask = cx.input("mask")?;
-    let md = cx.dtype("mask")?;
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
-    let xs = cx.cast(&x, xd, c)?;
+    let xs = cx.input_as("self", c)?;
+    let source = cx.input_as("source", c)?;
     let flat_source = cx.reshape_const(&source, &[-1])?;
-    let flat_source = cx.cast(&flat_source, sd, c)?;
     let shape = cx.shape(&xs);
-    let mask = cx.cast(&mask, md, Dtype::Bool)?;
+    let mask = cx.input_as("mask", Dtype::Bool)?;
     let mask = cx.node("Expand", &[&mask, &shape], vec![]);
     let flat_mask = cx.reshape_const(&mask, &[-1])?;
     let counts = cx.cast(&flat_mask, Dtype::Bool, Dtype::Int64)?;
