@@ -572,7 +572,9 @@ class FbArgs(nn.Module):
     """Arguments ir2onnx once refused on ops it has: adaptive pooling to
     sizes that do not divide, avg_pool with divisor_override, index_put
     with a boolean mask, scatter_reduce without self; and fold (col2im),
-    masked_scatter, diagonal."""
+    masked_scatter, diagonal; the other reduces without self, windows in
+    ceil mode past the input with a divisor, a boolean mask after the
+    first dim with a tensor of values."""
 
     def forward(self, x, m, idx, src, cols):
         a = F.adaptive_avg_pool2d(x, (3, 4))
@@ -585,7 +587,13 @@ class FbArgs(nn.Module):
         f = F.fold(cols, output_size=(4, 5), kernel_size=2)
         g = x[:, 0].masked_scatter(m[:, 0], src.reshape(-1).repeat(20)[: 2 * 7 * 9].reshape(2, 7, 9))
         h = torch.diagonal(x, offset=1, dim1=2, dim2=3)
-        return a, b, c, y, d, e, f, g, h
+        i = torch.zeros(2, 5).scatter_reduce(1, idx, src, reduce="amin", include_self=False)
+        j = torch.ones(2, 5).scatter_reduce(1, idx, src, reduce="prod", include_self=False)
+        k = torch.ones(2, 5).scatter_reduce(1, idx, src, reduce="sum", include_self=False)
+        l = F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3)
+        z = x.clone()
+        z[:, m[0, :, :, 0]] = x[:, :1, 0, :]
+        return a, b, c, y, d, e, f, g, h, i, j, k, l, z
 
 
 class FbFft(nn.Module):
