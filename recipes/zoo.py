@@ -568,6 +568,34 @@ class FbSample(nn.Module):
         return a, b, c, rows, cols
 
 
+class FbArgs(nn.Module):
+    """Arguments ir2onnx once refused on ops it has: adaptive pooling to
+    sizes that do not divide, avg_pool with divisor_override, index_put
+    with a boolean mask, scatter_reduce without self; and fold (col2im),
+    masked_scatter, diagonal; the other reduces without self, windows in
+    ceil mode past the input with a divisor, a boolean mask after the
+    first dim with a tensor of values."""
+
+    def forward(self, x, m, idx, src, cols):
+        a = F.adaptive_avg_pool2d(x, (3, 4))
+        b = F.adaptive_max_pool2d(x, (4, 3))
+        c = F.avg_pool2d(x, 3, stride=2, padding=1, divisor_override=5)
+        y = x.clone()
+        y[m] = 0.5
+        d = torch.zeros(2, 5).scatter_reduce(1, idx, src, reduce="amax", include_self=False)
+        e = torch.zeros(2, 5).scatter_reduce(1, idx, src, reduce="mean", include_self=False)
+        f = F.fold(cols, output_size=(4, 5), kernel_size=2)
+        g = x[:, 0].masked_scatter(m[:, 0], src.reshape(-1).repeat(20)[: 2 * 7 * 9].reshape(2, 7, 9))
+        h = torch.diagonal(x, offset=1, dim1=2, dim2=3)
+        i = torch.zeros(2, 5).scatter_reduce(1, idx, src, reduce="amin", include_self=False)
+        j = torch.ones(2, 5).scatter_reduce(1, idx, src, reduce="prod", include_self=False)
+        k = torch.ones(2, 5).scatter_reduce(1, idx, src, reduce="sum", include_self=False)
+        l = F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3)
+        z = x.clone()
+        z[:, m[0, :, :, 0]] = x[:, :1, 0, :]
+        return a, b, c, y, d, e, f, g, h, i, j, k, l, z
+
+
 class FbFft(nn.Module):
     """A real FFT's magnitude: complex values inside, real outside. Nothing
     here runs or converts it (no complex dtype); the tools refuse it."""
@@ -715,6 +743,9 @@ _reg("fb_gpt2_sdpa_b2", lambda: GPT2Wrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
 _reg("fb_sample", FbSample, lambda: (_randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 2.4 - 1.2,
      _randn(4, 5)), group="fallback")
+_reg("fb_args", FbArgs, lambda: (_randn(2, 3, 7, 9), torch.rand(2, 3, 7, 9) > 0.5,
+     torch.tensor([[0, 1, 1, 4], [2, 2, 0, 3]]), _randn(2, 4), _randn(1, 12, 12)),
+     group="fallback")
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")
 _reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
 _reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")

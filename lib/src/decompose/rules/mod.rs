@@ -580,7 +580,7 @@ fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Resu
             let clamp = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(*n) };
             Sym::Int((clamp(end) - clamp(start)).max(0))
         }
-        _ => return Err(Error::unsupported("diff along a symbolic dim")),
+        _ => return Err(Error::unsupported(format!("a slice of symbolic dim {dim}"))),
     };
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(
@@ -650,20 +650,24 @@ pub fn describe(rule: &Rule) -> String {
     format!("{} -> {}", rule.source, rule.results.join(", "))
 }
 
-fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
+/// `cat` of `xs` along `dim` into `out` when given.
+fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize, out: Option<ValueId>) -> Result<ValueId> {
     let mut sizes = em.sizes(xs[0])?;
     let mut total = 0;
     for x in xs {
-        total += em.static_sizes(*x, "cat")?[dim];
+        total += em.sizes(*x)?[dim]
+            .as_int()
+            .ok_or_else(|| Error::unsupported(format!("cat along symbolic dim {dim}")))?;
     }
     sizes[dim] = Sym::Int(total);
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
-    em.op(
+    em.op_to(
         "aten.cat.default",
         vec![
             ("tensors", Argument::Tensors(xs.to_vec())),
             ("dim", Argument::Int(dim as i64)),
         ],
+        out,
         meta,
     )
 }

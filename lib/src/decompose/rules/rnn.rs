@@ -98,7 +98,7 @@ fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             dir_out.push(stack_op(em, &steps, 0)?);
         }
         input = if dirs == 2 {
-            cat_op(em, &dir_out, 2)?
+            cat_op(em, &dir_out, 2, None)?
         } else {
             dir_out[0]
         };

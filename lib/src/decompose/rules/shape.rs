@@ -452,7 +452,7 @@ fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         }
         let tail = slice(em, x, d, n - s, n)?;
         let head = slice(em, x, d, 0, n - s)?;
-        x = cat_op(em, &[tail, head], d)?;
+        x = cat_op(em, &[tail, head], d, None)?;
     }
     if a.ints("dims")?.is_empty() {
         let shape = em.size_refs(x0)?;

@@ -245,6 +245,10 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
         for (i, c) in counts.iter().enumerate() {
             if *c > 0 {
                 out[i] /= (*c + include_self as usize) as f64;
+                // torch divides integers with floor
+                if !x.dtype.is_floating() {
+                    out[i] = out[i].floor();
+                }
             }
         }
     }

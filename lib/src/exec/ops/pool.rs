@@ -9,7 +9,8 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
     let s = if s.is_empty() { k } else { pair(&s, 1) };
     let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
     let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
-    if d != (1, 1) || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
+    // candle pools 4-D tensors only
+    if d != (1, 1) || x.rank() != 4 || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
         return max_pool_host(ctx, &x, 2);
     }
     let ceil = ctx.opt_bool("ceil_mode", false)?;
@@ -85,6 +86,7 @@ fn avg_pool(ctx: &mut Ctx) -> OpResult {
         || ctx.opt_bool("ceil_mode", false)?
         || ctx.opt_int("divisor_override")?.is_some()
         || !x.dtype.is_floating()
+        || x.rank() != 4
     {
         if x.dtype.is_floating() && x.rank() >= 3 {
             return avg_pool2d_padded(ctx, &x, 2);
@@ -292,14 +294,13 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
     let p = Pool::read(ctx, x, n)?;
-    // 1-D pools as 2-D with a unit height
-    let x = if n == 1 {
-        Tensor::new(x.t.unsqueeze(x.rank() - 1).map_err(ce)?, x.dtype)
-    } else {
-        x.clone()
-    };
+    let out_shape = p.out_shape(x, n);
     let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
         (p.input, p.kernel, p.stride, p.pad, p.output);
+    // candle pools 4-D tensors: the leading dims (unbatched or not) as
+    // channels, 1-D pools as 2-D with a unit height
+    let planes = x.t.elem_count() / (h * w).max(1);
+    let x = Tensor::new(x.t.reshape((1, planes, h, w)).map_err(ce)?, x.dtype);
     let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
         ((o - 1) * s + k).saturating_sub(n + 2 * pad)
     };
@@ -316,11 +317,10 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
         pw + extra(ow, kw, sw, w, pw),
         0.0,
     )?;
-    let r = x.rank();
     let mean = padded
         .avg_pool2d_with_stride((kh, kw), (sh, sw))
-        .and_then(|t| t.narrow(r - 2, 0, oh))
-        .and_then(|t| t.narrow(r - 1, 0, ow))
+        .and_then(|t| t.narrow(2, 0, oh))
+        .and_then(|t| t.narrow(3, 0, ow))
         .map_err(ce)?;
     let window = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
         let start = (o * s) as i64 - pad as i64;
@@ -347,10 +347,10 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
         }
     }
     let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
-    let mut y = mean.broadcast_mul(&scale.t).map_err(ce)?;
-    if n == 1 {
-        y = y.squeeze(r - 2).map_err(ce)?;
-    }
+    let y = mean
+        .broadcast_mul(&scale.t)
+        .and_then(|t| t.reshape(out_shape))
+        .map_err(ce)?;
     one(Tensor::new(y, compute).cast(x.dtype)?)
 }
 

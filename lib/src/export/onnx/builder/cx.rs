@@ -228,6 +228,12 @@ impl<'c, 'p> Cx<'c, 'p> {
         self.value_name(self.tensor_id(name)?)
     }
 
+    /// A tensor argument cast to `dtype`.
+    pub fn input_as(&mut self, name: &str, dtype: Dtype) -> Result<String> {
+        let (x, from) = (self.input(name)?, self.dtype(name)?);
+        self.cast(&x, from, dtype)
+    }
+
     pub fn opt_input(&self, name: &str) -> Result<Option<String>> {
         match self.node.arg(name) {
             None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),

@@ -104,6 +104,115 @@ fn conv_transpose(cx: &mut Cx) -> Result<()> {
     )
 }
 
+/// col2im (fold): sums the sliding blocks of `self`, ([N,] C * kh * kw,
+/// L), back into ([N,] C, oh, ow) images. ONNX has Col2Im from opset 18;
+/// before, the same sum is a grouped ConvTranspose ([`col2im_transposed`]).
+fn col2im(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let rank = meta.sizes.len();
+    if !(2..=3).contains(&rank) {
+        return Err(Error::bad_input(format!(
+            "col2im takes a 2-D or 3-D input, not rank {rank}"
+        )));
+    }
+    let geometry = Col2Im {
+        output: spatial(cx, "output_size", 2, 1)?,
+        kernel: spatial(cx, "kernel_size", 2, 1)?,
+        dilation: spatial(cx, "dilation", 2, 1)?,
+        padding: spatial(cx, "padding", 2, 0)?,
+        stride: spatial(cx, "stride", 2, 1)?,
+    };
+    let rows = meta.sizes[rank - 2].as_int();
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let (xs, added) = batch(cx, x, rank, 1);
+        let g = &geometry;
+        let y = if cx.opset() >= 18 {
+            let (image, block) = (cx.const_i64s(&g.output), cx.const_i64s(&g.kernel));
+            let attrs = vec![
+                attr_ints("dilations", &g.dilation),
+                attr_ints("pads", &[g.padding.clone(), g.padding.clone()].concat()),
+                attr_ints("strides", &g.stride),
+            ];
+            cx.node("Col2Im", &[&xs, &image, &block], attrs)
+        } else {
+            let rows = rows.ok_or_else(|| {
+                Error::unsupported("col2im with a symbolic channel dim before opset 18")
+            })?;
+            col2im_transposed(cx, &xs, rows, g, c)?
+        };
+        Ok(unbatch(cx, y, added))
+    })
+}
+
+/// col2im's output size, kernel, dilation, padding and stride (two each).
+struct Col2Im {
+    output: Vec<i64>,
+    kernel: Vec<i64>,
+    dilation: Vec<i64>,
+    padding: Vec<i64>,
+    stride: Vec<i64>,
+}
+
+impl Col2Im {
+    /// How many blocks fit along spatial dim `i`.
+    fn blocks(&self, i: usize) -> i64 {
+        let span =
+            self.output[i] + 2 * self.padding[i] - self.dilation[i] * (self.kernel[i] - 1) - 1;
+        if span < 0 {
+            0
+        } else {
+            span / self.stride[i] + 1
+        }
+    }
+}
+
+/// col2im as a ConvTranspose (before opset 18), on `x` [N, rows, L]: the
+/// L columns are the blocks' grid [bh, bw], and row (c, ky, kx) of a block
+/// lands at offset (ky, kx) of channel c: a one-hot kernel [rows, 1, kh,
+/// kw] in C groups, with col2im's stride, dilation and padding, and
+/// output_padding for the rows and columns past the last block.
+fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Col2Im, c: Dtype) -> Result<String> {
+    let k = g.kernel[0] * g.kernel[1];
+    let (bh, bw) = (g.blocks(0), g.blocks(1));
+    if k <= 0 || rows % k != 0 || bh <= 0 || bw <= 0 {
+        return Err(Error::bad_input(format!(
+            "col2im: {rows} rows are not whole {}x{} blocks of an image of {:?}",
+            g.kernel[0], g.kernel[1], g.output
+        )));
+    }
+    let grid = cx.reshape_const(x, &[-1, rows, bh, bw])?;
+    let (one, zero) = (
+        lit_bytes(Lit::Float(1.0), c)?,
+        lit_bytes(Lit::Float(0.0), c)?,
+    );
+    let raw: Vec<u8> = (0..rows * k)
+        .flat_map(|i| {
+            if i / k % k == i % k {
+                one.clone()
+            } else {
+                zero.clone()
+            }
+        })
+        .collect();
+    let weight = cx.constant(c, &[rows, 1, g.kernel[0], g.kernel[1]], raw)?;
+    // the size the blocks reach, short of the image by less than a stride
+    let reach = |i: usize| {
+        (g.blocks(i) - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - 2 * g.padding[i]
+    };
+    let attrs = vec![
+        attr_ints("strides", &g.stride),
+        attr_ints("dilations", &g.dilation),
+        attr_ints("pads", &[g.padding.clone(), g.padding.clone()].concat()),
+        attr_int("group", rows / k),
+        attr_ints(
+            "output_padding",
+            &[g.output[0] - reach(0), g.output[1] - reach(1)],
+        ),
+    ];
+    Ok(cx.node("ConvTranspose", &[&grid, &weight], attrs))
+}
+
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
@@ -117,4 +226,5 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.conv_transpose1d.default", conv_transpose),
     ("aten.conv_transpose2d.input", conv_transpose),
     ("aten.conv_transpose3d.input", conv_transpose),
+    ("aten.col2im.default", col2im),
 ];

@@ -19,6 +19,22 @@ fn index_select(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// Int64 index tensors broadcast together and stacked along a new last
+/// axis (GatherND's and ScatterND's indices), and their broadcast shape.
+fn stack_indices(cx: &mut Cx, idx64: &[String]) -> (String, String) {
+    let mut sum = idx64[0].clone();
+    for i in &idx64[1..] {
+        sum = cx.node("Add", &[&sum, i], vec![]);
+    }
+    let bshape = cx.shape(&sum);
+    let mut stacked = Vec::new();
+    for i in idx64 {
+        let e = cx.node("Expand", &[i, &bshape], vec![]);
+        stacked.push(cx.unsqueeze(&e, &[-1]));
+    }
+    (cx.concat(&stacked, -1), bshape)
+}
+
 /// Advanced indexing. One index tensor is a Gather; several are broadcast
 /// together, stacked and read with GatherND after moving the indexed dims
 /// to the front; adjacent indexed dims then move back to where torch puts
@@ -66,18 +82,7 @@ fn index(cx: &mut Cx) -> Result<()> {
     for (_, name, d) in &given {
         idx64.push(cx.cast(name, *d, Dtype::Int64)?);
     }
-    // The broadcast shape of all index tensors.
-    let mut sum = idx64[0].clone();
-    for i in &idx64[1..] {
-        sum = cx.node("Add", &[&sum, i], vec![]);
-    }
-    let bshape = cx.shape(&sum);
-    let mut stacked = Vec::new();
-    for i in &idx64 {
-        let e = cx.node("Expand", &[i, &bshape], vec![]);
-        stacked.push(cx.unsqueeze(&e, &[-1]));
-    }
-    let nd = cx.concat(&stacked, -1);
+    let (nd, _) = stack_indices(cx, &idx64);
     let mut y = cx.node("GatherND", &[&xt, &nd], vec![]);
     if adjacent && first_pos > 0 {
         let out_rank = cx.out_meta(0)?.sizes.len() as i64;
@@ -144,41 +149,24 @@ fn nonzero(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-/// scatter / scatter_add / scatter_reduce as ScatterElements.
-fn scatter(cx: &mut Cx) -> Result<()> {
-    let x = cx.input("self")?;
-    let meta = cx.meta("self")?;
-    let rank = meta.sizes.len();
+/// What a scatter reads: `self` in the compute dtype `c`, the index, the
+/// updates (src, or the value expanded) in `c`, and the dim.
+struct Scatter {
+    x: String,
+    index: String,
+    updates: String,
+    dim: i64,
+    c: Dtype,
+}
+
+fn scatter_operands(cx: &mut Cx) -> Result<Scatter> {
+    let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
-    let out = cx.out_dtype(0)?;
-    let c = cx.compute(out);
-    let reduction = match cx.node.target.name.as_str() {
-        "scatter_add" => "add",
-        "scatter_reduce" => {
-            if !cx.opt_bool("include_self")?.unwrap_or(true) {
-                return Err(Error::unsupported("scatter_reduce with include_self=False"));
-            }
-            match cx.string("reduce")?.as_str() {
-                "sum" => "add",
-                "prod" => "mul",
-                "amax" if cx.opset() >= 18 => "max",
-                "amin" if cx.opset() >= 18 => "min",
-                r => {
-                    return Err(Error::unsupported(format!(
-                        "scatter_reduce reduce={r:?} at opset {}",
-                        cx.opset()
-                    )))
-                }
-            }
-        }
-        _ => "none",
-    };
-    let xs = cx.cast(&x, meta.dtype, c)?;
+    let c = cx.compute(cx.out_dtype(0)?);
+    let x = cx.input_as("self", c)?;
     let updates = if cx.has("src") {
-        let sd = cx.dtype("src")?;
-        let src = cx.input("src")?;
-        let src = cx.cast(&src, sd, c)?;
+        let src = cx.input_as("src", c)?;
         // torch reads only the index's extent of src.
         let same = cx.meta("src")?.sizes == cx.meta("index")?.sizes;
         if same {
@@ -194,14 +182,191 @@ fn scatter(cx: &mut Cx) -> Result<()> {
         let shape = cx.shape(&index);
         cx.node("Expand", &[&v, &shape], vec![])
     };
-    let y = cx.node(
+    Ok(Scatter {
+        x,
+        index,
+        updates,
+        dim,
+        c,
+    })
+}
+
+/// ScatterElements of `updates` into `data` at the scatter's index.
+fn scatter_elements(
+    cx: &mut Cx,
+    s: &Scatter,
+    data: &str,
+    updates: &str,
+    reduction: &str,
+) -> String {
+    cx.node(
         "ScatterElements",
-        &[&xs, &index, &updates],
-        vec![attr_int("axis", dim), attr_str("reduction", reduction)],
-    );
-    let y = cx.cast(&y, c, out)?;
+        &[data, &s.index, updates],
+        vec![attr_int("axis", s.dim), attr_str("reduction", reduction)],
+    )
+}
+
+/// Binds the result, cast from the compute dtype to the output's.
+fn set_scatter_result(cx: &mut Cx, s: &Scatter, y: &str) -> Result<()> {
+    let y = cx.cast(y, s.c, cx.out_dtype(0)?)?;
     cx.set(0, y);
     Ok(())
+}
+
+/// scatter / scatter_add as ScatterElements.
+fn scatter(cx: &mut Cx) -> Result<()> {
+    let reduction = match cx.node.target.name.as_str() {
+        "scatter_add" => "add",
+        _ => "none",
+    };
+    let s = scatter_operands(cx)?;
+    let y = scatter_elements(cx, &s, &s.x, &s.updates, reduction);
+    set_scatter_result(cx, &s, &y)
+}
+
+/// The lowest (or highest) value of a dtype: the identity of max (min).
+fn extreme(dtype: Dtype, highest: bool) -> Lit {
+    let (lo, hi) = match dtype {
+        Dtype::Bool => (0, 1),
+        Dtype::Uint8 => (0, u8::MAX as i64),
+        Dtype::Int8 => (i8::MIN as i64, i8::MAX as i64),
+        Dtype::Int16 => (i16::MIN as i64, i16::MAX as i64),
+        Dtype::Int32 => (i32::MIN as i64, i32::MAX as i64),
+        Dtype::Int64 => (i64::MIN, i64::MAX),
+        _ => {
+            return Lit::Float(if highest {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            })
+        }
+    };
+    Lit::Int(if highest { hi } else { lo })
+}
+
+/// scatter_reduce.two: ScatterElements with the reduction. Without
+/// include_self, the positions an index points at start from the
+/// reduction's identity instead of `self`, so only src values meet there
+/// (torch fills them the same way). mean is the sum divided by how many
+/// values met at each position (self counting one); where none did, the
+/// count is taken as 1, which leaves `self`. ScatterElements reduces by
+/// max and min from opset 18 only: before, amax and amin are computed
+/// densely ([`scatter_extreme_dense`]).
+fn scatter_reduce(cx: &mut Cx) -> Result<()> {
+    let include_self = cx.opt_bool("include_self")?.unwrap_or(true);
+    let reduce = cx.string("reduce")?;
+    let s = scatter_operands(cx)?;
+    let (reduction, identity) = match reduce.as_str() {
+        "sum" | "mean" => ("add", Lit::Int(0)),
+        "prod" => ("mul", Lit::Int(1)),
+        "amax" => ("max", extreme(s.c, false)),
+        "amin" => ("min", extreme(s.c, true)),
+        other => {
+            return Err(Error::bad_input(format!(
+                "scatter_reduce reduce={other:?}: must be sum, prod, mean, amax or amin"
+            )))
+        }
+    };
+    // How many src values land on each position (int64, self's shape).
+    let counts = if reduce == "mean" || !include_self {
+        let ones = cx.shape(&s.index);
+        let ones = constant_of_shape(cx, &ones, Lit::Int(1), Dtype::Int64)?;
+        let zeros = cx.shape(&s.x);
+        let zeros = constant_of_shape(cx, &zeros, Lit::Int(0), Dtype::Int64)?;
+        Some(scatter_elements(cx, &s, &zeros, &ones, "add"))
+    } else {
+        None
+    };
+    let base = match &counts {
+        Some(n) if !include_self => {
+            let zero = cx.const_i64(0);
+            let hit = cx.node("Greater", &[n, &zero], vec![]);
+            let identity = cx.scalar(identity, s.c)?;
+            cx.node("Where", &[&hit, &identity, &s.x], vec![])
+        }
+        _ => s.x.clone(),
+    };
+    let y = if matches!(reduction, "max" | "min") && cx.opset() < 18 {
+        scatter_extreme_dense(cx, &s, &base, reduction)?
+    } else {
+        scatter_elements(cx, &s, &base, &s.updates, reduction)
+    };
+    let y = match counts {
+        Some(n) if reduce == "mean" => scatter_mean(cx, &s, &y, &n, include_self)?,
+        _ => y,
+    };
+    set_scatter_result(cx, &s, &y)
+}
+
+/// A scatter's sums divided by the counts (plus one for self), at least 1;
+/// integers divide with floor, as torch does.
+fn scatter_mean(
+    cx: &mut Cx,
+    s: &Scatter,
+    sum: &str,
+    counts: &str,
+    include_self: bool,
+) -> Result<String> {
+    let extra = cx.const_i64(include_self as i64);
+    let one = cx.const_i64(1);
+    let n = cx.node("Add", &[counts, &extra], vec![]);
+    let n = cx.node("Max", &[&n, &one], vec![]);
+    if s.c.is_floating() {
+        let n = cx.cast(&n, Dtype::Int64, s.c)?;
+        return Ok(cx.node("Div", &[sum, &n], vec![]));
+    }
+    let sum = cx.cast(sum, s.c, Dtype::Float64)?;
+    let n = cx.cast(&n, Dtype::Int64, Dtype::Float64)?;
+    let q = cx.node("Div", &[&sum, &n], vec![]);
+    let q = cx.node("Floor", &[&q], vec![]);
+    cx.cast(&q, Dtype::Float64, s.c)
+}
+
+/// amax / amin by comparison, for opsets without ScatterElements' max and
+/// min: position j along the dim takes the extreme of the updates whose
+/// index is j. A mask `index == j`, with a new axis for j before the dim,
+/// selects the updates (the identity elsewhere); reduced over the index's
+/// own dim, that is each position's extreme over the index's extent.
+/// Combined with `base` there, it is written back with ScatterElements at
+/// indices 0..size (distinct, so without a reduction).
+fn scatter_extreme_dense(cx: &mut Cx, s: &Scatter, base: &str, reduction: &str) -> Result<String> {
+    let (reduce_op, pick) = match reduction {
+        "max" => ("ReduceMax", "Max"),
+        _ => ("ReduceMin", "Min"),
+    };
+    let rank = cx.rank("self")?;
+    let d = s.dim;
+    // 0..size(dim), shaped to lie along `dim` in a tensor of `rank` dims
+    let along = |cx: &mut Cx, rank: usize| -> Result<String> {
+        let shape = cx.shape(base);
+        let at = cx.const_i64(d);
+        let size = cx.node("Gather", &[&shape, &at], vec![attr_int("axis", 0)]);
+        let (zero, one) = (cx.const_i64(0), cx.const_i64(1));
+        let r = cx.node("Range", &[&zero, &size, &one], vec![]);
+        let dims: Vec<i64> = (0..rank as i64)
+            .map(|k| if k == d { -1 } else { 1 })
+            .collect();
+        cx.reshape_const(&r, &dims)
+    };
+    let positions = along(cx, rank + 1)?;
+    let index = cx.unsqueeze(&s.index, &[d]);
+    let mask = cx.node("Equal", &[&index, &positions], vec![]);
+    let updates = cx.unsqueeze(&s.updates, &[d]);
+    let identity = cx.scalar(extreme(s.c, reduction == "min"), s.c)?;
+    let picked = cx.node("Where", &[&mask, &updates, &identity], vec![]);
+    let extremes = cx.reduce(reduce_op, &picked, Some(&[d + 1]), false);
+    // over the index's extent (all of `dim`): combined with base, written back
+    let extent = cx.shape(&extremes);
+    let zeros = cx.const_i64s(&vec![0; rank]);
+    let part = cx.node("Slice", &[base, &zeros, &extent], vec![]);
+    let combined = cx.node(pick, &[&extremes, &part], vec![]);
+    let positions = along(cx, rank)?;
+    let at = cx.node("Expand", &[&positions, &extent], vec![]);
+    Ok(cx.node(
+        "ScatterElements",
+        &[base, &at, &combined],
+        vec![attr_int("axis", d)],
+    ))
 }
 
 /// slice_scatter / select_scatter: src written over a strided range of
@@ -272,60 +437,94 @@ fn slice_scatter(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-/// index_put: a boolean mask with one value is a Where; integer indices
-/// are a ScatterND (with add for accumulate) on the indexed dims moved first.
-fn index_put(cx: &mut Cx) -> Result<()> {
-    let x = cx.input("self")?;
-    let meta = cx.meta("self")?;
-    let rank = meta.sizes.len();
+/// The index tensors of an `indices` list as int64, each with the dim it
+/// indexes and its rank. A boolean (or uint8) mask over k dims stands for
+/// the k rows of its NonZero, one index tensor per dim, as in torch.
+fn int_indices(
+    cx: &mut Cx,
+    indices: &[Option<(String, &TensorMeta)>],
+) -> Result<Vec<(usize, String, usize)>> {
+    let mut dim = 0;
+    let mut out = Vec::new();
+    for t in indices {
+        let Some((name, m)) = t else {
+            dim += 1;
+            continue;
+        };
+        let k = m.sizes.len();
+        if !matches!(m.dtype, Dtype::Bool | Dtype::Uint8) {
+            out.push((dim, cx.cast(name, m.dtype, Dtype::Int64)?, k));
+            dim += 1;
+            continue;
+        }
+        if k == 0 {
+            return Err(Error::unsupported("index_put with a 0-d boolean mask"));
+        }
+        let nz = cx.node("NonZero", &[name], vec![]);
+        for j in 0..k {
+            let row = cx.const_i64(j as i64);
+            let row = cx.node("Gather", &[&nz, &row], vec![attr_int("axis", 0)]);
+            out.push((dim + j, row, 1));
+        }
+        dim += k;
+    }
+    Ok(out)
+}
+
+/// A boolean mask over the leading dims with one value, not accumulated:
+/// a Where. `None` when the node is not that.
+fn index_put_mask_fill(cx: &mut Cx, xs: &str, vs: &str, c: Dtype) -> Result<Option<String>> {
     let indices = cx.optional_tensors("indices")?;
-    let values = cx.input("values")?;
-    let vm = cx.meta("values")?;
+    let one_value = cx
+        .meta("values")?
+        .static_sizes()
+        .is_some_and(|s| s.iter().product::<i64>() == 1);
+    let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
+    let (Some(Some((mask, mm))), rest) = (indices.first(), indices.get(1..).unwrap_or_default())
+    else {
+        return Ok(None);
+    };
+    if mm.dtype != Dtype::Bool || rest.iter().any(Option::is_some) || !one_value || accumulate {
+        return Ok(None);
+    }
+    let v = cx.reshape_const(vs, &[])?;
+    let extra: Vec<i64> = (mm.sizes.len() as i64..cx.rank("self")? as i64).collect();
+    let m = if extra.is_empty() {
+        mask.clone()
+    } else {
+        cx.unsqueeze(mask, &extra)
+    };
+    let y = cx.node("Where", &[&m, &v, xs], vec![]);
+    cx.cast(&y, c, cx.out_dtype(0)?).map(Some)
+}
+
+/// index_put: a boolean mask over the leading dims with one value is a
+/// Where; otherwise a ScatterND (add for accumulate) of the index tensors
+/// ([`int_indices`], broadcast and stacked) into `self` with the indexed
+/// dims moved first. The values are laid out as torch's `self[indices]`:
+/// the broadcast index dims first, or, when the indexed dims are adjacent
+/// and not at the front, in their place; they are expanded to that shape,
+/// and in the second case the index dims are moved first too.
+fn index_put(cx: &mut Cx) -> Result<()> {
+    let rank = cx.rank("self")?;
     let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
-    let xs = cx.cast(&x, meta.dtype, c)?;
-    let vs = cx.cast(&values, vm.dtype, c)?;
-    let given: Vec<(usize, String, &TensorMeta)> = indices
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| t.as_ref().map(|(n, m)| (i, n.clone(), *m)))
-        .collect();
-    let one_value = vm
-        .static_sizes()
-        .is_some_and(|s| s.iter().product::<i64>() == 1);
-    if let [(0, mask, mm)] = given.as_slice() {
-        if mm.dtype == Dtype::Bool && one_value && !accumulate {
-            let v = cx.reshape_const(&vs, &[])?;
-            let extra: Vec<i64> = (mm.sizes.len() as i64..rank as i64).collect();
-            let m = if extra.is_empty() {
-                mask.clone()
-            } else {
-                cx.unsqueeze(mask, &extra)
-            };
-            let y = cx.node("Where", &[&m, &v, &xs], vec![]);
-            let y = cx.cast(&y, c, out)?;
-            cx.set(0, y);
-            return Ok(());
-        }
+    let xs = cx.input_as("self", c)?;
+    let vs = cx.input_as("values", c)?;
+    if let Some(y) = index_put_mask_fill(cx, &xs, &vs, c)? {
+        cx.set(0, y);
+        return Ok(());
     }
-    if given.is_empty()
-        || given
-            .iter()
-            .any(|(_, _, m)| matches!(m.dtype, Dtype::Bool | Dtype::Uint8))
-    {
-        return Err(Error::unsupported(
-            "index_put with boolean masks (other than one value at a full mask)",
-        ));
+    let indices = cx.optional_tensors("indices")?;
+    let given = int_indices(cx, &indices)?;
+    if given.is_empty() {
+        return Err(Error::unsupported("index_put without an index tensor"));
     }
     let positions: Vec<usize> = given.iter().map(|g| g.0).collect();
-    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
-    if adjacent && positions[0] > 0 {
-        return Err(Error::unsupported(
-            "index_put on adjacent dims after the first",
-        ));
-    }
     let k = given.len();
+    let adjacent = positions.windows(2).all(|w| w[1] == w[0] + 1);
+    let in_place = adjacent && positions[0] > 0;
     let mut perm: Vec<i64> = positions.iter().map(|p| *p as i64).collect();
     perm.extend((0..rank as i64).filter(|d| !positions.contains(&(*d as usize))));
     let identity = perm.iter().enumerate().all(|(i, p)| *p == i as i64);
@@ -334,28 +533,27 @@ fn index_put(cx: &mut Cx) -> Result<()> {
     } else {
         cx.transpose(&xs, &perm)
     };
-    let mut idx64 = Vec::new();
-    for (_, name, m) in &given {
-        idx64.push(cx.cast(name, m.dtype, Dtype::Int64)?);
-    }
-    let mut sum = idx64[0].clone();
-    for i in &idx64[1..] {
-        sum = cx.node("Add", &[&sum, i], vec![]);
-    }
-    let bshape = cx.shape(&sum);
-    let mut stacked = Vec::new();
-    for i in &idx64 {
-        let e = cx.node("Expand", &[i, &bshape], vec![]);
-        stacked.push(cx.unsqueeze(&e, &[-1]));
-    }
-    let nd = cx.concat(&stacked, -1);
-    // Updates have the shape B + the dims not indexed.
+    let idx64: Vec<String> = given.iter().map(|g| g.1.clone()).collect();
+    let (nd, bshape) = stack_indices(cx, &idx64);
+    // The dims not indexed, in order.
     let xt_shape = cx.shape(&xt);
-    let kk = cx.const_i64s(&[k as i64]);
-    let end = cx.const_i64s(&[i64::MAX]);
-    let rest = cx.node("Slice", &[&xt_shape, &kk, &end], vec![]);
-    let ushape = cx.concat(&[bshape, rest], 0);
-    let updates = cx.node("Expand", &[&vs, &ushape], vec![]);
+    let rest = slice_1d(cx, &xt_shape, k as i64, i64::MAX);
+    let updates = if in_place {
+        let p = positions[0] as i64;
+        let nb = given.iter().map(|g| g.2).max().unwrap_or(1) as i64;
+        let (pre, post) = (slice_1d(cx, &rest, 0, p), slice_1d(cx, &rest, p, i64::MAX));
+        let vshape = cx.concat(&[pre, bshape, post], 0);
+        let v = cx.node("Expand", &[&vs, &vshape], vec![]);
+        let post_n = (rank - k) as i64 - p;
+        let first: Vec<i64> = (p..p + nb)
+            .chain(0..p)
+            .chain(p + nb..p + nb + post_n)
+            .collect();
+        cx.transpose(&v, &first)
+    } else {
+        let ushape = cx.concat(&[bshape, rest], 0);
+        cx.node("Expand", &[&vs, &ushape], vec![])
+    };
     let attrs = if accumulate {
         vec![attr_str("reduction", "add")]
     } else {
@@ -369,6 +567,39 @@ fn index_put(cx: &mut Cx) -> Result<()> {
         }
         y = cx.transpose(&y, &inverse);
     }
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// Elements `start..end` of a 1-D value.
+fn slice_1d(cx: &mut Cx, x: &str, start: i64, end: i64) -> String {
+    let (s, e) = (cx.const_i64s(&[start]), cx.const_i64s(&[end]));
+    cx.node("Slice", &[x, &s, &e], vec![])
+}
+
+/// masked_scatter: the positions where the mask (broadcast to self) holds
+/// take source's elements in row-major order. A position's element of the
+/// flattened source is how many mask positions before it hold (an
+/// exclusive CumSum); Gather reads them, and Where keeps self elsewhere.
+fn masked_scatter(cx: &mut Cx) -> Result<()> {
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.input_as("self", c)?;
+    let source = cx.input_as("source", c)?;
+    let flat_source = cx.reshape_const(&source, &[-1])?;
+    let shape = cx.shape(&xs);
+    let mask = cx.input_as("mask", Dtype::Bool)?;
+    let mask = cx.node("Expand", &[&mask, &shape], vec![]);
+    let flat_mask = cx.reshape_const(&mask, &[-1])?;
+    let counts = cx.cast(&flat_mask, Dtype::Bool, Dtype::Int64)?;
+    let axis = cx.const_i64(0);
+    let before = cx.node("CumSum", &[&counts, &axis], vec![attr_int("exclusive", 1)]);
+    let zero = cx.const_i64(0);
+    let at = cx.node("Where", &[&flat_mask, &before, &zero], vec![]);
+    let taken = cx.node("Gather", &[&flat_source, &at], vec![attr_int("axis", 0)]);
+    let taken = cx.node("Reshape", &[&taken, &shape], vec![]);
+    let y = cx.node("Where", &[&mask, &taken, &xs], vec![]);
     let y = cx.cast(&y, c, out)?;
     cx.set(0, y);
     Ok(())
@@ -497,10 +728,11 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.scatter.src", scatter),
     ("aten.scatter.value", scatter),
     ("aten.scatter_add.default", scatter),
-    ("aten.scatter_reduce.two", scatter),
+    ("aten.scatter_reduce.two", scatter_reduce),
     ("aten.slice_scatter.default", slice_scatter),
     ("aten.select_scatter.default", slice_scatter),
     ("aten.index_put.default", index_put),
+    ("aten.masked_scatter.default", masked_scatter),
     ("aten.tril.default", |cx| trilu(cx, false)),
     ("aten.triu.default", |cx| trilu(cx, true)),
     ("aten._embedding_bag.default", embedding_bag),

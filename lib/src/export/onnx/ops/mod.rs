@@ -12,7 +12,8 @@
 //! `cx.compute` says, and honour the opset (`cx.opset()`).
 
 use super::builder::{
-    attr_float, attr_graph, attr_int, attr_ints, attr_str, promote, Cx, Emit, Lit, Operand,
+    attr_float, attr_graph, attr_int, attr_ints, attr_str, lit_bytes, promote, Cx, Emit, Lit,
+    Operand,
 };
 use crate::error::{Error, Result};
 use crate::ir::{
@@ -103,7 +104,7 @@ fn elementwise(
 
 fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
     let onnx = super::onnx_dtype(dtype, cx.opset())?;
-    let raw = super::builder::lit_bytes(value, dtype)?;
+    let raw = lit_bytes(value, dtype)?;
     let t = super::tensor_proto("", onnx, &[1], raw);
     Ok(cx.node(
         "ConstantOfShape",

@@ -71,11 +71,11 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     let meta = cx.meta("self")?;
     let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
+    if let Some(divisor) = cx.opt_int("divisor_override")? {
+        return avg_pool_divisor(cx, (&x, meta), (&kernel, &stride, &padding), divisor);
+    }
     let ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
     let include_pad = cx.opt_bool("count_include_pad")?.unwrap_or(true);
-    if cx.has("divisor_override") {
-        return Err(Error::unsupported("avg_pool with divisor_override"));
-    }
     let attrs = vec![
         attr_ints("kernel_shape", &kernel),
         attr_ints("strides", &stride),
@@ -91,41 +91,162 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     })
 }
 
-/// Global pooling for output size 1, a plain pool when the input divides
-/// evenly, otherwise unsupported.
-fn adaptive_avg_pool(cx: &mut Cx) -> Result<()> {
+/// Static sizes of the last `n` dims of a value, or a refusal naming what
+/// needs them.
+fn last_static(sizes: &[Sym], n: usize, what: &str) -> Result<Vec<i64>> {
+    let dims = sizes
+        .len()
+        .checked_sub(n)
+        .map(|k| &sizes[k..])
+        .ok_or_else(|| Error::bad_input(format!("{what}: fewer than {n} dims")))?;
+    dims.iter()
+        .map(Sym::as_int)
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| Error::unsupported(format!("{what} over symbolic spatial sizes")))
+}
+
+/// avg_pool with `divisor_override`: each of torch's windows sums what it
+/// covers of the input and divides by the divisor, whatever padding and
+/// ceil_mode say. Padding adds nothing to a sum, so the input is padded
+/// with zeros: `padding` on both sides and, in ceil mode, enough at the
+/// end that torch's last window fits (its sizes are the output's). An
+/// AveragePool over that, times the kernel's size, is then each window's
+/// sum.
+fn avg_pool_divisor(
+    cx: &mut Cx,
+    (x, meta): (&str, &TensorMeta),
+    (kernel, stride, padding): (&[i64], &[i64], &[i64]),
+    divisor: i64,
+) -> Result<()> {
+    if divisor == 0 {
+        return Err(Error::bad_input("avg_pool: divisor_override must not be 0"));
+    }
+    let n = kernel.len();
+    let input = last_static(&meta.sizes, n, "avg_pool with divisor_override")?;
+    let output = last_static(&cx.out_meta(0)?.sizes, n, "avg_pool with divisor_override")?;
+    let end: Vec<i64> = (0..n)
+        .map(|j| {
+            padding[j]
+                + ((output[j] - 1) * stride[j] + kernel[j] - input[j] - 2 * padding[j]).max(0)
+        })
+        .collect();
+    let rank = meta.sizes.len();
+    let scale = kernel.iter().product::<i64>() as f64 / divisor as f64;
+    elementwise(cx, x, meta.dtype, |cx, x, c| {
+        let (xs, added) = batch(cx, x, rank, n);
+        let lead = vec![0; rank + added as usize - n];
+        let pads = cx.const_i64s(&[lead.clone(), padding.to_vec(), lead, end].concat());
+        let padded = cx.node("Pad", &[&xs, &pads], vec![]);
+        let mean = cx.node(
+            "AveragePool",
+            &[&padded],
+            vec![
+                attr_ints("kernel_shape", kernel),
+                attr_ints("strides", stride),
+            ],
+        );
+        let k = cx.scalar(Lit::Float(scale), c)?;
+        let y = cx.node("Mul", &[&mean, &k], vec![]);
+        Ok(unbatch(cx, y, added))
+    })
+}
+
+/// The ONNX ops of one kind of adaptive pooling: over the whole plane,
+/// over equal strided windows, and a reduction over one window's dim.
+struct Adaptive {
+    global: &'static str,
+    pool: &'static str,
+    reduce: &'static str,
+}
+
+const ADAPTIVE_AVG: Adaptive = Adaptive {
+    global: "GlobalAveragePool",
+    pool: "AveragePool",
+    reduce: "ReduceMean",
+};
+
+const ADAPTIVE_MAX: Adaptive = Adaptive {
+    global: "GlobalMaxPool",
+    pool: "MaxPool",
+    reduce: "ReduceMax",
+};
+
+/// Adaptive average or max pooling over the last `len(output_size)` dims:
+/// a global pool for output size 1, a plain pool when every size divides,
+/// otherwise torch's windows one by one ([`adaptive_windows`]). Only the
+/// values of adaptive_max_pool convert: ONNX has no indices for windows of
+/// unequal sizes, so a graph that reads them is refused.
+fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
+    if cx.out_count() > 1 && cx.out_used(1) {
+        return Err(Error::unsupported(format!(
+            "{}: the indices output is read by the graph, and only the values convert (ir-decompose lowers the op to ops that compute both)",
+            cx.node.target.name
+        )));
+    }
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let output = cx.ints("output_size")?;
     let n = output.len();
     let rank = meta.sizes.len();
-    let input: Option<Vec<i64>> = meta.sizes[rank - n..].iter().map(Sym::as_int).collect();
+    if rank <= n || output.iter().any(|o| *o <= 0) {
+        return Err(Error::bad_input(format!(
+            "adaptive pooling of a rank-{rank} tensor to {output:?}"
+        )));
+    }
+    let input = last_static(&meta.sizes, n, "adaptive pooling");
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         let (xs, added) = batch(cx, x, rank, n);
         let y = if output.iter().all(|o| *o == 1) {
-            cx.node("GlobalAveragePool", &[&xs], vec![])
+            cx.node(ops.global, &[&xs], vec![])
         } else {
-            let input = input
-                .clone()
-                .ok_or_else(|| Error::unsupported("adaptive pooling of symbolic spatial sizes"))?;
-            if input
-                .iter()
-                .zip(&output)
-                .any(|(i, o)| *o == 0 || i % o != 0)
-            {
-                return Err(Error::unsupported(format!(
-                    "adaptive pooling of {input:?} to {output:?} (sizes that do not divide)"
-                )));
+            let input = input?;
+            if input.iter().zip(&output).all(|(i, o)| i % o == 0) {
+                let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
+                cx.node(
+                    ops.pool,
+                    &[&xs],
+                    vec![attr_ints("kernel_shape", &k), attr_ints("strides", &k)],
+                )
+            } else {
+                adaptive_windows(cx, &xs, (&input, &output), ops.reduce)
             }
-            let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
-            cx.node(
-                "AveragePool",
-                &[&xs],
-                vec![attr_ints("kernel_shape", &k), attr_ints("strides", &k)],
-            )
         };
         Ok(unbatch(cx, y, added))
     })
+}
+
+/// torch's adaptive windows over the last dims of `x`: window i of a dim
+/// of size `len` pooled to `m` is [floor(i * len / m), ceil((i + 1) * len
+/// / m)). Windows are boxes, so the mean (or maximum) over one is the mean
+/// (maximum) of the means (maxima) along its last dim: the dims are pooled
+/// one at a time, each window a Slice and a keepdims reduction, the
+/// windows concatenated.
+fn adaptive_windows(
+    cx: &mut Cx,
+    x: &str,
+    (input, output): (&[i64], &[i64]),
+    reduce: &str,
+) -> String {
+    let n = input.len();
+    let mut y = x.to_string();
+    for j in (0..n).rev() {
+        let (len, m) = (input[j], output[j]);
+        if len == m {
+            continue;
+        }
+        let axis = j as i64 - n as i64;
+        let axes = cx.const_i64s(&[axis]);
+        let windows: Vec<String> = (0..m)
+            .map(|i| {
+                let starts = cx.const_i64s(&[i * len / m]);
+                let ends = cx.const_i64s(&[((i + 1) * len + m - 1) / m]);
+                let w = cx.node("Slice", &[&y, &starts, &ends, &axes], vec![]);
+                cx.reduce(reduce, &w, Some(&[axis]), true)
+            })
+            .collect();
+        y = cx.concat(&windows, axis);
+    }
+    y
 }
 
 /// This family's rows: op identity -> implementation.
@@ -139,9 +260,10 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.avg_pool1d.default", avg_pool),
     ("aten.avg_pool2d.default", avg_pool),
     ("aten.avg_pool3d.default", avg_pool),
-    ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool),
-    ("aten.adaptive_avg_pool2d.default", adaptive_avg_pool),
-    ("aten._adaptive_avg_pool2d.default", adaptive_avg_pool),
-    ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool),
-    ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool),
+    ("aten.adaptive_avg_pool1d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten.adaptive_avg_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten._adaptive_avg_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten.adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten._adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten.adaptive_max_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
 ];
