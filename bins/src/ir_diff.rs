@@ -50,7 +50,7 @@ fn tolerance(s: &str) -> std::result::Result<f64, String> {
 
 /// One argument, read and told apart by its content, not its name.
 enum Side {
-    Program(pt2kit::ir::Program),
+    Program(Box<pt2kit::ir::Program>),
     Tensors(Vec<(String, HostTensor)>),
 }
 
@@ -75,7 +75,10 @@ fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
             .map_err(|e| Error::io(&shown, e))?;
         if sniff(&head[..n]) == FileKind::IrStream {
             // IR files are mapped, not read
-            return Ok((Side::Program(cli::read_ir(Some(path))?), FileKind::IrStream));
+            return Ok((
+                Side::Program(Box::new(cli::read_ir(Some(path))?)),
+                FileKind::IrStream,
+            ));
         }
         std::fs::read(path).map_err(|e| Error::io(&shown, e))?
     };
@@ -87,7 +90,7 @@ fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
     match sniff(&bytes) {
         FileKind::IrStream => {
             let program = pt2kit::wire::read_program(&mut bytes.as_slice(), &what)?;
-            Ok((Side::Program(program), FileKind::IrStream))
+            Ok((Side::Program(Box::new(program)), FileKind::IrStream))
         }
         kind if kind.is_tensors() => Ok((
             Side::Tensors(pt2kit::tensorfile::read_tensor_bytes(bytes, &what, label)?),

@@ -102,7 +102,10 @@ fn file_inputs(program: &Program, args: &InputArgs) -> Result<Vec<(String, HostT
             .map(|(_, n)| n)
             .collect();
         let positional = !tensors.is_empty()
-            && tensors.iter().enumerate().all(|(i, (k, _))| *k == format!("arr_{i}"))
+            && tensors
+                .iter()
+                .enumerate()
+                .all(|(i, (k, _))| *k == format!("arr_{i}"))
             && !tensors.iter().any(|(k, _)| user.contains(k));
         if positional {
             if tensors.len() != user.len() {

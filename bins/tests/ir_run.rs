@@ -115,7 +115,8 @@ fn bad_files_and_usage() {
 fn input_flags_have_one_rule() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
+    let inputs =
+        pt2kit::tensorfile::read_npz(&repo().join("golden/models/mlp.inputs.npz")).unwrap();
     let x = inputs[0].1.clone();
     let npy = d.join("x.npy");
     std::fs::write(&npy, pt2kit::tensorfile::write_npy(&x).unwrap()).unwrap();
@@ -126,10 +127,16 @@ fn input_flags_have_one_rule() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("input x is given twice: by -i x="), "{err}");
-    let o = ir_run(&mlp, &["--inputs", "golden/models/mlp.inputs.npz", "-i", &spec]);
+    let o = ir_run(
+        &mlp,
+        &["--inputs", "golden/models/mlp.inputs.npz", "-i", &spec],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("by --inputs golden/models/mlp.inputs.npz and by -i"), "{err}");
+    assert!(
+        err.contains("by --inputs golden/models/mlp.inputs.npz and by -i"),
+        "{err}"
+    );
     // positional keys
     let positional = d.join("pos.npz");
     std::fs::write(
@@ -142,6 +149,9 @@ fn input_flags_have_one_rule() {
     assert!(o.status.success(), "{err}");
     assert!(err.contains("input x is arr_0 of"), "{err}");
     // counts
-    let o = ir_run(&mlp, &["--inputs", "golden/models/mlp.inputs.npz", "--repeat", "0"]);
+    let o = ir_run(
+        &mlp,
+        &["--inputs", "golden/models/mlp.inputs.npz", "--repeat", "0"],
+    );
     assert_eq!(o.status.code(), Some(2));
 }
