@@ -69,9 +69,9 @@ pub struct Args {
     /// CPU threads for the executor (sets RAYON_NUM_THREADS; default: that variable, else the physical cores)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
-    /// Report format
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Report format [default: by the extension of -o (.json, .csv, .txt), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Write the report to FILE instead of standard output (written to a temporary file, then renamed)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -90,6 +90,28 @@ pub enum Format {
     Json,
     /// a header line and one row
     Csv,
+}
+
+/// `--format`, or the one `-o`'s extension names; an extension that names
+/// none is a usage error.
+fn report_format(args: &Args) -> Result<Format> {
+    if let Some(f) = args.format {
+        return Ok(f);
+    }
+    let ext = args
+        .output
+        .as_deref()
+        .filter(|p| p.as_os_str() != "-")
+        .and_then(|p| p.extension())
+        .map(|e| e.to_string_lossy().to_lowercase());
+    match ext.as_deref() {
+        None | Some("txt" | "text") => Ok(Format::Text),
+        Some("json") => Ok(Format::Json),
+        Some("csv") => Ok(Format::Csv),
+        Some(other) => Err(Error::usage(format!(
+            "-o: .{other} names no report format (.json, .csv or .txt; or give --format)"
+        ))),
+    }
 }
 
 fn seconds(s: &str) -> std::result::Result<f64, String> {
@@ -300,6 +322,8 @@ fn timed_run(executor: &Executor, inputs: &[(String, HostTensor)]) -> Result<f64
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // The report format is settled before anything runs.
+    let format = report_format(&args)?;
     if let Some(threads) = args.threads {
         // candle reads the variable whenever it sizes its thread pools or a
         // matmul's parallelism, and no pool exists yet: the tool has started
@@ -380,7 +404,7 @@ pub fn run(args: Args) -> Result<()> {
             .map(|(name, t)| (name.clone(), t.dtype.short_name(), t.shape.clone()))
             .collect(),
     };
-    let text = match args.format {
+    let text = match format {
         Format::Text => report.text(),
         Format::Json => report.json(),
         Format::Csv => report.csv(),

@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, value_name = "PATTERN")]
     pub only: Vec<String>,
     /// Cleanup passes to run after lowering, in order (comma-separated; see --list; 'none' for none)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_values_t = default_passes())]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = default_passes())]
     pub passes: Vec<String>,
     /// Run only the passes: no functionalisation or decomposition
     #[arg(long)]
@@ -46,11 +46,16 @@ pub struct Args {
     pub common: CommonArgs,
 }
 
-fn default_passes() -> Vec<String> {
-    passes::all()
-        .iter()
-        .map(|(n, _, _)| n.to_string())
-        .collect()
+/// Every pass, in order, as `--passes` takes them (`dce,fold,cse,bn-fold`).
+fn default_passes() -> &'static str {
+    static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        passes::all()
+            .iter()
+            .map(|(n, _, _)| *n)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 fn list() -> String {
@@ -72,6 +77,8 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         print!("{}", list());
         return Ok(());
     }
+    decompose::check_patterns("--keep", &args.keep)?;
+    decompose::check_patterns("--only", &args.only)?;
     let mut program = cli::read_ir(args.input.as_deref())?;
     let policy = Policy {
         keep: args.keep.clone(),

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use pt2kit::cli::{self, CommonArgs};
 use pt2kit::exec::{self, Executor};
+use pt2kit::tensorfile::TensorFormat;
 use pt2kit::tensorfile::{self, HostTensor};
 use pt2kit::{Error, Result};
 
@@ -36,8 +37,29 @@ pub struct Args {
     /// Run N more times after the first (a warm-up) and report the median time with --stats
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub repeat: Option<u64>,
+    /// Output format [default: by the extension of -o; npz for -]
+    #[arg(long, value_enum)]
+    pub format: Option<OutputFormat>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum OutputFormat {
+    Npz,
+    /// one output only
+    Npy,
+    Safetensors,
+}
+
+impl From<OutputFormat> for tensorfile::TensorFormat {
+    fn from(f: OutputFormat) -> Self {
+        match f {
+            OutputFormat::Npz => tensorfile::TensorFormat::Npz,
+            OutputFormat::Npy => tensorfile::TensorFormat::Npy,
+            OutputFormat::Safetensors => tensorfile::TensorFormat::Safetensors,
+        }
+    }
 }
 
 fn summary(name: &str, t: &HostTensor) -> String {
@@ -53,6 +75,12 @@ fn summary(name: &str, t: &HostTensor) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // The output format is settled before anything runs.
+    let format = match (args.format, &args.output) {
+        (Some(f), _) => Some(TensorFormat::from(f)),
+        (None, Some(path)) => Some(TensorFormat::of_path(path)?),
+        (None, None) => None,
+    };
     let start = std::time::Instant::now();
     let program = cli::read_ir(args.input.as_deref())?;
     let device = exec::device(args.device.kind())?;
@@ -76,7 +104,7 @@ pub fn run(args: Args) -> Result<()> {
     let ran = times[times.len() / 2];
     match &args.output {
         Some(path) => {
-            let bytes = tensorfile::encode_tensors(path, &outputs)?;
+            let bytes = tensorfile::encode_tensors(format.unwrap_or(TensorFormat::Npz), &outputs)?;
             cli::write_output(Some(path), true, |w| {
                 w.write_all(&bytes)
                     .map_err(|e| Error::io(path.display(), e))

@@ -275,3 +275,44 @@ fn usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a text listing"));
 }
+
+/// The report format comes from -o's extension unless --format says; an
+/// extension that names none is refused before anything runs.
+#[test]
+fn report_format_by_extension() {
+    let mlp = common::ir("mlp");
+    let bench = |args: &[&str]| ir_bench(&mlp, args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let o = bench(&[
+        "--random",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "-q",
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["tool"], "ir-bench");
+    let xml = dir.path().join("b.xml");
+    let o = bench(&["--random", "--iters", "1", "-o", xml.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(".xml names no report format"));
+    let o = bench(&[
+        "--random",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "-q",
+        "--format",
+        "csv",
+        "-o",
+        xml.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(std::fs::read_to_string(&xml).unwrap().starts_with("tool,"));
+}

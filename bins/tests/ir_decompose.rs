@@ -140,3 +140,47 @@ fn errors_have_exit_codes_and_leave_no_file() {
     assert!(o.status.success());
     assert!(std::fs::read(&out).unwrap().starts_with(b"\x89PT2IR\r\n"));
 }
+
+/// Op patterns must name an op torch knows; a miss suggests names, and the
+/// default --passes shown in --help can be pasted back.
+#[test]
+fn op_patterns_are_checked_and_the_default_passes_paste_back() {
+    for (flag, pattern, hint) in [
+        ("--keep", "linear", "did you mean"),
+        ("--keep", "aten.[", "names no op"),
+        ("--only", "aten.nonexistent", "names no op"),
+    ] {
+        let o = decompose(&ir("mlp"), &[flag, pattern, "-o", "-"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{pattern}: {err}");
+        assert!(err.contains(hint) && err.contains(pattern), "{err}");
+    }
+    let o = decompose(
+        &ir("mlp"),
+        &[
+            "--keep",
+            "aten.conv*",
+            "--only",
+            "aten.linear",
+            "--emit",
+            "text",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_ir-decompose"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let default = help
+        .split("[default: ")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("a default for --passes");
+    let o = decompose(&ir("mlp"), &["--passes", default, "--emit", "text"]);
+    assert!(
+        o.status.success(),
+        "{default}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

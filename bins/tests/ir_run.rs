@@ -155,3 +155,45 @@ fn input_flags_have_one_rule() {
     );
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Output formats come from the extension (or --format), are settled
+/// before the run, and an extension that names none is an error.
+#[test]
+fn output_formats_by_extension_or_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let mlp = ir("mlp");
+    let run_to = |name: &str, extra: &[&str]| {
+        let path = dir.path().join(name);
+        let mut args = vec![
+            "--inputs",
+            "golden/models/mlp.inputs.npz",
+            "-o",
+            path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = ir_run(&mlp, &args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            path,
+        )
+    };
+    let (code, err, path) = run_to("out", &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no extension names no tensor format"), "{err}");
+    assert!(!path.exists());
+    let (code, err, _) = run_to("out.bin", &[]);
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err, path) = run_to("out.npy", &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        pt2kit::tensorfile::sniff(&std::fs::read(&path).unwrap()),
+        pt2kit::tensorfile::FileKind::Npy
+    );
+    let (code, err, path) = run_to("out.bin", &["--format", "safetensors"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        pt2kit::tensorfile::sniff(&std::fs::read(&path).unwrap()),
+        pt2kit::tensorfile::FileKind::Safetensors
+    );
+}

@@ -165,6 +165,27 @@ pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
     Schema::parse(lines[at])
 }
 
+/// Every op identity torch registers, as the IR writes them
+/// (`aten.add.Tensor`, `aten.relu.default`).
+pub fn identities() -> impl Iterator<Item = String> {
+    lines().iter().map(|line| {
+        let name = qualified_name(line).replacen("::", ".", 1);
+        match name.matches('.').count() {
+            1 => format!("{name}.default"),
+            _ => name,
+        }
+    })
+}
+
+/// Every op named in `lib/data/op_families.txt` (`namespace.name`,
+/// higher-order and Python scalar ops included).
+pub fn family_ops() -> impl Iterator<Item = &'static str> {
+    FAMILIES
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('['))
+}
+
 pub fn count() -> usize {
     lines().len()
 }

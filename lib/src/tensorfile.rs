@@ -528,15 +528,45 @@ pub fn read_tensor_bytes(
     }
 }
 
-/// Encodes tensors for a path by its extension (`.npz` or `.safetensors`).
-pub fn encode_tensors(path: &Path, tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => write_safetensors(tensors),
-        Some("npz") | None => write_npz(tensors),
-        Some(other) => Err(Error::usage(format!(
-            "{}: cannot write .{other} (use .npz or .safetensors)",
-            path.display()
-        ))),
+/// A tensor file format to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorFormat {
+    Npz,
+    Npy,
+    Safetensors,
+}
+
+impl TensorFormat {
+    /// The format an output path's extension names; `-` (stdout) is npz.
+    pub fn of_path(path: &Path) -> Result<TensorFormat> {
+        if path.as_os_str() == "-" {
+            return Ok(TensorFormat::Npz);
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("npz") => Ok(TensorFormat::Npz),
+            Some("npy") => Ok(TensorFormat::Npy),
+            Some("safetensors") => Ok(TensorFormat::Safetensors),
+            other => Err(Error::usage(format!(
+                "{}: {} names no tensor format (.npz, .npy or .safetensors; or give --format)",
+                path.display(),
+                other.map_or("no extension".to_string(), |e| format!(".{e}"))
+            ))),
+        }
+    }
+}
+
+/// Encodes tensors in a format; `.npy` takes exactly one tensor.
+pub fn encode_tensors(format: TensorFormat, tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
+    match format {
+        TensorFormat::Npz => write_npz(tensors),
+        TensorFormat::Safetensors => write_safetensors(tensors),
+        TensorFormat::Npy => match tensors {
+            [(_, t)] => write_npy(t),
+            _ => Err(Error::usage(format!(
+                ".npy holds one tensor and there are {}: write .npz or .safetensors",
+                tensors.len()
+            ))),
+        },
     }
 }
 

@@ -85,6 +85,57 @@ pub fn pattern_matches(pattern: &str, target: &Target) -> bool {
     target.kind == TargetKind::Op && glob(pattern, &format!("{}.{}", target.namespace, target.name))
 }
 
+/// Checks op patterns (`--keep`, `--only`): each must name at least one
+/// op torch registers or the toolkit knows; a pattern that names none is a
+/// usage error that suggests the nearest names (`linear`: did you mean
+/// `aten.linear`?).
+pub fn check_patterns(flag: &str, patterns: &[String]) -> Result<()> {
+    let mut known: Vec<String> = crate::schema::identities().collect();
+    known.extend(crate::schema::family_ops().map(String::from));
+    known.extend(rules::all_rules().map(|r| r.source.to_string()));
+    for p in patterns {
+        let names = |op: &String| {
+            let mut parts = op.splitn(3, '.');
+            let (ns, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            format!("{ns}.{name}")
+        };
+        if known.iter().any(|op| glob(p, op) || glob(p, &names(op))) {
+            continue;
+        }
+        let stem: String = p
+            .rsplit('.')
+            .find(|s| !s.is_empty() && *s != "default")
+            .unwrap_or(p)
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let mut near: Vec<String> = known
+            .iter()
+            .map(names)
+            .filter(|n| !stem.is_empty() && n.rsplit('.').next() == Some(stem.as_str()))
+            .collect();
+        if near.is_empty() {
+            near = known
+                .iter()
+                .map(names)
+                .filter(|n| !stem.is_empty() && n.contains(stem.as_str()))
+                .collect();
+        }
+        near.sort();
+        near.dedup();
+        near.truncate(4);
+        let hint = if near.is_empty() {
+            String::new()
+        } else {
+            format!(" (did you mean {}?)", near.join(", "))
+        };
+        return Err(Error::usage(format!(
+            "{flag} {p}: names no op (patterns are namespace.name[.overload], * and ? match any characters){hint}"
+        )));
+    }
+    Ok(())
+}
+
 /// What to lower.
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
