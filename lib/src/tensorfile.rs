@@ -537,12 +537,22 @@ pub enum TensorFormat {
 }
 
 impl TensorFormat {
-    /// The format an output path's extension names; `-` (stdout) is npz.
+    /// The format an output path's extension names. What is no file of
+    /// its own (`-`, a device, a FIFO: `/dev/stdout`) takes npz; so does a
+    /// path the output cannot be made at (a directory, a missing one),
+    /// which the writer then refuses by name.
     pub fn of_path(path: &Path) -> Result<TensorFormat> {
-        if path.as_os_str() == "-" {
+        let ext = path.extension().and_then(|e| e.to_str());
+        let not_a_new_file = match std::fs::metadata(path) {
+            Ok(m) => !m.is_file(),
+            Err(_) => path
+                .parent()
+                .is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir()),
+        };
+        if path.as_os_str() == "-" || (ext.is_none() && not_a_new_file) {
             return Ok(TensorFormat::Npz);
         }
-        match path.extension().and_then(|e| e.to_str()) {
+        match ext {
             Some("npz") => Ok(TensorFormat::Npz),
             Some("npy") => Ok(TensorFormat::Npy),
             Some("safetensors") => Ok(TensorFormat::Safetensors),
