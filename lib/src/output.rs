@@ -379,7 +379,7 @@ pub fn write_output(
 pub mod inputs {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Mutex;
+    use std::sync::Arc;
 
     static NO_MMAP: AtomicBool = AtomicBool::new(false);
 
@@ -390,7 +390,12 @@ pub mod inputs {
         ino: u64,
     }
 
-    static MAPPED: Mutex<Vec<(PathBuf, Stamp)>> = Mutex::new(Vec::new());
+    thread_local! {
+        /// The inputs this thread mapped (a tool maps and commits on its
+        /// main thread; tests in parallel threads see only their own).
+        static MAPPED: std::cell::RefCell<Vec<(PathBuf, Stamp)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
 
     fn stamp(m: &std::fs::Metadata) -> Stamp {
         Stamp {
@@ -408,7 +413,7 @@ pub mod inputs {
     /// Maps `file` (at `path`), or with `--no-mmap` reads it into an
     /// anonymous read-only map; a mapped file is remembered for
     /// [`check_unchanged`].
-    pub fn map(file: &File, path: Option<&Path>, what: &str) -> Result<memmap2::Mmap> {
+    pub fn map(file: &File, path: Option<&Path>, what: &str) -> Result<Arc<memmap2::Mmap>> {
         let meta = file.metadata().map_err(|e| Error::io(what, e))?;
         if NO_MMAP.load(Ordering::Relaxed) {
             use std::io::Read;
@@ -417,19 +422,18 @@ pub mod inputs {
             let mut f = file;
             f.read_exact(&mut anon[..])
                 .map_err(|e| Error::io(what, e))?;
-            return anon.make_read_only().map_err(|e| Error::io(what, e));
+            return Ok(Arc::new(
+                anon.make_read_only().map_err(|e| Error::io(what, e))?,
+            ));
         }
         // SAFETY: the map is read-only. A file truncated by another process
         // while mapped faults on access (SIGBUS, reported by the handler in
         // `signals`); a file changed in place is caught by
         // `check_unchanged` before any output is committed.
-        let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(what, e))?;
+        let map = Arc::new(unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(what, e))?);
         if let Some(p) = path {
             if meta.is_file() {
-                MAPPED
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((p.to_path_buf(), stamp(&meta)));
+                MAPPED.with(|m| m.borrow_mut().push((p.to_path_buf(), stamp(&meta))));
                 super::signals::note_mapped(p);
                 super::hold("mapped", p);
             }
@@ -439,7 +443,7 @@ pub mod inputs {
 
     /// Refuses to go on if a mapped input changed since it was opened.
     pub fn check_unchanged() -> Result<()> {
-        let mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+        let mapped = MAPPED.with(|m| m.borrow().clone());
         for (p, was) in mapped.iter() {
             let now = std::fs::metadata(p).ok().map(|m| stamp(&m));
             if now.as_ref() != Some(was) {

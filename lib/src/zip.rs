@@ -59,7 +59,7 @@ impl Archive {
                 Ok(map) => {
                     let n = map.len();
                     let origin = crate::blob::FileOrigin::of(path, &file).map(Arc::new);
-                    Blob::mapped_from(Arc::new(map), Some(Arc::new(file)), 0..n, origin)
+                    Blob::mapped_from(map, Some(Arc::new(file)), 0..n, origin)
                 }
                 Err(_) => {
                     let mut bytes = Vec::new();

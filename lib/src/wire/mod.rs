@@ -406,7 +406,7 @@ pub fn read_program_file(
 ) -> Result<Program> {
     let map = crate::output::inputs::map(&file, path, what)?;
     let mut input = Mapped {
-        map: Arc::new(map),
+        map,
         file: Arc::new(file),
         pos: 0,
     };

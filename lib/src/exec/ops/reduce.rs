@@ -105,19 +105,25 @@ fn arg_extreme(ctx: &mut Ctx, largest: bool) -> OpResult {
     ))
 }
 
+/// `t` with dim `d` swapped to the end, contiguous (candle sorts along
+/// the last dim only).
+fn dim_last(t: &CandleTensor, d: usize) -> Result<CandleTensor> {
+    let last = t.rank() - 1;
+    let moved = if d == last {
+        t.clone()
+    } else {
+        t.transpose(d, last).map_err(ce)?
+    };
+    moved.contiguous().map_err(ce)
+}
+
 fn topk(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let k = ctx.int("k")? as usize;
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let largest = ctx.opt_bool("largest", true)?;
     let last = x.rank() - 1;
-    let moved = if d == last {
-        x.t.clone()
-    } else {
-        x.t.transpose(d, last).map_err(ce)?
-    }
-    .contiguous()
-    .map_err(ce)?;
+    let moved = dim_last(&x.t, d)?;
     let idx = moved
         .arg_sort_last_dim(!largest)
         .map_err(ce)?
@@ -260,13 +266,7 @@ fn sort(ctx: &mut Ctx) -> OpResult {
         return Ok(vec![Value::Tensor(x), zero]);
     }
     let last = x.rank() - 1;
-    let moved = if d == last {
-        x.t.clone()
-    } else {
-        x.t.transpose(d, last).map_err(ce)?
-    }
-    .contiguous()
-    .map_err(ce)?;
+    let moved = dim_last(&x.t, d)?;
     // arg_sort is not stable; torch's sort with stable=False is not either,
     // but a stable order is what torch returns on CPU for small inputs.
     let h = Tensor::new(moved.clone(), x.dtype).to_host()?;

@@ -102,6 +102,25 @@ fn elementwise(
     Ok(())
 }
 
+/// A binary op computed in the dtype `cx.compute` gives for the output:
+/// both operands cast to it, `f` builds the result, which is cast back.
+fn binary_in(
+    cx: &mut Cx,
+    a: &str,
+    b: &str,
+    f: impl FnOnce(&mut Cx, &str, &str, Dtype) -> Result<String>,
+) -> Result<()> {
+    let (x, y) = (cx.operand(a)?, cx.operand(b)?);
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(out);
+    let xs = cx.operand_as(&x, c)?;
+    let ys = cx.operand_as(&y, c)?;
+    let r = f(cx, &xs, &ys, c)?;
+    let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
 fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
     let onnx = super::onnx_dtype(dtype, cx.opset())?;
     let raw = lit_bytes(value, dtype)?;

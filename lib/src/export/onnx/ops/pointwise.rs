@@ -231,36 +231,23 @@ fn div(cx: &mut Cx) -> Result<()> {
 
 /// Python's remainder (the sign of the divisor).
 fn remainder(cx: &mut Cx) -> Result<()> {
-    let x = cx.operand("self")?;
-    let y = cx.operand("other")?;
-    let out = cx.out_dtype(0)?;
-    let c = cx.compute(out);
-    let xs = cx.operand_as(&x, c)?;
-    let ys = cx.operand_as(&y, c)?;
-    let r = if c.is_floating() {
-        let q = cx.node("Div", &[&xs, &ys], vec![]);
-        let f = cx.node("Floor", &[&q], vec![]);
-        let m = cx.node("Mul", &[&f, &ys], vec![]);
-        cx.node("Sub", &[&xs, &m], vec![])
-    } else {
-        cx.node("Mod", &[&xs, &ys], vec![attr_int("fmod", 0)])
-    };
-    let r = cx.cast(&r, c, out)?;
-    cx.set(0, r);
-    Ok(())
+    binary_in(cx, "self", "other", |cx, xs, ys, c| {
+        let r = if c.is_floating() {
+            let q = cx.node("Div", &[xs, ys], vec![]);
+            let f = cx.node("Floor", &[&q], vec![]);
+            let m = cx.node("Mul", &[&f, ys], vec![]);
+            cx.node("Sub", &[xs, &m], vec![])
+        } else {
+            cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 0)])
+        };
+        Ok(r)
+    })
 }
 
 pub(super) fn fmod(cx: &mut Cx) -> Result<()> {
-    let x = cx.operand("self")?;
-    let y = cx.operand("other")?;
-    let out = cx.out_dtype(0)?;
-    let c = cx.compute(out);
-    let xs = cx.operand_as(&x, c)?;
-    let ys = cx.operand_as(&y, c)?;
-    let r = cx.node("Mod", &[&xs, &ys], vec![attr_int("fmod", 1)]);
-    let r = cx.cast(&r, c, out)?;
-    cx.set(0, r);
-    Ok(())
+    binary_in(cx, "self", "other", |cx, xs, ys, _| {
+        Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]))
+    })
 }
 
 fn pow(cx: &mut Cx) -> Result<()> {
