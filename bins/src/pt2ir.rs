@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pt2kit::cli::{self, CommonArgs, ProgramOutput};
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 
 use pt2kit::import::pt2::{read_pt2, read_pt2_bytes, ImportOptions};
 
@@ -17,7 +17,7 @@ use pt2kit::import::pt2::{read_pt2, read_pt2_bytes, ImportOptions};
     after_help = "Examples:\n  pt2ir model.pt2 > model.ir\n  pt2ir model.pt2 --emit text | less\n  pt2ir model.pt2 | ir-run --random"
 )]
 pub struct Args {
-    /// The .pt2 archive to read (- for standard input)
+    /// The .pt2 archive to read (standard input when it is - or absent; an archive from a pipe is read into memory, since a zip is read from its end)
     #[arg(value_name = "ARCHIVE")]
     pub archive: Option<PathBuf>,
     /// Which model of the archive to read (models/NAME.json)
@@ -33,9 +33,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> pt2kit::Result<()> {
-    let archive = args
-        .archive
-        .ok_or_else(|| pt2kit::Error::usage("no archive given: pt2ir MODEL.pt2"))?;
+    // No archive named: standard input, unless it is a terminal.
+    let archive = match args.archive {
+        Some(a) => a,
+        None if std::io::stdin().is_terminal() => {
+            return Err(pt2kit::Error::usage(
+                "no archive given: pt2ir MODEL.pt2, or pipe one in",
+            ))
+        }
+        None => PathBuf::from("-"),
+    };
     let start = std::time::Instant::now();
     let opts = ImportOptions {
         model: args.model,

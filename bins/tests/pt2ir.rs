@@ -118,22 +118,53 @@ fn writes_ir_file_text_and_yaml() {
     );
 }
 
-#[test]
-fn reads_standard_input() {
+fn pt2ir_stdin(args: &[&str], bytes: &[u8]) -> std::process::Output {
     let mut child = pt2ir()
-        .args(["-", "--emit", "text"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Standard input, named `-` or not named at all.
+#[test]
+fn reads_standard_input() {
     let bytes = std::fs::read(repo().join("golden/models/cnn.pt2")).unwrap();
-    child.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        std::fs::read_to_string(repo().join("golden/listings/cnn.txt")).unwrap()
-    );
+    for args in [&["-", "--emit", "text"][..], &["--emit", "text"][..]] {
+        let out = pt2ir_stdin(args, &bytes);
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            std::fs::read_to_string(repo().join("golden/listings/cnn.txt")).unwrap()
+        );
+    }
+}
+
+/// What is no archive is named for what it is, and the tool that reads it.
+#[test]
+fn other_files_are_named_for_what_they_are() {
+    let ir = pt2ir()
+        .args(["golden/models/mlp.pt2"])
+        .output()
+        .unwrap()
+        .stdout;
+    let out = pt2ir_stdin(&[], &ir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("not a .pt2 archive but an IR stream"), "{err}");
+    for (file, says) in [
+        ("golden/models/mlp.inputs.npz", "an .npz tensor file"),
+        ("golden/bad/not_a_zip.pt2", "text"),
+    ] {
+        let out = pt2ir().arg(file).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains(says), "{file}: {err}");
+    }
 }
 
 /// `pt2ir big.pt2 | head -c 10`: the reader leaves early, pt2ir exits 0 quietly.

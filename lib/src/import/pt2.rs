@@ -10,6 +10,7 @@
 //! Pickles are parsed by [`super::pickle`], never executed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value as Json;
@@ -48,18 +49,59 @@ impl Default for ImportOptions {
 
 /// Reads a `.pt2` file into a validated program.
 pub fn read_pt2(path: &Path, opts: &ImportOptions) -> Result<Program> {
-    read_pt2_archive(&Archive::open(path)?, opts)
+    let archive = Archive::open(path).map_err(|e| {
+        if e.kind == crate::error::ErrorKind::Io {
+            return e;
+        }
+        let mut head = Vec::new();
+        let _ = std::fs::File::open(path)
+            .and_then(|f| std::io::Read::take(f, 4096).read_to_end(&mut head));
+        what_it_is(&path.display().to_string(), &head).unwrap_or(e)
+    })?;
+    read_pt2_archive(&archive, opts)
 }
 
 /// Reads archive bytes already in memory (`pt2ir -` reading stdin).
 pub fn read_pt2_bytes(name: &str, bytes: Vec<u8>, opts: &ImportOptions) -> Result<Program> {
+    if let Some(e) = what_it_is(name, &bytes[..bytes.len().min(4096)]) {
+        return Err(e);
+    }
     read_pt2_archive(
         &Archive::from_blob(name.to_string(), Blob::owned(bytes))?,
         opts,
     )
 }
 
+/// A file that is no zip, named for what it is and the tool that reads it.
+fn what_it_is(name: &str, head: &[u8]) -> Option<Error> {
+    use crate::tensorfile::{sniff, FileKind};
+    let says = match sniff(head) {
+        FileKind::IrStream => {
+            "an IR stream (pt2ir's own output): ir-decompose, ir2onnx, ir-run and ir-bench read it"
+        }
+        FileKind::Onnx => {
+            "an ONNX (or other protobuf) file: pt2ir reads the archive torch.export.save writes"
+        }
+        FileKind::Npz | FileKind::Npy | FileKind::Safetensors => {
+            "a tensor file: ir-run --inputs reads it"
+        }
+        FileKind::Text => "text (a listing?): pt2ir reads the archive torch.export.save writes",
+        FileKind::Empty => "empty",
+        FileKind::Zip | FileKind::Unknown => return None,
+    };
+    Some(Error::bad_input(format!(
+        "{name}: not a .pt2 archive but {says}"
+    )))
+}
+
 fn read_pt2_archive(archive: &Archive, opts: &ImportOptions) -> Result<Program> {
+    let entries = archive.entries();
+    if !entries.is_empty() && entries.iter().all(|e| e.name.ends_with(".npy")) {
+        return Err(Error::bad_input(format!(
+            "{}: not a .pt2 archive but an .npz tensor file: ir-run --inputs reads it",
+            archive.path
+        )));
+    }
     let program = if archive.contains("serialized_exported_program.json") {
         read_legacy_zip(archive)?
     } else {
