@@ -343,6 +343,13 @@ pub fn run(args: Args) -> Result<()> {
     let executor = Executor::new(&program, device)?;
     cli::fallback_report("ir-bench", &executor.fallback);
     load += setup.elapsed();
+    cli::verbose(format!(
+        "ir-bench: {} nodes, {} inputs, ready in {:.1} ms; {} threads",
+        executor.program.graph.nodes.len(),
+        inputs.len(),
+        load.as_secs_f64() * 1e3,
+        candle_core::utils::get_num_threads()
+    ));
 
     let iters = args.iters as usize;
     let bar = progress_bar(
@@ -381,6 +388,13 @@ pub fn run(args: Args) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    cli::verbose(format!(
+        "ir-bench: first run {:.3} ms, {} warm-up, {} timed runs in {:.2} s",
+        first_run * 1e3,
+        args.warmup,
+        times.len(),
+        timed.elapsed().as_secs_f64()
+    ));
     let interrupted = pt2kit::output::signals::interrupted();
     pt2kit::output::signals::interruptible(false);
     if interrupted && times.is_empty() {

@@ -113,8 +113,17 @@ pub fn run(args: Args) -> Result<bool> {
             "only one of the two files can be standard input (-)",
         ));
     }
+    let start = std::time::Instant::now();
     let (a, a_kind) = read_side(a_path, "a")?;
     let (b, b_kind) = read_side(b_path, "b")?;
+    cli::verbose(format!(
+        "ir-diff: {} is {}, {} is {}; read in {:.1} ms",
+        a_path.display(),
+        a_kind.describe(),
+        b_path.display(),
+        b_kind.describe(),
+        start.elapsed().as_secs_f64() * 1e3
+    ));
     let report: Vec<String>;
     let same;
     match (a, b) {
@@ -125,6 +134,14 @@ pub fn run(args: Args) -> Result<bool> {
             };
             // Two single tensors are one pair, whatever their names.
             let by_position = args.by_position || (a.len() == 1 && b.len() == 1);
+            cli::verbose(format!(
+                "ir-diff: {} and {} tensors, paired by {}, atol {} rtol {}",
+                a.len(),
+                b.len(),
+                if by_position { "position" } else { "name" },
+                args.atol,
+                args.rtol
+            ));
             let (lines, ok) = diff::compare_tensors(&a, &b, tol, by_position);
             report = lines;
             same = ok;

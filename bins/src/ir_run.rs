@@ -86,8 +86,16 @@ pub fn run(args: Args) -> Result<()> {
     let device = exec::device(args.device.kind())?;
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
     let loaded = start.elapsed();
+    let prepared = std::time::Instant::now();
     let executor = Executor::new(&program, device)?;
     cli::fallback_report("ir-run", &executor.fallback);
+    cli::verbose(format!(
+        "ir-run: read the program and {} inputs in {:.1} ms; {} nodes ready in {:.1} ms",
+        inputs.len(),
+        loaded.as_secs_f64() * 1e3,
+        executor.program.graph.nodes.len(),
+        prepared.elapsed().as_secs_f64() * 1e3
+    ));
     // One run, timed; with --repeat N, N more after it (a warm-up).
     let first = std::time::Instant::now();
     let mut outputs = executor.run(&inputs)?;
@@ -102,6 +110,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     times.sort();
     let ran = times[times.len() / 2];
+    cli::verbose(format!(
+        "ir-run: ran in {:.3} ms (median of {}), {} outputs",
+        ran.as_secs_f64() * 1e3,
+        times.len(),
+        outputs.len()
+    ));
     match &args.output {
         Some(path) => {
             let bytes = tensorfile::encode_tensors(format.unwrap_or(TensorFormat::Npz), &outputs)?;

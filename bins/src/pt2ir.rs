@@ -58,7 +58,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         read_pt2(&archive, &opts)?
     };
     cli::verbose(format!(
-        "{}: {} nodes, {} weights, read in {:.1} ms",
+        "pt2ir: {}: {} nodes, {} weights, read in {:.1} ms",
         archive.display(),
         program.graph.nodes.len(),
         program.weights.len(),
@@ -67,7 +67,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     let start = std::time::Instant::now();
     cli::emit_program(&program, &args.output)?;
     cli::verbose(format!(
-        "written in {:.1} ms",
+        "pt2ir: written in {:.1} ms",
         start.elapsed().as_secs_f64() * 1e3
     ));
     Ok(())

@@ -64,7 +64,7 @@ pub struct CommonArgs {
     /// Print nothing but errors
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Print more about what is done (repeat for more)
+    /// Say what was done and its timings (-v); -vv also shows the backtraces of dependency errors
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Print a shell completion script and exit
@@ -139,7 +139,12 @@ pub fn info(msg: impl std::fmt::Display) {
     }
 }
 
-/// Prints only with `-v`.
+/// How much to say: 0 with `-q`, 1 by default, 2 with `-v`, 3 with `-vv`.
+pub fn verbosity() -> u8 {
+    VERBOSITY.load(Ordering::Relaxed)
+}
+
+/// Prints only with `-v` (and `-vv`).
 pub fn verbose(msg: impl std::fmt::Display) {
     if VERBOSITY.load(Ordering::Relaxed) >= 2 {
         eprintln!("{msg}");

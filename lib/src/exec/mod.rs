@@ -61,7 +61,13 @@ fn host_copies_so_far() -> usize {
 /// when RUST_BACKTRACE is set; that is no part of a message).
 pub(crate) fn ce(e: candle_core::Error) -> Error {
     let text = e.to_string();
-    Error::internal(format!("candle: {}", text.lines().next().unwrap_or("")))
+    // Its backtrace (RUST_BACKTRACE) only with -vv.
+    let shown = if crate::cli::verbosity() >= 3 {
+        text.trim_end()
+    } else {
+        text.lines().next().unwrap_or("")
+    };
+    Error::internal(format!("candle: {shown}"))
 }
 
 /// Whether an error is a kernel refusing a strided layout (which the
