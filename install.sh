@@ -7,7 +7,7 @@
 #   ./install.sh --bin-dir DIR        # install already-built binaries from DIR
 set -euo pipefail
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 
 PREFIX=${PREFIX:-$HOME/.local}
 BIN_DIR=""
@@ -22,6 +22,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Relative paths are the caller's, not the repository's.
+case "$PREFIX" in /*) ;; *) PREFIX="$PWD/$PREFIX" ;; esac
+if [ -n "$BIN_DIR" ]; then case "$BIN_DIR" in /*) ;; *) BIN_DIR="$PWD/$BIN_DIR" ;; esac; fi
 cd "$(dirname "$0")"
 if [ -z "$BIN_DIR" ]; then
   if ! command -v cargo >/dev/null; then

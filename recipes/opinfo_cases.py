@@ -1013,9 +1013,8 @@ def manifest_text(m):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    default_list = os.path.join(here, "..", "shared", "core_aten_ops.txt")
-    if not os.path.exists(default_list):
-        default_list = "/work/shared/core_aten_ops.txt"
+    # the repository's own copy of torch's core ATen opset
+    default_list = os.path.join(here, "..", "lib", "data", "core_aten_ops.txt")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-samples", type=int, default=3)

@@ -56,3 +56,37 @@ fn install_sh_installs_binaries_pages_and_completions() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A relative `--prefix` (and `--bin-dir`) is the caller's, not the
+/// repository's; `--help` is the header and nothing else.
+#[test]
+fn relative_prefix_is_the_callers_and_help_is_clean() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pt2ir")).parent().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .current_dir(cwd.path())
+        .arg(repo.join("install.sh"))
+        .args(["--prefix", "inst", "--bin-dir"])
+        .arg(bin_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(cwd.path().join("inst/bin/pt2ir").exists());
+    assert!(!repo.join("inst").exists());
+    let help = Command::new("bash")
+        .arg(repo.join("install.sh"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success());
+    assert!(
+        text.contains("PREFIX") && !text.contains("set -euo"),
+        "{text}"
+    );
+}
