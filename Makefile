@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big demo big bench install fixtures golden clean check-cuda test-cuda
+.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -37,6 +37,11 @@ check-cuda:
 # The GPU tests (lib/tests/cuda.rs), on a machine with a GPU and its driver.
 test-cuda:
 	recipes/check_cuda.sh test
+
+# The documented examples that need torch (export_model.py, the recipes
+# Makefile from another directory); the others run in make test.
+test-recipes: build $(VENV)/.torch
+	recipes/test_recipes.sh $(VENV)/bin/python target/release
 
 # Python environments for the recipes (torch from PyPI, a few minutes).
 $(VENV)/.torch:

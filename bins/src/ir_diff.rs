@@ -16,7 +16,7 @@ use std::io::Read;
 #[derive(Parser, Debug)]
 #[command(name = "ir-diff", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  ir-diff old.ir new.ir\n  ir-diff outputs.npz expected.npz --atol 1e-5\n  ir-diff out.safetensors expected.npz --by-position"
+    after_help = "Examples:\n  ir-diff old.ir new.ir     # exit 1 when they differ\n  ir-diff outputs.npz expected.npz --atol 1e-5\n  ir-diff out.safetensors expected.npz --by-position"
 )]
 pub struct Args {
     /// The first file: IR, .npz, .npy or .safetensors, told by content; - for standard input
