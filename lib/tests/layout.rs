@@ -286,3 +286,35 @@ fn the_onnx_writer_converts_every_op_the_decomposition_table_lowers() {
     };
     check_fallback_closure("ir2onnx", &|op| rows.contains(op) || inplace_functional(op));
 }
+
+/// No path of one machine in what the repository ships: sources, docs,
+/// recipes, scripts (golden metadata from torch's own export is data).
+#[test]
+fn no_machine_specific_paths() {
+    let files = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let list = String::from_utf8(files.stdout).unwrap();
+    let mut found = Vec::new();
+    for f in list.lines() {
+        let shipped = [".rs", ".py", ".sh", ".md", "Makefile", ".toml", ".1"]
+            .iter()
+            .any(|e| f.ends_with(e));
+        if !shipped || f.starts_with("golden/") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(repo().join(f)) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            for p in ["/work/", "/root/", "/home/"] {
+                if line.contains(p) && !line.contains("no_machine_specific_paths") && !line.contains("[\"/work/\"") {
+                    found.push(format!("{f}:{}: {line}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
