@@ -78,6 +78,9 @@ pub struct Args {
     /// A name for this measurement, carried into the report
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
+    /// Time every node of the timed runs: per op kind and per node, with counts and shares of the run (a table in text, "profile" in JSON)
+    #[arg(long)]
+    pub profile: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -174,6 +177,7 @@ struct Report {
     peak_rss_bytes: Option<u64>,
     /// (name, dtype short name, shape)
     inputs: Vec<(String, &'static str, Vec<usize>)>,
+    profile: Option<pt2kit::exec::profile::Profile>,
 }
 
 impl Report {
@@ -204,6 +208,7 @@ impl Report {
             ("stddev_seconds", json!(s.stddev)),
             ("peak_rss_bytes", json!(self.peak_rss_bytes)),
             ("inputs", Value::Array(inputs)),
+            ("profile", json!(self.profile)),
         ]
     }
 
@@ -228,7 +233,12 @@ impl Report {
     }
 
     fn csv(&self) -> String {
-        let fields = self.fields();
+        // one row: the profile (a table of its own) is JSON's and text's
+        let fields: Vec<_> = self
+            .fields()
+            .into_iter()
+            .filter(|(key, _)| *key != "profile")
+            .collect();
         let header: Vec<&str> = fields.iter().map(|(key, _)| *key).collect();
         let row: Vec<String> = fields
             .iter()
@@ -270,6 +280,9 @@ impl Report {
         out += &format!("{:<12}{}\n", format!("time ({unit})"), row.join(" "));
         if let Some(bytes) = self.peak_rss_bytes {
             out += &format!("peak RSS    {:.1} MiB\n", bytes as f64 / (1 << 20) as f64);
+        }
+        if let Some(p) = &self.profile {
+            out += &p.table(15);
         }
         out
     }
@@ -372,6 +385,9 @@ pub fn run(args: Args) -> Result<()> {
         bar.inc(1);
     }
     bar.set_message("timed");
+    if args.profile {
+        executor.start_profile();
+    }
     let mut times = Vec::with_capacity(iters);
     let timed = Instant::now();
     while times.len() < iters || timed.elapsed().as_secs_f64() < args.min_time {
@@ -417,7 +433,16 @@ pub fn run(args: Args) -> Result<()> {
             .iter()
             .map(|(name, t)| (name.clone(), t.dtype.short_name(), t.shape.clone()))
             .collect(),
+        profile: None,
     };
+    let mut report = report;
+    if args.profile {
+        report.profile = Some(pt2kit::exec::profile::Profile::of(
+            &executor.profile(),
+            report.iters,
+            report.stats.mean,
+        ));
+    }
     let text = match format {
         Format::Text => report.text(),
         Format::Json => report.json(),

@@ -302,7 +302,8 @@ fn no_machine_specific_paths() {
         let shipped = [".rs", ".py", ".sh", ".md", "Makefile", ".toml", ".1"]
             .iter()
             .any(|e| f.ends_with(e));
-        if !shipped || f.starts_with("golden/") {
+        // golden/ holds torch's own metadata; this file names the patterns
+        if !shipped || f.starts_with("golden/") || f == "lib/tests/layout.rs" {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(repo().join(f)) else {
@@ -310,7 +311,7 @@ fn no_machine_specific_paths() {
         };
         for (n, line) in text.lines().enumerate() {
             for p in ["/work/", "/root/", "/home/"] {
-                if line.contains(p) && !line.contains("no_machine_specific_paths") && !line.contains("[\"/work/\"") {
+                if line.contains(p) {
                     found.push(format!("{f}:{}: {line}", n + 1));
                 }
             }

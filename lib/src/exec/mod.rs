@@ -12,6 +12,7 @@
 //! A value is dropped after its last use (liveness per graph).
 
 pub mod ops;
+pub mod profile;
 
 use std::collections::BTreeMap;
 
@@ -352,6 +353,19 @@ pub struct Executor<'p> {
     /// Per op, the copies between the device and the host its rows made
     /// in the last run (none on the CPU device): `ir-run --stats`.
     host_copies: std::sync::Mutex<BTreeMap<String, usize>>,
+    /// With profiling on: per node of the top-level graph, (name, op,
+    /// seconds, runs), summed over the runs since it was turned on.
+    profile: std::sync::Mutex<Option<Vec<NodeTime>>>,
+    profiling: std::sync::atomic::AtomicBool,
+}
+
+/// One node's share of the runs profiled (`ir-bench --profile`).
+#[derive(Clone, Debug)]
+pub struct NodeTime {
+    pub node: String,
+    pub op: String,
+    pub seconds: f64,
+    pub runs: usize,
 }
 
 /// Whether the executor runs a node: a row for its op, and arguments that
@@ -430,6 +444,8 @@ impl<'p> Executor<'p> {
             device,
             weights,
             host_copies: Default::default(),
+            profile: Default::default(),
+            profiling: Default::default(),
         })
     }
 
@@ -524,6 +540,7 @@ impl<'p> Executor<'p> {
                 ))
             })?;
             let copies_before = host_copies_so_far();
+            let started = std::time::Instant::now();
             let mut ctx = Ctx {
                 exec: self,
                 graph,
@@ -557,6 +574,11 @@ impl<'p> Executor<'p> {
                 r => r,
             }
             .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+            if self.profiling.load(std::sync::atomic::Ordering::Relaxed)
+                && std::ptr::eq(graph, &self.program.graph)
+            {
+                self.note_time(i, node, started.elapsed().as_secs_f64());
+            }
             let copies = host_copies_so_far() - copies_before;
             if copies > 0 {
                 if let Ok(mut map) = self.host_copies.lock() {
@@ -600,6 +622,26 @@ impl<'p> Executor<'p> {
 }
 
 impl Executor<'_> {
+    /// Starts (or restarts) timing every node of the top-level graph; the
+    /// times sum over the runs until [`Executor::profile`] reads them.
+    pub fn start_profile(&self) {
+        if let Ok(mut p) = self.profile.lock() {
+            *p = Some(Vec::new());
+        }
+        self.profiling
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The node times summed over the runs since [`Executor::start_profile`]
+    /// (a subgraph's nodes count in the node that runs it), in graph order.
+    pub fn profile(&self) -> Vec<NodeTime> {
+        self.profile
+            .lock()
+            .ok()
+            .and_then(|p| p.clone())
+            .unwrap_or_default()
+    }
+
     /// Per op, the copies between the device and the host that its rows
     /// made in the last run: empty on the CPU, and on a GPU the ops that
     /// fall back to host code (nothing falls back silently).
@@ -608,6 +650,32 @@ impl Executor<'_> {
             .lock()
             .map(|m| m.clone())
             .unwrap_or_default()
+    }
+}
+
+impl Executor<'_> {
+    fn note_time(&self, i: usize, node: &Node, seconds: f64) {
+        let Ok(mut guard) = self.profile.lock() else {
+            return;
+        };
+        let Some(times) = guard.as_mut() else {
+            return;
+        };
+        if times.len() <= i {
+            times.resize_with(i + 1, || NodeTime {
+                node: String::new(),
+                op: String::new(),
+                seconds: 0.0,
+                runs: 0,
+            });
+        }
+        let t = &mut times[i];
+        if t.runs == 0 {
+            t.node = node.name.clone();
+            t.op = node.target.to_string();
+        }
+        t.seconds += seconds;
+        t.runs += 1;
     }
 }
 

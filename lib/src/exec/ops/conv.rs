@@ -28,19 +28,11 @@ fn conv2d_im2col(
             "convolution: input has {c} channels, the weight expects {ci}"
         )));
     }
-    let span = |n: usize, p: usize, d: usize, k: usize, s: usize| -> Result<usize> {
-        (n + 2 * p)
-            .checked_sub(d * (k - 1) + 1)
-            .map(|v| v / s + 1)
-            .ok_or_else(|| {
-                Error::bad_input("convolution: the kernel is larger than the padded input")
-            })
-    };
     let (oh, ow) = (
-        span(h, pad.0, dil.0, kh, stride.0)?,
-        span(wd, pad.1, dil.1, kw, stride.1)?,
+        conv_span(h, pad.0, dil.0, kh, stride.0)?,
+        conv_span(wd, pad.1, dil.1, kw, stride.1)?,
     );
-    let xs: Vec<f32> = x.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?;
+    let xs = f32s(x)?;
     let (k, n) = (c * kh * kw, oh * ow);
     let mut col: Vec<f32> = Vec::with_capacity(b * k * n);
     col.spare_capacity_mut()
@@ -240,18 +232,22 @@ fn conv(ctx: &mut Ctx) -> OpResult {
     let (xin, win) = (x.cast(dt)?.t, w.cast(dt)?.t);
     let one_by_one =
         win.dims()[2] == 1 && win.dims()[3] == 1 && stride == (1, 1) && padding == (0, 0);
-    let mut y = if groups == 1 && dt == Dtype::Float32 && xin.device().is_cpu() && !one_by_one {
-        {
-            let b = match &bias {
-                Some(b) => Some(b.cast(dt)?.t),
-                None => None,
-            };
-            // the bias is added inside (fused into the product)
-            return one(Tensor::new(
-                conv2d_im2col(&xin, &win, b.as_ref(), stride, padding, dilation)?,
-                dt,
-            ));
-        }
+    let host_f32 = dt == Dtype::Float32 && xin.device().is_cpu();
+    let depthwise = groups > 1 && groups == xin.dims()[1] && win.dims()[1] == 1;
+    let mut y = if host_f32 && ((groups == 1 && !one_by_one) || groups > 1) {
+        let b = match &bias {
+            Some(b) => Some(b.cast(dt)?.t),
+            None => None,
+        };
+        // the bias is added inside (fused into the product or the sum)
+        let y = if groups == 1 {
+            conv2d_im2col(&xin, &win, b.as_ref(), stride, padding, dilation)?
+        } else if depthwise {
+            conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
+        } else {
+            conv2d_grouped(&xin, &win, b.as_ref(), groups, stride, padding, dilation)?
+        };
+        return one(Tensor::new(y, dt));
     } else {
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
             return Err(unsupported(
@@ -275,6 +271,111 @@ fn conv(ctx: &mut Ctx) -> OpResult {
         y = y.broadcast_add(&b).map_err(ce)?;
     }
     one(Tensor::new(y, dt))
+}
+
+/// The output size of a convolution along one dim.
+fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> {
+    (n + 2 * p)
+        .checked_sub(d * (k - 1) + 1)
+        .map(|v| v / s + 1)
+        .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
+}
+
+/// A tensor's f32 elements, row-major.
+fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
+    t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)
+}
+
+/// A depthwise convolution (groups = input channels; each output channel
+/// reads one input channel, `co / c` outputs per input): a direct sum per
+/// output plane, the planes split between the threads. im2col would build
+/// one `kh * kw` by `oh * ow` matrix per channel for a product of one row.
+fn conv2d_depthwise(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+) -> Result<CandleTensor> {
+    use rayon::prelude::*;
+    let (b, c, h, wd) = x.dims4().map_err(ce)?;
+    let (co, _, kh, kw) = w.dims4().map_err(ce)?;
+    if co % c != 0 {
+        return Err(Error::bad_input(format!(
+            "depthwise convolution: {co} output channels for {c} input channels"
+        )));
+    }
+    let mult = co / c;
+    let (oh, ow) = (
+        conv_span(h, pad.0, dil.0, kh, stride.0)?,
+        conv_span(wd, pad.1, dil.1, kw, stride.1)?,
+    );
+    let (xs, ws) = (f32s(x)?, f32s(w)?);
+    let bs = bias.map(f32s).transpose()?;
+    let mut out = vec![0f32; b * co * oh * ow];
+    out.par_chunks_mut((oh * ow).max(1))
+        .enumerate()
+        .for_each(|(plane, dst)| {
+            let (n, o) = (plane / co, plane % co);
+            let src = &xs[(n * c + o / mult) * h * wd..][..h * wd];
+            let k = &ws[o * kh * kw..][..kh * kw];
+            let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
+            for oy in 0..oh {
+                let row = &mut dst[oy * ow..][..ow];
+                row.iter_mut().for_each(|d| *d = b0);
+                for ky in 0..kh {
+                    let iy = (oy * stride.0 + ky * dil.0) as isize - pad.0 as isize;
+                    if iy < 0 || iy >= h as isize {
+                        continue;
+                    }
+                    let line = &src[iy as usize * wd..][..wd];
+                    for kx in 0..kw {
+                        let wk = k[ky * kw + kx];
+                        let x0 = (kx * dil.1) as isize - pad.1 as isize;
+                        for (ox, d) in row.iter_mut().enumerate() {
+                            let ix = ox as isize * stride.1 as isize + x0;
+                            if ix >= 0 && ix < wd as isize {
+                                *d += line[ix as usize] * wk;
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+}
+
+/// A grouped convolution that is not depthwise (ResNeXt, ShuffleNet): one
+/// im2col product per group, on its slices of channels.
+fn conv2d_grouped(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    groups: usize,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+) -> Result<CandleTensor> {
+    let (c, co) = (x.dims()[1], w.dims()[0]);
+    if c % groups != 0 || co % groups != 0 {
+        return Err(Error::bad_input(format!(
+            "convolution: groups {groups} do not divide {c} input or {co} output channels"
+        )));
+    }
+    let (cg, og) = (c / groups, co / groups);
+    let parts = (0..groups)
+        .map(|g| {
+            let xg = x.narrow(1, g * cg, cg).and_then(|t| t.contiguous()).map_err(ce)?;
+            let wg = w.narrow(0, g * og, og).and_then(|t| t.contiguous()).map_err(ce)?;
+            let bg = match bias {
+                Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
+                None => None,
+            };
+            conv2d_im2col(&xg, &wg, bg.as_ref(), stride, pad, dil)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    CandleTensor::cat(&parts, 1).map_err(ce)
 }
 
 /// `col2im(self [n, c * kh * kw, l], output_size, kernel_size, dilation,
