@@ -82,7 +82,9 @@ fn json_report_has_every_key_and_consistent_times() {
         .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
     let report: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(report.as_object().unwrap().len(), KEYS.len());
+    // and "profile" last: null without --profile (JSON only; CSV is one row)
+    assert_eq!(report.as_object().unwrap().len(), KEYS.len() + 1);
+    assert!(report["profile"].is_null());
     assert_eq!(report["tool"], "ir-bench");
     assert_eq!(report["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(report["label"], "mlp, cpu");
@@ -315,4 +317,34 @@ fn report_format_by_extension() {
     ]);
     assert!(o.status.success());
     assert!(std::fs::read_to_string(&xml).unwrap().starts_with("tool,"));
+}
+
+/// `--profile`: the nodes' times add up to the run time within 10%, every
+/// node of the graph is there once, and op kinds sum their nodes.
+#[test]
+fn profile_adds_up_to_the_run() {
+    let cnn = common::ir("cnn");
+    let o = ir_bench(&cnn, &["--random", "--iters", "30", "--profile", "--format", "json", "-q"]);
+    let report: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let p = &report["profile"];
+    let run = p["run_seconds"].as_f64().unwrap();
+    let nodes = p["node_seconds"].as_f64().unwrap();
+    assert!(nodes <= run * 1.001 && nodes >= 0.9 * run, "nodes {nodes} of run {run}");
+    assert_eq!(p["runs"], 30);
+    let listed = p["nodes"].as_array().unwrap();
+    let program = pt2kit::wire::read_program(&mut cnn.as_slice(), "cnn").unwrap();
+    assert_eq!(listed.len(), program.graph.nodes.len());
+    let per_op: f64 = p["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["seconds"].as_f64().unwrap())
+        .sum();
+    assert!((per_op - nodes).abs() <= 1e-9 + 1e-6 * nodes, "{per_op} vs {nodes}");
+    let count: u64 = p["ops"].as_array().unwrap().iter().map(|o| o["nodes"].as_u64().unwrap()).sum();
+    assert_eq!(count as usize, listed.len());
+    // the text report has the table
+    let o = ir_bench(&cnn, &["--random", "--iters", "3", "--profile", "-q"]);
+    let text = ok(&o);
+    assert!(text.contains("profile     3 runs: nodes") && text.contains("aten.conv2d"), "{text}");
 }
