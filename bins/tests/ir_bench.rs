@@ -324,12 +324,26 @@ fn report_format_by_extension() {
 #[test]
 fn profile_adds_up_to_the_run() {
     let cnn = common::ir("cnn");
-    let o = ir_bench(&cnn, &["--random", "--iters", "30", "--profile", "--format", "json", "-q"]);
+    let o = ir_bench(
+        &cnn,
+        &[
+            "--random",
+            "--iters",
+            "30",
+            "--profile",
+            "--format",
+            "json",
+            "-q",
+        ],
+    );
     let report: Value = serde_json::from_str(&ok(&o)).unwrap();
     let p = &report["profile"];
     let run = p["run_seconds"].as_f64().unwrap();
     let nodes = p["node_seconds"].as_f64().unwrap();
-    assert!(nodes <= run * 1.001 && nodes >= 0.9 * run, "nodes {nodes} of run {run}");
+    assert!(
+        nodes <= run * 1.001 && nodes >= 0.9 * run,
+        "nodes {nodes} of run {run}"
+    );
     assert_eq!(p["runs"], 30);
     let listed = p["nodes"].as_array().unwrap();
     let program = pt2kit::wire::read_program(&mut cnn.as_slice(), "cnn").unwrap();
@@ -340,11 +354,22 @@ fn profile_adds_up_to_the_run() {
         .iter()
         .map(|o| o["seconds"].as_f64().unwrap())
         .sum();
-    assert!((per_op - nodes).abs() <= 1e-9 + 1e-6 * nodes, "{per_op} vs {nodes}");
-    let count: u64 = p["ops"].as_array().unwrap().iter().map(|o| o["nodes"].as_u64().unwrap()).sum();
+    assert!(
+        (per_op - nodes).abs() <= 1e-9 + 1e-6 * nodes,
+        "{per_op} vs {nodes}"
+    );
+    let count: u64 = p["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["nodes"].as_u64().unwrap())
+        .sum();
     assert_eq!(count as usize, listed.len());
     // the text report has the table
     let o = ir_bench(&cnn, &["--random", "--iters", "3", "--profile", "-q"]);
     let text = ok(&o);
-    assert!(text.contains("profile     3 runs: nodes") && text.contains("aten.conv2d"), "{text}");
+    assert!(
+        text.contains("profile     3 runs: nodes") && text.contains("aten.conv2d"),
+        "{text}"
+    );
 }

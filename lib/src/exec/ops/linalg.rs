@@ -46,7 +46,19 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
     let wt = Tensor::new(w.t.t().map_err(ce)?, w.dtype);
-    let mut y = matmul_t(&x, &wt)?;
+    // Leading dims flattened into rows: one [rows, in] x [in, out] product
+    // (candle would broadcast the weight to every leading index instead).
+    let mut y = if x.rank() > 2 && w.rank() == 2 {
+        let dims = x.dims().to_vec();
+        let k = dims[dims.len() - 1];
+        let rows = Tensor::new(x.t.reshape(((), k)).map_err(ce)?, x.dtype);
+        let y = matmul_t(&rows, &wt)?;
+        let mut shape = dims[..dims.len() - 1].to_vec();
+        shape.push(y.dims()[1]);
+        Tensor::new(y.t.reshape(shape).map_err(ce)?, y.dtype)
+    } else {
+        matmul_t(&x, &wt)?
+    };
     if let Some(b) = ctx.opt_tensor("bias")? {
         y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
     }

@@ -209,6 +209,32 @@ fn pad_hw(
 // Ops candle lacks are computed elementwise on the host in f64: exact
 // enough for every dtype here and simple; they are rare in real graphs.
 
+/// Runs `f` on a CPU float32 tensor's elements in row-major order,
+/// borrowed from candle's storage when the layout is contiguous (no copy),
+/// else copied out once. `None` for other devices and dtypes: the caller
+/// takes candle's path.
+fn with_host_f32<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+    if !t.device().is_cpu() || t.dtype() != DType::F32 {
+        return None;
+    }
+    let (storage, layout) = t.storage_and_layout();
+    match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, z))) => {
+            Some(f(&v[a..z]))
+        }
+        _ => {
+            drop(storage);
+            let copy: Vec<f32> = t.flatten_all().and_then(|t| t.to_vec1()).ok()?;
+            Some(f(&copy))
+        }
+    }
+}
+
+/// A float32 CPU tensor from its elements.
+fn host_f32_tensor(v: Vec<f32>, shape: &[usize]) -> Result<CandleTensor> {
+    CandleTensor::from_vec(v, shape, &candle_core::Device::Cpu).map_err(ce)
+}
+
 fn from_f64(
     vals: &[f64],
     shape: &[usize],
