@@ -82,6 +82,8 @@ pub struct Args {
     #[arg(long)]
     pub profile: bool,
     #[command(flatten)]
+    pub memory: run_inputs::MemoryArgs,
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -348,7 +350,7 @@ pub fn run(args: Args) -> Result<()> {
         _ => "-".to_string(),
     };
     let start = Instant::now();
-    let program = cli::read_ir(args.input.as_deref())?;
+    let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
     let mut load = start.elapsed();
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, true)?;

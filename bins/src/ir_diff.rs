@@ -76,7 +76,7 @@ fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
         if sniff(&head[..n]) == FileKind::IrStream {
             // IR files are mapped, not read
             return Ok((
-                Side::Program(Box::new(cli::read_ir(Some(path))?)),
+                Side::Program(Box::new(cli::read_ir_unchecked(Some(path))?)),
                 FileKind::IrStream,
             ));
         }

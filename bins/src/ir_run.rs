@@ -41,6 +41,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub format: Option<OutputFormat>,
     #[command(flatten)]
+    pub memory: run_inputs::MemoryArgs,
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -82,7 +84,7 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => None,
     };
     let start = std::time::Instant::now();
-    let program = cli::read_ir(args.input.as_deref())?;
+    let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
     let loaded = start.elapsed();

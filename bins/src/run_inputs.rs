@@ -30,6 +30,52 @@ pub struct InputArgs {
     pub seed: u64,
 }
 
+/// The memory cap of a run (`--max-memory`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MemoryArgs {
+    /// Refuse a program with a value larger than this, before it runs: bytes, or with K, M, G, T (powers of 1024) [default: the memory available now]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+}
+
+/// `512M`, `8G`, `1.5GiB`, `4096`.
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().trim_end_matches(['B', 'b']).trim_end_matches('i');
+    let (num, scale) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok((v * scale as f64) as u64),
+        _ => Err(format!(
+            "{s:?} is not a size (bytes, or a number with K, M, G or T)"
+        )),
+    }
+}
+
+/// The memory available now (`MemAvailable` of /proc/meminfo).
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Reads the program a run executes and checks it against the shape rules
+/// and the limits, the memory cap included.
+pub fn read_program(path: Option<&std::path::Path>, memory: &MemoryArgs) -> Result<Program> {
+    let program = cli::read_ir_unchecked(path)?;
+    let limits = pt2kit::infer::Limits {
+        max_bytes: memory.max_memory.or_else(available_memory),
+        ..Default::default()
+    };
+    pt2kit::infer::check(&program, &limits).map_err(|e| e.at(cli::input_name(path)))?;
+    Ok(program)
+}
+
 /// Where to run (`--device`).
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum DeviceArg {

@@ -242,8 +242,18 @@ pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
     }
 }
 
-/// Reads the binary IR from a file or stdin.
+/// Reads the binary IR from a file or stdin, and checks it: every node's
+/// arguments and recorded shapes against its op's shape rules, every value
+/// against the limits (`infer::check`).
 pub fn read_ir(path: Option<&Path>) -> Result<Program> {
+    let program = read_ir_unchecked(path)?;
+    crate::infer::check(&program, &crate::infer::Limits::default())
+        .map_err(|e| e.at(input_name(path)))?;
+    Ok(program)
+}
+
+/// Reads the binary IR from a file or stdin (structurally validated only).
+pub fn read_ir_unchecked(path: Option<&Path>) -> Result<Program> {
     let name = input_name(path);
     if path.is_none_or(|p| p.as_os_str() == "-") && io::stdin().is_terminal() {
         return Err(Error::usage(

@@ -39,6 +39,7 @@ pub mod error;
 pub mod exec;
 pub mod export;
 pub mod import;
+pub mod infer;
 pub mod ir;
 pub mod output;
 pub mod promote;

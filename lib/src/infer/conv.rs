@@ -1,0 +1,119 @@
+//! Convolutions, transposed convolutions, im2col and col2im: the shape rules.
+
+use super::*;
+
+/// One spatial dim of a convolution or pooling output, as torch computes
+/// it; the kernel must fit the padded input.
+pub(super) fn out_size(
+    site: &Site,
+    dim: usize,
+    input: i64,
+    kernel: i64,
+    stride: i64,
+    pad: (i64, i64),
+    dilation: i64,
+    ceil: bool,
+) -> Result<i64> {
+    let span = dilation * (kernel - 1) + 1;
+    let room = input + pad.0 + pad.1 - span;
+    if room < 0 {
+        return Err(site.fail(
+            "input",
+            format!(
+                "has {input} in spatial dim {dim}: less than the kernel's {span} (padding {}+{})",
+                pad.0, pad.1
+            ),
+        ));
+    }
+    let mut n = if ceil { (room + stride - 1) / stride } else { room / stride } + 1;
+    // torch: a last window that starts in the right padding is dropped
+    if ceil && (n - 1) * stride >= input + pad.0 {
+        n -= 1;
+    }
+    Ok(n)
+}
+
+/// convolution and conv1d/2d/3d: matching ranks, positive stride and
+/// dilation, padding not negative, groups that divide both channel counts.
+fn convolution(site: &Site) -> Result<Vec<Out>> {
+    let x = site.dims("input")?;
+    let w = site.dims("weight")?;
+    if w.len() < 3 || (x.len() != w.len() && x.len() + 1 != w.len()) {
+        return Err(site.fail(
+            "weight",
+            format!("has rank {} for an input of rank {}", w.len(), x.len()),
+        ));
+    }
+    let n = w.len() - 2;
+    let batched = x.len() == w.len();
+    let transposed = site.args.has("transposed") && site.args.bool("transposed")?;
+    let stride = site.per_dim("stride", n, 1)?;
+    let dilation = site.per_dim("dilation", n, 1)?;
+    site.each_above("stride", &stride, 0)?;
+    site.each_above("dilation", &dilation, 0)?;
+    let groups = site.args.opt_int("groups")?.unwrap_or(1);
+    if groups <= 0 {
+        return Err(site.fail("groups", format!("is {groups}, must be > 0")));
+    }
+    let padding: Vec<(i64, i64)> = match site.args.arg("padding") {
+        Argument::String(mode) if mode == "valid" => vec![(0, 0); n],
+        Argument::String(_) => return Ok(vec![]), // "same": the output is the input's size
+        _ => {
+            let p = site.per_dim("padding", n, 0)?;
+            site.each_above("padding", &p, -1)?;
+            p.iter().map(|v| (*v, *v)).collect()
+        }
+    };
+    let cin = x[if batched { 1 } else { 0 }];
+    let (wo, wi) = (w[0], w[1]);
+    if let Some(c) = cin {
+        let per_group = if transposed { wo } else { wi };
+        let expect = per_group.map(|k| k * groups);
+        if c % groups != 0 || expect.is_some_and(|e| e != c) {
+            return Err(site.fail(
+                "weight",
+                format!(
+                    "takes {} input channels in {groups} groups, the input has {c}",
+                    expect.map_or("?".into(), |e| e.to_string())
+                ),
+            ));
+        }
+    }
+    if !transposed && wo.is_some_and(|o| o % groups != 0) {
+        return Err(site.fail(
+            "groups",
+            format!("is {groups}, which does not divide the {} output channels", wo.unwrap_or(0)),
+        ));
+    }
+    let mut out: Vec<Dim> = Vec::new();
+    if batched {
+        out.push(x[0]);
+    }
+    out.push(if transposed { wi.map(|c| c * groups) } else { wo });
+    let first = x.len() - n;
+    let output_padding = site.per_dim("output_padding", n, 0).unwrap_or(vec![0; n]);
+    for i in 0..n {
+        out.push(match (x[first + i], w[2 + i]) {
+            (Some(size), Some(k)) if transposed => Some(
+                (size - 1) * stride[i] - padding[i].0 - padding[i].1
+                    + dilation[i] * (k - 1)
+                    + output_padding[i]
+                    + 1,
+            ),
+            (Some(size), Some(k)) => Some(out_size(
+                site, i, size, k, stride[i], padding[i], dilation[i], false,
+            )?),
+            _ => None,
+        });
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// This family's rows: op identity -> rule.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.convolution.default", convolution), ("aten.conv1d.default", convolution),
+    ("aten.conv2d.default", convolution), ("aten.conv3d.default", convolution),
+    ("aten.conv1d.padding", convolution), ("aten.conv2d.padding", convolution),
+    ("aten.conv3d.padding", convolution),
+];

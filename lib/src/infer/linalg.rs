@@ -1,0 +1,86 @@
+//! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the shape rules.
+
+use super::*;
+
+fn need_rank(site: &Site, arg: &str, dims: &[Dim], rank: usize) -> Result<()> {
+    if dims.len() != rank {
+        return Err(site.fail(arg, format!("has rank {}, must be {rank}", dims.len())));
+    }
+    Ok(())
+}
+
+/// The inner dims of a product agree.
+fn inner(site: &Site, a: &str, ka: Dim, b: &str, kb: Dim) -> Result<()> {
+    if let (Some(x), Some(y)) = (ka, kb) {
+        if x != y {
+            return Err(site.fail(
+                b,
+                format!("has {y} where {a} has {x}: the product needs them equal"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn mm(site: &Site) -> Result<Vec<Out>> {
+    let (a, b) = (site.dims("self")?, site.dims("mat2")?);
+    need_rank(site, "self", &a, 2)?;
+    need_rank(site, "mat2", &b, 2)?;
+    inner(site, "self", a[1], "mat2", b[0])?;
+    Ok(vec![Out::dims(vec![a[0], b[1]])])
+}
+
+fn bmm(site: &Site) -> Result<Vec<Out>> {
+    let (a, b) = (site.dims("self")?, site.dims("mat2")?);
+    need_rank(site, "self", &a, 3)?;
+    need_rank(site, "mat2", &b, 3)?;
+    if let (Some(x), Some(y)) = (a[0], b[0]) {
+        if x != y {
+            return Err(site.fail("mat2", format!("has batch {y}, self {x}")));
+        }
+    }
+    inner(site, "self", a[2], "mat2", b[1])?;
+    Ok(vec![Out::dims(vec![a[0], a[1], b[2]])])
+}
+
+/// addmm: the product, and `self` broadcasting to it.
+fn addmm(site: &Site) -> Result<Vec<Out>> {
+    let (a, b) = (site.dims("mat1")?, site.dims("mat2")?);
+    need_rank(site, "mat1", &a, 2)?;
+    need_rank(site, "mat2", &b, 2)?;
+    inner(site, "mat1", a[1], "mat2", b[0])?;
+    let out = vec![a[0], b[1]];
+    let added = broadcast(site, &site.dims("self")?, &out)?;
+    if added != out && added.iter().zip(&out).any(|(x, y)| x.is_some() && y.is_some() && x != y) {
+        return Err(site.fail("self", "does not broadcast to the product"));
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// linear: `weight` [out, in] with `in` the input's last dim.
+fn linear(site: &Site) -> Result<Vec<Out>> {
+    let x = site.dims("input")?;
+    let w = site.dims("weight")?;
+    if x.is_empty() {
+        return Err(site.fail("input", "is 0-d"));
+    }
+    if w.len() != 2 && w.len() != 1 {
+        return Err(site.fail("weight", format!("has rank {}, must be 1 or 2", w.len())));
+    }
+    inner(site, "input", x[x.len() - 1], "weight", w[w.len() - 1])?;
+    let mut out = x[..x.len() - 1].to_vec();
+    if w.len() == 2 {
+        out.push(w[0]);
+    }
+    if let Some(b) = site.opt_dims("bias")? {
+        broadcast(site, &b, &out)?;
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// This family's rows: op identity -> rule.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.mm.default", mm), ("aten.bmm.default", bmm), ("aten.addmm.default", addmm),
+    ("aten.linear.default", linear),
+];

@@ -1,0 +1,86 @@
+//! Pooling: max, average and adaptive, 1-D to 3-D: the shape rules.
+
+use super::conv::out_size;
+use super::*;
+
+/// max/avg pooling over the last `n` dims: a positive kernel, stride and
+/// dilation, padding at most half the kernel.
+fn pool(site: &Site, n: usize) -> Result<Vec<Out>> {
+    let x = site.dims("self")?;
+    if x.len() != n + 1 && x.len() != n + 2 {
+        return Err(site.fail("self", format!("has rank {}, must be {} or {}", x.len(), n + 1, n + 2)));
+    }
+    let kernel = site.per_dim("kernel_size", n, 1)?;
+    site.each_above("kernel_size", &kernel, 0)?;
+    let stride = match site.args.arg("stride") {
+        Argument::Ints(v) if v.is_empty() => kernel.clone(),
+        Argument::None => kernel.clone(),
+        _ => site.per_dim("stride", n, 1)?,
+    };
+    site.each_above("stride", &stride, 0)?;
+    let padding = site.per_dim("padding", n, 0)?;
+    site.each_above("padding", &padding, -1)?;
+    let dilation = site.per_dim("dilation", n, 1)?;
+    site.each_above("dilation", &dilation, 0)?;
+    for i in 0..n {
+        let span = dilation[i] * (kernel[i] - 1) + 1;
+        if 2 * padding[i] > span {
+            return Err(site.fail(
+                &format!("padding[{i}]"),
+                format!("is {}, must be at most half the kernel's span ({span})", padding[i]),
+            ));
+        }
+    }
+    let ceil = site.args.has("ceil_mode") && site.args.bool("ceil_mode")?;
+    let first = x.len() - n;
+    let mut out = x[..first].to_vec();
+    for i in 0..n {
+        out.push(match x[first + i] {
+            Some(size) => Some(out_size(
+                site,
+                i,
+                size,
+                kernel[i],
+                stride[i],
+                (padding[i], padding[i]),
+                dilation[i],
+                ceil,
+            )?),
+            None => None,
+        });
+    }
+    Ok(vec![Out::dims(out.clone()), Out::dims(out)])
+}
+
+/// adaptive pooling to `output_size` (positive sizes) over the last `n` dims.
+fn adaptive(site: &Site, n: usize) -> Result<Vec<Out>> {
+    let x = site.dims("self")?;
+    if x.len() != n + 1 && x.len() != n + 2 {
+        return Err(site.fail("self", format!("has rank {}, must be {} or {}", x.len(), n + 1, n + 2)));
+    }
+    let size = site.sym_list("output_size")?;
+    if size.len() != n {
+        return Err(site.fail("output_size", format!("has {} sizes, must be {n}", size.len())));
+    }
+    if let Some((i, v)) = size.iter().enumerate().find_map(|(i, s)| s.filter(|v| *v < 0).map(|v| (i, v))) {
+        return Err(site.fail(&format!("output_size[{i}]"), format!("is {v}, must be >= 0")));
+    }
+    let mut out = x[..x.len() - n].to_vec();
+    out.extend(size);
+    Ok(vec![Out::dims(out.clone()), Out::dims(out)])
+}
+
+/// This family's rows: op identity -> rule.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.max_pool1d.default", |s| pool(s, 1)), ("aten.max_pool2d.default", |s| pool(s, 2)),
+    ("aten.max_pool3d.default", |s| pool(s, 3)),
+    ("aten.max_pool2d_with_indices.default", |s| pool(s, 2)),
+    ("aten.max_pool3d_with_indices.default", |s| pool(s, 3)),
+    ("aten.avg_pool1d.default", |s| pool(s, 1)), ("aten.avg_pool2d.default", |s| pool(s, 2)),
+    ("aten.avg_pool3d.default", |s| pool(s, 3)),
+    ("aten.adaptive_avg_pool1d.default", |s| adaptive(s, 1)),
+    ("aten.adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
+    ("aten._adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
+    ("aten.adaptive_max_pool2d.default", |s| adaptive(s, 2)),
+];

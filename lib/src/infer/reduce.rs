@@ -1,0 +1,109 @@
+//! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the shape rules.
+
+use super::*;
+
+/// A reduction over `dim` (a list; empty or absent: every dim), keeping
+/// the reduced dims as 1 with `keepdim`.
+fn over_dims(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let listed = match site.args.arg("dim") {
+        Argument::None => vec![],
+        _ => site.args.ints("dim")?,
+    };
+    let mut reduced = vec![false; dims.len()];
+    for d in &listed {
+        let i = site.dim_index("dim", *d, dims.len())?;
+        if reduced.get(i) == Some(&true) {
+            return Err(site.fail("dim", format!("names dim {d} twice")));
+        }
+        if let Some(r) = reduced.get_mut(i) {
+            *r = true;
+        }
+    }
+    if listed.is_empty() {
+        reduced.iter_mut().for_each(|r| *r = true);
+    }
+    let keep = site.args.has("keepdim") && site.args.bool("keepdim")?;
+    let out = dims
+        .iter()
+        .zip(&reduced)
+        .filter_map(|(d, r)| match (r, keep) {
+            (true, true) => Some(Some(1)),
+            (true, false) => None,
+            (false, _) => Some(*d),
+        })
+        .collect();
+    Ok(vec![Out::dims(out)])
+}
+
+/// argmax/argmin: one `dim` (or none: the flattened tensor).
+fn arg_extreme(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let keep = site.args.has("keepdim") && site.args.bool("keepdim")?;
+    let out = match site.args.opt_int("dim")? {
+        None if keep => vec![Some(1); dims.len()],
+        None => vec![],
+        Some(d) => {
+            let i = site.dim_index("dim", d, dims.len())?;
+            let mut out = dims.clone();
+            if dims.is_empty() {
+                return Ok(vec![Out::dims(out)]);
+            }
+            if keep {
+                out[i] = Some(1);
+            } else {
+                out.remove(i);
+            }
+            out
+        }
+    };
+    Ok(vec![Out {
+        dims: Some(out),
+        dtype: Some(Dtype::Int64),
+    }])
+}
+
+/// `topk(self, k, dim)`: k within the dim.
+fn topk(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let k = site.args.int("k")?;
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(-1), dims.len())?;
+    let size = if dims.is_empty() { Some(1) } else { dims[d] };
+    if k < 0 || size.is_some_and(|n| k > n) {
+        return Err(site.fail(
+            "k",
+            format!("is {k}, must be in [0, {}] (the size of dim {d})", size.unwrap_or(0)),
+        ));
+    }
+    let mut out = dims.clone();
+    if let Some(x) = out.get_mut(d) {
+        *x = Some(k);
+    }
+    Ok(vec![
+        Out::dims(out.clone()),
+        Out {
+            dims: Some(out),
+            dtype: Some(Dtype::Int64),
+        },
+    ])
+}
+
+/// cumsum, sort: one `dim` in range, the input's shape.
+fn along_dim(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(-1), dims.len())?;
+    Ok(vec![Out::dims(dims.clone()), Out::dims(dims)])
+}
+
+/// This family's rows: op identity -> rule.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.sum.dim_IntList", over_dims), ("aten.sum.default", over_dims),
+    ("aten.mean.dim", over_dims), ("aten.mean.default", over_dims),
+    ("aten.amax.default", over_dims), ("aten.amin.default", over_dims),
+    ("aten.var.correction", over_dims), ("aten.var.dim", over_dims),
+    ("aten.any.dims", over_dims), ("aten.any.default", over_dims),
+    ("aten.argmax.default", arg_extreme), ("aten.argmin.default", arg_extreme),
+    ("aten.topk.default", topk), ("aten.cumsum.default", along_dim),
+    ("aten.sort.default", along_dim),
+];

@@ -1,0 +1,6 @@
+//! Resampling: upsampling, interpolation and grid sampling: the shape rules (none yet: their outputs meet the limits).
+
+use super::*;
+
+/// This family's rows: op identity -> rule.
+pub(super) const ROWS: &[(&str, Rule)] = &[];

@@ -1,0 +1,356 @@
+//! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the shape rules.
+
+use super::*;
+
+fn numel(dims: &[Dim]) -> Option<i64> {
+    dims.iter().try_fold(1i64, |n, d| d.map(|d| n.saturating_mul(d)))
+}
+
+/// view/reshape: at most one -1, no other negative size, and the element
+/// count preserved.
+fn view(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let arg = if site.args.has("size") { "size" } else { "shape" };
+    let mut sizes = site.sym_list(arg)?;
+    let holes: Vec<usize> = (0..sizes.len()).filter(|i| sizes[*i] == Some(-1)).collect();
+    if holes.len() > 1 {
+        return Err(site.fail(arg, "has more than one -1"));
+    }
+    if let Some((i, n)) = sizes.iter().enumerate().find_map(|(i, s)| match s {
+        Some(n) if *n < -1 => Some((i, *n)),
+        _ => None,
+    }) {
+        return Err(site.fail(&format!("{arg}[{i}]"), format!("is {n}, must be >= -1")));
+    }
+    let known: Option<i64> = sizes
+        .iter()
+        .filter(|s| **s != Some(-1))
+        .try_fold(1i64, |n, d| d.map(|d| n.saturating_mul(d)));
+    match (numel(&input), known, holes.first()) {
+        (Some(total), Some(k), Some(&hole)) => {
+            if k == 0 || total % k != 0 {
+                return Err(site.fail(
+                    arg,
+                    format!("{} does not divide the {total} elements of the input", show(&sizes)),
+                ));
+            }
+            sizes[hole] = Some(total / k);
+        }
+        (Some(total), Some(k), None) if total != k => {
+            return Err(site.fail(
+                arg,
+                format!("{} holds {k} elements, the input {total}", show(&sizes)),
+            ));
+        }
+        (_, _, Some(&hole)) => sizes[hole] = None,
+        _ => {}
+    }
+    Ok(vec![Out::dims(sizes)])
+}
+
+/// permute: `dims` is a permutation of the input's dims.
+fn permute(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let perm = site.args.ints("dims")?;
+    if perm.len() != input.len() {
+        return Err(site.fail(
+            "dims",
+            format!("has {} entries for a tensor of rank {}", perm.len(), input.len()),
+        ));
+    }
+    let mut seen = vec![false; input.len()];
+    let mut out = Vec::new();
+    for p in &perm {
+        let i = site.dim_index("dims", *p, input.len())?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(site.fail("dims", format!("{perm:?} repeats dim {p}")));
+        }
+        out.push(input[i]);
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+fn transpose(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    let a = site.dim_index("dim0", site.args.int("dim0")?, dims.len())?;
+    let b = site.dim_index("dim1", site.args.int("dim1")?, dims.len())?;
+    if !dims.is_empty() {
+        dims.swap(a, b);
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
+/// expand: as many sizes as dims or more; each kept dim is 1 or equal.
+fn expand(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let sizes = site.sym_list("size")?;
+    if sizes.len() < input.len() {
+        return Err(site.fail(
+            "size",
+            format!("has {} sizes for a tensor of rank {}", sizes.len(), input.len()),
+        ));
+    }
+    let lead = sizes.len() - input.len();
+    let mut out = Vec::new();
+    for (i, s) in sizes.iter().enumerate() {
+        let have = if i >= lead { input[i - lead] } else { None };
+        out.push(match (s, have) {
+            (Some(-1), _) if i < lead => {
+                return Err(site.fail(&format!("size[{i}]"), "is -1 for a new dim"))
+            }
+            (Some(-1), h) => h,
+            (Some(n), _) if *n < 0 => {
+                return Err(site.fail(&format!("size[{i}]"), format!("is {n}, must be >= -1")))
+            }
+            (Some(n), Some(h)) if i >= lead && h != 1 && h != *n => {
+                return Err(site.fail(
+                    &format!("size[{i}]"),
+                    format!("is {n}, but the input's dim is {h} (only a 1 expands)"),
+                ))
+            }
+            (s, _) => *s,
+        });
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// cat: same rank (1-D empty tensors aside), equal dims but the one joined.
+fn cat(site: &Site) -> Result<Vec<Out>> {
+    let parts: Vec<Vec<Dim>> = site
+        .args
+        .ts("tensors")?
+        .into_iter()
+        .map(|v| site.dims_of(v))
+        .collect::<Result<_>>()?;
+    let parts: Vec<&Vec<Dim>> = parts
+        .iter()
+        .filter(|p| !(p.len() == 1 && p[0] == Some(0)))
+        .collect();
+    let Some(first) = parts.first() else {
+        return Ok(vec![]);
+    };
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), first.len())?;
+    let mut out = (*first).clone();
+    for (k, p) in parts.iter().enumerate().skip(1) {
+        if p.len() != first.len() {
+            return Err(site.fail(
+                "tensors",
+                format!("[{k}] has rank {}, the first has {}", p.len(), first.len()),
+            ));
+        }
+        for i in 0..p.len() {
+            if i == d {
+                out[i] = match (out[i], p[i]) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+            } else if let (Some(a), Some(b)) = (first[i], p[i]) {
+                if a != b {
+                    return Err(site.fail(
+                        "tensors",
+                        format!("[{k}] has {b} in dim {i}, the first {a} (only dim {d} may differ)"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// split_with_sizes: the sizes add up to the dim.
+fn split_with_sizes(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), input.len())?;
+    let sizes = site.sym_list("split_sizes")?;
+    if let Some((i, n)) = sizes.iter().enumerate().find_map(|(i, s)| s.filter(|n| *n < 0).map(|n| (i, n))) {
+        return Err(site.fail(&format!("split_sizes[{i}]"), format!("is {n}, must be >= 0")));
+    }
+    if let (Some(sum), Some(have)) = (
+        sizes.iter().try_fold(0i64, |t, s| s.map(|s| t + s)),
+        input.get(d).copied().flatten(),
+    ) {
+        if sum != have {
+            return Err(site.fail(
+                "split_sizes",
+                format!("{} add up to {sum}, dim {d} is {have}", show(&sizes)),
+            ));
+        }
+    }
+    Ok(sizes
+        .iter()
+        .map(|s| {
+            let mut o = input.clone();
+            if let Some(x) = o.get_mut(d) {
+                *x = *s;
+            }
+            Out::dims(o)
+        })
+        .collect())
+}
+
+/// slice: `dim` in range, a positive step.
+fn slice(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), input.len())?;
+    let step = site.sym_int("step")?.unwrap_or(1);
+    if step <= 0 {
+        return Err(site.fail("step", format!("is {step}, must be > 0")));
+    }
+    let mut out = input.clone();
+    let n = input.get(d).copied().flatten();
+    // absent: from 0, to the end; symbolic: unknown
+    let start = if site.args.has("start") { site.sym_int("start")? } else { Some(0) };
+    let end = if site.args.has("end") { site.sym_int("end")? } else { n };
+    if let Some(x) = out.get_mut(d) {
+        *x = match (n, start, end) {
+            (Some(n), Some(s), Some(e)) => {
+                let clamp = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+                Some(((clamp(e) - clamp(s)).max(0) + step - 1) / step)
+            }
+            _ => None,
+        };
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// select: `dim` in range, `index` within the dim.
+fn select(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Err(site.fail("self", "is 0-d: there is no dim to select from"));
+    }
+    let d = site.dim_index("dim", site.args.int("dim")?, dims.len())?;
+    if let (Some(i), Some(n)) = (site.sym_int("index")?, dims[d]) {
+        if i < -n || i >= n {
+            return Err(site.fail("index", format!("is {i}, out of range for dim {d} of size {n}")));
+        }
+    }
+    dims.remove(d);
+    Ok(vec![Out::dims(dims)])
+}
+
+fn unsqueeze(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.int("dim")?, dims.len() + 1)?;
+    dims.insert(d, Some(1));
+    Ok(vec![Out::dims(dims)])
+}
+
+fn squeeze(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let listed: Vec<usize> = match site.args.arg("dim") {
+        Argument::None => (0..dims.len()).collect(),
+        _ => site
+            .args
+            .ints("dim")?
+            .iter()
+            .map(|d| site.dim_index("dim", *d, dims.len()))
+            .collect::<Result<_>>()?,
+    };
+    let out = dims
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| !(listed.contains(i) && **d == Some(1)))
+        .map(|(_, d)| *d)
+        .collect();
+    Ok(vec![Out::dims(out)])
+}
+
+fn flatten(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Ok(vec![Out::dims(vec![Some(1)])]);
+    }
+    let a = site.dim_index("start_dim", site.args.opt_int("start_dim")?.unwrap_or(0), dims.len())?;
+    let b = site.dim_index("end_dim", site.args.opt_int("end_dim")?.unwrap_or(-1), dims.len())?;
+    if a > b {
+        return Err(site.fail("start_dim", format!("{a} comes after end_dim {b}")));
+    }
+    let mut out = dims[..a].to_vec();
+    out.push(numel(&dims[a..=b]));
+    out.extend_from_slice(&dims[b + 1..]);
+    Ok(vec![Out::dims(out)])
+}
+
+/// constant_pad_nd: an even number of pads, at most two per dim, sizes
+/// that stay >= 0.
+fn constant_pad(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    let pad = site.sym_list("pad")?;
+    if pad.len() % 2 != 0 || pad.len() / 2 > dims.len() {
+        return Err(site.fail(
+            "pad",
+            format!("has {} values for a tensor of rank {}: an even number, two per dim at most", pad.len(), dims.len()),
+        ));
+    }
+    let r = dims.len();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = r - 1 - k;
+        dims[d] = match (dims[d], pair[0], pair[1]) {
+            (Some(n), Some(a), Some(b)) => {
+                let m = n + a + b;
+                if m < 0 {
+                    return Err(site.fail("pad", format!("{} makes dim {d} of size {n} negative", show(&pad))));
+                }
+                Some(m)
+            }
+            _ => None,
+        };
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
+/// repeat: at least one count per dim, none negative.
+fn repeat(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let reps = site.sym_list("repeats")?;
+    if reps.len() < dims.len() {
+        return Err(site.fail(
+            "repeats",
+            format!("has {} counts for a tensor of rank {}", reps.len(), dims.len()),
+        ));
+    }
+    if let Some((i, n)) = reps.iter().enumerate().find_map(|(i, s)| s.filter(|n| *n < 0).map(|n| (i, n))) {
+        return Err(site.fail(&format!("repeats[{i}]"), format!("is {n}, must be >= 0")));
+    }
+    let lead = reps.len() - dims.len();
+    let out = reps
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let have = if i >= lead { dims[i - lead] } else { Some(1) };
+            match (r, have) {
+                (Some(r), Some(h)) => Some(r * h),
+                _ => None,
+            }
+        })
+        .collect();
+    Ok(vec![Out::dims(out)])
+}
+
+/// flip: distinct dims in range.
+fn flip(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let mut seen = vec![false; dims.len().max(1)];
+    for d in site.args.ints("dims")? {
+        let i = site.dim_index("dims", d, dims.len())?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(site.fail("dims", format!("names dim {d} twice")));
+        }
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
+/// This family's rows: op identity -> rule.
+#[rustfmt::skip]
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.view.default", view), ("aten._unsafe_view.default", view),
+    ("aten.reshape.default", view), ("aten.permute.default", permute),
+    ("aten.transpose.int", transpose), ("aten.expand.default", expand),
+    ("aten.cat.default", cat), ("aten.split_with_sizes.default", split_with_sizes),
+    ("aten.slice.Tensor", slice), ("aten.select.int", select),
+    ("aten.unsqueeze.default", unsqueeze), ("aten.squeeze.dim", squeeze),
+    ("aten.squeeze.dims", squeeze), ("aten.squeeze.default", squeeze),
+    ("aten.flatten.using_ints", flatten), ("aten.constant_pad_nd.default", constant_pad),
+    ("aten.repeat.default", repeat), ("aten.flip.default", flip),
+];
