@@ -200,19 +200,18 @@ pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, Rule)> {
 
 /// Runs the rules and the limits over every node of a program.
 pub fn check(p: &Program, limits: &Limits) -> Result<()> {
+    for (i, input) in p.graph.inputs.iter().enumerate() {
+        if let Argument::Tensor(v) = input {
+            check_value(&p.graph, *v, limits).map_err(|e| e.at(format!("graph input {i}")))?;
+        }
+    }
     let mut found: Result<()> = Ok(());
     p.graph.visit_nodes_in(&mut |graph, node| {
         if found.is_ok() {
             found = check_node(graph, node, limits);
         }
     });
-    found?;
-    for (i, input) in p.graph.inputs.iter().enumerate() {
-        if let Argument::Tensor(v) = input {
-            check_value(&p.graph, *v, limits).map_err(|e| e.at(format!("graph input {i}")))?;
-        }
-    }
-    Ok(())
+    found
 }
 
 fn check_node(graph: &Graph, node: &Node, limits: &Limits) -> Result<()> {

@@ -272,6 +272,36 @@ fn flatten(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// unflatten: `dim` in range, `sizes` (one -1 at most) that multiply to it.
+fn unflatten(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.int("dim")?, dims.len())?;
+    let mut sizes = site.sym_list("sizes")?;
+    let holes = sizes.iter().filter(|s| **s == Some(-1)).count();
+    if holes > 1 {
+        return Err(site.fail("sizes", "has more than one -1"));
+    }
+    let known = sizes
+        .iter()
+        .filter(|s| **s != Some(-1))
+        .try_fold(1i64, |n, s| s.map(|s| n * s));
+    if let (Some(n), Some(k)) = (dims.get(d).copied().flatten(), known) {
+        if holes == 1 && (k == 0 || n % k != 0) || holes == 0 && n != k {
+            return Err(site.fail(
+                "sizes",
+                format!("{} do not make the {n} of dim {d}", show(&sizes)),
+            ));
+        }
+        if let Some(h) = sizes.iter_mut().find(|s| **s == Some(-1)) {
+            *h = Some(n / k);
+        }
+    }
+    let mut out = dims[..d].to_vec();
+    out.extend(sizes);
+    out.extend_from_slice(&dims[d + 1..]);
+    Ok(vec![Out::dims(out)])
+}
+
 /// constant_pad_nd: an even number of pads, at most two per dim, sizes
 /// that stay >= 0.
 fn constant_pad(site: &Site) -> Result<Vec<Out>> {
@@ -351,6 +381,6 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.slice.Tensor", slice), ("aten.select.int", select),
     ("aten.unsqueeze.default", unsqueeze), ("aten.squeeze.dim", squeeze),
     ("aten.squeeze.dims", squeeze), ("aten.squeeze.default", squeeze),
-    ("aten.flatten.using_ints", flatten), ("aten.constant_pad_nd.default", constant_pad),
+    ("aten.flatten.using_ints", flatten), ("aten.unflatten.int", unflatten), ("aten.constant_pad_nd.default", constant_pad),
     ("aten.repeat.default", repeat), ("aten.flip.default", flip),
 ];
