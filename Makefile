@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda
+.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -57,6 +57,16 @@ fixtures: $(VENV)/.torch
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models --only resnet18 resnet50 mobilenet_v3_small efficientnet_b0 convnext_tiny
+
+# The wide zoo (not part of `make test`): ~300 torchvision, transformers,
+# torch.nn and ExportDB models, built with random weights, exported by torch,
+# through pt2ir, ir-run, ir-decompose and ir2onnx + ONNX Runtime against torch
+# eager. Writes golden/zoo/REPORT.md and golden/zoo/results.json; models and
+# logs go to zoo-scratch/ (git-ignored). About 9 minutes on 2 cores.
+# `make zoo ZOO_ARGS="--family nn"` or ZOO_ARGS="--only bert_sdpa_b2" reruns a part.
+zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
+	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
+		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)
 
 # Rewrites golden listings, error messages and man pages from this build.
 golden: build
