@@ -596,6 +596,26 @@ class FbArgs(nn.Module):
         return a, b, c, y, d, e, f, g, h, i, j, k, l, z
 
 
+class FbZoo(nn.Module):
+    """What the wide zoo found (golden/zoo/REPORT.md): negation of int64
+    (T5's position buckets), relu of NaN, a dilated kernel whose taps lie in
+    the padding (DeepLabV3's atrous branches), weight norm (wav2vec2's
+    positional convolution), padding='same' with dilation."""
+
+    def __init__(self):
+        super().__init__()
+        self.atrous = nn.Conv2d(3, 4, 3, padding=12, dilation=12)
+        self.v = nn.Parameter(torch.randn(4, 3, 3))
+        self.g = nn.Parameter(torch.randn(1, 1, 3))
+        self.same = nn.Conv1d(3, 4, 3, padding="same", dilation=2)
+
+    def forward(self, x, img, pos):
+        rel = -torch.min(pos, torch.zeros_like(pos))
+        nan = torch.where(x > 1.0, torch.full_like(x, float("nan")), x).relu()
+        wn = F.conv1d(x, torch._weight_norm(self.v, self.g, 2), padding=1)
+        return rel, nan, self.atrous(img), wn, self.same(x)
+
+
 class FbFft(nn.Module):
     """A real FFT's magnitude: complex values inside, real outside. Nothing
     here runs or converts it (no complex dtype); the tools refuse it."""
@@ -746,6 +766,8 @@ _reg("fb_sample", FbSample, lambda: (_randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) 
 _reg("fb_args", FbArgs, lambda: (_randn(2, 3, 7, 9), torch.rand(2, 3, 7, 9) > 0.5,
      torch.tensor([[0, 1, 1, 4], [2, 2, 0, 3]]), _randn(2, 4), _randn(1, 12, 12)),
      group="fallback")
+_reg("fb_zoo", FbZoo, lambda: (_randn(2, 3, 9), _randn(1, 3, 8, 8),
+     torch.arange(-4, 5).reshape(1, 9) * 3), group="fallback")
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")
 _reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
 _reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")

@@ -178,7 +178,42 @@ fn rms_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
 }
 
+/// `_weight_norm(v, g, dim)`: `v * (g / norm)`, the 2-norm of `v` over
+/// every dim but `dim` (over all of them when `dim` is -1), as torch's
+/// `norm_except_dim`.
+fn weight_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (v, g) = (a.t("v")?, a.t("g")?);
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let r = em.rank(v)?;
+    let dim = a.opt_int("dim")?.unwrap_or(0);
+    let over: Vec<i64> = if dim == -1 {
+        (0..r as i64).collect()
+    } else {
+        let keep = normalize_dim(dim, r)?;
+        (0..r as i64).filter(|d| *d != keep as i64).collect()
+    };
+    let mut sizes = em.sizes(v)?;
+    for d in &over {
+        sizes[*d as usize] = Sym::Int(1);
+    }
+    let meta = em.meta_like(v, dtype, sizes)?;
+    let norm = em.op(
+        "aten.linalg_vector_norm.default",
+        vec![
+            ("self", Argument::Tensor(v)),
+            ("ord", Argument::Float(2.0)),
+            ("dim", Argument::Ints(over)),
+            ("keepdim", Argument::Bool(true)),
+        ],
+        meta,
+    )?;
+    let scale = binary(em, "aten.div.Tensor", g, norm, dtype, None)?;
+    binary_into(em, a, "aten.mul.Tensor", v, scale, dtype)
+}
+
 rules! {
+    "aten._weight_norm.default" => ["aten.linalg_vector_norm.default", "aten.div.Tensor", "aten.mul.Tensor"] weight_norm;
     "aten.layer_norm.default" => ["aten.native_layer_norm.default"] layer_norm;
     "aten.group_norm.default" => ["aten.native_group_norm.default"] group_norm;
     "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default"] batch_norm;

@@ -236,6 +236,9 @@ fn pad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         return Ok(vec![out]);
     }
     let dims = p.len() / 2;
+    if mode == "circular" {
+        return circular_pad(em, a, x, &p, out);
+    }
     let op = match (mode.as_str(), dims) {
         ("reflect", 1..=3) => format!("aten.reflection_pad{dims}d.default"),
         ("replicate", 1..=3) => format!("aten.replication_pad{dims}d.default"),
@@ -252,6 +255,54 @@ fn pad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         out,
     )?;
     Ok(vec![out])
+}
+
+/// Circular padding, as torch's `_pad_circular`: per padded dim (the last
+/// first), the input's last `left` entries, the input, its first `right`
+/// entries, joined; a negative pad crops instead.
+fn circular_pad(
+    em: &mut Emitter,
+    a: &NodeArgs,
+    x: ValueId,
+    pad: &[SymRef],
+    out: ValueId,
+) -> Result<Vec<ValueId>> {
+    let pad: Vec<i64> = pad
+        .iter()
+        .map(|p| match p {
+            SymRef::Int(i) => Ok(*i),
+            _ => Err(Error::unsupported(format!(
+                "node {}: circular padding by a symbolic amount",
+                a.0.name
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let r = em.rank(x)?;
+    let mut y = x;
+    let pairs = pad.len() / 2;
+    for (k, lr) in pad.chunks(2).enumerate() {
+        let d = r - 1 - k;
+        let n = em.static_sizes(y, "circular padding")?[d];
+        let (left, right) = (lr[0], lr[1]);
+        if left > n || right > n {
+            return Err(Error::bad_input(format!(
+                "node {}: circular padding of {left}, {right} on a dim of {n} (at most its size)",
+                a.0.name
+            )));
+        }
+        let core = slice(em, y, d, (-left).max(0), n - (-right).max(0))?;
+        let mut parts = Vec::new();
+        if left > 0 {
+            parts.push(slice(em, y, d, n - left, n)?);
+        }
+        parts.push(core);
+        if right > 0 {
+            parts.push(slice(em, y, d, 0, right)?);
+        }
+        let last = k + 1 == pairs;
+        y = cat_op(em, &parts, d, last.then_some(out))?;
+    }
+    Ok(vec![y])
 }
 
 /// `replication_pad1d` (no core form) through `replication_pad2d` on a

@@ -9,7 +9,22 @@ unary_ops! {
 }
 
 fn relu(ctx: &mut Ctx) -> OpResult {
-    same_dtype_unary(ctx, |t| t.relu())
+    // Zero below 0, NaN kept (candle's relu is max(x, 0), which drops NaN);
+    // one host pass for float32 on the CPU.
+    let x = ctx.tensor("self")?;
+    let host = with_host_f32(&x.t, |v| {
+        v.iter()
+            .map(|&a| if a < 0.0 { 0.0 } else { a })
+            .collect::<Vec<f32>>()
+    });
+    if let Some(v) = host {
+        return one(Tensor::new(host_f32_tensor(v, x.dims())?, x.dtype));
+    }
+    same_dtype_unary(
+        ctx,
+        |t| t.lt(0f64)?.where_cond(&t.zeros_like()?, t),
+        |v| v.max(0),
+    )
 }
 
 fn gelu(ctx: &mut Ctx) -> OpResult {

@@ -74,6 +74,11 @@ fn conv2d_im2col(
                 dst[hi..].iter_mut().for_each(|d| {
                     d.write(0.0);
                 });
+                if lo == hi {
+                    // every tap of this row lies in the padding (a dilated
+                    // kernel wider than the input)
+                    continue;
+                }
                 let first = (lo as isize * s1 + x0) as usize;
                 if stride.1 == 1 {
                     for (d, v) in dst[lo..hi].iter_mut().zip(&src[first..first + (hi - lo)]) {

@@ -53,12 +53,29 @@ fn unary_float(
     one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
 }
 
+/// A unary op that keeps its dtype: candle's kernel `f` for floating
+/// tensors, `int` on the host for integer ones (candle has no integer
+/// kernels for most unary ops, and would abort).
 fn same_dtype_unary(
     ctx: &mut Ctx,
     f: fn(&CandleTensor) -> candle_core::Result<CandleTensor>,
+    int: fn(i64) -> i64,
 ) -> OpResult {
     let x = ctx.tensor("self")?;
-    one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
+    if x.dtype.is_floating() {
+        return one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype));
+    }
+    let storage = x.t.dtype();
+    let vals: Vec<i64> =
+        x.t.to_dtype(DType::I64)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1())
+            .map_err(ce)?;
+    let out: Vec<i64> = vals.into_iter().map(int).collect();
+    let t = CandleTensor::from_vec(out, x.dims(), x.t.device())
+        .and_then(|t| t.to_dtype(storage))
+        .map_err(ce)?;
+    one(Tensor::new(t, x.dtype))
 }
 
 fn broadcast_shape(shapes: &[&[usize]]) -> Result<Vec<usize>> {

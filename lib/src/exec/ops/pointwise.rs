@@ -233,11 +233,11 @@ unary_ops! {
 }
 
 fn neg(ctx: &mut Ctx) -> OpResult {
-    same_dtype_unary(ctx, |t| t.neg())
+    same_dtype_unary(ctx, |t| t.neg(), i64::wrapping_neg)
 }
 
 fn abs(ctx: &mut Ctx) -> OpResult {
-    same_dtype_unary(ctx, |t| t.abs())
+    same_dtype_unary(ctx, |t| t.abs(), i64::wrapping_abs)
 }
 
 fn clamp(ctx: &mut Ctx) -> OpResult {

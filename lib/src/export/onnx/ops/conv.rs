@@ -22,8 +22,24 @@ fn convolution(cx: &mut Cx) -> Result<()> {
     match cx.arg("padding")? {
         Argument::String(mode) => match mode.as_str() {
             "valid" => attrs.push(attr_ints("pads", &vec![0; 2 * n])),
-            // torch pads the extra element at the end, like SAME_UPPER.
-            "same" => attrs.push(attr_str("auto_pad", "SAME_UPPER")),
+            // Explicit pads, the extra element at the end as torch puts it
+            // (ONNX Runtime takes no dilation with auto_pad SAME_UPPER).
+            "same" => {
+                let kernel: Option<Vec<i64>> = cx.meta("weight")?.sizes[2..]
+                    .iter()
+                    .map(|s| s.as_int())
+                    .collect();
+                match kernel {
+                    Some(k) => {
+                        let total: Vec<i64> =
+                            k.iter().zip(&dilation).map(|(k, d)| d * (k - 1)).collect();
+                        let begin: Vec<i64> = total.iter().map(|t| t / 2).collect();
+                        let end: Vec<i64> = total.iter().zip(&begin).map(|(t, b)| t - b).collect();
+                        attrs.push(attr_ints("pads", &[begin, end].concat()));
+                    }
+                    None => attrs.push(attr_str("auto_pad", "SAME_UPPER")),
+                }
+            }
             other => return Err(Error::unsupported(format!("padding={other:?}"))),
         },
         _ => {
