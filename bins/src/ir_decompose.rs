@@ -65,6 +65,15 @@ fn list() -> String {
     for (src, results) in decompose::list() {
         s.push_str(&format!("  {src} -> {}\n", results.join(", ")));
     }
+    let (with, without) = pt2kit::infer::coverage(pt2kit::exec::ops::supported());
+    s.push_str(&format!(
+        "shape rules (checked when a tool reads IR): {} of the executor's {} ops; without one:\n",
+        with.len(),
+        with.len() + without.len()
+    ));
+    for op in &without {
+        s.push_str(&format!("  {op}\n"));
+    }
     s.push_str("passes:\n");
     for (name, what, _) in passes::all() {
         s.push_str(&format!("  {name:<8} {what}\n"));

@@ -1,5 +1,6 @@
 //! Tensor creation (full, zeros, arange, scalar_tensor, empty, ...): the shape rules.
 
+use super::pointwise::same;
 use super::*;
 
 /// full/zeros/ones/empty: sizes that are not negative.
@@ -48,5 +49,7 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.new_ones.default", sized), ("aten.new_full.default", sized),
     ("aten.new_empty.default", sized),
     ("aten.arange.default", arange), ("aten.arange.start", arange),
-    ("aten.arange.start_step", arange),
+    ("aten.arange.start_step", arange), ("aten.zeros_like.default", same),
+    ("aten.ones_like.default", same), ("aten.full_like.default", same),
+    ("aten.empty_like.default", same), ("aten.fill.Scalar", same),
 ];

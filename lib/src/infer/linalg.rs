@@ -78,9 +78,37 @@ fn linear(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// matmul: torch's cases by rank (dot, mv, mm, and batched with the batch
+/// dims broadcast), the inner dims equal.
+fn matmul(site: &Site) -> Result<Vec<Out>> {
+    let (a, b) = (site.dims("self")?, site.dims("other")?);
+    if a.is_empty() || b.is_empty() {
+        return Err(site.fail("self", "and other must both have dims"));
+    }
+    let ka = a[a.len() - 1];
+    let kb = if b.len() == 1 { b[0] } else { b[b.len() - 2] };
+    inner(site, "self", ka, "other", kb)?;
+    let out = match (a.len(), b.len()) {
+        (1, 1) => vec![],
+        (1, _) => {
+            let mut o = b[..b.len() - 2].to_vec();
+            o.push(b[b.len() - 1]);
+            o
+        }
+        (_, 1) => a[..a.len() - 1].to_vec(),
+        _ => {
+            let mut o = broadcast(site, &a[..a.len() - 2], &b[..b.len() - 2])?;
+            o.push(a[a.len() - 2]);
+            o.push(b[b.len() - 1]);
+            o
+        }
+    };
+    Ok(vec![Out::dims(out)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.mm.default", mm), ("aten.bmm.default", bmm), ("aten.addmm.default", addmm),
-    ("aten.linear.default", linear),
+    ("aten.linear.default", linear), ("aten.matmul.default", matmul),
 ];

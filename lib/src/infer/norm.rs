@@ -73,6 +73,17 @@ fn group_norm(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(x)])
 }
 
+/// native_group_norm(input, weight, bias, N, C, HxW, group, eps).
+fn native_group_norm(site: &Site) -> Result<Vec<Out>> {
+    let x = site.dims("input")?;
+    let groups = site.args.int("group")?;
+    let c = site.args.int("C")?;
+    if groups <= 0 || c % groups != 0 {
+        return Err(site.fail("group", format!("is {groups}, which does not divide the {c} channels")));
+    }
+    Ok(vec![Out::dims(x)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
@@ -80,4 +91,5 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten._native_batch_norm_legit_no_training.default", batch_norm),
     ("aten.layer_norm.default", layer_norm), ("aten.native_layer_norm.default", layer_norm),
     ("aten.group_norm.default", group_norm),
+    ("aten.native_group_norm.default", native_group_norm),
 ];

@@ -29,11 +29,11 @@ fn compare(site: &Site) -> Result<Vec<Out>> {
     Ok(out)
 }
 
-/// `where(condition, self, other)`: the three broadcast.
+/// `where(condition, self, other)`: the three broadcast (numbers are 0-d).
 fn where_self(site: &Site) -> Result<Vec<Out>> {
     let c = site.dims("condition")?;
-    let s = broadcast(site, &c, &site.dims("self")?)?;
-    Ok(vec![Out::dims(broadcast(site, &s, &site.dims("other")?)?)])
+    let s = broadcast(site, &c, &operand(site, "self")?)?;
+    Ok(vec![Out::dims(broadcast(site, &s, &operand(site, "other")?)?)])
 }
 
 /// clamp: `min` and `max` tensors (when given) broadcast with `self`.
@@ -66,7 +66,18 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.ne.Scalar", compare), ("aten.lt.Tensor", compare), ("aten.lt.Scalar", compare),
     ("aten.le.Tensor", compare), ("aten.le.Scalar", compare), ("aten.gt.Tensor", compare),
     ("aten.gt.Scalar", compare), ("aten.ge.Tensor", compare), ("aten.ge.Scalar", compare),
-    ("aten.where.self", where_self), ("aten.clamp.Tensor", clamp_tensor),
+    ("aten.where.self", where_self), ("aten.where.ScalarOther", where_self),
+    ("aten.where.ScalarSelf", where_self), ("aten.where.Scalar", where_self),
+    ("aten.clamp.Tensor", clamp_tensor), ("aten.add_.Scalar", binary),
+    ("aten.__and__.Tensor", binary), ("aten.__or__.Tensor", binary),
+    ("aten.bitwise_xor.Scalar", binary), ("aten.bitwise_and.Scalar", binary),
+    ("aten.bitwise_or.Scalar", binary), ("aten.pow.Scalar", binary),
+    ("aten.div.Scalar_mode", binary), ("aten.atan2.out", binary),
+    ("aten.acos.default", same), ("aten.acosh.default", same), ("aten.asin.default", same),
+    ("aten.asinh.default", same), ("aten.atan.default", same), ("aten.atanh.default", same),
+    ("aten.cosh.default", same), ("aten.sinh.default", same), ("aten.tan.default", same),
+    ("aten.expm1.default", same), ("aten.log10.default", same), ("aten.log1p.default", same),
+    ("aten.log2.default", same),
     ("aten.clamp.default", same), ("aten.neg.default", same), ("aten.abs.default", same),
     ("aten.exp.default", same), ("aten.log.default", same), ("aten.sqrt.default", same),
     ("aten.rsqrt.default", same), ("aten.reciprocal.default", same), ("aten.sin.default", same),

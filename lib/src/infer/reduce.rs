@@ -95,6 +95,35 @@ fn along_dim(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims.clone()), Out::dims(dims)])
 }
 
+/// max.dim/min.dim, any.dim/all.dim, prod.dim_int: one `dim` in range,
+/// kept as 1 with `keepdim`; max/min also give int64 indices.
+fn one_dim(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.int("dim")?, dims.len())?;
+    let keep = site.args.has("keepdim") && site.args.bool("keepdim")?;
+    let mut out = dims.clone();
+    if !dims.is_empty() {
+        if keep {
+            out[d] = Some(1);
+        } else {
+            out.remove(d);
+        }
+    }
+    Ok(vec![
+        Out::dims(out.clone()),
+        Out {
+            dims: Some(out),
+            dtype: Some(Dtype::Int64),
+        },
+    ])
+}
+
+/// prod.default: every dim reduced.
+fn all_dims(site: &Site) -> Result<Vec<Out>> {
+    site.dims("self")?;
+    Ok(vec![Out::dims(vec![])])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
@@ -105,5 +134,7 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.any.dims", over_dims), ("aten.any.default", over_dims),
     ("aten.argmax.default", arg_extreme), ("aten.argmin.default", arg_extreme),
     ("aten.topk.default", topk), ("aten.cumsum.default", along_dim),
-    ("aten.sort.default", along_dim),
+    ("aten.sort.default", along_dim), ("aten.max.dim", one_dim), ("aten.min.dim", one_dim),
+    ("aten.any.dim", one_dim), ("aten.all.dim", one_dim), ("aten.prod.dim_int", one_dim),
+    ("aten.prod.default", all_dims),
 ];

@@ -371,6 +371,71 @@ fn flip(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims)])
 }
 
+/// t: a tensor of rank 2 at most, transposed.
+fn t(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    if dims.len() > 2 {
+        return Err(site.fail("self", format!("has rank {}, t takes 2 at most", dims.len())));
+    }
+    dims.reverse();
+    Ok(vec![Out::dims(dims)])
+}
+
+/// split.Tensor: chunks of `split_size` (the last one shorter) along `dim`.
+fn split(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), dims.len())?;
+    let Some(size) = site.sym_int("split_size")? else {
+        return Ok(vec![]);
+    };
+    let n = dims.get(d).copied().flatten();
+    if size < 0 || (size == 0 && n.is_some_and(|n| n > 0)) {
+        return Err(site.fail("split_size", format!("is {size}, must be > 0")));
+    }
+    let Some(n) = n else { return Ok(vec![]) };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < n || (n == 0 && out.is_empty()) {
+        let mut o = dims.clone();
+        o[d] = Some(size.min(n - at));
+        out.push(Out::dims(o));
+        at += size.max(1);
+    }
+    Ok(out)
+}
+
+/// reflection/replication pads over the last `n` dims: two pads per dim;
+/// a reflection pad shorter than its dim; sizes that stay positive.
+fn mode_pad(site: &Site, n: usize, reflect: bool) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    let pad = site.sym_list("padding")?;
+    if pad.len() != 2 * n || dims.len() < n {
+        return Err(site.fail(
+            "padding",
+            format!("has {} values for {n} padded dims of a tensor of rank {}", pad.len(), dims.len()),
+        ));
+    }
+    let r = dims.len();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = r - 1 - k;
+        if let (Some(size), Some(a), Some(b)) = (dims[d], pair[0], pair[1]) {
+            if reflect && (a >= size || b >= size) {
+                return Err(site.fail(
+                    "padding",
+                    format!("{} reflects dim {d} of size {size}: each pad must be smaller", show(&pad)),
+                ));
+            }
+            if size + a + b <= 0 {
+                return Err(site.fail("padding", format!("{} leaves dim {d} of size {size} empty", show(&pad))));
+            }
+            dims[d] = Some(size + a + b);
+        } else {
+            dims[d] = None;
+        }
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
@@ -383,4 +448,11 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.squeeze.dims", squeeze), ("aten.squeeze.default", squeeze),
     ("aten.flatten.using_ints", flatten), ("aten.unflatten.int", unflatten), ("aten.constant_pad_nd.default", constant_pad),
     ("aten.repeat.default", repeat), ("aten.flip.default", flip),
+    ("aten.t.default", t), ("aten.split.Tensor", split),
+    ("aten.reflection_pad1d.default", |s| mode_pad(s, 1, true)),
+    ("aten.reflection_pad2d.default", |s| mode_pad(s, 2, true)),
+    ("aten.reflection_pad3d.default", |s| mode_pad(s, 3, true)),
+    ("aten.replication_pad1d.default", |s| mode_pad(s, 1, false)),
+    ("aten.replication_pad2d.default", |s| mode_pad(s, 2, false)),
+    ("aten.replication_pad3d.default", |s| mode_pad(s, 3, false)),
 ];
