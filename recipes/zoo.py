@@ -616,6 +616,14 @@ class FbZoo(nn.Module):
         return rel, nan, self.atrous(img), wn, self.same(x)
 
 
+class FbIntDiv(nn.Module):
+    """Integer division with rounding, exact past 2^24 (float32 would round),
+    and remainder of integers; a zero divisor is an error at run time."""
+
+    def forward(self, a, b):
+        return a // b, torch.remainder(a, b), torch.div(a, b, rounding_mode="trunc")
+
+
 class FbFft(nn.Module):
     """A real FFT's magnitude: complex values inside, real outside. Nothing
     here runs or converts it (no complex dtype); the tools refuse it."""
@@ -768,6 +776,8 @@ _reg("fb_args", FbArgs, lambda: (_randn(2, 3, 7, 9), torch.rand(2, 3, 7, 9) > 0.
      group="fallback")
 _reg("fb_zoo", FbZoo, lambda: (_randn(2, 3, 9), _randn(1, 3, 8, 8),
      torch.arange(-4, 5).reshape(1, 9) * 3), group="fallback")
+_reg("fb_intdiv", FbIntDiv, lambda: (torch.tensor([7, -7, 2**40 + 3, 5, -9]),
+     torch.tensor([2, 2, 3, 1, -4])), group="fallback")
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")
 _reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
 _reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")

@@ -197,3 +197,54 @@ fn output_formats_by_extension_or_flag() {
         pt2kit::tensorfile::FileKind::Safetensors
     );
 }
+
+/// Inputs a valid graph cannot take: an id beyond the vocabulary (or
+/// negative), an integer divisor of 0. Exit 3 with torch's meaning, never
+/// a crash.
+#[test]
+fn impossible_inputs_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, t: pt2kit::tensorfile::HostTensor| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, pt2kit::tensorfile::write_npy(&t).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let ints = |v: &[i64], shape: &[usize]| pt2kit::tensorfile::HostTensor {
+        dtype: pt2kit::ir::Dtype::Int64,
+        shape: shape.to_vec(),
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    let emb = ir("embedding");
+    for (id, says) in [
+        (99i64, "index 99 is out of range for a dim of size 50"),
+        (-1, "index -1 is out of range"),
+    ] {
+        let ids = write(
+            &format!("ids{id}.npy"),
+            ints(&[1, 2, 3, 4, 5, 6, id, 1, 2, 3, 4, 5, 6, 7], &[2, 7]),
+        );
+        let o = ir_run(&emb, &["-i", &format!("ids={ids}")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains("node 'embedding'") && err.contains(says),
+            "{err}"
+        );
+    }
+    let div = std::fs::read(repo().join("golden/fallback/fb_intdiv.pt2")).unwrap();
+    let ir_div = {
+        let p = dir.path().join("div.pt2");
+        std::fs::write(&p, div).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+            .arg(&p)
+            .output()
+            .unwrap();
+        out.stdout
+    };
+    let a = write("a.npy", ints(&[7, -7, 9, 5, 1], &[5]));
+    let b = write("b.npy", ints(&[2, 0, 3, 1, 1], &[5]));
+    let o = ir_run(&ir_div, &["-i", &format!("a={a}"), "-i", &format!("b={b}")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("integer division by zero"), "{err}");
+}

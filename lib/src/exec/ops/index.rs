@@ -10,6 +10,7 @@ fn embedding(ctx: &mut Ctx) -> OpResult {
         .flatten_all()
         .and_then(|t| t.to_dtype(DType::I64))
         .map_err(ce)?;
+    check_indices(&flat, w.dims()[0], false, "embedding: an id")?;
     let rows = w.t.index_select(&flat, 0).map_err(ce)?;
     let mut shape = ids.dims().to_vec();
     shape.push(w.dims()[1]);
@@ -20,6 +21,7 @@ fn index_select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), false, "index_select")?;
     if x.rank() == 0 {
         // a 0-d tensor indexes as one element and stays 0-d
         let t =
@@ -115,6 +117,7 @@ fn gather(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let idx = ctx.tensor("index")?.cast(Dtype::Int64)?;
+    check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), false, "gather")?;
     let t =
         x.t.contiguous()
             .and_then(|t| t.gather(&idx.t.contiguous()?, d))
@@ -188,6 +191,7 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
         idx.dims().to_vec()
     };
     let mut out = x.to_host()?.to_f64();
+    check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), true, "scatter")?;
     let idx_vals = idx.to_host()?.to_f64();
     let xd = x.dims().to_vec();
     let id = idx.dims().to_vec();

@@ -247,6 +247,25 @@ fn with_host_f32<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> 
     }
 }
 
+/// Refuses an index outside `[0, size)` (`[-size, size)` where negative
+/// indices count from the end) with torch's meaning, as a bad input: the
+/// run cannot go on, and candle would fail without saying which index.
+fn check_indices(idx: &CandleTensor, size: usize, negative_wraps: bool, what: &str) -> Result<()> {
+    let vals: Vec<i64> = idx
+        .flatten_all()
+        .and_then(|t| t.to_dtype(DType::I64))
+        .and_then(|t| t.to_vec1())
+        .map_err(ce)?;
+    let n = size as i64;
+    let low = if negative_wraps { -n } else { 0 };
+    if let Some(v) = vals.iter().find(|v| **v < low || **v >= n) {
+        return Err(Error::bad_input(format!(
+            "{what}: index {v} is out of range for a dim of size {size}"
+        )));
+    }
+    Ok(())
+}
+
 /// A float32 CPU tensor from its elements.
 fn host_f32_tensor(v: Vec<f32>, shape: &[usize]) -> Result<CandleTensor> {
     CandleTensor::from_vec(v, shape, &candle_core::Device::Cpu).map_err(ce)

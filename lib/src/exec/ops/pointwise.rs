@@ -149,9 +149,52 @@ binary_ops! {
     logical_xor => Bin::Xor;
 }
 
+/// Integer division with a rounding mode, exact in int64 (through float32
+/// it would round values past 2^24); a zero divisor is an error, as torch's
+/// `ZeroDivisionError`.
+fn int_div(ctx: &Ctx, a: &Operand, b: &Operand, result: Dtype, floor: bool) -> OpResult {
+    let dev = ctx.device();
+    let x = a.as_tensor(Dtype::Int64, dev)?;
+    let y = b.as_tensor(Dtype::Int64, dev)?;
+    let shape = broadcast_shape(&[x.dims(), y.dims()])?;
+    let vals = |t: &CandleTensor| -> Result<Vec<i64>> {
+        t.broadcast_as(shape.as_slice())
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1())
+            .map_err(ce)
+    };
+    let (xs, ys) = (vals(&x)?, vals(&y)?);
+    if ys.contains(&0) {
+        return Err(Error::bad_input("integer division by zero"));
+    }
+    let q: Vec<i64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(p, q)| {
+            let t = p.wrapping_div(*q);
+            if floor && (p % q != 0) && ((*p < 0) != (*q < 0)) {
+                t - 1
+            } else {
+                t
+            }
+        })
+        .collect();
+    let t = CandleTensor::from_vec(q, shape.as_slice(), dev).map_err(ce)?;
+    one(Tensor::new(t, Dtype::Int64).cast(result)?)
+}
+
 fn div(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
+    let mode = ctx.string("rounding_mode")?;
+    if let Some(m @ ("floor" | "trunc")) = mode.as_deref() {
+        let (x, y) = (Operand::from_rv(a.clone())?, Operand::from_rv(b.clone())?);
+        let result = result_type(&[x.key(), y.key()]);
+        if !result.is_floating() && result != Dtype::Bool {
+            return int_div(ctx, &x, &y, result, m == "floor");
+        }
+    }
     let out = binary_on(ctx, a, b, Bin::Div, None)?;
     match ctx.string("rounding_mode")?.as_deref() {
         None => Ok(out),
@@ -391,6 +434,10 @@ fn host_binary(
         .and_then(|t| t.to_vec1::<f64>())
         .map_err(ce)?;
     let vals: Vec<f64> = xv.iter().zip(&yv).map(|(p, q)| f(*p, *q)).collect();
+    // an integer result that is NaN: a division by zero (remainder, fmod)
+    if !dt.is_floating() && vals.iter().any(|v| v.is_nan()) {
+        return Err(Error::bad_input("integer division by zero"));
+    }
     one(from_f64(&vals, &shape, dt, &dev)?)
 }
 
