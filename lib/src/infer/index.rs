@@ -37,8 +37,9 @@ fn index_select(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims)])
 }
 
-/// gather: index of the input's rank, integer; the index's shape.
-fn gather(site: &Site) -> Result<Vec<Out>> {
+/// gather and scatter: `dim` in range, an integer index of the input's
+/// rank. Returns (self's dims, the index's).
+fn dim_and_index(site: &Site) -> Result<(Vec<Dim>, Vec<Dim>)> {
     let dims = site.dims("self")?;
     site.dim_index("dim", site.args.int("dim")?, dims.len())?;
     integer(site, "index")?;
@@ -49,22 +50,17 @@ fn gather(site: &Site) -> Result<Vec<Out>> {
             format!("has rank {}, self {}: they must be equal", idx.len(), dims.len()),
         ));
     }
-    Ok(vec![Out::dims(idx)])
+    Ok((dims, idx))
 }
 
-/// scatter family: `dim` in range, an integer index of the input's rank.
+/// gather: the index's shape.
+fn gather(site: &Site) -> Result<Vec<Out>> {
+    Ok(vec![Out::dims(dim_and_index(site)?.1)])
+}
+
+/// scatter family: the input's shape.
 fn scatter(site: &Site) -> Result<Vec<Out>> {
-    let dims = site.dims("self")?;
-    site.dim_index("dim", site.args.int("dim")?, dims.len())?;
-    integer(site, "index")?;
-    let idx = site.dims("index")?;
-    if idx.len() != dims.len() && !(idx.len() <= 1 && dims.len() <= 1) {
-        return Err(site.fail(
-            "index",
-            format!("has rank {}, self {}: they must be equal", idx.len(), dims.len()),
-        ));
-    }
-    Ok(vec![Out::dims(dims)])
+    Ok(vec![Out::dims(dim_and_index(site)?.0)])
 }
 
 /// This family's rows: op identity -> rule.

@@ -405,6 +405,27 @@ impl<'p> Converter<'p> {
         self.scopes.last_mut().expect("a scope")
     }
 
+    /// Opens the scope of a subgraph whose inputs are the outer names.
+    fn enter_scope(&mut self, graph: &'p Graph, inputs: &[String], name: &str) -> Result<()> {
+        if graph.inputs.len() != inputs.len() {
+            return Err(Error::bad_input(format!(
+                "subgraph {name} takes {} inputs, but {} are given",
+                graph.inputs.len(),
+                inputs.len()
+            )));
+        }
+        let mut scope = Scope::new(graph);
+        for (input, outer) in graph.inputs.iter().zip(inputs) {
+            let mut refs = Vec::new();
+            input.value_refs(&mut refs);
+            for v in refs {
+                scope.values[v.index()] = Some(outer.clone());
+            }
+        }
+        self.scopes.push(scope);
+        Ok(())
+    }
+
     fn lookup_cache(&self, key: &str) -> Option<String> {
         self.scopes
             .iter()
@@ -701,22 +722,7 @@ impl<'p> Converter<'p> {
         inputs: &[String],
         name: &str,
     ) -> Result<GraphProto> {
-        if graph.inputs.len() != inputs.len() {
-            return Err(Error::bad_input(format!(
-                "subgraph {name} takes {} inputs, but {} are given",
-                graph.inputs.len(),
-                inputs.len()
-            )));
-        }
-        let mut scope = Scope::new(graph);
-        for (input, outer) in graph.inputs.iter().zip(inputs) {
-            let mut refs = Vec::new();
-            input.value_refs(&mut refs);
-            for v in refs {
-                scope.values[v.index()] = Some(outer.clone());
-            }
-        }
-        self.scopes.push(scope);
+        self.enter_scope(graph, inputs, name)?;
         self.convert_nodes();
         let outputs = self.graph_outputs(None);
         let scope = self.scopes.pop().expect("scope");
@@ -852,22 +858,7 @@ impl<'p> Converter<'p> {
         graph: &'p Graph,
         inputs: &[String],
     ) -> Result<Vec<String>> {
-        if graph.inputs.len() != inputs.len() {
-            return Err(Error::bad_input(format!(
-                "a subgraph takes {} inputs, but {} are given",
-                graph.inputs.len(),
-                inputs.len()
-            )));
-        }
-        let mut scope = Scope::new(graph);
-        for (input, outer) in graph.inputs.iter().zip(inputs) {
-            let mut refs = Vec::new();
-            input.value_refs(&mut refs);
-            for v in refs {
-                scope.values[v.index()] = Some(outer.clone());
-            }
-        }
-        self.scopes.push(scope);
+        self.enter_scope(graph, inputs, "a subgraph")?;
         self.convert_nodes();
         let scope = self.scopes.pop().expect("scope");
         let mut outputs = Vec::new();
