@@ -2,18 +2,20 @@
 
 use super::*;
 
+/// One spatial dim's sliding window: kernel, stride, padding before and
+/// after, dilation, and whether the count rounds up (pooling's ceil_mode).
+pub(super) struct Window {
+    pub kernel: i64,
+    pub stride: i64,
+    pub pad: (i64, i64),
+    pub dilation: i64,
+    pub ceil: bool,
+}
+
 /// One spatial dim of a convolution or pooling output, as torch computes
 /// it; the kernel must fit the padded input.
-pub(super) fn out_size(
-    site: &Site,
-    dim: usize,
-    input: i64,
-    kernel: i64,
-    stride: i64,
-    pad: (i64, i64),
-    dilation: i64,
-    ceil: bool,
-) -> Result<i64> {
+pub(super) fn out_size(site: &Site, dim: usize, input: i64, w: Window) -> Result<i64> {
+    let Window { kernel, stride, pad, dilation, ceil } = w;
     let span = dilation * (kernel - 1) + 1;
     let room = input + pad.0 + pad.1 - span;
     if room < 0 {
@@ -101,7 +103,10 @@ fn convolution(site: &Site) -> Result<Vec<Out>> {
                     + 1,
             ),
             (Some(size), Some(k)) => Some(out_size(
-                site, i, size, k, stride[i], padding[i], dilation[i], false,
+                site,
+                i,
+                size,
+                Window { kernel: k, stride: stride[i], pad: padding[i], dilation: dilation[i], ceil: false },
             )?),
             _ => None,
         });

@@ -1,6 +1,6 @@
 //! Pooling: max, average and adaptive, 1-D to 3-D: the shape rules.
 
-use super::conv::out_size;
+use super::conv::{out_size, Window};
 use super::*;
 
 /// max/avg pooling over the last `n` dims: a positive kernel, stride and
@@ -40,11 +40,13 @@ fn pool(site: &Site, n: usize) -> Result<Vec<Out>> {
                 site,
                 i,
                 size,
-                kernel[i],
-                stride[i],
-                (padding[i], padding[i]),
-                dilation[i],
-                ceil,
+                Window {
+                    kernel: kernel[i],
+                    stride: stride[i],
+                    pad: (padding[i], padding[i]),
+                    dilation: dilation[i],
+                    ceil,
+                },
             )?),
             None => None,
         });
