@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo
+.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -19,6 +19,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
 	# fb_fft is refused by design (complex values; bins/tests/onnx.rs holds the refusal).
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21 --skip fb_fft
+	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
+	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
 
 $(ONNX_VENV)/.ready:
 	recipes/setup_venv.sh $(ONNX_VENV)
@@ -67,6 +69,23 @@ big: $(VENV)/.torch
 zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
 		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)
+
+# Random-program differential testing (recipes/fuzz_graphs.py, needs the
+# torch venv): N fresh programs of seed SEED through ir-run, ir-decompose +
+# ir-run and ir2onnx + ONNX Runtime against torch eager; each failure's
+# shrunk reproducer goes to $(FUZZ_OUT)/failures (git-ignored), the summary
+# by stage and error to $(FUZZ_OUT)/summary.txt. Exits 1 when one fails.
+N ?= 1000
+SEED ?= 1
+FUZZ_OUT ?= fuzz-out
+fuzz-graphs: build $(VENV)/.torch
+	$(VENV)/bin/python recipes/fuzz_graphs.py --bin target/release -n $(N) --seed $(SEED) --out $(FUZZ_OUT)
+
+# Regenerates golden/random, the seed set make test checks (the first 360
+# programs torch keeps from seed 0, less the known failures, plus
+# golden/random/fixtures).
+random-golden: build $(VENV)/.torch
+	$(VENV)/bin/python recipes/fuzz_graphs.py --bin target/release --golden golden/random --count 360 --seed 0
 
 # Rewrites golden listings, error messages and man pages from this build.
 golden: build
