@@ -170,8 +170,9 @@ def _onnx_outputs(onnx_path, names, inputs):
         raise StageError(f"onnx.checker: {normalize(msg)}", f"onnx.checker: {msg}") from None
     model = onnx.load(str(onnx_path))
     users = [o.name for o in model.graph.output if o.doc_string.startswith("user output")]
+    ort.set_default_logger_severity(4)
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     try:
