@@ -11,9 +11,12 @@
 //! An in-place op the back end lacks (`fill_`, `masked_fill_`, `copy_`)
 //! cannot be rewritten alone, since later readers see the mutation: the
 //! whole program is then functionalised first (as `ir-decompose` does),
-//! and the mutated buffers and inputs become mutation outputs.
+//! and the mutated buffers and inputs become mutation outputs. So is a
+//! program whose in-place op writes to a value that a view shares storage
+//! with (`x.transpose(0, 1)[0].add_(2)`): a row that runs the op rebinds
+//! its `self` alone, and the base or the other views would not see it.
 
-use crate::ir::{Node, Program};
+use crate::ir::{Argument, Graph, Node, Program};
 use crate::Result;
 
 /// One node lowered for a back end: its name, its op, and the ops it
@@ -46,9 +49,83 @@ pub struct Fallback {
     pub lowered: Vec<Lowered>,
 }
 
+/// Whether an in-place op of `g` (or of a subgraph) writes to a value
+/// that shares its storage through a view: a view of it, or a base it is
+/// a view of. A back end that runs the in-place op by rebinding its
+/// `self` would leave the other stale, so such a program is
+/// functionalised first (the write goes back through the views there).
+fn writes_through_view(g: &Graph) -> bool {
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let n = g.values.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    let mut viewed = vec![false; n];
+    let mut written = Vec::new();
+    let mut refs = Vec::new();
+    for node in &g.nodes {
+        for input in &node.inputs {
+            if let Argument::Graph(sub) = &input.arg {
+                if writes_through_view(&sub.graph) {
+                    return true;
+                }
+            }
+        }
+        let Some(Argument::Tensor(base)) = node.inputs.first().map(|a| &a.arg) else {
+            continue;
+        };
+        let Some(schema) = crate::schema::lookup(
+            &node.target.namespace,
+            &node.target.name,
+            &node.target.overload,
+        ) else {
+            continue;
+        };
+        // `-> Tensor(a)` (a view) or `-> Tensor(a!)` (an in-place op): the
+        // outputs share the first argument's storage.
+        let aliases = schema.returns.starts_with("Tensor(a")
+            && schema
+                .args
+                .first()
+                .is_some_and(|a| a.ty.starts_with("Tensor(a"));
+        if !aliases {
+            continue;
+        }
+        let in_place = schema.args.first().is_some_and(|a| a.ty.contains('!'));
+        if in_place {
+            written.push(base.index());
+        }
+        refs.clear();
+        node.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+        for v in &refs {
+            let (a, b) = (
+                root(&mut parent, base.index()),
+                root(&mut parent, v.index()),
+            );
+            if a != b {
+                parent[b] = a;
+                viewed[a] |= viewed[b] || !in_place;
+            } else if !in_place {
+                viewed[a] = true;
+            }
+        }
+    }
+    written.into_iter().any(|w| {
+        let r = root(&mut parent, w);
+        viewed[r]
+    })
+}
+
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
 fn needs_fallback(p: &Program, has_row: fn(&Node) -> bool) -> bool {
+    if writes_through_view(&p.graph) {
+        return true;
+    }
     let mut needs = false;
     p.graph.visit_nodes(&mut |n| {
         if !needs && !has_row(n) {
@@ -75,7 +152,7 @@ pub fn lower_unsupported(
     q.graph.visit_nodes(&mut |n| {
         in_place_missing |= !has_row(n) && crate::schema::mutates(&n.target);
     });
-    if in_place_missing {
+    if in_place_missing || writes_through_view(&q.graph) {
         report.functionalized = super::functionalize::functionalize(&mut q)?;
         if q.dialect() == "TRAINING" {
             q.info.verifiers = vec!["ATEN".into()];
