@@ -594,8 +594,9 @@ impl<'p> Executor<'p> {
                     node.outputs.len()
                 )));
             }
-            // In-place ops (TRAINING dialect) also update their `self`.
-            if node.target.name.ends_with('_') {
+            // In-place ops (TRAINING dialect) also update their `self`
+            // (`add_`, `__iand__`; not `__and__`, which only ends like one).
+            if node.target.name.ends_with('_') && crate::schema::mutates(&node.target) {
                 if let (Some(Argument::Tensor(self_id)), Some(Value::Tensor(t))) =
                     (node.arg("self"), outs.first())
                 {
