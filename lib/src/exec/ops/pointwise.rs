@@ -242,7 +242,9 @@ fn pow(ctx: &mut Ctx) -> OpResult {
             ),
         ]);
         if e == 2.0 {
-            return one(Tensor::new(t.cast(out)?.t.sqr().map_err(ce)?, out));
+            // x * x: candle's sqr has no integer kernel (it panics).
+            let x = t.cast(out)?.t;
+            return one(Tensor::new(x.mul(&x).map_err(ce)?, out));
         }
         let r =
             t.t.to_dtype(DType::F64)
