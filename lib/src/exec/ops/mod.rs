@@ -146,24 +146,52 @@ fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
 
 fn matmul_t(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
-    let (x, y) = (a.cast(dt)?.t, b.cast(dt)?.t);
+    // candle multiplies floats only: integers go through float64 (exact
+    // while the sums stay below 2^53).
+    let compute = if dt.is_floating() { dt } else { Dtype::Float64 };
+    let (x, y) = (a.cast(compute)?.t, b.cast(compute)?.t);
     let t = match (x.rank(), y.rank()) {
         (1, 1) => x
             .unsqueeze(0)
-            .and_then(|x| x.matmul(&y.unsqueeze(1)?))
-            .and_then(|t| t.reshape(())),
+            .map_err(ce)
+            .and_then(|x| batched_matmul(&x, &y.unsqueeze(1).map_err(ce)?))
+            .and_then(|t| t.reshape(()).map_err(ce)),
         (1, _) => x
             .unsqueeze(0)
-            .and_then(|x| x.broadcast_matmul(&y))
-            .and_then(|t| t.squeeze(t.rank() - 2)),
+            .map_err(ce)
+            .and_then(|x| batched_matmul(&x, &y))
+            .and_then(|t| t.squeeze(t.rank() - 2).map_err(ce)),
         (_, 1) => y
             .unsqueeze(1)
-            .and_then(|y| x.broadcast_matmul(&y))
-            .and_then(|t| t.squeeze(t.rank() - 1)),
-        _ => x.broadcast_matmul(&y),
+            .map_err(ce)
+            .and_then(|y| batched_matmul(&x, &y))
+            .and_then(|t| t.squeeze(t.rank() - 1).map_err(ce)),
+        _ => batched_matmul(&x, &y),
+    }?;
+    Tensor::new(t, compute).cast(dt)
+}
+
+/// `x [.., m, k] @ y [.., k, n]` with the batch dims broadcast: both are
+/// broadcast by hand and their batch dims flattened into one, since
+/// candle's matmul refuses some layouts of broadcast batch dims (a size-1
+/// dim among them).
+fn batched_matmul(x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
+    let (xr, yr) = (x.rank(), y.rank());
+    if xr == 2 && yr == 2 {
+        return x.matmul(y).map_err(ce);
     }
-    .map_err(ce)?;
-    Ok(Tensor::new(t, dt))
+    let batch = broadcast_shape(&[&x.dims()[..xr - 2], &y.dims()[..yr - 2]])?;
+    let (m, k, n) = (x.dims()[xr - 2], x.dims()[xr - 1], y.dims()[yr - 1]);
+    let b: usize = batch.iter().product();
+    let flat = |t: &CandleTensor, r: usize, c: usize| {
+        t.broadcast_as([batch.as_slice(), &[r, c]].concat())
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.reshape((b, r, c)))
+    };
+    flat(x, m, k)
+        .and_then(|xs| xs.matmul(&flat(y, k, n)?))
+        .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()))
+        .map_err(ce)
 }
 
 fn pair(v: &[i64], default: usize) -> (usize, usize) {
