@@ -158,6 +158,19 @@ fn conv2d_im2col(
 fn conv(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
+    if x.rank() + 1 == w.rank() {
+        // An unbatched input (torch takes [C, L] or [C, H, W]): a batch of one.
+        let xb = Tensor::new(x.t.unsqueeze(0).map_err(ce)?, x.dtype);
+        let mut outs = conv_batched(ctx, xb, w)?;
+        if let Some(Value::Tensor(y)) = outs.first_mut() {
+            y.t = y.t.squeeze(0).map_err(ce)?;
+        }
+        return Ok(outs);
+    }
+    conv_batched(ctx, x, w)
+}
+
+fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
     let bias = ctx.opt_tensor("bias")?;
     let transposed = ctx.node.target.name == "convolution" && ctx.bool("transposed")?;
     let groups = ctx.opt_int("groups")?.unwrap_or(1) as usize;

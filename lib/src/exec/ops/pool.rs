@@ -51,7 +51,8 @@ fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
-    let t = if h % oh == 0 && w % ow == 0 {
+    // candle pools 4-D tensors only; other ranks take the general case
+    let t = if x.rank() == 4 && h % oh == 0 && w % ow == 0 {
         x.t.avg_pool2d_with_stride((h / oh, w / ow), (h / oh, w / ow))
             .map_err(ce)?
     } else {
