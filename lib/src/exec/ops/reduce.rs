@@ -154,10 +154,20 @@ fn cumsum(ctx: &mut Ctx) -> OpResult {
     } else {
         Dtype::Int64
     });
-    let t =
-        x.t.to_dtype(DType::F64)
-            .and_then(|t| t.cumsum(d))
-            .map_err(ce)?;
+    // candle's cumsum multiplies the dim, moved last, by a triangle; its
+    // matmul refuses that transposed layout, so the dim goes last in a
+    // contiguous copy here.
+    let t = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let t = if x.rank() > 1 {
+        let last = x.rank() - 1;
+        t.transpose(d, last)
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.cumsum(last))
+            .and_then(|t| t.transpose(d, last))
+    } else {
+        t.cumsum(d)
+    }
+    .map_err(ce)?;
     one(Tensor::new(t, Dtype::Float64).cast(out)?)
 }
 
