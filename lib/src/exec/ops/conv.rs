@@ -517,8 +517,9 @@ fn conv_transpose_host(
             + (d[a] * (k[a] - 1)) as i64
             + op[a] as i64
             + 1;
-        if len < 1 {
-            return Err(Error::bad_input("transposed convolution: empty output"));
+        // torch allows an empty output (a size of 0), not a negative one
+        if len < 0 {
+            return Err(Error::bad_input("transposed convolution: negative output size"));
         }
         o[a] = len as usize;
     }

@@ -113,6 +113,10 @@ fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
     } else {
         x.cast(Dtype::Float32)?
     };
+    if x.t.elem_count() == 0 {
+        // nothing to normalise (candle's max refuses an empty tensor)
+        return Ok(x);
+    }
     let compute = if x.dtype == Dtype::Float64 {
         DType::F64
     } else {

@@ -180,7 +180,12 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
         .filter(|t| t.dims()[d] > 0 || t.elem_count() > 0)
         .collect();
     if parts.is_empty() {
-        return Err(unsupported("cat of only empty tensors"));
+        // every part is empty: so is the result, the parts' sizes along d summed
+        let mut shape = nonempty.first().map_or(vec![0], |t| t.dims().to_vec());
+        if let Some(s) = shape.get_mut(d) {
+            *s = nonempty.iter().map(|t| t.dims()[d]).sum();
+        }
+        return full_of(ctx, shape, 0.0, dt);
     }
     one(Tensor::new(CandleTensor::cat(&parts, d).map_err(ce)?, dt))
 }
