@@ -57,6 +57,17 @@ fn reduce_each(
     out: Option<Dtype>,
 ) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        // a 0-d tensor has no dim to reduce: `f` over it as one of one
+        // element (any/all still turn it into a bool)
+        let t = x
+            .t
+            .unsqueeze(0)
+            .and_then(|t| f(&t, 0))
+            .and_then(|t| t.squeeze(0))
+            .map_err(ce)?;
+        return one(Tensor::new(t, out.unwrap_or(x.dtype)));
+    }
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let mut t = x.t.clone();
