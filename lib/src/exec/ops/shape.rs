@@ -114,7 +114,15 @@ pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
             }
         })
         .collect();
-    one(Tensor::new(x.t.broadcast_as(shape).map_err(ce)?, x.dtype))
+    let mut t = x.t.broadcast_as(shape).map_err(ce)?;
+    if t.is_contiguous() {
+        // Only size-1 dims were added or kept: candle gives them stride 0,
+        // and its reductions over such a dim divide by that stride (a
+        // panic). A reshape of a contiguous tensor is the same storage
+        // with the usual strides.
+        t = t.reshape(t.dims()).map_err(ce)?;
+    }
+    one(Tensor::new(t, x.dtype))
 }
 
 fn select(ctx: &mut Ctx) -> OpResult {
