@@ -664,6 +664,79 @@ class FbStrided(nn.Module):
         return v, f, cs, g, e, att, s
 
 
+class FbUnpool(nn.Module):
+    """max_unpool1d/2d/3d from max pooling's indices, with and without
+    output_size (for sizes the pooling rounded down)."""
+
+    def __init__(self):
+        super().__init__()
+        self.p1, self.u1 = nn.MaxPool1d(2, return_indices=True), nn.MaxUnpool1d(2)
+        self.p2, self.u2 = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+        self.p3, self.u3 = nn.MaxPool3d(2, return_indices=True), nn.MaxUnpool3d(2)
+
+    def forward(self, a, b, odd, c):
+        y1, i1 = self.p1(a)
+        y2, i2 = self.p2(b)
+        z2, j2 = self.p2(odd)
+        y3, i3 = self.p3(c)
+        return (self.u1(y1, i1), self.u1(y1, i1, output_size=a.shape), self.u2(y2, i2),
+                self.u2(z2, j2, output_size=odd.shape), self.u3(y3, i3, output_size=c.shape))
+
+
+class FbAdaptiveMax(nn.Module):
+    """adaptive_max_pool1d/2d/3d to sizes that do not divide, values and
+    indices (ties: the inputs are whole numbers; NaNs in the 2-D input:
+    the last NaN of a window wins), and values alone."""
+
+    def forward(self, a, b, c):
+        v1, i1 = F.adaptive_max_pool1d(a, 3, return_indices=True)
+        v2, i2 = F.adaptive_max_pool2d(b, (3, 4), return_indices=True)
+        v3, i3 = F.adaptive_max_pool3d(c, (2, 2, 3), return_indices=True)
+        return v1, i1, v2, i2, v3, i3, F.adaptive_max_pool1d(a, 4), F.adaptive_max_pool3d(c, (3, 4, 2))
+
+
+class FbIm2col(nn.Module):
+    """unfold (im2col) with dilation, padding and stride, and plain."""
+
+    def forward(self, x):
+        return F.unfold(x, 3, dilation=2, padding=1, stride=2), F.unfold(x, (2, 3)), F.unfold(x, 2, padding=(1, 0))
+
+
+class FbConv3d(nn.Module):
+    """3-D convolution: stride per dim, groups with dilation, no bias,
+    padding per dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv3d(3, 4, 3, stride=(1, 2, 2), padding=1)
+        self.b = nn.Conv3d(4, 4, (1, 3, 3), groups=2, dilation=(1, 2, 2), padding=(0, 2, 2), bias=False)
+        self.c = nn.Conv3d(4, 2, 2, padding=(0, 1, 2))
+
+    def forward(self, x):
+        y = self.a(x)
+        z = self.b(y)
+        return y, z, self.c(z)
+
+
+class FbFractional(nn.Module):
+    """fractional_max_pool2d/3d with fixed samples (deterministic), values
+    and indices; NaNs and a plane of -inf in the inputs."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+        self.p2 = nn.FractionalMaxPool2d(2, output_size=(5, 6), return_indices=True,
+                                         _random_samples=torch.rand(2, 3, 2, generator=g))
+        self.q2 = nn.FractionalMaxPool2d(3, output_ratio=(0.5, 0.5), _random_samples=torch.rand(2, 3, 2, generator=g))
+        self.p3 = nn.FractionalMaxPool3d(2, output_size=(3, 4, 4), return_indices=True,
+                                         _random_samples=torch.rand(1, 2, 3, generator=g))
+
+    def forward(self, x, v):
+        y, i = self.p2(x)
+        z, j = self.p3(v)
+        return y, i, self.q2(x), z, j
+
+
 class DistilBertWrap(nn.Module):
     def __init__(self, attn):
         super().__init__()
@@ -684,6 +757,13 @@ class DistilBertWrap(nn.Module):
 
 def _randn(*s):
     return torch.randn(*s)
+
+
+def _set(t, *at, value=float("nan")):
+    """`t` with `value` (NaN) at the given indices."""
+    for i in at:
+        t[i] = value
+    return t
 
 
 MODELS = collections.OrderedDict()
@@ -781,6 +861,19 @@ _reg("fb_intdiv", FbIntDiv, lambda: (torch.tensor([7, -7, 2**40 + 3, 5, -9]),
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")
 _reg("fb_rnn", FbRnn, lambda: (_randn(2, 5, 4),), group="fallback")
 _reg("fb_strided", FbStrided, lambda: (_randn(24), _randn(2, 5, 8)), group="fallback")
+_reg("fb_unpool", FbUnpool, lambda: (_randn(2, 3, 9), _randn(1, 2, 6, 8), _randn(1, 2, 7, 9), _randn(1, 2, 5, 6, 7)),
+     group="fallback")
+_reg("fb_adaptive_max", FbAdaptiveMax,
+     lambda: ((_randn(2, 3, 10) * 2).round(),
+              _set((_randn(1, 3, 7, 10) * 2).round(), (0, 0, 1, 2), (0, 0, 2, 1), (0, 1, 5, 9)),
+              (_randn(1, 2, 5, 6, 7) * 2).round()),
+     group="fallback")
+_reg("fb_im2col", FbIm2col, lambda: (_randn(2, 3, 7, 9),), group="fallback")
+_reg("fb_conv3d", FbConv3d, lambda: (_randn(2, 3, 5, 8, 8),), group="fallback")
+_reg("fb_fractional", FbFractional,
+     lambda: (_set(_set(_randn(2, 3, 9, 11), (0, 0, 3, 4), (1, 2, 0, 0)), (1, 1), value=float("-inf")),
+              _set(_randn(1, 2, 6, 8, 7), (0, 1, 2, 2, 2))),
+     group="fallback")
 _reg("fb_bert_sdpa_b2", lambda: BertWrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
 _reg("fb_distilbert_sdpa_b2", lambda: DistilBertWrap("sdpa"),

@@ -16,8 +16,23 @@
 //! with (`x.transpose(0, 1)[0].add_(2)`): a row that runs the op rebinds
 //! its `self` alone, and the base or the other views would not see it.
 
-use crate::ir::{Argument, Graph, Node, Program};
+use crate::ir::{Argument, Graph, Node, Program, Reads};
 use crate::Result;
+
+/// Whether a back end runs a node as it stands: a row for its op, and
+/// arguments that row takes. `reads` says which values of the node's
+/// graph are read (a row may take a node only when an output is unused).
+pub type HasRow = fn(&Node, &Reads) -> bool;
+
+/// Arguments a back end's row does not handle, as data: (op identity,
+/// whether the row declines this node). Such a node is lowered through the
+/// decomposition table instead, as if the row were not there.
+pub type Declines = &'static [(&'static str, fn(&Node, &Reads) -> bool)];
+
+/// Whether a back end's row for `op` declines this node, by its table.
+pub fn declined(table: Declines, op: &str, node: &Node, reads: &Reads) -> bool {
+    table.iter().any(|(o, f)| *o == op && f(node, reads))
+}
 
 /// One node lowered for a back end: its name, its op, and the ops it
 /// became (the rule's direct results; those lowered further have entries
@@ -122,13 +137,13 @@ fn writes_through_view(g: &Graph) -> bool {
 
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
-fn needs_fallback(p: &Program, has_row: fn(&Node) -> bool) -> bool {
+fn needs_fallback(p: &Program, has_row: HasRow) -> bool {
     if writes_through_view(&p.graph) {
         return true;
     }
     let mut needs = false;
-    p.graph.visit_nodes(&mut |n| {
-        if !needs && !has_row(n) {
+    p.graph.visit_nodes_read(&mut |_, reads, n| {
+        if !needs && !has_row(n, reads) {
             let id = n.target.to_string();
             needs = super::rules::rule_for(&id).is_some() || crate::schema::mutates(&n.target);
         }
@@ -139,18 +154,15 @@ fn needs_fallback(p: &Program, has_row: fn(&Node) -> bool) -> bool {
 /// A copy of `p` with every node `has_row` rejects lowered through the
 /// decomposition table, or `None` when no node needs it (the caller keeps
 /// `p`; weights are shared, never copied).
-pub fn lower_unsupported(
-    p: &Program,
-    has_row: fn(&Node) -> bool,
-) -> Result<Option<(Program, Fallback)>> {
+pub fn lower_unsupported(p: &Program, has_row: HasRow) -> Result<Option<(Program, Fallback)>> {
     if !needs_fallback(p, has_row) {
         return Ok(None);
     }
     let mut q = p.clone();
     let mut report = Fallback::default();
     let mut in_place_missing = false;
-    q.graph.visit_nodes(&mut |n| {
-        in_place_missing |= !has_row(n) && crate::schema::mutates(&n.target);
+    q.graph.visit_nodes_read(&mut |_, reads, n| {
+        in_place_missing |= !has_row(n, reads) && crate::schema::mutates(&n.target);
     });
     if in_place_missing || writes_through_view(&q.graph) {
         report.functionalized = super::functionalize::functionalize(&mut q)?;

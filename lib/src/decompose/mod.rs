@@ -144,13 +144,17 @@ pub struct Policy {
     /// When set, only these decompositions apply (patterns).
     pub only: Option<Vec<String>>,
     /// A back end's own rows (`fallback`): nodes it runs are never lowered.
-    pub backend_has: Option<fn(&crate::ir::Node) -> bool>,
+    pub backend_has: Option<fallback::HasRow>,
 }
 
 impl Policy {
-    fn applies(&self, node: &crate::ir::Node) -> Option<&'static rules::Rule> {
+    fn applies(
+        &self,
+        node: &crate::ir::Node,
+        reads: &crate::ir::Reads,
+    ) -> Option<&'static rules::Rule> {
         let target = &node.target;
-        if self.backend_has.is_some_and(|has| has(node)) {
+        if self.backend_has.is_some_and(|has| has(node, reads)) {
             return None;
         }
         if self.keep.iter().any(|p| pattern_matches(p, target)) {
@@ -255,6 +259,7 @@ pub fn not_core(p: &Program, policy: &Policy) -> Vec<(String, Vec<String>)> {
 /// applies; returns how many nodes were rewritten, and logs each rewrite.
 fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>) -> Result<usize> {
     let mut names = Names::of(g);
+    let reads = g.reads();
     let mut queue: VecDeque<crate::ir::Node> = std::mem::take(&mut g.nodes).into();
     let mut out = Vec::with_capacity(queue.len());
     let mut subst: HashMap<ValueId, ValueId> = HashMap::new();
@@ -268,7 +273,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
                 rewritten += lower_graph(&mut sub.graph, policy, log)?;
             }
         }
-        let Some(rule) = policy.applies(&node) else {
+        let Some(rule) = policy.applies(&node, &reads) else {
             out.push(node);
             continue;
         };

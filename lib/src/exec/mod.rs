@@ -379,9 +379,10 @@ pub struct NodeTime {
 
 /// Whether the executor runs a node: a row for its op, and arguments that
 /// row accepts (`ops::DECLINES`).
-pub fn executes(node: &crate::ir::Node) -> bool {
+pub fn executes(node: &crate::ir::Node, reads: &crate::ir::Reads) -> bool {
     let op = node.target.to_string();
-    ops::lookup(&op).is_some() && !ops::declines(&op, node)
+    ops::lookup(&op).is_some()
+        && !crate::decompose::fallback::declined(ops::DECLINES, &op, node, reads)
 }
 
 /// Every op of a graph (and its subgraphs) with no implementation.
@@ -389,8 +390,8 @@ pub fn executes(node: &crate::ir::Node) -> bool {
 /// listing says so.
 pub fn missing_ops(graph: &Graph) -> Vec<(String, String)> {
     let mut missing = Vec::new();
-    graph.visit_nodes_in(&mut |g, n| {
-        if !executes(n) {
+    graph.visit_nodes_read(&mut |g, reads, n| {
+        if !executes(n, reads) {
             let op = match g.complex_dtype(n) {
                 Some(d) => format!(
                     "{} [{} values: the executor has no complex dtype]",

@@ -180,9 +180,15 @@ pub fn op_families() -> Vec<(&'static str, &'static str)> {
 /// converted as they stand: a write through a view must reach its base,
 /// so `ir2onnx` functionalises a program that has any (through
 /// `decompose::fallback`), and converts the functional ops.
-pub fn converts(node: &crate::ir::Node) -> bool {
+pub fn converts(node: &crate::ir::Node, reads: &crate::ir::Reads) -> bool {
     ops::lookup(&node.target).is_some_and(|(_, in_place)| !in_place)
         && !crate::schema::mutates(&node.target)
+        && !crate::decompose::fallback::declined(
+            ops::DECLINES,
+            &node.target.to_string(),
+            node,
+            reads,
+        )
 }
 
 pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel<'p>> {

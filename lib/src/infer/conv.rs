@@ -114,11 +114,47 @@ fn convolution(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// im2col: a 3-D or 4-D input, positive kernel, dilation and stride,
+/// padding not negative; `[n, c * kh * kw, blocks]`.
+fn im2col(site: &Site) -> Result<Vec<Out>> {
+    let x = site.dims("self")?;
+    if x.len() != 3 && x.len() != 4 {
+        return Err(site.fail("self", format!("has rank {}, must be 3 or 4", x.len())));
+    }
+    let kernel = site.per_dim("kernel_size", 2, 1)?;
+    let dilation = site.per_dim("dilation", 2, 1)?;
+    let padding = site.per_dim("padding", 2, 0)?;
+    let stride = site.per_dim("stride", 2, 1)?;
+    site.each_above("kernel_size", &kernel, 0)?;
+    site.each_above("dilation", &dilation, 0)?;
+    site.each_above("padding", &padding, -1)?;
+    site.each_above("stride", &stride, 0)?;
+    let first = x.len() - 2;
+    let mut blocks = Some(1);
+    for i in 0..2 {
+        blocks = match (blocks, x[first + i]) {
+            (Some(b), Some(size)) => Some(
+                b * out_size(
+                    site,
+                    i,
+                    size,
+                    Window { kernel: kernel[i], stride: stride[i], pad: (padding[i], padding[i]), dilation: dilation[i], ceil: false },
+                )?,
+            ),
+            _ => None,
+        };
+    }
+    let mut out = x[..first - 1].to_vec();
+    out.push(x[first - 1].map(|c| c * kernel[0] * kernel[1]));
+    out.push(blocks);
+    Ok(vec![Out::dims(out)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.convolution.default", convolution), ("aten.conv1d.default", convolution),
     ("aten.conv2d.default", convolution), ("aten.conv3d.default", convolution),
     ("aten.conv1d.padding", convolution), ("aten.conv2d.padding", convolution),
-    ("aten.conv3d.padding", convolution),
+    ("aten.conv3d.padding", convolution), ("aten.im2col.default", im2col),
 ];

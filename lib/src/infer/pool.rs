@@ -54,21 +54,64 @@ fn pool(site: &Site, n: usize) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out.clone()), Out::dims(out)])
 }
 
-/// adaptive pooling to `output_size` (positive sizes) over the last `n` dims.
-fn adaptive(site: &Site, n: usize) -> Result<Vec<Out>> {
+/// The output of an op that takes the last `n` dims of `self` to the
+/// sizes of `output_size` (none negative): the leading dims, then those.
+fn to_size(site: &Site, n: usize) -> Result<Vec<Dim>> {
     let x = site.dims("self")?;
     if x.len() != n + 1 && x.len() != n + 2 {
         return Err(site.fail("self", format!("has rank {}, must be {} or {}", x.len(), n + 1, n + 2)));
     }
     let size = site.sym_list("output_size")?;
-    if size.len() != n {
-        return Err(site.fail("output_size", format!("has {} sizes, must be {n}", size.len())));
-    }
+    let size = match size.len() {
+        1 if n > 1 => vec![size[0]; n],
+        k if k == n => size,
+        k => return Err(site.fail("output_size", format!("has {k} sizes, must be {n}"))),
+    };
     if let Some((i, v)) = size.iter().enumerate().find_map(|(i, s)| s.filter(|v| *v < 0).map(|v| (i, v))) {
         return Err(site.fail(&format!("output_size[{i}]"), format!("is {v}, must be >= 0")));
     }
     let mut out = x[..x.len() - n].to_vec();
     out.extend(size);
+    Ok(out)
+}
+
+/// adaptive pooling to `output_size` over the last `n` dims.
+fn adaptive(site: &Site, n: usize) -> Result<Vec<Out>> {
+    let out = to_size(site, n)?;
+    Ok(vec![Out::dims(out.clone()), Out::dims(out)])
+}
+
+/// max_unpool: indices of the input's shape, the planes unpooled to
+/// `output_size`.
+fn unpool(site: &Site, n: usize) -> Result<Vec<Out>> {
+    let out = to_size(site, n)?;
+    let (x, idx) = (site.dims("self")?, site.dims("indices")?);
+    let differ = idx.len() != x.len()
+        || x.iter().zip(&idx).any(|(a, b)| matches!((a, b), (Some(a), Some(b)) if a != b));
+    if differ {
+        return Err(site.fail("indices", "must have the shape of self"));
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// fractional max pooling to `output_size` with windows of `kernel_size`
+/// (positive) that fit the input.
+fn fractional(site: &Site, n: usize) -> Result<Vec<Out>> {
+    let out = to_size(site, n)?;
+    let kernel = site.per_dim("kernel_size", n, 1)?;
+    site.each_above("kernel_size", &kernel, 0)?;
+    let x = site.dims("self")?;
+    let first = x.len() - n;
+    for i in 0..n {
+        if let (Some(input), Some(o)) = (x[first + i], out[first + i]) {
+            if o + kernel[i] - 1 > input {
+                return Err(site.fail(
+                    &format!("kernel_size[{i}]"),
+                    format!("is {}, too large for {o} outputs from an input of {input}", kernel[i]),
+                ));
+            }
+        }
+    }
     Ok(vec![Out::dims(out.clone()), Out::dims(out)])
 }
 
@@ -84,5 +127,10 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.adaptive_avg_pool1d.default", |s| adaptive(s, 1)),
     ("aten.adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
     ("aten._adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
+    ("aten.adaptive_max_pool1d.default", |s| adaptive(s, 1)),
     ("aten.adaptive_max_pool2d.default", |s| adaptive(s, 2)),
+    ("aten.adaptive_max_pool3d.default", |s| adaptive(s, 3)),
+    ("aten.max_unpool2d.default", |s| unpool(s, 2)), ("aten.max_unpool3d.default", |s| unpool(s, 3)),
+    ("aten.fractional_max_pool2d.default", |s| fractional(s, 2)),
+    ("aten.fractional_max_pool3d.default", |s| fractional(s, 3)),
 ];

@@ -156,6 +156,27 @@ pub enum OutputKind {
     ParameterMutation(String),
 }
 
+/// Which values of one graph are read, by [`ValueId`]; values added
+/// after it was worked out (by a rewrite) count as read.
+#[derive(Clone, Debug, Default)]
+pub struct Reads(Vec<bool>);
+
+impl Reads {
+    pub fn reads(&self, v: ValueId) -> bool {
+        self.0.get(v.index()).copied().unwrap_or(true)
+    }
+
+    /// Whether the `i`th value a node defines (its outputs flattened) is
+    /// read; `false` when it defines none there.
+    pub fn output(&self, node: &Node, i: usize) -> bool {
+        let mut defined = Vec::new();
+        for o in &node.outputs {
+            o.value_refs(&mut defined);
+        }
+        defined.get(i).is_some_and(|v| self.reads(*v))
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Graph {
     pub values: Vec<Value>,
@@ -176,6 +197,40 @@ impl Graph {
             .iter()
             .position(|v| v.name == name)
             .map(|i| ValueId(i as u32))
+    }
+
+    /// Which of this graph's values a node or the graph's outputs read.
+    pub fn reads(&self) -> Reads {
+        let mut read = vec![false; self.values.len()];
+        let mut refs = Vec::new();
+        for node in &self.nodes {
+            for a in &node.inputs {
+                a.arg.value_refs(&mut refs);
+            }
+        }
+        for o in &self.outputs {
+            o.value_refs(&mut refs);
+        }
+        for v in refs {
+            if let Some(r) = read.get_mut(v.index()) {
+                *r = true;
+            }
+        }
+        Reads(read)
+    }
+
+    /// Visits every node with the graph it belongs to and which of that
+    /// graph's values are read (worked out once per graph).
+    pub fn visit_nodes_read<'a>(&'a self, f: &mut dyn FnMut(&'a Graph, &Reads, &'a Node)) {
+        let reads = self.reads();
+        for node in &self.nodes {
+            f(self, &reads, node);
+            for input in &node.inputs {
+                if let Argument::Graph(sub) = &input.arg {
+                    sub.graph.visit_nodes_read(f);
+                }
+            }
+        }
     }
 
     /// Visits this graph's nodes and those of every nested subgraph.

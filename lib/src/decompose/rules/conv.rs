@@ -132,6 +132,91 @@ fn underscore_convolution(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
     Ok(vec![a.out(0)?])
 }
 
+/// `im2col` as torch decomposes it: the input padded, then indexed at
+/// each block's rows and columns (`[kh, bh, 1, 1]` and `[kw, bw]`: block
+/// start plus dilated tap), `[n, c, kh, bh, kw, bw]` permuted to
+/// `[n, c, kh, kw, bh, bw]` and flattened to `[n, c * kh * kw, bh * bw]`.
+fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    let sizes = em.static_sizes(x, "im2col")?;
+    let r = sizes.len();
+    let two = |name: &str| -> Result<Vec<i64>> {
+        let v = a.ints(name)?;
+        Ok(if v.len() == 1 { vec![v[0]; 2] } else { v })
+    };
+    let (k, d, p, s) = (two("kernel_size")?, two("dilation")?, two("padding")?, two("stride")?);
+    if !(3..=4).contains(&r) || [&k, &d, &p, &s].iter().any(|v| v.len() != 2) {
+        return Err(Error::bad_input(format!(
+            "im2col of {sizes:?} with kernel {k:?}, dilation {d:?}, padding {p:?}, stride {s:?}"
+        )));
+    }
+    let x4 = if r == 3 { unsqueeze(em, x, 0)? } else { x };
+    let padded = if p.iter().any(|&v| v != 0) {
+        let mut sizes = em.sizes(x4)?;
+        sizes[2] = Sym::Int(sizes[2].as_int().unwrap_or(0) + 2 * p[0]);
+        sizes[3] = Sym::Int(sizes[3].as_int().unwrap_or(0) + 2 * p[1]);
+        let meta = em.meta_like(x4, em.dtype(x4)?, sizes)?;
+        em.op(
+            "aten.constant_pad_nd.default",
+            vec![
+                ("self", Argument::Tensor(x4)),
+                ("pad", ints_arg(&[p[1], p[1], p[0], p[0]])),
+                ("value", Argument::Float(0.0)),
+            ],
+            meta,
+        )?
+    } else {
+        x4
+    };
+    let mut blocks = [0; 2];
+    let mut at = Vec::new();
+    for j in 0..2 {
+        let span = sizes[r - 2 + j] + 2 * p[j] - d[j] * (k[j] - 1);
+        if span <= 0 || s[j] <= 0 || d[j] <= 0 || k[j] <= 0 {
+            return Err(Error::bad_input(format!(
+                "im2col: a kernel of {} (dilation {}) does not fit spatial dim {j} of {sizes:?} padded by {}",
+                k[j], d[j], p[j]
+            )));
+        }
+        blocks[j] = (span + s[j] - 1) / s[j];
+        let starts = arange_to(em, x, blocks[j] * s[j], s[j], Dtype::Int64)?;
+        let taps = arange_to(em, x, k[j] * d[j], d[j], Dtype::Int64)?;
+        let taps = unsqueeze(em, taps, 1)?;
+        let idx = binary(em, "aten.add.Tensor", taps, starts, Dtype::Int64, None)?;
+        at.push(if j == 0 {
+            let rows = unsqueeze(em, idx, 2)?;
+            unsqueeze(em, rows, 3)?
+        } else {
+            idx
+        });
+    }
+    let (n, c) = (em.size(padded, 0)?, em.size(padded, 1)?);
+    let dims = [em.sym_of(n), em.sym_of(c)]
+        .into_iter()
+        .chain([k[0], blocks[0], k[1], blocks[1]].map(Sym::Int))
+        .collect();
+    let meta = em.meta_like(x, em.dtype(x)?, dims)?;
+    let picked = em.op(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(padded)),
+            (
+                "indices",
+                Argument::OptionalTensors(vec![None, None, Some(at[0]), Some(at[1])]),
+            ),
+        ],
+        meta,
+    )?;
+    let blocks_first = permute(em, picked, &[0, 1, 2, 4, 3, 5], None)?;
+    let rows = em.mul(c, SymRef::Int(k[0] * k[1]))?;
+    let mut shape = vec![rows, SymRef::Int(blocks[0] * blocks[1])];
+    if r == 4 {
+        shape.insert(0, n);
+    }
+    Ok(vec![reshape(em, blocks_first, &shape, Some(out))?])
+}
+
 rules! {
     "aten.conv1d.default" => ["aten.convolution.default"] conv;
     "aten.conv2d.default" => ["aten.convolution.default"] conv;
@@ -143,6 +228,7 @@ rules! {
     "aten.conv_transpose2d.input" => ["aten.convolution.default"] conv_transpose;
     "aten.conv_transpose3d.input" => ["aten.convolution.default"] conv_transpose;
     "aten._convolution.default" => ["aten.convolution.default"] underscore_convolution;
+    "aten.im2col.default" => ["aten.unsqueeze.default", "aten.constant_pad_nd.default", "aten.arange.start_step", "aten.add.Tensor", "aten.index.Tensor", "aten.permute.default", "aten.view.default", "aten.clone.default"] im2col;
     "aten._convolution_mode.default" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
 }
 

@@ -121,16 +121,7 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         idx
     };
-    em.op_into(
-        "aten.gather.default",
-        vec![
-            ("self", Argument::Tensor(x)),
-            ("dim", Argument::Int(d as i64)),
-            ("index", Argument::Tensor(idx)),
-        ],
-        out,
-    )?;
-    Ok(vec![out])
+    Ok(vec![gather(em, x, d, idx, Some(out))?])
 }
 
 /// `nonzero(as_tuple=True)`: the columns of `nonzero`, one per dim.

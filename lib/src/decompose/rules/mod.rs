@@ -518,6 +518,51 @@ fn full_like(
     )
 }
 
+/// `gather(x, dim, index)`: `x`'s elements at `index` along `dim` (into
+/// `out` when given).
+fn gather(
+    em: &mut Emitter,
+    x: ValueId,
+    dim: usize,
+    index: ValueId,
+    out: Option<ValueId>,
+) -> Result<ValueId> {
+    let meta = em.meta_like(index, em.dtype(x)?, em.sizes(index)?)?;
+    em.op_to(
+        "aten.gather.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("dim", Argument::Int(dim as i64)),
+            ("index", Argument::Tensor(index)),
+        ],
+        out,
+        meta,
+    )
+}
+
+/// `full(sizes, value)` of `dtype` on `like`'s device.
+fn full(
+    em: &mut Emitter,
+    like: ValueId,
+    sizes: &[SymRef],
+    value: Argument,
+    dtype: Dtype,
+) -> Result<ValueId> {
+    let meta = em.meta_like(like, dtype, syms(em, sizes))?;
+    let device = Argument::Device(meta.device.clone());
+    em.op(
+        "aten.full.default",
+        vec![
+            ("size", sym_ints_arg(sizes)),
+            ("fill_value", value),
+            ("dtype", Argument::ScalarType(dtype)),
+            ("device", device),
+            ("pin_memory", Argument::Bool(false)),
+        ],
+        meta,
+    )
+}
+
 fn scalar_tensor(
     em: &mut Emitter,
     like: ValueId,
@@ -595,19 +640,31 @@ fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Resu
     )
 }
 
-/// `arange(n)` shaped as a column (`[n, 1]`) or a row (`[n]`).
-fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<ValueId> {
-    let meta = em.meta_like(like, Dtype::Int64, vec![Sym::Int(n)])?;
-    let r = em.op(
+/// `arange(0, end, step)` of `dtype`.
+fn arange_to(
+    em: &mut Emitter,
+    like: ValueId,
+    end: i64,
+    step: i64,
+    dtype: Dtype,
+) -> Result<ValueId> {
+    let len = if step > 0 { (end + step - 1) / step } else { 0 };
+    let meta = em.meta_like(like, dtype, vec![Sym::Int(len.max(0))])?;
+    em.op(
         "aten.arange.start_step",
         vec![
             ("start", Argument::Int(0)),
-            ("end", Argument::Int(n)),
-            ("step", Argument::Int(1)),
-            ("dtype", Argument::ScalarType(Dtype::Int64)),
+            ("end", Argument::Int(end)),
+            ("step", Argument::Int(step)),
+            ("dtype", Argument::ScalarType(dtype)),
         ],
         meta,
-    )?;
+    )
+}
+
+/// `arange(n)` shaped as a column (`[n, 1]`) or a row (`[n]`).
+fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<ValueId> {
+    let r = arange_to(em, like, n, 1, Dtype::Int64)?;
     if column {
         unsqueeze(em, r, 1)
     } else {

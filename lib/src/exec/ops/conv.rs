@@ -2,128 +2,157 @@
 
 use super::*;
 
-/// 2-D convolution (one group, float32, CPU) as im2col in NCHW plus a
-/// gemm: each row of the column matrix (one input channel and kernel tap)
-/// is filled by its own task from contiguous input rows; the weights are
-/// used as they lie (`[c_out, c_in * kh * kw]`), the output channels are
-/// split between the threads (one single-threaded gemm each, which scales
-/// better than one gemm asked to parallelise small products), and the bias
-/// is the product's initial value. candle's own kernel converts the input
-/// to NHWC and reshuffles the weights on every call, single-threaded; this
-/// is about six times as fast on ResNet's 3x3s. Stride, padding and
-/// dilation may differ per dim.
-fn conv2d_im2col(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    stride: (usize, usize),
-    pad: (usize, usize),
-    dil: (usize, usize),
-) -> Result<CandleTensor> {
-    use rayon::prelude::*;
-    let (b, c, h, wd) = x.dims4().map_err(ce)?;
-    let (co, ci, kh, kw) = w.dims4().map_err(ce)?;
-    if ci != c {
-        return Err(Error::bad_input(format!(
-            "convolution: input has {c} channels, the weight expects {ci}"
-        )));
+/// The last `v.len()` entries of a 3-vector filled with `fill`.
+fn lift(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut a = [fill; 3];
+    let n = v.len().min(3);
+    a[3 - n..].copy_from_slice(&v[v.len() - n..]);
+    a
+}
+
+impl Windows {
+    /// A convolution's windows over the spatial sizes `input` under a
+    /// kernel of sizes `kernel`, with stride, padding and dilation per dim.
+    fn new(
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[usize],
+        pad: &[usize],
+        dilation: &[usize],
+    ) -> Result<Windows> {
+        let mut g = Windows {
+            input: lift(input, 1),
+            kernel: lift(kernel, 1),
+            stride: lift(stride, 1),
+            pad: lift(pad, 0),
+            dilation: lift(dilation, 1),
+            output: [1; 3],
+        };
+        if g.kernel.contains(&0) || g.stride.contains(&0) || g.dilation.contains(&0) {
+            return Err(Error::bad_input(
+                "convolution: kernel, stride and dilation must be positive",
+            ));
+        }
+        for a in 0..3 {
+            g.output[a] =
+                conv_span(g.input[a], g.pad[a], g.dilation[a], g.kernel[a], g.stride[a])?;
+        }
+        Ok(g)
     }
-    let (oh, ow) = (
-        conv_span(h, pad.0, dil.0, kh, stride.0)?,
-        conv_span(wd, pad.1, dil.1, kw, stride.1)?,
-    );
-    let xs = f32s(x)?;
-    let (k, n) = (c * kh * kw, oh * ow);
-    let mut col: Vec<f32> = Vec::with_capacity(b * k * n);
+}
+
+/// im2col over up to three spatial dims: for `b` images of `c` channels
+/// (`xs`, row-major), the column matrix `[b, c * taps, out_plane]`: row
+/// (channel, kz, ky, kx) holds the input under that tap at every output
+/// position, zero where it reads padding. Each row is filled by its own
+/// task from contiguous input rows; only a row's ends (the output columns
+/// whose tap falls in the padding) are worked out, once per row, so the
+/// copy itself has no bounds checks.
+fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
+    use rayon::prelude::*;
+    let ([id, ih, iw], [kd, kh, kw], [sd, sh, sw]) = (g.input, g.kernel, g.stride);
+    let ([pd, ph, pw], [dd, dh, dw], [od, oh, ow]) = (g.pad, g.dilation, g.output);
+    let (k, n) = (c * g.taps(), g.out_plane());
+    // Output columns whose input column ox * sw + x0 is inside the row:
+    // [lo, hi); the rest read padding.
+    let span = |x0: isize| {
+        let s = sw as isize;
+        let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
+        let hi = if (iw as isize) <= x0 {
+            0
+        } else {
+            ((iw as isize - x0 + s - 1) / s) as usize
+        }
+        .clamp(lo, ow);
+        (lo, hi)
+    };
+    let inside = |o: usize, s: usize, t: usize, d: usize, p: usize, size: usize| {
+        let i = (o * s + t * d) as isize - p as isize;
+        (i >= 0 && i < size as isize).then_some(i as usize)
+    };
+    let zero = |d: &mut [std::mem::MaybeUninit<T>]| {
+        d.iter_mut().for_each(|d| {
+            d.write(T::default());
+        })
+    };
+    let mut col: Vec<T> = Vec::with_capacity(b * k * n);
     col.spare_capacity_mut()
-        .par_chunks_mut(n)
+        .par_chunks_mut(n.max(1))
         .enumerate()
         .for_each(|(row, out)| {
             let (bi, r) = (row / k, row % k);
-            let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
-            let plane = &xs[(bi * c + ch) * h * wd..][..h * wd];
-            let x0 = (kx * dil.1) as isize - pad.1 as isize;
-            for oy in 0..oh {
-                let dst = &mut out[oy * ow..(oy + 1) * ow];
-                let iy = (oy * stride.0 + ky * dil.0) as isize - pad.0 as isize;
-                if iy < 0 || iy >= h as isize {
-                    dst.iter_mut().for_each(|d| {
-                        d.write(0.0);
-                    });
+            let (ch, kz, ky, kx) = (r / (kd * kh * kw), (r / (kh * kw)) % kd, (r / kw) % kh, r % kw);
+            let volume = &xs[(bi * c + ch) * id * ih * iw..][..id * ih * iw];
+            let x0 = (kx * dw) as isize - pw as isize;
+            let (lo, hi) = span(x0);
+            let first = (lo as isize * sw as isize + x0).max(0) as usize;
+            for oz in 0..od {
+                let block = &mut out[oz * oh * ow..][..oh * ow];
+                let Some(iz) = inside(oz, sd, kz, dd, pd, id) else {
+                    zero(block);
                     continue;
-                }
-                let src = &plane[iy as usize * wd..][..wd];
-                // Output columns whose input column ox * s + x0 is inside
-                // the row: [lo, hi); the rest read padding.
-                let s1 = stride.1 as isize;
-                let lo = if x0 >= 0 {
-                    0
-                } else {
-                    ((-x0 + s1 - 1) / s1) as usize
-                }
-                .min(ow);
-                let hi = if (wd as isize) <= x0 {
-                    0
-                } else {
-                    ((wd as isize - x0 + s1 - 1) / s1) as usize
-                }
-                .clamp(lo, ow);
-                dst[..lo].iter_mut().for_each(|d| {
-                    d.write(0.0);
-                });
-                dst[hi..].iter_mut().for_each(|d| {
-                    d.write(0.0);
-                });
-                if lo == hi {
-                    // every tap of this row lies in the padding (a dilated
-                    // kernel wider than the input)
-                    continue;
-                }
-                let first = (lo as isize * s1 + x0) as usize;
-                if stride.1 == 1 {
-                    for (d, v) in dst[lo..hi].iter_mut().zip(&src[first..first + (hi - lo)]) {
-                        d.write(*v);
-                    }
-                } else {
-                    for (d, v) in dst[lo..hi]
-                        .iter_mut()
-                        .zip(src[first..].iter().step_by(stride.1))
-                    {
-                        d.write(*v);
+                };
+                let plane = &volume[iz * ih * iw..][..ih * iw];
+                for oy in 0..oh {
+                    let dst = &mut block[oy * ow..][..ow];
+                    let Some(iy) = inside(oy, sh, ky, dh, ph, ih) else {
+                        zero(dst);
+                        continue;
+                    };
+                    // empty when every tap of the row reads padding
+                    let src = plane[iy * iw..][..iw].get(first..).unwrap_or(&[]);
+                    zero(&mut dst[..lo]);
+                    zero(&mut dst[hi..]);
+                    if sw == 1 {
+                        for (d, v) in dst[lo..hi].iter_mut().zip(src) {
+                            d.write(*v);
+                        }
+                    } else {
+                        for (d, v) in dst[lo..hi].iter_mut().zip(src.iter().step_by(sw)) {
+                            d.write(*v);
+                        }
                     }
                 }
             }
         });
-    // SAFETY: every element of the b * k * n chunks was written above.
+    // SAFETY: every element of the b * k chunks of n was written above.
     unsafe { col.set_len(b * k * n) };
-    // out[bi] = W [co, k] @ col[bi] [k, n] (+ bias per row), the output
-    // channels split between the threads, each a single-threaded gemm.
-    let wv: Vec<f32>;
-    let (ws, wl) = w.storage_and_layout();
-    let wsl: &[f32] = match (&*ws, wl.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, z))) => &v[a..z],
-        _ => {
-            wv = w.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?;
-            &wv
-        }
-    };
-    let bias: Option<Vec<f32>> = match bias {
-        Some(t) => Some(t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?),
-        None => None,
-    };
-    let mut out: Vec<f32> = Vec::with_capacity(b * co * n);
+    col
+}
+
+/// The element types the convolution's product runs in.
+trait GemmElem: candle_core::WithDType + Default + Send + Sync {
+    const ONE: Self;
+}
+
+impl GemmElem for f32 {
+    const ONE: f32 = 1.0;
+}
+
+impl GemmElem for f64 {
+    const ONE: f64 = 1.0;
+}
+
+/// `out[bi] = W [co, k] @ col[bi] [k, n] (+ bias per row)`: the output
+/// channels split between the threads, each a single-threaded gemm (which
+/// scales better than one gemm asked to parallelise small products), the
+/// bias the product's initial value.
+fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co: usize, n: usize) -> Vec<T> {
+    use rayon::prelude::*;
+    let k = ws.len() / co.max(1);
+    let mut out: Vec<T> = Vec::with_capacity(b * co * n);
     for bi in 0..b {
         let colb = &col[bi * k * n..(bi + 1) * k * n];
         for o in 0..co {
-            let v = bias.as_ref().map_or(0.0, |bv| bv[o]);
+            let v = bias.map_or(T::default(), |bv| bv[o]);
             out.extend(std::iter::repeat_n(v, n));
         }
         let dst = &mut out[bi * co * n..(bi + 1) * co * n];
-        let threads = rayon::current_num_threads().clamp(1, co);
-        let rows = co.div_ceil(threads);
-        dst.par_chunks_mut(rows * n).enumerate().for_each(|(t, d)| {
-            let m = d.len() / n;
-            let wrows = &wsl[t * rows * k..(t * rows + m) * k];
+        let threads = rayon::current_num_threads().clamp(1, co.max(1));
+        let rows = co.div_ceil(threads).max(1);
+        dst.par_chunks_mut((rows * n).max(1)).enumerate().for_each(|(t, d)| {
+            let m = d.len() / n.max(1);
+            let wrows = &ws[t * rows * k..(t * rows + m) * k];
             // SAFETY: dst is m x n, lhs m x k and rhs k x n, all row-major
             // slices of exactly those sizes.
             unsafe {
@@ -141,8 +170,8 @@ fn conv2d_im2col(
                     colb.as_ptr(),
                     1,
                     n as isize,
-                    1.0,
-                    1.0,
+                    T::ONE,
+                    T::ONE,
                     false,
                     false,
                     false,
@@ -151,8 +180,63 @@ fn conv2d_im2col(
             }
         });
     }
-    drop(ws);
-    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+    out
+}
+
+/// Convolution (one group, CPU, float32 or float64) over 1 to 3 spatial
+/// dims as im2col ([`im2col_fill`]) plus a gemm per thread ([`gemm_bias`]),
+/// the weights used as they lie (`[c_out, c_in * taps]`). candle's own 2-D
+/// kernel converts the input to NHWC and reshuffles the weights on every
+/// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
+/// Stride, padding and dilation may differ per dim.
+fn conv_im2col(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    (stride, pad, dil): (&[usize], &[usize], &[usize]),
+) -> Result<CandleTensor> {
+    let (xd, wd) = (x.dims(), w.dims());
+    if xd.len() < 3 || wd.len() != xd.len() {
+        return Err(Error::bad_input(format!(
+            "convolution of {xd:?} with a weight of {wd:?}"
+        )));
+    }
+    if wd[1] != xd[1] {
+        return Err(Error::bad_input(format!(
+            "convolution: input has {} channels, the weight expects {}",
+            xd[1], wd[1]
+        )));
+    }
+    let g = Windows::new(&xd[2..], &wd[2..], stride, pad, dil)?;
+    let mut shape = vec![xd[0], wd[0]];
+    shape.extend(&g.output[3 - (xd.len() - 2)..]);
+    match x.dtype() {
+        DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
+        DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
+        other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
+    }
+}
+
+/// [`conv_im2col`] in `T`, to an output of `shape`.
+fn conv_host<T: GemmElem>(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+) -> Result<CandleTensor> {
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let bias: Option<Vec<T>> = match bias {
+        Some(t) => Some(t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?),
+        None => None,
+    };
+    let out = with_host(x, |xs: &[T]| {
+        let col = im2col_fill(xs, b, c, g);
+        with_host(w, |ws: &[T]| gemm_bias(&col, ws, bias.as_deref(), b, co, g.out_plane()))
+    })
+    .flatten()
+    .ok_or_else(|| Error::internal("im2col convolution of tensors that are not on the host"))?;
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 fn conv(ctx: &mut Ctx) -> OpResult {
@@ -237,14 +321,14 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         }
         return one(Tensor::new(y, dt));
     }
+    if x.rank() == 5 {
+        return one(conv3d(ctx, &x, &w, bias, groups)?);
+    }
     if x.rank() != 4 {
         return Err(unsupported(format!(
-            "convolution on rank {} (1-D and 2-D are implemented)",
+            "convolution on rank {} (1-D to 3-D are implemented)",
             x.rank()
         )));
-    }
-    if transposed {
-        return Err(unsupported("transposed convolution"));
     }
     let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
     let (xin, win) = (x.cast(dt)?.t, w.cast(dt)?.t);
@@ -258,12 +342,15 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             None => None,
         };
         // the bias is added inside (fused into the product or the sum)
-        let y = if groups == 1 {
-            conv2d_im2col(&xin, &win, b.as_ref(), stride, padding, dilation)?
-        } else if depthwise {
+        let (s, p, d) = (
+            [stride.0, stride.1],
+            [padding.0, padding.1],
+            [dilation.0, dilation.1],
+        );
+        let y = if depthwise {
             conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
         } else {
-            conv2d_grouped(&xin, &win, b.as_ref(), groups, stride, padding, dilation)?
+            conv_grouped(&xin, &win, b.as_ref(), groups, (&s, &p, &d))?
         };
         return one(Tensor::new(y, dt));
     } else {
@@ -364,19 +451,20 @@ fn conv2d_depthwise(
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
 }
 
-/// A grouped convolution that is not depthwise (ResNeXt, ShuffleNet): one
-/// im2col product per group, on its slices of channels.
-fn conv2d_grouped(
+/// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the
+/// plain case): one im2col product per group, on its slices of channels.
+fn conv_grouped(
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
     groups: usize,
-    stride: (usize, usize),
-    pad: (usize, usize),
-    dil: (usize, usize),
+    (stride, pad, dil): (&[usize], &[usize], &[usize]),
 ) -> Result<CandleTensor> {
+    if groups == 1 {
+        return conv_im2col(x, w, bias, (stride, pad, dil));
+    }
     let (c, co) = (x.dims()[1], w.dims()[0]);
-    if c % groups != 0 || co % groups != 0 {
+    if groups == 0 || c % groups != 0 || co % groups != 0 {
         return Err(Error::bad_input(format!(
             "convolution: groups {groups} do not divide {c} input or {co} output channels"
         )));
@@ -390,39 +478,118 @@ fn conv2d_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv2d_im2col(&xg, &wg, bg.as_ref(), stride, pad, dil)
+            conv_im2col(&xg, &wg, bg.as_ref(), (stride, pad, dil))
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
+}
+
+/// 3-D convolution on the host: im2col over three spatial dims and a gemm
+/// ([`conv_grouped`]), in float64 for float64 and in float32 otherwise;
+/// stride, padding and dilation per dim, any groups.
+fn conv3d(
+    ctx: &Ctx,
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<Tensor>,
+    groups: usize,
+) -> Result<Tensor> {
+    if w.rank() != 5 {
+        return Err(Error::bad_input(format!(
+            "3-D convolution with a weight of {:?}",
+            w.dims()
+        )));
+    }
+    let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
+    let compute = if dt == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    let cpu = candle_core::Device::Cpu;
+    let host = |t: &Tensor| -> Result<CandleTensor> {
+        t.cast(compute)?
+            .t
+            .to_device(&cpu)
+            .and_then(|t| t.contiguous())
+            .map_err(ce)
+    };
+    let ints = |name: &str, default: usize| -> Result<Vec<usize>> {
+        let v = if ctx.has(name) { ctx.ints(name)? } else { Vec::new() };
+        Ok(per_dim(&v, 3, &[default; 3]))
+    };
+    let (stride, pad, dil) = (ints("stride", 1)?, ints("padding", 0)?, ints("dilation", 1)?);
+    let b = bias.as_ref().map(host).transpose()?;
+    let y = conv_grouped(
+        &host(x)?,
+        &host(w)?,
+        b.as_ref(),
+        groups,
+        (&stride, &pad, &dil),
+    )?;
+    Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
+}
+
+/// The geometry of im2col and col2im: `kernel_size`, `dilation`,
+/// `padding` and `stride` (one value or two) over an image of `size`; its
+/// output is the grid of sliding blocks.
+fn blocks_geom(ctx: &Ctx, size: &[usize]) -> Result<Windows> {
+    let arg = |name: &str, default: usize| -> Result<Vec<usize>> {
+        Ok(per_dim(&ctx.ints(name)?, 2, &[default; 2]))
+    };
+    Windows::new(
+        size,
+        &arg("kernel_size", 1)?,
+        &arg("stride", 1)?,
+        &arg("padding", 0)?,
+        &arg("dilation", 1)?,
+    )
+}
+
+/// `im2col(self [n, c, h, w], kernel_size, dilation, padding, stride)`:
+/// the sliding blocks as columns, `[n, c * kh * kw, blocks]` (unbatched:
+/// without n), zero where a block reads padding ([`im2col_fill`]; float32
+/// on the host as it lies, other dtypes through float64, exactly).
+fn im2col(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("self")?;
+    let dims = x.dims().to_vec();
+    let batched = dims.len() == 4;
+    if !(3..=4).contains(&dims.len()) {
+        return Err(Error::bad_input(format!(
+            "im2col takes a 3-D or 4-D input, not {dims:?}"
+        )));
+    }
+    let (n, c) = if batched { (dims[0], dims[1]) } else { (1, dims[0]) };
+    let g = blocks_geom(ctx, &dims[dims.len() - 2..])?;
+    let mut shape = vec![c * g.taps(), g.out_plane()];
+    if batched {
+        shape.insert(0, n);
+    }
+    if let Some(col) = with_host(&x.t, |xs: &[f32]| im2col_fill(xs, n, c, &g)) {
+        let t = CandleTensor::from_vec(col, shape, ctx.device()).map_err(ce)?;
+        return one(Tensor::new(t, x.dtype));
+    }
+    let col = im2col_fill(&host_f64(&x)?, n, c, &g);
+    one(from_f64(&col, &shape, x.dtype, ctx.device())?)
 }
 
 /// `col2im(self [n, c * kh * kw, l], output_size, kernel_size, dilation,
 /// padding, stride)`: sums the sliding blocks back into images.
 fn col2im(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let (oh, ow) = pair(&ctx.ints("output_size")?, 1);
-    let (kh, kw) = pair(&ctx.ints("kernel_size")?, 1);
-    let (dh, dw) = pair(&ctx.ints("dilation")?, 1);
-    let (ph, pw) = pair(&ctx.ints("padding")?, 0);
-    let (sh, sw) = pair(&ctx.ints("stride")?, 1);
+    let size = per_dim(&ctx.ints("output_size")?, 2, &[1, 1]);
     let batched = x.rank() == 3;
-    if !(2..=3).contains(&x.rank()) || kh * kw == 0 || sh * sw == 0 {
-        return Err(Error::bad_input(
-            "col2im takes a 2-D or 3-D input and nonzero kernel and stride",
-        ));
+    if !(2..=3).contains(&x.rank()) {
+        return Err(Error::bad_input("col2im takes a 2-D or 3-D input"));
     }
+    let g = blocks_geom(ctx, &size)?;
+    let ([_, oh, ow], [_, kh, kw], [_, sh, sw]) = (g.input, g.kernel, g.stride);
+    let ([_, ph, pw], [_, dh, dw], [_, bh, bw]) = (g.pad, g.dilation, g.output);
     let (n, rows, l) = if batched {
         (x.dims()[0], x.dims()[1], x.dims()[2])
     } else {
         (1, x.dims()[0], x.dims()[1])
     };
-    let blocks = |o: usize, p: usize, d: usize, k: usize, s: usize| {
-        (o + 2 * p)
-            .checked_sub(d * (k - 1) + 1)
-            .map(|v| v / s + 1)
-            .unwrap_or(0)
-    };
-    let (bh, bw) = (blocks(oh, ph, dh, kh, sh), blocks(ow, pw, dw, kw, sw));
     if rows % (kh * kw) != 0 || bh * bw != l {
         return Err(Error::bad_input(format!(
             "col2im: input {:?} does not match {bh}x{bw} blocks of a {kh}x{kw} kernel",
@@ -491,11 +658,6 @@ fn conv_transpose_host(
         ints("output_padding", 0),
         ints("dilation", 1),
     );
-    let lift = |v: &[usize], fill: usize| -> [usize; 3] {
-        let mut a = [fill; 3];
-        a[3 - n..].copy_from_slice(v);
-        a
-    };
     let (s, p, op, d) = (
         lift(&stride, 1),
         lift(&pad, 0),
@@ -579,4 +741,5 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.conv2d.default", conv),
     ("aten.convolution.default", conv),
     ("aten.col2im.default", col2im),
+    ("aten.im2col.default", im2col),
 ];

@@ -258,25 +258,30 @@ fn pad_hw(
 // Ops candle lacks are computed elementwise on the host in f64: exact
 // enough for every dtype here and simple; they are rare in real graphs.
 
-/// Runs `f` on a CPU float32 tensor's elements in row-major order,
-/// borrowed from candle's storage when the layout is contiguous (no copy),
-/// else copied out once. `None` for other devices and dtypes: the caller
-/// takes candle's path.
-fn with_host_f32<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
-    if !t.device().is_cpu() || t.dtype() != DType::F32 {
+/// Runs `f` on a CPU tensor's elements of type `T` (its candle dtype) in
+/// row-major order, borrowed from candle's storage when the layout is
+/// contiguous (no copy), else copied out once. `None` for other devices
+/// and dtypes: the caller takes candle's path.
+fn with_host<T: candle_core::WithDType, R>(
+    t: &CandleTensor,
+    f: impl FnOnce(&[T]) -> R,
+) -> Option<R> {
+    if !t.device().is_cpu() || t.dtype() != T::DTYPE {
         return None;
     }
     let (storage, layout) = t.storage_and_layout();
-    match (&*storage, layout.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(candle_core::CpuStorage::F32(v)), Some((a, z))) => {
-            Some(f(&v[a..z]))
+    let borrowed = match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(cpu), Some((a, z))) => {
+            cpu.as_slice::<T>().ok().map(|v| &v[a..z])
         }
-        _ => {
-            drop(storage);
-            let copy: Vec<f32> = t.flatten_all().and_then(|t| t.to_vec1()).ok()?;
-            Some(f(&copy))
-        }
+        _ => None,
+    };
+    if let Some(v) = borrowed {
+        return Some(f(v));
     }
+    drop(storage);
+    let copy: Vec<T> = t.flatten_all().and_then(|t| t.to_vec1()).ok()?;
+    Some(f(&copy))
 }
 
 /// Refuses an index outside `[0, size)` (`[-size, size)` where negative
@@ -329,6 +334,37 @@ fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> Op
 // indices, or three spatial dims, as torch's CPU kernels compute it. One
 // routine serves 1-, 2- and 3-D: missing leading spatial dims are size 1
 // with kernel 1. The common inference cases keep candle's kernels.
+
+/// The geometry of a sliding window over up to three spatial dims (depth,
+/// height, width; fewer lead with dims of size 1, kernel 1, stride 1):
+/// what pooling, convolution and im2col share. Each family reads its own
+/// arguments into it.
+#[derive(Clone, Copy, Debug)]
+struct Windows {
+    input: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 3],
+    dilation: [usize; 3],
+    output: [usize; 3],
+}
+
+impl Windows {
+    /// Elements of one input plane.
+    fn plane(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    /// Elements of one output plane.
+    fn out_plane(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    /// Taps of the kernel.
+    fn taps(&self) -> usize {
+        self.kernel.iter().product()
+    }
+}
 
 /// A tensor's values as f64, with its dims.
 fn host_f64(x: &Tensor) -> Result<Vec<f64>> {
@@ -390,20 +426,12 @@ fn broadcast_host(t: &Tensor, to: &[usize]) -> Result<Vec<f64>> {
 
 /// Arguments a row does not handle, as data: such a node is lowered
 /// through the decomposition table instead (`decompose::fallback`).
-/// Whether a row declines a node's arguments.
-type Declines = fn(&crate::ir::Node) -> bool;
-
-const DECLINES: &[(&str, Declines)] = &[
+pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     // The native LSTM runs one direction; the rule unrolls both.
-    ("aten.lstm.input", |n| {
+    ("aten.lstm.input", |n, _| {
         matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
     }),
 ];
-
-/// Whether the row of `op` declines this node's arguments.
-pub fn declines(op: &str, node: &crate::ir::Node) -> bool {
-    DECLINES.iter().any(|(o, f)| *o == op && f(node))
-}
 
 /// The implementation of an op, by identity (`aten.add.Tensor`).
 pub fn lookup(op: &str) -> Option<OpFn> {

@@ -18,13 +18,13 @@ fn batch_norm_host(x: &Tensor, scale: &CandleTensor, shift: &CandleTensor) -> Re
     if x.dtype != Dtype::Float32 || x.rank() < 2 {
         return Ok(None);
     }
-    let (Some(scale), Some(shift)) = (with_host_f32(scale, |v| v.to_vec()), with_host_f32(shift, |v| v.to_vec())) else {
+    let (Some(scale), Some(shift)) = (with_host(scale, |v: &[f32]| v.to_vec()), with_host(shift, |v: &[f32]| v.to_vec())) else {
         return Ok(None);
     };
     let dims = x.dims().to_vec();
     let c = dims[1];
     let plane: usize = dims[2..].iter().product();
-    let y = with_host_f32(&x.t, |xs| {
+    let y = with_host(&x.t, |xs: &[f32]| {
         let mut out = vec![0f32; xs.len()];
         out.par_chunks_mut(plane.max(1))
             .zip(xs.par_chunks(plane.max(1)))

@@ -123,16 +123,6 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> OpResult {
     ))
 }
 
-/// Pooling geometry over three spatial dims (depth, height, width).
-struct Pool {
-    input: [usize; 3],
-    kernel: [usize; 3],
-    stride: [usize; 3],
-    pad: [usize; 3],
-    dilation: [usize; 3],
-    output: [usize; 3],
-}
-
 /// torch's `pooling_output_shape`.
 fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
     let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
@@ -153,10 +143,10 @@ fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Res
     Ok(o as usize)
 }
 
-impl Pool {
+impl Windows {
     /// Reads kernel_size, stride, padding, dilation and ceil_mode for `n`
     /// spatial dims of `x`.
-    fn read(ctx: &Ctx, x: &Tensor, n: usize) -> Result<Pool> {
+    fn read(ctx: &Ctx, x: &Tensor, n: usize) -> Result<Windows> {
         if x.rank() < n + 1 {
             return Err(Error::bad_input(format!(
                 "{n}-D pooling on a rank-{} tensor",
@@ -188,7 +178,7 @@ impl Pool {
                 "pooling: bad kernel_size, stride, padding or dilation",
             ));
         }
-        let mut p = Pool {
+        let mut p = Windows {
             input: [1; 3],
             kernel: [1; 3],
             stride: [1; 3],
@@ -227,21 +217,13 @@ impl Pool {
         shape.extend(&self.output[3 - n..]);
         shape
     }
-
-    fn plane(&self) -> usize {
-        self.input.iter().product()
-    }
-
-    fn out_plane(&self) -> usize {
-        self.output.iter().product()
-    }
 }
 
 /// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
 fn avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
-    let p = Pool::read(ctx, x, n)?;
+    let p = Windows::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
     let [id, ih, iw] = p.input.map(|v| v as i64);
@@ -294,7 +276,7 @@ fn avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
 fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
-    let p = Pool::read(ctx, x, n)?;
+    let p = Windows::read(ctx, x, n)?;
     let out_shape = p.out_shape(x, n);
     let ([_, h, w], [_, kh, kw], [_, sh, sw], [_, ph, pw], [_, oh, ow]) =
         (p.input, p.kernel, p.stride, p.pad, p.output);
@@ -358,7 +340,7 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
 /// Max pooling with indices (flat positions in each input plane), as
 /// torch's CPU kernel computes it: NaN wins, the first maximum is kept.
 fn max_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
-    let p = Pool::read(ctx, x, n)?;
+    let p = Windows::read(ctx, x, n)?;
     let vals = host_f64(x)?;
     let planes = vals.len() / p.plane().max(1);
     let [id, ih, iw] = p.input.map(|v| v as i64);
@@ -380,34 +362,134 @@ fn max_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
                     let (t0, t1, dt) = range(ot, 0, id);
                     let (h0, h1, dh) = range(oh, 1, ih);
                     let (w0, w1, dw) = range(ow, 2, iw);
-                    let mut best = f64::NEG_INFINITY;
-                    let mut at = (t0 * ih + h0) * iw + w0;
-                    for t in (t0..t1).step_by(dt) {
-                        for h in (h0..h1).step_by(dh) {
-                            for w in (w0..w1).step_by(dw) {
-                                let i = (t * ih + h) * iw + w;
-                                let v = plane[i as usize];
-                                if v > best || v.is_nan() {
-                                    best = v;
-                                    at = i;
-                                }
-                            }
-                        }
-                    }
+                    let (best, at) = window_max(plane, [id, ih, iw], [t0, h0, w0], [t1, h1, w1], [dt, dh, dw]);
                     out.push(best);
                     indices.push(at);
                 }
             }
         }
     }
-    let shape = p.out_shape(x, n);
-    let values = from_f64(&out, &shape, x.dtype, ctx.device())?;
-    let mut outs = vec![Value::Tensor(values)];
+    values_and_indices(ctx, x.dtype, (&out, indices), &p.out_shape(x, n))
+}
+
+/// The maximum of the box [start, end) (every `step`th position per dim)
+/// of a plane of sizes `dims`, and its flat position, as torch's CPU
+/// kernels find it: a later value replaces the maximum when greater, or
+/// NaN; the position is the box's first when nothing is (all -inf).
+fn window_max(plane: &[f64], dims: [i64; 3], start: [i64; 3], end: [i64; 3], step: [usize; 3]) -> (f64, i64) {
+    let [_, ih, iw] = dims;
+    let mut best = f64::NEG_INFINITY;
+    let mut at = (start[0] * ih + start[1]) * iw + start[2];
+    for t in (start[0]..end[0]).step_by(step[0]) {
+        for h in (start[1]..end[1]).step_by(step[1]) {
+            let row = (t * ih + h) * iw;
+            for w in (start[2]..end[2]).step_by(step[2]) {
+                let v = plane[(row + w) as usize];
+                if v > best || v.is_nan() {
+                    best = v;
+                    at = row + w;
+                }
+            }
+        }
+    }
+    (best, at)
+}
+
+/// A pooling row's outputs: the values (in `dtype`) and, when the node
+/// has a second output, the indices.
+fn values_and_indices(ctx: &Ctx, dtype: Dtype, (values, indices): (&[f64], Vec<i64>), shape: &[usize]) -> OpResult {
+    let mut outs = vec![Value::Tensor(from_f64(values, shape, dtype, ctx.device())?)];
     if ctx.node.outputs.len() > 1 {
         let idx = CandleTensor::from_vec(indices, shape, ctx.device()).map_err(ce)?;
         outs.push(Value::Tensor(Tensor::new(idx, Dtype::Int64)));
     }
     Ok(outs)
+}
+
+/// torch's `generate_intervals`: where each of `m` windows of size `k`
+/// starts in a dim of size `n`, from the plane's sample `u`, in the
+/// input's dtype (float32 arithmetic unless it is float64).
+fn intervals(u: f64, (n, m, k): (i64, i64, i64), f64_math: bool) -> Vec<i64> {
+    let mut seq: Vec<i64> = if f64_math {
+        let alpha = (n - k) as f64 / (m - 1) as f64;
+        (0..m - 1)
+            .map(|i| ((i as f64 + u) * alpha) as i64 - (u * alpha) as i64)
+            .collect()
+    } else {
+        let (u, alpha) = (u as f32, (n - k) as f32 / (m - 1) as f32);
+        (0..m - 1)
+            .map(|i| ((i as f32 + u) * alpha) as i64 - (u * alpha) as i64)
+            .collect()
+    };
+    seq.push(n - k);
+    seq
+}
+
+/// `fractional_max_pool2d/3d(self, kernel_size, output_size,
+/// random_samples)`, as torch's CPU kernel computes it: each plane's
+/// windows start at the interval sequences of its samples (`[W, H]` in
+/// 2-D, `[T, H, W]` in 3-D), and each keeps its maximum and its flat
+/// position in the plane ([`window_max`]).
+fn fractional_max_pool(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("self")?;
+    let u = ctx.tensor("random_samples")?;
+    let n = if ctx.node.target.name.ends_with("3d") { 3 } else { 2 };
+    let kernel = per_dim(&ctx.ints("kernel_size")?, n, &[]);
+    let output = per_dim(&ctx.ints("output_size")?, n, &[]);
+    let rank = x.rank();
+    if !(n + 1..=n + 2).contains(&rank) || kernel.len() != n || output.len() != n {
+        return Err(Error::bad_input(format!(
+            "{}-D fractional max pooling of a rank-{rank} tensor with kernel {kernel:?} to {output:?}",
+            n
+        )));
+    }
+    let [mut input, mut k, mut o] = [[1i64; 3]; 3];
+    for j in 0..n {
+        let a = 3 - n + j;
+        input[a] = x.dims()[rank - n + j] as i64;
+        (k[a], o[a]) = (kernel[j] as i64, output[j] as i64);
+        if k[a] == 0 || o[a] == 0 || o[a] + k[a] - 1 > input[a] {
+            return Err(Error::bad_input(format!(
+                "fractional max pooling: a window of {} to {} outputs does not fit an input of {} in spatial dim {j}",
+                k[a], o[a], input[a]
+            )));
+        }
+    }
+    let plane: usize = input.iter().product::<i64>() as usize;
+    let planes = x.t.elem_count() / plane.max(1);
+    let samples = host_f64(&u)?;
+    if samples.len() != planes * n {
+        return Err(Error::bad_input(format!(
+            "fractional max pooling: random_samples of {:?} for {planes} planes",
+            u.dims()
+        )));
+    }
+    let vals = host_f64(&x)?;
+    let f64_math = x.dtype == Dtype::Float64;
+    let cells = o.iter().product::<i64>() as usize;
+    let (mut out, mut indices) = (Vec::with_capacity(planes * cells), Vec::with_capacity(planes * cells));
+    for (p, src) in vals.chunks(plane.max(1)).take(planes).enumerate() {
+        let u = &samples[p * n..][..n];
+        // the samples by dim (depth, height, width): 2-D has [W, H]
+        let sample = |a: usize| if n == 2 { u.get(2 - a).copied().unwrap_or(0.0) } else { u[a] };
+        let seq: Vec<Vec<i64>> = (0..3)
+            .map(|a| intervals(sample(a), (input[a], o[a], k[a]), f64_math))
+            .collect();
+        for &t in &seq[0] {
+            for &h in &seq[1] {
+                for &w in &seq[2] {
+                    let start = [t, h, w];
+                    let end = [t + k[0], h + k[1], w + k[2]];
+                    let (best, at) = window_max(src, input, start, end, [1; 3]);
+                    out.push(best);
+                    indices.push(at);
+                }
+            }
+        }
+    }
+    let mut shape = x.dims()[..rank - n].to_vec();
+    shape.extend(&output);
+    values_and_indices(ctx, x.dtype, (&out, indices), &shape)
 }
 
 fn avg_pool1d(ctx: &mut Ctx) -> OpResult {
@@ -495,4 +577,6 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.max_pool3d_with_indices.default", max_pool3d),
     ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool3d),
     ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
+    ("aten.fractional_max_pool2d.default", fractional_max_pool),
+    ("aten.fractional_max_pool3d.default", fractional_max_pool),
 ];

@@ -63,7 +63,7 @@ impl<'c, 'p> Cx<'c, 'p> {
         for (i, v) in self.outputs.clone().into_iter().enumerate() {
             let Some(v) = v else { continue };
             let Some(bound) = self.bound[i].clone() else {
-                if self.conv.scope().used[v.index()] {
+                if self.conv.scope().used.reads(v) {
                     return Err(Error::internal(format!(
                         "the emitter left output {i} undefined"
                     )));
@@ -528,7 +528,7 @@ impl<'c, 'p> Cx<'c, 'p> {
             .get(i)
             .copied()
             .flatten()
-            .is_some_and(|v| self.conv.scope().used[v.index()])
+            .is_some_and(|v| self.conv.scope().used.reads(v))
     }
 
     /// Binds output `i` to an ONNX value.

@@ -65,7 +65,7 @@ struct Scope<'p> {
     graph: &'p Graph,
     /// The ONNX name each IR value of this graph has, once defined.
     values: Vec<Option<String>>,
-    used: Vec<bool>,
+    used: crate::ir::Reads,
     nodes: Vec<NodeProto>,
     /// Constants and symbolic sizes already built in this scope, by key.
     cache: HashMap<String, String>,
@@ -76,25 +76,10 @@ struct Scope<'p> {
 
 impl<'p> Scope<'p> {
     fn new(graph: &'p Graph) -> Scope<'p> {
-        let mut used = vec![false; graph.values.len()];
-        let mut refs = Vec::new();
-        for node in &graph.nodes {
-            for a in &node.inputs {
-                a.arg.value_refs(&mut refs);
-            }
-        }
-        for o in &graph.outputs {
-            o.value_refs(&mut refs);
-        }
-        for v in refs {
-            if let Some(u) = used.get_mut(v.index()) {
-                *u = true;
-            }
-        }
         Scope {
             graph,
             values: vec![None; graph.values.len()],
-            used,
+            used: graph.reads(),
             nodes: Vec::new(),
             cache: HashMap::new(),
             owned: HashSet::new(),
@@ -263,7 +248,7 @@ pub(crate) fn convert<'p>(
         };
         let Some(weight_name) = kind.weight_name() else {
             match (kind, input) {
-                (InputKind::Token, Argument::Tensor(v)) if scope.used[v.index()] => {
+                (InputKind::Token, Argument::Tensor(v)) if scope.used.reads(*v) => {
                     conv.failures.push((
                         graph.value(*v).name.clone(),
                         "input".into(),
@@ -271,7 +256,7 @@ pub(crate) fn convert<'p>(
                         ErrorKind::Unsupported,
                     ));
                 }
-                (InputKind::CustomObj(c), Argument::CustomObj(v)) if scope.used[v.index()] => {
+                (InputKind::CustomObj(c), Argument::CustomObj(v)) if scope.used.reads(*v) => {
                     conv.failures.push((
                         graph.value(*v).name.clone(),
                         "input".into(),
@@ -289,7 +274,7 @@ pub(crate) fn convert<'p>(
                 "input {i} is bound to weight '{weight_name}', which the program does not have"
             ))
         })?;
-        if !scope.used[v.index()] {
+        if !scope.used.reads(*v) {
             conv.stats.unused_weights.push(w.name.clone());
             continue;
         }

@@ -22,12 +22,13 @@ fn convolution(cx: &mut Cx) -> Result<()> {
     match cx.arg("padding")? {
         Argument::String(mode) => match mode.as_str() {
             "valid" => attrs.push(attr_ints("pads", &vec![0; 2 * n])),
-            // Explicit pads, the extra element at the end as torch puts it
-            // (ONNX Runtime takes no dilation with auto_pad SAME_UPPER).
+            // torch pads dilation * (kernel - 1) in all, the extra element
+            // at the end; as explicit pads where the kernel's size is
+            // static, since ONNX Runtime takes no dilation with SAME_UPPER.
             "same" => {
                 let kernel: Option<Vec<i64>> = cx.meta("weight")?.sizes[2..]
                     .iter()
-                    .map(|s| s.as_int())
+                    .map(Sym::as_int)
                     .collect();
                 match kernel {
                     Some(k) => {
@@ -132,19 +133,13 @@ fn col2im(cx: &mut Cx) -> Result<()> {
             "col2im takes a 2-D or 3-D input, not rank {rank}"
         )));
     }
-    let geometry = Col2Im {
-        output: spatial(cx, "output_size", 2, 1)?,
-        kernel: spatial(cx, "kernel_size", 2, 1)?,
-        dilation: spatial(cx, "dilation", 2, 1)?,
-        padding: spatial(cx, "padding", 2, 0)?,
-        stride: spatial(cx, "stride", 2, 1)?,
-    };
+    let geometry = Blocks::read(cx, spatial(cx, "output_size", 2, 1)?)?;
     let rows = meta.sizes[rank - 2].as_int();
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let (xs, added) = batch(cx, x, rank, 1);
         let g = &geometry;
         let y = if cx.opset() >= 18 {
-            let (image, block) = (cx.const_i64s(&g.output), cx.const_i64s(&g.kernel));
+            let (image, block) = (cx.const_i64s(&g.image), cx.const_i64s(&g.kernel));
             let attrs = vec![
                 attr_ints("dilations", &g.dilation),
                 attr_ints("pads", &[g.padding.clone(), g.padding.clone()].concat()),
@@ -161,20 +156,32 @@ fn col2im(cx: &mut Cx) -> Result<()> {
     })
 }
 
-/// col2im's output size, kernel, dilation, padding and stride (two each).
-struct Col2Im {
-    output: Vec<i64>,
+/// The sliding blocks of col2im and im2col: the image's size, kernel,
+/// dilation, padding and stride (two each).
+struct Blocks {
+    image: Vec<i64>,
     kernel: Vec<i64>,
     dilation: Vec<i64>,
     padding: Vec<i64>,
     stride: Vec<i64>,
 }
 
-impl Col2Im {
+impl Blocks {
+    /// The node's kernel, dilation, padding and stride over `image`.
+    fn read(cx: &Cx, image: Vec<i64>) -> Result<Blocks> {
+        Ok(Blocks {
+            image,
+            kernel: spatial(cx, "kernel_size", 2, 1)?,
+            dilation: spatial(cx, "dilation", 2, 1)?,
+            padding: spatial(cx, "padding", 2, 0)?,
+            stride: spatial(cx, "stride", 2, 1)?,
+        })
+    }
+
     /// How many blocks fit along spatial dim `i`.
     fn blocks(&self, i: usize) -> i64 {
         let span =
-            self.output[i] + 2 * self.padding[i] - self.dilation[i] * (self.kernel[i] - 1) - 1;
+            self.image[i] + 2 * self.padding[i] - self.dilation[i] * (self.kernel[i] - 1) - 1;
         if span < 0 {
             0
         } else {
@@ -188,13 +195,13 @@ impl Col2Im {
 /// lands at offset (ky, kx) of channel c: a one-hot kernel [rows, 1, kh,
 /// kw] in C groups, with col2im's stride, dilation and padding, and
 /// output_padding for the rows and columns past the last block.
-fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Col2Im, c: Dtype) -> Result<String> {
+fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<String> {
     let k = g.kernel[0] * g.kernel[1];
     let (bh, bw) = (g.blocks(0), g.blocks(1));
     if k <= 0 || rows % k != 0 || bh <= 0 || bw <= 0 {
         return Err(Error::bad_input(format!(
             "col2im: {rows} rows are not whole {}x{} blocks of an image of {:?}",
-            g.kernel[0], g.kernel[1], g.output
+            g.kernel[0], g.kernel[1], g.image
         )));
     }
     let grid = cx.reshape_const(x, &[-1, rows, bh, bw])?;
@@ -223,10 +230,61 @@ fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Col2Im, c: Dtype) -> R
         attr_int("group", rows / k),
         attr_ints(
             "output_padding",
-            &[g.output[0] - reach(0), g.output[1] - reach(1)],
+            &[g.image[0] - reach(0), g.image[1] - reach(1)],
         ),
     ];
     Ok(cx.node("ConvTranspose", &[&grid, &weight], attrs))
+}
+
+/// im2col (unfold): the sliding blocks of `self`, ([N,] C, h, w), as
+/// columns, ([N,] C * kh * kw, bh * bw), as torch decomposes it: the image
+/// padded with zeros, its rows then its columns gathered at each block's
+/// start plus the dilated taps (`[kh, bh]` and `[kw, bw]` indices), the
+/// `[N, C, kh, bh, kw, bw]` result transposed to `[N, C, kh, kw, bh, bw]`
+/// and flattened. Only copies, so exact in any dtype (a Conv with one-hot
+/// kernels would turn an infinity in a block into NaNs around it).
+fn im2col(cx: &mut Cx) -> Result<()> {
+    let x = cx.input("self")?;
+    let meta = cx.meta("self")?;
+    let rank = meta.sizes.len();
+    if !(3..=4).contains(&rank) {
+        return Err(Error::bad_input(format!(
+            "im2col takes a 3-D or 4-D input, not rank {rank}"
+        )));
+    }
+    let [c, h, w] = last_static(&meta.sizes, 3, "im2col")?[..] else {
+        return Err(Error::internal("im2col: three static sizes"));
+    };
+    let g = Blocks::read(cx, vec![h, w])?;
+    let (bh, bw) = (g.blocks(0), g.blocks(1));
+    if bh <= 0 || bw <= 0 || g.kernel.iter().any(|k| *k <= 0) {
+        return Err(Error::bad_input(format!(
+            "im2col: no {}x{} block fits an image of {h}x{w}",
+            g.kernel[0], g.kernel[1]
+        )));
+    }
+    let (xs, added) = batch(cx, &x, rank, 2);
+    let padded = if g.padding.iter().any(|p| *p != 0) {
+        let (ph, pw) = (g.padding[0], g.padding[1]);
+        let pads = cx.const_i64s(&[0, 0, ph, pw, 0, 0, ph, pw]);
+        cx.node("Pad", &[&xs, &pads], vec![])
+    } else {
+        xs
+    };
+    let mut picked = padded;
+    for (i, axis) in [(0, 2), (1, 4)] {
+        let (k, b) = (g.kernel[i], g.blocks(i));
+        let at: Vec<u8> = (0..k * b)
+            .flat_map(|j| ((j % b) * g.stride[i] + (j / b) * g.dilation[i]).to_le_bytes())
+            .collect();
+        let at = cx.constant(Dtype::Int64, &[k, b], at)?;
+        picked = cx.node("Gather", &[&picked, &at], vec![attr_int("axis", axis)]);
+    }
+    let blocks_last = cx.node("Transpose", &[&picked], vec![attr_ints("perm", &[0, 1, 2, 4, 3, 5])]);
+    let y = cx.reshape_const(&blocks_last, &[-1, c * g.kernel[0] * g.kernel[1], bh * bw])?;
+    let y = unbatch(cx, y, added);
+    cx.set(0, y);
+    Ok(())
 }
 
 /// This family's rows: op identity -> implementation.
@@ -243,4 +301,5 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.conv_transpose2d.input", conv_transpose),
     ("aten.conv_transpose3d.input", conv_transpose),
     ("aten.col2im.default", col2im),
+    ("aten.im2col.default", im2col),
 ];

@@ -48,6 +48,23 @@ pub(crate) fn lookup(target: &Target) -> Option<(Emit, bool)> {
     None
 }
 
+/// Arguments an emitter does not handle, as data: such a node is lowered
+/// through the decomposition table instead (`decompose::fallback`), as
+/// the executor's `DECLINES` are.
+pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
+    // ONNX's MaxPool has no indices for adaptive windows of unequal
+    // sizes; the rule computes both.
+    ("aten.adaptive_max_pool1d.default", |n, reads| {
+        reads.output(n, 1)
+    }),
+    ("aten.adaptive_max_pool2d.default", |n, reads| {
+        reads.output(n, 1)
+    }),
+    ("aten.adaptive_max_pool3d.default", |n, reads| {
+        reads.output(n, 1)
+    }),
+];
+
 /// Every row with its family: (family, op identity, emitter).
 pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, Emit)> {
     FAMILIES
@@ -214,6 +231,20 @@ fn unbatch(cx: &mut Cx, y: String, added: bool) -> String {
     } else {
         y
     }
+}
+
+/// Static sizes of the last `n` dims of a value, or a refusal naming what
+/// needs them.
+fn last_static(sizes: &[Sym], n: usize, what: &str) -> Result<Vec<i64>> {
+    let dims = sizes
+        .len()
+        .checked_sub(n)
+        .map(|k| &sizes[k..])
+        .ok_or_else(|| Error::bad_input(format!("{what}: fewer than {n} dims")))?;
+    dims.iter()
+        .map(Sym::as_int)
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| Error::unsupported(format!("{what} over symbolic spatial sizes")))
 }
 
 // reductions

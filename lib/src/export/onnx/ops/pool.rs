@@ -91,20 +91,6 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     })
 }
 
-/// Static sizes of the last `n` dims of a value, or a refusal naming what
-/// needs them.
-fn last_static(sizes: &[Sym], n: usize, what: &str) -> Result<Vec<i64>> {
-    let dims = sizes
-        .len()
-        .checked_sub(n)
-        .map(|k| &sizes[k..])
-        .ok_or_else(|| Error::bad_input(format!("{what}: fewer than {n} dims")))?;
-    dims.iter()
-        .map(Sym::as_int)
-        .collect::<Option<Vec<i64>>>()
-        .ok_or_else(|| Error::unsupported(format!("{what} over symbolic spatial sizes")))
-}
-
 /// avg_pool with `divisor_override`: each of torch's windows sums what it
 /// covers of the input and divides by the divisor, whatever padding and
 /// ceil_mode say. Padding adds nothing to a sum, so the input is padded
@@ -175,11 +161,12 @@ const ADAPTIVE_MAX: Adaptive = Adaptive {
 /// a global pool for output size 1, a plain pool when every size divides,
 /// otherwise torch's windows one by one ([`adaptive_windows`]). Only the
 /// values of adaptive_max_pool convert: ONNX has no indices for windows of
-/// unequal sizes, so a graph that reads them is refused.
+/// unequal sizes, so a node whose indices are read is declined
+/// (`DECLINES`) and lowered through its decomposition rule.
 fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
     if cx.out_count() > 1 && cx.out_used(1) {
-        return Err(Error::unsupported(format!(
-            "{}: the indices output is read by the graph, and only the values convert (ir-decompose lowers the op to ops that compute both)",
+        return Err(Error::internal(format!(
+            "{}: the indices output is read, and the emitter converts only the values",
             cx.node.target.name
         )));
     }
@@ -265,5 +252,7 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten._adaptive_avg_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
     ("aten.adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
     ("aten._adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    ("aten.adaptive_max_pool1d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
     ("aten.adaptive_max_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
+    ("aten.adaptive_max_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
 ];
