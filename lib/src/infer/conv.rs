@@ -69,8 +69,8 @@ fn convolution(site: &Site) -> Result<Vec<Out>> {
     let cin = x[if batched { 1 } else { 0 }];
     let (wo, wi) = (w[0], w[1]);
     if let Some(c) = cin {
-        let per_group = if transposed { wo } else { wi };
-        let expect = per_group.map(|k| k * groups);
+        // a transposed weight is [in, out / groups, ...], else [out, in / groups, ...]
+        let expect = if transposed { wo } else { wi.map(|k| k * groups) };
         if c % groups != 0 || expect.is_some_and(|e| e != c) {
             return Err(site.fail(
                 "weight",

@@ -62,11 +62,9 @@ fn to_size(site: &Site, n: usize) -> Result<Vec<Dim>> {
         return Err(site.fail("self", format!("has rank {}, must be {} or {}", x.len(), n + 1, n + 2)));
     }
     let size = site.sym_list("output_size")?;
-    let size = match size.len() {
-        1 if n > 1 => vec![size[0]; n],
-        k if k == n => size,
-        k => return Err(site.fail("output_size", format!("has {k} sizes, must be {n}"))),
-    };
+    if size.len() != n {
+        return Err(site.fail("output_size", format!("has {} sizes, must be {n}", size.len())));
+    }
     if let Some((i, v)) = size.iter().enumerate().find_map(|(i, s)| s.filter(|v| *v < 0).map(|v| (i, v))) {
         return Err(site.fail(&format!("output_size[{i}]"), format!("is {v}, must be >= 0")));
     }
