@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden
+.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -80,6 +80,19 @@ SEED ?= 1
 FUZZ_OUT ?= fuzz-out
 fuzz-graphs: build $(VENV)/.torch
 	$(VENV)/bin/python recipes/fuzz_graphs.py --bin target/release -n $(N) --seed $(SEED) --out $(FUZZ_OUT)
+
+# Coverage-guided fuzzing of the readers of untrusted files (fuzz/,
+# libFuzzer through cargo-fuzz on the stable toolchain; installs cargo-fuzz
+# when missing): every target FUZZ_SECONDS seconds, seeded from golden/.
+# A crash leaves its input in fuzz/artifacts/TARGET/ and fails the run;
+# commit it under golden/fuzz/TARGET/ (lib/tests/fuzz.rs replays it).
+FUZZ_SECONDS ?= 600
+fuzz:
+	recipes/fuzz.sh $(FUZZ_SECONDS)
+
+# The short run CI makes of every target.
+fuzz-smoke:
+	recipes/fuzz.sh 20
 
 # Regenerates golden/random, the seed set make test checks (the first 360
 # programs torch keeps from seed 0, less the known failures, plus

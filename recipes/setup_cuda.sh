@@ -22,10 +22,10 @@ pins=(
   nvidia-cuda-cccl==13.3.5.0.6
 )
 stamp="$dir/.cuda-pins"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
+if [ -f "$stamp" ] && [ -x "$dir/bin/python" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
   :
 else
-  python3 -m venv "$dir"
+  python3 -m venv --clear "$dir"
   if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"; then
     echo "setup_cuda.sh: could not install the CUDA toolkit wheels from PyPI (is the package registry reachable?)" >&2
     exit 1

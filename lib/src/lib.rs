@@ -38,6 +38,7 @@ pub mod error;
 #[cfg(feature = "exec")]
 pub mod exec;
 pub mod export;
+pub mod fuzzing;
 pub mod import;
 pub mod infer;
 pub mod ir;

@@ -344,6 +344,11 @@ impl<R: Input> RecordReader<'_, R> {
 
     /// The rest of a record whose first `done` bytes were read.
     fn rest(&mut self, len: u64, done: u64, prefix: &[u8]) -> Result<Vec<u8>> {
+        if done > len {
+            return Err(self.err(format!(
+                "corrupt IR stream (a record of {len} bytes whose first field takes {done})"
+            )));
+        }
         let mut buf = Vec::with_capacity(len as usize);
         buf.extend_from_slice(prefix);
         buf.resize(len as usize, 0);
@@ -359,9 +364,17 @@ impl<R: Input> RecordReader<'_, R> {
                 self.varint_req(consumed)?;
             }
             2 => {
-                let n = self.varint_req(consumed)?;
-                let mut sink = vec![0u8; n as usize];
-                self.fill(&mut sink, consumed)?;
+                let mut n = self.varint_req(consumed)?;
+                if n > MAX_RECORD {
+                    return Err(self.err(format!("corrupt IR stream (a field of {n} bytes)")));
+                }
+                // read and dropped in pieces: the length is not trusted
+                let mut sink = [0u8; 4096];
+                while n > 0 {
+                    let k = n.min(sink.len() as u64) as usize;
+                    self.fill(&mut sink[..k], consumed)?;
+                    n -= k as u64;
+                }
             }
             1 => self.fill(&mut [0u8; 8], consumed)?,
             5 => self.fill(&mut [0u8; 4], consumed)?,
@@ -468,7 +481,13 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
             let inner_start = consumed;
             let (mut index, mut offset) = (0u64, 0u64);
             let mut data_len = None;
+            if inner_start + inner != len {
+                return Err(rr.err("corrupt storage record"));
+            }
             while consumed - inner_start < inner {
+                if consumed > len {
+                    return Err(rr.err("corrupt storage record"));
+                }
                 let tag = rr.varint_req(&mut consumed)?;
                 match tag {
                     0x08 => index = rr.varint_req(&mut consumed)?,
@@ -476,6 +495,9 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     0x1a if data_len.is_none() => {
                         let n = rr.varint_req(&mut consumed)?;
                         let i = index as usize;
+                        if consumed + n > len {
+                            return Err(rr.err("corrupt storage record"));
+                        }
                         if i >= sizes.len() || offset != filled[i] || filled[i] + n > sizes[i] {
                             return Err(rr.err(format!("storage {i}: chunk at offset {offset} out of order or out of range")));
                         }

@@ -1,0 +1,81 @@
+//! The fuzz targets' bodies (`pt2kit::fuzzing`, run by `make fuzz`) on
+//! every crash input the fuzzer found (`golden/fuzz/<target>/`, each fixed
+//! since) and on the seeds the fuzzer starts from: none may panic.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn files(dir: &Path, ext: Option<&str>) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut v: Vec<PathBuf> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && ext.is_none_or(|x| p.extension().is_some_and(|e| e == x)))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The seeds `recipes/fuzz.sh` gives a target (those made by a tool
+/// aside), and every input committed under golden/fuzz/<target>/.
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let g = root().join("golden");
+    let mut v = files(&g.join("fuzz").join(target), None);
+    match target {
+        "zip_reader" | "pt2_import" => {
+            v.extend(files(&g.join("bad"), Some("pt2")));
+            v.extend(files(&g.join("legacy"), Some("pt2")));
+            v.extend(files(&g.join("models"), Some("pt2")).into_iter().take(8));
+        }
+        "torch_save_pickle" => v.extend(files(&g.join("legacy"), Some("pt2"))),
+        "tensor_files" => v.extend(files(&g.join("models"), Some("npz"))),
+        _ => {}
+    }
+    v
+}
+
+#[test]
+fn fuzz_targets_survive_their_seeds_and_every_crash_found() {
+    let mut total = 0;
+    for (name, body) in pt2kit::fuzzing::TARGETS {
+        let found = inputs(name);
+        for path in &found {
+            let bytes = std::fs::read(path).unwrap();
+            // whole, and cut in two (a truncated file is the commonest bad input)
+            let run = std::panic::catch_unwind(|| {
+                body(&bytes);
+                body(&bytes[..bytes.len() / 2]);
+            });
+            assert!(
+                run.is_ok(),
+                "fuzz target {name} panicked on {}",
+                path.display()
+            );
+        }
+        total += found.len();
+    }
+    assert!(total > 20, "only {total} inputs found under golden/");
+}
+
+#[test]
+fn every_fuzz_target_has_its_binary() {
+    let dir = root().join("fuzz/fuzz_targets");
+    for (name, _) in pt2kit::fuzzing::TARGETS {
+        let src = std::fs::read_to_string(dir.join(format!("{name}.rs")))
+            .unwrap_or_else(|e| panic!("fuzz/fuzz_targets/{name}.rs: {e}"));
+        assert!(
+            src.contains(&format!("pt2kit::fuzzing::{name}(")),
+            "{name}.rs runs another body"
+        );
+    }
+    let manifest = std::fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
+    assert_eq!(
+        manifest.matches("[[bin]]").count(),
+        pt2kit::fuzzing::TARGETS.len(),
+        "fuzz/Cargo.toml lists other targets than pt2kit::fuzzing::TARGETS"
+    );
+}
