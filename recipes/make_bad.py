@@ -22,6 +22,9 @@ Files written (each is one failure mode a reader must report cleanly):
     pickled_weight.pt2         first weights-config entry has use_pickle: true
                                (its file is still raw bytes, so unpickling fails)
     unknown_value.pt2          a node input names a tensor that exists nowhere
+    deep_json.pt2              a node input nested 100000 JSON arrays deep
+                               (a recursive parser without a limit overflows
+                               its stack)
     aoti_package.pt2           the layout of an AOTInductor package
                                (torch._inductor.aoti_compile_and_package):
                                compiled code under data/aotinductor/, no
@@ -136,6 +139,11 @@ def main():
             break
     assert done
     outs["unknown_value"] = ("zip", with_replaced(members, i_model, dump_json(m)))
+
+    # deep_json: the first node's first input, 100000 arrays deep
+    nest = 100000
+    deep = dump_json(m).replace(b'{"as_tensor": {"name": "no_such_value"}}', b"[" * nest + b"]" * nest, 1)
+    outs["deep_json"] = ("zip", with_replaced(members, i_model, deep))
 
     # aoti_package: what aoti_compile_and_package writes (archive_format
     # "pt2" too), with stand-ins for the generated code.

@@ -214,3 +214,44 @@ fn only_stored_member_data_can_be_referenced() {
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
     assert!(e.to_string().contains("archive it refers to"), "{e}");
 }
+
+/// `cond.pt2` with its true branch replaced by the whole program's graph,
+/// `depth` times over.
+fn nested_cond(depth: usize) -> pt2kit::ir::Program {
+    use pt2kit::ir::Argument;
+    let p = read_pt2(&repo().join("golden/models/cond.pt2"), &ImportOptions::default()).unwrap();
+    let mut g = p.graph.clone();
+    for _ in 0..depth {
+        let mut outer = p.graph.clone();
+        let slot = outer
+            .nodes
+            .iter_mut()
+            .flat_map(|n| n.inputs.iter_mut())
+            .find_map(|a| match &mut a.arg {
+                Argument::Graph(sub) => Some(sub),
+                _ => None,
+            })
+            .expect("cond.pt2 has a subgraph");
+        slot.graph = Box::new(g);
+        g = outer;
+    }
+    pt2kit::ir::Program { graph: g, ..p }
+}
+
+#[test]
+fn subgraphs_nested_past_the_limit_are_refused() {
+    let limit = pt2kit::ir::MAX_GRAPH_DEPTH;
+    // the innermost copy's branches are one level below it
+    pt2kit::ir::validate(&nested_cond(limit - 1)).unwrap();
+    let e = pt2kit::ir::validate(&nested_cond(limit)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!("graph: subgraphs nested {} deep: at most {limit} levels are accepted", limit + 1)
+    );
+    // Read from a stream, protobuf's own limit on nested messages stops a
+    // deep program first: an error, never a stack overflow.
+    let bytes = wire::encode_program(&nested_cond(200)).unwrap();
+    let e = read_err(&bytes);
+    assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+}

@@ -18,6 +18,7 @@
 pub mod dtype;
 pub mod sym;
 pub mod validate;
+pub use validate::{validate, MAX_GRAPH_DEPTH, MAX_NODES};
 
 use serde::Serialize;
 

@@ -37,7 +37,42 @@ pub fn validate(program: &Program) -> Result<()> {
     Ok(())
 }
 
+/// Subgraphs (`cond` branches, loop bodies, `map`) nested deeper than
+/// this are refused: every pass walks them recursively. The parsers stop
+/// well before their own recursion could: serde_json at 128 levels of
+/// JSON, protobuf at 100 levels of messages.
+pub const MAX_GRAPH_DEPTH: usize = 32;
+
+/// Nodes in a program, subgraphs included (large language models export
+/// to some 10^4).
+pub const MAX_NODES: usize = 1 << 24;
+
 pub fn validate_graph(graph: &Graph) -> Result<()> {
+    // Depth and size first, with a stack of our own (no recursion), so
+    // that what recurses below is known to be shallow.
+    let (mut stack, mut nodes) = (vec![(graph, 0usize)], 0usize);
+    while let Some((g, depth)) = stack.pop() {
+        if depth > MAX_GRAPH_DEPTH {
+            return Err(Error::bad_input(format!(
+                "subgraphs nested {depth} deep: at most {MAX_GRAPH_DEPTH} levels are accepted"
+            )));
+        }
+        nodes += g.nodes.len();
+        if nodes > MAX_NODES {
+            return Err(Error::bad_input(format!(
+                "more than {MAX_NODES} nodes: the limit on a program's size"
+            )));
+        }
+        for a in g.nodes.iter().flat_map(|n| &n.inputs) {
+            if let Argument::Graph(sub) = &a.arg {
+                stack.push((&sub.graph, depth + 1));
+            }
+        }
+    }
+    validate_at(graph)
+}
+
+fn validate_at(graph: &Graph) -> Result<()> {
     let n = graph.values.len();
     let mut defined = vec![false; n];
     let mut refs = Vec::new();
@@ -81,7 +116,7 @@ pub fn validate_graph(graph: &Graph) -> Result<()> {
                 format!("node '{}' input '{}'", node.name, a.name)
             })?;
             if let Argument::Graph(sub) = &a.arg {
-                validate_graph(&sub.graph)
+                validate_at(&sub.graph)
                     .map_err(|e| e.at(format!("node '{}' subgraph '{}'", node.name, sub.name)))?;
             }
         }
