@@ -23,6 +23,10 @@ Files written (each is one failure mode a reader must report cleanly):
                                (its file is still raw bytes, so unpickling fails)
     unknown_value.pt2          a node input names a tensor that exists nowhere
     deep_json.pt2              a node input nested 100000 JSON arrays deep
+    size_claim.pt2             model.json deflated, its size in the local
+                               header and the directory claiming 4 GiB - 2
+                               (a zip bomb's claim; no reader should
+                               allocate or inflate it)
                                (a recursive parser without a limit overflows
                                its stack)
     aoti_package.pt2           the layout of an AOTInductor package
@@ -36,6 +40,7 @@ and the outcome is printed (torch is imported only for that).
 """
 
 import argparse
+import io
 import json
 import os
 import random
@@ -155,6 +160,28 @@ def main():
         (aoti + "cmodel.wrapper.so", b"\x7fELF stand-in, never loaded"),
         (aoti + "cmodel_metadata.json", b'{"AOTI_DEVICE_KEY": "cpu"}'),
     ])
+
+    # size_claim: model.json deflated, its uncompressed size patched
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
+        for i, (name, data) in enumerate(members):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED if i == i_model else zipfile.ZIP_STORED
+            z.writestr(info, data)
+    raw_claim = bytearray(buf.getvalue())
+    name = members[i_model][0].encode()
+    claim = (0xFFFFFFFE).to_bytes(4, "little")
+    patched = 0
+    for sig, size_at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = 0
+        while (at := raw_claim.find(sig, at)) >= 0:
+            name_at = at + (30 if sig == b"PK\x03\x04" else 46)
+            if raw_claim[name_at:name_at + len(name)] == name:
+                raw_claim[at + size_at:at + size_at + 4] = claim
+                patched += 1
+            at += 4
+    assert patched == 2, patched
+    outs["size_claim"] = ("raw", bytes(raw_claim))
 
     for name, (kind, payload) in outs.items():
         path = os.path.join(a.out, f"{name}.pt2")

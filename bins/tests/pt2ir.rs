@@ -40,7 +40,7 @@ fn bad_archives_fail_cleanly() {
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 12);
+    assert_eq!(names.len(), 13);
     for name in names {
         let out_file = dir.path().join("out.ir");
         let out = pt2ir()

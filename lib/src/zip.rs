@@ -181,8 +181,18 @@ impl Archive {
         let blob = match e.method {
             0 => d.slice(start..end),
             8 => {
-                let mut out = Vec::with_capacity(e.size as usize);
+                // Deflate expands at most 1032:1; a directory that claims
+                // more is lying, and inflation stops one byte past the
+                // size claimed (a bomb is refused, not inflated).
+                if e.size / 1032 > csize as u64 {
+                    return Err(Error::bad_input(format!(
+                        "size {} bytes is more than {csize} deflated bytes can hold",
+                        e.size
+                    )));
+                }
+                let mut out = Vec::with_capacity(e.size.min(1 << 26) as usize);
                 flate2::read::DeflateDecoder::new(&d[start..end])
+                    .take(e.size + 1)
                     .read_to_end(&mut out)
                     .map_err(|err| Error::bad_input(format!("cannot inflate: {err}")))?;
                 Blob::owned(out)

@@ -219,7 +219,11 @@ fn only_stored_member_data_can_be_referenced() {
 /// `depth` times over.
 fn nested_cond(depth: usize) -> pt2kit::ir::Program {
     use pt2kit::ir::Argument;
-    let p = read_pt2(&repo().join("golden/models/cond.pt2"), &ImportOptions::default()).unwrap();
+    let p = read_pt2(
+        &repo().join("golden/models/cond.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     let mut g = p.graph.clone();
     for _ in 0..depth {
         let mut outer = p.graph.clone();
@@ -232,7 +236,7 @@ fn nested_cond(depth: usize) -> pt2kit::ir::Program {
                 _ => None,
             })
             .expect("cond.pt2 has a subgraph");
-        slot.graph = Box::new(g);
+        *slot.graph = g;
         g = outer;
     }
     pt2kit::ir::Program { graph: g, ..p }
@@ -247,7 +251,10 @@ fn subgraphs_nested_past_the_limit_are_refused() {
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
     assert_eq!(
         e.to_string(),
-        format!("graph: subgraphs nested {} deep: at most {limit} levels are accepted", limit + 1)
+        format!(
+            "graph: subgraphs nested {} deep: at most {limit} levels are accepted",
+            limit + 1
+        )
     );
     // Read from a stream, protobuf's own limit on nested messages stops a
     // deep program first: an error, never a stack overflow.

@@ -384,6 +384,26 @@ impl<R: Input> RecordReader<'_, R> {
     }
 }
 
+/// A zeroed buffer of `n` bytes, or `None` where the allocator refuses
+/// (a size read from a stream is not trusted: `vec![0; n]` would abort).
+/// Fresh pages from the allocator, no memset.
+fn try_zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: the layout's size is not zero; a non-null pointer is a fresh
+    // allocation of `n` zeroed bytes, aligned for u8, from the global
+    // allocator, which the Vec owns from here on (capacity = length = n).
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        if p.is_null() {
+            return None;
+        }
+        Some(Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// What a non-IR input looks like, for the refusal message.
 fn sniff(head: &[u8]) -> &'static str {
     if head.starts_with(b"PK\x03\x04") {
@@ -519,7 +539,12 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                             // contiguous in the file (chunk headers between
                             // them), so it is copied as from a stream.
                             if copies[i].is_empty() {
-                                copies[i] = vec![0u8; sizes[i] as usize];
+                                copies[i] = try_zeroed(sizes[i] as usize).ok_or_else(|| {
+                                    rr.err(format!(
+                                        "storage {i} of {} bytes: more than can be allocated",
+                                        sizes[i]
+                                    ))
+                                })?;
                             }
                             let start = offset as usize;
                             rr.fill(&mut copies[i][start..start + n as usize], &mut consumed)?;
@@ -547,10 +572,11 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     return Err(rr.err("two programs in one stream"));
                 }
                 let (prog, storage_sizes) = convert::program_from_pb(&p).map_err(|e| e.at(what))?;
-                let total: u64 = storage_sizes.iter().sum();
-                if total > isize::MAX as u64 {
-                    return Err(rr.err("storage sizes are corrupt"));
-                }
+                let total = storage_sizes
+                    .iter()
+                    .try_fold(0u64, |a, &n| a.checked_add(n))
+                    .filter(|&t| t <= isize::MAX as u64)
+                    .ok_or_else(|| rr.err("storage sizes are corrupt"))?;
                 bases = storage_sizes
                     .iter()
                     .scan(0usize, |at, &n| {
@@ -563,7 +589,11 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     windows = vec![None; storage_sizes.len()];
                     copies = vec![Vec::new(); storage_sizes.len()];
                 } else {
-                    arena = vec![0u8; total as usize];
+                    arena = try_zeroed(total as usize).ok_or_else(|| {
+                        rr.err(format!(
+                            "storages of {total} bytes: more than can be allocated"
+                        ))
+                    })?;
                 }
                 filled = vec![0; storage_sizes.len()];
                 refs = vec![None; storage_sizes.len()];
