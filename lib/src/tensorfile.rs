@@ -34,13 +34,8 @@ impl HostTensor {
             .map(|i| match self.dtype {
                 Dtype::Float32 => f32::from_le_bytes(f(i, 4).try_into().unwrap()) as f64,
                 Dtype::Float64 => f64::from_le_bytes(f(i, 8).try_into().unwrap()),
-                Dtype::Float16 => {
-                    f16_to_f32(u16::from_le_bytes(f(i, 2).try_into().unwrap())) as f64
-                }
-                Dtype::BFloat16 => {
-                    f32::from_bits((u16::from_le_bytes(f(i, 2).try_into().unwrap()) as u32) << 16)
-                        as f64
-                }
+                Dtype::Float16 => half::f16::from_le_bytes(f(i, 2).try_into().unwrap()).to_f64(),
+                Dtype::BFloat16 => half::bf16::from_le_bytes(f(i, 2).try_into().unwrap()).to_f64(),
                 Dtype::Int64 => i64::from_le_bytes(f(i, 8).try_into().unwrap()) as f64,
                 Dtype::Int32 => i32::from_le_bytes(f(i, 4).try_into().unwrap()) as f64,
                 Dtype::Int16 => i16::from_le_bytes(f(i, 2).try_into().unwrap()) as f64,
@@ -53,29 +48,6 @@ impl HostTensor {
             })
             .collect()
     }
-}
-
-/// IEEE half to single.
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let mant = (h & 0x3ff) as u32;
-    let bits = match exp {
-        0 if mant == 0 => sign,
-        0 => {
-            // subnormal: normalise
-            let mut e = 127 - 15 + 1;
-            let mut m = mant;
-            while m & 0x400 == 0 {
-                m <<= 1;
-                e -= 1;
-            }
-            sign | ((e as u32) << 23) | ((m & 0x3ff) << 13)
-        }
-        31 => sign | 0x7f80_0000 | (mant << 13),
-        _ => sign | ((exp + 127 - 15) << 23) | (mant << 13),
-    };
-    f32::from_bits(bits)
 }
 
 // ---------------------------------------------------------------- npy
@@ -95,10 +67,58 @@ const NPY_DTYPES: &[(&str, Dtype)] = &[
     ("<u8", Dtype::Uint64),
 ];
 
-fn header_field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
-    let at = header.find(&format!("'{key}'"))? + key.len() + 2;
-    let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
-    Some(rest)
+/// The header of an `.npy` file: a Python dict literal (`{'descr':
+/// '<f4', 'fortran_order': False, 'shape': (2, 3), }`), parsed as one by
+/// `py_literal` (the parser ndarray-npy uses), not searched as text.
+struct NpyHeader {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+fn parse_npy_header(text: &str) -> std::result::Result<NpyHeader, String> {
+    use py_literal::Value;
+    let value: Value = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("header is not a Python literal: {e}"))?;
+    let Value::Dict(items) = value else {
+        return Err("header is not a dict".into());
+    };
+    let (mut descr, mut fortran_order, mut shape) = (None, None, None);
+    for (k, v) in items {
+        let key = match &k {
+            Value::String(s) => s.as_str(),
+            _ => return Err(format!("header key {k} is not a string")),
+        };
+        match (key, v) {
+            ("descr", Value::String(d)) => descr = Some(d),
+            ("descr", v) => {
+                return Err(format!(
+                    "descr {v} is not a plain dtype (structured arrays are not read)"
+                ))
+            }
+            ("fortran_order", Value::Boolean(b)) => fortran_order = Some(b),
+            ("shape", Value::Tuple(dims)) => {
+                let dims = dims
+                    .iter()
+                    .map(|d| match d {
+                        Value::Integer(n) => {
+                            usize::try_from(n).map_err(|_| format!("shape has a size of {n}"))
+                        }
+                        other => Err(format!("shape has {other}")),
+                    })
+                    .collect::<std::result::Result<Vec<usize>, String>>()?;
+                shape = Some(dims);
+            }
+            (k, v) => return Err(format!("unexpected header entry '{k}': {v}")),
+        }
+    }
+    Ok(NpyHeader {
+        descr: descr.ok_or("no descr in the header")?,
+        fortran_order: fortran_order.ok_or("no fortran_order in the header")?,
+        shape: shape.ok_or("no shape in the header")?,
+    })
 }
 
 /// Parses one `.npy` file.
@@ -107,7 +127,7 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad("not a .npy file (no \\x93NUMPY magic)"));
     }
-    let (hlen, start) = match bytes[6] {
+    let (hlen, start): (usize, usize) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
         2 | 3 if bytes.len() >= 12 => (
             u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
@@ -116,19 +136,13 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
         v => return Err(bad(&format!("unsupported .npy version {v}"))),
     };
     let header = bytes
-        .get(start..start + hlen)
-        .and_then(|h| std::str::from_utf8(h).ok())
+        .get(start..start.saturating_add(hlen))
         .ok_or_else(|| bad("truncated .npy header"))?;
-    let descr = header_field(header, "descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next())
-        .ok_or_else(|| bad("no descr in the .npy header"))?;
-    let descr = if descr == "<b1" || descr == "|b1" {
-        "|b1"
-    } else {
-        descr
-    };
-    let descr = match descr {
+    let header = std::str::from_utf8(header).map_err(|_| bad(".npy header is not text"))?;
+    let header = parse_npy_header(header).map_err(|m| bad(&format!("bad .npy header: {m}")))?;
+    // numpy writes one-byte types with either byte-order mark
+    let descr = match header.descr.as_str() {
+        "<b1" | "|b1" => "|b1",
         "<i1" => "|i1",
         "<u1" => "|u1",
         d => d,
@@ -142,25 +156,17 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
                 "{what}: numpy dtype '{descr}' is not supported (big-endian, object, string and complex arrays are not)"
             ))
         })?;
-    if header_field(header, "fortran_order").is_some_and(|r| r.starts_with("True")) {
+    let shape = header.shape;
+    if header.fortran_order && shape.iter().filter(|&&s| s > 1).count() > 1 {
         return Err(Error::unsupported(format!(
             "{what}: Fortran-ordered arrays are not supported (save with np.ascontiguousarray)"
         )));
     }
-    let shape_text = header_field(header, "shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .ok_or_else(|| bad("no shape in the .npy header"))?;
-    let shape = shape_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse::<usize>())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|_| bad(&format!("bad shape ({shape_text})")))?;
-    let n: usize = shape.iter().product();
+    let need = shape
+        .iter()
+        .try_fold(dtype.size(), |n, &s| n.checked_mul(s))
+        .ok_or_else(|| bad(&format!("shape {shape:?} is too large")))?;
     let data = &bytes[start + hlen..];
-    let need = n * dtype.size();
     if data.len() < need {
         return Err(bad(&format!(
             "data is {} bytes, shape {shape:?} of {} needs {need}: truncated file",
@@ -243,7 +249,8 @@ fn npz_members(archive: &Archive, what: &str) -> Result<Vec<(String, HostTensor)
     Ok(out)
 }
 
-/// A stored (uncompressed) zip, as `np.savez` writes.
+/// Every array as a member `NAME.npy` of a stored (uncompressed) zip, as
+/// `np.savez` writes.
 pub fn write_npz(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
     let files = tensors
         .iter()
@@ -252,171 +259,109 @@ pub fn write_npz(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
     write_zip(&files)
 }
 
+/// A stored zip, by the `zip` crate (zip64 past 4 GiB).
 fn write_zip(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut central = Vec::new();
+    use zip::write::SimpleFileOptions;
+    let fail = |e: &dyn std::fmt::Display| Error::internal(format!("writing npz: {e}"));
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, data) in files {
-        if data.len() as u64 >= u32::MAX as u64 || out.len() as u64 >= u32::MAX as u64 {
-            return Err(Error::unsupported(
-                "npz output above 4 GiB (use safetensors)",
-            ));
-        }
-        let crc = crc32fast::hash(data);
-        let offset = out.len() as u32;
-        let mut local = Vec::new();
-        local.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
-        local.extend_from_slice(&20u16.to_le_bytes()); // version needed
-        local.extend_from_slice(&0u16.to_le_bytes()); // flags
-        local.extend_from_slice(&0u16.to_le_bytes()); // stored
-        local.extend_from_slice(&0u16.to_le_bytes()); // time
-        local.extend_from_slice(&0x21u16.to_le_bytes()); // 1980-01-01
-        local.extend_from_slice(&crc.to_le_bytes());
-        local.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        local.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        local.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        local.extend_from_slice(&0u16.to_le_bytes());
-        local.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(&local);
-        out.extend_from_slice(data);
-        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
-        central.extend_from_slice(&20u16.to_le_bytes()); // made by
-        central.extend_from_slice(&local[4..30]);
-        central.extend_from_slice(&0u16.to_le_bytes()); // comment
-        central.extend_from_slice(&0u16.to_le_bytes()); // disk
-        central.extend_from_slice(&0u16.to_le_bytes()); // internal attrs
-        central.extend_from_slice(&0u32.to_le_bytes()); // external attrs
-        central.extend_from_slice(&offset.to_le_bytes());
-        central.extend_from_slice(name.as_bytes());
+        let options = SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(data.len() as u64 >= u32::MAX as u64);
+        w.start_file(name.as_str(), options).map_err(|e| fail(&e))?;
+        w.write_all(data).map_err(|e| fail(&e))?;
     }
-    let cd_offset = out.len() as u32;
-    out.extend_from_slice(&central);
-    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(&(files.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(files.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
-    out.extend_from_slice(&cd_offset.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    Ok(out)
+    Ok(w.finish().map_err(|e| fail(&e))?.into_inner())
 }
 
 // ---------------------------------------------------------------- safetensors
 
-const ST_DTYPES: &[(&str, Dtype)] = &[
-    ("F32", Dtype::Float32),
-    ("F64", Dtype::Float64),
-    ("F16", Dtype::Float16),
-    ("BF16", Dtype::BFloat16),
-    ("I64", Dtype::Int64),
-    ("I32", Dtype::Int32),
-    ("I16", Dtype::Int16),
-    ("I8", Dtype::Int8),
-    ("U8", Dtype::Uint8),
-    ("BOOL", Dtype::Bool),
-    ("U16", Dtype::Uint16),
-    ("U32", Dtype::Uint32),
-    ("U64", Dtype::Uint64),
-];
+// Read and written by Hugging Face's own `safetensors` crate (header
+// limits, offsets that tile the data, no overlap: its checks, fuzzed
+// upstream). A safetensors file is a dict: tensors come back in the
+// order of their data, and the crate writes them by alignment and name.
+
+const ST_DTYPES: &[(safetensors::Dtype, Dtype)] = {
+    use safetensors::Dtype as S;
+    &[
+        (S::F32, Dtype::Float32),
+        (S::F64, Dtype::Float64),
+        (S::F16, Dtype::Float16),
+        (S::BF16, Dtype::BFloat16),
+        (S::I64, Dtype::Int64),
+        (S::I32, Dtype::Int32),
+        (S::I16, Dtype::Int16),
+        (S::I8, Dtype::Int8),
+        (S::U8, Dtype::Uint8),
+        (S::BOOL, Dtype::Bool),
+        (S::U16, Dtype::Uint16),
+        (S::U32, Dtype::Uint32),
+        (S::U64, Dtype::Uint64),
+    ]
+};
 
 pub fn read_safetensors(bytes: &[u8], what: &str) -> Result<Vec<(String, HostTensor)>> {
-    let bad = |m: String| Error::bad_input(format!("{what}: {m}"));
-    if bytes.len() < 8 {
-        return Err(bad("not a safetensors file (too short)".into()));
-    }
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header = bytes
-        .get(8..8usize.saturating_add(n))
-        .ok_or_else(|| bad("truncated safetensors header".into()))?;
-    let json: serde_json::Value = serde_json::from_slice(header)
-        .map_err(|e| bad(format!("malformed safetensors header: {e}")))?;
-    let data = &bytes[8 + n..];
-    let map = json
-        .as_object()
-        .ok_or_else(|| bad("header is not an object".into()))?;
-    let mut entries = Vec::new();
-    for (name, v) in map {
-        if name == "__metadata__" {
-            continue;
-        }
-        let dt = v["dtype"].as_str().unwrap_or("");
-        let dtype = ST_DTYPES
-            .iter()
-            .find(|(s, _)| *s == dt)
-            .map(|(_, d)| *d)
-            .ok_or_else(|| Error::unsupported(format!("{what}: tensor '{name}': dtype {dt:?}")))?;
-        let shape: Vec<usize> = v["shape"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_u64().map(|x| x as usize))
-                    .collect()
-            })
-            .ok_or_else(|| bad(format!("tensor '{name}': no shape")))?;
-        let offs: Vec<usize> = v["data_offsets"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_u64().map(|x| x as usize))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let (b, e) = match offs.as_slice() {
-            [b, e] if b <= e && *e <= data.len() => (*b, *e),
-            _ => return Err(bad(format!("tensor '{name}': data offsets out of range"))),
-        };
-        let need = shape.iter().product::<usize>() * dtype.size();
-        if e - b != need {
-            return Err(bad(format!(
-                "tensor '{name}': {} bytes for shape {shape:?} of {} ({need} needed)",
-                e - b,
-                dtype.torch_name()
-            )));
-        }
-        entries.push((
-            b,
-            name.clone(),
-            HostTensor {
+    use safetensors::SafeTensors;
+    let bad = |e: safetensors::SafeTensorError| Error::bad_input(format!("{what}: {e}"));
+    let (_, meta) = SafeTensors::read_metadata(bytes).map_err(bad)?;
+    let st = SafeTensors::deserialize(bytes).map_err(bad)?;
+    meta.offset_keys()
+        .into_iter()
+        .map(|name| {
+            let v = st.tensor(&name).map_err(bad)?;
+            let dtype = ST_DTYPES
+                .iter()
+                .find(|(s, _)| *s == v.dtype())
+                .map(|(_, d)| *d)
+                .ok_or_else(|| {
+                    Error::unsupported(format!("{what}: tensor '{name}': dtype {:?}", v.dtype()))
+                })?;
+            let t = HostTensor {
                 dtype,
-                shape,
-                data: data[b..e].to_vec(),
-            },
-        ));
+                shape: v.shape().to_vec(),
+                data: v.data().to_vec(),
+            };
+            Ok((name, t))
+        })
+        .collect()
+}
+
+/// A host tensor as the safetensors writer sees it.
+struct StView<'a>(&'a HostTensor, safetensors::Dtype);
+
+impl safetensors::View for StView<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        self.1
     }
-    entries.sort_by_key(|(b, _, _)| *b);
-    Ok(entries.into_iter().map(|(_, n, t)| (n, t)).collect())
+    fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&self.0.data)
+    }
+    fn data_len(&self) -> usize {
+        self.0.data.len()
+    }
 }
 
 pub fn write_safetensors(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
-    let mut header = serde_json::Map::new();
-    let mut offset = 0usize;
-    for (name, t) in tensors {
-        let dt = ST_DTYPES
-            .iter()
-            .find(|(_, d)| *d == t.dtype)
-            .map(|(s, _)| *s)
-            .ok_or_else(|| {
-                Error::unsupported(format!(
-                    "cannot write {} to safetensors",
-                    t.dtype.torch_name()
-                ))
-            })?;
-        header.insert(
-            name.clone(),
-            serde_json::json!({"dtype": dt, "shape": t.shape, "data_offsets": [offset, offset + t.data.len()]}),
-        );
-        offset += t.data.len();
-    }
-    let mut text = serde_json::to_string(&header).map_err(|e| Error::internal(e.to_string()))?;
-    while text.len() % 8 != 0 {
-        text.push(' ');
-    }
-    let mut out = Vec::with_capacity(8 + text.len() + offset);
-    out.write_all(&(text.len() as u64).to_le_bytes()).ok();
-    out.extend_from_slice(text.as_bytes());
-    for (_, t) in tensors {
-        out.extend_from_slice(&t.data);
-    }
-    Ok(out)
+    let views = tensors
+        .iter()
+        .map(|(name, t)| {
+            let dt = ST_DTYPES
+                .iter()
+                .find(|(_, d)| *d == t.dtype)
+                .map(|(s, _)| *s)
+                .ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "cannot write {} to safetensors",
+                        t.dtype.torch_name()
+                    ))
+                })?;
+            Ok((name.as_str(), StView(t, dt)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize(views, None).map_err(|e| Error::bad_input(format!("safetensors: {e}")))
 }
 
 /// Reads tensors by file extension: `.npz`, `.npy` (one tensor, named by
@@ -618,10 +563,54 @@ mod tests {
     }
 
     #[test]
-    fn half_conversion() {
-        assert_eq!(f16_to_f32(0x3c00), 1.0);
-        assert_eq!(f16_to_f32(0xc000), -2.0);
-        assert_eq!(f16_to_f32(0x0001), 5.960_464_5e-8);
-        assert!(f16_to_f32(0x7c00).is_infinite());
+    fn npy_headers_are_python_literals() {
+        let h = parse_npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }")
+            .unwrap();
+        assert_eq!(
+            (h.descr.as_str(), h.fortran_order, h.shape),
+            ("<f4", false, vec![2, 3])
+        );
+        // key order, spacing, a one-element tuple and a 0-d shape
+        let h = parse_npy_header("{'shape':(7,),'fortran_order':True,'descr':'|b1'}").unwrap();
+        assert_eq!(
+            (h.descr.as_str(), h.fortran_order, h.shape),
+            ("|b1", true, vec![7])
+        );
+        assert_eq!(
+            parse_npy_header("{'descr': '<i8', 'fortran_order': False, 'shape': ()}")
+                .unwrap()
+                .shape,
+            vec![0usize; 0]
+        );
+        // what text search took: a key inside a string, a negative size, structured dtypes
+        for bad in [
+            "{'descr': \"'shape': (1,)\", 'fortran_order': False}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+            "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)",
+        ] {
+            assert!(parse_npy_header(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn half_and_bfloat16_read_as_numbers() {
+        let t = HostTensor {
+            dtype: Dtype::Float16,
+            shape: vec![4],
+            data: [0x3c00u16, 0xc000, 0x0001, 0x7c00]
+                .iter()
+                .flat_map(|h| h.to_le_bytes())
+                .collect(),
+        };
+        let v = t.to_f64();
+        assert_eq!(&v[..3], &[1.0, -2.0, 5.960_464_477_539_063e-8]);
+        assert!(v[3].is_infinite());
+        let b = HostTensor {
+            dtype: Dtype::BFloat16,
+            shape: vec![1],
+            data: 0x3f80u16.to_le_bytes().to_vec(),
+        };
+        assert_eq!(b.to_f64(), vec![1.0]);
     }
 }
