@@ -501,10 +501,18 @@ impl<'p> Executor<'p> {
             if *kind != OutputKind::UserOutput {
                 continue;
             }
-            let name = match out {
+            let mut name = match out {
                 Argument::Tensor(v) => g.value(*v).name.clone(),
                 _ => format!("output_{}", result.len()),
             };
+            // A value returned twice (`return y, y`) names two outputs:
+            // the second is `y_1`, so that every output has its own member.
+            let base = name.clone();
+            let mut k = 0;
+            while result.iter().any(|(n, _): &(String, HostTensor)| *n == name) {
+                k += 1;
+                name = format!("{base}_{k}");
+            }
             let host = match value {
                 Value::Tensor(t) => t.to_host()?,
                 Value::Int(i) => HostTensor {

@@ -291,6 +291,28 @@ fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![where_(em, both, x, r, Some(a.out(0)?))?])
 }
 
+/// fmax/fmin: maximum/minimum, except that a NaN loses to a number (NaN
+/// only where both are): `where(isnan(x), y, where(isnan(y), x, max(x, y)))`
+/// in the result's dtype.
+fn fmax_fmin(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let op = if a.0.target.name == "fmax" { "aten.maximum.default" } else { "aten.minimum.default" };
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let (mut x, mut y) = (a.t("self")?, a.t("other")?);
+    if !dtype.is_floating() {
+        return binary_into(em, a, op, x, y, dtype);
+    }
+    for v in [&mut x, &mut y] {
+        if em.dtype(*v)? != dtype {
+            *v = to_copy(em, *v, dtype, None)?;
+        }
+    }
+    let m = binary(em, op, x, y, dtype, None)?;
+    let (x_nan, y_nan) = (predicate(em, "aten.isnan.default", x)?, predicate(em, "aten.isnan.default", y)?);
+    let r = where_(em, y_nan, x, m, None)?;
+    Ok(vec![where_(em, x_nan, y, r, Some(out))?])
+}
+
 fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let dtype = em.dtype(x)?;
@@ -466,6 +488,8 @@ rules! {
     "aten.isposinf.default" => ["aten.eq.Scalar"] isinf_signed;
     "aten.isneginf.default" => ["aten.eq.Scalar"] isinf_signed;
     "aten.lerp.Tensor" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.lt.Scalar", "aten.where.self"] lerp_tensor;
+    "aten.fmax.default" => ["aten.maximum.default", "aten._to_copy.default", "aten.isnan.default", "aten.where.self"] fmax_fmin;
+    "aten.fmin.default" => ["aten.minimum.default", "aten._to_copy.default", "aten.isnan.default", "aten.where.self"] fmax_fmin;
     "aten.logaddexp.default" => ["aten.maximum.default", "aten.sub.Tensor", "aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
     "aten.nan_to_num.default" => ["aten.isnan.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] nan_to_num;
     "aten.rsub.Tensor" => ["aten.sub.Tensor"] rsub_tensor;

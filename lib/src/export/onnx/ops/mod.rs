@@ -195,7 +195,11 @@ fn binary_op(cx: &mut Cx, op: &str, x: &Operand, y: &Operand) -> Result<()> {
 
 fn where_op(cx: &mut Cx, cond: &Operand, x: &Operand, y: &Operand) -> Result<()> {
     let out = cx.out_dtype(0)?;
-    let c = cx.compute(out);
+    // ONNX Runtime has no Where kernel for bool values: chosen as uint8
+    let c = match cx.compute(out) {
+        Dtype::Bool => Dtype::Uint8,
+        c => c,
+    };
     let cs = cx.operand_as(cond, Dtype::Bool)?;
     let xs = cx.operand_as(x, c)?;
     let ys = cx.operand_as(y, c)?;

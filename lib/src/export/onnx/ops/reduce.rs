@@ -7,9 +7,15 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
     let rank = meta.sizes.len();
     let dims = reduce_dims(cx, dim_arg, rank)?;
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
-    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
         if rank == 0 {
             return Ok(x.to_string());
+        }
+        // ReduceMax/ReduceMin take bool from opset 20 only: as uint8
+        if c == Dtype::Bool {
+            let u = cx.cast(x, Dtype::Bool, Dtype::Uint8)?;
+            let r = cx.reduce(op, &u, dims.as_deref(), keepdim);
+            return cx.cast(&r, Dtype::Uint8, Dtype::Bool);
         }
         Ok(cx.reduce(op, x, dims.as_deref(), keepdim))
     })
