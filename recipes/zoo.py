@@ -616,6 +616,20 @@ class FbZoo(nn.Module):
         return rel, nan, self.atrous(img), wn, self.same(x)
 
 
+class FbDeclines(nn.Module):
+    """Arguments an ONNX emitter declines, lowered through the decomposition
+    table instead: circular padding (ONNX's Pad wraps from opset 19 only)
+    and an LSTM with projections (ONNX's LSTM has no proj_size)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, num_layers=2, bidirectional=True, batch_first=True, proj_size=3)
+
+    def forward(self, img, seq):
+        y, (h, c) = self.lstm(seq)
+        return F.pad(img, (1, 2, 2, 0), mode="circular"), y, h, c
+
+
 class FbIntDiv(nn.Module):
     """Integer division with rounding, exact past 2^24 (float32 would round),
     and remainder of integers; a zero divisor is an error at run time."""
@@ -856,6 +870,7 @@ _reg("fb_args", FbArgs, lambda: (_randn(2, 3, 7, 9), torch.rand(2, 3, 7, 9) > 0.
      group="fallback")
 _reg("fb_zoo", FbZoo, lambda: (_randn(2, 3, 9), _randn(1, 3, 8, 8),
      torch.arange(-4, 5).reshape(1, 9) * 3), group="fallback")
+_reg("fb_declines", FbDeclines, lambda: (_randn(1, 2, 5, 6), _randn(2, 5, 4)), group="fallback")
 _reg("fb_intdiv", FbIntDiv, lambda: (torch.tensor([7, -7, 2**40 + 3, 5, -9]),
      torch.tensor([2, 2, 3, 1, -4])), group="fallback")
 _reg("fb_fft", FbFft, lambda: (_randn(2, 8),), group="fallback")

@@ -292,6 +292,11 @@ def _vision():
                                      num_classes=NUM_CLASSES, **kw)
         _tv(n, swin, f"SwinTransformer{'V2' if v2 else ''} depths {depths}, embed_dim {dim // 4} "
             f"(builder: {dim}), window {win}")
+        if n == "swin_v2_t":
+            # at 224x224 (stage maps 56/28/14/7): shifted windows with
+            # attention masks in three stages; at 64x64 only the first
+            _tv("swin_v2_t_224", swin, "SwinTransformerV2 depths [2, 2, 6, 2], embed_dim 24 "
+                "(builder: 96), window 8, 224x224 input", shape=(1, 3, 224, 224))
 
     for n, patch, layers, heads, hidden, mlp, img in (
         ("vit_b_16", 16, 12, 12, 768, 3072, 64), ("vit_b_32", 32, 12, 12, 768, 3072, 64),
