@@ -49,15 +49,23 @@ fn py_operator(ctx: &mut Ctx) -> OpResult {
     }
 }
 
+/// `item()`: the one element of a tensor (torch refuses any other count).
 fn local_scalar(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let v = x.to_host()?.to_f64().first().copied().unwrap_or(0.0);
-    Ok(vec![if x.dtype.is_floating() {
-        Value::Float(v)
-    } else if x.dtype == Dtype::Bool {
-        Value::Bool(v != 0.0)
-    } else {
-        Value::Int(v as i64)
+    let host = x.to_host()?;
+    if host.numel() != 1 {
+        return Err(Error::bad_input(format!(
+            "a tensor with {} elements cannot be converted to a scalar (item() of shape {:?})",
+            host.numel(),
+            host.shape
+        )));
+    }
+    Ok(vec![match x.dtype {
+        d if d.is_floating() => Value::Float(host.to_f64()[0]),
+        Dtype::Bool => Value::Bool(host.data[0] != 0),
+        // int64 exactly (through f64 it would round past 2^53)
+        Dtype::Int64 => Value::Int(i64::from_le_bytes(host.data[..8].try_into().unwrap())),
+        _ => Value::Int(host.to_f64()[0] as i64),
     }])
 }
 
