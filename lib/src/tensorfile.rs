@@ -76,8 +76,44 @@ struct NpyHeader {
     shape: Vec<usize>,
 }
 
+/// The longest header read (numpy writes under 200 bytes, and its reader
+/// refuses more than 10000 unless told otherwise).
+const NPY_MAX_HEADER: usize = 1 << 16;
+
+/// How deep brackets may nest in a header: `{...: (...)}` is 2; a list of
+/// fields (a structured dtype, refused below) 3.
+const NPY_MAX_NESTING: usize = 3;
+
 fn parse_npy_header(text: &str) -> std::result::Result<NpyHeader, String> {
     use py_literal::Value;
+    // py_literal's parser backtracks exponentially on nested brackets (30
+    // levels in a 133-byte header took over 20 s, found by the fuzzer):
+    // a header is flat, so depth and length are checked before it parses.
+    if text.len() > NPY_MAX_HEADER {
+        return Err(format!(
+            "header of {} bytes (at most {NPY_MAX_HEADER} are read)",
+            text.len()
+        ));
+    }
+    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > NPY_MAX_NESTING {
+        return Err(format!(
+            "brackets nested {deepest} deep (a numpy header nests {NPY_MAX_NESTING} at most)"
+        ));
+    }
     let value: Value = text
         .trim()
         .parse()

@@ -509,7 +509,10 @@ impl<'p> Executor<'p> {
             // the second is `y_1`, so that every output has its own member.
             let base = name.clone();
             let mut k = 0;
-            while result.iter().any(|(n, _): &(String, HostTensor)| *n == name) {
+            while result
+                .iter()
+                .any(|(n, _): &(String, HostTensor)| *n == name)
+            {
                 k += 1;
                 name = format!("{base}_{k}");
             }

@@ -65,9 +65,10 @@ pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     }),
     // ONNX's Pad wraps only from opset 19; the rule's slices and cat
     // work at every opset.
-    ("aten.pad.default", |n, _| {
-        matches!(n.arg("mode"), Some(Argument::String(m)) if m == "circular")
-    }),
+    (
+        "aten.pad.default",
+        |n, _| matches!(n.arg("mode"), Some(Argument::String(m)) if m == "circular"),
+    ),
     // ONNX's LSTM has no projection (proj_size): one more weight per
     // layer and direction than the plain layout; the rule unrolls it.
     ("aten.lstm.input", |n, _| {
