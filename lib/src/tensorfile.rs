@@ -95,17 +95,16 @@ fn parse_npy_header(text: &str) -> std::result::Result<NpyHeader, String> {
             text.len()
         ));
     }
-    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None);
-    for c in text.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '(' | '[' | '{') => {
+    // Brackets inside strings count too (a numpy header has none there),
+    // so that no quoting or escaping can hide a nest from this count.
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in text.bytes() {
+        match c {
+            b'(' | b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
-            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
