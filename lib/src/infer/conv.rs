@@ -16,9 +16,20 @@ pub(super) struct Window {
 /// it; the kernel must fit the padded input.
 pub(super) fn out_size(site: &Site, dim: usize, input: i64, w: Window) -> Result<i64> {
     let Window { kernel, stride, pad, dilation, ceil } = w;
+    if stride < 1 {
+        return Err(site.fail("stride", format!("is {stride}, must be > 0")));
+    }
     let span = dilation * (kernel - 1) + 1;
     let room = input + pad.0 + pad.1 - span;
-    if room < 0 {
+    // torch's pooling_output_shape: rounded toward negative infinity, up
+    // with ceil_mode (so a kernel one stride short of the padded input
+    // still has one window there)
+    let mut n = (room + if ceil { stride - 1 } else { 0 }).div_euclid(stride) + 1;
+    // torch: a last window that starts in the right padding is dropped
+    if ceil && (n - 1) * stride >= input + pad.0 {
+        n -= 1;
+    }
+    if n < 1 {
         return Err(site.fail(
             "input",
             format!(
@@ -26,11 +37,6 @@ pub(super) fn out_size(site: &Site, dim: usize, input: i64, w: Window) -> Result
                 pad.0, pad.1
             ),
         ));
-    }
-    let mut n = if ceil { (room + stride - 1) / stride } else { room / stride } + 1;
-    // torch: a last window that starts in the right padding is dropped
-    if ceil && (n - 1) * stride >= input + pad.0 {
-        n -= 1;
     }
     Ok(n)
 }

@@ -168,10 +168,11 @@ fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
     let x = cx.operand(a)?;
     let y = cx.operand(b)?;
     let alpha = lit(cx, "alpha")?.unwrap_or(Lit::Int(1));
-    if alpha.as_f64() == 1.0 {
+    let out = cx.out_dtype(0)?;
+    // of bools, any alpha other than 0 is True: x + alpha * y is x or y
+    if alpha.as_f64() == 1.0 || (out == Dtype::Bool && alpha.as_f64() != 0.0) {
         return binary_op(cx, op, &x, &y);
     }
-    let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let xs = cx.operand_as(&x, c)?;
     let ys = cx.operand_as(&y, c)?;
