@@ -271,6 +271,17 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
+        "aten.diagonal.default" => em.op(
+            "aten.diagonal_scatter.default",
+            vec![
+                ("self", Argument::Tensor(base)),
+                ("src", Argument::Tensor(src)),
+                ("offset", a.arg("offset")),
+                ("dim1", a.arg("dim1")),
+                ("dim2", a.arg("dim2")),
+            ],
+            meta,
+        ),
         "aten.alias.default" => Ok(src),
         "aten.permute.default" => {
             let dims = a.ints("dims")?;

@@ -67,6 +67,55 @@ fn take(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
+/// diagonal_scatter(self, src, offset, dim1, dim2): `self` with the
+/// diagonal `diagonal(offset, dim1, dim2)` replaced by `src`: an
+/// index_put on `self` with dim1 and dim2 moved to the front, at the
+/// diagonal's rows and columns, of `src` with its last dim moved first.
+fn diagonal_scatter(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (x, src) = (a.t("self")?, a.t("src")?);
+    let sizes = em.static_sizes(x, "diagonal_scatter")?;
+    let r = sizes.len();
+    let offset = a.opt_int("offset")?.unwrap_or(0);
+    let d1 = normalize_dim(a.opt_int("dim1")?.unwrap_or(0), r)?;
+    let d2 = normalize_dim(a.opt_int("dim2")?.unwrap_or(1), r)?;
+    let (row0, col0) = (0.max(-offset), 0.max(offset));
+    let len = (sizes[d1] - row0).min(sizes[d2] - col0).max(0);
+    let perm: Vec<usize> = [d1, d2].into_iter().chain((0..r).filter(|d| *d != d1 && *d != d2)).collect();
+    let mut inv = vec![0; r];
+    for (i, p) in perm.iter().enumerate() {
+        inv[*p] = i;
+    }
+    let xp = permute(em, x, &perm, None)?;
+    let rs = em.sizes(src)?.len();
+    let sp = permute(em, src, &std::iter::once(rs - 1).chain(0..rs - 1).collect::<Vec<_>>(), None)?;
+    let mut index = |start: i64| -> Result<ValueId> {
+        let meta = em.meta_like(x, Dtype::Int64, vec![Sym::Int(len)])?;
+        em.op(
+            "aten.arange.start_step",
+            vec![
+                ("start", Argument::Int(start)),
+                ("end", Argument::Int(start + len)),
+                ("step", Argument::Int(1)),
+                ("dtype", Argument::ScalarType(Dtype::Int64)),
+            ],
+            meta,
+        )
+    };
+    let (rows, cols) = (index(row0)?, index(col0)?);
+    let meta = em.meta(xp)?.clone();
+    let put = em.op(
+        "aten.index_put.default",
+        vec![
+            ("self", Argument::Tensor(xp)),
+            ("indices", Argument::OptionalTensors(vec![Some(rows), Some(cols)])),
+            ("values", Argument::Tensor(sp)),
+            ("accumulate", Argument::Bool(false)),
+        ],
+        meta,
+    )?;
+    Ok(vec![permute(em, put, &inv, Some(a.out(0)?))?])
+}
+
 fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (x, idx) = (a.t("self")?, a.t("indices")?);
     let out = a.out(0)?;
@@ -159,6 +208,7 @@ rules! {
     "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
     "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;
     "aten.one_hot.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] one_hot;
+    "aten.diagonal_scatter.default" => ["aten.permute.default", "aten.arange.start_step", "aten.index_put.default"] diagonal_scatter;
     "aten.take.default" => ["aten.view.default", "aten.index.Tensor"] take;
     "aten.take_along_dim.default" => ["aten.expand.default", "aten.gather.default", "aten.view.default"] take_along_dim;
     "aten.tril.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
