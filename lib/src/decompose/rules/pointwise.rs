@@ -470,6 +470,7 @@ rules! {
     "aten.__xor__.Tensor" => ["aten.bitwise_xor.Tensor"] renamed;
     "aten.__and__.Scalar" => ["aten.bitwise_and.Scalar"] renamed;
     "aten.__or__.Scalar" => ["aten.bitwise_or.Scalar"] renamed;
+    "aten.__xor__.Scalar" => ["aten.bitwise_xor.Scalar"] renamed;
     "aten.where.ScalarOther" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
     "aten.where.ScalarSelf" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
     "aten.where.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;

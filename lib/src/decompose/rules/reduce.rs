@@ -325,7 +325,17 @@ fn aminmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![lo, hi])
 }
 
+/// max()/min() of every element: amax/amin over every dim.
+fn max_min_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let op = if a.0.target.name == "max" { "aten.amax.default" } else { "aten.amin.default" };
+    let dtype = em.dtype(x)?;
+    Ok(vec![reduce(em, op, x, &[], false, vec![], dtype, Some(a.out(0)?))?])
+}
+
 rules! {
+    "aten.max.default" => ["aten.amax.default"] max_min_all;
+    "aten.min.default" => ["aten.amin.default"] max_min_all;
     "aten.sum.default" => ["aten.sum.dim_IntList"] sum_all;
     "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;
     "aten.all.default" => ["aten.logical_not.default", "aten.any.default"] all;

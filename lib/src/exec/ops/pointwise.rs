@@ -114,6 +114,13 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
         | Bin::Xor => Dtype::Bool,
         _ => compute,
     };
+    // arithmetic of bools (True + True, with alpha) is stored as u8 and
+    // may exceed 1: torch's bool result is whether it is nonzero
+    let t = if compute == Dtype::Bool && matches!(op, Bin::Add | Bin::Sub | Bin::Mul) {
+        t.ne(0f64).map_err(ce)?
+    } else {
+        t
+    };
     one(Tensor::new(t, out_dtype))
 }
 

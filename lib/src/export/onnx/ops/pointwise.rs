@@ -455,21 +455,31 @@ fn atan2(cx: &mut Cx) -> Result<()> {
     let xs = cx.operand_as(&x, c)?;
     let pi = std::f64::consts::PI;
     let zero = cx.scalar(Lit::Int(0), c)?;
+    // the sign bit, as IEEE atan2 reads it: negative, or a zero whose
+    // reciprocal is -inf (-0.0)
+    let one = cx.scalar(Lit::Int(1), c)?;
+    let sign_bit = |cx: &mut Cx, v: &str| {
+        let lt = cx.node("Less", &[v, &zero], vec![]);
+        let inv = cx.node("Div", &[&one, v], vec![]);
+        let neg_zero = cx.node("Less", &[&inv, &zero], vec![]);
+        cx.node("Or", &[&lt, &neg_zero], vec![])
+    };
+    let (y_neg, x_neg) = (sign_bit(cx, &ys), sign_bit(cx, &xs));
+    // atan(y / x), turned by pi toward y's side where x is negative (x = ±0
+    // included: y / ±0 is ±inf, whose atan is ±pi/2)
     let q = cx.node("Div", &[&ys, &xs], vec![]);
     let a = cx.node("Atan", &[&q], vec![]);
-    let y_neg = cx.node("Less", &[&ys, &zero], vec![]);
     let pos_pi = cx.scalar(Lit::Float(pi), c)?;
     let neg_pi = cx.scalar(Lit::Float(-pi), c)?;
     let turn = cx.node("Where", &[&y_neg, &neg_pi, &pos_pi], vec![]);
     let turned = cx.node("Add", &[&a, &turn], vec![]);
-    let x_neg = cx.node("Less", &[&xs, &zero], vec![]);
     let r = cx.node("Where", &[&x_neg, &turned, &a], vec![]);
-    // x == 0: ±pi/2 by the sign of y, 0 when y is 0 too.
-    let half = cx.scalar(Lit::Float(pi / 2.0), c)?;
-    let s = cx.node("Sign", &[&ys], vec![]);
-    let axis = cx.node("Mul", &[&s, &half], vec![]);
+    // both zero (0 / 0 is NaN): ±pi where x is -0, else y itself (±0)
     let x_zero = cx.node("Equal", &[&xs, &zero], vec![]);
-    let r = cx.node("Where", &[&x_zero, &axis, &r], vec![]);
+    let y_zero = cx.node("Equal", &[&ys, &zero], vec![]);
+    let both = cx.node("And", &[&x_zero, &y_zero], vec![]);
+    let at_origin = cx.node("Where", &[&x_neg, &turn, &ys], vec![]);
+    let r = cx.node("Where", &[&both, &at_origin, &r], vec![]);
     let r = cx.cast(&r, c, out)?;
     cx.set(0, r);
     Ok(())

@@ -31,13 +31,50 @@ fn pool_window(cx: &Cx) -> Result<(usize, Vec<i64>, Vec<i64>)> {
     Ok((n, kernel, stride))
 }
 
+/// torch's ceil mode as explicit end padding with ceil_mode 0: ONNX
+/// rounds up without dropping a last window that starts in the right
+/// padding, as torch does, so its output (and its shape inference) can
+/// disagree with torch's. The end padding is what makes floor rounding
+/// give torch's output sizes; `None` (ceil_mode 1 then) where the sizes
+/// are symbolic, no padding does it, or `limit` (the declared padding, for
+/// an average that counts padding) would be passed.
+fn ceil_as_pads(
+    cx: &Cx,
+    n: usize,
+    (kernel, stride, padding, dilation): (&[i64], &[i64], &[i64], &[i64]),
+    limit: bool,
+) -> Result<Option<Vec<i64>>> {
+    let input = last_static(&cx.meta("self")?.sizes, n, "pooling").ok();
+    let output = last_static(&cx.out_meta(0)?.sizes, n, "pooling").ok();
+    let (Some(input), Some(output)) = (input, output) else {
+        return Ok(None);
+    };
+    let mut ends = Vec::with_capacity(n);
+    for j in 0..n {
+        let span = dilation[j] * (kernel[j] - 1) + 1;
+        let end = ((output[j] - 1) * stride[j] + span - input[j] - padding[j]).max(0);
+        let floor = (input[j] + padding[j] + end - span).div_euclid(stride[j]) + 1;
+        if floor != output[j] || (limit && end > padding[j]) {
+            return Ok(None);
+        }
+        ends.push(end);
+    }
+    Ok(Some(ends))
+}
+
 fn max_pool(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
     let dilation = spatial(cx, "dilation", n, 1)?;
-    let ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
+    let mut ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
+    let mut end = padding.clone();
+    if ceil {
+        if let Some(e) = ceil_as_pads(cx, n, (&kernel, &stride, &padding, &dilation), false)? {
+            (ceil, end) = (false, e);
+        }
+    }
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let xs = cx.cast(&x, meta.dtype, c)?;
@@ -45,7 +82,7 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
     let attrs = vec![
         attr_ints("kernel_shape", &kernel),
         attr_ints("strides", &stride),
-        attr_ints("pads", &[padding.clone(), padding].concat()),
+        attr_ints("pads", &[padding, end].concat()),
         attr_ints("dilations", &dilation),
         attr_int("ceil_mode", ceil as i64),
     ];
@@ -74,12 +111,19 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     if let Some(divisor) = cx.opt_int("divisor_override")? {
         return avg_pool_divisor(cx, (&x, meta), (&kernel, &stride, &padding), divisor);
     }
-    let ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
+    let mut ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
     let include_pad = cx.opt_bool("count_include_pad")?.unwrap_or(true);
+    let mut end = padding.clone();
+    if ceil {
+        let ones = vec![1; n];
+        if let Some(e) = ceil_as_pads(cx, n, (&kernel, &stride, &padding, &ones), include_pad)? {
+            (ceil, end) = (false, e);
+        }
+    }
     let attrs = vec![
         attr_ints("kernel_shape", &kernel),
         attr_ints("strides", &stride),
-        attr_ints("pads", &[padding.clone(), padding].concat()),
+        attr_ints("pads", &[padding, end].concat()),
         attr_int("ceil_mode", ceil as i64),
         attr_int("count_include_pad", include_pad as i64),
     ];
