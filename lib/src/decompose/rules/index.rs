@@ -88,20 +88,7 @@ fn diagonal_scatter(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let xp = permute(em, x, &perm, None)?;
     let rs = em.sizes(src)?.len();
     let sp = permute(em, src, &std::iter::once(rs - 1).chain(0..rs - 1).collect::<Vec<_>>(), None)?;
-    let mut index = |start: i64| -> Result<ValueId> {
-        let meta = em.meta_like(x, Dtype::Int64, vec![Sym::Int(len)])?;
-        em.op(
-            "aten.arange.start_step",
-            vec![
-                ("start", Argument::Int(start)),
-                ("end", Argument::Int(start + len)),
-                ("step", Argument::Int(1)),
-                ("dtype", Argument::ScalarType(Dtype::Int64)),
-            ],
-            meta,
-        )
-    };
-    let (rows, cols) = (index(row0)?, index(col0)?);
+    let (rows, cols) = (arange_from(em, x, row0, len)?, arange_from(em, x, col0, len)?);
     let meta = em.meta(xp)?.clone();
     let put = em.op(
         "aten.index_put.default",

@@ -662,6 +662,22 @@ fn arange_to(
     )
 }
 
+/// `arange(start, start + len)` of int64: the rows or columns of a
+/// diagonal.
+fn arange_from(em: &mut Emitter, like: ValueId, start: i64, len: i64) -> Result<ValueId> {
+    let meta = em.meta_like(like, Dtype::Int64, vec![Sym::Int(len)])?;
+    em.op(
+        "aten.arange.start_step",
+        vec![
+            ("start", Argument::Int(start)),
+            ("end", Argument::Int(start + len)),
+            ("step", Argument::Int(1)),
+            ("dtype", Argument::ScalarType(Dtype::Int64)),
+        ],
+        meta,
+    )
+}
+
 /// `arange(n)` shaped as a column (`[n, 1]`) or a row (`[n]`).
 fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<ValueId> {
     let r = arange_to(em, like, n, 1, Dtype::Int64)?;

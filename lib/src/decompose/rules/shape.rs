@@ -342,21 +342,8 @@ fn diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let k = a.int("diagonal")?;
     let (r0, c0) = if k >= 0 { (0, k) } else { (-k, 0) };
     let len = (sizes[0] - r0).min(sizes[1] - c0).max(0);
-    let idx = |em: &mut Emitter, start: i64| -> Result<ValueId> {
-        let meta = em.meta_like(x, Dtype::Int64, vec![Sym::Int(len)])?;
-        em.op(
-            "aten.arange.start_step",
-            vec![
-                ("start", Argument::Int(start)),
-                ("end", Argument::Int(start + len)),
-                ("step", Argument::Int(1)),
-                ("dtype", Argument::ScalarType(Dtype::Int64)),
-            ],
-            meta,
-        )
-    };
-    let rows = idx(em, r0)?;
-    let cols = idx(em, c0)?;
+    let rows = arange_from(em, x, r0, len)?;
+    let cols = arange_from(em, x, c0, len)?;
     em.op_into(
         "aten.index.Tensor",
         vec![
