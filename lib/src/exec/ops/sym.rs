@@ -64,7 +64,10 @@ fn local_scalar(ctx: &mut Ctx) -> OpResult {
         d if d.is_floating() => Value::Float(host.to_f64()[0]),
         Dtype::Bool => Value::Bool(host.data[0] != 0),
         // int64 exactly (through f64 it would round past 2^53)
-        Dtype::Int64 => Value::Int(i64::from_le_bytes(host.data[..8].try_into().unwrap())),
+        Dtype::Int64 => match host.data.get(..8).and_then(|b| b.try_into().ok()) {
+            Some(b) => Value::Int(i64::from_le_bytes(b)),
+            None => return Err(Error::internal("item(): an int64 element of other than 8 bytes")),
+        },
         _ => Value::Int(host.to_f64()[0] as i64),
     }])
 }

@@ -71,17 +71,7 @@ pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     ),
     // ONNX's LSTM has no projection (proj_size): one more weight per
     // layer and direction than the plain layout; the rule unrolls it.
-    ("aten.lstm.input", |n, _| {
-        let flag = |k| matches!(n.arg(k), Some(Argument::Bool(true)));
-        let (Some(Argument::Int(layers)), Some(Argument::Tensors(params))) =
-            (n.arg("num_layers"), n.arg("params"))
-        else {
-            return false;
-        };
-        let per = if flag("has_biases") { 4 } else { 2 };
-        let dirs = if flag("bidirectional") { 2 } else { 1 };
-        params.len() as i64 != layers * dirs * per
-    }),
+    ("aten.lstm.input", |n, _| rnn::lstm_unplain(n)),
 ];
 
 /// Every row with its family: (family, op identity, emitter).

@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// Whether an `aten.lstm.input` node's weights are other than the plain
+/// layout of `num_layers * directions * (4 with biases, else 2)` tensors:
+/// with projections (`proj_size`), one more per layer and direction,
+/// which ONNX's LSTM has no input for (`DECLINES` lowers such a node
+/// through the decomposition table).
+pub(super) fn lstm_unplain(n: &crate::ir::Node) -> bool {
+    let flag = |k| matches!(n.arg(k), Some(Argument::Bool(true)));
+    let (Some(Argument::Int(layers)), Some(Argument::Tensors(params))) = (n.arg("num_layers"), n.arg("params")) else {
+        return true;
+    };
+    let per = if flag("has_biases") { 4 } else { 2 };
+    let dirs = if flag("bidirectional") { 2 } else { 1 };
+    params.len() as i64 != layers * dirs * per
+}
+
 /// torch's LSTM as one ONNX LSTM per layer. torch orders the gates
 /// (input, forget, cell, output), ONNX (input, output, forget, cell).
 fn lstm(cx: &mut Cx) -> Result<()> {
@@ -15,7 +30,7 @@ fn lstm(cx: &mut Cx) -> Result<()> {
     let batch_first = cx.bool("batch_first")?;
     let dirs = if bidirectional { 2 } else { 1 };
     let per = if has_biases { 4 } else { 2 };
-    if params.len() != layers * dirs * per || hx.len() != 2 {
+    if lstm_unplain(cx.node) || hx.len() != 2 {
         return Err(Error::unsupported(
             "LSTM with projections (proj_size) or an unexpected parameter list",
         ));
