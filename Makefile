@@ -19,6 +19,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
 	# fb_fft is refused by design (complex values; bins/tests/onnx.rs holds the refusal).
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21 --skip fb_fft
+	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
 	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
 	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
 

@@ -193,10 +193,11 @@ def main():
                 onnx_path = work / f"{name}{variant}.opset{opset}.onnx"
                 cases = [("example", models / f"{name}.inputs.npz", models / f"{name}.expected.npz",
                           meta.get("converted_outputs", {}))]
-                alt_in = models / f"{name}.alt.inputs.npz"
-                if alt_in.exists():
-                    cases.append(("alt", alt_in, models / f"{name}.alt.expected.npz",
-                                  meta.get("alt_converted_outputs", {})))
+                for key in ("alt", "alt2"):
+                    alt_in = models / f"{name}.{key}.inputs.npz"
+                    if alt_in.exists():
+                        cases.append((key, alt_in, models / f"{name}.{key}.expected.npz",
+                                      meta.get(f"{key}_converted_outputs", {})))
                 stage = "convert"
                 try:
                     convert(bin_dir, pt2, opset, onnx_path, decompose=variant == ".core")

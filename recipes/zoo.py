@@ -16,6 +16,8 @@ which defaults to a `big` folder next to --out, i.e. golden/big, which git ignor
                           second input set (other size of the dynamic dim; for `cond`
                           the negated input, so the other branch is taken; for
                           `whileloop` n=0, so the loop body never runs)
+    NAME.alt2.inputs.npz / NAME.alt2.expected.npz
+                          a third input set (group "dynamic": a third size)
 
 Only torch, torchvision, transformers and numpy are used (transformers
 models are built from config objects; nothing is downloaded). Every model is built after
@@ -716,6 +718,30 @@ class FbIm2col(nn.Module):
         return F.unfold(x, 3, dilation=2, padding=1, stride=2), F.unfold(x, (2, 3)), F.unfold(x, 2, padding=(1, 0))
 
 
+class FbUpsample(nn.Module):
+    """Every upsampling mode the executor runs, over 1, 2 and 3 spatial
+    dims: nearest and nearest-exact, linear/bilinear/trilinear with and
+    without aligned corners, by size and by (non-integer) scale."""
+
+    def forward(self, x1, x2, x3):
+        F = nn.functional
+        return (
+            F.interpolate(x1, scale_factor=2.5, mode="nearest"),
+            F.interpolate(x1, size=7, mode="nearest-exact"),
+            F.interpolate(x1, scale_factor=1.7, mode="linear"),
+            F.interpolate(x1, size=11, mode="linear", align_corners=True),
+            F.interpolate(x1, scale_factor=0.6, mode="linear"),
+            F.interpolate(x2, scale_factor=(1.5, 0.75), mode="nearest"),
+            F.interpolate(x2, size=(7, 3), mode="nearest-exact"),
+            F.interpolate(x2, scale_factor=1.3, mode="bilinear"),
+            F.interpolate(x2, size=(9, 4), mode="bilinear", align_corners=True),
+            F.interpolate(x3, scale_factor=2, mode="nearest"),
+            F.interpolate(x3, size=(3, 5, 7), mode="nearest-exact"),
+            F.interpolate(x3, scale_factor=(1.5, 2.0, 0.5), mode="trilinear"),
+            F.interpolate(x3, size=(4, 4, 6), mode="trilinear", align_corners=True),
+        )
+
+
 class FbConv3d(nn.Module):
     """3-D convolution: stride per dim, groups with dilation, no bias,
     padding per dim."""
@@ -763,6 +789,42 @@ class DistilBertWrap(nn.Module):
         return self.m(input_ids=input_ids, return_dict=False)[0]
 
 
+class DynSeqOps(nn.Module):
+    """Size arithmetic over a symbolic length (x: [batch, n, 4], both
+    dynamic): -1 views, diff with prepend, repeat, expand, reflect padding,
+    pooling and linear interpolation."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 3, padding=1)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        y = self.conv(x.transpose(1, 2))                    # [b, 6, n]
+        d = torch.diff(y, dim=-1, prepend=y[..., :1])         # [b, 6, n]
+        r = y.reshape(b, -1, 2)                               # [b, 3n, 2]
+        p = nn.functional.pad(y, (1, 2), mode="reflect")      # [b, 6, n+3]
+        # (max_pool1d and ceil-mode pooling specialise the length in torch 2.15)
+        q = nn.functional.max_pool2d(p.unsqueeze(-1), (2, 1), (2, 1)).squeeze(-1)
+        a = nn.functional.avg_pool1d(y, 3, 2, padding=1)
+        t = x.repeat(1, 2, 1) + x.unsqueeze(0).expand(2, -1, -1, -1).sum(0).repeat(1, 2, 1)
+        u = nn.functional.interpolate(y, scale_factor=2.0, mode="linear")
+        return d, r.flatten(1), q, a, t, u, y.unflatten(1, (2, 3)).mean(-1)
+
+
+class DynLSTM(nn.Module):
+    """A 2-layer bidirectional LSTM over a dynamic batch (torch 2.15 cannot
+    export a dynamic sequence length: aten.lstm's decomposition unrolls it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return out, h, c
+
+
 # --------------------------------------------------------------------------
 # Registry: name -> (builder, make_inputs, dynamic_shapes, make_alt_inputs, big)
 # Inputs are returned as a tuple of positional args.
@@ -783,8 +845,8 @@ def _set(t, *at, value=float("nan")):
 MODELS = collections.OrderedDict()
 
 
-def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None):
-    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, big=big, note=note, group=group)
+def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None):
+    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group)
 
 
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
@@ -884,6 +946,8 @@ _reg("fb_adaptive_max", FbAdaptiveMax,
               (_randn(1, 2, 5, 6, 7) * 2).round()),
      group="fallback")
 _reg("fb_im2col", FbIm2col, lambda: (_randn(2, 3, 7, 9),), group="fallback")
+_reg("fb_upsample", FbUpsample, lambda: (_randn(2, 3, 6), _randn(1, 2, 5, 6), _randn(1, 2, 3, 4, 5)),
+     group="fallback")
 _reg("fb_conv3d", FbConv3d, lambda: (_randn(2, 3, 5, 8, 8),), group="fallback")
 _reg("fb_fractional", FbFractional,
      lambda: (_set(_set(_randn(2, 3, 9, 11), (0, 0, 3, 4), (1, 2, 0, 0)), (1, 1), value=float("-inf")),
@@ -893,6 +957,34 @@ _reg("fb_bert_sdpa_b2", lambda: BertWrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
 _reg("fb_distilbert_sdpa_b2", lambda: DistilBertWrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
+
+# Dynamic shapes (golden/dynamic): one graph, three sizes (the example, alt
+# and alt2 inputs), through every stage.
+def _ids(b, n):
+    return lambda: (torch.randint(0, 100, (b, n), dtype=torch.int64),)
+
+
+def _batch_seq():
+    return {"input_ids": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=2, max=48)}}
+
+
+def _seq_only():
+    return {"input_ids": {1: Dim("seq", min=2, max=48)}}
+
+
+_reg("dyn_bert_sdpa", lambda: BertWrap("sdpa"), _ids(2, 8), dyn=_batch_seq, alt=_ids(1, 5), alt2=_ids(3, 13),
+     group="dynamic", note="dynamic batch and sequence; reshape with -1 over symbolic sizes")
+_reg("dyn_gpt2_eager", lambda: GPT2Wrap("eager"), _ids(2, 8), dyn=_batch_seq, alt=_ids(1, 5), alt2=_ids(3, 13),
+     group="dynamic", note="dynamic batch and sequence; split over a symbolic size")
+_reg("dyn_llama_sdpa", lambda: LlamaWrap("sdpa"), _ids(2, 8), dyn=_seq_only, alt=_ids(2, 5), alt2=_ids(2, 13),
+     group="dynamic", note="dynamic sequence")
+_reg("dyn_lstm", DynLSTM, lambda: (_randn(2, 5, 8),), dyn=lambda: {"x": {0: Dim("batch", min=1, max=16)}},
+     alt=lambda: (_randn(1, 5, 8),), alt2=lambda: (_randn(3, 5, 8),), group="dynamic", note="dynamic batch")
+_reg("dyn_seq_ops", DynSeqOps, lambda: (_randn(2, 6, 4),),
+     dyn=lambda: {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=4, max=64)}},
+     alt=lambda: (_randn(1, 5, 4),), alt2=lambda: (_randn(3, 9, 4),), group="dynamic",
+     note="diff, -1 view, repeat, expand, reflect pad, pooling, interpolation over a dynamic length")
+
 # HF GPT-2 with SDPA at batch 2 exports, but torch's own run_decompositions()
 # fails on it (a view of a non-viewable stride in Conv1D's addmm), so it
 # has no ATEN-dialect fixture here.
@@ -1103,15 +1195,18 @@ def export_one(name, spec, out_dir):
     save_inputs(os.path.join(out_dir, f"{name}.inputs.npz"), names, args)
     converted = save_expected(os.path.join(out_dir, f"{name}.expected.npz"), leaves)
 
-    alt = spec["alt"] is not None
-    alt_converted = {}
-    if alt:
+    # other input sets: .alt (and .alt2, a third size of a dynamic dim)
+    alts = {}
+    for key in ("alt", "alt2"):
+        if spec.get(key) is None:
+            continue
         torch.manual_seed(0)
-        alt_args = spec["alt"]()
-        alt_leaves = run_eager(pristine, alt_args)
-        save_inputs(os.path.join(out_dir, f"{name}.alt.inputs.npz"), names, alt_args)
-        alt_converted = save_expected(
-            os.path.join(out_dir, f"{name}.alt.expected.npz"), alt_leaves)
+        a_args = spec[key]()
+        a_leaves = run_eager(pristine, a_args)
+        save_inputs(os.path.join(out_dir, f"{name}.{key}.inputs.npz"), names, a_args)
+        a_conv = save_expected(os.path.join(out_dir, f"{name}.{key}.expected.npz"), a_leaves)
+        alts[key] = (a_args, a_leaves, a_conv)
+    alt = bool(alts)
 
     # self-checks: reload both archives and compare with eager
     diffs = {}
@@ -1120,8 +1215,8 @@ def export_one(name, spec, out_dir):
             continue
         loaded = torch.export.load(path)
         diffs[tag] = max_diff(leaves, run_ep(loaded, args))
-        if alt:
-            diffs[tag + "_alt"] = max_diff(alt_leaves, run_ep(loaded, alt_args))
+        for key, (a_args, a_leaves, _) in alts.items():
+            diffs[f"{tag}_{key}"] = max_diff(a_leaves, run_ep(loaded, a_args))
 
     h_train, gi_train = fx_histogram(ep)
     h_dec, gi_dec = fx_histogram(ep_d) if ep_d else ({}, 0)
@@ -1143,8 +1238,8 @@ def export_one(name, spec, out_dir):
     # extras
     meta["num_outputs"] = len(leaves)
     meta["converted_outputs"] = converted  # out_i -> original dtype (stored as float32)
-    if alt:
-        meta["alt_converted_outputs"] = alt_converted
+    for key, (_, _, a_conv) in alts.items():
+        meta[f"{key}_converted_outputs"] = a_conv
     meta["fx_getitem_training"] = gi_train
     meta["fx_getitem_decomp"] = gi_dec
     meta["max_abs_diff_eager_vs_loaded"] = diffs

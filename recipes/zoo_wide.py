@@ -131,6 +131,41 @@ def _clone(tree):
     return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
 
 
+def _write_set(ep, inputs, eager, d, suffix):
+    """Writes one input set and torch's outputs for it (inputs{suffix}.npz,
+    expected{suffix}.npz): user inputs in signature order, paired with the
+    flattened (args, kwargs). Returns (input shapes, inputs not given,
+    converted outputs)."""
+    import numpy as np
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.export._tree_utils import reorder_kwargs
+    from torch.export.graph_signature import InputKind
+
+    a0, k0 = inputs
+    leaves = pytree.tree_leaves((a0, reorder_kwargs(k0, ep.call_spec.in_spec) if k0 else {}))
+    specs = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    arrays = collections.OrderedDict()
+    skipped = []
+    if len(leaves) != len(specs):
+        raise RuntimeError(f"{len(leaves)} input leaves for {len(specs)} user inputs")
+    for s, leaf in zip(specs, leaves):
+        arg_name = getattr(s.arg, "name", None)
+        if isinstance(leaf, torch.Tensor) and arg_name:
+            arrays[arg_name] = leaf.detach().contiguous().numpy()
+        elif isinstance(leaf, (int, float, bool)) and arg_name and type(s.arg).__name__.startswith("Sym"):
+            arrays[arg_name] = np.asarray(leaf)
+        else:
+            skipped.append(f"{arg_name or '?'}={leaf!r}"[:80])
+    np.savez(d / f"inputs{suffix}.npz", **arrays)
+    converted = {}
+    expected = collections.OrderedDict()
+    for i, leaf in enumerate(eager):
+        expected[f"out_{i}"] = _to_numpy(leaf, converted, f"out_{i}")
+    np.savez(d / f"expected{suffix}.npz", **expected)
+    return {k: f"{v.dtype}{list(v.shape)}" for k, v in arrays.items()}, skipped, converted
+
+
 def export_one(name, scratch):
     """Builds, runs eagerly and exports one model into scratch/NAME/. Returns a
     JSON-able dict: status ok, or the torch-side stage that failed."""
@@ -138,7 +173,7 @@ def export_one(name, scratch):
 
     import numpy as np
     import torch
-    from torch.export.graph_signature import InputKind, OutputKind
+    from torch.export.graph_signature import OutputKind
 
     import zoo_wide_models as Z
 
@@ -171,37 +206,23 @@ def export_one(name, scratch):
         res["pt2_bytes"] = pt2.stat().st_size
 
         stage = "inputs"
-        # user inputs in signature order, paired with the flattened (args, kwargs)
-        from torch.export._tree_utils import reorder_kwargs
-        import torch.utils._pytree as pytree
-        a0, k0 = inputs_orig
-        leaves = pytree.tree_leaves((a0, reorder_kwargs(k0, ep.call_spec.in_spec) if k0 else {}))
-        specs = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-        arrays = collections.OrderedDict()
-        skipped = []
-        if len(leaves) != len(specs):
-            raise RuntimeError(f"{len(leaves)} input leaves for {len(specs)} user inputs")
-        for s, leaf in zip(specs, leaves):
-            arg_name = getattr(s.arg, "name", None)
-            if isinstance(leaf, torch.Tensor) and arg_name:
-                arrays[arg_name] = leaf.detach().contiguous().numpy()
-            elif isinstance(leaf, (int, float, bool)) and arg_name and type(s.arg).__name__.startswith("Sym"):
-                arrays[arg_name] = np.asarray(leaf)
-            else:
-                skipped.append(f"{arg_name or '?'}={leaf!r}"[:80])
-        np.savez(d / "inputs.npz", **arrays)
-        res["inputs"] = {k: f"{v.dtype}{list(v.shape)}" for k, v in arrays.items()}
+        res["inputs"], skipped, converted = _write_set(ep, inputs_orig, eager, d, "")
         if skipped:
             res["inputs_not_given"] = skipped  # constants baked into the graph
-
-        converted = {}
-        expected = collections.OrderedDict()
-        for i, leaf in enumerate(eager):
-            expected[f"out_{i}"] = _to_numpy(leaf, converted, f"out_{i}")
-        np.savez(d / "expected.npz", **expected)
-        res["outputs"] = [f"{v.dtype}{list(v.shape)}" for v in expected.values()]
+        res["outputs"] = [f"{v.dtype}{list(v.shape)}" for v in np.load(d / "expected.npz").values()]
         res["converted_outputs"] = converted
         res["user_outputs"] = sum(1 for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT)
+        # the other sizes of a dynamic entry: inputs_N.npz, expected_N.npz
+        stage = "other sizes"
+        res["sizes"] = Z.REGISTRY[name].sizes
+        for i in range(1, res["sizes"]):
+            _, a_i, k_i, _, _ = Z.build(name, i)
+            with torch.no_grad():
+                eager_i = _flatten(copy.deepcopy(pristine)(*_clone(a_i), **_clone(k_i)))
+            shapes, _, conv_i = _write_set(ep, (a_i, k_i), eager_i, d, f"_{i}")
+            res[f"inputs_{i}"] = shapes
+            if conv_i != converted:
+                raise RuntimeError(f"outputs at size {i} convert differently ({conv_i} vs {converted})")
 
         nodes = [n for n in ep.graph.nodes if n.op == "call_function"]
         res["nodes"] = len(nodes)
@@ -360,59 +381,71 @@ def check_model(name, exp, opts):
             st[s] = {"ok": False, "skipped": "A failed"}
         return st
 
-    # B
-    ok, err, dt = run_tool([b / "ir-run", d / "model.ir", "--inputs", d / "inputs.npz", "-o", d / "out.npz"],
-                           d / "B.log")
-    st["B"] = {"ok": ok, "s": dt}
-    if ok:
-        err, md = compare_outputs(d / "out.npz", d / "expected.npz", conv)
-        st["B"]["max_diff"] = md
+    # Each input set (the dynamic family has three sizes of one graph): the
+    # stage passes only when every set matches torch.
+    sets = [""] + [f"_{i}" for i in range(1, exp.get("sizes", 1))]
+
+    def at(k, err):
+        return f"size {k + 1} of {len(sets)}: {err}" if err and len(sets) > 1 else err
+
+    def run_sets(stage, ir, tag):
+        total, mds = 0.0, []
+        for k, sfx in enumerate(sets):
+            out = d / f"{tag}_out{sfx}.npz"
+            ok, err, dt = run_tool([b / "ir-run", ir, "--inputs", d / f"inputs{sfx}.npz", "-o", out],
+                                   d / f"{stage}.run{sfx}.log")
+            total += dt
+            if ok:
+                err, md = compare_outputs(out, d / f"expected{sfx}.npz", conv)
+                mds.append(md)
+                if err:
+                    err = "mismatch: " + err
+            if err:
+                return at(k, err), total, mds
+        return None, total, mds
+
+    def record(stage, err, secs, mds):
+        st[stage] = {"ok": err is None, "s": round(secs, 2)}
+        if mds and all(m is not None for m in mds):
+            st[stage]["max_diff"] = max(mds)
         if err:
-            st["B"]["ok"] = False
-            err = "mismatch: " + err
-    if err:
-        st["B"]["error"] = err
+            st[stage]["error"] = err
+
+    # B
+    err, secs, mds = run_sets("B", d / "model.ir", "out")
+    record("B", err, secs, mds)
 
     # C
     ok, err, dt = run_tool([b / "ir-decompose", d / "model.ir", "-o", d / "core.ir"], d / "C.decompose.log")
-    st["C"] = {"ok": ok, "s": dt}
+    mds = []
     if ok:
-        ok, err, dt2 = run_tool([b / "ir-run", d / "core.ir", "--inputs", d / "inputs.npz", "-o",
-                                 d / "core_out.npz"], d / "C.run.log")
-        st["C"]["s"] = round(dt + dt2, 2)
-        st["C"]["ok"] = ok
-        if ok:
-            err, md = compare_outputs(d / "core_out.npz", d / "expected.npz", conv)
-            st["C"]["max_diff"] = md
-            if err:
-                st["C"]["ok"] = False
-                err = "mismatch: " + err
-    if err:
-        st["C"]["error"] = err
+        err, dt2, mds = run_sets("C", d / "core.ir", "core_out")
+        dt += dt2
+    record("C", err, dt, mds)
 
     # D
     ok, err, dt = run_tool([b / "ir2onnx", d / "model.ir", "--opset", "18", "-o", d / "model.onnx"],
                            d / "D.ir2onnx.log")
-    st["D"] = {"ok": ok, "s": dt}
+    mds = []
     if ok:
-        t0 = time.time()
-        cmd = [opts.onnx_python, str(Path(__file__).resolve()), "--ort-check", str(d / "model.onnx"),
-               str(d / "inputs.npz"), str(d / "expected.npz"), json.dumps(conv)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, cwd=ROOT)
-            (d / "D.ort.log").write_text(p.stdout + "\n--- stderr\n" + p.stderr)
-            lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-            r = json.loads(lines[-1]) if lines else {"error": "ort-check: " + (first_line(p.stderr) or
-                                                                                f"exit {p.returncode}")}
-        except subprocess.TimeoutExpired:
-            r = {"error": f"ort-check: timeout after {TOOL_TIMEOUT} s"}
-        st["D"]["s"] = round(dt + time.time() - t0, 2)
-        st["D"]["ok"] = r.get("error") is None
-        if r.get("max_diff") is not None:
-            st["D"]["max_diff"] = r["max_diff"]
-        err = r.get("error")
-    if err:
-        st["D"]["error"] = err
+        for k, sfx in enumerate(sets):
+            t0 = time.time()
+            cmd = [opts.onnx_python, str(Path(__file__).resolve()), "--ort-check", str(d / "model.onnx"),
+                   str(d / f"inputs{sfx}.npz"), str(d / f"expected{sfx}.npz"), json.dumps(conv)]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, cwd=ROOT)
+                (d / f"D.ort{sfx}.log").write_text(p.stdout + "\n--- stderr\n" + p.stderr)
+                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+                r = json.loads(lines[-1]) if lines else {"error": "ort-check: " + (first_line(p.stderr) or
+                                                                                    f"exit {p.returncode}")}
+            except subprocess.TimeoutExpired:
+                r = {"error": f"ort-check: timeout after {TOOL_TIMEOUT} s"}
+            dt += time.time() - t0
+            err = at(k, r.get("error"))
+            if err:
+                break
+            mds.append(r.get("max_diff"))
+    record("D", err, dt, mds)
     if opts.prune and all(st[s]["ok"] for s in "ABCD"):
         for f in ("model.pt2", "model.ir", "core.ir", "model.onnx", "model.onnx.data"):
             (d / f).unlink(missing_ok=True)

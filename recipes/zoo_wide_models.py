@@ -35,14 +35,17 @@ class Entry:
     name: str
     family: str
     make: Callable  # () -> (model, args, kwargs, dynamic_shapes, config)
+    # Input sets checked (dynamic family: the exported size, then others of
+    # the dynamic dims); with more than one, make()'s inputs takes the index.
+    sizes: int = 1
 
 
 REGISTRY: dict = {}
 
 
-def _reg(name, family, make):
+def _reg(name, family, make, sizes=1):
     assert name not in REGISTRY, name
-    REGISTRY[name] = Entry(name, family, make)
+    REGISTRY[name] = Entry(name, family, make, sizes)
 
 
 def randomize_norms(model):
@@ -861,7 +864,104 @@ def _exportdb():
         _reg(f"exportdb_{name}", "exportdb", make)
 
 
-FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb"]
+# --------------------------------------------------------------------------
+# Dynamic shapes: exported with torch.export.Dim, checked at three sizes
+# --------------------------------------------------------------------------
+
+
+def _dynamic():
+    """Models whose dims stay symbolic in the .pt2: every stage runs the one
+    exported graph at the exported size and at two others (other batch and
+    sequence lengths, image sizes), against torch eager at each size."""
+    import transformers as T
+    Dim = torch.export.Dim
+
+    def hf(base, mcls, ccls, ckw, attn, sizes, dyn_batch):
+        causal = "Causal" in mcls or "LMHead" in mcls
+
+        def make():
+            cfg = getattr(T, ccls)(**ckw, attn_implementation=attn)
+            w = HFWrap(getattr(T, mcls)(cfg), ["input_ids", "attention_mask"], ["logits"] if causal
+                       else ["last_hidden_state"], {"use_cache": False} if causal else {})
+            batch = Dim("batch", min=1, max=16)
+            seq = Dim("seq", min=2, max=48)
+            dims = {0: batch, 1: seq} if dyn_batch else {1: seq}
+            dyn = ((dims, dims),)  # forward(*args)
+
+            def inputs(i=0):
+                b, n = sizes[i]
+                return _text(b, seq=n)()
+            desc = f"{mcls}({ccls} tiny), attn {attn}, dynamic {'batch and ' if dyn_batch else ''}sequence; " \
+                   f"checked at (batch, seq) {', '.join(map(str, sizes))}"
+            return w, inputs, {}, dyn, desc
+        _reg(f"{base}_{attn}_dyn", "dynamic", make, sizes=len(sizes))
+
+    tiny = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=64)
+    for attn in ("eager", "sdpa"):
+        hf("bert", "BertModel", "BertConfig", tiny, attn, [(2, 8), (1, 5), (3, 13)], True)
+        hf("llama", "LlamaForCausalLM", "LlamaConfig", dict(tiny, num_attention_heads=4, num_key_value_heads=2),
+           attn, [(2, 8), (2, 5), (2, 13)], False)
+        hf("gpt2", "GPT2LMHeadModel", "GPT2Config",
+           dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0),
+           attn, [(2, 8), (1, 5), (3, 13)], True)
+
+    def seq_model(name, build, shape, seq_dim, lens, desc, batch_dim=None, varargs=True):
+        def make():
+            dims = {}
+            if seq_dim is not None:
+                dims[seq_dim] = Dim("seq", min=4, max=64)
+            if batch_dim is not None:
+                dims[batch_dim] = Dim("batch", min=1, max=16)
+
+            def inputs(i=0):
+                s = list(shape)
+                if seq_dim is not None:
+                    s[seq_dim] = lens[i]
+                if batch_dim is not None:
+                    s[batch_dim] = [shape[batch_dim], 1, 3][i]
+                return (torch.randn(*s),)
+            sizes = [tuple(inputs(i)[0].shape) for i in range(len(lens))]
+            return build(), inputs, {}, ((dims,),) if varargs else (dims,), f"{desc}; checked at shapes {sizes}"
+        _reg(name, "dynamic", make, sizes=len(lens))
+
+    # torch 2.15 cannot export nn.LSTM/GRU/RNN with a dynamic sequence length:
+    # aten.lstm's decomposition unrolls the sequence while tracing and guards
+    # Eq(seq, 5). The batch dim stays dynamic.
+    for kind, cls in (("lstm", nn.LSTM), ("gru", nn.GRU), ("rnn", nn.RNN)):
+        seq_model(f"{kind}_dyn_batch", lambda cls=cls: Call(cls(8, 16, num_layers=2, bidirectional=True),
+                                                           lambda m, x: m(x)),
+                  (5, 2, 8), None, [5, 5, 5], f"{cls.__name__}(8, 16, 2 layers, bidirectional), dynamic batch",
+                  batch_dim=1)
+        seq_model(f"{kind}_dyn_batch_bf",
+                  lambda cls=cls: Call(cls(8, 16, batch_first=True), lambda m, x: m(x)),
+                  (2, 5, 8), None, [5, 5, 5], f"{cls.__name__}(8, 16, batch_first), dynamic batch",
+                  batch_dim=0)
+
+    from zoo import DynSeqOps
+
+    seq_model("seq_ops_dyn", DynSeqOps, (2, 6, 4), 1, [6, 5, 9],
+              "conv1d, diff(prepend), reshape(b, -1, 2), reflect pad, max pool, avg pool, repeat, "
+              "expand, linear interpolate over a dynamic length", batch_dim=0, varargs=False)
+
+    def cnn():
+        from torchvision.models.resnet import BasicBlock, ResNet
+        return ResNet(BasicBlock, [1, 1, 1, 1], num_classes=NUM_CLASSES)
+
+    def make_cnn():
+        h = Dim("h", min=33, max=128)
+        w = Dim("w", min=33, max=128)
+        sizes = [(2, 64, 64), (1, 40, 56), (3, 97, 33)]
+
+        def inputs(i=0):
+            b, hh, ww = sizes[i]
+            return (torch.randn(b, 3, hh, ww),)
+        return cnn(), inputs, {}, ({0: Dim("batch", min=1, max=8), 2: h, 3: w},), \
+            f"ResNet(BasicBlock, [1, 1, 1, 1]), dynamic batch, height and width; checked at {sizes}"
+    _reg("resnet10_dyn_hw", "dynamic", make_cnn, sizes=3)
+
+
+FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb", "dynamic"]
 
 _vision()
 _segmentation()
@@ -869,12 +969,14 @@ _detection()
 _transformers()
 _nn()
 _exportdb()
+_dynamic()
 
 
-def build(name):
+def build(name, size=0):
     """(model, args, kwargs, dynamic_shapes, config). Seeds: the model after
     manual_seed(0), norm layers randomized from a generator seeded 1, the
-    inputs after manual_seed(0); all-zero weights randomized from seed 2."""
+    inputs after manual_seed(size); all-zero weights randomized from seed 2.
+    `size` picks a dynamic entry's input set (0 is the one exported with)."""
     entry = REGISTRY[name]
     torch.manual_seed(0)
     model, inputs, kwargs, dyn, config = entry.make()
@@ -882,8 +984,8 @@ def build(name):
     if entry.family != "exportdb":
         randomize_norms(model)
         randomize_zero_weights(model)
-    torch.manual_seed(0)
-    made = inputs()
+    torch.manual_seed(size)
+    made = inputs(size) if entry.sizes > 1 else inputs()
     if kwargs is None:  # ExportDB: inputs() gives (args, kwargs)
         args, kwargs = made
     else:

@@ -348,6 +348,28 @@ fn malformed_graph_is_an_error_not_a_panic() {
     );
 }
 
+/// The dynamic-shape fixtures (group "dynamic") lower to core ATen with
+/// their sizes kept symbolic (a -1 view over symbols, split and diff over a
+/// symbolic dim, a recurrent layer over a symbolic batch, 1-D upsampling)
+/// and match torch at three sizes each.
+#[test]
+fn dynamic_models_lower_to_core_and_match_torch_at_three_sizes() {
+    let dir = repo().join("golden/dynamic");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 30, "only {runs} runs");
+}
+
 /// The outside-model fixtures (group "fallback") lower to core ATen and
 /// still match torch.
 #[test]

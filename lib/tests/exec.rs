@@ -190,6 +190,22 @@ fn outside_models_run_as_exported() {
     assert!(runs >= 16, "only {runs} runs");
 }
 
+/// Models exported with dynamic dims (`recipes/zoo.py`, group "dynamic":
+/// BERT and GPT-2 over dynamic batch and sequence, Llama over a dynamic
+/// sequence, an LSTM over a dynamic batch, size arithmetic over a dynamic
+/// length) run as exported, in both dialects, at three sizes each.
+#[test]
+fn dynamic_models_run_at_three_sizes() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/dynamic") {
+        assert_eq!(input_sets(&p).len(), 3, "{}", p.display());
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 30, "only {runs} runs");
+}
+
 /// A graph with complex values is refused before anything runs, with the
 /// op lowered as far as the decomposition table goes and the reason named.
 #[test]

@@ -101,6 +101,23 @@ impl<'g> Emitter<'g> {
         Ok(self.meta(v)?.sizes.len())
     }
 
+    /// One static size (dim `d`), or an error naming what needs it; the
+    /// other dims may be symbolic.
+    pub fn static_dim(&self, v: ValueId, d: usize, why: &str) -> Result<i64> {
+        let m = self.meta(v)?;
+        match m.sizes.get(d) {
+            Some(Sym::Int(n)) => Ok(*n),
+            Some(s) => Err(Error::unsupported(format!(
+                "{why} needs a static size, but dim {d} of {} is {s}",
+                self.values[v.index()].name
+            ))),
+            None => Err(Error::internal(format!(
+                "dim {d} out of range for {}",
+                self.values[v.index()].name
+            ))),
+        }
+    }
+
     /// Static sizes, or an error naming what needs them.
     pub fn static_sizes(&self, v: ValueId, why: &str) -> Result<Vec<i64>> {
         self.meta(v)?.static_sizes().ok_or_else(|| {
@@ -472,6 +489,99 @@ pub fn sym_mul(a: &Sym, b: &Sym) -> Sym {
             hint: sym_hint(a).zip(sym_hint(b)).map(|(x, y)| Hint::Int(x * y)),
         },
     }
+}
+
+/// `a + b` as a symbolic size (a literal when both are).
+pub fn sym_add(a: &Sym, b: &Sym) -> Sym {
+    match (a, b) {
+        (Sym::Int(x), Sym::Int(y)) => Sym::Int(x + y),
+        (Sym::Int(0), s) | (s, Sym::Int(0)) => s.clone(),
+        _ => Sym::Expr {
+            expr: SymExpr::Call {
+                func: "Add".into(),
+                args: vec![sym_expr(a), sym_expr(b)],
+                kwargs: vec![],
+            },
+            hint: sym_hint(a).zip(sym_hint(b)).map(|(x, y)| Hint::Int(x + y)),
+        },
+    }
+}
+
+/// A symbolic product split into its integer coefficient and its other
+/// factors (`Mul` flattened, `Integer(k)` folded into the coefficient).
+fn factors(s: &Sym, coef: &mut i64, out: &mut Vec<SymExpr>) -> Option<()> {
+    fn walk(e: &SymExpr, coef: &mut i64, out: &mut Vec<SymExpr>) -> Option<()> {
+        match e {
+            SymExpr::Int(k) => *coef = coef.checked_mul(*k)?,
+            SymExpr::Call { func, args, .. } if func == "Integer" => match args.as_slice() {
+                [SymExpr::Int(k)] => *coef = coef.checked_mul(*k)?,
+                _ => return None,
+            },
+            SymExpr::Call { func, args, .. } if func == "Mul" => {
+                for a in args {
+                    walk(a, coef, out)?;
+                }
+            }
+            other => out.push(other.clone()),
+        }
+        Some(())
+    }
+    match s {
+        Sym::Int(k) => *coef = coef.checked_mul(*k)?,
+        Sym::Expr { expr, .. } => walk(expr, coef, out)?,
+        _ => return None,
+    }
+    Some(())
+}
+
+/// `product(num) / product(den)` when it divides exactly by cancelling
+/// factors (`s0*s1*32 / (s0*2*16)` is `s1`); `None` when it does not, or
+/// when a divisor factor is not among the numerator's. This is how a `-1`
+/// in a view over symbolic sizes stays symbolic.
+pub fn sym_div_exact(num: &[Sym], den: &[Sym]) -> Option<Sym> {
+    let (mut nc, mut nf) = (1i64, Vec::new());
+    for s in num {
+        factors(s, &mut nc, &mut nf)?;
+    }
+    let (mut dc, mut df) = (1i64, Vec::new());
+    for s in den {
+        factors(s, &mut dc, &mut df)?;
+    }
+    for d in df {
+        let i = nf.iter().position(|n| *n == d)?;
+        nf.remove(i);
+    }
+    if dc == 0 || nc % dc != 0 {
+        return None;
+    }
+    let coef = nc / dc;
+    let hint = num
+        .iter()
+        .map(sym_hint)
+        .try_fold(1i64, |a, h| h.and_then(|h| a.checked_mul(h)))
+        .zip(
+            den.iter()
+                .map(sym_hint)
+                .try_fold(1i64, |a, h| h.and_then(|h| a.checked_mul(h))),
+        )
+        .and_then(|(n, d)| (d != 0).then(|| Hint::Int(n / d)));
+    let mut args = nf;
+    if args.is_empty() {
+        return Some(Sym::Int(coef));
+    }
+    if coef != 1 {
+        args.insert(0, sym_expr(&Sym::Int(coef)));
+    }
+    let expr = if args.len() == 1 {
+        args.pop()?
+    } else {
+        SymExpr::Call {
+            func: "Mul".into(),
+            args,
+            kwargs: vec![],
+        }
+    };
+    Some(Sym::Expr { expr, hint })
 }
 
 /// Row-major strides for symbolic sizes.

@@ -1,6 +1,106 @@
-//! Resampling: upsampling, interpolation and grid sampling: the shape rules (none yet: their outputs meet the limits).
+//! Resampling: upsampling, interpolation and grid sampling: the shape rules.
 
 use super::*;
 
+/// `upsample_{nearest,linear,bilinear,trilinear,nearest_exact}{1,2,3}d`
+/// (`.vec` and `.default`): rank above the spatial dims, an `output_size`
+/// of one non-negative size per spatial dim, else positive scales; the
+/// trailing dims become the output size (floor(in * scale)).
+fn upsample(site: &Site) -> Result<Vec<Out>> {
+    let name = site.node.target.name.as_str();
+    let k = if name.ends_with("3d") {
+        3
+    } else if name.ends_with("2d") {
+        2
+    } else {
+        1
+    };
+    let arg = if site.args.has("input") { "input" } else { "self" };
+    let mut dims = site.dims(arg)?;
+    if dims.len() < k + 1 {
+        return Err(site.fail(
+            arg,
+            format!("has rank {}, {name} needs rank {} or more", dims.len(), k + 1),
+        ));
+    }
+    let off = dims.len() - k;
+    let given = match site.args.arg("output_size") {
+        Argument::None => Vec::new(),
+        _ => site.sym_list("output_size")?,
+    };
+    if !given.is_empty() {
+        if given.len() != k {
+            return Err(site.fail(
+                "output_size",
+                format!("has {} values for {k} spatial dims", given.len()),
+            ));
+        }
+        for (i, s) in given.iter().enumerate() {
+            if let Some(n) = s.filter(|n| *n < 0) {
+                return Err(site.fail(&format!("output_size[{i}]"), format!("is {n}, must be >= 0")));
+            }
+            dims[off + i] = *s;
+        }
+        return Ok(vec![Out::dims(dims)]);
+    }
+    let (scale_arg, scales): (&str, Vec<Option<f64>>) = match site.args.arg("scale_factors") {
+        Argument::Floats(v) if !v.is_empty() => {
+            if v.len() != k {
+                return Err(site.fail(
+                    "scale_factors",
+                    format!("has {} values for {k} spatial dims", v.len()),
+                ));
+            }
+            ("scale_factors", v.iter().map(|f| Some(*f)).collect())
+        }
+        _ => {
+            let names: &[&str] = match k {
+                1 => &["scales"],
+                2 => &["scales_h", "scales_w"],
+                _ => &["scales_d", "scales_h", "scales_w"],
+            };
+            let v: Vec<Option<f64>> = names
+                .iter()
+                .map(|n| site.args.opt_float(n))
+                .collect::<Result<_>>()?;
+            if v.iter().all(Option::is_none) {
+                return Err(site.fail("output_size", "and the scale factors are both absent"));
+            }
+            ("scales", v)
+        }
+    };
+    for (i, s) in scales.iter().enumerate() {
+        match s {
+            Some(f) if *f <= 0.0 || !f.is_finite() => {
+                return Err(site.fail(&format!("{scale_arg}[{i}]"), format!("is {f}, must be > 0")))
+            }
+            Some(f) => dims[off + i] = dims[off + i].map(|n| (n as f64 * f).floor() as i64),
+            None => dims[off + i] = None,
+        }
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
 /// This family's rows: op identity -> rule.
-pub(super) const ROWS: &[(&str, Rule)] = &[];
+pub(super) const ROWS: &[(&str, Rule)] = &[
+    ("aten.upsample_nearest1d.vec", upsample),
+    ("aten.upsample_nearest1d.default", upsample),
+    ("aten.upsample_nearest2d.vec", upsample),
+    ("aten.upsample_nearest2d.default", upsample),
+    ("aten.upsample_nearest3d.vec", upsample),
+    ("aten.upsample_nearest3d.default", upsample),
+    ("aten._upsample_nearest_exact1d.vec", upsample),
+    ("aten._upsample_nearest_exact1d.default", upsample),
+    ("aten._upsample_nearest_exact2d.vec", upsample),
+    ("aten._upsample_nearest_exact2d.default", upsample),
+    ("aten._upsample_nearest_exact3d.vec", upsample),
+    ("aten._upsample_nearest_exact3d.default", upsample),
+    ("aten.upsample_linear1d.vec", upsample),
+    ("aten.upsample_linear1d.default", upsample),
+    ("aten.upsample_bilinear2d.vec", upsample),
+    ("aten.upsample_bilinear2d.default", upsample),
+    ("aten.upsample_trilinear3d.vec", upsample),
+    ("aten.upsample_trilinear3d.default", upsample),
+    ("aten.upsample_bicubic2d.vec", upsample),
+    ("aten.upsample_bicubic2d.default", upsample),
+];

@@ -217,6 +217,17 @@ pub fn format_float(v: f64) -> String {
     }
 }
 
+impl std::fmt::Display for super::Sym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            super::Sym::Int(i) => write!(f, "{i}"),
+            super::Sym::Float(v) => write!(f, "{}", format_float(*v)),
+            super::Sym::Bool(b) => write!(f, "{}", if *b { "True" } else { "False" }),
+            super::Sym::Expr { expr, .. } => write!(f, "{expr}"),
+        }
+    }
+}
+
 impl std::fmt::Display for SymExpr {
     /// Plain sympy-like text (`2*s77`, `s27 + 1`), as range-constraint keys
     /// and listings show it.

@@ -48,7 +48,7 @@ pub fn input_sets(pt2: &Path) -> Vec<(String, PathBuf, PathBuf)> {
     let name = stem(pt2);
     let model = name.trim_end_matches(".decomp");
     let dir = pt2.parent().unwrap();
-    ["", ".alt"]
+    ["", ".alt", ".alt2"]
         .iter()
         .map(|set| {
             (

@@ -155,7 +155,7 @@ fn celu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
-    let n = em.static_sizes(x, "glu")?[d];
+    let n = em.static_dim(x, d, "glu")?;
     let mut half = em.sizes(x)?;
     half[d] = Sym::Int(n / 2);
     let dtype = em.dtype(x)?;

@@ -14,7 +14,9 @@
 //! emit helpers the families share.
 
 use super::args::NodeArgs;
-use super::edit::{ints_arg, is_contiguous, scalar, sym_ints_arg, syms, Emitter, Out};
+use super::edit::{
+    ints_arg, is_contiguous, scalar, sym_add, sym_div_exact, sym_ints_arg, syms, Emitter, Out,
+};
 use crate::ir::{normalize_dim, Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -194,27 +196,37 @@ fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -
     )
 }
 
-/// Resolves a `-1` in view sizes from the input's static numel.
-fn view_syms(em: &Emitter, x: ValueId, sizes: &[SymRef]) -> Result<Vec<Sym>> {
-    let mut out = syms(em, sizes);
-    if let Some(pos) = out.iter().position(|s| *s == Sym::Int(-1)) {
-        let total: Option<i64> = em.meta(x)?.static_sizes().map(|s| s.iter().product());
-        let known: Option<i64> = out
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != pos)
-            .map(|(_, s)| s.as_int())
-            .product();
-        out[pos] = match (total, known) {
-            (Some(t), Some(k)) if k != 0 => Sym::Int(t / k),
-            _ => {
-                return Err(Error::unsupported(
-                    "a view with -1 over symbolic sizes cannot be given a static shape",
-                ))
-            }
-        };
+/// Resolves a `-1` in view sizes: from the input's static numel, else by
+/// cancelling symbolic factors (`[s0, s1, 32]` viewed as `[s0, -1, 2, 16]`
+/// gives `s1`), else from the sizes torch recorded for the node's output.
+fn view_syms(em: &Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) -> Result<Vec<Sym>> {
+    let mut new = syms(em, sizes);
+    let Some(pos) = new.iter().position(|s| *s == Sym::Int(-1)) else {
+        return Ok(new);
+    };
+    let others: Vec<Sym> = (0..new.len())
+        .filter(|i| *i != pos)
+        .map(|i| new[i].clone())
+        .collect();
+    let recorded = match out {
+        Some(o) => em.meta(o)?.sizes.get(pos).cloned(),
+        None => None,
     }
-    Ok(out)
+    .filter(|_| out.is_some_and(|o| em.rank(o).ok() == Some(new.len())));
+    new[pos] = sym_div_exact(&em.sizes(x)?, &others)
+        .or(recorded)
+        .ok_or_else(|| {
+            let show = |v: &[Sym]| {
+                let parts: Vec<String> = v.iter().map(ToString::to_string).collect();
+                format!("[{}]", parts.join(", "))
+            };
+            Error::unsupported(format!(
+                "a view of {} as {}: the -1 over symbolic sizes does not resolve",
+                em.sizes(x).map(|s| show(&s)).unwrap_or_default(),
+                show(&new)
+            ))
+        })?;
+    Ok(new)
 }
 
 /// The strides of `x.view(new)` when the view needs no copy (torch's
@@ -260,7 +272,7 @@ fn view_strides(m: &TensorMeta, new: &[Sym]) -> Option<Vec<i64>> {
 
 fn view(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) -> Result<ValueId> {
     let dtype = em.dtype(x)?;
-    let new = view_syms(em, x, sizes)?;
+    let new = view_syms(em, x, sizes, out)?;
     let mut meta = em.meta_like(x, dtype, new.clone())?;
     if let Some(st) = view_strides(em.meta(x)?, &new) {
         meta.strides = st.into_iter().map(Sym::Int).collect();
@@ -299,7 +311,7 @@ fn reshape(
     out: Option<ValueId>,
 ) -> Result<ValueId> {
     let m = em.meta(x)?;
-    let viewable = match view_strides(m, &view_syms(em, x, sizes)?) {
+    let viewable = match view_strides(m, &view_syms(em, x, sizes, out)?) {
         Some(_) => true,
         None => m.static_sizes().is_none() && is_contiguous(m),
     };
@@ -625,7 +637,15 @@ fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Resu
             let clamp = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(*n) };
             Sym::Int((clamp(end) - clamp(start)).max(0))
         }
-        _ => return Err(Error::unsupported(format!("a slice of symbolic dim {dim}"))),
+        // A symbolic dim, sliced from a fixed start to its end or to a
+        // fixed distance before it (the ranges torch's guards allow).
+        s if start >= 0 && end == i64::MAX => sym_add(s, &Sym::Int(-start)),
+        s if start >= 0 && end < 0 => sym_add(s, &Sym::Int(end - start)),
+        s => {
+            return Err(Error::unsupported(format!(
+                "a slice [{start}:{end}] of symbolic dim {dim} ({s})"
+            )))
+        }
     };
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(

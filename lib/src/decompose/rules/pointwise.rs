@@ -38,11 +38,11 @@ pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         .collect();
     if parts.len() > 1 {
         let mut sizes = em.sizes(x)?;
-        let mut total = 0;
+        let mut total = Sym::Int(0);
         for p in &parts {
-            total += em.static_sizes(*p, "diff with prepend/append")?[d];
+            total = sym_add(&total, &em.sizes(*p)?[d]);
         }
-        sizes[d] = Sym::Int(total);
+        sizes[d] = total;
         let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
         x = em.op(
             "aten.cat.default",

@@ -55,7 +55,7 @@ fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         x
     };
-    let seq = em.static_sizes(input, "a recurrent layer (unrolled over the sequence)")?[0];
+    let seq = em.static_dim(input, 0, "a recurrent layer (unrolled over the sequence)")?;
     let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
     for layer in 0..layers {
         let mut dir_out = Vec::new();

@@ -136,7 +136,7 @@ fn split_into(
 fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
-    let n = em.static_sizes(x, "split")?[d];
+    let n = em.static_dim(x, d, "split")?;
     let step = a.int("split_size")?.max(1);
     let mut sizes = Vec::new();
     let mut at = 0;
@@ -150,7 +150,7 @@ fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn chunk(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
-    let n = em.static_sizes(x, "chunk")?[d];
+    let n = em.static_dim(x, d, "chunk")?;
     let chunks = a.int("chunks")?.max(1);
     let step = (n + chunks - 1) / chunks;
     let mut sizes = Vec::new();
@@ -282,7 +282,7 @@ fn circular_pad(
     let pairs = pad.len() / 2;
     for (k, lr) in pad.chunks(2).enumerate() {
         let d = r - 1 - k;
-        let n = em.static_sizes(y, "circular padding")?[d];
+        let n = em.static_dim(y, d, "circular padding")?;
         let (left, right) = (lr[0], lr[1]);
         if left > n || right > n {
             return Err(Error::bad_input(format!(
@@ -393,7 +393,7 @@ fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let (start, len) = (a.int("start")?, a.int("length")?);
-    let n = em.static_sizes(x, "narrow")?[d];
+    let n = em.static_dim(x, d, "narrow")?;
     let start = if start < 0 { start + n } else { start };
     em.op_into(
         "aten.slice.Tensor",
@@ -483,7 +483,7 @@ fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     for (&shift, &dim) in shifts.iter().zip(&dims) {
         let d = normalize_dim(dim, em.rank(x)?)?;
-        let n = em.static_sizes(x, "roll")?[d];
+        let n = em.static_dim(x, d, "roll")?;
         let s = shift.rem_euclid(n.max(1));
         if s == 0 {
             continue;

@@ -2,72 +2,166 @@
 
 use super::*;
 
-fn upsample_nearest(ctx: &mut Ctx) -> OpResult {
-    let x = ctx.tensor("input")?;
-    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
-    let (oh, ow) = if ctx.has("output_size") {
-        pair(&ctx.ints("output_size")?, 1)
+/// The spatial dims of an upsampling op, from its name (`..._linear1d`,
+/// `..._bilinear2d`, `..._nearest3d`: the trailing 1, 2 or 3 dims).
+fn spatial_dims(ctx: &Ctx) -> usize {
+    let name = ctx.node.target.name.as_str();
+    if name.ends_with("3d") {
+        3
+    } else if name.ends_with("2d") {
+        2
     } else {
-        let scales = match ctx.node.arg("scale_factors") {
-            Some(Argument::Floats(v)) => v.clone(),
-            _ => return Err(unsupported("upsample without output_size or scale factors")),
-        };
-        (
-            (h as f64 * scales[0]).floor() as usize,
-            (w as f64 * scales[scales.len() - 1]).floor() as usize,
-        )
-    };
-    // torch picks floor(out_index * in / out): build the index lists
-    let rows: Vec<u32> = (0..oh).map(|i| ((i * h) / oh) as u32).collect();
-    let cols: Vec<u32> = (0..ow).map(|j| ((j * w) / ow) as u32).collect();
-    let t =
-        x.t.index_select(
-            &CandleTensor::new(rows.as_slice(), ctx.device()).map_err(ce)?,
-            x.rank() - 2,
-        )
-        .and_then(|t| {
-            t.index_select(
-                &CandleTensor::new(cols.as_slice(), ctx.device())?,
-                x.rank() - 1,
-            )
-        })
-        .map_err(ce)?;
-    one(Tensor::new(t, x.dtype))
+        1
+    }
 }
 
-/// `upsample_bilinear2d` (`.vec` and `.default`), as torch's CPU kernel
-/// computes source positions (`area_pixel_compute_source_index`).
-fn upsample_bilinear(ctx: &mut Ctx) -> OpResult {
+/// What an upsampling node asks for: per spatial dim, the input size, the
+/// output size and the scale the caller gave (`scale_factors`, or
+/// `scales` / `scales_d` / `scales_h` / `scales_w`), in dim order.
+struct Resize {
+    input: Tensor,
+    dims: Vec<(usize, usize, Option<f64>)>,
+}
+
+fn resize_args(ctx: &mut Ctx) -> Result<Resize> {
     let x = ctx.tensor(if ctx.node.arg("input").is_some() {
         "input"
     } else {
         "self"
     })?;
-    if x.rank() < 2 {
-        return Err(Error::bad_input(
-            "upsample_bilinear2d on a tensor of rank < 2",
-        ));
+    let k = spatial_dims(ctx);
+    let name = ctx.node.target.name.clone();
+    if x.rank() < k + 1 {
+        return Err(Error::bad_input(format!(
+            "{name} takes a tensor of rank {} or more, not {}",
+            k + 1,
+            x.rank()
+        )));
     }
-    let align = ctx.bool("align_corners")?;
-    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
-    // scales given by the caller (scale_factors, or scales_h / scales_w)
-    let (sh, sw) = match ctx.node.arg("scale_factors") {
-        Some(Argument::Floats(v)) if !v.is_empty() => (Some(v[0]), Some(v[v.len() - 1])),
-        _ => (ctx.opt_float("scales_h")?, ctx.opt_float("scales_w")?),
-    };
-    let (oh, ow) = if ctx.has("output_size") && !ctx.ints("output_size")?.is_empty() {
-        pair(&ctx.ints("output_size")?, 1)
-    } else {
-        match (sh, sw) {
-            (Some(a), Some(b)) => (
-                (h as f64 * a).floor() as usize,
-                (w as f64 * b).floor() as usize,
-            ),
-            _ => return Err(unsupported("upsample without output_size or scale factors")),
+    let sizes_in = x.dims()[x.rank() - k..].to_vec();
+    let scales: Vec<Option<f64>> = match ctx.node.arg("scale_factors") {
+        Some(Argument::Floats(v)) if !v.is_empty() => {
+            (0..k).map(|i| v.get(i).or(v.last()).copied()).collect()
+        }
+        _ => {
+            let names: &[&str] = match k {
+                1 => &["scales"],
+                2 => &["scales_h", "scales_w"],
+                _ => &["scales_d", "scales_h", "scales_w"],
+            };
+            names
+                .iter()
+                .map(|n| ctx.opt_float(n))
+                .collect::<Result<_>>()?
         }
     };
-    // (first source index, second source index, weight of the second) per output index
-    let taps = |n_in: usize, n_out: usize, scale: Option<f64>| -> Vec<(usize, usize, f64)> {
+    let given = if ctx.has("output_size") {
+        ctx.ints("output_size")?
+    } else {
+        Vec::new()
+    };
+    let sizes_out: Vec<usize> = if !given.is_empty() {
+        if given.len() != k || given.iter().any(|&n| n < 0) {
+            return Err(Error::bad_input(format!(
+                "{name}: output_size {given:?} for {k} spatial dims"
+            )));
+        }
+        given.iter().map(|&n| n as usize).collect()
+    } else {
+        sizes_in
+            .iter()
+            .zip(&scales)
+            .map(|(&n, s)| match s {
+                Some(s) if *s > 0.0 => Ok((n as f64 * s).floor() as usize),
+                _ => Err(unsupported("upsample without output_size or scale factors")),
+            })
+            .collect::<Result<_>>()?
+    };
+    if sizes_in.iter().zip(&sizes_out).any(|(&i, &o)| i == 0 && o > 0) {
+        return Err(Error::bad_input(format!(
+            "{name}: an empty input of sizes {sizes_in:?} cannot be upsampled to {sizes_out:?}"
+        )));
+    }
+    Ok(Resize {
+        input: x,
+        dims: sizes_in
+            .into_iter()
+            .zip(sizes_out)
+            .zip(scales)
+            .map(|((i, o), s)| (i, o, s))
+            .collect(),
+    })
+}
+
+/// torch's `compute_scales_value`: 1 / the given scale, else in / out.
+fn source_ratio(n_in: usize, n_out: usize, scale: Option<f64>) -> f64 {
+    match scale {
+        Some(s) if s > 0.0 => 1.0 / s,
+        _ if n_out > 0 => n_in as f64 / n_out as f64,
+        _ => 0.0,
+    }
+}
+
+/// `upsample_nearest{1,2,3}d` and `_upsample_nearest_exact{1,2,3}d`: a
+/// gather per spatial dim, source index floor(o * ratio) (nearest) or
+/// floor((o + 0.5) * ratio) (nearest-exact), clamped to the input, as
+/// torch's `nearest_idx`.
+fn upsample_nearest(ctx: &mut Ctx) -> OpResult {
+    let exact = ctx.node.target.name.contains("exact");
+    let r = resize_args(ctx)?;
+    let rank = r.input.rank();
+    let k = r.dims.len();
+    let mut t = r.input.t.clone();
+    for (i, &(n_in, n_out, scale)) in r.dims.iter().enumerate() {
+        // in float32, as torch's nearest_idx (same size and 2x are exact)
+        let ratio = source_ratio(n_in, n_out, scale) as f32;
+        let ids: Vec<u32> = (0..n_out)
+            .map(|o| {
+                let src = if exact {
+                    ((o as f32 + 0.5) * ratio).floor() as usize
+                } else if n_out == n_in {
+                    o
+                } else if n_out == 2 * n_in {
+                    o / 2
+                } else {
+                    (o as f32 * ratio).floor() as usize
+                };
+                src.min(n_in.saturating_sub(1)) as u32
+            })
+            .collect();
+        let ids = CandleTensor::from_vec(ids, n_out, ctx.device()).map_err(ce)?;
+        t = t.index_select(&ids, rank - k + i).map_err(ce)?;
+    }
+    one(Tensor::new(t, r.input.dtype))
+}
+
+/// `upsample_linear1d`, `upsample_bilinear2d`, `upsample_trilinear3d`
+/// (`.vec` and `.default`): separable linear interpolation, one spatial dim
+/// after another, with source positions as torch's CPU kernel computes them
+/// (`area_pixel_compute_source_index`), in float32 at least (torch's
+/// opmath).
+fn upsample_linear(ctx: &mut Ctx) -> OpResult {
+    let align = ctx.bool("align_corners")?;
+    let r = resize_args(ctx)?;
+    let x = &r.input;
+    if !x.dtype.is_floating() {
+        return Err(Error::bad_input(format!(
+            "{} takes a floating tensor, not {}",
+            ctx.node.target.name, x.dtype
+        )));
+    }
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    let dev = ctx.device();
+    let rank = x.rank();
+    let k = r.dims.len();
+    let mut t = x.cast(compute)?.t;
+    for (i, &(n_in, n_out, scale)) in r.dims.iter().enumerate() {
+        let d = rank - k + i;
+        // (first source index, second, weight of the second) per output index
         let ratio = if align {
             if n_out > 1 {
                 (n_in as f64 - 1.0) / (n_out as f64 - 1.0)
@@ -75,74 +169,43 @@ fn upsample_bilinear(ctx: &mut Ctx) -> OpResult {
                 0.0
             }
         } else {
-            match scale {
-                Some(s) if s > 0.0 => 1.0 / s,
-                _ => n_in as f64 / n_out as f64,
-            }
+            source_ratio(n_in, n_out, scale)
         };
-        (0..n_out)
+        let taps: Vec<(u32, u32, f64)> = (0..n_out)
             .map(|o| {
                 let src = if align {
                     ratio * o as f64
                 } else {
                     (ratio * (o as f64 + 0.5) - 0.5).max(0.0)
                 };
-                let i0 = (src.floor() as usize).min(n_in - 1);
+                let last = n_in.saturating_sub(1);
+                let i0 = (src.floor() as usize).min(last);
                 let lambda = (src - i0 as f64).clamp(0.0, 1.0);
-                let i1 = if i0 < n_in - 1 { i0 + 1 } else { i0 };
-                (i0, i1, lambda)
+                let i1 = if i0 < last { i0 + 1 } else { i0 };
+                (i0 as u32, i1 as u32, lambda)
             })
-            .collect()
-    };
-    let rows = taps(h, oh, sh);
-    let cols = taps(w, ow, sw);
-    if !x.dtype.is_floating() {
-        return Err(Error::bad_input(
-            "upsample_bilinear2d takes a floating tensor",
-        ));
+            .collect();
+        let ids = |v: Vec<u32>| CandleTensor::from_vec(v, n_out, dev).map_err(ce);
+        // weights shaped [n_out, 1, ..., 1] to broadcast over the dims after d
+        let mut wshape = vec![n_out];
+        wshape.extend(std::iter::repeat_n(1, rank - d - 1));
+        let weights = |v: Vec<f64>| -> Result<CandleTensor> {
+            Ok(from_f64(&v, &wshape, compute, dev)?.t)
+        };
+        let (i0, i1) = (
+            ids(taps.iter().map(|p| p.0).collect())?,
+            ids(taps.iter().map(|p| p.1).collect())?,
+        );
+        let w1 = weights(taps.iter().map(|p| p.2).collect())?;
+        let w0 = weights(taps.iter().map(|p| 1.0 - p.2).collect())?;
+        t = (|| -> candle_core::Result<CandleTensor> {
+            t.index_select(&i0, d)?
+                .broadcast_mul(&w0)?
+                .add(&t.index_select(&i1, d)?.broadcast_mul(&w1)?)
+        })()
+        .map_err(ce)?;
     }
-    // on the device: gather the two source rows, then the two source
-    // columns of each, and blend with per-row and per-column weights, in
-    // float32 at least (torch's opmath)
-    let compute = if x.dtype == Dtype::Float64 {
-        Dtype::Float64
-    } else {
-        Dtype::Float32
-    };
-    let xt = x.cast(compute)?.t;
-    let dev = ctx.device();
-    let (hd, wd) = (x.rank() - 2, x.rank() - 1);
-    let ids = |v: Vec<u32>| -> Result<CandleTensor> {
-        let n = v.len();
-        CandleTensor::from_vec(v, n, dev).map_err(ce)
-    };
-    let weights = |v: Vec<f64>, shape: Vec<usize>| -> Result<CandleTensor> {
-        Ok(from_f64(&v, &shape, compute, dev)?.t)
-    };
-    let (r0, r1) = (
-        ids(rows.iter().map(|r| r.0 as u32).collect())?,
-        ids(rows.iter().map(|r| r.1 as u32).collect())?,
-    );
-    let (c0, c1) = (
-        ids(cols.iter().map(|c| c.0 as u32).collect())?,
-        ids(cols.iter().map(|c| c.1 as u32).collect())?,
-    );
-    let ly = weights(rows.iter().map(|r| r.2).collect(), vec![oh, 1])?;
-    let ly0 = weights(rows.iter().map(|r| 1.0 - r.2).collect(), vec![oh, 1])?;
-    let lx = weights(cols.iter().map(|c| c.2).collect(), vec![ow])?;
-    let lx0 = weights(cols.iter().map(|c| 1.0 - c.2).collect(), vec![ow])?;
-    let blend = |row: &CandleTensor| -> candle_core::Result<CandleTensor> {
-        row.index_select(&c0, wd)?
-            .broadcast_mul(&lx0)?
-            .add(&row.index_select(&c1, wd)?.broadcast_mul(&lx)?)
-    };
-    let out = (|| -> candle_core::Result<CandleTensor> {
-        let top = blend(&xt.index_select(&r0, hd)?)?;
-        let bottom = blend(&xt.index_select(&r1, hd)?)?;
-        top.broadcast_mul(&ly0)?.add(&bottom.broadcast_mul(&ly)?)
-    })()
-    .map_err(ce)?;
-    one(Tensor::new(out, compute).cast(x.dtype)?)
+    one(Tensor::new(t, compute).cast(x.dtype)?)
 }
 
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode,
@@ -357,9 +420,23 @@ fn grid_sample_device(x: &Tensor, grid: &Tensor, mode: i64, padding: i64, align:
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.upsample_nearest1d.vec", upsample_nearest),
+    ("aten.upsample_nearest1d.default", upsample_nearest),
     ("aten.upsample_nearest2d.vec", upsample_nearest),
     ("aten.upsample_nearest2d.default", upsample_nearest),
-    ("aten.upsample_bilinear2d.vec", upsample_bilinear),
-    ("aten.upsample_bilinear2d.default", upsample_bilinear),
+    ("aten.upsample_nearest3d.vec", upsample_nearest),
+    ("aten.upsample_nearest3d.default", upsample_nearest),
+    ("aten._upsample_nearest_exact1d.vec", upsample_nearest),
+    ("aten._upsample_nearest_exact1d.default", upsample_nearest),
+    ("aten._upsample_nearest_exact2d.vec", upsample_nearest),
+    ("aten._upsample_nearest_exact2d.default", upsample_nearest),
+    ("aten._upsample_nearest_exact3d.vec", upsample_nearest),
+    ("aten._upsample_nearest_exact3d.default", upsample_nearest),
+    ("aten.upsample_linear1d.vec", upsample_linear),
+    ("aten.upsample_linear1d.default", upsample_linear),
+    ("aten.upsample_bilinear2d.vec", upsample_linear),
+    ("aten.upsample_bilinear2d.default", upsample_linear),
+    ("aten.upsample_trilinear3d.vec", upsample_linear),
+    ("aten.upsample_trilinear3d.default", upsample_linear),
     ("aten.grid_sampler_2d.default", grid_sampler_2d),
 ];

@@ -53,7 +53,15 @@ fn resize(cx: &mut Cx) -> Result<()> {
     let rank = meta.sizes.len();
     let n = rank.saturating_sub(2);
     let align = cx.opt_bool("align_corners")?.unwrap_or(false);
-    let mut attrs = if name.contains("nearest") {
+    let mut attrs = if name.contains("nearest_exact") {
+        // torch: floor((o + 0.5) * in / out); ONNX: round_prefer_ceil of the
+        // half-pixel source (o + 0.5) * in / out - 0.5, the same index
+        vec![
+            attr_str("mode", "nearest"),
+            attr_str("coordinate_transformation_mode", "half_pixel"),
+            attr_str("nearest_mode", "round_prefer_ceil"),
+        ]
+    } else if name.contains("nearest") {
         vec![
             attr_str("mode", "nearest"),
             attr_str("coordinate_transformation_mode", "asymmetric"),
@@ -143,4 +151,10 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.upsample_trilinear3d.vec", resize),
     ("aten.upsample_bicubic2d.default", resize),
     ("aten.upsample_bicubic2d.vec", resize),
+    ("aten._upsample_nearest_exact1d.default", resize),
+    ("aten._upsample_nearest_exact2d.default", resize),
+    ("aten._upsample_nearest_exact3d.default", resize),
+    ("aten._upsample_nearest_exact1d.vec", resize),
+    ("aten._upsample_nearest_exact2d.vec", resize),
+    ("aten._upsample_nearest_exact3d.vec", resize),
 ];
