@@ -792,7 +792,7 @@ class DistilBertWrap(nn.Module):
 class DynSeqOps(nn.Module):
     """Size arithmetic over a symbolic length (x: [batch, n, 4], both
     dynamic): -1 views, diff with prepend, repeat, expand, reflect padding,
-    pooling and linear interpolation."""
+    pooling, linear interpolation, tril/triu."""
 
     def __init__(self):
         super().__init__()
@@ -809,7 +809,8 @@ class DynSeqOps(nn.Module):
         a = nn.functional.avg_pool1d(y, 3, 2, padding=1)
         t = x.repeat(1, 2, 1) + x.unsqueeze(0).expand(2, -1, -1, -1).sum(0).repeat(1, 2, 1)
         u = nn.functional.interpolate(y, scale_factor=2.0, mode="linear")
-        return d, r.flatten(1), q, a, t, u, y.unflatten(1, (2, 3)).mean(-1)
+        g = x @ x.transpose(1, 2)                            # [b, n, n]
+        return d, r.flatten(1), q, a, t, u, y.unflatten(1, (2, 3)).mean(-1), g.tril(-1), g.triu(1)
 
 
 class DynLSTM(nn.Module):
@@ -823,6 +824,31 @@ class DynLSTM(nn.Module):
     def forward(self, x):
         out, (h, c) = self.lstm(x)
         return out, h, c
+
+
+class DynScanLSTM(nn.Module):
+    """An LSTM cell over a dynamic sequence with torch's `scan` (what
+    exports a recurrence over a symbolic length in torch 2.15): two carried
+    states, batch-first input, weights read from the enclosing scope."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(8, 16)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x):  # [b, n, 8]
+        from torch._higher_order_ops.scan import scan
+        b = x.shape[0]
+        h0 = torch.zeros(b, 16)
+        c0 = torch.zeros(b, 16)
+
+        def step(carry, xt):
+            h, c = carry
+            h2, c2 = self.cell(xt, (h, c))
+            return (h2, c2), self.out(h2)
+
+        (h, c), ys = scan(step, (h0, c0), x.transpose(0, 1))
+        return ys.transpose(0, 1), h, c
 
 
 # --------------------------------------------------------------------------
@@ -980,6 +1006,10 @@ _reg("dyn_llama_sdpa", lambda: LlamaWrap("sdpa"), _ids(2, 8), dyn=_seq_only, alt
      group="dynamic", note="dynamic sequence")
 _reg("dyn_lstm", DynLSTM, lambda: (_randn(2, 5, 8),), dyn=lambda: {"x": {0: Dim("batch", min=1, max=16)}},
      alt=lambda: (_randn(1, 5, 8),), alt2=lambda: (_randn(3, 5, 8),), group="dynamic", note="dynamic batch")
+_reg("dyn_scan_lstm", DynScanLSTM, lambda: (_randn(2, 5, 8),),
+     dyn=lambda: {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=2, max=64)}},
+     alt=lambda: (_randn(1, 3, 8),), alt2=lambda: (_randn(3, 11, 8),), group="dynamic",
+     note="a recurrence over a dynamic sequence: higher_order.scan of an LSTM cell")
 _reg("dyn_seq_ops", DynSeqOps, lambda: (_randn(2, 6, 4),),
      dyn=lambda: {"x": {0: Dim("batch", min=1, max=16), 1: Dim("seq", min=4, max=64)}},
      alt=lambda: (_randn(1, 5, 4),), alt2=lambda: (_randn(3, 9, 4),), group="dynamic",

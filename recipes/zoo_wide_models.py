@@ -938,7 +938,10 @@ def _dynamic():
                   (2, 5, 8), None, [5, 5, 5], f"{cls.__name__}(8, 16, batch_first), dynamic batch",
                   batch_dim=0)
 
-    from zoo import DynSeqOps
+    from zoo import DynScanLSTM, DynSeqOps
+    seq_model("lstm_cell_scan_dyn_seq", DynScanLSTM, (2, 5, 8), 1, [5, 4, 11],
+              "LSTMCell(8, 16) under torch's scan over a dynamic sequence (batch-first), Linear head",
+              batch_dim=0, varargs=False)
 
     seq_model("seq_ops_dyn", DynSeqOps, (2, 6, 4), 1, [6, 5, 9],
               "conv1d, diff(prepend), reshape(b, -1, 2), reflect pad, max pool, avg pool, repeat, "

@@ -16,11 +16,16 @@ fn masked_fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let s = em.static_sizes(x, "tril/triu")?;
-    let r = s.len();
+    let r = em.rank(x)?;
+    if r < 2 {
+        return Err(Error::bad_input(format!(
+            "node {}: {} of a tensor of rank {r}",
+            a.0.name, a.0.target.name
+        )));
+    }
     let k = a.int("diagonal")?;
-    let rows = arange_col(em, x, s[r - 2], true)?;
-    let cols = arange_col(em, x, s[r - 1], false)?;
+    let rows = arange_dim(em, x, r - 2, true)?;
+    let cols = arange_dim(em, x, r - 1, false)?;
     let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
     let op = if a.0.target.name == "tril" {
         "aten.le.Scalar"

@@ -698,6 +698,33 @@ fn arange_from(em: &mut Emitter, like: ValueId, start: i64, len: i64) -> Result<
     )
 }
 
+/// `arange(size of dim d of x)` of int64, shaped as a column or a row; the
+/// size may be symbolic (the end is then a `sym_size` of `x`).
+fn arange_dim(em: &mut Emitter, x: ValueId, d: usize, column: bool) -> Result<ValueId> {
+    let n = em.size(x, d)?;
+    let r = match n {
+        SymRef::Int(n) => arange_to(em, x, n, 1, Dtype::Int64)?,
+        _ => {
+            let meta = em.meta_like(x, Dtype::Int64, vec![em.sym_of(n)])?;
+            em.op(
+                "aten.arange.start_step",
+                vec![
+                    ("start", Argument::Int(0)),
+                    ("end", Argument::SymInt(n)),
+                    ("step", Argument::Int(1)),
+                    ("dtype", Argument::ScalarType(Dtype::Int64)),
+                ],
+                meta,
+            )?
+        }
+    };
+    if column {
+        unsqueeze(em, r, 1)
+    } else {
+        Ok(r)
+    }
+}
+
 /// `arange(n)` shaped as a column (`[n, 1]`) or a row (`[n]`).
 fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<ValueId> {
     let r = arange_to(em, like, n, 1, Dtype::Int64)?;

@@ -55,7 +55,14 @@ fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         x
     };
-    let seq = em.static_dim(input, 0, "a recurrent layer (unrolled over the sequence)")?;
+    // A symbolic sequence length does not come from torch.export (2.15
+    // specialises it in aten.lstm's own decomposition); a recurrence over a
+    // dynamic length arrives as higher_order.scan, which every tool runs.
+    let seq = em.static_dim(
+        input,
+        0,
+        "a recurrent layer (unrolled over the sequence; write a dynamic-length recurrence with scan)",
+    )?;
     let (mut final_h, mut final_c) = (Vec::new(), Vec::new());
     for layer in 0..layers {
         let mut dir_out = Vec::new();

@@ -188,6 +188,80 @@ fn map_impl(ctx: &mut Ctx) -> OpResult {
     Ok(result)
 }
 
+/// `scan(combine_graph, init, xs, additional_inputs)`, as torch runs it:
+/// for each slice i along dim 0 of every xs, the combine graph on (carry,
+/// slices, additional inputs) gives the next carry and one slice of each
+/// stacked output. The outputs are the last carry, then the stacked slices
+/// (a recurrence over a sequence whose length may be symbolic).
+fn scan(ctx: &mut Ctx) -> OpResult {
+    let combine = subgraph_at(ctx, 0, "combine")?;
+    let mut carry = list_at(ctx, 1)?;
+    let xs: Vec<Tensor> = list_at(ctx, 2)?
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) if t.rank() > 0 => Ok(t),
+            other => Err(Error::bad_input(format!(
+                "scan runs over tensors with a dim 0, not {other:?}"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let additional = list_at(ctx, 3)?;
+    let Some(n) = xs.first().map(|x| x.dims()[0]) else {
+        return Err(Error::bad_input("scan without tensors to scan over"));
+    };
+    if let Some(x) = xs.iter().find(|x| x.dims()[0] != n) {
+        return Err(Error::bad_input(format!(
+            "scan over dim 0 of sizes {n} and {}",
+            x.dims()[0]
+        )));
+    }
+    let count = ctx.node.outputs.len();
+    let stacked = count.checked_sub(carry.len()).ok_or_else(|| {
+        Error::bad_input(format!(
+            "scan with {} carried values has only {count} outputs",
+            carry.len()
+        ))
+    })?;
+    let mut slices: Vec<Vec<CandleTensor>> = vec![Vec::with_capacity(n); stacked];
+    let mut dtypes: Vec<Option<Dtype>> = vec![None; stacked];
+    for i in 0..n {
+        let mut inputs = carry.clone();
+        for x in &xs {
+            inputs.push(Value::Tensor(Tensor::new(x.t.get(i).map_err(ce)?, x.dtype)));
+        }
+        inputs.extend(additional.iter().cloned());
+        let mut outs = run_subgraph(ctx, combine, inputs)?;
+        if outs.len() != count {
+            return Err(Error::bad_input(format!(
+                "subgraph '{}' returned {} values, the node has {count} outputs",
+                combine.name,
+                outs.len()
+            )));
+        }
+        let ys = outs.split_off(carry.len());
+        carry = outs;
+        for (k, out) in ys.into_iter().enumerate() {
+            let Value::Tensor(t) = out else {
+                return Err(Error::unsupported(format!(
+                    "scan output {} is {out:?}, not a tensor",
+                    carry.len() + k
+                )));
+            };
+            dtypes[k] = Some(t.dtype);
+            slices[k].push(t.t);
+        }
+    }
+    let mut result = carry;
+    for (k, parts) in slices.into_iter().enumerate() {
+        let t = match dtypes[k] {
+            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0).map_err(ce)?, dtype),
+            None => empty_output(ctx, result.len())?,
+        };
+        result.push(Value::Tensor(t));
+    }
+    Ok(result)
+}
+
 /// Output `k` of the node, empty (a map over zero slices), from its
 /// recorded dtype and sizes.
 fn empty_output(ctx: &Ctx, k: usize) -> Result<Tensor> {
@@ -220,6 +294,7 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("higher_order.cond", cond),
     ("higher_order.while_loop", while_loop),
     ("higher_order.map_impl", map_impl),
+    ("higher_order.scan", scan),
     (
         "higher_order.wrap_with_set_grad_enabled",
         wrap_with_set_grad_enabled,

@@ -433,7 +433,13 @@ impl<'p> Converter<'p> {
         let result = match found {
             Some((emit, inplace)) => {
                 let mut cx = Cx::new(self, node, start);
-                let r = emit(&mut cx).and_then(|()| {
+                let aten = node.target.namespace == "aten" && !inplace;
+                let r = match aten.then(|| empty_outputs(&mut cx)) {
+                    Some(Ok(true)) => Ok(()),
+                    Some(Err(e)) => Err(e),
+                    _ => emit(&mut cx),
+                }
+                .and_then(|()| {
                     if inplace {
                         cx.mutates_first_arg()?;
                     }
@@ -862,4 +868,30 @@ impl<'p> Converter<'p> {
         self.scope_mut().nodes.extend(scope.nodes);
         Ok(outputs)
     }
+}
+
+/// An ATen op whose every output is empty (a static size of 0) has no
+/// values to compute: its outputs become empty constants. torch runs such
+/// ops where ONNX Runtime refuses some (a ConvTranspose whose output width
+/// is 0). Returns whether it did so.
+fn empty_outputs(cx: &mut Cx) -> Result<bool> {
+    let n = cx.out_count();
+    let mut shapes = Vec::with_capacity(n);
+    for i in 0..n {
+        let Ok(ValueKind::Tensor(m)) = cx.out_kind(i) else {
+            return Ok(false);
+        };
+        match m.static_sizes() {
+            Some(s) if s.contains(&0) => shapes.push((m.dtype, s)),
+            _ => return Ok(false),
+        }
+    }
+    if shapes.is_empty() {
+        return Ok(false);
+    }
+    for (i, (dtype, dims)) in shapes.into_iter().enumerate() {
+        let c = cx.constant(dtype, &dims, Vec::new())?;
+        cx.set(i, c);
+    }
+    Ok(true)
 }

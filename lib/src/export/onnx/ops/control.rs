@@ -199,6 +199,61 @@ fn map_impl(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// `scan(combine_graph, init, xs, additional_inputs)` as a Scan whose
+/// state variables are the carry: the combine graph's inputs are (carry,
+/// slices of xs, additional inputs) and its outputs (next carry, slices of
+/// the stacked outputs), the order ONNX's Scan body has; the additional
+/// inputs are read from the enclosing scope. The sequence length may be
+/// symbolic.
+fn scan(cx: &mut Cx) -> Result<()> {
+    let Argument::Graph(body_g) = cx.pos(0)? else {
+        return Err(Error::bad_input("scan without its combine graph"));
+    };
+    let init = value_names(cx, cx.pos(1)?)?;
+    let xs = value_names(cx, cx.pos(2)?)?;
+    let additional = match cx.node.inputs.get(3) {
+        Some(a) => value_names(cx, &a.arg)?,
+        None => Vec::new(),
+    };
+    let n = cx.out_count();
+    if xs.is_empty()
+        || n < init.len()
+        || body_g.graph.inputs.len() != init.len() + xs.len() + additional.len()
+    {
+        return Err(Error::unsupported(format!(
+            "scan with {} carried and {} scanned tensors, {} other inputs, {n} outputs and a \
+             combine graph of {} inputs (only tensors can be carried, scanned and passed)",
+            init.len(),
+            xs.len(),
+            additional.len(),
+            body_g.graph.inputs.len()
+        )));
+    }
+    let node_name = cx.node.name.clone();
+    let body = cx.body(
+        &body_g.graph,
+        Vec::new(),
+        &additional,
+        &format!("{node_name}.{}", body_g.name),
+        |_, _| Ok(Vec::new()),
+    )?;
+    let mut inputs: Vec<&str> = init.iter().map(String::as_str).collect();
+    inputs.extend(xs.iter().map(String::as_str));
+    let ys = cx.node_n(
+        "Scan",
+        &inputs,
+        vec![
+            attr_graph("body", body),
+            attr_int("num_scan_inputs", xs.len() as i64),
+        ],
+        n,
+    );
+    for (i, y) in ys.into_iter().enumerate() {
+        cx.set(i, y);
+    }
+    Ok(())
+}
+
 /// A wrapper HOP that only scopes a region (grad mode): its subgraph, at
 /// argument `graph_at`, is inlined with the arguments after it as inputs.
 fn wrapped_region(cx: &mut Cx, graph_at: usize) -> Result<()> {
@@ -228,5 +283,6 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("higher_order.cond", cond),
     ("higher_order.while_loop", while_loop),
     ("higher_order.map_impl", map_impl),
+    ("higher_order.scan", scan),
     ("higher_order.wrap_with_set_grad_enabled", |cx| wrapped_region(cx, 1)),
 ];

@@ -109,15 +109,27 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
     if let Some(divisor) = cx.opt_int("divisor_override")? {
-        return avg_pool_divisor(cx, (&x, meta), (&kernel, &stride, &padding), divisor);
+        if divisor == 0 {
+            return Err(Error::bad_input("avg_pool: divisor_override must not be 0"));
+        }
+        let d = Divisor::Fixed(divisor);
+        return avg_pool_sums(cx, (&x, meta), (&kernel, &stride, &padding), d);
     }
     let mut ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
     let include_pad = cx.opt_bool("count_include_pad")?.unwrap_or(true);
     let mut end = padding.clone();
     if ceil {
         let ones = vec![1; n];
-        if let Some(e) = ceil_as_pads(cx, n, (&kernel, &stride, &padding, &ones), include_pad)? {
-            (ceil, end) = (false, e);
+        match ceil_as_pads(cx, n, (&kernel, &stride, &padding, &ones), include_pad)? {
+            Some(e) => (ceil, end) = (false, e),
+            // torch's last window overhangs the padding, and its divisor
+            // counts the padding but not the overhang: sums over windows,
+            // divided by torch's count per window
+            None if include_pad && last_static(&meta.sizes, n, "").is_ok() => {
+                let d = Divisor::CountPadding;
+                return avg_pool_sums(cx, (&x, meta), (&kernel, &stride, &padding), d);
+            }
+            None => {}
         }
     }
     let attrs = vec![
@@ -135,25 +147,30 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
     })
 }
 
-/// avg_pool with `divisor_override`: each of torch's windows sums what it
-/// covers of the input and divides by the divisor, whatever padding and
-/// ceil_mode say. Padding adds nothing to a sum, so the input is padded
-/// with zeros: `padding` on both sides and, in ceil mode, enough at the
-/// end that torch's last window fits (its sizes are the output's). An
-/// AveragePool over that, times the kernel's size, is then each window's
-/// sum.
-fn avg_pool_divisor(
+/// What an average divides each window's sum by.
+enum Divisor {
+    /// `divisor_override`.
+    Fixed(i64),
+    /// torch's count with `count_include_pad`: the window's extent, padding
+    /// included, but not past the padding (a ceil-mode last window).
+    CountPadding,
+}
+
+/// An average pool as torch computes it, from sums: each of torch's
+/// windows sums what it covers of the input, divided by the `divisor`.
+/// Padding adds nothing to a sum, so the input is padded with zeros:
+/// `padding` on both sides and, in ceil mode, enough at the end that
+/// torch's last window fits (its sizes are the output's). An AveragePool
+/// over that, times the kernel's size, is then each window's sum.
+fn avg_pool_sums(
     cx: &mut Cx,
     (x, meta): (&str, &TensorMeta),
     (kernel, stride, padding): (&[i64], &[i64], &[i64]),
-    divisor: i64,
+    divisor: Divisor,
 ) -> Result<()> {
-    if divisor == 0 {
-        return Err(Error::bad_input("avg_pool: divisor_override must not be 0"));
-    }
     let n = kernel.len();
-    let input = last_static(&meta.sizes, n, "avg_pool with divisor_override")?;
-    let output = last_static(&cx.out_meta(0)?.sizes, n, "avg_pool with divisor_override")?;
+    let input = last_static(&meta.sizes, n, "avg_pool from window sums")?;
+    let output = last_static(&cx.out_meta(0)?.sizes, n, "avg_pool from window sums")?;
     let end: Vec<i64> = (0..n)
         .map(|j| {
             padding[j]
@@ -161,7 +178,32 @@ fn avg_pool_divisor(
         })
         .collect();
     let rank = meta.sizes.len();
-    let scale = kernel.iter().product::<i64>() as f64 / divisor as f64;
+    let kernel_size = kernel.iter().product::<i64>() as f64;
+    // per output position: torch's divisor (a constant over the output
+    // plane, or one number)
+    let counts: Option<Vec<f32>> = match divisor {
+        Divisor::Fixed(_) => None,
+        Divisor::CountPadding => {
+            let mut map = vec![1f32];
+            for j in 0..n {
+                let per: Vec<i64> = (0..output[j])
+                    .map(|o| {
+                        let start = o * stride[j] - padding[j];
+                        (start + kernel[j]).min(input[j] + padding[j]) - start
+                    })
+                    .collect();
+                map = map
+                    .iter()
+                    .flat_map(|m| per.iter().map(move |c| m * *c as f32))
+                    .collect();
+            }
+            Some(map)
+        }
+    };
+    let scale = match divisor {
+        Divisor::Fixed(d) => kernel_size / d as f64,
+        Divisor::CountPadding => kernel_size,
+    };
     elementwise(cx, x, meta.dtype, |cx, x, c| {
         let (xs, added) = batch(cx, x, rank, n);
         let lead = vec![0; rank + added as usize - n];
@@ -176,7 +218,13 @@ fn avg_pool_divisor(
             ],
         );
         let k = cx.scalar(Lit::Float(scale), c)?;
-        let y = cx.node("Mul", &[&mean, &k], vec![]);
+        let mut y = cx.node("Mul", &[&mean, &k], vec![]);
+        if let Some(map) = &counts {
+            let raw: Vec<u8> = map.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let d = cx.constant(Dtype::Float32, &output, raw)?;
+            let d = cx.cast(&d, Dtype::Float32, c)?;
+            y = cx.node("Div", &[&y, &d], vec![]);
+        }
         Ok(unbatch(cx, y, added))
     })
 }
