@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke
+.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -71,6 +71,12 @@ big: $(VENV)/.torch
 zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
 		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)
+
+# ir-run against ONNX Runtime and torch eager, side by side (the seven
+# full-size models at batch 1 and 8; about 30 minutes; wants a quiet
+# machine): bench/compare.json and the README table.
+bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.ready
+	$(VENV)/bin/python recipes/bench_compare.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
 
 # Random-program differential testing (recipes/fuzz_graphs.py, needs the
 # torch venv): N fresh programs of seed SEED through ir-run, ir-decompose +
