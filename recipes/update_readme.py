@@ -3,6 +3,7 @@
 - conformance: golden/ops/report.md (written by lib/tests/conformance.rs)
 - bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
 - bench-run:   bench/run.json   (recipes/bench_run.py)
+- bench-compare: bench/compare.json (recipes/bench_compare.py)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
 
@@ -126,7 +127,17 @@ def bench_decompose():
     return "\n".join(out)
 
 
-SECTIONS = {"decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+def bench_compare():
+    path = "bench/compare.json"
+    if not os.path.exists(path):
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_compare  # the recipe's own table: one renderer
+    data = json.load(open(path))
+    return bench_compare.table(data["meta"], data["results"])
+
+
+SECTIONS = {"bench-compare": bench_compare, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 text = open(README).read()
 new = text
