@@ -187,6 +187,27 @@ fn batched_matmul(x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
     let batch = broadcast_shape(&[&x.dims()[..xr - 2], &y.dims()[..yr - 2]])?;
     let (m, k, n) = (x.dims()[xr - 2], x.dims()[xr - 1], y.dims()[yr - 1]);
     let b: usize = batch.iter().product();
+    // y the same matrix at every batch index (no batch dims, batch dims of
+    // size 1, or an expand: stride 0, as torch's matmul decomposition makes
+    // of a weight): the batch folds into x's rows, one [b*m, k] x [k, n]
+    // product, and y is read where it lies instead of copied b times.
+    let y_batch_constant = y.dims()[..yr - 2]
+        .iter()
+        .zip(y.stride())
+        .all(|(&d, &s)| d == 1 || s == 0);
+    if y_batch_constant && b > 1 {
+        let mut y0 = y.clone();
+        for _ in 0..yr - 2 {
+            y0 = y0.get(0).map_err(ce)?;
+        }
+        return x
+            .broadcast_as([batch.as_slice(), &[m, k]].concat())
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.reshape((b * m, k)))
+            .and_then(|t| t.matmul(&y0))
+            .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()))
+            .map_err(ce);
+    }
     let flat = |t: &CandleTensor, r: usize, c: usize| {
         t.broadcast_as([batch.as_slice(), &[r, c]].concat())
             .and_then(|t| t.contiguous())

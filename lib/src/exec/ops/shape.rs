@@ -30,6 +30,11 @@ fn reshape(ctx: &mut Ctx) -> OpResult {
         "shape"
     };
     let shape = resolve_shape(&ctx.ints(name)?, x.t.elem_count())?;
+    if shape == x.dims() {
+        // the same sizes: the same view, whatever its strides (candle's
+        // reshape would copy a non-contiguous one, an expanded weight too)
+        return one(x);
+    }
     one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
 }
 
