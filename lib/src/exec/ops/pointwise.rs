@@ -253,6 +253,12 @@ fn pow(ctx: &mut Ctx) -> OpResult {
             let x = t.cast(out)?.t;
             return one(Tensor::new(x.mul(&x).map_err(ce)?, out));
         }
+        if e == 3.0 && out.is_floating() {
+            // (x * x) * x in the tensor's dtype, as torch's CPU kernel
+            // computes a cube (GPT-2's tanh GELU), not powf through float64
+            let x = t.cast(out)?.t;
+            return one(Tensor::new(x.mul(&x).and_then(|x2| x2.mul(&x)).map_err(ce)?, out));
+        }
         let r =
             t.t.to_dtype(DType::F64)
                 .and_then(|x| x.powf(e))
