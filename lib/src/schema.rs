@@ -378,6 +378,28 @@ pub fn family_of(op: &str) -> Option<&'static str> {
     map.get(key.as_str()).copied()
 }
 
+/// The spatial dims of an upsampling op, from its name (`upsample_linear1d`,
+/// `upsample_bilinear2d`, `_upsample_nearest_exact3d`: 1, 2 or 3).
+pub fn upsample_spatial_dims(name: &str) -> usize {
+    if name.ends_with("3d") {
+        3
+    } else if name.ends_with("2d") {
+        2
+    } else {
+        1
+    }
+}
+
+/// The scale arguments of an upsampling op's `.default` overload, one per
+/// spatial dim (the `.vec` overload has one list, `scale_factors`).
+pub fn upsample_scale_args(spatial_dims: usize) -> &'static [&'static str] {
+    match spatial_dims {
+        1 => &["scales"],
+        2 => &["scales_h", "scales_w"],
+        _ => &["scales_d", "scales_h", "scales_w"],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

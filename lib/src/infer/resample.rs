@@ -8,13 +8,7 @@ use super::*;
 /// trailing dims become the output size (floor(in * scale)).
 fn upsample(site: &Site) -> Result<Vec<Out>> {
     let name = site.node.target.name.as_str();
-    let k = if name.ends_with("3d") {
-        3
-    } else if name.ends_with("2d") {
-        2
-    } else {
-        1
-    };
+    let k = crate::schema::upsample_spatial_dims(name);
     let arg = if site.args.has("input") { "input" } else { "self" };
     let mut dims = site.dims(arg)?;
     if dims.len() < k + 1 {
@@ -54,12 +48,7 @@ fn upsample(site: &Site) -> Result<Vec<Out>> {
             ("scale_factors", v.iter().map(|f| Some(*f)).collect())
         }
         _ => {
-            let names: &[&str] = match k {
-                1 => &["scales"],
-                2 => &["scales_h", "scales_w"],
-                _ => &["scales_d", "scales_h", "scales_w"],
-            };
-            let v: Vec<Option<f64>> = names
+            let v: Vec<Option<f64>> = crate::schema::upsample_scale_args(k)
                 .iter()
                 .map(|n| site.args.opt_float(n))
                 .collect::<Result<_>>()?;

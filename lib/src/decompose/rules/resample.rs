@@ -20,12 +20,7 @@ fn resize_args(a: &NodeArgs, k: usize) -> Result<Resize> {
     let scales = match a.arg("scale_factors") {
         Argument::Floats(f) if f.len() == k => Some(f),
         _ => {
-            let names: &[&str] = match k {
-                1 => &["scales"],
-                2 => &["scales_h", "scales_w"],
-                _ => &["scales_d", "scales_h", "scales_w"],
-            };
-            names
+            crate::schema::upsample_scale_args(k)
                 .iter()
                 .map(|n| if a.has(n) { a.opt_float(n) } else { Ok(None) })
                 .collect::<Result<Option<Vec<f64>>>>()?
@@ -136,13 +131,7 @@ fn upsample_via_2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// in/out, in float32 as torch), clamped to the input. Static spatial sizes.
 fn upsample_nearest_exact(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let name = a.0.target.name.as_str();
-    let k = if name.ends_with("3d") {
-        3
-    } else if name.ends_with("2d") {
-        2
-    } else {
-        1
-    };
+    let k = crate::schema::upsample_spatial_dims(name);
     let rz = resize_args(a, k)?;
     let out = a.out(0)?;
     let r = em.rank(rz.x)?;

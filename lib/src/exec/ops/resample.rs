@@ -2,19 +2,6 @@
 
 use super::*;
 
-/// The spatial dims of an upsampling op, from its name (`..._linear1d`,
-/// `..._bilinear2d`, `..._nearest3d`: the trailing 1, 2 or 3 dims).
-fn spatial_dims(ctx: &Ctx) -> usize {
-    let name = ctx.node.target.name.as_str();
-    if name.ends_with("3d") {
-        3
-    } else if name.ends_with("2d") {
-        2
-    } else {
-        1
-    }
-}
-
 /// What an upsampling node asks for: per spatial dim, the input size, the
 /// output size and the scale the caller gave (`scale_factors`, or
 /// `scales` / `scales_d` / `scales_h` / `scales_w`), in dim order.
@@ -29,7 +16,7 @@ fn resize_args(ctx: &mut Ctx) -> Result<Resize> {
     } else {
         "self"
     })?;
-    let k = spatial_dims(ctx);
+    let k = crate::schema::upsample_spatial_dims(&ctx.node.target.name);
     let name = ctx.node.target.name.clone();
     if x.rank() < k + 1 {
         return Err(Error::bad_input(format!(
@@ -44,12 +31,7 @@ fn resize_args(ctx: &mut Ctx) -> Result<Resize> {
             (0..k).map(|i| v.get(i).or(v.last()).copied()).collect()
         }
         _ => {
-            let names: &[&str] = match k {
-                1 => &["scales"],
-                2 => &["scales_h", "scales_w"],
-                _ => &["scales_d", "scales_h", "scales_w"],
-            };
-            names
+            crate::schema::upsample_scale_args(k)
                 .iter()
                 .map(|n| ctx.opt_float(n))
                 .collect::<Result<_>>()?

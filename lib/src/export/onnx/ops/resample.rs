@@ -96,12 +96,7 @@ fn resize(cx: &mut Cx) -> Result<()> {
             _ => None,
         }
     } else {
-        let keys: &[&str] = match n {
-            1 => &["scales"],
-            2 => &["scales_h", "scales_w"],
-            _ => &["scales_d", "scales_h", "scales_w"],
-        };
-        let v: Vec<Option<f64>> = keys
+        let v: Vec<Option<f64>> = crate::schema::upsample_scale_args(n)
             .iter()
             .map(|k| cx.opt_float(k))
             .collect::<Result<_>>()?;
