@@ -21,6 +21,10 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21 --skip fb_fft
 	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
+	# Node by node: every intermediate value of ir-run against ONNX Runtime's (ir2onnx --intermediates,
+	# ir-diff --first), and a control that a node made wrong in the ONNX is the one named.
+	for d in models composite dynamic; do $(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/$$d || exit 1; done
+	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/fallback --skip fb_fft
 	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
 	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
 

@@ -443,6 +443,8 @@ def check_model(name, exp, opts):
             dt += time.time() - t0
             err = at(k, r.get("error"))
             if err:
+                if err.startswith("mismatch") or "mismatch:" in err:
+                    err += "; " + locate(b, d, sfx, opts)
                 break
             mds.append(r.get("max_diff"))
     record("D", err, dt, mds)
@@ -450,6 +452,26 @@ def check_model(name, exp, opts):
         for f in ("model.pt2", "model.ir", "core.ir", "model.onnx", "model.onnx.data"):
             (d / f).unlink(missing_ok=True)
     return st
+
+
+def locate(b, d, sfx, opts):
+    """Where ONNX Runtime and ir-run part, node by node (ir2onnx
+    --intermediates, recipes/ort_run.py, ir-run --intermediates, ir-diff
+    --first): the first value that differs, for the failure's line."""
+    inputs = d / f"inputs{sfx}.npz"
+    steps = [
+        [b / "ir2onnx", d / "model.ir", "--opset", "18", "--intermediates", "-o", d / "nodes.onnx"],
+        [opts.onnx_python, ROOT / "recipes/ort_run.py", d / "nodes.onnx", "--inputs", inputs,
+         "-o", d / f"nodes.ort{sfx}.npz"],
+        [b / "ir-run", d / "model.ir", "--inputs", inputs, "--intermediates", d / f"nodes.run{sfx}.npz", "-q"],
+    ]
+    for i, cmd in enumerate(steps):
+        ok, err, _ = run_tool(cmd, d / f"D.locate{i}{sfx}.log")
+        if not ok:
+            return f"per-node comparison not made: {err}"
+    p = subprocess.run([str(b / "ir-diff"), str(d / f"nodes.run{sfx}.npz"), str(d / f"nodes.ort{sfx}.npz"),
+                        "--first"], capture_output=True, text=True, timeout=TOOL_TIMEOUT)
+    return "per node: " + (first_line(p.stdout) or first_line(p.stderr) or f"ir-diff exit {p.returncode}")
 
 
 def ort_check_main(onnx_path, inputs, expected, converted):

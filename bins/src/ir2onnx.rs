@@ -36,6 +36,9 @@ pub struct Args {
     /// Compute float16/bfloat16 ops in their own dtype (default: in float32, rounded back after each op, as torch on CPU)
     #[arg(long)]
     pub native_low_precision: bool,
+    /// Also return every tensor a top-level node computes, as an extra graph output under its IR name (to compare node by node with ir-run --intermediates)
+    #[arg(long)]
+    pub intermediates: bool,
     /// Print per-op counts (IR ops, the ONNX nodes they became) to standard error
     #[arg(long)]
     pub stats: bool,
@@ -52,6 +55,16 @@ fn data_path(model: &Path) -> Option<(PathBuf, String)> {
 
 pub fn run(args: Args) -> pt2kit::Result<()> {
     let mut program = cli::read_ir(args.input.as_deref())?;
+    // Only values of the program as given are exposed: the fallback
+    // lowering's fresh names mean nothing to another back end.
+    let intermediates = args.intermediates.then(|| {
+        program
+            .graph
+            .values
+            .iter()
+            .map(|v| v.name.clone())
+            .collect()
+    });
     // Ops with no emitter are lowered through the decomposition table first.
     if let Some((lowered, report)) =
         pt2kit::decompose::fallback::lower_unsupported(&program, onnx::converts)?
@@ -74,6 +87,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         external_data: args.external_data,
         external_threshold: args.external_data_threshold,
         external_location: data.as_ref().map(|(_, l)| l.clone()),
+        intermediates,
     };
     let model = onnx::to_onnx(&program, &opts)?;
     for (node, op) in &model.stats.custom_nodes {

@@ -32,6 +32,9 @@ pub struct Args {
     /// Pair tensors by position instead of by name
     #[arg(long)]
     pub by_position: bool,
+    /// Report only the first tensor, in the first file's order, that differs (two dumps of intermediate values: the first node where they part); names on one side only are counted, not compared
+    #[arg(long, conflicts_with = "by_position")]
+    pub first: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -142,7 +145,11 @@ pub fn run(args: Args) -> Result<bool> {
                 args.atol,
                 args.rtol
             ));
-            let (lines, ok) = diff::compare_tensors(&a, &b, tol, by_position);
+            let (lines, ok) = if args.first {
+                diff::first_divergence(&a, &b, tol)
+            } else {
+                diff::compare_tensors(&a, &b, tol, by_position)
+            };
             report = lines;
             same = ok;
         }

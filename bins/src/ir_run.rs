@@ -28,6 +28,9 @@ pub struct Args {
     /// Write the outputs to FILE (.npz or .safetensors) instead of printing a summary
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also write every tensor a top-level node computes to FILE (.npz or .safetensors), named by IR value, in the order they ran: ir-diff --first against ONNX Runtime's (ir2onnx --intermediates) names the first node that differs
+    #[arg(long, value_name = "FILE")]
+    pub intermediates: Option<PathBuf>,
     /// Where to run
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
@@ -83,6 +86,15 @@ pub fn run(args: Args) -> Result<()> {
         (None, Some(path)) => Some(TensorFormat::of_path(path)?),
         (None, None) => None,
     };
+    // The intermediates keep their order only in an npz (zip members).
+    if let Some(path) = &args.intermediates {
+        if !matches!(TensorFormat::of_path(path), Ok(TensorFormat::Npz)) {
+            return Err(Error::usage(format!(
+                "--intermediates {}: write them to an .npz file (it keeps their order)",
+                path.display()
+            )));
+        }
+    }
     let start = std::time::Instant::now();
     let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
@@ -98,6 +110,9 @@ pub fn run(args: Args) -> Result<()> {
         executor.program.graph.nodes.len(),
         prepared.elapsed().as_secs_f64() * 1e3
     ));
+    if args.intermediates.is_some() {
+        executor.start_recording();
+    }
     // One run, timed; with --repeat N, N more after it (a warm-up).
     let first = std::time::Instant::now();
     let mut outputs = executor.run(&inputs)?;
@@ -118,6 +133,13 @@ pub fn run(args: Args) -> Result<()> {
         times.len(),
         outputs.len()
     ));
+    if let Some(path) = &args.intermediates {
+        let bytes = tensorfile::write_npz(&executor.recorded())?;
+        cli::write_output(Some(path), true, |w| {
+            w.write_all(&bytes)
+                .map_err(|e| Error::io(path.display(), e))
+        })?;
+    }
     match &args.output {
         Some(path) => {
             let bytes = tensorfile::encode_tensors(format.unwrap_or(TensorFormat::Npz), &outputs)?;

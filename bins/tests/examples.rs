@@ -99,6 +99,21 @@ fn sandbox() -> tempfile::TempDir {
         "out.safetensors",
         pt2kit::tensorfile::write_safetensors(&expected).unwrap(),
     );
+    // ONNX Runtime's intermediates (recipes/ort_run.py, a python line not
+    // run here): ir-run's stand in, so that `ir-diff run.npz ort.npz
+    // --first` has its file; make test compares the real ones
+    // (recipes/check_intermediates.py).
+    let ok = Command::new(bin.join("ir-run"))
+        .arg(d.join("m.ir"))
+        .arg("--inputs")
+        .arg(d.join("inputs.npz"))
+        .arg("--intermediates")
+        .arg(d.join("ort.npz"))
+        .arg("-q")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ort.npz");
     // the dynamic model's batch dim is in [1, 64]: 128 rows break its contract
     let big = pt2kit::tensorfile::HostTensor {
         dtype: pt2kit::ir::Dtype::Float32,

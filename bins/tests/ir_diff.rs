@@ -359,3 +359,95 @@ fn half_bits(x: f32) -> u16 {
     let mant = ((b >> 13) & 0x3ff) as u16;
     sign | ((exp as u16) << 10) | mant
 }
+
+/// `ir-run --intermediates` dumps every node's tensor in node order;
+/// `ir-diff --first` names the first one that differs, and only that.
+#[test]
+fn intermediates_and_the_first_value_to_differ() {
+    use pt2kit::tensorfile::{read_npz, write_npz};
+    let dir = tempfile::tempdir().unwrap();
+    let m = ir(dir.path(), "mlp.decomp");
+    let dump = dir.path().join("run.npz");
+    let o = run(
+        env!("CARGO_BIN_EXE_ir-run"),
+        &[
+            &m,
+            "--inputs",
+            "golden/models/mlp.inputs.npz",
+            "--intermediates",
+            dump.to_str().unwrap(),
+            "-o",
+            dir.path().join("out.npz").to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let values = read_npz(&dump).unwrap();
+    let names: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
+    // the nodes of mlp.decomp that compute tensors, in graph order
+    assert_eq!(names, ["permute", "addmm", "relu", "permute_1", "addmm_1"]);
+    let out = read_npz(&dir.path().join("out.npz")).unwrap();
+    assert_eq!(values.last().unwrap().1.data, out[0].1.data);
+
+    let diff = |b: &Path| {
+        let o = run(
+            env!("CARGO_BIN_EXE_ir-diff"),
+            &[dump.to_str().unwrap(), b.to_str().unwrap(), "--first"],
+        );
+        (o.status.code(), String::from_utf8(o.stdout).unwrap())
+    };
+    let (code, text) = diff(&dump);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.starts_with("all agree: 5 tensors in both files"),
+        "{text}"
+    );
+
+    // relu made wrong (and everything after it, as a wrong node would):
+    // relu is named, not the later ones, and not the one before it.
+    let mut wrong = values.clone();
+    for (name, t) in wrong.iter_mut().skip(2) {
+        let mut v = t.to_f64();
+        v.iter_mut().for_each(|x| *x += 0.5);
+        t.data = v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
+        assert_eq!(t.dtype, pt2kit::ir::Dtype::Float32, "{name}");
+    }
+    // one value only the other side has is counted, not compared
+    wrong.remove(0);
+    let b = dir.path().join("wrong.npz");
+    std::fs::write(&b, write_npz(&wrong).unwrap()).unwrap();
+    let (code, text) = diff(&b);
+    assert_eq!(code, Some(1), "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("first to differ, after 1 that agree: relu: f32[2, 16]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("4 tensors in both files (1 only in the first, 0 only in the second)"),
+        "{text}"
+    );
+
+    // nothing shared: nothing compared is no agreement
+    let other = dir.path().join("other.npz");
+    let renamed: Vec<_> = values
+        .iter()
+        .map(|(n, t)| (format!("x_{n}"), t.clone()))
+        .collect();
+    std::fs::write(&other, write_npz(&renamed).unwrap()).unwrap();
+    let (code, text) = diff(&other);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nothing to compare"), "{text}");
+
+    // the order is the point: only .npz keeps it
+    let o = run(
+        env!("CARGO_BIN_EXE_ir-run"),
+        &[
+            &m,
+            "--random",
+            "--intermediates",
+            dir.path().join("x.safetensors").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("write them to an .npz file"));
+}

@@ -159,6 +159,57 @@ pub fn compare_tensors(
     (lines, ok)
 }
 
+/// The first tensor, in the first file's order, that differs from the
+/// second file's tensor of the same name: with two dumps of intermediate
+/// values in execution order (`ir-run --intermediates`, ONNX Runtime on
+/// `ir2onnx --intermediates`), the first node where two back ends part.
+/// Names on one side only are counted, not compared (each back end may
+/// compute values the other does not). Returns the report and whether
+/// every shared tensor agrees; it fails when no name is shared.
+pub fn first_divergence(
+    a: &[(String, HostTensor)],
+    b: &[(String, HostTensor)],
+    tol: Tolerance,
+) -> (Vec<String>, bool) {
+    let bm: BTreeMap<&str, &HostTensor> = b.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let shared = a
+        .iter()
+        .filter(|(n, _)| bm.contains_key(n.as_str()))
+        .count();
+    let only = |x: &[(String, HostTensor)], y: &[(String, HostTensor)]| {
+        let names: std::collections::HashSet<&str> = y.iter().map(|(n, _)| n.as_str()).collect();
+        x.iter()
+            .filter(|(n, _)| !names.contains(n.as_str()))
+            .count()
+    };
+    let counts = format!(
+        "{shared} tensors in both files ({} only in the first, {} only in the second)",
+        only(a, b),
+        only(b, a)
+    );
+    if shared == 0 {
+        return (vec![format!("{counts}: nothing to compare")], false);
+    }
+    let mut agreed = 0;
+    for (n, t) in a {
+        let Some(tb) = bm.get(n.as_str()) else {
+            continue;
+        };
+        let r = compare_tensor(n, t, tb, tol);
+        if !r.ok {
+            return (
+                vec![
+                    format!("first to differ, after {agreed} that agree: {}", r.line),
+                    counts,
+                ],
+                false,
+            );
+        }
+        agreed += 1;
+    }
+    (vec![format!("all agree: {counts}")], true)
+}
+
 /// A structural diff of two programs: `-` removed, `+` added, `~` changed.
 pub fn diff_programs(a: &Program, b: &Program) -> Vec<String> {
     let mut out = Vec::new();

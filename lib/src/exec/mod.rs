@@ -366,6 +366,14 @@ pub struct Executor<'p> {
     /// seconds, runs), summed over the runs since it was turned on.
     profile: std::sync::Mutex<Option<Vec<NodeTime>>>,
     profiling: std::sync::atomic::AtomicBool,
+    /// With recording on: every tensor a top-level node defined in the
+    /// last run, by value name, in the order the nodes ran
+    /// (`ir-run --intermediates`).
+    recorded: std::sync::Mutex<Option<Vec<(String, HostTensor)>>>,
+    /// Names of the values that the fallback lowering made (not in the
+    /// program as given): never recorded, since another back end's
+    /// lowering may give the same fresh name to another value.
+    made_by_lowering: std::collections::HashSet<String>,
 }
 
 /// One node's share of the runs profiled (`ir-bench --profile`).
@@ -410,6 +418,7 @@ impl<'p> Executor<'p> {
     /// Lowers the ops it has no row for through the decomposition table,
     /// checks op coverage, and loads the weights onto the device.
     pub fn new(program: &'p Program, device: Device) -> Result<Executor<'p>> {
+        let original = program;
         let (program, fallback) =
             match crate::decompose::fallback::lower_unsupported(program, executes)? {
                 Some((lowered, report)) => (std::borrow::Cow::Owned(lowered), report),
@@ -431,6 +440,10 @@ impl<'p> Executor<'p> {
                 list.join("; ")
             )));
         }
+        let made_by_lowering = match &program {
+            std::borrow::Cow::Owned(lowered) => lowered_names(original, lowered),
+            std::borrow::Cow::Borrowed(_) => Default::default(),
+        };
         let mut weights = BTreeMap::new();
         for (pos, _) in program.graph.inputs.iter().enumerate() {
             if let Some(w) = program.weight_for_input(pos) {
@@ -456,6 +469,8 @@ impl<'p> Executor<'p> {
             host_copies: Default::default(),
             profile: Default::default(),
             profiling: Default::default(),
+            recorded: Default::default(),
+            made_by_lowering,
         })
     }
 
@@ -494,6 +509,11 @@ impl<'p> Executor<'p> {
                 })?,
             };
             args.push(v);
+        }
+        if let Ok(mut r) = self.recorded.lock() {
+            if let Some(kept) = r.as_mut() {
+                kept.clear();
+            }
         }
         let outs = self.run_graph(g, args, &bindings)?;
         let mut result = Vec::new();
@@ -627,6 +647,9 @@ impl<'p> Executor<'p> {
             for (arg, value) in node.outputs.iter().zip(outs) {
                 bind_output(arg, value, &mut env)?;
             }
+            if std::ptr::eq(graph, &self.program.graph) {
+                self.record(graph, node, &env)?;
+            }
             refs.clear();
             node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
             for v in &refs {
@@ -676,6 +699,44 @@ impl Executor<'_> {
 }
 
 impl Executor<'_> {
+    /// Starts keeping every tensor the top-level nodes define (each run
+    /// replaces the last run's): [`Executor::recorded`] reads them.
+    pub fn start_recording(&self) {
+        if let Ok(mut r) = self.recorded.lock() {
+            *r = Some(Vec::new());
+        }
+    }
+
+    /// The tensors the top-level nodes defined in the last run, by value
+    /// name, in the order they were computed (values the fallback lowering
+    /// made are left out).
+    pub fn recorded(&self) -> Vec<(String, HostTensor)> {
+        self.recorded
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    fn record(&self, graph: &Graph, node: &Node, env: &[Option<Value>]) -> Result<()> {
+        let Ok(mut guard) = self.recorded.lock() else {
+            return Ok(());
+        };
+        let Some(kept) = guard.as_mut() else {
+            return Ok(());
+        };
+        for v in crate::ir::defined_tensors(node) {
+            let name = &graph.value(v).name;
+            if self.made_by_lowering.contains(name) {
+                continue;
+            }
+            if let Some(Value::Tensor(t)) = &env[v.index()] {
+                kept.push((name.clone(), t.to_host()?));
+            }
+        }
+        Ok(())
+    }
+
     fn note_time(&self, i: usize, node: &Node, seconds: f64) {
         let Ok(mut guard) = self.profile.lock() else {
             return;
@@ -699,6 +760,23 @@ impl Executor<'_> {
         t.seconds += seconds;
         t.runs += 1;
     }
+}
+
+/// The names of the top-level values of `lowered` that `original` has not.
+fn lowered_names(original: &Program, lowered: &Program) -> std::collections::HashSet<String> {
+    let before: std::collections::HashSet<&str> = original
+        .graph
+        .values
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    lowered
+        .graph
+        .values
+        .iter()
+        .filter(|v| !before.contains(v.name.as_str()))
+        .map(|v| v.name.clone())
+        .collect()
 }
 
 fn literal(a: &Argument) -> Option<Value> {

@@ -70,6 +70,11 @@ pub struct OnnxOptions {
     /// The external data file, relative to the model file (`model.onnx.data`).
     /// Required when external data is used.
     pub external_location: Option<String>,
+    /// Also make graph outputs of the tensors that top-level nodes define,
+    /// under their IR names, for these names (`ir2onnx --intermediates`:
+    /// ONNX Runtime then returns every intermediate value, to compare
+    /// node by node with `ir-run --intermediates`). `None`: none.
+    pub intermediates: Option<std::collections::HashSet<String>>,
 }
 
 impl Default for OnnxOptions {
@@ -81,6 +86,7 @@ impl Default for OnnxOptions {
             external_data: false,
             external_threshold: DEFAULT_EXTERNAL_THRESHOLD,
             external_location: None,
+            intermediates: None,
         }
     }
 }

@@ -487,6 +487,20 @@ impl Node {
     }
 }
 
+/// The tensor values a node defines, in output order (lists flattened).
+pub fn defined_tensors(node: &Node) -> Vec<ValueId> {
+    let mut out = Vec::new();
+    for o in &node.outputs {
+        match o {
+            Argument::Tensor(v) | Argument::OptionalTensor(Some(v)) => out.push(*v),
+            Argument::Tensors(vs) => out.extend(vs.iter().copied()),
+            Argument::OptionalTensors(vs) => out.extend(vs.iter().flatten().copied()),
+            _ => {}
+        }
+    }
+    out
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ArgKind {

@@ -304,7 +304,10 @@ pub(crate) fn convert<'p>(
 
     conv.scopes.push(scope);
     conv.convert_nodes();
-    let outputs = conv.graph_outputs(Some(&program.output_kinds))?;
+    let mut outputs = conv.graph_outputs(Some(&program.output_kinds))?;
+    if let Some(names) = &opts.intermediates {
+        outputs.extend(conv.intermediate_outputs(names, &outputs)?);
+    }
     let scope = conv.scopes.pop().expect("scope");
 
     if !conv.failures.is_empty() {
@@ -700,6 +703,44 @@ impl<'p> Converter<'p> {
                 value_info(&name, &value.kind, self.opset, doc)
                     .map_err(|e| e.at(format!("output '{}'", value.name)))?,
             );
+        }
+        Ok(outs)
+    }
+
+    /// Graph outputs for the tensors the top-level nodes define whose IR
+    /// names are in `names`, in node order: each where a node of this
+    /// scope defines it under its IR name and it is not an output already.
+    fn intermediate_outputs(
+        &self,
+        names: &HashSet<String>,
+        outputs: &[ValueInfoProto],
+    ) -> Result<Vec<ValueInfoProto>> {
+        let scope = self.scope();
+        let taken: HashSet<&str> = outputs.iter().map(|o| o.name.as_str()).collect();
+        let mut outs = Vec::new();
+        for node in &scope.graph.nodes {
+            for v in crate::ir::defined_tensors(node) {
+                let value = scope.graph.value(v);
+                let Some(bound) = &scope.values[v.index()] else {
+                    continue;
+                };
+                if *bound != value.name
+                    || !names.contains(bound)
+                    || !scope.owned.contains(bound)
+                    || taken.contains(bound.as_str())
+                {
+                    continue;
+                }
+                outs.push(
+                    value_info(
+                        bound,
+                        &value.kind,
+                        self.opset,
+                        format!("intermediate of {}", node.name),
+                    )
+                    .map_err(|e| e.at(format!("value '{}'", value.name)))?,
+                );
+            }
         }
         Ok(outs)
     }

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Checks, node by node, that ir2onnx + ONNX Runtime and ir-run agree, and
+that the comparison finds a wrong node.
+
+For every fixture NAME of --models (its TRAINING-dialect NAME.pt2, its ATEN
+NAME.decomp.pt2, and NAME.pt2 lowered by ir-decompose) on NAME.inputs.npz:
+
+  pt2ir NAME.pt2 -o m.ir                       [| ir-decompose]
+  ir2onnx m.ir --intermediates -o m.onnx       every node's tensor an output
+  recipes/ort_run.py m.onnx -> ort.npz         ONNX Runtime computes them all
+  ir-run m.ir --intermediates run.npz          so does ir-run, in node order
+  ir-diff run.npz ort.npz --first              exit 0: every shared value agrees
+
+Then the control that the comparison can fail, and fails at the right
+place: one node of the ONNX model (the float value halfway through the
+shared ones) is made wrong by adding 0.5 to its result; `ir-diff --first`
+must exit 1 and name exactly that value as the first to differ.
+
+Tolerances are ir-diff's (atol = rtol = 1e-4), except for the fixtures
+computed in float16 or bfloat16 (the meta's converted_outputs), where each
+op rounds to that precision: 1e-2. Prints a table and "N passed, M
+failed"; exits 1 on any failure.
+
+  python recipes/check_intermediates.py --bin target/release --models golden/models
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ort_run  # noqa: E402
+
+
+def sh(cmd, **kw):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def must(cmd):
+    rc, out = sh(cmd)
+    if rc != 0:
+        raise RuntimeError(f"{Path(str(cmd[0])).name} exit {rc}: {out.splitlines()[-1] if out else ''}")
+    return out
+
+
+def perturb(onnx_path, shared, out_path):
+    """Adds 0.5 to the float value halfway through `shared` (names in node
+    order); returns its name, or None when no float value is shared."""
+    import onnx
+
+    model = onnx.load(str(onnx_path))
+    floats = {o.name for o in model.graph.output
+              if o.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)}
+    candidates = [n for n in shared if n in floats]
+    if not candidates:
+        return None
+    target = candidates[len(candidates) // 2]
+    elem = next(o.type.tensor_type.elem_type for o in model.graph.output if o.name == target)
+    for node in model.graph.node:
+        node.output[:] = [target + ".right" if o == target else o for o in node.output]
+    half = onnx.helper.make_tensor(target + ".half", elem, [], [0.5])
+    model.graph.initializer.append(half)
+    model.graph.node.append(onnx.helper.make_node(
+        "Add", [target + ".right", target + ".half"], [target], name=target + ".wrong"))
+    # Add appended last: ONNX wants nodes in topological order.
+    onnx.save(_sorted(model), str(out_path))
+    return target
+
+
+def _sorted(model):
+    """The model's nodes in a topological order (the appended Add moves up
+    to just after the node it reads)."""
+    g = model.graph
+    nodes = list(g.node)
+    add = nodes.pop()
+    src = add.input[0]
+    at = next(i for i, n in enumerate(nodes) if src in n.output)
+    nodes.insert(at + 1, add)
+    del g.node[:]
+    g.node.extend(nodes)
+    return model
+
+
+def check(bin_dir, pt2, inputs, lower, tol, work):
+    ir = work / "m.ir"
+    onnx_path = work / "m.onnx"
+    must([bin_dir / "pt2ir", pt2, "-o", ir])
+    if lower:
+        lowered = work / "m.core.ir"
+        must([bin_dir / "ir-decompose", ir, "-o", lowered])
+        ir = lowered
+    must([bin_dir / "ir2onnx", ir, "--intermediates", "-o", onnx_path])
+    feed = dict(np.load(inputs))
+    names, arrays = ort_run.run(onnx_path, feed)
+    ort_npz = work / "ort.npz"
+    with open(ort_npz, "wb") as f:
+        np.savez(f, **dict(zip(names, arrays)))
+    run_npz = work / "run.npz"
+    must([bin_dir / "ir-run", ir, "--inputs", inputs, "--intermediates", run_npz, "-q"])
+    tol_args = ["--atol", str(tol), "--rtol", str(tol)]
+    rc, out = sh([bin_dir / "ir-diff", run_npz, ort_npz, "--first", *tol_args])
+    if rc != 0:
+        return f"differs: {out.splitlines()[0]}", None
+    summary = out.splitlines()[0]
+    # The control: a wrong node is found, and it is the one made wrong.
+    shared = [n for n in np.load(run_npz).files if n in set(names)]
+    wrong = work / "wrong.onnx"
+    target = perturb(onnx_path, shared, wrong)
+    if target is None:
+        return None, f"{summary}; no float value to perturb"
+    names, arrays = ort_run.run(wrong, feed)
+    with open(ort_npz, "wb") as f:
+        np.savez(f, **dict(zip(names, arrays)))
+    rc, out = sh([bin_dir / "ir-diff", run_npz, ort_npz, "--first", *tol_args])
+    first = out.splitlines()[0] if out else ""
+    if rc != 1 or not first.split(": ", 1)[-1].startswith(f"{target}:"):
+        return f"control: {target} made wrong, ir-diff --first exit {rc}: {first}", None
+    return None, f"{summary}; control found {target}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="target/release")
+    ap.add_argument("--models", default="golden/models")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--skip", nargs="*", default=[], help="fixtures not to check (listed as skipped)")
+    args = ap.parse_args()
+    bin_dir = Path(args.bin)
+    models = Path(args.models)
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix="check_intermediates-") as tmp:
+        work = Path(tmp)
+        for meta_path in sorted(models.glob("*.meta.json")):
+            name = meta_path.name[: -len(".meta.json")]
+            if args.only and name not in args.only:
+                continue
+            if name in args.skip:
+                print(f"skip {name} (--skip)")
+                continue
+            meta = json.loads(meta_path.read_text())
+            low = bool(meta.get("converted_outputs"))
+            tol = 1e-2 if low else 1e-4
+            for label, pt2, lower in (("training", models / f"{name}.pt2", False),
+                                      ("aten", models / f"{name}.decomp.pt2", False),
+                                      ("core", models / f"{name}.pt2", True)):
+                if not pt2.exists():
+                    continue
+                try:
+                    err, note = check(bin_dir, pt2, models / f"{name}.inputs.npz", lower, tol, work)
+                except Exception as e:  # noqa: BLE001 - reported in the table
+                    err, note = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}", None
+                if err:
+                    failed += 1
+                    print(f"FAIL {name} {label}: {err}")
+                else:
+                    passed += 1
+                    print(f"ok   {name} {label}: {note}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

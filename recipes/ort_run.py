@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Runs an ONNX model in ONNX Runtime (CPU) and writes every graph output
+to an .npz, in the model's output order, under its ONNX name.
+
+With a model from `ir2onnx --intermediates`, that is every tensor a
+top-level node computes, named after its IR value and in node order, so
+that `ir-diff --first` against `ir-run --intermediates` names the first
+node where ir2onnx + ONNX Runtime and ir-run part:
+
+  ir2onnx m.ir --intermediates -o m.onnx
+  python recipes/ort_run.py m.onnx --inputs in.npz -o ort.npz
+  ir-run m.ir --inputs in.npz --intermediates run.npz
+  ir-diff run.npz ort.npz --first
+
+bfloat16 outputs (which onnxruntime's Python API cannot return) are read
+through a Cast to float32; ir-diff compares them by value. Needs numpy,
+onnx and onnxruntime (`.venv-onnx`, made by `make test`).
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def run(model_path, inputs, threads=None):
+    """(output names, arrays) for every graph output of the model."""
+    import onnxruntime as ort
+
+    import onnx
+
+    model = onnx.load(str(model_path))
+    names = [o.name for o in model.graph.output]
+    read = list(names)
+    for i, o in enumerate(model.graph.output):
+        if o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+            model.graph.node.append(onnx.helper.make_node("Cast", [o.name], [o.name + ".float32"],
+                                                          to=onnx.TensorProto.FLOAT))
+            model.graph.output.append(onnx.helper.make_tensor_value_info(
+                o.name + ".float32", onnx.TensorProto.FLOAT, None))
+            read[i] = o.name + ".float32"
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+    return names, sess.run(read, feed)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="the .onnx file")
+    ap.add_argument("--inputs", required=True, help="an .npz of the model's inputs, by name")
+    ap.add_argument("-o", "--output", required=True, help="the .npz to write")
+    ap.add_argument("--threads", type=int, help="ONNX Runtime's intra-op threads")
+    args = ap.parse_args()
+    names, arrays = run(args.model, dict(np.load(args.inputs)), args.threads)
+    with open(args.output, "wb") as f:
+        np.savez(f, **dict(zip(names, arrays)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
