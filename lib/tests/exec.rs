@@ -277,3 +277,106 @@ fn fallback_lowers_only_what_the_executor_lacks() {
         assert!(f.is_empty() && runs > 0, "{f:?}");
     }
 }
+
+/// Indices a valid graph cannot take, given at run time: every indexing
+/// op refuses them as torch does (bad input, exit 3, naming the node),
+/// never a crash or a silent read out of bounds. torch raises on each of
+/// these; a negative index wraps where torch wraps it (index_select,
+/// gather, scatter and embedding do not; `index` and `index_put` do).
+#[test]
+fn out_of_range_indices_are_bad_input() {
+    use common::build::*;
+    use pt2kit::error::ErrorKind;
+    use pt2kit::ir::{Argument, InputKind};
+    let ints = |v: &[i64], shape: &[usize]| HostTensor {
+        dtype: Dtype::Int64,
+        shape: shape.to_vec(),
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    let x = HostTensor {
+        dtype: Dtype::Float32,
+        shape: vec![5, 3],
+        data: f32s(&(0..15).map(|i| i as f32).collect::<Vec<_>>()),
+    };
+    // (op, index shape, output sizes, extra arguments)
+    type Case = (&'static str, Vec<i64>, Vec<i64>);
+    let cases: Vec<Case> = vec![
+        ("aten.index_select.default", vec![4], vec![4, 3]),
+        ("aten.gather.default", vec![2, 3], vec![2, 3]),
+        ("aten.scatter.src", vec![2, 3], vec![5, 3]),
+        ("aten.index.Tensor", vec![4], vec![4, 3]),
+        ("aten.embedding.default", vec![4], vec![4, 3]),
+        ("aten.index_put.default", vec![4], vec![5, 3]),
+    ];
+    for (op, ishape, out) in cases {
+        let mut b = B::new();
+        let xv = b.input("x", InputKind::UserInput, meta(&[5, 3]), None);
+        let iv = b.input(
+            "idx",
+            InputKind::UserInput,
+            meta_of(Dtype::Int64, &ishape),
+            None,
+        );
+        // scatter's source; index_put's values (broadcast over the rows)
+        let src_shape: &[i64] = if op == "aten.index_put.default" {
+            &[3]
+        } else {
+            &[2, 3]
+        };
+        let sv = b.input("src", InputKind::UserInput, meta(src_shape), None);
+        let y = b.emit(|em| {
+            let args = match op {
+                "aten.index.Tensor" => vec![
+                    ("self", t(xv)),
+                    ("indices", Argument::OptionalTensors(vec![Some(iv)])),
+                ],
+                "aten.embedding.default" => vec![("weight", t(xv)), ("indices", t(iv))],
+                "aten.index_put.default" => vec![
+                    ("self", t(xv)),
+                    ("indices", Argument::OptionalTensors(vec![Some(iv)])),
+                    ("values", t(sv)),
+                ],
+                "aten.scatter.src" => vec![
+                    ("self", t(xv)),
+                    ("dim", Argument::Int(0)),
+                    ("index", t(iv)),
+                    ("src", t(sv)),
+                ],
+                _ => vec![("self", t(xv)), ("dim", Argument::Int(0)), ("index", t(iv))],
+            };
+            em.op(op, args, meta(&out)).unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let n: i64 = ishape.iter().product();
+        let src = HostTensor {
+            dtype: Dtype::Float32,
+            shape: src_shape.iter().map(|&d| d as usize).collect(),
+            data: f32s(&vec![1.0; src_shape.iter().product::<i64>() as usize]),
+        };
+        let run = |bad: i64| {
+            let mut v: Vec<i64> = (0..n).map(|i| i % 5).collect();
+            v[1] = bad;
+            let shape: Vec<usize> = ishape.iter().map(|&d| d as usize).collect();
+            exec.run(&[
+                ("x".into(), x.clone()),
+                ("idx".into(), ints(&v, &shape)),
+                ("src".into(), src.clone()),
+            ])
+        };
+        // in range: runs
+        assert!(run(4).is_ok(), "{op}: {:?}", run(4).err());
+        // negative indices wrap only in `index` and `index_put` (torch's
+        // advanced indexing)
+        let wraps = matches!(op, "aten.index.Tensor" | "aten.index_put.default");
+        assert_eq!(run(-5).is_ok(), wraps, "{op} with -5");
+        for bad in [5, 99, -6] {
+            let e = run(bad).expect_err(op);
+            assert_eq!(e.kind, ErrorKind::BadInput, "{op} with {bad}: {e}");
+            assert!(
+                e.to_string().contains("out of range"),
+                "{op} with {bad}: {e}"
+            );
+        }
+    }
+}

@@ -2,92 +2,14 @@
 
 #![cfg(feature = "exec")]
 
-use pt2kit::blob::Blob;
-use pt2kit::decompose::edit::{Emitter, Names};
+mod common;
+
+use common::build::*;
+use pt2kit::decompose::edit::Emitter;
 use pt2kit::decompose::{functionalize, histogram, passes};
 use pt2kit::exec::{self, DeviceKind, Executor};
 use pt2kit::ir::*;
 use pt2kit::tensorfile::HostTensor;
-
-fn meta(sizes: &[i64]) -> TensorMeta {
-    TensorMeta {
-        dtype: Dtype::Float32,
-        sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
-        strides: contiguous_strides(sizes)
-            .into_iter()
-            .map(Sym::Int)
-            .collect(),
-        storage_offset: Sym::Int(0),
-        device: Device::default(),
-        layout: Layout::Strided,
-        requires_grad: false,
-    }
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A program under construction: inputs first, then nodes via `emit`.
-struct B {
-    p: Program,
-}
-
-impl B {
-    fn new() -> B {
-        let mut p = Program::default();
-        p.info.verifiers = vec!["TRAINING".into()];
-        B { p }
-    }
-
-    fn input(
-        &mut self,
-        name: &str,
-        kind: InputKind,
-        m: TensorMeta,
-        data: Option<Vec<u8>>,
-    ) -> ValueId {
-        self.p.graph.values.push(Value {
-            name: name.into(),
-            kind: ValueKind::Tensor(m.clone()),
-        });
-        let v = ValueId(self.p.graph.values.len() as u32 - 1);
-        if let (Some(w), Some(bytes)) = (kind.weight_name(), data) {
-            self.p.storages.push(Blob::owned(bytes));
-            self.p.weights.push(Weight {
-                name: w.into(),
-                kind: match kind {
-                    InputKind::Parameter(_) => WeightKind::Parameter,
-                    InputKind::Buffer(_) => WeightKind::Buffer,
-                    _ => WeightKind::Constant,
-                },
-                meta: m,
-                storage: self.p.storages.len() as u32 - 1,
-            });
-        }
-        self.p.graph.inputs.push(Argument::Tensor(v));
-        self.p.input_kinds.push(kind);
-        v
-    }
-
-    fn emit(&mut self, f: impl FnOnce(&mut Emitter) -> ValueId) -> ValueId {
-        let mut names = Names::of(&self.p.graph);
-        let mut em = Emitter::new(&mut self.p.graph.values, &mut names, NodeMeta::default());
-        let v = f(&mut em);
-        let nodes = em.nodes;
-        self.p.graph.nodes.extend(nodes);
-        v
-    }
-
-    fn output(&mut self, v: ValueId) {
-        self.p.graph.outputs.push(Argument::Tensor(v));
-        self.p.output_kinds.push(OutputKind::UserOutput);
-    }
-}
-
-fn t(v: ValueId) -> Argument {
-    Argument::Tensor(v)
-}
 
 fn unary(em: &mut Emitter, op: &str, x: ValueId, sizes: &[i64]) -> ValueId {
     em.op(op, vec![("self", t(x))], meta(sizes)).unwrap()

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod build;
+
 use std::path::{Path, PathBuf};
 
 pub fn repo() -> PathBuf {

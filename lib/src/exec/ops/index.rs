@@ -68,6 +68,9 @@ fn index(ctx: &mut Ctx) -> OpResult {
     // linear index over the indexed dims
     let mut linear: Option<CandleTensor> = None;
     for (d, t) in &given {
+        // an index past its dim would land silently in another row of the
+        // merged dims: refused, as torch does
+        check_indices(&t.t, dims[*d], true, "index")?;
         let n = dims[*d] as f64;
         let i =
             t.t.to_dtype(DType::I64)
@@ -191,7 +194,7 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
         idx.dims().to_vec()
     };
     let mut out = x.to_host()?.to_f64();
-    check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), true, "scatter")?;
+    check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), false, "scatter")?;
     let idx_vals = idx.to_host()?.to_f64();
     let xd = x.dims().to_vec();
     let id = idx.dims().to_vec();
@@ -471,6 +474,7 @@ fn index_put_dim(
     values: &Tensor,
     accumulate: bool,
 ) -> OpResult {
+    check_indices(&idx.t, x.dims()[d], true, "index_put")?;
     let n = x.dims()[d] as f64;
     let mut shape = x.dims().to_vec();
     shape[d] = idx.dims()[0];

@@ -1,0 +1,90 @@
+//! Small programs built by hand: inputs and weights first, then nodes
+//! through the decomposition's `Emitter` (schema defaults, fresh names).
+
+use pt2kit::blob::Blob;
+use pt2kit::decompose::edit::{Emitter, Names};
+use pt2kit::ir::*;
+
+pub fn meta(sizes: &[i64]) -> TensorMeta {
+    meta_of(Dtype::Float32, sizes)
+}
+
+pub fn meta_of(dtype: Dtype, sizes: &[i64]) -> TensorMeta {
+    TensorMeta {
+        dtype,
+        sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
+        strides: contiguous_strides(sizes)
+            .into_iter()
+            .map(Sym::Int)
+            .collect(),
+        storage_offset: Sym::Int(0),
+        device: Device::default(),
+        layout: Layout::Strided,
+        requires_grad: false,
+    }
+}
+
+pub fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A program under construction: inputs first, then nodes via `emit`.
+pub struct B {
+    pub p: Program,
+}
+
+impl B {
+    pub fn new() -> B {
+        let mut p = Program::default();
+        p.info.verifiers = vec!["TRAINING".into()];
+        B { p }
+    }
+
+    pub fn input(
+        &mut self,
+        name: &str,
+        kind: InputKind,
+        m: TensorMeta,
+        data: Option<Vec<u8>>,
+    ) -> ValueId {
+        self.p.graph.values.push(Value {
+            name: name.into(),
+            kind: ValueKind::Tensor(m.clone()),
+        });
+        let v = ValueId(self.p.graph.values.len() as u32 - 1);
+        if let (Some(w), Some(bytes)) = (kind.weight_name(), data) {
+            self.p.storages.push(Blob::owned(bytes));
+            self.p.weights.push(Weight {
+                name: w.into(),
+                kind: match kind {
+                    InputKind::Parameter(_) => WeightKind::Parameter,
+                    InputKind::Buffer(_) => WeightKind::Buffer,
+                    _ => WeightKind::Constant,
+                },
+                meta: m,
+                storage: self.p.storages.len() as u32 - 1,
+            });
+        }
+        self.p.graph.inputs.push(Argument::Tensor(v));
+        self.p.input_kinds.push(kind);
+        v
+    }
+
+    pub fn emit(&mut self, f: impl FnOnce(&mut Emitter) -> ValueId) -> ValueId {
+        let mut names = Names::of(&self.p.graph);
+        let mut em = Emitter::new(&mut self.p.graph.values, &mut names, NodeMeta::default());
+        let v = f(&mut em);
+        let nodes = em.nodes;
+        self.p.graph.nodes.extend(nodes);
+        v
+    }
+
+    pub fn output(&mut self, v: ValueId) {
+        self.p.graph.outputs.push(Argument::Tensor(v));
+        self.p.output_kinds.push(OutputKind::UserOutput);
+    }
+}
+
+pub fn t(v: ValueId) -> Argument {
+    Argument::Tensor(v)
+}
