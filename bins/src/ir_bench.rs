@@ -337,14 +337,19 @@ fn timed_run(executor: &Executor, inputs: &[(String, HostTensor)]) -> Result<f64
 }
 
 pub fn run(args: Args) -> Result<()> {
-    // The report format is settled before anything runs.
-    let format = report_format(&args)?;
     if let Some(threads) = args.threads {
-        // candle reads the variable whenever it sizes its thread pools or a
-        // matmul's parallelism, and no pool exists yet: the tool has started
-        // no thread, so setting it here is sound.
+        // candle and rayon read the variable whenever they size a thread
+        // pool or a matmul's parallelism, and no pool exists yet: the tool
+        // has started no thread, so setting it here is sound.
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     }
+    // Everything on a thread of the executor's pool: no hand-off per run.
+    pt2kit::exec::in_pool(move || bench(args))
+}
+
+fn bench(args: Args) -> Result<()> {
+    // The report format is settled before anything runs.
+    let format = report_format(&args)?;
     let model = match &args.input {
         Some(p) if p.as_os_str() != "-" => p.display().to_string(),
         _ => "-".to_string(),

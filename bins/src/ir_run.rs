@@ -80,6 +80,11 @@ fn summary(name: &str, t: &HostTensor) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // Everything on a thread of the executor's pool: no hand-off per run.
+    exec::in_pool(move || run_here(args))
+}
+
+fn run_here(args: Args) -> Result<()> {
     // The output format is settled before anything runs.
     let format = match (args.format, &args.output) {
         (Some(f), _) => Some(TensorFormat::from(f)),

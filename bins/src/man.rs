@@ -23,11 +23,18 @@ pub fn tools() -> Vec<clap::Command> {
 
 /// Variables some tools read besides UPDATE_GOLDEN: (variable, the tools
 /// that read it, meaning).
-const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[(
-    "RAYON_NUM_THREADS",
-    &["ir-run", "ir-bench"],
-    "How many CPU threads the executor (candle) uses; by default the physical cores. ir-bench --threads sets it.",
-)];
+const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
+    (
+        "RAYON_NUM_THREADS",
+        &["ir-run", "ir-bench"],
+        "How many CPU threads the executor's kernels split their work over; by default the physical cores. ir-bench --threads sets it.",
+    ),
+    (
+        "CANDLE_NUM_THREADS",
+        &["ir-run", "ir-bench"],
+        "Threads of candle's own element-wise ops; 1 unless set (its spinning workers took cores from the executor's kernels).",
+    ),
+];
 
 /// What `-o PATH` does with each kind of path, and the faults of the
 /// output path (the same in every tool: `pt2kit::output`).

@@ -13,8 +13,9 @@
 
 pub mod ops;
 pub mod profile;
+pub mod sgemm;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use candle_core::{DType, Device, Tensor as CandleTensor};
 
@@ -374,6 +375,62 @@ pub struct Executor<'p> {
     /// program as given): never recorded, since another back end's
     /// lowering may give the same fresh name to another value.
     made_by_lowering: std::collections::HashSet<String>,
+    /// Weights packed for the matrix kernel ([`sgemm`]), by where they lie:
+    /// packed on first use, kept for the executor's life.
+    packs: PackCache,
+}
+
+/// Where a matrix lies in a storage: (storage address, offset, rows,
+/// cols, row stride, col stride).
+type ViewKey = (usize, usize, usize, usize, usize, usize);
+
+/// Packed weights ([`sgemm::PackedA`] for a convolution's weight, the left
+/// operand; [`sgemm::PackedB`] for a linear layer's, the right one). Only
+/// views of a weight's storage are kept: the weights live as long as the
+/// executor, so their addresses name them; an intermediate's address may
+/// be reused by another value, so intermediates are packed per call.
+#[derive(Default)]
+struct PackCache {
+    weights: std::collections::HashSet<usize>,
+    a: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedA>>>,
+    b: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedB>>>,
+}
+
+/// Runs `f` on a thread of the executor's pool (the caller sleeps
+/// meanwhile): a tool that runs a program many times does it all there,
+/// so that [`Executor::run`] need not hand each run over.
+pub fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(pool) if rayon::current_thread_index().is_none() => pool.install(f),
+        _ => f(),
+    }
+}
+
+/// The executor's thread pool: rayon's global pool (`RAYON_NUM_THREADS`
+/// threads, by default one per core), `None` if it cannot be had.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("pt2kit-exec-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// The address of a CPU float32 tensor's storage (`None` otherwise).
+fn storage_address(t: &CandleTensor) -> Option<usize> {
+    let (storage, _) = t.storage_and_layout();
+    match &*storage {
+        candle_core::Storage::Cpu(cpu) => cpu.as_slice::<f32>().ok().map(|v| v.as_ptr() as usize),
+        _ => None,
+    }
+}
+
+fn view_key(v: &sgemm::View) -> ViewKey {
+    (v.data.as_ptr() as usize, v.off, v.rows, v.cols, v.rs, v.cs)
 }
 
 /// One node's share of the runs profiled (`ir-bench --profile`).
@@ -461,6 +518,13 @@ impl<'p> Executor<'p> {
                 return Err(Error::bad_input(format!("graph input {pos} has no weight")));
             }
         }
+        let packs = PackCache {
+            weights: weights
+                .values()
+                .filter_map(|t: &Tensor| storage_address(&t.t))
+                .collect(),
+            ..Default::default()
+        };
         Ok(Executor {
             program,
             fallback,
@@ -471,12 +535,21 @@ impl<'p> Executor<'p> {
             profiling: Default::default(),
             recorded: Default::default(),
             made_by_lowering,
+            packs,
         })
     }
 
     /// Runs on named user inputs; returns the user outputs, named by their
     /// graph values, in output order.
     pub fn run(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+        // On a thread of the pool that the kernels split their work over:
+        // the caller sleeps meanwhile instead of making one thread more
+        // than there are cores (the ops between parallel kernels run on
+        // the pool thread, not beside it).
+        in_pool(|| self.run_here(inputs))
+    }
+
+    fn run_here(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
         if let Ok(mut copies) = self.host_copies.lock() {
             copies.clear();
         }
@@ -699,6 +772,33 @@ impl Executor<'_> {
 }
 
 impl Executor<'_> {
+    /// `m` packed as the matrix kernel's left operand: kept when it lies in
+    /// a weight, packed afresh otherwise.
+    pub fn packed_a(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedA> {
+        let pack = || std::sync::Arc::new(sgemm::pack_a(m));
+        let key = view_key(m);
+        if !self.packs.weights.contains(&key.0) {
+            return pack();
+        }
+        let Ok(mut cache) = self.packs.a.lock() else {
+            return pack();
+        };
+        cache.entry(key).or_insert_with(pack).clone()
+    }
+
+    /// `m` packed as the matrix kernel's right operand, as [`Self::packed_a`].
+    pub fn packed_b(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedB> {
+        let pack = || std::sync::Arc::new(sgemm::pack_b(m));
+        let key = view_key(m);
+        if !self.packs.weights.contains(&key.0) {
+            return pack();
+        }
+        let Ok(mut cache) = self.packs.b.lock() else {
+            return pack();
+        };
+        cache.entry(key).or_insert_with(pack).clone()
+    }
+
     /// Starts keeping every tensor the top-level nodes define (each run
     /// replaces the last run's): [`Executor::recorded`] reads them.
     pub fn start_recording(&self) {

@@ -12,7 +12,7 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
         k.t.transpose(k.rank() - 2, k.rank() - 1).map_err(ce)?,
         k.dtype,
     );
-    let mut s = matmul_t(&q, &kt)?;
+    let mut s = matmul_t(ctx, &q, &kt)?;
     s.t = s.t.affine(scale, 0.0).map_err(ce)?;
     let (l, sk) = (s.dims()[s.rank() - 2], s.dims()[s.rank() - 1]);
     if ctx.opt_bool("is_causal", false)? {
@@ -43,7 +43,7 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
         }
     }
     let p = softmax_impl(&s, s.rank() - 1, false)?;
-    one(matmul_t(&p, &v)?)
+    one(matmul_t(ctx, &p, &v)?)
 }
 
 /// This family's rows: op identity -> implementation.

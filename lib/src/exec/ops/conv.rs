@@ -45,79 +45,78 @@ impl Windows {
 /// (`xs`, row-major), the column matrix `[b, c * taps, out_plane]`: row
 /// (channel, kz, ky, kx) holds the input under that tap at every output
 /// position, zero where it reads padding. Each row is filled by its own
-/// task from contiguous input rows; only a row's ends (the output columns
-/// whose tap falls in the padding) are worked out, once per row, so the
-/// copy itself has no bounds checks.
+/// task ([`im2col_row`]).
 fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
     use rayon::prelude::*;
-    let ([id, ih, iw], [kd, kh, kw], [sd, sh, sw]) = (g.input, g.kernel, g.stride);
-    let ([pd, ph, pw], [dd, dh, dw], [od, oh, ow]) = (g.pad, g.dilation, g.output);
     let (k, n) = (c * g.taps(), g.out_plane());
-    // Output columns whose input column ox * sw + x0 is inside the row:
-    // [lo, hi); the rest read padding.
-    let span = |x0: isize| {
-        let s = sw as isize;
-        let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
-        let hi = if (iw as isize) <= x0 {
-            0
-        } else {
-            ((iw as isize - x0 + s - 1) / s) as usize
-        }
-        .clamp(lo, ow);
-        (lo, hi)
-    };
+    let mut col = vec![T::default(); b * k * n];
+    col.par_chunks_mut(n.max(1))
+        .enumerate()
+        .for_each(|(row, out)| im2col_row(xs, c, g, row, out));
+    col
+}
+
+/// Row `row` (image `row / (c * taps)`, then channel, kz, ky, kx) of the
+/// column matrix of [`im2col_fill`] into `out` (`out_plane` values).
+fn im2col_row<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, out: &mut [T]) {
+    im2col_segment(xs, c, g, row, 0, out)
+}
+
+/// Columns `[j0, j0 + out.len())` of row `row` of the column matrix (see
+/// [`im2col_row`]), from contiguous input rows: per output line only the
+/// ends (the output columns whose tap falls in the padding) are worked
+/// out, so the copy itself has no bounds checks.
+fn im2col_segment<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, j0: usize, out: &mut [T]) {
+    let ([id, ih, iw], [kd, kh, kw], [sd, sh, sw]) = (g.input, g.kernel, g.stride);
+    let ([pd, ph, pw], [dd, dh, dw], [_, oh, ow]) = (g.pad, g.dilation, g.output);
+    let k = c * g.taps();
     let inside = |o: usize, s: usize, t: usize, d: usize, p: usize, size: usize| {
         let i = (o * s + t * d) as isize - p as isize;
         (i >= 0 && i < size as isize).then_some(i as usize)
     };
-    let zero = |d: &mut [std::mem::MaybeUninit<T>]| {
-        d.iter_mut().for_each(|d| {
-            d.write(T::default());
-        })
-    };
-    let mut col: Vec<T> = Vec::with_capacity(b * k * n);
-    col.spare_capacity_mut()
-        .par_chunks_mut(n.max(1))
-        .enumerate()
-        .for_each(|(row, out)| {
-            let (bi, r) = (row / k, row % k);
-            let (ch, kz, ky, kx) = (r / (kd * kh * kw), (r / (kh * kw)) % kd, (r / kw) % kh, r % kw);
-            let volume = &xs[(bi * c + ch) * id * ih * iw..][..id * ih * iw];
-            let x0 = (kx * dw) as isize - pw as isize;
-            let (lo, hi) = span(x0);
-            let first = (lo as isize * sw as isize + x0).max(0) as usize;
-            for oz in 0..od {
-                let block = &mut out[oz * oh * ow..][..oh * ow];
-                let Some(iz) = inside(oz, sd, kz, dd, pd, id) else {
-                    zero(block);
-                    continue;
-                };
-                let plane = &volume[iz * ih * iw..][..ih * iw];
-                for oy in 0..oh {
-                    let dst = &mut block[oy * ow..][..ow];
-                    let Some(iy) = inside(oy, sh, ky, dh, ph, ih) else {
-                        zero(dst);
-                        continue;
-                    };
-                    // empty when every tap of the row reads padding
-                    let src = plane[iy * iw..][..iw].get(first..).unwrap_or(&[]);
-                    zero(&mut dst[..lo]);
-                    zero(&mut dst[hi..]);
-                    if sw == 1 {
-                        for (d, v) in dst[lo..hi].iter_mut().zip(src) {
-                            d.write(*v);
-                        }
-                    } else {
-                        for (d, v) in dst[lo..hi].iter_mut().zip(src.iter().step_by(sw)) {
-                            d.write(*v);
-                        }
-                    }
+    let (bi, r) = (row / k, row % k);
+    let (ch, kz, ky, kx) = (r / (kd * kh * kw), (r / (kh * kw)) % kd, (r / kw) % kh, r % kw);
+    let volume = &xs[(bi * c + ch) * id * ih * iw..][..id * ih * iw];
+    // output column ox reads input column ox * sw + x0: inside the row for
+    // ox in [lo, hi)
+    let x0 = (kx * dw) as isize - pw as isize;
+    let s = sw as isize;
+    let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
+    let hi = if (iw as isize) <= x0 {
+        0
+    } else {
+        ((iw as isize - x0 + s - 1) / s) as usize
+    }
+    .clamp(lo, ow);
+    let end = j0 + out.len();
+    let mut j = j0;
+    while j < end {
+        // one output line (oz, oy), from column ox0, len columns
+        let (line, ox0) = (j / ow.max(1), j % ow.max(1));
+        let len = (ow - ox0).min(end - j);
+        let (oz, oy) = (line / oh, line % oh);
+        let dst = &mut out[j - j0..][..len];
+        j += len;
+        let (Some(iz), Some(iy)) = (inside(oz, sd, kz, dd, pd, id), inside(oy, sh, ky, dh, ph, ih)) else {
+            dst.fill(T::default());
+            continue;
+        };
+        let src = &volume[(iz * ih + iy) * iw..][..iw];
+        // this segment's part of [lo, hi), relative to ox0
+        let (a, b) = (lo.clamp(ox0, ox0 + len) - ox0, hi.clamp(ox0, ox0 + len) - ox0);
+        dst[..a].fill(T::default());
+        dst[b..].fill(T::default());
+        if a < b {
+            let first = ((ox0 + a) as isize * s + x0) as usize;
+            if sw == 1 {
+                dst[a..b].copy_from_slice(&src[first..first + (b - a)]);
+            } else {
+                for (d, v) in dst[a..b].iter_mut().zip(src[first..].iter().step_by(sw)) {
+                    *d = *v;
                 }
             }
-        });
-    // SAFETY: every element of the b * k chunks of n was written above.
-    unsafe { col.set_len(b * k * n) };
-    col
+        }
+    }
 }
 
 /// The element types the convolution's product runs in.
@@ -190,6 +189,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
 /// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
 /// Stride, padding and dilation may differ per dim.
 fn conv_im2col(
+    exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
@@ -211,10 +211,57 @@ fn conv_im2col(
     let mut shape = vec![xd[0], wd[0]];
     shape.extend(&g.output[3 - (xd.len() - 2)..]);
     match x.dtype() {
+        // 1x1 kernels (a product with no im2col): the packed kernel; with
+        // taps, im2col and the gemm crate measured faster here than filling
+        // the packed kernel's panels with im2col rows
+        DType::F32 if sgemm::available() && g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3] => {
+            conv_packed(exec, x, w, bias, &g, shape)
+        }
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
         other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
     }
+}
+
+/// A 1x1 convolution with stride 1 and no padding (a pointwise one) in
+/// float32 through the packed kernel ([`sgemm`]): per image, the weight
+/// `[c_out, c_in]` (packed once, the left operand) times the image
+/// `[c_in, h * w]` (the right one, packed block by block as the kernel
+/// reads it), the bias the product's initial value.
+fn conv_packed(
+    exec: &Executor,
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+) -> Result<CandleTensor> {
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let (k, n) = (c * g.taps(), g.out_plane());
+    let w = w.contiguous().map_err(ce)?;
+    let pa = with_matrix(&w.reshape((co, k)).map_err(ce)?, |v| exec.packed_a(v))
+        .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
+    let mut out = vec![0f32; b * co * n];
+    if let Some(bias) = bias {
+        let bv = f32s(bias)?;
+        for (row, v) in out.chunks_mut(n.max(1)).zip(bv.iter().cycle()) {
+            row.fill(*v);
+        }
+    }
+    let plane: usize = g.input.iter().product();
+    let threads = rayon::current_num_threads();
+    with_host(x, |xs: &[f32]| {
+        for bi in 0..b {
+            let image = &xs[bi * c * plane..(bi + 1) * c * plane];
+            let fill = |r: usize, j0: usize, seg: &mut [f32]| {
+                seg.copy_from_slice(&image[r * n + j0..][..seg.len()]);
+            };
+            let dst = &mut out[bi * co * n..(bi + 1) * co * n];
+            sgemm::gemm_rows(&pa, k, n, &fill, dst, n, bias.is_some(), threads);
+        }
+    })
+    .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 /// [`conv_im2col`] in `T`, to an output of `shape`.
@@ -336,7 +383,9 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         win.dims()[2] == 1 && win.dims()[3] == 1 && stride == (1, 1) && padding == (0, 0);
     let host_f32 = dt == Dtype::Float32 && xin.device().is_cpu();
     let depthwise = groups > 1 && groups == xin.dims()[1] && win.dims()[1] == 1;
-    let mut y = if host_f32 && ((groups == 1 && !one_by_one) || groups > 1) {
+    // 1x1 convolutions too, where the packed kernel runs (else candle's)
+    let own = groups > 1 || !one_by_one || sgemm::available();
+    let mut y = if host_f32 && own {
         let b = match &bias {
             Some(b) => Some(b.cast(dt)?.t),
             None => None,
@@ -350,7 +399,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         let y = if depthwise {
             conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
         } else {
-            conv_grouped(&xin, &win, b.as_ref(), groups, (&s, &p, &d))?
+            conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d))?
         };
         return one(Tensor::new(y, dt));
     } else {
@@ -426,22 +475,42 @@ fn conv2d_depthwise(
             let src = &xs[(n * c + o / mult) * h * wd..][..h * wd];
             let k = &ws[o * kh * kw..][..kh * kw];
             let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
+            // per kernel column, the output columns whose tap is inside
+            // the row ([lo, hi)) and the input column the first reads: the
+            // sums below run without bounds checks (and vectorise)
+            let spans: Vec<(usize, usize, usize)> = (0..kw)
+                .map(|kx| {
+                    let x0 = (kx * dil.1) as isize - pad.1 as isize;
+                    let s = stride.1 as isize;
+                    let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
+                    let hi = if wd as isize <= x0 {
+                        0
+                    } else {
+                        ((wd as isize - x0 + s - 1) / s) as usize
+                    }
+                    .clamp(lo, ow);
+                    (lo, hi, (lo as isize * s + x0).max(0) as usize)
+                })
+                .collect();
             for oy in 0..oh {
                 let row = &mut dst[oy * ow..][..ow];
-                row.iter_mut().for_each(|d| *d = b0);
+                row.fill(b0);
                 for ky in 0..kh {
                     let iy = (oy * stride.0 + ky * dil.0) as isize - pad.0 as isize;
                     if iy < 0 || iy >= h as isize {
                         continue;
                     }
                     let line = &src[iy as usize * wd..][..wd];
-                    for kx in 0..kw {
+                    for (kx, &(lo, hi, first)) in spans.iter().enumerate() {
                         let wk = k[ky * kw + kx];
-                        let x0 = (kx * dil.1) as isize - pad.1 as isize;
-                        for (ox, d) in row.iter_mut().enumerate() {
-                            let ix = ox as isize * stride.1 as isize + x0;
-                            if ix >= 0 && ix < wd as isize {
-                                *d += line[ix as usize] * wk;
+                        let out = &mut row[lo..hi];
+                        if stride.1 == 1 {
+                            for (d, v) in out.iter_mut().zip(&line[first..first + (hi - lo)]) {
+                                *d += v * wk;
+                            }
+                        } else {
+                            for (d, v) in out.iter_mut().zip(line[first..].iter().step_by(stride.1)) {
+                                *d += v * wk;
                             }
                         }
                     }
@@ -454,6 +523,7 @@ fn conv2d_depthwise(
 /// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the
 /// plain case): one im2col product per group, on its slices of channels.
 fn conv_grouped(
+    exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
@@ -461,7 +531,7 @@ fn conv_grouped(
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
 ) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(x, w, bias, (stride, pad, dil));
+        return conv_im2col(exec, x, w, bias, (stride, pad, dil));
     }
     let (c, co) = (x.dims()[1], w.dims()[0]);
     if groups == 0 || c % groups != 0 || co % groups != 0 {
@@ -478,7 +548,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv_im2col(&xg, &wg, bg.as_ref(), (stride, pad, dil))
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil))
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
@@ -521,6 +591,7 @@ fn conv3d(
     let (stride, pad, dil) = (ints("stride", 1)?, ints("padding", 0)?, ints("dilation", 1)?);
     let b = bias.as_ref().map(host).transpose()?;
     let y = conv_grouped(
+        ctx.exec,
         &host(x)?,
         &host(w)?,
         b.as_ref(),

@@ -9,7 +9,7 @@ fn matmul(ctx: &mut Ctx) -> OpResult {
     } else {
         "other"
     })?;
-    one(matmul_t(&a, &b)?)
+    one(matmul_t(ctx, &a, &b)?)
 }
 
 fn addmm(ctx: &mut Ctx) -> OpResult {
@@ -26,7 +26,16 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
     } else {
         1.0
     };
-    let mut p = matmul_t(&a, &b)?;
+    // A bias row (`[n]` or `[1, n]`) starts the float32 product: fused.
+    let row_bias = bias.rank() == 1 || (bias.rank() == 2 && bias.dims()[0] == 1);
+    if alpha == 1.0 && beta == 1.0 && row_bias && a.rank() == 2 && b.rank() == 2 {
+        if let [Dtype::Float32, Dtype::Float32, Dtype::Float32] = [bias.dtype, a.dtype, b.dtype] {
+            if let Some(t) = packed_matmul(ctx, &a.t, &b.t, Some(&bias.t))? {
+                return one(Tensor::new(t, Dtype::Float32));
+            }
+        }
+    }
+    let mut p = matmul_t(ctx, &a, &b)?;
     if alpha != 1.0 {
         p.t = p.t.affine(alpha, 0.0).map_err(ce)?;
     }
@@ -52,12 +61,12 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
         let dims = x.dims().to_vec();
         let k = dims[dims.len() - 1];
         let rows = Tensor::new(x.t.reshape(((), k)).map_err(ce)?, x.dtype);
-        let y = matmul_t(&rows, &wt)?;
+        let y = matmul_t(ctx, &rows, &wt)?;
         let mut shape = dims[..dims.len() - 1].to_vec();
         shape.push(y.dims()[1]);
         Tensor::new(y.t.reshape(shape).map_err(ce)?, y.dtype)
     } else {
-        matmul_t(&x, &wt)?
+        matmul_t(ctx, &x, &wt)?
     };
     if let Some(b) = ctx.opt_tensor("bias")? {
         y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;

@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, storage_dtype, Ctx, Tensor, Value};
+use super::{ce, sgemm, storage_dtype, Ctx, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -148,7 +148,7 @@ fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
     one(Tensor::new(t, dtype))
 }
 
-fn matmul_t(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+fn matmul_t(ctx: &Ctx, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
     // candle multiplies floats only: integers go through float64 (exact
     // while the sums stay below 2^53).
@@ -158,31 +158,113 @@ fn matmul_t(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (1, 1) => x
             .unsqueeze(0)
             .map_err(ce)
-            .and_then(|x| batched_matmul(&x, &y.unsqueeze(1).map_err(ce)?))
+            .and_then(|x| batched_matmul(ctx, &x, &y.unsqueeze(1).map_err(ce)?))
             .and_then(|t| t.reshape(()).map_err(ce)),
         (1, _) => x
             .unsqueeze(0)
             .map_err(ce)
-            .and_then(|x| batched_matmul(&x, &y))
+            .and_then(|x| batched_matmul(ctx, &x, &y))
             .and_then(|t| t.squeeze(t.rank() - 2).map_err(ce)),
         (_, 1) => y
             .unsqueeze(1)
             .map_err(ce)
-            .and_then(|y| batched_matmul(&x, &y))
+            .and_then(|y| batched_matmul(ctx, &x, &y))
             .and_then(|t| t.squeeze(t.rank() - 1).map_err(ce)),
-        _ => batched_matmul(&x, &y),
+        _ => batched_matmul(ctx, &x, &y),
     }?;
     Tensor::new(t, compute).cast(dt)
+}
+
+/// Runs `f` on a rank-2 float32 CPU tensor as the matrix kernel sees it:
+/// its whole storage, with the offset and strides of its layout (no copy,
+/// whatever the strides). `None` for other ranks, dtypes and devices.
+fn with_matrix<R>(t: &CandleTensor, f: impl FnOnce(&sgemm::View) -> R) -> Option<R> {
+    if t.rank() != 2 || t.dtype() != DType::F32 {
+        return None;
+    }
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let data = cpu.as_slice::<f32>().ok()?;
+    let (dims, stride) = (layout.dims(), layout.stride());
+    Some(f(&sgemm::View {
+        data,
+        off: layout.start_offset(),
+        rows: dims[0],
+        cols: dims[1],
+        rs: stride[0],
+        cs: stride[1],
+    }))
+}
+
+/// `x [m, k] @ y [k, n]` (`+ bias`, a row of n broadcast down) in float32
+/// by the packed kernel ([`sgemm`]), operands read where they lie, a weight
+/// packed once. `None` where it does not apply (other dtypes or devices,
+/// no AVX-512): the caller takes candle's path.
+fn packed_matmul(
+    ctx: &Ctx,
+    x: &CandleTensor,
+    y: &CandleTensor,
+    bias: Option<&CandleTensor>,
+) -> Result<Option<CandleTensor>> {
+    if !sgemm::available() {
+        return Ok(None);
+    }
+    let Some(pa) = with_matrix(x, |v| ctx.exec.packed_a(v)) else {
+        return Ok(None);
+    };
+    let Some(pb) = with_matrix(y, |v| ctx.exec.packed_b(v)) else {
+        return Ok(None);
+    };
+    let (m, n) = (pa.m, pb.n);
+    if pa.k != pb.k {
+        return Err(Error::bad_input(format!(
+            "matrix product of [{m}, {}] and [{}, {n}]",
+            pa.k, pb.k
+        )));
+    }
+    let mut out = match bias {
+        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => {
+            let row: Vec<f32> = b.flatten_all().and_then(|b| b.to_vec1()).map_err(ce)?;
+            let mut out = Vec::with_capacity(m * n);
+            for _ in 0..m {
+                out.extend_from_slice(&row);
+            }
+            out
+        }
+        Some(_) => return Ok(None),
+        None => vec![0f32; m * n],
+    };
+    sgemm::gemm(
+        &pa,
+        &pb,
+        &mut out,
+        n,
+        bias.is_some(),
+        rayon::current_num_threads(),
+    );
+    CandleTensor::from_vec(out, (m, n), x.device())
+        .map(Some)
+        .map_err(ce)
+}
+
+/// `x [m, k] @ y [k, n]`: the packed kernel where it applies, else candle.
+fn matmul_2d(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
+    match packed_matmul(ctx, x, y, None)? {
+        Some(t) => Ok(t),
+        None => x.matmul(y).map_err(ce),
+    }
 }
 
 /// `x [.., m, k] @ y [.., k, n]` with the batch dims broadcast: both are
 /// broadcast by hand and their batch dims flattened into one, since
 /// candle's matmul refuses some layouts of broadcast batch dims (a size-1
 /// dim among them).
-fn batched_matmul(x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
+fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
     let (xr, yr) = (x.rank(), y.rank());
     if xr == 2 && yr == 2 {
-        return x.matmul(y).map_err(ce);
+        return matmul_2d(ctx, x, y);
     }
     let batch = broadcast_shape(&[&x.dims()[..xr - 2], &y.dims()[..yr - 2]])?;
     let (m, k, n) = (x.dims()[xr - 2], x.dims()[xr - 1], y.dims()[yr - 1]);
@@ -200,13 +282,13 @@ fn batched_matmul(x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
         for _ in 0..yr - 2 {
             y0 = y0.get(0).map_err(ce)?;
         }
-        return x
+        let rows = x
             .broadcast_as([batch.as_slice(), &[m, k]].concat())
             .and_then(|t| t.contiguous())
             .and_then(|t| t.reshape((b * m, k)))
-            .and_then(|t| t.matmul(&y0))
-            .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()))
-            .map_err(ce);
+            .map_err(ce)?;
+        return matmul_2d(ctx, &rows, &y0)
+            .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()).map_err(ce));
     }
     let flat = |t: &CandleTensor, r: usize, c: usize| {
         t.broadcast_as([batch.as_slice(), &[r, c]].concat())

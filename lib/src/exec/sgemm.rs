@@ -1,0 +1,585 @@
+//! Single-precision matrix products on the CPU, with operands packed once.
+//!
+//! `C = A B` (or `C += A B`) for float32, in the style of BLIS and ONNX
+//! Runtime's MLAS: both operands are copied into panels that the
+//! micro-kernel reads in order (`A` in panels of [`MR`] rows, `B` in panels
+//! of [`NR`] columns, each k-major and zero-padded), and the kernel keeps an
+//! `MR x NR` block of `C` in the 24 of AVX-512's 32 vector registers while
+//! it runs down `k`. A weight is packed once and kept (see
+//! [`super::Executor`]'s pack cache), so a linear layer or a convolution
+//! reads its weights in the kernel's order on every run without copying
+//! them again; the activations are packed per call, which costs one read of
+//! them against `2 m n k` flops.
+//!
+//! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
+//! each slice of [`KC`] along `k` and each block of [`MC_PANELS`] row
+//! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
+//! KiB: in L1) meets every `A` micro-panel of the block. So B, which is the
+//! weight streamed from memory in a linear layer, is read from memory once
+//! per product. Threads split the column panels (or the row panels when
+//! there are more of those).
+//!
+//! The kernel needs AVX-512F; [`available`] says whether this CPU has it
+//! (checked at run time, so the binaries stay portable), and callers use
+//! the `gemm` crate otherwise.
+
+use std::sync::OnceLock;
+
+/// Rows of `C` a kernel call computes.
+pub const MR: usize = 12;
+/// Columns of `C` a kernel call computes (two 16-lane vectors).
+pub const NR: usize = 32;
+/// The slice of `k` one pass of the kernel runs over.
+pub const KC: usize = 256;
+/// Column panels in one block (`NC = NC_PANELS * NR` columns).
+pub const NC_PANELS: usize = 16;
+/// Row panels in one block (`MC = MC_PANELS * MR` rows: an `MC x KC`
+/// block of A, 144 KiB, stays in L2).
+pub const MC_PANELS: usize = 12;
+
+/// Whether this CPU runs the packed kernel (AVX-512F).
+pub fn available() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::env::var_os("PT2KIT_NO_AVX512").is_none()
+                && std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
+/// A matrix where it lies: element (i, j) at `data[off + i * rs + j * cs]`.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    pub data: &'a [f32],
+    pub off: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl View<'_> {
+    /// Whether every element it names lies inside `data`.
+    fn in_bounds(&self) -> bool {
+        if self.rows == 0 || self.cols == 0 {
+            return true;
+        }
+        let last = (self.rows - 1)
+            .checked_mul(self.rs)
+            .and_then(|r| (self.cols - 1).checked_mul(self.cs).map(|c| (r, c)))
+            .and_then(|(r, c)| r.checked_add(c))
+            .and_then(|x| x.checked_add(self.off));
+        last.is_some_and(|l| l < self.data.len())
+    }
+
+    #[inline(always)]
+    fn at(&self, i: usize, j: usize) -> f32 {
+        self.data[self.off + i * self.rs + j * self.cs]
+    }
+}
+
+/// `A` packed: panels of [`MR`] rows, each `[k][MR]`, the last zero-padded.
+#[derive(Debug)]
+pub struct PackedA {
+    pub m: usize,
+    pub k: usize,
+    data: Vec<f32>,
+}
+
+/// `B` packed: panels of [`NR`] columns, each `[k][NR]`, the last zero-padded.
+#[derive(Debug)]
+pub struct PackedB {
+    pub k: usize,
+    pub n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+impl PackedB {
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// Packs `a` (m x k) into row panels. Panics if the view leaves its data
+/// (callers build views from tensors' own layouts).
+pub fn pack_a(a: &View) -> PackedA {
+    assert!(a.in_bounds(), "pack_a: view out of bounds");
+    let (m, k) = (a.rows, a.cols);
+    let panels = m.div_ceil(MR);
+    let mut data = vec![0f32; panels * k * MR];
+    for (ip, panel) in data.chunks_mut((k * MR).max(1)).enumerate().take(panels) {
+        let rows = (m - ip * MR).min(MR);
+        for i in 0..rows {
+            let r = ip * MR + i;
+            if a.cs == 1 {
+                let src = &a.data[a.off + r * a.rs..][..k];
+                for (p, v) in src.iter().enumerate() {
+                    panel[p * MR + i] = *v;
+                }
+            } else {
+                for p in 0..k {
+                    panel[p * MR + i] = a.at(r, p);
+                }
+            }
+        }
+    }
+    PackedA { m, k, data }
+}
+
+/// Packs `b` (k x n) into column panels. Panics if the view leaves its data.
+pub fn pack_b(b: &View) -> PackedB {
+    assert!(b.in_bounds(), "pack_b: view out of bounds");
+    let (k, n) = (b.rows, b.cols);
+    let panels = n.div_ceil(NR);
+    let mut data = vec![0f32; panels * k * NR];
+    for (jp, panel) in data.chunks_mut((k * NR).max(1)).enumerate().take(panels) {
+        let cols = (n - jp * NR).min(NR);
+        if b.cs == 1 {
+            for p in 0..k {
+                let src = &b.data[b.off + p * b.rs + jp * NR..][..cols];
+                panel[p * NR..p * NR + cols].copy_from_slice(src);
+            }
+        } else {
+            // k-contiguous columns (a transposed weight): read each column
+            // in order, write it with stride NR
+            for j in 0..cols {
+                let c = jp * NR + j;
+                for p in 0..k {
+                    panel[p * NR + j] = b.at(p, c);
+                }
+            }
+        }
+    }
+    PackedB { k, n, data }
+}
+
+/// `C (m x n, row stride ldc) = A B`, or `C += A B` with `accumulate` (a
+/// bias already written into C, say), on up to `threads` threads. Panics
+/// when the shapes disagree or C is too short, or without AVX-512F
+/// ([`available`]).
+pub fn gemm(a: &PackedA, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool, threads: usize) {
+    assert_eq!(a.k, b.k, "gemm: inner dims differ");
+    product(a, &Source::Packed(b), c, ldc, accumulate, threads);
+}
+
+/// A row of B's columns `[j0, j0 + out.len())`: `fill(r, j0, out)`.
+pub type RowFill<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
+
+/// [`gemm`] with B (`k x n`) made as it is needed: each block of [`KC`]
+/// rows by up to [`NC_PANELS`] panels of columns is filled row by row
+/// (`fill(r, j0, out)` writes row `r` from column `j0`) into a buffer the
+/// size of L2 just before the kernel reads it. A convolution's im2col never
+/// exists whole: it is made block by block, hot in the cache.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_rows(
+    a: &PackedA,
+    k: usize,
+    n: usize,
+    fill: RowFill,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    threads: usize,
+) {
+    assert_eq!(a.k, k, "gemm_rows: inner dims differ");
+    product(a, &Source::Rows { n, fill }, c, ldc, accumulate, threads);
+}
+
+/// Where B's panels come from.
+enum Source<'a> {
+    Packed(&'a PackedB),
+    Rows { n: usize, fill: RowFill<'a> },
+}
+
+impl Source<'_> {
+    fn n(&self) -> usize {
+        match self {
+            Source::Packed(b) => b.n,
+            Source::Rows { n, .. } => *n,
+        }
+    }
+}
+
+fn product(a: &PackedA, b: &Source, c: &mut [f32], ldc: usize, accumulate: bool, threads: usize) {
+    assert!(available(), "gemm: this CPU has no AVX-512F");
+    let (m, n, k) = (a.m, b.n(), a.k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "gemm: C too short"
+    );
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                c[i * ldc..i * ldc + n].fill(0.0);
+            }
+        }
+        return;
+    }
+    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+    let threads = threads.max(1);
+    // Split the larger count of panels between the threads; each part is a
+    // disjoint set of C's rows (row panels) or columns (column panels).
+    let cptr = SendPtr(c.as_mut_ptr());
+    let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        // SAFETY: every part writes only its rows x columns of C, which
+        // the assertions above keep inside c; parts are disjoint.
+        unsafe { block(a, b, cptr, ldc, accumulate, rows, cols) }
+    };
+    if threads == 1 || (mp == 1 && np == 1) {
+        run(0..mp, 0..np);
+        return;
+    }
+    use rayon::prelude::*;
+    if np >= mp || np >= threads * 2 {
+        let parts = threads.min(np);
+        (0..parts).into_par_iter().for_each(|t| {
+            run(0..mp, t * np / parts..(t + 1) * np / parts);
+        });
+    } else {
+        let parts = threads.min(mp);
+        (0..parts).into_par_iter().for_each(|t| {
+            run(t * mp / parts..(t + 1) * mp / parts, 0..np);
+        });
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: the parts of a product write disjoint elements (see `gemm`).
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+/// Row panels `rows` x column panels `cols` of C, blocked as the module
+/// says.
+///
+/// # Safety
+/// C must hold rows up to `min(rows.end * MR, m)` with stride `ldc` and
+/// columns up to `n`; no other thread may write those elements.
+unsafe fn block(
+    a: &PackedA,
+    b: &Source,
+    c: SendPtr,
+    ldc: usize,
+    accumulate: bool,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    let (m, n, k) = (a.m, b.n(), a.k);
+    // Rows of B made here: one block of panels.
+    let mut panels = match b {
+        Source::Rows { .. } => vec![0f32; NC_PANELS * KC * NR],
+        Source::Packed(_) => Vec::new(),
+    };
+    let mut jc = cols.start;
+    while jc < cols.end {
+        let jend = (jc + NC_PANELS).min(cols.end);
+        let mut pc = 0;
+        while pc < k {
+            let kc = KC.min(k - pc);
+            if let Source::Rows { fill, .. } = b {
+                // each row's part of each panel, written in place
+                for r in 0..kc {
+                    for jp in jc..jend {
+                        let len = (n - jp * NR).min(NR);
+                        let dst = &mut panels[((jp - jc) * kc + r) * NR..][..NR];
+                        fill(pc + r, jp * NR, &mut dst[..len]);
+                        dst[len..].fill(0.0);
+                    }
+                }
+            }
+            let mut ic = rows.start;
+            while ic < rows.end {
+                let iend = (ic + MC_PANELS).min(rows.end);
+                for jp in jc..jend {
+                    let bp = match b {
+                        Source::Packed(p) => p.data.as_ptr().add(jp * k * NR + pc * NR),
+                        Source::Rows { .. } => panels.as_ptr().add((jp - jc) * kc * NR),
+                    };
+                    let nr = (n - jp * NR).min(NR);
+                    for ip in ic..iend {
+                        let ap = a.data.as_ptr().add(ip * k * MR + pc * MR);
+                        let mr = (m - ip * MR).min(MR);
+                        let cp = c.0.add(ip * MR * ldc + jp * NR);
+                        kernel(kc, ap, bp, cp, ldc, mr, nr, accumulate || pc > 0);
+                    }
+                }
+                ic = iend;
+            }
+            pc += kc;
+        }
+        jc = jend;
+    }
+}
+
+/// One `MR x NR` block of C from `kc` steps of packed A and B: C = A B (or
+/// C += A B), writing only the first `mr` rows and `nr` columns.
+///
+/// # Safety
+/// `a` holds `kc * MR` floats, `b` `kc * NR`; C's `mr` rows of `nr`
+/// columns at stride `ldc` are writable; AVX-512F is present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    let (mut ap, mut bp) = (a, b);
+    for _ in 0..kc {
+        let b0 = _mm512_loadu_ps(bp);
+        let b1 = _mm512_loadu_ps(bp.add(16));
+        macro_rules! row {
+            ($($i:literal)*) => {$(
+                let av = _mm512_set1_ps(*ap.add($i));
+                acc[$i][0] = _mm512_fmadd_ps(av, b0, acc[$i][0]);
+                acc[$i][1] = _mm512_fmadd_ps(av, b1, acc[$i][1]);
+            )*};
+        }
+        row!(0 1 2 3 4 5 6 7 8 9 10 11);
+        ap = ap.add(MR);
+        bp = bp.add(NR);
+    }
+    let mask = |lanes: usize| -> __mmask16 {
+        if lanes >= 16 {
+            0xffff
+        } else {
+            ((1u32 << lanes) - 1) as __mmask16
+        }
+    };
+    let (m0, m1) = (mask(nr), mask(nr.saturating_sub(16)));
+    for (i, row) in acc.iter().enumerate().take(mr) {
+        let cp = c.add(i * ldc);
+        let (mut v0, mut v1) = (row[0], row[1]);
+        if accumulate {
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cp));
+            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cp.add(16)));
+        }
+        _mm512_mask_storeu_ps(cp, m0, v0);
+        _mm512_mask_storeu_ps(cp.add(16), m1, v1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(a: &View, b: &View) -> Vec<f64> {
+        let mut c = vec![0f64; a.rows * b.cols];
+        for i in 0..a.rows {
+            for j in 0..b.cols {
+                c[i * b.cols + j] = (0..a.cols)
+                    .map(|p| a.at(i, p) as f64 * b.at(p, j) as f64)
+                    .sum();
+            }
+        }
+        c
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every edge (rows and columns that do not fill a block, k across
+    /// several KC slices, one and two threads, row- and column-major
+    /// operands, accumulation) against a float64 reference.
+    #[test]
+    fn products_match_a_reference() {
+        if !available() {
+            eprintln!("no AVX-512F here: the packed kernel is not used, nothing to test");
+            return;
+        }
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (12, 32, 7),
+            (13, 33, 257),
+            (25, 100, 600),
+            (64, 10, 784),
+            (3, 70, 0),
+            (100, 3, 20),
+        ] {
+            let av = values(m * k, 1);
+            let bv = values(k * n, 2);
+            for &(a_rowmajor, b_rowmajor) in &[(true, true), (false, false), (true, false)] {
+                let a = View {
+                    data: &av,
+                    off: 0,
+                    rows: m,
+                    cols: k,
+                    rs: if a_rowmajor { k } else { 1 },
+                    cs: if a_rowmajor { 1 } else { m },
+                };
+                let b = View {
+                    data: &bv,
+                    off: 0,
+                    rows: k,
+                    cols: n,
+                    rs: if b_rowmajor { n } else { 1 },
+                    cs: if b_rowmajor { 1 } else { k },
+                };
+                let want = naive(&a, &b);
+                let (pa, pb) = (pack_a(&a), pack_b(&b));
+                for threads in [1, 2, 3] {
+                    let ldc = n + 3;
+                    let mut c = vec![7f32; m * ldc];
+                    gemm(&pa, &pb, &mut c, ldc, false, threads);
+                    for i in 0..m {
+                        for j in 0..n {
+                            let got = c[i * ldc + j] as f64;
+                            let w = want[i * n + j];
+                            assert!(
+                                (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                                "{m}x{n}x{k} ({i},{j}): {got} vs {w}"
+                            );
+                        }
+                        // the padding between rows is left alone
+                        assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                    }
+                    // B made row by row as the kernel needs it: the same
+                    let mut c2 = vec![7f32; m * ldc];
+                    let fill = |r: usize, j0: usize, out: &mut [f32]| {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            *o = b.at(r, j0 + j);
+                        }
+                    };
+                    gemm_rows(&pa, k, n, &fill, &mut c2, ldc, false, threads);
+                    assert_eq!(c, c2, "{m}x{n}x{k}: gemm_rows");
+                    let mut c = vec![1f32; m * n];
+                    gemm(&pa, &pb, &mut c, n, true, threads);
+                    for (got, w) in c.iter().zip(&want) {
+                        assert!((*got as f64 - (w + 1.0)).abs() <= 1e-4 * (1.0 + w.abs()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// `cargo test --release -p pt2kit --features exec --lib gemm_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn gemm_speed() {
+        for &(m, n, k) in &[
+            (128, 768, 768),
+            (128, 3072, 768),
+            (128, 768, 3072),
+            (64, 512, 784),
+            (64, 3136, 576),
+            (256, 196, 2304),
+        ] {
+            let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+            let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+            let a = View {
+                data: &av,
+                off: 0,
+                rows: m,
+                cols: k,
+                rs: k,
+                cs: 1,
+            };
+            let b = View {
+                data: &bv,
+                off: 0,
+                rows: k,
+                cols: n,
+                rs: 1,
+                cs: k,
+            };
+            let many: Vec<PackedB> = (0..16).map(|_| pack_b(&b)).collect();
+            let pb = pack_b(&b);
+            let mut c = vec![0f32; m * n];
+            for threads in [1, 2] {
+                let t = std::time::Instant::now();
+                for r in 0..48 {
+                    let pa = pack_a(&a);
+                    gemm(&pa, &many[r % 16], &mut c, n, false, threads);
+                }
+                let s = t.elapsed().as_secs_f64() / 48.0;
+                eprintln!(
+                    "{m}x{n}x{k} threads {threads}: B from memory {:.1} GFLOP/s, {:.1} GB/s of B",
+                    2.0 * (m * n * k) as f64 / s / 1e9,
+                    (k * n * 4) as f64 / s / 1e9
+                );
+            }
+            let flops = 2.0 * (m * n * k) as f64;
+            for threads in [1, 2] {
+                let t = std::time::Instant::now();
+                let reps = 50;
+                for _ in 0..reps {
+                    let pa = pack_a(&a);
+                    gemm(&pa, &pb, &mut c, n, false, threads);
+                }
+                let s = t.elapsed().as_secs_f64() / reps as f64;
+                let t2 = std::time::Instant::now();
+                for _ in 0..reps {
+                    unsafe {
+                        ::gemm::gemm(
+                            m,
+                            n,
+                            k,
+                            c.as_mut_ptr(),
+                            1,
+                            n as isize,
+                            false,
+                            av.as_ptr(),
+                            1,
+                            k as isize,
+                            bv.as_ptr(),
+                            k as isize,
+                            1,
+                            1.0f32,
+                            1.0f32,
+                            false,
+                            false,
+                            false,
+                            if threads == 1 {
+                                ::gemm::Parallelism::None
+                            } else {
+                                ::gemm::Parallelism::Rayon(threads)
+                            },
+                        );
+                    }
+                }
+                let s2 = t2.elapsed().as_secs_f64() / reps as f64;
+                eprintln!(
+                    "{m}x{n}x{k} threads {threads}: packed {:.1} GFLOP/s, gemm crate {:.1} GFLOP/s",
+                    flops / s / 1e9,
+                    flops / s2 / 1e9
+                );
+            }
+        }
+    }
+}
