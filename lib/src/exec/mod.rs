@@ -14,6 +14,7 @@
 pub mod ops;
 pub mod profile;
 pub mod sgemm;
+pub mod vmath;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -2,10 +2,10 @@
 
 use super::*;
 
-unary_ops! {
-    tanh => |t| t.tanh();
-    sigmoid => |t| (t.neg()?.exp()? + 1.0)?.recip();
-    silu => |t| t.silu();
+vm_unary_ops! {
+    tanh => vmath::tanh, |t| t.tanh();
+    sigmoid => vmath::sigmoid, |t| (t.neg()?.exp()? + 1.0)?.recip();
+    silu => vmath::silu, |t| t.silu();
 }
 
 fn relu(ctx: &mut Ctx) -> OpResult {
@@ -29,6 +29,15 @@ fn relu(ctx: &mut Ctx) -> OpResult {
 
 fn gelu(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    let tanh = ctx.string("approximate")?.as_deref() == Some("tanh");
+    let fast = if tanh {
+        vmap(&x, vmath::gelu_tanh)?
+    } else {
+        vmap(&x, vmath::gelu_erf)?
+    };
+    if let Some(y) = fast {
+        return one(y);
+    }
     let t = match ctx.string("approximate")?.as_deref() {
         Some("tanh") => x.t.gelu(),
         _ => x.t.gelu_erf(),

@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, sgemm, storage_dtype, Ctx, Executor, Tensor, Value};
+use super::{ce, sgemm, storage_dtype, vmath, Ctx, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -16,6 +16,12 @@ use std::sync::OnceLock;
 
 macro_rules! unary_ops {
     ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_float(ctx, $f) } )* };
+}
+
+/// Unary float ops with a vectorised float32 form ([`vmath`]) for CPU
+/// tensors, candle's kernel otherwise.
+macro_rules! vm_unary_ops {
+    ($($name:ident => $v:expr, $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_vm(ctx, $v, $f) } )* };
 }
 
 pub type OpFn = fn(&mut Ctx) -> Result<Vec<Value>>;
@@ -51,6 +57,32 @@ fn unary_float(
         x.cast(Dtype::Float32)?
     };
     one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
+}
+
+/// `v` over a float32 CPU tensor by [`vmath`]'s vectorised loops, else
+/// candle's `f` (as [`unary_float`]).
+fn unary_vm(
+    ctx: &mut Ctx,
+    v: impl Fn(f32) -> f32 + Copy + Send + Sync,
+    f: fn(&CandleTensor) -> candle_core::Result<CandleTensor>,
+) -> OpResult {
+    let x = ctx.tensor("self")?;
+    match vmap(&x, v)? {
+        Some(y) => one(y),
+        None => unary_float(ctx, f),
+    }
+}
+
+/// `v` over the elements of a float32 CPU tensor (any layout), by
+/// [`vmath::map`]; `None` for other dtypes and devices.
+fn vmap(x: &Tensor, v: impl Fn(f32) -> f32 + Copy + Send + Sync) -> Result<Option<Tensor>> {
+    if x.dtype != Dtype::Float32 {
+        return Ok(None);
+    }
+    match with_host::<f32, _>(&x.t, |xs| vmath::map(xs, v)) {
+        Some(out) => Ok(Some(Tensor::new(host_f32_tensor(out, x.dims())?, x.dtype))),
+        None => Ok(None),
+    }
 }
 
 /// A unary op that keeps its dtype: candle's kernel `f` for floating
@@ -122,6 +154,13 @@ fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
     } else {
         DType::F32
     };
+    if compute == DType::F32 && d + 1 == x.rank() {
+        // along the last dim on the CPU: rows by vmath
+        let n = x.dims()[d];
+        if let Some(out) = with_host::<f32, _>(&x.t, |xs| vmath::softmax_rows(xs, n, log)) {
+            return Ok(Tensor::new(host_f32_tensor(out, x.dims())?, x.dtype));
+        }
+    }
     let t = x.t.to_dtype(compute).map_err(ce)?;
     let max = t.max_keepdim(d).map_err(ce)?;
     let shifted = t.broadcast_sub(&max).map_err(ce)?;

@@ -282,12 +282,15 @@ fn rsub(ctx: &mut Ctx) -> OpResult {
 unary_ops! {
     sin => |t| t.sin();
     cos => |t| t.cos();
-    exp => |t| t.exp();
     log => |t| t.log();
     sqrt => |t| t.sqrt();
-    erf => |t| t.erf();
     rsqrt => |t| t.sqrt()?.recip();
     reciprocal => |t| t.recip();
+}
+
+vm_unary_ops! {
+    exp => vmath::exp, |t| t.exp();
+    erf => vmath::erf, |t| t.erf();
 }
 
 fn neg(ctx: &mut Ctx) -> OpResult {
