@@ -33,6 +33,8 @@ pub const NR: usize = 32;
 pub const KC: usize = 256;
 /// Column panels in one block (`NC = NC_PANELS * NR` columns).
 pub const NC_PANELS: usize = 16;
+/// Multiply-adds below which a product runs on the calling thread.
+pub const PARALLEL_MIN_MACS: usize = 1 << 16;
 /// Row panels in one block (`MC = MC_PANELS * MR` rows: an `MC x KC`
 /// block of A, 144 KiB, stays in L2).
 pub const MC_PANELS: usize = 12;
@@ -231,7 +233,12 @@ fn product(a: &PackedA, b: &Source, c: &mut [f32], ldc: usize, accumulate: bool,
         return;
     }
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-    let threads = threads.max(1);
+    // A product of a few microseconds is not worth waking another thread.
+    let threads = if m * n * k < PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
     // Split the larger count of panels between the threads; each part is a
     // disjoint set of C's rows (row panels) or columns (column panels).
     let cptr = SendPtr(c.as_mut_ptr());

@@ -135,13 +135,14 @@ pub fn silu(x: f32) -> f32 {
 
 /// The instruction sets the loops are compiled for.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Isa {
+pub(crate) enum Isa {
     Avx512,
     Avx2,
     Base,
 }
 
-fn isa() -> Isa {
+/// The widest instruction set this CPU runs (checked once).
+pub(crate) fn isa() -> Isa {
     static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
     *ISA.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
@@ -161,32 +162,46 @@ fn isa() -> Isa {
     })
 }
 
-/// `dst[i] = f(src[i])` on this thread, in the widest instruction set.
-fn map_here(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-    #[inline(always)]
-    fn body(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+/// A function compiled three times (AVX-512, AVX2 + FMA, the baseline),
+/// the copy for this CPU chosen at run time ([`isa`]): its loops vectorise
+/// to the widest registers there are, and the binary stays portable.
+/// Generic parameters go in `[...]` after the name.
+macro_rules! multiversion {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $([$($g:tt)*])? ($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        $vis fn $name $(<$($g)*>)? ($($arg: $ty),*) {
+            #[inline(always)]
+            fn inner $(<$($g)*>)? ($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn wide $(<$($g)*>)? ($($arg: $ty),*) {
+                    inner($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) {
+                    inner($($arg),*)
+                }
+                match $crate::exec::vmath::isa() {
+                    // SAFETY: the CPU has the features (checked by `isa`).
+                    $crate::exec::vmath::Isa::Avx512 => return unsafe { wide($($arg),*) },
+                    $crate::exec::vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::exec::vmath::Isa::Base => {}
+                }
+            }
+            inner($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
+
+multiversion! {
+    /// `dst[i] = f(src[i])` on this thread, in the widest instruction set.
+    fn map_here[F: Fn(f32) -> f32 + Copy](src: &[f32], dst: &mut [f32], f: F) {
         for (d, s) in dst.iter_mut().zip(src) {
             *d = f(*s);
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn wide(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-            body(src, dst, f)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
-            body(src, dst, f)
-        }
-        match isa() {
-            // SAFETY: the CPU has the features (checked by `isa`).
-            Isa::Avx512 => return unsafe { wide(src, dst, f) },
-            Isa::Avx2 => return unsafe { avx2(src, dst, f) },
-            Isa::Base => {}
-        }
-    }
-    body(src, dst, f)
 }
 
 /// `f` over every element, split over the pool's threads when large.
