@@ -36,7 +36,10 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// first_run_seconds, then over the timed runs min_seconds, median_seconds,
 /// mean_seconds, p90_seconds (nearest rank), max_seconds, stddev_seconds
 /// (sample standard deviation, 0 for one run), peak_rss_bytes (the
-/// process's peak resident memory; null where /proc is missing), inputs (in
+/// process's peak resident memory; null where /proc is missing),
+/// peak_anon_bytes (the peak of its anonymous memory, RssAnon, sampled every
+/// 10 ms: memory not backed by a file, so mapped weights are not in it; null
+/// where /proc is missing), inputs (in
 /// JSON a list of {name, dtype, shape}; in CSV NAME:DTYPE[SHAPE] joined by
 /// spaces). CSV is one header line and one row, so reports of several runs
 /// concatenate (drop the later headers).
@@ -177,6 +180,7 @@ struct Report {
     first_run_seconds: f64,
     stats: Stats,
     peak_rss_bytes: Option<u64>,
+    peak_anon_bytes: Option<u64>,
     /// (name, dtype short name, shape)
     inputs: Vec<(String, &'static str, Vec<usize>)>,
     profile: Option<pt2kit::exec::profile::Profile>,
@@ -209,6 +213,7 @@ impl Report {
             ("max_seconds", json!(s.max)),
             ("stddev_seconds", json!(s.stddev)),
             ("peak_rss_bytes", json!(self.peak_rss_bytes)),
+            ("peak_anon_bytes", json!(self.peak_anon_bytes)),
             ("inputs", Value::Array(inputs)),
             ("profile", json!(self.profile)),
         ]
@@ -283,6 +288,9 @@ impl Report {
         if let Some(bytes) = self.peak_rss_bytes {
             out += &format!("peak RSS    {:.1} MiB\n", bytes as f64 / (1 << 20) as f64);
         }
+        if let Some(bytes) = self.peak_anon_bytes {
+            out += &format!("peak anon   {:.1} MiB\n", bytes as f64 / (1 << 20) as f64);
+        }
         if let Some(p) = &self.profile {
             out += &p.table(15);
         }
@@ -350,6 +358,7 @@ pub fn run(args: Args) -> Result<()> {
 fn bench(args: Args) -> Result<()> {
     // The report format is settled before anything runs.
     let format = report_format(&args)?;
+    let anon = run_inputs::AnonPeak::start();
     let model = match &args.input {
         Some(p) if p.as_os_str() != "-" => p.display().to_string(),
         _ => "-".to_string(),
@@ -360,7 +369,7 @@ fn bench(args: Args) -> Result<()> {
     let mut load = start.elapsed();
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, true)?;
     let setup = Instant::now();
-    let executor = Executor::new(&program, device)?;
+    let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);
     load += setup.elapsed();
     cli::verbose(format!(
@@ -436,6 +445,7 @@ fn bench(args: Args) -> Result<()> {
         first_run_seconds: first_run,
         stats: Stats::of(times),
         peak_rss_bytes: run_inputs::peak_rss_bytes(),
+        peak_anon_bytes: anon.peak(),
         inputs: inputs
             .iter()
             .map(|(name, t)| (name.clone(), t.dtype.short_name(), t.shape.clone()))

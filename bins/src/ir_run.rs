@@ -100,14 +100,22 @@ fn run_here(args: Args) -> Result<()> {
             )));
         }
     }
+    let anon = args.stats.then(run_inputs::AnonPeak::start);
     let start = std::time::Instant::now();
     let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
     let loaded = start.elapsed();
     let prepared = std::time::Instant::now();
-    let executor = Executor::new(&program, device)?;
+    let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-run", &executor.fallback);
+    let (mapped, mapped_bytes) = executor.mapped_weights();
+    if mapped > 0 {
+        cli::verbose(format!(
+            "ir-run: {mapped} weights ({}) read where they lie, not copied",
+            pt2kit::export::onnx::human_bytes(mapped_bytes)
+        ));
+    }
     cli::verbose(format!(
         "ir-run: read the program and {} inputs in {:.1} ms; {} nodes ready in {:.1} ms",
         inputs.len(),
@@ -162,12 +170,14 @@ fn run_here(args: Args) -> Result<()> {
         }
     }
     if args.stats {
+        let mib = |b: Option<u64>| b.unwrap_or(0) as f64 / (1 << 20) as f64;
         eprintln!(
-            "ir-run: read {:.1} ms, run {:.3} ms (median of {}), peak RSS {:.1} MiB",
+            "ir-run: read {:.1} ms, run {:.3} ms (median of {}), peak RSS {:.1} MiB, peak anonymous {:.1} MiB",
             loaded.as_secs_f64() * 1e3,
             ran.as_secs_f64() * 1e3,
             times.len(),
-            run_inputs::peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64
+            mib(run_inputs::peak_rss_bytes()),
+            mib(anon.as_ref().and_then(|a| a.peak())),
         );
         if !executor.device.is_cpu() {
             let copies = executor.host_copies();

@@ -30,6 +30,16 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
         "How many CPU threads the executor's kernels split their work over; by default the physical cores. ir-bench --threads sets it.",
     ),
     (
+        "PT2KIT_SPOOL_BYTES",
+        &["ir-decompose", "ir2onnx", "ir-run", "ir-bench", "ir-diff"],
+        "Weights read from a pipe above this many bytes (default 256 MiB) go to an unlinked temporary file in TMPDIR, mapped, not into memory.",
+    ),
+    (
+        "TMPDIR",
+        &["ir-decompose", "ir2onnx", "ir-run", "ir-bench", "ir-diff"],
+        "Where weights read from a pipe are spooled (see PT2KIT_SPOOL_BYTES).",
+    ),
+    (
         "CANDLE_NUM_THREADS",
         &["ir-run", "ir-bench"],
         "Threads of candle's own element-wise ops; 1 unless set (its spinning workers took cores from the executor's kernels).",

@@ -36,6 +36,31 @@ pub struct MemoryArgs {
     /// Refuse a program with a value larger than this, before it runs: bytes, or with K, M, G, T (powers of 1024) [default: the memory available now]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+    /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto does it when the weights pass 1 GiB
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = MapWeightsArg::Auto)]
+    pub map_weights: MapWeightsArg,
+}
+
+/// `--map-weights`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum MapWeightsArg {
+    Auto,
+    Always,
+    Never,
+}
+
+impl MemoryArgs {
+    /// The executor's options these flags ask for.
+    pub fn exec_options(&self) -> pt2kit::exec::ExecOptions {
+        use pt2kit::exec::mapped::MapWeights;
+        pt2kit::exec::ExecOptions {
+            map_weights: match self.map_weights {
+                MapWeightsArg::Auto => MapWeights::Auto,
+                MapWeightsArg::Always => MapWeights::Always,
+                MapWeightsArg::Never => MapWeights::Never,
+            },
+        }
+    }
 }
 
 /// `512M`, `8G`, `1.5GiB`, `4096`.
@@ -262,9 +287,57 @@ fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor
 }
 
 /// The process's peak resident memory (`VmHWM`), where /proc has it.
-pub fn peak_rss_bytes() -> Option<u64> {
+/// A field of /proc/self/status in bytes (`VmHWM`, `RssAnon`, ...).
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// The peak of the process's anonymous memory (RssAnon: memory not backed
+/// by a file, where the page cache holds mapped weights), which the kernel
+/// does not track: a thread samples it every 10 ms (and each read of the
+/// peak once more) from when
+/// [`AnonPeak::start`] is called.
+pub struct AnonPeak {
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    available: bool,
+}
+
+impl AnonPeak {
+    pub fn start() -> AnonPeak {
+        use std::sync::atomic::Ordering;
+        let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let available = status_bytes("RssAnon:").is_some();
+        if available {
+            let p = peak.clone();
+            std::thread::Builder::new()
+                .name("rss-anon".into())
+                .spawn(move || loop {
+                    if let Some(v) = status_bytes("RssAnon:") {
+                        p.fetch_max(v, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                })
+                .ok();
+        }
+        AnonPeak { peak, available }
+    }
+
+    /// The highest RssAnon seen so far (sampled once more now).
+    pub fn peak(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        if !self.available {
+            return None;
+        }
+        if let Some(v) = status_bytes("RssAnon:") {
+            self.peak.fetch_max(v, Ordering::Relaxed);
+        }
+        Some(self.peak.load(Ordering::Relaxed))
+    }
+}
+
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
 }

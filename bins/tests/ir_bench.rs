@@ -29,6 +29,7 @@ const KEYS: &[&str] = &[
     "max_seconds",
     "stddev_seconds",
     "peak_rss_bytes",
+    "peak_anon_bytes",
     "inputs",
 ];
 
@@ -94,6 +95,8 @@ fn json_report_has_every_key_and_consistent_times() {
     assert_eq!(report["iters"], 7);
     assert!(report["threads"].as_u64().unwrap() >= 1);
     assert!(report["peak_rss_bytes"].as_u64().unwrap() > 0);
+    let anon = report["peak_anon_bytes"].as_u64().unwrap();
+    assert!(anon > 0 && anon <= report["peak_rss_bytes"].as_u64().unwrap());
     let (min, median, mean, p90, max) = (
         seconds(&report, "min_seconds"),
         seconds(&report, "median_seconds"),

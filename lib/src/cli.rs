@@ -199,6 +199,7 @@ pub fn main_from<P: Parser>(
     crate::output::signals::install();
     crate::output::inputs::set_no_mmap(c.no_mmap);
     VERBOSITY.store(if c.quiet { 0 } else { 1 + c.verbose }, Ordering::Relaxed);
+    crate::progress::set_quiet(c.quiet);
     if let Some(shell) = c.completions {
         let mut cmd = P::command();
         let name = cmd.get_name().to_string();
@@ -271,6 +272,25 @@ pub fn read_ir_unchecked(path: Option<&Path>) -> Result<Program> {
         }
         let mut input = BufReader::with_capacity(1 << 20, f);
         return crate::wire::read_program(&mut input, &name);
+    }
+    // Standard input redirected from a regular file (`tool < model.ir`) is
+    // mapped too.
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let stdin = io::stdin();
+        if let Ok(fd) = stdin.as_fd().try_clone_to_owned() {
+            let f = File::from(fd);
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                use std::io::Seek;
+                let mut f = f;
+                // from where the reader of stdin stands (usually its start)
+                let at = f.stream_position().unwrap_or(0);
+                if at == 0 {
+                    return crate::wire::read_program_file(f, None, &name);
+                }
+            }
+        }
     }
     let mut input = open_input(path)?;
     crate::wire::read_program(&mut input, &name)

@@ -43,6 +43,7 @@ pub mod import;
 pub mod infer;
 pub mod ir;
 pub mod output;
+pub mod progress;
 pub mod promote;
 pub mod schema;
 pub mod tensorfile;

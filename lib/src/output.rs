@@ -410,6 +410,12 @@ pub mod inputs {
         NO_MMAP.store(on, Ordering::Relaxed);
     }
 
+    /// Whether `--no-mmap` is on (nothing is mapped, spooled weights
+    /// included).
+    pub fn no_mmap() -> bool {
+        NO_MMAP.load(Ordering::Relaxed)
+    }
+
     /// Maps `file` (at `path`), or with `--no-mmap` reads it into an
     /// anonymous read-only map; a mapped file is remembered for
     /// [`check_unchanged`].

@@ -31,6 +31,32 @@ fn every_fixture_matches_torch() {
     assert!(runs >= 28, "only {runs} runs");
 }
 
+/// Every fixture with its weights left where they lie (`MapWeights::Always`:
+/// the weights only read by matrix products and embeddings, through
+/// views, are mapped and read in place) still matches torch, and weights
+/// are mapped in the transformer fixtures.
+#[test]
+fn every_fixture_matches_torch_with_weights_mapped() {
+    let opts = pt2kit::exec::ExecOptions {
+        map_weights: pt2kit::exec::mapped::MapWeights::Always,
+    };
+    let mut failures = Vec::new();
+    let mut mapped = std::collections::BTreeMap::new();
+    for p in model_fixtures() {
+        let program = read(&p);
+        let ((_, f), m) = run_against_torch_with(&stem(&p), &p, &program, opts);
+        failures.extend(f);
+        mapped.insert(stem(&p), m);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for model in ["bert", "gpt2", "llama", "mlp", "embedding"] {
+        assert!(
+            mapped.iter().any(|(n, &m)| n.starts_with(model) && m > 0),
+            "{model}: no weight mapped ({mapped:?})"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_models_match_torch() {

@@ -77,6 +77,16 @@ fn read_file_bytes(bytes: &[u8]) -> pt2kit::Result<pt2kit::ir::Program> {
     wire::read_program_file(file, None, "in.ir")
 }
 
+/// Chunks of 16 MiB (the writer's own are 1 GiB: tests split storages
+/// without gigabytes of them).
+const TEST_CHUNK: usize = 16 << 20;
+
+fn encode_chunked(p: &pt2kit::ir::Program) -> Vec<u8> {
+    let mut out = Vec::new();
+    wire::write_program_chunked(p, &mut out, wire::Weights::Inline, TEST_CHUNK).unwrap();
+    out
+}
+
 /// A stream whose first storage spans several chunks (> 16 MiB), so the
 /// file reader takes both paths: windows and the copying fallback.
 fn multi_chunk_stream() -> Vec<u8> {
@@ -90,7 +100,7 @@ fn multi_chunk_stream() -> Vec<u8> {
         .collect();
     big[..p.storages[0].len()].copy_from_slice(&p.storages[0]);
     p.storages[0] = pt2kit::blob::Blob::owned(big);
-    wire::encode_program(&p).unwrap()
+    encode_chunked(&p)
 }
 
 #[test]
@@ -103,8 +113,32 @@ fn a_mapped_file_reads_as_the_stream_does() {
             assert!(a[..] == b[..], "storage bytes differ");
         }
         assert_eq!(text::listing(&from_file), text::listing(&from_stream));
-        assert!(wire::encode_program(&from_file).unwrap() == full);
+        assert!(encode_chunked(&from_file) == full);
     }
+}
+
+/// A stream above the spool threshold: its storages go to an unlinked
+/// temporary file, mapped; the program is the same, byte for byte, and
+/// truncation is still refused with the stream's message.
+#[test]
+fn a_large_stream_is_spooled_and_reads_the_same() {
+    let full = multi_chunk_stream();
+    let in_memory = wire::read_program(&mut &full[..], "in.ir").unwrap();
+    // Only the wire reader reads the variable; another test of this binary
+    // reading a stream meanwhile would spool too, to the same result.
+    std::env::set_var("PT2KIT_SPOOL_BYTES", "0");
+    let spooled = wire::read_program(&mut &full[..], "in.ir");
+    let cut = wire::read_program(&mut &full[..full.len() - 1000], "in.ir").unwrap_err();
+    std::env::remove_var("PT2KIT_SPOOL_BYTES");
+    let spooled = spooled.unwrap();
+    for (a, b) in spooled.storages.iter().zip(&in_memory.storages) {
+        assert!(a[..] == b[..], "storage bytes differ");
+    }
+    assert!(encode_chunked(&spooled) == full);
+    assert_eq!(
+        cut.to_string(),
+        read_err(&full[..full.len() - 1000]).to_string()
+    );
 }
 
 #[test]

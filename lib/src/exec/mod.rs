@@ -11,6 +11,7 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
+pub mod mapped;
 pub mod ops;
 pub mod profile;
 pub mod sgemm;
@@ -35,6 +36,9 @@ pub struct Tensor {
 #[derive(Clone, Debug)]
 pub enum Value {
     Tensor(Tensor),
+    /// A weight's bytes where they lie (see [`mapped`]): only views and the
+    /// ops that read it in place see one; any other use gets a copy.
+    Mapped(Box<mapped::Mapped>),
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -352,6 +356,13 @@ fn last_uses(graph: &Graph) -> Vec<usize> {
     last
 }
 
+/// How an executor is set up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExecOptions {
+    /// Whether weights stay where they lie (see [`mapped`]).
+    pub map_weights: mapped::MapWeights,
+}
+
 pub struct Executor<'p> {
     /// The program as run: the one given, or a copy with the nodes the
     /// executor has no row for lowered through the decomposition table
@@ -360,7 +371,7 @@ pub struct Executor<'p> {
     /// What was lowered for the executor (`-v` prints it).
     pub fallback: crate::decompose::fallback::Fallback,
     pub device: Device,
-    weights: BTreeMap<usize, Tensor>,
+    weights: BTreeMap<usize, Value>,
     /// Per op, the copies between the device and the host its rows made
     /// in the last run (none on the CPU device): `ir-run --stats`.
     host_copies: std::sync::Mutex<BTreeMap<String, usize>>,
@@ -372,6 +383,7 @@ pub struct Executor<'p> {
     /// last run, by value name, in the order the nodes ran
     /// (`ir-run --intermediates`).
     recorded: std::sync::Mutex<Option<Vec<(String, HostTensor)>>>,
+    recording: std::sync::atomic::AtomicBool,
     /// Names of the values that the fallback lowering made (not in the
     /// program as given): never recorded, since another back end's
     /// lowering may give the same fresh name to another value.
@@ -476,6 +488,15 @@ impl<'p> Executor<'p> {
     /// Lowers the ops it has no row for through the decomposition table,
     /// checks op coverage, and loads the weights onto the device.
     pub fn new(program: &'p Program, device: Device) -> Result<Executor<'p>> {
+        Executor::with_options(program, device, ExecOptions::default())
+    }
+
+    /// [`Executor::new`] with options (whether weights are mapped).
+    pub fn with_options(
+        program: &'p Program,
+        device: Device,
+        opts: ExecOptions,
+    ) -> Result<Executor<'p>> {
         let original = program;
         let (program, fallback) =
             match crate::decompose::fallback::lower_unsupported(program, executes)? {
@@ -503,7 +524,37 @@ impl<'p> Executor<'p> {
             std::borrow::Cow::Borrowed(_) => Default::default(),
         };
         let mut weights = BTreeMap::new();
-        for (pos, _) in program.graph.inputs.iter().enumerate() {
+        // Weights left where they lie: when asked, or when they are many
+        // (MapWeights::Auto), each weight large enough whose every use is
+        // a view or an op that reads it in place.
+        let total: u64 = program
+            .weights
+            .iter()
+            .map(|w| program.weight_bytes_len(w))
+            .sum();
+        let map = match opts.map_weights {
+            mapped::MapWeights::Always => true,
+            mapped::MapWeights::Never => false,
+            mapped::MapWeights::Auto => total >= mapped::MAP_AUTO_BYTES,
+        };
+        for (pos, input) in program.graph.inputs.iter().enumerate() {
+            if let (true, Some(w), Argument::Tensor(v)) =
+                (map, program.weight_for_input(pos), input)
+            {
+                let big = program.weight_bytes_len(w) >= mapped::MAP_MIN_BYTES as u64;
+                let in_place = (big || opts.map_weights == mapped::MapWeights::Always)
+                    && device.is_cpu()
+                    && mapped::only_read_in_place(
+                        &program.graph,
+                        *v,
+                        &|op| ops::mapped_view(op).is_some(),
+                        ops::reads_mapped(),
+                    );
+                if let Some(m) = in_place.then(|| mapped::of_weight(&program, w)).flatten() {
+                    weights.insert(pos, Value::Mapped(Box::new(m)));
+                    continue;
+                }
+            }
             if let Some(w) = program.weight_for_input(pos) {
                 let shape: Vec<usize> = w
                     .meta
@@ -514,7 +565,7 @@ impl<'p> Executor<'p> {
                     .collect();
                 let t = Tensor::from_bytes(w.meta.dtype, &shape, &program.weight_bytes(w), &device)
                     .map_err(|e| e.at(format!("weight '{}'", w.name)))?;
-                weights.insert(pos, t);
+                weights.insert(pos, Value::Tensor(t));
             } else if program.input_kinds[pos].weight_name().is_some() {
                 return Err(Error::bad_input(format!("graph input {pos} has no weight")));
             }
@@ -522,7 +573,10 @@ impl<'p> Executor<'p> {
         let packs = PackCache {
             weights: weights
                 .values()
-                .filter_map(|t: &Tensor| storage_address(&t.t))
+                .filter_map(|v| match v {
+                    Value::Tensor(t) => storage_address(&t.t),
+                    _ => None,
+                })
                 .collect(),
             ..Default::default()
         };
@@ -535,6 +589,7 @@ impl<'p> Executor<'p> {
             profile: Default::default(),
             profiling: Default::default(),
             recorded: Default::default(),
+            recording: Default::default(),
             made_by_lowering,
             packs,
         })
@@ -567,9 +622,7 @@ impl<'p> Executor<'p> {
         let mut args = Vec::with_capacity(g.inputs.len());
         for (pos, input) in g.inputs.iter().enumerate() {
             let v = match (&self.program.input_kinds[pos], input) {
-                (_, _) if self.weights.contains_key(&pos) => {
-                    Value::Tensor(self.weights[&pos].clone())
-                }
+                (_, _) if self.weights.contains_key(&pos) => self.weights[&pos].clone(),
                 (InputKind::UserInput, Argument::Tensor(v)) => {
                     let name = &g.value(*v).name;
                     let (_, host) = inputs
@@ -648,6 +701,7 @@ impl<'p> Executor<'p> {
         let last = last_uses(graph);
         let mut refs = Vec::new();
         for (i, node) in graph.nodes.iter().enumerate() {
+            let started = std::time::Instant::now();
             let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
                 Error::unsupported(format!(
                     "node '{}': op {} has no implementation",
@@ -655,7 +709,6 @@ impl<'p> Executor<'p> {
                 ))
             })?;
             let copies_before = host_copies_so_far();
-            let started = std::time::Instant::now();
             let mut ctx = Ctx {
                 exec: self,
                 graph,
@@ -664,9 +717,17 @@ impl<'p> Executor<'p> {
                 bindings,
                 last: &last,
             };
+            // A view of a mapped weight is one too (only its layout changes).
+            let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
+            let view = match (ops::mapped_view(&node.target.to_string()), mapped_in) {
+                (Some(g), Some(m)) => g(&ctx, &m)
+                    .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?
+                    .map(|m| vec![Value::Mapped(Box::new(m))]),
+                _ => None,
+            };
             // Any strided layout: a kernel that refuses one gets its inputs
             // made contiguous, once, in this one shared step.
-            let outs = match f(&mut ctx) {
+            let outs = match view.map(Ok).unwrap_or_else(|| f(&mut ctx)) {
                 Err(e) if is_layout_error(&e) => {
                     let mut dense = env.clone();
                     refs.clear();
@@ -689,11 +750,6 @@ impl<'p> Executor<'p> {
                 r => r,
             }
             .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
-            if self.profiling.load(std::sync::atomic::Ordering::Relaxed)
-                && std::ptr::eq(graph, &self.program.graph)
-            {
-                self.note_time(i, node, started.elapsed().as_secs_f64());
-            }
             let copies = host_copies_so_far() - copies_before;
             if copies > 0 {
                 if let Ok(mut map) = self.host_copies.lock() {
@@ -721,7 +777,9 @@ impl<'p> Executor<'p> {
             for (arg, value) in node.outputs.iter().zip(outs) {
                 bind_output(arg, value, &mut env)?;
             }
-            if std::ptr::eq(graph, &self.program.graph) {
+            if self.recording.load(std::sync::atomic::Ordering::Relaxed)
+                && std::ptr::eq(graph, &self.program.graph)
+            {
                 self.record(graph, node, &env)?;
             }
             refs.clear();
@@ -730,6 +788,12 @@ impl<'p> Executor<'p> {
                 if last[v.index()] == i {
                     env[v.index()] = None;
                 }
+            }
+            // A node's time: from its lookup to its dead inputs freed.
+            if self.profiling.load(std::sync::atomic::Ordering::Relaxed)
+                && std::ptr::eq(graph, &self.program.graph)
+            {
+                self.note_time(i, node, started.elapsed().as_secs_f64());
             }
         }
         graph
@@ -800,12 +864,28 @@ impl Executor<'_> {
         cache.entry(key).or_insert_with(pack).clone()
     }
 
+    /// The weights left where they lie (see [`mapped`]): how many, and
+    /// their bytes.
+    pub fn mapped_weights(&self) -> (usize, u64) {
+        self.weights
+            .values()
+            .filter_map(|v| match v {
+                Value::Mapped(m) => {
+                    Some(m.dims().iter().product::<usize>() as u64 * m.dtype.size() as u64)
+                }
+                _ => None,
+            })
+            .fold((0, 0), |(n, b), x| (n + 1, b + x))
+    }
+
     /// Starts keeping every tensor the top-level nodes define (each run
     /// replaces the last run's): [`Executor::recorded`] reads them.
     pub fn start_recording(&self) {
         if let Ok(mut r) = self.recorded.lock() {
             *r = Some(Vec::new());
         }
+        self.recording
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The tensors the top-level nodes defined in the last run, by value
@@ -982,15 +1062,28 @@ impl Ctx<'_> {
             .inputs
             .get(i)
             .ok_or_else(|| Error::bad_input(format!("input {i} is missing")))?;
-        resolve(&a.arg, self.env)
+        mapped::tensor_of(resolve(&a.arg, self.env)?, self.device())
     }
 
     pub fn input_arg(&self, i: usize) -> Option<&Argument> {
         self.node.inputs.get(i).map(|a| &a.arg)
     }
 
+    /// An argument's value; a mapped weight comes as a copy (a tensor).
     pub fn value(&self, name: &str) -> Result<Value> {
-        resolve(self.arg(name)?, self.env)
+        mapped::tensor_of(resolve(self.arg(name)?, self.env)?, self.device())
+    }
+
+    /// A tensor argument that is a mapped weight, as it lies (rows that
+    /// read weights in place ask for it first; `ops::READS_MAPPED`).
+    pub fn mapped(&self, name: &str) -> Option<mapped::Mapped> {
+        match self.node.arg(name)? {
+            Argument::Tensor(v) => match &self.env[v.index()] {
+                Some(Value::Mapped(m)) => Some((**m).clone()),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     pub fn tensor(&self, name: &str) -> Result<Tensor> {
@@ -1007,6 +1100,7 @@ impl Ctx<'_> {
             None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),
             Some(Argument::OptionalTensor(Some(v))) => match &self.env[v.index()] {
                 Some(Value::Tensor(t)) => Ok(Some(t.clone())),
+                Some(Value::Mapped(m)) => m.materialize(self.device()).map(Some),
                 _ => Err(Error::internal("optional tensor not set")),
             },
             Some(_) => self.tensor(name).map(Some),

@@ -318,8 +318,7 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
 }
 
 fn weight_nbytes(w: &Weight) -> u64 {
-    let numel: i64 = w.meta.static_sizes().unwrap_or_default().iter().product();
-    numel.max(0) as u64 * w.meta.dtype.size() as u64
+    w.nbytes()
 }
 
 pub fn human_bytes(n: u64) -> String {
@@ -409,12 +408,28 @@ impl<'p> OnnxModel<'p> {
         push_varint(&mut prefix, graph_len);
         w.write_all(&prefix).map_err(write_err)?;
         w.write_all(&graph_bytes).map_err(write_err)?;
+        let mut progress =
+            crate::progress::Progress::bytes("weights", self.stats.initializer_bytes);
+        let mut w = crate::progress::CountingWriter {
+            inner: w,
+            progress: &mut progress,
+        };
         for (frame, weight) in frames.iter().zip(&self.weights) {
             w.write_all(frame).map_err(write_err)?;
-            w.write_all(&self.program.weight_bytes(weight))
-                .map_err(write_err)?;
+            self.write_weight(weight, &mut w)?;
         }
         Ok(())
+    }
+
+    /// A weight's bytes, streamed from its storage (`pread` from a file:
+    /// memory bounded by one buffer, whatever the weight's size).
+    fn write_weight(&self, weight: &Weight, w: &mut dyn Write) -> Result<()> {
+        match self.program.weight_blob(weight) {
+            Some(blob) => blob.write_range_to(0..blob.len(), w, &mut crc32fast::Hasher::new()),
+            None => w
+                .write_all(&self.program.weight_bytes(weight))
+                .map_err(write_err),
+        }
     }
 
     /// Writes the external data file (nothing when weights are inline).
@@ -424,6 +439,12 @@ impl<'p> OnnxModel<'p> {
         };
         let mut at = 0u64;
         let zeros = [0u8; 4096];
+        let mut progress =
+            crate::progress::Progress::bytes("weights", self.stats.initializer_bytes);
+        let mut w = crate::progress::CountingWriter {
+            inner: w,
+            progress: &mut progress,
+        };
         for (weight, &offset) in self.weights.iter().zip(offsets) {
             if offset == u64::MAX {
                 continue;
@@ -433,9 +454,8 @@ impl<'p> OnnxModel<'p> {
                 w.write_all(&zeros[..n as usize]).map_err(write_err)?;
                 at += n;
             }
-            let bytes = self.program.weight_bytes(weight);
-            w.write_all(&bytes).map_err(write_err)?;
-            at += bytes.len() as u64;
+            self.write_weight(weight, &mut w)?;
+            at += weight_nbytes(weight);
         }
         Ok(())
     }

@@ -116,6 +116,19 @@ pub struct Weight {
     pub storage: u32,
 }
 
+impl Weight {
+    /// The bytes its view covers (elements times element size).
+    pub fn nbytes(&self) -> u64 {
+        let numel: i64 = self
+            .meta
+            .static_sizes()
+            .unwrap_or_default()
+            .iter()
+            .product();
+        numel.max(0) as u64 * self.meta.dtype.size() as u64
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum InputKind {
@@ -643,6 +656,27 @@ impl Program {
     /// A weight's elements in row-major order: a window of its storage when
     /// the view is already contiguous, a gathered copy otherwise. Weights
     /// are validated on load, so the view is in bounds.
+    /// A dense weight's bytes as a window of its storage (no CRC pending:
+    /// a part of an archive member), to stream with
+    /// [`crate::blob::Blob::write_range_to`]; `None` for a strided view.
+    pub fn weight_blob(&self, w: &Weight) -> Option<crate::blob::Blob> {
+        let storage = self.storages.get(w.storage as usize)?;
+        let sizes = w.meta.static_sizes()?;
+        let strides = w.meta.static_strides()?;
+        let dense = sizes
+            .iter()
+            .zip(strides.iter().zip(contiguous_strides(&sizes)))
+            .all(|(&size, (&s, c))| size <= 1 || s == c);
+        let start = usize::try_from(w.meta.storage_offset.as_int()?).ok()? * w.meta.dtype.size();
+        let len = self.weight_bytes_len(w) as usize;
+        (dense && start + len <= storage.len()).then(|| storage.slice(start..start + len))
+    }
+
+    /// The bytes a weight's view covers (elements times element size).
+    pub fn weight_bytes_len(&self, w: &Weight) -> u64 {
+        w.nbytes()
+    }
+
     pub fn weight_bytes(&self, w: &Weight) -> std::borrow::Cow<'_, [u8]> {
         let storage = &self.storages[w.storage as usize];
         let sizes = w.meta.static_sizes().unwrap_or_default();

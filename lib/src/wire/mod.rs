@@ -6,20 +6,25 @@
 //! "\x89PT2IR\r\n"            8-byte magic (the \r\n catches text-mode mangling)
 //! varint len, StreamHeader   format major.minor, producer
 //! varint len, Record{program}
-//! varint len, Record{storage chunk} ...   tensor bytes, <= 16 MiB a chunk
+//! varint len, Record{storage chunk} ...   tensor bytes, <= 1 GiB a chunk
 //! varint len, Record{end}    counts, so truncation is detected
 //! ```
 //!
 //! A reader refuses a newer major version; a newer minor is read (fields it
-//! does not know are skipped by protobuf). Memory while streaming is bounded
-//! by the program message plus one chunk; the in-memory [`Program`] holds
-//! every storage.
+//! does not know are skipped by protobuf). A stream's storages are read
+//! into one allocation when they are small; above [`SPOOL_BYTES`] they are
+//! written, as they arrive, to an unlinked temporary file that is then
+//! mapped, so a reader of a pipe holds a bounded window of weight bytes in
+//! its own memory whatever the model's size (the page cache holds the
+//! rest, and gives it back under pressure).
 //!
 //! [`read_program_file`] reads a regular file through a memory map instead:
 //! a storage written as one chunk becomes a [`Blob`] window of the map (its
 //! bytes are never copied, nor fresh pages zeroed for them); a storage
 //! split over several chunks is not contiguous in the file (chunk headers
-//! sit between its pieces), so it is copied, as from a stream. Every check
+//! sit between its pieces; this writer splits only storages over 1 GiB),
+//! so it is gathered into a spooled temporary file, as from a large
+//! stream. Every check
 //! of the stream path (framing, order, counts, truncation) is the same code.
 
 mod convert;
@@ -51,7 +56,16 @@ pub const MAGIC: &[u8; 8] = b"\x89PT2IR\r\n";
 pub const FORMAT_MAJOR: u32 = 1;
 /// Minor 1: storages may be passed by reference (`StorageRef`).
 pub const FORMAT_MINOR: u32 = 1;
-const CHUNK: usize = 16 << 20;
+/// Storage bytes per chunk record: one chunk per storage up to 1 GiB, so
+/// that a reader of an IR file maps each storage as one window of the file
+/// (a storage split over chunks is not contiguous there: chunk headers sit
+/// between its pieces). Readers and writers hold no chunk whole: the bytes
+/// go straight between the storage and the stream.
+const CHUNK: usize = 1 << 30;
+/// Storage bytes above which a stream's weights are spooled to an unlinked
+/// temporary file and mapped, instead of read into memory
+/// (`PT2KIT_SPOOL_BYTES` overrides it; 0 spools every stream).
+pub const SPOOL_BYTES: u64 = 256 << 20;
 const MAX_RECORD: u64 = (1 << 31) - 1;
 
 fn write_err(e: std::io::Error) -> Error {
@@ -102,6 +116,19 @@ pub fn write_program_with<W: Write + ?Sized>(
     w: &mut W,
     weights: Weights,
 ) -> Result<()> {
+    write_program_chunked(program, w, weights, CHUNK)
+}
+
+/// [`write_program_with`] in chunks of at most `chunk` bytes (tests make
+/// storages span several chunks without gigabytes of them).
+#[doc(hidden)]
+pub fn write_program_chunked<W: Write + ?Sized>(
+    program: &Program,
+    w: &mut W,
+    weights: Weights,
+    chunk: usize,
+) -> Result<()> {
+    let chunk = chunk.clamp(1, CHUNK);
     w.write_all(MAGIC).map_err(write_err)?;
     let header = pb::StreamHeader {
         format_major: FORMAT_MAJOR,
@@ -122,6 +149,17 @@ pub fn write_program_with<W: Write + ?Sized>(
     }
     write_record(w, &bytes)?;
     drop(bytes);
+    let inline_bytes: u64 = program
+        .storages
+        .iter()
+        .filter(|s| weights == Weights::Inline || s.file_ref().is_none())
+        .map(|s| s.len() as u64)
+        .sum();
+    let mut progress = crate::progress::Progress::bytes("weights", inline_bytes);
+    let w = &mut crate::progress::CountingWriter {
+        inner: w,
+        progress: &mut progress,
+    };
     let mut total = 0u64;
     for (index, storage) in program.storages.iter().enumerate() {
         if let Some(r) = storage.file_ref().filter(|_| weights == Weights::Reference) {
@@ -144,7 +182,7 @@ pub fn write_program_with<W: Write + ?Sized>(
         let mut crc = crc32fast::Hasher::new();
         let mut offset = 0;
         while offset < storage.len() {
-            let len = CHUNK.min(storage.len() - offset);
+            let len = chunk.min(storage.len() - offset);
             // The chunk record is framed by hand so its bytes go straight
             // from the archive to the output, never into a message.
             let head = pb::StorageChunk {
@@ -474,13 +512,20 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut program: Option<Program> = None;
     // From a stream, all storages live in one zeroed allocation (fresh
     // pages, no memset), each at its offset: one allocation however many
-    // weights there are. From a mapped file, a storage in one chunk is a
-    // window of the map (`windows`); only one split over several chunks is
-    // copied, into its own allocation (`copies`), made at its first chunk.
+    // weights there are; above the spool threshold, in a temporary file
+    // instead. From a mapped file, a storage in one chunk is a window of
+    // the map (`windows`); only one split over several chunks is gathered,
+    // into a temporary file (`split`).
     let mapped = rr.r.is_mapped();
     let mut arena: Vec<u8> = Vec::new();
+    // Or, for a large stream, the storages in a temporary file.
+    let mut spool: Option<Spool> = None;
+    // Bytes of weights read from a stream (a file's are mapped, not read).
+    let mut progress: Option<crate::progress::Progress> = None;
     let mut windows: Vec<Option<Blob>> = Vec::new();
-    let mut copies: Vec<Vec<u8>> = Vec::new();
+    // (a mapped file's storages split over chunks, gathered in a spool file)
+    let mut split: Option<Spool> = None;
+    let mut gathered: Vec<bool> = Vec::new();
     let mut bases: Vec<usize> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
     let mut filled: Vec<u64> = Vec::new();
@@ -521,9 +566,15 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         if i >= sizes.len() || offset != filled[i] || filled[i] + n > sizes[i] {
                             return Err(rr.err(format!("storage {i}: chunk at offset {offset} out of order or out of range")));
                         }
-                        if !mapped {
+                        if let Some(spool) = spool.as_mut() {
+                            let start = (bases[i] as u64) + offset;
+                            spool.copy(&mut rr, start, n, &mut consumed, progress.as_mut())?;
+                        } else if !mapped {
                             let start = bases[i] + offset as usize;
                             rr.fill(&mut arena[start..start + n as usize], &mut consumed)?;
+                            if let Some(p) = progress.as_mut() {
+                                p.inc(n);
+                            }
                         } else if offset == 0 && n == sizes[i] {
                             // The whole storage in one chunk: contiguous in
                             // the file, so a window of the map, no copy.
@@ -537,17 +588,17 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         } else {
                             // Split over several chunks: its pieces are not
                             // contiguous in the file (chunk headers between
-                            // them), so it is copied as from a stream.
-                            if copies[i].is_empty() {
-                                copies[i] = try_zeroed(sizes[i] as usize).ok_or_else(|| {
-                                    rr.err(format!(
-                                        "storage {i} of {} bytes: more than can be allocated",
-                                        sizes[i]
-                                    ))
-                                })?;
+                            // them), so it is gathered into the spool file
+                            // (never into memory: such a storage is over 1 GiB).
+                            if split.is_none() {
+                                let total = sizes.iter().sum();
+                                split = Some(Spool::new(total).map_err(|e| e.at(what))?);
                             }
-                            let start = offset as usize;
-                            rr.fill(&mut copies[i][start..start + n as usize], &mut consumed)?;
+                            if let Some(spool) = split.as_mut() {
+                                let start = bases[i] as u64 + offset;
+                                spool.copy(&mut rr, start, n, &mut consumed, None)?;
+                            }
+                            gathered[i] = true;
                         }
                         filled[i] += n;
                         data_len = Some(n);
@@ -587,13 +638,18 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     .collect();
                 if mapped {
                     windows = vec![None; storage_sizes.len()];
-                    copies = vec![Vec::new(); storage_sizes.len()];
+                    gathered = vec![false; storage_sizes.len()];
+                } else if total > spool_bytes() && !crate::output::inputs::no_mmap() {
+                    spool = Some(Spool::new(total).map_err(|e| e.at(what))?);
                 } else {
                     arena = try_zeroed(total as usize).ok_or_else(|| {
                         rr.err(format!(
                             "storages of {total} bytes: more than can be allocated"
                         ))
                     })?;
+                }
+                if !mapped {
+                    progress = Some(crate::progress::Progress::bytes("weights", total));
                 }
                 filled = vec![0; storage_sizes.len()];
                 refs = vec![None; storage_sizes.len()];
@@ -628,11 +684,34 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
                 }
-                let storages: Vec<Blob> = if mapped {
+                let storages: Vec<Blob> = if let Some(spool) = spool.take() {
+                    let (map, file) = spool.finish().map_err(|e| e.at(what))?;
+                    bases
+                        .iter()
+                        .zip(&sizes)
+                        .map(|(&b, &n)| {
+                            Blob::mapped(map.clone(), Some(file.clone()), b..b + n as usize)
+                        })
+                        .collect()
+                } else if mapped {
+                    let split = split
+                        .take()
+                        .map(|s| s.finish())
+                        .transpose()
+                        .map_err(|e| e.at(what))?;
                     windows
                         .into_iter()
-                        .zip(copies)
-                        .map(|(w, c)| w.unwrap_or_else(|| Blob::owned(c)))
+                        .enumerate()
+                        .map(|(i, w)| match (w, &split) {
+                            (Some(w), _) => w,
+                            (None, Some((map, file))) if gathered[i] => Blob::mapped(
+                                map.clone(),
+                                Some(file.clone()),
+                                bases[i]..bases[i] + sizes[i] as usize,
+                            ),
+                            // an empty storage (no chunk)
+                            _ => Blob::default(),
+                        })
                         .collect()
                 } else {
                     let arena = Blob::owned(std::mem::take(&mut arena));
@@ -652,6 +731,92 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
             }
             None => {} // a record kind from a newer minor version
         }
+    }
+}
+
+/// The storage-size threshold for spooling ([`SPOOL_BYTES`], or the
+/// `PT2KIT_SPOOL_BYTES` environment variable).
+fn spool_bytes() -> u64 {
+    std::env::var("PT2KIT_SPOOL_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(SPOOL_BYTES)
+}
+
+/// A stream's storages on their way into an unlinked temporary file
+/// (`$TMPDIR`), through one bounded buffer.
+struct Spool {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Spool {
+    fn new(total: u64) -> Result<Spool> {
+        let dir = std::env::temp_dir();
+        let file = tempfile::tempfile_in(&dir).map_err(|e| {
+            Error::io(
+                format!("a temporary file in {} for the weights", dir.display()),
+                e,
+            )
+        })?;
+        file.set_len(total).map_err(|e| {
+            Error::io(
+                format!(
+                    "a temporary file of {total} bytes in {} for the weights (set TMPDIR elsewhere?)",
+                    dir.display()
+                ),
+                e,
+            )
+        })?;
+        Ok(Spool {
+            file,
+            buf: vec![0u8; 4 << 20],
+        })
+    }
+
+    /// `n` bytes from the stream to the file at `at`.
+    fn copy<R: Input>(
+        &mut self,
+        rr: &mut RecordReader<R>,
+        mut at: u64,
+        mut n: u64,
+        consumed: &mut u64,
+        mut progress: Option<&mut crate::progress::Progress>,
+    ) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let whole = n;
+        while n > 0 {
+            let k = n.min(self.buf.len() as u64) as usize;
+            if let Err(e) = rr.fill(&mut self.buf[..k], consumed) {
+                // as a reader of the whole chunk would say it
+                return Err(match e.kind {
+                    crate::error::ErrorKind::BadInput => rr.err(format!(
+                        "truncated IR stream ({whole} bytes missing in a record)"
+                    )),
+                    _ => e,
+                });
+            }
+            if let Some(p) = progress.as_mut() {
+                p.inc(k as u64);
+            }
+            self.file.write_all_at(&self.buf[..k], at).map_err(|e| {
+                Error::io(
+                    "writing the weights to a temporary file (set TMPDIR elsewhere?)",
+                    e,
+                )
+            })?;
+            at += k as u64;
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(Arc<memmap2::Mmap>, Arc<File>)> {
+        // SAFETY: the file is this process's own, unlinked: nothing else
+        // can change it while it is mapped.
+        let map = unsafe { memmap2::Mmap::map(&self.file) }
+            .map_err(|e| Error::io("mapping the spooled weights", e))?;
+        Ok((Arc::new(map), Arc::new(self.file)))
     }
 }
 

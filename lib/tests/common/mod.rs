@@ -206,11 +206,24 @@ pub fn run_against_torch(
     pt2: &Path,
     program: &pt2kit::ir::Program,
 ) -> (usize, Vec<String>) {
+    run_against_torch_with(name, pt2, program, Default::default()).0
+}
+
+/// [`run_against_torch`] with executor options; also how many weights the
+/// executor left mapped.
+pub fn run_against_torch_with(
+    name: &str,
+    pt2: &Path,
+    program: &pt2kit::ir::Program,
+    opts: pt2kit::exec::ExecOptions,
+) -> ((usize, Vec<String>), usize) {
     use pt2kit::exec::{self, DeviceKind, Executor};
-    let executor = match Executor::new(program, exec::device(DeviceKind::Cpu).unwrap()) {
-        Ok(e) => e,
-        Err(e) => return (0, vec![format!("{name}: {e}")]),
-    };
+    let executor =
+        match Executor::with_options(program, exec::device(DeviceKind::Cpu).unwrap(), opts) {
+            Ok(e) => e,
+            Err(e) => return ((0, vec![format!("{name}: {e}")]), 0),
+        };
+    let mapped = executor.mapped_weights().0;
     let mut failures = Vec::new();
     let mut runs = 0;
     for (set, inputs, expected) in input_sets(pt2) {
@@ -222,7 +235,7 @@ pub fn run_against_torch(
         }
         runs += 1;
     }
-    (runs, failures)
+    ((runs, failures), mapped)
 }
 
 /// Fixtures that no back end here runs, by design, with the reason; their

@@ -130,6 +130,12 @@ fn resize(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
+/// Views a mapped weight goes through unchanged; see `exec::mapped`.
+pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
+    ("aten.alias.default", |_, m| Ok(Some(m.clone()))),
+    ("aten.detach.default", |_, m| Ok(Some(m.clone()))),
+];
+
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.contiguous.default", identity),
     ("aten.clone.default", identity),

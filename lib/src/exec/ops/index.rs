@@ -3,6 +3,20 @@
 use super::*;
 
 fn embedding(ctx: &mut Ctx) -> OpResult {
+    if let Some(m) = ctx.mapped("weight").filter(|m| m.rank() == 2) {
+        // a mapped table: only the rows looked up are read
+        let ids = ctx.tensor("indices")?;
+        let flat: Vec<i64> = ids
+            .t
+            .flatten_all()
+            .and_then(|t| t.to_dtype(DType::I64))
+            .and_then(|t| t.to_vec1())
+            .map_err(ce)?;
+        let rows = m.rows(&flat, ctx.device())?;
+        let mut shape = ids.dims().to_vec();
+        shape.push(m.dims()[1]);
+        return one(Tensor::new(rows.t.reshape(shape).map_err(ce)?, m.dtype));
+    }
     let w = ctx.tensor("weight")?;
     let ids = ctx.tensor("indices")?;
     let flat = ids
@@ -667,6 +681,9 @@ fn embedding_bag(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
+/// Where these rows read a mapped weight in place (op, argument).
+pub(super) const READS_MAPPED: &[(&str, &str)] = &[("aten.embedding.default", "weight")];
+
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.embedding.default", embedding),
     ("aten.index_select.default", index_select),

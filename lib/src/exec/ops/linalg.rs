@@ -4,11 +4,15 @@ use super::*;
 
 fn matmul(ctx: &mut Ctx) -> OpResult {
     let a = ctx.tensor("self")?;
-    let b = ctx.tensor(if ctx.node.arg("mat2").is_some() {
+    let right = if ctx.node.arg("mat2").is_some() {
         "mat2"
     } else {
         "other"
-    })?;
+    };
+    if let (Some(m), false) = (ctx.mapped(right), ctx.node.target.name == "bmm") {
+        return mapped_matmul(ctx, &a, &m, None);
+    }
+    let b = ctx.tensor(right)?;
     one(matmul_t(ctx, &a, &b)?)
 }
 
@@ -26,6 +30,9 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
     } else {
         1.0
     };
+    if let (Some(m), 1.0, 1.0) = (ctx.mapped("mat2"), alpha, beta) {
+        return mapped_matmul(ctx, &a, &m, Some(&bias));
+    }
     // A bias row (`[n]` or `[1, n]`) starts the float32 product: fused.
     let row_bias = bias.rank() == 1 || (bias.rank() == 2 && bias.dims()[0] == 1);
     if alpha == 1.0 && beta == 1.0 && row_bias && a.rank() == 2 && b.rank() == 2 {
@@ -53,6 +60,11 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
 
 pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
+    if let Some(m) = ctx.mapped("weight").filter(|m| m.rank() == 2) {
+        let wt = m.with_layout(m.layout.transpose(0, 1).map_err(ce)?)?;
+        let bias = ctx.opt_tensor("bias")?;
+        return mapped_matmul(ctx, &x, &wt, bias.as_ref());
+    }
     let w = ctx.tensor("weight")?;
     let wt = Tensor::new(w.t.t().map_err(ce)?, w.dtype);
     // Leading dims flattened into rows: one [rows, in] x [in, out] product
@@ -152,6 +164,14 @@ fn cdist(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
+/// Where these rows read a mapped weight in place (op, argument).
+pub(super) const READS_MAPPED: &[(&str, &str)] = &[
+    ("aten.mm.default", "mat2"),
+    ("aten.matmul.default", "other"),
+    ("aten.addmm.default", "mat2"),
+    ("aten.linear.default", "weight"),
+];
+
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.mm.default", matmul),
     ("aten.bmm.default", matmul),

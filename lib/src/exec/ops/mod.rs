@@ -575,6 +575,104 @@ pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     }),
 ];
 
+/// A view of a mapped weight: the same bytes under the view's layout
+/// (`None`: not as a view, as a reshape of a layout that would need a copy;
+/// the row runs on a copy instead).
+pub type MappedViewFn = fn(&Ctx, &super::mapped::Mapped) -> Result<Option<super::mapped::Mapped>>;
+
+/// The views a mapped weight goes through and stays mapped, from the
+/// families that have them.
+pub fn mapped_view(op: &str) -> Option<MappedViewFn> {
+    shape::MAPPED_VIEWS
+        .iter()
+        .chain(alias::MAPPED_VIEWS)
+        .find(|(o, _)| *o == op)
+        .map(|(_, f)| *f)
+}
+
+/// The arguments rows read a mapped weight through in place (op,
+/// argument), from the families that have them.
+pub fn reads_mapped() -> &'static [(&'static str, &'static str)] {
+    static ALL: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        linalg::READS_MAPPED
+            .iter()
+            .chain(index::READS_MAPPED)
+            .copied()
+            .collect()
+    })
+}
+
+/// `x [.., k] @ m [k, n]` (`+ bias`) with the mapped weight read in place:
+/// float32 through the packed kernel, `m` converted block by block as it
+/// reads it ([`sgemm::gemm_rows`]); the leading dims of x are rows. The
+/// result has torch's type (bfloat16 for bfloat16 operands, rounded once).
+/// Without the kernel (no AVX-512) the weight is copied for candle's.
+fn mapped_matmul(
+    ctx: &Ctx,
+    x: &Tensor,
+    m: &super::mapped::Mapped,
+    bias: Option<&Tensor>,
+) -> OpResult {
+    if m.rank() != 2 {
+        return Err(unsupported(format!(
+            "a matrix product with a mapped weight of rank {}",
+            m.rank()
+        )));
+    }
+    let (k, n) = (m.dims()[0], m.dims()[1]);
+    if x.rank() == 0 || x.dims()[x.rank() - 1] != k {
+        return Err(Error::bad_input(format!(
+            "matrix product of {:?} and [{k}, {n}]",
+            x.dims()
+        )));
+    }
+    let dt = result_type(&[(x.dtype, Rank::Dim), (m.dtype, Rank::Dim)]);
+    let mut shape = x.dims().to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = n;
+    let rows = x.t.elem_count() / k.max(1);
+    let y = if sgemm::available() {
+        let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k)).map_err(ce)?;
+        let pa = with_matrix(&xs, sgemm::pack_a)
+            .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
+        let mut out = match bias {
+            Some(b) => {
+                let row: Vec<f32> = b
+                    .cast(Dtype::Float32)?
+                    .t
+                    .broadcast_as(n)
+                    .and_then(|t| t.to_vec1())
+                    .map_err(ce)?;
+                row.iter().copied().cycle().take(rows * n).collect()
+            }
+            None => vec![0f32; rows * n],
+        };
+        let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
+        sgemm::gemm_rows(
+            &pa,
+            k,
+            n,
+            &fill,
+            &mut out,
+            n,
+            bias.is_some(),
+            rayon::current_num_threads(),
+        );
+        Tensor::new(
+            CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
+            Dtype::Float32,
+        )
+    } else {
+        let w = m.materialize(ctx.device())?;
+        let y = matmul_t(ctx, x, &w)?;
+        match bias {
+            Some(b) => Tensor::new(y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?, y.dtype),
+            None => y,
+        }
+    };
+    one(y.cast(dt)?)
+}
+
 /// The implementation of an op, by identity (`aten.add.Tensor`).
 pub fn lookup(op: &str) -> Option<OpFn> {
     static MAP: OnceLock<HashMap<&'static str, OpFn>> = OnceLock::new();

@@ -404,6 +404,69 @@ fn diagonal(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
+/// Views a mapped weight goes through and stays mapped (only its layout
+/// changes); see `exec::mapped`.
+pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
+    ("aten.permute.default", |ctx, m| {
+        let dims: Vec<usize> = ctx
+            .ints("dims")?
+            .iter()
+            .map(|&d| normalize_dim(d, m.rank()))
+            .collect::<Result<_>>()?;
+        m.with_layout(m.layout.permute(&dims).map_err(ce)?).map(Some)
+    }),
+    ("aten.t.default", |_, m| {
+        if m.rank() < 2 {
+            return Ok(Some(m.clone()));
+        }
+        m.with_layout(m.layout.transpose(0, 1).map_err(ce)?).map(Some)
+    }),
+    ("aten.transpose.int", |ctx, m| {
+        let (a, b) = (
+            normalize_dim(ctx.int("dim0")?, m.rank())?,
+            normalize_dim(ctx.int("dim1")?, m.rank())?,
+        );
+        m.with_layout(m.layout.transpose(a, b).map_err(ce)?).map(Some)
+    }),
+    ("aten.unsqueeze.default", |ctx, m| {
+        let d = normalize_dim(ctx.int("dim")?, m.rank() + 1)?;
+        let (mut dims, mut stride) = (m.dims().to_vec(), m.layout.stride().to_vec());
+        let inner = stride.get(d).map_or(1, |&s| s * dims[d]);
+        dims.insert(d, 1);
+        stride.insert(d, inner);
+        let layout = candle_core::Layout::new(dims.into(), stride, m.layout.start_offset());
+        m.with_layout(layout).map(Some)
+    }),
+    ("aten.expand.default", |ctx, m| {
+        let size = ctx.ints("size")?;
+        let offset = size.len().saturating_sub(m.rank());
+        let shape: Vec<usize> = size
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| if s == -1 { m.dims()[i - offset] } else { s as usize })
+            .collect();
+        m.with_layout(m.layout.broadcast_as(shape).map_err(ce)?).map(Some)
+    }),
+    ("aten.view.default", mapped_reshape),
+    ("aten.reshape.default", mapped_reshape),
+    ("aten._unsafe_view.default", mapped_reshape),
+];
+
+/// A reshape of a mapped weight: a view where its layout is contiguous.
+fn mapped_reshape(ctx: &Ctx, m: &super::super::mapped::Mapped) -> Result<Option<super::super::mapped::Mapped>> {
+    if !m.layout.is_contiguous() {
+        return Ok(None);
+    }
+    let name = if ctx.node.arg("size").is_some() { "size" } else { "shape" };
+    let numel = m.dims().iter().product();
+    let shape = resolve_shape(&ctx.ints(name)?, numel)?;
+    if shape.iter().product::<usize>() != numel {
+        return Ok(None);
+    }
+    let layout = candle_core::Layout::contiguous_with_offset(shape, m.layout.start_offset());
+    m.with_layout(layout).map(Some)
+}
+
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.view.default", reshape),
     ("aten.reshape.default", reshape),

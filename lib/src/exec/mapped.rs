@@ -1,0 +1,263 @@
+//! Weights read where they lie: a large weight whose every use is a view
+//! feeding a matrix product or an embedding stays a window of the mapped
+//! IR file or archive ([`Mapped`]) instead of being copied into the
+//! executor's memory. Views of it (`permute`, `t`, `view`, `expand`, ...)
+//! change only its layout (the rows of `ops::MAPPED_VIEWS`); the products
+//! read its bytes, converted to float32 block by block as the packed kernel
+//! needs them ([`crate::exec::sgemm::gemm_rows`]); an embedding copies only
+//! the rows it looks up. Any other use copies the view once, into a
+//! transient tensor ([`Mapped::materialize`]), so a weight mapped wrongly
+//! costs time, never a wrong answer.
+//!
+//! The executor maps weights when the program's weights pass
+//! [`MAP_AUTO_BYTES`] (or always, or never: [`MapWeights`]); a model
+//! larger than memory then runs with its weights in the page cache, which
+//! the kernel can drop and read again, not in the process's anonymous
+//! memory.
+
+use candle_core::Layout;
+
+use super::{Tensor, Value};
+use crate::blob::Blob;
+use crate::error::{Error, Result};
+use crate::ir::{Argument, Dtype, Graph, ValueId};
+
+/// Weights above this total are mapped by default ([`MapWeights::Auto`]).
+pub const MAP_AUTO_BYTES: u64 = 1 << 30;
+/// A weight smaller than this is copied when mapping is automatic (norms,
+/// biases); [`MapWeights::Always`] maps every weight it can.
+pub const MAP_MIN_BYTES: usize = 1 << 20;
+
+/// Whether the executor maps its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MapWeights {
+    /// When the program's weights pass [`MAP_AUTO_BYTES`], each weight of
+    /// [`MAP_MIN_BYTES`] or more.
+    #[default]
+    Auto,
+    /// Every weight that is only read in place.
+    Always,
+    Never,
+}
+
+/// A view of a weight's bytes, in its storage.
+#[derive(Clone)]
+pub struct Mapped {
+    pub blob: Blob,
+    pub dtype: Dtype,
+    pub layout: Layout,
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Mapped({} {:?} strides {:?})",
+            self.dtype.short_name(),
+            self.layout.dims(),
+            self.layout.stride()
+        )
+    }
+}
+
+/// The dtypes a mapped weight may have (the products read them as float32).
+pub fn mappable_dtype(d: Dtype) -> bool {
+    matches!(d, Dtype::Float32 | Dtype::BFloat16 | Dtype::Float16)
+}
+
+impl Mapped {
+    pub fn dims(&self) -> &[usize] {
+        self.layout.dims()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.layout.dims().len()
+    }
+
+    /// The same bytes under another layout, checked to stay inside them.
+    pub fn with_layout(&self, layout: Layout) -> Result<Mapped> {
+        let es = self.dtype.size();
+        let last = layout.dims().iter().zip(layout.stride()).try_fold(
+            layout.start_offset(),
+            |at, (&d, &s)| {
+                if d == 0 {
+                    Some(at)
+                } else {
+                    at.checked_add((d - 1).checked_mul(s)?)
+                }
+            },
+        );
+        let empty = layout.dims().contains(&0);
+        match last {
+            Some(l) if empty || (l + 1) * es <= self.blob.len() => Ok(Mapped {
+                blob: self.blob.clone(),
+                dtype: self.dtype,
+                layout,
+            }),
+            _ => Err(Error::bad_input(format!(
+                "a view {:?} strides {:?} from {} past the end of its weight ({} bytes)",
+                layout.dims(),
+                layout.stride(),
+                layout.start_offset(),
+                self.blob.len()
+            ))),
+        }
+    }
+
+    /// Element `at` (in elements from the storage's start) as float32.
+    #[inline(always)]
+    fn read(&self, bytes: &[u8], at: usize) -> f32 {
+        match self.dtype {
+            Dtype::Float32 => {
+                let b = &bytes[at * 4..at * 4 + 4];
+                f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            }
+            Dtype::BFloat16 => {
+                let b = &bytes[at * 2..at * 2 + 2];
+                f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)
+            }
+            _ => {
+                let b = &bytes[at * 2..at * 2 + 2];
+                half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+            }
+        }
+    }
+
+    /// Row `r`, columns `[j0, j0 + out.len())` of a rank-2 view, as float32
+    /// (the packed kernel's fill for its right operand).
+    pub fn fill_row(&self, r: usize, j0: usize, out: &mut [f32]) {
+        let bytes: &[u8] = &self.blob;
+        let (rs, cs) = (self.layout.stride()[0], self.layout.stride()[1]);
+        let mut at = self.layout.start_offset() + r * rs + j0 * cs;
+        for o in out.iter_mut() {
+            *o = self.read(bytes, at);
+            at += cs;
+        }
+    }
+
+    /// The view copied into a contiguous tensor of its own dtype.
+    pub fn materialize(&self, device: &candle_core::Device) -> Result<Tensor> {
+        let es = self.dtype.size();
+        let bytes: &[u8] = &self.blob;
+        let dims = self.layout.dims();
+        let n: usize = dims.iter().product();
+        let mut out = Vec::with_capacity(n * es);
+        if let Some((a, b)) = self.layout.contiguous_offsets() {
+            out.extend_from_slice(&bytes[a * es..b * es]);
+        } else {
+            let stride = self.layout.stride();
+            let mut idx = vec![0usize; dims.len()];
+            for _ in 0..n {
+                let at = self.layout.start_offset()
+                    + idx.iter().zip(stride).map(|(i, s)| i * s).sum::<usize>();
+                out.extend_from_slice(&bytes[at * es..(at + 1) * es]);
+                for d in (0..dims.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < dims[d] {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+        }
+        Tensor::from_bytes(self.dtype, dims, &out, device)
+    }
+
+    /// Rows `ids` of a rank-2 view (an embedding's lookup), as a tensor of
+    /// the weight's dtype `[ids.len(), cols]`; ids are checked first.
+    pub fn rows(&self, ids: &[i64], device: &candle_core::Device) -> Result<Tensor> {
+        let (rows, cols) = (self.dims()[0], self.dims()[1]);
+        if let Some(bad) = ids.iter().find(|&&i| i < 0 || i as usize >= rows) {
+            return Err(Error::bad_input(format!(
+                "embedding: an id: index {bad} is out of range for a dim of size {rows}"
+            )));
+        }
+        let es = self.dtype.size();
+        let bytes: &[u8] = &self.blob;
+        let (rs, cs) = (self.layout.stride()[0], self.layout.stride()[1]);
+        let mut out = Vec::with_capacity(ids.len() * cols * es);
+        for &i in ids {
+            let start = self.layout.start_offset() + i as usize * rs;
+            if cs == 1 {
+                out.extend_from_slice(&bytes[start * es..(start + cols) * es]);
+            } else {
+                for j in 0..cols {
+                    let at = start + j * cs;
+                    out.extend_from_slice(&bytes[at * es..(at + 1) * es]);
+                }
+            }
+        }
+        Tensor::from_bytes(self.dtype, &[ids.len(), cols], &out, device)
+    }
+}
+
+/// A weight's bytes as a mapped value (`None`: a dtype the products do not
+/// read, or sizes that are not static).
+pub fn of_weight(program: &crate::ir::Program, w: &crate::ir::Weight) -> Option<Mapped> {
+    if !mappable_dtype(w.meta.dtype) {
+        return None;
+    }
+    let sizes: Vec<usize> = w.meta.static_sizes()?.iter().map(|&s| s as usize).collect();
+    let strides: Vec<usize> = w
+        .meta
+        .static_strides()?
+        .iter()
+        .map(|&s| usize::try_from(s).ok())
+        .collect::<Option<_>>()?;
+    let offset = usize::try_from(w.meta.storage_offset.as_int()?).ok()?;
+    let blob = program.storages.get(w.storage as usize)?.clone();
+    let m = Mapped {
+        blob,
+        dtype: w.meta.dtype,
+        layout: Layout::new(sizes.into(), strides, offset),
+    };
+    m.with_layout(m.layout.clone()).ok()
+}
+
+/// Whether every use of `v` in `graph` is a view that keeps it mapped
+/// (`views`: ops with a row in `ops::MAPPED_VIEWS`) or an argument that
+/// reads it in place (`reads`: op and argument name), recursively through
+/// the views; a graph output or a subgraph's use is not.
+pub fn only_read_in_place(
+    graph: &Graph,
+    v: ValueId,
+    views: &dyn Fn(&str) -> bool,
+    reads: &[(&str, &str)],
+) -> bool {
+    if graph.outputs.iter().any(|a| refers(a, v)) {
+        return false;
+    }
+    let mut used = false;
+    for node in &graph.nodes {
+        let op = node.target.to_string();
+        for arg in &node.inputs {
+            if !refers(&arg.arg, v) {
+                continue;
+            }
+            used = true;
+            if reads.iter().any(|(o, a)| *o == op && *a == arg.name) {
+                continue;
+            }
+            let is_view = views(&op) && matches!(arg.name.as_str(), "self" | "input");
+            let outs: Vec<ValueId> = crate::ir::defined_tensors(node);
+            if !is_view || outs.len() != 1 || !only_read_in_place(graph, outs[0], views, reads) {
+                return false;
+            }
+        }
+    }
+    used
+}
+
+fn refers(a: &Argument, v: ValueId) -> bool {
+    let mut refs = Vec::new();
+    a.value_refs(&mut refs);
+    refs.contains(&v)
+}
+
+/// A value as a tensor, a mapped view copied first.
+pub fn tensor_of(value: Value, device: &candle_core::Device) -> Result<Value> {
+    match value {
+        Value::Mapped(m) => Ok(Value::Tensor(m.materialize(device)?)),
+        other => Ok(other),
+    }
+}
