@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare
+.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -65,6 +65,18 @@ fixtures: $(VENV)/.torch
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models --only resnet18 resnet50 mobilenet_v3_small efficientnet_b0 convnext_tiny
+
+# A Llama-7B-shaped model (bfloat16, about 13.5 GB) and a 4-layer cut of it
+# (about 1.9 GB), with torch's logits for the cut (recipes/huge.py; never
+# committed; about 15 GiB of memory and 16 GB of disk): golden/huge.
+huge: $(VENV)/.torch
+	$(VENV)/bin/python recipes/huge.py --out golden/huge
+
+# Every tool on the huge archives: wall time, throughput against cat, peak
+# RSS and peak RssAnon of each process; ONNX Runtime and ir-run against
+# torch on the cut (recipes/bench_huge.py, needs make huge): bench/huge.json.
+bench-huge: build $(ONNX_VENV)/.ready
+	$(ONNX_VENV)/bin/python recipes/bench_huge.py --bin target/release --dir golden/huge --scratch bench-scratch/huge
 
 # The wide zoo (not part of `make test`): ~300 torchvision, transformers,
 # torch.nn and ExportDB models, built with random weights, exported by torch,

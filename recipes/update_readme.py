@@ -5,6 +5,7 @@
 - bench-run:   bench/run.json   (recipes/bench_run.py)
 - bench-compare: bench/compare.json (recipes/bench_compare.py)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
+- bench-huge: bench/huge.json (recipes/bench_huge.py)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
 
 Each section sits between `<!-- BEGIN name -->` and `<!-- END name -->`.
@@ -137,7 +138,18 @@ def bench_compare():
     return bench_compare.table(data["meta"], data["results"])
 
 
-SECTIONS = {"bench-compare": bench_compare, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+def bench_huge():
+    path = "bench/huge.json"
+    if not os.path.exists(path):
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_huge  # the recipe's own table
+    data = json.load(open(path))
+    m = data["meta"]
+    return f"{m['date']}, {m['machine']}, pt2kit {m['rev']}.\n\n" + bench_huge.table(data["results"])
+
+
+SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 text = open(README).read()
 new = text
