@@ -27,6 +27,9 @@ pub struct Args {
     /// Write the weights to FILE.data beside the model (ONNX external data); done anyway above 2 GiB
     #[arg(long)]
     pub external_data: bool,
+    /// Point the external data into the .pt2 archive the weights came from (pt2ir model.pt2 | ir2onnx ...): nothing is copied. Beside the archive the model names it; elsewhere FILE.data is a hard link to it (ONNX Runtime loads it; ONNX's checker refuses links). The ONNX then needs that archive's bytes
+    #[arg(long)]
+    pub external_data_in_archive: bool,
     /// Use external data when the weights exceed BYTES (for tests)
     #[arg(long, value_name = "BYTES", hide = true, default_value_t = onnx::DEFAULT_EXTERNAL_THRESHOLD)]
     pub external_data_threshold: u64,
@@ -87,6 +90,20 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         external_data: args.external_data,
         external_threshold: args.external_data_threshold,
         external_location: data.as_ref().map(|(_, l)| l.clone()),
+        external_in_archive: args.external_data_in_archive,
+        model_dir: match &target {
+            Some(pt2kit::output::Target::File(real)) => real
+                .parent()
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        d
+                    }
+                })
+                .map(Path::to_path_buf),
+            _ => None,
+        },
         intermediates,
     };
     let model = onnx::to_onnx(&program, &opts)?;

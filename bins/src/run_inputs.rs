@@ -36,7 +36,7 @@ pub struct MemoryArgs {
     /// Refuse a program with a value larger than this, before it runs: bytes, or with K, M, G, T (powers of 1024) [default: the memory available now]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
-    /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto does it when the weights pass 1 GiB
+    /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto maps each weight of 1 MiB or more that only views, products and embeddings read
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = MapWeightsArg::Auto)]
     pub map_weights: MapWeightsArg,
 }

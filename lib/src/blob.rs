@@ -204,6 +204,36 @@ impl Blob {
     }
 }
 
+impl Blob {
+    /// Drops the pages of a window of a mapped file from this process's
+    /// memory (`madvise(MADV_DONTNEED)`): the page cache keeps the bytes
+    /// and the next read faults them back, so a weight read once (packed,
+    /// say) stops counting in the process's resident memory. Owned bytes,
+    /// and maps that are copies in anonymous memory (`--no-mmap`), are left
+    /// alone (dropping those pages would zero them).
+    pub fn release(&self) {
+        if crate::output::inputs::no_mmap() {
+            return;
+        }
+        if let Source::Mapped(map, Some(_), _) = &self.source {
+            let page = 4096;
+            let start = self.range.start.div_ceil(page) * page;
+            let end = self.range.end / page * page;
+            if end > start {
+                // SAFETY: a read-only shared map of a file: dropping its
+                // pages cannot change what a later read of them returns.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start,
+                        end - start,
+                    )
+                };
+            }
+        }
+    }
+}
+
 impl Deref for Blob {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

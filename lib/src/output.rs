@@ -238,6 +238,14 @@ enum Sink {
     },
     Direct(BufWriter<File>),
     Socket(BufWriter<UnixStream>),
+    /// A hard link to an existing file, under a temporary name beside the
+    /// target until committed (nothing is written through it).
+    Linked {
+        sink: io::Sink,
+        tmp: tempfile::TempPath,
+        target: PathBuf,
+        _registered: TempRegistration,
+    },
 }
 
 /// An output being written. [`Output::commit`] finishes it (flush, and for
@@ -307,6 +315,7 @@ impl Output {
             Sink::Staged { w, .. } => w,
             Sink::Direct(w) => w,
             Sink::Socket(w) => w,
+            Sink::Linked { sink, .. } => sink,
         }
     }
 
@@ -317,7 +326,7 @@ impl Output {
 
     /// Whether this output is a regular file (renamed into place).
     pub fn is_file(&self) -> bool {
-        matches!(self.sink, Sink::Staged { .. })
+        matches!(self.sink, Sink::Staged { .. } | Sink::Linked { .. })
     }
 
     /// Flushes, checks that no mapped input changed, and renames a staged
@@ -343,8 +352,51 @@ impl Output {
                 tmp.persist(&target)
                     .map_err(|e| Error::io(format!("renaming into {shown}"), e.error))
             }
+            Sink::Linked { tmp, target, .. } => {
+                inputs::check_unchanged()?;
+                tmp.persist(&target)
+                    .map_err(|e| Error::io(format!("renaming into {shown}"), e.error))
+            }
         }
     }
+}
+
+/// Stages, at `path` (a regular file, as [`open`] resolves it), a hard link
+/// to the file `existing`: the same bytes under a second name, nothing
+/// copied (`ir2onnx --external-data-in-archive`, whose external data is
+/// the archive itself). [`Output::commit`] renames it into place; dropped,
+/// it is removed. Both must be on one file system.
+pub fn stage_link(existing: &Path, path: &Path) -> Result<Output> {
+    let shown = path.display().to_string();
+    let Target::File(target) = resolve(path)? else {
+        return Err(Error::usage(format!(
+            "{shown}: a link to {} must be a regular file",
+            existing.display()
+        )));
+    };
+    let (tmp, registered) = temp_file_beside(&target)?;
+    let (file, tmp) = tmp.into_parts();
+    drop(file);
+    std::fs::remove_file(&tmp).map_err(|e| Error::io(&shown, e))?;
+    std::fs::hard_link(existing, &tmp).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EXDEV) {
+            Error::usage(format!(
+                "{shown}: {} is on another file system, so it cannot be linked beside the model: write the model on its file system, or copy the weights (--external-data)",
+                existing.display()
+            ))
+        } else {
+            Error::io(format!("linking {} as {shown}", existing.display()), e)
+        }
+    })?;
+    Ok(Output {
+        sink: Sink::Linked {
+            sink: io::sink(),
+            tmp,
+            target,
+            _registered: registered,
+        },
+        shown,
+    })
 }
 
 /// The staged file's name, known to the signal handler until dropped

@@ -9,11 +9,13 @@
 //! transient tensor ([`Mapped::materialize`]), so a weight mapped wrongly
 //! costs time, never a wrong answer.
 //!
-//! The executor maps weights when the program's weights pass
-//! [`MAP_AUTO_BYTES`] (or always, or never: [`MapWeights`]); a model
-//! larger than memory then runs with its weights in the page cache, which
-//! the kernel can drop and read again, not in the process's anonymous
-//! memory.
+//! The executor maps every such weight of [`MAP_MIN_BYTES`] or more (or
+//! all of them, or none: [`MapWeights`]). Up to [`PACK_CACHE_BYTES`] of
+//! them, a product packs its weight once from the map and keeps that (the
+//! mapped pages are then released: [`Blob::release`]); above, it packs
+//! each block as it reads it, every call, and releases the pages after, so
+//! a model larger than memory runs with its weights in the page cache,
+//! which the kernel can drop and read again, not in the process's memory.
 
 use candle_core::Layout;
 
@@ -22,8 +24,11 @@ use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::{Argument, Dtype, Graph, ValueId};
 
-/// Weights above this total are mapped by default ([`MapWeights::Auto`]).
-pub const MAP_AUTO_BYTES: u64 = 1 << 30;
+/// Mapped weights up to this total are packed once for the matrix kernel
+/// and kept (their mapped pages released): fast repeated runs. Above it, a
+/// product packs its block of the weight as it reads it, every call, and
+/// releases the pages after: a model larger than memory runs.
+pub const PACK_CACHE_BYTES: u64 = 1 << 30;
 /// A weight smaller than this is copied when mapping is automatic (norms,
 /// biases); [`MapWeights::Always`] maps every weight it can.
 pub const MAP_MIN_BYTES: usize = 1 << 20;
@@ -31,8 +36,7 @@ pub const MAP_MIN_BYTES: usize = 1 << 20;
 /// Whether the executor maps its weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum MapWeights {
-    /// When the program's weights pass [`MAP_AUTO_BYTES`], each weight of
-    /// [`MAP_MIN_BYTES`] or more.
+    /// Each weight of [`MAP_MIN_BYTES`] or more.
     #[default]
     Auto,
     /// Every weight that is only read in place.
@@ -72,6 +76,31 @@ impl Mapped {
 
     pub fn rank(&self) -> usize {
         self.layout.dims().len()
+    }
+
+    /// The bytes the view covers (elements times element size).
+    pub fn nbytes(&self) -> u64 {
+        self.dims().iter().product::<usize>() as u64 * self.dtype.size() as u64
+    }
+
+    /// Drops the mapped pages under this view from the process's memory
+    /// (the page cache keeps them): after a product packed it, or read it.
+    pub fn release(&self) {
+        let es = self.dtype.size();
+        let dims = self.layout.dims();
+        if dims.contains(&0) {
+            return;
+        }
+        let first = self.layout.start_offset();
+        let last = dims
+            .iter()
+            .zip(self.layout.stride())
+            .map(|(&d, &s)| (d - 1) * s)
+            .sum::<usize>()
+            + first;
+        self.blob
+            .slice(first * es..((last + 1) * es).min(self.blob.len()))
+            .release();
     }
 
     /// The same bytes under another layout, checked to stay inside them.

@@ -384,6 +384,8 @@ pub struct Executor<'p> {
     /// (`ir-run --intermediates`).
     recorded: std::sync::Mutex<Option<Vec<(String, HostTensor)>>>,
     recording: std::sync::atomic::AtomicBool,
+    /// Copies made of mapped weights for ops that do not read them in place.
+    mapped_copies: std::sync::atomic::AtomicUsize,
     /// Names of the values that the fallback lowering made (not in the
     /// program as given): never recorded, since another back end's
     /// lowering may give the same fresh name to another value.
@@ -405,6 +407,9 @@ type ViewKey = (usize, usize, usize, usize, usize, usize);
 #[derive(Default)]
 struct PackCache {
     weights: std::collections::HashSet<usize>,
+    /// Whether mapped weights are packed once and kept (see
+    /// [`mapped::PACK_CACHE_BYTES`]).
+    keep_mapped: bool,
     a: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedA>>>,
     b: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedB>>>,
 }
@@ -524,19 +529,10 @@ impl<'p> Executor<'p> {
             std::borrow::Cow::Borrowed(_) => Default::default(),
         };
         let mut weights = BTreeMap::new();
-        // Weights left where they lie: when asked, or when they are many
-        // (MapWeights::Auto), each weight large enough whose every use is
+        // Weights left where they lie (unless asked not to): each weight
+        // large enough (or any, with MapWeights::Always) whose every use is
         // a view or an op that reads it in place.
-        let total: u64 = program
-            .weights
-            .iter()
-            .map(|w| program.weight_bytes_len(w))
-            .sum();
-        let map = match opts.map_weights {
-            mapped::MapWeights::Always => true,
-            mapped::MapWeights::Never => false,
-            mapped::MapWeights::Auto => total >= mapped::MAP_AUTO_BYTES,
-        };
+        let map = opts.map_weights != mapped::MapWeights::Never;
         for (pos, input) in program.graph.inputs.iter().enumerate() {
             if let (true, Some(w), Argument::Tensor(v)) =
                 (map, program.weight_for_input(pos), input)
@@ -570,7 +566,15 @@ impl<'p> Executor<'p> {
                 return Err(Error::bad_input(format!("graph input {pos} has no weight")));
             }
         }
+        let mapped_total: u64 = weights
+            .values()
+            .filter_map(|v| match v {
+                Value::Mapped(m) => Some(m.nbytes()),
+                _ => None,
+            })
+            .sum();
         let packs = PackCache {
+            keep_mapped: mapped_total <= mapped::PACK_CACHE_BYTES,
             weights: weights
                 .values()
                 .filter_map(|v| match v {
@@ -590,6 +594,7 @@ impl<'p> Executor<'p> {
             profiling: Default::default(),
             recorded: Default::default(),
             recording: Default::default(),
+            mapped_copies: Default::default(),
             made_by_lowering,
             packs,
         })
@@ -878,6 +883,43 @@ impl Executor<'_> {
             .fold((0, 0), |(n, b), x| (n + 1, b + x))
     }
 
+    /// A mapped weight `m` (rank 2, `[k, n]`) packed as the right operand,
+    /// when mapped weights are kept packed (`None`: pack it per call). Its
+    /// mapped pages are released once it is packed.
+    pub fn packed_mapped(&self, m: &mapped::Mapped) -> Option<std::sync::Arc<sgemm::PackedB>> {
+        if !self.packs.keep_mapped || m.rank() != 2 {
+            return None;
+        }
+        let key = (
+            m.blob.as_ptr() as usize,
+            m.layout.start_offset(),
+            m.dims()[0],
+            m.dims()[1],
+            m.layout.stride()[0],
+            m.layout.stride()[1],
+        );
+        let mut cache = self.packs.b.lock().ok()?;
+        Some(
+            cache
+                .entry(key)
+                .or_insert_with(|| {
+                    let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
+                    let packed = sgemm::pack_b_with(m.dims()[0], m.dims()[1], &fill);
+                    m.release();
+                    std::sync::Arc::new(packed)
+                })
+                .clone(),
+        )
+    }
+
+    /// How many copies of mapped weights ops that do not read them in place
+    /// have made since the executor was built (0 when mapping went as
+    /// planned: a copy per run is slow, never wrong).
+    pub fn mapped_copies(&self) -> usize {
+        self.mapped_copies
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Starts keeping every tensor the top-level nodes define (each run
     /// replaces the last run's): [`Executor::recorded`] reads them.
     pub fn start_recording(&self) {
@@ -1062,7 +1104,7 @@ impl Ctx<'_> {
             .inputs
             .get(i)
             .ok_or_else(|| Error::bad_input(format!("input {i} is missing")))?;
-        mapped::tensor_of(resolve(&a.arg, self.env)?, self.device())
+        self.copy_mapped(resolve(&a.arg, self.env)?)
     }
 
     pub fn input_arg(&self, i: usize) -> Option<&Argument> {
@@ -1071,7 +1113,17 @@ impl Ctx<'_> {
 
     /// An argument's value; a mapped weight comes as a copy (a tensor).
     pub fn value(&self, name: &str) -> Result<Value> {
-        mapped::tensor_of(resolve(self.arg(name)?, self.env)?, self.device())
+        self.copy_mapped(resolve(self.arg(name)?, self.env)?)
+    }
+
+    /// A mapped weight as a tensor (a copy, counted: `Executor::mapped_copies`).
+    fn copy_mapped(&self, v: Value) -> Result<Value> {
+        if matches!(v, Value::Mapped(_)) {
+            self.exec
+                .mapped_copies
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        mapped::tensor_of(v, self.device())
     }
 
     /// A tensor argument that is a mapped weight, as it lies (rows that
@@ -1100,7 +1152,10 @@ impl Ctx<'_> {
             None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),
             Some(Argument::OptionalTensor(Some(v))) => match &self.env[v.index()] {
                 Some(Value::Tensor(t)) => Ok(Some(t.clone())),
-                Some(Value::Mapped(m)) => m.materialize(self.device()).map(Some),
+                Some(v @ Value::Mapped(_)) => match self.copy_mapped(v.clone())? {
+                    Value::Tensor(t) => Ok(Some(t)),
+                    _ => Err(Error::internal("a mapped weight copied to no tensor")),
+                },
                 _ => Err(Error::internal("optional tensor not set")),
             },
             Some(_) => self.tensor(name).map(Some),

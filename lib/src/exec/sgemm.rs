@@ -167,6 +167,25 @@ pub fn pack_b(b: &View) -> PackedB {
     PackedB { k, n, data }
 }
 
+/// A `k x n` matrix packed from rows made by `fill(r, j0, out)` (row `r`
+/// from column `j0`; see [`gemm_rows`]), the column panels filled in
+/// parallel: a weight read where it lies, packed once.
+pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
+    use rayon::prelude::*;
+    let panels = n.div_ceil(NR);
+    let mut data = vec![0f32; panels * k * NR];
+    data.par_chunks_mut((k * NR).max(1))
+        .enumerate()
+        .take(panels)
+        .for_each(|(jp, panel)| {
+            let cols = (n - jp * NR).min(NR);
+            for r in 0..k {
+                fill(r, jp * NR, &mut panel[r * NR..r * NR + cols]);
+            }
+        });
+    PackedB { k, n, data }
+}
+
 /// `C (m x n, row stride ldc) = A B`, or `C += A B` with `accumulate` (a
 /// bias already written into C, say), on up to `threads` threads. Panics
 /// when the shapes disagree or C is too short, or without AVX-512F

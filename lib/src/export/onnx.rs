@@ -51,6 +51,9 @@ pub const PROTOBUF_LIMIT: u64 = (1 << 31) - 1;
 /// Weights above this many bytes go to external data unless asked for
 /// earlier: the protobuf limit less room for the graph itself.
 pub const DEFAULT_EXTERNAL_THRESHOLD: u64 = PROTOBUF_LIMIT - (64 << 20);
+/// With external data in the archive, a weight that lies in no archive and
+/// has at most this many bytes goes inline in the model (larger: refused).
+pub const INLINE_BESIDE_ARCHIVE: u64 = 64 << 20;
 /// Custom-domain nodes (`allow_custom`) live in `pt2kit.<namespace>`.
 pub const CUSTOM_DOMAIN_PREFIX: &str = "pt2kit.";
 
@@ -70,6 +73,13 @@ pub struct OnnxOptions {
     /// The external data file, relative to the model file (`model.onnx.data`).
     /// Required when external data is used.
     pub external_location: Option<String>,
+    /// External data that points into the `.pt2` archive the weights came
+    /// from (by reference): the external data file is that archive (a hard
+    /// link), and each initializer its offset in it; nothing is copied.
+    pub external_in_archive: bool,
+    /// The directory the model is written to (with `external_in_archive`,
+    /// a model beside its archive names it directly, with no link).
+    pub model_dir: Option<std::path::PathBuf>,
     /// Also make graph outputs of the tensors that top-level nodes define,
     /// under their IR names, for these names (`ir2onnx --intermediates`:
     /// ONNX Runtime then returns every intermediate value, to compare
@@ -86,6 +96,8 @@ impl Default for OnnxOptions {
             external_data: false,
             external_threshold: DEFAULT_EXTERNAL_THRESHOLD,
             external_location: None,
+            external_in_archive: false,
+            model_dir: None,
             intermediates: None,
         }
     }
@@ -124,6 +136,8 @@ pub struct OnnxModel<'p> {
     weights: Vec<&'p Weight>,
     /// External data: the location and each initializer's offset.
     external: Option<(String, Vec<u64>)>,
+    /// With `external_in_archive`: the archive the external data file is.
+    archive: Option<std::path::PathBuf>,
     pub stats: Stats,
 }
 
@@ -217,8 +231,12 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
     let total: u64 = weights.iter().map(|w| weight_nbytes(w)).sum();
     stats.initializers = weights.len();
     stats.initializer_bytes = total;
-    let external = if opts.external_data || total > opts.external_threshold {
-        let location = opts.external_location.clone().ok_or_else(|| {
+    let mut archive: Option<std::path::PathBuf> = None;
+    let external = if opts.external_data
+        || opts.external_in_archive
+        || total > opts.external_threshold
+    {
+        let mut location = opts.external_location.clone().ok_or_else(|| {
             Error::usage(format!(
                 "the weights ({}) must go to an external data file beside the model{}: write the model to a regular file (-o FILE; not stdout, a device or a FIFO)",
                 human_bytes(total),
@@ -233,9 +251,46 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
                 offsets.push(u64::MAX);
                 continue;
             }
-            // Large tensors start on a 64 KiB boundary so a reader can map
-            // them (the alignment onnx.save uses).
-            if len >= 1 << 20 {
+            if opts.external_in_archive {
+                // where the weight's bytes lie in the archive; a small one
+                // that lies in none (a constant a pass folded) is inline
+                let (path, offset) = match archive_place(program, w) {
+                    Ok(place) => place,
+                    Err(_) if len <= INLINE_BESIDE_ARCHIVE => {
+                        tensor.raw_data = program.weight_bytes(w).into_owned();
+                        offsets.push(u64::MAX);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                match &archive {
+                    Some(a) if *a != path => {
+                        return Err(Error::usage(format!(
+                            "weight '{}' lies in {}, others in {}: external data can point into one archive",
+                            w.name,
+                            path.display(),
+                            a.display()
+                        )))
+                    }
+                    Some(_) => {}
+                    None => {
+                        // beside the archive, the location is its name;
+                        // elsewhere, a hard link to it (ONNX Runtime takes
+                        // one; ONNX's checker refuses links of any kind)
+                        let dir = path.parent().map(std::path::Path::to_path_buf);
+                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                        if let (Some(model_dir), Some(dir), Some(name)) = (&opts.model_dir, dir, name) {
+                            if std::fs::canonicalize(model_dir).ok() == std::fs::canonicalize(dir).ok() {
+                                location = name;
+                            }
+                        }
+                        archive = Some(path);
+                    }
+                }
+                at = offset;
+            } else if len >= 1 << 20 {
+                // Large tensors start on a 64 KiB boundary so a reader can
+                // map them (the alignment onnx.save uses).
                 at = at.div_ceil(1 << 16) << 16;
             }
             tensor.data_location = EnumOrUnknown::new(DataLocation::EXTERNAL);
@@ -313,7 +368,23 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
         program,
         weights,
         external,
+        archive,
         stats,
+    })
+}
+
+/// Where a weight's bytes lie in the archive it came from by reference:
+/// (the archive's path, the offset of its first byte).
+fn archive_place(program: &Program, w: &Weight) -> Result<(std::path::PathBuf, u64)> {
+    let place = program
+        .weight_blob(w)
+        .and_then(|b| b.file_ref())
+        .map(|r| (r.origin.path.clone(), r.offset));
+    place.ok_or_else(|| {
+        Error::usage(format!(
+            "weight '{}' does not lie in a .pt2 archive (external data can point into one only for weights that came from it by reference: pt2ir model.pt2 | ir2onnx ...; here use --external-data, which copies them)",
+            w.name
+        ))
     })
 }
 
@@ -437,6 +508,10 @@ impl<'p> OnnxModel<'p> {
         let Some((_, offsets)) = &self.external else {
             return Ok(());
         };
+        if self.archive.is_some() {
+            // the external data file is the archive itself
+            return Ok(());
+        }
         let mut at = 0u64;
         let zeros = [0u8; 4096];
         let mut progress =
@@ -466,6 +541,13 @@ impl<'p> OnnxModel<'p> {
     pub fn stage_external_data(&self, path: &Path) -> Result<Option<StagedFile>> {
         if self.external.is_none() {
             return Ok(None);
+        }
+        if let Some(archive) = &self.archive {
+            if self.external_location() == archive.file_name().and_then(|n| n.to_str()) {
+                // beside the archive, which is the external data file
+                return Ok(None);
+            }
+            return Ok(Some(StagedFile(crate::output::stage_link(archive, path)?)));
         }
         let mut out = crate::output::open(Some(path), true)?;
         if !out.is_file() {

@@ -211,6 +211,7 @@ pub fn run_against_torch(
 
 /// [`run_against_torch`] with executor options; also how many weights the
 /// executor left mapped.
+#[cfg(feature = "exec")]
 pub fn run_against_torch_with(
     name: &str,
     pt2: &Path,
@@ -224,6 +225,7 @@ pub fn run_against_torch_with(
             Err(e) => return ((0, vec![format!("{name}: {e}")]), 0),
         };
     let mapped = executor.mapped_weights().0;
+    let copies = || executor.mapped_copies();
     let mut failures = Vec::new();
     let mut runs = 0;
     for (set, inputs, expected) in input_sets(pt2) {
@@ -234,6 +236,12 @@ pub fn run_against_torch_with(
             Err(e) => failures.push(format!("{name}{set}: {e}")),
         }
         runs += 1;
+    }
+    if copies() > 0 {
+        failures.push(format!(
+            "{name}: {} copies of mapped weights (an op that reads one in place took a copy)",
+            copies()
+        ));
     }
     ((runs, failures), mapped)
 }

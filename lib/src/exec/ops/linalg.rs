@@ -19,7 +19,6 @@ fn matmul(ctx: &mut Ctx) -> OpResult {
 fn addmm(ctx: &mut Ctx) -> OpResult {
     let bias = ctx.tensor("self")?;
     let a = ctx.tensor("mat1")?;
-    let b = ctx.tensor("mat2")?;
     let beta = if ctx.has("beta") {
         ctx.float("beta")?
     } else {
@@ -33,6 +32,7 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
     if let (Some(m), 1.0, 1.0) = (ctx.mapped("mat2"), alpha, beta) {
         return mapped_matmul(ctx, &a, &m, Some(&bias));
     }
+    let b = ctx.tensor("mat2")?;
     // A bias row (`[n]` or `[1, n]`) starts the float32 product: fused.
     let row_bias = bias.rank() == 1 || (bias.rank() == 2 && bias.dims()[0] == 1);
     if alpha == 1.0 && beta == 1.0 && row_bias && a.rank() == 2 && b.rank() == 2 {

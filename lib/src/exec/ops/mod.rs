@@ -643,21 +643,26 @@ fn mapped_matmul(
                     .broadcast_as(n)
                     .and_then(|t| t.to_vec1())
                     .map_err(ce)?;
-                row.iter().copied().cycle().take(rows * n).collect()
+                let mut out = Vec::with_capacity(rows * n);
+                for _ in 0..rows {
+                    out.extend_from_slice(&row);
+                }
+                out
             }
             None => vec![0f32; rows * n],
         };
-        let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-        sgemm::gemm_rows(
-            &pa,
-            k,
-            n,
-            &fill,
-            &mut out,
-            n,
-            bias.is_some(),
-            rayon::current_num_threads(),
-        );
+        let threads = rayon::current_num_threads();
+        match ctx.exec.packed_mapped(m) {
+            // packed once, kept
+            Some(pb) => sgemm::gemm(&pa, &pb, &mut out, n, bias.is_some(), threads),
+            // too many weights to keep packed: each block as it is read,
+            // the pages released after
+            None => {
+                let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
+                sgemm::gemm_rows(&pa, k, n, &fill, &mut out, n, bias.is_some(), threads);
+                m.release();
+            }
+        }
         Tensor::new(
             CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
             Dtype::Float32,

@@ -148,6 +148,12 @@ fn binary_in(
 }
 
 fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
+    // ConstantOfShape takes bfloat16 (and the float8 types) from opset 20:
+    // before, the value is made in float32 and cast.
+    if dtype == Dtype::BFloat16 && cx.opset() < 20 {
+        let f = constant_of_shape(cx, shape, value, Dtype::Float32)?;
+        return cx.cast(&f, Dtype::Float32, dtype);
+    }
     let onnx = super::onnx_dtype(dtype, cx.opset())?;
     let raw = lit_bytes(value, dtype)?;
     let t = super::tensor_proto("", onnx, &[1], raw);

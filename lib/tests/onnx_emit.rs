@@ -1,0 +1,55 @@
+//! ONNX emitters on small hand-built graphs, where an opset's type
+//! constraints decide the nodes written.
+
+mod common;
+
+use common::build::*;
+use pt2kit::export::onnx::{self, OnnxOptions};
+use pt2kit::ir::*;
+
+/// `full_like` of a bfloat16 tensor: ConstantOfShape takes bfloat16 only
+/// from opset 20, so before it the value is made in float32 and cast (the
+/// 4-layer Llama cut in bfloat16 failed ONNX's full checker at opset 18).
+#[test]
+fn bfloat16_constant_of_shape_before_opset_20_is_made_in_float32() {
+    let mut b = B::new();
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta_of(Dtype::BFloat16, &[2, 3]),
+        None,
+    );
+    let y = b.emit(|em| {
+        em.op(
+            "aten.full_like.default",
+            vec![("self", t(x)), ("fill_value", Argument::Float(0.5))],
+            meta_of(Dtype::BFloat16, &[2, 3]),
+        )
+        .unwrap()
+    });
+    b.output(y);
+    for (opset, cast) in [(18, true), (19, true), (20, false), (21, false)] {
+        let model = onnx::to_onnx(
+            &b.p,
+            &OnnxOptions {
+                opset,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let graph = &model.model.graph;
+        let cos: Vec<_> = graph
+            .node
+            .iter()
+            .filter(|n| n.op_type == "ConstantOfShape")
+            .collect();
+        assert_eq!(cos.len(), 1, "opset {opset}");
+        let value = cos[0].attribute.iter().find(|a| a.name == "value").unwrap();
+        let dtype = value.t.data_type;
+        let bf16 = onnx::proto::tensor_proto::DataType::BFLOAT16 as i32;
+        let f32 = onnx::proto::tensor_proto::DataType::FLOAT as i32;
+        assert_eq!(dtype, if cast { f32 } else { bf16 }, "opset {opset}");
+        let casts = graph.node.iter().filter(|n| n.op_type == "Cast").count();
+        assert_eq!(casts > 0, cast, "opset {opset}");
+    }
+}
