@@ -128,25 +128,24 @@ def bench_decompose():
     return "\n".join(out)
 
 
-def bench_compare():
-    path = "bench/compare.json"
+def recipe_table(path, module, render):
+    """A recipe's own table (one renderer) from its committed JSON."""
     if not os.path.exists(path):
         return None
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_compare  # the recipe's own table: one renderer
-    data = json.load(open(path))
-    return bench_compare.table(data["meta"], data["results"])
+    return render(__import__(module), json.load(open(path)))
+
+
+def bench_compare():
+    return recipe_table("bench/compare.json", "bench_compare",
+                        lambda m, data: m.table(data["meta"], data["results"]))
 
 
 def bench_huge():
-    path = "bench/huge.json"
-    if not os.path.exists(path):
-        return None
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_huge  # the recipe's own table
-    data = json.load(open(path))
-    m = data["meta"]
-    return f"{m['date']}, {m['machine']}, pt2kit {m['rev']}.\n\n" + bench_huge.table(data["results"])
+    def render(m, data):
+        meta = data["meta"]
+        return f"{meta['date']}, {meta['machine']}, pt2kit {meta['rev']}.\n\n" + m.table(data["results"])
+    return recipe_table("bench/huge.json", "bench_huge", render)
 
 
 SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}

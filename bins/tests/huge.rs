@@ -33,18 +33,7 @@ fn w(i: usize, j: usize) -> f32 {
 }
 
 fn meta(sizes: &[i64]) -> TensorMeta {
-    TensorMeta {
-        dtype: Dtype::Float32,
-        sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
-        strides: contiguous_strides(sizes)
-            .into_iter()
-            .map(Sym::Int)
-            .collect(),
-        storage_offset: Sym::Int(0),
-        device: Device::default(),
-        layout: Layout::Strided,
-        requires_grad: false,
-    }
+    TensorMeta::contiguous(Dtype::Float32, sizes)
 }
 
 /// The weight's bytes in a file of their own, mapped (this test holds no
@@ -309,6 +298,7 @@ fn a_model_over_2_gib_streams_through_every_tool_in_a_bounded_window() {
         );
     }
     eprintln!("{}", report.join("\n"));
+    progress_bars(d);
     check_external_data(&d.join("a.onnx"));
     check_external_data(&d.join("b.onnx"));
     for y in ["y.npz", "y2.npz"] {
@@ -320,4 +310,47 @@ fn a_model_over_2_gib_streams_through_every_tool_in_a_bounded_window() {
             assert_eq!(*g, want, "{y}: row {i}");
         }
     }
+}
+
+/// On a terminal (a pty from `script`), a tool streaming gigabytes draws
+/// a bar on standard error after a second; with `-q`, or off a terminal
+/// (every other run of this test), none.
+fn progress_bars(d: &Path) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_pt2ir")).parent().unwrap();
+    let on_pty = |quiet: &str| {
+        // a pipe: the weights spooled, then written (a few seconds)
+        let cmd = format!(
+            "cat big.ir | {}/ir2onnx --external-data {quiet} -o pty.onnx",
+            bin.display()
+        );
+        let out = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = on_pty("");
+    assert!(
+        shown.contains("weights [") && shown.contains("GiB"),
+        "no bar on a terminal: {shown:?}"
+    );
+    let quiet = on_pty("-q");
+    assert!(!quiet.contains("weights ["), "a bar with -q: {quiet:?}");
+    let piped = Command::new(bin.join("ir2onnx"))
+        .args(["big.ir", "--external-data", "-o", "pipe.onnx"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
 }

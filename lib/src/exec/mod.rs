@@ -845,28 +845,31 @@ impl Executor<'_> {
     /// `m` packed as the matrix kernel's left operand: kept when it lies in
     /// a weight, packed afresh otherwise.
     pub fn packed_a(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedA> {
-        let pack = || std::sync::Arc::new(sgemm::pack_a(m));
-        let key = view_key(m);
-        if !self.packs.weights.contains(&key.0) {
-            return pack();
-        }
-        let Ok(mut cache) = self.packs.a.lock() else {
-            return pack();
-        };
-        cache.entry(key).or_insert_with(pack).clone()
+        self.packed(&self.packs.a, m, sgemm::pack_a)
     }
 
     /// `m` packed as the matrix kernel's right operand, as [`Self::packed_a`].
     pub fn packed_b(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedB> {
-        let pack = || std::sync::Arc::new(sgemm::pack_b(m));
+        self.packed(&self.packs.b, m, sgemm::pack_b)
+    }
+
+    fn packed<T>(
+        &self,
+        cache: &std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<T>>>,
+        m: &sgemm::View,
+        pack: fn(&sgemm::View) -> T,
+    ) -> std::sync::Arc<T> {
         let key = view_key(m);
         if !self.packs.weights.contains(&key.0) {
-            return pack();
+            return std::sync::Arc::new(pack(m));
         }
-        let Ok(mut cache) = self.packs.b.lock() else {
-            return pack();
+        let Ok(mut cache) = cache.lock() else {
+            return std::sync::Arc::new(pack(m));
         };
-        cache.entry(key).or_insert_with(pack).clone()
+        cache
+            .entry(key)
+            .or_insert_with(|| std::sync::Arc::new(pack(m)))
+            .clone()
     }
 
     /// The weights left where they lie (see [`mapped`]): how many, and

@@ -354,6 +354,22 @@ pub struct TensorMeta {
 }
 
 impl TensorMeta {
+    /// A contiguous CPU tensor of static sizes (programs built by hand).
+    pub fn contiguous(dtype: Dtype, sizes: &[i64]) -> TensorMeta {
+        TensorMeta {
+            dtype,
+            sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
+            strides: contiguous_strides(sizes)
+                .into_iter()
+                .map(Sym::Int)
+                .collect(),
+            storage_offset: Sym::Int(0),
+            device: Device::default(),
+            layout: Layout::Strided,
+            requires_grad: false,
+        }
+    }
+
     /// Constant sizes, or `None` when a dim is symbolic.
     pub fn static_sizes(&self) -> Option<Vec<i64>> {
         self.sizes.iter().map(Sym::as_int).collect()

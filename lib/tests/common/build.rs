@@ -10,18 +10,7 @@ pub fn meta(sizes: &[i64]) -> TensorMeta {
 }
 
 pub fn meta_of(dtype: Dtype, sizes: &[i64]) -> TensorMeta {
-    TensorMeta {
-        dtype,
-        sizes: sizes.iter().map(|&s| Sym::Int(s)).collect(),
-        strides: contiguous_strides(sizes)
-            .into_iter()
-            .map(Sym::Int)
-            .collect(),
-        storage_offset: Sym::Int(0),
-        device: Device::default(),
-        layout: Layout::Strided,
-        requires_grad: false,
-    }
+    TensorMeta::contiguous(dtype, sizes)
 }
 
 pub fn f32s(v: &[f32]) -> Vec<u8> {
