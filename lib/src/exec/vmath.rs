@@ -221,6 +221,59 @@ pub fn map(src: &[f32], f: impl Fn(f32) -> f32 + Copy + Send + Sync) -> Vec<f32>
     dst
 }
 
+multiversion! {
+    /// `dst[i] = f(a[i], b[i])` on this thread, in the widest instruction set.
+    fn map2_here[T: Copy + Default, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], dst: &mut [T], f: F) {
+        for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+            *d = f(*x, *y);
+        }
+    }
+}
+
+/// `f` over pairs of elements (equal lengths), split over the pool's
+/// threads when large.
+pub fn map2<T: Copy + Default + Send + Sync>(
+    a: &[f32],
+    b: &[f32],
+    f: impl Fn(f32, f32) -> T + Copy + Send + Sync,
+) -> Vec<T> {
+    let mut dst = vec![T::default(); a.len().min(b.len())];
+    if dst.len() < PARALLEL_MIN {
+        map2_here(a, b, &mut dst, f);
+    } else {
+        let chunk = dst
+            .len()
+            .div_ceil(rayon::current_num_threads().max(1) * 4)
+            .max(4096);
+        dst.par_chunks_mut(chunk)
+            .zip(a.par_chunks(chunk).zip(b.par_chunks(chunk)))
+            .for_each(|(d, (x, y))| map2_here(x, y, d, f));
+    }
+    dst
+}
+
+/// `f` over every element into another type (comparisons to u8), split
+/// over the pool's threads when large.
+pub fn map_to<T: Copy + Default + Send + Sync>(
+    src: &[f32],
+    f: impl Fn(f32) -> T + Copy + Send + Sync,
+) -> Vec<T> {
+    // the second operand unused: the same loop
+    let mut dst = vec![T::default(); src.len()];
+    if src.len() < PARALLEL_MIN {
+        map2_here(src, src, &mut dst, |x, _| f(x));
+    } else {
+        let chunk = src
+            .len()
+            .div_ceil(rayon::current_num_threads().max(1) * 4)
+            .max(4096);
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, x)| map2_here(x, x, d, |x, _| f(x)));
+    }
+    dst
+}
+
 /// Softmax (or log-softmax) of each row of `n` values, rows split over the
 /// pool's threads: `exp(x - max) / sum`, as torch's kernel (a row of -inf
 /// only is NaN, as there).

@@ -442,7 +442,7 @@ fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
 
 /// A depthwise convolution (groups = input channels; each output channel
 /// reads one input channel, `co / c` outputs per input): a direct sum per
-/// output plane ([`depthwise_plane`]), the planes split between the
+/// output plane ([`window_plane`]), the planes split between the
 /// threads. im2col would build one `kh * kw` by `oh * ow` matrix per
 /// channel for a product of one row.
 fn conv2d_depthwise(
@@ -468,7 +468,7 @@ fn conv2d_depthwise(
     );
     let ws = f32s(w)?;
     let bs = bias.map(f32s).transpose()?;
-    let geom = Depthwise {
+    let geom = PlaneWindows {
         h,
         w: wd,
         kh,
@@ -488,77 +488,17 @@ fn conv2d_depthwise(
                 let src = &xs[(n * c + o / mult) * h * wd..][..h * wd];
                 let k = &ws[o * kh * kw..][..kh * kw];
                 let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
-                depthwise_plane(&geom, src, k, b0, dst, scratch);
+                // each tap a fused multiply-add over the plane
+                window_plane(&geom, src, 0.0, b0, dst, scratch, |tap, acc, xs| {
+                    let wk = k[tap];
+                    for (o, v) in acc.iter_mut().zip(xs) {
+                        *o = v.mul_add(wk, *o);
+                    }
+                });
             })
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
-}
-
-/// The sizes of one depthwise plane: input, kernel, stride, padding and
-/// dilation (rows, columns), output.
-struct Depthwise {
-    h: usize,
-    w: usize,
-    kh: usize,
-    kw: usize,
-    stride: (usize, usize),
-    pad: (usize, usize),
-    dil: (usize, usize),
-    oh: usize,
-    ow: usize,
-}
-
-super::super::vmath::multiversion! {
-    /// One output plane of a depthwise convolution. The input plane, padded
-    /// with zeros, is split into `sy * sx` phases (rows `py, py + sy, ...`
-    /// by columns `px, px + sx, ...`), each `rows x pitch`; the output is
-    /// summed at that pitch. Every kernel tap is then one contiguous,
-    /// vectorised multiply-add over the whole plane (the columns past the
-    /// output's width are computed and dropped), which short rows (MobileNet's
-    /// 7 to 56) would otherwise spend in scalar tails.
-    fn depthwise_plane(g: &Depthwise, src: &[f32], k: &[f32], bias: f32, dst: &mut [f32], scratch: &mut Vec<f32>) {
-        let (sy, sx) = g.stride;
-        let (hp, wp) = (g.h + 2 * g.pad.0, g.w + 2 * g.pad.1);
-        let (rows, pitch) = (hp.div_ceil(sy), wp.div_ceil(sx));
-        // slack past a phase's end: the dropped columns of the last row
-        let slack = (g.kw * g.dil.1) / sx + pitch + 1;
-        let phase_len = rows * pitch + slack;
-        let acc_len = g.oh * pitch;
-        scratch.clear();
-        scratch.resize(sy * sx * phase_len + acc_len, 0.0);
-        let (phases, acc) = scratch.split_at_mut(sy * sx * phase_len);
-        for iy in 0..g.h {
-            let (py, r) = ((iy + g.pad.0) % sy, (iy + g.pad.0) / sy);
-            let row = &src[iy * g.w..][..g.w];
-            for px in 0..sx {
-                // padded columns px, px + sx, ... that hold input columns
-                let phase = &mut phases[(py * sx + px) * phase_len + r * pitch..][..pitch];
-                for (j, d) in phase.iter_mut().enumerate() {
-                    let c = (px + j * sx) as isize - g.pad.1 as isize;
-                    if c >= 0 && (c as usize) < g.w {
-                        *d = row[c as usize];
-                    }
-                }
-            }
-        }
-        acc.fill(bias);
-        for ky in 0..g.kh {
-            let ty = ky * g.dil.0;
-            for kx in 0..g.kw {
-                let tx = kx * g.dil.1;
-                let phase = &phases[((ty % sy) * sx + tx % sx) * phase_len..][..phase_len];
-                let from = (ty / sy) * pitch + tx / sx;
-                let wk = k[ky * g.kw + kx];
-                for (o, v) in acc.iter_mut().zip(&phase[from..from + acc_len]) {
-                    *o = v.mul_add(wk, *o);
-                }
-            }
-        }
-        for oy in 0..g.oh {
-            dst[oy * g.ow..][..g.ow].copy_from_slice(&acc[oy * pitch..][..g.ow]);
-        }
-    }
 }
 
 /// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the

@@ -508,6 +508,81 @@ impl Windows {
     }
 }
 
+/// The windows over one plane: input, kernel, stride, padding and
+/// dilation (rows, columns), output.
+struct PlaneWindows {
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+    oh: usize,
+    ow: usize,
+}
+
+super::vmath::multiversion! {
+    /// One output plane of a windowed op (a depthwise convolution, a max
+    /// pool): the input plane, padded with `pad_value`, is split into
+    /// `sy * sx` phases (rows `py, py + sy, ...` by columns `px, px + sx,
+    /// ...`), each `rows x pitch`; the output, started at `init`, is kept at
+    /// that pitch. Every kernel tap is then one contiguous pass over the
+    /// whole plane, `tap(index, output, input)`, which vectorises (the
+    /// columns past the output's width are computed and dropped), where
+    /// short rows (MobileNet's 7 to 56) would spend their time in scalar
+    /// tails.
+    fn window_plane[F: Fn(usize, &mut [f32], &[f32])](
+        g: &PlaneWindows,
+        src: &[f32],
+        pad_value: f32,
+        init: f32,
+        dst: &mut [f32],
+        scratch: &mut Vec<f32>,
+        tap: F,
+    ) {
+        let (sy, sx) = g.stride;
+        // padded sizes: enough for every window (ceil mode may overhang)
+        let hp = (g.h + 2 * g.pad.0).max((g.oh - 1) * sy + g.dil.0 * (g.kh - 1) + 1);
+        let wp = (g.w + 2 * g.pad.1).max((g.ow - 1) * sx + g.dil.1 * (g.kw - 1) + 1);
+        let (rows, pitch) = (hp.div_ceil(sy), wp.div_ceil(sx));
+        // slack past a phase's end: the dropped columns of the last row
+        let slack = (g.kw * g.dil.1) / sx + pitch + 1;
+        let phase_len = rows * pitch + slack;
+        let acc_len = g.oh * pitch;
+        scratch.clear();
+        scratch.resize(sy * sx * phase_len + acc_len, pad_value);
+        let (phases, acc) = scratch.split_at_mut(sy * sx * phase_len);
+        for iy in 0..g.h {
+            let (py, r) = ((iy + g.pad.0) % sy, (iy + g.pad.0) / sy);
+            let row = &src[iy * g.w..][..g.w];
+            for px in 0..sx {
+                // padded columns px, px + sx, ... that hold input columns
+                let phase = &mut phases[(py * sx + px) * phase_len + r * pitch..][..pitch];
+                for (j, d) in phase.iter_mut().enumerate() {
+                    let c = (px + j * sx) as isize - g.pad.1 as isize;
+                    if c >= 0 && (c as usize) < g.w {
+                        *d = row[c as usize];
+                    }
+                }
+            }
+        }
+        acc.fill(init);
+        for ky in 0..g.kh {
+            let ty = ky * g.dil.0;
+            for kx in 0..g.kw {
+                let tx = kx * g.dil.1;
+                let phase = &phases[((ty % sy) * sx + tx % sx) * phase_len..][..phase_len];
+                let from = (ty / sy) * pitch + tx / sx;
+                tap(ky * g.kw + kx, acc, &phase[from..from + acc_len]);
+            }
+        }
+        for oy in 0..g.oh {
+            dst[oy * g.ow..][..g.ow].copy_from_slice(&acc[oy * pitch..][..g.ow]);
+        }
+    }
+}
+
 /// A tensor's values as f64, with its dims.
 fn host_f64(x: &Tensor) -> Result<Vec<f64>> {
     Ok(x.to_host()?.to_f64())

@@ -68,6 +68,11 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
         Bin::Div | Bin::Pow if !result.is_floating() => Dtype::Float32,
         _ => result,
     };
+    if compute == Dtype::Float32 {
+        if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0))? {
+            return one(t);
+        }
+    }
     let x = a.as_tensor(compute, dev)?;
     let mut y = b.as_tensor(compute, dev)?;
     if let Some(alpha) = alpha.filter(|a| *a != 1.0) {
@@ -122,6 +127,99 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
         t
     };
     one(Tensor::new(t, out_dtype))
+}
+
+/// A float32 binary op on the host by [`vmath`]'s vectorised loops, split
+/// over the threads: two tensors of one shape, or a tensor and a number (or
+/// a one-element tensor). IEEE arithmetic and comparisons only (their
+/// result is the same as candle's; max/min differ on NaN and stay there).
+/// `None` where it does not apply: candle's broadcasting path runs.
+fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Tensor>> {
+    use super::super::vmath::{map2, map_to};
+    if !matches!(
+        op,
+        Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge
+    ) {
+        return Ok(None);
+    }
+    let host = |o: &Operand| match o {
+        Operand::Tensor(t) => t.dtype == Dtype::Float32 && t.t.device().is_cpu(),
+        Operand::S(..) => true,
+    };
+    if !host(a) || !host(b) {
+        return Ok(None);
+    }
+    // a one-element tensor or a number: its value and rank
+    let single = |o: &Operand| -> Result<Option<(f32, usize)>> {
+        Ok(match o {
+            Operand::S(v, _) => Some((*v as f32, 0)),
+            Operand::Tensor(t) if t.t.elem_count() == 1 => {
+                let v = t.t.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(ce)?;
+                Some((v[0], t.rank()))
+            }
+            Operand::Tensor(_) => None,
+        })
+    };
+    let k = alpha as f32;
+    let arith = move |x: f32, y: f32| -> f32 {
+        match op {
+            Bin::Add => x + y * k,
+            Bin::Sub => x - y * k,
+            Bin::Mul => x * y,
+            _ => x / y,
+        }
+    };
+    let cmp = move |x: f32, y: f32| -> u8 {
+        (match op {
+            Bin::Eq => x == y,
+            Bin::Ne => x != y,
+            Bin::Lt => x < y,
+            Bin::Le => x <= y,
+            Bin::Gt => x > y,
+            _ => x >= y,
+        }) as u8
+    };
+    let is_cmp = !matches!(op, Bin::Add | Bin::Sub | Bin::Mul | Bin::Div);
+    let dev = candle_core::Device::Cpu;
+    let out = |shape: &[usize], f: Vec<f32>, c: Vec<u8>| -> Result<Tensor> {
+        Ok(if is_cmp {
+            Tensor::new(CandleTensor::from_vec(c, shape, &dev).map_err(ce)?, Dtype::Bool)
+        } else {
+            Tensor::new(CandleTensor::from_vec(f, shape, &dev).map_err(ce)?, Dtype::Float32)
+        })
+    };
+    let result = match (a, b, single(a)?, single(b)?) {
+        // two tensors of one shape, read where they lie when contiguous
+        (Operand::Tensor(x), Operand::Tensor(y), None, None) if x.dims() == y.dims() => {
+            with_host::<f32, _>(&x.t, |xs| {
+                with_host::<f32, _>(&y.t, |ys| {
+                    if is_cmp {
+                        out(x.dims(), Vec::new(), map2(xs, ys, cmp))
+                    } else {
+                        out(x.dims(), map2(xs, ys, arith), Vec::new())
+                    }
+                })
+            })
+            .flatten()
+        }
+        // a tensor and a number (or a one-element tensor of no higher rank)
+        (Operand::Tensor(x), _, None, Some((v, r))) if r <= x.rank() => with_host::<f32, _>(&x.t, |xs| {
+            if is_cmp {
+                out(x.dims(), Vec::new(), map_to(xs, |e| cmp(e, v)))
+            } else {
+                out(x.dims(), map_to(xs, |e| arith(e, v)), Vec::new())
+            }
+        }),
+        (_, Operand::Tensor(y), Some((v, r)), None) if r <= y.rank() => with_host::<f32, _>(&y.t, |ys| {
+            if is_cmp {
+                out(y.dims(), Vec::new(), map_to(ys, |e| cmp(v, e)))
+            } else {
+                out(y.dims(), map_to(ys, |e| arith(v, e)), Vec::new())
+            }
+        }),
+        _ => None,
+    };
+    result.transpose()
 }
 
 fn binary(ctx: &mut Ctx, op: Bin) -> OpResult {

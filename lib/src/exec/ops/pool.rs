@@ -29,6 +29,13 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
         o
     };
     let (oh, ow) = (out(h, k.0, s.0, p.0), out(w, k.1, s.1, p.1));
+    if let Some(y) = max_pool_f32(&x, k, s, p, (oh, ow))? {
+        let mut outs = vec![Value::Tensor(y)];
+        if ctx.node.outputs.len() > 1 {
+            outs.push(Value::None);
+        }
+        return Ok(outs);
+    }
     let extra_h = ((oh - 1) * s.0 + k.0).saturating_sub(h + 2 * p.0);
     let extra_w = ((ow - 1) * s.1 + k.1).saturating_sub(w + 2 * p.1);
     let padded = pad_hw(
@@ -45,6 +52,58 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
         outs.push(Value::None);
     }
     Ok(outs)
+}
+
+/// A 2-D max pool of a float32 host tensor `[.., h, w]`, planes split
+/// over the threads, each by [`window_plane`] (padding and ceil mode's
+/// overhang read as -inf; NaN wins, as in torch's kernel). `None` for
+/// other dtypes and devices.
+fn max_pool_f32(
+    x: &Tensor,
+    k: (usize, usize),
+    s: (usize, usize),
+    p: (usize, usize),
+    (oh, ow): (usize, usize),
+) -> Result<Option<Tensor>> {
+    use rayon::prelude::*;
+    if x.dtype != Dtype::Float32 || !x.t.device().is_cpu() || x.rank() < 2 {
+        return Ok(None);
+    }
+    let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
+    let g = PlaneWindows {
+        h,
+        w,
+        kh: k.0,
+        kw: k.1,
+        stride: s,
+        pad: p,
+        dil: (1, 1),
+        oh,
+        ow,
+    };
+    let planes = x.t.elem_count() / (h * w).max(1);
+    let mut out = vec![0f32; planes * oh * ow];
+    let done = with_host::<f32, _>(&x.t, |xs| {
+        out.par_chunks_mut((oh * ow).max(1))
+            .enumerate()
+            .for_each_init(Vec::new, |scratch, (i, dst)| {
+                let src = &xs[i * h * w..][..h * w];
+                window_plane(&g, src, f32::NEG_INFINITY, f32::NEG_INFINITY, dst, scratch, |_, acc, xs| {
+                    for (o, v) in acc.iter_mut().zip(xs) {
+                        *o = if *v > *o || v.is_nan() { *v } else { *o };
+                    }
+                });
+            })
+    });
+    if done.is_none() {
+        return Ok(None);
+    }
+    let mut shape = x.dims()[..x.rank() - 2].to_vec();
+    shape.extend([oh, ow]);
+    Ok(Some(Tensor::new(
+        CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
+        Dtype::Float32,
+    )))
 }
 
 fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {
