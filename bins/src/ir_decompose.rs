@@ -114,6 +114,10 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     report.not_core = decompose::not_core(&program, &policy);
     pt2kit::ir::validate::validate(&program)
         .map_err(|e| Error::internal(format!("the rewritten program is not valid: {e}")))?;
+    // The sizes the rewrites gave their new values, held to the same shape
+    // rules as the program read: one place says what a shape is.
+    pt2kit::infer::check(&program, &pt2kit::infer::Limits::default())
+        .map_err(|e| Error::internal(format!("the rewritten program breaks a shape rule: {e}")))?;
     if !args.no_lower && !report.not_core.is_empty() {
         let list: Vec<String> = report
             .not_core

@@ -53,3 +53,59 @@ fn bfloat16_constant_of_shape_before_opset_20_is_made_in_float32() {
         assert_eq!(casts > 0, cast, "opset {opset}");
     }
 }
+
+/// Every tensor a node computes is declared in the ONNX graph's
+/// value_info (or is an output), with the IR's dtype and sizes: the shapes
+/// the shape rules held the program to at load, written once.
+#[test]
+fn value_info_declares_every_intermediate_with_its_shape() {
+    for model in ["mlp", "bert", "dynamic"] {
+        let p = common::read(&common::repo().join(format!("golden/models/{model}.pt2")));
+        let m = onnx::to_onnx(&p, &OnnxOptions::default()).unwrap();
+        let graph = &m.model.graph;
+        let declared: std::collections::HashMap<&str, &onnx::proto::ValueInfoProto> = graph
+            .value_info
+            .iter()
+            .chain(&graph.output)
+            .map(|v| (v.name.as_str(), v))
+            .collect();
+        let mut checked = 0;
+        for node in &p.graph.nodes {
+            for v in defined_tensors(node) {
+                let value = p.graph.value(v);
+                let ValueKind::Tensor(meta) = &value.kind else {
+                    continue;
+                };
+                let Some(info) = declared.get(value.name.as_str()) else {
+                    continue; // a value no ONNX node defines under its name
+                };
+                let t = info.type_.tensor_type();
+                let dims: Vec<String> = t
+                    .shape
+                    .dim
+                    .iter()
+                    .map(|d| {
+                        if d.has_dim_value() {
+                            d.dim_value().to_string()
+                        } else {
+                            d.dim_param().to_string()
+                        }
+                    })
+                    .collect();
+                let want: Vec<String> = meta.sizes.iter().map(|s| s.to_string()).collect();
+                assert_eq!(dims.len(), want.len(), "{model}: {}", value.name);
+                for (d, w) in dims.iter().zip(&want) {
+                    if w.parse::<i64>().is_ok() {
+                        assert_eq!(d, w, "{model}: {} {dims:?} vs {want:?}", value.name);
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked * 10 >= p.graph.nodes.len() * 8,
+            "{model}: only {checked} of {} node values declared",
+            p.graph.nodes.len()
+        );
+    }
+}

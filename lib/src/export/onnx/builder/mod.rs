@@ -306,8 +306,11 @@ pub(crate) fn convert<'p>(
     conv.convert_nodes();
     let mut outputs = conv.graph_outputs(Some(&program.output_kinds))?;
     if let Some(names) = &opts.intermediates {
-        outputs.extend(conv.intermediate_outputs(names, &outputs)?);
+        outputs.extend(conv.intermediate_outputs(Some(names), &outputs)?);
     }
+    // Every other tensor the nodes define, typed and shaped as the IR has
+    // it (the shapes `infer::check` held to the shape rules at load).
+    let value_info = conv.intermediate_outputs(None, &outputs)?;
     let scope = conv.scopes.pop().expect("scope");
 
     if !conv.failures.is_empty() {
@@ -329,6 +332,7 @@ pub(crate) fn convert<'p>(
     onnx_graph.node = scope.nodes;
     onnx_graph.initializer = initializers;
     onnx_graph.output = outputs;
+    onnx_graph.value_info = value_info;
     count_onnx_ops(&onnx_graph, &mut conv.stats);
     Ok(Converted {
         graph: onnx_graph,
@@ -707,12 +711,13 @@ impl<'p> Converter<'p> {
         Ok(outs)
     }
 
-    /// Graph outputs for the tensors the top-level nodes define whose IR
-    /// names are in `names`, in node order: each where a node of this
-    /// scope defines it under its IR name and it is not an output already.
+    /// Typed values for the tensors the top-level nodes define whose IR
+    /// names are in `names` (all with `None`), in node order: each where a
+    /// node of this scope defines it under its IR name and it is not an
+    /// output already.
     fn intermediate_outputs(
         &self,
-        names: &HashSet<String>,
+        names: Option<&HashSet<String>>,
         outputs: &[ValueInfoProto],
     ) -> Result<Vec<ValueInfoProto>> {
         let scope = self.scope();
@@ -725,7 +730,7 @@ impl<'p> Converter<'p> {
                     continue;
                 };
                 if *bound != value.name
-                    || !names.contains(bound)
+                    || names.is_some_and(|n| !n.contains(bound))
                     || !scope.owned.contains(bound)
                     || taken.contains(bound.as_str())
                 {
