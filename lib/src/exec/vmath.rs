@@ -282,22 +282,7 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
     if n == 0 {
         return dst;
     }
-    let row = |s: &[f32], d: &mut [f32]| {
-        let max =
-            s.iter().copied().fold(
-                f32::NEG_INFINITY,
-                |m, v| if v > m || v.is_nan() { v } else { m },
-            );
-        map_here(s, d, |v| exp(v - max));
-        let sum: f32 = sum_lanes(d);
-        if log {
-            let ls = sum.ln();
-            map_here(s, d, |v| v - max - ls);
-        } else {
-            let inv = 1.0 / sum;
-            d.iter_mut().for_each(|v| *v *= inv);
-        }
-    };
+    let row = |s: &[f32], d: &mut [f32]| softmax_row(s, d, log);
     let rows_per_task = (PARALLEL_MIN / n).max(1);
     if src.len() < PARALLEL_MIN {
         for (s, d) in src.chunks(n).zip(dst.chunks_mut(n)) {
@@ -315,7 +300,41 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
     dst
 }
 
+multiversion! {
+    /// One row of softmax (or log-softmax) in the widest instruction set:
+    /// the maximum and the sum in 16 lanes, so that both vectorise (a NaN
+    /// anywhere makes the row NaN, as torch's).
+    fn softmax_row(s: &[f32], d: &mut [f32], log: bool) {
+        let mut lanes = [f32::NEG_INFINITY; 16];
+        let chunks = s.chunks_exact(16);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (m, &v) in lanes.iter_mut().zip(c) {
+                *m = if v > *m || v.is_nan() { v } else { *m };
+            }
+        }
+        let max = lanes
+            .iter()
+            .chain(rest)
+            .fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
+        for (o, &v) in d.iter_mut().zip(s) {
+            *o = exp(v - max);
+        }
+        let sum = sum_lanes(d);
+        if log {
+            let ls = sum.ln();
+            for (o, &v) in d.iter_mut().zip(s) {
+                *o = v - max - ls;
+            }
+        } else {
+            let inv = 1.0 / sum;
+            d.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
 /// A sum in 16 lanes (vectorisable), then across them.
+#[inline(always)]
 fn sum_lanes(v: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
     let chunks = v.chunks_exact(16);

@@ -179,6 +179,27 @@ fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
 }
 
 fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
+    // float32 and bools on the host: one fill of the final dtype (candle
+    // fills float64 and converts)
+    if ctx.device().is_cpu() {
+        let n: usize = shape.iter().product();
+        let t = match dtype {
+            Dtype::Float32 => Some(CandleTensor::from_vec(
+                vec![value as f32; n],
+                shape.clone(),
+                ctx.device(),
+            )),
+            Dtype::Bool => Some(CandleTensor::from_vec(
+                vec![(value != 0.0) as u8; n],
+                shape.clone(),
+                ctx.device(),
+            )),
+            _ => None,
+        };
+        if let Some(t) = t {
+            return one(Tensor::new(t.map_err(ce)?, dtype));
+        }
+    }
     let t = CandleTensor::full(value, shape, ctx.device())
         .and_then(|t| {
             t.to_dtype(storage_dtype(dtype).map_err(|e| candle_core::Error::Msg(e.to_string()))?)

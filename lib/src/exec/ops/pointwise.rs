@@ -413,6 +413,13 @@ fn clamp(ctx: &mut Ctx) -> OpResult {
 
 fn logical_not(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    // bools and bytes on the host: one pass
+    if let Some(v) = with_host::<u8, _>(&x.t, |v| v.iter().map(|&b| (b == 0) as u8).collect::<Vec<u8>>()) {
+        return one(Tensor::new(
+            CandleTensor::from_vec(v, x.dims(), x.t.device()).map_err(ce)?,
+            Dtype::Bool,
+        ));
+    }
     one(Tensor::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
 }
 

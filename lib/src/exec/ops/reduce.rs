@@ -87,6 +87,29 @@ fn amin(ctx: &mut Ctx) -> OpResult {
 }
 
 fn any(ctx: &mut Ctx) -> OpResult {
+    // bools on the host, over the last dim only: one pass over its rows
+    let x = ctx.tensor("self")?;
+    if x.rank() > 0 && ctx.node.target.overload == "dim" {
+        let d = normalize_dim(ctx.int("dim")?, x.rank())?;
+        let n = x.dims()[d];
+        if d + 1 == x.rank() && n > 0 {
+            let rows = with_host::<u8, _>(&x.t, |v| {
+                v.chunks(n).map(|r| r.iter().any(|&b| b != 0) as u8).collect::<Vec<u8>>()
+            });
+            if let Some(rows) = rows {
+                let mut shape = x.dims().to_vec();
+                if ctx.opt_bool("keepdim", false)? {
+                    shape[d] = 1;
+                } else {
+                    shape.pop();
+                }
+                return one(Tensor::new(
+                    CandleTensor::from_vec(rows, shape, x.t.device()).map_err(ce)?,
+                    Dtype::Bool,
+                ));
+            }
+        }
+    }
     reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(Dtype::Bool))
 }
 
