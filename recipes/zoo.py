@@ -1035,6 +1035,9 @@ _reg("gpt2", lambda: GPT2Wrap("eager"), _ids,
 _reg("llama", lambda: LlamaWrap("sdpa"), _ids,
      note="transformers LlamaForCausalLM from config (GQA: 2 heads, 1 kv head), "
           "attn_implementation=sdpa; wrapper passes only input_ids, use_cache=False, returns logits")
+_reg("llama_bf16", lambda: LlamaWrap("sdpa").to(torch.bfloat16), _ids,
+     note="the llama fixture in bfloat16 (weights, activations, logits): bfloat16 through every "
+          "stage, ONNX's type constraints by opset included (ConstantOfShape takes bfloat16 from 20)")
 
 
 # --------------------------------------------------------------------------

@@ -234,7 +234,12 @@ fn expand(cx: &mut Cx) -> Result<()> {
         other => return Err(Error::bad_input(format!("expand size: {other:?}"))),
     };
     let shape = cx.sym_list(&size)?;
-    let y = cx.node("Expand", &[&x, &shape], vec![]);
+    // ONNX Runtime's CPU Expand has no bfloat16 kernel: through float32
+    // (exact both ways)
+    let c = cx.compute(meta.dtype);
+    let xs = cx.cast(&x, meta.dtype, c)?;
+    let y = cx.node("Expand", &[&xs, &shape], vec![]);
+    let y = cx.cast(&y, c, meta.dtype)?;
     cx.set(0, y);
     Ok(())
 }
