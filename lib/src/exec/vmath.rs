@@ -196,38 +196,23 @@ macro_rules! multiversion {
 pub(crate) use multiversion;
 
 multiversion! {
-    /// `dst[i] = f(src[i])` on this thread, in the widest instruction set.
-    fn map_here[F: Fn(f32) -> f32 + Copy](src: &[f32], dst: &mut [f32], f: F) {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f(*s);
-        }
-    }
-}
-
-/// `f` over every element, split over the pool's threads when large.
-pub fn map(src: &[f32], f: impl Fn(f32) -> f32 + Copy + Send + Sync) -> Vec<f32> {
-    let mut dst = vec![0f32; src.len()];
-    if src.len() < PARALLEL_MIN {
-        map_here(src, &mut dst, f);
-    } else {
-        let chunk = src
-            .len()
-            .div_ceil(rayon::current_num_threads().max(1) * 4)
-            .max(4096);
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .for_each(|(d, s)| map_here(s, d, f));
-    }
-    dst
-}
-
-multiversion! {
     /// `dst[i] = f(a[i], b[i])` on this thread, in the widest instruction set.
     fn map2_here[T: Copy + Default, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], dst: &mut [T], f: F) {
         for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
             *d = f(*x, *y);
         }
     }
+}
+
+/// The chunk a map of `len` elements gives each task (a few per thread).
+fn chunk_of(len: usize) -> usize {
+    len.div_ceil(rayon::current_num_threads().max(1) * 4)
+        .max(4096)
+}
+
+/// `f` over every element, split over the pool's threads when large.
+pub fn map(src: &[f32], f: impl Fn(f32) -> f32 + Copy + Send + Sync) -> Vec<f32> {
+    map_to(src, f)
 }
 
 /// `f` over pairs of elements (equal lengths), split over the pool's
@@ -241,10 +226,7 @@ pub fn map2<T: Copy + Default + Send + Sync>(
     if dst.len() < PARALLEL_MIN {
         map2_here(a, b, &mut dst, f);
     } else {
-        let chunk = dst
-            .len()
-            .div_ceil(rayon::current_num_threads().max(1) * 4)
-            .max(4096);
+        let chunk = chunk_of(dst.len());
         dst.par_chunks_mut(chunk)
             .zip(a.par_chunks(chunk).zip(b.par_chunks(chunk)))
             .for_each(|(d, (x, y))| map2_here(x, y, d, f));
@@ -252,26 +234,14 @@ pub fn map2<T: Copy + Default + Send + Sync>(
     dst
 }
 
-/// `f` over every element into another type (comparisons to u8), split
-/// over the pool's threads when large.
+/// `f` over every element into any element type (comparisons to u8),
+/// split over the pool's threads when large: [`map2`] of the slice with
+/// itself, the second operand unused.
 pub fn map_to<T: Copy + Default + Send + Sync>(
     src: &[f32],
     f: impl Fn(f32) -> T + Copy + Send + Sync,
 ) -> Vec<T> {
-    // the second operand unused: the same loop
-    let mut dst = vec![T::default(); src.len()];
-    if src.len() < PARALLEL_MIN {
-        map2_here(src, src, &mut dst, |x, _| f(x));
-    } else {
-        let chunk = src
-            .len()
-            .div_ceil(rayon::current_num_threads().max(1) * 4)
-            .max(4096);
-        dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .for_each(|(d, x)| map2_here(x, x, d, |x, _| f(x)));
-    }
-    dst
+    map2(src, src, move |x, _| f(x))
 }
 
 /// Softmax (or log-softmax) of each row of `n` values, rows split over the
