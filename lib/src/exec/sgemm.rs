@@ -121,7 +121,7 @@ pub fn pack_a(a: &View) -> PackedA {
     let (m, k) = (a.rows, a.cols);
     let panels = m.div_ceil(MR);
     let mut data = vec![0f32; panels * k * MR];
-    for (ip, panel) in data.chunks_mut((k * MR).max(1)).enumerate().take(panels) {
+    let fill = |(ip, panel): (usize, &mut [f32])| {
         let rows = (m - ip * MR).min(MR);
         for i in 0..rows {
             let r = ip * MR + i;
@@ -136,6 +136,18 @@ pub fn pack_a(a: &View) -> PackedA {
                 }
             }
         }
+    };
+    let chunks = data.chunks_mut((k * MR).max(1)).enumerate().take(panels);
+    if m * k < 1 << 15 {
+        chunks.for_each(fill);
+    } else {
+        // the activations of a large product: the panels split over the
+        // threads
+        use rayon::prelude::*;
+        data.par_chunks_mut((k * MR).max(1))
+            .enumerate()
+            .take(panels)
+            .for_each(fill);
     }
     PackedA { m, k, data }
 }
