@@ -460,3 +460,78 @@ fn the_fallback_lowers_what_it_can_and_names_the_rest() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("functionalized"), "{err}");
 }
+
+/// `--external-data-in-archive`: with weights that came by reference from
+/// a .pt2, every initializer's external data is its place in the archive
+/// (the bytes there are the weight's, byte for byte). Beside the archive
+/// the model names it; elsewhere MODEL.onnx.data is a hard link to it;
+/// onto standard output it is a usage error.
+#[test]
+fn external_data_in_the_archive_points_at_the_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(repo().join("golden/models/bert.pt2"), d.join("bert.pt2")).unwrap();
+    std::fs::create_dir(d.join("elsewhere")).unwrap();
+    let program = pt2kit::import::pt2::read_pt2(
+        &d.join("bert.pt2"),
+        &pt2kit::import::pt2::ImportOptions::default(),
+    )
+    .unwrap();
+    let convert = |out: &str| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -o pipefail; {} bert.pt2 | {} --external-data-in-archive -o {out}",
+                env!("CARGO_BIN_EXE_pt2ir"),
+                env!("CARGO_BIN_EXE_ir2onnx")
+            ))
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    let archive = std::fs::read(d.join("bert.pt2")).unwrap();
+    for (out, location) in [("m.onnx", "bert.pt2"), ("elsewhere/m.onnx", "m.onnx.data")] {
+        let o = convert(out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let model = load(&d.join(out));
+        let mut checked = 0;
+        for t in &model.graph.initializer {
+            if t.data_location.enum_value() != Ok(DataLocation::EXTERNAL) {
+                continue;
+            }
+            let kv: HashMap<&str, &str> = t
+                .external_data
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            assert_eq!(kv["location"], location, "{}", t.name);
+            let (off, len): (usize, usize) =
+                (kv["offset"].parse().unwrap(), kv["length"].parse().unwrap());
+            let w = program.weights.iter().find(|w| w.name == t.name).unwrap();
+            assert!(
+                archive[off..off + len] == program.weight_bytes(w)[..],
+                "{}",
+                t.name
+            );
+            checked += 1;
+        }
+        assert!(checked > 10, "{out}: {checked} initializers checked");
+    }
+    // elsewhere: a hard link to the archive, not a copy
+    use std::os::unix::fs::MetadataExt;
+    let (a, l) = (
+        std::fs::metadata(d.join("bert.pt2")).unwrap(),
+        std::fs::metadata(d.join("elsewhere/m.onnx.data")).unwrap(),
+    );
+    assert_eq!((a.dev(), a.ino()), (l.dev(), l.ino()));
+    // no file to put external data beside: a usage error
+    let o = convert("-");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("must go to an external data file beside the model:"));
+}

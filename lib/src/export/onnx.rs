@@ -240,7 +240,11 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
             Error::usage(format!(
                 "the weights ({}) must go to an external data file beside the model{}: write the model to a regular file (-o FILE; not stdout, a device or a FIFO)",
                 human_bytes(total),
-                if opts.external_data { "" } else { " (they exceed the 2 GiB protobuf limit)" }
+                if opts.external_data || opts.external_in_archive {
+                    ""
+                } else {
+                    " (they exceed the 2 GiB protobuf limit)"
+                }
             ))
         })?;
         let mut offsets = Vec::with_capacity(weights.len());
