@@ -14,6 +14,8 @@ build:
 # checker and ONNX Runtime (numpy, onnx, onnxruntime from PyPI into .venv-onnx).
 test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
+	# The portable kernels (AVX2 and baseline, as on a CPU without AVX-512): every fixture against torch again.
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec every_fixture_matches_torch
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21

@@ -366,6 +366,38 @@ class Dtypes(nn.Module):
         return out, mask, i8 + idx, hb, h16, d, cnt
 
 
+class ConvPaths(nn.Module):
+    """Convolutions and pools in the shapes each of the executor's kernels
+    takes, so that each is checked against torch: the packed product with
+    taps over many pixels (strides 2 and 3, odd and uneven padding,
+    dilation), im2col with the gemm crate between, the transposed product
+    over few pixels (with taps and pointwise), strided and plain 1x1,
+    grouped, depthwise (stride, dilation, two outputs per channel) and max
+    pools (odd sizes, padding, ceil mode). Batch 2: the per-image loops."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)  # 25x21: packed, stride 2
+        self.wide = nn.Conv2d(3, 8, (5, 3), stride=(1, 3), padding=(0, 2), dilation=(2, 1))  # 41x15
+        self.down = nn.Conv2d(3, 4, 1, stride=2)  # strided 1x1 over 525 pixels
+        self.mid = nn.Conv2d(16, 12, (3, 5), stride=(1, 3), padding=(2, 1), dilation=(1, 2))  # 27x5: im2col
+        self.few = nn.Conv2d(16, 24, 3, stride=2, padding=2, dilation=2)  # 7x6: transposed, taps
+        self.few_pw = nn.Conv2d(24, 40, 1)  # transposed, pointwise
+        self.pw = nn.Conv2d(16, 20, 1)  # pointwise, 525 pixels
+        self.down_mid = nn.Conv2d(16, 8, 1, stride=2, bias=False)  # strided 1x1, 13x11
+        self.grouped = nn.Conv2d(16, 24, 3, padding=1, groups=4)
+        self.dw = nn.Conv2d(16, 32, 5, stride=2, padding=2, groups=16)  # depthwise, two per channel
+        self.dw_dil = nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16, bias=False)
+
+    def forward(self, x):  # f32[2, 3, 49, 41]
+        a = F.relu(self.stem(x))
+        p = F.max_pool2d(a, 3, stride=2, padding=1)
+        d = self.few(p)
+        return (a, self.wide(x), self.down(x), self.mid(a), d, self.few_pw(F.relu(d)), self.pw(a),
+                self.down_mid(a), self.grouped(a), self.dw(a), self.dw_dil(a), p,
+                F.max_pool2d(a, 3, stride=2, ceil_mode=True), F.max_pool2d(x, (2, 3), stride=(2, 1)))
+
+
 class OddWeights(nn.Module):
     def __init__(self):
         super().__init__()
@@ -877,6 +909,7 @@ def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=No
 
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
 _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
+_reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))
 _reg("embedding", Embedding, lambda: (torch.randint(0, 50, (2, 7), dtype=torch.int64),))
 _reg("bufconst", BufConst, lambda: (_randn(3, 4),))

@@ -119,6 +119,63 @@ fn im2col_segment<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize
     }
 }
 
+/// One image (of `c` channels, one plane deep) padded with zeros and split
+/// into the column phases of the stride, `[c][sw][hp][pitch]`: padded
+/// column `q` of a row lies in phase `q % sw` at `q / sw`. Every im2col row
+/// (channel, ky, kx) then reads, for each output line, one contiguous run:
+/// padded row `oy * sh + ky * dh`, phase `(kx * dw) % sw`, from `(kx * dw)
+/// / sw + ox` (see [`Phased::segment`]), with no bounds to work out.
+struct Phased {
+    data: Vec<f32>,
+    hp: usize,
+    pitch: usize,
+}
+
+impl Phased {
+    fn new(image: &[f32], c: usize, g: &Windows) -> Phased {
+        let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
+        let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
+        let [_, oh, ow] = g.output;
+        let hp = (h + ph).max((oh - 1) * sh + (kh - 1) * dh + 1);
+        let pitch = ow + (kw - 1) * dw / sw;
+        let mut data = vec![0f32; c * sw * hp * pitch];
+        for ch in 0..c {
+            for iy in 0..h {
+                let row = &image[(ch * h + iy) * w..][..w];
+                let at = (ch * sw * hp + iy + ph) * pitch;
+                scatter_columns(row, pw, sw, pitch, &mut data[at..], hp * pitch);
+            }
+        }
+        Phased { data, hp, pitch }
+    }
+
+    /// Columns `[j0, j0 + out.len())` of im2col row `r` (channel, ky, kx).
+    fn segment(&self, g: &Windows, r: usize, j0: usize, out: &mut [f32]) {
+        let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
+        let ow = g.output[2];
+        let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
+        let tx = kx * dw;
+        let phase = (ch * sw + tx % sw) * self.hp;
+        let (mut j, end) = (j0, j0 + out.len());
+        let (mut oy, mut ox) = (j / ow, j % ow);
+        while j < end {
+            let len = (ow - ox).min(end - j);
+            let src = (phase + oy * sh + ky * dh) * self.pitch + tx / sw + ox;
+            let (d, s) = (&mut out[j - j0..][..len], &self.data[src..src + len]);
+            if len < 16 {
+                // short lines (7x7 planes): no call per line
+                for (d, s) in d.iter_mut().zip(s) {
+                    *d = *s;
+                }
+            } else {
+                d.copy_from_slice(s);
+            }
+            j += len;
+            (oy, ox) = (oy + 1, 0);
+        }
+    }
+}
+
 /// The element types the convolution's product runs in.
 trait GemmElem: candle_core::WithDType + Default + Send + Sync {
     const ONE: Self;
@@ -211,10 +268,12 @@ fn conv_im2col(
     let mut shape = vec![xd[0], wd[0]];
     shape.extend(&g.output[3 - (xd.len() - 2)..]);
     match x.dtype() {
-        // 1x1 kernels (a product with no im2col): the packed kernel; with
-        // taps, im2col and the gemm crate measured faster here than filling
-        // the packed kernel's panels with im2col rows
-        DType::F32 if sgemm::available() && g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3] => {
+        // The packed kernel: 1x1 kernels (a product with no im2col), and 2-D
+        // kernels with taps over many pixels (MobileNet's and ResNet's
+        // stems: 2.4x) or few (ResNet's last stage). Between those, im2col
+        // and the gemm crate measured faster (ResNet-18's 14x14 stage:
+        // 790 against 890 us).
+        DType::F32 if sgemm::available() && (pointwise(&g) || g.input[0] == 1 && !(FEW_PIXELS..512).contains(&g.out_plane())) => {
             conv_packed(exec, x, w, bias, &g, shape)
         }
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
@@ -223,11 +282,23 @@ fn conv_im2col(
     }
 }
 
-/// A 1x1 convolution with stride 1 and no padding (a pointwise one) in
-/// float32 through the packed kernel ([`sgemm`]): per image, the weight
-/// `[c_out, c_in]` (packed once, the left operand) times the image
-/// `[c_in, h * w]` (the right one, packed block by block as the kernel
-/// reads it), the bias the product's initial value.
+/// Output planes below this many pixels take the transposed product
+/// ([`conv_packed_few`]).
+const FEW_PIXELS: usize = 64;
+
+/// Whether a convolution is a product as the input lies: 1x1, stride 1,
+/// no padding.
+fn pointwise(g: &Windows) -> bool {
+    g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
+}
+
+/// A 2-D convolution (or a pointwise one of any rank) in float32 through
+/// the packed kernel ([`sgemm`]): per image, the weight `[c_out, c_in *
+/// taps]` (packed once, the left operand) times the image's columns
+/// `[c_in * taps, pixels]` (the right one, made block by block as the
+/// kernel reads it: the image's rows for a pointwise convolution, else
+/// im2col rows from its [`Phased`] copy), the bias the product's initial
+/// value. Fewer than [`FEW_PIXELS`] pixels take [`conv_packed_few`].
 fn conv_packed(
     exec: &Executor,
     x: &CandleTensor,
@@ -238,8 +309,13 @@ fn conv_packed(
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
-    let w = w.contiguous().map_err(ce)?;
-    let pa = with_matrix(&w.reshape((co, k)).map_err(ce)?, |v| exec.packed_a(v))
+    let w = w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)?;
+    let threads = rayon::current_num_threads();
+    let pointwise = pointwise(g);
+    if n < FEW_PIXELS {
+        return conv_packed_few(exec, x, &w, bias, g, (b, c, co, n), shape);
+    }
+    let pa = with_matrix(&w, |v| exec.packed_a(v))
         .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
     let mut out = vec![0f32; b * co * n];
     if let Some(bias) = bias {
@@ -249,15 +325,93 @@ fn conv_packed(
         }
     }
     let plane: usize = g.input.iter().product();
-    let threads = rayon::current_num_threads();
     with_host(x, |xs: &[f32]| {
         for bi in 0..b {
             let image = &xs[bi * c * plane..(bi + 1) * c * plane];
-            let fill = |r: usize, j0: usize, seg: &mut [f32]| {
-                seg.copy_from_slice(&image[r * n + j0..][..seg.len()]);
-            };
             let dst = &mut out[bi * co * n..(bi + 1) * co * n];
-            sgemm::gemm_rows(&pa, k, n, &fill, dst, n, bias.is_some(), threads);
+            if pointwise {
+                let fill = |r: usize, j0: usize, seg: &mut [f32]| {
+                    seg.copy_from_slice(&image[r * n + j0..][..seg.len()]);
+                };
+                sgemm::gemm_rows(&pa, k, n, &fill, dst, n, bias.is_some(), threads);
+            } else {
+                let phased = Phased::new(image, c, g);
+                let fill = |r: usize, j0: usize, seg: &mut [f32]| phased.segment(g, r, j0, seg);
+                sgemm::gemm_rows(&pa, k, n, &fill, dst, n, bias.is_some(), threads);
+            }
+        }
+    })
+    .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+}
+
+/// [`conv_packed`] over images of few pixels (a squeeze-excite block's 1x1
+/// ones, ResNet's 7x7 last stage): per image, the transposed product `y^T
+/// [n, c_out] = cols^T [n, k] @ w^T [k, c_out]` with the weight the packed
+/// right operand (packed once, streamed from memory once per product, the
+/// next panel prefetched), where the weight on the left would fill a
+/// 32-column kernel block with `n` columns and be read with no prefetch
+/// (ResNet-18's last stage: 1450 against 860 us).
+fn conv_packed_few(
+    exec: &Executor,
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    (b, c, co, n): (usize, usize, usize, usize),
+    shape: Vec<usize>,
+) -> Result<CandleTensor> {
+    let threads = rayon::current_num_threads();
+    let pb = with_matrix(w, |v| {
+        exec.packed_b(&sgemm::View {
+            rows: v.cols,
+            cols: v.rows,
+            rs: v.cs,
+            cs: v.rs,
+            ..*v
+        })
+    })
+    .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
+    let bv = bias.map(f32s).transpose()?;
+    let k = w.dims()[1];
+    let pointwise = pointwise(g);
+    let plane: usize = g.input.iter().product();
+    let mut yt = vec![0f32; n * co];
+    let mut out = vec![0f32; b * co * n];
+    let mut col = Vec::new();
+    with_host(x, |xs: &[f32]| {
+        for (bi, dst) in out.chunks_mut((co * n).max(1)).enumerate() {
+            let image = &xs[bi * c * plane..(bi + 1) * c * plane];
+            // the columns [k, n]: the image itself, or its im2col
+            let cols: &[f32] = if pointwise {
+                image
+            } else {
+                let phased = Phased::new(image, c, g);
+                col.resize(k * n, 0.0);
+                for (r, row) in col.chunks_mut(n.max(1)).enumerate() {
+                    phased.segment(g, r, 0, row);
+                }
+                &col
+            };
+            let pa = sgemm::pack_a(&sgemm::View {
+                data: cols,
+                off: 0,
+                rows: n,
+                cols: k,
+                rs: 1,
+                cs: n,
+            });
+            if let Some(bv) = &bv {
+                for row in yt.chunks_mut(co) {
+                    row.copy_from_slice(bv);
+                }
+            }
+            sgemm::gemm(&pa, &pb, &mut yt, co, bv.is_some(), threads);
+            for (j, row) in yt.chunks(co).enumerate() {
+                for (o, v) in row.iter().enumerate() {
+                    dst[o * n + j] = *v;
+                }
+            }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
@@ -453,7 +607,6 @@ fn conv2d_depthwise(
     pad: (usize, usize),
     dil: (usize, usize),
 ) -> Result<CandleTensor> {
-    use rayon::prelude::*;
     let (b, c, h, wd) = x.dims4().map_err(ce)?;
     let (co, _, kh, kw) = w.dims4().map_err(ce)?;
     if co % c != 0 {
@@ -481,21 +634,11 @@ fn conv2d_depthwise(
     };
     let mut out = vec![0f32; b * co * oh * ow];
     with_host(x, |xs: &[f32]| {
-        out.par_chunks_mut((oh * ow).max(1))
-            .enumerate()
-            .for_each_init(Vec::new, |scratch, (plane, dst)| {
-                let (n, o) = (plane / co, plane % co);
-                let src = &xs[(n * c + o / mult) * h * wd..][..h * wd];
-                let k = &ws[o * kh * kw..][..kh * kw];
-                let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
-                // each tap a fused multiply-add over the plane
-                window_plane(&geom, src, 0.0, b0, dst, scratch, |tap, acc, xs| {
-                    let wk = k[tap];
-                    for (o, v) in acc.iter_mut().zip(xs) {
-                        *o = v.mul_add(wk, *o);
-                    }
-                });
-            })
+        window_planes(geom, xs, &mut out, 0.0, |plane| {
+            let (n, o) = (plane / co, plane % co);
+            let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
+            (n * c + o / mult, b0, WindowOp::Fma(&ws[o * kh * kw..][..kh * kw]))
+        })
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)

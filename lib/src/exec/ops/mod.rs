@@ -543,64 +543,267 @@ struct PlaneWindows {
     ow: usize,
 }
 
-super::vmath::multiversion! {
-    /// One output plane of a windowed op (a depthwise convolution, a max
-    /// pool): the input plane, padded with `pad_value`, is split into
-    /// `sy * sx` phases (rows `py, py + sy, ...` by columns `px, px + sx,
-    /// ...`), each `rows x pitch`; the output, started at `init`, is kept at
-    /// that pitch. Every kernel tap is then one contiguous pass over the
-    /// whole plane, `tap(index, output, input)`, which vectorises (the
-    /// columns past the output's width are computed and dropped), where
-    /// short rows (MobileNet's 7 to 56) would spend their time in scalar
-    /// tails.
-    fn window_plane[F: Fn(usize, &mut [f32], &[f32])](
-        g: &PlaneWindows,
-        src: &[f32],
-        pad_value: f32,
-        init: f32,
-        dst: &mut [f32],
-        scratch: &mut Vec<f32>,
-        tap: F,
-    ) {
+/// What a windowed op does with each kernel tap ([`window_plane`]).
+#[derive(Clone, Copy)]
+pub(crate) enum WindowOp<'a> {
+    /// A multiply-add by the tap's weight (a depthwise convolution).
+    Fma(&'a [f32]),
+    /// The maximum, NaN winning (a max pool, as torch's kernel).
+    Max,
+}
+
+/// Lanes of the output [`window_plane`] rounds up to.
+const WINDOW_LANES: usize = 16;
+
+/// How every plane of a windowed op is laid out (see [`window_planes`]),
+/// worked out once per op: the phases' pitch and length, where each tap
+/// reads, and which padded columns of each column phase hold input.
+struct WindowPlan {
+    g: PlaneWindows,
+    pitch: usize,
+    phase_len: usize,
+    acc_len: usize,
+    starts: Vec<usize>,
+}
+
+impl WindowPlan {
+    fn new(g: PlaneWindows) -> WindowPlan {
         let (sy, sx) = g.stride;
         // padded sizes: enough for every window (ceil mode may overhang)
         let hp = (g.h + 2 * g.pad.0).max((g.oh - 1) * sy + g.dil.0 * (g.kh - 1) + 1);
         let wp = (g.w + 2 * g.pad.1).max((g.ow - 1) * sx + g.dil.1 * (g.kw - 1) + 1);
         let (rows, pitch) = (hp.div_ceil(sy), wp.div_ceil(sx));
-        // slack past a phase's end: the dropped columns of the last row
-        let slack = (g.kw * g.dil.1) / sx + pitch + 1;
+        // the outputs at the phases' pitch, in whole vectors
+        let acc_len = (g.oh * pitch).div_ceil(WINDOW_LANES) * WINDOW_LANES;
+        // slack past a phase's end: the last vector's overhang past the
+        // farthest tap
+        let slack = acc_len - g.oh * pitch + (g.kw * g.dil.1) / sx + pitch + 1;
         let phase_len = rows * pitch + slack;
-        let acc_len = g.oh * pitch;
+        let starts = (0..g.kh * g.kw)
+            .map(|t| {
+                let (ty, tx) = ((t / g.kw) * g.dil.0, (t % g.kw) * g.dil.1);
+                ((ty % sy) * sx + tx % sx) * phase_len + (ty / sy) * pitch + tx / sx
+            })
+            .collect();
+        WindowPlan {
+            g,
+            pitch,
+            phase_len,
+            acc_len,
+            starts,
+        }
+    }
+}
+
+/// Every output plane of a windowed op (a depthwise convolution, a max
+/// pool) into `out` (planes of `oh * ow`): plane `p` reads input plane
+/// `plane(p).0` of `xs` (planes of `h * w`), starts at `plane(p).1` and
+/// applies `plane(p).2` at each tap. The planes are split over the
+/// threads in groups big enough to be worth a task, each plane by
+/// [`window_plane`].
+fn window_planes<'a>(
+    g: PlaneWindows,
+    xs: &[f32],
+    out: &mut [f32],
+    pad_value: f32,
+    plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
+) {
+    use rayon::prelude::*;
+    let plan = WindowPlan::new(g);
+    let (per_in, per_out) = (plan.g.h * plan.g.w, (plan.g.oh * plan.g.ow).max(1));
+    let count = out.len() / per_out;
+    // outputs times taps: about 32 thousand a task (tens of microseconds)
+    let work = per_out * plan.starts.len().max(1);
+    let threads = rayon::current_num_threads().max(1);
+    let group = (32_768 / work).clamp(1, count.div_ceil(threads).max(1));
+    let run = |(gi, dsts): (usize, &mut [f32])| {
+        let mut scratch = Vec::new();
+        for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
+            let (ip, init, op) = plane(gi * group + j);
+            window_plane(&plan, &xs[ip * per_in..][..per_in], pad_value, init, dst, &mut scratch, op);
+        }
+    };
+    if count <= group {
+        run((0, out));
+    } else {
+        out.par_chunks_mut(per_out * group).enumerate().for_each(run);
+    }
+}
+
+super::vmath::multiversion! {
+    /// One output plane of a windowed op: the input plane, padded with
+    /// `pad_value`, is split into `sy * sx` phases (rows `py, py + sy, ...`
+    /// by columns `px, px + sx, ...`), each `rows x pitch`; the output,
+    /// started at `init`, is kept at that pitch. Every kernel tap then reads
+    /// a contiguous run of a phase, so the columns past the output's width
+    /// are computed and dropped, where short rows (MobileNet's 7 to 56)
+    /// would spend their time in scalar tails; the output is computed four
+    /// vectors at a time, each going through every tap while it stays in
+    /// registers ([`window_taps`]).
+    fn window_plane(
+        plan: &WindowPlan,
+        src: &[f32],
+        pad_value: f32,
+        init: f32,
+        dst: &mut [f32],
+        scratch: &mut Vec<f32>,
+        op: WindowOp,
+    ) {
+        let (g, pitch, phase_len) = (&plan.g, plan.pitch, plan.phase_len);
+        let (sy, sx) = g.stride;
         scratch.clear();
-        scratch.resize(sy * sx * phase_len + acc_len, pad_value);
+        scratch.resize(sy * sx * phase_len + plan.acc_len, pad_value);
         let (phases, acc) = scratch.split_at_mut(sy * sx * phase_len);
-        for iy in 0..g.h {
-            let (py, r) = ((iy + g.pad.0) % sy, (iy + g.pad.0) / sy);
-            let row = &src[iy * g.w..][..g.w];
-            for px in 0..sx {
-                // padded columns px, px + sx, ... that hold input columns
-                let phase = &mut phases[(py * sx + px) * phase_len + r * pitch..][..pitch];
-                for (j, d) in phase.iter_mut().enumerate() {
-                    let c = (px + j * sx) as isize - g.pad.1 as isize;
-                    if c >= 0 && (c as usize) < g.w {
-                        *d = row[c as usize];
+        let (mut py, mut r) = (g.pad.0 % sy, g.pad.0 / sy);
+        for row in src.chunks_exact(g.w).take(g.h) {
+            let base = py * sx * phase_len + r * pitch;
+            scatter_columns(row, g.pad.1, sx, pitch, &mut phases[base..], phase_len);
+            py += 1;
+            if py == sy {
+                py = 0;
+                r += 1;
+            }
+        }
+        window_taps(phases, &plan.starts, op, init, acc);
+        for (oy, d) in dst.chunks_exact_mut(g.ow).take(g.oh).enumerate() {
+            d.copy_from_slice(&acc[oy * pitch..][..g.ow]);
+        }
+    }
+}
+
+super::vmath::multiversion! {
+    /// A row's columns into the column phases of a stride `sx` after `pad`
+    /// columns of padding: column `c` is padded column `q = c + pad`, which
+    /// goes to `dst[(q % sx) * phase_len + q / sx]` when `q / sx < pitch`
+    /// (the columns no window reads are left out). Whole runs, no division
+    /// per element; two phases in one pass over pairs of columns, which
+    /// vectorises.
+    fn scatter_columns(row: &[f32], pad: usize, sx: usize, pitch: usize, dst: &mut [f32], phase_len: usize) {
+        let w = row.len();
+        if sx == 2 {
+            // pairs from the first column c0 whose q is even
+            let c0 = pad % 2;
+            let j = (c0 + pad) / 2;
+            let pairs = (w.saturating_sub(c0) / 2).min(pitch.saturating_sub(j));
+            let (even, odd) = dst.split_at_mut(phase_len);
+            for ((d0, d1), two) in even[j..j + pairs]
+                .iter_mut()
+                .zip(&mut odd[j..j + pairs])
+                .zip(row[c0..].chunks_exact(2))
+            {
+                *d0 = two[0];
+                *d1 = two[1];
+            }
+            // the columns left: the first (when c0 is 1) and the last
+            for c in (0..c0.min(w)).chain(c0 + 2 * pairs..w) {
+                let q = c + pad;
+                if q / 2 < pitch {
+                    dst[(q % 2) * phase_len + q / 2] = row[c];
+                }
+            }
+            return;
+        }
+        for px in 0..sx {
+            // padded columns px + j sx holding input: j in [lo, hi)
+            let lo = pad.saturating_sub(px).div_ceil(sx);
+            let hi = (pad + w).saturating_sub(px).div_ceil(sx).min(pitch);
+            if lo >= hi {
+                continue;
+            }
+            let c = px + lo * sx - pad;
+            let phase = &mut dst[px * phase_len..][lo..hi];
+            if sx == 1 {
+                phase.copy_from_slice(&row[c..c + (hi - lo)]);
+            } else {
+                for (d, v) in phase.iter_mut().zip(row[c..].iter().step_by(sx)) {
+                    *d = *v;
+                }
+            }
+        }
+    }
+}
+
+/// `acc[i] = op over taps t of phases[starts[t] + i]`, from `init`
+/// (`acc.len()` a multiple of [`WINDOW_LANES`]; every `starts[t] +
+/// acc.len()` inside `phases`).
+#[inline(always)] // into each instruction set's copy of window_plane
+fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &mut [f32]) {
+    assert!(acc.len().is_multiple_of(WINDOW_LANES));
+    assert!(starts.iter().all(|&s| s + acc.len() <= phases.len()));
+    if let WindowOp::Fma(w) = op {
+        assert!(w.len() >= starts.len());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::vmath::isa() == super::vmath::Isa::Avx512 {
+        // SAFETY: AVX-512F is present; the assertions keep every read
+        // inside phases and every write inside acc.
+        unsafe { window_taps_avx512(phases, starts, op, init, acc) };
+        return;
+    }
+    for (i, out) in acc.chunks_exact_mut(WINDOW_LANES).enumerate() {
+        let mut a = [init; WINDOW_LANES];
+        for (t, &s) in starts.iter().enumerate() {
+            let xs = &phases[s + i * WINDOW_LANES..][..WINDOW_LANES];
+            match op {
+                WindowOp::Fma(w) => {
+                    for (o, v) in a.iter_mut().zip(xs) {
+                        *o += *v * w[t];
+                    }
+                }
+                WindowOp::Max => {
+                    for (o, v) in a.iter_mut().zip(xs) {
+                        *o = if *v > *o || v.is_nan() { *v } else { *o };
                     }
                 }
             }
         }
-        acc.fill(init);
-        for ky in 0..g.kh {
-            let ty = ky * g.dil.0;
-            for kx in 0..g.kw {
-                let tx = kx * g.dil.1;
-                let phase = &phases[((ty % sy) * sx + tx % sx) * phase_len..][..phase_len];
-                let from = (ty / sy) * pitch + tx / sx;
-                tap(ky * g.kw + kx, acc, &phase[from..from + acc_len]);
+        out.copy_from_slice(&a);
+    }
+}
+
+/// [`window_taps`] with four (then one) 16-lane accumulators in registers.
+///
+/// # Safety
+/// AVX-512F is present; the bounds [`window_taps`] asserts hold.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn window_taps_avx512(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &mut [f32]) {
+    use std::arch::x86_64::*;
+    const L: usize = WINDOW_LANES;
+    #[inline(always)]
+    unsafe fn step(op: WindowOp, t: usize, a: __m512, x: __m512) -> __m512 {
+        match op {
+            WindowOp::Fma(w) => _mm512_fmadd_ps(x, _mm512_set1_ps(*w.get_unchecked(t)), a),
+            WindowOp::Max => {
+                // x where x > a or x is NaN (a NaN already in a stays)
+                let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, a) | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+                _mm512_mask_mov_ps(a, m, x)
             }
         }
-        for oy in 0..g.oh {
-            dst[oy * g.ow..][..g.ow].copy_from_slice(&acc[oy * pitch..][..g.ow]);
+    }
+    let (p, out) = (phases.as_ptr(), acc.as_mut_ptr());
+    let mut i = 0;
+    while i + 4 * L <= acc.len() {
+        let mut a = [_mm512_set1_ps(init); 4];
+        for (t, &s) in starts.iter().enumerate() {
+            let x = p.add(s + i);
+            a[0] = step(op, t, a[0], _mm512_loadu_ps(x));
+            a[1] = step(op, t, a[1], _mm512_loadu_ps(x.add(L)));
+            a[2] = step(op, t, a[2], _mm512_loadu_ps(x.add(2 * L)));
+            a[3] = step(op, t, a[3], _mm512_loadu_ps(x.add(3 * L)));
         }
+        for (j, v) in a.iter().enumerate() {
+            _mm512_storeu_ps(out.add(i + j * L), *v);
+        }
+        i += 4 * L;
+    }
+    while i < acc.len() {
+        let mut a = _mm512_set1_ps(init);
+        for (t, &s) in starts.iter().enumerate() {
+            a = step(op, t, a, _mm512_loadu_ps(p.add(s + i)));
+        }
+        _mm512_storeu_ps(out.add(i), a);
+        i += L;
     }
 }
 

@@ -65,7 +65,6 @@ fn max_pool_f32(
     p: (usize, usize),
     (oh, ow): (usize, usize),
 ) -> Result<Option<Tensor>> {
-    use rayon::prelude::*;
     if x.dtype != Dtype::Float32 || !x.t.device().is_cpu() || x.rank() < 2 {
         return Ok(None);
     }
@@ -84,16 +83,7 @@ fn max_pool_f32(
     let planes = x.t.elem_count() / (h * w).max(1);
     let mut out = vec![0f32; planes * oh * ow];
     let done = with_host::<f32, _>(&x.t, |xs| {
-        out.par_chunks_mut((oh * ow).max(1))
-            .enumerate()
-            .for_each_init(Vec::new, |scratch, (i, dst)| {
-                let src = &xs[i * h * w..][..h * w];
-                window_plane(&g, src, f32::NEG_INFINITY, f32::NEG_INFINITY, dst, scratch, |_, acc, xs| {
-                    for (o, v) in acc.iter_mut().zip(xs) {
-                        *o = if *v > *o || v.is_nan() { *v } else { *o };
-                    }
-                });
-            })
+        window_planes(g, xs, &mut out, f32::NEG_INFINITY, |i| (i, f32::NEG_INFINITY, WindowOp::Max))
     });
     if done.is_none() {
         return Ok(None);
