@@ -406,3 +406,133 @@ fn out_of_range_indices_are_bad_input() {
         }
     }
 }
+
+/// The executor's float32 fast paths for a tensor broadcast over another's
+/// trailing dims (a per-channel scale), in both operand orders, and for
+/// clamp (NaN kept, min above max giving max) against a float64 reference
+/// with torch's broadcasting; shapes that are not trailing blocks take the
+/// general path and must agree too.
+#[test]
+fn broadcast_and_clamp_fast_paths_match_a_reference() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let values = |n: usize, seed: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| match (i * 7 + seed) % 23 {
+                0 => f32::NAN,
+                r => r as f32 / 4.0 - 2.5,
+            })
+            .collect()
+    };
+    let host = |shape: &[usize], v: &[f32]| HostTensor {
+        dtype: Dtype::Float32,
+        shape: shape.to_vec(),
+        data: f32s(v),
+    };
+    // the element of `shape` read at position `i` of the broadcast `to`
+    let at = |shape: &[usize], to: &[usize], mut i: usize| -> usize {
+        let mut idx = 0;
+        let mut stride = 1;
+        for (k, &d) in to.iter().enumerate().rev() {
+            let c = i % d;
+            i /= d;
+            let off = k as isize - (to.len() - shape.len()) as isize;
+            if off >= 0 {
+                let s = shape[off as usize];
+                if s != 1 {
+                    idx += c * stride;
+                }
+                stride *= s;
+            }
+        }
+        idx
+    };
+    let pairs: &[(&[usize], &[usize])] = &[
+        (&[2, 3, 4, 5], &[2, 3, 1, 1]),
+        (&[2, 3, 1, 1], &[2, 3, 4, 5]),
+        (&[1, 6, 7, 9], &[6, 1, 1]),
+        (&[4, 5], &[4, 1]),
+        (&[2, 3, 4, 5], &[3, 1, 1]),
+        (&[2, 3, 4, 5], &[5]),
+        (&[3, 1, 5], &[3, 4, 1]),
+    ];
+    let ops: &[(&str, fn(f64, f64) -> f64)] = &[
+        ("aten.add.Tensor", |a, b| a + b),
+        ("aten.sub.Tensor", |a, b| a - b),
+        ("aten.mul.Tensor", |a, b| a * b),
+        ("aten.div.Tensor", |a, b| a / b),
+        ("aten.lt.Tensor", |a, b| (a < b) as u8 as f64),
+        ("aten.ge.Tensor", |a, b| (a >= b) as u8 as f64),
+    ];
+    for &(sa, sb) in pairs {
+        let to: Vec<usize> = {
+            let r = sa.len().max(sb.len());
+            (0..r)
+                .map(|k| {
+                    let d = |s: &[usize]| (k + s.len()).checked_sub(r).map_or(1, |i| s[i]);
+                    d(sa).max(d(sb))
+                })
+                .collect()
+        };
+        let (va, vb) = (values(sa.iter().product(), 1), values(sb.iter().product(), 5));
+        for &(op, f) in ops {
+            let mut b = B::new();
+            let i64s = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
+            let xa = b.input("a", InputKind::UserInput, meta(&i64s(sa)), None);
+            let xb = b.input("b", InputKind::UserInput, meta(&i64s(sb)), None);
+            let cmp = op.contains("lt") || op.contains("ge");
+            let out_meta = if cmp {
+                meta_of(Dtype::Bool, &i64s(&to))
+            } else {
+                meta(&i64s(&to))
+            };
+            let y = b.emit(|em| em.op(op, vec![("self", t(xa)), ("other", t(xb))], out_meta).unwrap());
+            b.output(y);
+            let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+            let out = exec
+                .run(&[("a".into(), host(sa, &va)), ("b".into(), host(sb, &vb))])
+                .unwrap();
+            let got = out[0].1.to_f64();
+            assert_eq!(out[0].1.shape, to, "{op} {sa:?} {sb:?}");
+            for (i, g) in got.iter().enumerate() {
+                let want = f(va[at(sa, &to, i)] as f64, vb[at(sb, &to, i)] as f64);
+                let want = if cmp { want } else { want as f32 as f64 };
+                assert!(
+                    (g.is_nan() && want.is_nan()) || *g == want || (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                    "{op} {sa:?} {sb:?} at {i}: {g} against {want}"
+                );
+            }
+        }
+    }
+    // clamp: bounds, one bound, min above max (gives max); NaN stays NaN
+    let x = values(60, 3);
+    for (lo, hi) in [(Some(-1.0), Some(1.5)), (None, Some(0.5)), (Some(0.25), None), (Some(2.0), Some(-1.0))] {
+        let mut b = B::new();
+        let xv = b.input("x", InputKind::UserInput, meta(&[3, 4, 5]), None);
+        let bound = |v: Option<f64>| v.map_or(Argument::None, Argument::Float);
+        let y = b.emit(|em| {
+            em.op(
+                "aten.clamp.default",
+                vec![("self", t(xv)), ("min", bound(lo)), ("max", bound(hi))],
+                meta(&[3, 4, 5]),
+            )
+            .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let got = exec.run(&[("x".into(), host(&[3, 4, 5], &x))]).unwrap()[0].1.to_f64();
+        for (g, v) in got.iter().zip(&x) {
+            let mut want = *v as f64;
+            if let Some(l) = lo {
+                want = if want < l { l } else { want };
+            }
+            if let Some(h) = hi {
+                want = if want > h { h } else { want };
+            }
+            assert!(
+                (g.is_nan() && want.is_nan()) || *g == want,
+                "clamp({v}, {lo:?}, {hi:?}) = {g}, want {want}"
+            );
+        }
+    }
+}

@@ -234,6 +234,45 @@ pub fn map2<T: Copy + Default + Send + Sync>(
     dst
 }
 
+multiversion! {
+    /// `dst[i] = f(a[i], y)` on this thread, in the widest instruction set.
+    fn map_scalar_here[T: Copy + Default, F: Fn(f32, f32) -> T + Copy](a: &[f32], y: f32, dst: &mut [T], f: F) {
+        for (d, x) in dst.iter_mut().zip(a) {
+            *d = f(*x, y);
+        }
+    }
+}
+
+/// `f(a[o * inner + i], b[o])` for every element of `a` (`b.len() *
+/// inner` of them): a binary op whose second operand is broadcast over the
+/// trailing dims (a per-channel scale `[n, c, 1, 1]` of `[n, c, h, w]`),
+/// split over the pool's threads by blocks when large.
+pub fn map2_blocks<T: Copy + Default + Send + Sync>(
+    a: &[f32],
+    b: &[f32],
+    inner: usize,
+    f: impl Fn(f32, f32) -> T + Copy + Send + Sync,
+) -> Vec<T> {
+    let mut dst = vec![T::default(); b.len() * inner];
+    if inner == 0 {
+        return dst;
+    }
+    let run = |d: &mut [T], a: &[f32], b: &[f32]| {
+        for ((d, a), y) in d.chunks_mut(inner).zip(a.chunks(inner)).zip(b) {
+            map_scalar_here(a, *y, d, f);
+        }
+    };
+    if dst.len() < PARALLEL_MIN {
+        run(&mut dst, a, b);
+    } else {
+        let blocks = chunk_of(dst.len()).div_ceil(inner).max(1);
+        dst.par_chunks_mut(blocks * inner)
+            .zip(a.par_chunks(blocks * inner).zip(b.par_chunks(blocks)))
+            .for_each(|(d, (a, b))| run(d, a, b));
+    }
+    dst
+}
+
 /// `f` over every element into any element type (comparisons to u8),
 /// split over the pool's threads when large: [`map2`] of the slice with
 /// itself, the second operand unused.

@@ -135,7 +135,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
 /// result is the same as candle's; max/min differ on NaN and stay there).
 /// `None` where it does not apply: candle's broadcasting path runs.
 fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Tensor>> {
-    use super::super::vmath::{map2, map_to};
+    use super::super::vmath::{map2, map2_blocks, map_to};
     if !matches!(
         op,
         Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge
@@ -202,6 +202,29 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
             })
             .flatten()
         }
+        // one tensor broadcast over the other's trailing dims
+        (Operand::Tensor(x), Operand::Tensor(y), None, None) => {
+            let (big, small, swapped) = if x.t.elem_count() >= y.t.elem_count() {
+                (x, y, false)
+            } else {
+                (y, x, true)
+            };
+            match trailing_broadcast(big.dims(), small.dims()) {
+                Some(inner) => with_host::<f32, _>(&big.t, |bs| {
+                    with_host::<f32, _>(&small.t, |ss| {
+                        let (dims, f, c) = match (is_cmp, swapped) {
+                            (false, false) => (big.dims(), map2_blocks(bs, ss, inner, arith), Vec::new()),
+                            (false, true) => (big.dims(), map2_blocks(bs, ss, inner, move |p, q| arith(q, p)), Vec::new()),
+                            (true, false) => (big.dims(), Vec::new(), map2_blocks(bs, ss, inner, cmp)),
+                            (true, true) => (big.dims(), Vec::new(), map2_blocks(bs, ss, inner, move |p, q| cmp(q, p))),
+                        };
+                        out(dims, f, c)
+                    })
+                })
+                .flatten(),
+                None => None,
+            }
+        }
         // a tensor and a number (or a one-element tensor of no higher rank)
         (Operand::Tensor(x), _, None, Some((v, r))) if r <= x.rank() => with_host::<f32, _>(&x.t, |xs| {
             if is_cmp {
@@ -220,6 +243,22 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
         _ => None,
     };
     result.transpose()
+}
+
+/// Where `small` broadcast to `big` (of no lower rank) is constant over
+/// whole blocks of `big`'s trailing dims: the block's size. `small`'s
+/// dims, right-aligned, equal `big`'s up to its last dim that is not 1,
+/// and are 1 after it (`[c, 1, 1]` of `[n, c, h, w]` only when `n` is 1;
+/// `[n, c, 1, 1]` of `[n, c, h, w]`).
+fn trailing_broadcast(big: &[usize], small: &[usize]) -> Option<usize> {
+    if small.len() > big.len() || small.iter().product::<usize>() == 0 {
+        return None;
+    }
+    let mut padded = vec![1; big.len() - small.len()];
+    padded.extend_from_slice(small);
+    let last = padded.iter().rposition(|&d| d != 1).unwrap_or(0);
+    (padded[..=last] == big[..=last] && padded[last + 1..].iter().all(|&d| d == 1))
+        .then(|| big[last + 1..].iter().product())
 }
 
 fn binary(ctx: &mut Ctx, op: Bin) -> OpResult {
@@ -401,6 +440,23 @@ fn abs(ctx: &mut Ctx) -> OpResult {
 
 fn clamp(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    let (lo, hi) = (ctx.opt_float("min")?, ctx.opt_float("max")?);
+    if x.dtype == Dtype::Float32 {
+        // one vectorised pass; NaN stays NaN, and min above max gives max,
+        // as torch's
+        let (l, h) = (lo.map_or(f32::NEG_INFINITY, |v| v as f32), hi.map_or(f32::INFINITY, |v| v as f32));
+        let f = move |v: f32| {
+            let v = if v < l { l } else { v };
+            if v > h {
+                h
+            } else {
+                v
+            }
+        };
+        if let Some(v) = with_host::<f32, _>(&x.t, |xs| super::super::vmath::map(xs, f)) {
+            return one(Tensor::new(host_f32_tensor(v, x.dims())?, x.dtype));
+        }
+    }
     let mut t = x.t.clone();
     if let Some(lo) = ctx.opt_float("min")? {
         t = t.maximum(lo).map_err(ce)?;
