@@ -456,7 +456,8 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
         (&[2, 3, 4, 5], &[5]),
         (&[3, 1, 5], &[3, 4, 1]),
     ];
-    let ops: &[(&str, fn(f64, f64) -> f64)] = &[
+    type Reference = fn(f64, f64) -> f64;
+    let ops: &[(&str, Reference)] = &[
         ("aten.add.Tensor", |a, b| a + b),
         ("aten.sub.Tensor", |a, b| a - b),
         ("aten.mul.Tensor", |a, b| a * b),
@@ -474,7 +475,10 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
                 })
                 .collect()
         };
-        let (va, vb) = (values(sa.iter().product(), 1), values(sb.iter().product(), 5));
+        let (va, vb) = (
+            values(sa.iter().product(), 1),
+            values(sb.iter().product(), 5),
+        );
         for &(op, f) in ops {
             let mut b = B::new();
             let i64s = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
@@ -486,7 +490,10 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
             } else {
                 meta(&i64s(&to))
             };
-            let y = b.emit(|em| em.op(op, vec![("self", t(xa)), ("other", t(xb))], out_meta).unwrap());
+            let y = b.emit(|em| {
+                em.op(op, vec![("self", t(xa)), ("other", t(xb))], out_meta)
+                    .unwrap()
+            });
             b.output(y);
             let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
             let out = exec
@@ -498,7 +505,9 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
                 let want = f(va[at(sa, &to, i)] as f64, vb[at(sb, &to, i)] as f64);
                 let want = if cmp { want } else { want as f32 as f64 };
                 assert!(
-                    (g.is_nan() && want.is_nan()) || *g == want || (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                    (g.is_nan() && want.is_nan())
+                        || *g == want
+                        || (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
                     "{op} {sa:?} {sb:?} at {i}: {g} against {want}"
                 );
             }
@@ -506,7 +515,12 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
     }
     // clamp: bounds, one bound, min above max (gives max); NaN stays NaN
     let x = values(60, 3);
-    for (lo, hi) in [(Some(-1.0), Some(1.5)), (None, Some(0.5)), (Some(0.25), None), (Some(2.0), Some(-1.0))] {
+    for (lo, hi) in [
+        (Some(-1.0), Some(1.5)),
+        (None, Some(0.5)),
+        (Some(0.25), None),
+        (Some(2.0), Some(-1.0)),
+    ] {
         let mut b = B::new();
         let xv = b.input("x", InputKind::UserInput, meta(&[3, 4, 5]), None);
         let bound = |v: Option<f64>| v.map_or(Argument::None, Argument::Float);
@@ -520,7 +534,9 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
         });
         b.output(y);
         let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
-        let got = exec.run(&[("x".into(), host(&[3, 4, 5], &x))]).unwrap()[0].1.to_f64();
+        let got = exec.run(&[("x".into(), host(&[3, 4, 5], &x))]).unwrap()[0]
+            .1
+            .to_f64();
         for (g, v) in got.iter().zip(&x) {
             let mut want = *v as f64;
             if let Some(l) = lo {

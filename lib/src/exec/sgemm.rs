@@ -436,7 +436,8 @@ unsafe fn block(
 }
 
 /// A micro-kernel: see [`kernel`].
-type Kernel = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, usize, usize, bool, *const f32);
+type Kernel =
+    unsafe fn(usize, *const f32, *const f32, *mut f32, usize, usize, usize, bool, *const f32);
 
 /// The kernel instance for a block of `mr` rows and `nr` columns: one that
 /// computes only the rows there are (a product of one row, a linear layer

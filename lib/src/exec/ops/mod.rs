@@ -620,13 +620,23 @@ fn window_planes<'a>(
         let mut scratch = Vec::new();
         for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
             let (ip, init, op) = plane(gi * group + j);
-            window_plane(&plan, &xs[ip * per_in..][..per_in], pad_value, init, dst, &mut scratch, op);
+            window_plane(
+                &plan,
+                &xs[ip * per_in..][..per_in],
+                pad_value,
+                init,
+                dst,
+                &mut scratch,
+                op,
+            );
         }
     };
     if count <= group {
         run((0, out));
     } else {
-        out.par_chunks_mut(per_out * group).enumerate().for_each(run);
+        out.par_chunks_mut(per_out * group)
+            .enumerate()
+            .for_each(run);
     }
 }
 
@@ -767,7 +777,13 @@ fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &
 /// AVX-512F is present; the bounds [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn window_taps_avx512(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &mut [f32]) {
+unsafe fn window_taps_avx512(
+    phases: &[f32],
+    starts: &[usize],
+    op: WindowOp,
+    init: f32,
+    acc: &mut [f32],
+) {
     use std::arch::x86_64::*;
     const L: usize = WINDOW_LANES;
     #[inline(always)]
@@ -776,7 +792,8 @@ unsafe fn window_taps_avx512(phases: &[f32], starts: &[usize], op: WindowOp, ini
             WindowOp::Fma(w) => _mm512_fmadd_ps(x, _mm512_set1_ps(*w.get_unchecked(t)), a),
             WindowOp::Max => {
                 // x where x > a or x is NaN (a NaN already in a stays)
-                let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, a) | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+                let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, a)
+                    | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
                 _mm512_mask_mov_ps(a, m, x)
             }
         }
