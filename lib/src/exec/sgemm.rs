@@ -392,8 +392,16 @@ unsafe fn block(
                     fill(pc + r, jc * NR, &mut row);
                     for (jp, part) in (jc..jend).zip(row.chunks(NR)) {
                         let dst = &mut panels[((jp - jc) * kc + r) * NR..][..NR];
-                        dst[..part.len()].copy_from_slice(part);
-                        dst[part.len()..].fill(0.0);
+                        if let (Ok(d), Ok(p)) = (
+                            <&mut [f32; NR]>::try_from(&mut *dst),
+                            <&[f32; NR]>::try_from(part),
+                        ) {
+                            // a whole panel row: vector moves, no call
+                            *d = *p;
+                        } else {
+                            dst[..part.len()].copy_from_slice(part);
+                            dst[part.len()..].fill(0.0);
+                        }
                     }
                 }
                 ROW.with(|p| p.replace(row));

@@ -617,13 +617,15 @@ fn window_planes<'a>(
     let threads = rayon::current_num_threads().max(1);
     let group = (32_768 / work).clamp(1, count.div_ceil(threads).max(1));
     let run = |(gi, dsts): (usize, &mut [f32])| {
-        let mut scratch = Vec::new();
+        // the phases' padding and slack are the same in every plane: set
+        // once, and each plane writes only its input over them
+        let mut scratch =
+            vec![pad_value; plan.g.stride.0 * plan.g.stride.1 * plan.phase_len + plan.acc_len];
         for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
             let (ip, init, op) = plane(gi * group + j);
             window_plane(
                 &plan,
                 &xs[ip * per_in..][..per_in],
-                pad_value,
                 init,
                 dst,
                 &mut scratch,
@@ -641,8 +643,8 @@ fn window_planes<'a>(
 }
 
 super::vmath::multiversion! {
-    /// One output plane of a windowed op: the input plane, padded with
-    /// `pad_value`, is split into `sy * sx` phases (rows `py, py + sy, ...`
+    /// One output plane of a windowed op: the input plane, padded (the
+    /// padding already in `scratch`, see [`window_planes`]), is split into `sy * sx` phases (rows `py, py + sy, ...`
     /// by columns `px, px + sx, ...`), each `rows x pitch`; the output,
     /// started at `init`, is kept at that pitch. Every kernel tap then reads
     /// a contiguous run of a phase, so the columns past the output's width
@@ -653,21 +655,30 @@ super::vmath::multiversion! {
     fn window_plane(
         plan: &WindowPlan,
         src: &[f32],
-        pad_value: f32,
         init: f32,
         dst: &mut [f32],
-        scratch: &mut Vec<f32>,
+        scratch: &mut [f32],
         op: WindowOp,
     ) {
         let (g, pitch, phase_len) = (&plan.g, plan.pitch, plan.phase_len);
         let (sy, sx) = g.stride;
-        scratch.clear();
-        scratch.resize(sy * sx * phase_len + plan.acc_len, pad_value);
         let (phases, acc) = scratch.split_at_mut(sy * sx * phase_len);
         let (mut py, mut r) = (g.pad.0 % sy, g.pad.0 / sy);
         for row in src.chunks_exact(g.w).take(g.h) {
             let base = py * sx * phase_len + r * pitch;
-            scatter_columns(row, g.pad.1, sx, pitch, &mut phases[base..], phase_len);
+            if sx == 1 {
+                // the row at its padding (every column lies below the pitch)
+                let d = &mut phases[base + g.pad.1..][..g.w];
+                if g.w < 16 {
+                    for (d, v) in d.iter_mut().zip(row) {
+                        *d = *v;
+                    }
+                } else {
+                    d.copy_from_slice(row);
+                }
+            } else {
+                scatter_columns(row, g.pad.1, sx, pitch, &mut phases[base..], phase_len);
+            }
             py += 1;
             if py == sy {
                 py = 0;
