@@ -218,13 +218,27 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
 
 /// Writes one `.npy` file (bf16 is written as float32: numpy has no bf16).
 pub fn write_npy(t: &HostTensor) -> Result<Vec<u8>> {
+    let (header, data) = npy_parts(t)?;
+    let mut out = Vec::with_capacity(header.len() + data.len());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&data);
+    Ok(out)
+}
+
+/// An `.npy` file as its header and its data, the data borrowed from the
+/// tensor where its bytes are the file's (every dtype but bf16), so that
+/// writing a large output copies it once, into the file.
+fn npy_parts(t: &HostTensor) -> Result<(Vec<u8>, std::borrow::Cow<'_, [u8]>)> {
+    use std::borrow::Cow;
     let (descr, data) = match t.dtype {
         Dtype::BFloat16 => (
             "<f4",
-            t.to_f64()
-                .iter()
-                .flat_map(|v| (*v as f32).to_le_bytes())
-                .collect(),
+            Cow::Owned(
+                t.to_f64()
+                    .iter()
+                    .flat_map(|v| (*v as f32).to_le_bytes())
+                    .collect(),
+            ),
         ),
         d => (
             NPY_DTYPES
@@ -234,7 +248,7 @@ pub fn write_npy(t: &HostTensor) -> Result<Vec<u8>> {
                 .ok_or_else(|| {
                     Error::unsupported(format!("cannot write {} to .npy", d.torch_name()))
                 })?,
-            t.data.clone(),
+            Cow::Borrowed(t.data.as_slice()),
         ),
     };
     let shape = match t.shape.len() {
@@ -254,12 +268,11 @@ pub fn write_npy(t: &HostTensor) -> Result<Vec<u8>> {
         header.push(' ');
     }
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len());
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&data);
-    Ok(out)
+    Ok((out, data))
 }
 
 // ---------------------------------------------------------------- npz
@@ -285,26 +298,21 @@ fn npz_members(archive: &Archive, what: &str) -> Result<Vec<(String, HostTensor)
 }
 
 /// Every array as a member `NAME.npy` of a stored (uncompressed) zip, as
-/// `np.savez` writes.
+/// `np.savez` writes: each array's bytes copied once, into the zip (no
+/// `.npy` of it made first).
 pub fn write_npz(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
-    let files = tensors
-        .iter()
-        .map(|(k, t)| Ok((format!("{k}.npy"), write_npy(t)?)))
-        .collect::<Result<Vec<_>>>()?;
-    write_zip(&files)
-}
-
-/// A stored zip, by the `zip` crate (zip64 past 4 GiB).
-fn write_zip(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     use zip::write::SimpleFileOptions;
     let fail = |e: &dyn std::fmt::Display| Error::internal(format!("writing npz: {e}"));
-    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, data) in files {
+    let total: usize = tensors.iter().map(|(k, t)| t.data.len() + k.len() + 256).sum();
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::with_capacity(total)));
+    for (k, t) in tensors {
+        let (header, data) = npy_parts(t)?;
         let options = SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored)
-            .large_file(data.len() as u64 >= u32::MAX as u64);
-        w.start_file(name.as_str(), options).map_err(|e| fail(&e))?;
-        w.write_all(data).map_err(|e| fail(&e))?;
+            .large_file((header.len() + data.len()) as u64 >= u32::MAX as u64);
+        w.start_file(format!("{k}.npy"), options).map_err(|e| fail(&e))?;
+        w.write_all(&header).map_err(|e| fail(&e))?;
+        w.write_all(&data).map_err(|e| fail(&e))?;
     }
     Ok(w.finish().map_err(|e| fail(&e))?.into_inner())
 }
