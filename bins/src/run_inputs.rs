@@ -59,6 +59,7 @@ impl MemoryArgs {
                 MapWeightsArg::Always => MapWeights::Always,
                 MapWeightsArg::Never => MapWeights::Never,
             },
+            ..Default::default()
         }
     }
 }

@@ -303,14 +303,18 @@ fn npz_members(archive: &Archive, what: &str) -> Result<Vec<(String, HostTensor)
 pub fn write_npz(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
     use zip::write::SimpleFileOptions;
     let fail = |e: &dyn std::fmt::Display| Error::internal(format!("writing npz: {e}"));
-    let total: usize = tensors.iter().map(|(k, t)| t.data.len() + k.len() + 256).sum();
+    let total: usize = tensors
+        .iter()
+        .map(|(k, t)| t.data.len() + k.len() + 256)
+        .sum();
     let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::with_capacity(total)));
     for (k, t) in tensors {
         let (header, data) = npy_parts(t)?;
         let options = SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored)
             .large_file((header.len() + data.len()) as u64 >= u32::MAX as u64);
-        w.start_file(format!("{k}.npy"), options).map_err(|e| fail(&e))?;
+        w.start_file(format!("{k}.npy"), options)
+            .map_err(|e| fail(&e))?;
         w.write_all(&header).map_err(|e| fail(&e))?;
         w.write_all(&data).map_err(|e| fail(&e))?;
     }

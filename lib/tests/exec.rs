@@ -39,6 +39,7 @@ fn every_fixture_matches_torch() {
 fn every_fixture_matches_torch_with_weights_mapped() {
     let opts = pt2kit::exec::ExecOptions {
         map_weights: pt2kit::exec::mapped::MapWeights::Always,
+        ..Default::default()
     };
     let mut failures = Vec::new();
     let mut mapped = std::collections::BTreeMap::new();
@@ -550,5 +551,156 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
                 "clamp({v}, {lo:?}, {hi:?}) = {g}, want {want}"
             );
         }
+    }
+}
+
+/// Element-wise chains are fused ([`pt2kit::exec::fuse`]) where their
+/// intermediate values have no other reader, and a fused run gives the
+/// same bits as the nodes run one by one: GPT-2's tanh GELU and a lowered
+/// hardswish joined by a subtraction (one group of thirteen), a chain whose
+/// first value is also an output (not fused), and a chain over a permuted
+/// (strided) input, which falls back to its nodes. 945 elements: the last
+/// chunk is short. The GELU also against a float64 reference.
+#[test]
+fn fused_chains_match_unfused_runs() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let shape = [3i64, 7, 45];
+    let mut b = B::new();
+    let x = b.input("x", InputKind::UserInput, meta(&shape), None);
+    let y = b.input("y", InputKind::UserInput, meta(&shape), None);
+    let mut rest = None;
+    let k = b.emit(|em| {
+        let f = |v: f64| Argument::Float(v);
+        let mut op = |name: &str, args: Vec<(&str, Argument)>, sizes: &[i64]| {
+            em.op(name, args, meta(sizes)).unwrap()
+        };
+        let s = &shape;
+        // 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))
+        let h = op(
+            "aten.mul.Scalar",
+            vec![("self", t(x)), ("other", f(0.5))],
+            s,
+        );
+        let p = op(
+            "aten.pow.Tensor_Scalar",
+            vec![("self", t(x)), ("exponent", f(3.0))],
+            s,
+        );
+        let q = op(
+            "aten.mul.Scalar",
+            vec![("self", t(p)), ("other", f(0.044715))],
+            s,
+        );
+        let r = op("aten.add.Tensor", vec![("self", t(x)), ("other", t(q))], s);
+        let sc = op(
+            "aten.mul.Scalar",
+            vec![("self", t(r)), ("other", f(0.7978845608028654))],
+            s,
+        );
+        let th = op("aten.tanh.default", vec![("self", t(sc))], s);
+        let u = op(
+            "aten.add.Scalar",
+            vec![("self", t(th)), ("other", f(1.0))],
+            s,
+        );
+        let g = op("aten.mul.Tensor", vec![("self", t(h)), ("other", t(u))], s);
+        // y clamp(y + 3, 0, 6) / 6
+        let a = op(
+            "aten.add.Scalar",
+            vec![("self", t(y)), ("other", f(3.0))],
+            s,
+        );
+        let c = op(
+            "aten.clamp.default",
+            vec![("self", t(a)), ("min", f(0.0)), ("max", f(6.0))],
+            s,
+        );
+        let d = op(
+            "aten.div.Scalar",
+            vec![("self", t(c)), ("other", f(6.0))],
+            s,
+        );
+        let e = op("aten.mul.Tensor", vec![("self", t(y)), ("other", t(d))], s);
+        let k = op(
+            "aten.sub.Tensor",
+            vec![("self", t(g)), ("other", t(e)), ("alpha", Argument::Int(2))],
+            s,
+        );
+        // relu(x) is an output and neg's input: neither is fused
+        let m = op("aten.relu.default", vec![("self", t(x))], s);
+        let n = op("aten.neg.default", vec![("self", t(m))], s);
+        // over a strided view: the nodes one by one
+        let pt = op(
+            "aten.permute.default",
+            vec![("self", t(x)), ("dims", Argument::Ints(vec![2, 0, 1]))],
+            &[45, 3, 7],
+        );
+        let w = op(
+            "aten.mul.Scalar",
+            vec![("self", t(pt)), ("other", f(2.0))],
+            &[45, 3, 7],
+        );
+        let z = op("aten.sigmoid.default", vec![("self", t(w))], &[45, 3, 7]);
+        rest = Some((m, n, z));
+        k
+    });
+    let (m, n, z) = rest.unwrap();
+    for v in [k, m, n, z] {
+        b.output(v);
+    }
+    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
+    let fused = Executor::new(&b.p, cpu()).unwrap();
+    let plain = Executor::with_options(
+        &b.p,
+        cpu(),
+        pt2kit::exec::ExecOptions {
+            no_fusion: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let groups = fused.fused_groups();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(
+        groups.iter().map(Vec::len).collect::<Vec<_>>(),
+        [13, 2],
+        "{groups:?}"
+    );
+    assert!(plain.fused_groups().is_empty());
+    let len = 3 * 7 * 45;
+    let vals = |seed: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * 37 + seed) % 101) as f32 - 50.0) / 9.0)
+            .collect()
+    };
+    let host = |v: &[f32]| HostTensor {
+        dtype: Dtype::Float32,
+        shape: vec![3, 7, 45],
+        data: f32s(v),
+    };
+    let (xv, yv) = (vals(1), vals(7));
+    let inputs = [("x".to_string(), host(&xv)), ("y".to_string(), host(&yv))];
+    let got = fused.run(&inputs).unwrap();
+    let want = plain.run(&inputs).unwrap();
+    for ((name, a), (_, b)) in got.iter().zip(&want) {
+        assert_eq!(a.shape, b.shape, "{name}");
+        assert!(
+            a.data == b.data,
+            "{name}: a fused run differs from the nodes run one by one"
+        );
+    }
+    // the GELU minus twice the hardswish, against float64
+    let k_got = got[0].1.to_f64();
+    for i in 0..len {
+        let (xf, yf) = (xv[i] as f64, yv[i] as f64);
+        let gelu = 0.5 * xf * (1.0 + (0.7978845608028654 * (xf + 0.044715 * xf.powi(3))).tanh());
+        let hsw = yf * (yf + 3.0).clamp(0.0, 6.0) / 6.0;
+        let want = gelu - 2.0 * hsw;
+        assert!(
+            (k_got[i] - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "{i}: {} against {want}",
+            k_got[i]
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
+pub mod fuse;
 pub mod mapped;
 pub mod ops;
 pub mod profile;
@@ -361,6 +362,10 @@ fn last_uses(graph: &Graph) -> Vec<usize> {
 pub struct ExecOptions {
     /// Whether weights stay where they lie (see [`mapped`]).
     pub map_weights: mapped::MapWeights,
+    /// Run every node by itself: no element-wise chain fused ([`fuse`];
+    /// also set by the environment variable `PT2KIT_NO_FUSION`, for
+    /// timing a run both ways).
+    pub no_fusion: bool,
 }
 
 pub struct Executor<'p> {
@@ -393,6 +398,9 @@ pub struct Executor<'p> {
     /// Weights packed for the matrix kernel ([`sgemm`]), by where they lie:
     /// packed on first use, kept for the executor's life.
     packs: PackCache,
+    /// The top-level graph's element-wise chains, each run as one pass
+    /// ([`fuse`]).
+    fusion: fuse::Plan,
 }
 
 /// Where a matrix lies in a storage: (storage address, offset, rows,
@@ -584,7 +592,13 @@ impl<'p> Executor<'p> {
                 .collect(),
             ..Default::default()
         };
+        let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
+            fuse::Plan::default()
+        } else {
+            fuse::Plan::new(&program.graph)
+        };
         Ok(Executor {
+            fusion,
             program,
             fallback,
             device,
@@ -703,101 +717,65 @@ impl<'p> Executor<'p> {
         for (arg, value) in graph.inputs.iter().zip(inputs) {
             bind_output(arg, value, &mut env)?;
         }
-        let last = last_uses(graph);
+        // the fusion plan: the top-level graph's, unless every node's value
+        // is being recorded
+        let top = std::ptr::eq(graph, &self.program.graph);
+        let plan = (top
+            && !self.fusion.groups.is_empty()
+            && !self.recording.load(std::sync::atomic::Ordering::Relaxed))
+        .then_some(&self.fusion);
+        let mut last = last_uses(graph);
+        if let Some(plan) = plan {
+            plan.adjust_last_uses(&mut last);
+        }
         let mut refs = Vec::new();
         for (i, node) in graph.nodes.iter().enumerate() {
             let started = std::time::Instant::now();
-            let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
-                Error::unsupported(format!(
-                    "node '{}': op {} has no implementation",
-                    node.name, node.target
-                ))
-            })?;
-            let copies_before = host_copies_so_far();
-            let mut ctx = Ctx {
-                exec: self,
-                graph,
-                env: &env,
-                node,
-                bindings,
-                last: &last,
-            };
-            // A view of a mapped weight is one too (only its layout changes).
-            let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
-            let view = match (ops::mapped_view(&node.target.to_string()), mapped_in) {
-                (Some(g), Some(m)) => g(&ctx, &m)
-                    .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?
-                    .map(|m| vec![Value::Mapped(Box::new(m))]),
-                _ => None,
-            };
-            // Any strided layout: a kernel that refuses one gets its inputs
-            // made contiguous, once, in this one shared step.
-            let outs = match view.map(Ok).unwrap_or_else(|| f(&mut ctx)) {
-                Err(e) if is_layout_error(&e) => {
-                    let mut dense = env.clone();
+            match plan.map(|p| p.roles[i]) {
+                Some(fuse::Role::Member) => continue,
+                Some(fuse::Role::Root(g)) => {
+                    let group = &self.fusion.groups[g];
+                    if !self.run_fused(group, &mut env)? {
+                        // an input the pass does not take: the nodes one by one
+                        for &m in &group.nodes {
+                            self.run_node(
+                                graph,
+                                &graph.nodes[m],
+                                &mut env,
+                                bindings,
+                                &last,
+                                &mut refs,
+                            )?;
+                        }
+                    }
+                    // the group's dead values, its inputs' included
+                    for &m in &group.nodes {
+                        refs.clear();
+                        graph.nodes[m]
+                            .inputs
+                            .iter()
+                            .for_each(|a| a.arg.value_refs(&mut refs));
+                        for v in &refs {
+                            if last[v.index()] <= i {
+                                env[v.index()] = None;
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    self.run_node(graph, node, &mut env, bindings, &last, &mut refs)?;
                     refs.clear();
                     node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
                     for v in &refs {
-                        if let Some(value) = &env[v.index()] {
-                            dense[v.index()] = Some(contiguous_value(value)?);
+                        if last[v.index()] == i {
+                            env[v.index()] = None;
                         }
                     }
-                    let mut ctx = Ctx {
-                        exec: self,
-                        graph,
-                        env: &dense,
-                        node,
-                        bindings,
-                        last: &last,
-                    };
-                    f(&mut ctx)
-                }
-                r => r,
-            }
-            .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
-            let copies = host_copies_so_far() - copies_before;
-            if copies > 0 {
-                if let Ok(mut map) = self.host_copies.lock() {
-                    *map.entry(node.target.to_string()).or_default() += copies;
                 }
             }
-            if outs.len() != node.outputs.len() {
-                return Err(Error::internal(format!(
-                    "node '{}': {} produced {} outputs, the graph has {}",
-                    node.name,
-                    node.target,
-                    outs.len(),
-                    node.outputs.len()
-                )));
-            }
-            // In-place ops (TRAINING dialect) also update their `self`
-            // (`add_`, `__iand__`; not `__and__`, which only ends like one).
-            if node.target.name.ends_with('_') && crate::schema::mutates(&node.target) {
-                if let (Some(Argument::Tensor(self_id)), Some(Value::Tensor(t))) =
-                    (node.arg("self"), outs.first())
-                {
-                    env[self_id.index()] = Some(Value::Tensor(t.clone()));
-                }
-            }
-            for (arg, value) in node.outputs.iter().zip(outs) {
-                bind_output(arg, value, &mut env)?;
-            }
-            if self.recording.load(std::sync::atomic::Ordering::Relaxed)
-                && std::ptr::eq(graph, &self.program.graph)
-            {
-                self.record(graph, node, &env)?;
-            }
-            refs.clear();
-            node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
-            for v in &refs {
-                if last[v.index()] == i {
-                    env[v.index()] = None;
-                }
-            }
-            // A node's time: from its lookup to its dead inputs freed.
-            if self.profiling.load(std::sync::atomic::Ordering::Relaxed)
-                && std::ptr::eq(graph, &self.program.graph)
-            {
+            // A node's time: from its lookup to its dead inputs freed (a
+            // group's, at its last node).
+            if self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top {
                 self.note_time(i, node, started.elapsed().as_secs_f64());
             }
         }
@@ -810,6 +788,154 @@ impl<'p> Executor<'p> {
 }
 
 impl Executor<'_> {
+    /// Runs one node: its row (a view of a mapped weight where the op is a
+    /// view), its inputs made contiguous once where the kernel refuses a
+    /// layout, its outputs bound (and recorded when recording).
+    #[allow(clippy::too_many_arguments)]
+    fn run_node(
+        &self,
+        graph: &Graph,
+        node: &Node,
+        env: &mut Vec<Option<Value>>,
+        bindings: &BTreeMap<String, i64>,
+        last: &[usize],
+        refs: &mut Vec<ValueId>,
+    ) -> Result<()> {
+        let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
+            Error::unsupported(format!(
+                "node '{}': op {} has no implementation",
+                node.name, node.target
+            ))
+        })?;
+        let copies_before = host_copies_so_far();
+        let mut ctx = Ctx {
+            exec: self,
+            graph,
+            env,
+            node,
+            bindings,
+            last,
+        };
+        // A view of a mapped weight is one too (only its layout changes).
+        let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
+        let view = match (ops::mapped_view(&node.target.to_string()), mapped_in) {
+            (Some(g), Some(m)) => g(&ctx, &m)
+                .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?
+                .map(|m| vec![Value::Mapped(Box::new(m))]),
+            _ => None,
+        };
+        // Any strided layout: a kernel that refuses one gets its inputs
+        // made contiguous, once, in this one shared step.
+        let outs = match view.map(Ok).unwrap_or_else(|| f(&mut ctx)) {
+            Err(e) if is_layout_error(&e) => {
+                let mut dense = env.clone();
+                refs.clear();
+                node.inputs.iter().for_each(|a| a.arg.value_refs(refs));
+                for v in refs.iter() {
+                    if let Some(value) = &env[v.index()] {
+                        dense[v.index()] = Some(contiguous_value(value)?);
+                    }
+                }
+                let mut ctx = Ctx {
+                    exec: self,
+                    graph,
+                    env: &dense,
+                    node,
+                    bindings,
+                    last,
+                };
+                f(&mut ctx)
+            }
+            r => r,
+        }
+        .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+        let copies = host_copies_so_far() - copies_before;
+        if copies > 0 {
+            if let Ok(mut map) = self.host_copies.lock() {
+                *map.entry(node.target.to_string()).or_default() += copies;
+            }
+        }
+        if outs.len() != node.outputs.len() {
+            return Err(Error::internal(format!(
+                "node '{}': {} produced {} outputs, the graph has {}",
+                node.name,
+                node.target,
+                outs.len(),
+                node.outputs.len()
+            )));
+        }
+        // In-place ops (TRAINING dialect) also update their `self`
+        // (`add_`, `__iand__`; not `__and__`, which only ends like one).
+        if node.target.name.ends_with('_') && crate::schema::mutates(&node.target) {
+            if let (Some(Argument::Tensor(self_id)), Some(Value::Tensor(t))) =
+                (node.arg("self"), outs.first())
+            {
+                env[self_id.index()] = Some(Value::Tensor(t.clone()));
+            }
+        }
+        for (arg, value) in node.outputs.iter().zip(outs) {
+            bind_output(arg, value, env)?;
+        }
+        if self.recording.load(std::sync::atomic::Ordering::Relaxed)
+            && std::ptr::eq(graph, &self.program.graph)
+        {
+            self.record(graph, node, env)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a fused group ([`fuse`]) into its output: false (nothing done)
+    /// where an input is not a float32 host tensor of the group's one
+    /// shape.
+    fn run_fused(&self, group: &fuse::Group, env: &mut [Option<Value>]) -> Result<bool> {
+        let mut dims: Option<Vec<usize>> = None;
+        for v in &group.inputs {
+            match &env[v.index()] {
+                Some(Value::Tensor(t))
+                    if t.dtype == Dtype::Float32
+                        && t.t.device().is_cpu()
+                        && t.t.is_contiguous()
+                        && dims.as_deref().is_none_or(|d| d == t.dims()) =>
+                {
+                    dims = Some(t.dims().to_vec())
+                }
+                _ => return Ok(false),
+            }
+        }
+        let Some(dims) = dims else {
+            return Ok(false);
+        };
+        let len: usize = dims.iter().product();
+        let guards: Vec<_> = group
+            .inputs
+            .iter()
+            .map(|v| match &env[v.index()] {
+                Some(Value::Tensor(t)) => t.t.storage_and_layout(),
+                _ => unreachable!("checked above"),
+            })
+            .collect();
+        let mut slices: Vec<&[f32]> = Vec::with_capacity(guards.len());
+        for (storage, layout) in &guards {
+            let candle_core::Storage::Cpu(cpu) = &**storage else {
+                return Ok(false);
+            };
+            let (Ok(all), Some((a, z))) = (cpu.as_slice::<f32>(), layout.contiguous_offsets())
+            else {
+                return Ok(false);
+            };
+            slices.push(&all[a..z]);
+        }
+        if slices.iter().any(|s| s.len() != len) {
+            return Ok(false);
+        }
+        let out = group.eval(&slices, len);
+        drop(slices);
+        drop(guards);
+        let t = CandleTensor::from_vec(out, dims, &Device::Cpu).map_err(ce)?;
+        env[group.output.index()] = Some(Value::Tensor(Tensor::new(t, Dtype::Float32)));
+        Ok(true)
+    }
+
     /// Starts (or restarts) timing every node of the top-level graph; the
     /// times sum over the runs until [`Executor::profile`] reads them.
     pub fn start_profile(&self) {
@@ -842,6 +968,21 @@ impl Executor<'_> {
 }
 
 impl Executor<'_> {
+    /// The element-wise chains fused ([`fuse`]): each as its nodes' ops,
+    /// in graph order.
+    pub fn fused_groups(&self) -> Vec<Vec<String>> {
+        self.fusion
+            .groups
+            .iter()
+            .map(|g| {
+                g.nodes
+                    .iter()
+                    .map(|&i| self.program.graph.nodes[i].target.to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
     /// `m` packed as the matrix kernel's left operand: kept when it lies in
     /// a weight, packed afresh otherwise.
     pub fn packed_a(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedA> {

@@ -1,0 +1,437 @@
+//! Element-wise chains run as one pass.
+//!
+//! A decomposed activation is a chain of element-wise ops: GPT-2's tanh
+//! GELU is eight (`pow`, `mul`, `add`, `mul`, `tanh`, `add`, `mul`, `mul`),
+//! a lowered hardswish four. Run one by one, each reads and writes the
+//! whole tensor. At load, the executor finds groups of float32 element-wise
+//! nodes over tensors of one shape (no broadcasting) whose intermediate
+//! values nothing else reads, and runs each group at its last node as one
+//! pass: [`LANES`] elements at a time through every step, the intermediates
+//! in a few vectors on the stack ([`Group::eval`]). ONNX Runtime's
+//! optimiser fuses the same patterns (its GELU and bias fusions).
+//!
+//! The steps compute what the ops' own rows compute (the same formulas and
+//! the same [`vmath`] functions), so a fused run matches an unfused one to
+//! the bit. A group falls back to its nodes one by one when an input is not
+//! a float32 host tensor of the group's size at run time, and the whole
+//! plan is off while intermediates are recorded (`ir-run
+//! --intermediates`, which wants every node's value) and in graphs with
+//! in-place ops (whose inputs may change between a group's nodes).
+
+use std::collections::HashMap;
+
+use super::vmath;
+use crate::ir::{Argument, Dtype, Graph, Node, ValueId, ValueKind};
+
+/// Elements a step computes at once.
+pub const LANES: usize = 256;
+
+/// One step's operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Relu,
+    Neg,
+    Abs,
+    Tanh,
+    Sigmoid,
+    Silu,
+    GeluErf,
+    GeluTanh,
+    Hardswish,
+    Hardsigmoid,
+    Square,
+    Cube,
+    Clamp(f32, f32),
+    /// `a + b * alpha`
+    Add(f32),
+    /// `a - b * alpha`
+    Sub(f32),
+    Mul,
+    Div,
+}
+
+/// Where a step's operand comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Src {
+    /// The group's `i`th input tensor.
+    In(usize),
+    /// An earlier step's result.
+    Step(usize),
+    Const(f32),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    op: Op,
+    a: Src,
+    b: Src,
+}
+
+/// A group of nodes run as one pass.
+#[derive(Debug)]
+pub struct Group {
+    /// The member nodes, in graph order (the last is the root).
+    pub nodes: Vec<usize>,
+    /// The tensors it reads, all of one shape.
+    pub inputs: Vec<ValueId>,
+    /// The value it defines (the root's output).
+    pub output: ValueId,
+    steps: Vec<Step>,
+}
+
+/// A node's part in the plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Role {
+    /// Runs as itself.
+    Alone,
+    /// Runs inside its group, at the root.
+    Member,
+    /// The last node of group `i`: the group runs here.
+    Root(usize),
+}
+
+/// The groups of a graph and each node's role.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub groups: Vec<Group>,
+    pub roles: Vec<Role>,
+}
+
+/// A node as a step, if it is a float32 element-wise op the plan fuses:
+/// its op and operands (values or constants), and its output.
+/// A node as a step: its op, its operands (values, or constants), and the
+/// value it defines.
+type Classified = (Op, Vec<Result<ValueId, f32>>, ValueId);
+
+fn classify(graph: &Graph, node: &Node) -> Option<Classified> {
+    let f32_meta = |v: ValueId| match &graph.values[v.index()].kind {
+        ValueKind::Tensor(m) if m.dtype == Dtype::Float32 => Some(m.sizes.clone()),
+        _ => None,
+    };
+    let [Argument::Tensor(out)] = node.outputs.as_slice() else {
+        return None;
+    };
+    let sizes = f32_meta(*out)?;
+    let tensor = |name: &str| -> Option<ValueId> {
+        match node.arg(name)? {
+            Argument::Tensor(v) if f32_meta(*v).as_ref() == Some(&sizes) => Some(*v),
+            _ => None,
+        }
+    };
+    let number = |name: &str| -> Option<Option<f32>> {
+        match node.arg(name) {
+            None | Some(Argument::None) => Some(None),
+            Some(Argument::Float(f)) => Some(Some(*f as f32)),
+            Some(Argument::Int(i)) => Some(Some(*i as f32)),
+            _ => None,
+        }
+    };
+    // a tensor of the output's shape, or a number
+    let operand = |name: &str| -> Option<Result<ValueId, f32>> {
+        match node.arg(name)? {
+            Argument::Tensor(_) => tensor(name).map(Ok),
+            Argument::Float(f) => Some(Err(*f as f32)),
+            Argument::Int(i) => Some(Err(*i as f32)),
+            _ => None,
+        }
+    };
+    let unary = |op: Op| Some((op, vec![Ok(tensor("self")?)], *out));
+    let target = node.target.to_string();
+    match target.as_str() {
+        "aten.relu.default" => unary(Op::Relu),
+        "aten.neg.default" => unary(Op::Neg),
+        "aten.abs.default" => unary(Op::Abs),
+        "aten.tanh.default" => unary(Op::Tanh),
+        "aten.sigmoid.default" => unary(Op::Sigmoid),
+        "aten.silu.default" => unary(Op::Silu),
+        "aten.hardswish.default" => unary(Op::Hardswish),
+        "aten.hardsigmoid.default" => unary(Op::Hardsigmoid),
+        "aten.gelu.default" => match node.arg("approximate") {
+            Some(Argument::String(s)) if s == "tanh" => unary(Op::GeluTanh),
+            None | Some(Argument::None) => unary(Op::GeluErf),
+            Some(Argument::String(s)) if s == "none" => unary(Op::GeluErf),
+            _ => None,
+        },
+        "aten.clamp.default" => {
+            let (lo, hi) = (number("min")?, number("max")?);
+            unary(Op::Clamp(
+                lo.unwrap_or(f32::NEG_INFINITY),
+                hi.unwrap_or(f32::INFINITY),
+            ))
+        }
+        "aten.pow.Tensor_Scalar" => match number("exponent")? {
+            Some(2.0) => unary(Op::Square),
+            Some(3.0) => unary(Op::Cube),
+            _ => None,
+        },
+        "aten.add.Tensor" | "aten.add.Scalar" | "aten.sub.Tensor" | "aten.sub.Scalar" => {
+            let alpha = number("alpha")?.unwrap_or(1.0);
+            let op = if target.starts_with("aten.add") {
+                Op::Add(alpha)
+            } else {
+                Op::Sub(alpha)
+            };
+            Some((op, vec![Ok(tensor("self")?), operand("other")?], *out))
+        }
+        "aten.mul.Tensor" | "aten.mul.Scalar" => {
+            Some((Op::Mul, vec![Ok(tensor("self")?), operand("other")?], *out))
+        }
+        "aten.div.Tensor" | "aten.div.Scalar" => {
+            Some((Op::Div, vec![Ok(tensor("self")?), operand("other")?], *out))
+        }
+        _ => None,
+    }
+}
+
+impl Plan {
+    /// The groups of `graph` (none where it has in-place ops).
+    pub fn new(graph: &Graph) -> Plan {
+        let n = graph.nodes.len();
+        let mut plan = Plan {
+            groups: Vec::new(),
+            roles: vec![Role::Alone; n],
+        };
+        if graph
+            .nodes
+            .iter()
+            .any(|node| node.target.name.ends_with('_') && crate::schema::mutates(&node.target))
+        {
+            return plan;
+        }
+        // readers of each value (graph outputs count as one each)
+        let mut uses = vec![0usize; graph.values.len()];
+        let mut refs = Vec::new();
+        for node in &graph.nodes {
+            refs.clear();
+            node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+            for v in &refs {
+                uses[v.index()] += 1;
+            }
+        }
+        refs.clear();
+        graph.outputs.iter().for_each(|a| a.value_refs(&mut refs));
+        for v in &refs {
+            uses[v.index()] += 2;
+        }
+        // each fusable node's group, as its members (node indices), by the
+        // value it defines
+        let mut open: HashMap<ValueId, Vec<usize>> = HashMap::new();
+        let mut steps: HashMap<usize, Classified> = HashMap::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let Some(step) = classify(graph, node) else {
+                continue;
+            };
+            let mut members = Vec::new();
+            for v in step.1.iter().filter_map(|o| o.ok()) {
+                // an operand that only this node reads, made by a group
+                if uses[v.index()] == 1 {
+                    if let Some(m) = open.remove(&v) {
+                        members.extend(m);
+                    }
+                }
+            }
+            members.push(i);
+            members.sort_unstable();
+            members.dedup();
+            open.insert(step.2, members);
+            steps.insert(i, step);
+        }
+        // in graph order (of their last nodes)
+        let mut open: Vec<(ValueId, Vec<usize>)> =
+            open.into_iter().filter(|(_, m)| m.len() >= 2).collect();
+        open.sort_by_key(|(_, m)| *m.last().unwrap());
+        for (output, members) in open {
+            let made: HashMap<ValueId, usize> = members
+                .iter()
+                .enumerate()
+                .map(|(s, i)| (steps[i].2, s))
+                .collect();
+            let mut inputs: Vec<ValueId> = Vec::new();
+            let mut src = |o: &Result<ValueId, f32>| match o {
+                Err(c) => Src::Const(*c),
+                Ok(v) => match made.get(v) {
+                    Some(s) => Src::Step(*s),
+                    None => Src::In(match inputs.iter().position(|x| x == v) {
+                        Some(p) => p,
+                        None => {
+                            inputs.push(*v);
+                            inputs.len() - 1
+                        }
+                    }),
+                },
+            };
+            let group_steps: Vec<Step> = members
+                .iter()
+                .map(|i| {
+                    let (op, args, _) = &steps[i];
+                    Step {
+                        op: *op,
+                        a: src(&args[0]),
+                        b: args.get(1).map_or(Src::Const(0.0), &mut src),
+                    }
+                })
+                .collect();
+            let g = plan.groups.len();
+            for &m in &members {
+                plan.roles[m] = Role::Member;
+            }
+            plan.roles[*members.last().unwrap()] = Role::Root(g);
+            plan.groups.push(Group {
+                nodes: members,
+                inputs,
+                output,
+                steps: group_steps,
+            });
+        }
+        plan
+    }
+
+    /// The node after which each value is dead, as the executor frees
+    /// them (`last`, by value, from the graph as given), moved to each
+    /// group's root for the group's inputs (the group reads them there).
+    pub fn adjust_last_uses(&self, last: &mut [usize]) {
+        for g in &self.groups {
+            let root = *g.nodes.last().unwrap();
+            for v in &g.inputs {
+                let l = &mut last[v.index()];
+                if *l != usize::MAX - 1 {
+                    *l = (*l).max(root);
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn apply(op: Op, a: f32, b: f32) -> f32 {
+    match op {
+        Op::Relu => {
+            if a < 0.0 {
+                0.0
+            } else {
+                a
+            }
+        }
+        Op::Neg => -a,
+        Op::Abs => a.abs(),
+        Op::Tanh => vmath::tanh(a),
+        Op::Sigmoid => vmath::sigmoid(a),
+        Op::Silu => vmath::silu(a),
+        Op::GeluErf => vmath::gelu_erf(a),
+        Op::GeluTanh => vmath::gelu_tanh(a),
+        Op::Hardswish => a * clamp(a + 3.0, 0.0, 6.0) / 6.0,
+        Op::Hardsigmoid => clamp(a + 3.0, 0.0, 6.0) / 6.0,
+        Op::Square => a * a,
+        Op::Cube => a * a * a,
+        Op::Clamp(lo, hi) => clamp(a, lo, hi),
+        Op::Add(k) => a + b * k,
+        Op::Sub(k) => a - b * k,
+        Op::Mul => a * b,
+        Op::Div => a / b,
+    }
+}
+
+/// torch's clamp: NaN kept, `lo` above `hi` gives `hi`.
+#[inline(always)]
+fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
+    let v = if v < lo { lo } else { v };
+    if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
+/// `f` over the lanes of `a` and `b`, one loop per op (so that it
+/// vectorises: a match inside the loop would not).
+#[inline(always)]
+fn lanes(a: &[f32; LANES], b: &[f32; LANES], f: impl Fn(f32, f32) -> f32) -> [f32; LANES] {
+    std::array::from_fn(|i| f(a[i], b[i]))
+}
+
+/// One step over a chunk.
+#[inline(always)]
+fn step_lanes(op: Op, a: &[f32; LANES], b: &[f32; LANES]) -> [f32; LANES] {
+    match op {
+        Op::Relu => lanes(a, b, |x, _| apply(Op::Relu, x, 0.0)),
+        Op::Neg => lanes(a, b, |x, _| -x),
+        Op::Abs => lanes(a, b, |x, _| x.abs()),
+        Op::Tanh => lanes(a, b, |x, _| vmath::tanh(x)),
+        Op::Sigmoid => lanes(a, b, |x, _| vmath::sigmoid(x)),
+        Op::Silu => lanes(a, b, |x, _| vmath::silu(x)),
+        Op::GeluErf => lanes(a, b, |x, _| vmath::gelu_erf(x)),
+        Op::GeluTanh => lanes(a, b, |x, _| vmath::gelu_tanh(x)),
+        Op::Hardswish => lanes(a, b, |x, _| apply(Op::Hardswish, x, 0.0)),
+        Op::Hardsigmoid => lanes(a, b, |x, _| apply(Op::Hardsigmoid, x, 0.0)),
+        Op::Square => lanes(a, b, |x, _| x * x),
+        Op::Cube => lanes(a, b, |x, _| x * x * x),
+        Op::Clamp(lo, hi) => lanes(a, b, |x, _| clamp(x, lo, hi)),
+        Op::Add(k) => lanes(a, b, |x, y| x + y * k),
+        Op::Sub(k) => lanes(a, b, |x, y| x - y * k),
+        Op::Mul => lanes(a, b, |x, y| x * y),
+        Op::Div => lanes(a, b, |x, y| x / y),
+    }
+}
+
+vmath::multiversion! {
+    /// Elements `[base, base + out.len())` of a group (`out.len()` at most
+    /// [`LANES`]), every step over them in turn, `tmp` holding the steps'
+    /// results (a short last chunk computes whole lanes and keeps its
+    /// part).
+    fn eval_chunk(steps: &[Step], inputs: &[&[f32]], base: usize, out: &mut [f32], tmp: &mut [[f32; LANES]]) {
+        let len = out.len();
+        let (mut bufa, mut bufb) = ([0f32; LANES], [0f32; LANES]);
+        for (s, step) in steps.iter().enumerate() {
+            let (done, rest) = tmp.split_at_mut(s);
+            // an operand: read where it lies (a whole chunk of an input, an
+            // earlier step), or made in `buf` (a short chunk, a constant)
+            let operand = |src: Src, buf: &mut [f32; LANES]| -> Option<*const [f32; LANES]> {
+                match src {
+                    Src::In(i) => match <&[f32; LANES]>::try_from(&inputs[i][base..base + len]) {
+                        Ok(whole) => Some(whole as *const _),
+                        Err(_) => {
+                            buf[..len].copy_from_slice(&inputs[i][base..base + len]);
+                            None
+                        }
+                    },
+                    Src::Step(j) => Some(&done[j] as *const _),
+                    Src::Const(c) => {
+                        *buf = [c; LANES];
+                        None
+                    }
+                }
+            };
+            let (pa, pb) = (operand(step.a, &mut bufa), operand(step.b, &mut bufb));
+            // SAFETY: the pointers are to an input or to `done`, both
+            // borrowed (immutably) for the whole step; `rest` is disjoint.
+            let (a, b) = unsafe { (pa.map_or(&bufa, |p| &*p), pb.map_or(&bufb, |p| &*p)) };
+            rest[0] = step_lanes(step.op, a, b);
+        }
+        out.copy_from_slice(&tmp[steps.len() - 1][..len]);
+    }
+}
+
+impl Group {
+    /// The group over its inputs (each `len` elements), split over the
+    /// pool's threads when large.
+    pub fn eval(&self, inputs: &[&[f32]], len: usize) -> Vec<f32> {
+        use rayon::prelude::*;
+        let mut out = vec![0f32; len];
+        let chunk = |(c, dst): (usize, &mut [f32])| {
+            let mut tmp = vec![[0f32; LANES]; self.steps.len()];
+            for (k, o) in dst.chunks_mut(LANES).enumerate() {
+                eval_chunk(&self.steps, inputs, c + k * LANES, o, &mut tmp);
+            }
+        };
+        // about 32 thousand elements a task
+        let per = (1 << 15) / LANES * LANES;
+        if len <= per {
+            chunk((0, &mut out));
+        } else {
+            out.par_chunks_mut(per)
+                .enumerate()
+                .for_each(|(i, d)| chunk((i * per, d)));
+        }
+        out
+    }
+}
