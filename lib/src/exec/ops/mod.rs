@@ -239,7 +239,27 @@ fn matmul_t(ctx: &Ctx, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// its whole storage, with the offset and strides of its layout (no copy,
 /// whatever the strides). `None` for other ranks, dtypes and devices.
 fn with_matrix<R>(t: &CandleTensor, f: impl FnOnce(&sgemm::View) -> R) -> Option<R> {
-    if t.rank() != 2 || t.dtype() != DType::F32 {
+    if t.rank() != 2 {
+        return None;
+    }
+    with_first_matrix(t, f)
+}
+
+/// [`with_matrix`] of a float32 CPU tensor of rank 2 or more that is one
+/// matrix at every batch index (batch dims of size 1 or stride 0; `None`
+/// otherwise), read where it lies: a weight expanded over a batch is the
+/// weight itself (candle's `get(0)` would copy a layout it cannot squeeze,
+/// and the copy is never packed once).
+fn with_first_matrix<R>(t: &CandleTensor, f: impl FnOnce(&sgemm::View) -> R) -> Option<R> {
+    let r = t.rank();
+    if r < 2 || t.dtype() != DType::F32 {
+        return None;
+    }
+    let one_matrix = t.dims()[..r - 2]
+        .iter()
+        .zip(t.stride())
+        .all(|(&d, &s)| d == 1 || s == 0);
+    if !one_matrix {
         return None;
     }
     let (storage, layout) = t.storage_and_layout();
@@ -251,10 +271,10 @@ fn with_matrix<R>(t: &CandleTensor, f: impl FnOnce(&sgemm::View) -> R) -> Option
     Some(f(&sgemm::View {
         data,
         off: layout.start_offset(),
-        rows: dims[0],
-        cols: dims[1],
-        rs: stride[0],
-        cs: stride[1],
+        rows: dims[r - 2],
+        cols: dims[r - 1],
+        rs: stride[r - 2],
+        cs: stride[r - 1],
     }))
 }
 
@@ -274,7 +294,8 @@ fn packed_matmul(
     let Some(pa) = with_matrix(x, |v| ctx.exec.packed_a(v)) else {
         return Ok(None);
     };
-    let Some(pb) = with_matrix(y, |v| ctx.exec.packed_b(v)) else {
+    // y: a matrix, or one expanded over batch dims (see batched_matmul)
+    let Some(pb) = with_first_matrix(y, |v| ctx.exec.packed_b(v)) else {
         return Ok(None);
     };
     let (m, n) = (pa.m, pb.n);
@@ -338,17 +359,25 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
         .zip(y.stride())
         .all(|(&d, &s)| d == 1 || s == 0);
     if y_batch_constant && b > 1 {
-        let mut y0 = y.clone();
-        for _ in 0..yr - 2 {
-            y0 = y0.get(0).map_err(ce)?;
-        }
         let rows = x
             .broadcast_as([batch.as_slice(), &[m, k]].concat())
             .and_then(|t| t.contiguous())
             .and_then(|t| t.reshape((b * m, k)))
             .map_err(ce)?;
-        return matmul_2d(ctx, &rows, &y0)
-            .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()).map_err(ce));
+        // y read where it lies (packed once where it is a weight)
+        let product = match packed_matmul(ctx, &rows, y, None)? {
+            Some(t) => t,
+            None => {
+                let mut y0 = y.clone();
+                for _ in 0..yr - 2 {
+                    y0 = y0.get(0).map_err(ce)?;
+                }
+                rows.matmul(&y0).map_err(ce)?
+            }
+        };
+        return product
+            .reshape([batch.as_slice(), &[m, n]].concat())
+            .map_err(ce);
     }
     let flat = |t: &CandleTensor, r: usize, c: usize| {
         t.broadcast_as([batch.as_slice(), &[r, c]].concat())
