@@ -370,8 +370,8 @@ class ConvPaths(nn.Module):
     """Convolutions and pools in the shapes each of the executor's kernels
     takes, so that each is checked against torch: the packed product with
     taps over many pixels (strides 2 and 3, odd and uneven padding,
-    dilation), im2col with the gemm crate between, the transposed product
-    over few pixels (with taps and pointwise), strided and plain 1x1,
+    dilation), im2col with the gemm crate below that, the transposed
+    product over few pixels (pointwise), strided and plain 1x1,
     grouped, depthwise (stride, dilation, two outputs per channel) and max
     pools (odd sizes, padding, ceil mode). Batch 2: the per-image loops."""
 
@@ -381,7 +381,7 @@ class ConvPaths(nn.Module):
         self.wide = nn.Conv2d(3, 8, (5, 3), stride=(1, 3), padding=(0, 2), dilation=(2, 1))  # 41x15
         self.down = nn.Conv2d(3, 4, 1, stride=2)  # strided 1x1 over 525 pixels
         self.mid = nn.Conv2d(16, 12, (3, 5), stride=(1, 3), padding=(2, 1), dilation=(1, 2))  # 27x5: im2col
-        self.few = nn.Conv2d(16, 24, 3, stride=2, padding=2, dilation=2)  # 7x6: transposed, taps
+        self.few = nn.Conv2d(16, 24, 3, stride=2, padding=2, dilation=2)  # 7x6: im2col
         self.few_pw = nn.Conv2d(24, 40, 1)  # transposed, pointwise
         self.pw = nn.Conv2d(16, 20, 1)  # pointwise, 525 pixels
         self.down_mid = nn.Conv2d(16, 8, 1, stride=2, bias=False)  # strided 1x1, 13x11

@@ -10,6 +10,10 @@
 //! in a few vectors on the stack ([`Group::eval`]). ONNX Runtime's
 //! optimiser fuses the same patterns (its GELU and bias fusions).
 //!
+//! Which ops may join, and how, are the `FUSES` rows of the family files
+//! (`exec/ops/activation.rs`, `pointwise.rs`); this module reads only their
+//! arguments.
+//!
 //! The steps compute what the ops' own rows compute (the same formulas and
 //! the same [`vmath`] functions), so a fused run matches an unfused one to
 //! the bit. A group falls back to its nodes one by one when an input is not
@@ -20,35 +24,12 @@
 
 use std::collections::HashMap;
 
+use super::ops::{Fusable, FuseOp as Op};
 use super::vmath;
 use crate::ir::{Argument, Dtype, Graph, Node, ValueId, ValueKind};
 
 /// Elements a step computes at once.
 pub const LANES: usize = 256;
-
-/// One step's operation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    Relu,
-    Neg,
-    Abs,
-    Tanh,
-    Sigmoid,
-    Silu,
-    GeluErf,
-    GeluTanh,
-    Hardswish,
-    Hardsigmoid,
-    Square,
-    Cube,
-    Clamp(f32, f32),
-    /// `a + b * alpha`
-    Add(f32),
-    /// `a - b * alpha`
-    Sub(f32),
-    Mul,
-    Div,
-}
 
 /// Where a step's operand comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,7 +84,10 @@ pub struct Plan {
 /// value it defines.
 type Classified = (Op, Vec<Result<ValueId, f32>>, ValueId);
 
+/// A node as a step, if its op has a `FUSES` row, it defines one float32
+/// tensor, and its tensor operands are float32 of the same sizes.
 fn classify(graph: &Graph, node: &Node) -> Option<Classified> {
+    let kind = super::ops::fusable(&node.target.to_string())?;
     let f32_meta = |v: ValueId| match &graph.values[v.index()].kind {
         ValueKind::Tensor(m) if m.dtype == Dtype::Float32 => Some(m.sizes.clone()),
         _ => None,
@@ -135,52 +119,29 @@ fn classify(graph: &Graph, node: &Node) -> Option<Classified> {
             _ => None,
         }
     };
-    let unary = |op: Op| Some((op, vec![Ok(tensor("self")?)], *out));
-    let target = node.target.to_string();
-    match target.as_str() {
-        "aten.relu.default" => unary(Op::Relu),
-        "aten.neg.default" => unary(Op::Neg),
-        "aten.abs.default" => unary(Op::Abs),
-        "aten.tanh.default" => unary(Op::Tanh),
-        "aten.sigmoid.default" => unary(Op::Sigmoid),
-        "aten.silu.default" => unary(Op::Silu),
-        "aten.hardswish.default" => unary(Op::Hardswish),
-        "aten.hardsigmoid.default" => unary(Op::Hardsigmoid),
-        "aten.gelu.default" => match node.arg("approximate") {
-            Some(Argument::String(s)) if s == "tanh" => unary(Op::GeluTanh),
-            None | Some(Argument::None) => unary(Op::GeluErf),
-            Some(Argument::String(s)) if s == "none" => unary(Op::GeluErf),
-            _ => None,
+    let op = match kind {
+        Fusable::Unary(op) => op,
+        Fusable::Binary(make) => {
+            let op = make(number("alpha")?.unwrap_or(1.0));
+            return Some((op, vec![Ok(tensor("self")?), operand("other")?], *out));
+        }
+        Fusable::Gelu => match node.arg("approximate") {
+            Some(Argument::String(s)) if s == "tanh" => Op::GeluTanh,
+            None | Some(Argument::None) => Op::GeluErf,
+            Some(Argument::String(s)) if s == "none" => Op::GeluErf,
+            _ => return None,
         },
-        "aten.clamp.default" => {
+        Fusable::Clamp => {
             let (lo, hi) = (number("min")?, number("max")?);
-            unary(Op::Clamp(
-                lo.unwrap_or(f32::NEG_INFINITY),
-                hi.unwrap_or(f32::INFINITY),
-            ))
+            Op::Clamp(lo.unwrap_or(f32::NEG_INFINITY), hi.unwrap_or(f32::INFINITY))
         }
-        "aten.pow.Tensor_Scalar" => match number("exponent")? {
-            Some(2.0) => unary(Op::Square),
-            Some(3.0) => unary(Op::Cube),
-            _ => None,
+        Fusable::Pow => match number("exponent")? {
+            Some(2.0) => Op::Square,
+            Some(3.0) => Op::Cube,
+            _ => return None,
         },
-        "aten.add.Tensor" | "aten.add.Scalar" | "aten.sub.Tensor" | "aten.sub.Scalar" => {
-            let alpha = number("alpha")?.unwrap_or(1.0);
-            let op = if target.starts_with("aten.add") {
-                Op::Add(alpha)
-            } else {
-                Op::Sub(alpha)
-            };
-            Some((op, vec![Ok(tensor("self")?), operand("other")?], *out))
-        }
-        "aten.mul.Tensor" | "aten.mul.Scalar" => {
-            Some((Op::Mul, vec![Ok(tensor("self")?), operand("other")?], *out))
-        }
-        "aten.div.Tensor" | "aten.div.Scalar" => {
-            Some((Op::Div, vec![Ok(tensor("self")?), operand("other")?], *out))
-        }
-        _ => None,
-    }
+    };
+    Some((op, vec![Ok(tensor("self")?)], *out))
 }
 
 impl Plan {

@@ -98,6 +98,17 @@ fn leaky_relu(ctx: &mut Ctx) -> OpResult {
     one(Tensor::new(t, x.dtype))
 }
 
+/// The rows an element-wise chain runs in one pass (`exec::fuse`).
+pub(super) const FUSES: &[(&str, Fusable)] = &[
+    ("aten.relu.default", Fusable::Unary(FuseOp::Relu)),
+    ("aten.tanh.default", Fusable::Unary(FuseOp::Tanh)),
+    ("aten.sigmoid.default", Fusable::Unary(FuseOp::Sigmoid)),
+    ("aten.silu.default", Fusable::Unary(FuseOp::Silu)),
+    ("aten.hardswish.default", Fusable::Unary(FuseOp::Hardswish)),
+    ("aten.hardsigmoid.default", Fusable::Unary(FuseOp::Hardsigmoid)),
+    ("aten.gelu.default", Fusable::Gelu),
+];
+
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.tanh.default", tanh),

@@ -270,10 +270,12 @@ fn conv_im2col(
     match x.dtype() {
         // The packed kernel: 1x1 kernels (a product with no im2col), and 2-D
         // kernels with taps over many pixels (MobileNet's and ResNet's
-        // stems: 2.4x) or few (ResNet's last stage). Between those, im2col
-        // and the gemm crate measured faster (ResNet-18's 14x14 stage:
-        // 790 against 890 us).
-        DType::F32 if sgemm::available() && (pointwise(&g) || g.input[0] == 1 && !(FEW_PIXELS..512).contains(&g.out_plane())) => {
+        // stems: 2.4x). Below that, im2col and the gemm crate measured
+        // faster (ResNet-18's 14x14 stage: 790 against 890 us) or as fast
+        // (its 7x7 stage, through the transposed product), and read the
+        // weight as it lies where the packed kernel keeps a packed copy
+        // (ResNet-50's last stage: 28 MB more than ONNX Runtime's peak).
+        DType::F32 if sgemm::available() && (pointwise(&g) || g.input[0] == 1 && g.out_plane() >= 512) => {
             conv_packed(exec, x, w, bias, &g, shape)
         }
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
@@ -312,8 +314,8 @@ fn conv_packed(
     let w = w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)?;
     let threads = rayon::current_num_threads();
     let pointwise = pointwise(g);
-    if n < FEW_PIXELS {
-        return conv_packed_few(exec, x, &w, bias, g, (b, c, co, n), shape);
+    if n < FEW_PIXELS && pointwise {
+        return conv_packed_few(exec, x, &w, bias, (b, co, n), shape);
     }
     let pa = with_matrix(&w, |v| exec.packed_a(v))
         .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
@@ -346,19 +348,20 @@ fn conv_packed(
 }
 
 /// [`conv_packed`] over images of few pixels (a squeeze-excite block's 1x1
-/// ones, ResNet's 7x7 last stage): per image, the transposed product `y^T
-/// [n, c_out] = cols^T [n, k] @ w^T [k, c_out]` with the weight the packed
+/// ones, the 7x7 stage's): per image, the transposed product `y^T [n,
+/// c_out] = cols^T [n, k] @ w^T [k, c_out]` with the weight the packed
 /// right operand (packed once, streamed from memory once per product, the
 /// next panel prefetched), where the weight on the left would fill a
 /// 32-column kernel block with `n` columns and be read with no prefetch
-/// (ResNet-18's last stage: 1450 against 860 us).
+/// (ResNet-18's last stage, with taps through im2col this way: 1450
+/// against 860 us; with taps the gemm crate's im2col path is as fast
+/// without a packed copy of the weight).
 fn conv_packed_few(
     exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
-    g: &Windows,
-    (b, c, co, n): (usize, usize, usize, usize),
+    (b, co, n): (usize, usize, usize),
     shape: Vec<usize>,
 ) -> Result<CandleTensor> {
     let threads = rayon::current_num_threads();
@@ -374,25 +377,13 @@ fn conv_packed_few(
     .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
     let bv = bias.map(f32s).transpose()?;
     let k = w.dims()[1];
-    let pointwise = pointwise(g);
-    let plane: usize = g.input.iter().product();
     let mut yt = vec![0f32; n * co];
     let mut out = vec![0f32; b * co * n];
-    let mut col = Vec::new();
     with_host(x, |xs: &[f32]| {
         for (bi, dst) in out.chunks_mut((co * n).max(1)).enumerate() {
-            let image = &xs[bi * c * plane..(bi + 1) * c * plane];
-            // the columns [k, n]: the image itself, or its im2col
-            let cols: &[f32] = if pointwise {
-                image
-            } else {
-                let phased = Phased::new(image, c, g);
-                col.resize(k * n, 0.0);
-                for (r, row) in col.chunks_mut(n.max(1)).enumerate() {
-                    phased.segment(g, r, 0, row);
-                }
-                &col
-            };
+            // the image is the product's columns [k, n] (a pointwise
+            // convolution)
+            let cols = &xs[bi * k * n..(bi + 1) * k * n];
             let pa = sgemm::pack_a(&sgemm::View {
                 data: cols,
                 off: 0,

@@ -946,6 +946,58 @@ pub fn mapped_view(op: &str) -> Option<MappedViewFn> {
         .map(|(_, f)| *f)
 }
 
+/// One step of a fused element-wise chain (`exec::fuse`): what it computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FuseOp {
+    Relu,
+    Neg,
+    Abs,
+    Tanh,
+    Sigmoid,
+    Silu,
+    GeluErf,
+    GeluTanh,
+    Hardswish,
+    Hardsigmoid,
+    Square,
+    Cube,
+    Clamp(f32, f32),
+    /// `a + b * alpha`
+    Add(f32),
+    /// `a - b * alpha`
+    Sub(f32),
+    Mul,
+    Div,
+}
+
+/// How an op's node becomes a step of a fused chain (`exec::fuse`): the
+/// value of a row of the family files' `FUSES` tables, which name the ops;
+/// `exec::fuse` only reads the arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum Fusable {
+    /// `self` through a fixed op.
+    Unary(FuseOp),
+    /// `self` and `other` (a tensor of the output's shape, or a number),
+    /// the op made from `alpha` (1 when absent).
+    Binary(fn(f32) -> FuseOp),
+    /// GELU, by `approximate`.
+    Gelu,
+    /// Clamp to `min` and `max` (numbers, either absent).
+    Clamp,
+    /// `self` to the power `exponent`: 2 or 3 only.
+    Pow,
+}
+
+/// How an op's node joins an element-wise chain run as one pass
+/// (`exec::fuse`), from the families' `FUSES` rows.
+pub fn fusable(op: &str) -> Option<Fusable> {
+    activation::FUSES
+        .iter()
+        .chain(pointwise::FUSES)
+        .find(|(o, _)| *o == op)
+        .map(|(_, f)| *f)
+}
+
 /// The arguments rows read a mapped weight through in place (op,
 /// argument), from the families that have them.
 pub fn reads_mapped() -> &'static [(&'static str, &'static str)] {

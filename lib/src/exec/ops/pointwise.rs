@@ -685,6 +685,23 @@ fn bitwise_xor_op(ctx: &mut Ctx) -> OpResult {
     bitwise(ctx, Bin::Xor, |a, b| a ^ b)
 }
 
+/// The rows an element-wise chain runs in one pass (`exec::fuse`): the
+/// same formulas as the rows (`x + y * alpha` for add, clamp keeping NaN).
+pub(super) const FUSES: &[(&str, Fusable)] = &[
+    ("aten.neg.default", Fusable::Unary(FuseOp::Neg)),
+    ("aten.abs.default", Fusable::Unary(FuseOp::Abs)),
+    ("aten.clamp.default", Fusable::Clamp),
+    ("aten.pow.Tensor_Scalar", Fusable::Pow),
+    ("aten.add.Tensor", Fusable::Binary(FuseOp::Add)),
+    ("aten.add.Scalar", Fusable::Binary(FuseOp::Add)),
+    ("aten.sub.Tensor", Fusable::Binary(FuseOp::Sub)),
+    ("aten.sub.Scalar", Fusable::Binary(FuseOp::Sub)),
+    ("aten.mul.Tensor", Fusable::Binary(|_| FuseOp::Mul)),
+    ("aten.mul.Scalar", Fusable::Binary(|_| FuseOp::Mul)),
+    ("aten.div.Tensor", Fusable::Binary(|_| FuseOp::Div)),
+    ("aten.div.Scalar", Fusable::Binary(|_| FuseOp::Div)),
+];
+
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.add.Tensor", add),
