@@ -371,7 +371,7 @@ class ConvPaths(nn.Module):
     takes, so that each is checked against torch: the packed product with
     taps over many pixels (strides 2 and 3, odd and uneven padding,
     dilation), im2col with the gemm crate below that, the transposed
-    product over few pixels (pointwise), strided and plain 1x1,
+    product over few columns (pointwise), strided and plain 1x1,
     grouped, depthwise (stride, dilation, two outputs per channel) and max
     pools (odd sizes, padding, ceil mode). Batch 2: the per-image loops."""
 
@@ -388,6 +388,7 @@ class ConvPaths(nn.Module):
         self.grouped = nn.Conv2d(16, 24, 3, padding=1, groups=4)
         self.dw = nn.Conv2d(16, 32, 5, stride=2, padding=2, groups=16)  # depthwise, two per channel
         self.dw_dil = nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16, bias=False)
+        self.se = nn.Conv2d(24, 8, 1)  # squeeze-excite's 1x1 over 1x1 pixels: transposed
 
     def forward(self, x):  # f32[2, 3, 49, 41]
         a = F.relu(self.stem(x))
@@ -395,7 +396,8 @@ class ConvPaths(nn.Module):
         d = self.few(p)
         return (a, self.wide(x), self.down(x), self.mid(a), d, self.few_pw(F.relu(d)), self.pw(a),
                 self.down_mid(a), self.grouped(a), self.dw(a), self.dw_dil(a), p,
-                F.max_pool2d(a, 3, stride=2, ceil_mode=True), F.max_pool2d(x, (2, 3), stride=(2, 1)))
+                F.max_pool2d(a, 3, stride=2, ceil_mode=True), F.max_pool2d(x, (2, 3), stride=(2, 1)),
+                self.se(F.adaptive_avg_pool2d(d, 1)))
 
 
 class OddWeights(nn.Module):
