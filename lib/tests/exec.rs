@@ -704,3 +704,71 @@ fn fused_chains_match_unfused_runs() {
         );
     }
 }
+
+/// With in-place ops (the TRAINING dialect): no fused group reads a value
+/// an in-place op updates (the update comes between the group's nodes and
+/// its root), other groups are fused, and the results are the nodes' one
+/// by one.
+#[test]
+fn fusion_keeps_out_of_values_updated_in_place() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let s = [4i64, 33];
+    let mut b = B::new();
+    let x = b.input("x", InputKind::UserInput, meta(&s), None);
+    let y = b.input("y", InputKind::UserInput, meta(&s), None);
+    let mut rest = None;
+    let k = b.emit(|em| {
+        let f = |v: f64| Argument::Float(v);
+        let mut op = |name: &str, args: Vec<(&str, Argument)>| em.op(name, args, meta(&s)).unwrap();
+        // x * 2, then x += y in place, then (x * 2) + 1: x is read before
+        // the update, so the chain may not run at its end
+        let h = op("aten.mul.Scalar", vec![("self", t(x)), ("other", f(2.0))]);
+        let u = op("aten.add_.Tensor", vec![("self", t(x)), ("other", t(y))]);
+        let k = op("aten.add.Scalar", vec![("self", t(h)), ("other", f(1.0))]);
+        // a chain over y, which nothing updates
+        let a = op("aten.mul.Scalar", vec![("self", t(y)), ("other", f(3.0))]);
+        let n = op("aten.neg.default", vec![("self", t(a))]);
+        rest = Some((u, n));
+        k
+    });
+    let (u, n) = rest.unwrap();
+    for v in [k, u, n] {
+        b.output(v);
+    }
+    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
+    let fused = Executor::new(&b.p, cpu()).unwrap();
+    let plain = Executor::with_options(
+        &b.p,
+        cpu(),
+        pt2kit::exec::ExecOptions {
+            no_fusion: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        fused.fused_groups(),
+        [["aten.mul.Scalar", "aten.neg.default"]],
+        "only the chain over y"
+    );
+    let vals = |seed: usize| -> Vec<f32> {
+        (0..132)
+            .map(|i| ((i * 13 + seed) % 29) as f32 - 14.0)
+            .collect()
+    };
+    let host = |v: &[f32]| HostTensor {
+        dtype: Dtype::Float32,
+        shape: vec![4, 33],
+        data: f32s(v),
+    };
+    let (xv, yv) = (vals(1), vals(5));
+    let inputs = [("x".to_string(), host(&xv)), ("y".to_string(), host(&yv))];
+    let got = fused.run(&inputs).unwrap();
+    assert_eq!(got, plain.run(&inputs).unwrap());
+    // (x * 2) + 1 from x as it was before the update
+    let k_got = got[0].1.to_f64();
+    for i in 0..132 {
+        assert_eq!(k_got[i], (xv[i] * 2.0 + 1.0) as f64, "{i}");
+    }
+}

@@ -17,10 +17,11 @@
 //! The steps compute what the ops' own rows compute (the same formulas and
 //! the same [`vmath`] functions), so a fused run matches an unfused one to
 //! the bit. A group falls back to its nodes one by one when an input is not
-//! a float32 host tensor of the group's size at run time, and the whole
-//! plan is off while intermediates are recorded (`ir-run
-//! --intermediates`, which wants every node's value) and in graphs with
-//! in-place ops (whose inputs may change between a group's nodes).
+//! a float32 host tensor of the group's size at run time; no group reads a
+//! value that an in-place op of the TRAINING dialect updates (the update
+//! might come between its nodes and its root); and the whole plan is off
+//! while intermediates are recorded (`ir-run --intermediates`, which wants
+//! every node's value).
 
 use std::collections::HashMap;
 
@@ -145,20 +146,24 @@ fn classify(graph: &Graph, node: &Node) -> Option<Classified> {
 }
 
 impl Plan {
-    /// The groups of `graph` (none where it has in-place ops).
+    /// The groups of `graph`: none that reads a value an in-place op
+    /// updates (the update might come between its nodes and its root).
     pub fn new(graph: &Graph) -> Plan {
         let n = graph.nodes.len();
         let mut plan = Plan {
             groups: Vec::new(),
             roles: vec![Role::Alone; n],
         };
-        if graph
+        // the `self` of every in-place op (the executor rebinds it)
+        let mutated: std::collections::HashSet<ValueId> = graph
             .nodes
             .iter()
-            .any(|node| node.target.name.ends_with('_') && crate::schema::mutates(&node.target))
-        {
-            return plan;
-        }
+            .filter(|node| node.target.name.ends_with('_') && crate::schema::mutates(&node.target))
+            .filter_map(|node| match node.arg("self") {
+                Some(Argument::Tensor(v)) => Some(*v),
+                _ => None,
+            })
+            .collect();
         // readers of each value (graph outputs count as one each)
         let mut uses = vec![0usize; graph.values.len()];
         let mut refs = Vec::new();
@@ -232,6 +237,9 @@ impl Plan {
                     }
                 })
                 .collect();
+            if inputs.iter().any(|v| mutated.contains(v)) {
+                continue;
+            }
             let g = plan.groups.len();
             for &m in &members {
                 plan.roles[m] = Role::Member;
