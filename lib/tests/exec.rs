@@ -554,6 +554,20 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
     }
 }
 
+/// An executor of `p` with element-wise chains fused (the default) and
+/// one that runs every node by itself.
+fn fused_and_plain(p: &pt2kit::ir::Program) -> (Executor<'_>, Executor<'_>) {
+    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
+    let plain = pt2kit::exec::ExecOptions {
+        no_fusion: true,
+        ..Default::default()
+    };
+    (
+        Executor::new(p, cpu()).unwrap(),
+        Executor::with_options(p, cpu(), plain).unwrap(),
+    )
+}
+
 /// Element-wise chains are fused ([`pt2kit::exec::fuse`]) where their
 /// intermediate values have no other reader, and a fused run gives the
 /// same bits as the nodes run one by one: GPT-2's tanh GELU and a lowered
@@ -649,17 +663,7 @@ fn fused_chains_match_unfused_runs() {
     for v in [k, m, n, z] {
         b.output(v);
     }
-    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
-    let fused = Executor::new(&b.p, cpu()).unwrap();
-    let plain = Executor::with_options(
-        &b.p,
-        cpu(),
-        pt2kit::exec::ExecOptions {
-            no_fusion: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (fused, plain) = fused_and_plain(&b.p);
     let groups = fused.fused_groups();
     assert_eq!(groups.len(), 2, "{groups:?}");
     assert_eq!(
@@ -736,17 +740,7 @@ fn fusion_keeps_out_of_values_updated_in_place() {
     for v in [k, u, n] {
         b.output(v);
     }
-    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
-    let fused = Executor::new(&b.p, cpu()).unwrap();
-    let plain = Executor::with_options(
-        &b.p,
-        cpu(),
-        pt2kit::exec::ExecOptions {
-            no_fusion: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (fused, plain) = fused_and_plain(&b.p);
     assert_eq!(
         fused.fused_groups(),
         [["aten.mul.Scalar", "aten.neg.default"]],
