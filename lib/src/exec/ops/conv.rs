@@ -322,10 +322,11 @@ fn conv_packed(
         .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
     // the batch's images side by side: one product of `b * n` columns,
     // the weight read once (a batch of 8 at ResNet's 14x14 stage is 1568
-    // columns where each image alone is 196: 6.5 -> 5.1 ms); large images
-    // one by one, each product written in place (the reordering would
-    // cost more than it saves: ResNet's stem at batch 8, 8.8 -> 10.2 ms)
-    let per = if n >= 4096 { 1 } else { b.max(1) };
+    // columns where each image alone is 196: 6.5 -> 5.1 ms); images of
+    // 1024 pixels or more one by one, each product written in place (the
+    // reordering costs more than it saves there: ResNet-18 at batch 8
+    // 115 -> 101 ms against batching up to 4096)
+    let per = if n >= 1024 { 1 } else { b.max(1) };
     let bv = bias.map(f32s).transpose()?;
     let plane: usize = g.input.iter().product();
     let mut out = vec![0f32; b * co * n];
