@@ -9,6 +9,8 @@
 
 #![cfg(feature = "exec")]
 
+mod common;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -323,17 +325,9 @@ fn progress_bars(d: &Path) {
             "cat big.ir | {}/ir2onnx --external-data {quiet} -o pty.onnx",
             bin.display()
         );
-        let out = Command::new("script")
-            .args(["-qfec", &cmd, "/dev/null"])
-            .current_dir(d)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let mut script = Command::new("script");
+        script.args(["-qfec", &cmd, "/dev/null"]).current_dir(d);
+        String::from_utf8_lossy(&common::run_ok(&mut script, &cmd).stdout).into_owned()
     };
     let shown = on_pty("");
     assert!(

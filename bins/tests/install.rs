@@ -4,24 +4,21 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 #[test]
 fn install_sh_installs_binaries_pages_and_completions() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_pt2ir")).parent().unwrap();
     let prefix = tempfile::tempdir().unwrap();
-    let out = Command::new("bash")
+    let mut install = Command::new("bash");
+    install
         .arg(repo.join("install.sh"))
         .arg("--prefix")
         .arg(prefix.path())
         .arg("--bin-dir")
-        .arg(bin_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(bin_dir);
+    common::run_ok(&mut install, "install.sh");
     let p = prefix.path();
     for tool in [
         "pt2ir",

@@ -8,18 +8,14 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use pt2kit::export::onnx::proto::{tensor_proto::DataLocation, GraphProto, Message, ModelProto};
 use pt2kit::ir::{Target, TargetKind};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+mod common;
+use common::{repo, run_ok};
 
 fn ir2onnx() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ir2onnx"));
@@ -29,17 +25,11 @@ fn ir2onnx() -> Command {
 
 /// The IR of a fixture, via the real pt2ir.
 fn ir_of(fixture: &str) -> Vec<u8> {
-    let out = Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+    let mut pt2ir = Command::new(env!("CARGO_BIN_EXE_pt2ir"));
+    pt2ir
         .current_dir(repo())
-        .arg(format!("golden/models/{fixture}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pt2ir {fixture}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+        .arg(format!("golden/models/{fixture}"));
+    run_ok(&mut pt2ir, &format!("pt2ir {fixture}")).stdout
 }
 
 /// Runs ir2onnx with the IR on stdin.

@@ -21,8 +21,24 @@ pub fn ir(model: &str) -> Vec<u8> {
         .arg(format!("golden/models/{model}.pt2"))
         .output()
         .unwrap();
-    assert!(out.status.success());
-    out.stdout
+    succeeded(out, &format!("pt2ir {model}")).stdout
+}
+
+/// `cmd` run to its end (its output), which must have succeeded: else the
+/// test fails with `what` and the command's standard error.
+pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    succeeded(cmd.output().unwrap(), what)
+}
+
+/// A command's output, which must say success: else the test fails with
+/// `what` and its standard error.
+pub fn succeeded(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Runs `exe` in the repository with `args` and `stdin`.

@@ -205,7 +205,7 @@ impl Plan {
         // in graph order (of their last nodes)
         let mut open: Vec<(ValueId, Vec<usize>)> =
             open.into_iter().filter(|(_, m)| m.len() >= 2).collect();
-        open.sort_by_key(|(_, m)| *m.last().unwrap());
+        open.sort_by_key(|(_, m)| m[m.len() - 1]);
         for (output, members) in open {
             let made: HashMap<ValueId, usize> = members
                 .iter()
@@ -244,7 +244,7 @@ impl Plan {
             for &m in &members {
                 plan.roles[m] = Role::Member;
             }
-            plan.roles[*members.last().unwrap()] = Role::Root(g);
+            plan.roles[members[members.len() - 1]] = Role::Root(g);
             plan.groups.push(Group {
                 nodes: members,
                 inputs,
@@ -260,7 +260,8 @@ impl Plan {
     /// group's root for the group's inputs (the group reads them there).
     pub fn adjust_last_uses(&self, last: &mut [usize]) {
         for g in &self.groups {
-            let root = *g.nodes.last().unwrap();
+            // every group has two nodes or more
+            let root = g.nodes[g.nodes.len() - 1];
             for v in &g.inputs {
                 let l = &mut last[v.index()];
                 if *l != usize::MAX - 1 {
