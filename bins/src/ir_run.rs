@@ -9,7 +9,7 @@ use pt2kit::cli::{self, CommonArgs};
 use pt2kit::exec::{self, Executor};
 use pt2kit::tensorfile::TensorFormat;
 use pt2kit::tensorfile::{self, HostTensor};
-use pt2kit::{Error, Result};
+use pt2kit::{output, Error, Result};
 
 use crate::run_inputs::{self, DeviceArg, InputArgs};
 
@@ -128,13 +128,14 @@ fn run_here(args: Args) -> Result<()> {
     }
     // One run, timed; with --repeat N, N more after it (a warm-up).
     let first = std::time::Instant::now();
-    let mut outputs = executor.run(&inputs)?;
+    let mut outputs = executor.run_outputs(&inputs)?;
     let mut times = vec![first.elapsed()];
     if let Some(n) = args.repeat {
         times.clear();
         for _ in 0..n.max(1) {
             let run_start = std::time::Instant::now();
-            outputs = executor.run(&inputs)?;
+            outputs.clear(); // the last run's outputs freed before the next
+            outputs = executor.run_outputs(&inputs)?;
             times.push(run_start.elapsed());
         }
     }
@@ -147,22 +148,27 @@ fn run_here(args: Args) -> Result<()> {
         outputs.len()
     ));
     if let Some(path) = &args.intermediates {
-        let bytes = tensorfile::write_npz(&executor.recorded())?;
-        cli::write_output(Some(path), true, |w| {
-            w.write_all(&bytes)
-                .map_err(|e| Error::io(path.display(), e))
+        let recorded = executor.recorded();
+        let shown = path.display().to_string();
+        output::write_output_seekable(Some(path), true, |w| {
+            tensorfile::write_npz_into(w, &recorded, &shown)
         })?;
     }
     match &args.output {
         Some(path) => {
-            let bytes = tensorfile::encode_tensors(format.unwrap_or(TensorFormat::Npz), &outputs)?;
-            cli::write_output(Some(path), true, |w| {
-                w.write_all(&bytes)
-                    .map_err(|e| Error::io(path.display(), e))
+            // An npz goes into the staged file as it is made: the outputs
+            // are not held a second time as the archive's bytes.
+            let format = format.unwrap_or(TensorFormat::Npz);
+            let shown = path.display().to_string();
+            output::write_output_seekable(Some(path), true, |w| {
+                tensorfile::encode_tensors_into(format, &outputs, w, &shown)
             })?;
         }
         None => {
-            let text: String = outputs.iter().map(|(n, t)| summary(n, t) + "\n").collect();
+            let text = outputs
+                .iter()
+                .map(|(n, t)| Ok(summary(n, &t.to_host()?) + "\n"))
+                .collect::<Result<String>>()?;
             cli::write_output(None, false, |w| {
                 w.write_all(text.as_bytes())
                     .map_err(|e| Error::io("<stdout>", e))

@@ -411,6 +411,33 @@ impl Drop for TempRegistration {
     }
 }
 
+/// A writer that can seek: a zip (npz) is written in place into a staged
+/// file, not built in memory first.
+pub trait WriteSeek: Write + io::Seek {}
+impl<T: Write + io::Seek + ?Sized> WriteSeek for T {}
+
+/// As [`write_output`], for a format that seeks back into what it wrote
+/// (a zip's headers): a regular file is written in place; stdout, a pipe
+/// or a device gets the bytes made in memory first.
+pub fn write_output_seekable(
+    path: Option<&Path>,
+    binary: bool,
+    write: impl FnOnce(&mut dyn WriteSeek) -> Result<()>,
+) -> Result<()> {
+    let mut out = open(path, binary)?;
+    if let Sink::Staged { w, .. } = &mut out.sink {
+        write(w)?;
+    } else {
+        let mut buf = io::Cursor::new(Vec::new());
+        write(&mut buf)?;
+        let shown = out.shown.clone();
+        out.writer()
+            .write_all(buf.get_ref())
+            .map_err(|e| Error::io(&shown, e))?;
+    }
+    out.commit()
+}
+
 /// Writes output to `path` (see the module docs) or stdout, through `write`.
 pub fn write_output(
     path: Option<&Path>,

@@ -218,46 +218,58 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
 
 /// Writes one `.npy` file (bf16 is written as float32: numpy has no bf16).
 pub fn write_npy(t: &HostTensor) -> Result<Vec<u8>> {
-    let (header, data) = npy_parts(t)?;
-    let mut out = Vec::with_capacity(header.len() + data.len());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(&data);
+    let mut out = npy_header(t.dtype, &t.shape)?;
+    out.reserve(t.data.len());
+    npy_data(t, &mut |b| {
+        out.extend_from_slice(b);
+        Ok(())
+    })?;
     Ok(out)
 }
 
-/// An `.npy` file as its header and its data, the data borrowed from the
-/// tensor where its bytes are the file's (every dtype but bf16), so that
-/// writing a large output copies it once, into the file.
-fn npy_parts(t: &HostTensor) -> Result<(Vec<u8>, std::borrow::Cow<'_, [u8]>)> {
-    use std::borrow::Cow;
-    let (descr, data) = match t.dtype {
-        Dtype::BFloat16 => (
-            "<f4",
-            Cow::Owned(
-                t.to_f64()
-                    .iter()
-                    .flat_map(|v| (*v as f32).to_le_bytes())
-                    .collect(),
-            ),
-        ),
-        d => (
-            NPY_DTYPES
-                .iter()
-                .find(|(_, t)| *t == d)
-                .map(|(s, _)| *s)
-                .ok_or_else(|| {
-                    Error::unsupported(format!("cannot write {} to .npy", d.torch_name()))
-                })?,
-            Cow::Borrowed(t.data.as_slice()),
-        ),
-    };
-    let shape = match t.shape.len() {
+/// A tensor as a writer of tensor files sees it: dtype, shape, and its
+/// row-major little-endian bytes lent to a callback (borrowed where they
+/// lie: an executor's output is written without a copy of it first).
+pub trait TensorBytes {
+    fn dtype(&self) -> Dtype;
+    fn shape(&self) -> &[usize];
+    /// Calls `f` once with all the bytes.
+    fn with_bytes(&self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>;
+}
+
+impl TensorBytes for HostTensor {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn with_bytes(&self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        f(&self.data)
+    }
+}
+
+/// The `.npy` dtype string a tensor is written as (bf16 as float32).
+fn npy_descr(d: Dtype) -> Result<&'static str> {
+    if d == Dtype::BFloat16 {
+        return Ok("<f4");
+    }
+    NPY_DTYPES
+        .iter()
+        .find(|(_, t)| *t == d)
+        .map(|(s, _)| *s)
+        .ok_or_else(|| Error::unsupported(format!("cannot write {} to .npy", d.torch_name())))
+}
+
+/// An `.npy` file's header (magic, version, the dict padded to 64 bytes).
+fn npy_header(dtype: Dtype, dims: &[usize]) -> Result<Vec<u8>> {
+    let descr = npy_descr(dtype)?;
+    let shape = match dims.len() {
         0 => "()".to_string(),
-        1 => format!("({},)", t.shape[0]),
+        1 => format!("({},)", dims[0]),
         _ => format!(
             "({})",
-            t.shape
-                .iter()
+            dims.iter()
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -272,7 +284,29 @@ fn npy_parts(t: &HostTensor) -> Result<(Vec<u8>, std::borrow::Cow<'_, [u8]>)> {
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    Ok((out, data))
+    Ok(out)
+}
+
+/// The bytes of an `.npy` file after its header, given to `write` as they
+/// lie (every dtype but bf16, widened to float32 block by block).
+fn npy_data(t: &dyn TensorBytes, write: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    if t.dtype() != Dtype::BFloat16 {
+        return t.with_bytes(write);
+    }
+    t.with_bytes(&mut |b| {
+        for block in b.chunks(2 << 16) {
+            let wide: Vec<u8> = block
+                .chunks_exact(2)
+                .flat_map(|c| {
+                    half::bf16::from_le_bytes([c[0], c[1]])
+                        .to_f32()
+                        .to_le_bytes()
+                })
+                .collect();
+            write(&wide)?;
+        }
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------- npz
@@ -301,24 +335,46 @@ fn npz_members(archive: &Archive, what: &str) -> Result<Vec<(String, HostTensor)
 /// `np.savez` writes: each array's bytes copied once, into the zip (no
 /// `.npy` of it made first).
 pub fn write_npz(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
-    use zip::write::SimpleFileOptions;
-    let fail = |e: &dyn std::fmt::Display| Error::internal(format!("writing npz: {e}"));
     let total: usize = tensors
         .iter()
         .map(|(k, t)| t.data.len() + k.len() + 256)
         .sum();
-    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::with_capacity(total)));
+    let mut out = std::io::Cursor::new(Vec::with_capacity(total));
+    write_npz_into(&mut out, tensors, "npz")?;
+    Ok(out.into_inner())
+}
+
+/// An npz of `tensors` written into `out` (a staged file: no copy of the
+/// whole archive in memory; [`crate::output::write_output_seekable`]);
+/// `what` names it in errors.
+pub fn write_npz_into<T: TensorBytes>(
+    out: &mut dyn crate::output::WriteSeek,
+    tensors: &[(String, T)],
+    what: &str,
+) -> Result<()> {
+    use zip::write::SimpleFileOptions;
+    let fail = |e: zip::result::ZipError| match e {
+        zip::result::ZipError::Io(e) => Error::io(what, e),
+        e => Error::internal(format!("{what}: writing npz: {e}")),
+    };
+    let mut w = zip::ZipWriter::new(out);
     for (k, t) in tensors {
-        let (header, data) = npy_parts(t)?;
+        let header = npy_header(t.dtype(), t.shape())?;
+        let width = if t.dtype() == Dtype::BFloat16 {
+            4
+        } else {
+            t.dtype().size()
+        };
+        let len = header.len() + t.shape().iter().product::<usize>() * width;
         let options = SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored)
-            .large_file((header.len() + data.len()) as u64 >= u32::MAX as u64);
-        w.start_file(format!("{k}.npy"), options)
-            .map_err(|e| fail(&e))?;
-        w.write_all(&header).map_err(|e| fail(&e))?;
-        w.write_all(&data).map_err(|e| fail(&e))?;
+            .large_file(len as u64 >= u32::MAX as u64);
+        w.start_file(format!("{k}.npy"), options).map_err(fail)?;
+        w.write_all(&header).map_err(|e| Error::io(what, e))?;
+        npy_data(t, &mut |b| w.write_all(b).map_err(|e| Error::io(what, e)))?;
     }
-    Ok(w.finish().map_err(|e| fail(&e))?.into_inner())
+    w.finish().map_err(fail)?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------- safetensors
@@ -558,6 +614,38 @@ impl TensorFormat {
 }
 
 /// Encodes tensors in a format; `.npy` takes exactly one tensor.
+/// As [`encode_tensors`], into `out`; an npz is written in place.
+pub fn encode_tensors_into<T: TensorBytes>(
+    format: TensorFormat,
+    tensors: &[(String, T)],
+    out: &mut dyn crate::output::WriteSeek,
+    what: &str,
+) -> Result<()> {
+    if format == TensorFormat::Npz {
+        return write_npz_into(out, tensors, what);
+    }
+    let host = tensors
+        .iter()
+        .map(|(name, t)| {
+            let mut data = Vec::new();
+            t.with_bytes(&mut |b| {
+                data.extend_from_slice(b);
+                Ok(())
+            })?;
+            Ok((
+                name.clone(),
+                HostTensor {
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                    data,
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let bytes = encode_tensors(format, &host)?;
+    out.write_all(&bytes).map_err(|e| Error::io(what, e))
+}
+
 pub fn encode_tensors(format: TensorFormat, tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
     match format {
         TensorFormat::Npz => write_npz(tensors),
@@ -607,6 +695,33 @@ mod tests {
             read_safetensors(&st, "t").unwrap(),
             vec![("x".to_string(), t)]
         );
+    }
+
+    /// bfloat16 has no numpy dtype: written as float32, exactly, by the
+    /// npz writer and by `.npy` alike.
+    #[test]
+    fn bfloat16_is_written_as_float32() {
+        let vals = [1.5f32, -2.0, 0.0078125, 3.0e38];
+        let t = HostTensor {
+            dtype: Dtype::BFloat16,
+            shape: vec![2, 2],
+            data: vals
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect(),
+        };
+        let npy = read_npy(&write_npy(&t).unwrap(), "t").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.npz");
+        std::fs::write(&p, write_npz(&[("t".into(), t.clone())]).unwrap()).unwrap();
+        let npz = read_npz(&p).unwrap().remove(0).1;
+        for back in [npy, npz] {
+            assert_eq!(
+                (back.dtype, back.shape.clone()),
+                (Dtype::Float32, vec![2, 2])
+            );
+            assert_eq!(back.to_f64(), t.to_f64());
+        }
     }
 
     #[test]

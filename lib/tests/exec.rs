@@ -766,3 +766,35 @@ fn fusion_keeps_out_of_values_updated_in_place() {
         assert_eq!(k_got[i], (xv[i] * 2.0 + 1.0) as f64, "{i}");
     }
 }
+
+/// An output written to an npz from where the executor made it (ir-run's
+/// path: `run_outputs`, bytes borrowed from the tensor) is byte for byte
+/// the npz of its host copy (`run`), on every fixture: every output dtype,
+/// views that are not contiguous, scalars.
+#[test]
+fn outputs_written_in_place_equal_their_host_copies() {
+    let mut written = 0;
+    for p in model_fixtures() {
+        let program = read(&p);
+        let Ok(executor) = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()) else {
+            continue;
+        };
+        for (_, inputs, _) in input_sets(&p) {
+            let inputs = pt2kit::tensorfile::read_npz(&inputs).unwrap();
+            let (Ok(host), Ok(lent)) = (executor.run(&inputs), executor.run_outputs(&inputs))
+            else {
+                continue;
+            };
+            let mut out = std::io::Cursor::new(Vec::new());
+            pt2kit::tensorfile::write_npz_into(&mut out, &lent, "test").unwrap();
+            let expected = pt2kit::tensorfile::write_npz(&host).unwrap();
+            assert!(
+                out.into_inner() == expected,
+                "{}: npz bytes differ",
+                stem(&p)
+            );
+            written += 1;
+        }
+    }
+    assert!(written >= 28, "only {written} runs");
+}

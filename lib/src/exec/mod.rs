@@ -236,6 +236,42 @@ impl Tensor {
         Ok(Tensor::new(t, dtype))
     }
 
+    /// Lends the elements' bytes to `f`: borrowed from candle's storage
+    /// where candle keeps them as the file has them (a contiguous CPU
+    /// tensor of float32, float64, float16, bfloat16, int64 or uint8), else
+    /// a host copy.
+    fn with_raw_bytes(&self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        fn raw<T: candle_core::WithDType>(
+            t: &CandleTensor,
+            f: &mut dyn FnMut(&[u8]) -> Result<()>,
+        ) -> Option<Result<()>> {
+            ops::with_host::<T, _>(t, |v| {
+                // SAFETY: T is a plain number type (no padding, every byte
+                // initialised); the bytes are read within the slice.
+                f(unsafe {
+                    std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v))
+                })
+            })
+        }
+        let lent = if cfg!(target_endian = "big") {
+            None
+        } else {
+            match self.dtype {
+                Dtype::Float32 => raw::<f32>(&self.t, f),
+                Dtype::Float64 => raw::<f64>(&self.t, f),
+                Dtype::Float16 => raw::<half::f16>(&self.t, f),
+                Dtype::BFloat16 => raw::<half::bf16>(&self.t, f),
+                Dtype::Int64 | Dtype::Uint64 => raw::<i64>(&self.t, f),
+                Dtype::Uint8 => raw::<u8>(&self.t, f),
+                _ => None,
+            }
+        };
+        match lent {
+            Some(r) => r,
+            None => f(&self.to_host()?.data),
+        }
+    }
+
     pub fn to_host(&self) -> Result<HostTensor> {
         note_host_copy(self.t.device());
         let shape = self.dims().to_vec();
@@ -246,6 +282,30 @@ impl Tensor {
                 dtype: self.dtype,
                 shape,
                 data: Vec::new(),
+            });
+        }
+        // A CPU tensor whose elements are stored as written (float32 and the
+        // like): its bytes copied once, not through a typed Vec first (the
+        // logits of a language model are hundreds of MB).
+        let raw = matches!(
+            (self.dtype, self.t.dtype()),
+            (Dtype::Float32, DType::F32)
+                | (Dtype::Float64, DType::F64)
+                | (Dtype::Float16, DType::F16)
+                | (Dtype::BFloat16, DType::BF16)
+                | (Dtype::Int64 | Dtype::Uint64, DType::I64)
+                | (Dtype::Uint8, DType::U8)
+        );
+        if raw && self.t.device().is_cpu() && cfg!(target_endian = "little") {
+            let mut data = Vec::new();
+            self.with_raw_bytes(&mut |b| {
+                data.extend_from_slice(b);
+                Ok(())
+            })?;
+            return Ok(HostTensor {
+                dtype: self.dtype,
+                shape,
+                data,
             });
         }
         let flat = self
@@ -366,6 +426,53 @@ pub struct ExecOptions {
     /// also set by the environment variable `PT2KIT_NO_FUSION`, for
     /// timing a run both ways).
     pub no_fusion: bool,
+}
+
+/// An output of a run: a tensor as the executor made it, or a scalar made
+/// a host tensor. Written to a file, a tensor's bytes are read in place
+/// ([`TensorBytes`]), not copied into a [`HostTensor`] first.
+pub enum RunOutput {
+    Tensor(Tensor),
+    Host(HostTensor),
+}
+
+impl RunOutput {
+    pub fn into_host(self) -> Result<HostTensor> {
+        match self {
+            RunOutput::Tensor(t) => t.to_host(),
+            RunOutput::Host(h) => Ok(h),
+        }
+    }
+
+    /// A copy on the host (for a summary: [`RunOutput::into_host`] where
+    /// the output is no longer needed).
+    pub fn to_host(&self) -> Result<HostTensor> {
+        match self {
+            RunOutput::Tensor(t) => t.to_host(),
+            RunOutput::Host(h) => Ok(h.clone()),
+        }
+    }
+}
+
+impl crate::tensorfile::TensorBytes for RunOutput {
+    fn dtype(&self) -> Dtype {
+        match self {
+            RunOutput::Tensor(t) => t.dtype,
+            RunOutput::Host(h) => h.dtype,
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        match self {
+            RunOutput::Tensor(t) => t.dims(),
+            RunOutput::Host(h) => &h.shape,
+        }
+    }
+    fn with_bytes(&self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        match self {
+            RunOutput::Tensor(t) => t.with_raw_bytes(f),
+            RunOutput::Host(h) => f(&h.data),
+        }
+    }
 }
 
 pub struct Executor<'p> {
@@ -621,10 +728,20 @@ impl<'p> Executor<'p> {
         // the caller sleeps meanwhile instead of making one thread more
         // than there are cores (the ops between parallel kernels run on
         // the pool thread, not beside it).
+        let outputs = in_pool(|| self.run_here(inputs))?;
+        outputs
+            .into_iter()
+            .map(|(name, out)| Ok((name, out.into_host()?)))
+            .collect()
+    }
+
+    /// As [`Executor::run`], the outputs left where the executor made them
+    /// (a writer reads their bytes in place: [`RunOutput`]).
+    pub fn run_outputs(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, RunOutput)>> {
         in_pool(|| self.run_here(inputs))
     }
 
-    fn run_here(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+    fn run_here(&self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, RunOutput)>> {
         if let Ok(mut copies) = self.host_copies.lock() {
             copies.clear();
         }
@@ -675,15 +792,15 @@ impl<'p> Executor<'p> {
             // the second is `y_1`, so that every output has its own member.
             let base = name.clone();
             let mut k = 0;
-            while result
-                .iter()
-                .any(|(n, _): &(String, HostTensor)| *n == name)
-            {
+            while result.iter().any(|(n, _): &(String, RunOutput)| *n == name) {
                 k += 1;
                 name = format!("{base}_{k}");
             }
             let host = match value {
-                Value::Tensor(t) => t.to_host()?,
+                Value::Tensor(t) => {
+                    result.push((name, RunOutput::Tensor(t)));
+                    continue;
+                }
                 Value::Int(i) => HostTensor {
                     dtype: Dtype::Int64,
                     shape: vec![],
@@ -701,7 +818,7 @@ impl<'p> Executor<'p> {
                 },
                 other => return Err(Error::unsupported(format!("output {name} is {other:?}"))),
             };
-            result.push((name, host));
+            result.push((name, RunOutput::Host(host)));
         }
         Ok(result)
     }

@@ -454,7 +454,7 @@ fn pad_hw(
 /// row-major order, borrowed from candle's storage when the layout is
 /// contiguous (no copy), else copied out once. `None` for other devices
 /// and dtypes: the caller takes candle's path.
-fn with_host<T: candle_core::WithDType, R>(
+pub(crate) fn with_host<T: candle_core::WithDType, R>(
     t: &CandleTensor,
     f: impl FnOnce(&[T]) -> R,
 ) -> Option<R> {
