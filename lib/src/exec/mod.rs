@@ -252,7 +252,7 @@ impl KeepAwake {
                         continue;
                     }
                     spins += 1;
-                    if spins % 1024 == 0 && idle_since.elapsed() > AWAKE_IDLE {
+                    if spins.is_multiple_of(1024) && idle_since.elapsed() > AWAKE_IDLE {
                         return;
                     }
                     std::hint::spin_loop();
