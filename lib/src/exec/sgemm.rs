@@ -123,6 +123,15 @@ pub fn pack_a(a: &View) -> PackedA {
     let mut data = vec![0f32; panels * k * MR];
     let fill = |(ip, panel): (usize, &mut [f32])| {
         let rows = (m - ip * MR).min(MR);
+        if a.rs == 1 && a.cs != 1 {
+            // a transposed matrix (the columns of an image, say): a panel
+            // row is `rows` neighbours, copied as one run per step of k
+            for (p, dst) in panel.chunks_exact_mut(MR).enumerate().take(k) {
+                let src = &a.data[a.off + p * a.cs + ip * MR..][..rows];
+                dst[..rows].copy_from_slice(src);
+            }
+            return;
+        }
         for i in 0..rows {
             let r = ip * MR + i;
             if a.cs == 1 {

@@ -434,11 +434,7 @@ fn conv_packed_few(
                 }
             }
             sgemm::gemm(&pa, &pb, &mut yt, co, bv.is_some(), threads);
-            for (j, row) in yt.chunks(co).enumerate() {
-                for (o, v) in row.iter().enumerate() {
-                    dst[o * n + j] = *v;
-                }
-            }
+            crate::exec::vmath::transpose(&yt, n, co, dst);
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
