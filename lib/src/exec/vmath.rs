@@ -342,6 +342,69 @@ multiversion! {
     }
 }
 
+/// Layer norm of each row of `n` values, rows split over the pool's
+/// threads: `(x - mean) * rstd * w + b` (`w`, `b` of `n` values, each
+/// optional), `rstd = 1 / sqrt(var + eps)` with the biased variance, as
+/// torch's kernel; also each row's mean and rstd. One pass for the mean,
+/// one for the variance, one to write: candle's ops took ten passes.
+pub fn layer_norm_rows(
+    src: &[f32],
+    n: usize,
+    w: Option<&[f32]>,
+    b: Option<&[f32]>,
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let rows = if n == 0 { 0 } else { src.len() / n };
+    let mut dst = vec![0f32; src.len()];
+    let mut stats = vec![(0f32, 0f32); rows];
+    if n > 0 {
+        let per = (PARALLEL_MIN / n).max(1);
+        let task = |(d, (s, st)): (&mut [f32], (&[f32], &mut [(f32, f32)]))| {
+            for ((d, s), st) in d.chunks_mut(n).zip(s.chunks(n)).zip(st.iter_mut()) {
+                layer_norm_row(s, d, w, b, eps, st);
+            }
+        };
+        if src.len() < PARALLEL_MIN {
+            task((&mut dst, (src, &mut stats)));
+        } else {
+            dst.par_chunks_mut(n * per)
+                .zip(src.par_chunks(n * per).zip(stats.par_chunks_mut(per)))
+                .for_each(task);
+        }
+    }
+    let (mean, rstd) = stats.into_iter().unzip();
+    (dst, mean, rstd)
+}
+
+multiversion! {
+    /// One row of [`layer_norm_rows`], in the widest instruction set.
+    fn layer_norm_row(s: &[f32], d: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32, stats: &mut (f32, f32)) {
+        let n = s.len() as f32;
+        let mean = sum_lanes(s) / n;
+        let mut acc = [0f32; 16];
+        let chunks = s.chunks_exact(16);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (a, x) in acc.iter_mut().zip(c) {
+                let v = x - mean;
+                *a += v * v;
+            }
+        }
+        let var = (acc.iter().sum::<f32>() + rest.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>()) / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for (o, x) in d.iter_mut().zip(s) {
+            *o = (x - mean) * rstd;
+        }
+        if let Some(w) = w {
+            d.iter_mut().zip(w).for_each(|(o, w)| *o *= w);
+        }
+        if let Some(b) = b {
+            d.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+        }
+        *stats = (mean, rstd);
+    }
+}
+
 /// A sum in 16 lanes (vectorisable), then across them.
 #[inline(always)]
 fn sum_lanes(v: &[f32]) -> f32 {

@@ -117,11 +117,52 @@ fn batch_norm(ctx: &mut Ctx) -> OpResult {
     Ok(outs)
 }
 
+/// Float32 layer norm on the host, row by row ([`vmath::layer_norm_rows`]);
+/// `None` where it does not apply (other dtypes or devices, a weight or
+/// bias not of the normalised size): candle's ops then.
+fn layer_norm_host(ctx: &mut Ctx, x: &Tensor, dims: &[usize], eps: f64) -> Result<Option<Vec<Value>>> {
+    if x.dtype != Dtype::Float32 || !x.t.device().is_cpu() {
+        return Ok(None);
+    }
+    let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
+    let param = |t: Option<Tensor>| -> Option<Option<Vec<f32>>> {
+        match t {
+            None => Some(None),
+            Some(t) if t.dtype == Dtype::Float32 && t.t.elem_count() == n => {
+                with_host(&t.t, |v: &[f32]| v.to_vec()).map(Some)
+            }
+            Some(_) => None,
+        }
+    };
+    let (Some(w), Some(b)) = (param(ctx.opt_tensor("weight")?), param(ctx.opt_tensor("bias")?)) else {
+        return Ok(None);
+    };
+    let Some((y, mean, rstd)) = with_host(&x.t, |xs: &[f32]| {
+        crate::exec::vmath::layer_norm_rows(xs, n, w.as_deref(), b.as_deref(), eps as f32)
+    }) else {
+        return Ok(None);
+    };
+    let mut stat_shape = x.dims().to_vec();
+    for &d in dims {
+        stat_shape[d] = 1;
+    }
+    let mut outs = vec![Value::Tensor(Tensor::new(host_f32_tensor(y, x.dims())?, Dtype::Float32))];
+    if ctx.node.outputs.len() == 3 {
+        for v in [mean, rstd] {
+            outs.push(Value::Tensor(Tensor::new(host_f32_tensor(v, &stat_shape)?, Dtype::Float32)));
+        }
+    }
+    Ok(Some(outs))
+}
+
 fn layer_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let shape = ctx.ints("normalized_shape")?;
     let eps = ctx.opt_float("eps")?.unwrap_or(1e-5);
     let dims: Vec<usize> = (x.rank() - shape.len()..x.rank()).collect();
+    if let Some(outs) = layer_norm_host(ctx, &x, &dims, eps)? {
+        return Ok(outs);
+    }
     let compute = if x.dtype == Dtype::Float64 {
         DType::F64
     } else {
