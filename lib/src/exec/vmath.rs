@@ -354,22 +354,22 @@ pub fn layer_norm_rows(
     b: Option<&[f32]>,
     eps: f32,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let rows = if n == 0 { 0 } else { src.len() / n };
+    let rows = src.len().checked_div(n).unwrap_or(0);
     let mut dst = vec![0f32; src.len()];
     let mut stats = vec![(0f32, 0f32); rows];
-    if n > 0 {
-        let per = (PARALLEL_MIN / n).max(1);
-        let task = |(d, (s, st)): (&mut [f32], (&[f32], &mut [(f32, f32)]))| {
+    if let Some(per) = PARALLEL_MIN.checked_div(n) {
+        let per = per.max(1);
+        let task = |d: &mut [f32], s: &[f32], st: &mut [(f32, f32)]| {
             for ((d, s), st) in d.chunks_mut(n).zip(s.chunks(n)).zip(st.iter_mut()) {
                 layer_norm_row(s, d, w, b, eps, st);
             }
         };
         if src.len() < PARALLEL_MIN {
-            task((&mut dst, (src, &mut stats)));
+            task(&mut dst, src, &mut stats);
         } else {
             dst.par_chunks_mut(n * per)
                 .zip(src.par_chunks(n * per).zip(stats.par_chunks_mut(per)))
-                .for_each(task);
+                .for_each(|(d, (s, st))| task(d, s, st));
         }
     }
     let (mean, rstd) = stats.into_iter().unzip();
@@ -511,6 +511,46 @@ unsafe fn transpose8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Layer norm against a float64 reference: rows of sizes that do and
+    /// do not fill the 16 lanes, with and without weight and bias, rows
+    /// split over threads or not.
+    #[test]
+    fn layer_norm_rows_match_a_reference() {
+        for (rows, n) in [(3, 1), (5, 17), (2, 768), (200, 48)] {
+            let x: Vec<f32> = (0..rows * n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.1)
+                .collect();
+            let w: Vec<f32> = (0..n).map(|i| 0.5 + i as f32 * 0.01).collect();
+            let b: Vec<f32> = (0..n).map(|i| i as f32 * -0.02).collect();
+            for (wo, bo) in [
+                (None, None),
+                (Some(&w[..]), Some(&b[..])),
+                (Some(&w[..]), None),
+            ] {
+                let (y, mean, rstd) = layer_norm_rows(&x, n, wo, bo, 1e-5);
+                for r in 0..rows {
+                    let row: Vec<f64> = x[r * n..(r + 1) * n].iter().map(|v| *v as f64).collect();
+                    let m = row.iter().sum::<f64>() / n as f64;
+                    let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n as f64;
+                    let rs = 1.0 / (var + 1e-5).sqrt();
+                    assert!(
+                        (mean[r] as f64 - m).abs() < 1e-5
+                            && (rstd[r] as f64 - rs).abs() < 1e-4 * rs
+                    );
+                    for c in 0..n {
+                        let want = (row[c] - m) * rs * wo.map_or(1.0, |w| w[c] as f64)
+                            + bo.map_or(0.0, |b| b[c] as f64);
+                        let got = y[r * n + c] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                            "{rows}x{n} ({r}, {c}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn transpose_matches_element_by_element() {
