@@ -368,24 +368,26 @@ class Dtypes(nn.Module):
 
 class ConvPaths(nn.Module):
     """Convolutions and pools in the shapes each of the executor's kernels
-    takes, so that each is checked against torch: the packed product with
-    taps over many pixels (strides 2 and 3, odd and uneven padding,
-    dilation), im2col with the gemm crate below that, the transposed
+    takes, so that each is checked against torch: the direct product over
+    few input channels (strides 2 and 3, odd and uneven padding, dilation),
+    the packed product with taps over many pixels, im2col with the gemm
+    crate below that, the transposed
     product over few columns (pointwise), strided and plain 1x1,
     grouped, depthwise (stride, dilation, two outputs per channel) and max
     pools (odd sizes, padding, ceil mode). Batch 2: the per-image loops."""
 
     def __init__(self):
         super().__init__()
-        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)  # 25x21: packed, stride 2
-        self.wide = nn.Conv2d(3, 8, (5, 3), stride=(1, 3), padding=(0, 2), dilation=(2, 1))  # 41x15
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)  # 25x21: direct (few channels), stride 2
+        self.wide = nn.Conv2d(3, 8, (5, 3), stride=(1, 3), padding=(0, 2), dilation=(2, 1))  # 41x15: direct
         self.down = nn.Conv2d(3, 4, 1, stride=2)  # strided 1x1 over 525 pixels
         self.mid = nn.Conv2d(16, 12, (3, 5), stride=(1, 3), padding=(2, 1), dilation=(1, 2))  # 27x5: im2col
+        self.taps = nn.Conv2d(16, 14, (5, 3), padding=(2, 1))  # 16 x 15 taps over 25x21: packed
         self.few = nn.Conv2d(16, 24, 3, stride=2, padding=2, dilation=2)  # 7x6: im2col
         self.few_pw = nn.Conv2d(24, 40, 1)  # transposed, pointwise
         self.pw = nn.Conv2d(16, 20, 1)  # pointwise, 525 pixels
         self.down_mid = nn.Conv2d(16, 8, 1, stride=2, bias=False)  # strided 1x1, 13x11
-        self.grouped = nn.Conv2d(16, 24, 3, padding=1, groups=4)
+        self.grouped = nn.Conv2d(16, 24, 3, padding=1, groups=4)  # 4 channels a group: direct
         self.dw = nn.Conv2d(16, 32, 5, stride=2, padding=2, groups=16)  # depthwise, two per channel
         self.dw_dil = nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16, bias=False)
         self.se = nn.Conv2d(24, 8, 1)  # squeeze-excite's 1x1 over 1x1 pixels: transposed
@@ -397,7 +399,7 @@ class ConvPaths(nn.Module):
         return (a, self.wide(x), self.down(x), self.mid(a), d, self.few_pw(F.relu(d)), self.pw(a),
                 self.down_mid(a), self.grouped(a), self.dw(a), self.dw_dil(a), p,
                 F.max_pool2d(a, 3, stride=2, ceil_mode=True), F.max_pool2d(x, (2, 3), stride=(2, 1)),
-                self.se(F.adaptive_avg_pool2d(d, 1)))
+                self.se(F.adaptive_avg_pool2d(d, 1)), self.taps(a))
 
 
 class OddWeights(nn.Module):

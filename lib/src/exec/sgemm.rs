@@ -334,7 +334,7 @@ fn product(a: &PackedA, b: &Source, c: &mut [f32], ldc: usize, accumulate: bool,
 }
 
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub struct SendPtr(pub *mut f32);
 
 impl SendPtr {
     /// The element `i` places on (a method, so that closures capture the
@@ -342,7 +342,7 @@ impl SendPtr {
     ///
     /// # Safety
     /// `i` is inside the allocation.
-    unsafe fn at(self, i: usize) -> *mut f32 {
+    pub unsafe fn at(self, i: usize) -> *mut f32 {
         self.0.add(i)
     }
 }
@@ -449,6 +449,123 @@ unsafe fn block(
     }
     if let Source::Rows { .. } = b {
         PANELS.with(|p| p.replace(panels));
+    }
+}
+
+/// `C [m, nr] = A [m, k] B [k, nr] (+ bias per row)` where row `r` of B
+/// is the `nr` floats at `src[base + offs[r]..]`, read where they lie: a
+/// direct convolution, whose B rows are one output line's input at each
+/// tap (offsets into a padded, stride-phased image), with no im2col copy
+/// and no packing. `c` is row 0 of C, rows `ldc` apart; `nr` at most
+/// [`NR`]. For small `k` (a stem's 3 channels times its taps) the copies
+/// cost more than the product.
+///
+/// # Safety
+/// Rows `0..a.m` of `nr` columns at `c` with stride `ldc` are writable and
+/// no other thread writes them.
+///
+/// # Panics
+/// Where a B row would leave `src`, or `offs` is not `a.k` long, or `nr`
+/// exceeds [`NR`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_offsets(
+    a: &PackedA,
+    src: &[f32],
+    offs: &[usize],
+    base: usize,
+    nr: usize,
+    c: *mut f32,
+    ldc: usize,
+    bias: Option<&[f32]>,
+) {
+    assert!(available() && offs.len() == a.k && nr <= NR && nr > 0);
+    let last = offs.iter().max().map_or(0, |&o| base + o + nr);
+    assert!(last <= src.len(), "gemm_offsets: a row leaves the input");
+    let from = src.as_ptr().add(base);
+    for ip in 0..a.m.div_ceil(MR) {
+        let mr = (a.m - ip * MR).min(MR);
+        let ap = a.data.as_ptr().add(ip * a.k * MR);
+        let bias = bias.map(|b| &b[ip * MR..ip * MR + mr]);
+        offsets_kernel_for(mr, nr)(from, offs, ap, c.add(ip * MR * ldc), ldc, mr, nr, bias);
+    }
+}
+
+/// A kernel of [`gemm_offsets`]: see [`offsets_kernel`].
+type OffsetsKernel =
+    unsafe fn(*const f32, &[usize], *const f32, *mut f32, usize, usize, usize, Option<&[f32]>);
+
+/// The [`offsets_kernel`] instance for `mr` rows and `nr` columns.
+fn offsets_kernel_for(mr: usize, nr: usize) -> OffsetsKernel {
+    macro_rules! by_rows {
+        ($w:literal; $($r:literal)*) => {
+            match mr {
+                $($r => offsets_kernel::<$r, $w>,)*
+                _ => offsets_kernel::<MR, $w>,
+            }
+        };
+    }
+    if nr <= 16 {
+        by_rows!(1; 1 2 3 4 5 6 7 8 9 10 11)
+    } else {
+        by_rows!(2; 1 2 3 4 5 6 7 8 9 10 11)
+    }
+}
+
+/// One block of [`gemm_offsets`]: `R` rows (at least `mr`) and `16 * W`
+/// columns (at least `nr`) in registers, B's row `r` loaded from `from +
+/// offs[r]` (masked to `nr` columns: nothing past them is read), C
+/// written (the bias added) for `mr` rows and `nr` columns.
+///
+/// # Safety
+/// Each row has `nr` readable floats; `a` holds `offs.len() * MR` floats;
+/// C as in [`gemm_offsets`]; AVX-512F is present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn offsets_kernel<const R: usize, const W: usize>(
+    from: *const f32,
+    offs: &[usize],
+    a: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    bias: Option<&[f32]>,
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(mr <= R && nr <= 16 * W);
+    let mask = |lanes: usize| -> __mmask16 {
+        if lanes >= 16 {
+            0xffff
+        } else {
+            ((1u32 << lanes) - 1) as __mmask16
+        }
+    };
+    let masks = [mask(nr), mask(nr.saturating_sub(16))];
+    let mut acc = [[_mm512_setzero_ps(); W]; R];
+    let mut ap = a;
+    for &o in offs {
+        let row = from.add(o);
+        let mut bv = [_mm512_setzero_ps(); W];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = _mm512_maskz_loadu_ps(masks[j], row.add(16 * j));
+        }
+        for (i, r) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i));
+            for (c, v) in r.iter_mut().zip(&bv) {
+                *c = _mm512_fmadd_ps(av, *v, *c);
+            }
+        }
+        ap = ap.add(MR);
+    }
+    for (i, r) in acc.iter().enumerate().take(mr) {
+        let cp = c.add(i * ldc);
+        for (j, v) in r.iter().enumerate() {
+            let v = match bias {
+                Some(b) => _mm512_add_ps(*v, _mm512_set1_ps(b[i])),
+                None => *v,
+            };
+            _mm512_mask_storeu_ps(cp.add(16 * j), masks[j], v);
+        }
     }
 }
 

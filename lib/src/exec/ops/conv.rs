@@ -275,6 +275,7 @@ fn conv_im2col(
         // (its 7x7 stage, through the transposed product), and read the
         // weight as it lies where the packed kernel keeps a packed copy
         // (ResNet-50's last stage: 28 MB more than ONNX Runtime's peak).
+        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(exec, x, w, bias, &g, shape),
         DType::F32 if sgemm::available() && (pointwise(&g) || g.input[0] == 1 && xd[0] * g.out_plane() >= 512) => {
             conv_packed(exec, x, w, bias, &g, shape)
         }
@@ -282,6 +283,75 @@ fn conv_im2col(
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
         other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
     }
+}
+
+/// The largest `c_in * taps` that [`conv_direct`] takes (ResNet's stem,
+/// 3 x 7 x 7, is 147; MobileNet's, 3 x 3 x 3, is 27).
+const DIRECT_MAX_K: usize = 160;
+
+/// Whether a convolution (over `c` input channels) runs direct: 2-D, a
+/// kernel with taps, few input channels, output lines of 8 pixels or more
+/// (a kernel block is 32 columns of one line).
+fn direct(g: &Windows, c: usize) -> bool {
+    g.input[0] == 1 && g.taps() > 1 && c * g.taps() <= DIRECT_MAX_K && g.output[2] >= 8
+}
+
+/// A 2-D convolution over few input channels (a network's stem), direct:
+/// each output line of each image is the packed weight `[c_out, c_in *
+/// taps]` times that line's input at every tap, read in place from the
+/// image's [`Phased`] copy ([`sgemm::gemm_offsets`]), where im2col would
+/// copy the input `taps` times and the product pack it once more (the
+/// copies dominate a product of `k = 27`: MobileNetV3's stem at batch 8
+/// ran at 64 GFLOP/s that way). Output lines are split between the threads.
+fn conv_direct(
+    exec: &Executor,
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+) -> Result<CandleTensor> {
+    use rayon::prelude::*;
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
+    let [_, oh, ow] = g.output;
+    let (k, n, plane) = (c * kh * kw, oh * ow, g.plane());
+    let w = w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)?;
+    let pa = with_matrix(&w, |v| exec.packed_a(v))
+        .ok_or_else(|| Error::internal("direct convolution of a weight that is not float32 on the host"))?;
+    let bv = bias.map(f32s).transpose()?;
+    let mut out = vec![0f32; b * co * n];
+    let ptr = sgemm::SendPtr(out.as_mut_ptr());
+    with_host(x, |xs: &[f32]| {
+        let phased: Vec<Phased> = (0..b)
+            .into_par_iter()
+            .map(|bi| Phased::new(&xs[bi * c * plane..(bi + 1) * c * plane], c, g))
+            .collect();
+        let (hp, pitch) = (phased[0].hp, phased[0].pitch);
+        // where row r (channel, ky, kx) of an output line's columns starts,
+        // from the line's own start (`oy * sh * pitch`)
+        let offs: Vec<usize> = (0..k)
+            .map(|r| {
+                let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
+                let tx = kx * dw;
+                ((ch * sw + tx % sw) * hp + ky * dh) * pitch + tx / sw
+            })
+            .collect();
+        (0..b * oh).into_par_iter().for_each(|t| {
+            let (bi, oy) = (t / oh, t % oh);
+            for ox in (0..ow).step_by(sgemm::NR) {
+                let nr = (ow - ox).min(sgemm::NR);
+                // SAFETY: this task alone writes line oy of image bi, columns
+                // ox..ox + nr of each of its c_out planes, all inside `out`.
+                unsafe {
+                    let c0 = ptr.at((bi * co * oh + oy) * ow + ox);
+                    sgemm::gemm_offsets(&pa, &phased[bi].data, &offs, oy * sh * pitch + ox, nr, c0, n, bv.as_deref());
+                }
+            }
+        });
+    })
+    .ok_or_else(|| Error::internal("direct convolution of an input that is not on the host"))?;
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 /// Output planes below this many pixels take the transposed product
