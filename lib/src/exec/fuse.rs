@@ -315,13 +315,34 @@ fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
 /// `f` over the lanes of `a` and `b`, one loop per op (so that it
 /// vectorises: a match inside the loop would not).
 #[inline(always)]
-fn lanes(a: &[f32; LANES], b: &[f32; LANES], f: impl Fn(f32, f32) -> f32) -> [f32; LANES] {
-    std::array::from_fn(|i| f(a[i], b[i]))
+fn lanes<B: Lanes>(a: &[f32; LANES], b: B, f: impl Fn(f32, f32) -> f32) -> [f32; LANES] {
+    std::array::from_fn(|i| f(a[i], b.at(i)))
+}
+
+/// A step's second operand: a chunk of values, or one number for every
+/// lane (a constant: no chunk filled with it first, which was a kilobyte
+/// of stores a step).
+trait Lanes: Copy {
+    fn at(self, i: usize) -> f32;
+}
+
+impl Lanes for &[f32; LANES] {
+    #[inline(always)]
+    fn at(self, i: usize) -> f32 {
+        self[i]
+    }
+}
+
+impl Lanes for f32 {
+    #[inline(always)]
+    fn at(self, _: usize) -> f32 {
+        self
+    }
 }
 
 /// One step over a chunk.
 #[inline(always)]
-fn step_lanes(op: Op, a: &[f32; LANES], b: &[f32; LANES]) -> [f32; LANES] {
+fn step_lanes<B: Lanes>(op: Op, a: &[f32; LANES], b: B) -> [f32; LANES] {
     match op {
         Op::Relu => lanes(a, b, |x, _| apply(Op::Relu, x, 0.0)),
         Op::Neg => lanes(a, b, |x, _| -x),
@@ -371,11 +392,18 @@ vmath::multiversion! {
                     }
                 }
             };
-            let (pa, pb) = (operand(step.a, &mut bufa), operand(step.b, &mut bufb));
+            let pa = operand(step.a, &mut bufa);
             // SAFETY: the pointers are to an input or to `done`, both
             // borrowed (immutably) for the whole step; `rest` is disjoint.
-            let (a, b) = unsafe { (pa.map_or(&bufa, |p| &*p), pb.map_or(&bufb, |p| &*p)) };
-            rest[0] = step_lanes(step.op, a, b);
+            let a = unsafe { pa.map_or(&bufa, |p| &*p) };
+            rest[0] = match step.b {
+                Src::Const(c) => step_lanes(step.op, a, c),
+                src => {
+                    let pb = operand(src, &mut bufb);
+                    // SAFETY: as for `a`
+                    step_lanes(step.op, a, unsafe { pb.map_or(&bufb, |p| &*p) })
+                }
+            };
         }
         out.copy_from_slice(&tmp[steps.len() - 1][..len]);
     }
