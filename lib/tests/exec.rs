@@ -798,3 +798,136 @@ fn outputs_written_in_place_equal_their_host_copies() {
     }
     assert!(written >= 28, "only {written} runs");
 }
+
+/// Permuted views through the paths that keep them permuted: a number
+/// times a view (computed in its storage order, the result given the same
+/// layout), gelu of a view, a view that only drops and adds dims of one
+/// element, and a batched product of two permuted views (read with their
+/// strides). Against a reference computed on the plain values.
+#[test]
+fn permuted_views_keep_their_layout_and_their_values() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    // x [4, 3, 5]: as [3, 4, 5] (permute 1, 0, 2) and as [3, 5, 4]
+    // (permute 1, 2, 0): one head dim, a transposed matrix
+    let xs: Vec<f32> = (0..60)
+        .map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.25)
+        .collect();
+    let x_at = |a: usize, h: usize, c: usize| xs[(a * 3 + h) * 5 + c] as f64;
+    let mut b = B::new();
+    let x = b.input("x", InputKind::UserInput, meta(&[4, 3, 5]), None);
+    let ints = |v: &[i64]| Argument::Ints(v.to_vec());
+    let q = b.emit(|em| {
+        em.op(
+            "aten.permute.default",
+            vec![("self", t(x)), ("dims", ints(&[1, 0, 2]))],
+            meta(&[3, 4, 5]),
+        )
+        .unwrap()
+    });
+    let k = b.emit(|em| {
+        em.op(
+            "aten.permute.default",
+            vec![("self", t(x)), ("dims", ints(&[1, 2, 0]))],
+            meta(&[3, 5, 4]),
+        )
+        .unwrap()
+    });
+    let qs = b.emit(|em| {
+        em.op(
+            "aten.mul.Scalar",
+            vec![("self", t(q)), ("other", Argument::Float(0.5))],
+            meta(&[3, 4, 5]),
+        )
+        .unwrap()
+    });
+    let q4 = b.emit(|em| {
+        em.op(
+            "aten.view.default",
+            vec![("self", t(qs)), ("size", ints(&[1, 3, 4, 1, 5]))],
+            meta(&[1, 3, 4, 1, 5]),
+        )
+        .unwrap()
+    });
+    let q3 = b.emit(|em| {
+        em.op(
+            "aten.view.default",
+            vec![("self", t(q4)), ("size", ints(&[3, 4, 5]))],
+            meta(&[3, 4, 5]),
+        )
+        .unwrap()
+    });
+    let g = b.emit(|em| {
+        em.op("aten.gelu.default", vec![("self", t(k))], meta(&[3, 5, 4]))
+            .unwrap()
+    });
+    let s = b.emit(|em| {
+        em.op(
+            "aten.bmm.default",
+            vec![("self", t(q3)), ("mat2", t(k))],
+            meta(&[3, 4, 4]),
+        )
+        .unwrap()
+    });
+    for v in [q4, g, s] {
+        b.output(v);
+    }
+    let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let host = HostTensor {
+        dtype: Dtype::Float32,
+        shape: vec![4, 3, 5],
+        data: f32s(&xs),
+    };
+    let out = exec.run(&[("x".into(), host)]).unwrap();
+    let close = |got: f64, want: f64, what: &str| {
+        assert!(
+            (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "{what}: {got} against {want}"
+        );
+    };
+    let (q4v, gv, sv) = (out[0].1.to_f64(), out[1].1.to_f64(), out[2].1.to_f64());
+    assert_eq!(
+        (out[0].1.shape.clone(), out[2].1.shape.clone()),
+        (vec![1, 3, 4, 1, 5], vec![3, 4, 4])
+    );
+    for h in 0..3 {
+        for a in 0..4 {
+            for c in 0..5 {
+                close(q4v[(h * 4 + a) * 5 + c], 0.5 * x_at(a, h, c), "0.5 * q");
+                let v = x_at(a, h, c);
+                let gelu = 0.5 * v * (1.0 + libm_erf(v / std::f64::consts::SQRT_2));
+                close(gv[(h * 5 + c) * 4 + a], gelu, "gelu of k");
+            }
+            for j in 0..4 {
+                let want: f64 = (0..5).map(|c| 0.5 * x_at(a, h, c) * x_at(j, h, c)).sum();
+                close(sv[(h * 4 + a) * 4 + j], want, "q k");
+            }
+        }
+    }
+}
+
+/// erf in float64 (Abramowitz and Stegun 7.1.26 is too coarse: a series
+/// and a continued fraction).
+fn libm_erf(x: f64) -> f64 {
+    let ax = x.abs();
+    let v = if ax < 2.5 {
+        // Taylor series
+        let mut sum = 0.0;
+        let mut term = ax;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -ax * ax / n;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        // erfc's continued fraction
+        let mut f = 0.0;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (ax + f);
+        }
+        1.0 - (-ax * ax).exp() / (ax + f) / std::f64::consts::PI.sqrt()
+    };
+    v.copysign(x)
+}

@@ -179,8 +179,15 @@ pub fn pack_b(b: &View) -> PackedB {
             // in order, write it with stride NR
             for j in 0..cols {
                 let c = jp * NR + j;
-                for p in 0..k {
-                    panel[p * NR + j] = b.at(p, c);
+                if b.rs == 1 {
+                    let col = &b.data[b.off + c * b.cs..][..k];
+                    for (dst, v) in panel.chunks_exact_mut(NR).zip(col) {
+                        dst[j] = *v;
+                    }
+                } else {
+                    for p in 0..k {
+                        panel[p * NR + j] = b.at(p, c);
+                    }
                 }
             }
         }

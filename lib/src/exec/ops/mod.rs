@@ -79,10 +79,76 @@ fn vmap(x: &Tensor, v: impl Fn(f32) -> f32 + Copy + Send + Sync) -> Result<Optio
     if x.dtype != Dtype::Float32 {
         return Ok(None);
     }
+    if let Some(y) = map_in_storage_order(x, v)? {
+        return Ok(Some(y));
+    }
     match with_host::<f32, _>(&x.t, |xs| vmath::map(xs, v)) {
         Some(out) => Ok(Some(Tensor::new(host_f32_tensor(out, x.dims())?, x.dtype))),
         None => Ok(None),
     }
+}
+
+/// Where a layout is a permutation of a dense block (a transposed or
+/// permuted view, as attention's heads are): the dims in storage order
+/// (outermost first) and the block's start. `None` for a contiguous
+/// layout (nothing to gain), a broadcast or a gapped one.
+fn dense_order(layout: &candle_core::Layout) -> Option<(Vec<usize>, usize)> {
+    if layout.is_contiguous() {
+        return None;
+    }
+    let (dims, strides) = (layout.dims(), layout.stride());
+    // dims of one element have any stride: last, in their own order
+    let mut order: Vec<usize> = (0..dims.len()).collect();
+    order.sort_by_key(|&i| (dims[i] == 1, std::cmp::Reverse(strides[i])));
+    let mut want = 1;
+    for &i in order.iter().rev() {
+        if dims[i] != 1 {
+            if strides[i] != want {
+                return None;
+            }
+            want *= dims[i];
+        }
+    }
+    Some((order, layout.start_offset()))
+}
+
+/// `v` over a float32 CPU tensor that is a permuted view of a dense block
+/// ([`dense_order`]): the block mapped as it lies (one contiguous pass, no
+/// gather), the result given the same permuted layout. A strided copy
+/// first (candle's, element by element on a transposed view) cost more
+/// than the op: ViT-B/16's scaling of q and k.
+fn map_in_storage_order(
+    x: &Tensor,
+    v: impl Fn(f32) -> f32 + Copy + Send + Sync,
+) -> Result<Option<Tensor>> {
+    if !x.t.device().is_cpu() || x.t.dtype() != DType::F32 || x.t.elem_count() == 0 {
+        return Ok(None);
+    }
+    let (storage, layout) = x.t.storage_and_layout();
+    let Some((order, start)) = dense_order(layout) else {
+        return Ok(None);
+    };
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Ok(None);
+    };
+    let Some(block) = cpu
+        .as_slice::<f32>()
+        .ok()
+        .and_then(|all| all.get(start..start + x.t.elem_count()))
+    else {
+        return Ok(None);
+    };
+    let out = vmath::map(block, v);
+    drop(storage);
+    let dims = x.dims();
+    let stored: Vec<usize> = order.iter().map(|&i| dims[i]).collect();
+    // dim j of the result is dim `pos[j]` of the stored block
+    let mut pos = vec![0; order.len()];
+    for (p, &i) in order.iter().enumerate() {
+        pos[i] = p;
+    }
+    let t = host_f32_tensor(out, &stored)?.permute(pos).map_err(ce)?;
+    Ok(Some(Tensor::new(t, Dtype::Float32)))
 }
 
 /// A unary op that keeps its dtype: candle's kernel `f` for floating
@@ -378,6 +444,14 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
         return product
             .reshape([batch.as_slice(), &[m, n]].concat())
             .map_err(ce);
+    }
+    if xr == 3 && yr == 3 && x.dims()[0] == y.dims()[0] {
+        // one batch dim, no broadcast: candle's product reads each matrix
+        // with its own strides (attention's permuted heads, a transposed
+        // key), where making the operands contiguous would copy them
+        if let Ok(t) = x.matmul(y) {
+            return Ok(t);
+        }
     }
     let flat = |t: &CandleTensor, r: usize, c: usize| {
         t.broadcast_as([batch.as_slice(), &[r, c]].concat())

@@ -225,6 +225,13 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
                 None => None,
             }
         }
+        // a permuted view and a number: in the view's storage order
+        (Operand::Tensor(x), _, None, Some((v, r))) if r <= x.rank() && !is_cmp && !x.t.is_contiguous() => {
+            match map_in_storage_order(x, move |e| arith(e, v))? {
+                Some(t) => Some(Ok(t)),
+                None => with_host::<f32, _>(&x.t, |xs| out(x.dims(), map_to(xs, |e| arith(e, v)), Vec::new())),
+            }
+        }
         // a tensor and a number (or a one-element tensor of no higher rank)
         (Operand::Tensor(x), _, None, Some((v, r))) if r <= x.rank() => with_host::<f32, _>(&x.t, |xs| {
             if is_cmp {

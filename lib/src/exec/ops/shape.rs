@@ -35,6 +35,20 @@ fn reshape(ctx: &mut Ctx) -> OpResult {
         // reshape would copy a non-contiguous one, an expanded weight too)
         return one(x);
     }
+    let sized = |d: &[usize]| d.iter().copied().filter(|&s| s != 1).collect::<Vec<_>>();
+    if !x.t.is_contiguous() && sized(&shape) == sized(x.dims()) {
+        // only dims of one element dropped or added ([1, 12, 197, 64] of
+        // a permuted view as [12, 197, 64]): a view whatever the strides,
+        // where candle's reshape would copy
+        let mut t = x.t.clone();
+        for i in (0..x.rank()).rev().filter(|&i| x.dims()[i] == 1) {
+            t = t.squeeze(i).map_err(ce)?;
+        }
+        for i in (0..shape.len()).filter(|&i| shape[i] == 1) {
+            t = t.unsqueeze(i).map_err(ce)?;
+        }
+        return one(Tensor::new(t, x.dtype));
+    }
     one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
 }
 
