@@ -1,7 +1,7 @@
 """Benchmark: ir-run against ONNX Runtime and torch eager, side by side.
 
     .venv/bin/python recipes/bench_compare.py [--models mlp resnet18 ...] [--batches 1 8]
-        [--threads 2] [--rounds 5] [--iters 5] [--onnx-python .venv-onnx/bin/python]
+        [--threads 2] [--rounds 5] [--iters 5] [--warmup-time 0.3] [--onnx-python .venv-onnx/bin/python]
         [--bin target/release] [--scratch bench-scratch] [--json bench/compare.json]
 
 `make bench-compare` runs it. For each model (full size, random weights,
@@ -15,7 +15,10 @@ fixed seeds; nothing downloaded) and batch size it:
    optimisation, intra-op threads = --threads) in long-lived workers, ir-run
    as `ir-bench` on the decomposed IR. Rounds are interleaved in a rotating
    order; each round gives each runtime's median of --iters timed runs
-   (after one warm-up run), and the table shows the median over rounds and
+   after warm-up runs (one at least, and on until they have taken
+   --warmup-time seconds, 0.3 by default: ir-bench is a fresh process each
+   round, whose first tens of runs of a small model are slower, and the
+   workers get the same warm-up), and the table shows the median over rounds and
    the paired ratio (median over rounds of ir-run / other);
 3. measures time to first result (process start to the first output, from
    the artifact: `ir-run` on the IR file, ONNX Runtime on the .onnx,
@@ -139,8 +142,11 @@ def worker(kind, d, name, batch, threads):
     out.write("READY\n")
     out.flush()
     for line in sys.stdin:
-        k = int(line.split()[1])
+        k, warm = int(line.split()[1]), float(line.split()[2])
+        t0 = time.perf_counter()
         run()
+        while time.perf_counter() - t0 < warm:
+            run()
         times = []
         for _ in range(k):
             t = time.perf_counter()
@@ -159,8 +165,8 @@ class Worker:
         if self.p.stdout.readline().strip() != "READY":
             raise RuntimeError(f"{kind} worker did not start")
 
-    def median_ms(self, k):
-        self.p.stdin.write(f"run {k}\n")
+    def median_ms(self, k, warm):
+        self.p.stdin.write(f"run {k} {warm}\n")
         self.p.stdin.flush()
         return statistics.median(json.loads(self.p.stdout.readline())) * 1e3
 
@@ -169,9 +175,10 @@ class Worker:
         self.p.wait()
 
 
-def ir_bench_ms(bin_dir, d, k, threads):
+def ir_bench_ms(bin_dir, d, k, threads, warm):
     r = subprocess.run([str(Path(bin_dir) / "ir-bench"), str(d / "core.ir"), "--inputs", str(d / "inputs.npz"),
-                        "--iters", str(k), "--warmup", "1", "--threads", str(threads), "--format", "json", "-q"],
+                        "--iters", str(k), "--warmup", "1", "--warmup-time", str(warm), "--threads", str(threads),
+                        "--format", "json", "-q"],
                        check=True, capture_output=True, text=True)
     return json.loads(r.stdout)["median_seconds"] * 1e3
 
@@ -250,6 +257,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup-time", type=float, default=0.3)
     ap.add_argument("--bin", default="target/release")
     ap.add_argument("--onnx-python", default=".venv-onnx/bin/python")
     ap.add_argument("--scratch", default="bench-scratch")
@@ -267,7 +275,7 @@ def main():
                          cwd=ROOT).stdout.strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "cpu": cpu_name(), "torch": torch.__version__, "onnxruntime": ort_version, "pt2kit": rev,
-            "threads": a.threads, "rounds": a.rounds, "iters": a.iters}
+            "threads": a.threads, "rounds": a.rounds, "iters": a.iters, "warmup_time": a.warmup_time}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), RAYON_NUM_THREADS=str(a.threads))
     results = []
     for name in a.models:
@@ -296,8 +304,8 @@ def main():
             try:
                 for r in range(a.rounds):
                     for k in order[r % 3:] + order[:r % 3]:
-                        ms = (ir_bench_ms(a.bin, d, a.iters, a.threads) if k == "ir_run"
-                              else workers[k].median_ms(a.iters))
+                        ms = (ir_bench_ms(a.bin, d, a.iters, a.threads, a.warmup_time) if k == "ir_run"
+                              else workers[k].median_ms(a.iters, a.warmup_time))
                         rounds[k].append(ms)
             finally:
                 for w in workers.values():

@@ -22,8 +22,9 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// Reads the IR, builds the inputs (--inputs, -i, or random inputs shaped
 /// like the example inputs recorded at export, the default), checks them
 /// against the exported shape contract, then runs the program once (the
-/// first run), --warmup more times untimed, and --iters times timed, going
-/// on until the timed runs have taken --min-time seconds. A run is what
+/// first run), --warmup more times untimed (and on until the warm-up has
+/// taken --warmup-time seconds), and --iters times timed, going on until
+/// the timed runs have taken --min-time seconds. A run is what
 /// ir-run does once: inputs copied to the device, the graph executed,
 /// outputs copied back. A progress bar is drawn on standard error when it
 /// is a terminal (not with -q).
@@ -31,7 +32,8 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// Report fields, in this order (the JSON keys and the CSV header): tool
 /// ("ir-bench"), version, label (--label; null in JSON and empty in CSV
 /// when not given), model (the IR file, - for standard input), device,
-/// threads (CPU threads of the executor), warmup, iters (timed runs made),
+/// threads (CPU threads of the executor), warmup (untimed runs made),
+/// iters (timed runs made),
 /// load_seconds (IR read, device and executor setup with the weights),
 /// first_run_seconds, then over the timed runs min_seconds, median_seconds,
 /// mean_seconds, p90_seconds (nearest rank), max_seconds, stddev_seconds
@@ -60,6 +62,11 @@ pub struct Args {
     /// Untimed runs after the first run
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub warmup: usize,
+    /// Go on with untimed runs (after --warmup of them) until they have
+    /// taken SECS in all: a fresh process's first runs are slower (its
+    /// threads and memory settle over tens of runs on a small model)
+    #[arg(long, value_name = "SECS", default_value_t = 0.0, value_parser = seconds)]
+    pub warmup_time: f64,
     /// Timed runs (at least)
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
@@ -393,11 +400,17 @@ fn bench(args: Args) -> Result<()> {
     let first_run = timed_run(&executor, &inputs)?;
     bar.inc(1);
     bar.set_message("warm-up");
-    for _ in 0..args.warmup {
+    let warming = Instant::now();
+    let mut warmup = 0;
+    while warmup < args.warmup || warming.elapsed().as_secs_f64() < args.warmup_time {
         if pt2kit::output::signals::interrupted() {
             break;
         }
         timed_run(&executor, &inputs)?;
+        warmup += 1;
+        if warmup > args.warmup {
+            bar.inc_length(1);
+        }
         bar.inc(1);
     }
     bar.set_message("timed");
@@ -423,7 +436,7 @@ fn bench(args: Args) -> Result<()> {
     cli::verbose(format!(
         "ir-bench: first run {:.3} ms, {} warm-up, {} timed runs in {:.2} s",
         first_run * 1e3,
-        args.warmup,
+        warmup,
         times.len(),
         timed.elapsed().as_secs_f64()
     ));
@@ -439,7 +452,7 @@ fn bench(args: Args) -> Result<()> {
         model,
         device: args.device.name(),
         threads: candle_core::utils::get_num_threads(),
-        warmup: args.warmup,
+        warmup,
         iters: times.len(),
         load_seconds: load.as_secs_f64(),
         first_run_seconds: first_run,

@@ -142,6 +142,36 @@ fn stdin_inputs_file_threads_and_min_time() {
     assert!(report["iters"].as_u64().unwrap() >= 1);
 }
 
+/// `--warmup-time`: untimed runs go on past `--warmup` until they have
+/// taken that long, and the report counts the ones made.
+#[test]
+fn warmup_time_adds_untimed_runs_and_the_report_counts_them() {
+    let ir = common::ir("mlp");
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "--random",
+            "--threads",
+            "1",
+            "--iters",
+            "1",
+            "--warmup",
+            "2",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&ir_bench(&ir, &args))).unwrap()
+    };
+    assert_eq!(run(&[])["warmup"], 2);
+    let warm = run(&["--warmup-time", "0.05"]);
+    let (runs, first) = (
+        warm["warmup"].as_u64().unwrap(),
+        seconds(&warm, "first_run_seconds"),
+    );
+    // the MLP runs in well under a millisecond: many more than 2 fit
+    assert!(runs > 2, "{runs} warm-up runs (first run {first} s)");
+}
+
 /// Splits one CSV line, with RFC 4180 quoting.
 fn csv_cells(line: &str) -> Vec<String> {
     let mut cells = vec![String::new()];
