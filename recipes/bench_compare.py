@@ -343,7 +343,8 @@ def table(meta, results):
     lines = [
         f"{meta['date']}, {meta['cpu']} ({meta['machine']}), {meta['threads']} threads each; torch "
         f"{meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']}; medians of "
-        f"{meta['rounds']} interleaved rounds of {meta['iters']} runs.",
+        f"{meta['rounds']} interleaved rounds of {meta['iters']} runs"
+        + (f" after {meta['warmup_time']} s of warm-up." if meta.get("warmup_time") else "."),
         "",
         "| model | batch | torch eager ms | ONNX Runtime ms | ir-run ms | ir-run / ORT | ir-run / eager "
         "| first result s (ir-run / ORT / torch) | peak RSS MiB (ir-run / ORT / torch) "
