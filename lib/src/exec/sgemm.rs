@@ -501,21 +501,32 @@ pub unsafe fn gemm_offsets(
 type OffsetsKernel =
     unsafe fn(*const f32, &[usize], *const f32, *mut f32, usize, usize, usize, Option<&[f32]>);
 
+/// The instance of a kernel generic over its rows `R` and vectors of
+/// columns `W` for a block of `mr` rows and `nr` columns: only the rows
+/// there are, and one vector where 16 columns are enough.
+macro_rules! instance_for {
+    ($kernel:ident, $mr:expr, $nr:expr) => {
+        instance_for!(@rows $kernel, $mr, $nr; 1 2 3 4 5 6 7 8 9 10 11)
+    };
+    (@rows $kernel:ident, $mr:expr, $nr:expr; $($r:literal)*) => {
+        if $nr <= 16 {
+            match $mr {
+                $($r => $kernel::<$r, 1>,)*
+                _ => $kernel::<MR, 1>,
+            }
+        } else {
+            match $mr {
+                $($r => $kernel::<$r, 2>,)*
+                _ => $kernel::<MR, 2>,
+            }
+        }
+    };
+}
+use instance_for;
+
 /// The [`offsets_kernel`] instance for `mr` rows and `nr` columns.
 fn offsets_kernel_for(mr: usize, nr: usize) -> OffsetsKernel {
-    macro_rules! by_rows {
-        ($w:literal; $($r:literal)*) => {
-            match mr {
-                $($r => offsets_kernel::<$r, $w>,)*
-                _ => offsets_kernel::<MR, $w>,
-            }
-        };
-    }
-    if nr <= 16 {
-        by_rows!(1; 1 2 3 4 5 6 7 8 9 10 11)
-    } else {
-        by_rows!(2; 1 2 3 4 5 6 7 8 9 10 11)
-    }
+    instance_for!(offsets_kernel, mr, nr)
 }
 
 /// One block of [`gemm_offsets`]: `R` rows (at least `mr`) and `16 * W`
@@ -585,19 +596,7 @@ type Kernel =
 /// on one token, would otherwise spend 12 times the multiply-adds it
 /// needs), and one vector of columns where 16 are enough.
 fn kernel_for(mr: usize, nr: usize) -> Kernel {
-    macro_rules! by_rows {
-        ($w:literal; $($r:literal)*) => {
-            match mr {
-                $($r => kernel::<$r, $w>,)*
-                _ => kernel::<MR, $w>,
-            }
-        };
-    }
-    if nr <= 16 {
-        by_rows!(1; 1 2 3 4 5 6 7 8 9 10 11)
-    } else {
-        by_rows!(2; 1 2 3 4 5 6 7 8 9 10 11)
-    }
+    instance_for!(kernel, mr, nr)
 }
 
 /// One `MR x NR` block of C from `kc` steps of packed A and B: C = A B (or
