@@ -522,7 +522,6 @@ macro_rules! instance_for {
         }
     };
 }
-use instance_for;
 
 /// The [`offsets_kernel`] instance for `mr` rows and `nr` columns.
 fn offsets_kernel_for(mr: usize, nr: usize) -> OffsetsKernel {
