@@ -409,6 +409,12 @@ impl<'p> Executor<'p> {
                 let t = Tensor::from_bytes(w.meta.dtype, &shape, &program.weight_bytes(w), &device)
                     .map_err(|e| e.at(format!("weight '{}'", w.name)))?;
                 weights.insert(pos, Value::Tensor(t));
+                // the executor has its own copy: the mapped file's pages
+                // of it leave this process's resident memory (a later
+                // read, a weight sharing the storage, faults them back)
+                if let Some(storage) = program.storages.get(w.storage as usize) {
+                    storage.release();
+                }
             } else if program.input_kinds[pos].weight_name().is_some() {
                 return Err(Error::bad_input(format!("graph input {pos} has no weight")));
             }
