@@ -962,7 +962,7 @@ fn mapped_rss_kb(path: &Path) -> Option<u64> {
 #[test]
 fn copied_weights_leave_the_mapped_file() {
     use common::build::*;
-    use pt2kit::ir::{Argument, InputKind};
+    use pt2kit::ir::InputKind;
     let (co, ci) = (512, 256);
     let wv: Vec<f32> = (0..co * ci * 4).map(|i| (i % 97) as f32 * 1e-3).collect();
     let mut b = B::new();
@@ -973,21 +973,10 @@ fn copied_weights_leave_the_mapped_file() {
         Some(f32s(&wv)),
     );
     let x = b.input("x", InputKind::UserInput, meta(&[1, ci as i64, 4, 4]), None);
-    let ints = |v: &[i64]| Argument::Ints(v.to_vec());
     let y = b.emit(|em| {
         em.op(
             "aten.convolution.default",
-            vec![
-                ("input", t(x)),
-                ("weight", t(w)),
-                ("bias", Argument::None),
-                ("stride", ints(&[1, 1])),
-                ("padding", ints(&[0, 0])),
-                ("dilation", ints(&[1, 1])),
-                ("transposed", Argument::Bool(false)),
-                ("output_padding", ints(&[0, 0])),
-                ("groups", Argument::Int(1)),
-            ],
+            conv2d_args(x, w),
             meta(&[1, co as i64, 3, 3]),
         )
         .unwrap()

@@ -193,17 +193,7 @@ fn conv_bn(extra_use: bool) -> Program {
     let y = b.emit(|em| {
         em.op(
             "aten.convolution.default",
-            vec![
-                ("input", t(x)),
-                ("weight", t(w)),
-                ("bias", Argument::None),
-                ("stride", Argument::Ints(vec![1, 1])),
-                ("padding", Argument::Ints(vec![0, 0])),
-                ("dilation", Argument::Ints(vec![1, 1])),
-                ("transposed", Argument::Bool(false)),
-                ("output_padding", Argument::Ints(vec![0, 0])),
-                ("groups", Argument::Int(1)),
-            ],
+            conv2d_args(x, w),
             meta(&[1, 2, 2, 2]),
         )
         .unwrap()

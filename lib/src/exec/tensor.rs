@@ -124,7 +124,9 @@ impl Tensor {
             Dtype::Uint32 => {
                 widened = data
                     .chunks_exact(4)
-                    .flat_map(|c| (u32::from_le_bytes(c.try_into().unwrap()) as i64).to_le_bytes())
+                    .flat_map(|c| {
+                        (u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).to_le_bytes()
+                    })
                     .collect();
                 &widened
             }

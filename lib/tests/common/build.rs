@@ -17,6 +17,24 @@ pub fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The arguments of `aten.convolution.default` for a plain 2-D
+/// convolution of `x` by `w`: no bias, stride 1, no padding, one group.
+#[allow(dead_code)]
+pub fn conv2d_args(x: ValueId, w: ValueId) -> Vec<(&'static str, Argument)> {
+    let pair = |v: i64| Argument::Ints(vec![v, v]);
+    vec![
+        ("input", t(x)),
+        ("weight", t(w)),
+        ("bias", Argument::None),
+        ("stride", pair(1)),
+        ("padding", pair(0)),
+        ("dilation", pair(1)),
+        ("transposed", Argument::Bool(false)),
+        ("output_padding", pair(0)),
+        ("groups", Argument::Int(1)),
+    ]
+}
+
 /// A program under construction: inputs first, then nodes via `emit`.
 pub struct B {
     pub p: Program,

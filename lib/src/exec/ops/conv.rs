@@ -316,9 +316,7 @@ fn conv_direct(
     let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
     let [_, oh, ow] = g.output;
     let (k, n, plane) = (c * kh * kw, oh * ow, g.plane());
-    let w = w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)?;
-    let pa = with_matrix(&w, |v| exec.packed_a(v))
-        .ok_or_else(|| Error::internal("direct convolution of a weight that is not float32 on the host"))?;
+    let pa = packed_weight(exec, &weight_matrix(w, co, k)?)?;
     let bv = bias.map(f32s).transpose()?;
     let mut out = vec![0f32; b * co * n];
     let ptr = sgemm::SendPtr(out.as_mut_ptr());
@@ -354,6 +352,18 @@ fn conv_direct(
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
+/// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.
+fn weight_matrix(w: &CandleTensor, co: usize, k: usize) -> Result<CandleTensor> {
+    w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)
+}
+
+/// That matrix packed as the kernel's left operand (once: the executor's
+/// pack cache keeps a weight's).
+fn packed_weight(exec: &Executor, w: &CandleTensor) -> Result<std::sync::Arc<sgemm::PackedA>> {
+    with_matrix(w, |v| exec.packed_a(v))
+        .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))
+}
+
 /// Output planes below this many pixels take the transposed product
 /// ([`conv_packed_few`]).
 const FEW_PIXELS: usize = 64;
@@ -382,14 +392,13 @@ fn conv_packed(
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
-    let w = w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)?;
+    let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
     let pointwise = pointwise(g);
     if b * n < FEW_PIXELS && pointwise {
         return conv_packed_few(exec, x, &w, bias, (b, co, n), shape);
     }
-    let pa = with_matrix(&w, |v| exec.packed_a(v))
-        .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
+    let pa = packed_weight(exec, &w)?;
     // the batch's images side by side: one product of `b * n` columns,
     // the weight read once (a batch of 8 at ResNet's 14x14 stage is 1568
     // columns where each image alone is 196: 6.5 -> 5.1 ms); images of
