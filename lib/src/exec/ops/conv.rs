@@ -119,63 +119,6 @@ fn im2col_segment<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize
     }
 }
 
-/// One image (of `c` channels, one plane deep) padded with zeros and split
-/// into the column phases of the stride, `[c][sw][hp][pitch]`: padded
-/// column `q` of a row lies in phase `q % sw` at `q / sw`. Every im2col row
-/// (channel, ky, kx) then reads, for each output line, one contiguous run:
-/// padded row `oy * sh + ky * dh`, phase `(kx * dw) % sw`, from `(kx * dw)
-/// / sw + ox` (see [`Phased::segment`]), with no bounds to work out.
-struct Phased {
-    data: Vec<f32>,
-    hp: usize,
-    pitch: usize,
-}
-
-impl Phased {
-    fn new(image: &[f32], c: usize, g: &Windows) -> Phased {
-        let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
-        let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
-        let [_, oh, ow] = g.output;
-        let hp = (h + ph).max((oh - 1) * sh + (kh - 1) * dh + 1);
-        let pitch = ow + (kw - 1) * dw / sw;
-        let mut data = vec![0f32; c * sw * hp * pitch];
-        for ch in 0..c {
-            for iy in 0..h {
-                let row = &image[(ch * h + iy) * w..][..w];
-                let at = (ch * sw * hp + iy + ph) * pitch;
-                scatter_columns(row, pw, sw, pitch, &mut data[at..], hp * pitch);
-            }
-        }
-        Phased { data, hp, pitch }
-    }
-
-    /// Columns `[j0, j0 + out.len())` of im2col row `r` (channel, ky, kx).
-    fn segment(&self, g: &Windows, r: usize, j0: usize, out: &mut [f32]) {
-        let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
-        let ow = g.output[2];
-        let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
-        let tx = kx * dw;
-        let phase = (ch * sw + tx % sw) * self.hp;
-        let (mut j, end) = (j0, j0 + out.len());
-        let (mut oy, mut ox) = (j / ow, j % ow);
-        while j < end {
-            let len = (ow - ox).min(end - j);
-            let src = (phase + oy * sh + ky * dh) * self.pitch + tx / sw + ox;
-            let (d, s) = (&mut out[j - j0..][..len], &self.data[src..src + len]);
-            if len < 16 {
-                // short lines (7x7 planes): no call per line
-                for (d, s) in d.iter_mut().zip(s) {
-                    *d = *s;
-                }
-            } else {
-                d.copy_from_slice(s);
-            }
-            j += len;
-            (oy, ox) = (oy + 1, 0);
-        }
-    }
-}
-
 /// The element types the convolution's product runs in.
 trait GemmElem: candle_core::WithDType + Default + Send + Sync {
     const ONE: Self;
@@ -268,41 +211,152 @@ fn conv_im2col(
     let mut shape = vec![xd[0], wd[0]];
     shape.extend(&g.output[3 - (xd.len() - 2)..]);
     match x.dtype() {
-        // The packed kernel: 1x1 kernels (a product with no im2col), and 2-D
-        // kernels with taps over many pixels (MobileNet's and ResNet's
-        // stems: 2.4x). Below that, im2col and the gemm crate measured
-        // faster (ResNet-18's 14x14 stage: 790 against 890 us) or as fast
-        // (its 7x7 stage, through the transposed product), and read the
-        // weight as it lies where the packed kernel keeps a packed copy
-        // (ResNet-50's last stage: 28 MB more than ONNX Runtime's peak).
-        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(exec, x, w, bias, &g, shape),
-        DType::F32 if sgemm::available() && (pointwise(&g) || g.input[0] == 1 && xd[0] * g.out_plane() >= 512) => {
-            conv_packed(exec, x, w, bias, &g, shape)
-        }
+        // Direct (no im2col) for 2-D kernels with taps or strides, the
+        // packed product as the input lies for pointwise ones; below
+        // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
+        // AVX-512), im2col and the gemm crate.
+        DType::F32 if sgemm::available() && direct(&g) => conv_direct(exec, x, w, bias, &g, shape),
+        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
         other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
     }
 }
 
-/// The largest `c_in * taps` that [`conv_direct`] takes (ResNet's stem,
-/// 3 x 7 x 7, is 147; MobileNet's, 3 x 3 x 3, is 27).
-const DIRECT_MAX_K: usize = 160;
-
-/// Whether a convolution (over `c` input channels) runs direct: 2-D, a
-/// kernel with taps, few input channels, output lines of 8 pixels or more
-/// (a kernel block is 32 columns of one line).
-fn direct(g: &Windows, c: usize) -> bool {
-    g.input[0] == 1 && g.taps() > 1 && c * g.taps() <= DIRECT_MAX_K && g.output[2] >= 8
+/// Whether a convolution runs direct ([`conv_direct`]): 2-D with taps or
+/// a stride (a pointwise one is a product as the input lies), and padded
+/// lines of 8 columns or more (a panel of 32 lanes then holds at most
+/// five runs of output columns).
+fn direct(g: &Windows) -> bool {
+    let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
+    g.input[0] == 1 && !pointwise(g) && g.output[2] + (kw - 1) * dw / sw >= 8
 }
 
-/// A 2-D convolution over few input channels (a network's stem), direct:
-/// each output line of each image is the packed weight `[c_out, c_in *
-/// taps]` times that line's input at every tap, read in place from the
-/// image's [`Phased`] copy ([`sgemm::gemm_offsets`]), where im2col would
-/// copy the input `taps` times and the product pack it once more (the
-/// copies dominate a product of `k = 27`: MobileNetV3's stem at batch 8
-/// ran at 64 GFLOP/s that way). Output lines are split between the threads.
+/// A batch's images for [`conv_direct`]: each padded with zeros and split
+/// into the stride's phases, `[image][channel][row phase][column
+/// phase][hp][pitch]`, where padded pixel (qy, qx) lies in phase (qy %
+/// sh, qx % sw) at (qy / sh, qx / sw). Under tap (ky, kx), output pixel
+/// (oy, ox) then reads `offs[tap] + oy * pitch + ox`: the output plane,
+/// laid out with `pitch` columns a line (the last `pitch - ow` of each
+/// computed and dropped), reads every tap's input as one contiguous run.
+struct Grid {
+    data: Vec<f32>,
+    /// Floats per image.
+    image: usize,
+    /// Where row r (channel, ky, kx) of the product's B starts, from an
+    /// output position's flat index.
+    offs: Vec<usize>,
+    pitch: usize,
+}
+
+thread_local! {
+    /// [`Grid`]'s buffer between calls.
+    static GRID: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        let data = std::mem::take(&mut self.data);
+        GRID.with(|g| g.replace(data));
+    }
+}
+
+impl Grid {
+    fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Grid {
+        use rayon::prelude::*;
+        let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
+        let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
+        let [_, oh, ow] = g.output;
+        let (hp, pitch) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
+        let channel = sh * sw * hp * pitch;
+        let image = c * channel;
+        let offs: Vec<usize> = (0..c * kh * kw)
+            .map(|r| {
+                let (ch, ty, tx) = (r / (kh * kw), (r / kw) % kh * dh, r % kw * dw);
+                ch * channel + (((ty % sh) * sw + tx % sw) * hp + ty / sh) * pitch + tx / sw
+            })
+            .collect();
+        // the last image's last panel reads up to 31 lanes past its plane
+        let reach = offs.iter().max().map_or(0, |&o| o) + ((oh - 1) * pitch + ow).next_multiple_of(sgemm::NR);
+        // a buffer kept from the last call: a fresh one of megabytes
+        // would fault in its pages on every call (MobileNetV3's stem at
+        // batch 8: 0.64 -> 0.79 ms); each channel's part is cleared here,
+        // in the cache, and the input written over it
+        let mut data = GRID.with(|g| g.take());
+        data.resize((b * image).max((b - 1) * image + reach), 0.0);
+        data[..b * image]
+            .par_chunks_mut(channel.max(1))
+            .enumerate()
+            .for_each(|(i, dst)| {
+                dst.fill(0.0);
+                let plane = &xs[i * h * w..][..h * w];
+                for (iy, row) in plane.chunks(w).enumerate() {
+                    let q = iy + ph;
+                    if q / sh < hp {
+                        let at = ((q % sh) * sw * hp + q / sh) * pitch;
+                        scatter_columns(row, pw, sw, pitch, &mut dst[at..], hp * pitch);
+                    }
+                }
+            });
+        Grid {
+            data,
+            image,
+            offs,
+            pitch,
+        }
+    }
+
+    /// The product's column panels for `b` images of `co` output channels
+    /// of `oh x ow`: each image's flat output positions (`pitch` a line)
+    /// in panels of 32, each lane written to its pixel of the output `[b,
+    /// co, oh, ow]` (C's rows are the channels of image 0). Worked out a
+    /// run at a time: lane by lane, the panels of MobileNetV3's stem took
+    /// 0.2 ms at batch 8.
+    fn panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
+        let (pitch, nr) = (self.pitch, sgemm::NR);
+        let flat = (oh - 1) * pitch + ow;
+        // each panel's first position and lanes
+        let starts: Vec<(usize, usize)> = (0..flat).step_by(nr).map(|p0| (p0, nr.min(flat - p0))).collect();
+        // image 0's runs of each panel, a run per output line it meets
+        let runs: Vec<Vec<sgemm::Run>> = starts
+            .iter()
+            .map(|&(p0, lanes)| {
+                let mut runs = Vec::new();
+                let mut p = p0;
+                while p < p0 + lanes {
+                    let (oy, ox) = (p / pitch, p % pitch);
+                    let end = (oy * pitch + ow).min(p0 + lanes);
+                    if p < end {
+                        let (l0, l1) = (p - p0, end - p0);
+                        let mask = ((1u64 << l1) - (1u64 << l0)) as u32;
+                        let at = (oy * ow + ox) as isize - l0 as isize;
+                        runs.push(sgemm::Run { mask, at });
+                    }
+                    p = (oy + 1) * pitch;
+                }
+                runs
+            })
+            .collect();
+        let mut panels = sgemm::Panels::default();
+        for bi in 0..b {
+            let shift = (bi * co * oh * ow) as isize;
+            for (&(p0, _), runs) in starts.iter().zip(&runs) {
+                let moved = runs.iter().map(|r| sgemm::Run { at: r.at + shift, ..*r });
+                panels.push(bi * self.image + p0, moved);
+            }
+        }
+        panels
+    }
+}
+
+/// A 2-D convolution, direct: the packed weight `[c_out, c_in * taps]`
+/// times B, whose row for tap (channel, ky, kx) is the input under that
+/// tap at every output position, read where it lies in the batch's
+/// [`Grid`] ([`sgemm::gemm_direct`]), each lane written straight to its
+/// output pixel. im2col would copy the input `taps` times and the product
+/// pack it once more: ResNet-18's 3x3 stages at batch 8 ran at 260-350
+/// GFLOP/s that way, 330-410 direct; the copies dominate a product of
+/// small `k` (MobileNetV3's stem at batch 8: 64 GFLOP/s).
 fn conv_direct(
     exec: &Executor,
     x: &CandleTensor,
@@ -311,42 +365,28 @@ fn conv_direct(
     g: &Windows,
     shape: Vec<usize>,
 ) -> Result<CandleTensor> {
-    use rayon::prelude::*;
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
     let [_, oh, ow] = g.output;
-    let (k, n, plane) = (c * kh * kw, oh * ow, g.plane());
+    let k = c * g.taps();
     let pa = packed_weight(exec, &weight_matrix(w, co, k)?)?;
     let bv = bias.map(f32s).transpose()?;
-    let mut out = vec![0f32; b * co * n];
-    let ptr = sgemm::SendPtr(out.as_mut_ptr());
+    let mut out = vec![0f32; b * co * oh * ow];
     with_host(x, |xs: &[f32]| {
-        let phased: Vec<Phased> = (0..b)
-            .into_par_iter()
-            .map(|bi| Phased::new(&xs[bi * c * plane..(bi + 1) * c * plane], c, g))
-            .collect();
-        let (hp, pitch) = (phased[0].hp, phased[0].pitch);
-        // where row r (channel, ky, kx) of an output line's columns starts,
-        // from the line's own start (`oy * sh * pitch`)
-        let offs: Vec<usize> = (0..k)
-            .map(|r| {
-                let (ch, ky, kx) = (r / (kh * kw), (r / kw) % kh, r % kw);
-                let tx = kx * dw;
-                ((ch * sw + tx % sw) * hp + ky * dh) * pitch + tx / sw
-            })
-            .collect();
-        (0..b * oh).into_par_iter().for_each(|t| {
-            let (bi, oy) = (t / oh, t % oh);
-            for ox in (0..ow).step_by(sgemm::NR) {
-                let nr = (ow - ox).min(sgemm::NR);
-                // SAFETY: this task alone writes line oy of image bi, columns
-                // ox..ox + nr of each of its c_out planes, all inside `out`.
-                unsafe {
-                    let c0 = ptr.at((bi * co * oh + oy) * ow + ox);
-                    sgemm::gemm_offsets(&pa, &phased[bi].data, &offs, oy * sh * pitch + ox, nr, c0, n, bv.as_deref());
-                }
-            }
-        });
+        let grid = Grid::new(xs, b, c, g);
+        let panels = grid.panels(b, co, (oh, ow));
+        // SAFETY: each output pixel is one lane of one panel.
+        unsafe {
+            sgemm::gemm_direct(
+                &pa,
+                &grid.data,
+                &grid.offs,
+                &panels,
+                &mut out,
+                oh * ow,
+                bv.as_deref(),
+                rayon::current_num_threads(),
+            )
+        };
     })
     .ok_or_else(|| Error::internal("direct convolution of an input that is not on the host"))?;
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
@@ -374,14 +414,12 @@ fn pointwise(g: &Windows) -> bool {
     g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
 }
 
-/// A 2-D convolution (or a pointwise one of any rank) in float32 through
-/// the packed kernel ([`sgemm`]): the weight `[c_out, c_in * taps]`
-/// (packed once, the left operand) times the batch's columns `[c_in *
-/// taps, images * pixels]` (the right one, made block by block as the
-/// kernel reads it: the images' rows for a pointwise convolution, else
-/// im2col rows from their [`Phased`] copies), the bias the product's
-/// initial value. Fewer than [`FEW_PIXELS`] columns take
-/// [`conv_packed_few`].
+/// A pointwise convolution (1x1, stride 1, no padding; any rank) in
+/// float32 through the packed kernel ([`sgemm`]): the weight `[c_out,
+/// c_in]` (packed once, the left operand) times the batch's images `[c_in,
+/// images * pixels]` (the right one, packed block by block as the kernel
+/// reads it), the bias the product's initial value. Fewer than
+/// [`FEW_PIXELS`] columns take [`conv_packed_few`].
 fn conv_packed(
     exec: &Executor,
     x: &CandleTensor,
@@ -391,11 +429,10 @@ fn conv_packed(
     shape: Vec<usize>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let (k, n) = (c * g.taps(), g.out_plane());
+    let (k, n) = (c, g.out_plane());
     let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
-    let pointwise = pointwise(g);
-    if b * n < FEW_PIXELS && pointwise {
+    if b * n < FEW_PIXELS {
         return conv_packed_few(exec, x, &w, bias, (b, co, n), shape);
     }
     let pa = packed_weight(exec, &w)?;
@@ -407,7 +444,6 @@ fn conv_packed(
     // 115 -> 101 ms against batching up to 4096)
     let per = if n >= 1024 { 1 } else { b.max(1) };
     let bv = bias.map(f32s).transpose()?;
-    let plane: usize = g.input.iter().product();
     let mut out = vec![0f32; b * co * n];
     let mut staging = Vec::new();
     with_host(x, |xs: &[f32]| {
@@ -425,25 +461,13 @@ fn conv_packed(
                     row.fill(*v);
                 }
             }
-            let phased: Vec<Phased> = if pointwise {
-                Vec::new()
-            } else {
-                (first..first + count)
-                    .map(|bi| Phased::new(&xs[bi * c * plane..(bi + 1) * c * plane], c, g))
-                    .collect()
-            };
             // row r of the columns from column j0: image by image
             let fill = |r: usize, j0: usize, seg: &mut [f32]| {
                 let (mut j, mut at) = (j0, 0);
                 while at < seg.len() {
                     let (i, p) = (j / n, j % n);
                     let len = (n - p).min(seg.len() - at);
-                    let part = &mut seg[at..at + len];
-                    if pointwise {
-                        part.copy_from_slice(&xs[((first + i) * c + r) * n + p..][..len]);
-                    } else {
-                        phased[i].segment(g, r, p, part);
-                    }
+                    seg[at..at + len].copy_from_slice(&xs[((first + i) * c + r) * n + p..][..len]);
                     (j, at) = (j + len, at + len);
                 }
             };
