@@ -459,6 +459,46 @@ unsafe fn block(
     }
 }
 
+/// A direct product's left operand (`m x k`) where it lies: element (i,
+/// p) of row panel `ip` (rows `ip * MR..`) at `data[ip * panel + (i %
+/// MR) * row + p * step]`. A [`PackedA`] is one ([`Lhs::packed`]); so is a
+/// row-major matrix, read in place ([`Lhs::rows`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Lhs<'a> {
+    data: &'a [f32],
+    m: usize,
+    k: usize,
+    row: usize,
+    step: usize,
+    panel: usize,
+}
+
+impl<'a> Lhs<'a> {
+    pub fn packed(a: &'a PackedA) -> Lhs<'a> {
+        Lhs {
+            data: &a.data,
+            m: a.m,
+            k: a.k,
+            row: 1,
+            step: MR,
+            panel: a.k * MR,
+        }
+    }
+
+    /// A row-major `m x k` matrix (`data` holds at least `m * k` floats).
+    pub fn rows(data: &'a [f32], m: usize, k: usize) -> Lhs<'a> {
+        assert!(data.len() >= m * k, "Lhs::rows: too few floats");
+        Lhs {
+            data,
+            m,
+            k,
+            row: k,
+            step: 1,
+            panel: MR * k,
+        }
+    }
+}
+
 /// A run of one column panel's lanes in a direct product's C: lane `l`
 /// (bit `l` of `mask` set) is column `at + l` of C's rows.
 #[derive(Clone, Copy, Debug)]
@@ -521,7 +561,7 @@ impl Panels {
 /// are checked to be inside `src` and `c`: a bad offset panics.)
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_direct(
-    a: &PackedA,
+    a: Lhs,
     src: &[f32],
     offs: &[usize],
     panels: &Panels,
@@ -572,7 +612,7 @@ pub unsafe fn gemm_direct(
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: reads and writes checked above; parts write disjoint
         // lanes (the caller's promise) or disjoint rows.
-        unsafe { direct_block(a, src, offs, panels, cptr, ldc, bias, rows, cols) }
+        unsafe { direct_block(&a, src, offs, panels, cptr, ldc, bias, rows, cols) }
     };
     if threads == 1 || (mp == 1 && np == 1) {
         run(0..mp, 0..np);
@@ -600,7 +640,7 @@ pub unsafe fn gemm_direct(
 /// As [`gemm_direct`], whose checks have passed.
 #[allow(clippy::too_many_arguments)]
 unsafe fn direct_block(
-    a: &PackedA,
+    a: &Lhs,
     src: &[f32],
     offs: &[usize],
     panels: &Panels,
@@ -610,7 +650,7 @@ unsafe fn direct_block(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
-    let (m, k) = (a.m, a.k);
+    let m = a.m;
     let mut jc = cols.start;
     while jc < cols.end {
         let jend = (jc + NC_PANELS).min(cols.end);
@@ -626,7 +666,9 @@ unsafe fn direct_block(
                     direct_kernel_for(mr, if wide { NR } else { 16 })(
                         from,
                         offs,
-                        a.data.as_ptr().add(ip * k * MR),
+                        a.data.as_ptr().add(ip * a.panel),
+                        a.row,
+                        a.step,
                         c.0.add(ip * MR * ldc),
                         ldc,
                         mr,
@@ -642,8 +684,18 @@ unsafe fn direct_block(
 }
 
 /// A kernel of [`gemm_direct`]: see [`direct_kernel`].
-type DirectKernel =
-    unsafe fn(*const f32, &[usize], *const f32, *mut f32, usize, usize, &[Run], Option<&[f32]>);
+type DirectKernel = unsafe fn(
+    *const f32,
+    &[usize],
+    *const f32,
+    usize,
+    usize,
+    *mut f32,
+    usize,
+    usize,
+    &[Run],
+    Option<&[f32]>,
+);
 
 /// The instance of a kernel generic over its rows `R` and vectors of
 /// columns `W` for a block of `mr` rows and `nr` columns: only the rows
@@ -687,6 +739,8 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
     from: *const f32,
     offs: &[usize],
     a: *const f32,
+    lda: usize,
+    step: usize,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -704,12 +758,12 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
             *v = _mm512_loadu_ps(row.add(16 * j));
         }
         for (i, r) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i));
+            let av = _mm512_set1_ps(*ap.add(i * lda));
             for (c, v) in r.iter_mut().zip(&bv) {
                 *c = _mm512_fmadd_ps(av, *v, *c);
             }
         }
-        ap = ap.add(MR);
+        ap = ap.add(step);
     }
     for run in runs {
         let masks = [run.mask as __mmask16, (run.mask >> 16) as __mmask16];
@@ -918,7 +972,7 @@ mod tests {
 
     /// A direct product's panels (runs crossing "lines", lanes dropped, a
     /// panel of 16 lanes or fewer, rows that do not fill a block, a bias
-    /// or none, one and two threads) against a float64 reference, and no
+    /// or none, A packed or read as it lies, one and two threads) against a float64 reference, and no
     /// element of C outside the runs touched.
     #[test]
     fn direct_products_match_a_reference() {
@@ -959,11 +1013,15 @@ mod tests {
             );
             // seven lanes: the one-vector kernel
             panels.push(1500, [Run { mask: 0x7f, at: 80 }]);
-            for bias in [None, Some(&bias[..])] {
+            let lhs = [Lhs::packed(&pa), Lhs::rows(&av, m, k)];
+            for (bias, lhs) in [None, Some(&bias[..])]
+                .into_iter()
+                .flat_map(|b| lhs.map(|l| (b, l)))
+            {
                 for threads in [1, 2] {
                     let mut c = vec![7f32; m * ldc];
                     // SAFETY: the runs write distinct columns
-                    unsafe { gemm_direct(&pa, &src, &offs, &panels, &mut c, ldc, bias, threads) };
+                    unsafe { gemm_direct(lhs, &src, &offs, &panels, &mut c, ldc, bias, threads) };
                     let mut want = vec![7f64; m * ldc];
                     for p in 0..panels.len() {
                         for run in panels.runs(p) {
