@@ -509,7 +509,8 @@ pub struct Run {
 
 /// The column panels of a direct product ([`gemm_direct`]): panel `p`
 /// reads B's row `r` as the [`NR`] floats at `src[base[p] + offs[r]..]`
-/// and writes its lanes to C by `runs[first[p]..first[p + 1]]`.
+/// (only the lanes it writes: nothing past them need exist) and writes
+/// its lanes to C by `runs[first[p]..first[p + 1]]`.
 #[derive(Clone, Debug, Default)]
 pub struct Panels {
     pub base: Vec<usize>,
@@ -540,6 +541,16 @@ impl Panels {
     fn runs(&self, p: usize) -> &[Run] {
         &self.runs[self.first[p]..self.first[p + 1]]
     }
+
+    /// The lanes panel `p` reads: up to its last lane written.
+    fn lanes(&self, p: usize) -> usize {
+        32 - loads(self.runs(p)).leading_zeros() as usize
+    }
+}
+
+/// The lanes a panel of `runs` reads from B (those it writes).
+fn loads(runs: &[Run]) -> u32 {
+    runs.iter().fold(0, |m, r| m | r.mask)
 }
 
 /// `C = A B (+ bias per row)` where B's columns come in panels that are
@@ -583,9 +594,9 @@ pub unsafe fn gemm_direct(
         return;
     }
     // every read and every write in bounds
-    let reach = offs.iter().max().map_or(0, |&o| o + NR);
+    let reach = offs.iter().max().map_or(0, |&o| o);
     assert!(
-        panels.base.iter().all(|&b| b + reach <= src.len()),
+        (0..np).all(|p| panels.base[p] + reach + panels.lanes(p) <= src.len()),
         "gemm_direct: a panel reads past the input"
     );
     let rows = (m - 1) * ldc;
@@ -725,14 +736,16 @@ fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
 }
 
 /// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
-/// columns in registers over all of `k` (B's row `r` loaded whole from
-/// `from + offs[r]`), then each run of lanes stored to C, the bias added
-/// (masked stores: no other element is touched).
+/// columns in registers over all of `k` (B's row `r` loaded from `from +
+/// offs[r]`, the lanes of the runs only), then each run of lanes stored to
+/// C, the bias added (masked loads and stores: no other element is
+/// touched). A's element (i, p) is at `a + i * lda + p * step`.
 ///
 /// # Safety
-/// Each B row has `16 * W` readable floats; `a` holds `offs.len() * MR`
-/// floats; every run's lanes lie inside C for `mr` rows `ldc` apart, and
-/// no other thread writes them; AVX-512F is present.
+/// Each B row's lanes up to the last run's are readable; A's rows `mr`
+/// and steps `offs.len()` are readable; every run's lanes lie inside C for
+/// `mr` rows `ldc` apart, and no other thread writes them; AVX-512F is
+/// present.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn direct_kernel<const R: usize, const W: usize>(
@@ -751,11 +764,13 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
     debug_assert!(mr <= R);
     let mut acc = [[_mm512_setzero_ps(); W]; R];
     let mut ap = a;
+    let load = loads(runs);
+    let lm = [load as __mmask16, (load >> 16) as __mmask16];
     for &o in offs {
         let row = from.add(o);
         let mut bv = [_mm512_setzero_ps(); W];
         for (j, v) in bv.iter_mut().enumerate() {
-            *v = _mm512_loadu_ps(row.add(16 * j));
+            *v = _mm512_maskz_loadu_ps(lm[j], row.add(16 * j));
         }
         for (i, r) in acc.iter_mut().enumerate() {
             let av = _mm512_set1_ps(*ap.add(i * lda));

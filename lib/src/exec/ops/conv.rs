@@ -215,7 +215,7 @@ fn conv_im2col(
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
-        DType::F32 if sgemm::available() && direct(&g) => conv_direct(x, w, bias, &g, shape),
+        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
@@ -223,14 +223,33 @@ fn conv_im2col(
     }
 }
 
-/// Whether a convolution runs direct ([`conv_direct`]): 2-D with taps or
-/// a stride (a pointwise one is a product as the input lies), and padded
-/// lines of 8 columns or more (a panel of 32 lanes then holds at most
-/// five runs of output columns).
-fn direct(g: &Windows) -> bool {
+/// Whether a convolution over `c` input channels runs direct
+/// ([`conv_direct`]): 2-D, and either with taps or a stride over padded
+/// lines of 8 columns or more (a panel of 32 lanes then holds at most five
+/// runs of output columns), or pointwise over [`DIRECT_MIN_PIXELS`] or
+/// more with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
+/// product measured faster).
+fn direct(g: &Windows, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
-    g.input[0] == 1 && !pointwise(g) && g.output[2] + (kw - 1) * dw / sw >= 8
+    g.input[0] == 1
+        && if pointwise(g) {
+            g.out_plane() >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
+        } else {
+            g.output[2] + (kw - 1) * dw / sw >= 8
+        }
 }
+
+/// A pointwise convolution over fewer pixels runs packed: the images
+/// side by side fill the kernel's panels (ResNet-50's 7x7 stage at batch
+/// 8, `[2048, 512]`: 320 GFLOP/s packed, 250 direct).
+const DIRECT_MIN_PIXELS: usize = 128;
+
+/// A pointwise convolution over more input channels runs packed: direct,
+/// B's rows for one panel (`c` lines apart) outgrow the L1 cache, where
+/// the packed product reads them in slices of [`sgemm::KC`] (ResNet-50's
+/// `[256, 1024]` at 14x14, batch 8: 370 GFLOP/s packed, 315 direct; its
+/// `[512, 128]` at 28x28: 214 packed, 350 direct).
+const DIRECT_MAX_CHANNELS: usize = 256;
 
 /// A batch's images for [`conv_direct`]: each padded with zeros and split
 /// into the stride's phases, `[image][channel][row phase][column
@@ -276,16 +295,21 @@ impl Grid {
                 ch * channel + (((ty % sh) * sw + tx % sw) * hp + ty / sh) * pitch + tx / sw
             })
             .collect();
-        // the last image's last panel reads up to 31 lanes past its plane
-        let reach = offs.iter().max().map_or(0, |&o| o) + ((oh - 1) * pitch + ow).next_multiple_of(sgemm::NR);
-        // a buffer kept from the last call: a fresh one of megabytes
-        // would fault in its pages on every call (MobileNetV3's stem at
-        // batch 8: 0.64 -> 0.79 ms); each channel's part is cleared here,
-        // in the cache, and the input written over it
+        if pointwise(g) {
+            // the input is its own grid: read in place
+            return Grid {
+                data: Vec::new(),
+                image,
+                offs,
+                pitch,
+            };
+        }
+        // a buffer kept from the last call (a fresh one of megabytes
+        // faults its pages in on every call); each channel's part is
+        // cleared here, in the cache, and the input written over it
         let mut data = GRID.with(|g| g.take());
-        data.resize((b * image).max((b - 1) * image + reach), 0.0);
-        data[..b * image]
-            .par_chunks_mut(channel.max(1))
+        data.resize(b * image, 0.0);
+        data.par_chunks_mut(channel.max(1))
             .enumerate()
             .for_each(|(i, dst)| {
                 dst.fill(0.0);
@@ -303,6 +327,15 @@ impl Grid {
             image,
             offs,
             pitch,
+        }
+    }
+
+    /// The grid's floats: the input itself for a pointwise convolution.
+    fn src<'a>(&'a self, xs: &'a [f32]) -> &'a [f32] {
+        if self.data.is_empty() {
+            xs
+        } else {
+            &self.data
         }
     }
 
@@ -330,7 +363,12 @@ impl Grid {
                         let (l0, l1) = (p - p0, end - p0);
                         let mask = ((1u64 << l1) - (1u64 << l0)) as u32;
                         let at = (oy * ow + ox) as isize - l0 as isize;
-                        runs.push(sgemm::Run { mask, at });
+                        match runs.last_mut() {
+                            // the last line's run goes on (no padding
+                            // columns: a pointwise convolution)
+                            Some(r @ sgemm::Run { .. }) if r.at == at => r.mask |= mask,
+                            _ => runs.push(sgemm::Run { mask, at }),
+                        }
                     }
                     p = (oy + 1) * pitch;
                 }
@@ -378,7 +416,7 @@ fn conv_direct(
             unsafe {
                 sgemm::gemm_direct(
                     sgemm::Lhs::rows(ws, co, k),
-                    &grid.data,
+                    grid.src(xs),
                     &grid.offs,
                     &panels,
                     &mut out,
