@@ -1026,3 +1026,63 @@ fn copied_weights_leave_the_mapped_file() {
         out[0]
     );
 }
+
+/// Element-wise chains after a convolution run as its epilogue, on each
+/// block of the output as the kernel makes it (golden/models/conv_epilogues:
+/// a lone relu, a residual add and relu, hardswish, relu6, an output that
+/// is a chain's second operand, on each convolution kernel), and the
+/// results are the bits of the nodes run one by one; a chain with an
+/// operand made after the convolution, and a convolution whose output is
+/// returned too, are not epilogues. Both the exported and the decomposed
+/// program.
+#[test]
+fn convolution_epilogues_match_unfused_runs() {
+    // the chains after the convolutions c1, c2, pw, dw, small (relu6,
+    // which the executor lowers to hardtanh), se and sub, in graph order
+    let relu = ["aten.relu.default"];
+    let residual = ["aten.add.Tensor", "aten.relu.default"];
+    let hardswish = ["aten.hardswish.default"];
+    let lowered = [
+        "aten.add.Tensor",
+        "aten.clamp.default",
+        "aten.clamp.default",
+        "aten.mul.Tensor",
+        "aten.div.Tensor",
+    ];
+    let relu6 = ["aten.hardtanh.default"];
+    let sub = ["aten.sub.Tensor"];
+    let exported: Vec<&[&str]> = vec![
+        &relu, &residual, &hardswish, &hardswish, &relu6, &relu, &sub,
+    ];
+    let decomposed: Vec<&[&str]> = vec![&relu, &residual, &lowered, &lowered, &relu6, &relu, &sub];
+    for (file, want) in [
+        ("conv_epilogues.pt2", exported),
+        ("conv_epilogues.decomp.pt2", decomposed),
+    ] {
+        let program = read(&repo().join("golden/models").join(file));
+        let (fused, plain) = fused_and_plain(&program);
+        let chains: Vec<Vec<String>> = fused.epilogues().into_iter().map(|(_, ops)| ops).collect();
+        assert_eq!(chains, want, "{file}: {:?}", fused.epilogues());
+        assert!(plain.epilogues().is_empty());
+        let inputs =
+            pt2kit::tensorfile::read_npz(&repo().join("golden/models/conv_epilogues.inputs.npz"))
+                .unwrap();
+        let got = fused.run(&inputs).unwrap();
+        let alone = plain.run(&inputs).unwrap();
+        for ((name, a), (_, b)) in got.iter().zip(&alone) {
+            assert_eq!(a.shape, b.shape, "{file} {name}");
+            assert!(
+                a.data == b.data,
+                "{file} {name}: the fused run differs from the nodes run one by one"
+            );
+        }
+        // in the kernels: all of them where the packed and direct kernels
+        // run (AVX-512), else the depthwise one's at least
+        let ran = fused.epilogues_in_kernels();
+        if pt2kit::exec::sgemm::available() {
+            assert_eq!(ran, want.len(), "{file}");
+        } else {
+            assert!(ran >= 1, "{file}");
+        }
+    }
+}

@@ -46,11 +46,20 @@ fn hardtanh(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let lo = ctx.opt_float("min_val")?.unwrap_or(-1.0);
     let hi = ctx.opt_float("max_val")?.unwrap_or(1.0);
+    // torch's clamp (NaN kept), as a fused chain computes it
+    let clamp = FuseOp::Clamp(lo as f32, hi as f32);
+    if let Some(y) = vmap(&x, move |a| scalar(clamp, a, 0.0))? {
+        return one(y);
+    }
     one(Tensor::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
 }
 
 fn hardswish(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    // torch's x * clamp(x + 3, 0, 6) / 6, as a fused chain computes it
+    if let Some(y) = vmap(&x, |a| scalar(FuseOp::Hardswish, a, 0.0))? {
+        return one(y);
+    }
     let t = (&x.t
         * ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?)
     .map_err(ce)?;
@@ -59,6 +68,9 @@ fn hardswish(ctx: &mut Ctx) -> OpResult {
 
 fn hardsigmoid(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if let Some(y) = vmap(&x, |a| scalar(FuseOp::Hardsigmoid, a, 0.0))? {
+        return one(y);
+    }
     let t = ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?;
     one(Tensor::new(t, x.dtype))
 }
@@ -107,6 +119,7 @@ pub(super) const FUSES: &[(&str, Fusable)] = &[
     ("aten.hardswish.default", Fusable::Unary(FuseOp::Hardswish)),
     ("aten.hardsigmoid.default", Fusable::Unary(FuseOp::Hardsigmoid)),
     ("aten.gelu.default", Fusable::Gelu),
+    ("aten.hardtanh.default", Fusable::Hardtanh),
 ];
 
 /// This family's rows: op identity -> implementation.

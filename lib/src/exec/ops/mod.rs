@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, sgemm, storage_dtype, vmath, Ctx, Executor, Tensor, Value};
+use super::{ce, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -707,13 +707,16 @@ impl WindowPlan {
 /// `plane(p).0` of `xs` (planes of `h * w`), starts at `plane(p).1` and
 /// applies `plane(p).2` at each tap. The planes are split over the
 /// threads in groups big enough to be worth a task, each plane by
-/// [`window_plane`].
+/// [`window_plane`]; `then(p, dst)`, where given, runs on each plane as
+/// it is done (a convolution's fused epilogue, while the plane is in the
+/// cache).
 fn window_planes<'a>(
     g: PlaneWindows,
     xs: &[f32],
     out: &mut [f32],
     pad_value: f32,
     plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
+    then: Option<sgemm::Epilogue>,
 ) {
     use rayon::prelude::*;
     let plan = WindowPlan::new(g);
@@ -738,6 +741,9 @@ fn window_planes<'a>(
                 &mut scratch,
                 op,
             );
+            if let Some(then) = then {
+                then((gi * group + j) * per_out, dst);
+            }
         }
     };
     if count <= group {
@@ -1048,6 +1054,49 @@ pub enum FuseOp {
     Div,
 }
 
+/// One step on one element: what the op's own row computes (torch's
+/// formulas), the rows of ops that have no vector kernel of their own call
+/// it too (hardswish, hardsigmoid).
+#[inline(always)]
+pub fn scalar(op: FuseOp, a: f32, b: f32) -> f32 {
+    match op {
+        FuseOp::Relu => {
+            if a < 0.0 {
+                0.0
+            } else {
+                a
+            }
+        }
+        FuseOp::Neg => -a,
+        FuseOp::Abs => a.abs(),
+        FuseOp::Tanh => super::vmath::tanh(a),
+        FuseOp::Sigmoid => super::vmath::sigmoid(a),
+        FuseOp::Silu => super::vmath::silu(a),
+        FuseOp::GeluErf => super::vmath::gelu_erf(a),
+        FuseOp::GeluTanh => super::vmath::gelu_tanh(a),
+        FuseOp::Hardswish => a * clamp(a + 3.0, 0.0, 6.0) / 6.0,
+        FuseOp::Hardsigmoid => clamp(a + 3.0, 0.0, 6.0) / 6.0,
+        FuseOp::Square => a * a,
+        FuseOp::Cube => a * a * a,
+        FuseOp::Clamp(lo, hi) => clamp(a, lo, hi),
+        FuseOp::Add(k) => a + b * k,
+        FuseOp::Sub(k) => a - b * k,
+        FuseOp::Mul => a * b,
+        FuseOp::Div => a / b,
+    }
+}
+
+/// torch's clamp: NaN kept, `lo` above `hi` gives `hi`.
+#[inline(always)]
+fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
+    let v = if v < lo { lo } else { v };
+    if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
 /// How an op's node becomes a step of a fused chain (`exec::fuse`): the
 /// value of a row of the family files' `FUSES` tables, which name the ops;
 /// `exec::fuse` only reads the arguments.
@@ -1062,6 +1111,8 @@ pub enum Fusable {
     Gelu,
     /// Clamp to `min` and `max` (numbers, either absent).
     Clamp,
+    /// Clamp to `min_val` and `max_val` (-1 and 1 when absent).
+    Hardtanh,
     /// `self` to the power `exponent`: 2 or 3 only.
     Pow,
 }
