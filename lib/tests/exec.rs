@@ -1027,62 +1027,82 @@ fn copied_weights_leave_the_mapped_file() {
     );
 }
 
-/// Element-wise chains after a convolution run as its epilogue, on each
-/// block of the output as the kernel makes it (golden/models/conv_epilogues:
-/// a lone relu, a residual add and relu, hardswish, relu6, an output that
-/// is a chain's second operand, on each convolution kernel), and the
-/// results are the bits of the nodes run one by one; a chain with an
-/// operand made after the convolution, and a convolution whose output is
-/// returned too, are not epilogues. Both the exported and the decomposed
-/// program.
+/// hardswish, hardsigmoid and hardtanh compute torch's formulas in
+/// float32 bit for bit (`x * clamp(x + 3, 0, 6) / 6`, `clamp(x + 3, 0, 6)
+/// / 6`, `clamp(x, min_val, max_val)`; NaN kept), alone and fused into a
+/// chain (hardtanh joins one: relu6 then neg).
 #[test]
-fn convolution_epilogues_match_unfused_runs() {
-    // the chains after the convolutions c1, c2, pw, dw, small (relu6,
-    // which the executor lowers to hardtanh), se and sub, in graph order
-    let relu = ["aten.relu.default"];
-    let residual = ["aten.add.Tensor", "aten.relu.default"];
-    let hardswish = ["aten.hardswish.default"];
-    let lowered = [
-        "aten.add.Tensor",
-        "aten.clamp.default",
-        "aten.clamp.default",
-        "aten.mul.Tensor",
-        "aten.div.Tensor",
-    ];
-    let relu6 = ["aten.hardtanh.default"];
-    let sub = ["aten.sub.Tensor"];
-    let exported: Vec<&[&str]> = vec![
-        &relu, &residual, &hardswish, &hardswish, &relu6, &relu, &sub,
-    ];
-    let decomposed: Vec<&[&str]> = vec![&relu, &residual, &lowered, &lowered, &relu6, &relu, &sub];
-    for (file, want) in [
-        ("conv_epilogues.pt2", exported),
-        ("conv_epilogues.decomp.pt2", decomposed),
-    ] {
-        let program = read(&repo().join("golden/models").join(file));
-        let (fused, plain) = fused_and_plain(&program);
-        let chains: Vec<Vec<String>> = fused.epilogues().into_iter().map(|(_, ops)| ops).collect();
-        assert_eq!(chains, want, "{file}: {:?}", fused.epilogues());
-        assert!(plain.epilogues().is_empty());
-        let inputs =
-            pt2kit::tensorfile::read_npz(&repo().join("golden/models/conv_epilogues.inputs.npz"))
-                .unwrap();
-        let got = fused.run(&inputs).unwrap();
-        let alone = plain.run(&inputs).unwrap();
-        for ((name, a), (_, b)) in got.iter().zip(&alone) {
-            assert_eq!(a.shape, b.shape, "{file} {name}");
-            assert!(
-                a.data == b.data,
-                "{file} {name}: the fused run differs from the nodes run one by one"
-            );
-        }
-        // in the kernels: all of them where the packed and direct kernels
-        // run (AVX-512), else the depthwise one's at least
-        let ran = fused.epilogues_in_kernels();
-        if pt2kit::exec::sgemm::available() {
-            assert_eq!(ran, want.len(), "{file}");
+fn hard_activations_are_torch_formulas_fused_or_not() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let s = [5i64, 61];
+    let len = 5 * 61;
+    let mut x: Vec<f32> = (0..len)
+        .map(|i| ((i * 37) % 211) as f32 / 17.0 - 6.2)
+        .collect();
+    x[3] = f32::NAN;
+    x[4] = f32::INFINITY;
+    x[5] = f32::NEG_INFINITY;
+    let mut b = B::new();
+    let xv = b.input("x", InputKind::UserInput, meta(&s), None);
+    let mut outs = Vec::new();
+    b.emit(|em| {
+        let mut op = |name: &str, args: Vec<(&str, Argument)>| em.op(name, args, meta(&s)).unwrap();
+        outs.push(op("aten.hardswish.default", vec![("self", t(xv))]));
+        outs.push(op("aten.hardsigmoid.default", vec![("self", t(xv))]));
+        let six = op(
+            "aten.hardtanh.default",
+            vec![
+                ("self", t(xv)),
+                ("min_val", Argument::Float(0.0)),
+                ("max_val", Argument::Float(6.0)),
+            ],
+        );
+        outs.push(op("aten.neg.default", vec![("self", t(six))]));
+        outs[0]
+    });
+    for v in &outs {
+        b.output(*v);
+    }
+    let (fused, plain) = fused_and_plain(&b.p);
+    assert_eq!(
+        fused.fused_groups(),
+        [["aten.hardtanh.default", "aten.neg.default"]]
+    );
+    let clamp = |v: f32, lo: f32, hi: f32| {
+        let v = if v < lo { lo } else { v };
+        if v > hi {
+            hi
         } else {
-            assert!(ran >= 1, "{file}");
+            v
+        }
+    };
+    let want: [Vec<f32>; 3] = [
+        x.iter()
+            .map(|&v| v * clamp(v + 3.0, 0.0, 6.0) / 6.0)
+            .collect(),
+        x.iter().map(|&v| clamp(v + 3.0, 0.0, 6.0) / 6.0).collect(),
+        x.iter().map(|&v| -clamp(v, 0.0, 6.0)).collect(),
+    ];
+    let inputs = [(
+        "x".to_string(),
+        HostTensor {
+            dtype: Dtype::Float32,
+            shape: vec![5, 61],
+            data: f32s(&x),
+        },
+    )];
+    for exec in [&fused, &plain] {
+        let got = exec.run(&inputs).unwrap();
+        for ((name, g), w) in got.iter().zip(&want) {
+            let g: Vec<f32> = g.to_f64().iter().map(|&v| v as f32).collect();
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{name} at {i} (x = {}): {a} against {b}",
+                    x[i]
+                );
+            }
         }
     }
 }

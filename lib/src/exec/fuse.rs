@@ -70,9 +70,6 @@ pub enum Role {
     Member,
     /// The last node of group `i`: the group runs here.
     Root(usize),
-    /// A convolution whose output only group `i` reads: the group runs
-    /// on its output as it is made (an epilogue), or right after it.
-    Producer(usize),
 }
 
 /// The groups of a graph and each node's role.
@@ -80,17 +77,7 @@ pub enum Role {
 pub struct Plan {
     pub groups: Vec<Group>,
     pub roles: Vec<Role>,
-    /// Per group, where it runs as an epilogue: the convolution (node)
-    /// that makes one of its inputs, and which input that is.
-    pub epilogues: Vec<Option<(usize, usize)>>,
-    /// Where each node reads its inputs: a group's members at the group's
-    /// root, or at its convolution for an epilogue (the executor frees a
-    /// value after the last place it is read).
-    pub read_at: Vec<usize>,
 }
-
-/// The ops whose output a group may take as an epilogue.
-const PRODUCERS: &[&str] = &["aten.convolution.default", "aten.conv2d.default"];
 
 /// A node as a step, if it is a float32 element-wise op the plan fuses:
 /// its op and operands (values or constants), and its output.
@@ -168,9 +155,8 @@ impl Plan {
     pub fn new(graph: &Graph) -> Plan {
         let n = graph.nodes.len();
         let mut plan = Plan {
+            groups: Vec::new(),
             roles: vec![Role::Alone; n],
-            read_at: (0..n).collect(),
-            ..Plan::default()
         };
         // the `self` of every in-place op (the executor rebinds it)
         let mutated: std::collections::HashSet<ValueId> = graph
@@ -220,47 +206,9 @@ impl Plan {
             open.insert(step.2, members);
             steps.insert(i, step);
         }
-        // the node that defines each value (graph inputs: none)
-        let mut def: Vec<Option<usize>> = vec![None; graph.values.len()];
-        for (i, node) in graph.nodes.iter().enumerate() {
-            refs.clear();
-            node.outputs.iter().for_each(|a| a.value_refs(&mut refs));
-            for v in &refs {
-                def[v.index()] = Some(i);
-            }
-        }
-        // the convolution that makes `v`, where `members` are all its
-        // readers (none outside the group, not a graph output)
-        let produced = |v: ValueId, members: &[usize]| -> Option<usize> {
-            let d = def[v.index()]?;
-            let node = &graph.nodes[d];
-            let mut reads = 0;
-            let mut refs = Vec::new();
-            for &m in members {
-                refs.clear();
-                graph.nodes[m]
-                    .inputs
-                    .iter()
-                    .for_each(|a| a.arg.value_refs(&mut refs));
-                reads += refs.iter().filter(|&&r| r == v).count();
-            }
-            (uses[v.index()] == reads
-                && node.outputs.len() == 1
-                && PRODUCERS.contains(&node.target.to_string().as_str()))
-            .then_some(d)
-        };
-        // in graph order (of their last nodes): chains of two or more, and
-        // single nodes on a convolution's output (an epilogue)
-        let mut open: Vec<(ValueId, Vec<usize>)> = open
-            .into_iter()
-            .filter(|(_, m)| {
-                m.len() >= 2
-                    || steps[&m[0]]
-                        .1
-                        .iter()
-                        .any(|o| o.is_ok_and(|v| produced(v, m).is_some()))
-            })
-            .collect();
+        // in graph order (of their last nodes)
+        let mut open: Vec<(ValueId, Vec<usize>)> =
+            open.into_iter().filter(|(_, m)| m.len() >= 2).collect();
         open.sort_by_key(|(_, m)| m[m.len() - 1]);
         for (output, members) in open {
             let made: HashMap<ValueId, usize> = members
@@ -296,36 +244,11 @@ impl Plan {
             if inputs.iter().any(|v| mutated.contains(v)) {
                 continue;
             }
-            // an epilogue: an input a convolution makes for this group
-            // alone, every other input made before that convolution (the
-            // group then runs there); the latest such convolution
-            let epilogue = inputs
-                .iter()
-                .enumerate()
-                .filter_map(|(own, &v)| Some((produced(v, &members)?, own)))
-                .filter(|&(c, own)| {
-                    inputs
-                        .iter()
-                        .enumerate()
-                        .all(|(i, u)| i == own || def[u.index()].is_none_or(|d| d < c))
-                })
-                .max();
-            if members.len() < 2 && epilogue.is_none() {
-                continue;
-            }
             let g = plan.groups.len();
             for &m in &members {
                 plan.roles[m] = Role::Member;
             }
-            match epilogue {
-                Some((c, _)) => plan.roles[c] = Role::Producer(g),
-                None => plan.roles[members[members.len() - 1]] = Role::Root(g),
-            }
-            let at = epilogue.map_or(members[members.len() - 1], |(c, _)| c);
-            for &m in &members {
-                plan.read_at[m] = at;
-            }
-            plan.epilogues.push(epilogue);
+            plan.roles[members[members.len() - 1]] = Role::Root(g);
             plan.groups.push(Group {
                 nodes: members,
                 inputs,
@@ -334,6 +257,22 @@ impl Plan {
             });
         }
         plan
+    }
+
+    /// The node after which each value is dead, as the executor frees
+    /// them (`last`, by value, from the graph as given), moved to each
+    /// group's root for the group's inputs (the group reads them there).
+    pub fn adjust_last_uses(&self, last: &mut [usize]) {
+        for g in &self.groups {
+            // every group has two nodes or more
+            let root = g.nodes[g.nodes.len() - 1];
+            for v in &g.inputs {
+                let l = &mut last[v.index()];
+                if *l != usize::MAX - 1 {
+                    *l = (*l).max(root);
+                }
+            }
+        }
     }
 }
 
@@ -456,41 +395,5 @@ impl Group {
                 .for_each(|(i, d)| chunk((i * per, d)));
         }
         out
-    }
-}
-
-thread_local! {
-    /// [`Group::apply`]'s step results.
-    static STEPS: std::cell::RefCell<Vec<[f32; LANES]>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-impl Group {
-    /// The group as an epilogue, in place: `seg` holds input `own` at
-    /// elements `[at, at + seg.len())` of the group's shape and receives
-    /// the group's output there; `inputs` are the other inputs, whole
-    /// (entry `own` is not read). A convolution calls this on each block
-    /// of its output as the block is finished, still in the cache.
-    pub fn apply(&self, own: usize, at: usize, seg: &mut [f32], inputs: &[&[f32]]) {
-        STEPS.with(|cell| {
-            let mut tmp = cell.take();
-            tmp.resize(self.steps.len(), [0f32; LANES]);
-            for (c, chunk) in seg.chunks_mut(LANES).enumerate() {
-                let (base, len) = (at + c * LANES, chunk.len());
-                let mut mine = [0f32; LANES];
-                mine[..len].copy_from_slice(chunk);
-                // input `own` is the chunk itself; the others from `base`
-                let ins: Vec<&[f32]> = (0..inputs.len())
-                    .map(|i| {
-                        if i == own {
-                            &mine[..len]
-                        } else {
-                            &inputs[i][base..base + len]
-                        }
-                    })
-                    .collect();
-                eval_chunk(&self.steps, &ins, 0, chunk, &mut tmp);
-            }
-            cell.replace(tmp);
-        });
     }
 }

@@ -499,10 +499,6 @@ impl<'a> Lhs<'a> {
     }
 }
 
-/// What a direct product runs on each block of C as it finishes it, in
-/// place: `f(at, span)` for the span of C's elements from `at`.
-pub type Epilogue<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
-
 /// A run of one column panel's lanes in a direct product's C: lane `l`
 /// (bit `l` of `mask` set) is column `at + l` of C's rows.
 #[derive(Clone, Copy, Debug)]
@@ -583,7 +579,6 @@ pub unsafe fn gemm_direct(
     c: &mut [f32],
     ldc: usize,
     bias: Option<&[f32]>,
-    epilogue: Option<Epilogue>,
     threads: usize,
 ) {
     assert!(
@@ -611,11 +606,7 @@ pub unsafe fn gemm_direct(
                 r.mask.trailing_zeros() as isize,
                 31 - r.mask.leading_zeros() as isize,
             );
-            let lanes = r.mask >> lo;
-            r.mask != 0
-                && lanes & lanes.wrapping_add(1) == 0
-                && r.at + lo >= 0
-                && ((r.at + hi) as usize) + rows < c.len()
+            r.mask != 0 && r.at + lo >= 0 && ((r.at + hi) as usize) + rows < c.len()
         }),
         "gemm_direct: a panel writes outside C"
     );
@@ -632,7 +623,7 @@ pub unsafe fn gemm_direct(
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: reads and writes checked above; parts write disjoint
         // lanes (the caller's promise) or disjoint rows.
-        unsafe { direct_block(&a, src, offs, panels, cptr, ldc, bias, epilogue, rows, cols) }
+        unsafe { direct_block(&a, src, offs, panels, cptr, ldc, bias, rows, cols) }
     };
     if threads == 1 || (mp == 1 && np == 1) {
         run(0..mp, 0..np);
@@ -667,12 +658,10 @@ unsafe fn direct_block(
     c: SendPtr,
     ldc: usize,
     bias: Option<&[f32]>,
-    epilogue: Option<Epilogue>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
     let m = a.m;
-    let mut spans: Vec<(isize, isize)> = Vec::new();
     let mut jc = cols.start;
     while jc < cols.end {
         let jend = (jc + NC_PANELS).min(cols.end);
@@ -697,27 +686,6 @@ unsafe fn direct_block(
                         runs,
                         bias.map(|b| &b[ip * MR..ip * MR + mr]),
                     );
-                }
-            }
-            if let Some(epilogue) = epilogue {
-                // the block is done: its columns of each row, in spans
-                spans.clear();
-                for run in (jc..jend).flat_map(|jp| panels.runs(jp)) {
-                    let lo = run.at + run.mask.trailing_zeros() as isize;
-                    let hi = run.at + 32 - run.mask.leading_zeros() as isize;
-                    match spans.last_mut() {
-                        Some((_, end)) if *end == lo => *end = hi,
-                        _ => spans.push((lo, hi)),
-                    }
-                }
-                for row in ic * MR..(iend * MR).min(m) {
-                    for &(lo, hi) in &spans {
-                        let at = row * ldc + lo as usize;
-                        epilogue(
-                            at,
-                            std::slice::from_raw_parts_mut(c.0.add(at), (hi - lo) as usize),
-                        );
-                    }
                 }
             }
             ic = iend;
@@ -1068,9 +1036,7 @@ mod tests {
                 for threads in [1, 2] {
                     let mut c = vec![7f32; m * ldc];
                     // SAFETY: the runs write distinct columns
-                    unsafe {
-                        gemm_direct(lhs, &src, &offs, &panels, &mut c, ldc, bias, None, threads)
-                    };
+                    unsafe { gemm_direct(lhs, &src, &offs, &panels, &mut c, ldc, bias, threads) };
                     let mut want = vec![7f64; m * ldc];
                     for p in 0..panels.len() {
                         for run in panels.runs(p) {

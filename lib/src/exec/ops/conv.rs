@@ -194,7 +194,6 @@ fn conv_im2col(
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (xd, wd) = (x.dims(), w.dims());
     if xd.len() < 3 || wd.len() != xd.len() {
@@ -216,8 +215,8 @@ fn conv_im2col(
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
-        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
+        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape),
+        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
         other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
@@ -403,15 +402,12 @@ fn conv_direct(
     bias: Option<&CandleTensor>,
     g: &Windows,
     shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
     let bv = bias.map(f32s).transpose()?;
     let mut out = vec![0f32; b * co * oh * ow];
-    // the fused group after it, on each block of the output as it is done
-    let then = epilogue_fn(epilogue, out.len());
     with_host(w, |ws: &[f32]| {
         with_host(x, |xs: &[f32]| {
             let grid = Grid::new(xs, b, c, g);
@@ -426,7 +422,6 @@ fn conv_direct(
                     &mut out,
                     oh * ow,
                     bv.as_deref(),
-                    then.as_ref().map(|f| f as sgemm::Epilogue),
                     rayon::current_num_threads(),
                 )
             };
@@ -434,7 +429,6 @@ fn conv_direct(
     })
     .flatten()
     .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -473,16 +467,14 @@ fn conv_packed(
     bias: Option<&CandleTensor>,
     g: &Windows,
     shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c, g.out_plane());
     let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
     if b * n < FEW_PIXELS {
-        return conv_packed_few(exec, x, &w, bias, (b, co, n), shape, epilogue);
+        return conv_packed_few(exec, x, &w, bias, (b, co, n), shape);
     }
-    let then = epilogue_fn(epilogue, b * co * n);
     let pa = packed_weight(exec, &w)?;
     // the batch's images side by side: one product of `b * n` columns,
     // the weight read once (a batch of 8 at ResNet's 14x14 stage is 1568
@@ -528,14 +520,9 @@ fn conv_packed(
                     }
                 }
             }
-            if let Some(then) = &then {
-                let at = first * co * n;
-                then(at, &mut out[at..at + count * co * n]);
-            }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -555,7 +542,6 @@ fn conv_packed_few(
     bias: Option<&CandleTensor>,
     (b, co, n): (usize, usize, usize),
     shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let threads = rayon::current_num_threads();
     let pb = with_matrix(w, |v| {
@@ -570,7 +556,6 @@ fn conv_packed_few(
     .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
     let bv = bias.map(f32s).transpose()?;
     let k = w.dims()[1];
-    let then = epilogue_fn(epilogue, b * co * n);
     let mut yt = vec![0f32; n * co];
     let mut out = vec![0f32; b * co * n];
     with_host(x, |xs: &[f32]| {
@@ -593,13 +578,9 @@ fn conv_packed_few(
             }
             sgemm::gemm(&pa, &pb, &mut yt, co, bv.is_some(), threads);
             crate::exec::vmath::transpose(&yt, n, co, dst);
-            if let Some(then) = &then {
-                then(bi * co * n, dst);
-            }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -735,15 +716,11 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             [padding.0, padding.1],
             [dilation.0, dilation.1],
         );
-        // a fused group after it runs on each block of its output as the
-        // block is done (where the kernel takes one)
-        let y = ctx.with_epilogue(|epi| {
-            if depthwise {
-                conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation, epi)
-            } else {
-                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi)
-            }
-        })?;
+        let y = if depthwise {
+            conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
+        } else {
+            conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d))?
+        };
         return one(Tensor::new(y, dt));
     } else {
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
@@ -778,25 +755,6 @@ fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> 
         .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
 }
 
-/// The fused epilogue ([`EpilogueArgs`]) as a kernel runs it on each
-/// finished span of an output of `len` elements: `None` where there is
-/// none or it does not fit.
-fn epilogue_fn<'a>(
-    e: Option<&'a EpilogueArgs<'a>>,
-    len: usize,
-) -> Option<impl Fn(usize, &mut [f32]) + Sync + 'a> {
-    let e = e.filter(|e| e.fits(len))?;
-    let (group, own, inputs) = (e.group, e.own, e.inputs);
-    Some(move |at: usize, span: &mut [f32]| group.apply(own, at, span, inputs))
-}
-
-/// Tells the executor the epilogue ran (`ran`): the output is the group's.
-fn mark_applied(e: Option<&EpilogueArgs>, ran: bool) {
-    if let (Some(e), true) = (e, ran) {
-        e.applied.set(true);
-    }
-}
-
 /// A tensor's f32 elements, row-major.
 fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
     t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)
@@ -814,7 +772,6 @@ fn conv2d_depthwise(
     stride: (usize, usize),
     pad: (usize, usize),
     dil: (usize, usize),
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, h, wd) = x.dims4().map_err(ce)?;
     let (co, _, kh, kw) = w.dims4().map_err(ce)?;
@@ -842,17 +799,14 @@ fn conv2d_depthwise(
         ow,
     };
     let mut out = vec![0f32; b * co * oh * ow];
-    let then = epilogue_fn(epilogue, out.len());
     with_host(x, |xs: &[f32]| {
-        let plane = |plane| {
+        window_planes(geom, xs, &mut out, 0.0, |plane| {
             let (n, o) = (plane / co, plane % co);
             let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
             (n * c + o / mult, b0, WindowOp::Fma(&ws[o * kh * kw..][..kh * kw]))
-        };
-        window_planes(geom, xs, &mut out, 0.0, plane, then.as_ref().map(|f| f as sgemm::Epilogue))
+        })
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
 }
 
@@ -865,10 +819,9 @@ fn conv_grouped(
     bias: Option<&CandleTensor>,
     groups: usize,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
-    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue);
+        return conv_im2col(exec, x, w, bias, (stride, pad, dil));
     }
     let (c, co) = (x.dims()[1], w.dims()[0]);
     if groups == 0 || c % groups != 0 || co % groups != 0 {
@@ -885,7 +838,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None)
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil))
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
@@ -934,7 +887,6 @@ fn conv3d(
         b.as_ref(),
         groups,
         (&stride, &pad, &dil),
-        None,
     )?;
     Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
 }

@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
+use super::{ce, sgemm, storage_dtype, vmath, Ctx, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -707,16 +707,13 @@ impl WindowPlan {
 /// `plane(p).0` of `xs` (planes of `h * w`), starts at `plane(p).1` and
 /// applies `plane(p).2` at each tap. The planes are split over the
 /// threads in groups big enough to be worth a task, each plane by
-/// [`window_plane`]; `then(p, dst)`, where given, runs on each plane as
-/// it is done (a convolution's fused epilogue, while the plane is in the
-/// cache).
+/// [`window_plane`].
 fn window_planes<'a>(
     g: PlaneWindows,
     xs: &[f32],
     out: &mut [f32],
     pad_value: f32,
     plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
-    then: Option<sgemm::Epilogue>,
 ) {
     use rayon::prelude::*;
     let plan = WindowPlan::new(g);
@@ -741,9 +738,6 @@ fn window_planes<'a>(
                 &mut scratch,
                 op,
             );
-            if let Some(then) = then {
-                then((gi * group + j) * per_out, dst);
-            }
         }
     };
     if count <= group {
@@ -1054,9 +1048,10 @@ pub enum FuseOp {
     Div,
 }
 
-/// One step on one element: what the op's own row computes (torch's
-/// formulas), the rows of ops that have no vector kernel of their own call
-/// it too (hardswish, hardsigmoid).
+/// One step of a fused chain on one element: what the op's own row
+/// computes (torch's formulas); the rows of ops with no vector kernel of
+/// their own call it too (hardswish, hardsigmoid, hardtanh), so that a
+/// fused run and an unfused one agree to the bit.
 #[inline(always)]
 pub fn scalar(op: FuseOp, a: f32, b: f32) -> f32 {
     match op {
