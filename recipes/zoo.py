@@ -402,6 +402,42 @@ class ConvPaths(nn.Module):
                 self.se(F.adaptive_avg_pool2d(d, 1)), self.taps(a))
 
 
+class ConvEpilogues(nn.Module):
+    """The element-wise chains the executor fuses into the convolution
+    before them (run on each block of its output as the kernel finishes
+    it): on each kernel (direct with taps, direct pointwise, depthwise,
+    packed pointwise over few pixels, the transposed few-pixel product), a
+    lone relu, a residual add and relu, hardswish, relu6, a chain where the
+    convolution's output is the second operand, and two that must not be
+    fused: an operand made after the convolution, and a convolution whose
+    output is also returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(8, 16, 3, padding=1)  # direct, relu
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)  # direct, + residual, relu
+        self.pw = nn.Conv2d(16, 24, 1)  # direct pointwise (360 pixels), hardswish
+        self.dw = nn.Conv2d(24, 24, 3, padding=1, groups=24)  # depthwise, hardswish
+        self.small = nn.Conv2d(24, 32, 1)  # packed pointwise over 6x6, relu6
+        self.se = nn.Conv2d(24, 8, 1)  # transposed product over 1x1, relu
+        self.sub = nn.Conv2d(16, 16, 3, padding=1)  # a - conv(a): the second operand
+        self.late = nn.Conv2d(16, 16, 1)  # its operand is made after it
+        self.shown = nn.Conv2d(16, 16, 3, padding=1)  # its output is returned too
+
+    def forward(self, x):  # f32[2, 8, 20, 18]
+        a = F.relu(self.c1(x))
+        r = F.relu(self.c2(a) + a)
+        h = F.hardswish(self.pw(r))
+        d = F.hardswish(self.dw(h))
+        s = F.relu6(self.small(F.adaptive_avg_pool2d(d, 6)))
+        e = F.relu(self.se(F.adaptive_avg_pool2d(d, 1)))
+        t = a - self.sub(a)
+        y = self.late(r)
+        z = torch.softmax(r, dim=1)  # made after self.late, not fusable
+        u = self.shown(a)
+        return r, d, s, e, t, y * z, u, F.relu(u)
+
+
 class OddWeights(nn.Module):
     def __init__(self):
         super().__init__()
@@ -914,6 +950,7 @@ def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=No
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
 _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
 _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
+_reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))
 _reg("embedding", Embedding, lambda: (torch.randint(0, 50, (2, 7), dtype=torch.int64),))
 _reg("bufconst", BufConst, lambda: (_randn(3, 4),))

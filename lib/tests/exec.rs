@@ -1106,3 +1106,63 @@ fn hard_activations_are_torch_formulas_fused_or_not() {
         }
     }
 }
+
+/// Element-wise chains after a convolution are its epilogue: the direct
+/// kernel runs them in registers on each vector of its output before it
+/// stores it, the other kernels leave them to a pass right after
+/// (golden/models/conv_epilogues: a lone relu, a residual add and relu,
+/// hardswish, relu6, a chain with the convolution's output as its second
+/// operand, after each convolution kernel); the results are the bits of
+/// the nodes run one by one. A chain with an operand made after the
+/// convolution, and a convolution whose output is returned too, are not
+/// epilogues. Both the exported and the decomposed program.
+#[test]
+fn convolution_epilogues_match_unfused_runs() {
+    // the chains after the convolutions c1, c2, pw, dw, small (relu6,
+    // which the executor lowers to hardtanh) and se, in graph order (not
+    // sub's: the convolution is its second operand)
+    let relu = ["aten.relu.default"];
+    let residual = ["aten.add.Tensor", "aten.relu.default"];
+    let hardswish = ["aten.hardswish.default"];
+    let lowered = [
+        "aten.add.Tensor",
+        "aten.clamp.default",
+        "aten.clamp.default",
+        "aten.mul.Tensor",
+        "aten.div.Tensor",
+    ];
+    let relu6 = ["aten.hardtanh.default"];
+    let exported: Vec<&[&str]> = vec![&relu, &residual, &hardswish, &hardswish, &relu6, &relu];
+    let decomposed: Vec<&[&str]> = vec![&relu, &residual, &lowered, &lowered, &relu6, &relu];
+    for (file, want) in [
+        ("conv_epilogues.pt2", exported),
+        ("conv_epilogues.decomp.pt2", decomposed),
+    ] {
+        let program = read(&repo().join("golden/models").join(file));
+        let (fused, plain) = fused_and_plain(&program);
+        let chains: Vec<Vec<String>> = fused.epilogues().into_iter().map(|(_, ops)| ops).collect();
+        assert_eq!(chains, want, "{file}: {:?}", fused.epilogues());
+        assert!(plain.epilogues().is_empty());
+        let inputs =
+            pt2kit::tensorfile::read_npz(&repo().join("golden/models/conv_epilogues.inputs.npz"))
+                .unwrap();
+        let got = fused.run(&inputs).unwrap();
+        let alone = plain.run(&inputs).unwrap();
+        for ((name, a), (_, b)) in got.iter().zip(&alone) {
+            assert_eq!(a.shape, b.shape, "{file} {name}");
+            assert!(
+                a.data == b.data,
+                "{file} {name}: the fused run differs from the nodes run one by one"
+            );
+        }
+        // in the kernel: those after the direct convolutions (c1, c2 and
+        // pw; with AVX-512), not after dw (depthwise), small and se (packed)
+        let ran = fused.epilogues_in_kernels();
+        let direct = if pt2kit::exec::sgemm::available() {
+            3
+        } else {
+            0
+        };
+        assert_eq!(ran, direct, "{file}");
+    }
+}

@@ -116,14 +116,17 @@ pub fn device(kind: DeviceKind) -> Result<Device> {
 
 /// The node outputs and graph outputs each value is last used by, so
 /// values are freed as soon as nothing needs them.
-fn last_uses(graph: &Graph) -> Vec<usize> {
+fn last_uses(graph: &Graph, read_at: Option<&[usize]>) -> Vec<usize> {
     let mut last = vec![usize::MAX; graph.values.len()];
     let mut refs = Vec::new();
     for (i, node) in graph.nodes.iter().enumerate() {
+        // where the node reads (a fused group's member: where the group runs)
+        let at = read_at.map_or(i, |r| r[i]);
         refs.clear();
         node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
         for v in &refs {
-            last[v.index()] = i;
+            let l = &mut last[v.index()];
+            *l = if *l == usize::MAX { at } else { (*l).max(at) };
         }
     }
     refs.clear();
@@ -168,6 +171,9 @@ pub struct Executor<'p> {
     recording: std::sync::atomic::AtomicBool,
     /// Copies made of mapped weights for ops that do not read them in place.
     mapped_copies: std::sync::atomic::AtomicUsize,
+    /// Epilogues run inside their convolution's kernel since the executor
+    /// was built ([`Executor::epilogues_in_kernels`]).
+    epilogues_in_kernels: std::sync::atomic::AtomicUsize,
     /// Names of the values that the fallback lowering made (not in the
     /// program as given): never recorded, since another back end's
     /// lowering may give the same fresh name to another value.
@@ -440,7 +446,12 @@ impl<'p> Executor<'p> {
         let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
             fuse::Plan::default()
         } else {
-            fuse::Plan::new(&program.graph)
+            // PT2KIT_NO_EPILOGUE: the chains after convolutions as passes
+            // of their own (for timing a run both ways)
+            fuse::Plan::new(
+                &program.graph,
+                std::env::var_os("PT2KIT_NO_EPILOGUE").is_none(),
+            )
         };
         Ok(Executor {
             fusion,
@@ -454,6 +465,7 @@ impl<'p> Executor<'p> {
             recorded: Default::default(),
             recording: Default::default(),
             mapped_copies: Default::default(),
+            epilogues_in_kernels: Default::default(),
             made_by_lowering,
             packs,
         })
@@ -581,15 +593,61 @@ impl<'p> Executor<'p> {
             && !self.fusion.groups.is_empty()
             && !self.recording.load(std::sync::atomic::Ordering::Relaxed))
         .then_some(&self.fusion);
-        let mut last = last_uses(graph);
-        if let Some(plan) = plan {
-            plan.adjust_last_uses(&mut last);
-        }
+        let last = last_uses(graph, plan.map(|p| &p.read_at[..]));
         let mut refs = Vec::new();
         for (i, node) in graph.nodes.iter().enumerate() {
             let started = std::time::Instant::now();
             match plan.map(|p| p.roles[i]) {
                 Some(fuse::Role::Member) => continue,
+                Some(fuse::Role::Producer(g)) => {
+                    let group = &self.fusion.groups[g];
+                    let own = self.fusion.epilogues[g].map_or(0, |(_, own)| own);
+                    let epilogue = Epilogue {
+                        group,
+                        own,
+                        applied: std::cell::Cell::new(false),
+                    };
+                    self.run_node(
+                        graph,
+                        node,
+                        &mut env,
+                        bindings,
+                        &last,
+                        &mut refs,
+                        Some(&epilogue),
+                    )?;
+                    if epilogue.applied.get() {
+                        self.epilogues_in_kernels
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // not applied by the kernel: the group on the output
+                    if !epilogue.applied.get() && !self.run_fused(group, &mut env)? {
+                        for &m in &group.nodes {
+                            self.run_node(
+                                graph,
+                                &graph.nodes[m],
+                                &mut env,
+                                bindings,
+                                &last,
+                                &mut refs,
+                                None,
+                            )?;
+                        }
+                    }
+                    // the dead values of the node and of the group
+                    for n in std::iter::once(i).chain(group.nodes.iter().copied()) {
+                        refs.clear();
+                        graph.nodes[n]
+                            .inputs
+                            .iter()
+                            .for_each(|a| a.arg.value_refs(&mut refs));
+                        for v in &refs {
+                            if last[v.index()] <= i {
+                                env[v.index()] = None;
+                            }
+                        }
+                    }
+                }
                 Some(fuse::Role::Root(g)) => {
                     let group = &self.fusion.groups[g];
                     if !self.run_fused(group, &mut env)? {
@@ -602,6 +660,7 @@ impl<'p> Executor<'p> {
                                 bindings,
                                 &last,
                                 &mut refs,
+                                None,
                             )?;
                         }
                     }
@@ -620,7 +679,7 @@ impl<'p> Executor<'p> {
                     }
                 }
                 _ => {
-                    self.run_node(graph, node, &mut env, bindings, &last, &mut refs)?;
+                    self.run_node(graph, node, &mut env, bindings, &last, &mut refs, None)?;
                     refs.clear();
                     node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
                     for v in &refs {
@@ -657,6 +716,7 @@ impl Executor<'_> {
         bindings: &BTreeMap<String, i64>,
         last: &[usize],
         refs: &mut Vec<ValueId>,
+        epilogue: Option<&Epilogue>,
     ) -> Result<()> {
         let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
             Error::unsupported(format!(
@@ -672,6 +732,7 @@ impl Executor<'_> {
             node,
             bindings,
             last,
+            epilogue,
         };
         // A view of a mapped weight is one too (only its layout changes).
         let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
@@ -700,6 +761,7 @@ impl Executor<'_> {
                     node,
                     bindings,
                     last,
+                    epilogue,
                 };
                 f(&mut ctx)
             }
@@ -730,8 +792,17 @@ impl Executor<'_> {
                 env[self_id.index()] = Some(Value::Tensor(t.clone()));
             }
         }
-        for (arg, value) in node.outputs.iter().zip(outs) {
-            bind_output(arg, value, env)?;
+        match epilogue {
+            // the op made the group's output (its own is never seen)
+            Some(e) if e.applied.get() => {
+                let value = outs.into_iter().next();
+                env[e.group.output.index()] = value;
+            }
+            _ => {
+                for (arg, value) in node.outputs.iter().zip(outs) {
+                    bind_output(arg, value, env)?;
+                }
+            }
         }
         if self.recording.load(std::sync::atomic::Ordering::Relaxed)
             && std::ptr::eq(graph, &self.program.graph)
@@ -827,6 +898,33 @@ impl Executor<'_> {
 impl Executor<'_> {
     /// The element-wise chains fused ([`fuse`]): each as its nodes' ops,
     /// in graph order.
+    /// The fused groups that run as a convolution's epilogue: the
+    /// convolution's node name and the group's ops, in graph order.
+    pub fn epilogues(&self) -> Vec<(String, Vec<String>)> {
+        self.fusion
+            .groups
+            .iter()
+            .zip(&self.fusion.epilogues)
+            .filter_map(|(g, e)| {
+                let (c, _) = (*e)?;
+                let ops = g
+                    .nodes
+                    .iter()
+                    .map(|&i| self.program.graph.nodes[i].target.to_string());
+                Some((self.program.graph.nodes[c].name.clone(), ops.collect()))
+            })
+            .collect()
+    }
+
+    /// How many epilogues ([`Executor::epilogues`]) ran inside their
+    /// convolution's kernel, on each block of its output as it was made,
+    /// over the runs so far (the others ran after it, as a pass of their
+    /// own: a kernel that takes none, or an operand it cannot read).
+    pub fn epilogues_in_kernels(&self) -> usize {
+        self.epilogues_in_kernels
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn fused_groups(&self) -> Vec<Vec<String>> {
         self.fusion
             .groups
@@ -1081,11 +1179,103 @@ pub struct Ctx<'a> {
     pub node: &'a Node,
     pub bindings: &'a BTreeMap<String, i64>,
     last: &'a [usize],
+    /// A fused group to run on the node's output as the op makes it
+    /// (only a convolution gets one: [`fuse::Role::Producer`]).
+    epilogue: Option<&'a Epilogue<'a>>,
+}
+
+/// A fused group a convolution runs on its output as its kernel makes it
+/// ([`sgemm::Epilogue`], from [`fuse::Group::register_steps`]): the op
+/// sets `applied` when it did, and its output is then the group's;
+/// otherwise the executor runs the group right after it.
+pub struct Epilogue<'a> {
+    pub group: &'a fuse::Group,
+    /// Which of the group's inputs the op's output is.
+    pub own: usize,
+    pub applied: std::cell::Cell<bool>,
+}
+
+/// An epilogue as an op takes it: the group, which input the op's
+/// output is, and the other inputs' elements (entry `own` empty).
+pub struct EpilogueArgs<'a> {
+    pub group: &'a fuse::Group,
+    pub own: usize,
+    pub inputs: &'a [&'a [f32]],
+    pub applied: &'a std::cell::Cell<bool>,
+}
+
+impl EpilogueArgs<'_> {
+    /// Whether it fits an output of `len` elements: every other input
+    /// has as many.
+    pub fn fits(&self, len: usize) -> bool {
+        self.inputs
+            .iter()
+            .enumerate()
+            .all(|(i, s)| i == self.own || s.len() == len)
+    }
+}
+
+/// `f` on the float32 elements of `ids` (each a contiguous host tensor),
+/// entry `skip` empty; on `None` where one is not.
+fn with_f32_slices<R>(
+    env: &[Option<Value>],
+    ids: &[ValueId],
+    skip: Option<usize>,
+    f: impl FnOnce(Option<&[&[f32]]>) -> R,
+) -> R {
+    let mut guards = Vec::with_capacity(ids.len());
+    for (i, v) in ids.iter().enumerate() {
+        match &env[v.index()] {
+            _ if Some(i) == skip => guards.push(None),
+            Some(Value::Tensor(t)) if t.dtype == Dtype::Float32 && t.t.device().is_cpu() => {
+                guards.push(Some(t.t.storage_and_layout()))
+            }
+            _ => return f(None),
+        }
+    }
+    let mut slices: Vec<&[f32]> = Vec::with_capacity(ids.len());
+    for g in &guards {
+        let Some((storage, layout)) = g else {
+            slices.push(&[]);
+            continue;
+        };
+        let candle_core::Storage::Cpu(cpu) = &**storage else {
+            return f(None);
+        };
+        let (Ok(all), Some((a, z))) = (cpu.as_slice::<f32>(), layout.contiguous_offsets()) else {
+            return f(None);
+        };
+        slices.push(&all[a..z]);
+    }
+    f(Some(&slices))
 }
 
 impl Ctx<'_> {
     pub fn device(&self) -> &Device {
         &self.exec.device
+    }
+
+    /// `f` with the node's epilogue ([`Epilogue`]), when it has one whose
+    /// other inputs are float32 host tensors; with `None` otherwise (the
+    /// executor then runs the group after the op).
+    pub fn with_epilogue<R>(&self, f: impl FnOnce(Option<&EpilogueArgs>) -> R) -> R {
+        let Some(e) = self.epilogue else {
+            return f(None);
+        };
+        with_f32_slices(
+            self.env,
+            &e.group.inputs,
+            Some(e.own),
+            |inputs| match inputs {
+                Some(inputs) => f(Some(&EpilogueArgs {
+                    group: e.group,
+                    own: e.own,
+                    inputs,
+                    applied: &e.applied,
+                })),
+                None => f(None),
+            },
+        )
     }
 
     fn arg(&self, name: &str) -> Result<&Argument> {

@@ -194,6 +194,7 @@ fn conv_im2col(
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (xd, wd) = (x.dims(), w.dims());
     if xd.len() < 3 || wd.len() != xd.len() {
@@ -215,7 +216,7 @@ fn conv_im2col(
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
-        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape),
+        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
@@ -402,12 +403,16 @@ fn conv_direct(
     bias: Option<&CandleTensor>,
     g: &Windows,
     shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
     let bv = bias.map(f32s).transpose()?;
     let mut out = vec![0f32; b * co * oh * ow];
+    // the fused chain after it, on each vector before it is stored
+    let fused = register_epilogue(epilogue, out.len());
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
     with_host(w, |ws: &[f32]| {
         with_host(x, |xs: &[f32]| {
             let grid = Grid::new(xs, b, c, g);
@@ -422,6 +427,7 @@ fn conv_direct(
                     &mut out,
                     oh * ow,
                     bv.as_deref(),
+                    then.as_ref(),
                     rayon::current_num_threads(),
                 )
             };
@@ -429,6 +435,7 @@ fn conv_direct(
     })
     .flatten()
     .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))?;
+    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -716,10 +723,12 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             [padding.0, padding.1],
             [dilation.0, dilation.1],
         );
+        // a fused group after it runs on each block of its output as the
+        // block is done (where the kernel takes one)
         let y = if depthwise {
             conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
         } else {
-            conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d))?
+            ctx.with_epilogue(|epi| conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi))?
         };
         return one(Tensor::new(y, dt));
     } else {
@@ -753,6 +762,25 @@ fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> 
         .checked_sub(d * (k - 1) + 1)
         .map(|v| v / s + 1)
         .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
+}
+
+/// The fused epilogue ([`EpilogueArgs`]) as the direct kernel runs it, in
+/// registers on each vector of the output before it stores it: its steps
+/// and operands, where it fits an output of `len` elements and the kernel
+/// has each of its ops.
+fn register_epilogue<'a>(
+    e: Option<&'a EpilogueArgs<'a>>,
+    len: usize,
+) -> Option<(Vec<sgemm::EpiStep>, &'a [&'a [f32]])> {
+    let e = e.filter(|e| e.fits(len))?;
+    Some((e.group.register_steps(e.own)?, e.inputs))
+}
+
+/// Tells the executor the epilogue ran (`ran`): the output is the group's.
+fn mark_applied(e: Option<&EpilogueArgs>, ran: bool) {
+    if let (Some(e), true) = (e, ran) {
+        e.applied.set(true);
+    }
 }
 
 /// A tensor's f32 elements, row-major.
@@ -819,9 +847,10 @@ fn conv_grouped(
     bias: Option<&CandleTensor>,
     groups: usize,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(exec, x, w, bias, (stride, pad, dil));
+        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue);
     }
     let (c, co) = (x.dims()[1], w.dims()[0]);
     if groups == 0 || c % groups != 0 || co % groups != 0 {
@@ -838,7 +867,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil))
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None)
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
@@ -887,6 +916,7 @@ fn conv3d(
         b.as_ref(),
         groups,
         (&stride, &pad, &dil),
+        None,
     )?;
     Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
 }

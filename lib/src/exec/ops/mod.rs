@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, sgemm, storage_dtype, vmath, Ctx, Executor, Tensor, Value};
+use super::{ce, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -1048,10 +1048,9 @@ pub enum FuseOp {
     Div,
 }
 
-/// One step of a fused chain on one element: what the op's own row
-/// computes (torch's formulas); the rows of ops with no vector kernel of
-/// their own call it too (hardswish, hardsigmoid, hardtanh), so that a
-/// fused run and an unfused one agree to the bit.
+/// One step on one element: what the op's own row computes (torch's
+/// formulas), the rows of ops that have no vector kernel of their own call
+/// it too (hardswish, hardsigmoid).
 #[inline(always)]
 pub fn scalar(op: FuseOp, a: f32, b: f32) -> f32 {
     match op {
