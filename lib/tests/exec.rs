@@ -1107,15 +1107,14 @@ fn hard_activations_are_torch_formulas_fused_or_not() {
     }
 }
 
-/// Element-wise chains after a convolution are its epilogue: the direct
-/// kernel runs them in registers on each vector of its output before it
-/// stores it, the other kernels leave them to a pass right after
+/// Element-wise chains after a convolution are its epilogue: each kernel
+/// runs them on each block of its output as it finishes it
 /// (golden/models/conv_epilogues: a lone relu, a residual add and relu,
-/// hardswish, relu6, a chain with the convolution's output as its second
-/// operand, after each convolution kernel); the results are the bits of
-/// the nodes run one by one. A chain with an operand made after the
-/// convolution, and a convolution whose output is returned too, are not
-/// epilogues. Both the exported and the decomposed program.
+/// hardswish, relu6, after each convolution kernel); the results are the
+/// bits of the nodes run one by one. Not epilogues: a chain with the
+/// convolution's output as its second operand, one with an operand made
+/// after the convolution, and one after a convolution whose output is
+/// returned too. Both the exported and the decomposed program.
 #[test]
 fn convolution_epilogues_match_unfused_runs() {
     // the chains after the convolutions c1, c2, pw, dw, small (relu6,
@@ -1155,14 +1154,14 @@ fn convolution_epilogues_match_unfused_runs() {
                 "{file} {name}: the fused run differs from the nodes run one by one"
             );
         }
-        // in the kernel: those after the direct convolutions (c1, c2 and
-        // pw; with AVX-512), not after dw (depthwise), small and se (packed)
+        // in the kernels (direct, depthwise, packed, transposed; with
+        // AVX-512): every one
         let ran = fused.epilogues_in_kernels();
-        let direct = if pt2kit::exec::sgemm::available() {
-            3
+        let all = if pt2kit::exec::sgemm::available() {
+            want.len()
         } else {
             0
         };
-        assert_eq!(ran, direct, "{file}");
+        assert_eq!(ran, all, "{file}");
     }
 }

@@ -718,7 +718,7 @@ unsafe fn direct_block(
 ) {
     let m = a.m;
     // the epilogue reads its inputs at each element's offset in C
-    let epi = epilogue.map(|e| (e, c.0 as *const f32));
+    let epi = epilogue;
     let mut spans: Vec<(isize, isize)> = Vec::new();
     let mut jc = cols.start;
     while jc < cols.end {
@@ -746,7 +746,7 @@ unsafe fn direct_block(
                     );
                 }
             }
-            if let Some((e, base)) = epi {
+            if let Some(e) = epi {
                 // the block is done (and its stores retired: right after
                 // its kernel, the loads waited on the masked stores), its
                 // columns of each row in spans
@@ -762,7 +762,7 @@ unsafe fn direct_block(
                 for row in ic * MR..(iend * MR).min(m) {
                     for &(lo, hi) in &spans {
                         let at = row * ldc + lo as usize;
-                        epilogue_span(e, base, c.0.add(at), (hi - lo) as usize);
+                        epilogue_span(e, at, c.0.add(at), (hi - lo) as usize);
                     }
                 }
             }
@@ -813,27 +813,26 @@ fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
     instance_for!(direct_kernel, mr, nr)
 }
 
-/// An [`Epilogue`] over `len` elements of C from `c` (`base` is C's
-/// first), in place, step by step (one op over the span at a time), on a
+/// An [`Epilogue`] over `len` elements of C from `c` (element `at` of C,
+/// and of the inputs), in place, step by step (one op over the span at a time), on a
 /// block of C the product has finished (still in L2). Not in the kernel's
 /// store: there the accumulators' registers were spilled (ResNet-18 at
 /// batch 8, 15% slower).
 ///
 /// # Safety
-/// The span is C's, written by this thread alone; each input holds C's
-/// elements; AVX-512F is present.
+/// The span is written by this thread alone; each input holds elements
+/// `at..at + len`; AVX-512F is present.
 #[target_feature(enable = "avx512f")]
-unsafe fn epilogue_span(e: &Epilogue, base: *const f32, c: *mut f32, len: usize) {
+unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
     use std::arch::x86_64::*;
     // torch's clamp: ordered compares, so NaN stays
     let clamp = |v: __m512, lo: __m512, hi: __m512| {
         let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), v, lo);
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
     };
-    let off = c.offset_from(base);
     for step in e.steps {
         let b = match step.b {
-            EpiSrc::Input(k) => Some(e.inputs[k].as_ptr().offset(off)),
+            EpiSrc::Input(k) => Some(e.inputs[k].as_ptr().add(at)),
             EpiSrc::Const(_) => None,
         };
         let k = match step.b {
@@ -863,6 +862,24 @@ unsafe fn epilogue_span(e: &Epilogue, base: *const f32, c: *mut f32, len: usize)
             }),
         }
     }
+}
+
+/// An [`Epilogue`] over `span`, elements `[at, at + span.len())` of an
+/// output laid out as the epilogue's inputs: what [`gemm_direct`] runs on
+/// each block it finishes, for kernels that finish blocks of their own (a
+/// depthwise convolution's planes). Panics without AVX-512F
+/// ([`available`]) or where an input is shorter.
+pub fn run_epilogue(e: &Epilogue, at: usize, span: &mut [f32]) {
+    assert!(available(), "run_epilogue: this CPU has no AVX-512F");
+    assert!(
+        e.steps.iter().all(|s| match s.b {
+            EpiSrc::Input(i) => e.inputs.get(i).is_some_and(|v| v.len() >= at + span.len()),
+            EpiSrc::Const(_) => true,
+        }),
+        "run_epilogue: an input is shorter than the output"
+    );
+    // SAFETY: checked above; `span` is borrowed mutably.
+    unsafe { epilogue_span(e, at, span.as_mut_ptr(), span.len()) }
 }
 
 /// One step of [`epilogue_span`]: each `x` of the span to `f(x, b)`, `b`

@@ -217,7 +217,7 @@ fn conv_im2col(
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
         DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape),
+        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
         other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
@@ -474,13 +474,19 @@ fn conv_packed(
     bias: Option<&CandleTensor>,
     g: &Windows,
     shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c, g.out_plane());
+    // the fused chain after it, on each group of images as it is done
+    let fused = register_epilogue(epilogue, b * co * n);
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
     let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
     if b * n < FEW_PIXELS {
-        return conv_packed_few(exec, x, &w, bias, (b, co, n), shape);
+        let y = conv_packed_few(exec, x, &w, bias, (b, co, n), shape, then.as_ref())?;
+        mark_applied(epilogue, then.is_some());
+        return Ok(y);
     }
     let pa = packed_weight(exec, &w)?;
     // the batch's images side by side: one product of `b * n` columns,
@@ -527,9 +533,14 @@ fn conv_packed(
                     }
                 }
             }
+            if let Some(e) = &then {
+                let at = first * co * n;
+                sgemm::run_epilogue(e, at, &mut out[at..at + count * co * n]);
+            }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
+    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -549,6 +560,7 @@ fn conv_packed_few(
     bias: Option<&CandleTensor>,
     (b, co, n): (usize, usize, usize),
     shape: Vec<usize>,
+    then: Option<&sgemm::Epilogue>,
 ) -> Result<CandleTensor> {
     let threads = rayon::current_num_threads();
     let pb = with_matrix(w, |v| {
@@ -585,6 +597,9 @@ fn conv_packed_few(
             }
             sgemm::gemm(&pa, &pb, &mut yt, co, bv.is_some(), threads);
             crate::exec::vmath::transpose(&yt, n, co, dst);
+            if let Some(e) = then {
+                sgemm::run_epilogue(e, bi * co * n, dst);
+            }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
@@ -725,11 +740,13 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         );
         // a fused group after it runs on each block of its output as the
         // block is done (where the kernel takes one)
-        let y = if depthwise {
-            conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation)?
-        } else {
-            ctx.with_epilogue(|epi| conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi))?
-        };
+        let y = ctx.with_epilogue(|epi| {
+            if depthwise {
+                conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation, epi)
+            } else {
+                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi)
+            }
+        })?;
         return one(Tensor::new(y, dt));
     } else {
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
@@ -764,10 +781,10 @@ fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> 
         .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
 }
 
-/// The fused epilogue ([`EpilogueArgs`]) as the direct kernel runs it, in
-/// registers on each vector of the output before it stores it: its steps
-/// and operands, where it fits an output of `len` elements and the kernel
-/// has each of its ops.
+/// The fused epilogue ([`EpilogueArgs`]) as the kernels run it on each
+/// block of the output they finish ([`sgemm::Epilogue`]): its steps and
+/// operands, where it fits an output of `len` elements and each step is
+/// one the kernels have.
 fn register_epilogue<'a>(
     e: Option<&'a EpilogueArgs<'a>>,
     len: usize,
@@ -800,6 +817,7 @@ fn conv2d_depthwise(
     stride: (usize, usize),
     pad: (usize, usize),
     dil: (usize, usize),
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, h, wd) = x.dims4().map_err(ce)?;
     let (co, _, kh, kw) = w.dims4().map_err(ce)?;
@@ -827,14 +845,24 @@ fn conv2d_depthwise(
         ow,
     };
     let mut out = vec![0f32; b * co * oh * ow];
+    // the fused chain after it, on each task's planes as they are done
+    let fused = register_epilogue(epilogue, out.len()).filter(|_| sgemm::available());
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
+    let apply = |at: usize, span: &mut [f32]| {
+        if let Some(e) = &then {
+            sgemm::run_epilogue(e, at, span)
+        }
+    };
     with_host(x, |xs: &[f32]| {
-        window_planes(geom, xs, &mut out, 0.0, |plane| {
+        let plane = |plane| {
             let (n, o) = (plane / co, plane % co);
             let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
             (n * c + o / mult, b0, WindowOp::Fma(&ws[o * kh * kw..][..kh * kw]))
-        })
+        };
+        window_planes(geom, xs, &mut out, 0.0, plane, then.is_some().then_some(&apply as _))
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
+    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
 }
 

@@ -702,18 +702,25 @@ impl WindowPlan {
     }
 }
 
+/// What a kernel runs on each block of its output it has finished: `f(at,
+/// block)`, the block from element `at`.
+type Finish<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
+
 /// Every output plane of a windowed op (a depthwise convolution, a max
 /// pool) into `out` (planes of `oh * ow`): plane `p` reads input plane
 /// `plane(p).0` of `xs` (planes of `h * w`), starts at `plane(p).1` and
 /// applies `plane(p).2` at each tap. The planes are split over the
 /// threads in groups big enough to be worth a task, each plane by
-/// [`window_plane`].
+/// [`window_plane`]; `then(at, planes)`, where given, runs on each task's
+/// planes (from element `at` of `out`) once they are done, while they are
+/// in the cache (a convolution's epilogue).
 fn window_planes<'a>(
     g: PlaneWindows,
     xs: &[f32],
     out: &mut [f32],
     pad_value: f32,
     plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
+    then: Option<&Finish<'_>>,
 ) {
     use rayon::prelude::*;
     let plan = WindowPlan::new(g);
@@ -738,6 +745,9 @@ fn window_planes<'a>(
                 &mut scratch,
                 op,
             );
+        }
+        if let Some(then) = then {
+            then(gi * group * per_out, dsts);
         }
     };
     if count <= group {

@@ -83,7 +83,7 @@ fn max_pool_f32(
     let planes = x.t.elem_count() / (h * w).max(1);
     let mut out = vec![0f32; planes * oh * ow];
     let done = with_host::<f32, _>(&x.t, |xs| {
-        window_planes(g, xs, &mut out, f32::NEG_INFINITY, |i| (i, f32::NEG_INFINITY, WindowOp::Max))
+        window_planes(g, xs, &mut out, f32::NEG_INFINITY, |i| (i, f32::NEG_INFINITY, WindowOp::Max), None)
     });
     if done.is_none() {
         return Ok(None);
