@@ -44,6 +44,26 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
         &["ir-run", "ir-bench"],
         "Threads of candle's own element-wise ops; 1 unless set (its spinning workers took cores from the executor's kernels).",
     ),
+    (
+        "PT2KIT_NO_FUSION",
+        &["ir-run", "ir-bench"],
+        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution), for timing a run both ways. The results are the same bits.",
+    ),
+    (
+        "PT2KIT_NO_EPILOGUE",
+        &["ir-run", "ir-bench"],
+        "Set: element-wise chains after a convolution run as passes of their own, not inside the convolution's kernel. The results are the same bits.",
+    ),
+    (
+        "PT2KIT_NO_SPIN",
+        &["ir-run", "ir-bench"],
+        "Set: the executor's threads sleep between parallel ops instead of spinning through a run.",
+    ),
+    (
+        "PT2KIT_NO_AVX512",
+        &["ir-run", "ir-bench"],
+        "Set: the portable kernels (AVX2 or none) even on a CPU with AVX-512F.",
+    ),
 ];
 
 /// What `-o PATH` does with each kind of path, and the faults of the
@@ -99,7 +119,7 @@ pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     for (code, meaning) in EXIT_CODES {
         out.extend_from_slice(format!(".TP\n{code}\n{}\n", roff_escape(meaning)).as_bytes());
     }
-    out.extend_from_slice(b".SH ENVIRONMENT\n.TP\nUPDATE_GOLDEN\nOnly for the test suite: rewrite golden files instead of comparing.\n");
+    out.extend_from_slice(b".SH ENVIRONMENT\n.TP\nUPDATE_GOLDEN\nOnly for the test suite: rewrite golden files instead of comparing.\n.TP\nPT2KIT_TEST_HOLD\nOnly for the test suite: stop while writing an output (STAGE:FILE), to check what an interrupted write leaves.\n");
     for (var, tools, meaning) in TOOL_ENVIRONMENT {
         if tools.contains(&name.as_str()) {
             out.extend_from_slice(format!(".TP\n{var}\n{}\n", roff_escape(meaning)).as_bytes());
