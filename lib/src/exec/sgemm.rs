@@ -607,8 +607,8 @@ fn loads(runs: &[Run]) -> u32 {
 /// Blocked as [`gemm`] is (MC blocks of rows, NC blocks of panels) but
 /// with no slices of `k`: each block of C is made in one pass (at batch 8,
 /// ResNet-18's 512-channel 3x3s took 6.5 ms in slices of 256, 5.2 ms in
-/// one; its 56x56 ones 5.2 and 4.6), the threads splitting the panels, or
-/// the row panels where there are few panels.
+/// one; its 56x56 ones 5.2 and 4.6); the threads take blocks of rows by
+/// panels, several each.
 ///
 /// # Safety
 /// No two lanes (of any panels) write the same element of C, and `c` is
@@ -684,19 +684,31 @@ pub unsafe fn gemm_direct(
         return;
     }
     use rayon::prelude::*;
-    if np >= mp || np >= threads * 2 {
-        // in blocks of panels taken as the threads come free (each block
-        // reads all of A whichever thread runs it)
-        let parts = threads.max(np.div_ceil(NC_PANELS)).min(np);
+    if np >= 8 * threads {
+        // blocks of panels, a multiple of the threads in number (7 blocks
+        // left 4 against 3 on ResNet-18's 56x56 stage at batch 1), taken
+        // as the threads come free; each reads all of A
+        let parts = threads
+            .max(np.div_ceil(NC_PANELS))
+            .next_multiple_of(threads)
+            .min(np);
         (0..parts)
             .into_par_iter()
             .for_each(|t| run(0..mp, t * np / parts..(t + 1) * np / parts));
-    } else {
-        let parts = threads.min(mp);
-        (0..parts)
-            .into_par_iter()
-            .for_each(|t| run(t * mp / parts..(t + 1) * mp / parts, 0..np));
+        return;
     }
+    // few panels: tasks of (row panels x panels), at least four a thread,
+    // rows in even blocks of up to MC_PANELS (a split of the 7 panels of a
+    // 14x14 image left 4 against 3)
+    let rb = mp.div_ceil(MC_PANELS);
+    let cb = (4 * threads).div_ceil(rb).min(np);
+    (0..rb * cb).into_par_iter().for_each(|t| {
+        let (r, q) = (t / cb, t % cb);
+        run(
+            r * mp / rb..(r + 1) * mp / rb,
+            q * np / cb..(q + 1) * np / cb,
+        );
+    });
 }
 
 /// Row panels `rows` x column panels `cols` of a [`gemm_direct`].
