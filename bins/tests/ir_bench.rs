@@ -353,10 +353,14 @@ fn report_format_by_extension() {
 }
 
 /// `--profile`: the nodes' times add up to the run time within 10%, every
-/// node of the graph is there once, and op kinds sum their nodes.
+/// node of the graph is there once, and op kinds sum their nodes. On the
+/// lstm fixture (its scan is most of a 0.7 ms run, its outputs small): the
+/// cnn fixture's 23 us run left the few microseconds outside any node
+/// (binding inputs, copying outputs out) at 7-12% of it, and the test
+/// failed one run in five; conv_paths copies out 16 outputs.
 #[test]
 fn profile_adds_up_to_the_run() {
-    let cnn = common::ir("cnn");
+    let cnn = common::ir("lstm");
     let o = ir_bench(
         &cnn,
         &[
@@ -379,7 +383,7 @@ fn profile_adds_up_to_the_run() {
     );
     assert_eq!(p["runs"], 30);
     let listed = p["nodes"].as_array().unwrap();
-    let program = pt2kit::wire::read_program(&mut cnn.as_slice(), "cnn").unwrap();
+    let program = pt2kit::wire::read_program(&mut cnn.as_slice(), "lstm").unwrap();
     assert_eq!(listed.len(), program.graph.nodes.len());
     let per_op: f64 = p["ops"]
         .as_array()
@@ -402,7 +406,7 @@ fn profile_adds_up_to_the_run() {
     let o = ir_bench(&cnn, &["--random", "--iters", "3", "--profile", "-q"]);
     let text = ok(&o);
     assert!(
-        text.contains("profile     3 runs: nodes") && text.contains("aten.conv2d"),
+        text.contains("profile     3 runs: nodes") && text.contains("aten.linear"),
         "{text}"
     );
 }

@@ -36,8 +36,8 @@ fn silu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     binary_into(em, a, "aten.mul.Tensor", x, s, dtype)
 }
 
-/// `clamp(x + 3, 0, 6) / 6`
-fn hard_sigmoid_part(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> {
+/// `clamp(x + 3, 0, 6)`, and the output's meta.
+fn relu6_of_x_plus_3(em: &mut Emitter, x: ValueId) -> Result<(ValueId, TensorMeta)> {
     let dtype = em.dtype(x)?;
     let p = with_scalar(em, "aten.add.Tensor", x, scalar(3.0, dtype))?;
     let sizes = em.sizes(x)?;
@@ -51,23 +51,37 @@ fn hard_sigmoid_part(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Resu
         ],
         meta.clone(),
     )?;
+    Ok((c, meta))
+}
+
+/// `v / 6` into `out` (a new value where `None`).
+fn sixth(em: &mut Emitter, v: ValueId, meta: TensorMeta, out: Option<ValueId>) -> Result<ValueId> {
+    let dtype = em.dtype(v)?;
     em.op_to(
         "aten.div.Tensor",
-        vec![("self", Argument::Tensor(c)), ("other", scalar(6.0, dtype))],
+        vec![("self", Argument::Tensor(v)), ("other", scalar(6.0, dtype))],
         out,
         meta,
     )
 }
 
+/// torch's `x * clamp(x + 3, 0, 6) / 6`, in that order (a product, then a
+/// division: `x * (clamp / 6)` rounds differently).
 fn hardswish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
-    let dtype = em.dtype(x)?;
-    let h = hard_sigmoid_part(em, x, None)?;
-    binary_into(em, a, "aten.mul.Tensor", x, h, dtype)
+    let (c, meta) = relu6_of_x_plus_3(em, x)?;
+    let m = em.op(
+        "aten.mul.Tensor",
+        vec![("self", Argument::Tensor(x)), ("other", Argument::Tensor(c))],
+        meta.clone(),
+    )?;
+    Ok(vec![sixth(em, m, meta, Some(a.out(0)?))?])
 }
 
 fn hardsigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    Ok(vec![hard_sigmoid_part(em, a.t("self")?, Some(a.out(0)?))?])
+    let x = a.t("self")?;
+    let (c, meta) = relu6_of_x_plus_3(em, x)?;
+    Ok(vec![sixth(em, c, meta, Some(a.out(0)?))?])
 }
 
 fn relu6(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -295,7 +309,7 @@ rules! {
     "aten.softmax.int" => ["aten._softmax.default", "aten._to_copy.default"] softmax;
     "aten.log_softmax.int" => ["aten._log_softmax.default", "aten._to_copy.default"] log_softmax;
     "aten.silu.default" => ["aten.sigmoid.default", "aten.mul.Tensor"] silu;
-    "aten.hardswish.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.div.Tensor", "aten.mul.Tensor"] hardswish;
+    "aten.hardswish.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.mul.Tensor", "aten.div.Tensor"] hardswish;
     "aten.hardsigmoid.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.div.Tensor"] hardsigmoid;
     "aten.relu6.default" => ["aten.hardtanh.default"] relu6;
     "aten.softplus.default" => ["aten.mul.Tensor", "aten.exp.default", "aten.log1p.default", "aten.div.Tensor", "aten.gt.Scalar", "aten.where.self"] softplus;
