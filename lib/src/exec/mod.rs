@@ -137,6 +137,30 @@ fn last_uses(graph: &Graph, read_at: Option<&[usize]>) -> Vec<usize> {
     last
 }
 
+/// Drops the values that nodes `read` read and that are dead after node
+/// `at` (their last use at or before it).
+fn free_dead(
+    graph: &Graph,
+    read: impl Iterator<Item = usize>,
+    at: usize,
+    last: &[usize],
+    env: &mut [Option<Value>],
+    refs: &mut Vec<ValueId>,
+) {
+    for n in read {
+        refs.clear();
+        graph.nodes[n]
+            .inputs
+            .iter()
+            .for_each(|a| a.arg.value_refs(refs));
+        for v in refs.iter() {
+            if last[v.index()] <= at {
+                env[v.index()] = None;
+            }
+        }
+    }
+}
+
 /// How an executor is set up.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ExecOptions {
@@ -621,62 +645,25 @@ impl<'p> Executor<'p> {
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     // not applied by the kernel: the group on the output
-                    if !epilogue.applied.get() && !self.run_fused(group, &mut env)? {
-                        for &m in &group.nodes {
-                            self.run_node(
-                                graph,
-                                &graph.nodes[m],
-                                &mut env,
-                                bindings,
-                                &last,
-                                &mut refs,
-                                None,
-                            )?;
-                        }
+                    if !epilogue.applied.get() {
+                        self.run_group(graph, group, &mut env, bindings, &last, &mut refs)?;
                     }
                     // the dead values of the node and of the group
-                    for n in std::iter::once(i).chain(group.nodes.iter().copied()) {
-                        refs.clear();
-                        graph.nodes[n]
-                            .inputs
-                            .iter()
-                            .for_each(|a| a.arg.value_refs(&mut refs));
-                        for v in &refs {
-                            if last[v.index()] <= i {
-                                env[v.index()] = None;
-                            }
-                        }
-                    }
+                    let read = std::iter::once(i).chain(group.nodes.iter().copied());
+                    free_dead(graph, read, i, &last, &mut env, &mut refs);
                 }
                 Some(fuse::Role::Root(g)) => {
                     let group = &self.fusion.groups[g];
-                    if !self.run_fused(group, &mut env)? {
-                        // an input the pass does not take: the nodes one by one
-                        for &m in &group.nodes {
-                            self.run_node(
-                                graph,
-                                &graph.nodes[m],
-                                &mut env,
-                                bindings,
-                                &last,
-                                &mut refs,
-                                None,
-                            )?;
-                        }
-                    }
+                    self.run_group(graph, group, &mut env, bindings, &last, &mut refs)?;
                     // the group's dead values, its inputs' included
-                    for &m in &group.nodes {
-                        refs.clear();
-                        graph.nodes[m]
-                            .inputs
-                            .iter()
-                            .for_each(|a| a.arg.value_refs(&mut refs));
-                        for v in &refs {
-                            if last[v.index()] <= i {
-                                env[v.index()] = None;
-                            }
-                        }
-                    }
+                    free_dead(
+                        graph,
+                        group.nodes.iter().copied(),
+                        i,
+                        &last,
+                        &mut env,
+                        &mut refs,
+                    );
                 }
                 _ => {
                     self.run_node(graph, node, &mut env, bindings, &last, &mut refs, None)?;
@@ -808,6 +795,25 @@ impl Executor<'_> {
             && std::ptr::eq(graph, &self.program.graph)
         {
             self.record(graph, node, env)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a fused group ([`fuse`]) as one pass, or its nodes one by one
+    /// where an input is not one the pass takes.
+    fn run_group(
+        &self,
+        graph: &Graph,
+        group: &fuse::Group,
+        env: &mut Vec<Option<Value>>,
+        bindings: &BTreeMap<String, i64>,
+        last: &[usize],
+        refs: &mut Vec<ValueId>,
+    ) -> Result<()> {
+        if !self.run_fused(group, env)? {
+            for &m in &group.nodes {
+                self.run_node(graph, &graph.nodes[m], env, bindings, last, refs, None)?;
+            }
         }
         Ok(())
     }

@@ -66,7 +66,19 @@ pub struct View<'a> {
     pub cs: usize,
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
+    /// A row-major `rows x cols` matrix from the start of `data`.
+    pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> View<'a> {
+        View {
+            data,
+            off: 0,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
     /// Whether every element it names lies inside `data`.
     fn in_bounds(&self) -> bool {
         if self.rows == 0 || self.cols == 0 {
@@ -1190,14 +1202,7 @@ mod tests {
         let (src, ldc) = (values(4000, 3), 90);
         for &(m, k) in &[(1, 1), (12, 27), (29, 300), (40, 5)] {
             let av = values(m * k, 4);
-            let a = View {
-                data: &av,
-                off: 0,
-                rows: m,
-                cols: k,
-                rs: k,
-                cs: 1,
-            };
+            let a = View::row_major(&av, m, k);
             let pa = pack_a(&a);
             let offs: Vec<usize> = (0..k).map(|r| (r * 37) % 500).collect();
             let bias = values(m, 5);
@@ -1278,14 +1283,7 @@ mod speed {
         ] {
             let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
             let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
-            let a = View {
-                data: &av,
-                off: 0,
-                rows: m,
-                cols: k,
-                rs: k,
-                cs: 1,
-            };
+            let a = View::row_major(&av, m, k);
             let b = View {
                 data: &bv,
                 off: 0,
