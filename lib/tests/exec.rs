@@ -1165,3 +1165,46 @@ fn convolution_epilogues_match_unfused_runs() {
         assert_eq!(ran, all, "{file}");
     }
 }
+
+/// A convolution over no input channels is its bias at every pixel (the
+/// direct kernel, which would run no step of k, does not take it), with
+/// taps and pointwise.
+#[test]
+fn convolution_over_no_channels_is_its_bias() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    for k in [3i64, 1] {
+        let mut b = B::new();
+        let x = b.input("x", InputKind::UserInput, meta(&[2, 0, 20, 20]), None);
+        let w = b.input("w", InputKind::UserInput, meta(&[3, 0, k, k]), None);
+        let bias = b.input("bias", InputKind::UserInput, meta(&[3]), None);
+        let o = 20 - k + 1;
+        let y = b.emit(|em| {
+            let mut args = conv2d_args(x, w);
+            args[2] = ("bias", Argument::Tensor(bias));
+            em.op("aten.convolution.default", args, meta(&[2, 3, o, o]))
+                .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let host = |shape: Vec<usize>, v: &[f32]| HostTensor {
+            dtype: Dtype::Float32,
+            shape,
+            data: f32s(v),
+        };
+        let inputs = [
+            ("x".to_string(), host(vec![2, 0, 20, 20], &[])),
+            (
+                "w".to_string(),
+                host(vec![3, 0, k as usize, k as usize], &[]),
+            ),
+            ("bias".to_string(), host(vec![3], &[0.5, -1.0, 2.0])),
+        ];
+        let got = exec.run(&inputs).unwrap()[0].1.to_f64();
+        let n = (o * o) as usize;
+        assert_eq!(got.len(), 2 * 3 * n);
+        for (i, v) in got.iter().enumerate() {
+            assert_eq!(*v, [0.5, -1.0, 2.0][(i / n) % 3], "{k}x{k} at {i}");
+        }
+    }
+}

@@ -232,7 +232,9 @@ fn conv_im2col(
 /// product measured faster).
 fn direct(g: &Windows, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
+    // (no input channels: the output is the bias, which im2col's path gives)
     g.input[0] == 1
+        && c > 0
         && if pointwise(g) {
             g.out_plane() >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
         } else {
