@@ -1208,3 +1208,114 @@ fn convolution_over_no_channels_is_its_bias() {
         }
     }
 }
+
+/// 2-D convolutions of random geometry (batch, channels, sizes, kernel,
+/// stride, padding, dilation per dim, with a bias or not; the shapes that
+/// take the direct kernel, the packed one and im2col alike) against a
+/// float64 reference.
+#[test]
+fn convolutions_of_random_geometry_match_a_reference() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let mut seed = 0x2545_f491_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n) as usize
+    };
+    let mut done = 0;
+    while done < 80 {
+        let (bn, c, co) = (1 + next(3), 1 + next(9), 1 + next(20));
+        let (h, w) = (1 + next(20), 1 + next(20));
+        let (kh, kw) = (1 + next(5), 1 + next(5));
+        let (sh, sw) = (1 + next(3), 1 + next(3));
+        let (ph, pw) = (next(3), next(3));
+        let (dh, dw) = (1 + next(2), 1 + next(2));
+        let span = |n: usize, p: usize, d: usize, k: usize, s: usize| {
+            (n + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1)
+        };
+        let (Some(oh), Some(ow)) = (span(h, ph, dh, kh, sh), span(w, pw, dw, kw, sw)) else {
+            continue;
+        };
+        let with_bias = next(2) == 1;
+        let vals = |n: usize, s: u64| -> Vec<f32> {
+            (0..n)
+                .map(|i| (((i as u64 * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
+                .collect()
+        };
+        let (xv, wv, bv) = (
+            vals(bn * c * h * w, 1),
+            vals(co * c * kh * kw, 2),
+            vals(co, 3),
+        );
+        let mut b = B::new();
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let x = b.input("x", InputKind::UserInput, meta(&i64s(&[bn, c, h, w])), None);
+        let wt = b.input(
+            "w",
+            InputKind::UserInput,
+            meta(&i64s(&[co, c, kh, kw])),
+            None,
+        );
+        let bias = b.input("b", InputKind::UserInput, meta(&[co as i64]), None);
+        let y = b.emit(|em| {
+            let mut args = conv2d_args(x, wt);
+            let two = |a: usize, b: usize| Argument::Ints(vec![a as i64, b as i64]);
+            args[2] = ("bias", if with_bias { t(bias) } else { Argument::None });
+            args[3] = ("stride", two(sh, sw));
+            args[4] = ("padding", two(ph, pw));
+            args[5] = ("dilation", two(dh, dw));
+            em.op(
+                "aten.convolution.default",
+                args,
+                meta(&i64s(&[bn, co, oh, ow])),
+            )
+            .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let host = |shape: Vec<usize>, v: &[f32]| HostTensor {
+            dtype: Dtype::Float32,
+            shape,
+            data: f32s(v),
+        };
+        let inputs = [
+            ("x".to_string(), host(vec![bn, c, h, w], &xv)),
+            ("w".to_string(), host(vec![co, c, kh, kw], &wv)),
+            ("b".to_string(), host(vec![co], &bv)),
+        ];
+        let got = exec.run(&inputs).unwrap()[0].1.to_f64();
+        let geometry = format!("x [{bn}, {c}, {h}, {w}] w [{co}, {c}, {kh}, {kw}] stride ({sh}, {sw}) pad ({ph}, {pw}) dil ({dh}, {dw}) bias {with_bias}");
+        assert_eq!(got.len(), bn * co * oh * ow, "{geometry}");
+        for n in 0..bn {
+            for o in 0..co {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut want = if with_bias { bv[o] as f64 } else { 0.0 };
+                        for ch in 0..c {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (oy * sh + ky * dh) as isize - ph as isize;
+                                    let ix = (ox * sw + kx * dw) as isize - pw as isize;
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    let xi = ((n * c + ch) * h + iy as usize) * w + ix as usize;
+                                    let wi = ((o * c + ch) * kh + ky) * kw + kx;
+                                    want += xv[xi] as f64 * wv[wi] as f64;
+                                }
+                            }
+                        }
+                        let g = got[((n * co + o) * oh + oy) * ow + ox];
+                        assert!(
+                            (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                            "{geometry}: ({n}, {o}, {oy}, {ox}) {g} against {want}"
+                        );
+                    }
+                }
+            }
+        }
+        done += 1;
+    }
+}
