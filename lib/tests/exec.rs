@@ -1319,3 +1319,70 @@ fn convolutions_of_random_geometry_match_a_reference() {
         done += 1;
     }
 }
+
+/// A view of a batch of transposed matrices (attention's keys: permuted,
+/// then viewed with the batch and heads merged) is made contiguous by
+/// blocked transposes: the values are the permutation's, element by
+/// element, at sizes that fill no 8x8 block evenly.
+#[test]
+fn views_of_transposed_batches_keep_their_values() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let (b_, n, m0, m1) = (3usize, 13usize, 5usize, 4usize);
+    let mut b = B::new();
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta(&[b_ as i64, n as i64, m0 as i64, m1 as i64]),
+        None,
+    );
+    let y = b.emit(|em| {
+        let p = em
+            .op(
+                "aten.permute.default",
+                vec![("self", t(x)), ("dims", Argument::Ints(vec![0, 2, 3, 1]))],
+                meta(&[b_ as i64, m0 as i64, m1 as i64, n as i64]),
+            )
+            .unwrap();
+        em.op(
+            "aten.view.default",
+            vec![
+                ("self", t(p)),
+                (
+                    "size",
+                    Argument::Ints(vec![(b_ * m0) as i64, m1 as i64, n as i64]),
+                ),
+            ],
+            meta(&[(b_ * m0) as i64, m1 as i64, n as i64]),
+        )
+        .unwrap()
+    });
+    b.output(y);
+    let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let xv: Vec<f32> = (0..b_ * n * m0 * m1).map(|i| i as f32).collect();
+    let inputs = [(
+        "x".to_string(),
+        HostTensor {
+            dtype: Dtype::Float32,
+            shape: vec![b_, n, m0, m1],
+            data: f32s(&xv),
+        },
+    )];
+    let out = exec.run(&inputs).unwrap();
+    assert_eq!(out[0].1.shape, vec![b_ * m0, m1, n]);
+    let got = out[0].1.to_f64();
+    for bi in 0..b_ {
+        for i in 0..m0 {
+            for j in 0..m1 {
+                for tt in 0..n {
+                    let want = xv[((bi * n + tt) * m0 + i) * m1 + j] as f64;
+                    assert_eq!(
+                        got[((bi * m0 + i) * m1 + j) * n + tt],
+                        want,
+                        "({bi}, {i}, {j}, {tt})"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -49,7 +49,69 @@ fn reshape(ctx: &mut Ctx) -> OpResult {
         }
         return one(Tensor::new(t, x.dtype));
     }
+    if let Some(dense) = batched_transpose(&x.t)? {
+        return one(Tensor::new(dense.reshape(shape).map_err(ce)?, x.dtype));
+    }
     one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+}
+
+/// A float32 host view that is a batch of transposed matrices (logical
+/// `[batch..., m..., n]` over memory `[batch, n, m]`: attention's keys,
+/// transposed then scaled, before their batched product), made
+/// contiguous 8x8 blocks at a time ([`vmath::transpose`]); `None` for any
+/// other layout. candle's strided copy took 0.83 ms for each of BERT-base's
+/// `[8, 12, 64, 128]` keys at batch 8.
+fn batched_transpose(t: &CandleTensor) -> Result<Option<CandleTensor>> {
+    if t.dtype() != DType::F32 || !t.device().is_cpu() || t.is_contiguous() || t.rank() < 2 {
+        return Ok(None);
+    }
+    let (dims, strides) = (t.dims().to_vec(), t.stride().to_vec());
+    let r = dims.len();
+    let (n, p) = (dims[r - 1], strides[r - 1]);
+    if n < 2 || p < 2 {
+        return Ok(None);
+    }
+    // dims k..r-1 row-major from stride 1 up to p, dims ..k from p * n up
+    let mut k = r - 1;
+    let mut want = 1;
+    while k > 0 && want < p {
+        k -= 1;
+        if dims[k] != 1 && strides[k] != want {
+            return Ok(None);
+        }
+        want *= dims[k];
+    }
+    if want != p {
+        return Ok(None);
+    }
+    let mut want = p * n;
+    for j in (0..k).rev() {
+        if dims[j] != 1 && strides[j] != want {
+            return Ok(None);
+        }
+        want *= dims[j];
+    }
+    let batch: usize = dims[..k].iter().product();
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return Ok(None);
+    };
+    let Ok(all) = cpu.as_slice::<f32>() else {
+        return Ok(None);
+    };
+    let start = layout.start_offset();
+    let Some(src) = all.get(start..start + batch * n * p) else {
+        return Ok(None);
+    };
+    let mut out = vec![0f32; batch * n * p];
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut((n * p).max(1))
+            .zip(src.par_chunks(n * p))
+            .for_each(|(dst, m)| vmath::transpose(m, n, p, dst));
+    }
+    drop(storage);
+    Ok(Some(host_f32_tensor(out, &dims)?))
 }
 
 fn permute(ctx: &mut Ctx) -> OpResult {
