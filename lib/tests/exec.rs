@@ -817,58 +817,52 @@ fn permuted_views_keep_their_layout_and_their_values() {
     let mut b = B::new();
     let x = b.input("x", InputKind::UserInput, meta(&[4, 3, 5]), None);
     let ints = |v: &[i64]| Argument::Ints(v.to_vec());
-    let q = b.emit(|em| {
-        em.op(
-            "aten.permute.default",
-            vec![("self", t(x)), ("dims", ints(&[1, 0, 2]))],
-            meta(&[3, 4, 5]),
-        )
-        .unwrap()
-    });
-    let k = b.emit(|em| {
-        em.op(
-            "aten.permute.default",
-            vec![("self", t(x)), ("dims", ints(&[1, 2, 0]))],
-            meta(&[3, 5, 4]),
-        )
-        .unwrap()
-    });
-    let qs = b.emit(|em| {
-        em.op(
-            "aten.mul.Scalar",
-            vec![("self", t(q)), ("other", Argument::Float(0.5))],
-            meta(&[3, 4, 5]),
-        )
-        .unwrap()
-    });
-    let q4 = b.emit(|em| {
-        em.op(
-            "aten.view.default",
-            vec![("self", t(qs)), ("size", ints(&[1, 3, 4, 1, 5]))],
-            meta(&[1, 3, 4, 1, 5]),
-        )
-        .unwrap()
-    });
-    let q3 = b.emit(|em| {
-        em.op(
-            "aten.view.default",
-            vec![("self", t(q4)), ("size", ints(&[3, 4, 5]))],
-            meta(&[3, 4, 5]),
-        )
-        .unwrap()
-    });
-    let g = b.emit(|em| {
-        em.op("aten.gelu.default", vec![("self", t(k))], meta(&[3, 5, 4]))
-            .unwrap()
-    });
-    let s = b.emit(|em| {
-        em.op(
-            "aten.bmm.default",
-            vec![("self", t(q3)), ("mat2", t(k))],
-            meta(&[3, 4, 4]),
-        )
-        .unwrap()
-    });
+    // one node, its output of `sizes`
+    let node = |b: &mut B, op: &str, args: Vec<(&str, Argument)>, sizes: &[i64]| {
+        b.emit(|em| em.op(op, args, meta(sizes)).unwrap())
+    };
+    let q = node(
+        &mut b,
+        "aten.permute.default",
+        vec![("self", t(x)), ("dims", ints(&[1, 0, 2]))],
+        &[3, 4, 5],
+    );
+    let k = node(
+        &mut b,
+        "aten.permute.default",
+        vec![("self", t(x)), ("dims", ints(&[1, 2, 0]))],
+        &[3, 5, 4],
+    );
+    let qs = node(
+        &mut b,
+        "aten.mul.Scalar",
+        vec![("self", t(q)), ("other", Argument::Float(0.5))],
+        &[3, 4, 5],
+    );
+    let q4 = node(
+        &mut b,
+        "aten.view.default",
+        vec![("self", t(qs)), ("size", ints(&[1, 3, 4, 1, 5]))],
+        &[1, 3, 4, 1, 5],
+    );
+    let q3 = node(
+        &mut b,
+        "aten.view.default",
+        vec![("self", t(q4)), ("size", ints(&[3, 4, 5]))],
+        &[3, 4, 5],
+    );
+    let g = node(
+        &mut b,
+        "aten.gelu.default",
+        vec![("self", t(k))],
+        &[3, 5, 4],
+    );
+    let s = node(
+        &mut b,
+        "aten.bmm.default",
+        vec![("self", t(q3)), ("mat2", t(k))],
+        &[3, 4, 4],
+    );
     for v in [q4, g, s] {
         b.output(v);
     }
@@ -1084,14 +1078,7 @@ fn hard_activations_are_torch_formulas_fused_or_not() {
         x.iter().map(|&v| clamp(v + 3.0, 0.0, 6.0) / 6.0).collect(),
         x.iter().map(|&v| -clamp(v, 0.0, 6.0)).collect(),
     ];
-    let inputs = [(
-        "x".to_string(),
-        HostTensor {
-            dtype: Dtype::Float32,
-            shape: vec![5, 61],
-            data: f32s(&x),
-        },
-    )];
+    let inputs = [("x".to_string(), host_f32(&[5, 61], &x))];
     for exec in [&fused, &plain] {
         let got = exec.run(&inputs).unwrap();
         for ((name, g), w) in got.iter().zip(&want) {
@@ -1187,18 +1174,13 @@ fn convolution_over_no_channels_is_its_bias() {
         });
         b.output(y);
         let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
-        let host = |shape: Vec<usize>, v: &[f32]| HostTensor {
-            dtype: Dtype::Float32,
-            shape,
-            data: f32s(v),
-        };
         let inputs = [
-            ("x".to_string(), host(vec![2, 0, 20, 20], &[])),
+            ("x".to_string(), host_f32(&[2, 0, 20, 20], &[])),
             (
                 "w".to_string(),
-                host(vec![3, 0, k as usize, k as usize], &[]),
+                host_f32(&[3, 0, k as usize, k as usize], &[]),
             ),
-            ("bias".to_string(), host(vec![3], &[0.5, -1.0, 2.0])),
+            ("bias".to_string(), host_f32(&[3], &[0.5, -1.0, 2.0])),
         ];
         let got = exec.run(&inputs).unwrap()[0].1.to_f64();
         let n = (o * o) as usize;
@@ -1275,15 +1257,10 @@ fn convolutions_of_random_geometry_match_a_reference() {
         });
         b.output(y);
         let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
-        let host = |shape: Vec<usize>, v: &[f32]| HostTensor {
-            dtype: Dtype::Float32,
-            shape,
-            data: f32s(v),
-        };
         let inputs = [
-            ("x".to_string(), host(vec![bn, c, h, w], &xv)),
-            ("w".to_string(), host(vec![co, c, kh, kw], &wv)),
-            ("b".to_string(), host(vec![co], &bv)),
+            ("x".to_string(), host_f32(&[bn, c, h, w], &xv)),
+            ("w".to_string(), host_f32(&[co, c, kh, kw], &wv)),
+            ("b".to_string(), host_f32(&[co], &bv)),
         ];
         let got = exec.run(&inputs).unwrap()[0].1.to_f64();
         let geometry = format!("x [{bn}, {c}, {h}, {w}] w [{co}, {c}, {kh}, {kw}] stride ({sh}, {sw}) pad ({ph}, {pw}) dil ({dh}, {dw}) bias {with_bias}");
@@ -1360,14 +1337,7 @@ fn views_of_transposed_batches_keep_their_values() {
     b.output(y);
     let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
     let xv: Vec<f32> = (0..b_ * n * m0 * m1).map(|i| i as f32).collect();
-    let inputs = [(
-        "x".to_string(),
-        HostTensor {
-            dtype: Dtype::Float32,
-            shape: vec![b_, n, m0, m1],
-            data: f32s(&xv),
-        },
-    )];
+    let inputs = [("x".to_string(), host_f32(&[b_, n, m0, m1], &xv))];
     let out = exec.run(&inputs).unwrap();
     assert_eq!(out[0].1.shape, vec![b_ * m0, m1, n]);
     let got = out[0].1.to_f64();

@@ -17,6 +17,16 @@ pub fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// A float32 host tensor of `shape` holding `v`.
+#[allow(dead_code)]
+pub fn host_f32(shape: &[usize], v: &[f32]) -> pt2kit::tensorfile::HostTensor {
+    pt2kit::tensorfile::HostTensor {
+        dtype: Dtype::Float32,
+        shape: shape.to_vec(),
+        data: f32s(v),
+    }
+}
+
 /// The arguments of `aten.convolution.default` for a plain 2-D
 /// convolution of `x` by `w`: no bias, stride 1, no padding, one group.
 #[allow(dead_code)]
