@@ -526,7 +526,12 @@ fn conv_packed(
                     (j, at) = (j + len, at + len);
                 }
             };
-            sgemm::gemm_rows(&pa, k, total, &fill, prod, total, bv.is_some(), threads);
+            let init = if bv.is_some() {
+                sgemm::Init::Accumulate
+            } else {
+                sgemm::Init::Zero
+            };
+            sgemm::gemm_rows(sgemm::Lhs::packed(&pa), k, total, &fill, prod, total, init, threads);
             if count > 1 {
                 // [c_out, images, n] to [images, c_out, n]
                 for (o, row) in staging.chunks(total.max(1)).enumerate() {

@@ -357,43 +357,50 @@ fn packed_matmul(
     if !sgemm::available() {
         return Ok(None);
     }
-    let Some(pa) = with_matrix(x, |v| ctx.exec.packed_a(v)) else {
+    if x.rank() != 2 || x.dtype() != DType::F32 {
         return Ok(None);
-    };
+    }
     // y: a matrix, or one expanded over batch dims (see batched_matmul)
     let Some(pb) = with_first_matrix(y, |v| ctx.exec.packed_b(v)) else {
         return Ok(None);
     };
-    let (m, n) = (pa.m, pb.n);
-    if pa.k != pb.k {
+    let (m, k, n) = (x.dims()[0], x.dims()[1], pb.n);
+    if k != pb.k {
         return Err(Error::bad_input(format!(
-            "matrix product of [{m}, {}] and [{}, {n}]",
-            pa.k, pb.k
+            "matrix product of [{m}, {k}] and [{}, {n}]",
+            pb.k
         )));
     }
-    let mut out = match bias {
-        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => {
-            let row: Vec<f32> = b.flatten_all().and_then(|b| b.to_vec1()).map_err(ce)?;
-            let mut out = Vec::with_capacity(m * n);
-            for _ in 0..m {
-                out.extend_from_slice(&row);
-            }
-            out
-        }
+    let row = match bias {
+        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => Some(
+            b.flatten_all()
+                .and_then(|b| b.to_vec1::<f32>())
+                .map_err(ce)?,
+        ),
         Some(_) => return Ok(None),
-        None => vec![0f32; m * n],
+        None => None,
     };
-    sgemm::gemm(
-        &pa,
-        &pb,
-        &mut out,
-        n,
-        bias.is_some(),
-        rayon::current_num_threads(),
-    );
+    let mut out = vec![0f32; m * n];
+    let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
+    let threads = rayon::current_num_threads();
+    let done = with_lhs(x, |a| {
+        sgemm::gemm_lhs(a, &pb, &mut out, n, init, None, threads)
+    });
+    if done.is_none() {
+        return Ok(None);
+    }
     CandleTensor::from_vec(out, (m, n), x.device())
         .map(Some)
         .map_err(ce)
+}
+
+/// `f` of a float32 host matrix as the packed kernel's left operand: read
+/// where it lies when one of its strides is 1, else packed for this call.
+fn with_lhs<R>(x: &CandleTensor, f: impl FnOnce(sgemm::Lhs) -> R) -> Option<R> {
+    with_matrix(x, |v| match sgemm::Lhs::view(v) {
+        Some(a) => f(a),
+        None => f(sgemm::Lhs::packed(&sgemm::pack_a(v))),
+    })
 }
 
 /// `x [m, k] @ y [k, n]`: the packed kernel where it applies, else candle.
@@ -1174,36 +1181,32 @@ fn mapped_matmul(
     let rows = x.t.elem_count() / k.max(1);
     let y = if sgemm::available() {
         let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k)).map_err(ce)?;
-        let pa = with_matrix(&xs, sgemm::pack_a)
-            .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
-        let mut out = match bias {
-            Some(b) => {
-                let row: Vec<f32> = b
-                    .cast(Dtype::Float32)?
+        let row = match bias {
+            Some(b) => Some(
+                b.cast(Dtype::Float32)?
                     .t
                     .broadcast_as(n)
-                    .and_then(|t| t.to_vec1())
-                    .map_err(ce)?;
-                let mut out = Vec::with_capacity(rows * n);
-                for _ in 0..rows {
-                    out.extend_from_slice(&row);
-                }
-                out
-            }
-            None => vec![0f32; rows * n],
+                    .and_then(|t| t.to_vec1::<f32>())
+                    .map_err(ce)?,
+            ),
+            None => None,
         };
+        let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
+        let mut out = vec![0f32; rows * n];
         let threads = rayon::current_num_threads();
-        match ctx.exec.packed_mapped(m) {
+        let packed = ctx.exec.packed_mapped(m);
+        with_lhs(&xs, |a| match &packed {
             // packed once, kept
-            Some(pb) => sgemm::gemm(&pa, &pb, &mut out, n, bias.is_some(), threads),
+            Some(pb) => sgemm::gemm_lhs(a, pb, &mut out, n, init, None, threads),
             // too many weights to keep packed: each block as it is read,
             // the pages released after
             None => {
                 let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                sgemm::gemm_rows(&pa, k, n, &fill, &mut out, n, bias.is_some(), threads);
+                sgemm::gemm_rows(a, k, n, &fill, &mut out, n, init, threads);
                 m.release();
             }
-        }
+        })
+        .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
         Tensor::new(
             CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
             Dtype::Float32,

@@ -1,0 +1,331 @@
+//! Direct products: B's columns read where they lie, in panels of
+//! output positions (a convolution with no im2col): see [`gemm_direct`].
+
+use super::*;
+
+/// A run of one column panel's lanes in a direct product's C: lane `l`
+/// (bit `l` of `mask` set) is column `at + l` of C's rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub mask: u32,
+    pub at: isize,
+}
+
+/// The column panels of a direct product ([`gemm_direct`]): panel `p`
+/// reads B's row `r` as the [`NR`] floats at `src[base[p] + offs[r]..]`
+/// (only the lanes it writes: nothing past them need exist) and writes
+/// its lanes to C by `runs[first[p]..first[p + 1]]`.
+#[derive(Clone, Debug, Default)]
+pub struct Panels {
+    pub base: Vec<usize>,
+    pub first: Vec<usize>,
+    pub runs: Vec<Run>,
+}
+
+impl Panels {
+    /// A panel reading from `base`, writing by `runs` (lanes with no run
+    /// are computed and dropped).
+    pub fn push(&mut self, base: usize, runs: impl IntoIterator<Item = Run>) {
+        if self.first.is_empty() {
+            self.first.push(0);
+        }
+        self.base.push(base);
+        self.runs.extend(runs);
+        self.first.push(self.runs.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.base.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.base.is_empty()
+    }
+
+    pub(super) fn runs(&self, p: usize) -> &[Run] {
+        &self.runs[self.first[p]..self.first[p + 1]]
+    }
+
+    /// The lanes panel `p` reads: up to its last lane written.
+    fn lanes(&self, p: usize) -> usize {
+        32 - loads(self.runs(p)).leading_zeros() as usize
+    }
+}
+
+/// The lanes a panel of `runs` reads from B (those it writes).
+fn loads(runs: &[Run]) -> u32 {
+    runs.iter().fold(0, |m, r| m | r.mask)
+}
+
+/// `C = A B (+ bias per row)` where B's columns come in panels that are
+/// read where they lie ([`Panels`]): a direct convolution, whose B rows
+/// are the input under each tap at [`NR`] output positions, offsets into a
+/// padded, stride-phased copy of the images, with no im2col and no
+/// packing; the kernel writes each lane where its output position lies in
+/// C (the positions of a panel need not be contiguous: a panel may cross
+/// output lines, or hold padding columns that are computed and dropped).
+/// Blocked as [`gemm`] is (MC blocks of rows, NC blocks of panels) but
+/// with no slices of `k`: each block of C is made in one pass (at batch 8,
+/// ResNet-18's 512-channel 3x3s took 6.5 ms in slices of 256, 5.2 ms in
+/// one; its 56x56 ones 5.2 and 4.6); the threads take blocks of rows by
+/// panels, several each.
+///
+/// # Safety
+/// No two lanes (of any panels) write the same element of C, and `c` is
+/// not read or written by anyone else during the call. (Reads and writes
+/// are checked to be inside `src` and `c`: a bad offset panics.)
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_direct(
+    a: Lhs,
+    src: &[f32],
+    offs: &[usize],
+    panels: &Panels,
+    c: &mut [f32],
+    ldc: usize,
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue>,
+    threads: usize,
+) {
+    assert!(
+        available() && offs.len() == a.k,
+        "gemm_direct: the offsets are not A's k"
+    );
+    assert!(
+        bias.is_none_or(|b| b.len() >= a.m),
+        "gemm_direct: a bias per row"
+    );
+    let (m, k, np) = (a.m, a.k, panels.len());
+    if m == 0 || np == 0 {
+        return;
+    }
+    // every read and every write in bounds
+    if let Some(e) = epilogue {
+        assert!(
+            e.steps.iter().all(|s| match s.b {
+                EpiSrc::Input(i) => e.inputs.get(i).is_some_and(|v| v.len() >= c.len()),
+                EpiSrc::Const(_) => true,
+            }),
+            "gemm_direct: an epilogue's input is shorter than C"
+        );
+    }
+    let reach = offs.iter().max().map_or(0, |&o| o);
+    assert!(
+        (0..np).all(|p| panels.base[p] + reach + panels.lanes(p) <= src.len()),
+        "gemm_direct: a panel reads past the input"
+    );
+    let rows = (m - 1) * ldc;
+    assert!(
+        panels.runs.iter().all(|r| {
+            let (lo, hi) = (
+                r.mask.trailing_zeros() as isize,
+                31 - r.mask.leading_zeros() as isize,
+            );
+            r.mask != 0 && r.at + lo >= 0 && ((r.at + hi) as usize) + rows < c.len()
+        }),
+        "gemm_direct: a panel writes outside C"
+    );
+    if k == 0 {
+        return;
+    }
+    let mp = m.div_ceil(MR);
+    let threads = if m * np * NR * k < PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
+    let cptr = SendPtr(c.as_mut_ptr());
+    let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        // SAFETY: reads and writes checked above; parts write disjoint
+        // lanes (the caller's promise) or disjoint rows.
+        unsafe { direct_block(&a, src, offs, panels, cptr, ldc, bias, epilogue, rows, cols) }
+    };
+    if threads == 1 || (mp == 1 && np == 1) {
+        run(0..mp, 0..np);
+        return;
+    }
+    use rayon::prelude::*;
+    if np >= 8 * threads {
+        // blocks of panels, a multiple of the threads in number (7 blocks
+        // left 4 against 3 on ResNet-18's 56x56 stage at batch 1), taken
+        // as the threads come free; each reads all of A
+        let parts = threads
+            .max(np.div_ceil(NC_PANELS))
+            .next_multiple_of(threads)
+            .min(np);
+        (0..parts)
+            .into_par_iter()
+            .for_each(|t| run(0..mp, t * np / parts..(t + 1) * np / parts));
+        return;
+    }
+    // few panels: tasks of (row panels x panels), at least four a thread,
+    // rows in even blocks of up to MC_PANELS (a split of the 7 panels of a
+    // 14x14 image left 4 against 3)
+    let rb = mp.div_ceil(MC_PANELS);
+    let cb = (4 * threads).div_ceil(rb).min(np);
+    (0..rb * cb).into_par_iter().for_each(|t| {
+        let (r, q) = (t / cb, t % cb);
+        run(
+            r * mp / rb..(r + 1) * mp / rb,
+            q * np / cb..(q + 1) * np / cb,
+        );
+    });
+}
+
+/// Row panels `rows` x column panels `cols` of a [`gemm_direct`].
+///
+/// # Safety
+/// As [`gemm_direct`], whose checks have passed.
+#[allow(clippy::too_many_arguments)]
+unsafe fn direct_block(
+    a: &Lhs,
+    src: &[f32],
+    offs: &[usize],
+    panels: &Panels,
+    c: SendPtr,
+    ldc: usize,
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue>,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    let m = a.m;
+    // the epilogue reads its inputs at each element's offset in C
+    let epi = epilogue;
+    let mut spans: Vec<(isize, isize)> = Vec::new();
+    let mut jc = cols.start;
+    while jc < cols.end {
+        let jend = (jc + NC_PANELS).min(cols.end);
+        let mut ic = rows.start;
+        while ic < rows.end {
+            let iend = (ic + MC_PANELS).min(rows.end);
+            for jp in jc..jend {
+                let from = src.as_ptr().add(panels.base[jp]);
+                let runs = panels.runs(jp);
+                let wide = runs.iter().any(|r| r.mask >> 16 != 0);
+                for ip in ic..iend {
+                    let mr = (m - ip * MR).min(MR);
+                    direct_kernel_for(mr, if wide { NR } else { 16 })(
+                        from,
+                        offs,
+                        a.data.as_ptr().add(ip * a.panel),
+                        a.row,
+                        a.step,
+                        c.0.add(ip * MR * ldc),
+                        ldc,
+                        mr,
+                        runs,
+                        bias.map(|b| &b[ip * MR..ip * MR + mr]),
+                    );
+                }
+            }
+            if let Some(e) = epi {
+                // the block is done (and its stores retired: right after
+                // its kernel, the loads waited on the masked stores), its
+                // columns of each row in spans
+                spans.clear();
+                for run in (jc..jend).flat_map(|jp| panels.runs(jp)) {
+                    let lo = run.at + run.mask.trailing_zeros() as isize;
+                    let hi = run.at + 32 - run.mask.leading_zeros() as isize;
+                    match spans.last_mut() {
+                        Some((_, end)) if *end == lo => *end = hi,
+                        _ => spans.push((lo, hi)),
+                    }
+                }
+                for row in ic * MR..(iend * MR).min(m) {
+                    for &(lo, hi) in &spans {
+                        let at = row * ldc + lo as usize;
+                        epilogue_span(e, at, c.0.add(at), (hi - lo) as usize);
+                    }
+                }
+            }
+            ic = iend;
+        }
+        jc = jend;
+    }
+}
+
+/// A kernel of [`gemm_direct`]: see [`direct_kernel`].
+type DirectKernel = unsafe fn(
+    *const f32,
+    &[usize],
+    *const f32,
+    usize,
+    usize,
+    *mut f32,
+    usize,
+    usize,
+    &[Run],
+    Option<&[f32]>,
+);
+
+/// The [`direct_kernel`] instance for `mr` rows and `nr` columns.
+fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
+    instance_for!(direct_kernel, mr, nr)
+}
+
+/// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
+/// columns in registers over all of `k` (B's row `r` loaded from `from +
+/// offs[r]`, the lanes of the runs only), then each run of lanes stored to
+/// C, the bias added (masked loads and stores: no other element is
+/// touched). A's element (i, p) is at `a + i * lda + p * step`.
+///
+/// # Safety
+/// Each B row's lanes up to the last run's are readable; A's rows `mr`
+/// and steps `offs.len()` are readable; every run's lanes lie inside C for
+/// `mr` rows `ldc` apart, and no other thread writes them; AVX-512F is
+/// present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn direct_kernel<const R: usize, const W: usize>(
+    from: *const f32,
+    offs: &[usize],
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    runs: &[Run],
+    bias: Option<&[f32]>,
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(mr <= R);
+    let mut acc = [[_mm512_setzero_ps(); W]; R];
+    let mut ap = a;
+    let load = loads(runs);
+    let lm = [load as __mmask16, (load >> 16) as __mmask16];
+    for &o in offs {
+        let row = from.add(o);
+        let mut bv = [_mm512_setzero_ps(); W];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = _mm512_maskz_loadu_ps(lm[j], row.add(16 * j));
+        }
+        for (i, r) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(i * lda));
+            for (c, v) in r.iter_mut().zip(&bv) {
+                *c = _mm512_fmadd_ps(av, *v, *c);
+            }
+        }
+        ap = ap.add(step);
+    }
+    for run in runs {
+        let masks = [run.mask as __mmask16, (run.mask >> 16) as __mmask16];
+        for (i, r) in acc.iter().enumerate().take(mr) {
+            // lane 0 of the run's first vector (masked lanes are never
+            // touched, so the address may lie before C's row)
+            let cp = c.wrapping_offset(run.at + (i * ldc) as isize);
+            for (j, v) in r.iter().enumerate() {
+                let (m, p) = (masks[j], cp.wrapping_add(16 * j));
+                if m == 0 {
+                    continue;
+                }
+                let v = if let Some(b) = bias {
+                    _mm512_add_ps(*v, _mm512_set1_ps(b[i]))
+                } else {
+                    *v
+                };
+                _mm512_mask_storeu_ps(p, m, v);
+            }
+        }
+    }
+}

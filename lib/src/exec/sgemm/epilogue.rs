@@ -1,0 +1,150 @@
+//! Element-wise chains run on blocks of C a product has just finished
+//! (a layer's relu, gelu, residual add, hardswish): see [`Epilogue`].
+
+use super::*;
+
+/// The second operand of an [`Epilogue`] step (the first is the value so
+/// far: the product with its bias, then each step's result).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EpiSrc {
+    /// Input `i`'s element at the same place (laid out as C).
+    Input(usize),
+    Const(f32),
+}
+
+/// What an [`Epilogue`] step computes: the formulas of the fused chain's
+/// ops (`exec::ops::scalar`), in the same order, so the bits are the same.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EpiOp {
+    /// Below 0 is 0 (NaN and -0 kept).
+    Relu,
+    /// `x + b * k`
+    Add(f32),
+    /// `x - b * k`
+    Sub(f32),
+    Mul,
+    Div,
+    /// torch's clamp (NaN kept).
+    Clamp(f32, f32),
+    /// `x * clamp(x + 3, 0, 6) / 6`
+    Hardswish,
+}
+
+/// One step of an [`Epilogue`]: `x = op(x, b)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EpiStep {
+    pub op: EpiOp,
+    pub b: EpiSrc,
+}
+
+/// An element-wise chain the direct kernel runs on each block of C it has
+/// just stored, in place while the block is in L1 (a convolution's relu,
+/// residual add, hardswish): each step maps the value so far.
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue<'a> {
+    pub steps: &'a [EpiStep],
+    /// The inputs `EpiSrc::Input` reads, each laid out as C.
+    pub inputs: &'a [&'a [f32]],
+}
+
+/// An [`Epilogue`] over `len` elements of C from `c` (element `at` of C,
+/// and of the inputs), in place, step by step (one op over the span at a time), on a
+/// block of C the product has finished (still in L2). Not in the kernel's
+/// store: there the accumulators' registers were spilled (ResNet-18 at
+/// batch 8, 15% slower).
+///
+/// # Safety
+/// The span is written by this thread alone; each input holds elements
+/// `at..at + len`; AVX-512F is present.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
+    use std::arch::x86_64::*;
+    // torch's clamp: ordered compares, so NaN stays
+    let clamp = |v: __m512, lo: __m512, hi: __m512| {
+        let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), v, lo);
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
+    };
+    for step in e.steps {
+        let b = match step.b {
+            EpiSrc::Input(k) => Some(e.inputs[k].as_ptr().add(at)),
+            EpiSrc::Const(_) => None,
+        };
+        let k = match step.b {
+            EpiSrc::Const(v) => v,
+            EpiSrc::Input(_) => 0.0,
+        };
+        macro_rules! each {
+            ($f:expr) => {
+                epilogue_map(c, b, k, len, $f)
+            };
+        }
+        match step.op {
+            // max gives its second operand for NaN and for two zeros
+            EpiOp::Relu => each!(|x, _| _mm512_max_ps(_mm512_setzero_ps(), x)),
+            EpiOp::Add(k) => each!(|x, b| _mm512_add_ps(x, _mm512_mul_ps(b, _mm512_set1_ps(k)))),
+            EpiOp::Sub(k) => each!(|x, b| _mm512_sub_ps(x, _mm512_mul_ps(b, _mm512_set1_ps(k)))),
+            EpiOp::Mul => each!(|x, b| _mm512_mul_ps(x, b)),
+            EpiOp::Div => each!(|x, b| _mm512_div_ps(x, b)),
+            EpiOp::Clamp(lo, hi) => each!(|x, _| clamp(x, _mm512_set1_ps(lo), _mm512_set1_ps(hi))),
+            EpiOp::Hardswish => each!(|x, _| {
+                let c = clamp(
+                    _mm512_add_ps(x, _mm512_set1_ps(3.0)),
+                    _mm512_setzero_ps(),
+                    _mm512_set1_ps(6.0),
+                );
+                _mm512_div_ps(_mm512_mul_ps(x, c), _mm512_set1_ps(6.0))
+            }),
+        }
+    }
+}
+
+/// An [`Epilogue`] over `span`, elements `[at, at + span.len())` of an
+/// output laid out as the epilogue's inputs: what [`gemm_direct`] runs on
+/// each block it finishes, for kernels that finish blocks of their own (a
+/// depthwise convolution's planes). Panics without AVX-512F
+/// ([`available`]) or where an input is shorter.
+pub fn run_epilogue(e: &Epilogue, at: usize, span: &mut [f32]) {
+    assert!(available(), "run_epilogue: this CPU has no AVX-512F");
+    assert!(
+        e.steps.iter().all(|s| match s.b {
+            EpiSrc::Input(i) => e.inputs.get(i).is_some_and(|v| v.len() >= at + span.len()),
+            EpiSrc::Const(_) => true,
+        }),
+        "run_epilogue: an input is shorter than the output"
+    );
+    // SAFETY: checked above; `span` is borrowed mutably.
+    unsafe { epilogue_span(e, at, span.as_mut_ptr(), span.len()) }
+}
+
+/// One step of [`epilogue_span`]: each `x` of the span to `f(x, b)`, `b`
+/// the input's element there (`input`) or the number `k`.
+///
+/// # Safety
+/// As [`epilogue_span`].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_map(
+    c: *mut f32,
+    input: Option<*const f32>,
+    k: f32,
+    len: usize,
+    f: impl Fn(std::arch::x86_64::__m512, std::arch::x86_64::__m512) -> std::arch::x86_64::__m512,
+) {
+    use std::arch::x86_64::*;
+    let kv = _mm512_set1_ps(k);
+    let mut at = 0;
+    while at < len {
+        let m: __mmask16 = if len - at >= 16 {
+            0xffff
+        } else {
+            ((1u32 << (len - at)) - 1) as __mmask16
+        };
+        let p = c.add(at);
+        let b = match input {
+            Some(i) => _mm512_maskz_loadu_ps(m, i.add(at)),
+            None => kv,
+        };
+        _mm512_mask_storeu_ps(p, m, f(_mm512_maskz_loadu_ps(m, p), b));
+        at += 16;
+    }
+}

@@ -1,0 +1,338 @@
+//! The packed and direct products against a float64 reference, and (ignored)
+//! their speed against the gemm crate.
+
+use super::*;
+
+fn naive(a: &View, b: &View) -> Vec<f64> {
+    let mut c = vec![0f64; a.rows * b.cols];
+    for i in 0..a.rows {
+        for j in 0..b.cols {
+            c[i * b.cols + j] = (0..a.cols)
+                .map(|p| a.at(i, p) as f64 * b.at(p, j) as f64)
+                .sum();
+        }
+    }
+    c
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+/// Every edge (rows and columns that do not fill a block, k across
+/// several KC slices, one and two threads, row- and column-major
+/// operands, accumulation) against a float64 reference.
+#[test]
+fn products_match_a_reference() {
+    if !available() {
+        eprintln!("no AVX-512F here: the packed kernel is not used, nothing to test");
+        return;
+    }
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (12, 32, 7),
+        (13, 33, 257),
+        (25, 100, 600),
+        (64, 10, 784),
+        (3, 70, 0),
+        (100, 3, 20),
+    ] {
+        let av = values(m * k, 1);
+        let bv = values(k * n, 2);
+        for &(a_rowmajor, b_rowmajor) in &[(true, true), (false, false), (true, false)] {
+            let a = View {
+                data: &av,
+                off: 0,
+                rows: m,
+                cols: k,
+                rs: if a_rowmajor { k } else { 1 },
+                cs: if a_rowmajor { 1 } else { m },
+            };
+            let b = View {
+                data: &bv,
+                off: 0,
+                rows: k,
+                cols: n,
+                rs: if b_rowmajor { n } else { 1 },
+                cs: if b_rowmajor { 1 } else { k },
+            };
+            let want = naive(&a, &b);
+            let (pa, pb) = (pack_a(&a), pack_b(&b));
+            for threads in [1, 2, 3] {
+                let ldc = n + 3;
+                let mut c = vec![7f32; m * ldc];
+                gemm(&pa, &pb, &mut c, ldc, false, threads);
+                for i in 0..m {
+                    for j in 0..n {
+                        let got = c[i * ldc + j] as f64;
+                        let w = want[i * n + j];
+                        assert!(
+                            (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{m}x{n}x{k} ({i},{j}): {got} vs {w}"
+                        );
+                    }
+                    // the padding between rows is left alone
+                    assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                }
+                // B made row by row as the kernel needs it: the same
+                let mut c2 = vec![7f32; m * ldc];
+                let fill = |r: usize, j0: usize, out: &mut [f32]| {
+                    for (j, o) in out.iter_mut().enumerate() {
+                        *o = b.at(r, j0 + j);
+                    }
+                };
+                gemm_rows(
+                    Lhs::packed(&pa),
+                    k,
+                    n,
+                    &fill,
+                    &mut c2,
+                    ldc,
+                    Init::Zero,
+                    threads,
+                );
+                assert_eq!(c, c2, "{m}x{n}x{k}: gemm_rows");
+                // A read where it lies: the same bits as packed
+                let inplace = Lhs::view(&a).expect("one stride is 1");
+                let mut c3 = vec![7f32; m * ldc];
+                gemm_lhs(inplace, &pb, &mut c3, ldc, Init::Zero, None, threads);
+                assert_eq!(c, c3, "{m}x{n}x{k}: A in place");
+                // a bias per column, then relu and a residual input:
+                // the bias added at the first slice, the epilogue on
+                // each final block (rounded as the separate ops are)
+                let bias = values(n, 6);
+                let res = values(m * ldc, 7);
+                let steps = [
+                    EpiStep {
+                        op: EpiOp::Add(1.0),
+                        b: EpiSrc::Input(0),
+                    },
+                    EpiStep {
+                        op: EpiOp::Relu,
+                        b: EpiSrc::Const(0.0),
+                    },
+                ];
+                let inputs = [&res[..]];
+                let e = Epilogue {
+                    steps: &steps,
+                    inputs: &inputs,
+                };
+                let mut c4 = vec![7f32; m * ldc];
+                gemm_lhs(
+                    inplace,
+                    &pb,
+                    &mut c4,
+                    ldc,
+                    Init::Bias(&bias),
+                    Some(&e),
+                    threads,
+                );
+                let mut c5 = vec![7f32; m * ldc];
+                gemm_rows(
+                    inplace,
+                    k,
+                    n,
+                    &fill,
+                    &mut c5,
+                    ldc,
+                    Init::Bias(&bias),
+                    threads,
+                );
+                // the bias as it was added before: written into C,
+                // the product accumulated on it
+                let mut old = vec![7f32; m * ldc];
+                for i in 0..m {
+                    old[i * ldc..i * ldc + n].copy_from_slice(&bias);
+                }
+                gemm(&pa, &pb, &mut old, ldc, true, threads);
+                for i in 0..m {
+                    for j in 0..n {
+                        let at = i * ldc + j;
+                        let want = (old[at] + res[at]).max(0.0);
+                        assert_eq!(c5[at], old[at], "{m}x{n}x{k} ({i},{j}): bias");
+                        assert_eq!(c4[at], want, "{m}x{n}x{k} ({i},{j}): epilogue");
+                    }
+                    assert!(c4[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                }
+                let mut c = vec![1f32; m * n];
+                gemm(&pa, &pb, &mut c, n, true, threads);
+                for (got, w) in c.iter().zip(&want) {
+                    assert!((*got as f64 - (w + 1.0)).abs() <= 1e-4 * (1.0 + w.abs()));
+                }
+            }
+        }
+    }
+}
+
+/// A direct product's panels (runs crossing "lines", lanes dropped, a
+/// panel of 16 lanes or fewer, rows that do not fill a block, a bias
+/// or none, A packed or read as it lies, one and two threads) against a float64 reference, and no
+/// element of C outside the runs touched.
+#[test]
+fn direct_products_match_a_reference() {
+    if !available() {
+        eprintln!("no AVX-512F here: the direct kernel is not used, nothing to test");
+        return;
+    }
+    let (src, ldc) = (values(4000, 3), 90);
+    for &(m, k) in &[(1, 1), (12, 27), (29, 300), (40, 5)] {
+        let av = values(m * k, 4);
+        let a = View::row_major(&av, m, k);
+        let pa = pack_a(&a);
+        let offs: Vec<usize> = (0..k).map(|r| (r * 37) % 500).collect();
+        let bias = values(m, 5);
+        let mut panels = Panels::default();
+        // all 32 lanes to columns 0..32
+        panels.push(0, [Run { mask: !0, at: 0 }]);
+        // lanes 0..10 to 40..50, 13..30 to 60..77; 10..13 and 30..32 dropped
+        panels.push(
+            700,
+            [
+                Run {
+                    mask: 0x3ff,
+                    at: 40,
+                },
+                Run {
+                    mask: 0x3fff_e000,
+                    at: 60 - 13,
+                },
+            ],
+        );
+        // seven lanes: the one-vector kernel
+        panels.push(1500, [Run { mask: 0x7f, at: 80 }]);
+        let lhs = [Lhs::packed(&pa), Lhs::rows(&av, m, k)];
+        for (bias, lhs) in [None, Some(&bias[..])]
+            .into_iter()
+            .flat_map(|b| lhs.map(|l| (b, l)))
+        {
+            for threads in [1, 2] {
+                let mut c = vec![7f32; m * ldc];
+                // SAFETY: the runs write distinct columns
+                unsafe { gemm_direct(lhs, &src, &offs, &panels, &mut c, ldc, bias, None, threads) };
+                let mut want = vec![7f64; m * ldc];
+                for p in 0..panels.len() {
+                    for run in panels.runs(p) {
+                        for l in (0..32).filter(|l| run.mask >> l & 1 == 1) {
+                            let col = (run.at + l as isize) as usize;
+                            for i in 0..m {
+                                let dot: f64 = (0..k)
+                                    .map(|r| {
+                                        av[i * k + r] as f64
+                                            * src[panels.base[p] + offs[r] + l] as f64
+                                    })
+                                    .sum();
+                                want[i * ldc + col] = dot + bias.map_or(0.0, |b| b[i] as f64);
+                            }
+                        }
+                    }
+                }
+                for (e, (got, w)) in c.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{m}x{k} element {e}: {got} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+mod speed {
+    use super::*;
+
+    /// `cargo test --release -p pt2kit --features exec --lib gemm_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn gemm_speed() {
+        for &(m, n, k) in &[
+            (128, 768, 768),
+            (128, 3072, 768),
+            (128, 768, 3072),
+            (64, 512, 784),
+            (64, 3136, 576),
+            (256, 196, 2304),
+        ] {
+            let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+            let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+            let a = View::row_major(&av, m, k);
+            let b = View {
+                data: &bv,
+                off: 0,
+                rows: k,
+                cols: n,
+                rs: 1,
+                cs: k,
+            };
+            let many: Vec<PackedB> = (0..16).map(|_| pack_b(&b)).collect();
+            let pb = pack_b(&b);
+            let mut c = vec![0f32; m * n];
+            for threads in [1, 2] {
+                let t = std::time::Instant::now();
+                for r in 0..48 {
+                    let pa = pack_a(&a);
+                    gemm(&pa, &many[r % 16], &mut c, n, false, threads);
+                }
+                let s = t.elapsed().as_secs_f64() / 48.0;
+                eprintln!(
+                    "{m}x{n}x{k} threads {threads}: B from memory {:.1} GFLOP/s, {:.1} GB/s of B",
+                    2.0 * (m * n * k) as f64 / s / 1e9,
+                    (k * n * 4) as f64 / s / 1e9
+                );
+            }
+            let flops = 2.0 * (m * n * k) as f64;
+            for threads in [1, 2] {
+                let t = std::time::Instant::now();
+                let reps = 50;
+                for _ in 0..reps {
+                    let pa = pack_a(&a);
+                    gemm(&pa, &pb, &mut c, n, false, threads);
+                }
+                let s = t.elapsed().as_secs_f64() / reps as f64;
+                let t2 = std::time::Instant::now();
+                for _ in 0..reps {
+                    unsafe {
+                        ::gemm::gemm(
+                            m,
+                            n,
+                            k,
+                            c.as_mut_ptr(),
+                            1,
+                            n as isize,
+                            false,
+                            av.as_ptr(),
+                            1,
+                            k as isize,
+                            bv.as_ptr(),
+                            k as isize,
+                            1,
+                            1.0f32,
+                            1.0f32,
+                            false,
+                            false,
+                            false,
+                            if threads == 1 {
+                                ::gemm::Parallelism::None
+                            } else {
+                                ::gemm::Parallelism::Rayon(threads)
+                            },
+                        );
+                    }
+                }
+                let s2 = t2.elapsed().as_secs_f64() / reps as f64;
+                eprintln!(
+                    "{m}x{n}x{k} threads {threads}: packed {:.1} GFLOP/s, gemm crate {:.1} GFLOP/s",
+                    flops / s / 1e9,
+                    flops / s2 / 1e9
+                );
+            }
+        }
+    }
+}
