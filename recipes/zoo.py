@@ -438,6 +438,31 @@ class ConvEpilogues(nn.Module):
         return r, d, s, e, t, y * z, u, F.relu(u)
 
 
+class LinearEpilogues(nn.Module):
+    """The element-wise chains the executor fuses into the matrix product
+    of a linear layer before them (run on each block of its output as the
+    kernel finishes it), seen through the view a 3-D input's product
+    takes: exact GELU, a residual add (the product first), tanh GELU, and
+    a relu after a 2-D product (no view); not fused: a residual add with
+    the product as its second operand."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(16, 48)  # gelu
+        self.down = nn.Linear(48, 16)  # + x
+        self.b = nn.Linear(16, 24)  # tanh gelu
+        self.c = nn.Linear(16, 16)  # x + c(r): the second operand
+        self.flat = nn.Linear(16, 8)  # 2-D, relu
+
+    def forward(self, x):  # f32[2, 5, 16]
+        h = F.gelu(self.up(x))
+        r = self.down(h) + x
+        t = F.gelu(self.b(r), approximate="tanh")
+        s = x + self.c(r)
+        f = F.relu(self.flat(x.reshape(10, 16)))
+        return t, s, f
+
+
 class OddWeights(nn.Module):
     def __init__(self):
         super().__init__()
@@ -951,6 +976,7 @@ _reg("mlp", MLP, lambda: (_randn(2, 4),))
 _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
 _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
+_reg("linear_epilogues", LinearEpilogues, lambda: (_randn(2, 5, 16),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))
 _reg("embedding", Embedding, lambda: (torch.randint(0, 50, (2, 7), dtype=torch.int64),))
 _reg("bufconst", BufConst, lambda: (_randn(3, 4),))

@@ -47,12 +47,12 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
     (
         "PT2KIT_NO_FUSION",
         &["ir-run", "ir-bench"],
-        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution), for timing a run both ways. The results are the same bits.",
+        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution or a matrix product), for timing a run both ways. The results are the same bits.",
     ),
     (
         "PT2KIT_NO_EPILOGUE",
         &["ir-run", "ir-bench"],
-        "Set: element-wise chains after a convolution run as passes of their own, not inside the convolution's kernel. The results are the same bits.",
+        "Set: element-wise chains after a convolution or a linear layer's matrix product run as passes of their own, not inside its kernel. The results are the same bits.",
     ),
     (
         "PT2KIT_NO_SPIN",

@@ -1124,32 +1124,56 @@ fn convolution_epilogues_match_unfused_runs() {
         ("conv_epilogues.pt2", exported),
         ("conv_epilogues.decomp.pt2", decomposed),
     ] {
-        let program = read(&repo().join("golden/models").join(file));
-        let (fused, plain) = fused_and_plain(&program);
-        let chains: Vec<Vec<String>> = fused.epilogues().into_iter().map(|(_, ops)| ops).collect();
-        assert_eq!(chains, want, "{file}: {:?}", fused.epilogues());
-        assert!(plain.epilogues().is_empty());
-        let inputs =
-            pt2kit::tensorfile::read_npz(&repo().join("golden/models/conv_epilogues.inputs.npz"))
-                .unwrap();
-        let got = fused.run(&inputs).unwrap();
-        let alone = plain.run(&inputs).unwrap();
-        for ((name, a), (_, b)) in got.iter().zip(&alone) {
-            assert_eq!(a.shape, b.shape, "{file} {name}");
-            assert!(
-                a.data == b.data,
-                "{file} {name}: the fused run differs from the nodes run one by one"
-            );
-        }
         // in the kernels (direct, depthwise, packed, transposed; with
         // AVX-512): every one
-        let ran = fused.epilogues_in_kernels();
-        let all = if pt2kit::exec::sgemm::available() {
-            want.len()
-        } else {
-            0
-        };
-        assert_eq!(ran, all, "{file}");
+        epilogues_match_unfused_runs(file, "conv_epilogues.inputs.npz", &want, want.len());
+    }
+}
+
+/// The fused groups of `file` that run as epilogues are the chains `want`
+/// (op names), `in_kernels` of them ran inside their kernels (with
+/// AVX-512; none without), and the outputs are the bits of the nodes run
+/// one by one.
+fn epilogues_match_unfused_runs(file: &str, inputs: &str, want: &[&[&str]], in_kernels: usize) {
+    let program = read(&repo().join("golden/models").join(file));
+    let (fused, plain) = fused_and_plain(&program);
+    let chains: Vec<Vec<String>> = fused.epilogues().into_iter().map(|(_, ops)| ops).collect();
+    assert_eq!(chains, want, "{file}: {:?}", fused.epilogues());
+    assert!(plain.epilogues().is_empty());
+    let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models").join(inputs)).unwrap();
+    let got = fused.run(&inputs).unwrap();
+    let alone = plain.run(&inputs).unwrap();
+    for ((name, a), (_, b)) in got.iter().zip(&alone) {
+        assert_eq!(a.shape, b.shape, "{file} {name}");
+        assert!(
+            a.data == b.data,
+            "{file} {name}: the fused run differs from the nodes run one by one"
+        );
+    }
+    let ran = fused.epilogues_in_kernels();
+    let all = if pt2kit::exec::sgemm::available() {
+        in_kernels
+    } else {
+        0
+    };
+    assert_eq!(ran, all, "{file}");
+}
+
+/// Element-wise chains after a linear layer's product are its epilogue,
+/// seen through the view a 3-D input's product is reshaped by
+/// (golden/models/linear_epilogues: exact GELU, a residual add, tanh GELU,
+/// a relu after a 2-D product): the results are the bits of the nodes run
+/// one by one. Not an epilogue: a residual add with the product as its
+/// second operand. Both the exported program (linear) and the decomposed
+/// one (addmm and view).
+#[test]
+fn linear_epilogues_match_unfused_runs() {
+    let gelu = ["aten.gelu.default"];
+    let add = ["aten.add.Tensor"];
+    let relu = ["aten.relu.default"];
+    let want: Vec<&[&str]> = vec![&gelu, &add, &gelu, &relu];
+    for file in ["linear_epilogues.pt2", "linear_epilogues.decomp.pt2"] {
+        epilogues_match_unfused_runs(file, "linear_epilogues.inputs.npz", &want, want.len());
     }
 }
 

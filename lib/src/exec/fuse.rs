@@ -14,16 +14,18 @@
 //! (`exec/ops/activation.rs`, `pointwise.rs`); this module reads only their
 //! arguments.
 //!
-//! A chain after a convolution whose output only it reads is the
-//! convolution's epilogue ([`Role::Producer`]): where each step maps the
-//! value so far with a number or another input of the output's shape (a
-//! relu; a residual add and relu; hardswish, lowered or not; a clamp), the
-//! direct convolution kernel runs it on each block of its output as it
+//! A chain after a convolution or a linear layer's product whose output
+//! only it reads is that op's epilogue ([`Role::Producer`]; a product's
+//! output may reach the chain through views, [`Plan::bridges`], as a 3-D
+//! input's linear layer is an addmm viewed back to 3-D): where each step
+//! maps the value so far with a number or another input of the output's
+//! shape (a relu; a residual add and relu; hardswish, lowered or not; a
+//! clamp; GELU), the kernel runs it on each block of its output as it
 //! finishes the block, in L2 ([`register_steps`], [`sgemm::Epilogue`]), and
 //! the output is never written twice; other kernels leave it to a pass
-//! right after the convolution. `PT2KIT_NO_EPILOGUE=1` turns this off (for
-//! timing both ways): ResNet-18 at batch 8 89 against 90 ms, MobileNetV3
-//! 8.2 against 8.5 ms.
+//! right after. `PT2KIT_NO_EPILOGUE=1` turns this off (for timing both
+//! ways): ResNet-18 at batch 8 89 against 90 ms, MobileNetV3 8.2 against
+//! 8.5 ms.
 //!
 //! The steps compute what the ops' own rows compute (the same formulas and
 //! the same [`vmath`] functions), so a fused run matches an unfused one to
@@ -81,7 +83,7 @@ pub enum Role {
     Member,
     /// The last node of group `i`: the group runs here.
     Root(usize),
-    /// A convolution whose output only group `i` reads: the group runs
+    /// A convolution or product whose output only group `i` reads: the group runs
     /// on its output as it is made (an epilogue), or right after it.
     Producer(usize),
 }
@@ -91,17 +93,30 @@ pub enum Role {
 pub struct Plan {
     pub groups: Vec<Group>,
     pub roles: Vec<Role>,
-    /// Per group, where it runs as an epilogue: the convolution (node)
+    /// Per group, where it runs as an epilogue: the convolution or product (node)
     /// that makes one of its inputs, and which input that is.
     pub epilogues: Vec<Option<(usize, usize)>>,
+    /// Per group, the views between its producer and it (run right after
+    /// the producer, on its output: the epilogue's result or not).
+    pub bridges: Vec<Vec<usize>>,
     /// Where each node reads its inputs: a group's members at the group's
-    /// root, or at its convolution for an epilogue (the executor frees a
+    /// root, or at its producer for an epilogue (the executor frees a
     /// value after the last place it is read).
     pub read_at: Vec<usize>,
 }
 
 /// The ops whose output a group may take as an epilogue.
-const PRODUCERS: &[&str] = &["aten.convolution.default", "aten.conv2d.default"];
+const PRODUCERS: &[&str] = &[
+    "aten.convolution.default",
+    "aten.conv2d.default",
+    "aten.addmm.default",
+    "aten.mm.default",
+    "aten.linear.default",
+];
+
+/// Views a group may see its producer's output through (reshapes of a
+/// product's contiguous output, which alias it).
+const VIEWS: &[&str] = &["aten.view.default", "aten._unsafe_view.default"];
 
 /// A node as a step, if it is a float32 element-wise op the plan fuses:
 /// its op and operands (values or constants), and its output.
@@ -176,7 +191,7 @@ fn classify(graph: &Graph, node: &Node) -> Option<Classified> {
 impl Plan {
     /// The groups of `graph`: none that reads a value an in-place op
     /// updates (the update might come between its nodes and its root).
-    /// With `epilogues`, chains after a convolution that its kernel can
+    /// With `epilogues`, chains after a convolution or product that its kernel can
     /// run on its output ([`register_steps`]) are its epilogue
     /// ([`Role::Producer`]).
     pub fn new(graph: &Graph, epilogues: bool) -> Plan {
@@ -243,11 +258,11 @@ impl Plan {
                 def[v.index()] = Some(i);
             }
         }
-        // the convolution that makes `v`, where `members` are all its
-        // readers (none outside the group, not a graph output)
-        let produced = |v: ValueId, members: &[usize]| -> Option<usize> {
-            let d = def[v.index()]?;
-            let node = &graph.nodes[d];
+        // the convolution or product that makes `v`, where `members` are
+        // all its readers (none outside the group, not a graph output),
+        // and the views between them (a linear layer's [b*t, n] output
+        // viewed as [b, t, n]), each read only by the next
+        let produced = |v: ValueId, members: &[usize]| -> Option<(usize, Vec<usize>)> {
             let mut reads = 0;
             let mut refs = Vec::new();
             for &m in members {
@@ -258,14 +273,28 @@ impl Plan {
                     .for_each(|a| a.arg.value_refs(&mut refs));
                 reads += refs.iter().filter(|&&r| r == v).count();
             }
-            (epilogues
-                && uses[v.index()] == reads
-                && node.outputs.len() == 1
-                && PRODUCERS.contains(&node.target.to_string().as_str()))
-            .then_some(d)
+            if !epilogues || uses[v.index()] != reads {
+                return None;
+            }
+            let mut d = def[v.index()]?;
+            let mut bridges = Vec::new();
+            while VIEWS.contains(&graph.nodes[d].target.to_string().as_str()) {
+                let Some(Argument::Tensor(u)) = graph.nodes[d].arg("self") else {
+                    return None;
+                };
+                if uses[u.index()] != 1 {
+                    return None;
+                }
+                bridges.push(d);
+                d = def[u.index()]?;
+            }
+            bridges.reverse();
+            let node = &graph.nodes[d];
+            (node.outputs.len() == 1 && PRODUCERS.contains(&node.target.to_string().as_str()))
+                .then_some((d, bridges))
         };
         // in graph order (of their last nodes): chains of two or more, and
-        // single nodes on a convolution's output (an epilogue)
+        // single nodes on a producer's output (an epilogue)
         let mut open: Vec<(ValueId, Vec<usize>)> = open
             .into_iter()
             .filter(|(_, m)| {
@@ -311,21 +340,28 @@ impl Plan {
             if inputs.iter().any(|v| mutated.contains(v)) {
                 continue;
             }
-            // an epilogue: an input a convolution makes for this group
-            // alone, every other input made before that convolution (the
-            // group then runs there); the latest such convolution
+            // an epilogue: an input a producer makes for this group
+            // alone, every other input made before that producer (the
+            // group then runs there); the latest such producer
             let epilogue = inputs
                 .iter()
                 .enumerate()
-                .filter_map(|(own, &v)| Some((produced(v, &members)?, own)))
-                .filter(|&(c, own)| {
+                .filter_map(|(own, &v)| {
+                    let (c, bridges) = produced(v, &members)?;
+                    Some((c, own, bridges))
+                })
+                .filter(|(c, own, _)| {
                     inputs
                         .iter()
                         .enumerate()
-                        .all(|(i, u)| i == own || def[u.index()].is_none_or(|d| d < c))
+                        .all(|(i, u)| i == *own || def[u.index()].is_none_or(|d| d < *c))
                 })
-                .filter(|&(_, own)| register_steps(&group_steps, own).is_some())
+                .filter(|(_, own, _)| register_steps(&group_steps, *own).is_some())
                 .max();
+            let (epilogue, bridges) = match epilogue {
+                Some((c, own, bridges)) => (Some((c, own)), bridges),
+                None => (None, Vec::new()),
+            };
             if members.len() < 2 && epilogue.is_none() {
                 continue;
             }
@@ -338,10 +374,14 @@ impl Plan {
                 None => plan.roles[members[members.len() - 1]] = Role::Root(g),
             }
             let at = epilogue.map_or(members[members.len() - 1], |(c, _)| c);
-            for &m in &members {
+            for &m in members.iter().chain(&bridges) {
                 plan.read_at[m] = at;
             }
+            for &b in &bridges {
+                plan.roles[b] = Role::Member;
+            }
             plan.epilogues.push(epilogue);
+            plan.bridges.push(bridges);
             plan.groups.push(Group {
                 nodes: members,
                 inputs,
@@ -475,7 +515,7 @@ impl Group {
     }
 }
 
-/// A group's steps as the direct convolution kernel runs them
+/// A group's steps as the kernels run them
 /// ([`sgemm::Epilogue`]), its input `own` the product: a chain where each
 /// step maps the value so far with a number or another input (torch's
 /// lowered hardswish, `x * clamp(x + 3, 0, 6) / 6` in five steps, is one);
@@ -542,6 +582,8 @@ fn register_steps(steps: &[Step], own: usize) -> Option<Vec<sgemm::EpiStep>> {
             Op::Div => EpiOp::Div,
             Op::Clamp(lo, hi) => EpiOp::Clamp(lo, hi),
             Op::Hardswish => EpiOp::Hardswish,
+            Op::GeluErf => EpiOp::GeluErf,
+            Op::GeluTanh => EpiOp::GeluTanh,
             _ => return None,
         };
         out.push(sgemm::EpiStep { op, b });
@@ -551,8 +593,8 @@ fn register_steps(steps: &[Step], own: usize) -> Option<Vec<sgemm::EpiStep>> {
 }
 
 impl Group {
-    /// The group as the direct convolution kernel's epilogue, its input
-    /// `own` the convolution's output (see [`register_steps`]).
+    /// The group as a kernel's epilogue, its input
+    /// `own` the producer's output (see [`register_steps`]).
     pub fn register_steps(&self, own: usize) -> Option<Vec<sgemm::EpiStep>> {
         register_steps(&self.steps, own)
     }

@@ -195,7 +195,7 @@ pub struct Executor<'p> {
     recording: std::sync::atomic::AtomicBool,
     /// Copies made of mapped weights for ops that do not read them in place.
     mapped_copies: std::sync::atomic::AtomicUsize,
-    /// Epilogues run inside their convolution's kernel since the executor
+    /// Epilogues run inside their producer's kernel since the executor
     /// was built ([`Executor::epilogues_in_kernels`]).
     epilogues_in_kernels: std::sync::atomic::AtomicUsize,
     /// Names of the values that the fallback lowering made (not in the
@@ -470,7 +470,7 @@ impl<'p> Executor<'p> {
         let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
             fuse::Plan::default()
         } else {
-            // PT2KIT_NO_EPILOGUE: the chains after convolutions as passes
+            // PT2KIT_NO_EPILOGUE: the chains after convolutions and products as passes
             // of their own (for timing a run both ways)
             fuse::Plan::new(
                 &program.graph,
@@ -640,16 +640,27 @@ impl<'p> Executor<'p> {
                         &mut refs,
                         Some(&epilogue),
                     )?;
+                    // the views between the output and the group
+                    let bridges = &self.fusion.bridges[g];
+                    for &b in bridges {
+                        let node = &graph.nodes[b];
+                        self.run_node(graph, node, &mut env, bindings, &last, &mut refs, None)?;
+                    }
                     if epilogue.applied.get() {
                         self.epilogues_in_kernels
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    // not applied by the kernel: the group on the output
-                    if !epilogue.applied.get() {
+                        // the kernel made the group's output: what the
+                        // group reads of it
+                        let made = env[group.inputs[own].index()].clone();
+                        env[group.output.index()] = made;
+                    } else {
+                        // not applied by the kernel: the group on the output
                         self.run_group(graph, group, &mut env, bindings, &last, &mut refs)?;
                     }
-                    // the dead values of the node and of the group
-                    let read = std::iter::once(i).chain(group.nodes.iter().copied());
+                    // the dead values of the node, the views and the group
+                    let read = std::iter::once(i)
+                        .chain(bridges.iter().copied())
+                        .chain(group.nodes.iter().copied());
                     free_dead(graph, read, i, &last, &mut env, &mut refs);
                 }
                 Some(fuse::Role::Root(g)) => {
@@ -779,17 +790,8 @@ impl Executor<'_> {
                 env[self_id.index()] = Some(Value::Tensor(t.clone()));
             }
         }
-        match epilogue {
-            // the op made the group's output (its own is never seen)
-            Some(e) if e.applied.get() => {
-                let value = outs.into_iter().next();
-                env[e.group.output.index()] = value;
-            }
-            _ => {
-                for (arg, value) in node.outputs.iter().zip(outs) {
-                    bind_output(arg, value, env)?;
-                }
-            }
+        for (arg, value) in node.outputs.iter().zip(outs) {
+            bind_output(arg, value, env)?;
         }
         if self.recording.load(std::sync::atomic::Ordering::Relaxed)
             && std::ptr::eq(graph, &self.program.graph)
@@ -904,8 +906,8 @@ impl Executor<'_> {
 impl Executor<'_> {
     /// The element-wise chains fused ([`fuse`]): each as its nodes' ops,
     /// in graph order.
-    /// The fused groups that run as a convolution's epilogue: the
-    /// convolution's node name and the group's ops, in graph order.
+    /// The fused groups that run as a convolution's or product's epilogue: the
+    /// producer's node name and the group's ops, in graph order.
     pub fn epilogues(&self) -> Vec<(String, Vec<String>)> {
         self.fusion
             .groups
@@ -923,7 +925,7 @@ impl Executor<'_> {
     }
 
     /// How many epilogues ([`Executor::epilogues`]) ran inside their
-    /// convolution's kernel, on each block of its output as it was made,
+    /// producer's kernel, on each block of its output as it was made,
     /// over the runs so far (the others ran after it, as a pass of their
     /// own: a kernel that takes none, or an operand it cannot read).
     pub fn epilogues_in_kernels(&self) -> usize {
@@ -1186,11 +1188,11 @@ pub struct Ctx<'a> {
     pub bindings: &'a BTreeMap<String, i64>,
     last: &'a [usize],
     /// A fused group to run on the node's output as the op makes it
-    /// (only a convolution gets one: [`fuse::Role::Producer`]).
+    /// (only a convolution or a product gets one: [`fuse::Role::Producer`]).
     epilogue: Option<&'a Epilogue<'a>>,
 }
 
-/// A fused group a convolution runs on its output as its kernel makes it
+/// A fused group a convolution or product runs on its output as its kernel makes it
 /// ([`sgemm::Epilogue`], from [`fuse::Group::register_steps`]): the op
 /// sets `applied` when it did, and its output is then the group's;
 /// otherwise the executor runs the group right after it.

@@ -88,6 +88,13 @@ fn erfc_tail(ax: f32) -> f32 {
 /// [`erfc_tail`]), where erf is near 1.
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
+    erf_with(x, erfc_tail(x.abs()))
+}
+
+/// [`erf`] given `tail`, the [`erfc_tail`] of `|x|` (which GELU needs
+/// too: computed once).
+#[inline(always)]
+fn erf_with(x: f32, tail: f32) -> f32 {
     let ax = x.abs();
     let z = x * x;
     let mut q = 7.853_861_4e-5f32;
@@ -98,7 +105,7 @@ pub fn erf(x: f32) -> f32 {
     q = q.mul_add(z, -3.761_262_6e-1);
     q = q.mul_add(z, std::f32::consts::FRAC_2_SQRT_PI);
     let small = x * q;
-    let large = (1.0 - erfc_tail(ax)).copysign(x);
+    let large = (1.0 - tail).copysign(x);
     if ax < 1.0 {
         small
     } else {
@@ -111,8 +118,10 @@ pub fn erf(x: f32) -> f32 {
 #[inline(always)]
 pub fn gelu_erf(x: f32) -> f32 {
     let u = x * std::f32::consts::FRAC_1_SQRT_2;
-    // both computed, then one chosen: a select the loop vectorises
-    let (tail, body) = (erfc_tail(u.abs()), 1.0 + erf(u));
+    // both computed, then one chosen: a select the loop vectorises (one
+    // erfc tail for both: it holds a division and an exp)
+    let tail = erfc_tail(u.abs());
+    let body = 1.0 + erf_with(u, tail);
     let one_plus = if u < -1.0 { tail } else { body };
     0.5 * x * one_plus
 }
@@ -200,6 +209,16 @@ multiversion! {
     fn map2_here[T: Copy + Default, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], dst: &mut [T], f: F) {
         for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
             *d = f(*x, *y);
+        }
+    }
+}
+
+multiversion! {
+    /// `xs[i] = f(xs[i])` on this thread, in the widest instruction set
+    /// (a product's epilogue on a block it has finished).
+    pub fn map_in_place_here[F: Fn(f32) -> f32 + Copy](xs: &mut [f32], f: F) {
+        for x in xs.iter_mut() {
+            *x = f(*x);
         }
     }
 }

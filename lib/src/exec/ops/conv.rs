@@ -788,25 +788,6 @@ fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> 
         .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
 }
 
-/// The fused epilogue ([`EpilogueArgs`]) as the kernels run it on each
-/// block of the output they finish ([`sgemm::Epilogue`]): its steps and
-/// operands, where it fits an output of `len` elements and each step is
-/// one the kernels have.
-fn register_epilogue<'a>(
-    e: Option<&'a EpilogueArgs<'a>>,
-    len: usize,
-) -> Option<(Vec<sgemm::EpiStep>, &'a [&'a [f32]])> {
-    let e = e.filter(|e| e.fits(len))?;
-    Some((e.group.register_steps(e.own)?, e.inputs))
-}
-
-/// Tells the executor the epilogue ran (`ran`): the output is the group's.
-fn mark_applied(e: Option<&EpilogueArgs>, ran: bool) {
-    if let (Some(e), true) = (e, ran) {
-        e.applied.set(true);
-    }
-}
-
 /// A tensor's f32 elements, row-major.
 fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
     t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)

@@ -10,7 +10,7 @@ fn matmul(ctx: &mut Ctx) -> OpResult {
         "other"
     };
     if let (Some(m), false) = (ctx.mapped(right), ctx.node.target.name == "bmm") {
-        return mapped_matmul(ctx, &a, &m, None);
+        return ctx.with_epilogue(|e| mapped_matmul(ctx, &a, &m, None, e));
     }
     let b = ctx.tensor(right)?;
     one(matmul_t(ctx, &a, &b)?)
@@ -30,14 +30,15 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
         1.0
     };
     if let (Some(m), 1.0, 1.0) = (ctx.mapped("mat2"), alpha, beta) {
-        return mapped_matmul(ctx, &a, &m, Some(&bias));
+        return ctx.with_epilogue(|e| mapped_matmul(ctx, &a, &m, Some(&bias), e));
     }
     let b = ctx.tensor("mat2")?;
     // A bias row (`[n]` or `[1, n]`) starts the float32 product: fused.
     let row_bias = bias.rank() == 1 || (bias.rank() == 2 && bias.dims()[0] == 1);
     if alpha == 1.0 && beta == 1.0 && row_bias && a.rank() == 2 && b.rank() == 2 {
         if let [Dtype::Float32, Dtype::Float32, Dtype::Float32] = [bias.dtype, a.dtype, b.dtype] {
-            if let Some(t) = packed_matmul(ctx, &a.t, &b.t, Some(&bias.t))? {
+            let t = ctx.with_epilogue(|e| packed_matmul(ctx, &a.t, &b.t, Some(&bias.t), e))?;
+            if let Some(t) = t {
                 return one(Tensor::new(t, Dtype::Float32));
             }
         }
@@ -63,10 +64,25 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     if let Some(m) = ctx.mapped("weight").filter(|m| m.rank() == 2) {
         let wt = m.with_layout(m.layout.transpose(0, 1).map_err(ce)?)?;
         let bias = ctx.opt_tensor("bias")?;
-        return mapped_matmul(ctx, &x, &wt, bias.as_ref());
+        return ctx.with_epilogue(|e| mapped_matmul(ctx, &x, &wt, bias.as_ref(), e));
     }
     let w = ctx.tensor("weight")?;
     let wt = Tensor::new(w.t.t().map_err(ce)?, w.dtype);
+    let bias = ctx.opt_tensor("bias")?;
+    // float32: the packed product, its bias and any epilogue fused, the
+    // leading dims as rows
+    if x.dtype == Dtype::Float32 && w.dtype == Dtype::Float32 && w.rank() == 2 && x.rank() >= 1 {
+        let dims = x.dims().to_vec();
+        let rows = x.t.reshape(((), dims[dims.len() - 1])).map_err(ce)?;
+        let y = ctx.with_epilogue(|e| {
+            packed_matmul(ctx, &rows, &wt.t, bias.as_ref().map(|b| &b.t), e)
+        })?;
+        if let Some(y) = y {
+            let mut shape = dims[..dims.len() - 1].to_vec();
+            shape.push(y.dims()[1]);
+            return one(Tensor::new(y.reshape(shape).map_err(ce)?, Dtype::Float32));
+        }
+    }
     // Leading dims flattened into rows: one [rows, in] x [in, out] product
     // (candle would broadcast the weight to every leading index instead).
     let mut y = if x.rank() > 2 && w.rank() == 2 {
@@ -80,7 +96,7 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     } else {
         matmul_t(ctx, &x, &wt)?
     };
-    if let Some(b) = ctx.opt_tensor("bias")? {
+    if let Some(b) = bias {
         y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
     }
     one(y)

@@ -353,6 +353,7 @@ fn packed_matmul(
     x: &CandleTensor,
     y: &CandleTensor,
     bias: Option<&CandleTensor>,
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<Option<CandleTensor>> {
     if !sgemm::available() {
         return Ok(None);
@@ -383,15 +384,39 @@ fn packed_matmul(
     let mut out = vec![0f32; m * n];
     let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let threads = rayon::current_num_threads();
+    let fused = register_epilogue(epilogue, out.len());
+    let then = fused
+        .as_ref()
+        .map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
     let done = with_lhs(x, |a| {
-        sgemm::gemm_lhs(a, &pb, &mut out, n, init, None, threads)
+        sgemm::gemm_lhs(a, &pb, &mut out, n, init, then.as_ref(), threads)
     });
     if done.is_none() {
         return Ok(None);
     }
+    mark_applied(epilogue, then.is_some());
     CandleTensor::from_vec(out, (m, n), x.device())
         .map(Some)
         .map_err(ce)
+}
+
+/// The fused epilogue ([`EpilogueArgs`]) as the kernels run it on each
+/// block of the output they finish ([`sgemm::Epilogue`]): its steps and
+/// operands, where it fits an output of `len` elements and each step is
+/// one the kernels have.
+pub(super) fn register_epilogue<'a>(
+    e: Option<&'a EpilogueArgs<'a>>,
+    len: usize,
+) -> Option<(Vec<sgemm::EpiStep>, &'a [&'a [f32]])> {
+    let e = e.filter(|e| e.fits(len))?;
+    Some((e.group.register_steps(e.own)?, e.inputs))
+}
+
+/// Tells the executor the epilogue ran (`ran`): the output is the group's.
+pub(super) fn mark_applied(e: Option<&EpilogueArgs>, ran: bool) {
+    if let (Some(e), true) = (e, ran) {
+        e.applied.set(true);
+    }
 }
 
 /// `f` of a float32 host matrix as the packed kernel's left operand: read
@@ -405,7 +430,7 @@ fn with_lhs<R>(x: &CandleTensor, f: impl FnOnce(sgemm::Lhs) -> R) -> Option<R> {
 
 /// `x [m, k] @ y [k, n]`: the packed kernel where it applies, else candle.
 fn matmul_2d(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
-    match packed_matmul(ctx, x, y, None)? {
+    match packed_matmul(ctx, x, y, None, None)? {
         Some(t) => Ok(t),
         None => x.matmul(y).map_err(ce),
     }
@@ -438,7 +463,7 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
             .and_then(|t| t.reshape((b * m, k)))
             .map_err(ce)?;
         // y read where it lies (packed once where it is a weight)
-        let product = match packed_matmul(ctx, &rows, y, None)? {
+        let product = match packed_matmul(ctx, &rows, y, None, None)? {
             Some(t) => t,
             None => {
                 let mut y0 = y.clone();
@@ -1161,6 +1186,7 @@ fn mapped_matmul(
     x: &Tensor,
     m: &super::mapped::Mapped,
     bias: Option<&Tensor>,
+    epilogue: Option<&EpilogueArgs>,
 ) -> OpResult {
     if m.rank() != 2 {
         return Err(unsupported(format!(
@@ -1195,9 +1221,18 @@ fn mapped_matmul(
         let mut out = vec![0f32; rows * n];
         let threads = rayon::current_num_threads();
         let packed = ctx.exec.packed_mapped(m);
+        // a fused group after it, on each block of the float32 output
+        let fused = register_epilogue(epilogue.filter(|_| dt == Dtype::Float32), out.len());
+        let then = fused
+            .as_ref()
+            .map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
+        let mut ran = false;
         with_lhs(&xs, |a| match &packed {
             // packed once, kept
-            Some(pb) => sgemm::gemm_lhs(a, pb, &mut out, n, init, None, threads),
+            Some(pb) => {
+                ran = then.is_some();
+                sgemm::gemm_lhs(a, pb, &mut out, n, init, then.as_ref(), threads)
+            }
             // too many weights to keep packed: each block as it is read,
             // the pages released after
             None => {
@@ -1207,6 +1242,7 @@ fn mapped_matmul(
             }
         })
         .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
+        mark_applied(epilogue, ran);
         Tensor::new(
             CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
             Dtype::Float32,

@@ -2,6 +2,7 @@
 //! (a layer's relu, gelu, residual add, hardswish): see [`Epilogue`].
 
 use super::*;
+use crate::exec::vmath;
 
 /// The second operand of an [`Epilogue`] step (the first is the value so
 /// far: the product with its bias, then each step's result).
@@ -28,6 +29,9 @@ pub enum EpiOp {
     Clamp(f32, f32),
     /// `x * clamp(x + 3, 0, 6) / 6`
     Hardswish,
+    /// GELU, exact ([`vmath::gelu_erf`]) or tanh's ([`vmath::gelu_tanh`]).
+    GeluErf,
+    GeluTanh,
 }
 
 /// One step of an [`Epilogue`]: `x = op(x, b)`.
@@ -94,6 +98,13 @@ pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: us
                 );
                 _mm512_div_ps(_mm512_mul_ps(x, c), _mm512_set1_ps(6.0))
             }),
+            // the functions the gelu rows map with, vectorised the same way
+            EpiOp::GeluErf => {
+                vmath::map_in_place_here(std::slice::from_raw_parts_mut(c, len), vmath::gelu_erf)
+            }
+            EpiOp::GeluTanh => {
+                vmath::map_in_place_here(std::slice::from_raw_parts_mut(c, len), vmath::gelu_tanh)
+            }
         }
     }
 }

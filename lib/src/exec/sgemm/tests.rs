@@ -340,7 +340,13 @@ mod speed {
 #[test]
 #[ignore]
 fn transformer_shapes() {
-    for &(m, n, k) in &[(1024usize, 3072usize, 768usize), (1024, 768, 3072), (1024, 768, 768), (1576, 3072, 768), (128, 3072, 768)] {
+    for &(m, n, k) in &[
+        (1024usize, 3072usize, 768usize),
+        (1024, 768, 3072),
+        (1024, 768, 768),
+        (1576, 3072, 768),
+        (128, 3072, 768),
+    ] {
         let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let a = View::row_major(&av, m, k);
@@ -353,7 +359,15 @@ fn transformer_shapes() {
             let reps = (8e9 / flops) as usize + 1;
             let t = std::time::Instant::now();
             for _ in 0..reps {
-                gemm_lhs(Lhs::view(&a).unwrap(), &pb, &mut c, n, Init::Bias(&bias), None, 2);
+                gemm_lhs(
+                    Lhs::view(&a).unwrap(),
+                    &pb,
+                    &mut c,
+                    n,
+                    Init::Bias(&bias),
+                    None,
+                    2,
+                );
             }
             best = best.max(flops * reps as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
