@@ -442,9 +442,11 @@ class LinearEpilogues(nn.Module):
     """The element-wise chains the executor fuses into the matrix product
     of a linear layer before them (run on each block of its output as the
     kernel finishes it), seen through the view a 3-D input's product
-    takes: exact GELU, a residual add (the product first), tanh GELU, and
-    a relu after a 2-D product (no view); not fused: a residual add with
-    the product as its second operand."""
+    takes: exact GELU, a residual add (the product first), tanh GELU, a
+    relu after a 2-D product (no view), and two that are no chain of steps
+    (the group itself runs on each block): a residual add with the product
+    as its second operand, and SiLU written out (the product read at two
+    steps)."""
 
     def __init__(self):
         super().__init__()
@@ -453,6 +455,7 @@ class LinearEpilogues(nn.Module):
         self.b = nn.Linear(16, 24)  # tanh gelu
         self.c = nn.Linear(16, 16)  # x + c(r): the second operand
         self.flat = nn.Linear(16, 8)  # 2-D, relu
+        self.e = nn.Linear(16, 12)  # q * sigmoid(q)
 
     def forward(self, x):  # f32[2, 5, 16]
         h = F.gelu(self.up(x))
@@ -460,7 +463,8 @@ class LinearEpilogues(nn.Module):
         t = F.gelu(self.b(r), approximate="tanh")
         s = x + self.c(r)
         f = F.relu(self.flat(x.reshape(10, 16)))
-        return t, s, f
+        q = self.e(r)
+        return t, s, f, q * torch.sigmoid(q)
 
 
 class OddWeights(nn.Module):

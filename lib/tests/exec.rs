@@ -1162,16 +1162,17 @@ fn epilogues_match_unfused_runs(file: &str, inputs: &str, want: &[&[&str]], in_k
 /// Element-wise chains after a linear layer's product are its epilogue,
 /// seen through the view a 3-D input's product is reshaped by
 /// (golden/models/linear_epilogues: exact GELU, a residual add, tanh GELU,
-/// a relu after a 2-D product): the results are the bits of the nodes run
-/// one by one. Not an epilogue: a residual add with the product as its
-/// second operand. Both the exported program (linear) and the decomposed
-/// one (addmm and view).
+/// a relu after a 2-D product; and, through the group's own evaluator on
+/// each block, a residual add with the product second and SiLU written
+/// out): the results are the bits of the nodes run one by one. Both the
+/// exported program (linear) and the decomposed one (addmm and view).
 #[test]
 fn linear_epilogues_match_unfused_runs() {
     let gelu = ["aten.gelu.default"];
     let add = ["aten.add.Tensor"];
     let relu = ["aten.relu.default"];
-    let want: Vec<&[&str]> = vec![&gelu, &add, &gelu, &relu];
+    let silu = ["aten.sigmoid.default", "aten.mul.Tensor"];
+    let want: Vec<&[&str]> = vec![&gelu, &add, &gelu, &add, &relu, &silu];
     for file in ["linear_epilogues.pt2", "linear_epilogues.decomp.pt2"] {
         epilogues_match_unfused_runs(file, "linear_epilogues.inputs.npz", &want, want.len());
     }

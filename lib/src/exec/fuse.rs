@@ -43,7 +43,7 @@ use super::{sgemm, vmath};
 use crate::ir::{Argument, Dtype, Graph, Node, ValueId, ValueKind};
 
 /// Elements a step computes at once.
-pub const LANES: usize = 256;
+pub const LANES: usize = 128;
 
 /// Where a step's operand comes from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,6 +109,15 @@ pub struct Plan {
 const PRODUCERS: &[&str] = &[
     "aten.convolution.default",
     "aten.conv2d.default",
+    "aten.addmm.default",
+    "aten.mm.default",
+    "aten.linear.default",
+];
+
+/// The producers whose kernel also runs a group that is not a chain of
+/// [`register_steps`] ([`Group::eval_span`] on each block: a product's
+/// blocks are large; a convolution's small planes were slower that way).
+const PRODUCTS: &[&str] = &[
     "aten.addmm.default",
     "aten.mm.default",
     "aten.linear.default",
@@ -356,7 +365,10 @@ impl Plan {
                         .enumerate()
                         .all(|(i, u)| i == *own || def[u.index()].is_none_or(|d| d < *c))
                 })
-                .filter(|(_, own, _)| register_steps(&group_steps, *own).is_some())
+                .filter(|(c, own, _)| {
+                    register_steps(&group_steps, *own).is_some()
+                        || PRODUCTS.contains(&graph.nodes[*c].target.to_string().as_str())
+                })
                 .max();
             let (epilogue, bridges) = match epilogue {
                 Some((c, own, bridges)) => (Some((c, own)), bridges),
@@ -491,6 +503,46 @@ vmath::multiversion! {
 }
 
 impl Group {
+    /// The group on `span`, elements `[at, at + span.len())` of its output,
+    /// in place: the span holds input `own` (a block a product has just
+    /// made, in L2) and becomes the group's result; the other inputs are
+    /// read at the same elements (`inputs[own]` is not read). A kernel's
+    /// epilogue where the group is not a chain of [`register_steps`] (GPT-2's
+    /// tanh GELU reads the product at three steps).
+    pub fn eval_span(&self, own: usize, inputs: &[&[f32]], at: usize, span: &mut [f32]) {
+        thread_local! {
+            static TMP: std::cell::RefCell<Vec<[f32; LANES]>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let mut tmp = TMP.with(|t| t.take());
+        tmp.resize(self.steps.len(), [0f32; LANES]);
+        let mut buf = [0f32; LANES];
+        for (k, o) in span.chunks_mut(LANES).enumerate() {
+            let (base, len) = (at + k * LANES, o.len());
+            buf[..len].copy_from_slice(o);
+            let part = |i: usize| -> &[f32] {
+                if i == own {
+                    &buf[..len]
+                } else {
+                    &inputs[i][base..base + len]
+                }
+            };
+            // each input's part from element 0 (on the stack for up to 8)
+            let mut few: [&[f32]; 8] = [&[]; 8];
+            let spill: Vec<&[f32]>;
+            let local: &[&[f32]] = if inputs.len() <= few.len() {
+                for (i, f) in few.iter_mut().enumerate().take(inputs.len()) {
+                    *f = part(i);
+                }
+                &few[..inputs.len()]
+            } else {
+                spill = (0..inputs.len()).map(part).collect();
+                &spill
+            };
+            eval_chunk(&self.steps, local, 0, o, &mut tmp);
+        }
+        TMP.with(|t| t.replace(tmp));
+    }
+
     /// The group over its inputs (each `len` elements), split over the
     /// pool's threads when large.
     pub fn eval(&self, inputs: &[&[f32]], len: usize) -> Vec<f32> {

@@ -414,7 +414,11 @@ fn conv_direct(
     let mut out = vec![0f32; b * co * oh * ow];
     // the fused chain after it, on each vector before it is stored
     let fused = register_epilogue(epilogue, out.len());
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
     with_host(w, |ws: &[f32]| {
         with_host(x, |xs: &[f32]| {
             let grid = Grid::new(xs, b, c, g);
@@ -482,7 +486,11 @@ fn conv_packed(
     let (k, n) = (c, g.out_plane());
     // the fused chain after it, on each group of images as it is done
     let fused = register_epilogue(epilogue, b * co * n);
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
     let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
     if b * n < FEW_PIXELS {
@@ -835,7 +843,11 @@ fn conv2d_depthwise(
     let mut out = vec![0f32; b * co * oh * ow];
     // the fused chain after it, on each task's planes as they are done
     let fused = register_epilogue(epilogue, out.len()).filter(|_| sgemm::available());
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
     let apply = |at: usize, span: &mut [f32]| {
         if let Some(e) = &then {
             sgemm::run_epilogue(e, at, span)

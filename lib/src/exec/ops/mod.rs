@@ -384,17 +384,17 @@ fn packed_matmul(
     let mut out = vec![0f32; m * n];
     let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let threads = rayon::current_num_threads();
-    let fused = register_epilogue(epilogue, out.len());
-    let then = fused
-        .as_ref()
-        .map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
-    let done = with_lhs(x, |a| {
-        sgemm::gemm_lhs(a, &pb, &mut out, n, init, then.as_ref(), threads)
+    let len = out.len();
+    let ran = with_product_epilogue(epilogue, len, |then| {
+        with_lhs(x, |a| {
+            sgemm::gemm_lhs(a, &pb, &mut out, n, init, then, threads)
+        })
+        .map(|()| then.is_some())
     });
-    if done.is_none() {
+    let Some(ran) = ran else {
         return Ok(None);
-    }
-    mark_applied(epilogue, then.is_some());
+    };
+    mark_applied(epilogue, ran);
     CandleTensor::from_vec(out, (m, n), x.device())
         .map(Some)
         .map_err(ce)
@@ -410,6 +410,30 @@ pub(super) fn register_epilogue<'a>(
 ) -> Option<(Vec<sgemm::EpiStep>, &'a [&'a [f32]])> {
     let e = e.filter(|e| e.fits(len))?;
     Some((e.group.register_steps(e.own)?, e.inputs))
+}
+
+/// [`register_epilogue`] for a matrix product's kernel, which also runs a
+/// group that is no chain of steps: `f` with the kernel's epilogue (the
+/// group evaluated on each finished block, [`fuse::Group::eval_span`],
+/// where it has no steps), or `None`. The caller tells the executor
+/// whether it ran ([`mark_applied`]).
+pub(super) fn with_product_epilogue<R>(
+    e: Option<&EpilogueArgs>,
+    len: usize,
+    f: impl FnOnce(Option<&sgemm::Epilogue>) -> R,
+) -> R {
+    let Some(e) = e.filter(|e| e.fits(len)) else {
+        return f(None);
+    };
+    let (group, own, inputs) = (e.group, e.own, e.inputs);
+    let general = move |at: usize, span: &mut [f32]| group.eval_span(own, inputs, at, span);
+    let steps = e.group.register_steps(e.own);
+    let then = sgemm::Epilogue {
+        steps: steps.as_deref().unwrap_or(&[]),
+        inputs: e.inputs,
+        map: steps.is_none().then_some(&general as &sgemm::EpiMap),
+    };
+    f(Some(&then))
 }
 
 /// Tells the executor the epilogue ran (`ran`): the output is the group's.
@@ -1222,24 +1246,24 @@ fn mapped_matmul(
         let threads = rayon::current_num_threads();
         let packed = ctx.exec.packed_mapped(m);
         // a fused group after it, on each block of the float32 output
-        let fused = register_epilogue(epilogue.filter(|_| dt == Dtype::Float32), out.len());
-        let then = fused
-            .as_ref()
-            .map(|(steps, inputs)| sgemm::Epilogue { steps, inputs });
         let mut ran = false;
-        with_lhs(&xs, |a| match &packed {
-            // packed once, kept
-            Some(pb) => {
-                ran = then.is_some();
-                sgemm::gemm_lhs(a, pb, &mut out, n, init, then.as_ref(), threads)
-            }
-            // too many weights to keep packed: each block as it is read,
-            // the pages released after
-            None => {
-                let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                sgemm::gemm_rows(a, k, n, &fill, &mut out, n, init, threads);
-                m.release();
-            }
+        let len = out.len();
+        let epi = epilogue.filter(|_| dt == Dtype::Float32);
+        with_product_epilogue(epi, len, |then| {
+            with_lhs(&xs, |a| match &packed {
+                // packed once, kept
+                Some(pb) => {
+                    ran = then.is_some();
+                    sgemm::gemm_lhs(a, pb, &mut out, n, init, then, threads)
+                }
+                // too many weights to keep packed: each block as it is read,
+                // the pages released after
+                None => {
+                    let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
+                    sgemm::gemm_rows(a, k, n, &fill, &mut out, n, init, threads);
+                    m.release();
+                }
+            })
         })
         .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
         mark_applied(epilogue, ran);

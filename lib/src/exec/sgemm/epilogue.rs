@@ -44,12 +44,19 @@ pub struct EpiStep {
 /// An element-wise chain the direct kernel runs on each block of C it has
 /// just stored, in place while the block is in L1 (a convolution's relu,
 /// residual add, hardswish): each step maps the value so far.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Epilogue<'a> {
     pub steps: &'a [EpiStep],
     /// The inputs `EpiSrc::Input` reads, each laid out as C.
     pub inputs: &'a [&'a [f32]],
+    /// Where given, run instead of the steps: `map(at, span)` makes the
+    /// span (elements `[at, at + span.len())` of C) the chain's result
+    /// (a chain the steps cannot say, evaluated by its caller).
+    pub map: Option<&'a EpiMap<'a>>,
 }
+
+/// An [`Epilogue`]'s chain as its caller evaluates it on a span of C.
+pub type EpiMap<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 
 /// An [`Epilogue`] over `len` elements of C from `c` (element `at` of C,
 /// and of the inputs), in place, step by step (one op over the span at a time), on a
@@ -63,6 +70,9 @@ pub struct Epilogue<'a> {
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
     use std::arch::x86_64::*;
+    if let Some(map) = e.map {
+        return map(at, std::slice::from_raw_parts_mut(c, len));
+    }
     // torch's clamp: ordered compares, so NaN stays
     let clamp = |v: __m512, lo: __m512, hi: __m512| {
         let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), v, lo);

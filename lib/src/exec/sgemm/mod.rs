@@ -665,7 +665,7 @@ mod tests;
 
 pub use direct::{gemm_direct, Panels, Run};
 use epilogue::epilogue_span;
-pub use epilogue::{run_epilogue, EpiOp, EpiSrc, EpiStep, Epilogue};
+pub use epilogue::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
 
 /// A micro-kernel: see [`kernel`].
 type Kernel = unsafe fn(

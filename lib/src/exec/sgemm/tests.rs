@@ -124,6 +124,7 @@ fn products_match_a_reference() {
                 let e = Epilogue {
                     steps: &steps,
                     inputs: &inputs,
+                    map: None,
                 };
                 let mut c4 = vec![7f32; m * ldc];
                 gemm_lhs(
