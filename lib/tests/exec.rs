@@ -1218,8 +1218,9 @@ fn convolution_over_no_channels_is_its_bias() {
 
 /// 2-D convolutions of random geometry (batch, channels, sizes, kernel,
 /// stride, padding, dilation per dim, with a bias or not; the shapes that
-/// take the direct kernel, the packed one and im2col alike) against a
-/// float64 reference.
+/// take the direct kernel, the packed one and im2col alike; one in three
+/// depthwise, over small planes channels last, plane by plane over larger
+/// ones) against a float64 reference.
 #[test]
 fn convolutions_of_random_geometry_match_a_reference() {
     use common::build::*;
@@ -1232,8 +1233,17 @@ fn convolutions_of_random_geometry_match_a_reference() {
         (seed % n) as usize
     };
     let mut done = 0;
-    while done < 80 {
-        let (bn, c, co) = (1 + next(3), 1 + next(9), 1 + next(20));
+    while done < 120 {
+        // one in three depthwise (a group a channel): 16 to 85 channels,
+        // planes from 1x1 (channels last under 64 output pixels) to 20x20
+        let depthwise = done % 3 == 2;
+        let (bn, mut c, mut co) = (1 + next(3), 1 + next(9), 1 + next(20));
+        if depthwise {
+            c = 16 + next(70);
+            co = c;
+        }
+        let groups = if depthwise { c } else { 1 };
+        let cpg = c / groups;
         let (h, w) = (1 + next(20), 1 + next(20));
         let (kh, kw) = (1 + next(5), 1 + next(5));
         let (sh, sw) = (1 + next(3), 1 + next(3));
@@ -1253,7 +1263,7 @@ fn convolutions_of_random_geometry_match_a_reference() {
         };
         let (xv, wv, bv) = (
             vals(bn * c * h * w, 1),
-            vals(co * c * kh * kw, 2),
+            vals(co * cpg * kh * kw, 2),
             vals(co, 3),
         );
         let mut b = B::new();
@@ -1262,7 +1272,7 @@ fn convolutions_of_random_geometry_match_a_reference() {
         let wt = b.input(
             "w",
             InputKind::UserInput,
-            meta(&i64s(&[co, c, kh, kw])),
+            meta(&i64s(&[co, cpg, kh, kw])),
             None,
         );
         let bias = b.input("b", InputKind::UserInput, meta(&[co as i64]), None);
@@ -1273,6 +1283,7 @@ fn convolutions_of_random_geometry_match_a_reference() {
             args[3] = ("stride", two(sh, sw));
             args[4] = ("padding", two(ph, pw));
             args[5] = ("dilation", two(dh, dw));
+            args[8] = ("groups", Argument::Int(groups as i64));
             em.op(
                 "aten.convolution.default",
                 args,
@@ -1284,18 +1295,20 @@ fn convolutions_of_random_geometry_match_a_reference() {
         let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
         let inputs = [
             ("x".to_string(), host_f32(&[bn, c, h, w], &xv)),
-            ("w".to_string(), host_f32(&[co, c, kh, kw], &wv)),
+            ("w".to_string(), host_f32(&[co, cpg, kh, kw], &wv)),
             ("b".to_string(), host_f32(&[co], &bv)),
         ];
         let got = exec.run(&inputs).unwrap()[0].1.to_f64();
-        let geometry = format!("x [{bn}, {c}, {h}, {w}] w [{co}, {c}, {kh}, {kw}] stride ({sh}, {sw}) pad ({ph}, {pw}) dil ({dh}, {dw}) bias {with_bias}");
+        let geometry = format!("x [{bn}, {c}, {h}, {w}] w [{co}, {cpg}, {kh}, {kw}] groups {groups} stride ({sh}, {sw}) pad ({ph}, {pw}) dil ({dh}, {dw}) bias {with_bias}");
         assert_eq!(got.len(), bn * co * oh * ow, "{geometry}");
         for n in 0..bn {
             for o in 0..co {
                 for oy in 0..oh {
                     for ox in 0..ow {
                         let mut want = if with_bias { bv[o] as f64 } else { 0.0 };
-                        for ch in 0..c {
+                        // the channels of o's group
+                        let first = o / (co / groups) * cpg;
+                        for (chl, ch) in (first..first + cpg).enumerate() {
                             for ky in 0..kh {
                                 for kx in 0..kw {
                                     let iy = (oy * sh + ky * dh) as isize - ph as isize;
@@ -1304,7 +1317,7 @@ fn convolutions_of_random_geometry_match_a_reference() {
                                         continue;
                                     }
                                     let xi = ((n * c + ch) * h + iy as usize) * w + ix as usize;
-                                    let wi = ((o * c + ch) * kh + ky) * kw + kx;
+                                    let wi = ((o * cpg + chl) * kh + ky) * kw + kx;
                                     want += xv[xi] as f64 * wv[wi] as f64;
                                 }
                             }
