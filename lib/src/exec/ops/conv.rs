@@ -411,7 +411,10 @@ fn conv_direct(
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
     let bv = bias.map(f32s).transpose()?;
-    let mut out = vec![0f32; b * co * oh * ow];
+    // written whole by the kernel (every output pixel is a lane of a
+    // panel, and k is at least 1: no channels take another path)
+    assert!(k > 0, "conv_direct over no input channels");
+    let mut out = sgemm::uninit(b * co * oh * ow);
     // the fused chain after it, on each vector before it is stored
     let fused = register_epilogue(epilogue, out.len());
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
@@ -442,6 +445,8 @@ fn conv_direct(
     .flatten()
     .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))?;
     mark_applied(epilogue, then.is_some());
+    // SAFETY: the kernel wrote every element (above)
+    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 

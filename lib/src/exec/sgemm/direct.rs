@@ -70,6 +70,10 @@ fn loads(runs: &[Run]) -> u32 {
 /// one; its 56x56 ones 5.2 and 4.6); the threads take blocks of rows by
 /// panels, several each.
 ///
+/// C may be uninitialised (a fresh output: no pass clearing it first):
+/// the elements the runs name are written (with `k` of at least 1; the
+/// epilogue reads only those), no other is read or written.
+///
 /// # Safety
 /// No two lanes (of any panels) write the same element of C, and `c` is
 /// not read or written by anyone else during the call. (Reads and writes
@@ -80,7 +84,7 @@ pub unsafe fn gemm_direct(
     src: &[f32],
     offs: &[usize],
     panels: &Panels,
-    c: &mut [f32],
+    c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
     bias: Option<&[f32]>,
     epilogue: Option<&Epilogue>,
@@ -133,7 +137,7 @@ pub unsafe fn gemm_direct(
     } else {
         threads.max(1)
     };
-    let cptr = SendPtr(c.as_mut_ptr());
+    let cptr = SendPtr(c.as_mut_ptr().cast::<f32>());
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: reads and writes checked above; parts write disjoint
         // lanes (the caller's promise) or disjoint rows.

@@ -217,7 +217,19 @@ fn direct_products_match_a_reference() {
             for threads in [1, 2] {
                 let mut c = vec![7f32; m * ldc];
                 // SAFETY: the runs write distinct columns
-                unsafe { gemm_direct(lhs, &src, &offs, &panels, &mut c, ldc, bias, None, threads) };
+                unsafe {
+                    gemm_direct(
+                        lhs,
+                        &src,
+                        &offs,
+                        &panels,
+                        as_uninit(&mut c),
+                        ldc,
+                        bias,
+                        None,
+                        threads,
+                    )
+                };
                 let mut want = vec![7f64; m * ldc];
                 for p in 0..panels.len() {
                     for run in panels.runs(p) {
