@@ -381,7 +381,8 @@ fn packed_matmul(
         Some(_) => return Ok(None),
         None => None,
     };
-    let mut out = vec![0f32; m * n];
+    // written whole by the product (never accumulated on)
+    let mut out = sgemm::uninit(m * n);
     let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let threads = rayon::current_num_threads();
     let len = out.len();
@@ -395,6 +396,8 @@ fn packed_matmul(
         return Ok(None);
     };
     mark_applied(epilogue, ran);
+    // SAFETY: the product wrote every element
+    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (m, n), x.device())
         .map(Some)
         .map_err(ce)
@@ -1242,7 +1245,8 @@ fn mapped_matmul(
             None => None,
         };
         let init = row.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
-        let mut out = vec![0f32; rows * n];
+        // written whole by the product (never accumulated on)
+        let mut out = sgemm::uninit(rows * n);
         let threads = rayon::current_num_threads();
         let packed = ctx.exec.packed_mapped(m);
         // a fused group after it, on each block of the float32 output
@@ -1260,13 +1264,15 @@ fn mapped_matmul(
                 // the pages released after
                 None => {
                     let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                    sgemm::gemm_rows(a, k, n, &fill, &mut out, n, init, threads);
+                    sgemm::gemm_rows(a, k, n, &fill, sgemm::zeroed(&mut out), n, init, threads);
                     m.release();
                 }
             })
         })
         .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
         mark_applied(epilogue, ran);
+        // SAFETY: the product wrote every element
+        let out = unsafe { sgemm::assume_init(out) };
         Tensor::new(
             CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
             Dtype::Float32,

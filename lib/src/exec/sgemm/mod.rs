@@ -269,7 +269,7 @@ pub fn gemm(a: &PackedA, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: boo
     product(
         Lhs::packed(a),
         &Source::Packed(b),
-        c,
+        as_uninit(c),
         ldc,
         init,
         None,
@@ -293,20 +293,26 @@ pub enum Init<'a> {
 /// copy, the kernel broadcasts from A's rows as ONNX Runtime's MLAS does;
 /// see [`Lhs::view`]), C initialised as `init` says, and an element-wise
 /// `epilogue` (a linear layer's relu or gelu) run on each block of C as
-/// soon as it is final, while it is in L2. Panics when the shapes
-/// disagree, C (or an epilogue's input, laid out as C) is too short, or
-/// without AVX-512F.
+/// soon as it is final, while it is in L2. C may be uninitialised (a
+/// fresh output, [`uninit`]): its `m` rows of `n` are written whole.
+/// Panics when the shapes disagree, C (or an epilogue's input, laid out
+/// as C) is too short, `init` is [`Init::Accumulate`], or without
+/// AVX-512F.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_lhs(
     a: Lhs,
     b: &PackedB,
-    c: &mut [f32],
+    c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
     init: Init,
     epilogue: Option<&Epilogue>,
     threads: usize,
 ) {
     assert_eq!(a.k, b.k, "gemm: inner dims differ");
+    assert!(
+        !matches!(init, Init::Accumulate),
+        "gemm_lhs: C may be uninitialised, nothing to accumulate on"
+    );
     product(a, &Source::Packed(b), c, ldc, init, epilogue, threads);
 }
 
@@ -330,7 +336,15 @@ pub fn gemm_rows(
     threads: usize,
 ) {
     assert_eq!(a.k, k, "gemm_rows: inner dims differ");
-    product(a, &Source::Rows { n, fill }, c, ldc, init, None, threads);
+    product(
+        a,
+        &Source::Rows { n, fill },
+        as_uninit(c),
+        ldc,
+        init,
+        None,
+        threads,
+    );
 }
 
 /// Where B's panels come from.
@@ -348,10 +362,12 @@ impl Source<'_> {
     }
 }
 
+/// C may be uninitialised unless `init` is [`Init::Accumulate`]: every
+/// element of its `m` rows of `n` is written before it is read.
 fn product(
     a: Lhs,
     b: &Source,
-    c: &mut [f32],
+    c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
     init: Init,
     epilogue: Option<&Epilogue>,
@@ -380,10 +396,16 @@ fn product(
         for i in 0..m {
             let row = &mut c[i * ldc..i * ldc + n];
             match init {
-                Init::Zero => row.fill(0.0),
-                Init::Bias(b) => row.copy_from_slice(&b[..n]),
+                Init::Zero => row.iter_mut().for_each(|v| {
+                    v.write(0.0);
+                }),
+                Init::Bias(b) => row.iter_mut().zip(b).for_each(|(v, x)| {
+                    v.write(*x);
+                }),
                 Init::Accumulate => {}
             }
+            // SAFETY: the row is written (or was, to accumulate on)
+            let row = unsafe { &mut *(row as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
             if let Some(e) = epilogue {
                 run_epilogue(e, i * ldc, row);
             }
@@ -399,7 +421,7 @@ fn product(
     };
     // Split the larger count of panels between the threads; each part is a
     // disjoint set of C's rows (row panels) or columns (column panels).
-    let cptr = SendPtr(c.as_mut_ptr());
+    let cptr = SendPtr(c.as_mut_ptr().cast::<f32>());
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: every part writes only its rows x columns of C, which
         // the assertions above keep inside c; parts are disjoint.
@@ -687,6 +709,15 @@ pub unsafe fn assume_init(v: Vec<std::mem::MaybeUninit<f32>>) -> Vec<f32> {
     // SAFETY: MaybeUninit<f32> has f32's layout; the caller says every
     // element is initialised; the allocation moves to the new Vec.
     unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<f32>(), v.len(), v.capacity()) }
+}
+
+/// `c` cleared, as floats (for a kernel that needs C initialised).
+pub fn zeroed(c: &mut [std::mem::MaybeUninit<f32>]) -> &mut [f32] {
+    c.iter_mut().for_each(|v| {
+        v.write(0.0);
+    });
+    // SAFETY: every element was just written
+    unsafe { &mut *(c as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) }
 }
 
 /// Initialised floats as a kernel's output that may be uninitialised

@@ -103,7 +103,15 @@ fn products_match_a_reference() {
                 // A read where it lies: the same bits as packed
                 let inplace = Lhs::view(&a).expect("one stride is 1");
                 let mut c3 = vec![7f32; m * ldc];
-                gemm_lhs(inplace, &pb, &mut c3, ldc, Init::Zero, None, threads);
+                gemm_lhs(
+                    inplace,
+                    &pb,
+                    as_uninit(&mut c3),
+                    ldc,
+                    Init::Zero,
+                    None,
+                    threads,
+                );
                 assert_eq!(c, c3, "{m}x{n}x{k}: A in place");
                 // a bias per column, then relu and a residual input:
                 // the bias added at the first slice, the epilogue on
@@ -130,7 +138,7 @@ fn products_match_a_reference() {
                 gemm_lhs(
                     inplace,
                     &pb,
-                    &mut c4,
+                    as_uninit(&mut c4),
                     ldc,
                     Init::Bias(&bias),
                     Some(&e),
@@ -375,7 +383,7 @@ fn transformer_shapes() {
                 gemm_lhs(
                     Lhs::view(&a).unwrap(),
                     &pb,
-                    &mut c,
+                    as_uninit(&mut c),
                     n,
                     Init::Bias(&bias),
                     None,
