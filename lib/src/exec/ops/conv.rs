@@ -845,9 +845,9 @@ fn conv2d_depthwise(
         oh,
         ow,
     };
-    let mut out = vec![0f32; b * co * oh * ow];
+    let len = b * co * oh * ow;
     // the fused chain after it, on each task's planes as they are done
-    let fused = register_epilogue(epilogue, out.len()).filter(|_| sgemm::available());
+    let fused = register_epilogue(epilogue, len).filter(|_| sgemm::available());
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
         steps,
         inputs,
@@ -859,6 +859,8 @@ fn conv2d_depthwise(
         }
     };
     if mult == 1 && c >= 16 && oh * ow <= DEPTHWISE_CL_MAX_PIXELS && sgemm::available() {
+        // (its transposes write floats: the small output cleared first)
+        let mut out = vec![0f32; len];
         with_host(x, |xs: &[f32]| {
             // SAFETY: AVX-512F is present (checked above).
             unsafe { depthwise_channels_last(xs, &ws, bs.as_deref(), &geom, b, c, &mut out) };
@@ -873,6 +875,8 @@ fn conv2d_depthwise(
         mark_applied(epilogue, then.is_some());
         return CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce);
     }
+    // written whole by window_planes
+    let mut out = sgemm::uninit(len);
     with_host(x, |xs: &[f32]| {
         let plane = |plane| {
             let (n, o) = (plane / co, plane % co);
@@ -883,6 +887,8 @@ fn conv2d_depthwise(
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
     mark_applied(epilogue, then.is_some());
+    // SAFETY: window_planes wrote every plane
+    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
 }
 

@@ -772,11 +772,12 @@ type Finish<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 /// threads in groups big enough to be worth a task, each plane by
 /// [`window_plane`]; `then(at, planes)`, where given, runs on each task's
 /// planes (from element `at` of `out`) once they are done, while they are
-/// in the cache (a convolution's epilogue).
+/// in the cache (a convolution's epilogue). `out` may be uninitialised:
+/// every plane is written whole before `then` or anyone reads it.
 fn window_planes<'a>(
     g: PlaneWindows,
     xs: &[f32],
-    out: &mut [f32],
+    out: &mut [std::mem::MaybeUninit<f32>],
     pad_value: f32,
     plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
     then: Option<&Finish<'_>>,
@@ -789,7 +790,7 @@ fn window_planes<'a>(
     let work = per_out * plan.starts.len().max(1);
     let threads = rayon::current_num_threads().max(1);
     let group = (32_768 / work).clamp(1, count.div_ceil(threads).max(1));
-    let run = |(gi, dsts): (usize, &mut [f32])| {
+    let run = |(gi, dsts): (usize, &mut [std::mem::MaybeUninit<f32>])| {
         // the phases' padding and slack are the same in every plane: set
         // once, and each plane writes only its input over them
         let mut scratch =
@@ -806,6 +807,8 @@ fn window_planes<'a>(
             );
         }
         if let Some(then) = then {
+            // SAFETY: every plane of the task was written just above
+            let dsts = unsafe { &mut *(dsts as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
             then(gi * group * per_out, dsts);
         }
     };
@@ -832,7 +835,7 @@ super::vmath::multiversion! {
         plan: &WindowPlan,
         src: &[f32],
         init: f32,
-        dst: &mut [f32],
+        dst: &mut [std::mem::MaybeUninit<f32>],
         scratch: &mut [f32],
         op: WindowOp,
     ) {
@@ -862,8 +865,11 @@ super::vmath::multiversion! {
             }
         }
         window_taps(phases, &plan.starts, op, init, acc);
+        // every element of the plane written (it may be uninitialised)
         for (oy, d) in dst.chunks_exact_mut(g.ow).take(g.oh).enumerate() {
-            d.copy_from_slice(&acc[oy * pitch..][..g.ow]);
+            for (d, v) in d.iter_mut().zip(&acc[oy * pitch..][..g.ow]) {
+                d.write(*v);
+            }
         }
     }
 }
