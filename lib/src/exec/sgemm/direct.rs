@@ -12,14 +12,23 @@ pub struct Run {
 }
 
 /// The column panels of a direct product ([`gemm_direct`]): panel `p`
-/// reads B's row `r` as the [`NR`] floats at `src[base[p] + offs[r]..]`
-/// (only the lanes it writes: nothing past them need exist) and writes
-/// its lanes to C by `runs[first[p]..first[p + 1]]`.
+/// reads B's row `r` as the [`NR`] floats at `src[base[p] + offs[r] -
+/// shift..]` (only the lanes it writes, or with tap masks those of its
+/// mask for the row: nothing else need exist) and writes its lanes to C
+/// by `runs[first[p]..first[p + 1]]`.
+///
+/// Tap masks (`taps` > 0): B's rows come in groups of `taps` (a channel's
+/// taps), and panel `p` reads row `r`'s lanes of `masks[p * taps + r %
+/// taps]` only, the others zero: a convolution reading its input in
+/// place, where a lane whose tap falls in the padding reads nothing.
 #[derive(Clone, Debug, Default)]
 pub struct Panels {
     pub base: Vec<usize>,
     pub first: Vec<usize>,
     pub runs: Vec<Run>,
+    pub taps: usize,
+    pub masks: Vec<u32>,
+    pub shift: usize,
 }
 
 impl Panels {
@@ -46,9 +55,15 @@ impl Panels {
         &self.runs[self.first[p]..self.first[p + 1]]
     }
 
-    /// The lanes panel `p` reads: up to its last lane written.
-    fn lanes(&self, p: usize) -> usize {
-        32 - loads(self.runs(p)).leading_zeros() as usize
+    /// Panel `p`'s load mask per tap: its tap masks, or the lanes it
+    /// writes (in `one`) under every row.
+    fn masks<'a>(&'a self, p: usize, one: &'a mut [u32; 1]) -> &'a [u32] {
+        if self.taps == 0 {
+            one[0] = loads(self.runs(p));
+            &one[..]
+        } else {
+            &self.masks[p * self.taps..(p + 1) * self.taps]
+        }
     }
 }
 
@@ -112,10 +127,40 @@ pub unsafe fn gemm_direct(
             "gemm_direct: an epilogue's input is shorter than C"
         );
     }
-    let reach = offs.iter().max().map_or(0, |&o| o);
+    // each tap's nearest and farthest row, against each panel's lanes
+    let taps = panels.taps.max(1);
     assert!(
-        (0..np).all(|p| panels.base[p] + reach + panels.lanes(p) <= src.len()),
-        "gemm_direct: a panel reads past the input"
+        offs.len() % taps == 0
+            && panels.masks.len() == if panels.taps == 0 { 0 } else { np * taps },
+        "gemm_direct: tap masks that are not the rows' and panels'"
+    );
+    let reach: Vec<(usize, usize)> = (0..taps)
+        .map(|t| {
+            let of_tap = offs.iter().skip(t).step_by(taps);
+            (
+                of_tap.clone().min().map_or(0, |&o| o),
+                of_tap.max().map_or(0, |&o| o),
+            )
+        })
+        .collect();
+    assert!(
+        (0..np).all(|p| {
+            let mut one = [0];
+            panels
+                .masks(p, &mut one)
+                .iter()
+                .zip(&reach)
+                .all(|(&mask, &(near, far))| {
+                    let (lo, hi) = (
+                        mask.trailing_zeros() as usize,
+                        32 - mask.leading_zeros() as usize,
+                    );
+                    mask == 0
+                        || (panels.base[p] + near + lo >= panels.shift
+                            && panels.base[p] + far + hi <= src.len() + panels.shift)
+                })
+        }),
+        "gemm_direct: a panel reads outside the input"
     );
     let rows = (m - 1) * ldc;
     assert!(
@@ -203,14 +248,22 @@ unsafe fn direct_block(
         while ic < rows.end {
             let iend = (ic + MC_PANELS).min(rows.end);
             for jp in jc..jend {
-                let from = src.as_ptr().add(panels.base[jp]);
+                // lanes before the input are never read (checked above)
+                let from = src
+                    .as_ptr()
+                    .wrapping_add(panels.base[jp])
+                    .wrapping_sub(panels.shift);
                 let runs = panels.runs(jp);
-                let wide = runs.iter().any(|r| r.mask >> 16 != 0);
+                let mut one = [0];
+                let masks = panels.masks(jp, &mut one);
+                let wide =
+                    runs.iter().any(|r| r.mask >> 16 != 0) || masks.iter().any(|m| m >> 16 != 0);
                 for ip in ic..iend {
                     let mr = (m - ip * MR).min(MR);
                     direct_kernel_for(mr, if wide { NR } else { 16 })(
                         from,
                         offs,
+                        masks,
                         a.data.as_ptr().add(ip * a.panel),
                         a.row,
                         a.step,
@@ -252,6 +305,7 @@ unsafe fn direct_block(
 type DirectKernel = unsafe fn(
     *const f32,
     &[usize],
+    &[u32],
     *const f32,
     usize,
     usize,
@@ -269,20 +323,22 @@ fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
 
 /// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
 /// columns in registers over all of `k` (B's row `r` loaded from `from +
-/// offs[r]`, the lanes of the runs only), then each run of lanes stored to
-/// C, the bias added (masked loads and stores: no other element is
-/// touched). A's element (i, p) is at `a + i * lda + p * step`.
+/// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
+/// zero), then each run of lanes stored to C, the bias added (masked loads
+/// and stores: no other element is touched). A's element (i, p) is at `a
+/// + i * lda + p * step`.
 ///
 /// # Safety
-/// Each B row's lanes up to the last run's are readable; A's rows `mr`
-/// and steps `offs.len()` are readable; every run's lanes lie inside C for
-/// `mr` rows `ldc` apart, and no other thread writes them; AVX-512F is
-/// present.
+/// Each B row's lanes of its mask are readable; A's rows `mr` and steps
+/// `offs.len()` are readable; every run's lanes lie inside C for `mr`
+/// rows `ldc` apart, and no other thread writes them; `offs.len()` is a
+/// multiple of `masks.len()`; AVX-512F is present.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn direct_kernel<const R: usize, const W: usize>(
     from: *const f32,
     offs: &[usize],
+    masks: &[u32],
     a: *const f32,
     lda: usize,
     step: usize,
@@ -296,13 +352,19 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
     debug_assert!(mr <= R);
     let mut acc = [[_mm512_setzero_ps(); W]; R];
     let mut ap = a;
-    let load = loads(runs);
-    let lm = [load as __mmask16, (load >> 16) as __mmask16];
+    let taps = masks.len();
+    let mut t = 0;
     for &o in offs {
-        let row = from.add(o);
+        // this row's tap's mask (a counter: no division in the loop)
+        let mask = *masks.get_unchecked(t);
+        t = if t + 1 == taps { 0 } else { t + 1 };
+        let lm = [mask as __mmask16, (mask >> 16) as __mmask16];
+        let row = from.wrapping_add(o);
         let mut bv = [_mm512_setzero_ps(); W];
         for (j, v) in bv.iter_mut().enumerate() {
-            *v = _mm512_maskz_loadu_ps(lm[j], row.add(16 * j));
+            // masked-off lanes are never touched (they may lie outside
+            // the input)
+            *v = _mm512_maskz_loadu_ps(lm[j], row.wrapping_add(16 * j));
         }
         for (i, r) in acc.iter_mut().enumerate() {
             let av = _mm512_set1_ps(*ap.add(i * lda));
