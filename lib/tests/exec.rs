@@ -1400,3 +1400,110 @@ fn views_of_transposed_batches_keep_their_values() {
         }
     }
 }
+
+/// Views of permuted tensors to random shapes (dims split, merged, of one
+/// element added: some a view of the strides, some needing a copy), then
+/// a product by a number (which reads the view's layout): the values of
+/// the row-major reshape of the permuted values, element by element.
+#[test]
+fn views_of_permuted_tensors_of_random_shapes_keep_their_values() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let mut seed = 0x9e37_79b9_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n) as usize
+    };
+    for case in 0..60 {
+        let rank = 2 + next(3);
+        let dims: Vec<usize> = (0..rank).map(|_| [1, 2, 3, 4, 6][next(5)]).collect();
+        let mut perm: Vec<usize> = (0..rank).collect();
+        for i in (1..rank).rev() {
+            perm.swap(i, next(i as u64 + 1));
+        }
+        let pdims: Vec<usize> = perm.iter().map(|&i| dims[i]).collect();
+        // the new shape: the permuted dims' prime factors in order,
+        // grouped at random, with a dim of one now and then
+        let mut factors = Vec::new();
+        for &d in &pdims {
+            let mut d = d;
+            for f in [2, 3] {
+                while d % f == 0 {
+                    factors.push(f);
+                    d /= f;
+                }
+            }
+        }
+        let mut shape: Vec<usize> = Vec::new();
+        for f in factors {
+            match shape.last_mut() {
+                Some(l) if next(2) == 0 => *l *= f,
+                _ => shape.push(f),
+            }
+            if next(5) == 0 {
+                shape.push(1);
+            }
+        }
+        if shape.is_empty() {
+            shape.push(1);
+        }
+        let n: usize = dims.iter().product();
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let mut b = B::new();
+        let x = b.input("x", InputKind::UserInput, meta(&i64s(&dims)), None);
+        let y = b.emit(|em| {
+            let p = em
+                .op(
+                    "aten.permute.default",
+                    vec![("self", t(x)), ("dims", Argument::Ints(i64s(&perm)))],
+                    meta(&i64s(&pdims)),
+                )
+                .unwrap();
+            let v = em
+                .op(
+                    "aten.view.default",
+                    vec![("self", t(p)), ("size", Argument::Ints(i64s(&shape)))],
+                    meta(&i64s(&shape)),
+                )
+                .unwrap();
+            em.op(
+                "aten.mul.Scalar",
+                vec![("self", t(v)), ("other", Argument::Float(2.0))],
+                meta(&i64s(&shape)),
+            )
+            .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let xv: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let out = exec
+            .run(&[("x".to_string(), host_f32(&dims, &xv))])
+            .unwrap();
+        assert_eq!(out[0].1.shape, shape, "case {case}");
+        let got = out[0].1.to_f64();
+        // the permuted tensor's values in row-major order
+        let mut idx = vec![0usize; rank];
+        for g in &got {
+            let mut at = 0;
+            for d in 0..rank {
+                let stride: usize = dims[perm[d] + 1..].iter().product();
+                at += idx[d] * stride;
+            }
+            assert_eq!(
+                *g,
+                2.0 * xv[at] as f64,
+                "case {case}: x {dims:?} permuted {perm:?} viewed as {shape:?}"
+            );
+            // the next index of the permuted tensor
+            for d in (0..rank).rev() {
+                idx[d] += 1;
+                if idx[d] < pdims[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+}
