@@ -952,8 +952,8 @@ fn conv2d_depthwise(
 const DEPTHWISE_CL_MAX_PIXELS: usize = 64;
 
 /// A depthwise convolution (one filter a channel) vectorised over the
-/// channels: each image transposed to pixels by channels in a zero-padded
-/// grid (`[hp][wp][c]`), every output pixel's channels 16 at a time
+/// channels: each image (a thread's at a time) transposed to pixels by
+/// channels in a zero-padded grid (`[hp][wp][c]`), every output pixel's channels 16 at a time
 /// through the taps in order (the tap's weights one vector, `[taps][c]`;
 /// four pixels share each weight load), then transposed back. The same
 /// multiply-adds in the same order as [`window_planes`], so the same
@@ -980,33 +980,46 @@ unsafe fn depthwise_channels_last(
     // the weights by tap: [taps][c]
     let mut wt = vec![0f32; taps * c];
     vmath::transpose(ws, c, taps, &mut wt);
-    // each image's channels last, padded with zeros
-    let mut grid = vec![0f32; b * hp * wp * c];
-    grid.par_chunks_mut((hp * wp * c).max(1))
-        .enumerate()
-        .for_each(|(n, dst)| {
-            let mut t = vec![0f32; plane * c];
-            vmath::transpose(&xs[n * c * plane..][..c * plane], c, plane, &mut t);
-            for (y, row) in t.chunks_exact(g.w * c).enumerate() {
-                dst[((y + g.pad.0) * wp + g.pad.1) * c..][..g.w * c].copy_from_slice(row);
-            }
-        });
-    // every output row of every image: [b][oh][ow][c]
-    let mut hwc = vec![0f32; b * oplane * c];
-    let row_task = |(t, dst): (usize, &mut [f32])| {
-        let (n, oy) = (t / g.oh, t % g.oh);
-        let img = &grid[n * hp * wp * c..][..hp * wp * c];
-        // SAFETY: AVX-512F is present (this function's contract); the
-        // grid holds every padded pixel a window of this row reads.
-        unsafe { depthwise_row(img, wp, &wt, bs, g, c, oy, dst) }
+    // one image: channels last in a grid padded with zeros, each output
+    // row ([oh][ow][c]; the rows in parallel where `rows` says), back to
+    // channels first in `dst`
+    let image = |n: usize, dst: &mut [f32], bufs: &mut (Vec<f32>, Vec<f32>, Vec<f32>), rows: bool| {
+        let (grid, t, hwc) = bufs;
+        grid.clear();
+        grid.resize(hp * wp * c, 0.0);
+        t.resize(plane * c, 0.0);
+        hwc.resize(oplane * c, 0.0);
+        vmath::transpose(&xs[n * c * plane..][..c * plane], c, plane, t);
+        for (y, row) in t.chunks_exact(g.w * c).enumerate() {
+            grid[((y + g.pad.0) * wp + g.pad.1) * c..][..g.w * c].copy_from_slice(row);
+        }
+        let grid = &grid[..];
+        let row_task = |(oy, dst): (usize, &mut [f32])| {
+            // SAFETY: AVX-512F is present (this function's contract); the
+            // grid holds every padded pixel a window of this row reads.
+            unsafe { depthwise_row(grid, wp, &wt, bs, g, c, oy, dst) }
+        };
+        if rows {
+            hwc.par_chunks_mut((g.ow * c).max(1)).enumerate().for_each(row_task);
+        } else {
+            hwc.chunks_mut((g.ow * c).max(1)).enumerate().for_each(row_task);
+        }
+        vmath::transpose(hwc, oplane, c, dst);
     };
-    hwc.par_chunks_mut((g.ow * c).max(1))
-        .enumerate()
-        .for_each(row_task);
-    // back to channels first
-    out.par_chunks_mut((c * oplane).max(1))
-        .zip(hwc.par_chunks((oplane * c).max(1)))
-        .for_each(|(dst, src)| vmath::transpose(src, oplane, c, dst));
+    // images in parallel, each thread with its own buffers (a batch's
+    // grids and results at once were 3 MB of MobileNetV3's peak at batch
+    // 8); one image at a time, its rows in parallel, below a thread each
+    let chunk = (c * oplane).max(1);
+    if b >= rayon::current_num_threads() {
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each_init(Default::default, |bufs, (n, dst)| image(n, dst, bufs, false));
+    } else {
+        let mut bufs = Default::default();
+        for (n, dst) in out.chunks_mut(chunk).enumerate() {
+            image(n, dst, &mut bufs, true);
+        }
+    }
 }
 
 /// One output row `oy` of [`depthwise_channels_last`] (`dst`: `[ow][c]`)
