@@ -1,5 +1,5 @@
 //! Op implementations, registered once by op identity in the rows of
-//! their family's file (`pointwise.rs`, `conv.rs`, ...; the families of
+//! their family's file (`pointwise.rs`, `conv/`, ...; the families of
 //! `lib/data/op_families.txt`), joined in [`FAMILIES`].
 //! Each reads its arguments by schema name through [`Ctx`] and returns one
 //! value per node output. Where candle is narrower than ATen (per-dim

@@ -130,7 +130,7 @@ pub unsafe fn gemm_direct(
     // each tap's nearest and farthest row, against each panel's lanes
     let taps = panels.taps.max(1);
     assert!(
-        offs.len() % taps == 0
+        offs.len().is_multiple_of(taps)
             && panels.masks.len() == if panels.taps == 0 { 0 } else { np * taps },
         "gemm_direct: tap masks that are not the rows' and panels'"
     );

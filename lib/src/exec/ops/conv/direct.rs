@@ -1,0 +1,429 @@
+//! Direct convolutions: the input read where it lies (in place, or in a
+//! padded, stride-phased grid) under each tap, no im2col: see [`conv_direct`].
+
+use super::*;
+
+/// A batch's images for [`conv_direct`]: each padded with zeros and split
+/// into the stride's phases, `[image][channel][row phase][column
+/// phase][hp][pitch]`, where padded pixel (qy, qx) lies in phase (qy %
+/// sh, qx % sw) at (qy / sh, qx / sw). Under tap (ky, kx), output pixel
+/// (oy, ox) then reads `offs[tap] + oy * pitch + ox`: the output plane,
+/// laid out with `pitch` columns a line (the last `pitch - ow` of each
+/// computed and dropped), reads every tap's input as one contiguous run.
+///
+/// A convolution of stride 1 whose output lines fit the input's (`ow <=
+/// w`) reads the input in place instead (no copy, and no padding columns
+/// computed: ResNet-18's 56x56 stage at batch 8 spent a fifth of its time
+/// making the padded copy): output pixel (oy, ox) at flat position `oy * w
+/// + ox` reads under tap (ky, kx) the input at that position plus `ky * w
+/// + kx - (ph * w + pw)` (the panels' shift), and each panel's lanes whose
+/// tap falls in the padding are masked off, tap by tap
+/// ([`sgemm::Panels`]' tap masks).
+struct Grid {
+    data: Vec<f32>,
+    /// Floats per image.
+    image: usize,
+    /// Where row r (channel, ky, kx) of the product's B starts, from an
+    /// output position's flat index (plus the panels' shift).
+    offs: Vec<usize>,
+    pitch: usize,
+    /// The windows of an input read in place with taps: the panels mask
+    /// each tap's lanes.
+    masked: Option<Windows>,
+    /// Read in place, the batch's planes of a channel side by side (a
+    /// copy, `[channel][image][h][w]`): panels run on across images.
+    batched: bool,
+}
+
+thread_local! {
+    /// [`Grid`]'s buffer between calls.
+    static GRID: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        let data = std::mem::take(&mut self.data);
+        GRID.with(|g| g.replace(data));
+    }
+}
+
+impl Grid {
+    fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Grid {
+        Grid::build(xs, b, c, g, true)
+    }
+
+    /// [`Grid::new`], in place only where `in_place` allows.
+    fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place: bool) -> Grid {
+        use rayon::prelude::*;
+        let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
+        let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
+        let [_, oh, ow] = g.output;
+        let (hp, pitch) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
+        let channel = sh * sw * hp * pitch;
+        let image = c * channel;
+        let offs: Vec<usize> = (0..c * kh * kw)
+            .map(|r| {
+                let (ch, ty, tx) = (r / (kh * kw), (r / kw) % kh * dh, r % kw * dw);
+                ch * channel + (((ty % sh) * sw + tx % sw) * hp + ty / sh) * pitch + tx / sw
+            })
+            .collect();
+        if pointwise(g) {
+            // the input is its own grid: read in place
+            return Grid {
+                data: Vec::new(),
+                image,
+                offs,
+                pitch,
+                masked: None,
+                batched: false,
+            };
+        }
+        if in_place && (sh, sw) == (1, 1) && ow <= w && h * w > 0 {
+            // in place, the taps' lanes in the padding masked off
+            let offs = (0..c * kh * kw)
+                .map(|r| (r / (kh * kw)) * h * w + (r / kw) % kh * dh * w + r % kw * dw)
+                .collect();
+            // small planes whose panels, image by image, would leave
+            // lanes idle (7x7: 49 pixels in 64 lanes) run on across the
+            // batch, its planes of each channel copied side by side (an
+            // image's output lines inside its plane: no more than its
+            // input's)
+            let span = (oh - 1) * w + ow;
+            let lanes = span / sgemm::NR * sgemm::NR + (span % sgemm::NR).next_multiple_of(16);
+            if b > 1 && oh <= h && span * 100 < lanes * 97 {
+                let plane = h * w;
+                let offs = (0..c * kh * kw)
+                    .map(|r| (r / (kh * kw)) * b * plane + (r / kw) % kh * dh * w + r % kw * dw)
+                    .collect();
+                let mut data = GRID.with(|g| g.take());
+                data.resize(b * c * plane, 0.0);
+                data.par_chunks_mut((b * plane).max(1))
+                    .enumerate()
+                    .for_each(|(ch, dst)| {
+                        for (bi, d) in dst.chunks_mut(plane.max(1)).enumerate() {
+                            d.copy_from_slice(&xs[(bi * c + ch) * plane..][..plane]);
+                        }
+                    });
+                return Grid {
+                    data,
+                    image: c * plane,
+                    offs,
+                    pitch: w,
+                    masked: Some(*g),
+                    batched: true,
+                };
+            }
+            return Grid {
+                data: Vec::new(),
+                image: c * h * w,
+                offs,
+                pitch: w,
+                masked: Some(*g),
+                batched: false,
+            };
+        }
+        // a buffer kept from the last call (a fresh one of megabytes
+        // faults its pages in on every call); each channel's part is
+        // cleared here, in the cache, and the input written over it
+        let mut data = GRID.with(|g| g.take());
+        data.resize(b * image, 0.0);
+        data.par_chunks_mut(channel.max(1))
+            .enumerate()
+            .for_each(|(i, dst)| {
+                dst.fill(0.0);
+                let plane = &xs[i * h * w..][..h * w];
+                for (iy, row) in plane.chunks(w).enumerate() {
+                    let q = iy + ph;
+                    if q / sh < hp {
+                        let at = ((q % sh) * sw * hp + q / sh) * pitch;
+                        scatter_columns(row, pw, sw, pitch, &mut dst[at..], hp * pitch);
+                    }
+                }
+            });
+        Grid {
+            data,
+            image,
+            offs,
+            pitch,
+            masked: None,
+            batched: false,
+        }
+    }
+
+    /// The grid's floats: the input itself for a pointwise convolution.
+    fn src<'a>(&'a self, xs: &'a [f32]) -> &'a [f32] {
+        if self.data.is_empty() {
+            xs
+        } else {
+            &self.data
+        }
+    }
+
+    /// The product's column panels for `b` images of `co` output channels
+    /// of `oh x ow`: each image's flat output positions (`pitch` a line)
+    /// in panels of 32, each lane written to its pixel of the output `[b,
+    /// co, oh, ow]` (C's rows are the channels of image 0). Worked out a
+    /// run at a time: lane by lane, the panels of MobileNetV3's stem took
+    /// 0.2 ms at batch 8.
+    fn panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
+        if let Some(g) = &self.masked {
+            return self.panels_in_place(g, b, co);
+        }
+        let (pitch, nr) = (self.pitch, sgemm::NR);
+        let flat = (oh - 1) * pitch + ow;
+        // each panel's first position and lanes
+        let starts: Vec<(usize, usize)> = (0..flat).step_by(nr).map(|p0| (p0, nr.min(flat - p0))).collect();
+        // image 0's runs of each panel, a run per output line it meets
+        let runs: Vec<Vec<sgemm::Run>> = starts
+            .iter()
+            .map(|&(p0, lanes)| {
+                let mut runs = Vec::new();
+                let mut p = p0;
+                while p < p0 + lanes {
+                    let (oy, ox) = (p / pitch, p % pitch);
+                    let end = (oy * pitch + ow).min(p0 + lanes);
+                    if p < end {
+                        let (l0, l1) = (p - p0, end - p0);
+                        let mask = ((1u64 << l1) - (1u64 << l0)) as u32;
+                        let at = (oy * ow + ox) as isize - l0 as isize;
+                        match runs.last_mut() {
+                            // the last line's run goes on (no padding
+                            // columns: a pointwise convolution)
+                            Some(r @ sgemm::Run { .. }) if r.at == at => r.mask |= mask,
+                            _ => runs.push(sgemm::Run { mask, at }),
+                        }
+                    }
+                    p = (oy + 1) * pitch;
+                }
+                runs
+            })
+            .collect();
+        let mut panels = sgemm::Panels::default();
+        for bi in 0..b {
+            let shift = (bi * co * oh * ow) as isize;
+            for (&(p0, _), runs) in starts.iter().zip(&runs) {
+                let moved = runs.iter().map(|r| sgemm::Run { at: r.at + shift, ..*r });
+                panels.push(bi * self.image + p0, moved);
+            }
+        }
+        panels
+    }
+}
+
+impl Grid {
+    /// [`Grid::panels`] over an input read in place: each image's output
+    /// positions (`w` a line) in panels of 32, or with the batch's planes
+    /// side by side (`batched`) the whole batch's, a panel running on
+    /// from one image into the next; each panel's lanes per tap are those
+    /// of an output pixel whose tap reads inside the input. Worked out a
+    /// line of a panel at a time.
+    fn panels_in_place(&self, g: &Windows, b: usize, co: usize) -> sgemm::Panels {
+        let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
+        let ([_, ph, pw], [_, dh, dw]) = (g.pad, g.dilation);
+        let [_, oh, ow] = g.output;
+        let nr = sgemm::NR;
+        let mut panels = sgemm::Panels {
+            taps: kh * kw,
+            shift: ph * w + pw,
+            ..Default::default()
+        };
+        // lanes [l0, l1) as a mask
+        let lanes = |l0: usize, l1: usize| ((1u64 << l1) - (1u64 << l0)) as u32;
+        // each tap column's output columns that read inside a line
+        let cols: Vec<(usize, usize)> = (0..kw)
+            .map(|kx| {
+                let lo = pw.saturating_sub(kx * dw);
+                (lo, (w + pw).saturating_sub(kx * dw).min(ow).max(lo))
+            })
+            .collect();
+        let inside = |oy: usize, ky: usize| (oy + ky * dh).checked_sub(ph).is_some_and(|iy| iy < h);
+        // positions an image takes, and the runs of panels: per image, or
+        // one run over the batch
+        let span = (oh - 1) * w + ow;
+        let (each, images, per) = if self.batched {
+            (h * w, 1, b * h * w)
+        } else {
+            (span, b, span)
+        };
+        let mut masks = vec![0u32; kh * kw];
+        for bi in 0..images {
+            for v0 in (0..per).step_by(nr) {
+                let n = nr.min(per - v0);
+                let mut runs = Vec::new();
+                masks.fill(0);
+                // the panel's part in each image it meets, line by line
+                let mut v = v0;
+                while v < v0 + n {
+                    let img = bi + v / each;
+                    let end = ((v / each + 1) * each).min(v0 + n);
+                    let at_image = v - v % each;
+                    let (mut p, last) = (v % each, v % each + (end - v));
+                    while p < last && p / w < oh {
+                        let (oy, ox) = (p / w, p % w);
+                        let stop = (oy * w + ow).min(last);
+                        if p < stop {
+                            let l0 = at_image + p - v0;
+                            let (x0, x1) = (ox, ox + stop - p);
+                            let mask = lanes(l0, l0 + x1 - x0);
+                            let at = (img * co * oh * ow + oy * ow + ox) as isize - l0 as isize;
+                            match runs.last_mut() {
+                                Some(r @ sgemm::Run { .. }) if r.at == at => r.mask |= mask,
+                                _ => runs.push(sgemm::Run { mask, at }),
+                            }
+                            for ky in (0..kh).filter(|&ky| inside(oy, ky)) {
+                                for (kx, &(c0, c1)) in cols.iter().enumerate() {
+                                    let (c0, c1) = (c0.max(x0), c1.min(x1));
+                                    if c0 < c1 {
+                                        masks[ky * kw + kx] |= lanes(l0 + c0 - x0, l0 + c1 - x0);
+                                    }
+                                }
+                            }
+                        }
+                        p = (oy + 1) * w;
+                    }
+                    v = end;
+                }
+                if runs.is_empty() {
+                    continue;
+                }
+                let base = if self.batched { v0 } else { bi * self.image + v0 };
+                panels.push(base, runs);
+                panels.masks.extend(&masks);
+            }
+        }
+        panels
+    }
+}
+
+/// A 2-D convolution, direct: the weight `[c_out, c_in * taps]`, read as
+/// it lies (no packed copy: as fast, and ResNet-50's packed 3x3 weights
+/// were 55 MB more at its peak), times B, whose row for tap (channel, ky, kx) is the input under that
+/// tap at every output position, read where it lies in the batch's
+/// [`Grid`] ([`sgemm::gemm_direct`]), each lane written straight to its
+/// output pixel. im2col would copy the input `taps` times and the product
+/// pack it once more: ResNet-18's 3x3 stages at batch 8 ran at 260-350
+/// GFLOP/s that way, 330-410 direct; the copies dominate a product of
+/// small `k` (MobileNetV3's stem at batch 8: 64 GFLOP/s).
+pub(super) fn conv_direct(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
+) -> Result<CandleTensor> {
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let [_, oh, ow] = g.output;
+    let k = c * g.taps();
+    let bv = bias.map(f32s).transpose()?;
+    // written whole by the kernel (every output pixel is a lane of a
+    // panel, and k is at least 1: no channels take another path)
+    assert!(k > 0, "conv_direct over no input channels");
+    let mut out = sgemm::uninit(b * co * oh * ow);
+    // the fused chain after it, on each vector before it is stored
+    let fused = register_epilogue(epilogue, out.len());
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
+    with_host(w, |ws: &[f32]| {
+        with_host(x, |xs: &[f32]| {
+            let grid = Grid::new(xs, b, c, g);
+            let panels = grid.panels(b, co, (oh, ow));
+            // SAFETY: each output pixel is one lane of one panel.
+            unsafe {
+                sgemm::gemm_direct(
+                    sgemm::Lhs::rows(ws, co, k),
+                    grid.src(xs),
+                    &grid.offs,
+                    &panels,
+                    &mut out,
+                    oh * ow,
+                    bv.as_deref(),
+                    then.as_ref(),
+                    rayon::current_num_threads(),
+                )
+            };
+        })
+    })
+    .flatten()
+    .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))?;
+    mark_applied(epilogue, then.is_some());
+    // SAFETY: the kernel wrote every element (above)
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// The direct convolution's kernel on ResNet-18's shapes at batch 8:
+    /// `cargo test --release -p pt2kit --features exec --lib direct_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn direct_speed() {
+        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        for &(c, co, hw, kk, s) in &[
+            (64usize, 64usize, 56usize, 3usize, 1usize),
+            (128, 128, 28, 3, 1),
+            (256, 256, 14, 3, 1),
+            (512, 512, 7, 3, 1),
+            (3, 64, 224, 7, 2),
+            (3, 16, 224, 3, 2),
+        ] {
+            let b = 8;
+            let pad = kk / 2;
+            let g = Windows::new(&[hw, hw], &[kk, kk], &[s, s], &[pad, pad], &[1, 1]).unwrap();
+            let [_, oh, ow] = g.output;
+            let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| (i % 7) as f32 * 0.1).collect();
+            let k = c * kk * kk;
+            let ws: Vec<f32> = (0..co * k).map(|i| (i % 5) as f32 * 0.1).collect();
+            let skew: usize = std::env::var("SKEW").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            let mut out_all = sgemm::uninit(b * co * oh * ow + skew);
+            let out = &mut out_all[skew..];
+            let flops = 2.0 * (b * co * oh * ow * k) as f64;
+            let reps = (1e9 / flops) as usize + 1;
+            let mut t = [[0f64; 2]; 2];
+            for round in 0..8 {
+                for in_place in [round % 2 == 0, round % 2 == 1] {
+                    let (mut tg, mut tm) = (0f64, 0f64);
+                    for _ in 0..reps {
+                        let t0 = std::time::Instant::now();
+                        let grid = Grid::build(&xs, b, c, &g, in_place);
+                        let panels = grid.panels(b, co, (oh, ow));
+                        tg += t0.elapsed().as_secs_f64();
+                        let t0 = std::time::Instant::now();
+                        unsafe {
+                            sgemm::gemm_direct(
+                                sgemm::Lhs::rows(&ws, co, k),
+                                grid.src(&xs),
+                                &grid.offs,
+                                &panels,
+                                out,
+                                oh * ow,
+                                None,
+                                None,
+                                threads,
+                            )
+                        };
+                        tm += t0.elapsed().as_secs_f64();
+                    }
+                    t[in_place as usize][0] += tg;
+                    t[in_place as usize][1] += tm;
+                }
+            }
+            for (mode, [tg, tm]) in ["copied", "in place"].iter().zip(t) {
+                let (tg, tm) = (tg / (8 * reps) as f64 * 2.0, tm / (8 * reps) as f64 * 2.0);
+                eprintln!(
+                    "c {c} co {co} {hw}x{hw} k{kk} s{s} {mode}: grid {:.3} ms, product {:.3} ms {:.0} GF/s, all {:.0} GF/s",
+                    tg * 1e3,
+                    tm * 1e3,
+                    flops / tm / 1e9,
+                    flops / (tm + tg) / 1e9
+                );
+            }
+        }
+    }
+}
