@@ -216,7 +216,7 @@ fn conv_im2col(
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
-        DType::F32 if sgemm::available() && direct(&g, xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
+        DType::F32 if sgemm::available() && direct(&g, xd[0], xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
@@ -224,19 +224,21 @@ fn conv_im2col(
     }
 }
 
-/// Whether a convolution over `c` input channels runs direct
+/// Whether a convolution of `b` images of `c` input channels runs direct
 /// ([`conv_direct`]): 2-D, and either with taps or a stride over padded
 /// lines of 8 columns or more (a panel of 32 lanes then holds at most five
 /// runs of output columns), or pointwise over [`DIRECT_MIN_PIXELS`] or
-/// more with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
+/// more (an image's, or the batch's where its planes go side by side)
+/// with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
 /// product measured faster).
-fn direct(g: &Windows, c: usize) -> bool {
+fn direct(g: &Windows, b: usize, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
     // (no input channels: the output is the bias, which im2col's path gives)
     g.input[0] == 1
         && c > 0
         && if pointwise(g) {
-            g.out_plane() >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
+            let pixels = if direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
+            pixels >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
         } else {
             g.output[2] + (kw - 1) * dw / sw >= 8
         }
