@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Up to this many column panels, a direct product goes row panel by row
+/// panel through all of them (see [`gemm_direct`]).
+const FEW_PANELS: usize = 4;
+
 /// A run of one column panel's lanes in a direct product's C: lane `l`
 /// (bit `l` of `mask` set) is column `at + l` of C's rows.
 #[derive(Clone, Copy, Debug)]
@@ -209,8 +213,15 @@ pub unsafe fn gemm_direct(
     // few panels: tasks of (row panels x panels), at least four a thread,
     // rows in even blocks of up to MC_PANELS (a split of the 7 panels of a
     // 14x14 image left 4 against 3)
-    let rb = mp.div_ceil(MC_PANELS);
-    let cb = (4 * threads).div_ceil(rb).min(np);
+    let (rb, cb) = if np <= FEW_PANELS {
+        // every task all the panels: each row of A read once from memory
+        // (ResNet-18's 7x7 stage at batch 1: 9.4 MB of weight under 2
+        // panels)
+        ((4 * threads).min(mp), 1)
+    } else {
+        let rb = mp.div_ceil(MC_PANELS);
+        (rb, (4 * threads).div_ceil(rb).min(np))
+    };
     (0..rb * cb).into_par_iter().for_each(|t| {
         let (r, q) = (t / cb, t % cb);
         run(
@@ -247,18 +258,32 @@ unsafe fn direct_block(
         let mut ic = rows.start;
         while ic < rows.end {
             let iend = (ic + MC_PANELS).min(rows.end);
-            for jp in jc..jend {
-                // lanes before the input are never read (checked above)
-                let from = src
-                    .as_ptr()
-                    .wrapping_add(panels.base[jp])
-                    .wrapping_sub(panels.shift);
-                let runs = panels.runs(jp);
-                let mut one = [0];
-                let masks = panels.masks(jp, &mut one);
-                let wide =
-                    runs.iter().any(|r| r.mask >> 16 != 0) || masks.iter().any(|m| m >> 16 != 0);
-                for ip in ic..iend {
+            // a block of few panels: each row panel of A through all of
+            // them before the next (read once from memory where A is
+            // large); otherwise each panel through the rows (B in L1)
+            let few = jend - jc <= FEW_PANELS;
+            let (outer, inner) = if few {
+                (iend - ic, jend - jc)
+            } else {
+                (jend - jc, iend - ic)
+            };
+            for o in 0..outer {
+                for i in 0..inner {
+                    let (jp, ip) = if few {
+                        (jc + i, ic + o)
+                    } else {
+                        (jc + o, ic + i)
+                    };
+                    // lanes before the input are never read (checked above)
+                    let from = src
+                        .as_ptr()
+                        .wrapping_add(panels.base[jp])
+                        .wrapping_sub(panels.shift);
+                    let runs = panels.runs(jp);
+                    let mut one = [0];
+                    let masks = panels.masks(jp, &mut one);
+                    let wide = runs.iter().any(|r| r.mask >> 16 != 0)
+                        || masks.iter().any(|m| m >> 16 != 0);
                     let mr = (m - ip * MR).min(MR);
                     direct_kernel_for(mr, if wide { NR } else { 16 })(
                         from,
