@@ -10,7 +10,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Allocator settings, set first thing in every tool's `main`: keep freed
 /// memory instead of returning it to the OS at once (an executor frees and
 /// reallocates tensors of the same sizes for every op, and fresh pages must
-/// be zeroed by the kernel), and no large OS pages.
+/// be zeroed by the kernel), and no large OS pages (nor transparent huge
+/// pages: the `no_thp` build feature, bins/Cargo.toml).
 pub fn init() {
     // mimalloc's `mi_option_purge_delay` (15 in the bundled mimalloc; the
     // -sys crate does not name it): -1 means never purge.
