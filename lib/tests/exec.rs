@@ -1225,13 +1225,7 @@ fn convolution_over_no_channels_is_its_bias() {
 fn convolutions_of_random_geometry_match_a_reference() {
     use common::build::*;
     use pt2kit::ir::{Argument, InputKind};
-    let mut seed = 0x2545_f491_u64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n) as usize
-    };
+    let mut next = common::draws(0x2545_f491_u64);
     let mut done = 0;
     while done < 120 {
         // one in three depthwise (a group a channel): 16 to 85 channels,
@@ -1409,13 +1403,7 @@ fn views_of_transposed_batches_keep_their_values() {
 fn views_of_permuted_tensors_of_random_shapes_keep_their_values() {
     use common::build::*;
     use pt2kit::ir::{Argument, InputKind};
-    let mut seed = 0x9e37_79b9_u64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n) as usize
-    };
+    let mut next = common::draws(0x9e37_79b9_u64);
     for case in 0..60 {
         let rank = 2 + next(3);
         let dims: Vec<usize> = (0..rank).map(|_| [1, 2, 3, 4, 6][next(5)]).collect();

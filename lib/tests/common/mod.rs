@@ -259,3 +259,15 @@ pub fn refused(pt2: &Path) -> bool {
     let model = name.trim_end_matches(".decomp");
     REFUSED.iter().any(|(m, _)| *m == model)
 }
+
+/// A xorshift generator from `seed`: each call a number below `n`
+/// (tests of random geometry, the same draws on every run).
+pub fn draws(seed: u64) -> impl FnMut(u64) -> usize {
+    let mut seed = seed;
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n) as usize
+    }
+}
