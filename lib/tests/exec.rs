@@ -1247,7 +1247,14 @@ fn convolutions_of_random_geometry_match_a_reference() {
         } else {
             (1 + next(3), 1 + next(3))
         };
-        let (ph, pw) = (next(3), next(3));
+        let (mut kh, mut kw, mut sh, mut sw) = (kh, kw, sh, sw);
+        let (mut ph, mut pw) = (next(3), next(3));
+        if done % 7 == 3 && !depthwise {
+            // a 1x1 with a stride (ResNet's downsampling): its pixels
+            // subsampled, then a pointwise product
+            (kh, kw, ph, pw) = (1, 1, 0, 0);
+            (sh, sw) = (2 + next(2), 2 + next(2));
+        }
         let (dh, dw) = (1 + next(2), 1 + next(2));
         let span = |n: usize, p: usize, d: usize, k: usize, s: usize| {
             (n + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1)
