@@ -67,34 +67,26 @@ impl Grid {
         Grid::build(xs, b, c, g, true)
     }
 
-    /// [`Grid::new`], in place only where `in_place` allows.
-    fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place: bool) -> Grid {
+    /// [`Grid::new`], reading in place only where `in_place_allowed` (the
+    /// kernel bench times the copied grid against it).
+    fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place_allowed: bool) -> Grid {
         use rayon::prelude::*;
         let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
         let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
         let [_, oh, ow] = g.output;
-        let (hp, pitch) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
-        let channel = sh * sw * hp * pitch;
-        let image = c * channel;
-        let offs: Vec<usize> = (0..c * kh * kw)
-            .map(|r| {
-                let (ch, ty, tx) = (r / (kh * kw), (r / kw) % kh * dh, r % kw * dw);
-                ch * channel + (((ty % sh) * sw + tx % sw) * hp + ty / sh) * pitch + tx / sw
-            })
-            .collect();
-        if (in_place || pointwise(g)) && (sh, sw) == (1, 1) && ow <= w && h * w > 0 {
-            // in place, the taps' lanes in the padding masked off
-            let offs = (0..c * kh * kw)
-                .map(|r| (r / (kh * kw)) * h * w + (r / kw) % kh * dh * w + r % kw * dw)
-                .collect();
+        // in place: row r (channel, ky, kx) of B from an output position's
+        // flat index (`w` a line), channels `stride` apart
+        let in_place = |stride: usize| -> Vec<usize> {
+            (0..c * kh * kw)
+                .map(|r| (r / (kh * kw)) * stride + (r / kw) % kh * dh * w + r % kw * dw)
+                .collect()
+        };
+        if (in_place_allowed || pointwise(g)) && (sh, sw) == (1, 1) && ow <= w && h * w > 0 {
+            let plane = h * w;
             // small planes whose panels, image by image, would leave
             // lanes idle (7x7: 49 pixels in 64 lanes) run on across the
             // batch, its planes of each channel copied side by side
             if batched_planes(g, b) {
-                let plane = h * w;
-                let offs = (0..c * kh * kw)
-                    .map(|r| (r / (kh * kw)) * b * plane + (r / kw) % kh * dh * w + r % kw * dw)
-                    .collect();
                 let mut data = GRID.with(|g| g.take());
                 data.resize(b * c * plane, 0.0);
                 data.par_chunks_mut((b * plane).max(1))
@@ -107,32 +99,32 @@ impl Grid {
                 return Grid {
                     data,
                     image: c * plane,
-                    offs,
+                    offs: in_place(b * plane),
                     pitch: w,
                     masked: Some(*g),
                     batched: true,
                 };
             }
-            if pointwise(g) {
-                // the input is its own grid: read in place
-                return Grid {
-                    data: Vec::new(),
-                    image,
-                    offs,
-                    pitch,
-                    masked: None,
-                    batched: false,
-                };
-            }
+            // the input itself, the taps' lanes in the padding masked off
+            // (a pointwise convolution has none)
             return Grid {
                 data: Vec::new(),
-                image: c * h * w,
-                offs,
+                image: c * plane,
+                offs: in_place(plane),
                 pitch: w,
-                masked: Some(*g),
+                masked: (!pointwise(g)).then_some(*g),
                 batched: false,
             };
         }
+        let (hp, pitch) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
+        let channel = sh * sw * hp * pitch;
+        let image = c * channel;
+        let offs: Vec<usize> = (0..c * kh * kw)
+            .map(|r| {
+                let (ch, ty, tx) = (r / (kh * kw), (r / kw) % kh * dh, r % kw * dw);
+                ch * channel + (((ty % sh) * sw + tx % sw) * hp + ty / sh) * pitch + tx / sw
+            })
+            .collect();
         // a buffer kept from the last call (a fresh one of megabytes
         // faults its pages in on every call); each channel's part is
         // cleared here, in the cache, and the input written over it
