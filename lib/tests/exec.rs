@@ -1219,8 +1219,9 @@ fn convolution_over_no_channels_is_its_bias() {
 /// 2-D convolutions of random geometry (batch, channels, sizes, kernel,
 /// stride, padding, dilation per dim, with a bias or not; the shapes that
 /// take the direct kernel (one in three of stride 1: in place), the packed
-/// one and im2col alike; one in three depthwise, over small planes channels last, plane by plane over larger
-/// ones) against a float64 reference.
+/// one and im2col alike; one in three depthwise, half of them with "same"
+/// padding (read under masks), the others over small planes channels
+/// last, plane by plane over larger ones) against a float64 reference.
 #[test]
 fn convolutions_of_random_geometry_match_a_reference() {
     use common::build::*;
@@ -1234,7 +1235,8 @@ fn convolutions_of_random_geometry_match_a_reference() {
         let (bn, mut c, mut co) = (1 + next(3), 1 + next(9), 1 + next(20));
         if depthwise {
             c = 16 + next(70);
-            co = c;
+            // one in four two filters a channel
+            co = if next(4) == 0 { 2 * c } else { c };
         }
         let groups = if depthwise { c } else { 1 };
         let cpg = c / groups;
@@ -1256,6 +1258,12 @@ fn convolutions_of_random_geometry_match_a_reference() {
             (sh, sw) = (2 + next(2), 2 + next(2));
         }
         let (dh, dw) = (1 + next(2), 1 + next(2));
+        if depthwise && next(2) == 0 {
+            // "same" padding (MobileNet's): each plane read in place
+            // under masks at stride 1, its stride phases otherwise
+            (kh, kw) = (1 + 2 * next(3), 1 + 2 * next(3));
+            (ph, pw) = ((kh - 1) / 2 * dh, (kw - 1) / 2 * dw);
+        }
         let span = |n: usize, p: usize, d: usize, k: usize, s: usize| {
             (n + 2 * p).checked_sub(d * (k - 1) + 1).map(|v| v / s + 1)
         };

@@ -697,6 +697,7 @@ impl Windows {
 
 /// The windows over one plane: input, kernel, stride, padding and
 /// dilation (rows, columns), output.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct PlaneWindows {
     h: usize,
     w: usize,
