@@ -366,8 +366,9 @@ mod speed {
     /// (and MobileNetV3's stem), its input read in place and copied
     /// (rounds interleaved), on `THREADS` threads (2): `cargo test
     /// --release -p pt2kit --features exec --lib direct_speed -- --ignored
-    /// --nocapture`. (Its figures run below the same products' in
-    /// `ir-bench --profile`, by up to half, not understood.)
+    /// --nocapture`. Each mode runs once a round, `8 * reps` times in all
+    /// (its figures were halved until the average stopped counting each
+    /// run twice: the gap to `ir-bench --profile` it seemed to show).
     #[test]
     #[ignore]
     fn direct_speed() {
@@ -420,7 +421,7 @@ mod speed {
                 }
             }
             for (mode, [tg, tm]) in ["copied", "in place"].iter().zip(t) {
-                let (tg, tm) = (tg / (8 * reps) as f64 * 2.0, tm / (8 * reps) as f64 * 2.0);
+                let (tg, tm) = (tg / (8 * reps) as f64, tm / (8 * reps) as f64);
                 eprintln!(
                     "c {c} co {co} {hw}x{hw} k{kk} s{s} {mode}: grid {:.3} ms, product {:.3} ms {:.0} GF/s, all {:.0} GF/s",
                     tg * 1e3,
