@@ -443,8 +443,23 @@ fn sum_lanes(v: &[f32]) -> f32 {
 /// them (element by element, a column's writes touch a cache line each:
 /// 18% of a pointwise convolution over 7 x 7 pixels), the edges one by one.
 pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    // SAFETY: f32 and MaybeUninit<f32> have one layout; every element
+    // transpose_into writes is a float
+    let dst = unsafe { &mut *(dst as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) };
+    transpose_into(src, rows, cols, dst);
+}
+
+/// [`transpose`] into memory that may be uninitialised: every element of
+/// `dst[..rows * cols]` is written.
+pub fn transpose_into(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    dst: &mut [std::mem::MaybeUninit<f32>],
+) {
     assert!(src.len() >= rows * cols && dst.len() >= rows * cols);
     let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
+    let out = dst.as_mut_ptr().cast::<f32>();
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         for r0 in (0..r8).step_by(8) {
@@ -455,7 +470,7 @@ pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
                     transpose8(
                         src.as_ptr().add(r0 * cols + c0),
                         cols,
-                        dst.as_mut_ptr().add(c0 * rows + r0),
+                        out.add(c0 * rows + r0),
                         rows,
                     )
                 };
@@ -473,13 +488,13 @@ pub fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
         src: &[f32],
         rows: usize,
         cols: usize,
-        dst: &mut [f32],
+        dst: &mut [std::mem::MaybeUninit<f32>],
         rs: std::ops::Range<usize>,
         cs: std::ops::Range<usize>,
     ) {
         for r in rs {
             for c in cs.clone() {
-                dst[c * rows + r] = src[r * cols + c];
+                dst[c * rows + r].write(src[r * cols + c]);
             }
         }
     }
