@@ -1510,3 +1510,89 @@ fn views_of_permuted_tensors_of_random_shapes_keep_their_values() {
         }
     }
 }
+
+/// `sum.dim_IntList` and `mean.dim` over random dims of random 4-D
+/// tensors (up to 150 thousand elements: trailing dims of a large one are
+/// summed row by row on the threads), kept or dropped, against a float64
+/// reference.
+#[test]
+fn sums_and_means_over_random_dims_match_a_reference() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let mut next = common::draws(0x51ed_270b_u64);
+    for case in 0..40 {
+        let dims: Vec<usize> = (0..4).map(|_| 1 + next(24)).collect();
+        let n: usize = dims.iter().product();
+        // half the cases the trailing dims (a global pool), else any
+        let reduce: Vec<usize> = if case % 2 == 0 {
+            let from = 1 + next(3);
+            (from..4).collect()
+        } else {
+            (0..4).filter(|_| next(2) == 0).collect::<Vec<_>>()
+        };
+        if reduce.is_empty() {
+            continue;
+        }
+        let (mean, keep) = (next(2) == 0, next(2) == 0);
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let shape: Vec<usize> = (0..4)
+            .filter_map(|d| match (reduce.contains(&d), keep) {
+                (true, true) => Some(1),
+                (true, false) => None,
+                _ => Some(dims[d]),
+            })
+            .collect();
+        let mut b = B::new();
+        let x = b.input("x", InputKind::UserInput, meta(&i64s(&dims)), None);
+        let y = b.emit(|em| {
+            em.op(
+                if mean {
+                    "aten.mean.dim"
+                } else {
+                    "aten.sum.dim_IntList"
+                },
+                vec![
+                    ("self", t(x)),
+                    ("dim", Argument::Ints(i64s(&reduce))),
+                    ("keepdim", Argument::Bool(keep)),
+                ],
+                meta(&i64s(&shape)),
+            )
+            .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let xv: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919 % 2003) as f32 / 1000.0) - 1.0)
+            .collect();
+        let out = exec
+            .run(&[("x".to_string(), host_f32(&dims, &xv))])
+            .unwrap();
+        let what = format!(
+            "case {case}: {} of {dims:?} over {reduce:?} keepdim {keep}",
+            if mean { "mean" } else { "sum" }
+        );
+        assert_eq!(out[0].1.shape, shape, "{what}");
+        let got = out[0].1.to_f64();
+        let mut want = vec![0f64; got.len()];
+        let count: usize = reduce.iter().map(|&d| dims[d]).product();
+        for (i, v) in xv.iter().enumerate() {
+            let mut rest = i;
+            let mut idx = [0usize; 4];
+            for d in (0..4).rev() {
+                idx[d] = rest % dims[d];
+                rest /= dims[d];
+            }
+            let at = (0..4)
+                .filter(|d| !reduce.contains(d))
+                .fold(0, |a, d| a * dims[d] + idx[d]);
+            want[at] += *v as f64 / if mean { count as f64 } else { 1.0 };
+        }
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * count as f64 + 1e-5,
+                "{what}: {g} against {w}"
+            );
+        }
+    }
+}
