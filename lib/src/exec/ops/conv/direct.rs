@@ -381,7 +381,7 @@ mod speed {
             (3, 64, 224, 7, 2),
             (3, 16, 224, 3, 2),
         ] {
-            let b = 8;
+            let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
             let pad = kk / 2;
             let g = Windows::new(&[hw, hw], &[kk, kk], &[s, s], &[pad, pad], &[1, 1]).unwrap();
             let [_, oh, ow] = g.output;
