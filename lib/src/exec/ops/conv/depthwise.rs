@@ -259,6 +259,10 @@ unsafe fn depthwise_row(
 /// ([`masked_group`]).
 const MASKED_GROUP_MAX: usize = 12;
 
+/// Masks a [`MaskedPlan`] holds at most (4 MiB; a 112x112 plane under a
+/// 5x5 kernel has 20 thousand).
+const MASKED_PLAN_MAX_MASKS: usize = 1 << 21;
+
 /// How [`conv_masked`] reads every plane of a depthwise convolution: the
 /// output plane as one flat run of `oh * ow` pixels, 16 at a time, and
 /// each tap's input as the same run shifted, in a source laid out with
@@ -333,6 +337,10 @@ impl MaskedPlan {
         let vectors = out.div_ceil(16);
         let groups = vectors.div_ceil(MASKED_GROUP_MAX);
         let group = vectors.div_ceil(groups);
+        if groups * group * taps > MASKED_PLAN_MAX_MASKS {
+            // (a huge plane under a huge kernel: plane by plane instead)
+            return None;
+        }
         let mut masks = vec![0u16; groups * group * taps];
         for gi in 0..groups {
             for (t, &(lines, cols, ry, rx)) in reach.iter().enumerate() {
