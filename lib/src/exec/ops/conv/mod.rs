@@ -457,6 +457,18 @@ fn conv_pixel_rows(
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let k = w.dims()[1];
     let mut out = sgemm::uninit(b * co * n);
+    if n == 1 {
+        // one pixel an image (a squeeze-and-excitation block's): the batch
+        // is A's rows as it lies and C is the output's layout, so one
+        // product, the weight read once, the chain run on it
+        with_host(x, |xs: &[f32]| {
+            sgemm::gemm_lhs(sgemm::Lhs::rows(xs, b, k), &pb, &mut out, co, init, then, threads)
+        })
+        .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
+        // SAFETY: gemm_lhs wrote all of C
+        let out = unsafe { sgemm::assume_init(out) };
+        return CandleTensor::from_vec(out, shape, x.device()).map_err(ce);
+    }
     with_host(x, |xs: &[f32]| {
         let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], yt: &mut Vec<std::mem::MaybeUninit<f32>>, threads: usize| {
             // the image's columns [k, n] as A: n rows, k apart by step n
