@@ -379,7 +379,14 @@ impl MaskedPlan {
                 2 => {
                     let (a, b) = (line(0), line(1));
                     let (even, odd) = dst.split_at_mut(b);
-                    deinterleave(row, &mut even[a..a + g.w.div_ceil(2)], &mut odd[..g.w / 2]);
+                    let (even, odd) = (&mut even[a..a + g.w.div_ceil(2)], &mut odd[..g.w / 2]);
+                    if g.w <= 16 && sgemm::available() {
+                        // SAFETY: AVX-512F is present; the row and its
+                        // halves hold w, ceil(w / 2) and w / 2 floats.
+                        unsafe { deinterleave_short(row, even.as_mut_ptr(), odd.as_mut_ptr()) }
+                    } else {
+                        deinterleave(row, even, odd);
+                    }
                 }
                 _ => {
                     for (ix, v) in row.iter().enumerate() {
@@ -389,6 +396,26 @@ impl MaskedPlan {
             }
         }
     }
+}
+
+/// [`deinterleave`] of a row of up to 16 columns in one vector, by two
+/// permutes (MobileNetV3's 14-column rows spent more in the call and the
+/// pairs' loop than in the convolution after it: the 288-channel 5x5
+/// stride 2 on 14x14 at batch 8 0.148 -> 0.123 ms).
+///
+/// # Safety
+/// AVX-512F is present; `row` holds at most 16 floats, `even` `ceil(len /
+/// 2)`, `odd` `len / 2`.
+#[target_feature(enable = "avx512f")]
+unsafe fn deinterleave_short(row: &[f32], even: *mut f32, odd: *mut f32) {
+    use std::arch::x86_64::*;
+    let n = row.len();
+    let mask = |k: usize| ((1u32 << k) - 1) as __mmask16;
+    let v = _mm512_maskz_loadu_ps(mask(n), row.as_ptr());
+    let ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    let io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_mask_storeu_ps(even, mask(n.div_ceil(2)), _mm512_permutexvar_ps(ie, v));
+    _mm512_mask_storeu_ps(odd, mask(n / 2), _mm512_permutexvar_ps(io, v));
 }
 
 super::vmath::multiversion! {
@@ -559,6 +586,7 @@ mod tests {
             (16, 112, 3, 2),
             (72, 56, 3, 2),
             (96, 28, 5, 2),
+            (288, 14, 5, 2),
         ] {
             let b = 8;
             let pad = k / 2;
