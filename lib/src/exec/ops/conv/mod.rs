@@ -267,7 +267,8 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
 /// runs of output columns), or pointwise over [`DIRECT_MIN_PIXELS`] or
 /// more (an image's, or the batch's where its planes go side by side)
 /// with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
-/// product measured faster).
+/// product measured faster), on planes of more than [`PIXEL_ROWS_MAX`]
+/// pixels (smaller ones take [`conv_pixel_rows`]).
 fn direct(g: &Windows, b: usize, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
     // (no input channels: the output is the bias, which im2col's path gives)
