@@ -1698,3 +1698,82 @@ fn a_strided_convolution_image_by_image_with_a_residual_matches_a_reference() {
         }
     }
 }
+
+/// A depthwise convolution whose weight is a permuted view (`[kh, kw, 1,
+/// c]` permuted to `[c, 1, kh, kw]`, as a graph that keeps its filters
+/// channels last has it): the kernels that read the weight in place get
+/// it contiguous; against a float64 reference.
+#[test]
+fn a_depthwise_convolution_of_a_permuted_weight_matches_a_reference() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let (bn, c, hw, k) = (2usize, 24usize, 9usize, 3usize);
+    let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+    let mut b = B::new();
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta(&i64s(&[bn, c, hw, hw])),
+        None,
+    );
+    let w0 = b.input("w", InputKind::UserInput, meta(&i64s(&[k, k, 1, c])), None);
+    let y = b.emit(|em| {
+        let w = em
+            .op(
+                "aten.permute.default",
+                vec![("self", t(w0)), ("dims", Argument::Ints(vec![3, 2, 0, 1]))],
+                meta(&i64s(&[c, 1, k, k])),
+            )
+            .unwrap();
+        let mut args = conv2d_args(x, w);
+        args[4] = ("padding", Argument::Ints(vec![1, 1]));
+        args[8] = ("groups", Argument::Int(c as i64));
+        em.op(
+            "aten.convolution.default",
+            args,
+            meta(&i64s(&[bn, c, hw, hw])),
+        )
+        .unwrap()
+    });
+    b.output(y);
+    let vals = |n: usize, s: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
+            .collect()
+    };
+    let (xv, wv) = (vals(bn * c * hw * hw, 1), vals(k * k * c, 2));
+    let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let got = exec
+        .run(&[
+            ("x".to_string(), host_f32(&[bn, c, hw, hw], &xv)),
+            ("w".to_string(), host_f32(&[k, k, 1, c], &wv)),
+        ])
+        .unwrap()[0]
+        .1
+        .to_f64();
+    for n in 0..bn {
+        for ch in 0..c {
+            for oy in 0..hw {
+                for ox in 0..hw {
+                    let mut want = 0f64;
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            let (iy, ix) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
+                            if iy < 0 || ix < 0 || iy >= hw as isize || ix >= hw as isize {
+                                continue;
+                            }
+                            // w[ch][0][ky][kx] is w0[ky][kx][0][ch]
+                            want += xv[((n * c + ch) * hw + iy as usize) * hw + ix as usize] as f64
+                                * wv[(ky * k + kx) * c + ch] as f64;
+                        }
+                    }
+                    let g = got[((n * c + ch) * hw + oy) * hw + ox];
+                    assert!(
+                        (g - want).abs() < 1e-5,
+                        "image {n} channel {ch} ({oy}, {ox}): {g} against {want}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -34,6 +34,9 @@ pub(super) fn conv2d_depthwise(
         conv_span(wd, pad.1, dil.1, kw, stride.1)?,
     );
     let bs = bias.map(f32s).transpose()?;
+    // read where it lies below: a weight that is a view, made contiguous
+    // (a clone of the handle when it already is)
+    let w = &w.contiguous().map_err(ce)?;
     let geom = PlaneWindows {
         h,
         w: wd,
