@@ -1644,11 +1644,7 @@ fn a_strided_convolution_image_by_image_with_a_residual_matches_a_reference() {
             .unwrap()
     });
     b.output(y);
-    let vals = |n: usize, s: usize| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
-            .collect()
-    };
+    let vals = common::spread;
     let (xv, wv, rv) = (
         vals(bn * c * hw * hw, 1),
         vals(co * c * 9, 2),
@@ -1736,12 +1732,10 @@ fn a_depthwise_convolution_of_a_permuted_weight_matches_a_reference() {
         .unwrap()
     });
     b.output(y);
-    let vals = |n: usize, s: usize| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
-            .collect()
-    };
-    let (xv, wv) = (vals(bn * c * hw * hw, 1), vals(k * k * c, 2));
+    let (xv, wv) = (
+        common::spread(bn * c * hw * hw, 1),
+        common::spread(k * k * c, 2),
+    );
     let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
     let got = exec
         .run(&[

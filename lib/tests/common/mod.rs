@@ -260,6 +260,14 @@ pub fn refused(pt2: &Path) -> bool {
     REFUSED.iter().any(|(m, _)| *m == model)
 }
 
+/// `n` values spread over [-1, 1] by seed `s` (no two neighbours alike:
+/// inputs for tests against a float64 reference).
+pub fn spread(n: usize, s: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
+        .collect()
+}
+
 /// A xorshift generator from `seed`: each call a number below `n`
 /// (tests of random geometry, the same draws on every run).
 pub fn draws(seed: u64) -> impl FnMut(u64) -> usize {

@@ -644,6 +644,21 @@ impl<'a> Lhs<'a> {
         })
     }
 
+    /// A column-major `m x k` matrix, element (i, p) at `data[p * m + i]`
+    /// (`data` holds at least `m * k` floats): a `[k, m]` image read as
+    /// its transpose, the kernel broadcasting from `MR` neighbours.
+    pub fn columns(data: &'a [f32], m: usize, k: usize) -> Lhs<'a> {
+        assert!(data.len() >= m * k, "Lhs::columns: too few floats");
+        Lhs {
+            data,
+            m,
+            k,
+            row: 1,
+            step: m,
+            panel: MR,
+        }
+    }
+
     /// A row-major `m x k` matrix (`data` holds at least `m * k` floats).
     pub fn rows(data: &'a [f32], m: usize, k: usize) -> Lhs<'a> {
         assert!(data.len() >= m * k, "Lhs::rows: too few floats");

@@ -473,15 +473,7 @@ fn conv_pixel_rows(
     with_host(x, |xs: &[f32]| {
         let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], yt: &mut Vec<std::mem::MaybeUninit<f32>>, threads: usize| {
             // the image's columns [k, n] as A: n rows, k apart by step n
-            let a = sgemm::Lhs::view(&sgemm::View {
-                data: &xs[bi * k * n..][..k * n],
-                off: 0,
-                rows: n,
-                cols: k,
-                rs: 1,
-                cs: n,
-            })
-            .expect("a transposed view has a stride of 1");
+            let a = sgemm::Lhs::columns(&xs[bi * k * n..][..k * n], n, k);
             yt.resize(n * co, std::mem::MaybeUninit::uninit());
             sgemm::gemm_lhs(a, &pb, yt, co, init, None, threads);
             // SAFETY: gemm_lhs wrote all of C's n rows of co
