@@ -1238,6 +1238,19 @@ fn convolutions_of_random_geometry_match_a_reference() {
             // one in four two filters a channel
             co = if next(4) == 0 { 2 * c } else { c };
         }
+        // one in five whole panels of 32 output channels from 16 input
+        // channels or more (pixels as rows where the output plane is up
+        // to 14x14, one product a tap), one in ten of those over more
+        // channels than one slice of k
+        let pixel_rows = done % 5 == 1 && !depthwise;
+        if pixel_rows {
+            c = if done % 10 == 1 {
+                257 + next(30)
+            } else {
+                16 + next(48)
+            };
+            co = 32 * (1 + next(2));
+        }
         let groups = if depthwise { c } else { 1 };
         let cpg = c / groups;
         let (h, w) = (1 + next(20), 1 + next(20));

@@ -697,12 +697,14 @@ macro_rules! instance_for {
 
 mod direct;
 mod epilogue;
+mod taps;
 #[cfg(test)]
 mod tests;
 
 pub use direct::{gemm_direct, Panels, Run};
 use epilogue::epilogue_span;
 pub use epilogue::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
+pub use taps::{gemm_taps, RowPanel};
 
 /// `n` floats for a kernel that writes every one before anything reads
 /// it (an output): no pass clearing what the kernel overwrites (a

@@ -27,6 +27,80 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// [`gemm_taps`] against a float64 reference: panels of 1 to 12 rows at
+/// odd places, taps at odd offsets, k over several slices, columns that
+/// fill no panel, a bias or not, one and two threads, and an A larger
+/// than one block of row panels.
+#[test]
+fn tap_products_match_a_reference() {
+    if !available() {
+        eprintln!("no AVX-512F here: the packed kernel is not used, nothing to test");
+        return;
+    }
+    for &(k, n, taps, panels, lda) in &[
+        (7usize, 33usize, 1usize, 3usize, 9usize),
+        (300, 64, 3, 10, 311),
+        (16, 5, 4, 40, 2000),
+    ] {
+        let tap_offs: Vec<usize> = (0..taps).map(|t| t * 37 + t % 2).collect();
+        let mut rows = Vec::new();
+        let mut at = 3;
+        let mut c_row = 0;
+        for p in 0..panels {
+            let r = 1 + (p * 5) % MR;
+            rows.push(RowPanel { at, c_row, rows: r });
+            at += r * lda + 11;
+            c_row += r;
+        }
+        let m = c_row;
+        let a = values(at + tap_offs[taps - 1] + k + MR * lda, 5);
+        let ws: Vec<Vec<f32>> = (0..taps).map(|t| values(k * n, 6 + t as u32)).collect();
+        let bs: Vec<PackedB> = ws
+            .iter()
+            .map(|w| pack_b(&View::row_major(w, k, n)))
+            .collect();
+        let bs: Vec<&PackedB> = bs.iter().collect();
+        let bias = values(n, 9);
+        let ldc = n + 3;
+        for threads in [1, 2] {
+            for with_bias in [false, true] {
+                let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * ldc];
+                gemm_taps(
+                    &a,
+                    lda,
+                    &tap_offs,
+                    &rows,
+                    &bs,
+                    &mut c,
+                    ldc,
+                    with_bias.then_some(&bias[..]),
+                    threads,
+                );
+                for r in &rows {
+                    for i in 0..r.rows {
+                        for j in 0..n {
+                            let mut want = if with_bias { bias[j] as f64 } else { 0.0 };
+                            for t in 0..taps {
+                                for p in 0..k {
+                                    want += a[r.at + tap_offs[t] + i * lda + p] as f64
+                                        * ws[t][p * n + j] as f64;
+                                }
+                            }
+                            // SAFETY: a float was written there (NaN before)
+                            let got = unsafe { c[(r.c_row + i) * ldc + j].assume_init() } as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                                "k {k} n {n} taps {taps}: row {} col {j}: {got} against {want}",
+                                r.c_row + i
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Every edge (rows and columns that do not fill a block, k across
 /// several KC slices, one and two threads, row- and column-major
 /// operands, accumulation) against a float64 reference.

@@ -222,6 +222,7 @@ fn conv_im2col(
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
+        DType::F32 if sgemm::available() && pixel_taps(&g, xd[1], wd[0]) => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && direct(&g, xd[0], xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
@@ -267,15 +268,15 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
 /// runs of output columns), or pointwise over [`DIRECT_MIN_PIXELS`] or
 /// more (an image's, or the batch's where its planes go side by side)
 /// with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
-/// product measured faster), on planes of more than [`PIXEL_ROWS_MAX`]
-/// pixels (smaller ones take [`conv_pixel_rows`]).
+/// product measured faster), unless it takes [`conv_pixel_rows`] (see
+/// [`pixel_rows`]).
 fn direct(g: &Windows, b: usize, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
     // (no input channels: the output is the bias, which im2col's path gives)
     g.input[0] == 1
         && c > 0
         && if pointwise(g) {
-            if g.out_plane() <= PIXEL_ROWS_MAX {
+            if pixel_rows(g.out_plane(), c) {
                 return false;
             }
             let pixels = if direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
@@ -299,6 +300,8 @@ const DIRECT_MAX_CHANNELS: usize = 256;
 
 mod depthwise;
 mod direct;
+mod pixels;
+use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
 use depthwise::conv2d_depthwise;
 use direct::conv_direct;
 
@@ -323,6 +326,22 @@ const FEW_PIXELS: usize = 64;
 /// up to 14x14 planes, MobileNetV3 was slower: 5.33 -> 5.91).
 const PIXEL_ROWS_MAX: usize = 64;
 
+/// Planes of up to this many pixels take [`conv_pixel_rows`] too from
+/// [`PIXEL_ROWS_DEEP_CHANNELS`] input channels (ResNet-50's `[256, 1024]`
+/// at 14x14: 265 -> 371 GFLOP/s at batch 1, 296 -> 425 at batch 8; the
+/// model 0.93x at batch 1, 0.98x at 8; its `[1024, 256]` was slower at
+/// batch 1, MobileNetV3's 40 to 240 channels slower at both).
+const PIXEL_ROWS_DEEP_MAX: usize = 196;
+
+/// See [`PIXEL_ROWS_DEEP_MAX`].
+const PIXEL_ROWS_DEEP_CHANNELS: usize = 512;
+
+/// Whether a pointwise convolution over `n` output pixels a plane from
+/// `c` input channels takes [`conv_pixel_rows`].
+fn pixel_rows(n: usize, c: usize) -> bool {
+    n <= PIXEL_ROWS_MAX || (n <= PIXEL_ROWS_DEEP_MAX && c >= PIXEL_ROWS_DEEP_CHANNELS)
+}
+
 /// Whether a convolution is a product as the input lies: 1x1, stride 1,
 /// no padding.
 fn pointwise(g: &Windows) -> bool {
@@ -334,7 +353,7 @@ fn pointwise(g: &Windows) -> bool {
 /// c_in]` (packed once, the left operand) times the batch's images `[c_in,
 /// images * pixels]` (the right one, packed block by block as the kernel
 /// reads it), the bias the product's initial value. Fewer than
-/// [`FEW_PIXELS`] columns, or planes of up to [`PIXEL_ROWS_MAX`], take
+/// [`FEW_PIXELS`] columns, or the planes [`pixel_rows`] names, take
 /// [`conv_pixel_rows`].
 fn conv_packed(
     exec: &Executor,
@@ -356,7 +375,7 @@ fn conv_packed(
     });
     let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
-    if b * n < FEW_PIXELS || n <= PIXEL_ROWS_MAX {
+    if b * n < FEW_PIXELS || pixel_rows(n, k) {
         let y = conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, then.as_ref())?;
         mark_applied(epilogue, then.is_some());
         return Ok(y);
@@ -419,87 +438,6 @@ fn conv_packed(
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
     mark_applied(epilogue, then.is_some());
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
-}
-
-/// A pointwise convolution over small planes with the pixels as the
-/// product's rows: each image `[c, n]` read in place as A = its transpose
-/// (`n x c`: the kernel broadcasts 12 pixels of a channel, which lie side
-/// by side), the weight transposed and packed once as B (`c x co`), the
-/// bias C's initial row; then `[n, co]` transposed into the image's
-/// output and the fused chain run on it. The lanes are output channels,
-/// so a 7x7 plane wastes none (panels of pixels left 15 of 64 idle), and
-/// nothing is copied but the small result: the batch's images side by
-/// side cost a copy of the input the size of the product's B (MobileNetV3
-/// at batch 8, `[96, 576]` on 7x7). Images split between the threads
-/// where there are enough of them, else each product is.
-fn conv_pixel_rows(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    (b, co, n): (usize, usize, usize),
-    shape: Vec<usize>,
-    then: Option<&sgemm::Epilogue>,
-) -> Result<CandleTensor> {
-    use rayon::prelude::*;
-    let threads = rayon::current_num_threads();
-    let pb = with_matrix(w, |v| {
-        exec.packed_b(&sgemm::View {
-            rows: v.cols,
-            cols: v.rows,
-            rs: v.cs,
-            cs: v.rs,
-            ..*v
-        })
-    })
-    .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
-    let bv = bias.map(f32s).transpose()?;
-    let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
-    let k = w.dims()[1];
-    let mut out = sgemm::uninit(b * co * n);
-    if n == 1 {
-        // one pixel an image (a squeeze-and-excitation block's): the batch
-        // is A's rows as it lies and C is the output's layout, so one
-        // product, the weight read once, the chain run on it
-        with_host(x, |xs: &[f32]| {
-            sgemm::gemm_lhs(sgemm::Lhs::rows(xs, b, k), &pb, &mut out, co, init, then, threads)
-        })
-        .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-        // SAFETY: gemm_lhs wrote all of C
-        let out = unsafe { sgemm::assume_init(out) };
-        return CandleTensor::from_vec(out, shape, x.device()).map_err(ce);
-    }
-    with_host(x, |xs: &[f32]| {
-        let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], yt: &mut Vec<std::mem::MaybeUninit<f32>>, threads: usize| {
-            // the image's columns [k, n] as A: n rows, k apart by step n
-            let a = sgemm::Lhs::columns(&xs[bi * k * n..][..k * n], n, k);
-            yt.resize(n * co, std::mem::MaybeUninit::uninit());
-            sgemm::gemm_lhs(a, &pb, yt, co, init, None, threads);
-            // SAFETY: gemm_lhs wrote all of C's n rows of co
-            let yt = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-            crate::exec::vmath::transpose_into(yt, n, co, dst);
-            if let Some(e) = then {
-                // SAFETY: the transpose wrote every element of the image
-                let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
-                sgemm::run_epilogue(e, bi * co * n, dst);
-            }
-        };
-        let chunk = (co * n).max(1);
-        if b >= threads {
-            out.par_chunks_mut(chunk)
-                .enumerate()
-                .for_each_init(Vec::new, |yt, (bi, dst)| image(bi, dst, yt, 1));
-        } else {
-            let mut yt = Vec::new();
-            for (bi, dst) in out.chunks_mut(chunk).enumerate() {
-                image(bi, dst, &mut yt, threads);
-            }
-        }
-    })
-    .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-    // SAFETY: every image was written whole
-    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
