@@ -420,6 +420,8 @@ mod speed {
             (512, 512, 7, 3, 1),
             (3, 64, 224, 7, 2),
             (3, 16, 224, 3, 2),
+            (64, 128, 56, 3, 2),
+            (256, 512, 14, 3, 2),
         ] {
             let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
             let pad = kk / 2;
@@ -432,7 +434,23 @@ mod speed {
             let flops = 2.0 * (b * co * oh * ow * k) as f64;
             let reps = (1e9 / flops) as usize + 1;
             let mut t = [[0f64; 2]; 2];
+            // the same convolution with the pixels as rows (one product a
+            // tap: super::pixels), copies and transposes included (its
+            // input hot here: in ResNet at batch 8 the stride-2 3x3 into
+            // 28x28 ran slower that way, 2.7 -> 3.1 ms, where this bench
+            // had it faster)
+            let taps = kk * kk;
+            let bs: Vec<sgemm::PackedB> = (0..taps)
+                .map(|tap| sgemm::pack_b(&super::super::pixels::tap_weight(&ws, tap, (c, co), taps)))
+                .collect();
+            let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
+            let mut tt = 0f64;
             for round in 0..8 {
+                let t0 = std::time::Instant::now();
+                for _ in 0..reps {
+                    super::super::pixels::pixel_taps_product(&xs, (b, c, co), &g, &bs, None, None, &mut out);
+                }
+                tt += t0.elapsed().as_secs_f64();
                 for in_place in [round % 2 == 0, round % 2 == 1] {
                     let (mut tg, mut tm) = (0f64, 0f64);
                     for _ in 0..reps {
@@ -460,6 +478,8 @@ mod speed {
                     t[in_place as usize][1] += tm;
                 }
             }
+            let tt = tt / (8 * reps) as f64;
+            eprintln!("c {c} co {co} {hw}x{hw} k{kk} s{s} pixel rows: {:.3} ms, {:.0} GF/s", tt * 1e3, flops / tt / 1e9);
             for (mode, [tg, tm]) in ["copied", "in place"].iter().zip(t) {
                 let (tg, tm) = (tg / (8 * reps) as f64, tm / (8 * reps) as f64);
                 eprintln!(

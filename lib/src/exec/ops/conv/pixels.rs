@@ -127,14 +127,9 @@ pub(super) fn conv_pixel_taps(
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
-    let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
-    let [_, oh, ow] = g.output;
-    let n = oh * ow;
-    // the extent the taps read, padding included
-    let (hp, wp) = ((oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1);
+    let ([_, kh, kw], [_, oh, ow]) = (g.kernel, g.output);
     let bv = bias.map(f32s).transpose()?;
-    let fused = register_epilogue(epilogue, b * co * n);
+    let fused = register_epilogue(epilogue, b * co * oh * ow);
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
         steps,
         inputs,
@@ -144,20 +139,54 @@ pub(super) fn conv_pixel_taps(
     // each tap's weight [c, c_out] where it lies in [c_out, c, kh, kw]
     let bs = with_host(&w, |ws: &[f32]| {
         (0..kh * kw)
-            .map(|t| {
-                exec.packed_b(&sgemm::View {
-                    data: ws,
-                    off: t,
-                    rows: c,
-                    cols: co,
-                    rs: kh * kw,
-                    cs: c * kh * kw,
-                })
-            })
+            .map(|t| exec.packed_b(&tap_weight(ws, t, (c, co), kh * kw)))
             .collect::<Vec<_>>()
     })
     .ok_or_else(|| Error::internal("pixel-row convolution of a weight that is not float32 on the host"))?;
     let bs: Vec<&sgemm::PackedB> = bs.iter().map(|b| &**b).collect();
+    let mut out = sgemm::uninit(b * co * oh * ow);
+    with_host(x, |xs: &[f32]| {
+        pixel_taps_product(xs, (b, c, co), g, &bs, bv.as_deref(), then.as_ref(), &mut out)
+    })
+    .ok_or_else(|| Error::internal("pixel-row convolution of an input that is not float32 on the host"))?;
+    mark_applied(epilogue, then.is_some());
+    // SAFETY: every image was written whole
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+}
+
+/// Tap `t`'s weight `[c, c_out]` where it lies in a convolution's
+/// contiguous `[c_out, c, taps]` (`ws`).
+pub(super) fn tap_weight(ws: &[f32], t: usize, (c, co): (usize, usize), taps: usize) -> sgemm::View<'_> {
+    sgemm::View {
+        data: ws,
+        off: t,
+        rows: c,
+        cols: co,
+        rs: taps,
+        cs: c * taps,
+    }
+}
+
+/// [`conv_pixel_taps`]' work on the batch's images `xs` (`[b, c, h, w]`)
+/// with each tap's weight packed (`bs`) into `out` (`[b, co, oh, ow]`,
+/// written whole), the fused chain `then` run on each image.
+pub(super) fn pixel_taps_product(
+    xs: &[f32],
+    (b, c, co): (usize, usize, usize),
+    g: &Windows,
+    bs: &[&sgemm::PackedB],
+    bias: Option<&[f32]>,
+    then: Option<&sgemm::Epilogue>,
+    out: &mut [std::mem::MaybeUninit<f32>],
+) {
+    use rayon::prelude::*;
+    let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
+    let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
+    let [_, oh, ow] = g.output;
+    let n = oh * ow;
+    // the extent the taps read, padding included
+    let (hp, wp) = ((oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1);
     let tap_offs: Vec<usize> = (0..kh * kw)
         .map(|t| ((t / kw) * dh * wp + (t % kw) * dw) * c)
         .collect();
@@ -178,32 +207,22 @@ pub(super) fn conv_pixel_taps(
             }
         }
     }
-    let threads = rayon::current_num_threads();
-    let mut out = sgemm::uninit(b * co * n);
     let mut yt: Vec<std::mem::MaybeUninit<f32>> = sgemm::uninit(b * n * co);
     let mut image = IMAGE.with(|v| v.take());
     image.clear();
     image.resize(b * padded, 0.0);
-    with_host(x, |xs: &[f32]| {
-        use rayon::prelude::*;
-        image
-            .par_chunks_mut(padded.max(1))
-            .zip(xs.par_chunks((c * h * wd).max(1)))
-            .for_each_init(Vec::new, |tmp, (dst, x)| channels_last(x, (c, h, wd), wp, (ph, pw), tmp, dst));
-        sgemm::gemm_taps(&image, sw * c, &tap_offs, &rows, &bs, &mut yt, co, bv.as_deref(), threads);
-        // SAFETY: the panels cover every pixel's row, written whole
-        let y = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-        out.par_chunks_mut((co * n).max(1))
-            .zip(y.par_chunks((n * co).max(1)))
-            .enumerate()
-            .for_each(|(bi, (dst, y))| channels_first(y, (n, co), dst, then.as_ref(), bi));
-    })
-    .ok_or_else(|| Error::internal("pixel-row convolution of an input that is not float32 on the host"))?;
+    image
+        .par_chunks_mut(padded.max(1))
+        .zip(xs.par_chunks((c * h * wd).max(1)))
+        .for_each_init(Vec::new, |tmp, (dst, x)| channels_last(x, (c, h, wd), wp, (ph, pw), tmp, dst));
+    sgemm::gemm_taps(&image, sw * c, &tap_offs, &rows, bs, &mut yt, co, bias, rayon::current_num_threads());
+    // SAFETY: the panels cover every pixel's row, written whole
+    let y = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
+    out.par_chunks_mut((co * n).max(1))
+        .zip(y.par_chunks((n * co).max(1)))
+        .enumerate()
+        .for_each(|(bi, (dst, y))| channels_first(y, (n, co), dst, then, bi));
     IMAGE.with(|v| v.replace(image));
-    mark_applied(epilogue, then.is_some());
-    // SAFETY: every image was written whole
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 /// Image `bi`'s product `[n, co]` transposed into its output `dst`
