@@ -402,17 +402,23 @@ pub(super) fn conv_direct(
 mod speed {
     use super::*;
 
-    /// The direct convolution's kernel on ResNet-18's shapes at batch 8
-    /// (and MobileNetV3's stem), its input read in place and copied
-    /// (rounds interleaved), on `THREADS` threads (2): `cargo test
-    /// --release -p pt2kit --features exec --lib direct_speed -- --ignored
-    /// --nocapture`. Each mode runs once a round, `8 * reps` times in all
-    /// (its figures were halved until the average stopped counting each
-    /// run twice: the gap to `ir-bench --profile` it seemed to show).
+    /// The direct convolution's kernel on ResNet's shapes at batch
+    /// `BATCH` (8; and MobileNetV3's stem), its input read in place and
+    /// copied, and the pixel-row product (rounds interleaved), on
+    /// `THREADS` threads (2), kernels of size `ONLY` only if set: `cargo
+    /// test --release -p pt2kit --features exec --lib direct_speed --
+    /// --ignored --nocapture`. Each mode runs once a round, `8 * reps`
+    /// times in all (its figures were halved until the average stopped
+    /// counting each run twice: the gap to `ir-bench --profile` it seemed
+    /// to show). The pointwise shapes at batch 8 show the direct kernel
+    /// bound by its output's bytes where `k` is small: `[256, 64]` over
+    /// 56x56 at 300 GFLOP/s on two threads (156 on one), 25.7 MB written
+    /// (and read for ownership) in 2.7 ms, with A packed or in place alike.
     #[test]
     #[ignore]
     fn direct_speed() {
         let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        let only: Option<usize> = std::env::var("ONLY").ok().and_then(|v| v.parse().ok());
         for &(c, co, hw, kk, s) in &[
             (64usize, 64usize, 56usize, 3usize, 1usize),
             (128, 128, 28, 3, 1),
@@ -422,7 +428,13 @@ mod speed {
             (3, 16, 224, 3, 2),
             (64, 128, 56, 3, 2),
             (256, 512, 14, 3, 2),
+            (64, 256, 56, 1, 1),
+            (128, 512, 28, 1, 1),
+            (256, 1024, 14, 1, 1),
         ] {
+            if only.is_some_and(|k| k != kk) {
+                continue;
+            }
             let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
             let pad = kk / 2;
             let g = Windows::new(&[hw, hw], &[kk, kk], &[s, s], &[pad, pad], &[1, 1]).unwrap();
