@@ -331,11 +331,13 @@ pub fn map_to<T: Copy + Default + Send + Sync>(
 /// pool's threads: `exp(x - max) / sum`, as torch's kernel (a row of -inf
 /// only is NaN, as there).
 pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
-    let mut dst = vec![0f32; src.len()];
+    // written row by row by the threads: no serial pass clearing it first
+    let mut dst = uninit(src.len());
     if n == 0 {
-        return dst;
+        // SAFETY: empty
+        return unsafe { assume_init(dst) };
     }
-    let row = |s: &[f32], d: &mut [f32]| softmax_row(s, d, log);
+    let row = |s: &[f32], d: &mut [std::mem::MaybeUninit<f32>]| softmax_row(s, d, log);
     let rows_per_task = (PARALLEL_MIN / n).max(1);
     if src.len() < PARALLEL_MIN {
         for (s, d) in src.chunks(n).zip(dst.chunks_mut(n)) {
@@ -350,14 +352,26 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
                 }
             });
     }
-    dst
+    // SAFETY: each row wrote every element of its row, and the rows cover
+    // dst (src.len() is a multiple of n, as the caller's rows)
+    unsafe { assume_init(dst) }
+}
+
+/// `d` once every element has been written.
+///
+/// # Safety
+/// Every element of `d` is initialised.
+unsafe fn written(d: &mut [std::mem::MaybeUninit<f32>]) -> &mut [f32] {
+    // SAFETY: same layout; the caller says every element is initialised
+    unsafe { &mut *(d as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) }
 }
 
 multiversion! {
     /// One row of softmax (or log-softmax) in the widest instruction set:
     /// the maximum and the sum in 16 lanes, so that both vectorise (a NaN
-    /// anywhere makes the row NaN, as torch's).
-    fn softmax_row(s: &[f32], d: &mut [f32], log: bool) {
+    /// anywhere makes the row NaN, as torch's). Writes every element of
+    /// `d` (as long as `s`).
+    fn softmax_row(s: &[f32], d: &mut [std::mem::MaybeUninit<f32>], log: bool) {
         let mut lanes = [f32::NEG_INFINITY; 16];
         let chunks = s.chunks_exact(16);
         let rest = chunks.remainder();
@@ -370,9 +384,12 @@ multiversion! {
             .iter()
             .chain(rest)
             .fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
+        let d = &mut d[..s.len()];
         for (o, &v) in d.iter_mut().zip(s) {
-            *o = exp(v - max);
+            o.write(exp(v - max));
         }
+        // SAFETY: the loop above wrote every element
+        let d = unsafe { written(d) };
         let sum = sum_lanes(d);
         if log {
             let ls = sum.ln();
@@ -399,11 +416,12 @@ pub fn layer_norm_rows(
     eps: f32,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let rows = src.len().checked_div(n).unwrap_or(0);
-    let mut dst = vec![0f32; src.len()];
+    // written row by row by the threads: no serial pass clearing it first
+    let mut dst = uninit(rows * n);
     let mut stats = vec![(0f32, 0f32); rows];
     if let Some(per) = PARALLEL_MIN.checked_div(n) {
         let per = per.max(1);
-        let task = |d: &mut [f32], s: &[f32], st: &mut [(f32, f32)]| {
+        let task = |d: &mut [std::mem::MaybeUninit<f32>], s: &[f32], st: &mut [(f32, f32)]| {
             for ((d, s), st) in d.chunks_mut(n).zip(s.chunks(n)).zip(st.iter_mut()) {
                 layer_norm_row(s, d, w, b, eps, st);
             }
@@ -417,12 +435,15 @@ pub fn layer_norm_rows(
         }
     }
     let (mean, rstd) = stats.into_iter().unzip();
-    (dst, mean, rstd)
+    // SAFETY: each row wrote every element of its row (n == 0: none)
+    (unsafe { assume_init(dst) }, mean, rstd)
 }
 
 multiversion! {
-    /// One row of [`layer_norm_rows`], in the widest instruction set.
-    fn layer_norm_row(s: &[f32], d: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32, stats: &mut (f32, f32)) {
+    /// One row of [`layer_norm_rows`], in the widest instruction set:
+    /// writes every element of `d` (as long as `s`; the weight and bias
+    /// as long too) in one pass, each step rounded as its own pass would.
+    fn layer_norm_row(s: &[f32], d: &mut [std::mem::MaybeUninit<f32>], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32, stats: &mut (f32, f32)) {
         let n = s.len() as f32;
         let mean = sum_lanes(s) / n;
         let mut acc = [0f32; 16];
@@ -436,14 +457,29 @@ multiversion! {
         }
         let var = (acc.iter().sum::<f32>() + rest.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>()) / n;
         let rstd = 1.0 / (var + eps).sqrt();
-        for (o, x) in d.iter_mut().zip(s) {
-            *o = (x - mean) * rstd;
-        }
-        if let Some(w) = w {
-            d.iter_mut().zip(w).for_each(|(o, w)| *o *= w);
-        }
-        if let Some(b) = b {
-            d.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+        let d = &mut d[..s.len()];
+        match (w, b) {
+            (Some(w), Some(b)) => {
+                let (w, b) = (&w[..s.len()], &b[..s.len()]);
+                for (((o, x), w), b) in d.iter_mut().zip(s).zip(w).zip(b) {
+                    o.write((x - mean) * rstd * w + b);
+                }
+            }
+            (Some(w), None) => {
+                for ((o, x), w) in d.iter_mut().zip(s).zip(&w[..s.len()]) {
+                    o.write((x - mean) * rstd * w);
+                }
+            }
+            (None, Some(b)) => {
+                for ((o, x), b) in d.iter_mut().zip(s).zip(&b[..s.len()]) {
+                    o.write((x - mean) * rstd + b);
+                }
+            }
+            (None, None) => {
+                for (o, x) in d.iter_mut().zip(s) {
+                    o.write((x - mean) * rstd);
+                }
+            }
         }
         *stats = (mean, rstd);
     }
@@ -572,8 +608,8 @@ mod tests {
     use super::*;
 
     /// Layer norm against a float64 reference: rows of sizes that do and
-    /// do not fill the 16 lanes, with and without weight and bias, rows
-    /// split over threads or not.
+    /// do not fill the 16 lanes, with weight and bias, either or neither,
+    /// rows split over threads or not.
     #[test]
     fn layer_norm_rows_match_a_reference() {
         for (rows, n) in [(3, 1), (5, 17), (2, 768), (200, 48)] {
@@ -586,6 +622,7 @@ mod tests {
                 (None, None),
                 (Some(&w[..]), Some(&b[..])),
                 (Some(&w[..]), None),
+                (None, Some(&b[..])),
             ] {
                 let (y, mean, rstd) = layer_norm_rows(&x, n, wo, bo, 1e-5);
                 for r in 0..rows {
