@@ -38,8 +38,13 @@ pub fn exp(x: f32) -> f32 {
     p = p.mul_add(r, 1.666_666_5e-1);
     p = p.mul_add(r, 5.000_000_1e-1);
     let e = p.mul_add(r * r, r) + 1.0;
-    // 2^n from its bits (n in [-126, 128]: the clamp keeps it a normal)
-    let scale = f32::from_bits(((n as i32 + 127).clamp(1, 254) as u32) << 23);
+    // 2^n from its bits (n in [-126, 128]: the clamp keeps it a normal),
+    // the biased exponent read from the float's own bits (v + 2^23 holds
+    // the integer v in its low bits, shifted into the exponent): `n as
+    // i32`, a saturating cast, ran lane by lane in scalar conversions
+    // (softmax at 1.1 ns an element on one thread)
+    let v = n.clamp(-126.0, 127.0) + 127.0;
+    let scale = f32::from_bits((v + 8_388_608.0).to_bits() << 23);
     let y = e * scale;
     let y = if n > 127.0 { y * 2.0 } else { y };
     if x < -87.336_55 {
