@@ -372,8 +372,8 @@ class ConvPaths(nn.Module):
     few input channels (strides 2 and 3, odd and uneven padding, dilation),
     the packed product with taps over many pixels, im2col with the gemm
     crate below that, the transposed
-    product over few columns (pointwise), strided and plain 1x1,
-    grouped, depthwise (stride, dilation, two outputs per channel) and max
+    product over few columns (pointwise), strided and plain 1x1, pixel rows
+    over a small plane (one product a tap), grouped, depthwise (stride, dilation, two outputs per channel) and max
     pools (odd sizes, padding, ceil mode). Batch 2: the per-image loops."""
 
     def __init__(self):
@@ -391,6 +391,7 @@ class ConvPaths(nn.Module):
         self.dw = nn.Conv2d(16, 32, 5, stride=2, padding=2, groups=16)  # depthwise, two per channel
         self.dw_dil = nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=16, bias=False)
         self.se = nn.Conv2d(24, 8, 1)  # squeeze-excite's 1x1 over 1x1 pixels: transposed
+        self.rows = nn.Conv2d(16, 32, 3, padding=1)  # pixel rows: 13x11, one product a tap
 
     def forward(self, x):  # f32[2, 3, 49, 41]
         a = F.relu(self.stem(x))
@@ -399,14 +400,15 @@ class ConvPaths(nn.Module):
         return (a, self.wide(x), self.down(x), self.mid(a), d, self.few_pw(F.relu(d)), self.pw(a),
                 self.down_mid(a), self.grouped(a), self.dw(a), self.dw_dil(a), p,
                 F.max_pool2d(a, 3, stride=2, ceil_mode=True), F.max_pool2d(x, (2, 3), stride=(2, 1)),
-                self.se(F.adaptive_avg_pool2d(d, 1)), self.taps(a))
+                self.se(F.adaptive_avg_pool2d(d, 1)), self.taps(a), self.rows(p))
 
 
 class ConvEpilogues(nn.Module):
     """The element-wise chains the executor fuses into the convolution
     before them (run on each block of its output as the kernel finishes
     it): on each kernel (direct with taps, direct pointwise, depthwise,
-    packed pointwise over few pixels, the transposed few-pixel product), a
+    packed pointwise over few pixels, the transposed few-pixel product,
+    pixel rows with taps), a
     lone relu, a residual add and relu, hardswish, relu6, a chain where the
     convolution's output is the second operand, and two that must not be
     fused: an operand made after the convolution, and a convolution whose
@@ -423,6 +425,8 @@ class ConvEpilogues(nn.Module):
         self.sub = nn.Conv2d(16, 16, 3, padding=1)  # a - conv(a): the second operand
         self.late = nn.Conv2d(16, 16, 1)  # its operand is made after it
         self.shown = nn.Conv2d(16, 16, 3, padding=1)  # its output is returned too
+        self.rows = nn.Conv2d(16, 32, 3, stride=2, padding=1)  # pixel rows over 10x9, relu
+        self.rows2 = nn.Conv2d(32, 32, 3, padding=1)  # pixel rows, + residual, relu
 
     def forward(self, x):  # f32[2, 8, 20, 18]
         a = F.relu(self.c1(x))
@@ -435,7 +439,9 @@ class ConvEpilogues(nn.Module):
         y = self.late(r)
         z = torch.softmax(r, dim=1)  # made after self.late, not fusable
         u = self.shown(a)
-        return r, d, s, e, t, y * z, u, F.relu(u)
+        q = F.relu(self.rows(r))
+        v = F.relu(self.rows2(q) + q)
+        return r, d, s, e, t, y * z, u, F.relu(u), v
 
 
 class LinearEpilogues(nn.Module):

@@ -1097,7 +1097,7 @@ fn hard_activations_are_torch_formulas_fused_or_not() {
 /// Element-wise chains after a convolution are its epilogue: each kernel
 /// runs them on each block of its output as it finishes it
 /// (golden/models/conv_epilogues: a lone relu, a residual add and relu,
-/// hardswish, relu6, after each convolution kernel); the results are the
+/// hardswish, relu6, after each convolution kernel, pixel rows included); the results are the
 /// bits of the nodes run one by one. Not epilogues: a chain with the
 /// convolution's output as its second operand, one with an operand made
 /// after the convolution, and one after a convolution whose output is
@@ -1105,8 +1105,9 @@ fn hard_activations_are_torch_formulas_fused_or_not() {
 #[test]
 fn convolution_epilogues_match_unfused_runs() {
     // the chains after the convolutions c1, c2, pw, dw, small (relu6,
-    // which the executor lowers to hardtanh) and se, in graph order (not
-    // sub's: the convolution is its second operand)
+    // which the executor lowers to hardtanh), se, rows and rows2 (pixel
+    // rows), in graph order (not sub's: the convolution is its second
+    // operand)
     let relu = ["aten.relu.default"];
     let residual = ["aten.add.Tensor", "aten.relu.default"];
     let hardswish = ["aten.hardswish.default"];
@@ -1118,14 +1119,18 @@ fn convolution_epilogues_match_unfused_runs() {
         "aten.div.Tensor",
     ];
     let relu6 = ["aten.hardtanh.default"];
-    let exported: Vec<&[&str]> = vec![&relu, &residual, &hardswish, &hardswish, &relu6, &relu];
-    let decomposed: Vec<&[&str]> = vec![&relu, &residual, &lowered, &lowered, &relu6, &relu];
+    let exported: Vec<&[&str]> = vec![
+        &relu, &residual, &hardswish, &hardswish, &relu6, &relu, &relu, &residual,
+    ];
+    let decomposed: Vec<&[&str]> = vec![
+        &relu, &residual, &lowered, &lowered, &relu6, &relu, &relu, &residual,
+    ];
     for (file, want) in [
         ("conv_epilogues.pt2", exported),
         ("conv_epilogues.decomp.pt2", decomposed),
     ] {
-        // in the kernels (direct, depthwise, packed, transposed; with
-        // AVX-512): every one
+        // in the kernels (direct, depthwise, packed, transposed, pixel
+        // rows; with AVX-512): every one
         epilogues_match_unfused_runs(file, "conv_epilogues.inputs.npz", &want, want.len());
     }
 }
@@ -1213,6 +1218,41 @@ fn convolution_over_no_channels_is_its_bias() {
         for (i, v) in got.iter().enumerate() {
             assert_eq!(*v, [0.5, -1.0, 2.0][(i / n) % 3], "{k}x{k} at {i}");
         }
+    }
+}
+
+/// A convolution of an empty batch is empty, on each path a shape picks
+/// (pixel rows over a 7x7 plane, direct over 20x20, pointwise, strided
+/// 1x1): no panel of rows, no kernel call, no error.
+#[test]
+fn convolutions_of_an_empty_batch_are_empty() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    for (hw, k, s) in [(7i64, 3i64, 1i64), (20, 3, 1), (7, 1, 1), (14, 1, 2)] {
+        let (c, co) = (16i64, 32i64);
+        let o = (hw + 2 * (k / 2) - k) / s + 1;
+        let mut b = B::new();
+        let x = b.input("x", InputKind::UserInput, meta(&[0, c, hw, hw]), None);
+        let w = b.input("w", InputKind::UserInput, meta(&[co, c, k, k]), None);
+        let y = b.emit(|em| {
+            let mut args = conv2d_args(x, w);
+            args[3] = ("stride", Argument::Ints(vec![s, s]));
+            args[4] = ("padding", Argument::Ints(vec![k / 2, k / 2]));
+            em.op("aten.convolution.default", args, meta(&[0, co, o, o]))
+                .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let (c, co, hw, k) = (c as usize, co as usize, hw as usize, k as usize);
+        let inputs = [
+            ("x".to_string(), host_f32(&[0, c, hw, hw], &[])),
+            (
+                "w".to_string(),
+                host_f32(&[co, c, k, k], &vec![0.5; co * c * k * k]),
+            ),
+        ];
+        let got = exec.run(&inputs).unwrap();
+        assert_eq!(got[0].1.to_f64().len(), 0, "{hw}x{hw} k{k} s{s}");
     }
 }
 
