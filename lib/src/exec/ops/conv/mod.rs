@@ -328,29 +328,31 @@ const PIXEL_ROWS_MAX: usize = 64;
 
 /// Planes of up to this many pixels take [`conv_pixel_rows`] too from
 /// [`PIXEL_ROWS_DEEP_CHANNELS`] input channels (ResNet-50's `[256, 1024]`
-/// at 14x14: 265 -> 371 GFLOP/s at batch 1, 296 -> 425 at batch 8; the
-/// model 0.93x at batch 1, 0.98x at 8; its `[1024, 256]` was slower at
-/// batch 1, MobileNetV3's 40 to 240 channels slower at both).
-const PIXEL_ROWS_DEEP_MAX: usize = 196;
+/// at 14x14: 265 -> 371 GFLOP/s at batch 1, 296 -> 425 at batch 8, the
+/// model 0.93x at batch 1; its `[128, 512]` at 28x28 0.91 -> 0.74 ms for
+/// the three at batch 1, 8.7 -> 6.2 at batch 8; MobileNetV3's 40 to 240
+/// channels were slower that way).
+const PIXEL_ROWS_DEEP_MAX: usize = 784;
 
 /// See [`PIXEL_ROWS_DEEP_MAX`].
 const PIXEL_ROWS_DEEP_CHANNELS: usize = 512;
 
-/// [`PIXEL_ROWS_DEEP_CHANNELS`] for a batch of two images or more, where
+/// Planes of up to [`PIXEL_ROWS_BATCH_MAX`] pixels take [`conv_pixel_rows`]
+/// from this many input channels at a batch of two images or more, where
 /// the direct kernel would copy the batch's planes side by side first
 /// (ResNet-50's `[1024, 256]` at 14x14, batch 8: 15.5 -> 13.5 ms for its
-/// six, 319 -> 367 GFLOP/s; the model 0.98x).
+/// six, 319 -> 367 GFLOP/s, the model 0.98x; slower at batch 1).
 const PIXEL_ROWS_BATCH_CHANNELS: usize = 256;
+
+/// See [`PIXEL_ROWS_BATCH_CHANNELS`].
+const PIXEL_ROWS_BATCH_MAX: usize = 196;
 
 /// Whether a pointwise convolution over `n` output pixels a plane from
 /// `c` input channels, `b` images, takes [`conv_pixel_rows`].
 fn pixel_rows(n: usize, c: usize, b: usize) -> bool {
-    let deep = if b > 1 {
-        PIXEL_ROWS_BATCH_CHANNELS
-    } else {
-        PIXEL_ROWS_DEEP_CHANNELS
-    };
-    n <= PIXEL_ROWS_MAX || (n <= PIXEL_ROWS_DEEP_MAX && c >= deep)
+    n <= PIXEL_ROWS_MAX
+        || (n <= PIXEL_ROWS_DEEP_MAX && c >= PIXEL_ROWS_DEEP_CHANNELS)
+        || (b > 1 && n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
 }
 
 /// Whether a convolution is a product as the input lies: 1x1, stride 1,
