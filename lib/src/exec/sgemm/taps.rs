@@ -29,9 +29,12 @@ pub struct RowPanel {
 /// is the tap's weight, `k x n` packed. C (`m x n`, row stride `ldc`) may be
 /// uninitialised: the rows the panels name are written whole.
 ///
-/// The threads split the column panels (each reads its part of the
-/// weights once); a thread's column panel stays in L1 through every tap
-/// and every slice of [`KC`], each slice going through all the row panels.
+/// Blocked for the caches: blocks of row panels whose part of A fits
+/// [`A_BLOCK`] (in L2 while every column panel goes through them); the
+/// threads split the column panels (each reads its part of the weights
+/// once a block); each micro-panel of a tap's weight (a slice of [`KC`],
+/// in L1) goes through all the block's row panels, the next one fetched
+/// meanwhile.
 ///
 /// Panics where the panels, taps or weights disagree or reach outside A
 /// or C, or without AVX-512F.
