@@ -1260,8 +1260,9 @@ fn convolutions_of_an_empty_batch_are_empty() {
 /// stride, padding, dilation per dim, with a bias or not; the shapes that
 /// take the direct kernel (one in three of stride 1: in place), the packed
 /// one and im2col alike; one in three depthwise, half of them with "same"
-/// padding (read under masks), the others over small planes channels
-/// last, plane by plane over larger ones) against a float64 reference.
+/// padding (read under masks, or sixteen channels at a time in a padded
+/// grid for 5x5 kernels), the others in that grid) against a float64
+/// reference.
 #[test]
 fn convolutions_of_random_geometry_match_a_reference() {
     use common::build::*;
@@ -1270,7 +1271,7 @@ fn convolutions_of_random_geometry_match_a_reference() {
     let mut done = 0;
     while done < 120 {
         // one in three depthwise (a group a channel): 16 to 85 channels,
-        // planes from 1x1 (channels last under 64 output pixels) to 20x20
+        // planes from 1x1 to 20x20
         let depthwise = done % 3 == 2;
         let (bn, mut c, mut co) = (1 + next(3), 1 + next(9), 1 + next(20));
         if depthwise {
