@@ -235,7 +235,7 @@ unsafe fn depthwise_blocked(
         // SAFETY: tasks write disjoint blocks of planes of `out`
         let dst = unsafe { std::slice::from_raw_parts_mut(dst.at(at), cb * oplane) };
         // SAFETY: AVX-512F is present; the tile holds `oplane` pixels
-        unsafe { tile_to_planes(tile, cb, oplane, dst.as_mut_ptr()) };
+        unsafe { vmath::pixels_to_planes(tile, 16, cb, oplane, dst.as_mut_ptr(), oplane) };
         if let Some(then) = then {
             then(at, dst);
         }
@@ -314,29 +314,6 @@ unsafe fn planes_to_grid(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, gr
             if x == g.w {
                 (y, x) = (y + 1, 0);
             }
-        }
-    }
-}
-
-/// A block's results by pixel (`tile`: `[pixels][16]`) to its first `cb`
-/// planes at `dst` (`pixels` each), sixteen pixels at a time through
-/// [`vmath::transpose16`].
-///
-/// # Safety
-/// AVX-512F is present; `tile` holds `pixels * 16` floats, `dst` `cb *
-/// pixels`.
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_to_planes(tile: &[f32], cb: usize, pixels: usize, dst: *mut f32) {
-    use std::arch::x86_64::*;
-    assert!(cb <= 16 && tile.len() >= pixels * 16);
-    let tp = tile.as_ptr();
-    for p0 in (0..pixels).step_by(16) {
-        let np = (pixels - p0).min(16);
-        let m = ((1u32 << np) - 1) as __mmask16;
-        let r: [__m512; 16] =
-            std::array::from_fn(|j| if j < np { _mm512_loadu_ps(tp.add((p0 + j) * 16)) } else { _mm512_setzero_ps() });
-        for (ch, v) in vmath::transpose16(r).iter().enumerate().take(cb) {
-            _mm512_mask_storeu_ps(dst.add(ch * pixels + p0), m, *v);
         }
     }
 }
