@@ -64,47 +64,32 @@ pub(super) fn conv2d_depthwise(
             sgemm::run_epilogue(e, at, span)
         }
     };
+    // a kernel that writes every plane, reading the input and the weight
+    // where they lie
+    type Kernel<'k> = dyn Fn(&[f32], &[f32], &mut [std::mem::MaybeUninit<f32>]) + 'k;
+    let write_all = |kernel: &Kernel| -> Result<CandleTensor> {
+        let mut out = sgemm::uninit(len);
+        with_host(x, |xs: &[f32]| with_host(w, |ws: &[f32]| kernel(xs, ws, &mut out)))
+            .flatten()
+            .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
+        mark_applied(epilogue, then.is_some());
+        // SAFETY: the kernel wrote every plane
+        let out = unsafe { sgemm::assume_init(out) };
+        CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+    };
+    let finish = then.is_some().then_some(&apply as &Finish);
     let plan = MaskedPlan::cached(geom).filter(|_| sgemm::available());
     // sixteen channels at a time where a block's padded image fits the
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
-        let mut out = sgemm::uninit(len);
-        with_host(x, |xs: &[f32]| {
-            with_host(w, |ws: &[f32]| {
-                // SAFETY: AVX-512F is present (checked above); the sizes
-                // are the op's.
-                unsafe {
-                    depthwise_blocked(xs, ws, bs.as_deref(), &geom, b, c, &mut out, then.is_some().then_some(&apply as _))
-                }
-            })
-        })
-        .flatten()
-        .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
-        mark_applied(epilogue, then.is_some());
-        // SAFETY: depthwise_blocked wrote every plane
-        let out = unsafe { sgemm::assume_init(out) };
-        return CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce);
+        // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
+        return write_all(&|xs, ws, out| unsafe { depthwise_blocked(xs, ws, bs.as_deref(), &geom, b, c, out, finish) });
     }
     if let Some(plan) = plan {
-        let mut out = sgemm::uninit(len);
-        // the weights where they lie
-        with_host(x, |xs: &[f32]| {
-            with_host(w, |ws: &[f32]| {
-                // SAFETY: AVX-512F is present (checked above); the sizes
-                // are the op's.
-                unsafe {
-                    conv_masked(&plan, xs, ws, bs.as_deref(), c, co, &mut out, then.is_some().then_some(&apply as _))
-                }
-            })
-        })
-        .flatten()
-        .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
-        mark_applied(epilogue, then.is_some());
-        // SAFETY: conv_masked wrote every plane
-        let out = unsafe { sgemm::assume_init(out) };
-        return CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce);
+        // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
+        return write_all(&|xs, ws, out| unsafe { conv_masked(&plan, xs, ws, bs.as_deref(), c, co, out, finish) });
     }
     let ws = f32s(w)?;
     // written whole by window_planes
@@ -115,7 +100,7 @@ pub(super) fn conv2d_depthwise(
             let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
             (n * c + o / mult, b0, WindowOp::Fma(&ws[o * kh * kw..][..kh * kw]))
         };
-        window_planes(geom, xs, &mut out, 0.0, plane, then.is_some().then_some(&apply as _))
+        window_planes(geom, xs, &mut out, 0.0, plane, finish)
     })
     .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
     mark_applied(epilogue, then.is_some());
