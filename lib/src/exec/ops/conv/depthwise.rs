@@ -32,25 +32,12 @@ pub(super) fn conv2d_depthwise(
         )));
     }
     let mult = co / c;
-    let (oh, ow) = (
-        conv_span(h, pad.0, dil.0, kh, stride.0)?,
-        conv_span(wd, pad.1, dil.1, kw, stride.1)?,
-    );
     let bs = bias.map(f32s).transpose()?;
     // read where it lies below: a weight that is a view, made contiguous
     // (a clone of the handle when it already is)
     let w = &w.contiguous().map_err(ce)?;
-    let geom = PlaneWindows {
-        h,
-        w: wd,
-        kh,
-        kw,
-        stride,
-        pad,
-        dil,
-        oh,
-        ow,
-    };
+    let geom = PlaneWindows::conv(h, wd, (kh, kw), stride, pad, dil)?;
+    let (oh, ow) = (geom.oh, geom.ow);
     let len = b * co * oh * ow;
     // the fused chain after it, on each task's planes as they are done
     let fused = register_epilogue(epilogue, len).filter(|_| sgemm::available());
@@ -107,6 +94,31 @@ pub(super) fn conv2d_depthwise(
     // SAFETY: window_planes wrote every plane
     let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+}
+
+impl PlaneWindows {
+    /// A convolution's windows over planes of `h x w` (refused where the
+    /// kernel is larger than the padded plane).
+    fn conv(
+        h: usize,
+        w: usize,
+        (kh, kw): (usize, usize),
+        stride: (usize, usize),
+        pad: (usize, usize),
+        dil: (usize, usize),
+    ) -> Result<PlaneWindows> {
+        Ok(PlaneWindows {
+            h,
+            w,
+            kh,
+            kw,
+            stride,
+            pad,
+            dil,
+            oh: conv_span(h, pad.0, dil.0, kh, stride.0)?,
+            ow: conv_span(w, pad.1, dil.1, kw, stride.1)?,
+        })
+    }
 }
 
 /// Kernels of at least this many taps take [`depthwise_blocked`] before
@@ -635,19 +647,8 @@ mod tests {
             (2, 17, (5, 6), (1, 1), (1, 1), (0, 0), (1, 1), false),
             (1, 33, (11, 13), (3, 3), (3, 2), (3, 0), (1, 2), true),
         ] {
-            let span = |n: usize, p: usize, d: usize, k: usize, s: usize| (n + 2 * p - d * (k - 1) - 1) / s + 1;
-            let (oh, ow) = (span(h, pad.0, dil.0, kh, stride.0), span(w, pad.1, dil.1, kw, stride.1));
-            let g = PlaneWindows {
-                h,
-                w,
-                kh,
-                kw,
-                stride,
-                pad,
-                dil,
-                oh,
-                ow,
-            };
+            let g = PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil).unwrap();
+            let (oh, ow) = (g.oh, g.ow);
             assert!(blocked(&g));
             let taps = kh * kw;
             let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0).collect();
@@ -701,18 +702,8 @@ mod tests {
         ] {
             let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
             let pad = k / 2;
-            let o = (hw + 2 * pad - k) / s + 1;
-            let g = PlaneWindows {
-                h: hw,
-                w: hw,
-                kh: k,
-                kw: k,
-                stride: (s, s),
-                pad: (pad, pad),
-                dil: (1, 1),
-                oh: o,
-                ow: o,
-            };
+            let g = PlaneWindows::conv(hw, hw, (k, k), (s, s), (pad, pad), (1, 1)).unwrap();
+            let o = g.oh;
             let plan = MaskedPlan::cached(g).unwrap();
             let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| (i % 7) as f32 * 0.1).collect();
             let ws: Vec<f32> = (0..c * k * k).map(|i| (i % 5) as f32 * 0.1).collect();
