@@ -408,6 +408,89 @@ fn out_of_range_indices_are_bad_input() {
     }
 }
 
+/// `where` against its definition: a condition true everywhere, false
+/// everywhere (the operand picked whole, with no copy, where it has the
+/// result's shape) and mixed, the condition broadcast over rows as a
+/// decomposed attention's guard is, and an operand broadcast (so the
+/// general path even under a uniform condition); NaNs go through.
+#[test]
+fn where_picks_as_its_condition_says() {
+    use common::build::*;
+    use pt2kit::ir::InputKind;
+    let (n, rows) = (5usize, 6usize);
+    let x: Vec<f32> = (0..rows * n)
+        .map(|i| if i == 7 { f32::NAN } else { i as f32 * 0.5 })
+        .collect();
+    let y: Vec<f32> = (0..rows * n)
+        .map(|i| if i == 3 { f32::NAN } else { -(i as f32) })
+        .collect();
+    let row: Vec<f32> = (0..n).map(|i| 100.0 + i as f32).collect();
+    for (cond, y_row) in [
+        (vec![true; rows], false),
+        (vec![false; rows], false),
+        (vec![true, false, false, true, false, true], false),
+        (vec![false; rows], true),
+        (vec![true; rows], true),
+    ] {
+        let mut b = B::new();
+        let cv = b.input(
+            "c",
+            InputKind::UserInput,
+            meta_of(Dtype::Bool, &[2, 3, 1]),
+            None,
+        );
+        let xv = b.input("x", InputKind::UserInput, meta(&[2, 3, n as i64]), None);
+        let y_shape: Vec<i64> = if y_row {
+            vec![n as i64]
+        } else {
+            vec![2, 3, n as i64]
+        };
+        let yv = b.input("y", InputKind::UserInput, meta(&y_shape), None);
+        let out = b.emit(|em| {
+            em.op(
+                "aten.where.self",
+                vec![("condition", t(cv)), ("self", t(xv)), ("other", t(yv))],
+                meta(&[2, 3, n as i64]),
+            )
+            .unwrap()
+        });
+        b.output(out);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let c = HostTensor {
+            dtype: Dtype::Bool,
+            shape: vec![2, 3, 1],
+            data: cond.iter().map(|&v| v as u8).collect(),
+        };
+        let yt = if y_row {
+            host_f32(&[n], &row)
+        } else {
+            host_f32(&[2, 3, n], &y)
+        };
+        let got = exec
+            .run(&[
+                ("c".into(), c),
+                ("x".into(), host_f32(&[2, 3, n], &x)),
+                ("y".into(), yt),
+            ])
+            .unwrap()[0]
+            .1
+            .to_f64();
+        for (i, g) in got.iter().enumerate() {
+            let want = if cond[i / n] {
+                x[i]
+            } else if y_row {
+                row[i % n]
+            } else {
+                y[i]
+            };
+            assert!(
+                (g.is_nan() && want.is_nan()) || *g == want as f64,
+                "condition {cond:?} (y a row: {y_row}) at {i}: {g} against {want}"
+            );
+        }
+    }
+}
+
 /// The executor's float32 fast paths for a tensor broadcast over another's
 /// trailing dims (a per-channel scale), in both operand orders, and for
 /// clamp (NaN kept, min above max giving max) against a float64 reference
