@@ -491,6 +491,100 @@ fn where_picks_as_its_condition_says() {
     }
 }
 
+/// Element-wise arithmetic of a permuted view with another tensor of its
+/// shape, either order, against the definition: rows of the last dim read
+/// where they lie where both last dims are contiguous (a transposed
+/// sequence-first stream, as ViT's residual adds), the general path where
+/// the permutation moves the last dim; alpha and NaN go through.
+#[test]
+fn arithmetic_of_permuted_views_matches_the_definition() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let (a, b, c) = (3usize, 4usize, 5usize);
+    let x: Vec<f32> = (0..a * b * c)
+        .map(|i| {
+            if i == 11 {
+                f32::NAN
+            } else {
+                i as f32 * 0.25 - 3.0
+            }
+        })
+        .collect();
+    let y: Vec<f32> = (0..a * b * c).map(|i| (i * 7 % 13) as f32 - 6.0).collect();
+    type Reference = fn(f32, f32) -> f32;
+    let ops: &[(&str, Reference, bool)] = &[
+        ("aten.add.Tensor", |p, q| p + q * 2.0, true),
+        ("aten.sub.Tensor", |p, q| p - q, false),
+        ("aten.mul.Tensor", |p, q| p * q, false),
+        ("aten.div.Tensor", |p, q| p / q, false),
+    ];
+    // (permutation of x, whether x is the first operand)
+    for (perm, first) in [
+        ([1usize, 0, 2], true),
+        ([1, 0, 2], false),
+        ([2, 1, 0], true),
+    ] {
+        let dims = [a, b, c];
+        let pd: Vec<usize> = perm.iter().map(|&i| dims[i]).collect();
+        let pd64: Vec<i64> = pd.iter().map(|&d| d as i64).collect();
+        for &(op, f, alpha) in ops {
+            let mut bld = B::new();
+            let xv = bld.input(
+                "x",
+                InputKind::UserInput,
+                meta(&[a as i64, b as i64, c as i64]),
+                None,
+            );
+            let yv = bld.input("y", InputKind::UserInput, meta(&pd64), None);
+            let out = bld.emit(|em| {
+                let p = em
+                    .op(
+                        "aten.permute.default",
+                        vec![
+                            ("self", t(xv)),
+                            (
+                                "dims",
+                                Argument::Ints(perm.iter().map(|&i| i as i64).collect()),
+                            ),
+                        ],
+                        meta(&pd64),
+                    )
+                    .unwrap();
+                let (l, r) = if first { (p, yv) } else { (yv, p) };
+                let mut args = vec![("self", t(l)), ("other", t(r))];
+                if alpha {
+                    args.push(("alpha", Argument::Int(2)));
+                }
+                em.op(op, args, meta(&pd64)).unwrap()
+            });
+            bld.output(out);
+            let exec = Executor::new(&bld.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+            let got = exec
+                .run(&[
+                    ("x".into(), host_f32(&[a, b, c], &x)),
+                    ("y".into(), host_f32(&pd, &y)),
+                ])
+                .unwrap()[0]
+                .1
+                .to_f64();
+            for (i, g) in got.iter().enumerate() {
+                // element i of the permuted shape, and where it lies in x
+                let idx = [i / (pd[1] * pd[2]), i / pd[2] % pd[1], i % pd[2]];
+                let mut at = [0usize; 3];
+                for (k, &d) in perm.iter().enumerate() {
+                    at[d] = idx[k];
+                }
+                let xe = x[(at[0] * b + at[1]) * c + at[2]];
+                let want = if first { f(xe, y[i]) } else { f(y[i], xe) };
+                assert!(
+                    (g.is_nan() && want.is_nan()) || *g == want as f64,
+                    "{op} permuted {perm:?} first {first} at {i}: {g} against {want}"
+                );
+            }
+        }
+    }
+}
+
 /// The executor's float32 fast paths for a tensor broadcast over another's
 /// trailing dims (a per-channel scale), in both operand orders, and for
 /// clamp (NaN kept, min above max giving max) against a float64 reference

@@ -188,6 +188,13 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
             Tensor::new(CandleTensor::from_vec(f, shape, &dev).map_err(ce)?, Dtype::Float32)
         })
     };
+    if let (Operand::Tensor(x), Operand::Tensor(y), false) = (a, b, is_cmp) {
+        if x.dims() == y.dims() && (!x.t.is_contiguous() || !y.t.is_contiguous()) {
+            if let Some(t) = rows_binary(x, y, arith)? {
+                return Ok(Some(t));
+            }
+        }
+    }
     let result = match (a, b, single(a)?, single(b)?) {
         // two tensors of one shape, read where they lie when contiguous
         (Operand::Tensor(x), Operand::Tensor(y), None, None) if x.dims() == y.dims() => {
@@ -250,6 +257,67 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
         _ => None,
     };
     result.transpose()
+}
+
+/// `f(x, y)` over two float32 host tensors of one shape, at least one of
+/// them a strided view, whose last dims are contiguous (stride 1, none
+/// broadcast): row by row of the last dim, each operand's row read where
+/// it lies, the rows split over the threads, into a contiguous result.
+/// Before, both went through candle's element-by-element strided copies:
+/// ViT-B/16's twelve residual adds of its sequence-first stream
+/// transposed, `[8, 197, 768]` rows 6144 floats apart, took 0.6-1.2 ms
+/// each at batch 8. `None` for other layouts.
+fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Option<Tensor>> {
+    use rayon::prelude::*;
+    let dims = x.dims().to_vec();
+    let r = dims.len();
+    let fits = |t: &Tensor| {
+        let st = t.t.stride();
+        t.dtype == Dtype::Float32
+            && t.t.device().is_cpu()
+            && r >= 2
+            && st[r - 1] == 1
+            && dims.iter().zip(st).all(|(&d, &s)| d <= 1 || s > 0)
+    };
+    if x.dims() != y.dims() || !fits(x) || !fits(y) || x.t.elem_count() == 0 {
+        return Ok(None);
+    }
+    let inner = dims[r - 1];
+    let rows = x.t.elem_count() / inner;
+    let (xs, xl) = x.t.storage_and_layout();
+    let (ys, yl) = y.t.storage_and_layout();
+    let (candle_core::Storage::Cpu(xc), candle_core::Storage::Cpu(yc)) = (&*xs, &*ys) else {
+        return Ok(None);
+    };
+    let (Ok(xall), Ok(yall)) = (xc.as_slice::<f32>(), yc.as_slice::<f32>()) else {
+        return Ok(None);
+    };
+    // where row `i` of a layout (over the leading dims, row-major) starts
+    let row_at = |l: &candle_core::Layout, mut i: usize| {
+        let mut off = l.start_offset();
+        for d in (0..r - 1).rev() {
+            off += (i % dims[d]) * l.stride()[d];
+            i /= dims[d];
+        }
+        off
+    };
+    let reach = |l: &candle_core::Layout| {
+        l.start_offset() + dims.iter().zip(l.stride()).map(|(&d, &s)| (d - 1) * s).sum::<usize>()
+    };
+    if reach(xl) >= xall.len() || reach(yl) >= yall.len() {
+        return Ok(None);
+    }
+    let mut out = sgemm::uninit(rows * inner);
+    out.par_chunks_mut(inner).enumerate().for_each(|(i, dst)| {
+        let (a, b) = (row_at(xl, i), row_at(yl, i));
+        for ((d, &p), &q) in dst.iter_mut().zip(&xall[a..a + inner]).zip(&yall[b..b + inner]) {
+            d.write(f(p, q));
+        }
+    });
+    drop((xs, ys));
+    // SAFETY: every row was written above
+    let out = unsafe { sgemm::assume_init(out) };
+    Ok(Some(Tensor::new(host_f32_tensor(out, &dims)?, Dtype::Float32)))
 }
 
 /// Where `small` broadcast to `big` (of no lower rank) is constant over
