@@ -585,6 +585,82 @@ fn arithmetic_of_permuted_views_matches_the_definition() {
     }
 }
 
+/// A view that needs a copy (of a permuted tensor, of an expanded one)
+/// gives the elements in row-major order of the view's input: rows of a
+/// contiguous last dim copied in parallel, other layouts by candle.
+#[test]
+fn views_of_strided_tensors_keep_the_order() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let (a, b, c) = (6usize, 70usize, 96usize);
+    let x: Vec<f32> = (0..a * b * c).map(|i| i as f32).collect();
+    let ints = |v: &[usize]| Argument::Ints(v.iter().map(|&d| d as i64).collect());
+    let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+    // (permutation, expand of a size-1 dim)
+    for (perm, expand) in [
+        ([1usize, 0, 2], false),
+        ([0, 2, 1], false),
+        ([0, 1, 2], true),
+    ] {
+        let dims = [a, if expand { 1 } else { b }, c];
+        let n: usize = dims.iter().product();
+        let pd: Vec<usize> = perm.iter().map(|&i| dims[i]).collect();
+        let shown: Vec<usize> = if expand { vec![a, b, c] } else { pd.clone() };
+        let mut bld = B::new();
+        let xv = bld.input("x", InputKind::UserInput, meta(&i64s(&dims)), None);
+        let out = bld.emit(|em| {
+            let v = if expand {
+                em.op(
+                    "aten.expand.default",
+                    vec![("self", t(xv)), ("size", ints(&shown))],
+                    meta(&i64s(&shown)),
+                )
+                .unwrap()
+            } else {
+                em.op(
+                    "aten.permute.default",
+                    vec![("self", t(xv)), ("dims", ints(&perm))],
+                    meta(&i64s(&pd)),
+                )
+                .unwrap()
+            };
+            let flat = shown[0] * shown[1];
+            em.op(
+                "aten.view.default",
+                vec![("self", t(v)), ("size", ints(&[flat, shown[2]]))],
+                meta(&i64s(&[flat, shown[2]])),
+            )
+            .unwrap()
+        });
+        bld.output(out);
+        let exec = Executor::new(&bld.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let got = exec.run(&[("x".into(), host_f32(&dims, &x[..n]))]).unwrap()[0]
+            .1
+            .to_f64();
+        assert_eq!(got.len(), shown.iter().product::<usize>());
+        for (i, g) in got.iter().enumerate() {
+            let idx = [
+                i / (shown[1] * shown[2]),
+                i / shown[2] % shown[1],
+                i % shown[2],
+            ];
+            let at = if expand {
+                idx[0] * c + idx[2]
+            } else {
+                let mut at = [0usize; 3];
+                for (k, &d) in perm.iter().enumerate() {
+                    at[d] = idx[k];
+                }
+                (at[0] * dims[1] + at[1]) * dims[2] + at[2]
+            };
+            assert_eq!(
+                *g, x[at] as f64,
+                "permutation {perm:?} expand {expand} at {i}"
+            );
+        }
+    }
+}
+
 /// The executor's float32 fast paths for a tensor broadcast over another's
 /// trailing dims (a per-channel scale), in both operand orders, and for
 /// clamp (NaN kept, min above max giving max) against a float64 reference

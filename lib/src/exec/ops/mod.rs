@@ -609,8 +609,75 @@ pub(crate) fn with_host<T: candle_core::WithDType, R>(
         return Some(f(v));
     }
     drop(storage);
+    if let Some(copy) = rows_in_order::<T>(t) {
+        return Some(f(&copy));
+    }
     let copy: Vec<T> = t.flatten_all().and_then(|t| t.to_vec1()).ok()?;
     Some(f(&copy))
+}
+
+/// A CPU tensor's elements of type `T` in row-major order, where its last
+/// dim is contiguous (stride 1; other dims any strides, broadcasts
+/// included): a row of the last dim at a time, the rows split over the
+/// threads. candle's copy of a strided view goes element by element on
+/// one thread: GPT-2's attention output, `[8, 128, 12, 64]` permuted,
+/// took 0.46 ms a layer at batch 8 to copy that way. `None` for other
+/// layouts, devices and dtypes.
+pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Option<Vec<T>> {
+    use rayon::prelude::*;
+    let (dims, strides) = (t.dims().to_vec(), t.stride().to_vec());
+    let r = dims.len();
+    if !t.device().is_cpu()
+        || t.dtype() != T::DTYPE
+        || r < 2
+        || strides[r - 1] != 1
+        || t.elem_count() == 0
+    {
+        return None;
+    }
+    let inner = dims[r - 1];
+    let rows = t.elem_count() / inner;
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let all = cpu.as_slice::<T>().ok()?;
+    let start = layout.start_offset();
+    let reach = start
+        + dims
+            .iter()
+            .zip(&strides)
+            .map(|(&d, &s)| (d - 1) * s)
+            .sum::<usize>();
+    if reach >= all.len() {
+        return None;
+    }
+    // where row `i` (over the leading dims, row-major) starts
+    let row_at = |mut i: usize| {
+        let mut off = start;
+        for d in (0..r - 1).rev() {
+            off += (i % dims[d]) * strides[d];
+            i /= dims[d];
+        }
+        off
+    };
+    let mut out: Vec<T> = Vec::with_capacity(rows * inner);
+    let row = |(i, dst): (usize, &mut [std::mem::MaybeUninit<T>])| {
+        let at = row_at(i);
+        for (d, v) in dst.iter_mut().zip(&all[at..at + inner]) {
+            d.write(*v);
+        }
+    };
+    let spare = &mut out.spare_capacity_mut()[..rows * inner];
+    // (small tensors on this thread: the split costs more)
+    if rows * inner < 1 << 15 {
+        spare.chunks_mut(inner).enumerate().for_each(row);
+    } else {
+        spare.par_chunks_mut(inner).enumerate().for_each(row);
+    }
+    // SAFETY: every row of the capacity was written above
+    unsafe { out.set_len(rows * inner) };
+    Some(out)
 }
 
 /// Refuses an index outside `[0, size)` (`[-size, size)` where negative
