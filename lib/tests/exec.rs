@@ -585,9 +585,10 @@ fn arithmetic_of_permuted_views_matches_the_definition() {
     }
 }
 
-/// A view that needs a copy (of a permuted tensor, of an expanded one)
-/// gives the elements in row-major order of the view's input: rows of a
-/// contiguous last dim copied in parallel, other layouts by candle.
+/// A view that needs a copy (of a permuted tensor, of an expanded one),
+/// or a clone before it, gives the elements in row-major order of its
+/// input: rows of a contiguous last dim copied in parallel, other layouts
+/// by candle.
 #[test]
 fn views_of_strided_tensors_keep_the_order() {
     use common::build::*;
@@ -596,11 +597,13 @@ fn views_of_strided_tensors_keep_the_order() {
     let x: Vec<f32> = (0..a * b * c).map(|i| i as f32).collect();
     let ints = |v: &[usize]| Argument::Ints(v.iter().map(|&d| d as i64).collect());
     let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
-    // (permutation, expand of a size-1 dim)
-    for (perm, expand) in [
-        ([1usize, 0, 2], false),
-        ([0, 2, 1], false),
-        ([0, 1, 2], true),
+    // (permutation, expand of a size-1 dim, a clone before the view)
+    for (perm, expand, cloned) in [
+        ([1usize, 0, 2], false, false),
+        ([0, 2, 1], false, false),
+        ([0, 1, 2], true, false),
+        ([1, 0, 2], false, true),
+        ([0, 2, 1], false, true),
     ] {
         let dims = [a, if expand { 1 } else { b }, c];
         let n: usize = dims.iter().product();
@@ -623,6 +626,16 @@ fn views_of_strided_tensors_keep_the_order() {
                     meta(&i64s(&pd)),
                 )
                 .unwrap()
+            };
+            let v = if cloned {
+                em.op(
+                    "aten.clone.default",
+                    vec![("self", t(v))],
+                    meta(&i64s(&shown)),
+                )
+                .unwrap()
+            } else {
+                v
             };
             let flat = shown[0] * shown[1];
             em.op(
@@ -655,7 +668,7 @@ fn views_of_strided_tensors_keep_the_order() {
             };
             assert_eq!(
                 *g, x[at] as f64,
-                "permutation {perm:?} expand {expand} at {i}"
+                "permutation {perm:?} expand {expand} clone {cloned} at {i}"
             );
         }
     }
