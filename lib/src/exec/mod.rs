@@ -68,7 +68,7 @@ fn is_layout_error(e: &Error) -> bool {
 fn contiguous_value(v: &Value) -> Result<Value> {
     Ok(match v {
         Value::Tensor(t) if !t.t.is_contiguous() => {
-            Value::Tensor(Tensor::new(t.t.contiguous().map_err(ce)?, t.dtype))
+            Value::Tensor(Tensor::new(ops::contiguous(&t.t)?, t.dtype))
         }
         Value::List(items) => {
             Value::List(items.iter().map(contiguous_value).collect::<Result<_>>()?)

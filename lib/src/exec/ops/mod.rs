@@ -625,59 +625,103 @@ pub(crate) fn with_host<T: candle_core::WithDType, R>(
 /// layouts, devices and dtypes.
 pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Option<Vec<T>> {
     use rayon::prelude::*;
-    let (dims, strides) = (t.dims().to_vec(), t.stride().to_vec());
-    let r = dims.len();
-    if !t.device().is_cpu()
-        || t.dtype() != T::DTYPE
-        || r < 2
-        || strides[r - 1] != 1
-        || t.elem_count() == 0
-    {
+    if !t.device().is_cpu() || t.dtype() != T::DTYPE {
         return None;
     }
-    let inner = dims[r - 1];
-    let rows = t.elem_count() / inner;
-    let (storage, layout) = t.storage_and_layout();
+    let rows = RowLayout::of(t)?;
+    let (storage, _) = t.storage_and_layout();
     let candle_core::Storage::Cpu(cpu) = &*storage else {
         return None;
     };
     let all = cpu.as_slice::<T>().ok()?;
-    let start = layout.start_offset();
-    let reach = start
-        + dims
-            .iter()
-            .zip(&strides)
-            .map(|(&d, &s)| (d - 1) * s)
-            .sum::<usize>();
-    if reach >= all.len() {
+    if !rows.fits(all.len()) {
         return None;
     }
-    // where row `i` (over the leading dims, row-major) starts
-    let row_at = |mut i: usize| {
-        let mut off = start;
-        for d in (0..r - 1).rev() {
-            off += (i % dims[d]) * strides[d];
-            i /= dims[d];
-        }
-        off
-    };
-    let mut out: Vec<T> = Vec::with_capacity(rows * inner);
+    let (n, inner) = (rows.count(), rows.inner());
+    let mut out: Vec<T> = Vec::with_capacity(n * inner);
     let row = |(i, dst): (usize, &mut [std::mem::MaybeUninit<T>])| {
-        let at = row_at(i);
+        let at = rows.start(i);
         for (d, v) in dst.iter_mut().zip(&all[at..at + inner]) {
             d.write(*v);
         }
     };
-    let spare = &mut out.spare_capacity_mut()[..rows * inner];
+    let spare = &mut out.spare_capacity_mut()[..n * inner];
     // (small tensors on this thread: the split costs more)
-    if rows * inner < 1 << 15 {
+    if n * inner < 1 << 15 {
         spare.chunks_mut(inner).enumerate().for_each(row);
     } else {
         spare.par_chunks_mut(inner).enumerate().for_each(row);
     }
     // SAFETY: every row of the capacity was written above
-    unsafe { out.set_len(rows * inner) };
+    unsafe { out.set_len(n * inner) };
     Some(out)
+}
+
+/// A tensor's layout as rows of its last dim (that dim contiguous, the
+/// tensor not empty, of rank 2 or more): where each row starts in storage
+/// ([`rows_in_order`], `pointwise::rows_binary`).
+pub(crate) struct RowLayout {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    start: usize,
+}
+
+impl RowLayout {
+    /// The rows of `t`'s layout; `None` where its last dim is not
+    /// contiguous, it has fewer than two dims, or no element.
+    pub(crate) fn of(t: &CandleTensor) -> Option<RowLayout> {
+        let (dims, strides) = (t.dims().to_vec(), t.stride().to_vec());
+        let r = dims.len();
+        (r >= 2 && strides[r - 1] == 1 && t.elem_count() > 0).then(|| RowLayout {
+            dims,
+            strides,
+            start: t.layout().start_offset(),
+        })
+    }
+
+    /// Floats a row.
+    pub(crate) fn inner(&self) -> usize {
+        self.dims[self.dims.len() - 1]
+    }
+
+    /// Rows.
+    pub(crate) fn count(&self) -> usize {
+        self.dims.iter().product::<usize>() / self.inner()
+    }
+
+    /// Whether a storage of `len` elements holds every element.
+    pub(crate) fn fits(&self, len: usize) -> bool {
+        let last = self.start
+            + self
+                .dims
+                .iter()
+                .zip(&self.strides)
+                .map(|(&d, &s)| (d - 1) * s)
+                .sum::<usize>();
+        last < len
+    }
+
+    /// Where row `i` (over the leading dims, row-major) starts.
+    pub(crate) fn start(&self, mut i: usize) -> usize {
+        let mut off = self.start;
+        for d in (0..self.dims.len() - 1).rev() {
+            off += (i % self.dims[d]) * self.strides[d];
+            i /= self.dims[d];
+        }
+        off
+    }
+}
+
+/// `t` made contiguous: as it is where it already is, a strided float32
+/// view whose last dim is contiguous a row at a time in parallel
+/// ([`rows_in_order`]), anything else by candle (element by element).
+pub(crate) fn contiguous(t: &CandleTensor) -> Result<CandleTensor> {
+    if !t.is_contiguous() && t.dtype() == DType::F32 {
+        if let Some(v) = rows_in_order::<f32>(t) {
+            return host_f32_tensor(v, t.dims());
+        }
+    }
+    t.contiguous().map_err(ce)
 }
 
 /// Refuses an index outside `[0, size)` (`[-size, size)` where negative

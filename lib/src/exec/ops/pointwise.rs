@@ -269,47 +269,30 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
 /// each at batch 8. `None` for other layouts.
 fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Option<Tensor>> {
     use rayon::prelude::*;
-    let dims = x.dims().to_vec();
-    let r = dims.len();
-    let fits = |t: &Tensor| {
-        let st = t.t.stride();
-        t.dtype == Dtype::Float32
-            && t.t.device().is_cpu()
-            && r >= 2
-            && st[r - 1] == 1
-            && dims.iter().zip(st).all(|(&d, &s)| d <= 1 || s > 0)
-    };
-    if x.dims() != y.dims() || !fits(x) || !fits(y) || x.t.elem_count() == 0 {
+    let host = |t: &Tensor| t.dtype == Dtype::Float32 && t.t.device().is_cpu();
+    // (no dim broadcast: a stride 0 would read one row for many)
+    let dense = |t: &Tensor| t.dims().iter().zip(t.t.stride()).all(|(&d, &s)| d <= 1 || s > 0);
+    if x.dims() != y.dims() || !host(x) || !host(y) || !dense(x) || !dense(y) {
         return Ok(None);
     }
-    let inner = dims[r - 1];
-    let rows = x.t.elem_count() / inner;
-    let (xs, xl) = x.t.storage_and_layout();
-    let (ys, yl) = y.t.storage_and_layout();
+    let (Some(xr), Some(yr)) = (RowLayout::of(&x.t), RowLayout::of(&y.t)) else {
+        return Ok(None);
+    };
+    let (xs, _) = x.t.storage_and_layout();
+    let (ys, _) = y.t.storage_and_layout();
     let (candle_core::Storage::Cpu(xc), candle_core::Storage::Cpu(yc)) = (&*xs, &*ys) else {
         return Ok(None);
     };
     let (Ok(xall), Ok(yall)) = (xc.as_slice::<f32>(), yc.as_slice::<f32>()) else {
         return Ok(None);
     };
-    // where row `i` of a layout (over the leading dims, row-major) starts
-    let row_at = |l: &candle_core::Layout, mut i: usize| {
-        let mut off = l.start_offset();
-        for d in (0..r - 1).rev() {
-            off += (i % dims[d]) * l.stride()[d];
-            i /= dims[d];
-        }
-        off
-    };
-    let reach = |l: &candle_core::Layout| {
-        l.start_offset() + dims.iter().zip(l.stride()).map(|(&d, &s)| (d - 1) * s).sum::<usize>()
-    };
-    if reach(xl) >= xall.len() || reach(yl) >= yall.len() {
+    if !xr.fits(xall.len()) || !yr.fits(yall.len()) {
         return Ok(None);
     }
-    let mut out = sgemm::uninit(rows * inner);
+    let inner = xr.inner();
+    let mut out = sgemm::uninit(xr.count() * inner);
     out.par_chunks_mut(inner).enumerate().for_each(|(i, dst)| {
-        let (a, b) = (row_at(xl, i), row_at(yl, i));
+        let (a, b) = (xr.start(i), yr.start(i));
         for ((d, &p), &q) in dst.iter_mut().zip(&xall[a..a + inner]).zip(&yall[b..b + inner]) {
             d.write(f(p, q));
         }
@@ -317,7 +300,7 @@ fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Re
     drop((xs, ys));
     // SAFETY: every row was written above
     let out = unsafe { sgemm::assume_init(out) };
-    Ok(Some(Tensor::new(host_f32_tensor(out, &dims)?, Dtype::Float32)))
+    Ok(Some(Tensor::new(host_f32_tensor(out, x.dims())?, Dtype::Float32)))
 }
 
 /// Where `small` broadcast to `big` (of no lower rank) is constant over
@@ -563,11 +546,10 @@ fn where_self(ctx: &mut Ctx) -> OpResult {
     let y = b.as_tensor(dt, ctx.device())?;
     let shape = broadcast_shape(&[c.dims(), x.dims(), y.dims()])?;
     // a condition the same everywhere picks one operand whole: that
-    // operand as it is (in the result's dtype), where it already has the
-    // result's shape
-    // (no copy: the guard of a decomposed scaled-dot-product attention,
-    // where(all of a row -inf, 0, softmax), keeps the softmax everywhere;
-    // ViT-B/16 at batch 8 spent 10 ms copying it)
+    // operand as it is (in the result's dtype, no copy) where it already
+    // has the result's shape. The guard of a decomposed scaled-dot-product
+    // attention, where(all of a row -inf, 0, softmax), keeps the softmax
+    // everywhere: ViT-B/16 at batch 8 spent 10 ms copying it.
     if let Some(all) = uniform_condition(&c) {
         let pick = if all { &x } else { &y };
         if pick.dims() == shape.as_slice() {

@@ -52,14 +52,8 @@ fn reshape(ctx: &mut Ctx) -> OpResult {
     if let Some(dense) = batched_transpose(&x.t)? {
         return one(Tensor::new(dense.reshape(shape).map_err(ce)?, x.dtype));
     }
-    if !x.t.is_contiguous() && x.t.dtype() == DType::F32 {
-        // a copy in order, its rows in parallel (candle's copies element
-        // by element)
-        if let Some(v) = rows_in_order::<f32>(&x.t) {
-            return one(Tensor::new(host_f32_tensor(v, &shape)?, x.dtype));
-        }
-    }
-    one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+    // a view that needs a copy: the copy in order, then the sizes
+    one(Tensor::new(contiguous(&x.t)?.reshape(shape).map_err(ce)?, x.dtype))
 }
 
 /// A float32 host view that is a batch of transposed matrices (logical
