@@ -667,40 +667,36 @@ pub unsafe fn transpose16(r: [std::arch::x86_64::__m512; 16]) -> [std::arch::x86
     out
 }
 
-/// Results by pixel to planes: `cb` (up to 16) channels of `pixels`
-/// pixels, pixel `p`'s channel `ch` at `tile[p * stride + ch]`, to
-/// `dst[ch * dst_stride + p]`, sixteen pixels at a time through
-/// [`transpose16`].
+/// A block's results by pixel to planes: `tile` holds `pixels` pixels of
+/// 16 channels (`[pixels][16]`), of which the first `cb` go to `dst`, a
+/// plane of `pixels` each (`[cb][pixels]`), sixteen pixels at a time
+/// through [`transpose16`].
 ///
 /// # Safety
-/// AVX-512F is present; `tile` holds `(pixels - 1) * stride + cb` floats
-/// (16 from each pixel's start are read), `dst` is writable at every
-/// element named.
+/// AVX-512F is present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn pixels_to_planes(
     tile: &[f32],
-    stride: usize,
     cb: usize,
     pixels: usize,
-    dst: *mut f32,
-    dst_stride: usize,
+    dst: &mut [std::mem::MaybeUninit<f32>],
 ) {
     use std::arch::x86_64::*;
-    assert!(cb <= 16 && (pixels == 0 || tile.len() >= (pixels - 1) * stride + 16));
-    let tp = tile.as_ptr();
+    assert!(cb <= 16 && tile.len() >= pixels * 16 && dst.len() >= cb * pixels);
+    let (tp, dp) = (tile.as_ptr(), dst.as_mut_ptr().cast::<f32>());
     for p0 in (0..pixels).step_by(16) {
         let np = (pixels - p0).min(16);
         let m = ((1u32 << np) - 1) as __mmask16;
         let r: [__m512; 16] = std::array::from_fn(|j| {
             if j < np {
-                _mm512_loadu_ps(tp.add((p0 + j) * stride))
+                _mm512_loadu_ps(tp.add((p0 + j) * 16))
             } else {
                 _mm512_setzero_ps()
             }
         });
         for (ch, v) in transpose16(r).iter().enumerate().take(cb) {
-            _mm512_mask_storeu_ps(dst.add(ch * dst_stride + p0), m, *v);
+            _mm512_mask_storeu_ps(dp.add(ch * pixels + p0), m, *v);
         }
     }
 }

@@ -230,11 +230,13 @@ unsafe fn depthwise_blocked(
         // back to planes, the block's first cb of them
         let at = (n * c + c0) * oplane;
         // SAFETY: tasks write disjoint blocks of planes of `out`
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst.at(at), cb * oplane) };
-        // SAFETY: AVX-512F is present; the tile holds `oplane` pixels
-        unsafe { vmath::pixels_to_planes(tile, 16, cb, oplane, dst.as_mut_ptr(), oplane) };
+        let dst: &mut [std::mem::MaybeUninit<f32>] =
+            unsafe { std::slice::from_raw_parts_mut(dst.at(at).cast(), cb * oplane) };
+        // SAFETY: AVX-512F is present (this function's contract)
+        unsafe { vmath::pixels_to_planes(tile, cb, oplane, dst) };
         if let Some(then) = then {
-            then(at, dst);
+            // SAFETY: pixels_to_planes wrote every element of the block
+            then(at, unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) });
         }
     };
     let tasks = b * blocks;
