@@ -444,6 +444,46 @@ class ConvEpilogues(nn.Module):
         return r, d, s, e, t, y * z, u, F.relu(u), v
 
 
+class ConvOver(nn.Module):
+    """Residual adds whose convolution may write its output over the
+    residual (dead after the add, its storage no other live value's, not
+    the convolution's own input), on each kernel that does (direct with
+    taps, a strided 1x1 whose output is the add's second operand, pixel
+    rows of a pointwise product, pixel rows with taps, over the input), and
+    those it must not: a residual read again later, a view of a value read
+    again later, a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        conv = nn.Conv2d
+        self.c0 = conv(8, 16, 3, padding=1)
+        self.c1a, self.c1b = conv(16, 16, 3, padding=1), conv(16, 16, 3, padding=1)  # direct: over a
+        self.c2a, self.c2b = conv(16, 16, 3, padding=1), conv(16, 16, 3, padding=1)  # b read later: fresh
+        self.c3a, self.c3b = conv(16, 16, 1), conv(16, 16, 1)  # + a view of c, read later: fresh
+        self.c4 = conv(16, 16, 3, padding=1)  # + a buffer: fresh
+        self.c5a, self.c5b = conv(8, 8, 3, padding=1), conv(8, 8, 3, padding=1)  # + the input: over its copy
+        self.main = conv(16, 32, 3, stride=2, padding=1)
+        self.ds = conv(16, 32, 1, stride=2)  # strided 1x1, the second operand: over m
+        self.pra, self.pr = conv(32, 32, 1), conv(32, 32, 1)  # pixel rows over 4x4: over p
+        self.pta, self.pt = conv(32, 32, 3, padding=1), conv(32, 32, 3, padding=1)  # pixel rows with taps: over h
+        self.register_buffer("field", torch.randn(2, 16, 24, 24))
+
+    def forward(self, x):  # f32[2, 8, 24, 24]
+        a = F.relu(self.c0(x))
+        b = F.relu(self.c1b(F.relu(self.c1a(a))) + a)
+        c = F.relu(self.c2b(F.relu(self.c2a(b))) + b)
+        v = c.view(2, 16, 24, 24)
+        d = F.relu(self.c3b(F.relu(self.c3a(c))) + v)
+        e = F.relu(self.c4(d) + self.field)
+        f = F.relu(self.c5b(F.relu(self.c5a(x))) + x)
+        m = self.main(e)
+        g = F.relu(m + self.ds(e))
+        p = F.avg_pool2d(g, 3)
+        h = F.relu(self.pr(F.relu(self.pra(p))) + p)
+        k = F.relu(self.pt(F.relu(self.pta(h))) + h)
+        return k, f, b * 2, c.mean(dim=1)
+
+
 class LinearEpilogues(nn.Module):
     """The element-wise chains the executor fuses into the matrix product
     of a linear layer before them (run on each block of its output as the
@@ -986,6 +1026,7 @@ _reg("mlp", MLP, lambda: (_randn(2, 4),))
 _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
 _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
+_reg("conv_over", ConvOver, lambda: (_randn(2, 8, 24, 24),))
 _reg("linear_epilogues", LinearEpilogues, lambda: (_randn(2, 5, 16),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))
 _reg("embedding", Embedding, lambda: (torch.randint(0, 50, (2, 7), dtype=torch.int64),))

@@ -1430,6 +1430,46 @@ fn epilogues_match_unfused_runs(file: &str, inputs: &str, want: &[&[&str]], in_k
     assert_eq!(ran, all, "{file}");
 }
 
+/// A convolution writes its output over the dead residual its fused add
+/// reads (golden/models/conv_over): on the direct kernel, on a strided 1x1
+/// whose output is the add's second operand, on the pixel rows of a
+/// pointwise product and of one with taps, and over the run's copy of the
+/// input: five, with AVX-512 (none without); and not over a residual read
+/// later, a view of a value read later, or a buffer. The outputs are the
+/// bits of the nodes run one by one, and a second run's are the first's
+/// (no weight or input was written over). Both the exported program and
+/// the decomposed one.
+#[test]
+fn convolutions_write_over_dead_residuals_only() {
+    let dir = repo().join("golden/models");
+    let inputs = pt2kit::tensorfile::read_npz(&dir.join("conv_over.inputs.npz")).unwrap();
+    for file in ["conv_over.pt2", "conv_over.decomp.pt2"] {
+        let program = read(&dir.join(file));
+        let (fused, plain) = fused_and_plain(&program);
+        let first = fused.run(&inputs).unwrap();
+        let second = fused.run(&inputs).unwrap();
+        let alone = plain.run(&inputs).unwrap();
+        assert_eq!(first.len(), 4, "{file}");
+        for (((name, a), (_, b)), (_, c)) in first.iter().zip(&alone).zip(&second) {
+            assert!(
+                a.data == b.data,
+                "{file} {name}: differs from the nodes run one by one"
+            );
+            assert!(
+                a.data == c.data,
+                "{file} {name}: the second run differs from the first"
+            );
+        }
+        let want = if pt2kit::exec::sgemm::available() {
+            10
+        } else {
+            0
+        };
+        assert_eq!(fused.outputs_in_place(), want, "{file}: two runs");
+        assert_eq!(plain.outputs_in_place(), 0, "{file}");
+    }
+}
+
 /// Element-wise chains after a linear layer's product are its epilogue,
 /// seen through the view a 3-D input's product is reshaped by
 /// (golden/models/linear_epilogues: exact GELU, a residual add, tanh GELU,

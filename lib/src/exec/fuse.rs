@@ -618,10 +618,17 @@ fn register_steps(steps: &[Step], own: usize) -> Option<Vec<sgemm::EpiStep>> {
             }
         }
         let st = &steps[s];
-        if st.a != last {
+        // the value so far as the first operand, or as the second of an
+        // op whose operands commute bit for bit (`r + x`: a residual add
+        // whose producer is the later branch, ResNet's downsampling)
+        let other = if st.a == last {
+            st.b
+        } else if st.b == last && matches!(st.op, Op::Add(k) if k == 1.0) | (st.op == Op::Mul) {
+            st.a
+        } else {
             return None;
-        }
-        let b = match st.b {
+        };
+        let b = match other {
             Src::Const(c) => EpiSrc::Const(c),
             Src::In(i) if i != own => EpiSrc::Input(i),
             _ => return None,

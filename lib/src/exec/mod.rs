@@ -11,6 +11,7 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
+mod epilogue;
 pub mod fuse;
 pub mod mapped;
 pub mod ops;
@@ -26,6 +27,7 @@ use candle_core::{Device, Tensor as CandleTensor};
 use crate::error::{Error, Result};
 use crate::ir::{Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId};
 use crate::tensorfile::HostTensor;
+pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
 
@@ -41,6 +43,22 @@ pub enum Value {
     Bool(bool),
     None,
     List(Vec<Value>),
+}
+
+impl Value {
+    /// `f` on the storage address of each host tensor it holds (a list's
+    /// included).
+    fn storages(&self, f: &mut impl FnMut(usize)) {
+        match self {
+            Value::Tensor(t) => {
+                if let Some(a) = storage_address(&t.t) {
+                    f(a)
+                }
+            }
+            Value::List(vs) => vs.iter().for_each(|v| v.storages(f)),
+            _ => {}
+        }
+    }
 }
 
 /// A candle error as ours: its first line (candle appends a backtrace
@@ -208,6 +226,12 @@ pub struct Executor<'p> {
     /// The top-level graph's element-wise chains, each run as one pass
     /// ([`fuse`]).
     fusion: fuse::Plan,
+    /// Whether a kernel may write its output over a dead residual
+    /// ([`EpilogueArgs::into`]).
+    in_place: bool,
+    /// Outputs written over a dead residual since the executor was built
+    /// ([`Executor::outputs_in_place`]).
+    outputs_in_place: std::sync::atomic::AtomicUsize,
 }
 
 /// Where a matrix lies in a storage: (storage address, offset, rows,
@@ -479,6 +503,9 @@ impl<'p> Executor<'p> {
         };
         Ok(Executor {
             fusion,
+            // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
+            in_place: std::env::var_os("PT2KIT_NO_IN_PLACE").is_none(),
+            outputs_in_place: Default::default(),
             program,
             fallback,
             device,
@@ -599,17 +626,15 @@ impl<'p> Executor<'p> {
         Ok(result)
     }
 
-    /// Runs a graph (the top level or a subgraph) on its input values.
-    pub fn run_graph(
+    /// Runs a graph (the top level or a subgraph) on its input values,
+    /// which are the run's: a tensor among them that is no weight may be
+    /// written over once nothing reads it ([`Executor::overwritable`]).
+    pub(crate) fn run_graph(
         &self,
         graph: &Graph,
         inputs: Vec<Value>,
         bindings: &BTreeMap<String, i64>,
     ) -> Result<Vec<Value>> {
-        let mut env: Vec<Option<Value>> = vec![None; graph.values.len()];
-        for (arg, value) in graph.inputs.iter().zip(inputs) {
-            bind_output(arg, value, &mut env)?;
-        }
         // the fusion plan: the top-level graph's, unless every node's value
         // is being recorded
         let top = std::ptr::eq(graph, &self.program.graph);
@@ -617,6 +642,10 @@ impl<'p> Executor<'p> {
             && !self.fusion.groups.is_empty()
             && !self.recording.load(std::sync::atomic::Ordering::Relaxed))
         .then_some(&self.fusion);
+        let mut env: Vec<Option<Value>> = vec![None; graph.values.len()];
+        for (arg, value) in graph.inputs.iter().zip(inputs) {
+            bind_output(arg, value, &mut env)?;
+        }
         let last = last_uses(graph, plan.map(|p| &p.read_at[..]));
         let mut refs = Vec::new();
         for (i, node) in graph.nodes.iter().enumerate() {
@@ -630,6 +659,8 @@ impl<'p> Executor<'p> {
                         group,
                         own,
                         applied: std::cell::Cell::new(false),
+                        into: self.overwritable(node, group, own, &env, &last, i),
+                        overwrote: std::cell::Cell::new(false),
                     };
                     self.run_node(
                         graph,
@@ -649,6 +680,10 @@ impl<'p> Executor<'p> {
                     if epilogue.applied.get() {
                         self.epilogues_in_kernels
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if epilogue.overwrote.get() {
+                            self.outputs_in_place
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         // the kernel made the group's output: what the
                         // group reads of it
                         let made = env[group.inputs[own].index()].clone();
@@ -904,48 +939,6 @@ impl Executor<'_> {
 }
 
 impl Executor<'_> {
-    /// The element-wise chains fused ([`fuse`]): each as its nodes' ops,
-    /// in graph order.
-    /// The fused groups that run as a convolution's or product's epilogue: the
-    /// producer's node name and the group's ops, in graph order.
-    pub fn epilogues(&self) -> Vec<(String, Vec<String>)> {
-        self.fusion
-            .groups
-            .iter()
-            .zip(&self.fusion.epilogues)
-            .filter_map(|(g, e)| {
-                let (c, _) = (*e)?;
-                let ops = g
-                    .nodes
-                    .iter()
-                    .map(|&i| self.program.graph.nodes[i].target.to_string());
-                Some((self.program.graph.nodes[c].name.clone(), ops.collect()))
-            })
-            .collect()
-    }
-
-    /// How many epilogues ([`Executor::epilogues`]) ran inside their
-    /// producer's kernel, on each block of its output as it was made,
-    /// over the runs so far (the others ran after it, as a pass of their
-    /// own: a kernel that takes none, or an operand it cannot read).
-    pub fn epilogues_in_kernels(&self) -> usize {
-        self.epilogues_in_kernels
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    pub fn fused_groups(&self) -> Vec<Vec<String>> {
-        self.fusion
-            .groups
-            .iter()
-            .map(|g| {
-                g.nodes
-                    .iter()
-                    .map(|&i| self.program.graph.nodes[i].target.to_string())
-                    .collect()
-            })
-            .collect()
-    }
-
     /// `m` packed as the matrix kernel's left operand: kept when it lies in
     /// a weight, packed afresh otherwise.
     pub fn packed_a(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedA> {
@@ -1192,98 +1185,9 @@ pub struct Ctx<'a> {
     epilogue: Option<&'a Epilogue<'a>>,
 }
 
-/// A fused group a convolution or product runs on its output as its kernel makes it
-/// ([`sgemm::Epilogue`], from [`fuse::Group::register_steps`]): the op
-/// sets `applied` when it did, and its output is then the group's;
-/// otherwise the executor runs the group right after it.
-pub struct Epilogue<'a> {
-    pub group: &'a fuse::Group,
-    /// Which of the group's inputs the op's output is.
-    pub own: usize,
-    pub applied: std::cell::Cell<bool>,
-}
-
-/// An epilogue as an op takes it: the group, which input the op's
-/// output is, and the other inputs' elements (entry `own` empty).
-pub struct EpilogueArgs<'a> {
-    pub group: &'a fuse::Group,
-    pub own: usize,
-    pub inputs: &'a [&'a [f32]],
-    pub applied: &'a std::cell::Cell<bool>,
-}
-
-impl EpilogueArgs<'_> {
-    /// Whether it fits an output of `len` elements: every other input
-    /// has as many.
-    pub fn fits(&self, len: usize) -> bool {
-        self.inputs
-            .iter()
-            .enumerate()
-            .all(|(i, s)| i == self.own || s.len() == len)
-    }
-}
-
-/// `f` on the float32 elements of `ids` (each a contiguous host tensor),
-/// entry `skip` empty; on `None` where one is not.
-fn with_f32_slices<R>(
-    env: &[Option<Value>],
-    ids: &[ValueId],
-    skip: Option<usize>,
-    f: impl FnOnce(Option<&[&[f32]]>) -> R,
-) -> R {
-    let mut guards = Vec::with_capacity(ids.len());
-    for (i, v) in ids.iter().enumerate() {
-        match &env[v.index()] {
-            _ if Some(i) == skip => guards.push(None),
-            Some(Value::Tensor(t)) if t.dtype == Dtype::Float32 && t.t.device().is_cpu() => {
-                guards.push(Some(t.t.storage_and_layout()))
-            }
-            _ => return f(None),
-        }
-    }
-    let mut slices: Vec<&[f32]> = Vec::with_capacity(ids.len());
-    for g in &guards {
-        let Some((storage, layout)) = g else {
-            slices.push(&[]);
-            continue;
-        };
-        let candle_core::Storage::Cpu(cpu) = &**storage else {
-            return f(None);
-        };
-        let (Ok(all), Some((a, z))) = (cpu.as_slice::<f32>(), layout.contiguous_offsets()) else {
-            return f(None);
-        };
-        slices.push(&all[a..z]);
-    }
-    f(Some(&slices))
-}
-
 impl Ctx<'_> {
     pub fn device(&self) -> &Device {
         &self.exec.device
-    }
-
-    /// `f` with the node's epilogue ([`Epilogue`]), when it has one whose
-    /// other inputs are float32 host tensors; with `None` otherwise (the
-    /// executor then runs the group after the op).
-    pub fn with_epilogue<R>(&self, f: impl FnOnce(Option<&EpilogueArgs>) -> R) -> R {
-        let Some(e) = self.epilogue else {
-            return f(None);
-        };
-        with_f32_slices(
-            self.env,
-            &e.group.inputs,
-            Some(e.own),
-            |inputs| match inputs {
-                Some(inputs) => f(Some(&EpilogueArgs {
-                    group: e.group,
-                    own: e.own,
-                    inputs,
-                    applied: &e.applied,
-                })),
-                None => f(None),
-            },
-        )
     }
 
     fn arg(&self, name: &str) -> Result<&Argument> {

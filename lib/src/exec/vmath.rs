@@ -542,9 +542,27 @@ pub fn transpose_into(
     cols: usize,
     dst: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    assert!(src.len() >= rows * cols && dst.len() >= rows * cols);
+    transpose_blocks::<false>(src, rows, cols, dst.as_mut_ptr().cast(), dst.len());
+}
+
+/// `dst[c * rows + r] = src[r * cols + c] + dst[c * rows + r]`: [`transpose`]
+/// added to what `dst` holds (a product written over the residual it is
+/// added to: the sum in the order of the add after it, so the same bits).
+pub fn transpose_add(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    transpose_blocks::<true>(src, rows, cols, dst.as_mut_ptr(), dst.len());
+}
+
+/// [`transpose_into`] (or with `ADD`, [`transpose_add`]: `dst` then
+/// initialised) into the `len` floats at `out`.
+fn transpose_blocks<const ADD: bool>(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    out: *mut f32,
+    len: usize,
+) {
+    assert!(src.len() >= rows * cols && len >= rows * cols);
     let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
-    let out = dst.as_mut_ptr().cast::<f32>();
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         for r0 in (0..r8).step_by(8) {
@@ -552,7 +570,7 @@ pub fn transpose_into(
                 // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside
                 // both matrices (checked above); AVX is present.
                 unsafe {
-                    transpose8(
+                    transpose8::<ADD>(
                         src.as_ptr().add(r0 * cols + c0),
                         cols,
                         out.add(c0 * rows + r0),
@@ -562,38 +580,45 @@ pub fn transpose_into(
             }
         }
     } else {
-        scalar(src, rows, cols, dst, 0..r8, 0..c8);
+        scalar::<ADD>(src, rows, cols, out, 0..r8, 0..c8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    scalar(src, rows, cols, dst, 0..r8, 0..c8);
-    scalar(src, rows, cols, dst, 0..rows, c8..cols);
-    scalar(src, rows, cols, dst, r8..rows, 0..c8);
+    scalar::<ADD>(src, rows, cols, out, 0..r8, 0..c8);
+    scalar::<ADD>(src, rows, cols, out, 0..rows, c8..cols);
+    scalar::<ADD>(src, rows, cols, out, r8..rows, 0..c8);
 
-    fn scalar(
+    fn scalar<const ADD: bool>(
         src: &[f32],
         rows: usize,
         cols: usize,
-        dst: &mut [std::mem::MaybeUninit<f32>],
+        out: *mut f32,
         rs: std::ops::Range<usize>,
         cs: std::ops::Range<usize>,
     ) {
         for r in rs {
             for c in cs.clone() {
-                dst[c * rows + r].write(src[r * cols + c]);
+                // SAFETY: inside dst (checked by the caller); initialised
+                // where ADD reads it
+                unsafe {
+                    let d = out.add(c * rows + r);
+                    let v = src[r * cols + c];
+                    *d = if ADD { v + *d } else { v };
+                }
             }
         }
     }
 }
 
 /// One 8 x 8 block: rows of `src` (stride `ss`) to columns of `dst` (stride
-/// `ds`), by the unpack / shuffle / lane-swap sequence.
+/// `ds`), by the unpack / shuffle / lane-swap sequence; with `ADD`, each
+/// added to what `dst` holds.
 ///
 /// # Safety
 /// 8 rows of 8 floats at `src` and at `dst` (with their strides) are
-/// readable and writable; AVX is present.
+/// readable and writable (and initialised, with `ADD`); AVX is present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn transpose8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+unsafe fn transpose8<const ADD: bool>(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
     use std::arch::x86_64::*;
     let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ss)));
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
@@ -623,7 +648,13 @@ unsafe fn transpose8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
         _mm256_permute2f128_ps::<0x31>(u3, u7),
     ];
     for (i, v) in out.iter().enumerate() {
-        _mm256_storeu_ps(dst.add(i * ds), *v);
+        let p = dst.add(i * ds);
+        let v = if ADD {
+            _mm256_add_ps(*v, _mm256_loadu_ps(p))
+        } else {
+            *v
+        };
+        _mm256_storeu_ps(p, v);
     }
 }
 
@@ -772,6 +803,7 @@ mod tests {
 
     #[test]
     fn transpose_matches_element_by_element() {
+        // (and transpose_add, the sum)
         for (rows, cols) in [
             (49, 576),
             (8, 8),
@@ -784,12 +816,20 @@ mod tests {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
             let mut dst = vec![f32::NAN; rows * cols];
             transpose(&src, rows, cols, &mut dst);
+            // added to what dst holds: the sum in that order, to the bit
+            let held: Vec<f32> = (0..rows * cols)
+                .map(|i| (i % 13) as f32 * 0.37 - 1.1)
+                .collect();
+            let mut sum = held.clone();
+            transpose_add(&src, rows, cols, &mut sum);
             for r in 0..rows {
                 for c in 0..cols {
+                    let (at, v) = (c * rows + r, src[r * cols + c]);
+                    assert_eq!(dst[at], v, "{rows}x{cols} at ({r}, {c})");
                     assert_eq!(
-                        dst[c * rows + r],
-                        src[r * cols + c],
-                        "{rows}x{cols} at ({r}, {c})"
+                        sum[at].to_bits(),
+                        (v + held[at]).to_bits(),
+                        "{rows}x{cols} at ({r}, {c}), added"
                     );
                 }
             }

@@ -446,6 +446,49 @@ pub(super) fn mark_applied(e: Option<&EpilogueArgs>, ran: bool) {
     }
 }
 
+/// The epilogue ran with the output written over its dead residual
+/// ([`EpilogueArgs::over`]): `r`, now the group's output.
+pub(super) fn applied_over(e: &EpilogueArgs, r: &CandleTensor) -> CandleTensor {
+    e.applied.set(true);
+    e.overwrote.set(true);
+    r.clone()
+}
+
+/// `f` on the elements of `t`, a contiguous float32 host tensor, to write
+/// over them (a dead residual, [`EpilogueArgs::into`]): through candle's
+/// in-place op, which holds the storage's write lock meanwhile.
+pub(super) fn write_over(t: &CandleTensor, f: impl FnOnce(&mut [f32]) -> Result<()>) -> Result<()> {
+    use std::cell::RefCell;
+    struct Over<F>(RefCell<Option<F>>, RefCell<Option<Result<()>>>);
+    impl<F: FnOnce(&mut [f32]) -> Result<()>> candle_core::InplaceOp1 for Over<F> {
+        fn name(&self) -> &'static str {
+            "write_over"
+        }
+        fn cpu_fwd(
+            &self,
+            storage: &mut candle_core::CpuStorage,
+            layout: &candle_core::Layout,
+        ) -> candle_core::Result<()> {
+            let (candle_core::CpuStorage::F32(v), Some((a, z))) =
+                (storage, layout.contiguous_offsets())
+            else {
+                candle_core::bail!("write_over: not a contiguous float32 tensor")
+            };
+            if let Some(f) = self.0.borrow_mut().take() {
+                *self.1.borrow_mut() = Some(f(&mut v[a..z]));
+            }
+            Ok(())
+        }
+    }
+    let op = Over(RefCell::new(Some(f)), RefCell::new(None));
+    t.inplace_op1(&op).map_err(ce)?;
+    op.1.into_inner().unwrap_or_else(|| {
+        Err(Error::internal(
+            "write_over: the storage is not on the host",
+        ))
+    })
+}
+
 /// `f` of a float32 host matrix as the packed kernel's left operand: read
 /// where it lies when one of its strides is 1, else packed for this call.
 fn with_lhs<R>(x: &CandleTensor, f: impl FnOnce(sgemm::Lhs) -> R) -> Option<R> {

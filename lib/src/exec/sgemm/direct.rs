@@ -91,7 +91,12 @@ fn loads(runs: &[Run]) -> u32 {
 ///
 /// C may be uninitialised (a fresh output: no pass clearing it first):
 /// the elements the runs name are written (with `k` of at least 1; the
-/// epilogue reads only those), no other is read or written.
+/// epilogue reads only those), no other is read or written. With
+/// `accumulate`, each of those elements is added to what C holds there
+/// (after the bias: `(A B + bias) + C`, the order of a residual add after
+/// the convolution, so the bits are the fused add's): C is then
+/// initialised, a dead residual the output overwrites, the add reading
+/// the line it writes (no line of a fresh output read for ownership).
 ///
 /// # Safety
 /// No two lanes (of any panels) write the same element of C, and `c` is
@@ -106,6 +111,7 @@ pub unsafe fn gemm_direct(
     c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
     bias: Option<&[f32]>,
+    accumulate: bool,
     epilogue: Option<&Epilogue>,
     threads: usize,
 ) {
@@ -190,7 +196,20 @@ pub unsafe fn gemm_direct(
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: reads and writes checked above; parts write disjoint
         // lanes (the caller's promise) or disjoint rows.
-        unsafe { direct_block(&a, src, offs, panels, cptr, ldc, bias, epilogue, rows, cols) }
+        unsafe {
+            direct_block(
+                &a,
+                src,
+                offs,
+                panels,
+                cptr,
+                ldc,
+                (bias, accumulate),
+                epilogue,
+                rows,
+                cols,
+            )
+        }
     };
     if threads == 1 || (mp == 1 && np == 1) {
         run(0..mp, 0..np);
@@ -243,7 +262,7 @@ unsafe fn direct_block(
     panels: &Panels,
     c: SendPtr,
     ldc: usize,
-    bias: Option<&[f32]>,
+    (bias, accumulate): (Option<&[f32]>, bool),
     epilogue: Option<&Epilogue>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
@@ -297,6 +316,7 @@ unsafe fn direct_block(
                         mr,
                         runs,
                         bias.map(|b| &b[ip * MR..ip * MR + mr]),
+                        accumulate,
                     );
                 }
             }
@@ -358,6 +378,7 @@ type DirectKernel = unsafe fn(
     usize,
     &[Run],
     Option<&[f32]>,
+    bool,
 );
 
 /// The [`direct_kernel`] instance for `mr` rows and `nr` columns.
@@ -368,8 +389,9 @@ fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
 /// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
 /// columns in registers over all of `k` (B's row `r` loaded from `from +
 /// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
-/// zero), then each run of lanes stored to C, the bias added (masked loads
-/// and stores: no other element is touched). A's element (i, p) is at `a
+/// zero), then each run of lanes stored to C, the bias added, then with
+/// `accumulate` what C held there (masked loads and stores: no other
+/// element is touched). A's element (i, p) is at `a
 /// + i * lda + p * step`.
 ///
 /// # Safety
@@ -391,6 +413,7 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
     mr: usize,
     runs: &[Run],
     bias: Option<&[f32]>,
+    accumulate: bool,
 ) {
     use std::arch::x86_64::*;
     debug_assert!(mr <= R);
@@ -433,6 +456,11 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
                     _mm512_add_ps(*v, _mm512_set1_ps(b[i]))
                 } else {
                     *v
+                };
+                let v = if accumulate {
+                    _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p))
+                } else {
+                    v
                 };
                 _mm512_mask_storeu_ps(p, m, v);
             }

@@ -296,8 +296,16 @@ fn direct_products_match_a_reference() {
             .into_iter()
             .flat_map(|b| lhs.map(|l| (b, l)))
         {
-            for threads in [1, 2] {
-                let mut c = vec![7f32; m * ldc];
+            // with `accumulate`, added to what C holds (a residual)
+            for (threads, accumulate) in [(1, false), (2, false), (2, true)] {
+                let held = |e: usize| {
+                    if accumulate {
+                        (e % 11) as f32 - 5.0
+                    } else {
+                        7.0
+                    }
+                };
+                let mut c: Vec<f32> = (0..m * ldc).map(held).collect();
                 // SAFETY: the runs write distinct columns
                 unsafe {
                     gemm_direct(
@@ -308,11 +316,12 @@ fn direct_products_match_a_reference() {
                         as_uninit(&mut c),
                         ldc,
                         bias,
+                        accumulate,
                         None,
                         threads,
                     )
                 };
-                let mut want = vec![7f64; m * ldc];
+                let mut want: Vec<f64> = (0..m * ldc).map(|e| held(e) as f64).collect();
                 for p in 0..panels.len() {
                     for run in panels.runs(p) {
                         for l in (0..32).filter(|l| run.mask >> l & 1 == 1) {
@@ -324,7 +333,12 @@ fn direct_products_match_a_reference() {
                                             * src[panels.base[p] + offs[r] + l] as f64
                                     })
                                     .sum();
-                                want[i * ldc + col] = dot + bias.map_or(0.0, |b| b[i] as f64);
+                                let was = if accumulate {
+                                    held(i * ldc + col) as f64
+                                } else {
+                                    0.0
+                                };
+                                want[i * ldc + col] = dot + bias.map_or(0.0, |b| b[i] as f64) + was;
                             }
                         }
                     }

@@ -334,6 +334,30 @@ pub(super) fn conv_direct(
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
+    // over a dead residual where the executor offers one (ResNets' last
+    // convolution of a block): the add made as each vector is stored, on
+    // the line it reads, where a fresh output's lines were read for
+    // ownership first (25.7 MB for ResNet-50's [256, 64] over 56x56 at
+    // batch 8)
+    output_of(x.device(), shape.clone(), epilogue, |out, accumulate, then| {
+        direct_into(x, w, bias, g, &shape, out, accumulate, then)
+    })
+}
+
+/// [`conv_direct`] into `out` (its `shape`: every element written; with
+/// `accumulate`, each added to what `out` holds, which is then
+/// initialised), `then` run on each block as it is stored.
+#[allow(clippy::too_many_arguments)]
+fn direct_into(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: &[usize],
+    out: &mut [std::mem::MaybeUninit<f32>],
+    accumulate: bool,
+    then: Option<&sgemm::Epilogue>,
+) -> Result<()> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
@@ -341,14 +365,7 @@ pub(super) fn conv_direct(
     // written whole by the kernel (every output pixel is a lane of a
     // panel, and k is at least 1: no channels take another path)
     assert!(k > 0, "conv_direct over no input channels");
-    let mut out = sgemm::uninit(b * co * oh * ow);
-    // the fused chain after it, on each vector before it is stored
-    let fused = register_epilogue(epilogue, out.len());
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-        steps,
-        inputs,
-        map: None,
-    });
+    assert_eq!(out.len(), b * co * oh * ow, "conv_direct: an output of its shape");
     // a copied grid image by image where one image's is big (a stem's, a
     // stride-2 3x3's): each made just before its product reads it, in L2,
     // where the batch's went out to memory and back (MobileNetV3's stem
@@ -366,10 +383,9 @@ pub(super) fn conv_direct(
                 let panels = grid.panels(count, co, (oh, ow));
                 // the epilogue's inputs from this image on
                 let inputs: Vec<&[f32]> = then
-                    .as_ref()
                     .map(|e| e.inputs.iter().map(|v| &v[(i * olen).min(v.len())..]).collect())
                     .unwrap_or_default();
-                let then = then.as_ref().map(|e| sgemm::Epilogue {
+                let then = then.map(|e| sgemm::Epilogue {
                     inputs: &inputs,
                     ..*e
                 });
@@ -383,6 +399,7 @@ pub(super) fn conv_direct(
                         dst,
                         oh * ow,
                         bv.as_deref(),
+                        accumulate,
                         then.as_ref(),
                         rayon::current_num_threads(),
                     )
@@ -391,11 +408,7 @@ pub(super) fn conv_direct(
         })
     })
     .flatten()
-    .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
-    // SAFETY: the kernel wrote every element (above)
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+    .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))
 }
 
 #[cfg(test)]
@@ -460,7 +473,7 @@ mod speed {
             for round in 0..8 {
                 let t0 = std::time::Instant::now();
                 for _ in 0..reps {
-                    super::super::pixels::pixel_taps_product(&xs, (b, c, co), &g, &bs, None, None, &mut out);
+                    super::super::pixels::pixel_taps_product(&xs, (b, c, co), &g, &bs, None, (false, None), &mut out);
                 }
                 tt += t0.elapsed().as_secs_f64();
                 for in_place in [round % 2 == 0, round % 2 == 1] {
@@ -480,6 +493,7 @@ mod speed {
                                 &mut out,
                                 oh * ow,
                                 None,
+                                false,
                                 None,
                                 threads,
                             )
@@ -502,6 +516,56 @@ mod speed {
                     flops / (tm + tg) / 1e9
                 );
             }
+        }
+    }
+
+    /// A residual block's last convolution at batch `BATCH` (8) on 2
+    /// threads, its output fresh with the add and relu on each block
+    /// against written over the residual (the add as it is stored), the
+    /// caches flushed before each run (as in a model, the residual comes
+    /// from memory): `cargo test --release -p pt2kit --features exec --lib
+    /// residual_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn residual_speed() {
+        use sgemm::{EpiOp, EpiSrc, EpiStep};
+        let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+        let mut flush = vec![0u8; 96 << 20];
+        for &(c, co, hw, kk) in &[(64usize, 256usize, 56usize, 1usize), (128, 512, 28, 1), (64, 64, 56, 3), (128, 128, 28, 3)] {
+            let pad = kk / 2;
+            let g = Windows::new(&[hw, hw], &[kk, kk], &[1, 1], &[pad, pad], &[1, 1]).unwrap();
+            let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| (i % 7) as f32 * 0.1).collect();
+            let k = c * kk * kk;
+            let ws: Vec<f32> = (0..co * k).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+            let r: Vec<f32> = (0..b * co * hw * hw).map(|i| (i % 3) as f32).collect();
+            let grid = Grid::new(&xs, b, c, &g);
+            let panels = grid.panels(b, co, (hw, hw));
+            let add = [EpiStep { op: EpiOp::Add(1.0), b: EpiSrc::Input(0) }, EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
+            let (mut fresh, mut over) = (vec![0f32; r.len()], r.clone());
+            let mut t = [0f64; 2];
+            let reps = 10;
+            for round in 0..2 * reps {
+                for mode in [round % 2, 1 - round % 2] {
+                    over.copy_from_slice(&r);
+                    flush.iter_mut().for_each(|v| *v = v.wrapping_add(1));
+                    let inputs = [&r[..]];
+                    let t0 = std::time::Instant::now();
+                    unsafe {
+                        if mode == 0 {
+                            let e = sgemm::Epilogue { steps: &add, inputs: &inputs, map: None };
+                            sgemm::gemm_direct(sgemm::Lhs::rows(&ws, co, k), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut fresh), hw * hw, None, false, Some(&e), 2)
+                        } else {
+                            let e = sgemm::Epilogue { steps: &add[1..], inputs: &[], map: None };
+                            sgemm::gemm_direct(sgemm::Lhs::rows(&ws, co, k), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut over), hw * hw, None, true, Some(&e), 2)
+                        }
+                    };
+                    t[mode] += t0.elapsed().as_secs_f64();
+                    if mode == 1 {
+                        assert!(fresh == over, "the same bits");
+                    }
+                }
+            }
+            eprintln!("c {c} co {co} {hw}x{hw} k{kk} b{b}: fresh {:.3} ms, over the residual {:.3} ms", t[0] * 1e3 / (2 * reps) as f64, t[1] * 1e3 / (2 * reps) as f64);
         }
     }
 }

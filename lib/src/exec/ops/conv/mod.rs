@@ -223,7 +223,7 @@ fn conv_im2col(
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
         DType::F32 if sgemm::available() && pixel_taps(&g, xd[1], wd[0]) => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && direct(&g, xd[0], xd[1]) => conv_direct(x, w, bias, &g, shape, epilogue),
+        DType::F32 if sgemm::available() && takes_direct(&g, xd[0], xd[1], wd[0]) => conv_direct(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
         DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
@@ -284,6 +284,70 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
         } else {
             g.output[2] + (kw - 1) * dw / sw >= 8
         }
+}
+
+/// Whether a float32 convolution of one group, `b` images of `c`
+/// channels to `co`, takes [`conv_direct`] in [`conv_im2col`] (not
+/// subsampled, not [`conv_pixel_taps`], [`direct`]).
+fn takes_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
+    !subsampled(g) && !pixel_taps(g, c, co) && direct(g, b, c)
+}
+
+/// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
+/// one group (with AVX-512) writes its output over a dead residual where
+/// offered ([`output_of`]): the direct one, the pixel rows of taps, and
+/// those of a pointwise product over more than one pixel, the strided
+/// 1x1's too (a pointwise one over the pixels it reads).
+fn writes_over(g: &Windows, b: usize, c: usize, co: usize) -> bool {
+    let g = if subsampled(g) {
+        let [_, oh, ow] = g.output;
+        match Windows::new(&[oh, ow], &[1, 1], &[1, 1], &[0, 0], &[1, 1]) {
+            Ok(g) => g,
+            Err(_) => return false,
+        }
+    } else {
+        *g
+    };
+    pixel_taps(&g, c, co)
+        || takes_direct(&g, b, c, co)
+        || (pointwise(&g) && packed_as_pixel_rows(&g, b, c) && g.out_plane() > 1)
+}
+
+/// A convolution's float32 output of `shape`, made by `make(out,
+/// accumulate, then)` (every element of `out` written; with `accumulate`,
+/// added to what `out` holds; `then` run on each block as it is done):
+/// written over the dead residual its epilogue offers
+/// ([`EpilogueArgs::over`]), the add made as each element is stored, the
+/// steps after it on each block; or fresh, the epilogue run on each block
+/// where it fits.
+fn output_of(
+    device: &candle_core::Device,
+    shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
+    make: impl FnOnce(&mut [std::mem::MaybeUninit<f32>], bool, Option<&sgemm::Epilogue>) -> Result<()>,
+) -> Result<CandleTensor> {
+    let len: usize = shape.iter().product();
+    if let Some((e, (r, steps, inputs))) = epilogue.and_then(|e| Some((e, e.over(len)?))) {
+        let then = sgemm::Epilogue {
+            steps: &steps,
+            inputs,
+            map: None,
+        };
+        write_over(r, |dst| make(sgemm::as_uninit(dst), true, Some(&then)))?;
+        return Ok(applied_over(e, r));
+    }
+    let mut out = sgemm::uninit(len);
+    let fused = register_epilogue(epilogue, len);
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
+    make(&mut out, false, then.as_ref())?;
+    mark_applied(epilogue, then.is_some());
+    // SAFETY: `make` wrote every element
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, shape, device).map_err(ce)
 }
 
 /// A pointwise convolution over fewer pixels runs packed: the images
@@ -347,6 +411,13 @@ const PIXEL_ROWS_BATCH_CHANNELS: usize = 256;
 /// See [`PIXEL_ROWS_BATCH_CHANNELS`].
 const PIXEL_ROWS_BATCH_MAX: usize = 196;
 
+/// Whether [`conv_packed`] of `b` images of `c` channels takes
+/// [`conv_pixel_rows`].
+fn packed_as_pixel_rows(g: &Windows, b: usize, c: usize) -> bool {
+    let n = g.out_plane();
+    b * n < FEW_PIXELS || pixel_rows(n, c, b)
+}
+
 /// Whether a pointwise convolution over `n` output pixels a plane from
 /// `c` input channels, `b` images, takes [`conv_pixel_rows`].
 fn pixel_rows(n: usize, c: usize, b: usize) -> bool {
@@ -379,6 +450,10 @@ fn conv_packed(
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c, g.out_plane());
+    let w = weight_matrix(w, co, k)?;
+    if packed_as_pixel_rows(g, b, c) {
+        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue);
+    }
     // the fused chain after it, on each group of images as it is done
     let fused = register_epilogue(epilogue, b * co * n);
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
@@ -386,13 +461,7 @@ fn conv_packed(
         inputs,
         map: None,
     });
-    let w = weight_matrix(w, co, k)?;
     let threads = rayon::current_num_threads();
-    if b * n < FEW_PIXELS || pixel_rows(n, k, b) {
-        let y = conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, then.as_ref())?;
-        mark_applied(epilogue, then.is_some());
-        return Ok(y);
-    }
     let pa = packed_weight(exec, &w)?;
     // the batch's images side by side: one product of `b * n` columns,
     // the weight read once (a batch of 8 at ResNet's 14x14 stage is 1568
@@ -587,8 +656,14 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             [dilation.0, dilation.1],
         );
         // a fused group after it runs on each block of its output as the
-        // block is done (where the kernel takes one)
-        let y = ctx.with_epilogue(|epi| {
+        // block is done (where the kernel takes one); most kernels may
+        // write their output over a dead residual the group adds
+        let over = !depthwise
+            && groups == 1
+            && sgemm::available()
+            && Windows::new(&xin.dims()[2..], &win.dims()[2..], &s, &p, &d)
+                .is_ok_and(|g| writes_over(&g, xin.dims()[0], xin.dims()[1], win.dims()[0]));
+        let y = ctx.with_epilogue_over(over, |epi| {
             if depthwise {
                 conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation, epi)
             } else {

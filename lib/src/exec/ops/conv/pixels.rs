@@ -41,7 +41,7 @@ pub(super) fn conv_pixel_rows(
     bias: Option<&CandleTensor>,
     (b, co, n): (usize, usize, usize),
     shape: Vec<usize>,
-    then: Option<&sgemm::Epilogue>,
+    epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads();
@@ -58,45 +58,51 @@ pub(super) fn conv_pixel_rows(
     let bv = bias.map(f32s).transpose()?;
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let k = w.dims()[1];
-    let mut out = sgemm::uninit(b * co * n);
-    if n == 1 {
-        // one pixel an image (a squeeze-and-excitation block's): the batch
-        // is A's rows as it lies and C is the output's layout, so one
-        // product, the weight read once, the chain run on it
+    output_of(x.device(), shape, epilogue, |out, accumulate, then| {
         with_host(x, |xs: &[f32]| {
-            sgemm::gemm_lhs(sgemm::Lhs::rows(xs, b, k), &pb, &mut out, co, init, then, threads)
-        })
-        .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-        // SAFETY: gemm_lhs wrote all of C
-        let out = unsafe { sgemm::assume_init(out) };
-        return CandleTensor::from_vec(out, shape, x.device()).map_err(ce);
-    }
-    with_host(x, |xs: &[f32]| {
-        let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], yt: &mut Vec<std::mem::MaybeUninit<f32>>, threads: usize| {
-            // the image's columns [k, n] as A: n rows, k apart by step n
-            let a = sgemm::Lhs::columns(&xs[bi * k * n..][..k * n], n, k);
-            yt.resize(n * co, std::mem::MaybeUninit::uninit());
-            sgemm::gemm_lhs(a, &pb, yt, co, init, None, threads);
-            // SAFETY: gemm_lhs wrote all of C's n rows of co
-            let yt = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-            channels_first(yt, (n, co), dst, then, bi);
-        };
-        let chunk = (co * n).max(1);
-        if b >= threads {
-            out.par_chunks_mut(chunk)
-                .enumerate()
-                .for_each_init(Vec::new, |yt, (bi, dst)| image(bi, dst, yt, 1));
-        } else {
-            let mut yt = Vec::new();
-            for (bi, dst) in out.chunks_mut(chunk).enumerate() {
-                image(bi, dst, &mut yt, threads);
+            if n == 1 {
+                // one pixel an image (a squeeze-and-excitation block's):
+                // the batch is A's rows as it lies and C is the output's
+                // layout, so one product, the weight read once, the chain
+                // run on it
+                let a = sgemm::Lhs::rows(xs, b, k);
+                if !accumulate {
+                    return sgemm::gemm_lhs(a, &pb, out, co, init, then, threads);
+                }
+                // over a residual: the product, added to it, then the chain
+                let mut y = sgemm::uninit(b * co);
+                sgemm::gemm_lhs(a, &pb, &mut y, co, init, None, threads);
+                // SAFETY: gemm_lhs wrote all of y; out holds the residual
+                let (y, out) = unsafe { (sgemm::assume_init(y), &mut *(out as *mut [std::mem::MaybeUninit<f32>] as *mut [f32])) };
+                out.iter_mut().zip(&y).for_each(|(o, v)| *o += v);
+                if let Some(e) = then {
+                    sgemm::run_epilogue(e, 0, out);
+                }
+                return;
             }
-        }
+            let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], yt: &mut Vec<std::mem::MaybeUninit<f32>>, threads: usize| {
+                // the image's columns [k, n] as A: n rows, k apart by step n
+                let a = sgemm::Lhs::columns(&xs[bi * k * n..][..k * n], n, k);
+                yt.resize(n * co, std::mem::MaybeUninit::uninit());
+                sgemm::gemm_lhs(a, &pb, yt, co, init, None, threads);
+                // SAFETY: gemm_lhs wrote all of C's n rows of co
+                let yt = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
+                channels_first(yt, (n, co), dst, accumulate, then, bi);
+            };
+            let chunk = (co * n).max(1);
+            if b >= threads {
+                out.par_chunks_mut(chunk)
+                    .enumerate()
+                    .for_each_init(Vec::new, |yt, (bi, dst)| image(bi, dst, yt, 1));
+            } else {
+                let mut yt = Vec::new();
+                for (bi, dst) in out.chunks_mut(chunk).enumerate() {
+                    image(bi, dst, &mut yt, threads);
+                }
+            }
+        })
+        .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))
     })
-    .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-    // SAFETY: every image was written whole
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 thread_local! {
@@ -131,12 +137,6 @@ pub(super) fn conv_pixel_taps(
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let ([_, kh, kw], [_, oh, ow]) = (g.kernel, g.output);
     let bv = bias.map(f32s).transpose()?;
-    let fused = register_epilogue(epilogue, b * co * oh * ow);
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-        steps,
-        inputs,
-        map: None,
-    });
     let w = w.contiguous().map_err(ce)?;
     // each tap's weight [c, c_out] where it lies in [c_out, c, kh, kw]
     let bs = with_host(&w, |ws: &[f32]| {
@@ -146,15 +146,13 @@ pub(super) fn conv_pixel_taps(
     })
     .ok_or_else(|| Error::internal("pixel-row convolution of a weight that is not float32 on the host"))?;
     let bs: Vec<&sgemm::PackedB> = bs.iter().map(|b| &**b).collect();
-    let mut out = sgemm::uninit(b * co * oh * ow);
-    with_host(x, |xs: &[f32]| {
-        pixel_taps_product(xs, (b, c, co), g, &bs, bv.as_deref(), then.as_ref(), &mut out)
+    debug_assert_eq!(shape.iter().product::<usize>(), b * co * oh * ow);
+    output_of(x.device(), shape, epilogue, |out, accumulate, then| {
+        with_host(x, |xs: &[f32]| {
+            pixel_taps_product(xs, (b, c, co), g, &bs, bv.as_deref(), (accumulate, then), out)
+        })
+        .ok_or_else(|| Error::internal("pixel-row convolution of an input that is not float32 on the host"))
     })
-    .ok_or_else(|| Error::internal("pixel-row convolution of an input that is not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
-    // SAFETY: every image was written whole
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 /// Tap `t`'s weight `[c, c_out]` where it lies in a convolution's
@@ -179,7 +177,7 @@ pub(super) fn pixel_taps_product(
     g: &Windows,
     bs: &[&sgemm::PackedB],
     bias: Option<&[f32]>,
-    then: Option<&sgemm::Epilogue>,
+    (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
     use rayon::prelude::*;
@@ -223,20 +221,28 @@ pub(super) fn pixel_taps_product(
     out.par_chunks_mut((co * n).max(1))
         .zip(y.par_chunks((n * co).max(1)))
         .enumerate()
-        .for_each(|(bi, (dst, y))| channels_first(y, (n, co), dst, then, bi));
+        .for_each(|(bi, (dst, y))| channels_first(y, (n, co), dst, accumulate, then, bi));
     IMAGE.with(|v| v.replace(image));
 }
 
 /// Image `bi`'s product `[n, co]` transposed into its output `dst`
-/// (`[co, n]`), then the fused chain `then` on it.
+/// (`[co, n]`; with `accumulate`, added to what `dst` holds), then the
+/// fused chain `then` on it.
 fn channels_first(
     y: &[f32],
     (n, co): (usize, usize),
     dst: &mut [std::mem::MaybeUninit<f32>],
+    accumulate: bool,
     then: Option<&sgemm::Epilogue>,
     bi: usize,
 ) {
-    crate::exec::vmath::transpose_into(y, n, co, dst);
+    if accumulate {
+        // SAFETY: dst holds the residual (initialised)
+        let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
+        crate::exec::vmath::transpose_add(y, n, co, dst);
+    } else {
+        crate::exec::vmath::transpose_into(y, n, co, dst);
+    }
     if let Some(e) = then {
         // SAFETY: the transpose wrote every element of the image
         let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
