@@ -82,9 +82,11 @@ impl Executor<'_> {
         if self.packs.weights.contains(&addr) {
             return None;
         }
+        // (a weight's slot holds a weight's storage, which this is not)
         let mut shared = false;
         for (i, slot) in env.iter().enumerate() {
-            if let (false, Some(value)) = (i == v.index(), slot) {
+            let weight = self.weight_slots.get(i).is_some_and(|&w| w);
+            if let (false, false, Some(value)) = (i == v.index(), weight, slot) {
                 value.storages(&mut |a| shared |= a == addr);
             }
         }

@@ -232,6 +232,9 @@ pub struct Executor<'p> {
     /// Outputs written over a dead residual since the executor was built
     /// ([`Executor::outputs_in_place`]).
     outputs_in_place: std::sync::atomic::AtomicUsize,
+    /// Per value of the top-level graph, whether it is a weight (an input
+    /// bound to one of `weights`).
+    weight_slots: Vec<bool>,
 }
 
 /// Where a matrix lies in a storage: (storage address, offset, rows,
@@ -501,10 +504,17 @@ impl<'p> Executor<'p> {
                 std::env::var_os("PT2KIT_NO_EPILOGUE").is_none(),
             )
         };
+        let mut weight_slots = vec![false; program.graph.values.len()];
+        for (pos, arg) in program.graph.inputs.iter().enumerate() {
+            if let (true, Argument::Tensor(v)) = (weights.contains_key(&pos), arg) {
+                weight_slots[v.index()] = true;
+            }
+        }
         Ok(Executor {
             fusion,
             // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
             in_place: std::env::var_os("PT2KIT_NO_IN_PLACE").is_none(),
+            weight_slots,
             outputs_in_place: Default::default(),
             program,
             fallback,
