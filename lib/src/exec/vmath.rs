@@ -713,21 +713,49 @@ pub unsafe fn pixels_to_planes(
     pixels: usize,
     dst: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use std::arch::x86_64::*;
     assert!(cb <= 16 && tile.len() >= pixels * 16 && dst.len() >= cb * pixels);
-    let (tp, dp) = (tile.as_ptr(), dst.as_mut_ptr().cast::<f32>());
+    pixels_to_planes_at(
+        tile.as_ptr(),
+        16,
+        cb,
+        pixels,
+        dst.as_mut_ptr().cast(),
+        pixels,
+    );
+}
+
+/// [`pixels_to_planes`] with strides: pixel `p`'s 16 channels at `tile +
+/// p * pitch`, channel `ch`'s pixels at `dst + ch * plane` (a line of each
+/// plane of an output, say).
+///
+/// # Safety
+/// AVX-512F is present; `pixels` pixels of 16 floats are readable at
+/// `tile` and `cb` lines of `pixels` floats writable at `dst` (no other
+/// thread writing them).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn pixels_to_planes_at(
+    tile: *const f32,
+    pitch: usize,
+    cb: usize,
+    pixels: usize,
+    dst: *mut f32,
+    plane: usize,
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(cb <= 16);
     for p0 in (0..pixels).step_by(16) {
         let np = (pixels - p0).min(16);
         let m = ((1u32 << np) - 1) as __mmask16;
         let r: [__m512; 16] = std::array::from_fn(|j| {
             if j < np {
-                _mm512_loadu_ps(tp.add((p0 + j) * 16))
+                _mm512_loadu_ps(tile.add((p0 + j) * pitch))
             } else {
                 _mm512_setzero_ps()
             }
         });
         for (ch, v) in transpose16(r).iter().enumerate().take(cb) {
-            _mm512_mask_storeu_ps(dp.add(ch * pixels + p0), m, *v);
+            _mm512_mask_storeu_ps(dst.add(ch * plane + p0), m, *v);
         }
     }
 }

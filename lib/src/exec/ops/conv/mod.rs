@@ -218,10 +218,12 @@ fn conv_im2col(
         return conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue);
     }
     match x.dtype() {
-        // Direct (no im2col) for 2-D kernels with taps or strides, the
+        // Output channels on the lanes from few input channels (a stem),
+        // direct (no im2col) for 2-D kernels with taps or strides, the
         // packed product as the input lies for pointwise ones; below
         // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
         // AVX-512), im2col and the gemm crate.
+        DType::F32 if sgemm::available() && few_channels(&g, xd[1], wd[0]) => conv_few_channels(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pixel_taps(&g, xd[1], wd[0]) => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && takes_direct(&g, xd[0], xd[1], wd[0]) => conv_direct(x, w, bias, &g, shape, epilogue),
         DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
@@ -308,8 +310,8 @@ fn writes_over(g: &Windows, b: usize, c: usize, co: usize) -> bool {
     } else {
         *g
     };
-    pixel_taps(&g, c, co)
-        || takes_direct(&g, b, c, co)
+    !few_channels(&g, c, co) && pixel_taps(&g, c, co)
+        || !few_channels(&g, c, co) && takes_direct(&g, b, c, co)
         || (pointwise(&g) && packed_as_pixel_rows(&g, b, c) && g.out_plane() > 1)
 }
 
@@ -364,6 +366,8 @@ const DIRECT_MAX_CHANNELS: usize = 256;
 
 mod depthwise;
 mod direct;
+mod few;
+use few::{conv_few_channels, few_channels};
 mod pixels;
 use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
 use depthwise::conv2d_depthwise;

@@ -1,0 +1,409 @@
+//! Convolutions from few input channels (a network's stem, over an
+//! image's colours): the output channels on the lanes, the pixels of an
+//! output line in registers, each input value broadcast: see
+//! [`conv_few_channels`].
+
+use super::*;
+
+/// Input channels up to which a 2-D convolution takes
+/// [`conv_few_channels`].
+const FEW_CHANNELS_MAX: usize = 4;
+
+/// Accumulators [`few_run`] keeps in registers: pixels times vectors of
+/// output channels (24 of the 32 vector registers; the weights and the
+/// broadcast value take the rest).
+const FEW_ACCUMULATORS: usize = 24;
+
+/// Whether a convolution takes [`conv_few_channels`]: 2-D with taps,
+/// up to [`FEW_CHANNELS_MAX`] input channels, 16 to 64 output channels
+/// in whole vectors, output lines at least a run long.
+pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
+    g.input[0] == 1
+        && (1..=FEW_CHANNELS_MAX).contains(&c)
+        && co.is_multiple_of(16)
+        && (32..=64).contains(&co)
+        && g.taps() > 1
+        && g.output[2] >= FEW_ACCUMULATORS / (co / 16)
+}
+
+/// A 2-D convolution from few input channels (ResNet's 7x7 stride-2 stem
+/// over three colours, MobileNetV3's 3x3 one), where a product has too
+/// little depth for the direct kernel (`k` = 27 or 147 rows against a
+/// stride-phased padded copy of the image, 64 output channels as panels
+/// of 12 rows, 16 as 12 + 4): the output channels on the lanes (one to
+/// four vectors), a run of an output line's pixels in registers (24 /
+/// vectors of them), each tap's weights one load a vector and each input
+/// value broadcast, read where it lies (the taps in the padding skipped:
+/// lines by their rows, the few pixels at the lines' ends one by one).
+/// Each line's results (`[pixels][c_out]`) are transposed into the
+/// output planes, a band of lines a task, and the fused chain runs on the
+/// band's planes while they are in the cache. ResNet's stem on two
+/// threads, in the model, against the direct kernel (interleaved runs):
+/// 0.96-0.99 -> 0.76-0.85 ms at batch 1, 3% less at batch 8 (369 GFLOP/s
+/// warm at batch 1, the direct kernel 340); MobileNetV3's 16-channel stem
+/// stays direct (slower this way).
+pub(super) fn conv_few_channels(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
+) -> Result<CandleTensor> {
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let [_, oh, ow] = g.output;
+    let k = c * g.taps();
+    // the weights by tap: [k][c_out]
+    let ws = f32s(&w.contiguous().map_err(ce)?)?;
+    let mut wt = vec![0f32; k * co];
+    vmath::transpose(&ws, co, k, &mut wt);
+    let bv = match bias {
+        Some(t) => f32s(t)?,
+        None => vec![0f32; co],
+    };
+    let mut out = sgemm::uninit(b * co * oh * ow);
+    let fused = register_epilogue(epilogue, out.len());
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
+    with_host(x, |xs: &[f32]| {
+        // SAFETY: AVX-512F is present (the caller's check); the sizes are
+        // the convolution's.
+        unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), &mut out, then.as_ref()) }
+    })
+    .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))?;
+    mark_applied(epilogue, then.is_some());
+    // SAFETY: few_channels_product wrote every output pixel
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+}
+
+/// The product of [`conv_few_channels`]: `xs` the batch's images, `wt`
+/// the weights `[k][c_out]`, `bias` one a channel, into `out`.
+///
+/// # Safety
+/// AVX-512F is present; `xs` holds `b * c * h * w` floats, `wt` `c *
+/// taps * co`, `bias` `co`, `out` `b * co * oh * ow`; `co` is 16 to 64 in
+/// whole vectors and `ow` at least a run ([`few_channels`]).
+pub(super) unsafe fn few_channels_product(
+    xs: &[f32],
+    wt: &[f32],
+    bias: &[f32],
+    g: &Windows,
+    (b, c, co): (usize, usize, usize),
+    out: &mut [std::mem::MaybeUninit<f32>],
+    then: Option<&sgemm::Epilogue>,
+) {
+    use rayon::prelude::*;
+    let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
+    let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
+    let [_, oh, ow] = g.output;
+    let (plane, oplane, vecs) = (h * wd, oh * ow, co / 16);
+    let run = FEW_ACCUMULATORS / vecs;
+    assert!(
+        xs.len() >= b * c * plane
+            && wt.len() >= c * kh * kw * co
+            && bias.len() >= co
+            && out.len() >= b * co * oplane
+            && co.is_multiple_of(16)
+            && (1..=4).contains(&vecs)
+            && ow >= run,
+        "few_channels_product: sizes that are not the convolution's"
+    );
+    // the columns whose windows lie inside the input's lines: lo..hi
+    let inside = |ox: usize| ox * sw >= pw && ox * sw - pw + (kw - 1) * dw < wd;
+    let lo = (0..ow).find(|&ox| inside(ox)).unwrap_or(ow);
+    let hi = (lo..ow).find(|&ox| !inside(ox)).unwrap_or(ow);
+    // bands of lines, about four a thread
+    let threads = rayon::current_num_threads().max(1);
+    let per_image = (4 * threads).div_ceil(b).clamp(1, oh.max(1));
+    let band = oh.div_ceil(per_image).max(1);
+    let bands = oh.div_ceil(band);
+    let dst = sgemm::SendPtr(out.as_mut_ptr().cast());
+    let task = |tile: &mut Vec<f32>, t: usize| {
+        let (n, oy0) = (t / bands, (t % bands) * band);
+        let oy1 = (oy0 + band).min(oh);
+        tile.resize(ow * co, 0.0);
+        let x = &xs[n * c * plane..][..c * plane];
+        for oy in oy0..oy1 {
+            // the kernel rows inside the input: ky0..ky1
+            let iy = |ky: usize| (oy * sh + ky * dh) as isize - ph as isize;
+            let ky0 = (0..kh).find(|&ky| iy(ky) >= 0).unwrap_or(kh);
+            let ky1 = (ky0..kh).find(|&ky| iy(ky) >= h as isize).unwrap_or(kh);
+            let line = FewLine {
+                x,
+                plane,
+                wd,
+                c,
+                kh,
+                kw,
+                dw,
+                sw,
+                rows: (ky0..ky1).map(|ky| (ky, iy(ky) as usize)).collect(),
+                wt,
+                bias,
+                co,
+            };
+            let at = |ox: usize| (ox * sw) as isize - pw as isize;
+            for ox in (0..lo).chain(hi..ow) {
+                // SAFETY: AVX-512F is present; the pixel is in the tile
+                unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
+            }
+            if hi - lo >= run {
+                // runs from lo, the last one ending at hi (over pixels
+                // done already where it must: the same values again)
+                let mut ox = lo;
+                loop {
+                    let s = ox.min(hi - run);
+                    macro_rules! call {
+                        ($($v:literal => $p:literal),*) => {
+                            match vecs {
+                                $($v => few_run::<$v, $p>(&line, at(s), &mut tile[s * co..]),)*
+                                _ => unreachable!("16 to 64 output channels"),
+                            }
+                        };
+                    }
+                    // SAFETY: AVX-512F is present; the run's windows lie
+                    // inside the input's lines (lo..hi), its rows inside
+                    // the image, its pixels inside the tile
+                    unsafe { call!(1 => 24, 2 => 12, 3 => 8, 4 => 6) };
+                    if s + run >= hi {
+                        break;
+                    }
+                    ox = s + run;
+                }
+            } else {
+                for ox in lo..hi {
+                    // SAFETY: as above
+                    unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
+                }
+            }
+            for v in 0..vecs {
+                // SAFETY: tasks write disjoint lines of `out`; AVX-512F
+                // is present, the tile holds `ow` pixels of `co`
+                unsafe {
+                    vmath::pixels_to_planes_at(
+                        tile[v * 16..].as_ptr(),
+                        co,
+                        16,
+                        ow,
+                        dst.at((n * co + v * 16) * oplane + oy * ow),
+                        oplane,
+                    )
+                };
+            }
+        }
+        if let Some(e) = then {
+            for o in 0..co {
+                let at = (n * co + o) * oplane + oy0 * ow;
+                // SAFETY: the band's lines of this plane were written
+                // above, by this task only
+                let span = unsafe { std::slice::from_raw_parts_mut(dst.at(at), (oy1 - oy0) * ow) };
+                sgemm::run_epilogue(e, at, span);
+            }
+        }
+    };
+    let tasks = b * bands;
+    if tasks == 1 {
+        task(&mut Vec::new(), 0);
+    } else {
+        (0..tasks).into_par_iter().for_each_init(Vec::new, task);
+    }
+}
+
+/// One output line of [`few_channels_product`]: its image (`x`, `c`
+/// planes of `plane` floats, lines of `wd`), the kernel rows inside the
+/// image with their input lines, the weights `[k][co]` and the bias.
+struct FewLine<'a> {
+    x: &'a [f32],
+    plane: usize,
+    wd: usize,
+    c: usize,
+    kh: usize,
+    kw: usize,
+    dw: usize,
+    sw: usize,
+    rows: Vec<(usize, usize)>,
+    wt: &'a [f32],
+    bias: &'a [f32],
+    co: usize,
+}
+
+/// `P` pixels of a line from input column `ix0` (the first's window
+/// start; each next `sw` on), `V` vectors of output channels, into
+/// `tile` (`[P][co]`): the bias, then every tap in order.
+///
+/// # Safety
+/// AVX-512F is present; every window of the run lies inside the input's
+/// lines, `tile` holds `P * co` floats.
+#[target_feature(enable = "avx512f")]
+unsafe fn few_run<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(
+        ix0 >= 0 && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd && tile.len() >= (P - 1) * l.co + V * 16
+    );
+    let (xp, wp) = (l.x.as_ptr(), l.wt.as_ptr());
+    let init: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(l.bias.as_ptr().add(v * 16)));
+    let mut acc = [init; P];
+    for ch in 0..l.c {
+        for &(ky, iy) in &l.rows {
+            let row = xp.add(ch * l.plane + iy * l.wd + ix0 as usize);
+            for kx in 0..l.kw {
+                let kk = (ch * l.kh + ky) * l.kw + kx;
+                let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(kk * l.co + v * 16)));
+                let base = row.add(kx * l.dw);
+                for (p, a) in acc.iter_mut().enumerate() {
+                    let xb = _mm512_set1_ps(*base.add(p * l.sw));
+                    for v in 0..V {
+                        a[v] = _mm512_fmadd_ps(xb, wv[v], a[v]);
+                    }
+                }
+            }
+        }
+    }
+    for (p, a) in acc.iter().enumerate() {
+        for (v, r) in a.iter().enumerate() {
+            _mm512_storeu_ps(tile.as_mut_ptr().add(p * l.co + v * 16), *r);
+        }
+    }
+}
+
+/// One pixel of a line whose window may reach past the line's ends
+/// (those taps skipped: the padding adds nothing), from input column
+/// `ix0`, into `out` (`co` floats).
+///
+/// # Safety
+/// AVX-512F is present.
+#[target_feature(enable = "avx512f")]
+unsafe fn few_pixel(l: &FewLine, ix0: isize, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let vecs = l.co / 16;
+    assert!(vecs <= 4 && out.len() >= l.co);
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for (v, a) in acc.iter_mut().enumerate().take(vecs) {
+        *a = _mm512_loadu_ps(l.bias.as_ptr().add(v * 16));
+    }
+    for ch in 0..l.c {
+        for &(ky, iy) in &l.rows {
+            let row = &l.x[ch * l.plane + iy * l.wd..][..l.wd];
+            for kx in 0..l.kw {
+                let ix = ix0 + (kx * l.dw) as isize;
+                if ix < 0 || ix >= l.wd as isize {
+                    continue;
+                }
+                let xb = _mm512_set1_ps(row[ix as usize]);
+                let kk = (ch * l.kh + ky) * l.kw + kx;
+                for (v, a) in acc.iter_mut().enumerate().take(vecs) {
+                    *a = _mm512_fmadd_ps(xb, _mm512_loadu_ps(l.wt.as_ptr().add(kk * l.co + v * 16)), *a);
+                }
+            }
+        }
+    }
+    for (v, a) in acc.iter().enumerate().take(vecs) {
+        _mm512_storeu_ps(out.as_mut_ptr().add(v * 16), *a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The few-channel product against a float64 reference: one to four
+    /// input channels, 32, 48 and 64 output channels, kernels 3 to 7 with
+    /// strides 1 to 3, padding, a dilation, lines whose runs overlap at
+    /// the end and pixels whose windows reach past the lines' ends, two
+    /// images, with a bias and a fused relu.
+    #[test]
+    fn few_channels_match_a_reference() {
+        if !sgemm::available() {
+            return;
+        }
+        use sgemm::{EpiOp, EpiSrc, EpiStep};
+        let relu = [EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
+        for &(c, co, (h, w), k, s, p, d) in &[
+            (3usize, 64usize, (30usize, 37usize), 7usize, 2usize, 3usize, 1usize),
+            (1, 32, (9, 40), 3, 1, 1, 1),
+            (4, 48, (17, 29), 5, 3, 2, 1),
+            (2, 64, (12, 31), 3, 1, 0, 2),
+        ] {
+            let g = Windows::new(&[h, w], &[k, k], &[s, s], &[p, p], &[d, d]).unwrap();
+            let [_, oh, ow] = g.output;
+            assert!(few_channels(&g, c, co), "{c} -> {co}: a few-channel shape");
+            let b = 2;
+            let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919) % 23) as f32 * 0.1 - 1.1).collect();
+            let ws: Vec<f32> = (0..co * c * k * k).map(|i| ((i * 104729) % 19) as f32 * 0.05 - 0.45).collect();
+            let bias: Vec<f32> = (0..co).map(|o| o as f32 * 0.01 - 0.2).collect();
+            let kk = c * k * k;
+            let mut wt = vec![0f32; kk * co];
+            vmath::transpose(&ws, co, kk, &mut wt);
+            let mut out = sgemm::uninit(b * co * oh * ow);
+            let e = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
+            // SAFETY: AVX-512F is present; the sizes are the convolution's
+            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut out, Some(&e)) };
+            // SAFETY: every output pixel was written
+            let out = unsafe { sgemm::assume_init(out) };
+            for n in 0..b {
+                for o in 0..co {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let mut want = bias[o] as f64;
+                            for ch in 0..c {
+                                for ky in 0..k {
+                                    for kx in 0..k {
+                                        let (iy, ix) = ((oy * s + ky * d) as isize - p as isize, (ox * s + kx * d) as isize - p as isize);
+                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                            continue;
+                                        }
+                                        let x = xs[((n * c + ch) * h + iy as usize) * w + ix as usize] as f64;
+                                        want += x * ws[((o * c + ch) * k + ky) * k + kx] as f64;
+                                    }
+                                }
+                            }
+                            let got = out[((n * co + o) * oh + oy) * ow + ox] as f64;
+                            assert!(
+                                (got - want.max(0.0)).abs() <= 1e-4 * (1.0 + want.abs()),
+                                "{c} -> {co} k{k} s{s} p{p} d{d}: image {n} channel {o} ({oy}, {ox}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The few-channel product's speed on the stems of ResNet (3 -> 64,
+    /// 7x7 stride 2) and MobileNetV3 (3 -> 16, 3x3 stride 2) at batch
+    /// `BATCH` (1), on `THREADS` threads (2): a timing, not a test: `cargo
+    /// test --release -p pt2kit --features exec --lib stem_speed --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn stem_speed() {
+        if !sgemm::available() {
+            return;
+        }
+        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        for &(co, k, pad) in &[(64usize, 7usize, 3usize), (32, 3, 1), (16, 3, 1)] {
+            let g = Windows::new(&[224, 224], &[k, k], &[2, 2], &[pad, pad], &[1, 1]).unwrap();
+            let [_, oh, ow] = g.output;
+            let xs: Vec<f32> = (0..b * 3 * 224 * 224).map(|i| (i % 7) as f32 * 0.1).collect();
+            let wt: Vec<f32> = (0..3 * k * k * co).map(|i| (i % 5) as f32 * 0.1).collect();
+            let bias = vec![0.5f32; co];
+            let mut out = sgemm::uninit(b * co * oh * ow);
+            let flops = 2.0 * (b * co * oh * ow * 3 * k * k) as f64;
+            let reps = (2e9 / flops) as usize + 1;
+            let t0 = std::time::Instant::now();
+            pool.install(|| {
+                for _ in 0..reps {
+                    unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, 3, co), &mut out, None) };
+                }
+            });
+            let t = t0.elapsed().as_secs_f64() / reps as f64;
+            eprintln!("3 -> {co} {k}x{k} s2 batch {b}: {:.3} ms, {:.0} GF/s", t * 1e3, flops / t / 1e9);
+        }
+    }
+}
