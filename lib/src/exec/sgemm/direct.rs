@@ -316,7 +316,7 @@ unsafe fn direct_block(
                     let wide = runs.iter().any(|r| r.mask >> 16 != 0)
                         || masks.iter().any(|m| m >> 16 != 0);
                     let mr = (m - ip * MR).min(MR);
-                    direct_kernel_for(mr, if wide { NR } else { 16 })(
+                    direct_kernel_for(mr, if wide { NR } else { 16 }, accumulate)(
                         from,
                         offs,
                         masks,
@@ -328,7 +328,6 @@ unsafe fn direct_block(
                         mr,
                         runs,
                         bias.map(|b| &b[ip * MR..ip * MR + mr]),
-                        accumulate,
                     );
                 }
             }
@@ -391,7 +390,7 @@ fn prefetch_ahead(
             _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(16).cast());
         }
     };
-    if !few && o + 1 < outer {
+    if !few && o + 1 < outer && offs.len() >= PREFETCH_MIN_ROWS {
         let next = src
             .as_ptr()
             .wrapping_add(panels.base[jc + o + 1])
@@ -419,6 +418,12 @@ fn prefetch_ahead(
         }
     }
 }
+
+/// Rows of B from which [`prefetch_ahead`] fetches the next panel's: a
+/// product over fewer is over in a few hundred cycles a call, where the
+/// fetching cost more than it saved (MobileNetV3's stem and its `[72,
+/// 16]` 1x1 over 56x56 at batch 8 17% slower).
+const PREFETCH_MIN_ROWS: usize = 64;
 
 /// How many kernel calls ahead [`prefetch_ahead`] fetches C.
 const PREFETCH_CALLS: usize = 2;
@@ -455,30 +460,27 @@ type DirectKernel = unsafe fn(
     usize,
     &[Run],
     Option<&[f32]>,
-    bool,
 );
 
-/// The [`direct_kernel`] instance for `mr` rows and `nr` columns.
-fn direct_kernel_for(mr: usize, nr: usize) -> DirectKernel {
-    instance_for!(direct_kernel, mr, nr)
+/// The [`direct_kernel`] instance for `mr` rows and `nr` columns, storing
+/// or adding its block (`accumulate`).
+fn direct_kernel_for(mr: usize, nr: usize, accumulate: bool) -> DirectKernel {
+    if accumulate {
+        instance_for!(direct_kernel_adding, mr, nr)
+    } else {
+        instance_for!(direct_kernel_storing, mr, nr)
+    }
 }
 
-/// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
-/// columns in registers over all of `k` (B's row `r` loaded from `from +
-/// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
-/// zero), then each run of lanes stored to C, the bias added, then with
-/// `accumulate` what C held there (masked loads and stores: no other
-/// element is touched). A's element (i, p) is at `a
-/// + i * lda + p * step`.
+/// [`direct_kernel`] storing its block (a branch on `accumulate` in the
+/// store took MobileNetV3's `[72, 16]` 1x1 over 56x56 at batch 8 from 0.30
+/// to 0.40 ms: the instances are chosen once, by the caller).
 ///
 /// # Safety
-/// Each B row's lanes of its mask are readable; A's rows `mr` and steps
-/// `offs.len()` are readable; every run's lanes lie inside C for `mr`
-/// rows `ldc` apart, and no other thread writes them; `offs.len()` is a
-/// multiple of `masks.len()`; AVX-512F is present.
+/// As [`direct_kernel`].
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn direct_kernel<const R: usize, const W: usize>(
+unsafe fn direct_kernel_storing<const R: usize, const W: usize>(
     from: *const f32,
     offs: &[usize],
     masks: &[u32],
@@ -490,7 +492,60 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
     mr: usize,
     runs: &[Run],
     bias: Option<&[f32]>,
-    accumulate: bool,
+) {
+    direct_kernel::<R, W, false>(from, offs, masks, a, lda, step, c, ldc, mr, runs, bias)
+}
+
+/// [`direct_kernel`] adding its block to what C holds.
+///
+/// # Safety
+/// As [`direct_kernel`]; C's elements under the runs are initialised.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn direct_kernel_adding<const R: usize, const W: usize>(
+    from: *const f32,
+    offs: &[usize],
+    masks: &[u32],
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    runs: &[Run],
+    bias: Option<&[f32]>,
+) {
+    direct_kernel::<R, W, true>(from, offs, masks, a, lda, step, c, ldc, mr, runs, bias)
+}
+
+/// One block of [`gemm_direct`]: `R` rows (at least `mr`) and `16 * W`
+/// columns in registers over all of `k` (B's row `r` loaded from `from +
+/// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
+/// zero), then each run of lanes stored to C, the bias added, then with
+/// `ACCUMULATE` what C held there (masked loads and stores: no other
+/// element is touched). A's element (i, p) is at `a
+/// + i * lda + p * step`.
+///
+/// # Safety
+/// Each B row's lanes of its mask are readable; A's rows `mr` and steps
+/// `offs.len()` are readable; every run's lanes lie inside C for `mr`
+/// rows `ldc` apart, and no other thread writes them; `offs.len()` is a
+/// multiple of `masks.len()`; AVX-512F is present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
+    from: *const f32,
+    offs: &[usize],
+    masks: &[u32],
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    runs: &[Run],
+    bias: Option<&[f32]>,
 ) {
     use std::arch::x86_64::*;
     debug_assert!(mr <= R);
@@ -534,7 +589,7 @@ unsafe fn direct_kernel<const R: usize, const W: usize>(
                 } else {
                     *v
                 };
-                let v = if accumulate {
+                let v = if ACCUMULATE {
                     _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p))
                 } else {
                     v
