@@ -678,20 +678,30 @@ impl<'a> Lhs<'a> {
 /// there are, and one vector where 16 columns are enough.
 macro_rules! instance_for {
     ($kernel:ident, $mr:expr, $nr:expr) => {
-        instance_for!(@rows $kernel, $mr, $nr; 1 2 3 4 5 6 7 8 9 10 11)
+        instance_for!(@rows $kernel, $mr, $nr, []; 1 2 3 4 5 6 7 8 9 10 11)
     };
-    (@rows $kernel:ident, $mr:expr, $nr:expr; $($r:literal)*) => {
+    // a third const parameter after the rows and vectors
+    ($kernel:ident, $mr:expr, $nr:expr, $more:literal) => {
+        instance_for!(@rows $kernel, $mr, $nr, [$more]; 1 2 3 4 5 6 7 8 9 10 11)
+    };
+    (@rows $kernel:ident, $mr:expr, $nr:expr, $more:tt; $($r:literal)*) => {
         if $nr <= 16 {
             match $mr {
-                $($r => $kernel::<$r, 1>,)*
-                _ => $kernel::<MR, 1>,
+                $($r => instance_for!(@one $kernel, $r, 1, $more),)*
+                _ => instance_for!(@one $kernel, MR, 1, $more),
             }
         } else {
             match $mr {
-                $($r => $kernel::<$r, 2>,)*
-                _ => $kernel::<MR, 2>,
+                $($r => instance_for!(@one $kernel, $r, 2, $more),)*
+                _ => instance_for!(@one $kernel, MR, 2, $more),
             }
         }
+    };
+    (@one $kernel:ident, $r:tt, $w:literal, []) => {
+        $kernel::<$r, $w>
+    };
+    (@one $kernel:ident, $r:tt, $w:literal, [$more:literal]) => {
+        $kernel::<$r, $w, $more>
     };
 }
 

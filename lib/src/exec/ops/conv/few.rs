@@ -61,23 +61,19 @@ pub(super) fn conv_few_channels(
         Some(t) => f32s(t)?,
         None => vec![0f32; co],
     };
-    let mut out = sgemm::uninit(b * co * oh * ow);
-    let fused = register_epilogue(epilogue, out.len());
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-        steps,
-        inputs,
-        map: None,
-    });
-    with_host(x, |xs: &[f32]| {
-        // SAFETY: AVX-512F is present (the caller's check); the sizes are
-        // the convolution's.
-        unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), &mut out, then.as_ref()) }
+    debug_assert_eq!(shape.iter().product::<usize>(), b * co * oh * ow);
+    // never offered a residual to write over (`writes_over`)
+    output_of(x.device(), shape, epilogue, |out, accumulate, then| {
+        if accumulate {
+            return Err(Error::internal("a few-channel convolution adding to its output"));
+        }
+        with_host(x, |xs: &[f32]| {
+            // SAFETY: AVX-512F is present (the caller's check); the sizes
+            // are the convolution's.
+            unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, then) }
+        })
+        .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
     })
-    .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
-    // SAFETY: few_channels_product wrote every output pixel
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
 /// The product of [`conv_few_channels`]: `xs` the batch's images, `wt`
