@@ -127,8 +127,8 @@ pub struct Epilogue<'a> {
     /// Which of the group's inputs the op's output is.
     pub own: usize,
     pub applied: std::cell::Cell<bool>,
-    /// Which of the group's inputs the op may write its output over
-    /// ([`Executor::overwritable`]), if any.
+    /// Which of the group's inputs the op may write its output over (the
+    /// executor's `overwritable` decides), if any.
     pub into: Option<usize>,
     /// Set by the op where it did.
     pub overwrote: std::cell::Cell<bool>,
@@ -149,8 +149,8 @@ pub struct EpilogueArgs<'a> {
     /// not, leaves the epilogue unapplied ([`EpilogueArgs::fits`] is
     /// false), and the executor runs the group after it on the intact `r`.
     pub into: Option<(usize, &'a CandleTensor)>,
-    /// Set by the op where it wrote its output over `into`
-    /// ([`ops::mark_applied`]).
+    /// Set by the op where it wrote its output over `into` (with
+    /// `applied`; the convolutions' `applied_over`).
     pub overwrote: &'a std::cell::Cell<bool>,
 }
 
