@@ -211,25 +211,65 @@ fn conv_im2col(
     let g = Windows::new(&xd[2..], &wd[2..], stride, pad, dil)?;
     let mut shape = vec![xd[0], wd[0]];
     shape.extend(&g.output[3 - (xd.len() - 2)..]);
-    if x.dtype() == DType::F32 && sgemm::available() && xd.len() == 4 && subsampled(&g) {
-        // a 1x1 convolution with a stride: the pixels it reads, then a
-        // pointwise one over them
-        let xs = subsample(x, &g)?;
-        return conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue);
+    if x.dtype() != DType::F32 {
+        return match x.dtype() {
+            DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
+            other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
+        };
     }
-    match x.dtype() {
-        // Output channels on the lanes from few input channels (a stem),
-        // direct (no im2col) for 2-D kernels with taps or strides, the
-        // packed product as the input lies for pointwise ones; below
-        // that (lines of fewer than 8 padded columns, 1-D, 3-D, no
-        // AVX-512), im2col and the gemm crate.
-        DType::F32 if sgemm::available() && few_channels(&g, xd[1], wd[0]) => conv_few_channels(x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && pixel_taps(&g, xd[1], wd[0]) => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && takes_direct(&g, xd[0], xd[1], wd[0]) => conv_direct(x, w, bias, &g, shape, epilogue),
-        DType::F32 if sgemm::available() && pointwise(&g) => conv_packed(exec, x, w, bias, &g, shape, epilogue),
-        DType::F32 => conv_host::<f32>(x, w, bias, &g, shape),
-        DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
-        other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
+    match kernel(&g, xd, wd) {
+        Kernel::Subsampled => {
+            // a 1x1 convolution with a stride: the pixels it reads, then a
+            // pointwise one over them
+            let xs = subsample(x, &g)?;
+            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue)
+        }
+        Kernel::FewChannels => conv_few_channels(x, w, bias, &g, shape, epilogue),
+        Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
+        Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
+        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue),
+        Kernel::Host => conv_host::<f32>(x, w, bias, &g, shape),
+    }
+}
+
+/// The kernel [`conv_im2col`] runs a float32 convolution of one group on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kernel {
+    /// A strided 1x1: its pixels subsampled, then pointwise ([`subsample`]).
+    Subsampled,
+    /// Output channels on the lanes from few input channels (a stem).
+    FewChannels,
+    /// Small planes with taps, the pixels as rows ([`conv_pixel_taps`]).
+    PixelTaps,
+    /// Direct, no im2col, for 2-D kernels with taps or strides, and
+    /// pointwise ones over enough pixels from few channels ([`direct`]).
+    Direct,
+    /// The packed product as the input lies (pointwise; its small planes
+    /// as pixel rows, [`packed_as_pixel_rows`]).
+    Packed,
+    /// im2col and the gemm crate: lines of fewer than 8 padded columns,
+    /// 1-D, 3-D, no AVX-512.
+    Host,
+}
+
+/// Which kernel a float32 convolution of input dims `xd` and weight dims
+/// `wd` (one group) over `g` takes, in order of preference.
+fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
+    let (b, c, co) = (xd[0], xd[1], wd[0]);
+    if !sgemm::available() {
+        Kernel::Host
+    } else if xd.len() == 4 && subsampled(g) {
+        Kernel::Subsampled
+    } else if few_channels(g, c, co) {
+        Kernel::FewChannels
+    } else if pixel_taps(g, c, co) {
+        Kernel::PixelTaps
+    } else if direct(g, b, c) {
+        Kernel::Direct
+    } else if pointwise(g) {
+        Kernel::Packed
+    } else {
+        Kernel::Host
     }
 }
 
@@ -288,31 +328,22 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
         }
 }
 
-/// Whether a float32 convolution of one group, `b` images of `c`
-/// channels to `co`, takes [`conv_direct`] in [`conv_im2col`] (not
-/// subsampled, not [`conv_pixel_taps`], [`direct`]).
-fn takes_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
-    !subsampled(g) && !pixel_taps(g, c, co) && direct(g, b, c)
-}
-
 /// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
-/// one group (with AVX-512) writes its output over a dead residual where
+/// one group ([`kernel`]) writes its output over a dead residual where
 /// offered ([`output_of`]): the direct one, the pixel rows of taps, and
-/// those of a pointwise product over more than one pixel, the strided
-/// 1x1's too (a pointwise one over the pixels it reads).
-fn writes_over(g: &Windows, b: usize, c: usize, co: usize) -> bool {
-    let g = if subsampled(g) {
-        let [_, oh, ow] = g.output;
-        match Windows::new(&[oh, ow], &[1, 1], &[1, 1], &[0, 0], &[1, 1]) {
-            Ok(g) => g,
-            Err(_) => return false,
+/// those of a pointwise product over more than one pixel, a strided 1x1's
+/// too (a pointwise one over the pixels it reads).
+fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
+    match kernel(g, xd, wd) {
+        Kernel::Subsampled => {
+            let [_, oh, ow] = g.output;
+            Windows::new(&[oh, ow], &[1, 1], &[1, 1], &[0, 0], &[1, 1])
+                .is_ok_and(|p| writes_over(&p, &[xd[0], xd[1], oh, ow], wd))
         }
-    } else {
-        *g
-    };
-    !few_channels(&g, c, co) && pixel_taps(&g, c, co)
-        || !few_channels(&g, c, co) && takes_direct(&g, b, c, co)
-        || (pointwise(&g) && packed_as_pixel_rows(&g, b, c) && g.out_plane() > 1)
+        Kernel::PixelTaps | Kernel::Direct => true,
+        Kernel::Packed => packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
+        Kernel::FewChannels | Kernel::Host => false,
+    }
 }
 
 /// A convolution's float32 output of `shape`, made by `make(out,
@@ -666,7 +697,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             && groups == 1
             && sgemm::available()
             && Windows::new(&xin.dims()[2..], &win.dims()[2..], &s, &p, &d)
-                .is_ok_and(|g| writes_over(&g, xin.dims()[0], xin.dims()[1], win.dims()[0]));
+                .is_ok_and(|g| writes_over(&g, xin.dims(), win.dims()));
         let y = ctx.with_epilogue_over(over, |epi| {
             if depthwise {
                 conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation, epi)
