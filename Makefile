@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare
+.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -47,6 +47,13 @@ check-cuda:
 # The GPU tests (lib/tests/cuda.rs), on a machine with a GPU and its driver.
 test-cuda:
 	recipes/check_cuda.sh test
+
+# For a GPU machine with no Rust toolchain: the GPU tests, ir-run, pt2ir and
+# ir-diff built here against CUDA 13.0 (driver 580) for sm_90, packed into
+# .cuda-bundle with a runner; there, from the repository's root:
+# .cuda-bundle/run.sh OUTDIR (recipes/cuda_bundle_run.sh).
+cuda-bundle:
+	recipes/cuda_bundle.sh
 
 # The documented examples that need torch (export_model.py, the recipes
 # Makefile from another directory); the others run in make test.

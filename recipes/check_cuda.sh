@@ -6,7 +6,8 @@
 # warnings as errors, against a CUDA toolkit installed from PyPI
 # (recipes/setup_cuda.sh). Linking needs the driver's libcuda.so, which no
 # wheel ships, so nothing is linked or run: that takes a GPU machine
-# (`make test-cuda`). It never skips: no toolkit, no pass.
+# (`make test-cuda`, or `make cuda-bundle` for one without Rust). It never
+# skips: no toolkit, no pass.
 #   recipes/check_cuda.sh [check|test] [VENV]   (default: check .venv-cuda)
 # `test`, on a machine with a GPU and its driver: builds with the feature
 # and runs the GPU tests (lib/tests/cuda.rs: every fixture and conformance

@@ -7,20 +7,35 @@
 # same pins does nothing. Prints the toolkit root (DIR/.../nvidia/cu13).
 set -euo pipefail
 dir=${1:-.venv-cuda}
-# Pinned: one CUDA 13.4 toolkit, nvcc's own dependencies (nvvm, crt)
-# included: left free they come at a newer release whose PTX the pinned
-# ptxas refuses. cudarc 0.19 knows CUDA versions up to 13.4
-# (CUDARC_CUDA_VERSION=13040 in recipes/check_cuda.sh).
-pins=(
-  nvidia-cuda-nvcc==13.4.92
-  nvidia-nvvm==13.4.92
-  nvidia-cuda-crt==13.4.92
-  nvidia-cuda-runtime==13.4.92
-  nvidia-cuda-nvrtc==13.4.92
-  nvidia-cublas==13.4.3.11
-  nvidia-curand==10.4.4.72
-  nvidia-cuda-cccl==13.3.5.0.6
-)
+# Pinned: one CUDA toolkit per release, nvcc's own dependencies (nvvm,
+# crt) included: left free they come at a newer release whose PTX the
+# pinned ptxas refuses. CUDA_RELEASE picks it: 13.4 (default; cudarc 0.19
+# knows CUDA versions up to 13.4) or 13.0, for a GPU whose driver is CUDA
+# 13.0 (driver 580): a driver JIT-compiles candle's PTX only up to its own
+# release's PTX ISA (recipes/cuda_bundle.sh).
+case "${CUDA_RELEASE:-13.4}" in
+  13.4) pins=(
+    nvidia-cuda-nvcc==13.4.92
+    nvidia-nvvm==13.4.92
+    nvidia-cuda-crt==13.4.92
+    nvidia-cuda-runtime==13.4.92
+    nvidia-cuda-nvrtc==13.4.92
+    nvidia-cublas==13.4.3.11
+    nvidia-curand==10.4.4.72
+    nvidia-cuda-cccl==13.3.5.0.6
+  ) ;;
+  13.0) pins=(
+    nvidia-cuda-nvcc==13.0.88
+    nvidia-nvvm==13.0.88
+    nvidia-cuda-crt==13.0.88
+    nvidia-cuda-runtime==13.0.96
+    nvidia-cuda-nvrtc==13.0.88
+    nvidia-cublas==13.0.2.14
+    nvidia-curand==10.4.0.35
+    nvidia-cuda-cccl==13.0.85
+  ) ;;
+  *) echo "setup_cuda.sh: CUDA_RELEASE must be 13.4 or 13.0, not ${CUDA_RELEASE}" >&2; exit 2 ;;
+esac
 stamp="$dir/.cuda-pins"
 if [ -f "$stamp" ] && [ -x "$dir/bin/python" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
   :

@@ -82,6 +82,51 @@ fn is_layout_error(e: &Error) -> bool {
         && (e.message.contains("contiguous") || e.message.contains("Striding"))
 }
 
+/// Whether an error on a device other than the host is a kernel that
+/// device lacks, which running the node on the host fixes: candle has no
+/// CUDA kernel for this dtype (its CUDA kernels have no `i32` or `i16`
+/// arithmetic: `named symbol not found`) or op, or this toolkit's kernel
+/// for a variant runs on the host only; or candle launched a kernel of no
+/// blocks (`CUDA_ERROR_INVALID_VALUE`: a `full` of zero elements, an empty
+/// `arange`).
+fn is_missing_kernel(e: &Error, device: &Device) -> bool {
+    use crate::error::ErrorKind;
+    !device.is_cpu()
+        && match e.kind {
+            ErrorKind::Unsupported => true,
+            ErrorKind::Internal => {
+                e.message.starts_with("candle: ")
+                    && (e.message.contains("named symbol not found")
+                        || e.message.contains("unsupported dtype")
+                        || e.message.contains("CUDA_ERROR_INVALID_VALUE")
+                        || e.message.contains("no cuda implementation"))
+            }
+            _ => false,
+        }
+}
+
+/// A value with every tensor in it on `device` (each copy counted by
+/// candle's device transfers: [`tensor::note_host_copy`]).
+fn value_on(v: &Value, device: &Device) -> Result<Value> {
+    Ok(match v {
+        Value::Tensor(t) if !t.t.device().same_device(device) => {
+            tensor::note_host_copy(if device.is_cpu() {
+                t.t.device()
+            } else {
+                device
+            });
+            Value::Tensor(Tensor::new(t.t.to_device(device).map_err(ce)?, t.dtype))
+        }
+        Value::List(items) => Value::List(
+            items
+                .iter()
+                .map(|i| value_on(i, device))
+                .collect::<Result<_>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
 /// A value with every tensor in it made contiguous.
 fn contiguous_value(v: &Value) -> Result<Value> {
     Ok(match v {
@@ -776,6 +821,7 @@ impl Executor<'_> {
             bindings,
             last,
             epilogue,
+            device: &self.device,
         };
         // A view of a mapped weight is one too (only its layout changes).
         let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
@@ -786,27 +832,42 @@ impl Executor<'_> {
             _ => None,
         };
         // Any strided layout: a kernel that refuses one gets its inputs
-        // made contiguous, once, in this one shared step.
+        // made contiguous, once, in this one shared step. A kernel the
+        // device lacks: the node runs on the host, its inputs copied there
+        // and its outputs back (counted: `ir-run --stats`).
         let outs = match view.map(Ok).unwrap_or_else(|| f(&mut ctx)) {
-            Err(e) if is_layout_error(&e) => {
-                let mut dense = env.clone();
+            Err(e) if is_layout_error(&e) || is_missing_kernel(&e, &self.device) => {
+                let on_host = !is_layout_error(&e);
+                let device = if on_host { &Device::Cpu } else { &self.device };
+                let mut moved = env.clone();
                 refs.clear();
                 node.inputs.iter().for_each(|a| a.arg.value_refs(refs));
                 for v in refs.iter() {
                     if let Some(value) = &env[v.index()] {
-                        dense[v.index()] = Some(contiguous_value(value)?);
+                        moved[v.index()] = Some(if on_host {
+                            value_on(value, device)?
+                        } else {
+                            contiguous_value(value)?
+                        });
                     }
                 }
                 let mut ctx = Ctx {
                     exec: self,
                     graph,
-                    env: &dense,
+                    env: &moved,
                     node,
                     bindings,
                     last,
-                    epilogue,
+                    // (on the host, none: the group runs after the node)
+                    epilogue: if on_host { None } else { epilogue },
+                    device,
                 };
-                f(&mut ctx)
+                match f(&mut ctx) {
+                    Ok(outs) if on_host => outs.iter().map(|o| value_on(o, &self.device)).collect(),
+                    // the device's own error says more than the host's
+                    Err(_) if on_host => Err(e),
+                    r => r,
+                }
             }
             r => r,
         }
@@ -1193,11 +1254,14 @@ pub struct Ctx<'a> {
     /// A fused group to run on the node's output as the op makes it
     /// (only a convolution or a product gets one: [`fuse::Role::Producer`]).
     epilogue: Option<&'a Epilogue<'a>>,
+    /// Where the node runs: the executor's device, or the host for a
+    /// kernel that device lacks.
+    device: &'a Device,
 }
 
 impl Ctx<'_> {
     pub fn device(&self) -> &Device {
-        &self.exec.device
+        self.device
     }
 
     fn arg(&self, name: &str) -> Result<&Argument> {

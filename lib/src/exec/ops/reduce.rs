@@ -162,17 +162,53 @@ fn arg_extreme(ctx: &mut Ctx, largest: bool) -> OpResult {
         Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
         None => (x.t.flatten_all().map_err(ce)?, 0),
     };
-    let r = if largest {
-        t.argmax_keepdim(d)
-    } else {
-        t.argmin_keepdim(d)
-    }
-    .and_then(|t| t.to_dtype(DType::I64))
-    .map_err(ce)?;
+    let r = arg_keepdim(&t, d, largest).map_err(ce)?;
     one(Tensor::new(
         if keep { r } else { r.squeeze(d).map_err(ce)? },
         Dtype::Int64,
     ))
+}
+
+/// The index (int64, dim `d` kept) of the first largest (or smallest)
+/// element along `d`, or of the first NaN where there is one, as torch
+/// gives it. On the host candle's own; on a GPU candle's reduction
+/// returns any of equal elements (a tie in MobileNet-sized pools gave 8
+/// where torch has 7), so there the first of them: the least index
+/// among the extreme's (or the NaNs') positions.
+fn arg_keepdim(t: &CandleTensor, d: usize, largest: bool) -> candle_core::Result<CandleTensor> {
+    if !t.device().is_cpu() {
+        return first_extreme(t, d, largest);
+    }
+    let i = if largest {
+        t.argmax_keepdim(d)
+    } else {
+        t.argmin_keepdim(d)
+    }?;
+    i.to_dtype(DType::I64)
+}
+
+/// [`arg_keepdim`] off the host: the first of the extreme's (or the
+/// NaNs') positions along `d`, from comparisons and a least index.
+fn first_extreme(t: &CandleTensor, d: usize, largest: bool) -> candle_core::Result<CandleTensor> {
+    let n = t.dim(d)?;
+    let mut shape = vec![1; t.rank()];
+    shape[d] = n;
+    let index = CandleTensor::arange(0i64, n as i64, t.device())?
+        .reshape(shape)?
+        .broadcast_as(t.shape())?;
+    let none = CandleTensor::full(n as i64, t.shape(), t.device())?;
+    let first = |mask: &CandleTensor| mask.where_cond(&index, &none)?.min_keepdim(d);
+    let extreme = if largest {
+        t.max_keepdim(d)
+    } else {
+        t.min_keepdim(d)
+    }?;
+    let at_extreme = first(&t.broadcast_eq(&extreme)?)?;
+    if !t.dtype().is_float() {
+        return Ok(at_extreme);
+    }
+    let at_nan = first(&t.ne(t)?)?;
+    at_nan.lt(n as i64)?.where_cond(&at_nan, &at_extreme)
 }
 
 /// `t` with dim `d` swapped to the end, contiguous (candle sorts along
@@ -250,15 +286,12 @@ fn minmax_dim(ctx: &mut Ctx) -> OpResult {
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let is_max = ctx.node.target.name == "max";
-    let (v, i) = if is_max {
-        (x.t.max_keepdim(d), x.t.argmax_keepdim(d))
+    let v = if is_max {
+        x.t.max_keepdim(d)
     } else {
-        (x.t.min_keepdim(d), x.t.argmin_keepdim(d))
+        x.t.min_keepdim(d)
     };
-    let (v, i) = (
-        v.map_err(ce)?,
-        i.and_then(|i| i.to_dtype(DType::I64)).map_err(ce)?,
-    );
+    let (v, i) = (v.map_err(ce)?, arg_keepdim(&x.t, d, is_max).map_err(ce)?);
     let (v, i) = if keep {
         (v, i)
     } else {
@@ -406,3 +439,32 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.sort.default", sort),
     ("aten.cumsum.default", cumsum),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GPU's first-of-ties argmax, run on the host: torch's indices
+    /// with ties and NaNs, along either dim (the expected ones from torch
+    /// 2.x: `x.argmax(1)`, `x.argmin(0)`, `x.long().argmax(1)`).
+    #[test]
+    fn first_extreme_is_torchs_index() -> candle_core::Result<()> {
+        let nan = f32::NAN;
+        let x = CandleTensor::from_vec(
+            vec![1f32, 3., 3., 0., 5., nan, 5., nan, 2., 2., 2., 2.],
+            (3, 4),
+            &candle_core::Device::Cpu,
+        )?;
+        let along = |d, largest| -> candle_core::Result<Vec<i64>> {
+            first_extreme(&x, d, largest)?.flatten_all()?.to_vec1()
+        };
+        assert_eq!(along(1, true)?, [1, 1, 0]);
+        assert_eq!(along(1, false)?, [3, 1, 0]);
+        assert_eq!(along(0, true)?, [1, 1, 1, 1]);
+        assert_eq!(along(0, false)?, [0, 1, 2, 1]);
+        // ints: no NaN step
+        let i = x.to_dtype(DType::I64)?;
+        assert_eq!(first_extreme(&i, 1, true)?.flatten_all()?.to_vec1::<i64>()?, [1, 0, 0]);
+        Ok(())
+    }
+}
