@@ -16,12 +16,11 @@ use super::*;
 /// so the same bits). im2col would build one `kh * kw` by `oh *
 /// ow` matrix per channel for a product of one row.
 pub(super) fn conv2d_depthwise(
+    exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
-    stride: (usize, usize),
-    pad: (usize, usize),
-    dil: (usize, usize),
+    (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, h, wd) = x.dims4().map_err(ce)?;
@@ -72,7 +71,10 @@ pub(super) fn conv2d_depthwise(
     let taps = kh * kw;
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
-        return write_all(&|xs, ws, out| unsafe { depthwise_blocked(xs, ws, bs.as_deref(), &geom, b, c, out, finish) });
+        return write_all(&|xs, ws, out| {
+            let wt = exec.depthwise_taps(ws, c, taps);
+            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish) }
+        });
     }
     if let Some(plan) = plan {
         // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
@@ -156,12 +158,13 @@ fn blocked(g: &PlaneWindows) -> bool {
 /// tap's mask, unaligned, with a mask and a broadcast beside it).
 ///
 /// # Safety
-/// AVX-512F is present; `xs` holds `b * c * h * w` floats, `ws` `c * kh
-/// * kw`, `bs` (if any) `c`, `out` `b * c * oh * ow`.
+/// AVX-512F is present; `xs` holds `b * c * h * w` floats, `wt` the
+/// weight by blocks of 16 channels ([`Executor::depthwise_taps`]), `bs`
+/// (if any) `c`, `out` `b * c * oh * ow`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn depthwise_blocked(
     xs: &[f32],
-    ws: &[f32],
+    wt: &[f32],
     bs: Option<&[f32]>,
     g: &PlaneWindows,
     b: usize,
@@ -173,15 +176,11 @@ unsafe fn depthwise_blocked(
     let (hp, wp) = (g.h + 2 * g.pad.0, g.w + 2 * g.pad.1);
     let (plane, oplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let blocks = c.div_ceil(16);
-    // the weights by block, tap and lane (`[blocks][taps][16]`), and the
-    // bias by block and lane, lanes past `c` zero
-    let mut wt = vec![0f32; blocks * taps * 16];
+    assert!(wt.len() >= blocks * taps * 16, "depthwise_blocked: the weight is not by blocks of 16");
+    // the bias by block and lane, lanes past `c` zero
     let mut bias = vec![0f32; blocks * 16];
-    for ch in 0..c {
-        for t in 0..taps {
-            wt[((ch / 16) * taps + t) * 16 + ch % 16] = ws[ch * taps + t];
-        }
-        bias[ch] = bs.map_or(0.0, |v| v[ch]);
+    if let Some(bs) = bs {
+        bias[..c].copy_from_slice(&bs[..c]);
     }
     let dst = sgemm::SendPtr(out.as_mut_ptr().cast());
     // every window inside the grid
@@ -245,6 +244,19 @@ unsafe fn depthwise_blocked(
     } else {
         (0..tasks).into_par_iter().for_each_init(Scratch::default, task);
     }
+}
+
+/// A depthwise weight `ws` (`[c][taps]`) by blocks of 16 channels, tap
+/// and lane (`[c / 16][taps][16]`, lanes past `c` zero): as
+/// [`depthwise_blocked`] reads it.
+pub(crate) fn depthwise_by_blocks(ws: &[f32], c: usize, taps: usize) -> Vec<f32> {
+    let mut wt = vec![0f32; c.div_ceil(16) * taps * 16];
+    for ch in 0..c {
+        for t in 0..taps {
+            wt[((ch / 16) * taps + t) * 16 + ch % 16] = ws[ch * taps + t];
+        }
+    }
+    wt
 }
 
 /// `N` output pixels of line `oy` from column `ox` of one block of
@@ -673,7 +685,7 @@ mod tests {
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { depthwise_blocked(&xs, &ws, bs, &g, b, c, &mut got, Some(&then)) };
+            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then)) };
             // SAFETY: both wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
             for (i, (x, y)) in want.iter().zip(&got).enumerate() {
@@ -709,6 +721,7 @@ mod tests {
             let plan = MaskedPlan::cached(g).unwrap();
             let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| (i % 7) as f32 * 0.1).collect();
             let ws: Vec<f32> = (0..c * k * k).map(|i| (i % 5) as f32 * 0.1).collect();
+            let wt = depthwise_by_blocks(&ws, c, k * k);
             let mut out = sgemm::uninit(b * c * o * o);
             let taps = (b * c * o * o * k * k) as f64;
             let reps = (2e8 / taps) as usize + 1;
@@ -723,7 +736,7 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     if blocked(&g) {
                         for _ in 0..reps {
-                            unsafe { depthwise_blocked(&xs, &ws, None, &g, b, c, &mut out, None) };
+                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None) };
                         }
                     }
                     t[1] += t0.elapsed().as_secs_f64();

@@ -402,6 +402,7 @@ use few::{conv_few_channels, few_channels};
 mod pixels;
 use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
 use depthwise::conv2d_depthwise;
+pub(crate) use depthwise::depthwise_by_blocks;
 use direct::conv_direct;
 
 /// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.
@@ -700,7 +701,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
                 .is_ok_and(|g| writes_over(&g, xin.dims(), win.dims()));
         let y = ctx.with_epilogue_over(over, |epi| {
             if depthwise {
-                conv2d_depthwise(&xin, &win, b.as_ref(), stride, padding, dilation, epi)
+                conv2d_depthwise(ctx.exec, &xin, &win, b.as_ref(), (stride, padding, dilation), epi)
             } else {
                 conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi)
             }
