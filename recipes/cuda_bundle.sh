@@ -44,15 +44,15 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cuda" and m.get("executable"):
         print(m["executable"])')
 cargo build --locked --release -p pt2kit-cli --features cuda --bin ir-run
-# pt2ir and ir-diff run no kernels: the plain build's (a tenth the size)
-CARGO_TARGET_DIR=target cargo build --locked --release -p pt2kit-cli --bin pt2ir --bin ir-diff
+# pt2ir, ir-decompose and ir-diff run no kernels: the plain build's (a tenth the size)
+CARGO_TARGET_DIR=target cargo build --locked --release -p pt2kit-cli --bin pt2ir --bin ir-diff --bin ir-decompose
 rm -rf "$out" && mkdir -p "$out"
 cp "$test_bin" "$out/cuda-tests"
-cp "$CARGO_TARGET_DIR/release/ir-run" target/release/pt2ir target/release/ir-diff "$out/"
+cp "$CARGO_TARGET_DIR/release/ir-run" target/release/pt2ir target/release/ir-diff target/release/ir-decompose "$out/"
 strip "$out"/*
 # candle's PTX, text, is most of the CUDA binaries: xz takes them from 58
 # to 7 MB (run.sh unpacks them)
-xz -T0 -6 "$out/cuda-tests" "$out/ir-run"
+xz -T0 -6 "$out/cuda-tests" "$out/ir-run" "$out/pt2ir" "$out/ir-diff" "$out/ir-decompose"
 printf '%s\n' "$PWD" > "$out/repo-path"
 cp recipes/cuda_bundle_run.sh "$out/run.sh"
 du -sh "$out"

@@ -8,7 +8,9 @@
 #    composite and fallback against the outputs torch recorded (ir-diff,
 #    1e-3, 2e-2 with bfloat16 inside: cuBLAS sums in its own order); where
 #    one differs, the first node where the GPU and the CPU part.
-# Exits non-zero when either fails; the log goes to OUTDIR/cuda.log too.
+# 3. With MODELS=1: recipes/cuda_models.py, the bench models on the GPU
+#    (MODELS=only: that alone).
+# Exits non-zero when any fails; the log goes to OUTDIR/cuda.log too.
 set -uo pipefail
 packed=$(cd "$(dirname "$0")" && pwd)
 out=${1:-/tmp/cuda-out}
@@ -37,6 +39,10 @@ done
 export LD_LIBRARY_PATH="${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0
+if [ "${MODELS:-}" = only ]; then
+  python3 recipes/cuda_models.py "$bundle" "$out/models"
+  exit
+fi
 echo "== GPU tests (lib/tests/cuda.rs)"
 (cd "$built_at/lib" && "$bundle/cuda-tests" --ignored --skip no_gpu_is_a_clear_error --test-threads 1) || status=1
 echo "== ir-run --device cuda against torch's outputs"
@@ -71,4 +77,10 @@ for pt2 in golden/models/*.pt2 golden/composite/*.pt2 golden/fallback/*.pt2; do
   [ -s "$out/$name.err" ] && grep -q "error" "$out/$name.err" || rm -f "$out/$name.err"
 done
 echo "ir-run --device cuda: $pass fixtures agree with torch, $fail do not, $refused refused on both devices"
+# 3. With MODELS=1 (torch, torchvision and transformers there): the bench
+#    models at full size on the GPU against torch (recipes/cuda_models.py).
+if [ -n "${MODELS:-}" ]; then
+  echo "== the bench models: ir-run --device cuda against torch on the same GPU"
+  python3 recipes/cuda_models.py "$bundle" "$out/models" || status=1
+fi
 exit $status
