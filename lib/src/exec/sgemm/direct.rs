@@ -267,7 +267,7 @@ unsafe fn direct_block(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
-    let m = a.m;
+    let (m, mp) = (a.m, a.m.div_ceil(MR));
     // the epilogue reads its inputs at each element's offset in C
     let epi = epilogue;
     let mut spans: Vec<(isize, isize)> = Vec::new();
@@ -304,7 +304,7 @@ unsafe fn direct_block(
                         panels,
                         c,
                         ldc,
-                        m,
+                        (a, mp),
                         accumulate,
                         (few, o, i),
                         (outer, inner),
@@ -315,19 +315,19 @@ unsafe fn direct_block(
                     let masks = panels.masks(jp, &mut one);
                     let wide = runs.iter().any(|r| r.mask >> 16 != 0)
                         || masks.iter().any(|m| m >> 16 != 0);
-                    let mr = (m - ip * MR).min(MR);
+                    let (first, mr, at) = a.row_panel(mp, ip);
                     direct_kernel_for(mr, if wide { NR } else { 16 }, accumulate)(
                         from,
                         offs,
                         masks,
-                        a.data.as_ptr().add(ip * a.panel),
+                        a.data.as_ptr().add(at),
                         a.row,
                         a.step,
-                        c.0.add(ip * MR * ldc),
+                        c.0.add(first * ldc),
                         ldc,
                         mr,
                         runs,
-                        bias.map(|b| &b[ip * MR..ip * MR + mr]),
+                        bias.map(|b| &b[first..first + mr]),
                     );
                 }
             }
@@ -344,7 +344,14 @@ unsafe fn direct_block(
                         _ => spans.push((lo, hi)),
                     }
                 }
-                for row in ic * MR..(iend * MR).min(m) {
+                // the block's rows: its row panels' (split evenly in place)
+                let (first, _, _) = a.row_panel(mp, ic);
+                let end = if iend < mp {
+                    a.row_panel(mp, iend).0
+                } else {
+                    m
+                };
+                for row in first..end {
                     for &(lo, hi) in &spans {
                         let at = row * ldc + lo as usize;
                         epilogue_span(e, at, c.0.add(at), (hi - lo) as usize);
@@ -376,7 +383,7 @@ fn prefetch_ahead(
     panels: &Panels,
     c: SendPtr,
     ldc: usize,
-    m: usize,
+    (a, mp): (&Lhs, usize),
     accumulate: bool,
     (few, o, i): (bool, usize, usize),
     (outer, inner): (usize, usize),
@@ -411,7 +418,8 @@ fn prefetch_ahead(
             };
             for run in panels.runs(jp) {
                 let lo = run.at + run.mask.trailing_zeros() as isize;
-                for row in ip * MR..(ip * MR + MR).min(m) {
+                let (first, rows, _) = a.row_panel(mp, ip);
+                for row in first..first + rows {
                     fetch(c.0.wrapping_offset(lo + (row * ldc) as isize));
                 }
             }

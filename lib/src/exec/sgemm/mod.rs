@@ -659,6 +659,22 @@ impl<'a> Lhs<'a> {
         }
     }
 
+    /// Row panel `ip` of `mp` (`m.div_ceil(MR)`): its first row, its rows
+    /// (at most [`MR`]) and where its first element lies in `data`. Read in
+    /// place, the rows split evenly (64 output channels as 11, 11, 11, 11,
+    /// 10, 10, not five panels of 12 and one of 4, whose 8 accumulators
+    /// left the FMA units waiting on their latency); packed, [`MR`] a
+    /// panel as the packing laid them out.
+    pub(super) fn row_panel(&self, mp: usize, ip: usize) -> (usize, usize, usize) {
+        if self.panel == MR * self.row {
+            let (first, end) = (ip * self.m / mp, (ip + 1) * self.m / mp);
+            (first, end - first, first * self.row)
+        } else {
+            let first = ip * MR;
+            (first, (self.m - first).min(MR), ip * self.panel)
+        }
+    }
+
     /// A row-major `m x k` matrix (`data` holds at least `m * k` floats).
     pub fn rows(data: &'a [f32], m: usize, k: usize) -> Lhs<'a> {
         assert!(data.len() >= m * k, "Lhs::rows: too few floats");
