@@ -14,28 +14,21 @@ dir=${1:-.venv-cuda}
 # 13.0 (driver 580): a driver JIT-compiles candle's PTX only up to its own
 # release's PTX ISA (recipes/cuda_bundle.sh).
 case "${CUDA_RELEASE:-13.4}" in
-  13.4) pins=(
-    nvidia-cuda-nvcc==13.4.92
-    nvidia-nvvm==13.4.92
-    nvidia-cuda-crt==13.4.92
-    nvidia-cuda-runtime==13.4.92
-    nvidia-cuda-nvrtc==13.4.92
-    nvidia-cublas==13.4.3.11
-    nvidia-curand==10.4.4.72
-    nvidia-cuda-cccl==13.3.5.0.6
-  ) ;;
-  13.0) pins=(
-    nvidia-cuda-nvcc==13.0.88
-    nvidia-nvvm==13.0.88
-    nvidia-cuda-crt==13.0.88
-    nvidia-cuda-runtime==13.0.96
-    nvidia-cuda-nvrtc==13.0.88
-    nvidia-cublas==13.0.2.14
-    nvidia-curand==10.4.0.35
-    nvidia-cuda-cccl==13.0.85
-  ) ;;
+  # nvcc, nvvm, crt and NVRTC; the runtime; cuBLAS; cuRAND; CCCL
+  13.4) read -r tk rt blas rand cccl <<< "13.4.92 13.4.92 13.4.3.11 10.4.4.72 13.3.5.0.6" ;;
+  13.0) read -r tk rt blas rand cccl <<< "13.0.88 13.0.96 13.0.2.14 10.4.0.35 13.0.85" ;;
   *) echo "setup_cuda.sh: CUDA_RELEASE must be 13.4 or 13.0, not ${CUDA_RELEASE}" >&2; exit 2 ;;
 esac
+pins=(
+  nvidia-cuda-nvcc==$tk
+  nvidia-nvvm==$tk
+  nvidia-cuda-crt==$tk
+  nvidia-cuda-runtime==$rt
+  nvidia-cuda-nvrtc==$tk
+  nvidia-cublas==$blas
+  nvidia-curand==$rand
+  nvidia-cuda-cccl==$cccl
+)
 stamp="$dir/.cuda-pins"
 if [ -f "$stamp" ] && [ -x "$dir/bin/python" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
   :
