@@ -128,8 +128,9 @@ fn every_conformance_case_agrees_on_cpu_and_cuda() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// On a machine with the driver but no GPU, or with neither, the device is
-/// refused with a message, never a panic.
+/// On a machine with the driver but no GPU, the device is refused with a
+/// message, never a panic (with no driver the binary does not start: candle
+/// links it).
 #[test]
 #[ignore = "needs a machine WITHOUT a GPU and a --features cuda build"]
 fn no_gpu_is_a_clear_error() {

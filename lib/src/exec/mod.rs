@@ -156,9 +156,10 @@ pub fn device(kind: DeviceKind) -> Result<Device> {
                     "this build has no CUDA support: rebuild with --features cuda",
                 ));
             }
-            // cudarc loads the driver (libcuda.so) on first use and panics
-            // when there is none: that is a machine without a GPU, told as
-            // such, never a panic.
+            // candle links the driver (cudarc's dynamic linking), so a build
+            // with the feature does not start where there is none (the
+            // loader refuses it); a panic in candle's device set-up is
+            // still told as a missing driver, never a panic.
             let hook = std::panic::take_hook();
             std::panic::set_hook(Box::new(|_| {}));
             let made = std::panic::catch_unwind(|| Device::new_cuda(0));
