@@ -707,6 +707,8 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             }
         })?;
         return one(Tensor::new(y, dt));
+    } else if depthwise && !xin.device().is_cpu() {
+        depthwise_tap_sum(&xin, &win, (stride, padding, dilation)).map_err(ce)?
     } else {
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
             return Err(unsupported(
@@ -730,6 +732,62 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         y = y.broadcast_add(&b).map_err(ce)?;
     }
     one(Tensor::new(y, dt))
+}
+
+/// A depthwise convolution (`w` `[c * mult, 1, kh, kw]` over `x` `[b, c,
+/// h, w]`) as a sum over its taps: the padded input's window under each
+/// tap (every `stride`th pixel) times the tap's weight of each channel, a
+/// few kernels a tap. For a GPU, where candle runs a grouped convolution
+/// as one convolution per group: MobileNetV3 at batch 1 on an H200 took
+/// 74.7 ms that way, 22x torch, its 576-channel layers 576 convolutions
+/// each. Any stride, dilation or padding per dim; no bias (the caller adds
+/// it).
+fn depthwise_tap_sum(
+    x: &CandleTensor,
+    w: &CandleTensor,
+    (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
+) -> candle_core::Result<CandleTensor> {
+    let (c, co, kh, kw) = (x.dim(1)?, w.dim(0)?, w.dim(2)?, w.dim(3)?);
+    // each output channel's input channel (a multiplier repeats them)
+    let x = if co == c {
+        x.clone()
+    } else {
+        let ids: Vec<u32> = (0..co).map(|o| (o / (co / c)) as u32).collect();
+        x.index_select(&CandleTensor::new(ids, x.device())?, 1)?
+    };
+    let xp = x.pad_with_zeros(2, pad.0, pad.0)?.pad_with_zeros(3, pad.1, pad.1)?;
+    // output positions: the window starts inside the padded input, every stride-th
+    let span = |n: usize, k: usize, d: usize, s: usize| n.saturating_sub(d * (k - 1)).div_ceil(s);
+    let (oh, ow) = (
+        span(xp.dim(2)?, kh, dil.0, stride.0),
+        span(xp.dim(3)?, kw, dil.1, stride.1),
+    );
+    // `n` elements along `d` from `start`, `s` apart
+    let every = |t: &CandleTensor, d: usize, start: usize, n: usize, s: usize| -> candle_core::Result<CandleTensor> {
+        if s == 1 {
+            return t.narrow(d, start, n);
+        }
+        let short = (start + n * s).saturating_sub(t.dim(d)?);
+        let t = t.pad_with_zeros(d, 0, short)?.narrow(d, start, n * s)?.contiguous()?;
+        let mut dims = t.dims().to_vec();
+        dims[d] = n;
+        dims.insert(d + 1, s);
+        t.reshape(dims)?.narrow(d + 1, 0, 1)?.squeeze(d + 1)
+    };
+    let mut sum: Option<CandleTensor> = None;
+    for ky in 0..kh {
+        let rows = every(&xp, 2, ky * dil.0, oh, stride.0)?;
+        for kx in 0..kw {
+            let window = every(&rows, 3, kx * dil.1, ow, stride.1)?;
+            let tap = w.narrow(2, ky, 1)?.narrow(3, kx, 1)?.reshape((1, co, 1, 1))?;
+            let term = window.broadcast_mul(&tap)?;
+            sum = Some(match sum {
+                None => term,
+                Some(s) => (s + term)?,
+            });
+        }
+    }
+    sum.ok_or_else(|| candle_core::Error::Msg("a depthwise convolution with no taps".into()))
 }
 
 /// The output size of a convolution along one dim.
@@ -1041,3 +1099,49 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.col2im.default", col2im),
     ("aten.im2col.default", im2col),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GPU's depthwise convolution ([`depthwise_tap_sum`]), run on the
+    /// host, against candle's grouped convolution: strides, dilations and
+    /// paddings (per dim, where candle's take one), a channel multiplier,
+    /// odd kernels.
+    #[test]
+    fn depthwise_tap_sum_is_the_grouped_convolution() -> candle_core::Result<()> {
+        let cpu = candle_core::Device::Cpu;
+        let (b, c, h, w) = (2, 3, 9, 8);
+        let x = CandleTensor::arange(0f32, (b * c * h * w) as f32, &cpu)?
+            .affine(0.37, -3.0)?
+            .sin()?
+            .reshape((b, c, h, w))?;
+        for (mult, (kh, kw), s, p, d) in [
+            (1, (3, 3), 1, 1, 1),
+            (1, (3, 3), 2, 1, 1),
+            (1, (5, 5), 2, 2, 1),
+            (2, (3, 3), 1, 2, 2),
+            (1, (3, 1), 3, 0, 1),
+        ] {
+            let co = c * mult;
+            let wt = CandleTensor::arange(0f32, (co * kh * kw) as f32, &cpu)?
+                .affine(0.11, -0.7)?
+                .cos()?
+                .reshape((co, 1, kh, kw))?;
+            let want = x.conv2d(&wt, p, s, d, c)?;
+            let got = depthwise_tap_sum(&x, &wt, ((s, s), (p, p), (d, d)))?;
+            assert_eq!(got.dims(), want.dims(), "mult {mult} k {kh}x{kw} s {s} p {p} d {d}");
+            let diff = (got - &want)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            assert!(diff < 1e-4, "mult {mult} k {kh}x{kw} s {s} p {p} d {d}: {diff}");
+        }
+        // per-dim strides and paddings (candle's take one): against the
+        // input padded by hand and a (1, 2) stride taken from stride 1
+        let wt = CandleTensor::ones((c, 1, 3, 3), DType::F32, &cpu)?;
+        let full = depthwise_tap_sum(&x, &wt, ((1, 1), (1, 2), (1, 1)))?;
+        let strided = depthwise_tap_sum(&x, &wt, ((1, 2), (1, 2), (1, 1)))?;
+        let every_other = full.index_select(&CandleTensor::new(vec![0u32, 2, 4, 6, 8], &cpu)?, 3)?;
+        let diff = (strided - every_other)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        assert!(diff < 1e-5, "per-dim stride: {diff}");
+        Ok(())
+    }
+}
