@@ -306,6 +306,9 @@ struct PackCache {
     /// Depthwise weights by blocks of 16 channels (see
     /// [`Executor::depthwise_taps`]).
     taps: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<f32>>>>,
+    /// 3x3 weights transformed for Winograd's F(2x2, 3x3) (see
+    /// [`Executor::winograd_weights`]).
+    winograd: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
 }
 
 /// The address of a CPU float32 tensor's storage (`None` otherwise).
@@ -959,6 +962,13 @@ impl Executor<'_> {
         self.packed(&self.packs.taps, &view, |v| {
             ops::depthwise_by_blocks(v.data, v.rows, v.cols)
         })
+    }
+
+    /// A 3x3 weight (`[co, c * 9]`) as the 16 packed `[c, co]` matrices of
+    /// Winograd's F(2x2, 3x3) ([`ops::winograd_weights`]): made once for a
+    /// weight and kept, per call for an intermediate.
+    pub fn winograd_weights(&self, w: &sgemm::View) -> std::sync::Arc<Vec<sgemm::PackedB>> {
+        self.packed(&self.packs.winograd, w, ops::winograd_weights)
     }
 
     fn packed<T>(

@@ -225,6 +225,7 @@ fn conv_im2col(
             conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue)
         }
         Kernel::FewChannels => conv_few_channels(x, w, bias, &g, shape, epilogue),
+        Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
         Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
         Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
         Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue),
@@ -239,6 +240,9 @@ enum Kernel {
     Subsampled,
     /// Output channels on the lanes from few input channels (a stem).
     FewChannels,
+    /// 3x3 stride 1 over small planes by Winograd's F(2x2, 3x3)
+    /// ([`conv_winograd`]).
+    Winograd,
     /// Small planes with taps, the pixels as rows ([`conv_pixel_taps`]).
     PixelTaps,
     /// Direct, no im2col, for 2-D kernels with taps or strides, and
@@ -262,6 +266,8 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
         Kernel::Subsampled
     } else if few_channels(g, c, co) {
         Kernel::FewChannels
+    } else if winograd(g, c, co) {
+        Kernel::Winograd
     } else if pixel_taps(g, c, co) {
         Kernel::PixelTaps
     } else if direct(g, b, c) {
@@ -340,7 +346,7 @@ fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
             Windows::new(&[oh, ow], &[1, 1], &[1, 1], &[0, 0], &[1, 1])
                 .is_ok_and(|p| writes_over(&p, &[xd[0], xd[1], oh, ow], wd))
         }
-        Kernel::PixelTaps | Kernel::Direct => true,
+        Kernel::Winograd | Kernel::PixelTaps | Kernel::Direct => true,
         Kernel::Packed => packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
         Kernel::FewChannels | Kernel::Host => false,
     }
@@ -397,12 +403,15 @@ const DIRECT_MAX_CHANNELS: usize = 256;
 
 mod depthwise;
 mod direct;
+mod winograd;
 mod few;
 use few::{conv_few_channels, few_channels};
 mod pixels;
 use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
 use depthwise::conv2d_depthwise;
 pub(crate) use depthwise::depthwise_by_blocks;
+pub(crate) use winograd::winograd_weights;
+use winograd::{conv_winograd, winograd};
 use direct::conv_direct;
 
 /// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.

@@ -228,7 +228,7 @@ pub(super) fn pixel_taps_product(
 /// Image `bi`'s product `[n, co]` transposed into its output `dst`
 /// (`[co, n]`; with `accumulate`, added to what `dst` holds), then the
 /// fused chain `then` on it.
-fn channels_first(
+pub(super) fn channels_first(
     y: &[f32],
     (n, co): (usize, usize),
     dst: &mut [std::mem::MaybeUninit<f32>],
@@ -255,7 +255,7 @@ fn channels_first(
 /// blocks (`[h * w][c]` in `tmp`; element by element, each write touched
 /// a cache line: 0.13 ms of a 0.6 ms convolution), then line by line into
 /// place.
-fn channels_last(
+pub(super) fn channels_last(
     xs: &[f32],
     (c, h, w): (usize, usize, usize),
     wp: usize,
