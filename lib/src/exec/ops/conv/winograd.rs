@@ -4,15 +4,11 @@
 
 use super::*;
 
-/// Output planes of up to this many pixels take [`conv_winograd`] (see
-/// [`winograd`]).
-const WINOGRAD_MAX_PLANE: usize = 196;
-
 /// Whether a 2-D convolution takes [`conv_winograd`]: 3x3, stride 1, no
 /// dilation, padding 1 (a plane the size of its input), one group, from
 /// and to whole vectors of channels (`c`, `co` multiples of 16, at least
-/// 32 in: over fewer the transforms outweigh the product), an output
-/// plane of up to [`WINOGRAD_MAX_PLANE`] pixels. Off with
+/// 32 in: over fewer the transforms outweigh the product), planes of any
+/// size (in blocks of tiles: [`winograd_product`]). Off with
 /// `PT2KIT_NO_WINOGRAD=1`.
 pub(super) fn winograd(g: &Windows, c: usize, co: usize) -> bool {
     g.input[0] == 1
@@ -23,7 +19,6 @@ pub(super) fn winograd(g: &Windows, c: usize, co: usize) -> bool {
         && c >= 32
         && c.is_multiple_of(16)
         && co.is_multiple_of(16)
-        && g.out_plane() <= WINOGRAD_MAX_PLANE
         && enabled()
 }
 
@@ -37,16 +32,20 @@ fn enabled() -> bool {
 /// `[c, co]` matrix packed as the product's right operand, computed in
 /// float64 and rounded once. `G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2,
 /// -1/2, 1/2], [0, 0, 1]]`.
+#[allow(clippy::needless_range_loop)] // the transforms as written
 pub(crate) fn winograd_weights(w: &sgemm::View) -> Vec<sgemm::PackedB> {
+    use rayon::prelude::*;
     let (co, c) = (w.rows, w.cols / 9);
     let mut u = vec![0f32; 16 * c * co];
-    for o in 0..co {
-        for i in 0..c {
+    let up = sgemm::SendPtr(u.as_mut_ptr());
+    // input channel i: row i of each of the 16 matrices (a task's own)
+    (0..c).into_par_iter().for_each(|i| {
+        for o in 0..co {
             let g = |ky: usize, kx: usize| w.data[w.off + o * w.rs + (i * 9 + ky * 3 + kx) * w.cs] as f64;
             // G g: 4 rows of 3
             let mut gg = [[0f64; 3]; 4];
-            for (kx, col) in (0..3).map(|kx| (kx, [g(0, kx), g(1, kx), g(2, kx)])) {
-                let [a, b, d] = col;
+            for kx in 0..3 {
+                let (a, b, d) = (g(0, kx), g(1, kx), g(2, kx));
                 gg[0][kx] = a;
                 gg[1][kx] = (a + b + d) / 2.0;
                 gg[2][kx] = (a - b + d) / 2.0;
@@ -56,33 +55,29 @@ pub(crate) fn winograd_weights(w: &sgemm::View) -> Vec<sgemm::PackedB> {
             for (xi, [a, b, d]) in gg.into_iter().enumerate() {
                 let row = [a, (a + b + d) / 2.0, (a - b + d) / 2.0, d];
                 for (nu, v) in row.into_iter().enumerate() {
-                    u[((xi * 4 + nu) * c + i) * co + o] = v as f32;
+                    // SAFETY: element (i, o) of matrix 4 xi + nu, in u
+                    unsafe { *up.at(((xi * 4 + nu) * c + i) * co + o) = v as f32 };
                 }
             }
         }
-    }
+    });
     (0..16)
+        .into_par_iter()
         .map(|e| sgemm::pack_b(&sgemm::View::row_major(&u[e * c * co..][..c * co], c, co)))
         .collect()
 }
 
-thread_local! {
-    /// The transformed input and the products between calls.
-    static BUFFERS: std::cell::RefCell<(Vec<f32>, Vec<std::mem::MaybeUninit<f32>>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
-}
-
 /// A 3x3 stride-1 convolution ([`winograd`]) as F(2x2, 3x3): each image
 /// copied channels-last with its padding (as [`conv_pixel_taps`] does);
-/// every 4x4 tile of it (2 pixels apart, `T` over the batch) transformed,
-/// `V = Bᵀ d B`, 16 channels a vector, into 16 matrices `[T, c]`; 16
+/// every 4x4 tile of it (2 pixels apart, over the batch) transformed,
+/// `V = Bᵀ d B`, 16 channels a vector, into 16 matrices `[tiles, c]`; 16
 /// products `M_ξν = V_ξν U_ξν` with the weights transformed once (the
 /// executor's pack cache: [`winograd_weights`]); each tile's 2x2 outputs
 /// `Aᵀ m A` plus the bias into a channels-last output, transposed into
 /// the output planes with the fused chain run after. 4 multiply-adds an
 /// output pixel and channel pair where the direct kernel does 9; the
 /// transforms are additions. The results differ from torch's direct sum
-/// by rounding (the tests' tolerance holds: `winograd_matches_direct`).
+/// by rounding (`winograd_matches_direct`).
 pub(super) fn conv_winograd(
     exec: &Executor,
     x: &CandleTensor,
@@ -106,8 +101,91 @@ pub(super) fn conv_winograd(
     })
 }
 
+thread_local! {
+    /// The padded channels-last images between calls.
+    static IMAGE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A [`conv_winograd`]'s tiles: 2x2 output pixels each, `th x tw` an
+/// image, read from the padded channels-last images (`hp x wp` pixels of
+/// `c`), written channels-last (`[b][oh * ow][co]`).
+#[derive(Clone, Copy)]
+struct Tiles {
+    th: usize,
+    tw: usize,
+    wp: usize,
+    c: usize,
+    co: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Tiles {
+    fn per_image(&self) -> usize {
+        self.th * self.tw
+    }
+
+    fn padded(&self) -> usize {
+        (2 * self.th + 2) * self.wp * self.c
+    }
+
+    /// Tiles `tiles` transformed from `image` into rows of 16 matrices
+    /// `stride` floats apart, the first tile's row at `v`.
+    ///
+    /// # Safety
+    /// AVX-512F is present; the rows lie in `v`'s buffer.
+    unsafe fn inputs(&self, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+        let c = self.c;
+        for (k, t) in tiles.enumerate() {
+            let (bi, r) = (t / self.per_image(), t % self.per_image());
+            let (ty, tx) = (r / self.tw, r % self.tw);
+            let at = image[bi * self.padded() + (2 * ty * self.wp + 2 * tx) * c..].as_ptr();
+            input_tile(at, self.wp * c, c, v.add(k * c), stride);
+        }
+    }
+
+    /// Tiles `tiles`' outputs from their products' rows (16 matrices
+    /// `stride` floats apart, the first tile's row at `m`) into `y`
+    /// (channels-last, the batch's).
+    ///
+    /// # Safety
+    /// AVX-512F is present; the rows lie in `m`'s buffer, `y` holds the
+    /// batch's outputs; no one else writes these tiles' pixels.
+    unsafe fn outputs(
+        &self,
+        m: *const f32,
+        tiles: std::ops::Range<usize>,
+        stride: usize,
+        bias: Option<&[f32]>,
+        y: sgemm::SendPtr,
+    ) {
+        let (co, n) = (self.co, self.oh * self.ow);
+        for (k, t) in tiles.enumerate() {
+            let (bi, r) = (t / self.per_image(), t % self.per_image());
+            let (ty, tx) = (r / self.tw, r % self.tw);
+            let rows = (self.oh - 2 * ty).min(2);
+            let cols = (self.ow - 2 * tx).min(2);
+            let dst = |i: usize, j: usize| y.at((bi * n + (2 * ty + i) * self.ow + 2 * tx + j) * co);
+            output_tile(m.add(k * co), stride, co, bias, (rows, cols), dst);
+        }
+    }
+}
+
+/// The bytes of a block of tiles' transformed inputs and products (see
+/// [`winograd_product`]).
+const BLOCK_BYTES: usize = 512 << 10;
+
+/// Tiles a block holds at least.
+const BLOCK_MIN_TILES: usize = 32;
+
 /// [`conv_winograd`]'s work on the batch `xs` (`[b, c, h, w]`) into `out`
-/// (`[b, co, h, w]`, written whole).
+/// (`[b, co, h, w]`, written whole). The tiles go in blocks whose
+/// transformed inputs and products fit [`BLOCK_BYTES`], a thread's
+/// blocks each made whole by it (transforms and 16 products, in its own
+/// cache), where there are two blocks a thread or more; otherwise (a few
+/// tiles of many channels: ResNet's 7x7 and 14x14 planes at batch 1)
+/// every phase is split between the threads: the tiles, then the 16
+/// products.
 ///
 /// # Safety
 /// AVX-512F is present; `c` and `co` are multiples of 16; `us` holds 16
@@ -126,60 +204,67 @@ pub(super) unsafe fn winograd_product(
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
     let (th, tw) = (oh.div_ceil(2), ow.div_ceil(2));
-    let tiles = b * th * tw;
-    // the padded image: 2 pixels a tile and one either side
-    let (hp, wp) = (2 * th + 2, 2 * tw + 2);
-    let padded = hp * wp * c;
-    let (mut v, mut m) = BUFFERS.with(|s| s.take());
-    let mut image = std::mem::take(&mut v);
+    let geo = Tiles { th, tw, wp: 2 * tw + 2, c, co, oh, ow };
+    let tiles = b * geo.per_image();
+    let padded = geo.padded();
+    let mut image = IMAGE.with(|v| v.take());
     image.clear();
     image.resize(b * padded, 0.0);
     image
         .par_chunks_mut(padded.max(1))
         .zip(xs.par_chunks((c * h * wd).max(1)))
-        .for_each_init(Vec::new, |tmp, (dst, x)| super::pixels::channels_last(x, (c, h, wd), wp, (1, 1), tmp, dst));
-    // V: [16][tiles][c], a tile row of an image a task
-    let mut vt = sgemm::uninit(16 * tiles * c);
-    let vp = sgemm::SendPtr(vt.as_mut_ptr().cast::<f32>());
-    (0..b * th).into_par_iter().for_each(|row| {
-        let (bi, ty) = (row / th, row % th);
-        for tx in 0..tw {
-            let t = row * tw + tx;
-            let at = image.as_ptr().add(bi * padded + (2 * ty * wp + 2 * tx) * c);
-            input_tile(at, wp * c, c, vp.at(t * c), tiles * c);
-        }
-    });
-    drop(image);
-    // SAFETY: every tile's 16 rows written above
-    let vt = sgemm::assume_init(vt);
-    // M: [16][tiles][co], a product a task
-    m.clear();
-    m.resize(16 * tiles * co, std::mem::MaybeUninit::uninit());
-    m.par_chunks_mut(tiles * co).zip(us.par_iter()).enumerate().for_each(|(e, (dst, u))| {
-        let a = sgemm::Lhs::rows(&vt[e * tiles * c..][..tiles * c], tiles, c);
-        sgemm::gemm_lhs(a, u, dst, co, sgemm::Init::Zero, None, 1);
-    });
-    // SAFETY: each product wrote its tiles x co whole
-    let ms = &*(&m[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]);
-    // the outputs channels-last, [b][n][co]
+        .for_each_init(Vec::new, |tmp, (dst, x)| super::pixels::channels_last(x, (c, h, wd), geo.wp, (1, 1), tmp, dst));
     let mut yt = sgemm::uninit(b * n * co);
-    let yp = sgemm::SendPtr(yt.as_mut_ptr().cast::<f32>());
-    (0..b * th).into_par_iter().for_each(|row| {
-        let (bi, ty) = (row / th, row % th);
-        for tx in 0..tw {
-            let t = row * tw + tx;
-            let (ys, xs) = ((2 * ty)..(2 * ty + 2).min(oh), (2 * tx)..(2 * tx + 2).min(ow));
-            let dst = |i: usize, j: usize| yp.at((bi * n + (2 * ty + i) * ow + 2 * tx + j) * co);
-            output_tile(ms.as_ptr().add(t * co), tiles * co, co, bias, (ys.len(), xs.len()), dst);
-        }
-    });
+    let y = sgemm::SendPtr(yt.as_mut_ptr().cast::<f32>());
+    let threads = rayon::current_num_threads();
+    let tb = (BLOCK_BYTES / (64 * (c + co))).max(BLOCK_MIN_TILES);
+    let blocks = tiles.div_ceil(tb);
+    // product e of `len` tiles: their rows of V_e into M_e
+    let product = |v: &[f32], m: &mut [std::mem::MaybeUninit<f32>], len: usize, e: usize| {
+        let a = sgemm::Lhs::rows(&v[e * len * c..][..len * c], len, c);
+        sgemm::gemm_lhs(a, &us[e], m, co, sgemm::Init::Zero, None, 1);
+    };
+    if blocks >= 2 * threads {
+        let (tb, image) = (tiles.div_ceil(blocks), &image);
+        (0..blocks).into_par_iter().for_each_init(
+            || (vec![0f32; 16 * tb * c], sgemm::uninit(16 * tb * co)),
+            |(v, m), blk| {
+                let ts = blk * tiles / blocks..(blk + 1) * tiles / blocks;
+                let len = ts.len();
+                geo.inputs(image, ts.clone(), v.as_mut_ptr(), len * c);
+                for (e, m) in m.chunks_mut(len * co).take(16).enumerate() {
+                    product(v, m, len, e);
+                }
+                geo.outputs(m.as_ptr().cast(), ts, len * co, bias, y);
+            },
+        );
+    } else {
+        let mut v = vec![0f32; 16 * tiles * c];
+        let vp = sgemm::SendPtr(v.as_mut_ptr());
+        let parts = (4 * threads).min(tiles);
+        (0..parts).into_par_iter().for_each(|p| {
+            let ts = p * tiles / parts..(p + 1) * tiles / parts;
+            // each part writes its own tiles' rows of the 16 matrices
+            geo.inputs(&image, ts.clone(), vp.at(ts.start * c), tiles * c);
+        });
+        let mut m = sgemm::uninit(16 * tiles * co);
+        m.par_chunks_mut(tiles * co)
+            .enumerate()
+            .for_each(|(e, m)| product(&v, m, tiles, e));
+        let mp = m.as_ptr().cast::<f32>() as usize;
+        (0..parts).into_par_iter().for_each(|p| {
+            let ts = p * tiles / parts..(p + 1) * tiles / parts;
+            let at = (mp as *const f32).add(ts.start * co);
+            geo.outputs(at, ts, tiles * co, bias, y);
+        });
+    }
+    IMAGE.with(|v| v.replace(image));
     // SAFETY: every output pixel lies in a tile, written whole
-    let y = sgemm::assume_init(yt);
+    let yv = sgemm::assume_init(yt);
     out.par_chunks_mut((co * n).max(1))
-        .zip(y.par_chunks((n * co).max(1)))
+        .zip(yv.par_chunks((n * co).max(1)))
         .enumerate()
         .for_each(|(bi, (dst, y))| super::pixels::channels_first(y, (n, co), dst, accumulate, then, bi));
-    BUFFERS.with(|s| s.replace((vt, m)));
 }
 
 /// One tile's `Bᵀ d B` over its `c` channels: `d` the 4x4 pixels from
@@ -190,6 +275,7 @@ pub(super) unsafe fn winograd_product(
 /// # Safety
 /// AVX-512F is present; `c` is a multiple of 16; the reads and writes lie
 /// in their buffers.
+#[allow(clippy::needless_range_loop)] // the transforms as written
 #[target_feature(enable = "avx512f")]
 unsafe fn input_tile(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
     use std::arch::x86_64::*;
@@ -227,6 +313,7 @@ unsafe fn input_tile(at: *const f32, line: usize, c: usize, v: *mut f32, stride:
 /// # Safety
 /// AVX-512F is present; `co` is a multiple of 16; the reads and writes
 /// lie in their buffers.
+#[allow(clippy::needless_range_loop)] // the transforms as written
 #[target_feature(enable = "avx512f")]
 unsafe fn output_tile(
     at: *const f32,
@@ -287,7 +374,8 @@ mod tests {
             return;
         }
         for (case, &(b, c, co, h, w)) in [
-            (1usize, 32usize, 16usize, 7usize, 7usize),
+            (2usize, 32usize, 32usize, 28usize, 27usize),
+            (1, 32, 16, 7, 7),
             (1, 48, 32, 14, 14),
             (2, 32, 48, 5, 8),
             (3, 64, 16, 1, 1),
@@ -330,12 +418,15 @@ mod tests {
                     }
                 }
             }
-            for over in [false, true] {
+            // one thread (blocks of tiles, each made whole) and many (every
+            // phase split)
+            for (over, threads) in [(false, 1), (true, 1), (false, 64), (true, 64)] {
                 let mut out = res.clone();
                 let relu = [sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) }];
                 let then = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 // SAFETY: AVX-512F checked; the sizes are the convolution's
-                unsafe {
+                pool.install(|| unsafe {
                     winograd_product(
                         &xs,
                         (b, c, co),
@@ -345,12 +436,12 @@ mod tests {
                         (over, over.then_some(&then)),
                         sgemm::as_uninit(&mut out),
                     )
-                };
+                });
                 for (e, (got, &(s, a))) in out.iter().zip(&want).enumerate() {
                     let s = if over { (s + res[e] as f64).max(0.0) } else { s };
                     assert!(
                         (*got as f64 - s).abs() <= 1e-5 * (1.0 + a),
-                        "case {case} over {over} element {e}: {got} vs {s}"
+                        "case {case} over {over} on {threads} threads, element {e}: {got} vs {s}"
                     );
                 }
             }
