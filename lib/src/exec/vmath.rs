@@ -565,18 +565,45 @@ fn transpose_blocks<const ADD: bool>(
     len: usize,
 ) {
     assert!(src.len() >= rows * cols && len >= rows * cols);
+    // SAFETY: the destination's `rows * cols` floats lie at `out` (checked)
+    unsafe { transpose_strided::<ADD>(src, cols, (rows, cols), out, rows) }
+}
+
+/// `out[c * ldo + r] = src[r * lds + c]` (with `ADD`, added to what it
+/// holds) for the `rows x cols` block: part of a larger transpose (a
+/// band of pixels, a block of channels), made as [`transpose_into`]
+/// makes a whole one. Panics where `src` is too short.
+///
+/// # Safety
+/// Every `out + c * ldo + r` lies in one buffer that no one else reads or
+/// writes meanwhile (initialised, with `ADD`).
+pub unsafe fn transpose_strided<const ADD: bool>(
+    src: &[f32],
+    lds: usize,
+    (rows, cols): (usize, usize),
+    out: *mut f32,
+    ldo: usize,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        src.len() >= (rows - 1) * lds + cols,
+        "transpose_strided: source too short"
+    );
     let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         let block = |r0: usize, c0: usize| {
             // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside
-            // both matrices (checked above); AVX is present.
+            // both matrices (checked above, the caller's promise); AVX is
+            // present.
             unsafe {
                 transpose8::<ADD>(
-                    src.as_ptr().add(r0 * cols + c0),
-                    cols,
-                    out.add(c0 * rows + r0),
-                    rows,
+                    src.as_ptr().add(r0 * lds + c0),
+                    lds,
+                    out.add(c0 * ldo + r0),
+                    ldo,
                 )
             };
         };
@@ -597,28 +624,28 @@ fn transpose_blocks<const ADD: bool>(
             }
         }
     } else {
-        scalar::<ADD>(src, rows, cols, out, 0..r8, 0..c8);
+        scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    scalar::<ADD>(src, rows, cols, out, 0..r8, 0..c8);
-    scalar::<ADD>(src, rows, cols, out, 0..rows, c8..cols);
-    scalar::<ADD>(src, rows, cols, out, r8..rows, 0..c8);
+    scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8);
+    scalar::<ADD>(src, lds, out, ldo, 0..rows, c8..cols);
+    scalar::<ADD>(src, lds, out, ldo, r8..rows, 0..c8);
 
     fn scalar<const ADD: bool>(
         src: &[f32],
-        rows: usize,
-        cols: usize,
+        lds: usize,
         out: *mut f32,
+        ldo: usize,
         rs: std::ops::Range<usize>,
         cs: std::ops::Range<usize>,
     ) {
         for r in rs {
             for c in cs.clone() {
-                // SAFETY: inside dst (checked by the caller); initialised
+                // SAFETY: inside dst (the caller's promise); initialised
                 // where ADD reads it
                 unsafe {
-                    let d = out.add(c * rows + r);
-                    let v = src[r * cols + c];
+                    let d = out.add(c * ldo + r);
+                    let v = src[r * lds + c];
                     *d = if ADD { v + *d } else { v };
                 }
             }

@@ -208,12 +208,10 @@ pub(super) unsafe fn winograd_product(
     let tiles = b * geo.per_image();
     let padded = geo.padded();
     let mut image = IMAGE.with(|v| v.take());
-    image.clear();
-    image.resize(b * padded, 0.0);
-    image
-        .par_chunks_mut(padded.max(1))
-        .zip(xs.par_chunks((c * h * wd).max(1)))
-        .for_each_init(Vec::new, |tmp, (dst, x)| super::pixels::channels_last(x, (c, h, wd), geo.wp, (1, 1), tmp, dst));
+    if image.len() < b * padded {
+        image.resize(b * padded, 0.0);
+    }
+    channels_last(xs, (b, h, wd), &geo, &mut image[..b * padded]);
     let mut yt = sgemm::uninit(b * n * co);
     let y = sgemm::SendPtr(yt.as_mut_ptr().cast::<f32>());
     let threads = rayon::current_num_threads();
@@ -261,10 +259,84 @@ pub(super) unsafe fn winograd_product(
     IMAGE.with(|v| v.replace(image));
     // SAFETY: every output pixel lies in a tile, written whole
     let yv = sgemm::assume_init(yt);
-    out.par_chunks_mut((co * n).max(1))
-        .zip(yv.par_chunks((n * co).max(1)))
-        .enumerate()
-        .for_each(|(bi, (dst, y))| super::pixels::channels_first(y, (n, co), dst, accumulate, then, bi));
+    channels_first(&yv, (b, n, co), out, accumulate, then);
+}
+
+/// The batch `xs` (`[b, c, h, w]`) channels-last into `image` (`b` images
+/// of `[2 th + 2][wp][c]`, each pixel at one line and one column in, the
+/// rest zero): a task an image's block of 16 channels, its lines
+/// transposed straight into place and its channels of the border zeroed
+/// (no pass clearing the whole buffer first, none serial at batch 1).
+fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, image: &mut [f32]) {
+    use rayon::prelude::*;
+    let (c, wp, padded) = (geo.c, geo.wp, geo.padded());
+    let hp = padded / (wp * c);
+    let groups = c / 16;
+    let ip = sgemm::SendPtr(image.as_mut_ptr());
+    assert!(image.len() >= b * padded && xs.len() >= b * c * h * w);
+    (0..b * groups).into_par_iter().for_each(|t| {
+        let (bi, c0) = (t / groups, (t % groups) * 16);
+        // SAFETY: the task writes channels c0..c0 + 16 of image bi's
+        // pixels, no other task's, all inside the image (asserted)
+        unsafe {
+            let base = ip.at(bi * padded + c0);
+            let zero = |p: usize| std::ptr::write_bytes(base.add(p * c), 0, 16);
+            for y in 0..hp {
+                if y == 0 || y > h {
+                    (0..wp).for_each(|x| zero(y * wp + x));
+                } else {
+                    zero(y * wp);
+                    (w + 1..wp).for_each(|x| zero(y * wp + x));
+                }
+            }
+            for y in 0..h {
+                let src = &xs[(bi * c + c0) * h * w + y * w..];
+                crate::exec::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add(((y + 1) * wp + 1) * c), c);
+            }
+        }
+    });
+}
+
+/// The batch's outputs channels-last (`y`, `[b][n][co]`) into `out`
+/// (`[b, co, n]`; with `accumulate`, added to what `out` holds), then the
+/// fused chain `then` on each part: a task a band of an image's pixels
+/// (two or more bands an image where the batch is smaller than the
+/// threads: nothing serial at batch 1).
+fn channels_first(
+    y: &[f32],
+    (b, n, co): (usize, usize, usize),
+    out: &mut [std::mem::MaybeUninit<f32>],
+    accumulate: bool,
+    then: Option<&sgemm::Epilogue>,
+) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    let parts = if b >= threads { 1 } else { threads.div_ceil(b).min(n.div_ceil(16)) };
+    let op = sgemm::SendPtr(out.as_mut_ptr().cast::<f32>());
+    assert!(out.len() >= b * co * n && y.len() >= b * n * co);
+    (0..b * parts).into_par_iter().for_each(|t| {
+        let (bi, q) = (t / parts, t % parts);
+        // bands of whole lines of 16 floats
+        let band = |q: usize| (q * n / parts).next_multiple_of(16).min(n);
+        let (p0, p1) = (band(q), if q + 1 == parts { n } else { band(q + 1) });
+        let src = &y[(bi * n + p0) * co..];
+        // SAFETY: the task writes pixels p0..p1 of image bi's planes, no
+        // other task's, inside `out` (asserted); initialised where added
+        unsafe {
+            let dst = op.at(bi * co * n + p0);
+            if accumulate {
+                crate::exec::vmath::transpose_strided::<true>(src, co, (p1 - p0, co), dst, n);
+            } else {
+                crate::exec::vmath::transpose_strided::<false>(src, co, (p1 - p0, co), dst, n);
+            }
+            if let Some(e) = then {
+                for o in 0..co {
+                    let span = std::slice::from_raw_parts_mut(dst.add(o * n), p1 - p0);
+                    sgemm::run_epilogue(e, bi * co * n + o * n + p0, span);
+                }
+            }
+        }
+    });
 }
 
 /// One tile's `Bᵀ d B` over its `c` channels: `d` the 4x4 pixels from
