@@ -306,9 +306,10 @@ struct PackCache {
     /// Depthwise weights by blocks of 16 channels (see
     /// [`Executor::depthwise_taps`]).
     taps: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<f32>>>>,
-    /// 3x3 weights transformed for Winograd's F(2x2, 3x3) (see
-    /// [`Executor::winograd_weights`]).
+    /// 3x3 weights transformed for Winograd's F(2x2, 3x3) and F(4x4,
+    /// 3x3) (see [`Executor::winograd_weights`]).
     winograd: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
+    winograd4: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
 }
 
 /// The address of a CPU float32 tensor's storage (`None` otherwise).
@@ -964,11 +965,20 @@ impl Executor<'_> {
         })
     }
 
-    /// A 3x3 weight (`[co, c * 9]`) as the 16 packed `[c, co]` matrices of
-    /// Winograd's F(2x2, 3x3) ([`ops::winograd_weights`]): made once for a
-    /// weight and kept, per call for an intermediate.
-    pub fn winograd_weights(&self, w: &sgemm::View) -> std::sync::Arc<Vec<sgemm::PackedB>> {
-        self.packed(&self.packs.winograd, w, ops::winograd_weights)
+    /// A 3x3 weight (`[co, c * 9]`) as the packed `[c, co]` matrices of
+    /// Winograd's F(m x m, 3x3) (`m` 2 or 4: 16 or 36 of them,
+    /// [`ops::winograd_weights`]): made once for a weight and kept, per
+    /// call for an intermediate.
+    pub fn winograd_weights(
+        &self,
+        w: &sgemm::View,
+        m: usize,
+    ) -> std::sync::Arc<Vec<sgemm::PackedB>> {
+        if m == 4 {
+            self.packed(&self.packs.winograd4, w, |w| ops::winograd_weights(w, 4))
+        } else {
+            self.packed(&self.packs.winograd, w, |w| ops::winograd_weights(w, 2))
+        }
     }
 
     fn packed<T>(

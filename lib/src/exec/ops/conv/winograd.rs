@@ -27,41 +27,74 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("PT2KIT_NO_WINOGRAD").is_none())
 }
 
-/// The 16 transformed weights of a `[co, c, 3, 3]` weight (`w`, as the
-/// view of its `co` rows of `9 c`), each `U_ξν = (G g Gᵀ)[ξ][ν]` as a
-/// `[c, co]` matrix packed as the product's right operand, computed in
-/// float64 and rounded once. `G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2,
-/// -1/2, 1/2], [0, 0, 1]]`.
-#[allow(clippy::needless_range_loop)] // the transforms as written
-pub(crate) fn winograd_weights(w: &sgemm::View) -> Vec<sgemm::PackedB> {
+/// The output tile of F(m x m, 3x3) for a convolution of `b` images with
+/// an output plane of `oh x ow`: 4 (36 products for 16 outputs: 2.25
+/// multiply-adds an output and channel pair) where both sides are
+/// [`F4_MIN_SIDE`] or more and the batch makes [`F4_MIN_TILES`] tiles of 4
+/// or more, else 2 (16 products for 4: 4). Per node against tiles of 2,
+/// ResNet-18: 56x56 1.26x and 28x28 1.68x faster at batch 1 (1.27x,
+/// 1.37x at batch 8), 14x14 1.15x at batch 8 but 0.96x at batch 1 (16
+/// tiles of 16 pixels for 196: the products' rows too few); a 7x7 plane
+/// would be 4 tiles for 49 pixels.
+pub(super) fn tile_for(g: &Windows, b: usize) -> usize {
+    let [_, oh, ow] = g.output;
+    if oh >= F4_MIN_SIDE && ow >= F4_MIN_SIDE && b * oh.div_ceil(4) * ow.div_ceil(4) >= F4_MIN_TILES {
+        4
+    } else {
+        2
+    }
+}
+
+/// See [`tile_for`].
+const F4_MIN_SIDE: usize = 14;
+
+/// See [`tile_for`].
+const F4_MIN_TILES: usize = 32;
+
+/// F(2x2, 3x3)'s `G` (4 x 3).
+const G2: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
+
+/// F(4x4, 3x3)'s `G` (6 x 3), for the points 0, ±1, ±2 and infinity.
+const G4: [[f64; 3]; 6] = [
+    [0.25, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// The transformed weights of a `[co, c, 3, 3]` weight (`w`, as the view
+/// of its `co` rows of `9 c`) for F(m x m, 3x3) (`m` 2 or 4): `(m + 2)²`
+/// matrices `U_ξν = (G g Gᵀ)[ξ][ν]`, each `[c, co]` packed as the
+/// product's right operand, computed in float64 and rounded once.
+pub(crate) fn winograd_weights(w: &sgemm::View, m: usize) -> Vec<sgemm::PackedB> {
     use rayon::prelude::*;
+    let gm: &[[f64; 3]] = if m == 4 { &G4 } else { &G2 };
+    let a = gm.len();
     let (co, c) = (w.rows, w.cols / 9);
-    let mut u = vec![0f32; 16 * c * co];
+    let mut u = vec![0f32; a * a * c * co];
     let up = sgemm::SendPtr(u.as_mut_ptr());
-    // input channel i: row i of each of the 16 matrices (a task's own)
+    // input channel i: row i of each of the matrices (a task's own)
     (0..c).into_par_iter().for_each(|i| {
         for o in 0..co {
             let g = |ky: usize, kx: usize| w.data[w.off + o * w.rs + (i * 9 + ky * 3 + kx) * w.cs] as f64;
-            // G g: 4 rows of 3
-            let mut gg = [[0f64; 3]; 4];
-            for kx in 0..3 {
-                let (a, b, d) = (g(0, kx), g(1, kx), g(2, kx));
-                gg[0][kx] = a;
-                gg[1][kx] = (a + b + d) / 2.0;
-                gg[2][kx] = (a - b + d) / 2.0;
-                gg[3][kx] = d;
-            }
+            // G g: a rows of 3
+            let gg: Vec<[f64; 3]> = gm
+                .iter()
+                .map(|r| std::array::from_fn(|kx| r[0] * g(0, kx) + r[1] * g(1, kx) + r[2] * g(2, kx)))
+                .collect();
             // (G g) Gᵀ
-            for (xi, [a, b, d]) in gg.into_iter().enumerate() {
-                let row = [a, (a + b + d) / 2.0, (a - b + d) / 2.0, d];
-                for (nu, v) in row.into_iter().enumerate() {
-                    // SAFETY: element (i, o) of matrix 4 xi + nu, in u
-                    unsafe { *up.at(((xi * 4 + nu) * c + i) * co + o) = v as f32 };
+            for (xi, row) in gg.iter().enumerate() {
+                for (nu, r) in gm.iter().enumerate() {
+                    let v = r[0] * row[0] + r[1] * row[1] + r[2] * row[2];
+                    // SAFETY: element (i, o) of matrix a xi + nu, in u
+                    unsafe { *up.at(((xi * a + nu) * c + i) * co + o) = v as f32 };
                 }
             }
         }
     });
-    (0..16)
+    (0..a * a)
         .into_par_iter()
         .map(|e| sgemm::pack_b(&sgemm::View::row_major(&u[e * c * co..][..c * co], c, co)))
         .collect()
@@ -90,12 +123,13 @@ pub(super) fn conv_winograd(
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let bv = bias.map(f32s).transpose()?;
     let w = w.contiguous().map_err(ce)?;
-    let us = with_host(&w, |ws: &[f32]| exec.winograd_weights(&sgemm::View::row_major(ws, co, c * 9)))
+    let m = tile_for(g, b);
+    let us = with_host(&w, |ws: &[f32]| exec.winograd_weights(&sgemm::View::row_major(ws, co, c * 9), m))
         .ok_or_else(|| Error::internal("Winograd convolution of a weight that is not float32 on the host"))?;
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
         with_host(x, |xs: &[f32]| {
             // SAFETY: AVX-512F is present (the caller's check)
-            unsafe { winograd_product(xs, (b, c, co), g, &us, bv.as_deref(), (accumulate, then), out) }
+            unsafe { winograd_product(xs, (b, c, co), (g, m), &us, bv.as_deref(), (accumulate, then), out) }
         })
         .ok_or_else(|| Error::internal("Winograd convolution of an input that is not float32 on the host"))
     })
@@ -106,11 +140,13 @@ thread_local! {
     static IMAGE: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A [`conv_winograd`]'s tiles: 2x2 output pixels each, `th x tw` an
-/// image, read from the padded channels-last images (`hp x wp` pixels of
-/// `c`), written channels-last (`[b][oh * ow][co]`).
+/// A [`conv_winograd`]'s tiles: `m x m` output pixels each (2 or 4),
+/// `th x tw` an image, read from the padded channels-last images (`m th
+/// + 2` lines of `wp` pixels of `c`), written channels-last (`[b][oh *
+/// ow][co]`).
 #[derive(Clone, Copy)]
 struct Tiles {
+    m: usize,
     th: usize,
     tw: usize,
     wp: usize,
@@ -126,10 +162,15 @@ impl Tiles {
     }
 
     fn padded(&self) -> usize {
-        (2 * self.th + 2) * self.wp * self.c
+        (self.m * self.th + 2) * self.wp * self.c
     }
 
-    /// Tiles `tiles` transformed from `image` into rows of 16 matrices
+    /// The products a tile takes, `(m + 2)²`.
+    fn products(&self) -> usize {
+        (self.m + 2) * (self.m + 2)
+    }
+
+    /// Tiles `tiles` transformed from `image` into rows of the matrices
     /// `stride` floats apart, the first tile's row at `v`.
     ///
     /// # Safety
@@ -139,12 +180,16 @@ impl Tiles {
         for (k, t) in tiles.enumerate() {
             let (bi, r) = (t / self.per_image(), t % self.per_image());
             let (ty, tx) = (r / self.tw, r % self.tw);
-            let at = image[bi * self.padded() + (2 * ty * self.wp + 2 * tx) * c..].as_ptr();
-            input_tile(at, self.wp * c, c, v.add(k * c), stride);
+            let at = image[bi * self.padded() + self.m * (ty * self.wp + tx) * c..].as_ptr();
+            if self.m == 4 {
+                input_tile4(at, self.wp * c, c, v.add(k * c), stride);
+            } else {
+                input_tile(at, self.wp * c, c, v.add(k * c), stride);
+            }
         }
     }
 
-    /// Tiles `tiles`' outputs from their products' rows (16 matrices
+    /// Tiles `tiles`' outputs from their products' rows (the matrices
     /// `stride` floats apart, the first tile's row at `m`) into `y`
     /// (channels-last, the batch's).
     ///
@@ -163,10 +208,14 @@ impl Tiles {
         for (k, t) in tiles.enumerate() {
             let (bi, r) = (t / self.per_image(), t % self.per_image());
             let (ty, tx) = (r / self.tw, r % self.tw);
-            let rows = (self.oh - 2 * ty).min(2);
-            let cols = (self.ow - 2 * tx).min(2);
-            let dst = |i: usize, j: usize| y.at((bi * n + (2 * ty + i) * self.ow + 2 * tx + j) * co);
-            output_tile(m.add(k * co), stride, co, bias, (rows, cols), dst);
+            let (y0, x0) = (self.m * ty, self.m * tx);
+            let (rows, cols) = ((self.oh - y0).min(self.m), (self.ow - x0).min(self.m));
+            let dst = |i: usize, j: usize| y.at((bi * n + (y0 + i) * self.ow + x0 + j) * co);
+            if self.m == 4 {
+                output_tile4(m.add(k * co), stride, co, bias, (rows, cols), dst);
+            } else {
+                output_tile(m.add(k * co), stride, co, bias, (rows, cols), dst);
+            }
         }
     }
 }
@@ -194,7 +243,7 @@ const BLOCK_MIN_TILES: usize = 32;
 pub(super) unsafe fn winograd_product(
     xs: &[f32],
     (b, c, co): (usize, usize, usize),
-    g: &Windows,
+    (g, m): (&Windows, usize),
     us: &[sgemm::PackedB],
     bias: Option<&[f32]>,
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
@@ -203,8 +252,10 @@ pub(super) unsafe fn winograd_product(
     use rayon::prelude::*;
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
-    let (th, tw) = (oh.div_ceil(2), ow.div_ceil(2));
-    let geo = Tiles { th, tw, wp: 2 * tw + 2, c, co, oh, ow };
+    let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
+    let geo = Tiles { m, th, tw, wp: m * tw + 2, c, co, oh, ow };
+    let np = geo.products();
+    assert_eq!(us.len(), np, "winograd_product: the weights of another tile");
     let tiles = b * geo.per_image();
     let padded = geo.padded();
     let mut image = IMAGE.with(|v| v.take());
@@ -215,7 +266,7 @@ pub(super) unsafe fn winograd_product(
     let mut yt = sgemm::uninit(b * n * co);
     let y = sgemm::SendPtr(yt.as_mut_ptr().cast::<f32>());
     let threads = rayon::current_num_threads();
-    let tb = (BLOCK_BYTES / (64 * (c + co))).max(BLOCK_MIN_TILES);
+    let tb = (BLOCK_BYTES / (4 * np * (c + co))).max(BLOCK_MIN_TILES);
     let blocks = tiles.div_ceil(tb);
     // product e of `len` tiles: their rows of V_e into M_e
     let product = |v: &[f32], m: &mut [std::mem::MaybeUninit<f32>], len: usize, e: usize| {
@@ -225,27 +276,27 @@ pub(super) unsafe fn winograd_product(
     if blocks >= 2 * threads {
         let (tb, image) = (tiles.div_ceil(blocks), &image);
         (0..blocks).into_par_iter().for_each_init(
-            || (vec![0f32; 16 * tb * c], sgemm::uninit(16 * tb * co)),
+            || (vec![0f32; np * tb * c], sgemm::uninit(np * tb * co)),
             |(v, m), blk| {
                 let ts = blk * tiles / blocks..(blk + 1) * tiles / blocks;
                 let len = ts.len();
                 geo.inputs(image, ts.clone(), v.as_mut_ptr(), len * c);
-                for (e, m) in m.chunks_mut(len * co).take(16).enumerate() {
+                for (e, m) in m.chunks_mut(len * co).take(np).enumerate() {
                     product(v, m, len, e);
                 }
                 geo.outputs(m.as_ptr().cast(), ts, len * co, bias, y);
             },
         );
     } else {
-        let mut v = vec![0f32; 16 * tiles * c];
+        let mut v = vec![0f32; np * tiles * c];
         let vp = sgemm::SendPtr(v.as_mut_ptr());
         let parts = (4 * threads).min(tiles);
         (0..parts).into_par_iter().for_each(|p| {
             let ts = p * tiles / parts..(p + 1) * tiles / parts;
-            // each part writes its own tiles' rows of the 16 matrices
+            // each part writes its own tiles' rows of the matrices
             geo.inputs(&image, ts.clone(), vp.at(ts.start * c), tiles * c);
         });
-        let mut m = sgemm::uninit(16 * tiles * co);
+        let mut m = sgemm::uninit(np * tiles * co);
         m.par_chunks_mut(tiles * co)
             .enumerate()
             .for_each(|(e, m)| product(&v, m, tiles, e));
@@ -418,6 +469,105 @@ unsafe fn output_tile(
     }
 }
 
+/// F(4x4, 3x3)'s `Bᵀ` (6 x 6) on six vectors: `4 d0 - 5 d2 + d4`,
+/// `-4 (d1 + d2) + d3 + d4`, `4 (d1 - d2) - d3 + d4`, `-2 (d1 - d3) - d2
+/// + d4`, `2 (d1 - d3) - d2 + d4`, `4 d1 - 5 d3 + d5`.
+///
+/// # Safety
+/// AVX-512F is present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn bt4(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 6] {
+    use std::arch::x86_64::*;
+    let k = |v: f32| _mm512_set1_ps(v);
+    let (s12, d12, d13) = (_mm512_add_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[3]));
+    let d42 = _mm512_sub_ps(d[4], d[2]);
+    [
+        _mm512_fmadd_ps(k(4.0), d[0], _mm512_fmadd_ps(k(-5.0), d[2], d[4])),
+        _mm512_fmadd_ps(k(-4.0), s12, _mm512_add_ps(d[3], d[4])),
+        _mm512_fmadd_ps(k(4.0), d12, _mm512_sub_ps(d[4], d[3])),
+        _mm512_fmadd_ps(k(-2.0), d13, d42),
+        _mm512_fmadd_ps(k(2.0), d13, d42),
+        _mm512_fmadd_ps(k(4.0), d[1], _mm512_fmadd_ps(k(-5.0), d[3], d[5])),
+    ]
+}
+
+/// F(4x4, 3x3)'s `Aᵀ` (4 x 6) on six vectors: `[m0 + m1 + m2 + m3 + m4,
+/// m1 - m2 + 2 (m3 - m4), m1 + m2 + 4 (m3 + m4), m1 - m2 + 8 (m3 - m4) +
+/// m5]`.
+///
+/// # Safety
+/// AVX-512F is present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn at4(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 4] {
+    use std::arch::x86_64::*;
+    let k = |v: f32| _mm512_set1_ps(v);
+    let (s12, d12) = (_mm512_add_ps(m[1], m[2]), _mm512_sub_ps(m[1], m[2]));
+    let (s34, d34) = (_mm512_add_ps(m[3], m[4]), _mm512_sub_ps(m[3], m[4]));
+    [
+        _mm512_add_ps(_mm512_add_ps(s12, s34), m[0]),
+        _mm512_fmadd_ps(k(2.0), d34, d12),
+        _mm512_fmadd_ps(k(4.0), s34, s12),
+        _mm512_add_ps(_mm512_fmadd_ps(k(8.0), d34, d12), m[5]),
+    ]
+}
+
+/// [`input_tile`] for F(4x4, 3x3): the 6x6 pixels from `at`, `Bᵀ d B`
+/// ([`bt4`] on the columns, then on the rows), the 36 results to `v + e *
+/// stride` (`e = 6 ξ + ν`).
+///
+/// # Safety
+/// As [`input_tile`].
+#[allow(clippy::needless_range_loop)] // the transforms as written
+#[target_feature(enable = "avx512f")]
+unsafe fn input_tile4(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
+    use std::arch::x86_64::*;
+    for ch in (0..c).step_by(16) {
+        // Bᵀ d: t[j] is column j's six results
+        let t: [[__m512; 6]; 6] =
+            std::array::from_fn(|j| bt4(std::array::from_fn(|i| _mm512_loadu_ps(at.add(i * line + j * c + ch)))));
+        for i in 0..6 {
+            let row = bt4(std::array::from_fn(|j| t[j][i]));
+            for (j, x) in row.into_iter().enumerate() {
+                _mm512_storeu_ps(v.add((i * 6 + j) * stride + ch), x);
+            }
+        }
+    }
+}
+
+/// [`output_tile`] for F(4x4, 3x3): the 36 products' rows from `at + e *
+/// stride`, `Aᵀ m A` ([`at4`] on the columns, then on the rows) plus the
+/// bias, the `rows x cols` (up to 4x4) pixels inside the plane to `dst(i,
+/// j)`.
+///
+/// # Safety
+/// As [`output_tile`].
+#[allow(clippy::needless_range_loop)] // the transforms as written
+#[target_feature(enable = "avx512f")]
+unsafe fn output_tile4(
+    at: *const f32,
+    stride: usize,
+    co: usize,
+    bias: Option<&[f32]>,
+    (rows, cols): (usize, usize),
+    dst: impl Fn(usize, usize) -> *mut f32,
+) {
+    use std::arch::x86_64::*;
+    for ch in (0..co).step_by(16) {
+        // Aᵀ m: r[j] is column j's four results
+        let r: [[__m512; 4]; 6] =
+            std::array::from_fn(|j| at4(std::array::from_fn(|i| _mm512_loadu_ps(at.add((i * 6 + j) * stride + ch)))));
+        let bv = bias.map_or(_mm512_setzero_ps(), |b| _mm512_loadu_ps(b.as_ptr().add(ch)));
+        for i in 0..rows {
+            let y = at4(std::array::from_fn(|j| r[j][i]));
+            for (j, y) in y.into_iter().enumerate().take(cols) {
+                _mm512_storeu_ps(dst(i, j).add(ch), _mm512_add_ps(y, bv));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,7 +613,7 @@ mod tests {
             let ws = values(co * c * 9, 100 + case as u32);
             let bias = values(co, 200 + case as u32);
             let res = values(b * co * h * w, 300 + case as u32);
-            let us = winograd_weights(&sgemm::View::row_major(&ws, co, c * 9));
+            let uss = [2, 4].map(|m| winograd_weights(&sgemm::View::row_major(&ws, co, c * 9), m));
             // the sum, and the sum of the terms' magnitudes
             let mut want = vec![(0f64, 0f64); b * co * h * w];
             for bi in 0..b {
@@ -492,7 +642,7 @@ mod tests {
             }
             // one thread (blocks of tiles, each made whole) and many (every
             // phase split)
-            for (over, threads) in [(false, 1), (true, 1), (false, 64), (true, 64)] {
+            for (over, threads, m) in [(false, 1, 2), (true, 1, 2), (false, 64, 2), (true, 64, 2), (false, 1, 4), (true, 1, 4), (false, 64, 4), (true, 64, 4)] {
                 let mut out = res.clone();
                 let relu = [sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) }];
                 let then = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
@@ -502,8 +652,8 @@ mod tests {
                     winograd_product(
                         &xs,
                         (b, c, co),
-                        &g,
-                        &us,
+                        (&g, m),
+                        &uss[m / 4],
                         Some(&bias),
                         (over, over.then_some(&then)),
                         sgemm::as_uninit(&mut out),
@@ -513,7 +663,7 @@ mod tests {
                     let s = if over { (s + res[e] as f64).max(0.0) } else { s };
                     assert!(
                         (*got as f64 - s).abs() <= 1e-5 * (1.0 + a),
-                        "case {case} over {over} on {threads} threads, element {e}: {got} vs {s}"
+                        "F({m}x{m}, 3x3) case {case} over {over} on {threads} threads, element {e}: {got} vs {s}"
                     );
                 }
             }
