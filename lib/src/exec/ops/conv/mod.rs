@@ -324,7 +324,7 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
     g.input[0] == 1
         && c > 0
         && if pointwise(g) {
-            if pixel_rows(g.out_plane(), c, b) {
+            if pixel_rows(g.out_plane(), c) {
                 return false;
             }
             let pixels = if direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
@@ -447,10 +447,12 @@ const PIXEL_ROWS_DEEP_MAX: usize = 784;
 const PIXEL_ROWS_DEEP_CHANNELS: usize = 512;
 
 /// Planes of up to [`PIXEL_ROWS_BATCH_MAX`] pixels take [`conv_pixel_rows`]
-/// from this many input channels at a batch of two images or more, where
-/// the direct kernel would copy the batch's planes side by side first
-/// (ResNet-50's `[1024, 256]` at 14x14, batch 8: 15.5 -> 13.5 ms for its
-/// six, 319 -> 367 GFLOP/s, the model 0.98x; slower at batch 1).
+/// from this many input channels, where the direct kernel would copy a
+/// batch's planes side by side first (ResNet-50's `[1024, 256]` at 14x14,
+/// batch 8: 15.5 -> 13.5 ms for its six, 319 -> 367 GFLOP/s, the model
+/// 0.98x) or leave lanes idle (196 pixels in panels of 32; at batch 1
+/// each of the six 0.88x of the direct kernel's time, interleaved, once
+/// the product wrote over its residual; it had been slower there).
 const PIXEL_ROWS_BATCH_CHANNELS: usize = 256;
 
 /// See [`PIXEL_ROWS_BATCH_CHANNELS`].
@@ -460,15 +462,15 @@ const PIXEL_ROWS_BATCH_MAX: usize = 196;
 /// [`conv_pixel_rows`].
 fn packed_as_pixel_rows(g: &Windows, b: usize, c: usize) -> bool {
     let n = g.out_plane();
-    b * n < FEW_PIXELS || pixel_rows(n, c, b)
+    b * n < FEW_PIXELS || pixel_rows(n, c)
 }
 
 /// Whether a pointwise convolution over `n` output pixels a plane from
-/// `c` input channels, `b` images, takes [`conv_pixel_rows`].
-fn pixel_rows(n: usize, c: usize, b: usize) -> bool {
+/// `c` input channels takes [`conv_pixel_rows`].
+fn pixel_rows(n: usize, c: usize) -> bool {
     n <= PIXEL_ROWS_MAX
         || (n <= PIXEL_ROWS_DEEP_MAX && c >= PIXEL_ROWS_DEEP_CHANNELS)
-        || (b > 1 && n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
+        || (n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
 }
 
 /// Whether a convolution is a product as the input lies: 1x1, stride 1,
