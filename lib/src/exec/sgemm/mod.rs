@@ -725,7 +725,7 @@ mod direct;
 mod epilogue;
 mod taps;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use direct::{gemm_direct, Panels, Run};
 use epilogue::epilogue_span;

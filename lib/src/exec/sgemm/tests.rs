@@ -15,7 +15,8 @@ fn naive(a: &View, b: &View) -> Vec<f64> {
     c
 }
 
-fn values(n: usize, seed: u32) -> Vec<f32> {
+/// Values in [-1, 1] from a seed (xorshift), for the kernels' tests.
+pub(crate) fn values(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
     (0..n)
         .map(|_| {

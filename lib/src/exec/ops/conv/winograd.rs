@@ -182,9 +182,9 @@ impl Tiles {
             let (ty, tx) = (r / self.tw, r % self.tw);
             let at = image[bi * self.padded() + self.m * (ty * self.wp + tx) * c..].as_ptr();
             if self.m == 4 {
-                input_tile4(at, self.wp * c, c, v.add(k * c), stride);
+                input_tile::<6>(at, self.wp * c, c, v.add(k * c), stride);
             } else {
-                input_tile(at, self.wp * c, c, v.add(k * c), stride);
+                input_tile::<4>(at, self.wp * c, c, v.add(k * c), stride);
             }
         }
     }
@@ -212,9 +212,9 @@ impl Tiles {
             let (rows, cols) = ((self.oh - y0).min(self.m), (self.ow - x0).min(self.m));
             let dst = |i: usize, j: usize| y.at((bi * n + (y0 + i) * self.ow + x0 + j) * co);
             if self.m == 4 {
-                output_tile4(m.add(k * co), stride, co, bias, (rows, cols), dst);
+                output_tile::<6>(m.add(k * co), stride, co, bias, (rows, cols), dst);
             } else {
-                output_tile(m.add(k * co), stride, co, bias, (rows, cols), dst);
+                output_tile::<4>(m.add(k * co), stride, co, bias, (rows, cols), dst);
             }
         }
     }
@@ -390,95 +390,28 @@ fn channels_first(
     });
 }
 
-/// One tile's `Bᵀ d B` over its `c` channels: `d` the 4x4 pixels from
-/// `at` (lines `line` floats apart, a pixel's channels contiguous), the
-/// 16 results to `v + e * stride` (`e = 4 ξ + ν`). `Bᵀ = [[1, 0, -1, 0],
-/// [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]`.
-///
-/// # Safety
-/// AVX-512F is present; `c` is a multiple of 16; the reads and writes lie
-/// in their buffers.
-#[allow(clippy::needless_range_loop)] // the transforms as written
-#[target_feature(enable = "avx512f")]
-unsafe fn input_tile(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
-    use std::arch::x86_64::*;
-    for ch in (0..c).step_by(16) {
-        let d = |i: usize, j: usize| _mm512_loadu_ps(at.add(i * line + j * c + ch));
-        // Bᵀ d, column by column
-        let mut t = [[_mm512_setzero_ps(); 4]; 4];
-        for j in 0..4 {
-            let (d0, d1, d2, d3) = (d(0, j), d(1, j), d(2, j), d(3, j));
-            t[0][j] = _mm512_sub_ps(d0, d2);
-            t[1][j] = _mm512_add_ps(d1, d2);
-            t[2][j] = _mm512_sub_ps(d2, d1);
-            t[3][j] = _mm512_sub_ps(d1, d3);
-        }
-        // (Bᵀ d) B, row by row
-        for (i, r) in t.iter().enumerate() {
-            let row = [
-                _mm512_sub_ps(r[0], r[2]),
-                _mm512_add_ps(r[1], r[2]),
-                _mm512_sub_ps(r[2], r[1]),
-                _mm512_sub_ps(r[1], r[3]),
-            ];
-            for (j, x) in row.into_iter().enumerate() {
-                _mm512_storeu_ps(v.add((i * 4 + j) * stride + ch), x);
-            }
-        }
-    }
-}
-
-/// One tile's outputs `Aᵀ m A` (plus the bias) over `co` channels: `m`
-/// the 16 products' rows from `at + e * stride`, the `rows x cols` (up to
-/// 2x2) pixels inside the plane to `dst(i, j)`. `Aᵀ = [[1, 1, 1, 0], [0,
-/// 1, -1, -1]]`.
-///
-/// # Safety
-/// AVX-512F is present; `co` is a multiple of 16; the reads and writes
-/// lie in their buffers.
-#[allow(clippy::needless_range_loop)] // the transforms as written
-#[target_feature(enable = "avx512f")]
-unsafe fn output_tile(
-    at: *const f32,
-    stride: usize,
-    co: usize,
-    bias: Option<&[f32]>,
-    (rows, cols): (usize, usize),
-    dst: impl Fn(usize, usize) -> *mut f32,
-) {
-    use std::arch::x86_64::*;
-    for ch in (0..co).step_by(16) {
-        let m = |e: usize| _mm512_loadu_ps(at.add(e * stride + ch));
-        // Aᵀ m, column by column
-        let mut r = [[_mm512_setzero_ps(); 4]; 2];
-        for j in 0..4 {
-            let (m0, m1, m2, m3) = (m(j), m(4 + j), m(8 + j), m(12 + j));
-            r[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-            r[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
-        }
-        let bv = bias.map_or(_mm512_setzero_ps(), |b| _mm512_loadu_ps(b.as_ptr().add(ch)));
-        for (i, r) in r.iter().enumerate().take(rows) {
-            let y = [
-                _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[0], r[1]), r[2]), bv),
-                _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(r[1], r[2]), r[3]), bv),
-            ];
-            for (j, y) in y.into_iter().enumerate().take(cols) {
-                _mm512_storeu_ps(dst(i, j).add(ch), y);
-            }
-        }
-    }
-}
-
-/// F(4x4, 3x3)'s `Bᵀ` (6 x 6) on six vectors: `4 d0 - 5 d2 + d4`,
-/// `-4 (d1 + d2) + d3 + d4`, `4 (d1 - d2) - d3 + d4`, `-2 (d1 - d3) - d2
-/// + d4`, `2 (d1 - d3) - d2 + d4`, `4 d1 - 5 d3 + d5`.
+/// `Bᵀ` of F(m x m, 3x3) on the first `A = m + 2` of six vectors (the
+/// rest zero): for `A` 4, `[d0 - d2, d1 + d2, d2 - d1, d1 - d3]`; for 6,
+/// `4 d0 - 5 d2 + d4`, `-4 (d1 + d2) + d3 + d4`, `4 (d1 - d2) - d3 + d4`,
+/// `-2 (d1 - d3) - d2 + d4`, `2 (d1 - d3) - d2 + d4`, `4 d1 - 5 d3 + d5`.
 ///
 /// # Safety
 /// AVX-512F is present.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn bt4(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 6] {
+unsafe fn bt<const A: usize>(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 6] {
     use std::arch::x86_64::*;
+    let z = _mm512_setzero_ps();
+    if A == 4 {
+        return [
+            _mm512_sub_ps(d[0], d[2]),
+            _mm512_add_ps(d[1], d[2]),
+            _mm512_sub_ps(d[2], d[1]),
+            _mm512_sub_ps(d[1], d[3]),
+            z,
+            z,
+        ];
+    }
     let k = |v: f32| _mm512_set1_ps(v);
     let (s12, d12, d13) = (_mm512_add_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[3]));
     let d42 = _mm512_sub_ps(d[4], d[2]);
@@ -492,16 +425,26 @@ unsafe fn bt4(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 
     ]
 }
 
-/// F(4x4, 3x3)'s `Aᵀ` (4 x 6) on six vectors: `[m0 + m1 + m2 + m3 + m4,
-/// m1 - m2 + 2 (m3 - m4), m1 + m2 + 4 (m3 + m4), m1 - m2 + 8 (m3 - m4) +
-/// m5]`.
+/// `Aᵀ` of F(m x m, 3x3) on the first `A = m + 2` of six vectors, its `m`
+/// results first of four: for `A` 4, `[m0 + m1 + m2, m1 - m2 - m3]`; for
+/// 6, `m0 + m1 + m2 + m3 + m4`, `m1 - m2 + 2 (m3 - m4)`, `m1 + m2 + 4 (m3
+/// + m4)`, `m1 - m2 + 8 (m3 - m4) + m5`.
 ///
 /// # Safety
 /// AVX-512F is present.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn at4(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 4] {
+unsafe fn at<const A: usize>(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 4] {
     use std::arch::x86_64::*;
+    let z = _mm512_setzero_ps();
+    if A == 4 {
+        return [
+            _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]),
+            _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]),
+            z,
+            z,
+        ];
+    }
     let k = |v: f32| _mm512_set1_ps(v);
     let (s12, d12) = (_mm512_add_ps(m[1], m[2]), _mm512_sub_ps(m[1], m[2]));
     let (s34, d34) = (_mm512_add_ps(m[3], m[4]), _mm512_sub_ps(m[3], m[4]));
@@ -513,40 +456,46 @@ unsafe fn at4(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 
     ]
 }
 
-/// [`input_tile`] for F(4x4, 3x3): the 6x6 pixels from `at`, `Bᵀ d B`
-/// ([`bt4`] on the columns, then on the rows), the 36 results to `v + e *
-/// stride` (`e = 6 ξ + ν`).
+/// One tile's `Bᵀ d B` over its `c` channels, F(m x m, 3x3) with `A = m +
+/// 2`: `d` the `A x A` pixels from `at` (lines `line` floats apart, a
+/// pixel's channels contiguous), [`bt`] on the columns then on the rows,
+/// the `A²` results to `v + e * stride` (`e = A ξ + ν`).
 ///
 /// # Safety
-/// As [`input_tile`].
+/// AVX-512F is present; `c` is a multiple of 16; the reads and writes lie
+/// in their buffers.
 #[allow(clippy::needless_range_loop)] // the transforms as written
 #[target_feature(enable = "avx512f")]
-unsafe fn input_tile4(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
+unsafe fn input_tile<const A: usize>(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
     use std::arch::x86_64::*;
+    let z = _mm512_setzero_ps();
     for ch in (0..c).step_by(16) {
-        // Bᵀ d: t[j] is column j's six results
-        let t: [[__m512; 6]; 6] =
-            std::array::from_fn(|j| bt4(std::array::from_fn(|i| _mm512_loadu_ps(at.add(i * line + j * c + ch)))));
-        for i in 0..6 {
-            let row = bt4(std::array::from_fn(|j| t[j][i]));
-            for (j, x) in row.into_iter().enumerate() {
-                _mm512_storeu_ps(v.add((i * 6 + j) * stride + ch), x);
+        // Bᵀ d: t[j] is column j's results
+        let mut t = [[z; 6]; 6];
+        for j in 0..A {
+            t[j] = bt::<A>(std::array::from_fn(|i| if i < A { _mm512_loadu_ps(at.add(i * line + j * c + ch)) } else { z }));
+        }
+        for i in 0..A {
+            let row = bt::<A>(std::array::from_fn(|j| t[j][i]));
+            for j in 0..A {
+                _mm512_storeu_ps(v.add((i * A + j) * stride + ch), row[j]);
             }
         }
     }
 }
 
-/// [`output_tile`] for F(4x4, 3x3): the 36 products' rows from `at + e *
-/// stride`, `Aᵀ m A` ([`at4`] on the columns, then on the rows) plus the
-/// bias, the `rows x cols` (up to 4x4) pixels inside the plane to `dst(i,
-/// j)`.
+/// One tile's outputs `Aᵀ m A` plus the bias over `co` channels, F(m x m,
+/// 3x3) with `A = m + 2`: `m` the `A²` products' rows from `at + e *
+/// stride`, [`at`] on the columns then on the rows, the `rows x cols` (up
+/// to `m x m`) pixels inside the plane to `dst(i, j)`.
 ///
 /// # Safety
-/// As [`output_tile`].
+/// AVX-512F is present; `co` is a multiple of 16; the reads and writes
+/// lie in their buffers.
 #[allow(clippy::needless_range_loop)] // the transforms as written
 #[target_feature(enable = "avx512f")]
-unsafe fn output_tile4(
-    at: *const f32,
+unsafe fn output_tile<const A: usize>(
+    at_: *const f32,
     stride: usize,
     co: usize,
     bias: Option<&[f32]>,
@@ -554,15 +503,24 @@ unsafe fn output_tile4(
     dst: impl Fn(usize, usize) -> *mut f32,
 ) {
     use std::arch::x86_64::*;
+    let z = _mm512_setzero_ps();
     for ch in (0..co).step_by(16) {
-        // Aᵀ m: r[j] is column j's four results
-        let r: [[__m512; 4]; 6] =
-            std::array::from_fn(|j| at4(std::array::from_fn(|i| _mm512_loadu_ps(at.add((i * 6 + j) * stride + ch)))));
-        let bv = bias.map_or(_mm512_setzero_ps(), |b| _mm512_loadu_ps(b.as_ptr().add(ch)));
+        // Aᵀ m: r[j] is column j's results
+        let mut r = [[z; 4]; 6];
+        for j in 0..A {
+            r[j] = at::<A>(std::array::from_fn(|i| {
+                if i < A {
+                    _mm512_loadu_ps(at_.add((i * A + j) * stride + ch))
+                } else {
+                    z
+                }
+            }));
+        }
+        let bv = bias.map_or(z, |b| _mm512_loadu_ps(b.as_ptr().add(ch)));
         for i in 0..rows {
-            let y = at4(std::array::from_fn(|j| r[j][i]));
-            for (j, y) in y.into_iter().enumerate().take(cols) {
-                _mm512_storeu_ps(dst(i, j).add(ch), _mm512_add_ps(y, bv));
+            let y = at::<A>(std::array::from_fn(|j| if j < A { r[j][i] } else { z }));
+            for j in 0..cols {
+                _mm512_storeu_ps(dst(i, j).add(ch), _mm512_add_ps(y[j], bv));
             }
         }
     }
@@ -571,21 +529,10 @@ unsafe fn output_tile4(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::sgemm::tests::values;
 
-    /// Values in [-1, 1) from a seed.
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
-
-    /// F(2x2, 3x3) against the sum of a 3x3 convolution in float64, on
+    /// F(2x2, 3x3) and F(4x4, 3x3) against the sum of a 3x3 convolution
+    /// in float64, on
     /// planes even and odd, square and not, down to one pixel, batches of
     /// one to three, with and without a bias, fresh and added to a
     /// residual (then a relu): within 1e-5 of the sum of the terms'
