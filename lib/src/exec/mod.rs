@@ -17,6 +17,7 @@ pub mod mapped;
 pub mod ops;
 pub mod profile;
 pub mod sgemm;
+pub(crate) mod simd;
 mod tensor;
 pub mod vmath;
 

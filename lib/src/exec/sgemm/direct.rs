@@ -444,14 +444,13 @@ const PREFETCH_CALLS: usize = 2;
 /// (there the branch cost more than it saved: 0.12 -> 0.13 ms).
 ///
 /// # Safety
-/// AVX-512F is present; the lanes of `mask` at `p` are readable.
+/// `S`'s instruction set is present; the lanes of `mask` at `p` are readable.
 #[inline(always)]
-unsafe fn load_lanes(mask: u16, p: *const f32) -> std::arch::x86_64::__m512 {
-    use std::arch::x86_64::*;
+unsafe fn load_lanes<S: F32x16>(mask: u16, p: *const f32) -> S {
     if mask == 0xffff {
-        _mm512_loadu_ps(p)
+        S::load(p)
     } else {
-        _mm512_maskz_loadu_ps(mask, p)
+        S::load_mask(mask, p)
     }
 }
 
@@ -475,10 +474,11 @@ type DirectKernel = unsafe fn(
 /// on it for each vector stored took MobileNetV3's `[72, 16]` 1x1 over
 /// 56x56 at batch 8 from 0.30 to 0.40 ms.
 fn direct_kernel_for(mr: usize, nr: usize, accumulate: bool) -> DirectKernel {
-    if accumulate {
-        instance_for!(direct_kernel, mr, nr, true)
-    } else {
-        instance_for!(direct_kernel, mr, nr, false)
+    match (avx512(), accumulate) {
+        (true, true) => instance_for!(direct_kernel, mr, nr, true),
+        (true, false) => instance_for!(direct_kernel, mr, nr, false),
+        (false, true) => direct_avx2::<true>,
+        (false, false) => direct_avx2::<false>,
     }
 }
 
@@ -510,54 +510,128 @@ unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
     runs: &[Run],
     bias: Option<&[f32]>,
 ) {
-    use std::arch::x86_64::*;
+    direct_body::<Avx512, R, W, ACCUMULATE>(
+        from, offs, masks, a, lda, step, c, ldc, mr, runs, bias, 0,
+    )
+}
+
+/// [`direct_kernel`] on AVX2 + FMA: the block in parts of up to
+/// [`AVX2_ROWS`](super::AVX2_ROWS) rows by one vector of 16 columns, each
+/// over all of `k` (so B's rows are read once a part, from the cache).
+///
+/// # Safety
+/// As [`direct_kernel`], with AVX2 and FMA present instead of AVX-512F.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn direct_avx2<const ACCUMULATE: bool>(
+    from: *const f32,
+    offs: &[usize],
+    masks: &[u32],
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    runs: &[Run],
+    bias: Option<&[f32]>,
+) {
+    // the vectors any run stores to (a block of 16 columns or fewer has one)
+    let vectors = if runs.iter().any(|r| r.mask >> 16 != 0) {
+        2
+    } else {
+        1
+    };
+    for j in 0..vectors {
+        for i in (0..mr).step_by(super::AVX2_ROWS) {
+            let rows = (mr - i).min(super::AVX2_ROWS);
+            let (a, c) = (a.add(i * lda), c.wrapping_add(i * ldc));
+            let bias = bias.map(|b| &b[i..]);
+            macro_rules! rows {
+                ($($r:literal)*) => {
+                    match rows {
+                        $($r => direct_body::<Avx2, $r, 1, ACCUMULATE>(
+                            from, offs, masks, a, lda, step, c, ldc, rows, runs, bias, j,
+                        ),)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            rows!(1 2 3 4 5 6);
+        }
+    }
+}
+
+/// What [`direct_kernel`] and [`direct_avx2`] run, over 16-lane vectors
+/// `S`: the block's vectors `j0..j0 + W` (of columns `16 * j0..`).
+///
+/// # Safety
+/// As [`direct_kernel`], on a CPU with `S`'s instruction set.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn direct_body<S: F32x16, const R: usize, const W: usize, const ACCUMULATE: bool>(
+    from: *const f32,
+    offs: &[usize],
+    masks: &[u32],
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    runs: &[Run],
+    bias: Option<&[f32]>,
+    j0: usize,
+) {
     debug_assert!(mr <= R);
-    let mut acc = [[_mm512_setzero_ps(); W]; R];
+    let lanes = |mask: u32, j: usize| (mask >> (16 * (j0 + j))) as u16;
+    let mut acc = [[S::zero(); W]; R];
     let mut ap = a;
     let taps = masks.len();
     let mut t = 0;
+    let from = from.wrapping_add(16 * j0);
     for &o in offs {
         // this row's tap's mask (a counter: no division in the loop)
         let mask = *masks.get_unchecked(t);
         t = if t + 1 == taps { 0 } else { t + 1 };
-        let lm = [mask as __mmask16, (mask >> 16) as __mmask16];
         let row = from.wrapping_add(o);
-        let mut bv = [_mm512_setzero_ps(); W];
+        let mut bv = [S::zero(); W];
         for (j, v) in bv.iter_mut().enumerate() {
             // masked-off lanes are never touched (they may lie outside
             // the input)
-            *v = load_lanes(lm[j], row.wrapping_add(16 * j));
+            *v = load_lanes(lanes(mask, j), row.wrapping_add(16 * j));
         }
         for (i, r) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i * lda));
+            let av = S::splat(*ap.add(i * lda));
             for (c, v) in r.iter_mut().zip(&bv) {
-                *c = _mm512_fmadd_ps(av, *v, *c);
+                *c = av.fma(*v, *c);
             }
         }
         ap = ap.add(step);
     }
     for run in runs {
-        let masks = [run.mask as __mmask16, (run.mask >> 16) as __mmask16];
         for (i, r) in acc.iter().enumerate().take(mr) {
             // lane 0 of the run's first vector (masked lanes are never
             // touched, so the address may lie before C's row)
-            let cp = c.wrapping_offset(run.at + (i * ldc) as isize);
+            let cp = c
+                .wrapping_offset(run.at + (i * ldc) as isize)
+                .wrapping_add(16 * j0);
             for (j, v) in r.iter().enumerate() {
-                let (m, p) = (masks[j], cp.wrapping_add(16 * j));
+                let (m, p) = (lanes(run.mask, j), cp.wrapping_add(16 * j));
                 if m == 0 {
                     continue;
                 }
                 let v = if let Some(b) = bias {
-                    _mm512_add_ps(*v, _mm512_set1_ps(b[i]))
+                    v.add(S::splat(b[i]))
                 } else {
                     *v
                 };
                 let v = if ACCUMULATE {
-                    _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p))
+                    v.add(S::load_mask(m, p))
                 } else {
                     v
                 };
-                _mm512_mask_storeu_ps(p, m, v);
+                v.store_mask(m, p);
             }
         }
     }

@@ -66,18 +66,33 @@ pub type EpiMap<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 ///
 /// # Safety
 /// The span is written by this thread alone; each input holds elements
-/// `at..at + len`; AVX-512F is present.
-#[target_feature(enable = "avx512f")]
+/// `at..at + len`; the packed kernels' instruction set is present
+/// ([`available`]).
 pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
-    use std::arch::x86_64::*;
     if let Some(map) = e.map {
         return map(at, std::slice::from_raw_parts_mut(c, len));
     }
-    // torch's clamp: ordered compares, so NaN stays
-    let clamp = |v: __m512, lo: __m512, hi: __m512| {
-        let v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lo), v, lo);
-        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hi), v, hi)
-    };
+    if avx512() {
+        epilogue_avx512(e, at, c, len)
+    } else {
+        epilogue_avx2(e, at, c, len)
+    }
+}
+
+/// [`epilogue_span`]'s steps on AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_avx512(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
+    epilogue_steps::<Avx512>(e, at, c, len)
+}
+
+/// [`epilogue_span`]'s steps on AVX2 + FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn epilogue_avx2(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
+    epilogue_steps::<Avx2>(e, at, c, len)
+}
+
+#[inline(always)]
+unsafe fn epilogue_steps<S: F32x16>(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
     for step in e.steps {
         let b = match step.b {
             EpiSrc::Input(k) => Some(e.inputs[k].as_ptr().add(at)),
@@ -89,24 +104,20 @@ pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: us
         };
         macro_rules! each {
             ($f:expr) => {
-                epilogue_map(c, b, k, len, $f)
+                epilogue_map::<S>(c, b, k, len, $f)
             };
         }
         match step.op {
             // max gives its second operand for NaN and for two zeros
-            EpiOp::Relu => each!(|x, _| _mm512_max_ps(_mm512_setzero_ps(), x)),
-            EpiOp::Add(k) => each!(|x, b| _mm512_add_ps(x, _mm512_mul_ps(b, _mm512_set1_ps(k)))),
-            EpiOp::Sub(k) => each!(|x, b| _mm512_sub_ps(x, _mm512_mul_ps(b, _mm512_set1_ps(k)))),
-            EpiOp::Mul => each!(|x, b| _mm512_mul_ps(x, b)),
-            EpiOp::Div => each!(|x, b| _mm512_div_ps(x, b)),
-            EpiOp::Clamp(lo, hi) => each!(|x, _| clamp(x, _mm512_set1_ps(lo), _mm512_set1_ps(hi))),
-            EpiOp::Hardswish => each!(|x, _| {
-                let c = clamp(
-                    _mm512_add_ps(x, _mm512_set1_ps(3.0)),
-                    _mm512_setzero_ps(),
-                    _mm512_set1_ps(6.0),
-                );
-                _mm512_div_ps(_mm512_mul_ps(x, c), _mm512_set1_ps(6.0))
+            EpiOp::Relu => each!(|x: S, _| S::zero().max(x)),
+            EpiOp::Add(k) => each!(|x: S, b: S| x.add(b.mul(S::splat(k)))),
+            EpiOp::Sub(k) => each!(|x: S, b: S| x.sub(b.mul(S::splat(k)))),
+            EpiOp::Mul => each!(|x: S, b| x.mul(b)),
+            EpiOp::Div => each!(|x: S, b| x.div(b)),
+            EpiOp::Clamp(lo, hi) => each!(|x: S, _| x.clamp(S::splat(lo), S::splat(hi))),
+            EpiOp::Hardswish => each!(|x: S, _| {
+                let c = x.add(S::splat(3.0)).clamp(S::zero(), S::splat(6.0));
+                x.mul(c).div(S::splat(6.0))
             }),
             // the functions the gelu rows map with, vectorised the same way
             EpiOp::GeluErf => {
@@ -122,10 +133,13 @@ pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: us
 /// An [`Epilogue`] over `span`, elements `[at, at + span.len())` of an
 /// output laid out as the epilogue's inputs: what [`gemm_direct`] runs on
 /// each block it finishes, for kernels that finish blocks of their own (a
-/// depthwise convolution's planes). Panics without AVX-512F
-/// ([`available`]) or where an input is shorter.
+/// depthwise convolution's planes). Panics without the packed kernels' instruction
+/// set ([`available`]) or where an input is shorter.
 pub fn run_epilogue(e: &Epilogue, at: usize, span: &mut [f32]) {
-    assert!(available(), "run_epilogue: this CPU has no AVX-512F");
+    assert!(
+        available(),
+        "run_epilogue: this CPU has neither AVX-512F nor AVX2 + FMA"
+    );
     assert!(
         e.steps.iter().all(|s| match s.b {
             EpiSrc::Input(i) => e.inputs.get(i).is_some_and(|v| v.len() >= at + span.len()),
@@ -141,31 +155,25 @@ pub fn run_epilogue(e: &Epilogue, at: usize, span: &mut [f32]) {
 /// the input's element there (`input`) or the number `k`.
 ///
 /// # Safety
-/// As [`epilogue_span`].
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn epilogue_map(
+/// As [`epilogue_span`], on a CPU with `S`'s instruction set.
+#[inline(always)]
+unsafe fn epilogue_map<S: F32x16>(
     c: *mut f32,
     input: Option<*const f32>,
     k: f32,
     len: usize,
-    f: impl Fn(std::arch::x86_64::__m512, std::arch::x86_64::__m512) -> std::arch::x86_64::__m512,
+    f: impl Fn(S, S) -> S,
 ) {
-    use std::arch::x86_64::*;
-    let kv = _mm512_set1_ps(k);
+    let kv = S::splat(k);
     let mut at = 0;
     while at < len {
-        let m: __mmask16 = if len - at >= 16 {
-            0xffff
-        } else {
-            ((1u32 << (len - at)) - 1) as __mmask16
-        };
+        let m = first(len - at);
         let p = c.add(at);
         let b = match input {
-            Some(i) => _mm512_maskz_loadu_ps(m, i.add(at)),
+            Some(i) => S::load_mask(m, i.add(at)),
             None => kv,
         };
-        _mm512_mask_storeu_ps(p, m, f(_mm512_maskz_loadu_ps(m, p), b));
+        f(S::load_mask(m, p), b).store_mask(m, p);
         at += 16;
     }
 }

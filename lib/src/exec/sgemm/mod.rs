@@ -25,11 +25,15 @@
 //! per product. Threads split the column panels (or the row panels when
 //! there are more of those).
 //!
-//! The kernel needs AVX-512F; [`available`] says whether this CPU has it
-//! (checked at run time, so the binaries stay portable), and callers use
-//! the `gemm` crate otherwise.
+//! The kernels are written once over 16-lane vectors (`exec::simd`) and
+//! compiled for AVX-512F and for AVX2 + FMA; [`available`] says whether
+//! this CPU has one of the two (checked at run time, so the binaries stay
+//! portable), and callers use the `gemm` crate otherwise. On AVX2 a
+//! kernel's `MR x NR` block runs as parts of 6 rows by 16 columns (12 of
+//! its 16 registers), on the same packed panels.
 
-use std::sync::OnceLock;
+use super::simd::{first, Avx2, Avx512, F32x16};
+use super::vmath;
 
 /// Rows of `C` a kernel call computes.
 pub const MR: usize = 12;
@@ -48,20 +52,16 @@ pub const PARALLEL_MIN_MACS: usize = 1 << 16;
 /// block of A, 144 KiB, stays in L2).
 pub const MC_PANELS: usize = 12;
 
-/// Whether this CPU runs the packed kernel (AVX-512F).
+/// Whether this CPU runs the packed kernels: AVX-512F, or AVX2 with FMA
+/// ([`vmath::isa`]; `PT2KIT_NO_AVX512=1` takes the AVX2 ones where both
+/// are there).
 pub fn available() -> bool {
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::env::var_os("PT2KIT_NO_AVX512").is_none()
-                && std::arch::is_x86_feature_detected!("avx512f")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    })
+    vmath::isa() != vmath::Isa::Base
+}
+
+/// Whether the kernels run on AVX-512F (else on AVX2 + FMA).
+pub(crate) fn avx512() -> bool {
+    vmath::isa() == vmath::Isa::Avx512
 }
 
 /// A matrix where it lies: element (i, j) at `data[off + i * rs + j * cs]`.
@@ -257,8 +257,8 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
 
 /// `C (m x n, row stride ldc) = A B`, or `C += A B` with `accumulate` (a
 /// bias already written into C, say), on up to `threads` threads. Panics
-/// when the shapes disagree or C is too short, or without AVX-512F
-/// ([`available`]).
+/// when the shapes disagree or C is too short, or without the kernels'
+/// instruction set ([`available`]).
 pub fn gemm(a: &PackedA, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool, threads: usize) {
     assert_eq!(a.k, b.k, "gemm: inner dims differ");
     let init = if accumulate {
@@ -297,7 +297,7 @@ pub enum Init<'a> {
 /// fresh output, [`uninit`]): its `m` rows of `n` are written whole.
 /// Panics when the shapes disagree, C (or an epilogue's input, laid out
 /// as C) is too short, `init` is [`Init::Accumulate`], or without
-/// AVX-512F.
+/// the kernels' instruction set ([`available`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_lhs(
     a: Lhs,
@@ -373,7 +373,10 @@ fn product(
     epilogue: Option<&Epilogue>,
     threads: usize,
 ) {
-    assert!(available(), "gemm: this CPU has no AVX-512F");
+    assert!(
+        available(),
+        "gemm: this CPU has neither AVX-512F nor AVX2 + FMA"
+    );
     let (m, n, k) = (a.m, b.n(), a.k);
     if m == 0 || n == 0 {
         return;
@@ -793,7 +796,11 @@ type Kernel = unsafe fn(
 /// on one token, would otherwise spend 12 times the multiply-adds it
 /// needs), and one vector of columns where 16 are enough.
 fn kernel_for(mr: usize, nr: usize) -> Kernel {
-    instance_for!(kernel, mr, nr)
+    if avx512() {
+        instance_for!(kernel, mr, nr)
+    } else {
+        kernel_avx2
+    }
 }
 
 /// One `MR x NR` block of C from `kc` steps of A and packed B: C = A B (or
@@ -804,7 +811,8 @@ fn kernel_for(mr: usize, nr: usize) -> Kernel {
 /// the first `R` rows (at least `mr`) and `16 * W` columns (at least `nr`); with a
 /// non-null `prefetch`, the `kc * NR` floats there (the next B
 /// micro-panel) are fetched into the cache on the way (measured: BERT-base
-/// 68.9 to 64.4 ms, ViT-B/16 123 to 119 ms).
+/// 68.9 to 64.4 ms, ViT-B/16 123 to 119 ms). On AVX-512: `R x W` registers
+/// of accumulators, 24 of the 32 at most.
 ///
 /// # Safety
 /// A's `mr` rows of `kc` steps are readable, `b` holds `kc * NR` (and
@@ -827,9 +835,83 @@ unsafe fn kernel<const R: usize, const W: usize>(
     bias: *const f32,
     prefetch: *const f32,
 ) {
+    kernel_body::<Avx512, R, W>(
+        kc, a, lda, step, b, c, ldc, mr, nr, accumulate, bias, prefetch,
+    )
+}
+
+/// Rows of an AVX2 kernel's block: 6 rows of 16 columns (two registers
+/// each) are 12 of AVX2's 16 registers, as in BLIS's Haswell kernel.
+const AVX2_ROWS: usize = 6;
+
+/// [`kernel`] on AVX2 + FMA: the block in parts of up to [`AVX2_ROWS`]
+/// rows by 16 columns, each over all of `kc` (the B micro-panel stays in
+/// L1 between them), the prefetch spread over the first.
+///
+/// # Safety
+/// As [`kernel`], with AVX2 and FMA present instead of AVX-512F.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_avx2(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+    bias: *const f32,
+    prefetch: *const f32,
+) {
+    let mut pf = prefetch;
+    for j in (0..nr).step_by(16) {
+        let cols = (nr - j).min(16);
+        let bias = if bias.is_null() { bias } else { bias.add(j) };
+        for i in (0..mr).step_by(AVX2_ROWS) {
+            let rows = (mr - i).min(AVX2_ROWS);
+            let (a, c) = (a.add(i * lda), c.add(i * ldc + j));
+            macro_rules! rows {
+                ($($r:literal)*) => {
+                    match rows {
+                        $($r => kernel_body::<Avx2, $r, 1>(
+                            kc, a, lda, step, b.add(j), c, ldc, rows, cols, accumulate, bias, pf,
+                        ),)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            rows!(1 2 3 4 5 6);
+            pf = std::ptr::null();
+        }
+    }
+}
+
+/// What [`kernel`] and [`kernel_avx2`] run, over 16-lane vectors `S`.
+///
+/// # Safety
+/// As [`kernel`], on a CPU with `S`'s instruction set.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    step: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+    bias: *const f32,
+    prefetch: *const f32,
+) {
     use std::arch::x86_64::*;
     debug_assert!(mr <= R && nr <= 16 * W);
-    let mut acc = [[_mm512_setzero_ps(); W]; R];
+    let mut acc = [[S::zero(); W]; R];
     let (mut ap, mut bp) = (a, b);
     let mut pf = prefetch;
     for _ in 0..kc {
@@ -839,31 +921,24 @@ unsafe fn kernel<const R: usize, const W: usize>(
             _mm_prefetch::<_MM_HINT_T0>(pf.add(16) as *const i8);
             pf = pf.add(NR);
         }
-        let mut bv = [_mm512_setzero_ps(); W];
+        let mut bv = [S::zero(); W];
         for (j, v) in bv.iter_mut().enumerate() {
-            *v = _mm512_loadu_ps(bp.add(16 * j));
+            *v = S::load(bp.add(16 * j));
         }
         for (i, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(i * lda));
+            let av = S::splat(*ap.add(i * lda));
             for (c, v) in row.iter_mut().zip(&bv) {
-                *c = _mm512_fmadd_ps(av, *v, *c);
+                *c = av.fma(*v, *c);
             }
         }
         ap = ap.add(step);
         bp = bp.add(NR);
     }
-    let mask = |lanes: usize| -> __mmask16 {
-        if lanes >= 16 {
-            0xffff
-        } else {
-            ((1u32 << lanes) - 1) as __mmask16
-        }
-    };
-    let (m0, m1) = (mask(nr), mask(nr.saturating_sub(16)));
-    let mut bv = [_mm512_setzero_ps(); W];
+    let (m0, m1) = (first(nr), first(nr.saturating_sub(16)));
+    let mut bv = [S::zero(); W];
     if !bias.is_null() {
         for (j, (v, m)) in bv.iter_mut().zip([m0, m1]).enumerate() {
-            *v = _mm512_maskz_loadu_ps(m, bias.add(16 * j));
+            *v = S::load_mask(m, bias.add(16 * j));
         }
     }
     for (i, row) in acc.iter().enumerate().take(mr) {
@@ -871,11 +946,15 @@ unsafe fn kernel<const R: usize, const W: usize>(
         for (j, (v, m)) in row.iter().zip([m0, m1]).enumerate() {
             let mut v = *v;
             if accumulate {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cp.add(16 * j)));
+                v = v.add(S::load_mask(m, cp.add(16 * j)));
             } else if !bias.is_null() {
-                v = _mm512_add_ps(v, bv[j]);
+                v = v.add(bv[j]);
             }
-            _mm512_mask_storeu_ps(cp.add(16 * j), m, v);
+            if m == 0xffff {
+                v.store(cp.add(16 * j));
+            } else {
+                v.store_mask(m, cp.add(16 * j));
+            }
         }
     }
 }

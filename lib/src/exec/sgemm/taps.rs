@@ -37,7 +37,7 @@ pub struct RowPanel {
 /// meanwhile.
 ///
 /// Panics where the panels, taps or weights disagree or reach outside A
-/// or C, or without AVX-512F.
+/// or C, or without AVX-512F or AVX2 + FMA ([`available`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_taps(
     a: &[f32],
@@ -50,7 +50,10 @@ pub fn gemm_taps(
     bias: Option<&[f32]>,
     threads: usize,
 ) {
-    assert!(available(), "gemm_taps: this CPU has no AVX-512F");
+    assert!(
+        available(),
+        "gemm_taps: this CPU has neither AVX-512F nor AVX2 + FMA"
+    );
     assert!(
         !bs.is_empty() && bs.len() == tap_offs.len(),
         "gemm_taps: one weight a tap"

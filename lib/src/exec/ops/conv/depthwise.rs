@@ -64,12 +64,12 @@ pub(super) fn conv2d_depthwise(
         CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
     };
     let finish = then.is_some().then_some(&apply as &Finish);
-    let plan = MaskedPlan::cached(geom).filter(|_| sgemm::available());
+    let plan = MaskedPlan::cached(geom).filter(|_| sgemm::avx512());
     // sixteen channels at a time where a block's padded image fits the
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
-    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
+    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::avx512() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
@@ -454,7 +454,7 @@ impl MaskedPlan {
                     let (a, b) = (line(0), line(1));
                     let (even, odd) = dst.split_at_mut(b);
                     let (even, odd) = (&mut even[a..a + g.w.div_ceil(2)], &mut odd[..g.w / 2]);
-                    if g.w <= 16 && sgemm::available() {
+                    if g.w <= 16 && sgemm::avx512() {
                         // SAFETY: AVX-512F is present; the row and its
                         // halves hold w, ceil(w / 2) and w / 2 floats.
                         unsafe { deinterleave_short(row, even.as_mut_ptr(), odd.as_mut_ptr()) }
@@ -650,7 +650,7 @@ mod tests {
     /// planes at their offset.
     #[test]
     fn blocked_depthwise_has_the_bits_of_plane_by_plane() {
-        if !sgemm::available() {
+        if !sgemm::avx512() {
             return;
         }
         for &(b, c, (h, w), (kh, kw), stride, pad, dil, bias) in &[
@@ -700,7 +700,7 @@ mod tests {
     #[test]
     #[ignore]
     fn depthwise_speed() {
-        if !sgemm::available() {
+        if !sgemm::avx512() {
             return;
         }
         let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);

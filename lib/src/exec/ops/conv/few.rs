@@ -313,7 +313,7 @@ mod tests {
     /// images, with a bias and a fused relu.
     #[test]
     fn few_channels_match_a_reference() {
-        if !sgemm::available() {
+        if !sgemm::avx512() {
             return;
         }
         use sgemm::{EpiOp, EpiSrc, EpiStep};
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     #[ignore]
     fn stem_speed() {
-        if !sgemm::available() {
+        if !sgemm::avx512() {
             return;
         }
         let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);

@@ -264,9 +264,9 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
         Kernel::Host
     } else if xd.len() == 4 && subsampled(g) {
         Kernel::Subsampled
-    } else if few_channels(g, c, co) {
+    } else if few_channels(g, c, co) && sgemm::avx512() {
         Kernel::FewChannels
-    } else if winograd(g, c, co) {
+    } else if winograd(g, c, co) && sgemm::avx512() {
         Kernel::Winograd
     } else if pixel_taps(g, c, co) {
         Kernel::PixelTaps
