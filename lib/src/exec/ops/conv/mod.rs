@@ -266,7 +266,7 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
         Kernel::Subsampled
     } else if few_channels(g, c, co) && sgemm::avx512() {
         Kernel::FewChannels
-    } else if winograd(g, c, co) && sgemm::avx512() {
+    } else if winograd(g, c, co) {
         Kernel::Winograd
     } else if pixel_taps(g, c, co) {
         Kernel::PixelTaps

@@ -3,6 +3,7 @@
 //! 2016): see [`conv_winograd`].
 
 use super::*;
+use crate::exec::simd::{Avx2, Avx512, F32x16};
 
 /// Whether a 2-D convolution takes [`conv_winograd`]: 3x3, stride 1, no
 /// dilation, padding 1 (a plane the size of its input), one group, from
@@ -128,7 +129,7 @@ pub(super) fn conv_winograd(
         .ok_or_else(|| Error::internal("Winograd convolution of a weight that is not float32 on the host"))?;
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
         with_host(x, |xs: &[f32]| {
-            // SAFETY: AVX-512F is present (the caller's check)
+            // SAFETY: the kernels' instruction set is present (the caller's check)
             unsafe { winograd_product(xs, (b, c, co), (g, m), &us, bv.as_deref(), (accumulate, then), out) }
         })
         .ok_or_else(|| Error::internal("Winograd convolution of an input that is not float32 on the host"))
@@ -174,17 +175,35 @@ impl Tiles {
     /// `stride` floats apart, the first tile's row at `v`.
     ///
     /// # Safety
-    /// AVX-512F is present; the rows lie in `v`'s buffer.
+    /// The kernels' instruction set is present ([`sgemm::available`]);
+    /// the rows lie in `v`'s buffer.
     unsafe fn inputs(&self, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide(g: &Tiles, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+            g.inputs_in::<Avx512>(image, tiles, v, stride)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(g: &Tiles, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+            g.inputs_in::<Avx2>(image, tiles, v, stride)
+        }
+        if sgemm::avx512() {
+            wide(self, image, tiles, v, stride)
+        } else {
+            avx2(self, image, tiles, v, stride)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn inputs_in<S: F32x16>(&self, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
         let c = self.c;
         for (k, t) in tiles.enumerate() {
             let (bi, r) = (t / self.per_image(), t % self.per_image());
             let (ty, tx) = (r / self.tw, r % self.tw);
             let at = image[bi * self.padded() + self.m * (ty * self.wp + tx) * c..].as_ptr();
             if self.m == 4 {
-                input_tile::<6>(at, self.wp * c, c, v.add(k * c), stride);
+                input_tile::<S, 6>(at, self.wp * c, c, v.add(k * c), stride);
             } else {
-                input_tile::<4>(at, self.wp * c, c, v.add(k * c), stride);
+                input_tile::<S, 4>(at, self.wp * c, c, v.add(k * c), stride);
             }
         }
     }
@@ -194,9 +213,35 @@ impl Tiles {
     /// (channels-last, the batch's).
     ///
     /// # Safety
-    /// AVX-512F is present; the rows lie in `m`'s buffer, `y` holds the
-    /// batch's outputs; no one else writes these tiles' pixels.
+    /// The kernels' instruction set is present; the rows lie in `m`'s
+    /// buffer, `y` holds the batch's outputs; no one else writes these
+    /// tiles' pixels.
     unsafe fn outputs(
+        &self,
+        m: *const f32,
+        tiles: std::ops::Range<usize>,
+        stride: usize,
+        bias: Option<&[f32]>,
+        y: sgemm::SendPtr,
+    ) {
+        type Args<'a> = (*const f32, std::ops::Range<usize>, usize, Option<&'a [f32]>, sgemm::SendPtr);
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide(g: &Tiles, (m, tiles, stride, bias, y): Args) {
+            g.outputs_in::<Avx512>(m, tiles, stride, bias, y)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(g: &Tiles, (m, tiles, stride, bias, y): Args) {
+            g.outputs_in::<Avx2>(m, tiles, stride, bias, y)
+        }
+        if sgemm::avx512() {
+            wide(self, (m, tiles, stride, bias, y))
+        } else {
+            avx2(self, (m, tiles, stride, bias, y))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn outputs_in<S: F32x16>(
         &self,
         m: *const f32,
         tiles: std::ops::Range<usize>,
@@ -212,9 +257,9 @@ impl Tiles {
             let (rows, cols) = ((self.oh - y0).min(self.m), (self.ow - x0).min(self.m));
             let dst = |i: usize, j: usize| y.at((bi * n + (y0 + i) * self.ow + x0 + j) * co);
             if self.m == 4 {
-                output_tile::<6>(m.add(k * co), stride, co, bias, (rows, cols), dst);
+                output_tile::<S, 6>(m.add(k * co), stride, co, bias, (rows, cols), dst);
             } else {
-                output_tile::<4>(m.add(k * co), stride, co, bias, (rows, cols), dst);
+                output_tile::<S, 4>(m.add(k * co), stride, co, bias, (rows, cols), dst);
             }
         }
     }
@@ -237,7 +282,7 @@ const BLOCK_MIN_TILES: usize = 32;
 /// products.
 ///
 /// # Safety
-/// AVX-512F is present; `c` and `co` are multiples of 16; `us` holds 16
+/// The kernels' instruction set is present; `c` and `co` are multiples of 16; `us` holds 16
 /// products' `[c, co]` weights.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn winograd_product(
@@ -396,32 +441,23 @@ fn channels_first(
 /// `-2 (d1 - d3) - d2 + d4`, `2 (d1 - d3) - d2 + d4`, `4 d1 - 5 d3 + d5`.
 ///
 /// # Safety
-/// AVX-512F is present.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn bt<const A: usize>(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 6] {
-    use std::arch::x86_64::*;
-    let z = _mm512_setzero_ps();
+/// `S`'s instruction set is present.
+#[inline(always)]
+unsafe fn bt<S: F32x16, const A: usize>(d: [S; 6]) -> [S; 6] {
+    let z = S::zero();
     if A == 4 {
-        return [
-            _mm512_sub_ps(d[0], d[2]),
-            _mm512_add_ps(d[1], d[2]),
-            _mm512_sub_ps(d[2], d[1]),
-            _mm512_sub_ps(d[1], d[3]),
-            z,
-            z,
-        ];
+        return [d[0].sub(d[2]), d[1].add(d[2]), d[2].sub(d[1]), d[1].sub(d[3]), z, z];
     }
-    let k = |v: f32| _mm512_set1_ps(v);
-    let (s12, d12, d13) = (_mm512_add_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[1], d[3]));
-    let d42 = _mm512_sub_ps(d[4], d[2]);
+    let k = |v: f32| S::splat(v);
+    let (s12, d12, d13) = (d[1].add(d[2]), d[1].sub(d[2]), d[1].sub(d[3]));
+    let d42 = d[4].sub(d[2]);
     [
-        _mm512_fmadd_ps(k(4.0), d[0], _mm512_fmadd_ps(k(-5.0), d[2], d[4])),
-        _mm512_fmadd_ps(k(-4.0), s12, _mm512_add_ps(d[3], d[4])),
-        _mm512_fmadd_ps(k(4.0), d12, _mm512_sub_ps(d[4], d[3])),
-        _mm512_fmadd_ps(k(-2.0), d13, d42),
-        _mm512_fmadd_ps(k(2.0), d13, d42),
-        _mm512_fmadd_ps(k(4.0), d[1], _mm512_fmadd_ps(k(-5.0), d[3], d[5])),
+        k(4.0).fma(d[0], k(-5.0).fma(d[2], d[4])),
+        k(-4.0).fma(s12, d[3].add(d[4])),
+        k(4.0).fma(d12, d[4].sub(d[3])),
+        k(-2.0).fma(d13, d42),
+        k(2.0).fma(d13, d42),
+        k(4.0).fma(d[1], k(-5.0).fma(d[3], d[5])),
     ]
 }
 
@@ -431,28 +467,21 @@ unsafe fn bt<const A: usize>(d: [std::arch::x86_64::__m512; 6]) -> [std::arch::x
 /// + m4)`, `m1 - m2 + 8 (m3 - m4) + m5`.
 ///
 /// # Safety
-/// AVX-512F is present.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn at<const A: usize>(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x86_64::__m512; 4] {
-    use std::arch::x86_64::*;
-    let z = _mm512_setzero_ps();
+/// `S`'s instruction set is present.
+#[inline(always)]
+unsafe fn at<S: F32x16, const A: usize>(m: [S; 6]) -> [S; 4] {
+    let z = S::zero();
     if A == 4 {
-        return [
-            _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]),
-            _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]),
-            z,
-            z,
-        ];
+        return [m[0].add(m[1]).add(m[2]), m[1].sub(m[2]).sub(m[3]), z, z];
     }
-    let k = |v: f32| _mm512_set1_ps(v);
-    let (s12, d12) = (_mm512_add_ps(m[1], m[2]), _mm512_sub_ps(m[1], m[2]));
-    let (s34, d34) = (_mm512_add_ps(m[3], m[4]), _mm512_sub_ps(m[3], m[4]));
+    let k = |v: f32| S::splat(v);
+    let (s12, d12) = (m[1].add(m[2]), m[1].sub(m[2]));
+    let (s34, d34) = (m[3].add(m[4]), m[3].sub(m[4]));
     [
-        _mm512_add_ps(_mm512_add_ps(s12, s34), m[0]),
-        _mm512_fmadd_ps(k(2.0), d34, d12),
-        _mm512_fmadd_ps(k(4.0), s34, s12),
-        _mm512_add_ps(_mm512_fmadd_ps(k(8.0), d34, d12), m[5]),
+        s12.add(s34).add(m[0]),
+        k(2.0).fma(d34, d12),
+        k(4.0).fma(s34, s12),
+        k(8.0).fma(d34, d12).add(m[5]),
     ]
 }
 
@@ -462,23 +491,22 @@ unsafe fn at<const A: usize>(m: [std::arch::x86_64::__m512; 6]) -> [std::arch::x
 /// the `A²` results to `v + e * stride` (`e = A ξ + ν`).
 ///
 /// # Safety
-/// AVX-512F is present; `c` is a multiple of 16; the reads and writes lie
-/// in their buffers.
+/// `S`'s instruction set is present; `c` is a multiple of 16; the reads
+/// and writes lie in their buffers.
 #[allow(clippy::needless_range_loop)] // the transforms as written
-#[target_feature(enable = "avx512f")]
-unsafe fn input_tile<const A: usize>(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
-    use std::arch::x86_64::*;
-    let z = _mm512_setzero_ps();
+#[inline(always)]
+unsafe fn input_tile<S: F32x16, const A: usize>(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
+    let z = S::zero();
     for ch in (0..c).step_by(16) {
         // Bᵀ d: t[j] is column j's results
         let mut t = [[z; 6]; 6];
         for j in 0..A {
-            t[j] = bt::<A>(std::array::from_fn(|i| if i < A { _mm512_loadu_ps(at.add(i * line + j * c + ch)) } else { z }));
+            t[j] = bt::<S, A>(std::array::from_fn(|i| if i < A { S::load(at.add(i * line + j * c + ch)) } else { z }));
         }
         for i in 0..A {
-            let row = bt::<A>(std::array::from_fn(|j| t[j][i]));
+            let row = bt::<S, A>(std::array::from_fn(|j| t[j][i]));
             for j in 0..A {
-                _mm512_storeu_ps(v.add((i * A + j) * stride + ch), row[j]);
+                row[j].store(v.add((i * A + j) * stride + ch));
             }
         }
     }
@@ -490,11 +518,11 @@ unsafe fn input_tile<const A: usize>(at: *const f32, line: usize, c: usize, v: *
 /// to `m x m`) pixels inside the plane to `dst(i, j)`.
 ///
 /// # Safety
-/// AVX-512F is present; `co` is a multiple of 16; the reads and writes
-/// lie in their buffers.
+/// `S`'s instruction set is present; `co` is a multiple of 16; the reads
+/// and writes lie in their buffers.
 #[allow(clippy::needless_range_loop)] // the transforms as written
-#[target_feature(enable = "avx512f")]
-unsafe fn output_tile<const A: usize>(
+#[inline(always)]
+unsafe fn output_tile<S: F32x16, const A: usize>(
     at_: *const f32,
     stride: usize,
     co: usize,
@@ -502,25 +530,18 @@ unsafe fn output_tile<const A: usize>(
     (rows, cols): (usize, usize),
     dst: impl Fn(usize, usize) -> *mut f32,
 ) {
-    use std::arch::x86_64::*;
-    let z = _mm512_setzero_ps();
+    let z = S::zero();
     for ch in (0..co).step_by(16) {
         // Aᵀ m: r[j] is column j's results
         let mut r = [[z; 4]; 6];
         for j in 0..A {
-            r[j] = at::<A>(std::array::from_fn(|i| {
-                if i < A {
-                    _mm512_loadu_ps(at_.add((i * A + j) * stride + ch))
-                } else {
-                    z
-                }
-            }));
+            r[j] = at::<S, A>(std::array::from_fn(|i| if i < A { S::load(at_.add((i * A + j) * stride + ch)) } else { z }));
         }
-        let bv = bias.map_or(z, |b| _mm512_loadu_ps(b.as_ptr().add(ch)));
+        let bv = bias.map_or(z, |b| S::load(b.as_ptr().add(ch)));
         for i in 0..rows {
-            let y = at::<A>(std::array::from_fn(|j| if j < A { r[j][i] } else { z }));
+            let y = at::<S, A>(std::array::from_fn(|j| if j < A { r[j][i] } else { z }));
             for j in 0..cols {
-                _mm512_storeu_ps(dst(i, j).add(ch), _mm512_add_ps(y[j], bv));
+                y[j].add(bv).store(dst(i, j).add(ch));
             }
         }
     }
@@ -539,7 +560,7 @@ mod tests {
     /// magnitudes.
     #[test]
     fn winograd_matches_direct() {
-        if !sgemm::avx512() {
+        if !sgemm::available() {
             return;
         }
         for (case, &(b, c, co, h, w)) in [
@@ -594,7 +615,7 @@ mod tests {
                 let relu = [sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) }];
                 let then = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                // SAFETY: AVX-512F checked; the sizes are the convolution's
+                // SAFETY: the instruction set checked; the sizes are the convolution's
                 pool.install(|| unsafe {
                     winograd_product(
                         &xs,
