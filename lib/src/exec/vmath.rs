@@ -748,9 +748,8 @@ pub unsafe fn transpose16(r: [std::arch::x86_64::__m512; 16]) -> [std::arch::x86
 /// through [`transpose16`].
 ///
 /// # Safety
-/// AVX-512F is present.
+/// None beyond the sizes, which are checked.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
 pub unsafe fn pixels_to_planes(
     tile: &[f32],
     cb: usize,
@@ -773,12 +772,36 @@ pub unsafe fn pixels_to_planes(
 /// plane of an output, say).
 ///
 /// # Safety
-/// AVX-512F is present; `pixels` pixels of 16 floats are readable at
-/// `tile` and `cb` lines of `pixels` floats writable at `dst` (no other
-/// thread writing them).
+/// `pixels` pixels of 16 floats are readable at `tile` and `cb` lines of
+/// `pixels` floats writable at `dst` (no other thread writing them).
+/// Without AVX-512F, [`transpose_strided`]'s blocks.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn pixels_to_planes_at(
+    tile: *const f32,
+    pitch: usize,
+    cb: usize,
+    pixels: usize,
+    dst: *mut f32,
+    plane: usize,
+) {
+    if pixels == 0 || cb == 0 {
+        return;
+    }
+    if isa() == Isa::Avx512 {
+        pixels_to_planes_avx512(tile, pitch, cb, pixels, dst, plane)
+    } else {
+        let src = std::slice::from_raw_parts(tile, (pixels - 1) * pitch + cb);
+        transpose_strided::<false>(src, pitch, (pixels, cb), dst, plane)
+    }
+}
+
+/// [`pixels_to_planes_at`] through [`transpose16`].
+///
+/// # Safety
+/// As [`pixels_to_planes_at`], and AVX-512F is present.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-pub unsafe fn pixels_to_planes_at(
+unsafe fn pixels_to_planes_avx512(
     tile: *const f32,
     pitch: usize,
     cb: usize,

@@ -4,15 +4,28 @@
 //! [`conv_few_channels`].
 
 use super::*;
+use crate::exec::simd::{Avx2, Avx512, F32x16};
 
 /// Input channels up to which a 2-D convolution takes
 /// [`conv_few_channels`].
 const FEW_CHANNELS_MAX: usize = 4;
 
 /// Accumulators [`few_run`] keeps in registers: pixels times vectors of
-/// output channels (24 of the 32 vector registers; the weights and the
+/// output channels (24 of AVX-512's 32 vector registers; the weights and the
 /// broadcast value take the rest).
 const FEW_ACCUMULATORS: usize = 24;
+
+/// [`FEW_ACCUMULATORS`] on AVX2: six pairs, 12 of its 16 registers.
+const FEW_ACCUMULATORS_AVX2: usize = 6;
+
+/// The accumulators of this CPU's [`few_run`].
+fn accumulators() -> usize {
+    if sgemm::avx512() {
+        FEW_ACCUMULATORS
+    } else {
+        FEW_ACCUMULATORS_AVX2
+    }
+}
 
 /// Whether a convolution takes [`conv_few_channels`]: 2-D with taps,
 /// up to [`FEW_CHANNELS_MAX`] input channels, 16 to 64 output channels
@@ -23,7 +36,7 @@ pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
         && co.is_multiple_of(16)
         && (32..=64).contains(&co)
         && g.taps() > 1
-        && g.output[2] >= FEW_ACCUMULATORS / (co / 16)
+        && g.output[2] >= accumulators() / (co / 16)
 }
 
 /// A 2-D convolution from few input channels (ResNet's 7x7 stride-2 stem
@@ -68,8 +81,8 @@ pub(super) fn conv_few_channels(
             return Err(Error::internal("a few-channel convolution adding to its output"));
         }
         with_host(x, |xs: &[f32]| {
-            // SAFETY: AVX-512F is present (the caller's check); the sizes
-            // are the convolution's.
+            // SAFETY: the kernels' instruction set is present (the
+            // caller's check); the sizes are the convolution's.
             unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, then) }
         })
         .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
@@ -80,7 +93,7 @@ pub(super) fn conv_few_channels(
 /// the weights `[k][c_out]`, `bias` one a channel, into `out`.
 ///
 /// # Safety
-/// AVX-512F is present; `xs` holds `b * c * h * w` floats, `wt` `c *
+/// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` `c *
 /// taps * co`, `bias` `co`, `out` `b * co * oh * ow`; `co` is 16 to 64 in
 /// whole vectors and `ow` at least a run ([`few_channels`]).
 pub(super) unsafe fn few_channels_product(
@@ -97,7 +110,7 @@ pub(super) unsafe fn few_channels_product(
     let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
     let [_, oh, ow] = g.output;
     let (plane, oplane, vecs) = (h * wd, oh * ow, co / 16);
-    let run = FEW_ACCUMULATORS / vecs;
+    let run = accumulators() / vecs;
     assert!(
         xs.len() >= b * c * plane
             && wt.len() >= c * kh * kw * co
@@ -144,7 +157,7 @@ pub(super) unsafe fn few_channels_product(
             };
             let at = |ox: usize| (ox * sw) as isize - pw as isize;
             for ox in (0..lo).chain(hi..ow) {
-                // SAFETY: AVX-512F is present; the pixel is in the tile
+                // SAFETY: the instruction set is present; the pixel is in the tile
                 unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
             }
             if hi - lo >= run {
@@ -154,17 +167,23 @@ pub(super) unsafe fn few_channels_product(
                 loop {
                     let s = ox.min(hi - run);
                     macro_rules! call {
-                        ($($v:literal => $p:literal),*) => {
+                        ($run:ident: $($v:literal => $p:literal),*) => {
                             match vecs {
-                                $($v => few_run::<$v, $p>(&line, at(s), &mut tile[s * co..]),)*
+                                $($v => $run::<$v, $p>(&line, at(s), &mut tile[s * co..]),)*
                                 _ => unreachable!("16 to 64 output channels"),
                             }
                         };
                     }
-                    // SAFETY: AVX-512F is present; the run's windows lie
-                    // inside the input's lines (lo..hi), its rows inside
-                    // the image, its pixels inside the tile
-                    unsafe { call!(1 => 24, 2 => 12, 3 => 8, 4 => 6) };
+                    // SAFETY: the instruction set is present; the run's
+                    // windows lie inside the input's lines (lo..hi), its
+                    // rows inside the image, its pixels inside the tile
+                    unsafe {
+                        if sgemm::avx512() {
+                            call!(few_run_avx512: 1 => 24, 2 => 12, 3 => 8, 4 => 6)
+                        } else {
+                            call!(few_run_avx2: 1 => 6, 2 => 3, 3 => 2, 4 => 1)
+                        }
+                    };
                     if s + run >= hi {
                         break;
                     }
@@ -177,8 +196,8 @@ pub(super) unsafe fn few_channels_product(
                 }
             }
             for v in 0..vecs {
-                // SAFETY: tasks write disjoint lines of `out`; AVX-512F
-                // is present, the tile holds `ow` pixels of `co`
+                // SAFETY: tasks write disjoint lines of `out`; the
+                // instruction set is present, the tile holds `ow` pixels of `co`
                 unsafe {
                     vmath::pixels_to_planes_at(
                         tile[v * 16..].as_ptr(),
@@ -235,25 +254,38 @@ struct FewLine<'a> {
 /// AVX-512F is present; every window of the run lies inside the input's
 /// lines, `tile` holds `P * co` floats.
 #[target_feature(enable = "avx512f")]
-unsafe fn few_run<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
-    use std::arch::x86_64::*;
+unsafe fn few_run_avx512<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
+    few_run::<Avx512, V, P>(l, ix0, tile)
+}
+
+/// [`few_run_avx512`] on AVX2 + FMA.
+///
+/// # Safety
+/// As [`few_run_avx512`], with AVX2 and FMA present.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn few_run_avx2<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
+    few_run::<Avx2, V, P>(l, ix0, tile)
+}
+
+#[inline(always)]
+unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
     assert!(
         ix0 >= 0 && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd && tile.len() >= (P - 1) * l.co + V * 16
     );
     let (xp, wp) = (l.x.as_ptr(), l.wt.as_ptr());
-    let init: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(l.bias.as_ptr().add(v * 16)));
+    let init: [S; V] = std::array::from_fn(|v| S::load(l.bias.as_ptr().add(v * 16)));
     let mut acc = [init; P];
     for ch in 0..l.c {
         for &(ky, iy) in &l.rows {
             let row = xp.add(ch * l.plane + iy * l.wd + ix0 as usize);
             for kx in 0..l.kw {
                 let kk = (ch * l.kh + ky) * l.kw + kx;
-                let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(kk * l.co + v * 16)));
+                let wv: [S; V] = std::array::from_fn(|v| S::load(wp.add(kk * l.co + v * 16)));
                 let base = row.add(kx * l.dw);
                 for (p, a) in acc.iter_mut().enumerate() {
-                    let xb = _mm512_set1_ps(*base.add(p * l.sw));
+                    let xb = S::splat(*base.add(p * l.sw));
                     for v in 0..V {
-                        a[v] = _mm512_fmadd_ps(xb, wv[v], a[v]);
+                        a[v] = xb.fma(wv[v], a[v]);
                     }
                 }
             }
@@ -261,7 +293,7 @@ unsafe fn few_run<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile:
     }
     for (p, a) in acc.iter().enumerate() {
         for (v, r) in a.iter().enumerate() {
-            _mm512_storeu_ps(tile.as_mut_ptr().add(p * l.co + v * 16), *r);
+            r.store(tile.as_mut_ptr().add(p * l.co + v * 16));
         }
     }
 }
@@ -271,15 +303,30 @@ unsafe fn few_run<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile:
 /// `ix0`, into `out` (`co` floats).
 ///
 /// # Safety
-/// AVX-512F is present.
-#[target_feature(enable = "avx512f")]
+/// The kernels' instruction set is present.
 unsafe fn few_pixel(l: &FewLine, ix0: isize, out: &mut [f32]) {
-    use std::arch::x86_64::*;
+    #[target_feature(enable = "avx512f")]
+    unsafe fn wide(l: &FewLine, ix0: isize, out: &mut [f32]) {
+        few_pixel_in::<Avx512>(l, ix0, out)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2(l: &FewLine, ix0: isize, out: &mut [f32]) {
+        few_pixel_in::<Avx2>(l, ix0, out)
+    }
+    if sgemm::avx512() {
+        wide(l, ix0, out)
+    } else {
+        avx2(l, ix0, out)
+    }
+}
+
+#[inline(always)]
+unsafe fn few_pixel_in<S: F32x16>(l: &FewLine, ix0: isize, out: &mut [f32]) {
     let vecs = l.co / 16;
     assert!(vecs <= 4 && out.len() >= l.co);
-    let mut acc = [_mm512_setzero_ps(); 4];
+    let mut acc = [S::zero(); 4];
     for (v, a) in acc.iter_mut().enumerate().take(vecs) {
-        *a = _mm512_loadu_ps(l.bias.as_ptr().add(v * 16));
+        *a = S::load(l.bias.as_ptr().add(v * 16));
     }
     for ch in 0..l.c {
         for &(ky, iy) in &l.rows {
@@ -289,16 +336,16 @@ unsafe fn few_pixel(l: &FewLine, ix0: isize, out: &mut [f32]) {
                 if ix < 0 || ix >= l.wd as isize {
                     continue;
                 }
-                let xb = _mm512_set1_ps(row[ix as usize]);
+                let xb = S::splat(row[ix as usize]);
                 let kk = (ch * l.kh + ky) * l.kw + kx;
                 for (v, a) in acc.iter_mut().enumerate().take(vecs) {
-                    *a = _mm512_fmadd_ps(xb, _mm512_loadu_ps(l.wt.as_ptr().add(kk * l.co + v * 16)), *a);
+                    *a = xb.fma(S::load(l.wt.as_ptr().add(kk * l.co + v * 16)), *a);
                 }
             }
         }
     }
     for (v, a) in acc.iter().enumerate().take(vecs) {
-        _mm512_storeu_ps(out.as_mut_ptr().add(v * 16), *a);
+        a.store(out.as_mut_ptr().add(v * 16));
     }
 }
 
@@ -313,7 +360,7 @@ mod tests {
     /// images, with a bias and a fused relu.
     #[test]
     fn few_channels_match_a_reference() {
-        if !sgemm::avx512() {
+        if !sgemm::available() {
             return;
         }
         use sgemm::{EpiOp, EpiSrc, EpiStep};
@@ -377,7 +424,7 @@ mod tests {
     #[test]
     #[ignore]
     fn stem_speed() {
-        if !sgemm::avx512() {
+        if !sgemm::available() {
             return;
         }
         let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);

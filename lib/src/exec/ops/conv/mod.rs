@@ -264,7 +264,7 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
         Kernel::Host
     } else if xd.len() == 4 && subsampled(g) {
         Kernel::Subsampled
-    } else if few_channels(g, c, co) && sgemm::avx512() {
+    } else if few_channels(g, c, co) {
         Kernel::FewChannels
     } else if winograd(g, c, co) {
         Kernel::Winograd
