@@ -44,6 +44,9 @@ pub(crate) trait F32x16: Copy {
     /// torch's clamp: `lo` where below it, `hi` where above (ordered
     /// compares: NaN stays).
     unsafe fn clamp(self, lo: Self, hi: Self) -> Self;
+    /// `x` where it is above `self` or NaN, else `self` (a max pool's
+    /// step: a NaN taken stays).
+    unsafe fn above_or_nan(self, x: Self) -> Self;
 }
 
 /// A mask of the first `n` lanes (16 or more: all).
@@ -119,6 +122,12 @@ impl F32x16 for Avx512 {
             v,
             hi.0,
         ))
+    }
+    #[inline(always)]
+    unsafe fn above_or_nan(self, x: Self) -> Self {
+        let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x.0, self.0)
+            | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x.0, x.0);
+        Avx512(_mm512_mask_mov_ps(self.0, m, x.0))
     }
 }
 
@@ -218,6 +227,17 @@ impl F32x16 for Avx2 {
             one(self.0[1], lo.0[1], hi.0[1]),
         ])
     }
+    #[inline(always)]
+    unsafe fn above_or_nan(self, x: Self) -> Self {
+        let one = |a: __m256, x: __m256| {
+            let m = _mm256_or_ps(
+                _mm256_cmp_ps::<_CMP_GT_OQ>(x, a),
+                _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x),
+            );
+            _mm256_blendv_ps(a, x, m)
+        };
+        Avx2([one(self.0[0], x.0[0]), one(self.0[1], x.0[1])])
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -261,6 +281,17 @@ mod tests {
             out(va.clamp(S::splat(-1.0), S::splat(1.0))),
             each(&|x, _| x.clamp(-1.0, 1.0))
         );
+        let mut nan = a.to_vec();
+        nan[3] = f32::NAN;
+        let got = out(vb.above_or_nan(S::load(nan.as_ptr())));
+        for i in 0..16 {
+            let want = if nan[i] > b[i] || nan[i].is_nan() {
+                nan[i]
+            } else {
+                b[i]
+            };
+            assert_eq!(got[i].to_bits(), want.to_bits(), "above_or_nan lane {i}");
+        }
         assert_eq!(out(S::splat(2.0)), [2.0; 16]);
         assert_eq!(out(S::zero()), [0.0; 16]);
         for m in [0u16, 1, 0x00ff, 0xff00, 0x8001, 0x1234, 0xffff] {

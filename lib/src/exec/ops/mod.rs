@@ -1093,11 +1093,16 @@ fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &
         assert!(w.len() >= starts.len());
     }
     #[cfg(target_arch = "x86_64")]
-    if super::vmath::isa() == super::vmath::Isa::Avx512 {
-        // SAFETY: AVX-512F is present; the assertions keep every read
-        // inside phases and every write inside acc.
-        unsafe { window_taps_avx512(phases, starts, op, init, acc) };
-        return;
+    match super::vmath::isa() {
+        // SAFETY: the instruction set is present; the assertions keep
+        // every read inside phases and every write inside acc.
+        super::vmath::Isa::Avx512 => {
+            return unsafe { window_taps_avx512(phases, starts, op, init, acc) }
+        }
+        super::vmath::Isa::Avx2 => {
+            return unsafe { window_taps_avx2(phases, starts, op, init, acc) }
+        }
+        super::vmath::Isa::Base => {}
     }
     for (i, out) in acc.chunks_exact_mut(WINDOW_LANES).enumerate() {
         let mut a = [init; WINDOW_LANES];
@@ -1133,42 +1138,65 @@ unsafe fn window_taps_avx512(
     init: f32,
     acc: &mut [f32],
 ) {
-    use std::arch::x86_64::*;
+    window_taps_in::<super::simd::Avx512>(phases, starts, op, init, acc)
+}
+
+/// [`window_taps_avx512`] on AVX2 + FMA (the same bits: one FMA a tap).
+///
+/// # Safety
+/// AVX2 and FMA are present; the bounds [`window_taps`] asserts hold.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn window_taps_avx2(
+    phases: &[f32],
+    starts: &[usize],
+    op: WindowOp,
+    init: f32,
+    acc: &mut [f32],
+) {
+    window_taps_in::<super::simd::Avx2>(phases, starts, op, init, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn window_taps_in<S: super::simd::F32x16>(
+    phases: &[f32],
+    starts: &[usize],
+    op: WindowOp,
+    init: f32,
+    acc: &mut [f32],
+) {
     const L: usize = WINDOW_LANES;
     #[inline(always)]
-    unsafe fn step(op: WindowOp, t: usize, a: __m512, x: __m512) -> __m512 {
+    unsafe fn step<S: super::simd::F32x16>(op: WindowOp, t: usize, a: S, x: S) -> S {
         match op {
-            WindowOp::Fma(w) => _mm512_fmadd_ps(x, _mm512_set1_ps(*w.get_unchecked(t)), a),
-            WindowOp::Max => {
-                // x where x > a or x is NaN (a NaN already in a stays)
-                let m = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, a)
-                    | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-                _mm512_mask_mov_ps(a, m, x)
-            }
+            WindowOp::Fma(w) => x.fma(S::splat(*w.get_unchecked(t)), a),
+            // x where x > a or x is NaN (a NaN already in a stays)
+            WindowOp::Max => a.above_or_nan(x),
         }
     }
     let (p, out) = (phases.as_ptr(), acc.as_mut_ptr());
     let mut i = 0;
     while i + 4 * L <= acc.len() {
-        let mut a = [_mm512_set1_ps(init); 4];
+        let mut a = [S::splat(init); 4];
         for (t, &s) in starts.iter().enumerate() {
             let x = p.add(s + i);
-            a[0] = step(op, t, a[0], _mm512_loadu_ps(x));
-            a[1] = step(op, t, a[1], _mm512_loadu_ps(x.add(L)));
-            a[2] = step(op, t, a[2], _mm512_loadu_ps(x.add(2 * L)));
-            a[3] = step(op, t, a[3], _mm512_loadu_ps(x.add(3 * L)));
+            a[0] = step(op, t, a[0], S::load(x));
+            a[1] = step(op, t, a[1], S::load(x.add(L)));
+            a[2] = step(op, t, a[2], S::load(x.add(2 * L)));
+            a[3] = step(op, t, a[3], S::load(x.add(3 * L)));
         }
         for (j, v) in a.iter().enumerate() {
-            _mm512_storeu_ps(out.add(i + j * L), *v);
+            v.store(out.add(i + j * L));
         }
         i += 4 * L;
     }
     while i < acc.len() {
-        let mut a = _mm512_set1_ps(init);
+        let mut a = S::splat(init);
         for (t, &s) in starts.iter().enumerate() {
-            a = step(op, t, a, _mm512_loadu_ps(p.add(s + i)));
+            a = step(op, t, a, S::load(p.add(s + i)));
         }
-        _mm512_storeu_ps(out.add(i), a);
+        a.store(out.add(i));
         i += L;
     }
 }

@@ -6,6 +6,7 @@
 //! ([`window_planes`]).
 
 use super::*;
+use crate::exec::simd::{Avx2, Avx512, F32x16};
 
 /// A depthwise convolution (groups = input channels; each output channel
 /// reads one input channel, `co / c` outputs per input): a direct sum per
@@ -69,8 +70,8 @@ pub(super) fn conv2d_depthwise(
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
-    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::avx512() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
-        // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
+    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
+        // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
             unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish) }
@@ -137,6 +138,9 @@ const BLOCKED_MAX_GRID: usize = 4096;
 /// (a 14-pixel line; 28-pixel lines in two halves).
 const BLOCKED_RUN_MAX: usize = 14;
 
+/// [`BLOCKED_RUN_MAX`] on AVX2: six pairs of registers, 12 of its 16.
+const BLOCKED_RUN_MAX_AVX2: usize = 6;
+
 /// Whether [`depthwise_blocked`] takes a depthwise convolution of this
 /// geometry (padded input grid up to [`BLOCKED_MAX_GRID`] pixels).
 fn blocked(g: &PlaneWindows) -> bool {
@@ -158,7 +162,7 @@ fn blocked(g: &PlaneWindows) -> bool {
 /// tap's mask, unaligned, with a mask and a broadcast beside it).
 ///
 /// # Safety
-/// AVX-512F is present; `xs` holds `b * c * h * w` floats, `wt` the
+/// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` the
 /// weight by blocks of 16 channels ([`Executor::depthwise_taps`]), `bs`
 /// (if any) `c`, `out` `b * c * oh * ow`.
 #[allow(clippy::too_many_arguments)]
@@ -188,6 +192,8 @@ unsafe fn depthwise_blocked(
         (g.oh - 1) * g.stride.0 + (g.kh - 1) * g.dil.0 < hp && (g.ow - 1) * g.stride.1 + (g.kw - 1) * g.dil.1 < wp,
         "depthwise_blocked: windows outside the padded input"
     );
+    let wide = sgemm::avx512();
+    let run_max = if wide { BLOCKED_RUN_MAX } else { BLOCKED_RUN_MAX_AVX2 };
     // (grid, result by pixel)
     type Scratch = (Vec<f32>, Vec<f32>);
     let task = |s: &mut Scratch, t: usize| {
@@ -201,28 +207,35 @@ unsafe fn depthwise_blocked(
             grid.resize(hp * wp * 16, 0.0);
         }
         tile.resize(oplane * 16, 0.0);
-        // SAFETY: AVX-512F is present (this function's contract); the
-        // block's planes are inside `xs`, the grid holds the padded image.
+        // SAFETY: the block's planes are inside `xs`, the grid holds
+        // the padded image.
         unsafe { planes_to_grid(&xs[(n * c + c0) * plane..][..cb * plane], cb, g, wp, grid) };
         let w = &wt[blk * taps * 16..][..taps * 16];
         let init = &bias[blk * 16..][..16];
         for oy in 0..g.oh {
             let mut ox = 0;
             while ox < g.ow {
-                // even runs of up to BLOCKED_RUN_MAX (28 as 14 + 14)
+                // even runs of up to BLOCKED_RUN_MAX (28 as 14 + 14; on
+                // AVX2, BLOCKED_RUN_MAX_AVX2)
                 let left = g.ow - ox;
-                let len = left.div_ceil(left.div_ceil(BLOCKED_RUN_MAX));
+                let len = left.div_ceil(left.div_ceil(run_max));
                 macro_rules! call {
-                    ($($n:literal)*) => {
+                    ($run:ident: $($n:literal)*) => {
                         match len {
-                            $($n => blocked_run::<$n>(grid, wp, w, init, g, oy, ox, &mut tile[(oy * g.ow + ox) * 16..]),)*
+                            $($n => $run::<$n>(grid, wp, w, init, g, oy, ox, &mut tile[(oy * g.ow + ox) * 16..]),)*
                             _ => unreachable!("runs hold at most BLOCKED_RUN_MAX pixels"),
                         }
                     };
                 }
-                // SAFETY: AVX-512F is present (this function's contract);
-                // the grid holds every pixel the run's windows read.
-                unsafe { call!(1 2 3 4 5 6 7 8 9 10 11 12 13 14) }
+                // SAFETY: the instruction set is present (this function's
+                // contract); the grid holds every pixel the run's windows read.
+                unsafe {
+                    if wide {
+                        call!(blocked_run_avx512: 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+                    } else {
+                        call!(blocked_run_avx2: 1 2 3 4 5 6)
+                    }
+                }
                 ox += len;
             }
         }
@@ -231,7 +244,7 @@ unsafe fn depthwise_blocked(
         // SAFETY: tasks write disjoint blocks of planes of `out`
         let dst: &mut [std::mem::MaybeUninit<f32>] =
             unsafe { std::slice::from_raw_parts_mut(dst.at(at).cast(), cb * oplane) };
-        // SAFETY: AVX-512F is present (this function's contract)
+        // SAFETY: the sizes are the block's
         unsafe { vmath::pixels_to_planes(tile, cb, oplane, dst) };
         if let Some(then) = then {
             // SAFETY: pixels_to_planes wrote every element of the block
@@ -269,7 +282,7 @@ pub(crate) fn depthwise_by_blocks(ws: &[f32], c: usize, taps: usize) -> Vec<f32>
 /// windows read, `w` `taps * 16` floats, `tile` `N * 16`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn blocked_run<const N: usize>(
+unsafe fn blocked_run_avx512<const N: usize>(
     grid: &[f32],
     wp: usize,
     w: &[f32],
@@ -279,24 +292,57 @@ unsafe fn blocked_run<const N: usize>(
     ox: usize,
     tile: &mut [f32],
 ) {
-    use std::arch::x86_64::*;
+    blocked_run::<Avx512, N>(grid, wp, w, init, g, oy, ox, tile)
+}
+
+/// [`blocked_run_avx512`] on AVX2 + FMA.
+///
+/// # Safety
+/// As [`blocked_run_avx512`], with AVX2 and FMA present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn blocked_run_avx2<const N: usize>(
+    grid: &[f32],
+    wp: usize,
+    w: &[f32],
+    init: &[f32],
+    g: &PlaneWindows,
+    oy: usize,
+    ox: usize,
+    tile: &mut [f32],
+) {
+    blocked_run::<Avx2, N>(grid, wp, w, init, g, oy, ox, tile)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn blocked_run<S: F32x16, const N: usize>(
+    grid: &[f32],
+    wp: usize,
+    w: &[f32],
+    init: &[f32],
+    g: &PlaneWindows,
+    oy: usize,
+    ox: usize,
+    tile: &mut [f32],
+) {
     assert!(tile.len() >= N * 16 && init.len() >= 16 && w.len() >= g.kh * g.kw * 16);
     let (gp, sx) = (grid.as_ptr(), g.stride.1 * 16);
-    let mut acc = [_mm512_loadu_ps(init.as_ptr()); N];
+    let mut acc = [S::load(init.as_ptr()); N];
     for ty in 0..g.kh {
         let iy = oy * g.stride.0 + ty * g.dil.0;
         for tx in 0..g.kw {
-            let wv = _mm512_loadu_ps(w.as_ptr().add((ty * g.kw + tx) * 16));
+            let wv = S::load(w.as_ptr().add((ty * g.kw + tx) * 16));
             let at = (iy * wp + ox * g.stride.1 + tx * g.dil.1) * 16;
             debug_assert!(at + (N - 1) * sx + 16 <= grid.len());
             let p = gp.add(at);
             for (j, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p.add(j * sx)), *a);
+                *a = wv.fma(S::load(p.add(j * sx)), *a);
             }
         }
     }
     for (j, a) in acc.iter().enumerate() {
-        _mm512_storeu_ps(tile.as_mut_ptr().add(j * 16), *a);
+        a.store(tile.as_mut_ptr().add(j * 16));
     }
 }
 
@@ -305,13 +351,33 @@ unsafe fn blocked_run<const N: usize>(
 /// pixels at a time through [`vmath::transpose16`].
 ///
 /// # Safety
-/// AVX-512F is present; `src` holds `cb * h * w` floats, `grid` `hp * wp
-/// * 16` with the padding of `g`.
-#[target_feature(enable = "avx512f")]
+/// None beyond the sizes, which are checked: without AVX-512F the lines
+/// go through [`vmath::transpose_strided`], lanes from `cb` zeroed.
 unsafe fn planes_to_grid(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
-    use std::arch::x86_64::*;
     let plane = g.h * g.w;
     assert!(cb <= 16 && src.len() >= cb * plane && grid.len() >= (g.h + 2 * g.pad.0) * wp * 16);
+    if sgemm::avx512() {
+        return planes_to_grid_avx512(src, cb, g, wp, grid);
+    }
+    for y in 0..g.h {
+        let line = grid[((y + g.pad.0) * wp + g.pad.1) * 16..][..g.w * 16].as_mut_ptr();
+        vmath::transpose_strided::<false>(&src[y * g.w..], plane, (cb, g.w), line, 16);
+        if cb < 16 {
+            for x in 0..g.w {
+                std::slice::from_raw_parts_mut(line.add(x * 16 + cb), 16 - cb).fill(0.0);
+            }
+        }
+    }
+}
+
+/// [`planes_to_grid`] sixteen pixels at a time through [`vmath::transpose16`].
+///
+/// # Safety
+/// AVX-512F is present; the sizes as [`planes_to_grid`] checks them.
+#[target_feature(enable = "avx512f")]
+unsafe fn planes_to_grid_avx512(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let plane = g.h * g.w;
     let (sp, gp) = (src.as_ptr(), grid.as_mut_ptr());
     let (mut y, mut x) = (0, 0);
     for p0 in (0..plane).step_by(16) {
@@ -650,7 +716,7 @@ mod tests {
     /// planes at their offset.
     #[test]
     fn blocked_depthwise_has_the_bits_of_plane_by_plane() {
-        if !sgemm::avx512() {
+        if !sgemm::available() {
             return;
         }
         for &(b, c, (h, w), (kh, kw), stride, pad, dil, bias) in &[
