@@ -543,8 +543,7 @@ unsafe fn direct_avx2<const ACCUMULATE: bool>(
         1
     };
     for j in 0..vectors {
-        for i in (0..mr).step_by(super::AVX2_ROWS) {
-            let rows = (mr - i).min(super::AVX2_ROWS);
+        for (i, rows) in super::avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.wrapping_add(i * ldc));
             let bias = bias.map(|b| &b[i..]);
             macro_rules! rows {

@@ -844,6 +844,14 @@ unsafe fn kernel<const R: usize, const W: usize>(
 /// each) are 12 of AVX2's 16 registers, as in BLIS's Haswell kernel.
 const AVX2_ROWS: usize = 6;
 
+/// A block's `mr` rows as even parts of at most [`AVX2_ROWS`] (first
+/// row, rows): 8 as 4 + 4, not 6 + 2, whose 4 accumulators leave the FMA
+/// units waiting on their latency.
+fn avx2_parts(mr: usize) -> impl Iterator<Item = (usize, usize)> {
+    let parts = mr.div_ceil(AVX2_ROWS).max(1);
+    (0..parts).map(move |p| (p * mr / parts, (p + 1) * mr / parts - p * mr / parts))
+}
+
 /// [`kernel`] on AVX2 + FMA: the block in parts of up to [`AVX2_ROWS`]
 /// rows by 16 columns, each over all of `kc` (the B micro-panel stays in
 /// L1 between them), the prefetch spread over the first.
@@ -870,8 +878,7 @@ unsafe fn kernel_avx2(
     for j in (0..nr).step_by(16) {
         let cols = (nr - j).min(16);
         let bias = if bias.is_null() { bias } else { bias.add(j) };
-        for i in (0..mr).step_by(AVX2_ROWS) {
-            let rows = (mr - i).min(AVX2_ROWS);
+        for (i, rows) in avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.add(i * ldc + j));
             macro_rules! rows {
                 ($($r:literal)*) => {
