@@ -14,8 +14,11 @@ build:
 # checker and ONNX Runtime (numpy, onnx, onnxruntime from PyPI into .venv-onnx).
 test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
-	# The portable kernels (AVX2 and baseline, as on a CPU without AVX-512): every fixture against torch again.
+	# Every fixture against torch again on the AVX2 kernels (as on a CPU without AVX-512; where this CPU
+	# has no AVX2, the baseline), then on the baseline ones (the gemm crate and candle's loops).
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec every_fixture_matches_torch
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib exec::
+	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec every_fixture_matches_torch
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21

@@ -62,7 +62,12 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
     (
         "PT2KIT_NO_AVX512",
         &["ir-run", "ir-bench"],
-        "Set: the portable kernels (AVX2 or none) even on a CPU with AVX-512F.",
+        "Set: the AVX2 + FMA kernels (or, without those, the baseline ones) even on a CPU with AVX-512F.",
+    ),
+    (
+        "PT2KIT_NO_AVX2",
+        &["ir-run", "ir-bench"],
+        "Set: the baseline kernels (no AVX-512, no AVX2: the gemm crate and candle's loops), as on a CPU without either. Much slower; for testing.",
     ),
 ];
 

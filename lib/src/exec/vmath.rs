@@ -155,18 +155,22 @@ pub(crate) enum Isa {
     Base,
 }
 
-/// The widest instruction set this CPU runs (checked once).
+/// The widest instruction set this CPU runs (checked once);
+/// `PT2KIT_NO_AVX512=1` stops at AVX2, `PT2KIT_NO_AVX2=1` at the baseline.
 pub(crate) fn isa() -> Isa {
     static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
     *ISA.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::env::var_os("PT2KIT_NO_AVX512").is_none()
+            let off = |v: &str| std::env::var_os(v).is_some();
+            if !off("PT2KIT_NO_AVX512")
+                && !off("PT2KIT_NO_AVX2")
                 && std::arch::is_x86_feature_detected!("avx512f")
             {
                 return Isa::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2")
+            if std::env::var_os("PT2KIT_NO_AVX2").is_none()
+                && std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {
                 return Isa::Avx2;

@@ -484,3 +484,50 @@ fn transformer_shapes() {
         eprintln!("{m}x{n}x{k}: {best:.1} GF/s");
     }
 }
+
+/// The packed product's best time of many (robust to a busy machine), on
+/// `THREADS` threads (1), for `SHAPES` (`m x n x k,...`; the MLP's and ResNet's by
+/// default): `cargo test --release -p pt2kit --features exec --lib
+/// gemm_best -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn gemm_best() {
+    let shapes =
+        std::env::var("SHAPES").unwrap_or_else(|_| "512x512x784,256x196x2304,128x768x768".into());
+    for shape in shapes.split(',') {
+        let d: Vec<usize> = shape.split('x').filter_map(|v| v.parse().ok()).collect();
+        let (m, n, k) = (d[0], d[1], d[2]);
+        let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+        let pb = pack_b(&View::row_major(&bv, k, n));
+        let mut c = uninit(m * n);
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut best = f64::MAX;
+        pool.install(|| {
+            for _ in 0..200 {
+                let t = std::time::Instant::now();
+                gemm_lhs(
+                    Lhs::rows(&av, m, k),
+                    &pb,
+                    &mut c,
+                    n,
+                    Init::Zero,
+                    None,
+                    threads,
+                );
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        });
+        eprintln!(
+            "{m}x{n}x{k}: best {:.1} GFLOP/s",
+            2.0 * (m * n * k) as f64 / best / 1e9
+        );
+    }
+}
