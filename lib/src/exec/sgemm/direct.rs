@@ -510,7 +510,7 @@ unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
     runs: &[Run],
     bias: Option<&[f32]>,
 ) {
-    direct_body::<Avx512, R, W, ACCUMULATE>(
+    direct_body::<Avx512, R, W, ACCUMULATE, false>(
         from, offs, masks, a, lda, step, c, ldc, mr, runs, bias, 0,
     )
 }
@@ -542,33 +542,48 @@ unsafe fn direct_avx2<const ACCUMULATE: bool>(
     } else {
         1
     };
+    // whether every tap loads all 16 lanes of vector j (a pointwise
+    // convolution's panels but the last, the inner windows of one with
+    // taps): plain loads, no mask tested on each
+    let full = [0, 1].map(|j| masks.iter().all(|&m| (m >> (16 * j)) as u16 == 0xffff));
     for j in 0..vectors {
         for (i, rows) in super::avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.wrapping_add(i * ldc));
             let bias = bias.map(|b| &b[i..]);
             macro_rules! rows {
-                ($($r:literal)*) => {
+                ($full:literal: $($r:literal)*) => {
                     match rows {
-                        $($r => direct_body::<Avx2, $r, 1, ACCUMULATE>(
+                        $($r => direct_body::<Avx2, $r, 1, ACCUMULATE, $full>(
                             from, offs, masks, a, lda, step, c, ldc, rows, runs, bias, j,
                         ),)*
                         _ => unreachable!(),
                     }
                 };
             }
-            rows!(1 2 3 4 5 6);
+            if full[j] {
+                rows!(true: 1 2 3 4 5 6)
+            } else {
+                rows!(false: 1 2 3 4 5 6)
+            }
         }
     }
 }
 
 /// What [`direct_kernel`] and [`direct_avx2`] run, over 16-lane vectors
-/// `S`: the block's vectors `j0..j0 + W` (of columns `16 * j0..`).
+/// `S`: the block's vectors `j0..j0 + W` (of columns `16 * j0..`); with
+/// `FULL`, every B row's lanes loaded whole (its masks all set).
 ///
 /// # Safety
 /// As [`direct_kernel`], on a CPU with `S`'s instruction set.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn direct_body<S: F32x16, const R: usize, const W: usize, const ACCUMULATE: bool>(
+unsafe fn direct_body<
+    S: F32x16,
+    const R: usize,
+    const W: usize,
+    const ACCUMULATE: bool,
+    const FULL: bool,
+>(
     from: *const f32,
     offs: &[usize],
     masks: &[u32],
@@ -598,7 +613,11 @@ unsafe fn direct_body<S: F32x16, const R: usize, const W: usize, const ACCUMULAT
         for (j, v) in bv.iter_mut().enumerate() {
             // masked-off lanes are never touched (they may lie outside
             // the input)
-            *v = load_lanes(lanes(mask, j), row.wrapping_add(16 * j));
+            *v = if FULL {
+                S::load(row.wrapping_add(16 * j))
+            } else {
+                load_lanes(lanes(mask, j), row.wrapping_add(16 * j))
+            };
         }
         for (i, r) in acc.iter_mut().enumerate() {
             let av = S::splat(*ap.add(i * lda));

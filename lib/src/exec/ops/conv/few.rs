@@ -40,7 +40,7 @@ fn accumulators() -> usize {
 }
 
 /// Whether a convolution takes [`conv_few_channels`]: 2-D with taps,
-/// up to [`FEW_CHANNELS_MAX`] input channels, 16 to 64 output channels
+/// up to [`FEW_CHANNELS_MAX`] input channels, 32 (on AVX2 16: [`few_min_channels`]) to 64 output channels
 /// in whole vectors, output lines at least a run long.
 pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
     g.input[0] == 1
