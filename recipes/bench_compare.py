@@ -274,7 +274,7 @@ def main():
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=ROOT).stdout.strip()
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "cpu": cpu_name(), "torch": torch.__version__, "onnxruntime": ort_version, "pt2kit": rev,
+            "cpu": cpu_name(), "isa": cpu_isa(), "torch": torch.__version__, "onnxruntime": ort_version, "pt2kit": rev,
             "threads": a.threads, "rounds": a.rounds, "iters": a.iters, "warmup_time": a.warmup_time}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), RAYON_NUM_THREADS=str(a.threads))
     results = []
@@ -334,6 +334,24 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
+def cpu_isa():
+    """The vector instruction set ir-run's kernels take on this CPU (two
+    CPUs may share a model name and differ here: ir-run's AVX-512 and AVX2
+    kernels differ in speed, and so do ONNX Runtime's)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1].split()
+                if "avx512f" in flags:
+                    return "AVX-512"
+                if "avx2" in flags and "fma" in flags:
+                    return "AVX2 + FMA, no AVX-512"
+                return "no AVX2"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def mib(b):
     return f"{b / 2**20:.0f}"
 
@@ -341,7 +359,9 @@ def mib(b):
 def table(meta, results):
     """The README's table (recipes/update_readme.py renders the same)."""
     lines = [
-        f"{meta['date']}, {meta['cpu']} ({meta['machine']}), {meta['threads']} threads each; torch "
+        f"{meta['date']}, {meta['cpu']} ({meta['machine']}"
+        + (f", {meta['isa']}" if meta.get("isa") else "")
+        + f"), {meta['threads']} threads each; torch "
         f"{meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']}; medians of "
         f"{meta['rounds']} interleaved rounds of {meta['iters']} runs"
         + (f" after {meta['warmup_time']} s of warm-up." if meta.get("warmup_time") else "."),

@@ -4,6 +4,7 @@
 - bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
 - bench-run:   bench/run.json   (recipes/bench_run.py)
 - bench-compare: bench/compare.json (recipes/bench_compare.py)
+- bench-compare-avx512: bench/compare_avx512.json (the same recipe's run on a CPU with AVX-512)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
 - bench-huge: bench/huge.json (recipes/bench_huge.py)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
@@ -141,6 +142,11 @@ def bench_compare():
                         lambda m, data: m.table(data["meta"], data["results"]))
 
 
+def bench_compare_avx512():
+    return recipe_table("bench/compare_avx512.json", "bench_compare",
+                        lambda m, data: m.table(data["meta"], data["results"]))
+
+
 def bench_huge():
     def render(m, data):
         meta = data["meta"]
@@ -148,7 +154,7 @@ def bench_huge():
     return recipe_table("bench/huge.json", "bench_huge", render)
 
 
-SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 text = open(README).read()
 new = text
