@@ -49,6 +49,27 @@ pub(crate) trait F32x16: Copy {
     unsafe fn above_or_nan(self, x: Self) -> Self;
 }
 
+/// A kernel's two entries: `$wide` compiled for AVX-512F and `$avx2` for
+/// AVX2 + FMA, each `unsafe` and calling `$body::<lanes, consts...>(args)`
+/// (the body `#[inline(always)]`, generic over [`F32x16`] first, then the
+/// const parameters named in `[...]`). Each entry's safety is its body's,
+/// with its instruction set present.
+macro_rules! isa_entries {
+    ($wide:ident, $avx2:ident = $body:ident [$($c:ident: $ct:ty),*] ($($arg:ident: $ty:ty),* $(,)?)) => {
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn $wide<$(const $c: $ct),*>($($arg: $ty),*) {
+            $body::<$crate::exec::simd::Avx512, $($c),*>($($arg),*)
+        }
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $avx2<$(const $c: $ct),*>($($arg: $ty),*) {
+            $body::<$crate::exec::simd::Avx2, $($c),*>($($arg),*)
+        }
+    };
+}
+pub(crate) use isa_entries;
+
 /// A mask of the first `n` lanes (16 or more: all).
 #[inline(always)]
 pub(crate) fn first(n: usize) -> u16 {

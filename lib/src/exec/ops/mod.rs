@@ -1125,38 +1125,22 @@ fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &
     }
 }
 
+// `window_taps_in` for AVX-512F and for AVX2 + FMA (the same bits: one
+// FMA a tap); safety: the instruction set is present, the bounds
+// [`window_taps`] asserts hold.
+#[cfg(target_arch = "x86_64")]
+super::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_taps_in[](
+    phases: &[f32],
+    starts: &[usize],
+    op: WindowOp,
+    init: f32,
+    acc: &mut [f32],
+));
+
 /// [`window_taps`] with four (then one) 16-lane accumulators in registers.
 ///
 /// # Safety
-/// AVX-512F is present; the bounds [`window_taps`] asserts hold.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn window_taps_avx512(
-    phases: &[f32],
-    starts: &[usize],
-    op: WindowOp,
-    init: f32,
-    acc: &mut [f32],
-) {
-    window_taps_in::<super::simd::Avx512>(phases, starts, op, init, acc)
-}
-
-/// [`window_taps_avx512`] on AVX2 + FMA (the same bits: one FMA a tap).
-///
-/// # Safety
-/// AVX2 and FMA are present; the bounds [`window_taps`] asserts hold.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn window_taps_avx2(
-    phases: &[f32],
-    starts: &[usize],
-    op: WindowOp,
-    init: f32,
-    acc: &mut [f32],
-) {
-    window_taps_in::<super::simd::Avx2>(phases, starts, op, init, acc)
-}
-
+/// `S`'s instruction set is present; the bounds [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn window_taps_in<S: super::simd::F32x16>(

@@ -6,7 +6,7 @@
 //! ([`window_planes`]).
 
 use super::*;
-use crate::exec::simd::{Avx2, Avx512, F32x16};
+use crate::exec::simd::{isa_entries, F32x16};
 
 /// A depthwise convolution (groups = input channels; each output channel
 /// reads one input channel, `co / c` outputs per input): a direct sum per
@@ -123,6 +123,18 @@ impl PlaneWindows {
         })
     }
 }
+
+// `blocked_run` for AVX-512F and for AVX2 + FMA.
+isa_entries!(blocked_run_avx512, blocked_run_avx2 = blocked_run[N: usize](
+    grid: &[f32],
+    wp: usize,
+    w: &[f32],
+    init: &[f32],
+    g: &PlaneWindows,
+    oy: usize,
+    ox: usize,
+    tile: &mut [f32],
+));
 
 /// Kernels of at least this many taps take [`depthwise_blocked`] before
 /// [`conv_masked`] (MobileNetV3's 5x5s; its 3x3s ran faster under masks,
@@ -278,42 +290,8 @@ pub(crate) fn depthwise_by_blocks(ws: &[f32], c: usize, taps: usize) -> Vec<f32>
 /// from its start).
 ///
 /// # Safety
-/// AVX-512F is present; `grid` (`[hp][wp][16]`) holds every pixel the
-/// windows read, `w` `taps * 16` floats, `tile` `N * 16`.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f")]
-unsafe fn blocked_run_avx512<const N: usize>(
-    grid: &[f32],
-    wp: usize,
-    w: &[f32],
-    init: &[f32],
-    g: &PlaneWindows,
-    oy: usize,
-    ox: usize,
-    tile: &mut [f32],
-) {
-    blocked_run::<Avx512, N>(grid, wp, w, init, g, oy, ox, tile)
-}
-
-/// [`blocked_run_avx512`] on AVX2 + FMA.
-///
-/// # Safety
-/// As [`blocked_run_avx512`], with AVX2 and FMA present.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn blocked_run_avx2<const N: usize>(
-    grid: &[f32],
-    wp: usize,
-    w: &[f32],
-    init: &[f32],
-    g: &PlaneWindows,
-    oy: usize,
-    ox: usize,
-    tile: &mut [f32],
-) {
-    blocked_run::<Avx2, N>(grid, wp, w, init, g, oy, ox, tile)
-}
-
+/// `S`'s instruction set is present; `grid` (`[hp][wp][16]`) holds every
+/// pixel the windows read, `w` `taps * 16` floats, `tile` `N * 16`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn blocked_run<S: F32x16, const N: usize>(

@@ -4,7 +4,7 @@
 //! [`conv_few_channels`].
 
 use super::*;
-use crate::exec::simd::{Avx2, Avx512, F32x16};
+use crate::exec::simd::{isa_entries, Avx2, Avx512, F32x16};
 
 /// Input channels up to which a 2-D convolution takes
 /// [`conv_few_channels`].
@@ -258,27 +258,16 @@ struct FewLine<'a> {
     co: usize,
 }
 
+// `few_run` for AVX-512F and for AVX2 + FMA.
+isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewLine, ix0: isize, tile: &mut [f32]));
+
 /// `P` pixels of a line from input column `ix0` (the first's window
 /// start; each next `sw` on), `V` vectors of output channels, into
 /// `tile` (`[P][co]`): the bias, then every tap in order.
 ///
 /// # Safety
-/// AVX-512F is present; every window of the run lies inside the input's
-/// lines, `tile` holds `P * co` floats.
-#[target_feature(enable = "avx512f")]
-unsafe fn few_run_avx512<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
-    few_run::<Avx512, V, P>(l, ix0, tile)
-}
-
-/// [`few_run_avx512`] on AVX2 + FMA.
-///
-/// # Safety
-/// As [`few_run_avx512`], with AVX2 and FMA present.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn few_run_avx2<const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
-    few_run::<Avx2, V, P>(l, ix0, tile)
-}
-
+/// `S`'s instruction set is present; every window of the run lies inside
+/// the input's lines, `tile` holds `P * co` floats.
 #[inline(always)]
 unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
     assert!(
