@@ -546,7 +546,7 @@ unsafe fn direct_avx2<const ACCUMULATE: bool>(
     // convolution's panels but the last, the inner windows of one with
     // taps): plain loads, no mask tested on each
     let full = [0, 1].map(|j| masks.iter().all(|&m| (m >> (16 * j)) as u16 == 0xffff));
-    for j in 0..vectors {
+    for (j, &full) in full.iter().enumerate().take(vectors) {
         for (i, rows) in super::avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.wrapping_add(i * ldc));
             let bias = bias.map(|b| &b[i..]);
@@ -560,7 +560,7 @@ unsafe fn direct_avx2<const ACCUMULATE: bool>(
                     }
                 };
             }
-            if full[j] {
+            if full {
                 rows!(true: 1 2 3 4 5 6)
             } else {
                 rows!(false: 1 2 3 4 5 6)
