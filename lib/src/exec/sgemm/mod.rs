@@ -41,6 +41,14 @@ pub const MR: usize = 12;
 pub const NR: usize = 32;
 /// The slice of `k` one pass of the kernel runs over.
 pub const KC: usize = 256;
+/// The slices of `k` a product runs over: as few as [`KC`] allows, all of
+/// one depth (784 as 4 x 196, not 3 x 256 and a slice of 16 whose kernel
+/// calls load and store C for 16 steps: 512 x 512 x 784 3.6% faster on
+/// AVX2, interleaved).
+pub(super) fn k_slice(k: usize) -> usize {
+    k.div_ceil(k.div_ceil(KC).max(1)).max(1)
+}
+
 /// Column panels in one block at most (`NC = NC_PANELS * NR` columns).
 pub const NC_PANELS: usize = 16;
 /// The bytes of C a block of column panels covers at most, for this
@@ -513,12 +521,13 @@ unsafe fn block(
     // most C_BLOCK bytes of this part's rows (BERT's 1024 x 3072 products
     // 445 -> 475 GFLOP/s with 4 panels instead of 16)
     let nc = (C_BLOCK / (rows.len() * MR * NR * 4).max(1)).clamp(4, NC_PANELS);
+    let slice = k_slice(k);
     let mut jc = cols.start;
     while jc < cols.end {
         let jend = (jc + nc).min(cols.end);
         let mut pc = 0;
         while pc < k {
-            let kc = KC.min(k - pc);
+            let kc = slice.min(k - pc);
             if let Source::Rows { fill, .. } = b {
                 // each row's part of the block in one call (an im2col row
                 // works out its windows once per call), then into the

@@ -102,11 +102,12 @@ pub fn gemm_taps(
             let rows = &rows[block[0]..block[1]];
             for jp in cols.clone() {
                 let nr = (n - jp * NR).min(NR);
-                let slices = (0..bs.len()).flat_map(|t| (0..k).step_by(KC).map(move |pc| (t, pc)));
+                let slices =
+                    (0..bs.len()).flat_map(|t| (0..k).step_by(k_slice(k)).map(move |pc| (t, pc)));
                 let mut slices = slices.peekable();
                 let mut first = true;
                 while let Some((t, pc)) = slices.next() {
-                    let kc = KC.min(k - pc);
+                    let kc = k_slice(k).min(k - pc);
                     let bp = bs[t].data[jp * k * NR + pc * NR..].as_ptr();
                     // the next slice's micro-panel, fetched while this one runs
                     let next = slices.peek().map_or(std::ptr::null(), |&(t, pc)| {

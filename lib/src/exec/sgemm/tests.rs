@@ -509,7 +509,7 @@ fn gemm_best() {
             .num_threads(threads)
             .build()
             .unwrap();
-        let mut best = f64::MAX;
+        let mut times = Vec::new();
         pool.install(|| {
             for _ in 0..200 {
                 let t = std::time::Instant::now();
@@ -522,12 +522,17 @@ fn gemm_best() {
                     None,
                     threads,
                 );
-                best = best.min(t.elapsed().as_secs_f64());
+                times.push(t.elapsed().as_secs_f64());
             }
         });
+        times.sort_by(f64::total_cmp);
+        let gflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
         eprintln!(
-            "{m}x{n}x{k}: best {:.1} GFLOP/s",
-            2.0 * (m * n * k) as f64 / best / 1e9
+            "{m}x{n}x{k}: GFLOP/s at the best time {:.1}, the 25th percentile {:.1}, median {:.1}, 75th {:.1}",
+            gflops(times[0]),
+            gflops(times[times.len() / 4]),
+            gflops(times[times.len() / 2]),
+            gflops(times[times.len() * 3 / 4])
         );
     }
 }
