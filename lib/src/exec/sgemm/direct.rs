@@ -218,9 +218,11 @@ pub unsafe fn gemm_direct(
     use rayon::prelude::*;
     if np >= 8 * threads {
         // blocks of panels, a multiple of the threads in number (7 blocks
-        // left 4 against 3 on ResNet-18's 56x56 stage at batch 1), taken
-        // as the threads come free; each reads all of A
-        let parts = threads
+        // left 4 against 3 on ResNet-18's 56x56 stage at batch 1), at
+        // least four a thread (ResNet-50's 28x28 stage at batch 1 was two:
+        // 0.97x of the whole run with eight, interleaved), taken as the
+        // threads come free; each reads all of A
+        let parts = (threads * 4)
             .max(np.div_ceil(NC_PANELS))
             .next_multiple_of(threads)
             .min(np);

@@ -536,3 +536,19 @@ fn gemm_best() {
         );
     }
 }
+
+/// The blocks a product splits into read the least of A and B between
+/// them; B made row by row splits by columns alone.
+#[test]
+fn products_split_into_blocks_that_read_least() {
+    // the MLP at batch 512 on two threads: 4 x 4 (A and B read 4 times
+    // each), not 16 column blocks (A read 16 times)
+    assert_eq!(split(43, 16, 512, 512, 16, true), (4, 4));
+    assert_eq!(split(43, 16, 512, 512, 16, false), (1, 16));
+    // a wide product of few rows: columns
+    assert_eq!(split(1, 24, 8, 768, 16, true), (1, 16));
+    // a tall one of few columns: rows
+    assert_eq!(split(86, 1, 1024, 10, 16, true), (16, 1));
+    // fewer panels than tasks
+    assert_eq!(split(2, 2, 24, 64, 16, true), (2, 2));
+}
