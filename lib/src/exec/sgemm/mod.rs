@@ -22,8 +22,9 @@
 //! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
 //! KiB: in L1) meets every `A` micro-panel of the block. So B, which is the
 //! weight streamed from memory in a linear layer, is read from memory once
-//! per product. Threads split the column panels (or the row panels when
-//! there are more of those).
+//! per product. The threads take blocks of rows x columns of C as they
+//! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
+//! least of A and B ([`split`]).
 //!
 //! The kernels are written once over 16-lane vectors (`exec::simd`) and
 //! compiled for AVX-512F and for AVX2 + FMA; [`available`] says whether
