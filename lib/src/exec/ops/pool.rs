@@ -15,20 +15,13 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
     }
     let ceil = ctx.opt_bool("ceil_mode", false)?;
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
-    let out = |n: usize, k: usize, s: usize, p: usize| {
-        let span = n + 2 * p - k;
-        let mut o = if ceil {
-            span.div_ceil(s) + 1
-        } else {
-            span / s + 1
-        };
-        // the last window must start inside the input or left padding
-        if ceil && (o - 1) * s >= n + p {
-            o -= 1;
-        }
-        o
-    };
-    let (oh, ow) = (out(h, k.0, s.0, p.0), out(w, k.1, s.1, p.1));
+    // torch's rule, signed: a kernel wider than the padded input still
+    // has one window in ceil mode (width 2, kernel 3 panicked here on an
+    // unsigned span, fuzz_graphs seed 20261127)
+    let (oh, ow) = (
+        pool_len(h, k.0, s.0, p.0, 1, ceil)?,
+        pool_len(w, k.1, s.1, p.1, 1, ceil)?,
+    );
     if let Some(y) = max_pool_f32(&x, k, s, p, (oh, ow))? {
         let mut outs = vec![Value::Tensor(y)];
         if ctx.node.outputs.len() > 1 {
@@ -177,6 +170,11 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> OpResult {
 
 /// torch's `pooling_output_shape`.
 fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
+    if s == 0 || k == 0 {
+        return Err(Error::bad_input(format!(
+            "pooling: kernel {k} and stride {s} must be positive"
+        )));
+    }
     let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
     let s = s as i64;
     let mut o = if ceil {

@@ -451,8 +451,10 @@ fn product(
     use rayon::prelude::*;
     if let Source::Rows { n, fill } = b {
         if np < mp && np < threads * 2 {
-            // The threads will split the rows, and each would make all of
-            // B for itself: make it once, packed, its panels split instead.
+            // Too few column panels for the threads, and a B made row by
+            // row splits by columns alone ([`split`]: each row block would
+            // make all of B again): make it once, packed, so that the rows
+            // split too.
             let packed = pack_b_with(k, *n, *fill);
             return product(a, &Source::Packed(&packed), c, ldc, init, epilogue, threads);
         }
