@@ -15,7 +15,8 @@ const FEW_CHANNELS_MAX: usize = 4;
 /// broadcast value take the rest).
 const FEW_ACCUMULATORS: usize = 24;
 
-/// [`FEW_ACCUMULATORS`] on AVX2: six pairs, 12 of its 16 registers.
+/// [`FEW_ACCUMULATORS`] on AVX2: six pairs, 12 of its 16 registers
+/// ([`passes`]).
 const FEW_ACCUMULATORS_AVX2: usize = 6;
 
 /// The fewest output channels [`conv_few_channels`] takes: 32 on
@@ -30,12 +31,18 @@ fn few_min_channels() -> usize {
     }
 }
 
-/// The accumulators of this CPU's [`few_run`].
-fn accumulators() -> usize {
+/// How this CPU's [`few_run`] covers `vecs` vectors of output channels:
+/// vectors a pass and pixels a run. On AVX-512 all of them in one pass;
+/// on AVX2 one vector (two registers) of six pixels a pass, the line's
+/// runs made once for each: 12 accumulators, two of weights and the
+/// broadcast value in AVX2's 16 registers. ResNet's 64-channel stem as
+/// one pass of four vectors (one pixel) held 17, and one accumulator
+/// went to the stack and back on every tap.
+fn passes(vecs: usize) -> (usize, usize) {
     if sgemm::avx512() {
-        FEW_ACCUMULATORS
+        (vecs, FEW_ACCUMULATORS / vecs)
     } else {
-        FEW_ACCUMULATORS_AVX2
+        (1, FEW_ACCUMULATORS_AVX2)
     }
 }
 
@@ -48,7 +55,7 @@ pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
         && co.is_multiple_of(16)
         && (few_min_channels()..=64).contains(&co)
         && g.taps() > 1
-        && g.output[2] >= accumulators() / (co / 16)
+        && g.output[2] >= passes(co / 16).1
 }
 
 /// A 2-D convolution from few input channels (ResNet's 7x7 stride-2 stem
@@ -122,7 +129,7 @@ pub(super) unsafe fn few_channels_product(
     let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
     let [_, oh, ow] = g.output;
     let (plane, oplane, vecs) = (h * wd, oh * ow, co / 16);
-    let run = accumulators() / vecs;
+    let (per_pass, run) = passes(vecs);
     assert!(
         xs.len() >= b * c * plane
             && wt.len() >= c * kh * kw * co
@@ -173,33 +180,36 @@ pub(super) unsafe fn few_channels_product(
                 unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
             }
             if hi - lo >= run {
-                // runs from lo, the last one ending at hi (over pixels
-                // done already where it must: the same values again)
-                let mut ox = lo;
-                loop {
-                    let s = ox.min(hi - run);
-                    macro_rules! call {
-                        ($run:ident: $($v:literal => $p:literal),*) => {
-                            match vecs {
-                                $($v => $run::<$v, $p>(&line, at(s), &mut tile[s * co..]),)*
-                                _ => unreachable!("16 to 64 output channels"),
+                // a pass a group of vectors: runs from lo, the last one
+                // ending at hi (over pixels done already where it must:
+                // the same values again)
+                for v0 in (0..vecs).step_by(per_pass) {
+                    let mut ox = lo;
+                    loop {
+                        let s = ox.min(hi - run);
+                        macro_rules! call {
+                            ($run:ident: $($v:literal => $p:literal),*) => {
+                                match per_pass {
+                                    $($v => $run::<$v, $p>(&line, at(s), v0, &mut tile[s * co..]),)*
+                                    _ => unreachable!("16 to 64 output channels"),
+                                }
+                            };
+                        }
+                        // SAFETY: the instruction set is present; the run's
+                        // windows lie inside the input's lines (lo..hi), its
+                        // rows inside the image, its pixels inside the tile
+                        unsafe {
+                            if sgemm::avx512() {
+                                call!(few_run_avx512: 1 => 24, 2 => 12, 3 => 8, 4 => 6)
+                            } else {
+                                call!(few_run_avx2: 1 => 6)
                             }
                         };
-                    }
-                    // SAFETY: the instruction set is present; the run's
-                    // windows lie inside the input's lines (lo..hi), its
-                    // rows inside the image, its pixels inside the tile
-                    unsafe {
-                        if sgemm::avx512() {
-                            call!(few_run_avx512: 1 => 24, 2 => 12, 3 => 8, 4 => 6)
-                        } else {
-                            call!(few_run_avx2: 1 => 6, 2 => 3, 3 => 2, 4 => 1)
+                        if s + run >= hi {
+                            break;
                         }
-                    };
-                    if s + run >= hi {
-                        break;
+                        ox = s + run;
                     }
-                    ox = s + run;
                 }
             } else {
                 for ox in lo..hi {
@@ -259,22 +269,26 @@ struct FewLine<'a> {
 }
 
 // `few_run` for AVX-512F and for AVX2 + FMA.
-isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewLine, ix0: isize, tile: &mut [f32]));
+isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewLine, ix0: isize, v0: usize, tile: &mut [f32]));
 
 /// `P` pixels of a line from input column `ix0` (the first's window
-/// start; each next `sw` on), `V` vectors of output channels, into
-/// `tile` (`[P][co]`): the bias, then every tap in order.
+/// start; each next `sw` on), `V` vectors of output channels from vector
+/// `v0`, into `tile` (`[P][co]`): the bias, then every tap in order.
 ///
 /// # Safety
 /// `S`'s instruction set is present; every window of the run lies inside
 /// the input's lines, `tile` holds `P * co` floats.
 #[inline(always)]
-unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, tile: &mut [f32]) {
+unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, v0: usize, tile: &mut [f32]) {
     assert!(
-        ix0 >= 0 && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd && tile.len() >= (P - 1) * l.co + V * 16
+        ix0 >= 0
+            && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd
+            && (v0 + V) * 16 <= l.co
+            && tile.len() >= (P - 1) * l.co + (v0 + V) * 16
     );
-    let (xp, wp) = (l.x.as_ptr(), l.wt.as_ptr());
-    let init: [S; V] = std::array::from_fn(|v| S::load(l.bias.as_ptr().add(v * 16)));
+    let (xp, wp) = (l.x.as_ptr(), l.wt.as_ptr().add(v0 * 16));
+    let (tp, bp) = (tile.as_mut_ptr().add(v0 * 16), l.bias.as_ptr().add(v0 * 16));
+    let init: [S; V] = std::array::from_fn(|v| S::load(bp.add(v * 16)));
     let mut acc = [init; P];
     for ch in 0..l.c {
         for &(ky, iy) in &l.rows {
@@ -294,7 +308,7 @@ unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: i
     }
     for (p, a) in acc.iter().enumerate() {
         for (v, r) in a.iter().enumerate() {
-            r.store(tile.as_mut_ptr().add(p * l.co + v * 16));
+            r.store(tp.add(p * l.co + v * 16));
         }
     }
 }
