@@ -74,7 +74,7 @@ def gflop(cfg):
     return 2 * co * (ci // g) * k * k * oh * oh / 1e9
 
 
-def make(name, cfg, d, bindir):
+def make(cfg, d, bindir):
     import numpy as np
     import torch
 
@@ -130,7 +130,7 @@ def main():
     rows = []
     for name, cfg in layers.items():
         d = scratch / slug(name)
-        make(name, cfg, d, bindir)
+        make(cfg, d, bindir)
         ours, ort = [], []
         for r in range(args.rounds):
             order = ["ir", "ort"] if r % 2 == 0 else ["ort", "ir"]
