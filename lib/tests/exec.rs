@@ -1710,6 +1710,107 @@ fn convolutions_of_random_geometry_match_a_reference() {
     }
 }
 
+/// Pointwise convolutions over small planes from many channels (the
+/// pixels as rows, the image packed first: 7x7 from 2048 channels as in
+/// ResNet-50, a 5x6 plane from 300, a batch of three) and from few (read
+/// in place), with and without a bias, against a float64 reference; then
+/// depthwise convolutions of three geometries in turn and the first again
+/// (each thread's padded grid kept between calls, cleared where the
+/// geometry changes).
+#[test]
+fn pointwise_over_small_planes_and_depthwise_in_turn_match_a_reference() {
+    use common::build::*;
+    use pt2kit::ir::{Argument, InputKind};
+    let vals = |n: usize, s: u64| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i as u64 * 7919 + s * 104729) % 2001) as f32 / 1000.0) - 1.0)
+            .collect()
+    };
+    // (batch, c, co, h, w, kernel, pad, groups, bias)
+    let cases = [
+        (
+            1usize, 2048usize, 64usize, 7usize, 7usize, 1usize, 0usize, 1usize, true,
+        ),
+        (3, 300, 40, 5, 6, 1, 0, 1, false),
+        (2, 96, 48, 7, 7, 1, 0, 1, true),
+        (1, 48, 48, 14, 14, 5, 2, 48, true),
+        (2, 40, 40, 9, 11, 3, 1, 40, false),
+        (1, 72, 72, 28, 28, 3, 1, 72, true),
+        (1, 48, 48, 14, 14, 5, 2, 48, false),
+    ];
+    for (bn, c, co, h, w, k, p, groups, with_bias) in cases {
+        let (oh, ow) = (h + 2 * p - k + 1, w + 2 * p - k + 1);
+        let cpg = c / groups;
+        let (xv, wv, bv) = (
+            vals(bn * c * h * w, 1),
+            vals(co * cpg * k * k, 2),
+            vals(co, 3),
+        );
+        let i64s = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
+        let mut b = B::new();
+        let x = b.input("x", InputKind::UserInput, meta(&i64s(&[bn, c, h, w])), None);
+        let wt = b.input(
+            "w",
+            InputKind::UserInput,
+            meta(&i64s(&[co, cpg, k, k])),
+            None,
+        );
+        let bias = b.input("b", InputKind::UserInput, meta(&[co as i64]), None);
+        let y = b.emit(|em| {
+            let mut args = conv2d_args(x, wt);
+            args[2] = ("bias", if with_bias { t(bias) } else { Argument::None });
+            args[4] = ("padding", Argument::Ints(vec![p as i64, p as i64]));
+            args[8] = ("groups", Argument::Int(groups as i64));
+            em.op(
+                "aten.convolution.default",
+                args,
+                meta(&i64s(&[bn, co, oh, ow])),
+            )
+            .unwrap()
+        });
+        b.output(y);
+        let exec = Executor::new(&b.p, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let inputs = [
+            ("x".to_string(), host_f32(&[bn, c, h, w], &xv)),
+            ("w".to_string(), host_f32(&[co, cpg, k, k], &wv)),
+            ("b".to_string(), host_f32(&[co], &bv)),
+        ];
+        let got = exec.run(&inputs).unwrap()[0].1.to_f64();
+        assert_eq!(got.len(), bn * co * oh * ow);
+        for n in 0..bn {
+            for o in 0..co {
+                let first = o / (co / groups) * cpg;
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut want = if with_bias { bv[o] as f64 } else { 0.0 };
+                        for (cl, ch) in (first..first + cpg).enumerate() {
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let (iy, ix) = (
+                                        (oy + ky) as isize - p as isize,
+                                        (ox + kx) as isize - p as isize,
+                                    );
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    want += xv[((n * c + ch) * h + iy as usize) * w + ix as usize]
+                                        as f64
+                                        * wv[((o * cpg + cl) * k + ky) * k + kx] as f64;
+                                }
+                            }
+                        }
+                        let g = got[((n * co + o) * oh + oy) * ow + ox];
+                        assert!(
+                            (g - want).abs() <= 1e-4 * (1.0 + want.abs()) * (1.0 + (cpg as f64).sqrt()),
+                            "x [{bn}, {c}, {h}, {w}] k {k} groups {groups}: ({n}, {o}, {oy}, {ox}) {g} against {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A view of a batch of transposed matrices (attention's keys: permuted,
 /// then viewed with the batch and heads merged) is made contiguous by
 /// blocked transposes: the values are the permutation's, element by

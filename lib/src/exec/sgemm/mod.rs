@@ -626,7 +626,14 @@ unsafe fn block(
                         let ap = a.data.as_ptr().add(ip * a.panel + pc * a.step);
                         let mr = (m - ip * MR).min(MR);
                         let cp = c.0.add(ip * MR * ldc + jp * NR);
-                        let pf = if ip == ic { next } else { std::ptr::null() };
+                        // (on AVX2 nothing: fetched into L2 there, the next
+                        // panel was no faster over the MLP, BERT and ViT-B/16,
+                        // 0.96-1.04x interleaved, see `kernel_avx2`)
+                        let pf = if ip == ic && avx512() {
+                            next
+                        } else {
+                            std::ptr::null()
+                        };
                         kernel_for(mr, nr)(
                             kc, ap, a.row, a.step, bp, cp, ldc, mr, nr, accumulate, bias, pf,
                         );
@@ -887,7 +894,7 @@ unsafe fn kernel<const R: usize, const W: usize>(
     bias: *const f32,
     prefetch: *const f32,
 ) {
-    kernel_body::<Avx512, R, W>(
+    kernel_body::<Avx512, R, W, false>(
         kc, a, lda, step, b, c, ldc, mr, nr, accumulate, bias, prefetch,
     )
 }
@@ -906,13 +913,16 @@ fn avx2_parts(mr: usize) -> impl Iterator<Item = (usize, usize)> {
 
 /// [`kernel`] on AVX2 + FMA: the block in parts of up to [`AVX2_ROWS`]
 /// rows by 16 columns, each over all of `kc` (the B micro-panel stays in
-/// L1 between them). The next B micro-panel is not fetched (`prefetch`
-/// is ignored): its 32 KiB into a Zen 3's 32 KiB L1 evicted the panels
-/// the later parts read (those of A and B, 28 KiB), and the hardware
-/// prefetcher follows the packed panels from L2 alone. Interleaved against
-/// the prefetching kernel on the 2-vCPU AVX2 VM: the MLP at batch 512
-/// 0.90-0.95x on one thread (0.97-1.00x on two), ResNet-50 b1 0.91x,
-/// ViT-B/16 b1 0.93x, BERT b1 0.98-1.00x.
+/// L1 between them). The next B micro-panel (`prefetch`, unless null) is
+/// fetched into L2, not L1, while the first part runs: its 32 KiB into a
+/// Zen 3's 32 KiB L1 evicted the panels the later parts read (those of A
+/// and B, 28 KiB; the MLP at batch 512 0.90-0.95x on one thread without
+/// it, ResNet-50 b1 0.91x, ViT-B/16 b1 0.93x). Into L2 it pays where the
+/// next panel is another tap's weight from memory ([`gemm_taps`]):
+/// ResNet-50's stride-2 3x3 over 512 channels into 7x7 0.79x / 0.83x of
+/// its time on one / two threads, its 3x3 over 7x7 0.77x / 0.75x,
+/// ResNet-50 b1 0.94x, interleaved on the 2-vCPU AVX2 VM. The packed
+/// product ([`gemm`]) names none on AVX2.
 ///
 /// # Safety
 /// As [`kernel`], with AVX2 and FMA present instead of AVX-512F.
@@ -930,18 +940,23 @@ unsafe fn kernel_avx2(
     nr: usize,
     accumulate: bool,
     bias: *const f32,
-    _prefetch: *const f32,
+    prefetch: *const f32,
 ) {
     for j in (0..nr).step_by(16) {
         let cols = (nr - j).min(16);
         let bias = if bias.is_null() { bias } else { bias.add(j) };
         for (i, rows) in avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.add(i * ldc + j));
+            let pf = if i == 0 && j == 0 {
+                prefetch
+            } else {
+                std::ptr::null()
+            };
             macro_rules! rows {
                 ($($r:literal)*) => {
                     match rows {
-                        $($r => kernel_body::<Avx2, $r, 1>(
-                            kc, a, lda, step, b.add(j), c, ldc, rows, cols, accumulate, bias, std::ptr::null(),
+                        $($r => kernel_body::<Avx2, $r, 1, true>(
+                            kc, a, lda, step, b.add(j), c, ldc, rows, cols, accumulate, bias, pf,
                         ),)*
                         _ => unreachable!(),
                     }
@@ -958,7 +973,7 @@ unsafe fn kernel_avx2(
 /// As [`kernel`], on a CPU with `S`'s instruction set.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize>(
+unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -980,8 +995,13 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize>(
     for _ in 0..kc {
         if !pf.is_null() {
             // two cache lines of the next panel a step: all of it by the end
-            _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(pf.add(16) as *const i8);
+            if L2 {
+                _mm_prefetch::<_MM_HINT_T1>(pf as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>(pf.add(16) as *const i8);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(pf.add(16) as *const i8);
+            }
             pf = pf.add(NR);
         }
         let mut bv = [S::zero(); W];
