@@ -137,15 +137,24 @@ fn layer_norm_host(ctx: &mut Ctx, x: &Tensor, dims: &[usize], eps: f64) -> Resul
     let (Some(w), Some(b)) = (param(ctx.opt_tensor("weight")?), param(ctx.opt_tensor("bias")?)) else {
         return Ok(None);
     };
-    let Some((y, mean, rstd)) = with_host(&x.t, |xs: &[f32]| {
-        crate::exec::vmath::layer_norm_rows(xs, n, w.as_deref(), b.as_deref(), eps as f32)
-    }) else {
-        return Ok(None);
-    };
     let mut stat_shape = x.dims().to_vec();
     for &d in dims {
         stat_shape[d] = 1;
     }
+    let (y, mean, rstd) = if n == 0 {
+        // nothing to normalize: no output elements, each row's mean 0 and
+        // its rstd NaN, as torch's (the rows are not the input's length
+        // over n)
+        let rows = stat_shape.iter().product();
+        (Vec::new(), vec![0.0; rows], vec![f32::NAN; rows])
+    } else {
+        let Some(stats) = with_host(&x.t, |xs: &[f32]| {
+            crate::exec::vmath::layer_norm_rows(xs, n, w.as_deref(), b.as_deref(), eps as f32)
+        }) else {
+            return Ok(None);
+        };
+        stats
+    };
     let mut outs = vec![Value::Tensor(Tensor::new(host_f32_tensor(y, x.dims())?, Dtype::Float32))];
     if ctx.node.outputs.len() == 3 {
         for v in [mean, rstd] {
