@@ -113,6 +113,11 @@ fn products_match_a_reference() {
     }
     for &(m, n, k) in &[
         (1, 1, 1),
+        // a row or two: the whole micro-panel at once, k in one slice up
+        // to 2048 (then in even ones)
+        (1, 45, 600),
+        (2, 70, 2100),
+        (2, 17, 3),
         (12, 32, 7),
         (13, 33, 257),
         (25, 100, 600),
