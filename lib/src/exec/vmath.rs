@@ -669,6 +669,27 @@ pub unsafe fn transpose_strided<const ADD: bool>(
 unsafe fn transpose8<const ADD: bool>(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
     use std::arch::x86_64::*;
     let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ss)));
+    for (i, v) in transpose8x8(r).iter().enumerate() {
+        let p = dst.add(i * ds);
+        let v = if ADD {
+            _mm256_add_ps(*v, _mm256_loadu_ps(p))
+        } else {
+            *v
+        };
+        _mm256_storeu_ps(p, v);
+    }
+}
+
+/// Eight vectors of eight floats transposed (lane `j` of vector `i` to
+/// lane `i` of vector `j`) by the unpack / shuffle / lane-swap sequence.
+///
+/// # Safety
+/// AVX is present.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx")]
+pub unsafe fn transpose8x8(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
     let t2 = _mm256_unpacklo_ps(r[2], r[3]);
@@ -685,7 +706,7 @@ unsafe fn transpose8<const ADD: bool>(src: *const f32, ss: usize, dst: *mut f32,
     let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
     let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
     let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    let out = [
+    [
         _mm256_permute2f128_ps::<0x20>(u0, u4),
         _mm256_permute2f128_ps::<0x20>(u1, u5),
         _mm256_permute2f128_ps::<0x20>(u2, u6),
@@ -694,16 +715,7 @@ unsafe fn transpose8<const ADD: bool>(src: *const f32, ss: usize, dst: *mut f32,
         _mm256_permute2f128_ps::<0x31>(u1, u5),
         _mm256_permute2f128_ps::<0x31>(u2, u6),
         _mm256_permute2f128_ps::<0x31>(u3, u7),
-    ];
-    for (i, v) in out.iter().enumerate() {
-        let p = dst.add(i * ds);
-        let v = if ADD {
-            _mm256_add_ps(*v, _mm256_loadu_ps(p))
-        } else {
-            *v
-        };
-        _mm256_storeu_ps(p, v);
-    }
+    ]
 }
 
 /// Sixteen vectors of sixteen floats transposed: lane `j` of vector `i`
