@@ -2,8 +2,8 @@
 //!
 //! `C = A B` (or `C += A B`, or `C = A B + bias`) for float32, in the
 //! style of BLIS and ONNX Runtime's MLAS: B is copied into panels that the
-//! micro-kernel reads in order (panels of [`NR`] columns, each k-major and
-//! zero-padded), A is read where it lies ([`Lhs`]: rows in place, the
+//! micro-kernel reads in order (panels of [`NR`] columns, each two
+//! k-major halves of [`HALF`] columns one after the other, zero-padded), A is read where it lies ([`Lhs`]: rows in place, the
 //! kernel broadcasting from [`MR`] of them; packed in panels of `MR` rows
 //! only when neither stride is 1), and the kernel keeps an `MR x NR`
 //! block of `C` in the 24 of AVX-512's 32 vector registers while it runs
@@ -20,7 +20,7 @@
 //! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
 //! each slice of [`KC`] along `k` and each block of [`MC_PANELS`] row
 //! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
-//! KiB: in L1) meets every `A` micro-panel of the block. So B, which is the
+//! KiB: in L1; on AVX2 each of its halves, 16 KiB, in turn) meets every `A` micro-panel of the block. So B, which is the
 //! weight streamed from memory in a linear layer, is read from memory once
 //! per product. The threads take blocks of rows x columns of C as they
 //! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
@@ -31,7 +31,7 @@
 //! this CPU has one of the two (checked at run time, so the binaries stay
 //! portable), and callers use the `gemm` crate otherwise. On AVX2 a
 //! kernel's `MR x NR` block runs as parts of 6 rows by 16 columns (12 of
-//! its 16 registers), on the same packed panels.
+//! its 16 registers), each part over one half of the micro-panel.
 
 use super::simd::{first, Avx2, Avx512, F32x16};
 use super::vmath;
@@ -40,14 +40,23 @@ use super::vmath;
 pub const MR: usize = 12;
 /// Columns of `C` a kernel call computes (two 16-lane vectors).
 pub const NR: usize = 32;
-/// The slice of `k` one pass of the kernel runs over.
+/// The slice of `k` one pass of the kernel runs over (at most).
 pub const KC: usize = 256;
-/// The slices of `k` a product runs over: as few as [`KC`] allows, all of
-/// one depth (784 as 4 x 196, not 3 x 256 and a slice of 16 whose kernel
-/// calls load and store C for 16 steps: 512 x 512 x 784 3.6% faster on
-/// AVX2, interleaved).
+/// [`KC`] on AVX2: a half micro-panel of 320 steps is 20 KiB, and 6 rows
+/// of A beside it 7.5 KiB, in a 32 KiB L1 (Zen 3). Interleaved on one
+/// thread of the 2-vCPU AVX2 VM, against 256: ResNet-50 b1 0.94x / 0.95x
+/// (its 3x3 convolutions over 64 and 256 channels go down k = 576 and
+/// 2304 in slices of 288 instead of 192 and 256), the MLP b8 0.95x /
+/// 0.97x (784 as 3 x 262), ViT-B/16 1.0x (k = 768 is 3 x 256 either
+/// way); 384 made ResNet-50 1.12x slower.
+const KC_AVX2: usize = 320;
+/// The slices of `k` a product runs over: as few as [`KC`] (on AVX2
+/// [`KC_AVX2`]) allows, all of one depth (784 as 4 x 196, not 3 x 256 and
+/// a slice of 16 whose kernel calls load and store C for 16 steps: 512 x
+/// 512 x 784 3.6% faster on AVX2, interleaved).
 pub(super) fn k_slice(k: usize) -> usize {
-    k.div_ceil(k.div_ceil(KC).max(1)).max(1)
+    let most = if avx512() { KC } else { KC_AVX2 };
+    k.div_ceil(k.div_ceil(most).max(1)).max(1)
 }
 
 /// Column panels in one block at most (`NC = NC_PANELS * NR` columns).
@@ -129,12 +138,51 @@ pub struct PackedA {
     data: Vec<f32>,
 }
 
-/// `B` packed: panels of [`NR`] columns, each `[k][NR]`, the last zero-padded.
+/// `B` packed: panels of [`NR`] columns, each two halves of [`HALF`]
+/// columns one after the other, each half `[k][HALF]`, the last panel
+/// zero-padded.
 #[derive(Debug)]
 pub struct PackedB {
     pub k: usize,
     pub n: usize,
     data: Vec<f32>,
+}
+
+/// Columns of one half of a B micro-panel: a panel of `k x NR` is laid
+/// out as its left `k x HALF` and then its right, so that a pass over 16
+/// columns (an AVX2 kernel's, or one register of AVX-512's) reads 16 KiB
+/// in order at `KC = 256`, where a half read out of `[k][NR]` rows (every
+/// other cache line of 32 KiB) filled all 8 ways of half of Zen 3's L1
+/// sets and the A panel beside it evicted it. Interleaved on one thread
+/// of the 2-vCPU AVX2 VM, against `[k][NR]`: BERT-base b1 0.89x, GPT-2
+/// b1 0.94x, ViT-B/16 b1 0.93x, ResNet-50 b1 0.93x, ResNet-18 b8 0.93x,
+/// the MLP b8 0.94x, b1 0.96x; against the `gemm` crate, call by call,
+/// `[128,768]x[768,3072]` 1.01x -> 0.95x of its time, `[128,768]x[768,768]`
+/// 1.08x -> 1.00-1.02x. (Each 16-column half then run over all the row
+/// panels before the other, BLIS's order with NR = 16: 1.01-1.03x, left
+/// out.)
+pub const HALF: usize = 16;
+
+/// Row `r` of a `k`-deep panel (at most [`NR`] floats, the rest of the
+/// row left as it is) into its two halves.
+fn put_row(panel: &mut [f32], k: usize, r: usize, row: &[f32]) {
+    for (h, part) in row.chunks(HALF).enumerate() {
+        panel[h * k * HALF + r * HALF..][..part.len()].copy_from_slice(part);
+    }
+}
+
+impl PackedB {
+    /// Column panel `jp`'s micro-panel from step `pc` of k, and the
+    /// distance in floats from its left half to its right.
+    ///
+    /// # Safety
+    /// `jp` is a panel and `pc < k`.
+    pub(super) unsafe fn micro(&self, jp: usize, pc: usize) -> (*const f32, usize) {
+        (
+            self.data.as_ptr().add(jp * self.k * NR + pc * HALF),
+            self.k * HALF,
+        )
+    }
 }
 
 impl PackedA {
@@ -207,21 +255,22 @@ pub fn pack_b(b: &View) -> PackedB {
         if b.cs == 1 {
             for p in 0..k {
                 let src = &b.data[b.off + p * b.rs + jp * NR..][..cols];
-                panel[p * NR..p * NR + cols].copy_from_slice(src);
+                put_row(panel, k, p, src);
             }
         } else {
             // k-contiguous columns (a transposed weight): read each column
-            // in order, write it with stride NR
+            // in order, write it with stride HALF
             for j in 0..cols {
                 let c = jp * NR + j;
+                let half = &mut panel[j / HALF * k * HALF..][..k * HALF];
                 if b.rs == 1 {
                     let col = &b.data[b.off + c * b.cs..][..k];
-                    for (dst, v) in panel.chunks_exact_mut(NR).zip(col) {
-                        dst[j] = *v;
+                    for (dst, v) in half.chunks_exact_mut(HALF).zip(col) {
+                        dst[j % HALF] = *v;
                     }
                 } else {
-                    for p in 0..k {
-                        panel[p * NR + j] = b.at(p, c);
+                    for (p, dst) in half.chunks_exact_mut(HALF).enumerate() {
+                        dst[j % HALF] = b.at(p, c);
                     }
                 }
             }
@@ -243,8 +292,10 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
             .take(panels)
             .for_each(|(jp, panel)| {
                 let cols = (n - jp * NR).min(NR);
+                let mut row = [0f32; NR];
                 for r in 0..k {
-                    fill(r, jp * NR, &mut panel[r * NR..r * NR + cols]);
+                    fill(r, jp * NR, &mut row[..cols]);
+                    put_row(panel, k, r, &row[..cols]);
                 }
             });
     } else {
@@ -256,11 +307,13 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
             for r in t * rows..((t + 1) * rows).min(k) {
                 fill(r, 0, &mut row);
                 for (jp, part) in row.chunks(NR).enumerate() {
-                    // SAFETY: row r of panel jp lies inside data, and
-                    // each task writes only its own rows.
-                    unsafe {
-                        let dst = ptr.at((jp * k + r) * NR);
-                        std::ptr::copy_nonoverlapping(part.as_ptr(), dst, part.len());
+                    for (h, part) in part.chunks(HALF).enumerate() {
+                        // SAFETY: row r of panel jp's half h lies inside
+                        // data, and each task writes only its own rows.
+                        unsafe {
+                            let dst = ptr.at(jp * k * NR + h * k * HALF + r * HALF);
+                            std::ptr::copy_nonoverlapping(part.as_ptr(), dst, part.len());
+                        }
                     }
                 }
             }
@@ -593,16 +646,19 @@ unsafe fn block(
                 for r in 0..kc {
                     fill(pc + r, jc * NR, &mut row);
                     for (jp, part) in (jc..jend).zip(row.chunks(NR)) {
-                        let dst = &mut panels[((jp - jc) * kc + r) * NR..][..NR];
-                        if let (Ok(d), Ok(p)) = (
-                            <&mut [f32; NR]>::try_from(&mut *dst),
-                            <&[f32; NR]>::try_from(part),
-                        ) {
-                            // a whole panel row: vector moves, no call
-                            *d = *p;
-                        } else {
-                            dst[..part.len()].copy_from_slice(part);
-                            dst[part.len()..].fill(0.0);
+                        let panel = &mut panels[(jp - jc) * kc * NR..];
+                        for h in 0..NR / HALF {
+                            let dst = &mut panel[h * kc * HALF + r * HALF..][..HALF];
+                            let part = part.get(h * HALF..).unwrap_or(&[]);
+                            if let (Ok(d), Some(p)) =
+                                (<&mut [f32; HALF]>::try_from(&mut *dst), part.first_chunk())
+                            {
+                                // a whole half row: vector moves, no call
+                                *d = *p;
+                            } else {
+                                dst[..part.len()].copy_from_slice(part);
+                                dst[part.len()..].fill(0.0);
+                            }
                         }
                     }
                 }
@@ -612,18 +668,18 @@ unsafe fn block(
             while ic < rows.end {
                 let iend = (ic + MC_PANELS).min(rows.end);
                 for jp in jc..jend {
-                    let bp = match b {
-                        Source::Packed(p) => p.data.as_ptr().add(jp * k * NR + pc * NR),
-                        Source::Rows { .. } => panels.as_ptr().add((jp - jc) * kc * NR),
+                    let (bp, bh) = match b {
+                        Source::Packed(p) => p.micro(jp, pc),
+                        Source::Rows { .. } => {
+                            (panels.as_ptr().add((jp - jc) * kc * NR), kc * HALF)
+                        }
                     };
                     let nr = (n - jp * NR).min(NR);
                     // the next micro-panel of a packed B, fetched while the
                     // first product of this one runs (it comes from memory:
                     // a weight is read once per product)
                     let next = match b {
-                        Source::Packed(p) if jp + 1 < jend => {
-                            p.data.as_ptr().add((jp + 1) * k * NR + pc * NR)
-                        }
+                        Source::Packed(p) if jp + 1 < jend => p.micro(jp + 1, pc).0,
                         _ => std::ptr::null(),
                     };
                     // the first slice starts C (from nothing, from what C
@@ -647,7 +703,7 @@ unsafe fn block(
                             std::ptr::null()
                         };
                         kernel_for(mr, nr)(
-                            kc, ap, a.row, a.step, bp, cp, ldc, mr, nr, accumulate, bias, pf,
+                            kc, ap, a.row, a.step, bp, bh, cp, ldc, mr, nr, accumulate, bias, pf,
                         );
                     }
                 }
@@ -853,6 +909,7 @@ type Kernel = unsafe fn(
     usize,
     usize,
     *const f32,
+    usize,
     *mut f32,
     usize,
     usize,
@@ -880,14 +937,15 @@ fn kernel_for(mr: usize, nr: usize) -> Kernel {
 /// 1, `step` MR; rows in place: `lda` the row stride, `step` 1), writing
 /// only the first `mr` rows and `nr` columns, computing
 /// the first `R` rows (at least `mr`) and `16 * W` columns (at least `nr`); with a
-/// non-null `prefetch`, the `kc * NR` floats there (the next B
-/// micro-panel) are fetched into the cache on the way (measured: BERT-base
+/// non-null `prefetch`, the micro-panel there (the next B
+/// micro-panel) is fetched into the cache on the way (measured: BERT-base
 /// 68.9 to 64.4 ms, ViT-B/16 123 to 119 ms). On AVX-512: `R x W` registers
 /// of accumulators, 24 of the 32 at most.
 ///
 /// # Safety
-/// A's `mr` rows of `kc` steps are readable, `b` holds `kc * NR` (and
-/// `prefetch`, unless null, `kc * NR`); C's `mr` rows of `nr` columns at
+/// A's `mr` rows of `kc` steps are readable; `b` and `b + bh` each hold
+/// `kc * HALF` floats, a micro-panel's left and right halves (and so do
+/// `prefetch` and `prefetch + bh`, unless null); C's `mr` rows of `nr` columns at
 /// stride `ldc` are writable; `bias`, unless null, holds `nr` floats;
 /// AVX-512F is present.
 #[allow(clippy::too_many_arguments)]
@@ -898,6 +956,7 @@ unsafe fn kernel<const R: usize, const W: usize>(
     lda: usize,
     step: usize,
     b: *const f32,
+    bh: usize,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -907,7 +966,7 @@ unsafe fn kernel<const R: usize, const W: usize>(
     prefetch: *const f32,
 ) {
     kernel_body::<Avx512, R, W, false>(
-        kc, a, lda, step, b, c, ldc, mr, nr, accumulate, bias, prefetch,
+        kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
     )
 }
 
@@ -946,6 +1005,7 @@ unsafe fn kernel_avx2(
     lda: usize,
     step: usize,
     b: *const f32,
+    bh: usize,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -964,10 +1024,10 @@ unsafe fn kernel_avx2(
         // batch 1 0.65 -> 0.52 ms on one thread
         match mr {
             1 => kernel_body::<Avx2, 1, 2, true>(
-                kc, a, lda, step, b, c, ldc, mr, nr, accumulate, bias, prefetch,
+                kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
             ),
             _ => kernel_body::<Avx2, 2, 2, true>(
-                kc, a, lda, step, b, c, ldc, mr, nr, accumulate, bias, prefetch,
+                kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
             ),
         }
         return;
@@ -986,7 +1046,7 @@ unsafe fn kernel_avx2(
                 ($($r:literal)*) => {
                     match rows {
                         $($r => kernel_body::<Avx2, $r, 1, true>(
-                            kc, a, lda, step, b.add(j), c, ldc, rows, cols, accumulate, bias, pf,
+                            kc, a, lda, step, b.add(j / HALF * bh), bh, c, ldc, rows, cols, accumulate, bias, pf,
                         ),)*
                         _ => unreachable!(),
                     }
@@ -1009,6 +1069,7 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
     lda: usize,
     step: usize,
     b: *const f32,
+    bh: usize,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -1027,16 +1088,16 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
             // two cache lines of the next panel a step: all of it by the end
             if L2 {
                 _mm_prefetch::<_MM_HINT_T1>(pf as *const i8);
-                _mm_prefetch::<_MM_HINT_T1>(pf.add(16) as *const i8);
+                _mm_prefetch::<_MM_HINT_T1>(pf.add(bh) as *const i8);
             } else {
                 _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(pf.add(16) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(pf.add(bh) as *const i8);
             }
-            pf = pf.add(NR);
+            pf = pf.add(HALF);
         }
         let mut bv = [S::zero(); W];
         for (j, v) in bv.iter_mut().enumerate() {
-            *v = S::load(bp.add(16 * j));
+            *v = S::load(bp.add(bh * j));
         }
         for (i, row) in acc.iter_mut().enumerate() {
             let av = S::splat(*ap.add(i * lda));
@@ -1045,7 +1106,7 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
             }
         }
         ap = ap.add(step);
-        bp = bp.add(NR);
+        bp = bp.add(HALF);
     }
     let (m0, m1) = (first(nr), first(nr.saturating_sub(16)));
     let mut bv = [S::zero(); W];

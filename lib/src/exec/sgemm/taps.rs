@@ -108,10 +108,12 @@ pub fn gemm_taps(
                 let mut first = true;
                 while let Some((t, pc)) = slices.next() {
                     let kc = k_slice(k).min(k - pc);
-                    let bp = bs[t].data[jp * k * NR + pc * NR..].as_ptr();
+                    // SAFETY: jp is a panel, pc < k
+                    let (bp, bh) = unsafe { bs[t].micro(jp, pc) };
                     // the next slice's micro-panel, fetched while this one runs
                     let next = slices.peek().map_or(std::ptr::null(), |&(t, pc)| {
-                        bs[t].data[jp * k * NR + pc * NR..].as_ptr()
+                        // SAFETY: as above
+                        unsafe { bs[t].micro(jp, pc).0 }
                     });
                     let bias = match bias {
                         Some(b) if first => b[jp * NR..].as_ptr(),
@@ -127,6 +129,7 @@ pub fn gemm_taps(
                                 lda,
                                 1,
                                 bp,
+                                bh,
                                 cptr.at(r.c_row * ldc + jp * NR),
                                 ldc,
                                 r.rows,

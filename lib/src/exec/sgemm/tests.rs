@@ -557,3 +557,132 @@ fn products_split_into_blocks_that_read_least() {
     // fewer panels than tasks
     assert_eq!(split(2, 2, 24, 64, 16, true), (2, 2));
 }
+
+/// The packed product against the `gemm` crate, interleaved call by call
+/// (so a slow minute of a shared machine falls on both), on `THREADS`
+/// threads (1), for `SHAPES` (`m x n x k,...`): the median of the paired
+/// ratios (ours / the crate's) and each one's median GFLOP/s. `cargo test
+/// --release -p pt2kit --features exec --lib gemm_vs_crate -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn gemm_vs_crate() {
+    let shapes = std::env::var("SHAPES").unwrap_or_else(|_| {
+        "512x512x784,128x768x768,128x3072x768,128x768x3072,256x196x2304".into()
+    });
+    let threads: usize = std::env::var("THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    for shape in shapes.split(',') {
+        let d: Vec<usize> = shape.split('x').filter_map(|v| v.parse().ok()).collect();
+        let (m, n, k) = (d[0], d[1], d[2]);
+        let av: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+        // COLD=1: B from memory, as a model's weights (16 copies, read in
+        // turn: more than an L3)
+        let copies = if std::env::var("COLD").is_ok() { 16 } else { 1 };
+        let bvs: Vec<Vec<f32>> = (0..copies).map(|_| bv.clone()).collect();
+        let pbs: Vec<PackedB> = bvs
+            .iter()
+            .map(|bv| pack_b(&View::row_major(bv, k, n)))
+            .collect();
+        let mut c = uninit(m * n);
+        let mut c2 = vec![0f32; m * n];
+        let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        pool.install(|| {
+            for it in 0..300 {
+                let (pb, bv) = (&pbs[it % copies], &bvs[it % copies]);
+                let t = std::time::Instant::now();
+                gemm_lhs(
+                    Lhs::rows(&av, m, k),
+                    pb,
+                    &mut c,
+                    n,
+                    Init::Zero,
+                    None,
+                    threads,
+                );
+                let a = t.elapsed().as_secs_f64();
+                let t = std::time::Instant::now();
+                // SAFETY: the pointers and strides describe av, bv and c2
+                unsafe {
+                    ::gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        c2.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        av.as_ptr(),
+                        1,
+                        k as isize,
+                        bv.as_ptr(),
+                        1,
+                        n as isize,
+                        1.0f32,
+                        1.0f32,
+                        false,
+                        false,
+                        false,
+                        if threads == 1 {
+                            ::gemm::Parallelism::None
+                        } else {
+                            ::gemm::Parallelism::Rayon(threads)
+                        },
+                    );
+                }
+                let b = t.elapsed().as_secs_f64();
+                ours.push(a);
+                theirs.push(b);
+                ratios.push(a / b);
+            }
+        });
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let gf = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e9;
+        eprintln!(
+            "{m}x{n}x{k}: ours / crate {:.3} (paired median), ours {:.1} GF/s, crate {:.1} GF/s",
+            med(&mut ratios),
+            gf(med(&mut ours)),
+            gf(med(&mut theirs))
+        );
+    }
+}
+
+/// A B packed from rows made as they are needed has the layout of one
+/// packed from a view (each panel's two halves one after the other), with
+/// panels to spare for the threads and with fewer panels than threads.
+#[test]
+fn packed_from_rows_as_from_a_view() {
+    for &(k, n) in &[(5, 70), (300, 33), (7, 16), (3, 200)] {
+        let bv = values(k * n, 3);
+        let b = View::row_major(&bv, k, n);
+        let want = pack_b(&b);
+        assert_eq!(want.data.len(), n.div_ceil(NR) * k * NR);
+        // column 17 of the first panel at step 2: the right half's
+        if k > 2 && n > 17 {
+            assert_eq!(want.data[k * HALF + 2 * HALF + 1], bv[2 * n + 17]);
+        }
+        let fill = |r: usize, j0: usize, out: &mut [f32]| {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = b.at(r, j0 + j);
+            }
+        };
+        for threads in [1, 2, 8] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            let got = pool.install(|| pack_b_with(k, n, &fill));
+            assert_eq!(got.data, want.data, "{k}x{n} on {threads} threads");
+        }
+    }
+}
