@@ -32,6 +32,68 @@ pub(crate) fn values(n: usize, seed: u32) -> Vec<f32> {
 /// odd places, taps at odd offsets, k over several slices, columns that
 /// fill no panel, a bias or not, one and two threads, and an A larger
 /// than one block of row panels.
+/// `C = A B` by the `gemm` crate (the reference our products are timed
+/// against): A row-major `m x k`, B `k x n` row-major or (`b_rows`
+/// false) column-major, C row-major, on `threads` threads.
+fn crate_gemm(
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    b_rows: bool,
+    threads: usize,
+) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+    let (b_cs, b_rs) = if b_rows {
+        (1, n as isize)
+    } else {
+        (k as isize, 1)
+    };
+    // SAFETY: the lengths asserted above hold every element the strides
+    // name
+    unsafe {
+        ::gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            b_cs,
+            b_rs,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            if threads == 1 {
+                ::gemm::Parallelism::None
+            } else {
+                ::gemm::Parallelism::Rayon(threads)
+            },
+        );
+    }
+}
+
+/// The thread count a speed test runs on (`THREADS`, 1 by default) and a
+/// pool of that many threads.
+fn bench_pool() -> (usize, rayon::ThreadPool) {
+    let threads: usize = std::env::var("THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool");
+    (threads, pool)
+}
+
 #[test]
 fn tap_products_match_a_reference() {
     if !available() {
@@ -413,33 +475,7 @@ mod speed {
                 let s = t.elapsed().as_secs_f64() / reps as f64;
                 let t2 = std::time::Instant::now();
                 for _ in 0..reps {
-                    unsafe {
-                        ::gemm::gemm(
-                            m,
-                            n,
-                            k,
-                            c.as_mut_ptr(),
-                            1,
-                            n as isize,
-                            false,
-                            av.as_ptr(),
-                            1,
-                            k as isize,
-                            bv.as_ptr(),
-                            k as isize,
-                            1,
-                            1.0f32,
-                            1.0f32,
-                            false,
-                            false,
-                            false,
-                            if threads == 1 {
-                                ::gemm::Parallelism::None
-                            } else {
-                                ::gemm::Parallelism::Rayon(threads)
-                            },
-                        );
-                    }
+                    crate_gemm((m, n, k), &mut c, &av, &bv, false, threads);
                 }
                 let s2 = t2.elapsed().as_secs_f64() / reps as f64;
                 eprintln!(
@@ -506,14 +542,7 @@ fn gemm_best() {
         let bv: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let pb = pack_b(&View::row_major(&bv, k, n));
         let mut c = uninit(m * n);
-        let threads: usize = std::env::var("THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let (threads, pool) = bench_pool();
         let mut times = Vec::new();
         pool.install(|| {
             for _ in 0..200 {
@@ -570,14 +599,7 @@ fn gemm_vs_crate() {
     let shapes = std::env::var("SHAPES").unwrap_or_else(|_| {
         "512x512x784,128x768x768,128x3072x768,128x768x3072,256x196x2304".into()
     });
-    let threads: usize = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let (threads, pool) = bench_pool();
     for shape in shapes.split(',') {
         let d: Vec<usize> = shape.split('x').filter_map(|v| v.parse().ok()).collect();
         let (m, n, k) = (d[0], d[1], d[2]);
@@ -609,34 +631,7 @@ fn gemm_vs_crate() {
                 );
                 let a = t.elapsed().as_secs_f64();
                 let t = std::time::Instant::now();
-                // SAFETY: the pointers and strides describe av, bv and c2
-                unsafe {
-                    ::gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        c2.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        av.as_ptr(),
-                        1,
-                        k as isize,
-                        bv.as_ptr(),
-                        1,
-                        n as isize,
-                        1.0f32,
-                        1.0f32,
-                        false,
-                        false,
-                        false,
-                        if threads == 1 {
-                            ::gemm::Parallelism::None
-                        } else {
-                            ::gemm::Parallelism::Rayon(threads)
-                        },
-                    );
-                }
+                crate_gemm((m, n, k), &mut c2, &av, bv, true, threads);
                 let b = t.elapsed().as_secs_f64();
                 ours.push(a);
                 theirs.push(b);
