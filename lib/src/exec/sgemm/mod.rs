@@ -3,7 +3,8 @@
 //! `C = A B` (or `C += A B`, or `C = A B + bias`) for float32, in the
 //! style of BLIS and ONNX Runtime's MLAS: B is copied into panels that the
 //! micro-kernel reads in order (panels of [`NR`] columns, each two
-//! k-major halves of [`HALF`] columns one after the other, zero-padded), A is read where it lies ([`Lhs`]: rows in place, the
+//! k-major halves of [`HALF`] columns one after the other, zero-padded),
+//! A is read where it lies ([`Lhs`]: rows in place, the
 //! kernel broadcasting from [`MR`] of them; packed in panels of `MR` rows
 //! only when neither stride is 1), and the kernel keeps an `MR x NR`
 //! block of `C` in the 24 of AVX-512's 32 vector registers while it runs
@@ -20,9 +21,10 @@
 //! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
 //! each slice of [`KC`] along `k` and each block of [`MC_PANELS`] row
 //! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
-//! KiB: in L1; on AVX2 each of its halves, 16 KiB, in turn) meets every `A` micro-panel of the block. So B, which is the
-//! weight streamed from memory in a linear layer, is read from memory once
-//! per product. The threads take blocks of rows x columns of C as they
+//! KiB: in L1; on AVX2 each of its halves, 16 KiB, in turn) meets every
+//! `A` micro-panel of the block. So B, which is the weight streamed from
+//! memory in a linear layer, is read from memory once per product. The
+//! threads take blocks of rows x columns of C as they
 //! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
 //! least of A and B ([`split`]).
 //!
