@@ -199,6 +199,24 @@ pub unsafe fn gemm_direct(
         return;
     }
     let mp = m.div_ceil(MR);
+    // an epilogue that is a relu alone is applied as each element is
+    // stored (no pass over the finished block; see `STORE_RELU`)
+    let relu = epilogue.is_some_and(|e| {
+        e.map.is_none()
+            && matches!(
+                e.steps,
+                [EpiStep {
+                    op: EpiOp::Relu,
+                    ..
+                }]
+            )
+    });
+    let (epilogue, mode) = if relu {
+        (None, STORE_RELU)
+    } else {
+        (epilogue, 0)
+    };
+    let mode = mode | if accumulate { STORE_ADD } else { 0 };
     let threads = if m * np * NR * k < PARALLEL_MIN_MACS {
         1
     } else {
@@ -216,7 +234,7 @@ pub unsafe fn gemm_direct(
                 panels,
                 cptr,
                 ldc,
-                (bias, accumulate),
+                (bias, mode),
                 epilogue,
                 rows,
                 cols,
@@ -276,7 +294,7 @@ unsafe fn direct_block(
     panels: &Panels,
     c: SendPtr,
     ldc: usize,
-    (bias, accumulate): (Option<&[f32]>, bool),
+    (bias, mode): (Option<&[f32]>, u8),
     epilogue: Option<&Epilogue>,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
@@ -319,7 +337,7 @@ unsafe fn direct_block(
                         c,
                         ldc,
                         (a, mp),
-                        accumulate,
+                        mode & STORE_ADD != 0,
                         (few, o, i),
                         (outer, inner),
                         (jc, ic),
@@ -330,7 +348,7 @@ unsafe fn direct_block(
                     let wide = runs.iter().any(|r| r.mask >> 16 != 0)
                         || masks.iter().any(|m| m >> 16 != 0);
                     let (first, mr, at) = a.row_panel(mp, ip);
-                    direct_kernel_for(mr, if wide { NR } else { 16 }, accumulate)(
+                    direct_kernel_for(mr, if wide { NR } else { 16 }, mode)(
                         from,
                         offs,
                         masks,
@@ -483,16 +501,28 @@ type DirectKernel = unsafe fn(
     Option<&[f32]>,
 );
 
+/// A kernel's store mode bit: each element added to what C holds there.
+const STORE_ADD: u8 = 1;
+/// A kernel's store mode bit: each element's relu stored (after the add),
+/// where the epilogue is a relu alone: no pass over the block once it is
+/// done (that pass, reading and writing the block in L2, was 15% of the
+/// time of MobileNetV3's `[72, 16]` 1x1 over 56x56).
+const STORE_RELU: u8 = 2;
+
 /// The [`direct_kernel`] instance for `mr` rows and `nr` columns, storing
-/// or adding its block (`accumulate`): chosen once a call, where a branch
-/// on it for each vector stored took MobileNetV3's `[72, 16]` 1x1 over
-/// 56x56 at batch 8 from 0.30 to 0.40 ms.
-fn direct_kernel_for(mr: usize, nr: usize, accumulate: bool) -> DirectKernel {
-    match (avx512(), accumulate) {
-        (true, true) => instance_for!(direct_kernel, mr, nr, true),
-        (true, false) => instance_for!(direct_kernel, mr, nr, false),
-        (false, true) => direct_avx2::<true>,
-        (false, false) => direct_avx2::<false>,
+/// as `mode` says ([`STORE_ADD`], [`STORE_RELU`]): chosen once a call,
+/// where a branch on it for each vector stored took MobileNetV3's `[72,
+/// 16]` 1x1 over 56x56 at batch 8 from 0.30 to 0.40 ms.
+fn direct_kernel_for(mr: usize, nr: usize, mode: u8) -> DirectKernel {
+    match (avx512(), mode) {
+        (true, 0) => instance_for!(direct_kernel, mr, nr, 0),
+        (true, 1) => instance_for!(direct_kernel, mr, nr, 1),
+        (true, 2) => instance_for!(direct_kernel, mr, nr, 2),
+        (true, _) => instance_for!(direct_kernel, mr, nr, 3),
+        (false, 0) => direct_avx2::<0>,
+        (false, 1) => direct_avx2::<1>,
+        (false, 2) => direct_avx2::<2>,
+        (false, _) => direct_avx2::<3>,
     }
 }
 
@@ -500,8 +530,8 @@ fn direct_kernel_for(mr: usize, nr: usize, accumulate: bool) -> DirectKernel {
 /// columns in registers over all of `k` (B's row `r` loaded from `from +
 /// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
 /// zero), then each run of lanes stored to C, the bias added, then with
-/// `ACCUMULATE` what C held there (masked loads and stores: no other
-/// element is touched). A's element (i, p) is at `a
+/// [`STORE_ADD`] in `MODE` what C held there, then with [`STORE_RELU`]
+/// its relu (masked loads and stores: no other element is touched). A's element (i, p) is at `a
 /// + i * lda + p * step`.
 ///
 /// # Safety
@@ -511,7 +541,7 @@ fn direct_kernel_for(mr: usize, nr: usize, accumulate: bool) -> DirectKernel {
 /// multiple of `masks.len()`; AVX-512F is present.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
+unsafe fn direct_kernel<const R: usize, const W: usize, const MODE: u8>(
     from: *const f32,
     offs: &[usize],
     masks: &[u32],
@@ -524,7 +554,7 @@ unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
     runs: &[Run],
     bias: Option<&[f32]>,
 ) {
-    direct_body::<Avx512, R, W, ACCUMULATE, false>(
+    direct_body::<Avx512, R, W, MODE, false>(
         from, offs, masks, a, lda, step, c, ldc, mr, runs, bias, 0,
     )
 }
@@ -537,7 +567,7 @@ unsafe fn direct_kernel<const R: usize, const W: usize, const ACCUMULATE: bool>(
 /// As [`direct_kernel`], with AVX2 and FMA present instead of AVX-512F.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn direct_avx2<const ACCUMULATE: bool>(
+unsafe fn direct_avx2<const MODE: u8>(
     from: *const f32,
     offs: &[usize],
     masks: &[u32],
@@ -567,7 +597,7 @@ unsafe fn direct_avx2<const ACCUMULATE: bool>(
             macro_rules! rows {
                 ($full:literal: $($r:literal)*) => {
                     match rows {
-                        $($r => direct_body::<Avx2, $r, 1, ACCUMULATE, $full>(
+                        $($r => direct_body::<Avx2, $r, 1, MODE, $full>(
                             from, offs, masks, a, lda, step, c, ldc, rows, runs, bias, j,
                         ),)*
                         _ => unreachable!(),
@@ -595,7 +625,7 @@ unsafe fn direct_body<
     S: F32x16,
     const R: usize,
     const W: usize,
-    const ACCUMULATE: bool,
+    const MODE: u8,
     const FULL: bool,
 >(
     from: *const f32,
@@ -658,8 +688,14 @@ unsafe fn direct_body<
                 } else {
                     *v
                 };
-                let v = if ACCUMULATE {
+                let v = if MODE & STORE_ADD != 0 {
                     v.add(S::load_mask(m, p))
+                } else {
+                    v
+                };
+                // the epilogue's relu (NaN and -0 kept: its max)
+                let v = if MODE & STORE_RELU != 0 {
+                    S::zero().max(v)
                 } else {
                     v
                 };

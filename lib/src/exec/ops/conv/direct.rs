@@ -521,6 +521,49 @@ mod speed {
         }
     }
 
+    /// A pointwise convolution with its relu stored by the kernel against
+    /// a pass over each finished block as the relu's was (a clamp to [0,
+    /// inf), which the kernel does not take, in its place), calls
+    /// interleaved, median of each: `cargo test --release -p pt2kit
+    /// --features exec --lib relu_store_speed -- --ignored --nocapture`
+    /// (`THREADS`, 1 by default).
+    #[test]
+    #[ignore]
+    fn relu_store_speed() {
+        use sgemm::{EpiOp, EpiSrc, EpiStep};
+        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        for &(c, co, hw) in &[(16usize, 72usize, 56usize), (16, 16, 56), (24, 88, 28), (64, 256, 56), (128, 512, 28)] {
+            let g = Windows::new(&[hw, hw], &[1, 1], &[1, 1], &[0, 0], &[1, 1]).unwrap();
+            let xs: Vec<f32> = (0..c * hw * hw).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+            let ws: Vec<f32> = (0..co * c).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+            let grid = Grid::new(&xs, 1, c, &g);
+            let panels = grid.panels(1, co, (hw, hw));
+            let relu = [EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
+            let relu_pass = [EpiStep { op: EpiOp::Clamp(0.0, f32::INFINITY), b: EpiSrc::Const(0.0) }];
+            let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, c));
+            let mut outs = [vec![0f32; co * hw * hw], vec![0f32; co * hw * hw]];
+            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            for round in 0..400 {
+                for mode in [round % 2, 1 - round % 2] {
+                    let steps: &[EpiStep] = if mode == 0 { &relu } else { &relu_pass };
+                    let e = sgemm::Epilogue { steps, inputs: &[], map: None };
+                    let t0 = std::time::Instant::now();
+                    unsafe {
+                        sgemm::gemm_direct(sgemm::Lhs::packed(&pa), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut outs[mode]), hw * hw, None, false, Some(&e), threads)
+                    };
+                    t[mode].push(t0.elapsed().as_secs_f64());
+                }
+            }
+            assert!(outs[0] == outs[1], "the same bits");
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2] * 1e6
+            };
+            let (a, b) = (med(&mut t[0]), med(&mut t[1]));
+            eprintln!("[{co}, {c}] over {hw}x{hw}: relu stored {a:.1} us, a pass {b:.1} us ({:.3}x)", a / b);
+        }
+    }
+
     /// A residual block's last convolution at batch `BATCH` (8) on 2
     /// threads, its output fresh with the add and relu on each block
     /// against written over the residual (the add as it is stored), the
