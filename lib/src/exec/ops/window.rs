@@ -74,11 +74,15 @@ impl WindowPlan {
 /// block)`, the block from element `at`.
 pub(super) type Finish<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 
+/// What a thread's [`window_planes`] scratch was padded for: the
+/// geometry and the padding value's bits.
+type ScratchKey = (PlaneWindows, u32);
+
 thread_local! {
     /// A thread's scratch for [`window_planes`] (phases and output), with
     /// the geometry and padding value its padding was set for; taken out
     /// while a task runs.
-    static WINDOW_SCRATCH: std::cell::RefCell<(Vec<f32>, Option<(PlaneWindows, u32)>)> =
+    static WINDOW_SCRATCH: std::cell::RefCell<(Vec<f32>, Option<ScratchKey>)> =
         const { std::cell::RefCell::new((Vec::new(), None)) };
 }
 
