@@ -334,6 +334,8 @@ fn direct_products_match_a_reference() {
         return;
     }
     let (src, ldc) = (values(4000, 3), 90);
+    // elements the stored relu set to 0 (some must be)
+    let mut clipped = 0;
     for &(m, k) in &[(1, 1), (12, 27), (29, 300), (40, 5)] {
         let av = values(m * k, 4);
         let a = View::row_major(&av, m, k);
@@ -417,9 +419,63 @@ fn direct_products_match_a_reference() {
                         "{m}x{k} element {e}: {got} vs {w}"
                     );
                 }
+                // a relu alone as the epilogue, stored by the kernel
+                // (STORE_RELU): the relu of the same bits, and no element
+                // outside the runs touched
+                let relu = [EpiStep {
+                    op: EpiOp::Relu,
+                    b: EpiSrc::Const(0.0),
+                }];
+                let e = Epilogue {
+                    steps: &relu,
+                    inputs: &[],
+                    map: None,
+                };
+                let mut r: Vec<f32> = (0..m * ldc).map(held).collect();
+                // SAFETY: as above
+                unsafe {
+                    gemm_direct(
+                        lhs,
+                        &src,
+                        &offs,
+                        &panels,
+                        as_uninit(&mut r),
+                        ldc,
+                        bias,
+                        accumulate,
+                        Some(&e),
+                        threads,
+                    )
+                };
+                let written = |e: usize| {
+                    (0..panels.len()).any(|p| {
+                        panels.runs(p).iter().any(|run| {
+                            let l = (e % ldc) as isize - run.at;
+                            (0..32).contains(&l) && run.mask >> l & 1 == 1
+                        })
+                    })
+                };
+                for (e, (got, plain)) in r.iter().zip(&c).enumerate() {
+                    // x86's max of 0 and the value: NaN and -0 kept
+                    let want = if written(e) && 0.0 > *plain {
+                        clipped += 1;
+                        0.0
+                    } else {
+                        *plain
+                    };
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{m}x{k} relu element {e}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
+    assert!(
+        clipped > 0,
+        "no element below zero: the relu was not tested"
+    );
 }
 
 mod speed {
