@@ -375,22 +375,27 @@ fn direct_products_match_a_reference() {
                         7.0
                     }
                 };
-                let mut c: Vec<f32> = (0..m * ldc).map(held).collect();
-                // SAFETY: the runs write distinct columns
-                unsafe {
-                    gemm_direct(
-                        lhs,
-                        &src,
-                        &offs,
-                        &panels,
-                        as_uninit(&mut c),
-                        ldc,
-                        bias,
-                        accumulate,
-                        None,
-                        threads,
-                    )
+                // C from what it held, the product run with `epilogue`
+                let product = |epilogue: Option<&Epilogue>| {
+                    let mut c: Vec<f32> = (0..m * ldc).map(held).collect();
+                    // SAFETY: the runs write distinct columns
+                    unsafe {
+                        gemm_direct(
+                            lhs,
+                            &src,
+                            &offs,
+                            &panels,
+                            as_uninit(&mut c),
+                            ldc,
+                            bias,
+                            accumulate,
+                            epilogue,
+                            threads,
+                        )
+                    };
+                    c
                 };
+                let c = product(None);
                 let mut want: Vec<f64> = (0..m * ldc).map(|e| held(e) as f64).collect();
                 for p in 0..panels.len() {
                     for run in panels.runs(p) {
@@ -431,22 +436,7 @@ fn direct_products_match_a_reference() {
                     inputs: &[],
                     map: None,
                 };
-                let mut r: Vec<f32> = (0..m * ldc).map(held).collect();
-                // SAFETY: as above
-                unsafe {
-                    gemm_direct(
-                        lhs,
-                        &src,
-                        &offs,
-                        &panels,
-                        as_uninit(&mut r),
-                        ldc,
-                        bias,
-                        accumulate,
-                        Some(&e),
-                        threads,
-                    )
-                };
+                let r = product(Some(&e));
                 let written = |e: usize| {
                     (0..panels.len()).any(|p| {
                         panels.runs(p).iter().any(|run| {
