@@ -564,6 +564,62 @@ mod speed {
         }
     }
 
+    /// The direct kernel reading its grid from 4 KiB pages against the
+    /// same grid on a transparent huge page (`madvise`), calls
+    /// interleaved, one thread, median of each: how much of a layer's
+    /// time is the TLB (a tile's B rows lie a plane or a channel's phases
+    /// apart, one page each). On the AVX2 VM: ResNet's stride-2 3x3s
+    /// 0.92-0.99x, the `[256, 64]` 1x1 over 56x56 0.86-0.88x, the 3x3 of
+    /// stride 1 1.0x. The tools' allocator keeps huge pages off (`no_thp`).
+    /// `cargo test --release -p pt2kit --features exec --lib
+    /// huge_pages_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn huge_pages_speed() {
+        for &(c, co, hw, kk, st) in &[(128usize, 128usize, 56usize, 3usize, 2usize), (256, 256, 28, 3, 2), (64, 64, 56, 3, 1), (64, 256, 56, 1, 1)] {
+            let pad = kk / 2;
+            let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).unwrap();
+            let [_, oh, ow] = g.output;
+            let xs: Vec<f32> = (0..c * hw * hw).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+            let k = c * kk * kk;
+            let ws: Vec<f32> = (0..co * k).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+            let grid = Grid::build(&xs, 1, c, &g, false);
+            let panels = grid.panels(1, co, (oh, ow));
+            let src = grid.src(&xs);
+            let n = src.len();
+            let layout = std::alloc::Layout::from_size_align((n * 4).next_multiple_of(2 << 20), 2 << 20).unwrap();
+            // SAFETY: a fresh allocation of the layout's size (checked not
+            // null), n floats of it used
+            let huge: &mut [f32] = unsafe {
+                let p = std::alloc::alloc(layout);
+                assert!(!p.is_null());
+                libc::madvise(p.cast(), layout.size(), libc::MADV_HUGEPAGE);
+                std::slice::from_raw_parts_mut(p.cast::<f32>(), n)
+            };
+            huge.copy_from_slice(src);
+            let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
+            let mut outs = [vec![0f32; co * oh * ow], vec![0f32; co * oh * ow]];
+            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            for round in 0..60 {
+                for mode in [round % 2, 1 - round % 2] {
+                    let s: &[f32] = if mode == 0 { src } else { &huge[..] };
+                    let t0 = std::time::Instant::now();
+                    unsafe { sgemm::gemm_direct(sgemm::Lhs::packed(&pa), s, &grid.offs, &panels, sgemm::as_uninit(&mut outs[mode]), oh * ow, None, false, None, 1) };
+                    t[mode].push(t0.elapsed().as_secs_f64());
+                }
+            }
+            assert!(outs[0] == outs[1]);
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2] * 1e6
+            };
+            let (a, b) = (med(&mut t[0]), med(&mut t[1]));
+            eprintln!("[{co}, {c}] {kk}x{kk} s{st} over {hw}x{hw}: grid {:.1} MB, 4K pages {a:.1} us, huge {b:.1} us ({:.3}x)", n as f64 * 4e-6, b / a);
+            // SAFETY: allocated above with this layout, no longer borrowed
+            unsafe { std::alloc::dealloc(huge.as_mut_ptr().cast(), layout) };
+        }
+    }
+
     /// A residual block's last convolution at batch `BATCH` (8) on 2
     /// threads, its output fresh with the add and relu on each block
     /// against written over the residual (the add as it is stored), the
