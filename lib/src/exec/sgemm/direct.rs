@@ -201,16 +201,7 @@ pub unsafe fn gemm_direct(
     let mp = m.div_ceil(MR);
     // an epilogue that is a relu alone is applied as each element is
     // stored (no pass over the finished block; see `STORE_RELU`)
-    let relu = epilogue.is_some_and(|e| {
-        e.map.is_none()
-            && matches!(
-                e.steps,
-                [EpiStep {
-                    op: EpiOp::Relu,
-                    ..
-                }]
-            )
-    });
+    let relu = epilogue.is_some_and(Epilogue::relu_only);
     let (epilogue, mode) = if relu {
         (None, STORE_RELU)
     } else {

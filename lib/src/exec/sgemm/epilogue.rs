@@ -55,6 +55,28 @@ pub struct Epilogue<'a> {
     pub map: Option<&'a EpiMap<'a>>,
 }
 
+impl Epilogue<'_> {
+    /// Whether the chain reads no input, only numbers (a relu, a
+    /// hardswish, a GELU): where an element lies is moot, so it may run on
+    /// any layout of the same values.
+    pub fn constants_only(&self) -> bool {
+        self.map.is_none() && self.steps.iter().all(|s| matches!(s.b, EpiSrc::Const(_)))
+    }
+
+    /// Whether the chain is a relu alone (a kernel may apply it as it
+    /// stores).
+    pub fn relu_only(&self) -> bool {
+        self.map.is_none()
+            && matches!(
+                self.steps,
+                [EpiStep {
+                    op: EpiOp::Relu,
+                    ..
+                }]
+            )
+    }
+}
+
 /// An [`Epilogue`]'s chain as its caller evaluates it on a span of C.
 pub type EpiMap<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 

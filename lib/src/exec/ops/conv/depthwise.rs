@@ -68,7 +68,7 @@ pub(super) fn conv2d_depthwise(
     // output line of the blocked kernel as it is done, in L1, rather than
     // over the planes once they are transposed back (a relu's pass was 19%
     // of the samples of an 88-channel 3x3 over 28x28 alone)
-    let by_line = then.filter(|e| e.map.is_none() && e.steps.iter().all(|s| matches!(s.b, sgemm::EpiSrc::Const(_))));
+    let by_line = then.filter(sgemm::Epilogue::constants_only);
     let finish = then.is_some().then_some(&apply as &Finish);
     let plan = MaskedPlan::cached(geom).filter(|_| sgemm::avx512());
     // sixteen channels at a time where a block's padded image fits the
@@ -198,7 +198,7 @@ unsafe fn depthwise_blocked(
 ) {
     use rayon::prelude::*;
     assert!(
-        line.is_none_or(|e| e.steps.iter().all(|s| matches!(s.b, sgemm::EpiSrc::Const(_)))),
+        line.is_none_or(sgemm::Epilogue::constants_only),
         "depthwise_blocked: a line's chain reads inputs"
     );
     let (hp, wp) = (g.h + 2 * g.pad.0, g.w + 2 * g.pad.1);
