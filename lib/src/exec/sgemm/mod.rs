@@ -23,7 +23,9 @@
 //! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
 //! KiB: in L1; on AVX2 each of its halves, 16 KiB, in turn) meets every
 //! `A` micro-panel of the block. So B, which is the weight streamed from
-//! memory in a linear layer, is read from memory once per product. The
+//! memory in a linear layer, is read from memory once per product. On
+//! AVX2 the block goes rows outer instead ([`rows_outer`]): six rows of A
+//! at a time, in L1, through a block of B of 128 KiB, in L2. The
 //! threads take blocks of rows x columns of C as they
 //! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
 //! least of A and B ([`split`]).
@@ -628,10 +630,17 @@ unsafe fn block(
         }
         Source::Packed(_) => Vec::new(),
     };
-    // the block of C the slices of k add to stays in L2 between them: at
-    // most C_BLOCK bytes of this part's rows (BERT's 1024 x 3072 products
-    // 445 -> 475 GFLOP/s with 4 panels instead of 16)
-    let nc = (C_BLOCK / (rows.len() * MR * NR * 4).max(1)).clamp(4, NC_PANELS);
+    // rows outer (AVX2): the block of B stays in L2 while each part of
+    // a row panel goes through it (B_BLOCK_AVX2 bytes of it at most);
+    // columns outer, the block of C the slices of k add to stays in L2
+    // between them: at most C_BLOCK bytes of this part's rows (BERT's
+    // 1024 x 3072 products 445 -> 475 GFLOP/s with 4 panels instead of 16)
+    let rows_outer = rows_outer(m);
+    let nc = if rows_outer {
+        (B_BLOCK_AVX2 / (slice * NR * 4)).clamp(1, NC_PANELS)
+    } else {
+        (C_BLOCK / (rows.len() * MR * NR * 4).max(1)).clamp(4, NC_PANELS)
+    };
     let mut jc = cols.start;
     while jc < cols.end {
         let jend = (jc + nc).min(cols.end);
@@ -669,13 +678,20 @@ unsafe fn block(
             let mut ic = rows.start;
             while ic < rows.end {
                 let iend = (ic + MC_PANELS).min(rows.end);
-                for jp in jc..jend {
-                    let (bp, bh) = match b {
-                        Source::Packed(p) => p.micro(jp, pc),
-                        Source::Rows { .. } => {
-                            (panels.as_ptr().add((jp - jc) * kc * NR), kc * HALF)
-                        }
-                    };
+                let micro = |jp: usize| match b {
+                    Source::Packed(p) => p.micro(jp, pc),
+                    Source::Rows { .. } => (panels.as_ptr().add((jp - jc) * kc * NR), kc * HALF),
+                };
+                // the first slice starts C (from nothing, from what C
+                // holds, or from the bias); the others add to it
+                let start = |jp: usize| match init {
+                    _ if pc > 0 => (true, std::ptr::null()),
+                    Init::Zero => (false, std::ptr::null()),
+                    Init::Accumulate => (true, std::ptr::null()),
+                    Init::Bias(b) => (false, b.as_ptr().add(jp * NR)),
+                };
+                for jp in (jc..jend).filter(|_| !rows_outer) {
+                    let (bp, bh) = micro(jp);
                     let nr = (n - jp * NR).min(NR);
                     // the next micro-panel of a packed B, fetched while the
                     // first product of this one runs (it comes from memory:
@@ -684,14 +700,7 @@ unsafe fn block(
                         Source::Packed(p) if jp + 1 < jend => p.micro(jp + 1, pc).0,
                         _ => std::ptr::null(),
                     };
-                    // the first slice starts C (from nothing, from what C
-                    // holds, or from the bias); the others add to it
-                    let (accumulate, bias) = match init {
-                        _ if pc > 0 => (true, std::ptr::null()),
-                        Init::Zero => (false, std::ptr::null()),
-                        Init::Accumulate => (true, std::ptr::null()),
-                        Init::Bias(b) => (false, b.as_ptr().add(jp * NR)),
-                    };
+                    let (accumulate, bias) = start(jp);
                     for ip in ic..iend {
                         let ap = a.data.as_ptr().add(ip * a.panel + pc * a.step);
                         let mr = (m - ip * MR).min(MR);
@@ -707,6 +716,37 @@ unsafe fn block(
                         kernel_for(mr, nr)(
                             kc, ap, a.row, a.step, bp, bh, cp, ldc, mr, nr, accumulate, bias, pf,
                         );
+                    }
+                }
+                for ip in (ic..iend).filter(|_| rows_outer) {
+                    let ap = a.data.as_ptr().add(ip * a.panel + pc * a.step);
+                    let mr = (m - ip * MR).min(MR);
+                    for (i, part) in avx2_parts(mr) {
+                        // this part's rows of A (in L1) through the block
+                        // of B (in L2), 16 columns a call
+                        let ap = ap.add(i * a.row);
+                        for jp in jc..jend {
+                            let (bp, bh) = micro(jp);
+                            let (accumulate, bias) = start(jp);
+                            let nr = (n - jp * NR).min(NR);
+                            let cp = c.0.add((ip * MR + i) * ldc + jp * NR);
+                            for j in (0..nr).step_by(HALF) {
+                                let bias = if bias.is_null() { bias } else { bias.add(j) };
+                                let b = bp.add(j / HALF * bh);
+                                let cols = (nr - j).min(HALF);
+                                avx2_part(
+                                    part,
+                                    kc,
+                                    (ap, a.row, a.step),
+                                    b,
+                                    cp.add(j),
+                                    ldc,
+                                    cols,
+                                    accumulate,
+                                    bias,
+                                );
+                            }
+                        }
                     }
                 }
                 if let (Some(e), true) = (epilogue, pc + kc == k) {
@@ -1057,6 +1097,69 @@ unsafe fn kernel_avx2(
             rows!(1 2 3 4 5 6);
         }
     }
+}
+
+/// Whether a product of `m` rows goes through each block row panel by
+/// row panel ([`block`]): on AVX2, six rows of A at a time (in L1) through
+/// a block of B of [`B_BLOCK_AVX2`] bytes (in L2), 16 columns a kernel
+/// call, as MLAS does, where the block was column panel by column panel
+/// (each B micro-panel, 40 KiB at `k` slices of 320, through the row
+/// panels of A from L2: a call's six rows of A and half of B's panel
+/// were 35 KiB against a 32 KiB L1). Interleaved call by call, the same
+/// bits, one thread: ViT-B/16's and BERT's products 0.93-0.97x of their
+/// time, the MLP's 512 x 512 x 784 0.97x, 1024 x 3072 x 768 0.94x; two
+/// threads 0.94-1.02x; in a neighbour's busy minutes (the one-thread
+/// figures of each halved) 0.78-0.88x: the smaller footprint is what a
+/// core whose caches are shared loses least with. A product of one or
+/// two rows keeps the whole-panel kernel ([`kernel_avx2`]); AVX-512's
+/// 12 x 32 kernel keeps columns outer.
+fn rows_outer(m: usize) -> bool {
+    #[cfg(test)]
+    if COLUMNS_OUTER.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    !avx512() && m > 2
+}
+
+/// The bytes of a block of B that [`rows_outer`] keeps in L2 (as MLAS's
+/// 256 x 128 floats; 256 KiB was 1-2% slower on one thread).
+const B_BLOCK_AVX2: usize = 128 << 10;
+
+/// Tests: every block columns outer ([`rows_outer`] off), to compare.
+#[cfg(test)]
+pub(super) static COLUMNS_OUTER: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// One part of an AVX2 block ([`rows_outer`]): `rows` (up to
+/// [`AVX2_ROWS`]) of A (`a`, its row stride and step) by `cols` (up to 16)
+/// columns of a half micro-panel `b`, into C at `c`.
+///
+/// # Safety
+/// As [`kernel_body`], with AVX2 and FMA present.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_part(
+    rows: usize,
+    kc: usize,
+    (a, lda, step): (*const f32, usize, usize),
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    accumulate: bool,
+    bias: *const f32,
+) {
+    macro_rules! rows {
+        ($($r:literal)*) => {
+            match rows {
+                $($r => kernel_body::<Avx2, $r, 1, true>(
+                    kc, a, lda, step, b, 0, c, ldc, rows, cols, accumulate, bias, std::ptr::null(),
+                ),)*
+                _ => unreachable!("avx2_part: at most {AVX2_ROWS} rows"),
+            }
+        };
+    }
+    rows!(1 2 3 4 5 6);
 }
 
 /// What [`kernel`] and [`kernel_avx2`] run, over 16-lane vectors `S`.

@@ -183,6 +183,9 @@ fn products_match_a_reference() {
         (12, 32, 7),
         (13, 33, 257),
         (25, 100, 600),
+        // blocks of B across several column panels, rows in parts of
+        // 6 + 6 and a last panel of 4
+        (40, 300, 700),
         (64, 10, 784),
         (3, 70, 0),
         (100, 3, 20),
@@ -255,6 +258,13 @@ fn products_match_a_reference() {
                     threads,
                 );
                 assert_eq!(c, c3, "{m}x{n}x{k}: A in place");
+                // each block columns outer (AVX-512's order; on AVX2 rows
+                // outer, see `rows_outer`): the same bits
+                COLUMNS_OUTER.store(true, std::sync::atomic::Ordering::Relaxed);
+                let mut c6 = vec![7f32; m * ldc];
+                gemm(&pa, &pb, &mut c6, ldc, false, threads);
+                COLUMNS_OUTER.store(false, std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(c, c6, "{m}x{n}x{k}: columns outer");
                 // a bias per column, then relu and a residual input:
                 // the bias added at the first slice, the epilogue on
                 // each final block (rounded as the separate ops are)
@@ -726,4 +736,113 @@ fn packed_from_rows_as_from_a_view() {
             assert_eq!(got.data, want.data, "{k}x{n} on {threads} threads");
         }
     }
+}
+
+/// The AVX2 kernel alone on one 12 x 32 block, its panels hot (`kc` steps
+/// over the same A and B again and again), GFLOP/s, best of 5: the
+/// kernel's own ceiling, against which a product's figure says what its
+/// blocking costs. On the 2-vCPU Zen 3 VM (about 101 GFLOP/s of FMAs a
+/// core): 94-95 at `kc` of 256 to 512, 80 at 64. `cargo test --release -p
+/// pt2kit --features exec --lib kernel_alone_speed -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn kernel_alone_speed() {
+    if !available() || avx512() {
+        return;
+    }
+    for kc in [32usize, 64, 128, 192, 256, 320, 512] {
+        let a = values(MR * kc, 1);
+        let b = values(NR * kc, 2);
+        let mut c = vec![0f32; MR * NR];
+        let reps = (4e9 / (2.0 * (MR * NR * kc) as f64)) as usize;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t0 = std::time::Instant::now();
+            for _ in 0..reps {
+                // SAFETY: the panels and C are the sizes the kernel reads
+                unsafe {
+                    kernel_avx2(
+                        kc,
+                        a.as_ptr(),
+                        1,
+                        MR,
+                        b.as_ptr(),
+                        kc * HALF,
+                        c.as_mut_ptr(),
+                        NR,
+                        MR,
+                        NR,
+                        true,
+                        std::ptr::null(),
+                        std::ptr::null(),
+                    )
+                };
+            }
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        eprintln!(
+            "kc {kc}: {:.1} GFLOP/s",
+            2.0 * (MR * NR * kc * reps) as f64 / best / 1e9
+        );
+    }
+}
+
+/// The products of a linear layer (A in place, B packed) with each block
+/// rows outer ([`rows_outer`], AVX2) against columns outer, interleaved
+/// call by call on `THREADS` threads (1): the same bits asserted, the
+/// median of the paired ratios and each one's median GFLOP/s. `cargo test
+/// --release -p pt2kit --features exec --lib block_order_speed --
+/// --ignored --nocapture`.
+#[test]
+#[ignore]
+fn block_order_speed() {
+    use std::sync::atomic::Ordering::Relaxed;
+    if !available() || avx512() {
+        return;
+    }
+    let threads: usize = std::env::var("THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let shapes = [
+        (197usize, 3072usize, 768usize),
+        (197, 768, 3072),
+        (197, 2304, 768),
+        (512, 512, 784),
+        (512, 512, 512),
+        (128, 768, 768),
+        (1024, 3072, 768),
+    ];
+    let (_, pool) = bench_pool();
+    pool.install(|| {
+        for &(m, n, k) in &shapes {
+            let a = values(m * k, 1);
+            let bm = values(k * n, 2);
+            let pb = pack_b(&View::row_major(&bm, k, n));
+            let av = View::row_major(&a, m, k);
+            let mut outs = [vec![0f32; m * n], vec![0f32; m * n]];
+            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let reps = (3e9 / (2.0 * (m * n * k) as f64)) as usize + 10;
+            for round in 0..reps {
+                for mode in [round % 2, 1 - round % 2] {
+                    COLUMNS_OUTER.store(mode == 0, Relaxed);
+                    let t0 = std::time::Instant::now();
+                    gemm_lhs(Lhs::view(&av).unwrap(), &pb, as_uninit(&mut outs[mode]), n, Init::Zero, None, threads);
+                    t[mode].push(t0.elapsed().as_secs_f64());
+                }
+            }
+            COLUMNS_OUTER.store(false, Relaxed);
+            assert!(outs[0] == outs[1], "the same bits either way");
+            let mut r: Vec<f64> = t[1].iter().zip(&t[0]).map(|(x, y)| x / y).collect();
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let gf = 2.0 * (m * n * k) as f64 / 1e9;
+            let ratio = med(&mut r);
+            let (x, y) = (med(&mut t[0]), med(&mut t[1]));
+            eprintln!("{m}x{n}x{k}: columns outer {:.1} GFLOP/s, rows outer {:.1}, rows / columns {ratio:.3} (paired median)", gf / x, gf / y);
+        }
+    });
 }
