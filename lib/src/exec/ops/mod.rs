@@ -1106,7 +1106,17 @@ fn mapped_matmul(
                 // the pages released after
                 None => {
                     let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                    sgemm::gemm_rows(a, k, n, &fill, sgemm::zeroed(&mut out), n, init, threads);
+                    sgemm::gemm_rows(
+                        a,
+                        k,
+                        n,
+                        &fill,
+                        sgemm::as_uninit(sgemm::zeroed(&mut out)),
+                        n,
+                        init,
+                        None,
+                        threads,
+                    );
                     m.release();
                 }
             })

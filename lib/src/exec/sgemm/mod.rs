@@ -86,8 +86,9 @@ pub fn available() -> bool {
     vmath::isa() != vmath::Isa::Base
 }
 
-/// Whether the kernels run on AVX-512F (else on AVX2 + FMA).
-pub(crate) fn avx512() -> bool {
+/// Whether the kernels run on AVX-512F (else on AVX2 + FMA, where
+/// [`available`]).
+pub fn avx512() -> bool {
     vmath::isa() == vmath::Isa::Avx512
 }
 
@@ -358,6 +359,33 @@ pub enum Init<'a> {
     /// A bias per column (`n` floats): C = A B + bias, added as the first
     /// slice of `k` is stored (no pass over C to write it first).
     Bias(&'a [f32]),
+    /// A bias per row (`m` floats, a convolution's per output channel):
+    /// as [`Init::Bias`].
+    RowBias(&'a [f32]),
+}
+
+/// The bias a kernel call adds as it stores its first slice of `k`: none,
+/// one a column (from the pointer on, one a column of the call's block) or
+/// one a row (one a row of the call's block).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum BiasAt {
+    None,
+    Columns(*const f32),
+    Rows(*const f32),
+}
+
+impl BiasAt {
+    /// The bias of the block `i` rows and `j` columns on.
+    ///
+    /// # Safety
+    /// The bias holds that row or column.
+    pub(super) unsafe fn at(self, i: usize, j: usize) -> BiasAt {
+        match self {
+            BiasAt::None => BiasAt::None,
+            BiasAt::Columns(p) => BiasAt::Columns(p.add(j)),
+            BiasAt::Rows(p) => BiasAt::Rows(p.add(i)),
+        }
+    }
 }
 
 /// [`gemm`] with A read where it lies (an activation in rows: no packed
@@ -394,26 +422,29 @@ pub type RowFill<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
 /// rows by up to [`NC_PANELS`] panels of columns is filled row by row
 /// (`fill(r, j0, out)` writes row `r` from column `j0`) into a buffer the
 /// size of L2 just before the kernel reads it. A convolution's im2col never
-/// exists whole: it is made block by block, hot in the cache.
+/// exists whole: it is made block by block, hot in the cache. C may be
+/// uninitialised unless `init` is [`Init::Accumulate`]; the `epilogue`
+/// runs on each block of C once it is final, as [`gemm_lhs`]'s.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_rows(
     a: Lhs,
     k: usize,
     n: usize,
     fill: RowFill,
-    c: &mut [f32],
+    c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
     init: Init,
+    epilogue: Option<&Epilogue>,
     threads: usize,
 ) {
     assert_eq!(a.k, k, "gemm_rows: inner dims differ");
     product(
         a,
         &Source::Rows { n, fill },
-        as_uninit(c),
+        c,
         ldc,
         init,
-        None,
+        epilogue,
         threads,
     );
 }
@@ -457,6 +488,9 @@ fn product(
     if let Init::Bias(bias) = init {
         assert!(bias.len() >= n, "gemm: a bias shorter than a row");
     }
+    if let Init::RowBias(bias) = init {
+        assert!(bias.len() >= m, "gemm: a bias shorter than a column");
+    }
     if let Some(e) = epilogue {
         assert!(
             e.steps.iter().all(|s| match s.b {
@@ -475,6 +509,9 @@ fn product(
                 }),
                 Init::Bias(b) => row.iter_mut().zip(b).for_each(|(v, x)| {
                     v.write(*x);
+                }),
+                Init::RowBias(b) => row.iter_mut().for_each(|v| {
+                    v.write(b[i]);
                 }),
                 Init::Accumulate => {}
             }
@@ -684,11 +721,12 @@ unsafe fn block(
                 };
                 // the first slice starts C (from nothing, from what C
                 // holds, or from the bias); the others add to it
-                let start = |jp: usize| match init {
-                    _ if pc > 0 => (true, std::ptr::null()),
-                    Init::Zero => (false, std::ptr::null()),
-                    Init::Accumulate => (true, std::ptr::null()),
-                    Init::Bias(b) => (false, b.as_ptr().add(jp * NR)),
+                let start = |ip: usize, jp: usize| match init {
+                    _ if pc > 0 => (true, BiasAt::None),
+                    Init::Zero => (false, BiasAt::None),
+                    Init::Accumulate => (true, BiasAt::None),
+                    Init::Bias(b) => (false, BiasAt::Columns(b.as_ptr().add(jp * NR))),
+                    Init::RowBias(b) => (false, BiasAt::Rows(b.as_ptr().add(ip * MR))),
                 };
                 for jp in (jc..jend).filter(|_| !rows_outer) {
                     let (bp, bh) = micro(jp);
@@ -700,8 +738,8 @@ unsafe fn block(
                         Source::Packed(p) if jp + 1 < jend => p.micro(jp + 1, pc).0,
                         _ => std::ptr::null(),
                     };
-                    let (accumulate, bias) = start(jp);
                     for ip in ic..iend {
+                        let (accumulate, bias) = start(ip, jp);
                         let ap = a.data.as_ptr().add(ip * a.panel + pc * a.step);
                         let mr = (m - ip * MR).min(MR);
                         let cp = c.0.add(ip * MR * ldc + jp * NR);
@@ -727,11 +765,11 @@ unsafe fn block(
                         let ap = ap.add(i * a.row);
                         for jp in jc..jend {
                             let (bp, bh) = micro(jp);
-                            let (accumulate, bias) = start(jp);
+                            let (accumulate, bias) = start(ip, jp);
                             let nr = (n - jp * NR).min(NR);
                             let cp = c.0.add((ip * MR + i) * ldc + jp * NR);
                             for j in (0..nr).step_by(HALF) {
-                                let bias = if bias.is_null() { bias } else { bias.add(j) };
+                                let bias = bias.at(i, j);
                                 let b = bp.add(j / HALF * bh);
                                 let cols = (nr - j).min(HALF);
                                 avx2_part(
@@ -926,6 +964,15 @@ pub unsafe fn assume_init(v: Vec<std::mem::MaybeUninit<f32>>) -> Vec<f32> {
     unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<f32>(), v.len(), v.capacity()) }
 }
 
+/// A slice of [`uninit`] as floats once every one has been written.
+///
+/// # Safety
+/// Every element of `c` is initialised.
+pub unsafe fn assume_init_mut(c: &mut [std::mem::MaybeUninit<f32>]) -> &mut [f32] {
+    // SAFETY: the same layout; the caller says every element is written
+    unsafe { &mut *(c as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) }
+}
+
 /// `c` cleared, as floats (for a kernel that needs C initialised).
 pub fn zeroed(c: &mut [std::mem::MaybeUninit<f32>]) -> &mut [f32] {
     c.iter_mut().for_each(|v| {
@@ -957,7 +1004,7 @@ type Kernel = unsafe fn(
     usize,
     usize,
     bool,
-    *const f32,
+    BiasAt,
     *const f32,
 );
 
@@ -974,8 +1021,8 @@ fn kernel_for(mr: usize, nr: usize) -> Kernel {
 }
 
 /// One `MR x NR` block of C from `kc` steps of A and packed B: C = A B (or
-/// C += A B, or C = A B + bias with a non-null `bias`: `nr` floats, one a
-/// column), A's element (i, p) at `a + i * lda + p * step` (packed: `lda`
+/// C += A B, or C = A B + bias: `nr` floats from a [`BiasAt::Columns`],
+/// one a column, or `mr` from a [`BiasAt::Rows`], one a row), A's element (i, p) at `a + i * lda + p * step` (packed: `lda`
 /// 1, `step` MR; rows in place: `lda` the row stride, `step` 1), writing
 /// only the first `mr` rows and `nr` columns, computing
 /// the first `R` rows (at least `mr`) and `16 * W` columns (at least `nr`); with a
@@ -988,7 +1035,7 @@ fn kernel_for(mr: usize, nr: usize) -> Kernel {
 /// A's `mr` rows of `kc` steps are readable; `b` and `b + bh` each hold
 /// `kc * HALF` floats, a micro-panel's left and right halves (and so do
 /// `prefetch` and `prefetch + bh`, unless null); C's `mr` rows of `nr` columns at
-/// stride `ldc` are writable; `bias`, unless null, holds `nr` floats;
+/// stride `ldc` are writable; `bias` holds the floats it names;
 /// AVX-512F is present.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
@@ -1004,7 +1051,7 @@ unsafe fn kernel<const R: usize, const W: usize>(
     mr: usize,
     nr: usize,
     accumulate: bool,
-    bias: *const f32,
+    bias: BiasAt,
     prefetch: *const f32,
 ) {
     kernel_body::<Avx512, R, W, false>(
@@ -1053,7 +1100,7 @@ unsafe fn kernel_avx2(
     mr: usize,
     nr: usize,
     accumulate: bool,
-    bias: *const f32,
+    bias: BiasAt,
     prefetch: *const f32,
 ) {
     if mr <= 2 && nr > 16 {
@@ -1076,9 +1123,9 @@ unsafe fn kernel_avx2(
     }
     for j in (0..nr).step_by(16) {
         let cols = (nr - j).min(16);
-        let bias = if bias.is_null() { bias } else { bias.add(j) };
         for (i, rows) in avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.add(i * ldc + j));
+            let bias = bias.at(i, j);
             let pf = if i == 0 && j == 0 {
                 prefetch
             } else {
@@ -1147,7 +1194,7 @@ unsafe fn avx2_part(
     ldc: usize,
     cols: usize,
     accumulate: bool,
-    bias: *const f32,
+    bias: BiasAt,
 ) {
     macro_rules! rows {
         ($($r:literal)*) => {
@@ -1180,7 +1227,7 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
     mr: usize,
     nr: usize,
     accumulate: bool,
-    bias: *const f32,
+    bias: BiasAt,
     prefetch: *const f32,
 ) {
     use std::arch::x86_64::*;
@@ -1215,7 +1262,7 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
     }
     let (m0, m1) = (first(nr), first(nr.saturating_sub(16)));
     let mut bv = [S::zero(); W];
-    if !bias.is_null() {
+    if let BiasAt::Columns(bias) = bias {
         for (j, (v, m)) in bv.iter_mut().zip([m0, m1]).enumerate() {
             *v = S::load_mask(m, bias.add(16 * j));
         }
@@ -1226,8 +1273,12 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
             let mut v = *v;
             if accumulate {
                 v = v.add(S::load_mask(m, cp.add(16 * j)));
-            } else if !bias.is_null() {
-                v = v.add(bv[j]);
+            } else {
+                match bias {
+                    BiasAt::None => {}
+                    BiasAt::Columns(_) => v = v.add(bv[j]),
+                    BiasAt::Rows(b) => v = v.add(S::splat(*b.add(i))),
+                }
             }
             if m == 0xffff {
                 v.store(cp.add(16 * j));

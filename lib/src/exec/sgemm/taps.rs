@@ -116,8 +116,8 @@ pub fn gemm_taps(
                         unsafe { bs[t].micro(jp, pc).0 }
                     });
                     let bias = match bias {
-                        Some(b) if first => b[jp * NR..].as_ptr(),
-                        _ => std::ptr::null(),
+                        Some(b) if first => BiasAt::Columns(b[jp * NR..].as_ptr()),
+                        _ => BiasAt::None,
                     };
                     for (i, r) in rows.iter().enumerate() {
                         // SAFETY: A's reads and C's writes checked above; the

@@ -239,9 +239,10 @@ fn products_match_a_reference() {
                     k,
                     n,
                     &fill,
-                    &mut c2,
+                    as_uninit(&mut c2),
                     ldc,
                     Init::Zero,
+                    None,
                     threads,
                 );
                 assert_eq!(c, c2, "{m}x{n}x{k}: gemm_rows");
@@ -302,11 +303,41 @@ fn products_match_a_reference() {
                     k,
                     n,
                     &fill,
-                    &mut c5,
+                    as_uninit(&mut c5),
                     ldc,
                     Init::Bias(&bias),
+                    None,
                     threads,
                 );
+                // a bias per row, the epilogue after it, B made row by
+                // row: the bias as it was added before (written into C,
+                // the product accumulated on it), the epilogue as above
+                let rbias = values(m, 8);
+                let mut c7 = vec![7f32; m * ldc];
+                gemm_rows(
+                    Lhs::packed(&pa),
+                    k,
+                    n,
+                    &fill,
+                    as_uninit(&mut c7),
+                    ldc,
+                    Init::RowBias(&rbias),
+                    Some(&e),
+                    threads,
+                );
+                let mut rold = vec![7f32; m * ldc];
+                for i in 0..m {
+                    rold[i * ldc..i * ldc + n].fill(rbias[i]);
+                }
+                gemm(&pa, &pb, &mut rold, ldc, true, threads);
+                for i in 0..m {
+                    for j in 0..n {
+                        let at = i * ldc + j;
+                        let want = (rold[at] + res[at]).max(0.0);
+                        assert_eq!(c7[at], want, "{m}x{n}x{k} ({i},{j}): a bias per row");
+                    }
+                    assert!(c7[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                }
                 // the bias as it was added before: written into C,
                 // the product accumulated on it
                 let mut old = vec![7f32; m * ldc];
@@ -774,7 +805,7 @@ fn kernel_alone_speed() {
                         MR,
                         NR,
                         true,
-                        std::ptr::null(),
+                        BiasAt::None,
                         std::ptr::null(),
                     )
                 };

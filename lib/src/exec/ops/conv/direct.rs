@@ -411,6 +411,45 @@ fn direct_into(
     .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))
 }
 
+/// The im2col matrix of a batch's images (rows channel by tap, columns
+/// the output pixels image after image), made row by row where a packed
+/// product needs it ([`Im2col::fill`]) from their padded, stride-phased
+/// copy ([`Grid`]): each output line's pixels under a tap one run of it.
+pub(super) struct Im2col {
+    grid: Grid,
+    /// Output pixels an image, and a line.
+    n: usize,
+    ow: usize,
+}
+
+impl Im2col {
+    /// Over `b` images of `c` channels (`xs`, `[b, c, h, w]`) under `g`
+    /// (2-D).
+    pub(super) fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Im2col {
+        Im2col {
+            grid: Grid::build(xs, b, c, g, false),
+            n: g.out_plane(),
+            ow: g.output[2],
+        }
+    }
+
+    /// Row `r` of the matrix from column `j0` into `seg` (`xs` the images
+    /// it was made of).
+    pub(super) fn fill(&self, xs: &[f32], r: usize, j0: usize, seg: &mut [f32]) {
+        let (src, grid) = (self.grid.src(xs), &self.grid);
+        let (n, ow) = (self.n, self.ow);
+        let (mut j, mut at) = (j0, 0);
+        while at < seg.len() {
+            let (i, p) = (j / n, j % n);
+            let (oy, ox) = (p / ow, p % ow);
+            let len = (ow - ox).min(seg.len() - at);
+            let from = i * grid.image + grid.offs[r] + oy * grid.pitch + ox;
+            seg[at..at + len].copy_from_slice(&src[from..][..len]);
+            (j, at) = (j + len, at + len);
+        }
+    }
+}
+
 #[cfg(test)]
 mod speed {
     use super::*;

@@ -270,9 +270,9 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
         Kernel::Winograd
     } else if pixel_taps(g, c, co) {
         Kernel::PixelTaps
-    } else if direct(g, b, c) {
+    } else if direct(g, b, c) && !packed_over_direct(g, b, c, co) {
         Kernel::Direct
-    } else if pointwise(g) {
+    } else if direct(g, b, c) || pointwise(g) {
         Kernel::Packed
     } else {
         Kernel::Host
@@ -334,6 +334,28 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
         }
 }
 
+/// Whether a convolution the direct kernel would take ([`direct`]) of `b`
+/// images, `c` to `co` channels, runs packed instead ([`conv_packed`]:
+/// its im2col made block by block): on AVX2, where the packed product
+/// goes rows outer ([`sgemm`]'s `rows_outer`, A's rows in L1 through a
+/// block of B in L2) and the direct kernel runs each 6-row part over all
+/// of `k` (A's rows and B's rows beside them outgrow L1), those with taps
+/// or a stride, and pointwise ones at batch 1 to as many output channels
+/// as input or more. Interleaved call by call on the 2-vCPU AVX2 VM
+/// (`direct_or_packed_speed`), packed / direct at batch 1 on one / two
+/// threads: 3x3s `[64, 64]` over 56x56 0.84 / 0.82, stride 2 `[128, 128]`
+/// 0.83 / 0.75 (at batch 8 0.77-0.85); pointwise `[256, 64]` over 56x56
+/// 0.63 / 0.76, `[512, 128]` over 28x28 0.71 / 0.77, MobileNetV3's `[72,
+/// 16]` 0.87 / 0.84, `[88, 24]` 0.90 / 0.99, `[288, 48]` 0.92 / 0.91.
+/// Fewer output channels than input lost (`[24, 88]` 1.24 / 1.27,
+/// `[64, 256]` 1.05 / 0.98: the copy of B weighs against fewer rows of
+/// A), and so did pointwise ones at batch 8 (`[256, 64]` 1.34, MobileNetV3's
+/// 28x28 ones 1.0-1.4 on two threads, the images side by side transposed
+/// after). AVX-512 keeps the direct kernel (not measured there).
+fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
+    !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c))
+}
+
 /// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
 /// one group ([`kernel`]) writes its output over a dead residual where
 /// offered ([`output_of`]): the direct one, the pixel rows of taps, and
@@ -347,7 +369,7 @@ fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
                 .is_ok_and(|p| writes_over(&p, &[xd[0], xd[1], oh, ow], wd))
         }
         Kernel::Winograd | Kernel::PixelTaps | Kernel::Direct => true,
-        Kernel::Packed => packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
+        Kernel::Packed => pointwise(g) && packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
         Kernel::FewChannels | Kernel::Host => false,
     }
 }
@@ -479,13 +501,18 @@ fn pointwise(g: &Windows) -> bool {
     g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
 }
 
-/// A pointwise convolution (1x1, stride 1, no padding; any rank) in
-/// float32 through the packed kernel ([`sgemm`]): the weight `[c_out,
-/// c_in]` (packed once, the left operand) times the batch's images `[c_in,
-/// images * pixels]` (the right one, packed block by block as the kernel
-/// reads it), the bias the product's initial value. Fewer than
-/// [`FEW_PIXELS`] columns, or the planes [`pixel_rows`] names, take
-/// [`conv_pixel_rows`].
+/// A convolution in float32 through the packed kernel ([`sgemm`]): the
+/// weight `[c_out, c_in * taps]` (packed once, the left operand) times
+/// the im2col matrix of the batch's images `[c_in * taps, images *
+/// pixels]` (the right one, made block by block as the kernel reads it,
+/// never whole: [`sgemm::gemm_rows`]), the bias added as the first slice
+/// is stored, the fused chain run on each block of the output once it is
+/// final (one image a product) or on the images once they are in place
+/// (several side by side). A pointwise convolution (1x1, stride 1, no
+/// padding; any rank) reads its input as it lies; others (2-D) read a
+/// padded, stride-phased copy ([`direct::Im2col`]). Pointwise ones over
+/// fewer than [`FEW_PIXELS`] columns, or the planes [`pixel_rows`]
+/// names, take [`conv_pixel_rows`].
 fn conv_packed(
     exec: &Executor,
     x: &CandleTensor,
@@ -496,20 +523,36 @@ fn conv_packed(
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let (k, n) = (c, g.out_plane());
+    let (k, n) = (c * g.taps(), g.out_plane());
     let w = weight_matrix(w, co, k)?;
-    if packed_as_pixel_rows(g, b, c) {
+    if pointwise(g) && packed_as_pixel_rows(g, b, c) {
         return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue);
     }
-    // the fused chain after it, on each group of images as it is done
-    let fused = register_epilogue(epilogue, b * co * n);
+    let pa = packed_weight(exec, &w)?;
+    packed_product(x, &pa, bias, g, shape, epilogue)
+}
+
+/// [`conv_packed`]'s product with the weight packed (`pa`, `[c_out, c_in
+/// * taps]`).
+fn packed_product(
+    x: &CandleTensor,
+    pa: &sgemm::PackedA,
+    bias: Option<&CandleTensor>,
+    g: &Windows,
+    shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
+) -> Result<CandleTensor> {
+    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
+    let (k, n) = (c * g.taps(), g.out_plane());
+    let len = b * co * n;
+    // the fused chain after it, on each block as it is done
+    let fused = register_epilogue(epilogue, len);
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
         steps,
         inputs,
         map: None,
     });
     let threads = rayon::current_num_threads();
-    let pa = packed_weight(exec, &w)?;
     // the batch's images side by side: one product of `b * n` columns,
     // the weight read once (a batch of 8 at ResNet's 14x14 stage is 1568
     // columns where each image alone is 196: 6.5 -> 5.1 ms); images of
@@ -518,55 +561,67 @@ fn conv_packed(
     // 115 -> 101 ms against batching up to 4096)
     let per = if n >= 1024 { 1 } else { b.max(1) };
     let bv = bias.map(f32s).transpose()?;
-    let mut out = vec![0f32; b * co * n];
+    let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::RowBias);
+    let image = c * g.input.iter().product::<usize>();
+    let mut out = sgemm::uninit(len);
     let mut staging = Vec::new();
     with_host(x, |xs: &[f32]| {
         for first in (0..b).step_by(per) {
             let count = per.min(b - first);
-            let total = count * n;
-            let prod: &mut [f32] = if count == 1 {
-                &mut out[first * co * n..][..co * n]
-            } else {
-                staging.resize(co * total, 0.0);
-                &mut staging
-            };
-            if let Some(bv) = &bv {
-                for (row, v) in prod.chunks_mut(total.max(1)).zip(bv) {
-                    row.fill(*v);
-                }
-            }
+            let (total, xs) = (count * n, &xs[first * image..][..count * image]);
             // row r of the columns from column j0: image by image
-            let fill = |r: usize, j0: usize, seg: &mut [f32]| {
-                let (mut j, mut at) = (j0, 0);
-                while at < seg.len() {
-                    let (i, p) = (j / n, j % n);
-                    let len = (n - p).min(seg.len() - at);
-                    seg[at..at + len].copy_from_slice(&xs[((first + i) * c + r) * n + p..][..len]);
-                    (j, at) = (j + len, at + len);
+            let im2col = (!pointwise(g)).then(|| direct::Im2col::new(xs, count, c, g));
+            let fill = |r: usize, j0: usize, seg: &mut [f32]| match &im2col {
+                Some(im) => im.fill(xs, r, j0, seg),
+                None => {
+                    let (mut j, mut at) = (j0, 0);
+                    while at < seg.len() {
+                        let (i, p) = (j / n, j % n);
+                        let len = (n - p).min(seg.len() - at);
+                        seg[at..at + len].copy_from_slice(&xs[(i * c + r) * n + p..][..len]);
+                        (j, at) = (j + len, at + len);
+                    }
                 }
             };
-            let init = if bv.is_some() {
-                sgemm::Init::Accumulate
-            } else {
-                sgemm::Init::Zero
-            };
-            sgemm::gemm_rows(sgemm::Lhs::packed(&pa), k, total, &fill, prod, total, init, threads);
-            if count > 1 {
-                // [c_out, images, n] to [images, c_out, n]
-                for (o, row) in staging.chunks(total.max(1)).enumerate() {
-                    for (i, part) in row.chunks(n.max(1)).enumerate() {
-                        out[((first + i) * co + o) * n..][..n].copy_from_slice(part);
+            if count == 1 {
+                // the chain on each block as the product finishes it,
+                // its inputs from this image on
+                let at = first * co * n;
+                let inputs: Vec<&[f32]> = then
+                    .map(|e| e.inputs.iter().map(|v| &v[at.min(v.len())..]).collect())
+                    .unwrap_or_default();
+                let then = then.map(|e| sgemm::Epilogue {
+                    inputs: &inputs,
+                    ..e
+                });
+                let prod = &mut out[at..][..co * n];
+                sgemm::gemm_rows(sgemm::Lhs::packed(pa), k, n, &fill, prod, n, init, then.as_ref(), threads);
+                continue;
+            }
+            staging.resize(co * total, 0.0);
+            let prod = sgemm::as_uninit(&mut staging);
+            sgemm::gemm_rows(sgemm::Lhs::packed(pa), k, total, &fill, prod, total, init, None, threads);
+            // [c_out, images, n] to [images, c_out, n]
+            for (o, row) in staging.chunks(total.max(1)).enumerate() {
+                for (i, part) in row.chunks(n.max(1)).enumerate() {
+                    for (d, v) in out[((first + i) * co + o) * n..][..n].iter_mut().zip(part) {
+                        d.write(*v);
                     }
                 }
             }
             if let Some(e) = &then {
                 let at = first * co * n;
-                sgemm::run_epilogue(e, at, &mut out[at..at + count * co * n]);
+                // SAFETY: the images' elements were written just above
+                let done = unsafe { sgemm::assume_init_mut(&mut out[at..at + count * co * n]) };
+                sgemm::run_epilogue(e, at, done);
             }
         }
     })
     .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
     mark_applied(epilogue, then.is_some());
+    // SAFETY: every element written (each image's product or its part of a
+    // group's)
+    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
 }
 
@@ -1114,6 +1169,83 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direct kernel ([`conv_direct`]) against the packed product
+    /// made from an im2col in blocks ([`packed_product`]) on ResNet's and
+    /// MobileNetV3's shapes at batch `BATCH` (1; with a bias), calls
+    /// interleaved, on `THREADS` threads (1): the medians and their ratio. `cargo test
+    /// --release -p pt2kit --features exec --lib direct_or_packed_speed
+    /// -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn direct_or_packed_speed() -> candle_core::Result<()> {
+        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let nb: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+        let cpu = candle_core::Device::Cpu;
+        // (c_in, c_out, input side, kernel, stride)
+        let shapes = [
+            (64usize, 256usize, 56usize, 1usize, 1usize),
+            (256, 64, 56, 1, 1),
+            (64, 64, 56, 1, 1),
+            (256, 128, 56, 1, 1),
+            (128, 512, 28, 1, 1),
+            (512, 128, 28, 1, 1),
+            (64, 64, 56, 3, 1),
+            (128, 128, 56, 3, 2),
+            (64, 128, 56, 3, 2),
+            (16, 16, 56, 1, 1),
+            (16, 72, 56, 1, 1),
+            (72, 24, 28, 1, 1),
+            (24, 88, 28, 1, 1),
+            (88, 24, 28, 1, 1),
+            (24, 96, 28, 1, 1),
+            (40, 240, 14, 1, 1),
+            (240, 40, 14, 1, 1),
+            (48, 288, 14, 1, 1),
+            (288, 48, 14, 1, 1),
+        ];
+        pool.install(|| {
+            for (c, co, hw, kk, st) in shapes {
+                let pad = kk / 2;
+                let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).expect("a geometry");
+                let [_, oh, ow] = g.output;
+                let x = CandleTensor::arange(0f32, (nb * c * hw * hw) as f32, &cpu)?.affine(0.37, -3.0)?.sin()?.reshape((nb, c, hw, hw))?;
+                let k = c * kk * kk;
+                let w = CandleTensor::arange(0f32, (co * k) as f32, &cpu)?.affine(0.11, -0.7)?.cos()?.reshape((co, c, kk, kk))?;
+                let bias = CandleTensor::arange(0f32, co as f32, &cpu)?.affine(0.01, -0.2)?;
+                let ws = w.flatten_all()?.to_vec1::<f32>()?;
+                let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
+                let shape = vec![nb, co, oh, ow];
+                let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+                let reps = (1.5e9 / (2.0 * (nb * co * k * oh * ow) as f64)) as usize + 20;
+                let mut outs = [None, None];
+                for round in 0..reps {
+                    for mode in [round % 2, 1 - round % 2] {
+                        let t0 = std::time::Instant::now();
+                        let y = if mode == 0 {
+                            direct::conv_direct(&x, &w, Some(&bias), &g, shape.clone(), None)
+                        } else {
+                            packed_product(&x, &pa, Some(&bias), &g, shape.clone(), None)
+                        }
+                        .expect("a convolution");
+                        t[mode].push(t0.elapsed().as_secs_f64());
+                        outs[mode] = Some(y);
+                    }
+                }
+                let [Some(a), Some(b)] = outs else { unreachable!() };
+                let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(diff < 1e-3, "[{co}, {c}] k{kk} s{st} over {hw}: {diff}");
+                let med = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2] * 1e6
+                };
+                let (d, p) = (med(&mut t[0]), med(&mut t[1]));
+                eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: direct {d:.1} us, packed {p:.1} us, packed / direct {:.3}", p / d);
+            }
+            Ok(())
+        })
+    }
 
     /// The GPU's depthwise convolution ([`depthwise_tap_sum`]), run on the
     /// host, against candle's grouped convolution: strides, dilations and
