@@ -269,7 +269,11 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
     } else if winograd(g, c, co) {
         Kernel::Winograd
     } else if pixel_taps(g, c, co) {
-        Kernel::PixelTaps
+        if packed_over_taps(g, b) {
+            Kernel::Packed
+        } else {
+            Kernel::PixelTaps
+        }
     } else if direct(g, b, c) && !packed_over_direct(g, b, c, co) {
         Kernel::Direct
     } else if direct(g, b, c) || pointwise(g) {
@@ -354,6 +358,17 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
 /// after). AVX-512 keeps the direct kernel (not measured there).
 fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
     !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c))
+}
+
+/// Whether a convolution of `b` images that [`pixel_taps`] names runs
+/// packed instead ([`conv_packed`], as [`packed_over_direct`] says): on
+/// AVX2, at a batch of more than one or over planes of more than 7x7
+/// (`taps_or_packed_speed`, interleaved, packed / pixel taps on one / two
+/// threads: ResNet's stride-2 3x3s into 14x14 at batch 1 0.80 / 0.83 and
+/// 0.78 / 0.87, at batch 8 0.68-0.86; into 7x7 at batch 1 0.78 / 0.97 and
+/// 1.02 / 1.04, so those stay).
+fn packed_over_taps(g: &Windows, b: usize) -> bool {
+    !sgemm::avx512() && (b > 1 || g.out_plane() > 49)
 }
 
 /// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
@@ -1169,6 +1184,62 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pixel rows of taps ([`pixels::pixel_taps_product`]) against
+    /// the packed product ([`packed_product`]) on ResNet's small planes at
+    /// batch `BATCH` (1), calls interleaved, `THREADS` threads (1):
+    /// medians and their ratio. `cargo test --release -p pt2kit
+    /// --features exec --lib taps_or_packed_speed -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore]
+    fn taps_or_packed_speed() -> candle_core::Result<()> {
+        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let nb: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+        let cpu = candle_core::Device::Cpu;
+        let shapes = [(256usize, 256usize, 28usize, 3usize, 2usize), (512, 512, 14, 3, 2), (128, 256, 28, 3, 2), (256, 512, 14, 3, 2), (256, 256, 14, 3, 1), (512, 512, 7, 3, 1)];
+        pool.install(|| {
+            for (c, co, hw, kk, st) in shapes {
+                let pad = kk / 2;
+                let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).expect("a geometry");
+                let [_, oh, ow] = g.output;
+                let x = CandleTensor::arange(0f32, (nb * c * hw * hw) as f32, &cpu)?.affine(0.37, -3.0)?.sin()?.reshape((nb, c, hw, hw))?;
+                let xs = x.flatten_all()?.to_vec1::<f32>()?;
+                let k = c * kk * kk;
+                let w = CandleTensor::arange(0f32, (co * k) as f32, &cpu)?.affine(0.11, -0.7)?.cos()?.reshape((co, c, kk, kk))?;
+                let bias = CandleTensor::arange(0f32, co as f32, &cpu)?.affine(0.01, -0.2)?;
+                let bv = bias.to_vec1::<f32>()?;
+                let ws = w.flatten_all()?.to_vec1::<f32>()?;
+                let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
+                let taps = kk * kk;
+                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&pixels::tap_weight(&ws, t, (c, co), taps))).collect();
+                let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
+                let shape = vec![nb, co, oh, ow];
+                let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+                let reps = (1.5e9 / (2.0 * (nb * co * k * oh * ow) as f64)) as usize + 20;
+                let mut out = sgemm::uninit(nb * co * oh * ow);
+                for round in 0..reps {
+                    for mode in [round % 2, 1 - round % 2] {
+                        let t0 = std::time::Instant::now();
+                        if mode == 0 {
+                            pixels::pixel_taps_product(&xs, (nb, c, co), &g, &bs, Some(&bv), (false, None), &mut out);
+                        } else {
+                            packed_product(&x, &pa, Some(&bias), &g, shape.clone(), None).expect("a convolution");
+                        }
+                        t[mode].push(t0.elapsed().as_secs_f64());
+                    }
+                }
+                let med = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2] * 1e6
+                };
+                let (d, p) = (med(&mut t[0]), med(&mut t[1]));
+                eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: pixel taps {d:.1} us, packed {p:.1} us, packed / taps {:.3}", p / d);
+            }
+            Ok(())
+        })
+    }
 
     /// The direct kernel ([`conv_direct`]) against the packed product
     /// made from an im2col in blocks ([`packed_product`]) on ResNet's and
