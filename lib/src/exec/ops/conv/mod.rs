@@ -269,7 +269,7 @@ fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
     } else if winograd(g, c, co) {
         Kernel::Winograd
     } else if pixel_taps(g, c, co) {
-        if packed_over_taps(g, b) {
+        if packed_over_taps(b) {
             Kernel::Packed
         } else {
             Kernel::PixelTaps
@@ -362,13 +362,14 @@ fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
 
 /// Whether a convolution of `b` images that [`pixel_taps`] names runs
 /// packed instead ([`conv_packed`], as [`packed_over_direct`] says): on
-/// AVX2, at a batch of more than one or over planes of more than 7x7
-/// (`taps_or_packed_speed`, interleaved, packed / pixel taps on one / two
-/// threads: ResNet's stride-2 3x3s into 14x14 at batch 1 0.80 / 0.83 and
-/// 0.78 / 0.87, at batch 8 0.68-0.86; into 7x7 at batch 1 0.78 / 0.97 and
-/// 1.02 / 1.04, so those stay).
-fn packed_over_taps(g: &Windows, b: usize) -> bool {
-    !sgemm::avx512() && (b > 1 || g.out_plane() > 49)
+/// AVX2, at a batch of more than one (`taps_or_packed_speed`,
+/// interleaved, packed / pixel taps on one / two threads, batch 8:
+/// ResNet's stride-2 3x3s 0.86-0.97 / 0.83-1.02, its 3x3s over 14x14 and
+/// 7x7 0.97-1.0 / 0.99-1.02). At batch 1 the pixel rows stay: in quiet
+/// minutes packed took 0.99-1.07x over 14x14 planes and 1.19-1.22x over
+/// 7x7 (in loud ones 0.78-0.80x).
+fn packed_over_taps(b: usize) -> bool {
+    !sgemm::avx512() && b > 1
 }
 
 /// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
@@ -1185,6 +1186,74 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
 mod tests {
     use super::*;
 
+    /// A convolution for the speed tests below: `b` images of `c` channels
+    /// `hw` square, to `co` channels under a `kk` square kernel of stride
+    /// `st` (padding `kk / 2`), with a bias; its weight as floats and
+    /// packed.
+    struct Case {
+        g: Windows,
+        x: CandleTensor,
+        w: CandleTensor,
+        bias: CandleTensor,
+        ws: Vec<f32>,
+        pa: sgemm::PackedA,
+        shape: Vec<usize>,
+        /// Calls of each variant, about 1.5 GFLOP of them.
+        reps: usize,
+    }
+
+    impl Case {
+        fn new((c, co, hw, kk, st): (usize, usize, usize, usize, usize), b: usize) -> candle_core::Result<Case> {
+            let cpu = candle_core::Device::Cpu;
+            let pad = kk / 2;
+            let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).expect("a geometry");
+            let [_, oh, ow] = g.output;
+            let x = CandleTensor::arange(0f32, (b * c * hw * hw) as f32, &cpu)?.affine(0.37, -3.0)?.sin()?.reshape((b, c, hw, hw))?;
+            let k = c * kk * kk;
+            let w = CandleTensor::arange(0f32, (co * k) as f32, &cpu)?.affine(0.11, -0.7)?.cos()?.reshape((co, c, kk, kk))?;
+            let bias = CandleTensor::arange(0f32, co as f32, &cpu)?.affine(0.01, -0.2)?;
+            let ws = w.flatten_all()?.to_vec1::<f32>()?;
+            let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
+            let reps = (1.5e9 / (2.0 * (b * co * k * oh * ow) as f64)) as usize + 20;
+            Ok(Case { g, x, w, bias, ws, pa, shape: vec![b, co, oh, ow], reps })
+        }
+
+        /// The packed product's output ([`packed_product`]).
+        fn packed(&self) -> CandleTensor {
+            packed_product(&self.x, &self.pa, Some(&self.bias), &self.g, self.shape.clone(), None).expect("a convolution")
+        }
+
+        /// `a` and `b` called in turn `reps` times each (who goes first
+        /// alternating): the median microseconds of each.
+        fn medians(&self, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            for round in 0..self.reps {
+                for mode in [round % 2, 1 - round % 2] {
+                    let t0 = std::time::Instant::now();
+                    if mode == 0 {
+                        a()
+                    } else {
+                        b()
+                    }
+                    t[mode].push(t0.elapsed().as_secs_f64());
+                }
+            }
+            let [mut x, mut y] = t;
+            let med = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2] * 1e6
+            };
+            (med(&mut x), med(&mut y))
+        }
+    }
+
+    /// The speed tests' environment: `THREADS` (1) and `BATCH` (1).
+    fn threads_and_batch() -> (rayon::ThreadPool, usize) {
+        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(var("THREADS")).build().expect("a pool");
+        (pool, var("BATCH"))
+    }
+
     /// The pixel rows of taps ([`pixels::pixel_taps_product`]) against
     /// the packed product ([`packed_product`]) on ResNet's small planes at
     /// batch `BATCH` (1), calls interleaved, `THREADS` threads (1):
@@ -1194,47 +1263,23 @@ mod tests {
     #[test]
     #[ignore]
     fn taps_or_packed_speed() -> candle_core::Result<()> {
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let nb: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
-        let cpu = candle_core::Device::Cpu;
+        let (pool, nb) = threads_and_batch();
+        // (c_in, c_out, input side, kernel, stride)
         let shapes = [(256usize, 256usize, 28usize, 3usize, 2usize), (512, 512, 14, 3, 2), (128, 256, 28, 3, 2), (256, 512, 14, 3, 2), (256, 256, 14, 3, 1), (512, 512, 7, 3, 1)];
         pool.install(|| {
-            for (c, co, hw, kk, st) in shapes {
-                let pad = kk / 2;
-                let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).expect("a geometry");
-                let [_, oh, ow] = g.output;
-                let x = CandleTensor::arange(0f32, (nb * c * hw * hw) as f32, &cpu)?.affine(0.37, -3.0)?.sin()?.reshape((nb, c, hw, hw))?;
-                let xs = x.flatten_all()?.to_vec1::<f32>()?;
-                let k = c * kk * kk;
-                let w = CandleTensor::arange(0f32, (co * k) as f32, &cpu)?.affine(0.11, -0.7)?.cos()?.reshape((co, c, kk, kk))?;
-                let bias = CandleTensor::arange(0f32, co as f32, &cpu)?.affine(0.01, -0.2)?;
-                let bv = bias.to_vec1::<f32>()?;
-                let ws = w.flatten_all()?.to_vec1::<f32>()?;
-                let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
+            for shape in shapes {
+                let (c, co, hw, kk, st) = shape;
+                let case = Case::new(shape, nb)?;
+                let xs = case.x.flatten_all()?.to_vec1::<f32>()?;
+                let bv = case.bias.to_vec1::<f32>()?;
                 let taps = kk * kk;
-                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&pixels::tap_weight(&ws, t, (c, co), taps))).collect();
+                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&pixels::tap_weight(&case.ws, t, (c, co), taps))).collect();
                 let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
-                let shape = vec![nb, co, oh, ow];
-                let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-                let reps = (1.5e9 / (2.0 * (nb * co * k * oh * ow) as f64)) as usize + 20;
-                let mut out = sgemm::uninit(nb * co * oh * ow);
-                for round in 0..reps {
-                    for mode in [round % 2, 1 - round % 2] {
-                        let t0 = std::time::Instant::now();
-                        if mode == 0 {
-                            pixels::pixel_taps_product(&xs, (nb, c, co), &g, &bs, Some(&bv), (false, None), &mut out);
-                        } else {
-                            packed_product(&x, &pa, Some(&bias), &g, shape.clone(), None).expect("a convolution");
-                        }
-                        t[mode].push(t0.elapsed().as_secs_f64());
-                    }
-                }
-                let med = |v: &mut Vec<f64>| {
-                    v.sort_by(f64::total_cmp);
-                    v[v.len() / 2] * 1e6
-                };
-                let (d, p) = (med(&mut t[0]), med(&mut t[1]));
+                let mut out = sgemm::uninit(case.shape.iter().product());
+                let (d, p) = case.medians(
+                    || pixels::pixel_taps_product(&xs, (nb, c, co), &case.g, &bs, Some(&bv), (false, None), &mut out),
+                    || drop(case.packed()),
+                );
                 eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: pixel taps {d:.1} us, packed {p:.1} us, packed / taps {:.3}", p / d);
             }
             Ok(())
@@ -1244,16 +1289,14 @@ mod tests {
     /// The direct kernel ([`conv_direct`]) against the packed product
     /// made from an im2col in blocks ([`packed_product`]) on ResNet's and
     /// MobileNetV3's shapes at batch `BATCH` (1; with a bias), calls
-    /// interleaved, on `THREADS` threads (1): the medians and their ratio. `cargo test
-    /// --release -p pt2kit --features exec --lib direct_or_packed_speed
-    /// -- --ignored --nocapture`.
+    /// interleaved, on `THREADS` threads (1): the medians and their
+    /// ratio, the outputs compared. `cargo test --release -p pt2kit
+    /// --features exec --lib direct_or_packed_speed -- --ignored
+    /// --nocapture`.
     #[test]
     #[ignore]
     fn direct_or_packed_speed() -> candle_core::Result<()> {
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let nb: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
-        let cpu = candle_core::Device::Cpu;
+        let (pool, nb) = threads_and_batch();
         // (c_in, c_out, input side, kernel, stride)
         let shapes = [
             (64usize, 256usize, 56usize, 1usize, 1usize),
@@ -1277,41 +1320,13 @@ mod tests {
             (288, 48, 14, 1, 1),
         ];
         pool.install(|| {
-            for (c, co, hw, kk, st) in shapes {
-                let pad = kk / 2;
-                let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).expect("a geometry");
-                let [_, oh, ow] = g.output;
-                let x = CandleTensor::arange(0f32, (nb * c * hw * hw) as f32, &cpu)?.affine(0.37, -3.0)?.sin()?.reshape((nb, c, hw, hw))?;
-                let k = c * kk * kk;
-                let w = CandleTensor::arange(0f32, (co * k) as f32, &cpu)?.affine(0.11, -0.7)?.cos()?.reshape((co, c, kk, kk))?;
-                let bias = CandleTensor::arange(0f32, co as f32, &cpu)?.affine(0.01, -0.2)?;
-                let ws = w.flatten_all()?.to_vec1::<f32>()?;
-                let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, k));
-                let shape = vec![nb, co, oh, ow];
-                let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-                let reps = (1.5e9 / (2.0 * (nb * co * k * oh * ow) as f64)) as usize + 20;
-                let mut outs = [None, None];
-                for round in 0..reps {
-                    for mode in [round % 2, 1 - round % 2] {
-                        let t0 = std::time::Instant::now();
-                        let y = if mode == 0 {
-                            direct::conv_direct(&x, &w, Some(&bias), &g, shape.clone(), None)
-                        } else {
-                            packed_product(&x, &pa, Some(&bias), &g, shape.clone(), None)
-                        }
-                        .expect("a convolution");
-                        t[mode].push(t0.elapsed().as_secs_f64());
-                        outs[mode] = Some(y);
-                    }
-                }
-                let [Some(a), Some(b)] = outs else { unreachable!() };
-                let diff = (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            for shape in shapes {
+                let (c, co, hw, kk, st) = shape;
+                let case = Case::new(shape, nb)?;
+                let direct = || direct::conv_direct(&case.x, &case.w, Some(&case.bias), &case.g, case.shape.clone(), None).expect("a convolution");
+                let diff = (direct() - case.packed())?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(diff < 1e-3, "[{co}, {c}] k{kk} s{st} over {hw}: {diff}");
-                let med = |v: &mut Vec<f64>| {
-                    v.sort_by(f64::total_cmp);
-                    v[v.len() / 2] * 1e6
-                };
-                let (d, p) = (med(&mut t[0]), med(&mut t[1]));
+                let (d, p) = case.medians(|| drop(direct()), || drop(case.packed()));
                 eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: direct {d:.1} us, packed {p:.1} us, packed / direct {:.3}", p / d);
             }
             Ok(())
