@@ -770,8 +770,9 @@ unsafe fn block(
                             let cp = c.0.add((ip * MR + i) * ldc + jp * NR);
                             for j in (0..nr).step_by(HALF) {
                                 let bias = bias.at(i, j);
-                                let b = bp.add(j / HALF * bh);
+                                let b = (bp.add(j / HALF * bh), bh);
                                 let cols = (nr - j).min(HALF);
+                                let none = std::ptr::null();
                                 avx2_part(
                                     part,
                                     kc,
@@ -782,6 +783,7 @@ unsafe fn block(
                                     cols,
                                     accumulate,
                                     bias,
+                                    none,
                                 );
                             }
                         }
@@ -1131,17 +1133,19 @@ unsafe fn kernel_avx2(
             } else {
                 std::ptr::null()
             };
-            macro_rules! rows {
-                ($($r:literal)*) => {
-                    match rows {
-                        $($r => kernel_body::<Avx2, $r, 1, true>(
-                            kc, a, lda, step, b.add(j / HALF * bh), bh, c, ldc, rows, cols, accumulate, bias, pf,
-                        ),)*
-                        _ => unreachable!(),
-                    }
-                };
-            }
-            rows!(1 2 3 4 5 6);
+            let b = (b.add(j / HALF * bh), bh);
+            avx2_part(
+                rows,
+                kc,
+                (a, lda, step),
+                b,
+                c,
+                ldc,
+                cols,
+                accumulate,
+                bias,
+                pf,
+            );
         }
     }
 }
@@ -1177,9 +1181,10 @@ const B_BLOCK_AVX2: usize = 128 << 10;
 pub(super) static COLUMNS_OUTER: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// One part of an AVX2 block ([`rows_outer`]): `rows` (up to
-/// [`AVX2_ROWS`]) of A (`a`, its row stride and step) by `cols` (up to 16)
-/// columns of a half micro-panel `b`, into C at `c`.
+/// One part of an AVX2 block ([`kernel_avx2`], [`rows_outer`]): `rows`
+/// (up to [`AVX2_ROWS`]) of A (`a`, its row stride and step) by `cols`
+/// (up to 16) columns of a half micro-panel `b` (the other half `bh`
+/// floats on, for `prefetch`'s), into C at `c`.
 ///
 /// # Safety
 /// As [`kernel_body`], with AVX2 and FMA present.
@@ -1189,18 +1194,19 @@ unsafe fn avx2_part(
     rows: usize,
     kc: usize,
     (a, lda, step): (*const f32, usize, usize),
-    b: *const f32,
+    (b, bh): (*const f32, usize),
     c: *mut f32,
     ldc: usize,
     cols: usize,
     accumulate: bool,
     bias: BiasAt,
+    prefetch: *const f32,
 ) {
     macro_rules! rows {
         ($($r:literal)*) => {
             match rows {
                 $($r => kernel_body::<Avx2, $r, 1, true>(
-                    kc, a, lda, step, b, 0, c, ldc, rows, cols, accumulate, bias, std::ptr::null(),
+                    kc, a, lda, step, b, bh, c, ldc, rows, cols, accumulate, bias, prefetch,
                 ),)*
                 _ => unreachable!("avx2_part: at most {AVX2_ROWS} rows"),
             }
