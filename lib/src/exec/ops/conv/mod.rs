@@ -355,9 +355,16 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
 /// `[64, 256]` 1.05 / 0.98: the copy of B weighs against fewer rows of
 /// A), and so did pointwise ones at batch 8 (`[256, 64]` 1.34, MobileNetV3's
 /// 28x28 ones 1.0-1.4 on two threads, the images side by side transposed
-/// after). AVX-512 keeps the direct kernel (not measured there).
+/// after). With the next block of each row fetched as a block is filled,
+/// pointwise ones to more channels than input over planes the packed
+/// product takes image by image ([`PACKED_IMAGE_MIN`] pixels or more)
+/// run packed at any batch (batch 8: `[256, 64]` over 56x56 0.67x,
+/// `[72, 16]` 0.85-0.96x; `[16, 16]` lost, 1.08x, and `[64, 64]` was
+/// within 10%, so only more output channels than input). AVX-512 keeps
+/// the direct kernel (not measured there).
 fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
-    !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c))
+    let one_by_one = b == 1 || g.out_plane() >= PACKED_IMAGE_MIN;
+    !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c) || (one_by_one && co > c))
 }
 
 /// Whether a convolution of `b` images that [`pixel_taps`] names runs
@@ -517,6 +524,11 @@ fn pointwise(g: &Windows) -> bool {
     g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
 }
 
+/// Output planes of at least this many pixels take [`conv_packed`]'s
+/// product image by image; smaller ones the batch's images side by side
+/// (see there).
+const PACKED_IMAGE_MIN: usize = 1024;
+
 /// A convolution in float32 through the packed kernel ([`sgemm`]): the
 /// weight `[c_out, c_in * taps]` (packed once, the left operand) times
 /// the im2col matrix of the batch's images `[c_in * taps, images *
@@ -575,7 +587,7 @@ fn packed_product(
     // 1024 pixels or more one by one, each product written in place (the
     // reordering costs more than it saves there: ResNet-18 at batch 8
     // 115 -> 101 ms against batching up to 4096)
-    let per = if n >= 1024 { 1 } else { b.max(1) };
+    let per = if n >= PACKED_IMAGE_MIN { 1 } else { b.max(1) };
     let bv = bias.map(f32s).transpose()?;
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::RowBias);
     let image = c * g.input.iter().product::<usize>();
@@ -596,6 +608,25 @@ fn packed_product(
                         let len = (n - p).min(seg.len() - at);
                         seg[at..at + len].copy_from_slice(&xs[(i * c + r) * n + p..][..len]);
                         (j, at) = (j + len, at + len);
+                    }
+                    // the same row's next block fetched into L2 while this
+                    // block's products run: B's rows are 64 to 256 planes
+                    // at once, more streams than the hardware prefetcher
+                    // follows (at batch 8, `[256, 64]` over 56x56 0.80 ->
+                    // 0.67x of the direct kernel's time, `[64, 256]` 1.50
+                    // -> 1.04x, interleaved; at batch 1 within noise)
+                    let (i, p) = (j / n, j % n);
+                    if i < count {
+                        let from = (i * c + r) * n + p;
+                        let end = (from + seg.len()).min((i * c + r + 1) * n);
+                        for q in (from..end).step_by(16) {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: a prefetch reads nothing; q lies in xs
+                            unsafe {
+                                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+                                _mm_prefetch::<_MM_HINT_T1>(xs.as_ptr().add(q).cast());
+                            }
+                        }
                     }
                 }
             };
