@@ -582,6 +582,19 @@ fn product(
 /// its columns of B (`cb * m + rb * n`). Without `rows` (B made row by
 /// row as it is needed: each row block would make it again) the columns
 /// alone split.
+/// What reading B again costs [`split`] against reading A again: B is
+/// a weight, from memory (a model's weights are past the last-level
+/// cache), A the activations, in cache. Interleaved call by call
+/// (`products_speed`, B from memory), two threads, against 1 (which
+/// split BERT's and GPT-2's `[128, 768] x [768, 768]` into 2 x 8, each
+/// weight read twice): `128 x 768 x 768` 0.93x of its time, `128 x 768 x
+/// 3072` 0.92x, ViT-B/16's `197 x 768 x 768` 0.94x; at batch 8 within
+/// 2% (`512 x 512 x 784` now 2 x 8, not 4 x 4: 0.99x, 1.00x with B in
+/// cache); 16 lost 2-7% there. Whole models, fresh processes
+/// interleaved, two threads: ViT-B/16 b1 0.92x, GPT-2 b1 0.93x, BERT b1
+/// 0.99x (with [`AHEAD_STEPS`]).
+const B_REREAD: usize = 4;
+
 pub(super) fn split(
     mp: usize,
     np: usize,
@@ -597,7 +610,7 @@ pub(super) fn split(
     let want = tasks.min(mp * np);
     (1..=tasks.min(mp).max(1))
         .map(|rb| (rb, tasks.div_ceil(rb).min(np).max(1)))
-        .min_by_key(|&(rb, cb)| (rb * cb < want, cb * m + rb * n))
+        .min_by_key(|&(rb, cb)| (rb * cb < want, cb * m + rb * n * B_REREAD))
         .unwrap_or((1, 1))
 }
 
@@ -772,7 +785,13 @@ unsafe fn block(
                                 let bias = bias.at(i, j);
                                 let b = (bp.add(j / HALF * bh), bh);
                                 let cols = (nr - j).min(HALF);
-                                let none = std::ptr::null();
+                                // the first part through a block reads it
+                                // from memory: fetched ahead into L2
+                                let pf = if ip == rows.start && i == 0 {
+                                    b.0.wrapping_add(AHEAD_STEPS * HALF)
+                                } else {
+                                    std::ptr::null()
+                                };
                                 avx2_part(
                                     part,
                                     kc,
@@ -783,7 +802,7 @@ unsafe fn block(
                                     cols,
                                     accumulate,
                                     bias,
-                                    none,
+                                    pf,
                                 );
                             }
                         }
@@ -1084,7 +1103,8 @@ fn avx2_parts(mr: usize) -> impl Iterator<Item = (usize, usize)> {
 /// ResNet-50's stride-2 3x3 over 512 channels into 7x7 0.79x / 0.83x of
 /// its time on one / two threads, its 3x3 over 7x7 0.77x / 0.75x,
 /// ResNet-50 b1 0.94x, interleaved on the 2-vCPU AVX2 VM. The packed
-/// product ([`gemm`]) names none on AVX2.
+/// product ([`gemm`]) names none here on AVX2 (rows outer, its first part
+/// through a block fetches that block ahead: [`AHEAD_STEPS`]).
 ///
 /// # Safety
 /// As [`kernel`], with AVX2 and FMA present instead of AVX-512F.
@@ -1180,6 +1200,12 @@ const B_BLOCK_AVX2: usize = 128 << 10;
 #[cfg(test)]
 pub(super) static COLUMNS_OUTER: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
+
+/// Tests: the change under measurement off, to compare.
+#[cfg(test)]
+pub(super) static SWITCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+const AHEAD_STEPS: usize = 64;
 
 /// One part of an AVX2 block ([`kernel_avx2`], [`rows_outer`]): `rows`
 /// (up to [`AVX2_ROWS`]) of A (`a`, its row stride and step) by `cols`

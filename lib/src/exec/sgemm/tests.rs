@@ -662,9 +662,13 @@ fn gemm_best() {
 /// them; B made row by row splits by columns alone.
 #[test]
 fn products_split_into_blocks_that_read_least() {
-    // the MLP at batch 512 on two threads: 4 x 4 (A and B read 4 times
-    // each), not 16 column blocks (A read 16 times)
-    assert_eq!(split(43, 16, 512, 512, 16, true), (4, 4));
+    // the MLP at batch 512 on two threads: 2 x 8 (B, a weight from
+    // memory, read twice; A, in cache, 8 times), not 16 column blocks (A
+    // read 16 times)
+    assert_eq!(split(43, 16, 512, 512, 16, true), (2, 8));
+    // BERT's 768 x 768 at batch 1: columns alone (each row block would
+    // read the weight again), not 2 x 8
+    assert_eq!(split(11, 24, 128, 768, 16, true), (1, 16));
     assert_eq!(split(43, 16, 512, 512, 16, false), (1, 16));
     // a wide product of few rows: columns
     assert_eq!(split(1, 24, 8, 768, 16, true), (1, 16));
@@ -874,6 +878,68 @@ fn block_order_speed() {
             let ratio = med(&mut r);
             let (x, y) = (med(&mut t[0]), med(&mut t[1]));
             eprintln!("{m}x{n}x{k}: columns outer {:.1} GFLOP/s, rows outer {:.1}, rows / columns {ratio:.3} (paired median)", gf / x, gf / y);
+        }
+    });
+}
+
+/// Linear layers' products (A in place, B packed, as the executor runs
+/// them) for 2 s each on `THREADS` threads: median and best GFLOP/s, to
+/// set beside ONNX Runtime's MatMul on the same shapes
+/// (`recipes/matmul_speed.py`). `SHAPES="m,n,k m,n,k"` (GPT-2's and the
+/// MLP's by default); `COLD=1`: B from memory each call. `cargo test --release -p pt2kit --features exec
+/// --lib products_speed -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn products_speed() {
+    let shapes: Vec<(usize, usize, usize)> = std::env::var("SHAPES")
+        .unwrap_or_else(|_| {
+            "128,3072,768 128,768,3072 128,2304,768 128,768,768 64,512,784 512,512,784".into()
+        })
+        .split_whitespace()
+        .map(|s| {
+            let v: Vec<usize> = s
+                .split(',')
+                .map(|x| x.parse().expect("SHAPES: m,n,k"))
+                .collect();
+            (v[0], v[1], v[2])
+        })
+        .collect();
+    let cold = std::env::var_os("COLD").is_some();
+    let (threads, pool) = bench_pool();
+    pool.install(|| {
+        for &(m, n, k) in &shapes {
+            let (a, bm) = (values(m * k, 1), values(k * n, 2));
+            // COLD: B from memory each call, as a model's weights past L3
+            // (a ring of copies of 128 MiB or more)
+            let copies = if cold { (128usize << 20).div_ceil(k * n * 4) } else { 1 };
+            let pbs: Vec<PackedB> = (0..copies).map(|_| pack_b(&View::row_major(&bm, k, n))).collect();
+            let av = View::row_major(&a, m, k);
+            let mut out = vec![0f32; m * n];
+            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let start = std::time::Instant::now();
+            let mut calls = 0;
+            let ab = std::env::var_os("AB").is_some();
+            while start.elapsed().as_secs_f64() < 2.0 {
+                let pb = &pbs[calls % copies];
+                let mode = if ab { (calls + calls / 2) % 2 } else { 0 };
+                SWITCH.store(mode == 1, std::sync::atomic::Ordering::Relaxed);
+                let t0 = std::time::Instant::now();
+                gemm_lhs(Lhs::view(&av).unwrap(), pb, as_uninit(&mut out), n, Init::Zero, None, threads);
+                t[mode].push(t0.elapsed().as_secs_f64());
+                calls += 1;
+            }
+            SWITCH.store(false, std::sync::atomic::Ordering::Relaxed);
+            let pairs = t[0].len().min(t[1].len());
+            let mut r: Vec<f64> = (0..pairs).map(|i| t[0][i] / t[1][i]).collect();
+            for v in t.iter_mut().chain([&mut r]) {
+                v.sort_by(f64::total_cmp);
+            }
+            let gf = 2.0 * (m * n * k) as f64 / 1e9;
+            let how = if cold { " cold" } else { "" };
+            eprintln!("ir-run {m}x{n}x{k} t{threads}{how}: median {:.1} GF/s best {:.1}", gf / t[0][t[0].len() / 2], gf / t[0][0]);
+            if ab {
+                eprintln!("  switched: median {:.1} GF/s best {:.1}; as is / switched {:.3} (paired median)", gf / t[1][t[1].len() / 2], gf / t[1][0], r[r.len() / 2]);
+            }
         }
     });
 }
