@@ -101,6 +101,26 @@ pub(super) unsafe fn epilogue_span(e: &Epilogue, at: usize, c: *mut f32, len: us
     }
 }
 
+/// Fetches into L2 the elements `[at, at + len)` of each input an
+/// [`Epilogue`]'s steps read (a residual, from memory), ahead of
+/// [`epilogue_span`] there.
+///
+/// # Safety
+/// Each input holds elements `at..at + len`.
+pub(super) unsafe fn prefetch_inputs(e: &Epilogue, at: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for step in e.steps.iter().filter(|_| e.map.is_none()) {
+        if let EpiSrc::Input(k) = step.b {
+            let p = e.inputs[k].as_ptr().add(at);
+            for q in (0..len).step_by(16) {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    p.add(q).cast(),
+                );
+            }
+        }
+    }
+}
+
 /// [`epilogue_span`]'s steps on AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe fn epilogue_avx512(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
