@@ -911,35 +911,40 @@ fn products_speed() {
             let (a, bm) = (values(m * k, 1), values(k * n, 2));
             // COLD: B from memory each call, as a model's weights past L3
             // (a ring of copies of 128 MiB or more)
-            let copies = if cold { (128usize << 20).div_ceil(k * n * 4) } else { 1 };
-            let pbs: Vec<PackedB> = (0..copies).map(|_| pack_b(&View::row_major(&bm, k, n))).collect();
+            let copies = if cold {
+                (128usize << 20).div_ceil(k * n * 4)
+            } else {
+                1
+            };
+            let pbs: Vec<PackedB> = (0..copies)
+                .map(|_| pack_b(&View::row_major(&bm, k, n)))
+                .collect();
             let av = View::row_major(&a, m, k);
             let mut out = vec![0f32; m * n];
-            let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let mut t = Vec::new();
             let start = std::time::Instant::now();
-            let mut calls = 0;
-            let ab = std::env::var_os("AB").is_some();
             while start.elapsed().as_secs_f64() < 2.0 {
-                let pb = &pbs[calls % copies];
-                let mode = if ab { (calls + calls / 2) % 2 } else { 0 };
-                SWITCH.store(mode == 1, std::sync::atomic::Ordering::Relaxed);
+                let pb = &pbs[t.len() % copies];
                 let t0 = std::time::Instant::now();
-                gemm_lhs(Lhs::view(&av).unwrap(), pb, as_uninit(&mut out), n, Init::Zero, None, threads);
-                t[mode].push(t0.elapsed().as_secs_f64());
-                calls += 1;
+                gemm_lhs(
+                    Lhs::view(&av).unwrap(),
+                    pb,
+                    as_uninit(&mut out),
+                    n,
+                    Init::Zero,
+                    None,
+                    threads,
+                );
+                t.push(t0.elapsed().as_secs_f64());
             }
-            SWITCH.store(false, std::sync::atomic::Ordering::Relaxed);
-            let pairs = t[0].len().min(t[1].len());
-            let mut r: Vec<f64> = (0..pairs).map(|i| t[0][i] / t[1][i]).collect();
-            for v in t.iter_mut().chain([&mut r]) {
-                v.sort_by(f64::total_cmp);
-            }
+            t.sort_by(f64::total_cmp);
             let gf = 2.0 * (m * n * k) as f64 / 1e9;
             let how = if cold { " cold" } else { "" };
-            eprintln!("ir-run {m}x{n}x{k} t{threads}{how}: median {:.1} GF/s best {:.1}", gf / t[0][t[0].len() / 2], gf / t[0][0]);
-            if ab {
-                eprintln!("  switched: median {:.1} GF/s best {:.1}; as is / switched {:.3} (paired median)", gf / t[1][t[1].len() / 2], gf / t[1][0], r[r.len() / 2]);
-            }
+            eprintln!(
+                "ir-run {m}x{n}x{k} t{threads}{how}: median {:.1} GF/s best {:.1}",
+                gf / t[t.len() / 2],
+                gf / t[0]
+            );
         }
     });
 }
