@@ -389,7 +389,13 @@ mod tests {
         ] {
             let g = Windows::new(&[h, w], &[k, k], &[s, s], &[p, p], &[d, d]).unwrap();
             let [_, oh, ow] = g.output;
-            assert!(co < few_min_channels() || few_channels(&g, c, co), "{c} -> {co}: a few-channel shape");
+            // (16 output channels are few-channel on AVX2 only: AVX-512's
+            // runs of 24 pixels are longer than this shape's lines)
+            let taken = few_channels(&g, c, co);
+            assert!(taken || co < few_min_channels(), "{c} -> {co}: a few-channel shape");
+            if !taken {
+                continue;
+            }
             let b = 2;
             let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919) % 23) as f32 * 0.1 - 1.1).collect();
             let ws: Vec<f32> = (0..co * c * k * k).map(|i| ((i * 104729) % 19) as f32 * 0.05 - 0.45).collect();
