@@ -826,7 +826,7 @@ fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> Op
 /// height, width; fewer lead with dims of size 1, kernel 1, stride 1):
 /// what pooling, convolution and im2col share. Each family reads its own
 /// arguments into it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Windows {
     input: [usize; 3],
     kernel: [usize; 3],

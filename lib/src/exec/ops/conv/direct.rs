@@ -35,6 +35,10 @@ struct Grid {
     batched: bool,
 }
 
+/// Bytes of [`Grid::panels`] kept between calls at most (a batch of 64
+/// images at 224x224 makes a few megabytes of them).
+const PANELS_KEPT_MAX: usize = 64 << 20;
+
 thread_local! {
     /// [`Grid`]'s buffer between calls.
     static GRID: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -181,13 +185,42 @@ impl Grid {
         }
     }
 
+    /// [`Grid::make_panels`], made once per geometry and kept: they
+    /// depend on the grid's layout, the batch, the output channels and
+    /// plane only, and made on every call they were 4% of MobileNetV3's
+    /// run at batch 1 with their allocations (a vector of runs a panel).
+    /// Kept up to [`PANELS_KEPT_MAX`] bytes of them (all dropped past it).
+    fn panels(&self, b: usize, co: usize, out: (usize, usize)) -> std::sync::Arc<sgemm::Panels> {
+        use std::sync::{Arc, Mutex, OnceLock};
+        type Key = (Option<Windows>, bool, usize, usize, usize, usize, (usize, usize));
+        type Kept = (HashMap<Key, Arc<sgemm::Panels>>, usize);
+        static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
+        let key = (self.masked, self.batched, self.pitch, self.image, b, co, out);
+        let Ok(mut kept) = KEPT.get_or_init(Default::default).lock() else {
+            return Arc::new(self.make_panels(b, co, out));
+        };
+        if let Some(p) = kept.0.get(&key) {
+            return p.clone();
+        }
+        let made = Arc::new(self.make_panels(b, co, out));
+        let bytes = made.bytes();
+        if kept.1 + bytes > PANELS_KEPT_MAX {
+            *kept = Default::default();
+        }
+        if bytes <= PANELS_KEPT_MAX {
+            kept.0.insert(key, made.clone());
+            kept.1 += bytes;
+        }
+        made
+    }
+
     /// The product's column panels for `b` images of `co` output channels
     /// of `oh x ow`: each image's flat output positions (`pitch` a line)
     /// in panels of 32, each lane written to its pixel of the output `[b,
     /// co, oh, ow]` (C's rows are the channels of image 0). Worked out a
     /// run at a time: lane by lane, the panels of MobileNetV3's stem took
     /// 0.2 ms at batch 8.
-    fn panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
+    fn make_panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
         if let Some(g) = &self.masked {
             return self.panels_in_place(g, b, co);
         }
