@@ -65,11 +65,24 @@ def ort_layers(d, threads, iters):
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         w = inits[n.input[1]]
         if n.op_type == "Conv":
-            out.append((("conv", w, tuple(attrs.get("strides", [1, 1]))), n.name, us.get(n.name, 0.0)))
+            out.append((conv_key(w, attrs.get("strides", [1, 1])), n.name, us.get(n.name, 0.0)))
         elif n.op_type in ("Gemm", "MatMul", "FusedMatMul") and len(w) == 2:
             kn = w[::-1] if attrs.get("transB", 0) else w
             out.append((("matmul", tuple(kn)), n.name, us.get(n.name, 0.0)))
     return out
+
+
+# our convolutions' weight shapes by node, as they are (the keys round them)
+WEIGHTS = {}
+
+
+def conv_key(w, strides):
+    """A convolution's pairing key: its weight's shape, the channel dims
+    rounded up to 16 (ONNX Runtime's blocked layout pads a layer's
+    channels to its block, 8 or 16: MobileNetV3's 72 become 80), and its
+    strides."""
+    w = tuple(w)
+    return ("conv", tuple(-(-d // 16) * 16 for d in w[:2]) + w[2:], tuple(strides))
 
 
 def ir_layers(d, threads, iters, bin_dir):
@@ -97,7 +110,8 @@ def ir_layers(d, threads, iters, bin_dir):
         mm = re.search(r"aten\.(?:addmm\.default\([^,]+, %\w+, %(\w+)|mm\.default\(%\w+, %(\w+))", line)
         if conv and conv.group(1) in shape:
             stride = tuple(int(v) for v in conv.group(2).split(", "))
-            out.append((("conv", shape[conv.group(1)], stride), name, t))
+            out.append((conv_key(shape[conv.group(1)], stride), name, t))
+            WEIGHTS[name] = shape[conv.group(1)]
         elif mm:
             kn = shape.get(mm.group(1) or mm.group(2))
             if kn is not None and len(kn) == 2:
@@ -136,7 +150,7 @@ def main():
     print(f"| ir-run node | ONNX Runtime node | ir-run us | ORT us | ratio | weight |")
     print("|---|---|---:|---:|---:|---|")
     for name, oname, t, ot, key in rows:
-        w = "x".join(map(str, key[1])) + (f" stride {key[2][0]}" if key[0] == "conv" and key[2][0] != 1 else "")
+        w = "x".join(map(str, WEIGHTS.get(name, key[1]))) + (f" stride {key[2][0]}" if key[0] == "conv" and key[2][0] != 1 else "")
         print(f"| {name} | {oname} | {t:.1f} | {ot:.1f} | {t / ot if ot else float('nan'):.2f}x | {w} |")
     st, so = sum(r[2] for r in rows), sum(r[3] for r in rows)
     print(f"\n{len(rows)} layers paired: ir-run {st / 1e3:.3f} ms, ONNX Runtime {so / 1e3:.3f} ms ({st / so if so else float('nan'):.2f}x)"
