@@ -1271,6 +1271,25 @@ unsafe fn avx2_part(
     rows!(1 2 3 4 5 6);
 }
 
+/// A step's prefetch in [`kernel_body`]: two cache lines of the next
+/// micro-panel (its halves at `pf` and `pf + bh`), all of it by the end
+/// of the steps, into L2 (`L2`) or L1.
+#[inline(always)]
+fn prefetch_step<const L2: bool>(pf: *const f32, bh: usize) {
+    use std::arch::x86_64::*;
+    let (p0, p1) = (pf as *const i8, pf.wrapping_add(bh) as *const i8);
+    // SAFETY: a prefetch reads nothing and does not fault
+    unsafe {
+        if L2 {
+            _mm_prefetch::<_MM_HINT_T1>(p0);
+            _mm_prefetch::<_MM_HINT_T1>(p1);
+        } else {
+            _mm_prefetch::<_MM_HINT_T0>(p0);
+            _mm_prefetch::<_MM_HINT_T0>(p1);
+        }
+    }
+}
+
 /// What [`kernel`] and [`kernel_avx2`] run, over 16-lane vectors `S`.
 ///
 /// # Safety
@@ -1292,21 +1311,32 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
     bias: BiasAt,
     prefetch: *const f32,
 ) {
-    use std::arch::x86_64::*;
     debug_assert!(mr <= R && nr <= 16 * W);
-    let mut acc = [[S::zero(); W]; R];
     let (mut ap, mut bp) = (a, b);
     let mut pf = prefetch;
-    for _ in 0..kc {
+    // the accumulators start at the first step's products (an FMA onto
+    // zero: the loop's bits), not zeroed: on AVX-512 the zeroed array
+    // was a memset on the stack and loads every call
+    let zero = S::zero();
+    let mut acc: [[S; W]; R] = if kc == 0 {
+        [[zero; W]; R]
+    } else {
         if !pf.is_null() {
-            // two cache lines of the next panel a step: all of it by the end
-            if L2 {
-                _mm_prefetch::<_MM_HINT_T1>(pf as *const i8);
-                _mm_prefetch::<_MM_HINT_T1>(pf.add(bh) as *const i8);
-            } else {
-                _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(pf.add(bh) as *const i8);
-            }
+            prefetch_step::<L2>(pf, bh);
+            pf = pf.add(HALF);
+        }
+        let bv: [S; W] = std::array::from_fn(|j| S::load(bp.add(bh * j)));
+        let first = std::array::from_fn(|i| {
+            let av = S::splat(*ap.add(i * lda));
+            std::array::from_fn(|j| av.fma(bv[j], zero))
+        });
+        ap = ap.add(step);
+        bp = bp.add(HALF);
+        first
+    };
+    for _ in 1..kc {
+        if !pf.is_null() {
+            prefetch_step::<L2>(pf, bh);
             pf = pf.add(HALF);
         }
         let mut bv = [S::zero(); W];
