@@ -54,7 +54,9 @@ impl Panels {
     /// The bytes its vectors hold.
     pub fn bytes(&self) -> usize {
         use std::mem::size_of;
-        (self.base.len() + self.first.len()) * size_of::<usize>() + self.runs.len() * size_of::<Run>() + self.masks.len() * 4
+        (self.base.len() + self.first.len()) * size_of::<usize>()
+            + self.runs.len() * size_of::<Run>()
+            + self.masks.len() * 4
     }
 
     pub fn is_empty(&self) -> bool {
