@@ -187,7 +187,7 @@ impl Grid {
 
     /// [`Grid::make_panels`], made once per geometry and kept: they
     /// depend on the grid's layout, the batch, the output channels and
-    /// plane only, and made on every call they were 4% of MobileNetV3's
+    /// plane only, and made on every call they were 2% of MobileNetV3's
     /// run at batch 1 with their allocations (a vector of runs a panel).
     /// Kept up to [`PANELS_KEPT_MAX`] bytes of them (all dropped past it).
     fn panels(&self, b: usize, co: usize, out: (usize, usize)) -> std::sync::Arc<sgemm::Panels> {
