@@ -528,6 +528,43 @@ fn copy_line(dst: &mut [f32], src: &[f32]) {
 mod tests {
     use super::*;
 
+    /// A copied [`Grid`] holds each channel's padded stride phases, the
+    /// padding zero, over a kept buffer that held other numbers: strides
+    /// 1 to 3 each way, padding none to past the kernel, dilations.
+    #[test]
+    fn copied_grid_is_the_padded_phases() {
+        for &((h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw), c, b) in &[
+            ((13usize, 11usize), (3usize, 3usize), (2usize, 2usize), (1usize, 1usize), (1usize, 1usize), 3usize, 2usize),
+            ((9, 14), (7, 5), (2, 3), (3, 2), (1, 1), 2, 1),
+            ((8, 8), (3, 3), (1, 1), (0, 2), (2, 1), 1, 2),
+            ((10, 7), (5, 3), (3, 2), (4, 0), (1, 2), 2, 1),
+            ((5, 6), (1, 3), (2, 1), (0, 1), (1, 1), 3, 1),
+        ] {
+            let g = Windows::new(&[h, w], &[kh, kw], &[sh, sw], &[ph, pw], &[dh, dw]).unwrap();
+            let [_, oh, ow] = g.output;
+            let (hp, pitch) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
+            let channel = Grid::copied_len(&g);
+            // the thread's kept buffer full of NaNs first
+            drop(Grid::build(&vec![f32::NAN; b * c * h * w], b, c, &g, false));
+            let xs: Vec<f32> = (0..b * c * h * w).map(|i| i as f32 * 0.25 + 1.0).collect();
+            let grid = Grid::build(&xs, b, c, &g, false);
+            assert_eq!(grid.data.len(), b * c * channel);
+            for (i, got) in grid.data.chunks(channel).enumerate() {
+                for (p, phase) in got.chunks(hp * pitch).enumerate() {
+                    let (py, px) = (p / sw, p % sw);
+                    for (r, line) in phase.chunks(pitch).enumerate() {
+                        for (j, v) in line.iter().enumerate() {
+                            let (y, x) = ((r * sh + py) as isize - ph as isize, (j * sw + px) as isize - pw as isize);
+                            let inside = (0..h as isize).contains(&y) && (0..w as isize).contains(&x);
+                            let want = if inside { xs[i * h * w + y as usize * w + x as usize] } else { 0.0 };
+                            assert_eq!(v.to_bits(), want.to_bits(), "{h}x{w} k{kh}x{kw} s{sh}x{sw} p{ph}x{pw}: channel {i} phase {p} at {r},{j}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// [`Im2col::fill`] gives the column matrix's rows (images side by
     /// side) from any column, across output lines and images, for taps,
     /// strides and padding, as [`im2col_fill`] makes them.
