@@ -68,11 +68,16 @@ pub const NC_PANELS: usize = 16;
 /// The bytes of C a block of column panels covers at most, for this
 /// part's rows (down to 4 panels): half of L2.
 pub const C_BLOCK: usize = 512 << 10;
-/// Blocks a product splits into per thread, as ONNX Runtime's MLAS does
-/// (up to 8 a thread): on the 2-vCPU AVX2 machine, interleaved against
-/// one block a thread, the MLP at batch 512 0.89x, at 64 0.87x, BERT at
-/// batch 8 0.92x, ResNet-50 and GPT-2 within noise.
-pub const TASKS_PER_THREAD: usize = 8;
+/// Blocks a product splits into per thread, claimed as the threads come
+/// free: on the 2-vCPU AVX2 machine, whose vCPUs were often lent
+/// unevenly, 8 a thread against one block a thread made the MLP at batch
+/// 512 0.89x, at 64 0.87x, BERT at batch 8 0.92x. On a Zen 5 with two
+/// whole cores, 4 against 8 (fresh processes interleaved, two threads):
+/// the MLP at batch 512 0.954x, BERT b1 0.963x, GPT-2 b1 0.965x, ViT-B/16
+/// b1 0.98x, the rest within 1.5%; the product `512 x 512 x 784` alone
+/// 495-502 GFLOP/s against 470 (smaller blocks each start on a B
+/// micro-panel nothing fetched ahead, and split 2 x 8 rather than 1 x 8).
+pub const TASKS_PER_THREAD: usize = 4;
 /// Multiply-adds below which a product runs on the calling thread.
 pub const PARALLEL_MIN_MACS: usize = 1 << 16;
 /// Row panels in one block (`MC = MC_PANELS * MR` rows: an `MC x KC`
