@@ -340,10 +340,16 @@ pub fn map2<T: Copy + Default + Send + Sync>(
 }
 
 multiversion! {
-    /// `dst[i] = f(a[i], y)` on this thread, in the widest instruction set.
-    fn map_scalar_here[T: Copy, F: Fn(f32, f32) -> T + Copy](a: &[f32], y: f32, dst: &mut [std::mem::MaybeUninit<T>], f: F) {
-        for (d, x) in dst.iter_mut().zip(a) {
-            d.write(f(*x, y));
+    /// `dst[o * block + i] = f(a[o * block + i], b[o])` on this thread, in
+    /// the widest instruction set: every block in one call (a call a block
+    /// chose the instruction set again for each of MobileNetV3's 576
+    /// channels of 49 pixels: a squeeze-excite scale of them 3.2 us at
+    /// batch 1, 2.7 with the blocks inside; its nine 25.6 us, 23.6).
+    fn map_blocks_here[T: Copy, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], block: usize, dst: &mut [std::mem::MaybeUninit<T>], f: F) {
+        for ((d, a), &y) in dst.chunks_mut(block).zip(a.chunks(block)).zip(b) {
+            for (d, x) in d.iter_mut().zip(a) {
+                d.write(f(*x, y));
+            }
         }
     }
 }
@@ -364,9 +370,7 @@ pub fn map2_blocks<T: Copy + Default + Send + Sync>(
         return Vec::new();
     }
     let run = |d: &mut [std::mem::MaybeUninit<T>], a: &[f32], b: &[f32]| {
-        for ((d, a), y) in d.chunks_mut(inner).zip(a.chunks(inner)).zip(b) {
-            map_scalar_here(a, *y, d, f);
-        }
+        map_blocks_here(a, b, inner, d, f)
     };
     if dst.len() < PARALLEL_MIN {
         run(&mut dst, a, b);
@@ -376,7 +380,7 @@ pub fn map2_blocks<T: Copy + Default + Send + Sync>(
             .zip(a.par_chunks(blocks * inner).zip(b.par_chunks(blocks)))
             .for_each(|(d, (a, b))| run(d, a, b));
     }
-    // SAFETY: the blocks cover dst, each written whole by map_scalar_here
+    // SAFETY: the blocks cover dst, each written whole by map_blocks_here
     unsafe { assume_init(dst) }
 }
 

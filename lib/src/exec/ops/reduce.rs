@@ -54,37 +54,87 @@ fn reduce_over_dims(ctx: &Ctx, x: Tensor, out_dtype: Dtype, mean: bool) -> OpRes
 const PARALLEL_SUM_MIN: usize = 1 << 15;
 
 /// A float32 host tensor's sum (or `mean`) over its trailing dims `dims`
-/// (sorted, the last ones: a global average pool's), kept: each row by
-/// candle's own sum (`VecOps::vec_reduce_sum`) and scaled as candle's
-/// `mean_keepdim` does (`v * (1 / n) + 0`), so the same bits, but the rows
-/// split between the threads (candle runs them on one: MobileNetV3's ten
-/// pools at batch 8 were 0.26 ms). `None` for any other case.
+/// (the last ones, in any order: a global average pool's), kept: each row by
+/// [`row_sum_avx512`] (or candle's own sum, `VecOps::vec_reduce_sum`,
+/// without AVX-512) and scaled as candle's `mean_keepdim` does (`v * (1 /
+/// n) + 0`), the rows
+/// split between the threads when large (candle runs them on one). Its
+/// dims were taken in order only until 2026-11-29, and torchvision's
+/// pools give `[-1, -2]`: MobileNetV3's ten pools went through candle's
+/// reduction, 31 us a run at batch 1 (one thread) where they take 21 here;
+/// the whole model at batch 8 0.92x of its time (two threads, fresh
+/// processes interleaved). `None` for any other case.
 fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Result<CandleTensor>> {
     use candle_core::cpu::kernels::VecOps;
     use rayon::prelude::*;
     let rank = t.rank();
+    // in any order (`[-1, -2]`, as torchvision's pools give them, went to
+    // candle's reduction until this sorted them)
+    let mut dims = dims.to_vec();
+    dims.sort_unstable();
     let trailing = !dims.is_empty() && dims.iter().enumerate().all(|(i, &d)| d == rank - dims.len() + i);
-    if !trailing || t.dtype() != DType::F32 || t.elem_count() < PARALLEL_SUM_MIN {
+    if !trailing || t.dtype() != DType::F32 {
         return None;
     }
     let n: usize = dims.iter().map(|&d| t.dims()[d]).product();
     let mut shape = t.dims().to_vec();
-    for &d in dims {
+    for &d in &dims {
         shape[d] = 1;
     }
     let rows = with_host(t, |xs: &[f32]| {
         let mut out = vec![0f32; xs.len() / n.max(1)];
         let (mul, add) = (1f64 / n as f64, 0f64);
         let (mul, add) = (mul as f32, add as f32);
-        out.par_iter_mut().enumerate().with_min_len(64).for_each(|(i, v)| {
-            let mut s = 0f32;
-            // SAFETY: row i's n floats lie in xs
-            unsafe { f32::vec_reduce_sum(xs[i * n..][..n].as_ptr(), &mut s, n) };
+        let wide = crate::exec::vmath::isa() == crate::exec::vmath::Isa::Avx512;
+        let row = |(i, v): (usize, &mut f32)| {
+            let xs = &xs[i * n..][..n];
+            let s = if wide {
+                // SAFETY: AVX-512F is present (checked above)
+                unsafe { row_sum_avx512(xs) }
+            } else {
+                let mut s = 0f32;
+                // SAFETY: the row's n floats lie in xs
+                unsafe { f32::vec_reduce_sum(xs.as_ptr(), &mut s, n) };
+                s
+            };
             *v = if mean { s * mul + add } else { s };
-        });
+        };
+        if xs.len() < PARALLEL_SUM_MIN {
+            out.iter_mut().enumerate().for_each(row);
+        } else {
+            out.par_iter_mut().enumerate().with_min_len(64).for_each(row);
+        }
         out
     })?;
     Some(CandleTensor::from_vec(rows, shape, t.device()).map_err(ce))
+}
+
+/// A row's sum in sixteen lanes (the last part masked), then across
+/// them: a global average pool's row of 49 or 196 floats in one pass
+/// where candle's sum takes eight lanes and a scalar tail.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn row_sum_avx512(xs: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let (mut a, mut b) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut pairs = xs.chunks_exact(32);
+    for p in &mut pairs {
+        a = _mm512_add_ps(a, _mm512_loadu_ps(p.as_ptr()));
+        b = _mm512_add_ps(b, _mm512_loadu_ps(p.as_ptr().add(16)));
+    }
+    let mut rest = pairs.remainder();
+    if rest.len() >= 16 {
+        a = _mm512_add_ps(a, _mm512_loadu_ps(rest.as_ptr()));
+        rest = &rest[16..];
+    }
+    let m = crate::exec::simd::first(rest.len());
+    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(m, rest.as_ptr()));
+    _mm512_reduce_add_ps(_mm512_add_ps(a, b))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn row_sum_avx512(_: &[f32]) -> f32 {
+    unreachable!("no AVX-512 off x86_64")
 }
 
 fn reduce_each(
@@ -465,6 +515,41 @@ mod tests {
         // ints: no NaN step
         let i = x.to_dtype(DType::I64)?;
         assert_eq!(first_extreme(&i, 1, true)?.flatten_all()?.to_vec1::<i64>()?, [1, 0, 0]);
+        Ok(())
+    }
+
+    /// A global average pool's rows (the trailing dims given in either
+    /// order) summed and averaged by [`trailing_rows_sum`], which must take
+    /// them, against sums in f64: rows shorter than, equal to and past one
+    /// and two vectors (the masked part), and MobileNetV3's 7x7 and 14x14,
+    /// small (one thread) and large (split).
+    #[test]
+    fn trailing_rows_sum_is_each_rows_sum() -> Result<()> {
+        for (h, w) in [(1, 1), (3, 5), (4, 4), (1, 17), (31, 1), (4, 8), (3, 11), (7, 7), (14, 14)] {
+            for rows in [6, 300] {
+                let n = h * w;
+                let xs: Vec<f32> = (0..rows * n).map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0).collect();
+                let x = CandleTensor::from_vec(xs.clone(), (2, rows / 2, h, w), &candle_core::Device::Cpu).map_err(ce)?;
+                for dims in [[3, 2], [2, 3]] {
+                    for mean in [false, true] {
+                        let got = trailing_rows_sum(&x, &dims, mean).expect("trailing dims are taken")?;
+                        assert_eq!(got.dims(), [2, rows / 2, 1, 1]);
+                        let got = got.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(ce)?;
+                        for (r, v) in got.into_iter().enumerate() {
+                            let s: f64 = xs[r * n..][..n].iter().map(|&e| e as f64).sum();
+                            let want = if mean { s / n as f64 } else { s };
+                            assert!(
+                                (v as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                "{h}x{w} dims {dims:?} mean {mean} row {r}: {v} against {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // not trailing: left to candle
+        let x = CandleTensor::zeros((2, 3, 4), DType::F32, &candle_core::Device::Cpu).map_err(ce)?;
+        assert!(trailing_rows_sum(&x, &[0, 2], true).is_none());
         Ok(())
     }
 }
