@@ -11,7 +11,6 @@ use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use pt2kit::cli::{self, CommonArgs};
 use pt2kit::exec::{self, Executor};
-use pt2kit::tensorfile::HostTensor;
 use pt2kit::{Error, Result};
 use serde_json::{json, Value};
 
@@ -25,9 +24,11 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// first run), --warmup more times untimed (and on until the warm-up has
 /// taken --warmup-time seconds), and --iters times timed, going on until
 /// the timed runs have taken --min-time seconds. A run is what
-/// ir-run does once: inputs copied to the device, the graph executed,
-/// outputs copied back. A progress bar is drawn on standard error when it
-/// is a terminal (not with -q).
+/// ir-run does once, the graph executed and its outputs copied back, on
+/// inputs made into the executor's tensors once before the first run (as
+/// a server's loop would, and as ONNX Runtime's Python binding reads a
+/// NumPy array where it lies), which no run writes over. A progress bar
+/// is drawn on standard error when it is a terminal (not with -q).
 ///
 /// Report fields, in this order (the JSON keys and the CSV header): tool
 /// ("ir-bench"), version, label (--label; null in JSON and empty in CSV
@@ -343,9 +344,9 @@ fn progress_bar(runs: u64, quiet: bool) -> ProgressBar {
 }
 
 /// One run, timed; the outputs are dropped outside the timing.
-fn timed_run(executor: &Executor, inputs: &[(String, HostTensor)]) -> Result<f64> {
+fn timed_run(executor: &Executor, bound: &exec::BoundInputs) -> Result<f64> {
     let start = Instant::now();
-    let outputs = executor.run(inputs)?;
+    let outputs = executor.run_bound(bound)?;
     let seconds = start.elapsed().as_secs_f64();
     drop(std::hint::black_box(outputs));
     Ok(seconds)
@@ -378,6 +379,7 @@ fn bench(args: Args) -> Result<()> {
     let setup = Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);
+    let bound = executor.bind(&inputs)?;
     load += setup.elapsed();
     cli::verbose(format!(
         "ir-bench: {} nodes, {} inputs, ready in {:.1} ms; {} threads",
@@ -397,7 +399,7 @@ fn bench(args: Args) -> Result<()> {
     // Ctrl-C stops at the next run; the report covers the runs finished.
     pt2kit::output::signals::interruptible(true);
     bar.set_message("first");
-    let first_run = timed_run(&executor, &inputs)?;
+    let first_run = timed_run(&executor, &bound)?;
     bar.inc(1);
     bar.set_message("warm-up");
     let warming = Instant::now();
@@ -406,7 +408,7 @@ fn bench(args: Args) -> Result<()> {
         if pt2kit::output::signals::interrupted() {
             break;
         }
-        timed_run(&executor, &inputs)?;
+        timed_run(&executor, &bound)?;
         warmup += 1;
         if warmup > args.warmup {
             bar.inc_length(1);
@@ -423,7 +425,7 @@ fn bench(args: Args) -> Result<()> {
         if pt2kit::output::signals::interrupted() {
             break;
         }
-        times.push(timed_run(&executor, &inputs)?);
+        times.push(timed_run(&executor, &bound)?);
         if times.len() > iters {
             // Past --iters only --min-time is left: show its progress.
             bar.inc_length(1);

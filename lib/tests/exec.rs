@@ -1474,6 +1474,49 @@ fn convolutions_write_over_dead_residuals_only() {
     }
 }
 
+/// Inputs bound once ([`Executor::bind`], as `ir-bench` runs them) are
+/// read by every run and written over by none: on golden/models/conv_over,
+/// whose convolution writes over the run's copy of the input where it is
+/// copied in, three runs on the bound inputs give the bits of the nodes
+/// run one by one, and write one output fewer in place a run than runs
+/// on host inputs (the other residuals are the run's own). Inputs of the
+/// wrong shape are refused as `run` refuses them.
+#[test]
+fn bound_inputs_are_never_written_over() {
+    let dir = repo().join("golden/models");
+    let inputs = pt2kit::tensorfile::read_npz(&dir.join("conv_over.inputs.npz")).unwrap();
+    let program = read(&dir.join("conv_over.pt2"));
+    let (fused, plain) = fused_and_plain(&program);
+    let alone = plain.run(&inputs).unwrap();
+    fused.run(&inputs).unwrap();
+    let from_host = fused.outputs_in_place();
+    let bound = fused.bind(&inputs).unwrap();
+    for run in 0..3 {
+        let got = fused.run_bound(&bound).unwrap();
+        assert_eq!(got.len(), alone.len());
+        for ((name, a), (_, b)) in got.iter().zip(&alone) {
+            assert!(
+                a.data == b.data,
+                "run {run} {name}: differs from the nodes run one by one"
+            );
+        }
+    }
+    let on_bound = fused.outputs_in_place() - from_host;
+    let want = if pt2kit::exec::sgemm::available() {
+        3 * (from_host - 1)
+    } else {
+        0
+    };
+    assert_eq!(on_bound, want, "three runs on bound inputs");
+    let mut wrong = inputs.clone();
+    wrong[0].1.shape.push(1);
+    let err = fused
+        .bind(&wrong)
+        .and_then(|b| fused.run_bound(&b))
+        .unwrap_err();
+    assert!(err.to_string().contains(&wrong[0].0), "{err}");
+}
+
 /// Element-wise chains after a linear layer's product are its epilogue,
 /// seen through the view a 3-D input's product is reshaped by
 /// (golden/models/linear_epilogues: exact GELU, a residual add, tanh GELU,

@@ -79,7 +79,10 @@ impl Executor<'_> {
             return None;
         }
         let addr = storage_address(&t.t)?;
-        if self.packs.weights.contains(&addr) {
+        // (nor over an input bound for many runs: each reads it)
+        if self.packs.weights.contains(&addr)
+            || self.bound.lock().map_or(true, |b| b.contains(&addr))
+        {
             return None;
         }
         // (a weight's slot holds a weight's storage, which this is not)
