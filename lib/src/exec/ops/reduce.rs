@@ -73,10 +73,11 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
     let mut dims = dims.to_vec();
     dims.sort_unstable();
     let trailing = !dims.is_empty() && dims.iter().enumerate().all(|(i, &d)| d == rank - dims.len() + i);
-    if !trailing || t.dtype() != DType::F32 {
+    let n: usize = dims.iter().map(|&d| t.dims()[d]).product();
+    // (rows of nothing: candle's sum, 0, and mean, NaN, of each)
+    if !trailing || t.dtype() != DType::F32 || n == 0 {
         return None;
     }
-    let n: usize = dims.iter().map(|&d| t.dims()[d]).product();
     let mut shape = t.dims().to_vec();
     for &d in &dims {
         shape[d] = 1;
@@ -547,9 +548,11 @@ mod tests {
                 }
             }
         }
-        // not trailing: left to candle
+        // not trailing, or rows of nothing: left to candle
         let x = CandleTensor::zeros((2, 3, 4), DType::F32, &candle_core::Device::Cpu).map_err(ce)?;
         assert!(trailing_rows_sum(&x, &[0, 2], true).is_none());
+        let x = CandleTensor::zeros((3, 0), DType::F32, &candle_core::Device::Cpu).map_err(ce)?;
+        assert!(trailing_rows_sum(&x, &[1], false).is_none());
         Ok(())
     }
 }
