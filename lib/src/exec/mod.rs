@@ -564,11 +564,7 @@ impl<'p> Executor<'p> {
         // the caller sleeps meanwhile instead of making one thread more
         // than there are cores (the ops between parallel kernels run on
         // the pool thread, not beside it).
-        let outputs = in_pool(|| self.run_here(Given::Host(inputs)))?;
-        outputs
-            .into_iter()
-            .map(|(name, out)| Ok((name, out.into_host()?)))
-            .collect()
+        self.run_to_host(Given::Host(inputs))
     }
 
     /// The named user inputs made into the executor's tensors once, for
@@ -590,7 +586,12 @@ impl<'p> Executor<'p> {
     /// and nothing is written over them (a second run reads what the first
     /// did).
     pub fn run_bound(&self, inputs: &BoundInputs) -> Result<Vec<(String, HostTensor)>> {
-        let outputs = in_pool(|| self.run_here(Given::Bound(inputs)))?;
+        self.run_to_host(Given::Bound(inputs))
+    }
+
+    /// A run on the pool, its outputs copied to the host.
+    fn run_to_host(&self, inputs: Given) -> Result<Vec<(String, HostTensor)>> {
+        let outputs = in_pool(|| self.run_here(inputs))?;
         outputs
             .into_iter()
             .map(|(name, out)| Ok((name, out.into_host()?)))
