@@ -1,9 +1,10 @@
-//! Depthwise convolutions (a filter a channel, MobileNet's): sixteen
-//! channels at a time in a padded channels-last grid where a block's image
-//! fits the cache ([`depthwise_blocked`]; 5x5 kernels first), else each
-//! plane read in place (or its stride phases) under masks
-//! ([`conv_masked`]) where the padding is "same", or plane by plane
-//! ([`window_planes`]).
+//! Depthwise convolutions (a filter a channel, MobileNet's): with a
+//! stride of 2 along lines long enough, each plane read in place as its
+//! even and odd columns ([`conv_stride2`]); else sixteen channels at a
+//! time in a padded channels-last grid where a block's image fits the
+//! cache ([`depthwise_blocked`]; 5x5 kernels first), else each plane read
+//! in place (or its stride phases) under masks ([`conv_masked`]) where
+//! the padding is "same", or plane by plane ([`window_planes`]).
 
 use super::*;
 use crate::exec::simd::{isa_entries, F32x16};
@@ -75,6 +76,10 @@ pub(super) fn conv2d_depthwise(
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
+    if stride2(&geom) {
+        // SAFETY: AVX-512F is present (checked by stride2); the sizes are the op's.
+        return write_all(&|xs, ws, out| unsafe { conv_stride2(&geom, xs, ws, bs.as_deref(), c, co, out, finish) });
+    }
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         return write_all(&|xs, ws, out| {
@@ -783,6 +788,258 @@ unsafe fn masked_group<const N: usize>(
     }
 }
 
+/// Whether [`conv_stride2`] takes a depthwise convolution over `g`:
+/// AVX-512F, a stride of 2 along the lines, no dilation along them, one
+/// of [`STRIDE2_KERNELS`] across, output lines of [`STRIDE2_MIN_COLUMNS`]
+/// or more.
+fn stride2(g: &PlaneWindows) -> bool {
+    sgemm::avx512()
+        && g.stride.1 == 2
+        && g.dil.1 == 1
+        && STRIDE2_KERNELS.contains(&(g.kw, g.pad.1))
+        && g.ow >= STRIDE2_MIN_COLUMNS
+        && g.oh > 0
+}
+
+/// Output lines shorter than this take the other kernels: a vector a line
+/// leaves lanes idle (MobileNetV3's 288-channel 5x5 into 7x7 at batch 1:
+/// 23 us this way, 15 blocked), where lines of 14 fill 14 of 16 (its
+/// 96-channel 5x5 into 14x14 14 us, 19 blocked; the 3x3s into 56x56 and
+/// 28x28 14 and 17 us, 29 and 35 under masks, one thread, BATCH=1
+/// `depthwise_speed`).
+const STRIDE2_MIN_COLUMNS: usize = 12;
+
+/// The kernel widths and paddings along the lines [`conv_stride2`] is
+/// made for (each its own code, the taps unrolled): "same" 3, 5 and 7,
+/// and 3 and 2 unpadded.
+const STRIDE2_KERNELS: [(usize, usize); 5] = [(3, 1), (5, 2), (7, 3), (3, 0), (2, 0)];
+
+/// A depthwise convolution with a stride of 2 along the lines, each
+/// plane read in place: sixteen output columns a vector, each tap's
+/// inputs (32 columns, every other one wanted) loaded as two vectors under
+/// the line's bounds and their even or odd lanes taken by one permute (a
+/// pair of taps sharing the loads), up to four vectors of a line and two
+/// lines in registers through all the taps. The stride phases of
+/// [`conv_masked`] cost a pass over the plane, and its masked loads a
+/// mask each (MobileNetV3's 16-channel 3x3 over 112x112 at batch 1 spent
+/// 30 us against ONNX Runtime's 12). The multiply-adds of
+/// [`window_planes`] in the same order (the bias first, then the taps, a
+/// lane in the padding adding zero times the weight), so the same bits;
+/// tasks and `then` as [`conv_masked`]'s.
+///
+/// # Safety
+/// AVX-512F is present and [`stride2`] holds; `xs` holds `b * c * h * w`
+/// floats, `ws` `co * kh * kw`, `bs` (if any) `co`, `out` `b * co * oh *
+/// ow`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_stride2(
+    g: &PlaneWindows,
+    xs: &[f32],
+    ws: &[f32],
+    bs: Option<&[f32]>,
+    c: usize,
+    co: usize,
+    out: &mut [std::mem::MaybeUninit<f32>],
+    then: Option<&Finish<'_>>,
+) {
+    use rayon::prelude::*;
+    let (per_in, per_out, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    let (mult, count) = (co / c, out.len() / per_out);
+    // outputs times taps: about 32 thousand a task, as conv_masked's
+    let threads = rayon::current_num_threads().max(1);
+    let group = (32_768 / (per_out * taps)).clamp(1, count.div_ceil(threads).max(1));
+    let run = |(gi, dsts): (usize, &mut [std::mem::MaybeUninit<f32>])| {
+        for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
+            let p = gi * group + j;
+            let (n, o) = (p / co, p % co);
+            let src = &xs[(n * c + o / mult) * per_in..][..per_in];
+            let init = bs.map_or(0.0, |v| v[o]);
+            // SAFETY: AVX-512F is present (this function's contract); the
+            // plane and `dst` are the geometry's.
+            unsafe { stride2_plane(g, src.as_ptr(), &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
+        }
+        if let Some(then) = then {
+            // SAFETY: every plane of the task was written just above
+            let dsts = unsafe { &mut *(dsts as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
+            then(gi * group * per_out, dsts);
+        }
+    };
+    if count <= group {
+        run((0, out));
+    } else {
+        out.par_chunks_mut(per_out * group).enumerate().for_each(run);
+    }
+}
+
+/// One output plane of [`conv_stride2`]: runs of up to four vectors
+/// along the lines, each run down the whole plane.
+///
+/// # Safety
+/// As [`conv_stride2`]'s; `src` holds the `h * w` input plane, `dst`
+/// `oh * ow` floats, `w` the `kh * kw` taps.
+unsafe fn stride2_plane(g: &PlaneWindows, src: *const f32, w: &[f32], init: f32, dst: *mut f32) {
+    let mut ox = 0;
+    while ox < g.ow {
+        let n = (g.ow - ox).div_ceil(16).min(4);
+        // SAFETY: as this function's
+        unsafe {
+            macro_rules! run {
+                ($($kw:literal $pad:literal),*) => {
+                    match (n, g.kw, g.pad.1) {
+                        $(
+                            (1, $kw, $pad) => stride2_run::<1, $kw, $pad>(g, src, w, init, ox, dst),
+                            (2, $kw, $pad) => stride2_run::<2, $kw, $pad>(g, src, w, init, ox, dst),
+                            (3, $kw, $pad) => stride2_run::<3, $kw, $pad>(g, src, w, init, ox, dst),
+                            (_, $kw, $pad) => stride2_run::<4, $kw, $pad>(g, src, w, init, ox, dst),
+                        )*
+                        _ => unreachable!("stride2 takes these kernels only"),
+                    }
+                };
+            }
+            run!(3 1, 5 2, 7 3, 3 0, 2 0)
+        }
+        ox += n * 16;
+    }
+}
+
+/// Stream vectors a run of [`stride2_run`] keeps: one left of its four
+/// at most, one right.
+const STRIDE2_STREAMS: usize = 6;
+
+/// `N` vectors of output columns from `ox` on every line of a
+/// [`conv_stride2`] plane, each through every tap in order, then stored.
+/// Each input line is read once as two streams, its even columns and its
+/// odd ones (`2 * 16` columns loaded as two vectors, a permute each):
+/// tap `kx` of output column `o` reads column `2 * o + kx - pad`, which
+/// is stream `(kx - pad) mod 2` at `o + floor((kx - pad) / 2)`, the
+/// stream's vector itself or shifted by a lane or more from its neighbour
+/// (one `valignd`).
+///
+/// # Safety
+/// As [`stride2_plane`]'s; `ox < ow`, `N <= 4`.
+#[target_feature(enable = "avx512f")]
+unsafe fn stride2_run<const N: usize, const KW: usize, const PAD: usize>(
+    g: &PlaneWindows,
+    src: *const f32,
+    w: &[f32],
+    init: f32,
+    ox: usize,
+    dst: *mut f32,
+) {
+    use std::arch::x86_64::*;
+    const M: usize = STRIDE2_STREAMS;
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    debug_assert_eq!((g.kw, g.pad.1), (KW, PAD));
+    let (h, wd, pad) = (g.h as isize, g.w as isize, PAD as isize);
+    // lanes of a load of 16 columns from column `p` that lie on the line
+    let lanes = |p: isize| -> __mmask16 {
+        let (lo, hi) = ((-p).clamp(0, 16), (wd - p).clamp(0, 16));
+        if hi <= lo {
+            0
+        } else {
+            (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16
+        }
+    };
+    // stream vector `s` holds stream elements from `ox + 16 * (s - 1)`:
+    // its first column and the masks of its two loads, the same on every line
+    let mut at = [0isize; M];
+    let mut masks = [(0 as __mmask16, 0 as __mmask16); M];
+    for s in 0..N + 2 {
+        let p = 2 * (ox as isize + 16 * (s as isize - 1));
+        at[s] = p;
+        masks[s] = (lanes(p), lanes(p + 16));
+    }
+    let shift = |kx: usize| (kx as isize - pad).div_euclid(2);
+    let (left, right) = (shift(0) < 0, shift(KW - 1) > 0);
+    let stores: [__mmask16; N] = std::array::from_fn(|j| {
+        let n = g.ow.saturating_sub(ox + 16 * j).min(16);
+        ((1u32 << n) - 1) as __mmask16
+    });
+    let zero = _mm512_setzero_ps();
+    for oy in 0..g.oh {
+        let mut acc = [_mm512_set1_ps(init); N];
+        for ky in 0..g.kh {
+            let taps = &w[ky * KW..][..KW];
+            let iy = (oy * g.stride.0 + ky * g.dil.0) as isize - g.pad.0 as isize;
+            if !(0..h).contains(&iy) {
+                // a line in the padding: zeros times its taps (the bits
+                // of a padded sum, a -0 start included)
+                for &t in taps {
+                    let wt = _mm512_set1_ps(t);
+                    for a in acc.iter_mut() {
+                        *a = _mm512_fmadd_ps(wt, zero, *a);
+                    }
+                }
+                continue;
+            }
+            let line = src.wrapping_offset(iy * wd);
+            let (mut ev, mut od) = ([zero; M], [zero; M]);
+            for s in 0..N + 2 {
+                if (s == 0 && !left) || (s == N + 1 && !right) {
+                    continue;
+                }
+                let p = line.wrapping_offset(at[s]);
+                let a = _mm512_maskz_loadu_ps(masks[s].0, p);
+                let b = _mm512_maskz_loadu_ps(masks[s].1, p.wrapping_add(16));
+                ev[s] = _mm512_permutex2var_ps(a, even, b);
+                od[s] = _mm512_permutex2var_ps(a, odd, b);
+            }
+            // (a constant count: the taps unrolled, each one's stream and
+            // shift known)
+            for (kx, &t) in taps.iter().enumerate() {
+                let wt = _mm512_set1_ps(t);
+                // output vector j's inputs: stream vector j + 1 shifted by
+                // `shift(kx)` lanes (from its neighbour's); the streams
+                // named in each arm, so that they stay in registers
+                macro_rules! taps {
+                    ($st:ident same) => {
+                        for j in 0..N {
+                            acc[j] = _mm512_fmadd_ps(wt, $st[j + 1], acc[j]);
+                        }
+                    };
+                    ($st:ident right $e:literal) => {
+                        for j in 0..N {
+                            let x = _mm512_alignr_epi32::<$e>(_mm512_castps_si512($st[j + 2]), _mm512_castps_si512($st[j + 1]));
+                            acc[j] = _mm512_fmadd_ps(wt, _mm512_castsi512_ps(x), acc[j]);
+                        }
+                    };
+                    ($st:ident left $e:literal) => {
+                        for j in 0..N {
+                            let x = _mm512_alignr_epi32::<$e>(_mm512_castps_si512($st[j + 1]), _mm512_castps_si512($st[j]));
+                            acc[j] = _mm512_fmadd_ps(wt, _mm512_castsi512_ps(x), acc[j]);
+                        }
+                    };
+                }
+                let d = kx as isize - pad;
+                match (d.rem_euclid(2) == 0, d.div_euclid(2)) {
+                    (true, 0) => taps!(ev same),
+                    (true, 1) => taps!(ev right 1),
+                    (true, 2) => taps!(ev right 2),
+                    (true, 3) => taps!(ev right 3),
+                    (true, 4) => taps!(ev right 4),
+                    (true, -1) => taps!(ev left 15),
+                    (true, -2) => taps!(ev left 14),
+                    (true, -3) => taps!(ev left 13),
+                    (true, _) => taps!(ev left 12),
+                    (false, 0) => taps!(od same),
+                    (false, 1) => taps!(od right 1),
+                    (false, 2) => taps!(od right 2),
+                    (false, 3) => taps!(od right 3),
+                    (false, 4) => taps!(od right 4),
+                    (false, -1) => taps!(od left 15),
+                    (false, -2) => taps!(od left 14),
+                    (false, -3) => taps!(od left 13),
+                    (false, _) => taps!(od left 12),
+                }
+            }
+        }
+        for (j, v) in acc.iter().enumerate() {
+            _mm512_mask_storeu_ps(dst.wrapping_add(oy * g.ow + ox + 16 * j), stores[j], *v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -862,6 +1119,58 @@ mod tests {
         }
     }
 
+    /// [`conv_stride2`] gives the bits of [`window_planes`]: every kernel
+    /// of [`STRIDE2_KERNELS`] across, padding down the planes none, "same"
+    /// and more than the kernel's reach, lines of one vector and of five
+    /// (runs of four and one), odd and even widths, a stride of 1 or 3
+    /// down the planes, dilation down them, two and three outputs an input
+    /// channel, a bias, and a fused step on each task's planes at their
+    /// offset.
+    #[test]
+    fn stride2_depthwise_has_the_bits_of_plane_by_plane() {
+        if !sgemm::avx512() {
+            return;
+        }
+        for &(b, c, mult, (h, w), (kh, kw), sy, pad, dy, bias) in &[
+            (1usize, 16usize, 1usize, (112usize, 112usize), (3usize, 3usize), 2usize, (1usize, 1usize), 1usize, true),
+            (2, 5, 1, (29, 29), (3, 3), 2, (1, 1), 1, false),
+            (1, 3, 2, (14, 31), (5, 5), 2, (2, 2), 1, true),
+            (1, 4, 1, (9, 161), (3, 7), 1, (0, 3), 2, true),
+            (3, 2, 1, (8, 33), (2, 2), 3, (0, 0), 1, false),
+            (1, 2, 1, (7, 27), (2, 3), 2, (3, 0), 1, true),
+            (1, 3, 3, (5, 40), (4, 7), 2, (2, 3), 1, true),
+        ] {
+            let g = PlaneWindows::conv(h, w, (kh, kw), (sy, 2), pad, (dy, 1)).unwrap();
+            assert!(stride2(&g));
+            let (co, taps, per_out) = (c * mult, kh * kw, g.oh * g.ow);
+            let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0).collect();
+            let ws: Vec<f32> = (0..co * taps).map(|i| ((i * 104_729 % 997) as f32 / 500.0) - 1.0).collect();
+            let bs: Vec<f32> = (0..co).map(|i| i as f32 * 0.01 - 0.2).collect();
+            let bs = bias.then_some(&bs[..]);
+            let len = b * co * per_out;
+            let then = |at: usize, span: &mut [f32]| {
+                for (i, v) in span.iter_mut().enumerate() {
+                    *v += (at + i) as f32;
+                }
+            };
+            let plane = |p: usize| {
+                let (n, o) = (p / co, p % co);
+                (n * c + o / mult, bs.map_or(0.0, |v| v[o]), WindowOp::Fma(&ws[o * taps..][..taps]))
+            };
+            let mut want = sgemm::uninit(len);
+            window_planes(g, &xs, &mut want, 0.0, plane, Some(&then));
+            let mut got = sgemm::uninit(len);
+            // SAFETY: AVX-512F is present (checked above); the sizes are
+            // the convolution's
+            unsafe { conv_stride2(&g, &xs, &ws, bs, c, co, &mut got, Some(&then)) };
+            // SAFETY: both wrote every element
+            let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
+            for (i, (x, y)) in want.iter().zip(&got).enumerate() {
+                assert_eq!(x.to_bits(), y.to_bits(), "{c}x{mult} channels {h}x{w} kernel {kh}x{kw} stride {sy}x2 pad {pad:?}: element {i}: {x} against {y}");
+            }
+        }
+    }
+
     /// The depthwise kernels' speed on MobileNetV3's shapes at batch 8
     /// (a timing, not a test: `THREADS=2 cargo test --release -p pt2kit
     /// --features exec --lib depthwise_speed -- --ignored --nocapture`).
@@ -893,9 +1202,16 @@ mod tests {
             let mut out = sgemm::uninit(b * c * o * o);
             let taps = (b * c * o * o * k * k) as f64;
             let reps = (2e8 / taps) as usize + 1;
-            let mut t = [0f64; 2];
+            let mut t = [0f64; 3];
             pool.install(|| {
                 for _ in 0..8 {
+                    let t0 = std::time::Instant::now();
+                    if stride2(&g) {
+                        for _ in 0..reps {
+                            unsafe { conv_stride2(&g, &xs, &ws, None, c, c, &mut out, None) };
+                        }
+                    }
+                    t[2] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
                     for _ in 0..reps {
                         unsafe { conv_masked(&plan, &xs, &ws, None, c, c, &mut out, None) };
@@ -912,11 +1228,12 @@ mod tests {
             });
             let per = |v: f64| v / (8 * reps) as f64 * 1e3;
             eprintln!(
-                "c {c} {hw}x{hw} k{k} s{s}: masked {:.3} ms ({:.2} taps/ns), blocked {:.3} ms ({:.2} taps/ns)",
+                "c {c} {hw}x{hw} k{k} s{s}: masked {:.4} ms ({:.2} taps/ns), blocked {:.4} ms ({:.2} taps/ns), stride 2 {:.4} ms",
                 per(t[0]),
                 taps / (per(t[0]) * 1e6),
                 per(t[1]),
-                taps / (per(t[1]) * 1e6)
+                taps / (per(t[1]) * 1e6),
+                per(t[2]),
             );
         }
     }
