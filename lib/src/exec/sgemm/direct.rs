@@ -207,13 +207,13 @@ pub unsafe fn gemm_direct(
         return;
     }
     let mp = m.div_ceil(MR);
-    // an epilogue that is a relu alone is applied as each element is
-    // stored (no pass over the finished block; see `STORE_RELU`)
-    let relu = epilogue.is_some_and(Epilogue::relu_only);
-    let (epilogue, mode) = if relu {
-        (None, STORE_RELU)
-    } else {
-        (epilogue, 0)
+    // an epilogue that is a relu or a hardswish alone is applied as each
+    // element is stored (no pass over the finished block; see
+    // `STORE_RELU`, `STORE_HARDSWISH`)
+    let (epilogue, mode) = match epilogue {
+        Some(e) if e.relu_only() => (None, STORE_RELU),
+        Some(e) if e.hardswish_only() && !accumulate => (None, STORE_HARDSWISH),
+        _ => (epilogue, 0),
     };
     let mode = mode | if accumulate { STORE_ADD } else { 0 };
     let threads = if m * np * NR * k < PARALLEL_MIN_MACS {
@@ -507,9 +507,14 @@ const STORE_ADD: u8 = 1;
 /// done (that pass, reading and writing the block in L2, was 15% of the
 /// time of MobileNetV3's `[72, 16]` 1x1 over 56x56).
 const STORE_RELU: u8 = 2;
+/// A kernel's store mode: each element's hardswish stored, where the
+/// epilogue is a hardswish alone (MobileNetV3's expanding 1x1s; the pass
+/// over their blocks was 4.7% of the model's samples at batch 1 on one
+/// thread). Not with [`STORE_ADD`].
+const STORE_HARDSWISH: u8 = 4;
 
 /// The [`direct_kernel`] instance for `mr` rows and `nr` columns, storing
-/// as `mode` says ([`STORE_ADD`], [`STORE_RELU`]): chosen once a call,
+/// as `mode` says ([`STORE_ADD`], [`STORE_RELU`], [`STORE_HARDSWISH`]): chosen once a call,
 /// where a branch on it for each vector stored took MobileNetV3's `[72,
 /// 16]` 1x1 over 56x56 at batch 8 from 0.30 to 0.40 ms.
 fn direct_kernel_for(mr: usize, nr: usize, mode: u8) -> DirectKernel {
@@ -517,11 +522,13 @@ fn direct_kernel_for(mr: usize, nr: usize, mode: u8) -> DirectKernel {
         (true, 0) => instance_for!(direct_kernel, mr, nr, 0),
         (true, 1) => instance_for!(direct_kernel, mr, nr, 1),
         (true, 2) => instance_for!(direct_kernel, mr, nr, 2),
-        (true, _) => instance_for!(direct_kernel, mr, nr, 3),
+        (true, 3) => instance_for!(direct_kernel, mr, nr, 3),
+        (true, _) => instance_for!(direct_kernel, mr, nr, 4),
         (false, 0) => direct_avx2::<0>,
         (false, 1) => direct_avx2::<1>,
         (false, 2) => direct_avx2::<2>,
-        (false, _) => direct_avx2::<3>,
+        (false, 3) => direct_avx2::<3>,
+        (false, _) => direct_avx2::<4>,
     }
 }
 
@@ -530,7 +537,7 @@ fn direct_kernel_for(mr: usize, nr: usize, mode: u8) -> DirectKernel {
 /// offs[r]`, the lanes of `masks[r % masks.len()]` only, the others
 /// zero), then each run of lanes stored to C, the bias added, then with
 /// [`STORE_ADD`] in `MODE` what C held there, then with [`STORE_RELU`]
-/// its relu (masked loads and stores: no other element is touched). A's element (i, p) is at `a
+/// its relu, with [`STORE_HARDSWISH`] its hardswish (masked loads and stores: no other element is touched). A's element (i, p) is at `a
 /// + i * lda + p * step`.
 ///
 /// # Safety
@@ -695,6 +702,12 @@ unsafe fn direct_body<
                 // the epilogue's relu (NaN and -0 kept: its max)
                 let v = if MODE & STORE_RELU != 0 {
                     S::zero().max(v)
+                } else {
+                    v
+                };
+                // the epilogue's hardswish, its operations in its order
+                let v = if MODE & STORE_HARDSWISH != 0 {
+                    super::epilogue::hardswish(v)
                 } else {
                     v
                 };

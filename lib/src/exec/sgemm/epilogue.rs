@@ -63,6 +63,19 @@ impl Epilogue<'_> {
         self.map.is_none() && self.steps.iter().all(|s| matches!(s.b, EpiSrc::Const(_)))
     }
 
+    /// Whether the chain is a hardswish alone (a kernel may apply it as
+    /// it stores).
+    pub fn hardswish_only(&self) -> bool {
+        self.map.is_none()
+            && matches!(
+                self.steps,
+                [EpiStep {
+                    op: EpiOp::Hardswish,
+                    ..
+                }]
+            )
+    }
+
     /// Whether the chain is a relu alone (a kernel may apply it as it
     /// stores).
     pub fn relu_only(&self) -> bool {
@@ -121,6 +134,14 @@ pub(super) unsafe fn prefetch_inputs(e: &Epilogue, at: usize, len: usize) {
     }
 }
 
+/// torch's hardswish, `x * clamp(x + 3, 0, 6) / 6`, in its order (the
+/// epilogue's step, and a kernel's as it stores).
+#[inline(always)]
+pub(super) unsafe fn hardswish<S: F32x16>(x: S) -> S {
+    let c = x.add(S::splat(3.0)).clamp(S::zero(), S::splat(6.0));
+    x.mul(c).div(S::splat(6.0))
+}
+
 /// [`epilogue_span`]'s steps on AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe fn epilogue_avx512(e: &Epilogue, at: usize, c: *mut f32, len: usize) {
@@ -157,10 +178,7 @@ unsafe fn epilogue_steps<S: F32x16>(e: &Epilogue, at: usize, c: *mut f32, len: u
             EpiOp::Mul => each!(|x: S, b| x.mul(b)),
             EpiOp::Div => each!(|x: S, b| x.div(b)),
             EpiOp::Clamp(lo, hi) => each!(|x: S, _| x.clamp(S::splat(lo), S::splat(hi))),
-            EpiOp::Hardswish => each!(|x: S, _| {
-                let c = x.add(S::splat(3.0)).clamp(S::zero(), S::splat(6.0));
-                x.mul(c).div(S::splat(6.0))
-            }),
+            EpiOp::Hardswish => each!(|x: S, _| hardswish(x)),
             // the functions the gelu rows map with, vectorised the same way
             EpiOp::GeluErf => {
                 vmath::map_in_place_here(std::slice::from_raw_parts_mut(c, len), vmath::gelu_erf)

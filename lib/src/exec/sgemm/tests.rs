@@ -500,6 +500,31 @@ fn direct_products_match_a_reference() {
                         "{m}x{k} relu element {e}: {got} vs {want}"
                     );
                 }
+                // a hardswish alone (STORE_HARDSWISH where nothing is
+                // accumulated, the epilogue's pass where it is): the
+                // hardswish of the same bits, nothing else touched
+                let hardswish = [EpiStep {
+                    op: EpiOp::Hardswish,
+                    b: EpiSrc::Const(0.0),
+                }];
+                let e = Epilogue {
+                    steps: &hardswish,
+                    inputs: &[],
+                    map: None,
+                };
+                let h = product(Some(&e));
+                for (e, (got, plain)) in h.iter().zip(&c).enumerate() {
+                    let want = if written(e) {
+                        plain * (plain + 3.0).clamp(0.0, 6.0) / 6.0
+                    } else {
+                        *plain
+                    };
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{m}x{k} hardswish element {e}: {got} vs {want}"
+                    );
+                }
             }
         }
     }
