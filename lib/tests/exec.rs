@@ -1644,7 +1644,9 @@ fn convolutions_of_random_geometry_match_a_reference() {
             co = 32 * (1 + next(2));
         }
         let groups = if depthwise { c } else { 1 };
-        let (h, w) = (1 + next(20), 1 + next(20));
+        // (depthwise lines up to 40 columns: at a stride of 2 along them,
+        // output lines of 12 or more read in place as even and odd columns)
+        let (h, w) = (1 + next(20), 1 + next(if depthwise { 40 } else { 20 }));
         let (kh, kw) = (1 + next(5), 1 + next(5));
         // one in three stride 1 (read in place where the output lines
         // fit the input's, each tap's padding lanes masked off)
