@@ -685,30 +685,46 @@ unsafe fn conv_masked(
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
-    use rayon::prelude::*;
     let g = &plan.g;
-    let (per_in, per_out, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    let (mult, count) = (co / c, out.len() / per_out);
-    // outputs times taps: about 32 thousand a task (tens of microseconds)
-    let threads = rayon::current_num_threads().max(1);
-    let group = (32_768 / (per_out * taps)).clamp(1, count.div_ceil(threads).max(1));
+    let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
     let phases = g.stride.0 * g.stride.1 * plan.phase_len;
-    let run = |scratch: &mut Vec<f32>, (gi, dsts): (usize, &mut [std::mem::MaybeUninit<f32>])| {
+    planes_by_tasks(out, g.oh * g.ow, taps, then, |p, scratch: &mut Vec<f32>, dst| {
         scratch.resize(phases, 0.0);
-        for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
-            let p = gi * group + j;
-            let (n, o) = (p / co, p % co);
-            let src = &xs[(n * c + o / mult) * per_in..][..per_in];
-            let src = if plan.in_place {
-                src.as_ptr()
-            } else {
-                plan.split(src, scratch);
-                scratch.as_ptr()
-            };
-            let init = bs.map_or(0.0, |v| v[o]);
-            // SAFETY: AVX-512F is present (this function's contract); the
-            // source holds every pixel an unmasked lane reads, `dst` the plane.
-            unsafe { masked_plane(plan, src, &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
+        let (n, o) = (p / co, p % co);
+        let src = &xs[(n * c + o / (co / c)) * per_in..][..per_in];
+        let src = if plan.in_place {
+            src.as_ptr()
+        } else {
+            plan.split(src, scratch);
+            scratch.as_ptr()
+        };
+        let init = bs.map_or(0.0, |v| v[o]);
+        // SAFETY: AVX-512F is present (this function's contract); the
+        // source holds every pixel an unmasked lane reads, `dst` the plane.
+        unsafe { masked_plane(plan, src, &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
+    });
+}
+
+/// Every output plane of a depthwise kernel (`per_out` floats each) of
+/// `out`, by `plane(p, scratch, plane p)`: the planes split between the
+/// threads in tasks of about 32 thousand outputs times `taps` (tens of
+/// microseconds), each with a scratch of its own; `then(at, planes)`,
+/// where given, on each task's planes once they are written, while they
+/// are in the cache (the fused epilogue).
+fn planes_by_tasks<S: Default>(
+    out: &mut [std::mem::MaybeUninit<f32>],
+    per_out: usize,
+    taps: usize,
+    then: Option<&Finish<'_>>,
+    plane: impl Fn(usize, &mut S, &mut [std::mem::MaybeUninit<f32>]) + Sync,
+) {
+    use rayon::prelude::*;
+    let count = out.len() / per_out.max(1);
+    let threads = rayon::current_num_threads().max(1);
+    let group = (32_768 / (per_out * taps).max(1)).clamp(1, count.div_ceil(threads).max(1));
+    let run = |scratch: &mut S, (gi, dsts): (usize, &mut [std::mem::MaybeUninit<f32>])| {
+        for (j, dst) in dsts.chunks_mut(per_out.max(1)).enumerate() {
+            plane(gi * group + j, scratch, dst);
         }
         if let Some(then) = then {
             // SAFETY: every plane of the task was written just above
@@ -717,11 +733,11 @@ unsafe fn conv_masked(
         }
     };
     if count <= group {
-        run(&mut Vec::new(), (0, out));
+        run(&mut S::default(), (0, out));
     } else {
         out.par_chunks_mut(per_out * group)
             .enumerate()
-            .for_each_init(Vec::new, run);
+            .for_each_init(S::default, run);
     }
 }
 
@@ -825,7 +841,7 @@ const STRIDE2_KERNELS: [(usize, usize); 5] = [(3, 1), (5, 2), (7, 3), (3, 0), (2
 /// 30 us against ONNX Runtime's 12). The multiply-adds of
 /// [`window_planes`] in the same order (the bias first, then the taps, a
 /// lane in the padding adding zero times the weight), so the same bits;
-/// tasks and `then` as [`conv_masked`]'s.
+/// the planes in tasks by [`planes_by_tasks`].
 ///
 /// # Safety
 /// AVX-512F is present and [`stride2`] holds; `xs` holds `b * c * h * w`
@@ -842,33 +858,15 @@ unsafe fn conv_stride2(
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
-    use rayon::prelude::*;
-    let (per_in, per_out, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    let (mult, count) = (co / c, out.len() / per_out);
-    // outputs times taps: about 32 thousand a task, as conv_masked's
-    let threads = rayon::current_num_threads().max(1);
-    let group = (32_768 / (per_out * taps)).clamp(1, count.div_ceil(threads).max(1));
-    let run = |(gi, dsts): (usize, &mut [std::mem::MaybeUninit<f32>])| {
-        for (j, dst) in dsts.chunks_mut(per_out).enumerate() {
-            let p = gi * group + j;
-            let (n, o) = (p / co, p % co);
-            let src = &xs[(n * c + o / mult) * per_in..][..per_in];
-            let init = bs.map_or(0.0, |v| v[o]);
-            // SAFETY: AVX-512F is present (this function's contract); the
-            // plane and `dst` are the geometry's.
-            unsafe { stride2_plane(g, src.as_ptr(), &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
-        }
-        if let Some(then) = then {
-            // SAFETY: every plane of the task was written just above
-            let dsts = unsafe { &mut *(dsts as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
-            then(gi * group * per_out, dsts);
-        }
-    };
-    if count <= group {
-        run((0, out));
-    } else {
-        out.par_chunks_mut(per_out * group).enumerate().for_each(run);
-    }
+    let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
+    planes_by_tasks(out, g.oh * g.ow, taps, then, |p, _: &mut (), dst| {
+        let (n, o) = (p / co, p % co);
+        let src = &xs[(n * c + o / (co / c)) * per_in..][..per_in];
+        let init = bs.map_or(0.0, |v| v[o]);
+        // SAFETY: AVX-512F is present (this function's contract); the
+        // plane and `dst` are the geometry's.
+        unsafe { stride2_plane(g, src.as_ptr(), &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
+    });
 }
 
 /// One output plane of [`conv_stride2`]: runs of up to four vectors
