@@ -72,14 +72,16 @@ pub(super) fn conv2d_depthwise(
     let by_line = then.filter(sgemm::Epilogue::constants_only);
     let finish = then.is_some().then_some(&apply as &Finish);
     let plan = MaskedPlan::cached(geom).filter(|_| sgemm::avx512());
-    // sixteen channels at a time where a block's padded image fits the
-    // cache: for 5x5 kernels and up always, under masks otherwise where
-    // the lines allow
-    let taps = kh * kw;
+    // a stride of 2 along lines long enough: each plane read in place as
+    // its even and odd columns
     if stride2(&geom) {
         // SAFETY: AVX-512F is present (checked by stride2); the sizes are the op's.
         return write_all(&|xs, ws, out| unsafe { conv_stride2(&geom, xs, ws, bs.as_deref(), c, co, out, finish) });
     }
+    // sixteen channels at a time where a block's padded image fits the
+    // cache: for 5x5 kernels and up always, under masks otherwise where
+    // the lines allow
+    let taps = kh * kw;
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         return write_all(&|xs, ws, out| {
