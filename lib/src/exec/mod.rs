@@ -15,6 +15,7 @@ mod epilogue;
 pub mod fuse;
 pub mod mapped;
 pub mod ops;
+mod packs;
 pub mod profile;
 pub mod sgemm;
 pub(crate) mod simd;
@@ -32,6 +33,7 @@ pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
 mod pool;
+use packs::PackCache;
 pub use pool::in_pool;
 use pool::KeepAwake;
 
@@ -273,6 +275,12 @@ pub struct Executor<'p> {
     /// Weights packed for the matrix kernel ([`sgemm`]), by where they lie:
     /// packed on first use, kept for the executor's life.
     packs: PackCache,
+    /// The program's own nodes' ops (and views of a mapped weight), looked
+    /// up once ([`Executor::node_ops`]).
+    node_ops: Vec<(Option<ops::OpFn>, Option<ops::MappedViewFn>)>,
+    /// Where each value of the program's own graph is read last under the
+    /// fusion plan (`last_uses`), found once.
+    last_planned: Vec<usize>,
     /// The top-level graph's element-wise chains, each run as one pass
     /// ([`fuse`]).
     fusion: fuse::Plan,
@@ -340,32 +348,6 @@ impl<'a> Given<'a> {
     }
 }
 
-/// Where a matrix lies in a storage: (storage address, offset, rows,
-/// cols, row stride, col stride).
-type ViewKey = (usize, usize, usize, usize, usize, usize);
-
-/// Packed weights ([`sgemm::PackedA`] for a convolution's weight, the left
-/// operand; [`sgemm::PackedB`] for a linear layer's, the right one). Only
-/// views of a weight's storage are kept: the weights live as long as the
-/// executor, so their addresses name them; an intermediate's address may
-/// be reused by another value, so intermediates are packed per call.
-#[derive(Default)]
-struct PackCache {
-    weights: std::collections::HashSet<usize>,
-    /// Whether mapped weights are packed once and kept (see
-    /// [`mapped::PACK_CACHE_BYTES`]).
-    keep_mapped: bool,
-    a: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedA>>>,
-    b: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<sgemm::PackedB>>>,
-    /// Depthwise weights by blocks of 16 channels (see
-    /// [`Executor::depthwise_taps`]).
-    taps: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<f32>>>>,
-    /// 3x3 weights transformed for Winograd's F(2x2, 3x3) and F(4x4,
-    /// 3x3) (see [`Executor::winograd_weights`]).
-    winograd: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
-    winograd4: std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
-}
-
 /// The address of a CPU float32 tensor's storage (`None` otherwise).
 fn storage_address(t: &CandleTensor) -> Option<usize> {
     let (storage, _) = t.storage_and_layout();
@@ -373,10 +355,6 @@ fn storage_address(t: &CandleTensor) -> Option<usize> {
         candle_core::Storage::Cpu(cpu) => cpu.as_slice::<f32>().ok().map(|v| v.as_ptr() as usize),
         _ => None,
     }
-}
-
-fn view_key(v: &sgemm::View) -> ViewKey {
-    (v.data.as_ptr() as usize, v.off, v.rows, v.cols, v.rs, v.cs)
 }
 
 /// One node's share of the runs profiled (`ir-bench --profile`).
@@ -507,17 +485,16 @@ impl<'p> Executor<'p> {
                 _ => None,
             })
             .sum();
-        let packs = PackCache {
-            keep_mapped: mapped_total <= mapped::PACK_CACHE_BYTES,
-            weights: weights
+        let packs = PackCache::new(
+            weights
                 .values()
                 .filter_map(|v| match v {
                     Value::Tensor(t) => storage_address(&t.t),
                     _ => None,
                 })
                 .collect(),
-            ..Default::default()
-        };
+            mapped_total <= mapped::PACK_CACHE_BYTES,
+        );
         let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
             fuse::Plan::default()
         } else {
@@ -528,6 +505,19 @@ impl<'p> Executor<'p> {
                 std::env::var_os("PT2KIT_NO_EPILOGUE").is_none(),
             )
         };
+        let node_ops = program
+            .graph
+            .nodes
+            .iter()
+            .map(|n| {
+                let name = n.target.to_string();
+                (ops::lookup(&name), ops::mapped_view(&name))
+            })
+            .collect();
+        // (no plan: the nodes read where they are)
+        let read_at =
+            (fusion.read_at.len() == program.graph.nodes.len()).then_some(&fusion.read_at[..]);
+        let last_planned = last_uses(&program.graph, read_at);
         let mut weight_slots = vec![false; program.graph.values.len()];
         for (pos, arg) in program.graph.inputs.iter().enumerate() {
             if let (true, Argument::Tensor(v)) = (weights.contains_key(&pos), arg) {
@@ -554,6 +544,8 @@ impl<'p> Executor<'p> {
             epilogues_in_kernels: Default::default(),
             made_by_lowering,
             packs,
+            node_ops,
+            last_planned,
         })
     }
 
@@ -696,10 +688,18 @@ impl<'p> Executor<'p> {
         for (arg, value) in graph.inputs.iter().zip(inputs) {
             bind_output(arg, value, &mut env)?;
         }
-        let last = last_uses(graph, plan.map(|p| &p.read_at[..]));
+        // (the program's own under its plan: found once)
+        let fresh;
+        let last = if plan.is_some() || (top && self.fusion.groups.is_empty()) {
+            &self.last_planned[..]
+        } else {
+            fresh = last_uses(graph, None);
+            &fresh[..]
+        };
         let mut refs = Vec::new();
+        let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top;
         for (i, node) in graph.nodes.iter().enumerate() {
-            let started = std::time::Instant::now();
+            let started = profiling.then(std::time::Instant::now);
             match plan.map(|p| p.roles[i]) {
                 Some(fuse::Role::Member) => continue,
                 Some(fuse::Role::Producer(g)) => {
@@ -709,7 +709,7 @@ impl<'p> Executor<'p> {
                         group,
                         own,
                         applied: std::cell::Cell::new(false),
-                        into: self.overwritable(node, group, own, &env, &last, i),
+                        into: self.overwritable(node, group, own, &env, last, i),
                         overwrote: std::cell::Cell::new(false),
                     };
                     self.run_node(
@@ -717,7 +717,7 @@ impl<'p> Executor<'p> {
                         node,
                         &mut env,
                         bindings,
-                        &last,
+                        last,
                         &mut refs,
                         Some(&epilogue),
                     )?;
@@ -725,7 +725,7 @@ impl<'p> Executor<'p> {
                     let bridges = &self.fusion.bridges[g];
                     for &b in bridges {
                         let node = &graph.nodes[b];
-                        self.run_node(graph, node, &mut env, bindings, &last, &mut refs, None)?;
+                        self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?;
                     }
                     if epilogue.applied.get() {
                         self.epilogues_in_kernels
@@ -740,29 +740,29 @@ impl<'p> Executor<'p> {
                         env[group.output.index()] = made;
                     } else {
                         // not applied by the kernel: the group on the output
-                        self.run_group(graph, group, &mut env, bindings, &last, &mut refs)?;
+                        self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
                     }
                     // the dead values of the node, the views and the group
                     let read = std::iter::once(i)
                         .chain(bridges.iter().copied())
                         .chain(group.nodes.iter().copied());
-                    free_dead(graph, read, i, &last, &mut env, &mut refs);
+                    free_dead(graph, read, i, last, &mut env, &mut refs);
                 }
                 Some(fuse::Role::Root(g)) => {
                     let group = &self.fusion.groups[g];
-                    self.run_group(graph, group, &mut env, bindings, &last, &mut refs)?;
+                    self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
                     // the group's dead values, its inputs' included
                     free_dead(
                         graph,
                         group.nodes.iter().copied(),
                         i,
-                        &last,
+                        last,
                         &mut env,
                         &mut refs,
                     );
                 }
                 _ => {
-                    self.run_node(graph, node, &mut env, bindings, &last, &mut refs, None)?;
+                    self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?;
                     refs.clear();
                     node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
                     for v in &refs {
@@ -774,7 +774,7 @@ impl<'p> Executor<'p> {
             }
             // A node's time: from its lookup to its dead inputs freed (a
             // group's, at its last node).
-            if self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top {
+            if let Some(started) = started {
                 self.note_time(i, node, started.elapsed().as_secs_f64());
             }
         }
@@ -787,6 +787,29 @@ impl<'p> Executor<'p> {
 }
 
 impl Executor<'_> {
+    /// The op of `node` of `graph` and its view of a mapped weight: looked
+    /// up once at load for the program's own nodes, by name otherwise (a
+    /// subgraph's).
+    fn node_ops(
+        &self,
+        graph: &Graph,
+        node: &Node,
+    ) -> (Option<ops::OpFn>, Option<ops::MappedViewFn>) {
+        if std::ptr::eq(graph, &self.program.graph) {
+            let (at, start) = (node as *const Node as usize, graph.nodes.as_ptr() as usize);
+            let i = at.wrapping_sub(start) / std::mem::size_of::<Node>().max(1);
+            if let Some(ops) = self
+                .node_ops
+                .get(i)
+                .filter(|_| std::ptr::eq(&graph.nodes[i], node))
+            {
+                return *ops;
+            }
+        }
+        let name = node.target.to_string();
+        (ops::lookup(&name), ops::mapped_view(&name))
+    }
+
     /// Runs one node: its row (a view of a mapped weight where the op is a
     /// view), its inputs made contiguous once where the kernel refuses a
     /// layout, its outputs bound (and recorded when recording).
@@ -801,7 +824,8 @@ impl Executor<'_> {
         refs: &mut Vec<ValueId>,
         epilogue: Option<&Epilogue>,
     ) -> Result<()> {
-        let f = ops::lookup(&node.target.to_string()).ok_or_else(|| {
+        let (f, mapped_view) = self.node_ops(graph, node);
+        let f = f.ok_or_else(|| {
             Error::unsupported(format!(
                 "node '{}': op {} has no implementation",
                 node.name, node.target
@@ -820,7 +844,7 @@ impl Executor<'_> {
         };
         // A view of a mapped weight is one too (only its layout changes).
         let mapped_in = ctx.mapped("self").or_else(|| ctx.mapped("input"));
-        let view = match (ops::mapped_view(&node.target.to_string()), mapped_in) {
+        let view = match (mapped_view, mapped_in) {
             (Some(g), Some(m)) => g(&ctx, &m)
                 .map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?
                 .map(|m| vec![Value::Mapped(Box::new(m))]),
@@ -1005,114 +1029,6 @@ impl Executor<'_> {
 }
 
 impl Executor<'_> {
-    /// `m` packed as the matrix kernel's left operand: kept when it lies in
-    /// a weight, packed afresh otherwise.
-    pub fn packed_a(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedA> {
-        self.packed(&self.packs.a, m, sgemm::pack_a)
-    }
-
-    /// `m` packed as the matrix kernel's right operand, as [`Self::packed_a`].
-    pub fn packed_b(&self, m: &sgemm::View) -> std::sync::Arc<sgemm::PackedB> {
-        self.packed(&self.packs.b, m, sgemm::pack_b)
-    }
-
-    /// A depthwise weight `ws` (`[c][taps]`) laid out as its kernel reads
-    /// it, `[c / 16][taps][16]` (lanes past `c` zero): made once for a
-    /// weight and kept (MobileNetV3's `[576, 1, 5, 5]` took 4 us a call
-    /// to lay out, 16 us a run at batch 1 over its depthwise layers),
-    /// per call for an intermediate.
-    pub fn depthwise_taps(&self, ws: &[f32], c: usize, taps: usize) -> std::sync::Arc<Vec<f32>> {
-        let view = sgemm::View {
-            data: ws,
-            off: 0,
-            rows: c,
-            cols: taps,
-            rs: taps,
-            cs: 1,
-        };
-        self.packed(&self.packs.taps, &view, |v| {
-            ops::depthwise_by_blocks(v.data, v.rows, v.cols)
-        })
-    }
-
-    /// A 3x3 weight (`[co, c * 9]`) as the packed `[c, co]` matrices of
-    /// Winograd's F(m x m, 3x3) (`m` 2 or 4: 16 or 36 of them,
-    /// [`ops::winograd_weights`]): made once for a weight and kept, per
-    /// call for an intermediate.
-    pub fn winograd_weights(
-        &self,
-        w: &sgemm::View,
-        m: usize,
-    ) -> std::sync::Arc<Vec<sgemm::PackedB>> {
-        if m == 4 {
-            self.packed(&self.packs.winograd4, w, |w| ops::winograd_weights(w, 4))
-        } else {
-            self.packed(&self.packs.winograd, w, |w| ops::winograd_weights(w, 2))
-        }
-    }
-
-    fn packed<T>(
-        &self,
-        cache: &std::sync::Mutex<HashMap<ViewKey, std::sync::Arc<T>>>,
-        m: &sgemm::View,
-        pack: fn(&sgemm::View) -> T,
-    ) -> std::sync::Arc<T> {
-        let key = view_key(m);
-        if !self.packs.weights.contains(&key.0) {
-            return std::sync::Arc::new(pack(m));
-        }
-        let Ok(mut cache) = cache.lock() else {
-            return std::sync::Arc::new(pack(m));
-        };
-        cache
-            .entry(key)
-            .or_insert_with(|| std::sync::Arc::new(pack(m)))
-            .clone()
-    }
-
-    /// The weights left where they lie (see [`mapped`]): how many, and
-    /// their bytes.
-    pub fn mapped_weights(&self) -> (usize, u64) {
-        self.weights
-            .values()
-            .filter_map(|v| match v {
-                Value::Mapped(m) => {
-                    Some(m.dims().iter().product::<usize>() as u64 * m.dtype.size() as u64)
-                }
-                _ => None,
-            })
-            .fold((0, 0), |(n, b), x| (n + 1, b + x))
-    }
-
-    /// A mapped weight `m` (rank 2, `[k, n]`) packed as the right operand,
-    /// when mapped weights are kept packed (`None`: pack it per call). Its
-    /// mapped pages are released once it is packed.
-    pub fn packed_mapped(&self, m: &mapped::Mapped) -> Option<std::sync::Arc<sgemm::PackedB>> {
-        if !self.packs.keep_mapped || m.rank() != 2 {
-            return None;
-        }
-        let key = (
-            m.blob.as_ptr() as usize,
-            m.layout.start_offset(),
-            m.dims()[0],
-            m.dims()[1],
-            m.layout.stride()[0],
-            m.layout.stride()[1],
-        );
-        let mut cache = self.packs.b.lock().ok()?;
-        Some(
-            cache
-                .entry(key)
-                .or_insert_with(|| {
-                    let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                    let packed = sgemm::pack_b_with(m.dims()[0], m.dims()[1], &fill);
-                    m.release();
-                    std::sync::Arc::new(packed)
-                })
-                .clone(),
-        )
-    }
-
     /// How many copies of mapped weights ops that do not read them in place
     /// have made since the executor was built (0 when mapping went as
     /// planned: a copy per run is slow, never wrong).
