@@ -33,6 +33,7 @@ pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
 mod pool;
+pub(crate) use packs::FastMap;
 use packs::PackCache;
 pub use pool::in_pool;
 use pool::KeepAwake;
@@ -207,28 +208,16 @@ fn last_uses(graph: &Graph, read_at: Option<&[usize]>) -> Vec<usize> {
     last
 }
 
-/// Drops the values that nodes `read` read and that are dead after node
-/// `at` (their last use at or before it).
-fn free_dead(
-    graph: &Graph,
-    read: impl Iterator<Item = usize>,
-    at: usize,
-    last: &[usize],
-    env: &mut [Option<Value>],
-    refs: &mut Vec<ValueId>,
-) {
-    for n in read {
-        refs.clear();
-        graph.nodes[n]
-            .inputs
-            .iter()
-            .for_each(|a| a.arg.value_refs(refs));
-        for v in refs.iter() {
-            if last[v.index()] <= at {
-                env[v.index()] = None;
-            }
+/// The values dead after each node (`last` of them there): what the
+/// executor drops once the node has run.
+fn dead_after(graph: &Graph, last: &[usize]) -> Vec<Vec<ValueId>> {
+    let mut dead = vec![Vec::new(); graph.nodes.len()];
+    for (v, &at) in last.iter().enumerate() {
+        if let Some(d) = dead.get_mut(at) {
+            d.push(ValueId(v as u32));
         }
     }
+    dead
 }
 
 /// How an executor is set up.
@@ -281,6 +270,8 @@ pub struct Executor<'p> {
     /// Where each value of the program's own graph is read last under the
     /// fusion plan (`last_uses`), found once.
     last_planned: Vec<usize>,
+    /// The values dead after each node of it under the plan (`dead_after`).
+    dead_planned: Vec<Vec<ValueId>>,
     /// The top-level graph's element-wise chains, each run as one pass
     /// ([`fuse`]).
     fusion: fuse::Plan,
@@ -518,6 +509,7 @@ impl<'p> Executor<'p> {
         let read_at =
             (fusion.read_at.len() == program.graph.nodes.len()).then_some(&fusion.read_at[..]);
         let last_planned = last_uses(&program.graph, read_at);
+        let dead_planned = dead_after(&program.graph, &last_planned);
         let mut weight_slots = vec![false; program.graph.values.len()];
         for (pos, arg) in program.graph.inputs.iter().enumerate() {
             if let (true, Argument::Tensor(v)) = (weights.contains_key(&pos), arg) {
@@ -546,6 +538,7 @@ impl<'p> Executor<'p> {
             packs,
             node_ops,
             last_planned,
+            dead_planned,
         })
     }
 
@@ -690,11 +683,12 @@ impl<'p> Executor<'p> {
         }
         // (the program's own under its plan: found once)
         let fresh;
-        let last = if plan.is_some() || (top && self.fusion.groups.is_empty()) {
-            &self.last_planned[..]
+        let (last, dead) = if plan.is_some() || (top && self.fusion.groups.is_empty()) {
+            (&self.last_planned[..], &self.dead_planned[..])
         } else {
-            fresh = last_uses(graph, None);
-            &fresh[..]
+            let last = last_uses(graph, None);
+            fresh = (dead_after(graph, &last), last);
+            (&fresh.1[..], &fresh.0[..])
         };
         let mut refs = Vec::new();
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top;
@@ -742,35 +736,17 @@ impl<'p> Executor<'p> {
                         // not applied by the kernel: the group on the output
                         self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
                     }
-                    // the dead values of the node, the views and the group
-                    let read = std::iter::once(i)
-                        .chain(bridges.iter().copied())
-                        .chain(group.nodes.iter().copied());
-                    free_dead(graph, read, i, last, &mut env, &mut refs);
                 }
                 Some(fuse::Role::Root(g)) => {
                     let group = &self.fusion.groups[g];
                     self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
-                    // the group's dead values, its inputs' included
-                    free_dead(
-                        graph,
-                        group.nodes.iter().copied(),
-                        i,
-                        last,
-                        &mut env,
-                        &mut refs,
-                    );
                 }
-                _ => {
-                    self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?;
-                    refs.clear();
-                    node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
-                    for v in &refs {
-                        if last[v.index()] == i {
-                            env[v.index()] = None;
-                        }
-                    }
-                }
+                _ => self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?,
+            }
+            // the values read last here (by the node, or by the views and
+            // the group that run here)
+            for v in &dead[i] {
+                env[v.index()] = None;
             }
             // A node's time: from its lookup to its dead inputs freed (a
             // group's, at its last node).

@@ -516,7 +516,7 @@ impl MaskedPlan {
     /// than its convolution at batch 1).
     fn cached(g: PlaneWindows) -> Option<std::sync::Arc<MaskedPlan>> {
         use std::sync::{Arc, Mutex, OnceLock};
-        type Plans = HashMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
+        type Plans = crate::exec::FastMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
         static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
         let Ok(mut plans) = PLANS.get_or_init(Default::default).lock() else {
             return MaskedPlan::new(g).map(Arc::new);

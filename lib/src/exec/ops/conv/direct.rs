@@ -193,7 +193,7 @@ impl Grid {
     fn panels(&self, b: usize, co: usize, out: (usize, usize)) -> std::sync::Arc<sgemm::Panels> {
         use std::sync::{Arc, Mutex, OnceLock};
         type Key = (Option<Windows>, bool, usize, usize, usize, usize, (usize, usize));
-        type Kept = (HashMap<Key, Arc<sgemm::Panels>>, usize);
+        type Kept = (crate::exec::FastMap<Key, Arc<sgemm::Panels>>, usize);
         static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
         let key = (self.masked, self.batched, self.pitch, self.image, b, co, out);
         let Ok(mut kept) = KEPT.get_or_init(Default::default).lock() else {
