@@ -72,6 +72,9 @@ pub struct Group {
     /// The value it defines (the root's output).
     pub output: ValueId,
     steps: Vec<Step>,
+    /// As an epilogue, its kernel steps for the producer's input (see
+    /// [`Group::register_steps`]), made once.
+    registered: Option<(usize, Option<Vec<sgemm::EpiStep>>)>,
 }
 
 /// A node's part in the plan.
@@ -394,11 +397,13 @@ impl Plan {
             }
             plan.epilogues.push(epilogue);
             plan.bridges.push(bridges);
+            let registered = epilogue.map(|(_, own)| (own, register_steps(&group_steps, own)));
             plan.groups.push(Group {
                 nodes: members,
                 inputs,
                 output,
                 steps: group_steps,
+                registered,
             });
         }
         plan
@@ -654,7 +659,11 @@ fn register_steps(steps: &[Step], own: usize) -> Option<Vec<sgemm::EpiStep>> {
 impl Group {
     /// The group as a kernel's epilogue, its input
     /// `own` the producer's output (see [`register_steps`]).
-    pub fn register_steps(&self, own: usize) -> Option<Vec<sgemm::EpiStep>> {
-        register_steps(&self.steps, own)
+    pub fn register_steps(&self, own: usize) -> Option<std::borrow::Cow<'_, [sgemm::EpiStep]>> {
+        use std::borrow::Cow;
+        match &self.registered {
+            Some((o, steps)) if *o == own => steps.as_deref().map(Cow::Borrowed),
+            _ => register_steps(&self.steps, own).map(Cow::Owned),
+        }
     }
 }

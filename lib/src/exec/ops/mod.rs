@@ -407,6 +407,9 @@ fn packed_matmul(
         .map_err(ce)
 }
 
+/// An epilogue's kernel steps (made once, by the plan) and operands.
+pub(super) type Registered<'a> = (std::borrow::Cow<'a, [sgemm::EpiStep]>, &'a [&'a [f32]]);
+
 /// The fused epilogue ([`EpilogueArgs`]) as the kernels run it on each
 /// block of the output they finish ([`sgemm::Epilogue`]): its steps and
 /// operands, where it fits an output of `len` elements and each step is
@@ -414,7 +417,7 @@ fn packed_matmul(
 pub(super) fn register_epilogue<'a>(
     e: Option<&'a EpilogueArgs<'a>>,
     len: usize,
-) -> Option<(Vec<sgemm::EpiStep>, &'a [&'a [f32]])> {
+) -> Option<Registered<'a>> {
     let e = e.filter(|e| e.fits(len))?;
     Some((e.group.register_steps(e.own)?, e.inputs))
 }
