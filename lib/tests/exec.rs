@@ -1401,6 +1401,82 @@ fn convolution_epilogues_match_unfused_runs() {
     }
 }
 
+/// A pointwise convolution over a 7x7 plane at batch 1 takes the pixel
+/// rows (the pixels the product's rows, the channels its columns), whose
+/// blocks are moved into the output and their chain run there by the
+/// thread that made them: split by pixels as well as channels here (five
+/// row panels by two of columns on two threads), the chain runs on parts
+/// of each channel's line. A hardswish, and a residual add then a relu:
+/// the bits of the nodes run one by one, both chains in the kernel.
+#[test]
+fn pixel_rows_split_by_pixels_match_unfused_runs() {
+    use common::build::*;
+    use pt2kit::ir::InputKind;
+    let (c, co, hw) = (200i64, 64i64, 7i64);
+    let mut b = B::new();
+    let x = b.input("x", InputKind::UserInput, meta(&[1, c, hw, hw]), None);
+    let w = b.input("w", InputKind::UserInput, meta(&[co, c, 1, 1]), None);
+    let w2 = b.input("w2", InputKind::UserInput, meta(&[co, c, 1, 1]), None);
+    let r = b.input("r", InputKind::UserInput, meta(&[1, co, hw, hw]), None);
+    let out = meta(&[1, co, hw, hw]);
+    let h = b.emit(|em| {
+        let y = em
+            .op("aten.convolution.default", conv2d_args(x, w), out.clone())
+            .unwrap();
+        em.op("aten.hardswish.default", vec![("self", t(y))], out.clone())
+            .unwrap()
+    });
+    let v = b.emit(|em| {
+        let y2 = em
+            .op("aten.convolution.default", conv2d_args(x, w2), out.clone())
+            .unwrap();
+        let s = em
+            .op(
+                "aten.add.Tensor",
+                vec![("self", t(y2)), ("other", t(r))],
+                out.clone(),
+            )
+            .unwrap();
+        em.op("aten.relu.default", vec![("self", t(s))], out.clone())
+            .unwrap()
+    });
+    b.output(h);
+    b.output(v);
+    let (c, co, hw) = (c as usize, co as usize, hw as usize);
+    let draw = |n: usize, seed: u64| -> Vec<f32> {
+        let mut next = common::draws(seed);
+        (0..n).map(|_| next(2001) as f32 / 500.0 - 2.0).collect()
+    };
+    let inputs = [
+        (
+            "x".to_string(),
+            host_f32(&[1, c, hw, hw], &draw(c * hw * hw, 1)),
+        ),
+        ("w".to_string(), host_f32(&[co, c, 1, 1], &draw(co * c, 2))),
+        ("w2".to_string(), host_f32(&[co, c, 1, 1], &draw(co * c, 3))),
+        (
+            "r".to_string(),
+            host_f32(&[1, co, hw, hw], &draw(co * hw * hw, 4)),
+        ),
+    ];
+    let (fused, plain) = fused_and_plain(&b.p);
+    let got = fused.run(&inputs).unwrap();
+    let alone = plain.run(&inputs).unwrap();
+    for ((name, a), (_, b)) in got.iter().zip(&alone) {
+        assert_eq!(a.shape, b.shape, "{name}");
+        assert!(
+            a.data == b.data,
+            "{name}: the fused run differs from the nodes run one by one"
+        );
+    }
+    let want = if pt2kit::exec::sgemm::available() {
+        2
+    } else {
+        0
+    };
+    assert_eq!(fused.epilogues_in_kernels(), want);
+}
+
 /// The fused groups of `file` that run as epilogues are the chains `want`
 /// (op names), `in_kernels` of them ran inside their kernels (with
 /// AVX-512; none without), and the outputs are the bits of the nodes run

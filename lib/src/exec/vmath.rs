@@ -653,21 +653,31 @@ pub unsafe fn transpose_strided<const ADD: bool>(
         src.len() >= (rows - 1) * lds + cols,
         "transpose_strided: source too short"
     );
+    transpose_raw::<ADD>(src.as_ptr(), lds, (rows, cols), out, ldo)
+}
+
+/// [`transpose_strided`] from a pointer: the block of a matrix whose
+/// other elements other threads may be writing meanwhile (a product's
+/// finished block, [`crate::exec::sgemm::gemm_lhs_each`]), which no slice
+/// may cover.
+///
+/// # Safety
+/// As [`transpose_strided`], and every `src + r * lds + c` of the block
+/// is readable, initialised and written by no one meanwhile.
+pub unsafe fn transpose_raw<const ADD: bool>(
+    src: *const f32,
+    lds: usize,
+    (rows, cols): (usize, usize),
+    out: *mut f32,
+    ldo: usize,
+) {
     let (r8, c8) = (rows / 8 * 8, cols / 8 * 8);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         let block = |r0: usize, c0: usize| {
             // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside
-            // both matrices (checked above, the caller's promise); AVX is
-            // present.
-            unsafe {
-                transpose8::<ADD>(
-                    src.as_ptr().add(r0 * lds + c0),
-                    lds,
-                    out.add(c0 * ldo + r0),
-                    ldo,
-                )
-            };
+            // both matrices (the caller's promise); AVX is present.
+            unsafe { transpose8::<ADD>(src.add(r0 * lds + c0), lds, out.add(c0 * ldo + r0), ldo) };
         };
         // strips of rows, each block of columns through the strip: the
         // strip's lines of the source stay in L1 from one block of columns
@@ -686,15 +696,21 @@ pub unsafe fn transpose_strided<const ADD: bool>(
             }
         }
     } else {
-        scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8);
+        // SAFETY: the block, inside both (the caller's promise)
+        unsafe { scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8);
-    scalar::<ADD>(src, lds, out, ldo, 0..rows, c8..cols);
-    scalar::<ADD>(src, lds, out, ldo, r8..rows, 0..c8);
+    // SAFETY: the block's edges, inside both (the caller's promise)
+    unsafe {
+        #[cfg(not(target_arch = "x86_64"))]
+        scalar::<ADD>(src, lds, out, ldo, 0..r8, 0..c8);
+        scalar::<ADD>(src, lds, out, ldo, 0..rows, c8..cols);
+        scalar::<ADD>(src, lds, out, ldo, r8..rows, 0..c8);
+    }
 
-    fn scalar<const ADD: bool>(
-        src: &[f32],
+    /// # Safety
+    /// As [`transpose_raw`]'s, for rows `rs` by columns `cs`.
+    unsafe fn scalar<const ADD: bool>(
+        src: *const f32,
         lds: usize,
         out: *mut f32,
         ldo: usize,
@@ -703,11 +719,11 @@ pub unsafe fn transpose_strided<const ADD: bool>(
     ) {
         for r in rs {
             for c in cs.clone() {
-                // SAFETY: inside dst (the caller's promise); initialised
+                // SAFETY: inside both (the caller's promise); initialised
                 // where ADD reads it
                 unsafe {
                     let d = out.add(c * ldo + r);
-                    let v = src[r * lds + c];
+                    let v = *src.add(r * lds + c);
                     *d = if ADD { v + *d } else { v };
                 }
             }

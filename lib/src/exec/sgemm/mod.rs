@@ -219,9 +219,22 @@ pub fn pack_a(a: &View) -> PackedA {
         if a.rs == 1 && a.cs != 1 {
             // a transposed matrix (the columns of an image, say): a panel
             // row is `rows` neighbours, copied as one run per step of k
-            for (p, dst) in panel.chunks_exact_mut(MR).enumerate().take(k) {
-                let src = &a.data[a.off + p * a.cs + ip * MR..][..rows];
-                dst[..rows].copy_from_slice(src);
+            // (of MR floats as a constant where the panel is whole: a
+            // copy of a length known only at run time is a call to
+            // memcpy, 2,880 of them for MobileNetV3's [96, 576] over 7x7)
+            let steps = panel.chunks_exact_mut(MR).enumerate().take(k);
+            if rows == MR {
+                for (p, dst) in steps {
+                    let at = a.off + p * a.cs + ip * MR;
+                    if let Some(src) = a.data[at..].first_chunk::<MR>() {
+                        dst.copy_from_slice(src);
+                    }
+                }
+            } else {
+                for (p, dst) in steps {
+                    let src = &a.data[a.off + p * a.cs + ip * MR..][..rows];
+                    dst[..rows].copy_from_slice(src);
+                }
             }
             return;
         }
@@ -351,6 +364,7 @@ pub fn gemm(a: &PackedA, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: boo
         init,
         None,
         threads,
+        None,
     );
 }
 
@@ -417,7 +431,44 @@ pub fn gemm_lhs(
         !matches!(init, Init::Accumulate),
         "gemm_lhs: C may be uninitialised, nothing to accumulate on"
     );
-    product(a, &Source::Packed(b), c, ldc, init, epilogue, threads);
+    product(a, &Source::Packed(b), c, ldc, init, epilogue, threads, None);
+}
+
+/// What [`gemm_lhs_each`] calls on each block of C as soon as it is
+/// final: the block's rows and columns (of C) and C's first element. It
+/// runs on the thread that made the block, while the block is in its
+/// cache, and other threads may be writing C's other blocks meanwhile (so
+/// it reads its block through the pointer, under no slice of C).
+pub type Done<'a> = &'a (dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>, SendPtr) + Sync);
+
+/// [`gemm_lhs`] with no epilogue and `done` called on each block of C as
+/// it is final (see [`Done`]): a caller that moves the product where it
+/// goes (a transpose into a convolution's output) does it in the
+/// product's parallel parts rather than after it on one thread.
+pub fn gemm_lhs_each(
+    a: Lhs,
+    b: &PackedB,
+    c: &mut [std::mem::MaybeUninit<f32>],
+    ldc: usize,
+    init: Init,
+    threads: usize,
+    done: Done,
+) {
+    assert_eq!(a.k, b.k, "gemm: inner dims differ");
+    assert!(
+        !matches!(init, Init::Accumulate),
+        "gemm_lhs_each: C may be uninitialised, nothing to accumulate on"
+    );
+    product(
+        a,
+        &Source::Packed(b),
+        c,
+        ldc,
+        init,
+        None,
+        threads,
+        Some(done),
+    );
 }
 
 /// A row of B's columns `[j0, j0 + out.len())`: `fill(r, j0, out)`.
@@ -451,6 +502,7 @@ pub fn gemm_rows(
         init,
         epilogue,
         threads,
+        None,
     );
 }
 
@@ -471,6 +523,7 @@ impl Source<'_> {
 
 /// C may be uninitialised unless `init` is [`Init::Accumulate`]: every
 /// element of its `m` rows of `n` is written before it is read.
+#[allow(clippy::too_many_arguments)]
 fn product(
     a: Lhs,
     b: &Source,
@@ -479,6 +532,7 @@ fn product(
     init: Init,
     epilogue: Option<&Epilogue>,
     threads: usize,
+    done: Option<Done>,
 ) {
     assert!(
         available(),
@@ -526,6 +580,9 @@ fn product(
                 run_epilogue(e, i * ldc, row);
             }
         }
+        if let Some(done) = done {
+            done(0..m, 0..n, SendPtr(c.as_mut_ptr().cast()));
+        }
         return;
     }
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
@@ -541,7 +598,14 @@ fn product(
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: every part writes only its rows x columns of C, which
         // the assertions above keep inside c; parts are disjoint.
-        unsafe { block(&a, b, cptr, ldc, init, epilogue, rows, cols) }
+        unsafe { block(&a, b, cptr, ldc, init, epilogue, rows.clone(), cols.clone()) };
+        if let Some(done) = done {
+            done(
+                rows.start * MR..(rows.end * MR).min(m),
+                cols.start * NR..(cols.end * NR).min(n),
+                cptr,
+            );
+        }
     };
     if threads == 1 || (mp == 1 && np == 1) {
         run(0..mp, 0..np);
@@ -555,7 +619,16 @@ fn product(
             // make all of B again): make it once, packed, so that the rows
             // split too.
             let packed = pack_b_with(k, *n, *fill);
-            return product(a, &Source::Packed(&packed), c, ldc, init, epilogue, threads);
+            return product(
+                a,
+                &Source::Packed(&packed),
+                c,
+                ldc,
+                init,
+                epilogue,
+                threads,
+                done,
+            );
         }
     }
     // Blocks of C taken as the threads come free (rayon splits the range

@@ -82,6 +82,81 @@ fn crate_gemm(
 
 /// The thread count a speed test runs on (`THREADS`, 1 by default) and a
 /// pool of that many threads.
+/// [`gemm_lhs_each`] hands each block of C over once, final: the blocks
+/// cover C exactly once, and each holds the product (against a float64
+/// reference) when it is handed over, on one to three threads (MobileNetV3's
+/// 7x7 shapes among them: five row panels, the last of one row).
+#[test]
+fn products_hand_each_final_block_over_once() {
+    if !available() {
+        eprintln!("no AVX-512F or AVX2 here: the packed kernel is not used, nothing to test");
+        return;
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .expect("a thread pool");
+    for &(m, n, k) in &[
+        (49, 96, 576),
+        (49, 576, 96),
+        (13, 33, 257),
+        (1, 45, 600),
+        (3, 70, 0),
+    ] {
+        let (av, bv) = (values(m * k, 3), values(k * n, 4));
+        let (a, b) = (View::row_major(&av, m, k), View::row_major(&bv, k, n));
+        let want = naive(&a, &b);
+        let (pa, pb) = (pack_a(&a), pack_b(&b));
+        for threads in [1, 2, 3] {
+            let ldc = n + 5;
+            let mut c = vec![0f32; m * ldc];
+            let blocks = std::sync::Mutex::new(Vec::new());
+            let wrong = std::sync::atomic::AtomicUsize::new(0);
+            let done = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, at: SendPtr| {
+                for i in rows.clone() {
+                    for j in cols.clone() {
+                        // SAFETY: the block is final and this call's alone
+                        let got = unsafe { *at.at(i * ldc + j) } as f64;
+                        let w = want[i * n + j];
+                        if (got - w).abs() > 1e-4 * (1.0 + w.abs()) {
+                            wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+                blocks.lock().unwrap().push((rows, cols));
+            };
+            pool.install(|| {
+                gemm_lhs_each(
+                    Lhs::packed(&pa),
+                    &pb,
+                    as_uninit(&mut c),
+                    ldc,
+                    Init::Zero,
+                    threads,
+                    &done,
+                )
+            });
+            assert_eq!(
+                wrong.into_inner(),
+                0,
+                "{m}x{n}x{k} on {threads}: a block handed over before it was final"
+            );
+            let mut seen = vec![0u8; m * n];
+            for (rows, cols) in blocks.into_inner().unwrap() {
+                for i in rows {
+                    for j in cols.clone() {
+                        seen[i * n + j] += 1;
+                    }
+                }
+            }
+            assert!(
+                seen.iter().all(|&v| v == 1),
+                "{m}x{n}x{k} on {threads}: blocks that do not cover C once"
+            );
+        }
+    }
+}
+
 fn bench_pool() -> (usize, rayon::ThreadPool) {
     let threads: usize = std::env::var("THREADS")
         .ok()

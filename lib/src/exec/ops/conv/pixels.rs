@@ -27,8 +27,9 @@ pub(super) fn pixel_taps(g: &Windows, c: usize, co: usize) -> bool {
 /// product's rows: each image `[c, n]` read in place as A = its transpose
 /// (`n x c`: the kernel broadcasts 12 pixels of a channel, which lie side
 /// by side; packed first where [`packed_columns`] says), the weight transposed and packed once as B (`c x co`), the
-/// bias C's initial row; then `[n, co]` transposed into the image's
-/// output and the fused chain run on it. The lanes are output channels,
+/// bias C's initial row; each block of `[n, co]`, once final, transposed
+/// into the image's output and the fused chain run on it by the thread
+/// that made it ([`finish_block`]). The lanes are output channels,
 /// so a 7x7 plane wastes none (panels of pixels left 15 of 64 idle), and
 /// nothing is copied but the small result: the batch's images side by
 /// side cost a copy of the input the size of the product's B (MobileNetV3
@@ -84,16 +85,26 @@ pub(super) fn conv_pixel_rows(
                 // the image's columns [k, n] as A: n rows, k apart by step n
                 let cols = &xs[bi * k * n..][..k * n];
                 yt.resize(n * co, std::mem::MaybeUninit::uninit());
+                // each block of the product [n, co], once final, transposed
+                // into its channels' lines of the output and the chain run
+                // there, by the thread that made it (after the product, on
+                // one thread, they were up to half of a 7x7 layer's time
+                // on two)
+                let out = sgemm::SendPtr(dst.as_mut_ptr().cast());
+                let done = |pixels: std::ops::Range<usize>, chans: std::ops::Range<usize>, y: sgemm::SendPtr| {
+                    // SAFETY: the block is final and this part's alone; its
+                    // channels' lines [pixels] of the image's output are
+                    // this part's alone (initialised: the residual, when
+                    // accumulating)
+                    unsafe { finish_block(y, out, (n, co), (pixels, chans), (accumulate, then), bi) };
+                };
                 if packed_columns(n, k) {
                     let view = sgemm::View { data: cols, off: 0, rows: n, cols: k, rs: 1, cs: n };
                     let pa = sgemm::pack_a(&view);
-                    sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), &pb, yt, co, init, None, threads);
+                    sgemm::gemm_lhs_each(sgemm::Lhs::packed(&pa), &pb, yt, co, init, threads, &done);
                 } else {
-                    sgemm::gemm_lhs(sgemm::Lhs::columns(cols, n, k), &pb, yt, co, init, None, threads);
+                    sgemm::gemm_lhs_each(sgemm::Lhs::columns(cols, n, k), &pb, yt, co, init, threads, &done);
                 }
-                // SAFETY: gemm_lhs wrote all of C's n rows of co
-                let yt = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-                channels_first(yt, (n, co), dst, accumulate, then, bi);
             };
             let chunk = (co * n).max(1);
             if b >= threads {
@@ -109,6 +120,51 @@ pub(super) fn conv_pixel_rows(
         })
         .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))
     })
+}
+
+/// A finished block of [`conv_pixel_rows`]' product `y` (`[n, co]`:
+/// rows `pixels`, columns `chans`) transposed into image `bi`'s output
+/// `out` (`[co, n]`; with `accumulate`, added to what it holds), then the
+/// fused chain `then` on those channels' lines: in one call where the
+/// block has every pixel (the channels' lines lie end to end), else line
+/// by line.
+///
+/// # Safety
+/// The block of `y` is initialised and written by no one meanwhile; the
+/// block's elements of `out` are this caller's alone (initialised, with
+/// `accumulate`).
+unsafe fn finish_block(
+    y: sgemm::SendPtr,
+    out: sgemm::SendPtr,
+    (n, co): (usize, usize),
+    (pixels, chans): (std::ops::Range<usize>, std::ops::Range<usize>),
+    (accumulate, then): (bool, Option<&sgemm::Epilogue>),
+    bi: usize,
+) {
+    use crate::exec::vmath::transpose_raw;
+    let (src, dst) = unsafe { (y.at(pixels.start * co + chans.start), out.at(chans.start * n + pixels.start)) };
+    let size = (pixels.len(), chans.len());
+    // SAFETY: the block in both (the caller's promise)
+    unsafe {
+        if accumulate {
+            transpose_raw::<true>(src, co, size, dst, n);
+        } else {
+            transpose_raw::<false>(src, co, size, dst, n);
+        }
+    }
+    let Some(e) = then else { return };
+    let at = bi * co * n;
+    if pixels.len() == n {
+        // SAFETY: the channels' whole lines, written just above
+        let lines = unsafe { std::slice::from_raw_parts_mut(out.at(chans.start * n), chans.len() * n) };
+        sgemm::run_epilogue(e, at + chans.start * n, lines);
+    } else {
+        for ch in chans {
+            // SAFETY: the line's pixels of the block, written just above
+            let line = unsafe { std::slice::from_raw_parts_mut(out.at(ch * n + pixels.start), pixels.len()) };
+            sgemm::run_epilogue(e, at + ch * n + pixels.start, line);
+        }
+    }
 }
 
 /// Whether [`conv_pixel_rows`] packs an image of `n` pixels by `k`
