@@ -1768,6 +1768,30 @@ fn convolutions_of_random_geometry_match_a_reference() {
     }
 }
 
+/// Stride-2 convolutions whose padded, stride-phased copy of the input
+/// is made in bands of rows split between the threads (a stem over three
+/// colours, a 7x7 one over a plane of odd sizes, a batch of two with a
+/// dilation) against a float64 reference.
+#[test]
+fn convolutions_over_a_grid_made_in_bands_match_a_reference() {
+    for (x, co, k, pad, dil) in [
+        ([1, 3, 96, 96], 16, 3, 1, 1),
+        ([1, 3, 97, 95], 16, 7, 3, 1),
+        ([2, 5, 61, 64], 24, 3, 2, 2),
+    ] {
+        conv2d_matches_a_reference(Conv2d {
+            x,
+            co,
+            kernel: [k, k],
+            stride: [2, 2],
+            pad: [pad, pad],
+            dil: [dil, dil],
+            groups: 1,
+            with_bias: true,
+        });
+    }
+}
+
 /// Pointwise convolutions over small planes from many channels (the
 /// pixels as rows, the image packed first: 7x7 from 2048 channels as in
 /// ResNet-50, a 5x6 plane from 300, a batch of three) and from few (read
