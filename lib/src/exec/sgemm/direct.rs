@@ -244,7 +244,6 @@ pub unsafe fn gemm_direct(
         run(0..mp, 0..np);
         return;
     }
-    use rayon::prelude::*;
     if np >= 8 * threads {
         // blocks of panels, a multiple of the threads in number (7 blocks
         // left 4 against 3 on ResNet-18's 56x56 stage at batch 1), at
@@ -255,9 +254,7 @@ pub unsafe fn gemm_direct(
             .max(np.div_ceil(NC_PANELS))
             .next_multiple_of(threads)
             .min(np);
-        (0..parts)
-            .into_par_iter()
-            .for_each(|t| run(0..mp, t * np / parts..(t + 1) * np / parts));
+        crate::exec::pool::par_for(parts, |t| run(0..mp, t * np / parts..(t + 1) * np / parts));
         return;
     }
     // few panels: tasks of (row panels x panels), at least four a thread,
@@ -272,7 +269,7 @@ pub unsafe fn gemm_direct(
         let rb = mp.div_ceil(MC_PANELS);
         (rb, (4 * threads).div_ceil(rb).min(np))
     };
-    (0..rb * cb).into_par_iter().for_each(|t| {
+    crate::exec::pool::par_for(rb * cb, |t| {
         let (r, q) = (t / cb, t % cb);
         run(
             r * mp / rb..(r + 1) * mp / rb,

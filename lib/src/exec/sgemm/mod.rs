@@ -619,7 +619,6 @@ fn product(
         run(0..mp, 0..np);
         return;
     }
-    use rayon::prelude::*;
     if let Source::Rows { n, fill } = b {
         if np < mp && np < threads * 2 {
             // Too few column panels for the threads, and a B made row by
@@ -652,7 +651,7 @@ fn product(
         threads * TASKS_PER_THREAD,
         matches!(b, Source::Packed(_)),
     );
-    (0..rb * cb).into_par_iter().for_each(|t| {
+    crate::exec::pool::par_for(rb * cb, |t| {
         let (r, q) = (t / cb, t % cb);
         run(
             r * mp / rb..(r + 1) * mp / rb,

@@ -203,7 +203,6 @@ unsafe fn depthwise_blocked(
     then: Option<&Finish<'_>>,
     line: Option<&sgemm::Epilogue>,
 ) {
-    use rayon::prelude::*;
     assert!(
         line.is_none_or(sgemm::Epilogue::constants_only),
         "depthwise_blocked: a line's chain reads inputs"
@@ -307,7 +306,7 @@ unsafe fn depthwise_blocked(
     if tasks == 1 {
         task(0);
     } else {
-        (0..tasks).into_par_iter().for_each(task);
+        crate::exec::pool::par_for(tasks, task);
     }
 }
 
@@ -720,7 +719,6 @@ fn planes_by_tasks<S: Default>(
     then: Option<&Finish<'_>>,
     plane: impl Fn(usize, &mut S, &mut [std::mem::MaybeUninit<f32>]) + Sync,
 ) {
-    use rayon::prelude::*;
     let count = out.len() / per_out.max(1);
     let threads = rayon::current_num_threads().max(1);
     let group = (32_768 / (per_out * taps).max(1)).clamp(1, count.div_ceil(threads).max(1));
@@ -737,9 +735,13 @@ fn planes_by_tasks<S: Default>(
     if count <= group {
         run(&mut S::default(), (0, out));
     } else {
-        out.par_chunks_mut(per_out * group)
-            .enumerate()
-            .for_each_init(S::default, run);
+        let (chunk, len) = (per_out * group, out.len());
+        let at = sgemm::SendPtr(out.as_mut_ptr().cast());
+        crate::exec::pool::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
+            // SAFETY: task gi's planes, no other task's, inside `out`
+            let dsts = unsafe { std::slice::from_raw_parts_mut(at.at(gi * chunk).cast(), chunk.min(len - gi * chunk)) };
+            run(s, (gi, dsts))
+        });
     }
 }
 

@@ -188,8 +188,7 @@ impl Grid {
         if tasks <= 1 {
             band(0, rows);
         } else {
-            use rayon::prelude::*;
-            (0..tasks).into_par_iter().for_each(|t| band(t * rows / tasks, (t + 1) * rows / tasks));
+            crate::exec::pool::par_for(tasks, |t| band(t * rows / tasks, (t + 1) * rows / tasks));
         }
         Grid {
             data,
