@@ -202,6 +202,26 @@ pub(crate) fn par_for(tasks: usize, f: impl Fn(usize) + Sync) {
     par_for_init(tasks, || (), |_, t| f(t))
 }
 
+/// `f(i, part)` for each part `i` of `out` (`chunk` elements each, the
+/// last shorter), split between the threads as [`par_for`] splits its
+/// tasks: rayon's `par_chunks_mut().enumerate()`.
+pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    /// The parts' buffer, shared by the tasks (each writes its own part).
+    struct Base<T>(*mut T);
+    // SAFETY: the tasks reach disjoint parts only (below)
+    unsafe impl<T: Send> Sync for Base<T> {}
+    let (len, chunk) = (out.len(), chunk.max(1));
+    let base = Base(out.as_mut_ptr());
+    let base = &base;
+    par_for(len.div_ceil(chunk), |i| {
+        // SAFETY: part i, inside `out` and no other task's
+        let part = unsafe {
+            std::slice::from_raw_parts_mut(base.0.add(i * chunk), chunk.min(len - i * chunk))
+        };
+        f(i, part)
+    })
+}
+
 /// Gives a thread the next task of a [`Job`] to run, or none.
 type Claim<'c> = &'c dyn Fn() -> Option<usize>;
 

@@ -331,9 +331,9 @@ pub fn map2<T: Copy + Default + Send + Sync>(
         map2_here(a, b, &mut dst, f);
     } else {
         let chunk = chunk_of(dst.len());
-        dst.par_chunks_mut(chunk)
-            .zip(a.par_chunks(chunk).zip(b.par_chunks(chunk)))
-            .for_each(|(d, (x, y))| map2_here(x, y, d, f));
+        crate::exec::pool::par_chunks(&mut dst, chunk, |i, d| {
+            map2_here(&a[i * chunk..][..d.len()], &b[i * chunk..][..d.len()], d, f)
+        });
     }
     // SAFETY: the chunks cover dst, and map2_here writes each whole
     unsafe { assume_init(dst) }
@@ -376,9 +376,14 @@ pub fn map2_blocks<T: Copy + Default + Send + Sync>(
         run(&mut dst, a, b);
     } else {
         let blocks = chunk_of(dst.len()).div_ceil(inner).max(1);
-        dst.par_chunks_mut(blocks * inner)
-            .zip(a.par_chunks(blocks * inner).zip(b.par_chunks(blocks)))
-            .for_each(|(d, (a, b))| run(d, a, b));
+        crate::exec::pool::par_chunks(&mut dst, blocks * inner, |i, d| {
+            let rows = d.len() / inner;
+            run(
+                d,
+                &a[i * blocks * inner..][..d.len()],
+                &b[i * blocks..][..rows],
+            )
+        });
     }
     // SAFETY: the blocks cover dst, each written whole by map_blocks_here
     unsafe { assume_init(dst) }

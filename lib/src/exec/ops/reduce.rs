@@ -66,7 +66,6 @@ const PARALLEL_SUM_MIN: usize = 1 << 15;
 /// processes interleaved). `None` for any other case.
 fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Result<CandleTensor>> {
     use candle_core::cpu::kernels::VecOps;
-    use rayon::prelude::*;
     let rank = t.rank();
     // in any order (`[-1, -2]`, as torchvision's pools give them, went to
     // candle's reduction until this sorted them)
@@ -103,7 +102,9 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             out.iter_mut().enumerate().for_each(row);
         } else {
-            out.par_iter_mut().enumerate().with_min_len(64).for_each(row);
+            crate::exec::pool::par_chunks(&mut out, 64, |i, part| {
+                part.iter_mut().enumerate().for_each(|(j, v)| row((i * 64 + j, v)))
+            });
         }
         out
     })?;
