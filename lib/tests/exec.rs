@@ -953,13 +953,7 @@ fn fused_chains_match_unfused_runs() {
     let inputs = [("x".to_string(), host(&xv)), ("y".to_string(), host(&yv))];
     let got = fused.run(&inputs).unwrap();
     let want = plain.run(&inputs).unwrap();
-    for ((name, a), (_, b)) in got.iter().zip(&want) {
-        assert_eq!(a.shape, b.shape, "{name}");
-        assert!(
-            a.data == b.data,
-            "{name}: a fused run differs from the nodes run one by one"
-        );
-    }
+    assert_same_bits(&got, &want, "fused chains");
     // the GELU minus twice the hardswish, against float64
     let k_got = got[0].1.to_f64();
     for i in 0..len {
@@ -1462,19 +1456,30 @@ fn pixel_rows_split_by_pixels_match_unfused_runs() {
     let (fused, plain) = fused_and_plain(&b.p);
     let got = fused.run(&inputs).unwrap();
     let alone = plain.run(&inputs).unwrap();
-    for ((name, a), (_, b)) in got.iter().zip(&alone) {
-        assert_eq!(a.shape, b.shape, "{name}");
-        assert!(
-            a.data == b.data,
-            "{name}: the fused run differs from the nodes run one by one"
-        );
-    }
+    assert_same_bits(&got, &alone, "pixel rows");
     let want = if pt2kit::exec::sgemm::available() {
         2
     } else {
         0
     };
     assert_eq!(fused.epilogues_in_kernels(), want);
+}
+
+/// A fused run's outputs `got` are the bits of the nodes run one by one
+/// (`alone`), output by output (`what` names the run in a failure).
+fn assert_same_bits(
+    got: &[(String, pt2kit::tensorfile::HostTensor)],
+    alone: &[(String, pt2kit::tensorfile::HostTensor)],
+    what: &str,
+) {
+    assert_eq!(got.len(), alone.len(), "{what}");
+    for ((name, a), (_, b)) in got.iter().zip(alone) {
+        assert_eq!(a.shape, b.shape, "{what} {name}");
+        assert!(
+            a.data == b.data,
+            "{what} {name}: the fused run differs from the nodes run one by one"
+        );
+    }
 }
 
 /// The fused groups of `file` that run as epilogues are the chains `want`
@@ -1490,13 +1495,7 @@ fn epilogues_match_unfused_runs(file: &str, inputs: &str, want: &[&[&str]], in_k
     let inputs = pt2kit::tensorfile::read_npz(&repo().join("golden/models").join(inputs)).unwrap();
     let got = fused.run(&inputs).unwrap();
     let alone = plain.run(&inputs).unwrap();
-    for ((name, a), (_, b)) in got.iter().zip(&alone) {
-        assert_eq!(a.shape, b.shape, "{file} {name}");
-        assert!(
-            a.data == b.data,
-            "{file} {name}: the fused run differs from the nodes run one by one"
-        );
-    }
+    assert_same_bits(&got, &alone, file);
     let ran = fused.epilogues_in_kernels();
     let all = if pt2kit::exec::sgemm::available() {
         in_kernels
@@ -1569,13 +1568,7 @@ fn bound_inputs_are_never_written_over() {
     let bound = fused.bind(&inputs).unwrap();
     for run in 0..3 {
         let got = fused.run_bound(&bound).unwrap();
-        assert_eq!(got.len(), alone.len());
-        for ((name, a), (_, b)) in got.iter().zip(&alone) {
-            assert!(
-                a.data == b.data,
-                "run {run} {name}: differs from the nodes run one by one"
-            );
-        }
+        assert_same_bits(&got, &alone, &format!("run {run}"));
     }
     let on_bound = fused.outputs_in_place() - from_host;
     let want = if pt2kit::exec::sgemm::available() {
