@@ -396,6 +396,49 @@ mod tests {
         }
     }
 
+    /// The hand-over's cost: a parallel region of `TASKS` (8) tasks of
+    /// `WORK` (2000) steps of a dependent multiply-add each, through
+    /// [`par_for`] within a run, through rayon's `into_par_iter`, and on
+    /// one thread; microseconds a region (a timing, not a test: `cargo
+    /// test --release -p pt2kit --features exec --lib handover_speed --
+    /// --ignored --nocapture`, on a quiet machine).
+    #[test]
+    #[ignore]
+    fn handover_speed() {
+        use rayon::prelude::*;
+        let var = |name: &str, default: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let (tasks, work) = (var("TASKS", 8), var("WORK", 2000));
+        let sink = AtomicUsize::new(0);
+        let task = |t: usize| {
+            let mut x = t;
+            for i in 0..work {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            sink.fetch_add(x & 1, Ordering::Relaxed);
+        };
+        let regions = 5_000;
+        let per_region = |f: &dyn Fn()| {
+            let start = std::time::Instant::now();
+            (0..regions).for_each(|_| f());
+            start.elapsed().as_secs_f64() / regions as f64 * 1e6
+        };
+        as_runner(|| {
+            for round in 0..3 {
+                let ours = per_region(&|| par_for(tasks, task));
+                let theirs = per_region(&|| (0..tasks).into_par_iter().for_each(task));
+                let alone = per_region(&|| (0..tasks).for_each(task));
+                eprintln!(
+                    "round {round}: {tasks} tasks of {work} steps: par_for {ours:.2} us a region, rayon {theirs:.2}, one thread {alone:.2}"
+                );
+            }
+        });
+    }
+
     /// A panic in a task reaches the caller once every task has ended (the
     /// others ran or were dropped, none runs after), and the pool's next
     /// loop runs whole.
