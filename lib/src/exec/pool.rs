@@ -126,14 +126,13 @@ thread_local! {
 /// awake ([`KeepAwake`]), the tasks are posted in one slot the spinners
 /// watch, and the threads take them until none are left, this one from
 /// the front, the spinners from the back ([`Job`]'s `ends`); elsewhere
-/// (and inside a task) through rayon, or on this thread. A parallel
-/// region through rayon's deques (a split per task, the halves stolen)
-/// cost 0.8 us of hand-over with no work at all, this one 0.4 (two
-/// threads, Zen 5), and MobileNetV3 at batch 1 runs some forty a run (its
-/// convolutions' products, depthwise tasks and grids): 0.964x of its
-/// time (16 interleaved rounds), ResNet-18 and BERT at batch 1 0.99x,
-/// the MLP at batch 8 1.00x. A panic in a task is raised again here
-/// once every task has ended.
+/// (and inside a task) through rayon, or on this thread. MobileNetV3 at
+/// batch 1 runs some forty such regions a run (its convolutions'
+/// products, depthwise tasks and grids): 0.964x of its time this way
+/// (16 interleaved rounds, two threads, Zen 5), ResNet-18 and BERT at
+/// batch 1 0.99x, the MLP at batch 8 1.00x; `handover_speed` times the
+/// regions alone. A panic in a task is raised again here once every
+/// task has ended.
 pub(crate) fn par_for_init<S>(
     tasks: usize,
     init: impl Fn() -> S + Sync,
