@@ -164,19 +164,23 @@ impl Grid {
         let rows = b * c * hp * sh;
         let out = sgemm::SendPtr(data.as_mut_ptr());
         let band = |r0: usize, r1: usize| {
+            // a row's sw phase lines side by side, then each to its place
+            // (no slice spans the lines between them, which other tasks
+            // write)
+            let mut lines = vec![0f32; sw * pitch];
             for r in r0..r1 {
                 // padded row q of channel i (of the batch's channels)
                 let (i, q) = (r / (hp * sh), r % (hp * sh));
                 let at = i * channel + ((q % sh) * sw * hp + q / sh) * pitch;
-                // SAFETY: padded row q's lines of its sw column phases,
-                // `hp * pitch` apart from `at`, inside the grid (q / sh <
-                // hp) and no other row's
-                let lines = unsafe { std::slice::from_raw_parts_mut(out.at(at), (sw - 1) * hp * pitch + pitch) };
-                for px in 0..sw {
-                    lines[px * hp * pitch..][..pitch].fill(0.0);
-                }
+                lines.fill(0.0);
                 if let Some(iy) = q.checked_sub(ph).filter(|&iy| iy < h) {
-                    scatter_columns(&xs[(i * h + iy) * w..][..w], pw, sw, pitch, lines, hp * pitch);
+                    scatter_columns(&xs[(i * h + iy) * w..][..w], pw, sw, pitch, &mut lines, pitch);
+                }
+                for (px, line) in lines.chunks_exact(pitch).enumerate() {
+                    // SAFETY: padded row q's line of column phase px,
+                    // inside the grid (q / sh < hp) and no other row's
+                    let dst = unsafe { std::slice::from_raw_parts_mut(out.at(at + px * hp * pitch), pitch) };
+                    dst.copy_from_slice(line);
                 }
             }
         };

@@ -142,6 +142,7 @@ unsafe fn finish_block(
     bi: usize,
 ) {
     use crate::exec::vmath::transpose_raw;
+    // SAFETY: the block's first elements, inside both (the caller's promise)
     let (src, dst) = unsafe { (y.at(pixels.start * co + chans.start), out.at(chans.start * n + pixels.start)) };
     let size = (pixels.len(), chans.len());
     // SAFETY: the block in both (the caller's promise)
