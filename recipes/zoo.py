@@ -444,6 +444,40 @@ class ConvEpilogues(nn.Module):
         return r, d, s, e, t, y * z, u, F.relu(u), v
 
 
+class ChannelsLast(nn.Module):
+    """Depthwise convolutions whose outputs the executor leaves
+    channels-last (the blocked kernel: 16 channels or more, 5x5) and the
+    ops after them, which read that layout where it lies or copy it into
+    planes first: a MobileNetV3 block at 14x14 (hardswish, the
+    squeeze-and-excitation's mean and one scale per image, the projection
+    as pixel rows over it, a residual), then at 7x7 a depthwise output
+    returned as it is, summed without keepdim, scaled with the operands the
+    other way round, added to its scaled self, max-pooled, concatenated,
+    and a last block of 8 channels (24 and 40). Batch 2."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = nn.Conv2d(24, 48, 1)
+        self.dw = nn.Conv2d(48, 48, 5, padding=2, groups=48)  # 14x14, blocked
+        self.fc1 = nn.Conv2d(48, 16, 1)
+        self.fc2 = nn.Conv2d(16, 48, 1)
+        self.project = nn.Conv2d(48, 24, 1)  # 14x14 pointwise over a channels-last input
+        self.dw2 = nn.Conv2d(24, 24, 5, stride=2, padding=2, groups=24)  # into 7x7
+        self.scale = nn.Parameter(torch.randn(24, 1, 1))
+        self.dw3 = nn.Conv2d(48, 48, 5, padding=2, groups=48, bias=False)
+        self.pw3 = nn.Conv2d(48, 32, 1)  # 7x7: pixel rows
+
+    def forward(self, x):  # f32[2, 24, 14, 14]
+        d = F.hardswish(self.dw(F.hardswish(self.expand(x))))
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(d.mean((2, 3), keepdim=True)))))
+        y = self.project(d * s) + x
+        e = self.dw2(y)
+        z = self.scale * e
+        c = torch.cat([e, z + e], 1)
+        f = self.dw3(c)
+        return e, e.sum((2, 3)), F.max_pool2d(e, 2), self.pw3(f * f.mean((3, 2), keepdim=True))
+
+
 class ConvOver(nn.Module):
     """Residual adds whose convolution may write its output over the
     residual (dead after the add, its storage no other live value's, not
@@ -1026,6 +1060,7 @@ _reg("mlp", MLP, lambda: (_randn(2, 4),))
 _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
 _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
+_reg("channels_last", ChannelsLast, lambda: (_randn(2, 24, 14, 14),))
 _reg("conv_over", ConvOver, lambda: (_randn(2, 8, 24, 24),))
 _reg("linear_epilogues", LinearEpilogues, lambda: (_randn(2, 5, 16),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))

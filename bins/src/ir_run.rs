@@ -189,9 +189,10 @@ fn run_here(args: Args) -> Result<()> {
         // and the timed runs
         let runs = 1 + args.repeat.map_or(0, |n| n.max(1)) as usize;
         eprintln!(
-            "ir-run: per run, {} fused chains in their kernels, {} outputs written over a dead residual",
+            "ir-run: per run, {} fused chains in their kernels, {} outputs written over a dead residual, {} left channels-last",
             executor.epilogues_in_kernels() / runs,
             executor.outputs_in_place() / runs,
+            executor.outputs_channels_last() / runs,
         );
         if !executor.device.is_cpu() {
             let copies = executor.host_copies();

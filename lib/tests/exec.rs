@@ -1465,6 +1465,51 @@ fn pixel_rows_split_by_pixels_match_unfused_runs() {
     assert_eq!(fused.epilogues_in_kernels(), want);
 }
 
+/// Depthwise outputs left channels-last (golden/models/channels_last: a
+/// MobileNetV3 block at 14x14 and 7x7, and the ops after a depthwise
+/// convolution that read that layout or copy it into planes): three
+/// outputs a run left so where the blocked kernel runs (none with
+/// `planes_only`, none on the baseline kernels), and the outputs match
+/// torch's and the run that keeps every output in planes, both dialects.
+#[test]
+fn channels_last_outputs_match_planes_and_torch() {
+    for file in ["channels_last.pt2", "channels_last.decomp.pt2"] {
+        let pt2 = repo().join("golden/models").join(file);
+        let program = read(&pt2);
+        let cpu = || exec::device(DeviceKind::Cpu).unwrap();
+        let planes_only = pt2kit::exec::ExecOptions {
+            planes_only: true,
+            ..Default::default()
+        };
+        let (cl, planes) = (
+            Executor::new(&program, cpu()).unwrap(),
+            Executor::with_options(&program, cpu(), planes_only).unwrap(),
+        );
+        let inputs =
+            pt2kit::tensorfile::read_npz(&repo().join("golden/models/channels_last.inputs.npz"))
+                .unwrap();
+        let expected =
+            pt2kit::tensorfile::read_npz(&repo().join("golden/models/channels_last.expected.npz"))
+                .unwrap();
+        let (got, want) = (cl.run(&inputs).unwrap(), planes.run(&inputs).unwrap());
+        let mut failures = compare(&format!("{file} channels-last"), &got, &expected);
+        failures.extend(compare(&format!("{file} planes only"), &want, &expected));
+        failures.extend(compare(
+            &format!("{file} channels-last against planes"),
+            &got,
+            &want,
+        ));
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        let left = if pt2kit::exec::sgemm::available() {
+            3
+        } else {
+            0
+        };
+        assert_eq!(cl.outputs_channels_last(), left, "{file}");
+        assert_eq!(planes.outputs_channels_last(), 0, "{file}");
+    }
+}
+
 /// A fused run's outputs `got` are the bits of the nodes run one by one
 /// (`alone`), output by output (`what` names the run in a failure).
 fn assert_same_bits(

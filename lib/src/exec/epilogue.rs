@@ -31,6 +31,14 @@ impl Executor<'_> {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many outputs were left channels-last (by depthwise
+    /// convolutions, for the ops after them: [`ExecOptions::planes_only`])
+    /// since the executor was built.
+    pub fn outputs_channels_last(&self) -> usize {
+        self.outputs_channels_last
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Which input of `group` (an epilogue of node `at`, its input `own`
     /// the node's output) the node may write its output over: one the
     /// group adds first (`x + r`) and reads nowhere else, a contiguous

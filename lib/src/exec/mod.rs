@@ -229,6 +229,11 @@ pub struct ExecOptions {
     /// also set by the environment variable `PT2KIT_NO_FUSION`, for
     /// timing a run both ways).
     pub no_fusion: bool,
+    /// Keep every convolution's output in planes (`[b, c, h, w]` as it
+    /// lies): no depthwise output left channels-last for the ops after it
+    /// (see `ops::channels_last_dims`; also set by the environment
+    /// variable `PT2KIT_PLANES_ONLY`, for timing a run both ways).
+    pub planes_only: bool,
 }
 
 pub struct Executor<'p> {
@@ -278,6 +283,12 @@ pub struct Executor<'p> {
     /// Whether a kernel may write its output over a dead residual
     /// ([`EpilogueArgs::into`]).
     in_place: bool,
+    /// Whether a depthwise convolution may leave its output channels-last
+    /// for the ops after it that read it so (see [`ExecOptions::planes_only`]).
+    pub(crate) channels_last: bool,
+    /// Outputs left channels-last since the executor was built
+    /// ([`Executor::outputs_channels_last`]).
+    pub(crate) outputs_channels_last: std::sync::atomic::AtomicUsize,
     /// Outputs written over a dead residual since the executor was built
     /// ([`Executor::outputs_in_place`]).
     outputs_in_place: std::sync::atomic::AtomicUsize,
@@ -520,9 +531,11 @@ impl<'p> Executor<'p> {
             fusion,
             // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
             in_place: std::env::var_os("PT2KIT_NO_IN_PLACE").is_none(),
+            channels_last: !opts.planes_only && std::env::var_os("PT2KIT_PLANES_ONLY").is_none(),
             weight_slots,
             bound: Default::default(),
             outputs_in_place: Default::default(),
+            outputs_channels_last: Default::default(),
             program,
             fallback,
             device,

@@ -21,7 +21,7 @@
 use rayon::prelude::*;
 
 /// Elements below which a map runs on the calling thread.
-const PARALLEL_MIN: usize = 1 << 15;
+pub(crate) const PARALLEL_MIN: usize = 1 << 15;
 
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
@@ -270,7 +270,7 @@ pub(crate) use multiversion;
 multiversion! {
     /// `dst[i] = f(a[i], b[i])` on this thread, in the widest instruction
     /// set (`dst` may be uninitialised: every element is written).
-    fn map2_here[T: Copy, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], dst: &mut [std::mem::MaybeUninit<T>], f: F) {
+    pub(crate) fn map2_here[T: Copy, F: Fn(f32, f32) -> T + Copy](a: &[f32], b: &[f32], dst: &mut [std::mem::MaybeUninit<T>], f: F) {
         for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
             d.write(f(*x, *y));
         }

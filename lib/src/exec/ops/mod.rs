@@ -659,6 +659,14 @@ pub(crate) fn with_host<T: candle_core::WithDType, R>(
         return Some(f(v));
     }
     drop(storage);
+    if T::DTYPE == DType::F32 {
+        if let Some(copy) = channels_last_in_order(t) {
+            // SAFETY: T is f32 (its DType is F32), so the floats are Ts
+            return Some(f(unsafe {
+                std::slice::from_raw_parts(copy.as_ptr().cast::<T>(), copy.len())
+            }));
+        }
+    }
     if let Some(copy) = rows_in_order::<T>(t) {
         return Some(f(&copy));
     }
@@ -766,12 +774,75 @@ impl RowLayout {
 /// view whose last dim is contiguous a row at a time in parallel
 /// ([`rows_in_order`]), anything else by candle (element by element).
 pub(crate) fn contiguous(t: &CandleTensor) -> Result<CandleTensor> {
+    if let Some(v) = channels_last_in_order(t) {
+        return host_f32_tensor(v, t.dims());
+    }
     if !t.is_contiguous() && t.dtype() == DType::F32 {
         if let Some(v) = rows_in_order::<f32>(t) {
             return host_f32_tensor(v, t.dims());
         }
     }
     t.contiguous().map_err(ce)
+}
+
+/// The dims `[b, c, h, w]` of a float32 host tensor stored channels-last:
+/// a dense `[b][h][w][c]` block seen as `[b, c, h, w]` (the layout
+/// [`channels_last_tensor`] makes). `None` for any other tensor, a
+/// contiguous one included.
+pub(crate) fn channels_last_dims(t: &CandleTensor) -> Option<[usize; 4]> {
+    if t.rank() != 4
+        || t.dtype() != DType::F32
+        || !t.device().is_cpu()
+        || t.is_contiguous()
+        || t.elem_count() == 0
+    {
+        return None;
+    }
+    let (d, s) = (t.dims(), t.stride());
+    let [b, c, h, w] = [d[0], d[1], d[2], d[3]];
+    let want = [h * w * c, 1, w * c, c];
+    (0..4)
+        .all(|i| d[i] == 1 || s[i] == want[i])
+        .then_some([b, c, h, w])
+}
+
+/// `f` on the `[b][h][w][c]` block of a tensor stored channels-last
+/// ([`channels_last_dims`]); `None` for any other.
+pub(crate) fn with_channels_last<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+    let n: usize = channels_last_dims(t)?.iter().product();
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let block = cpu
+        .as_slice::<f32>()
+        .ok()?
+        .get(layout.start_offset()..layout.start_offset() + n)?;
+    Some(f(block))
+}
+
+/// A float32 host tensor `[b, c, h, w]` over `v`, which holds it
+/// channels-last (`[b][h][w][c]`).
+pub(crate) fn channels_last_tensor(v: Vec<f32>, [b, c, h, w]: [usize; 4]) -> Result<CandleTensor> {
+    host_f32_tensor(v, &[b, h, w, c])?
+        .permute((0, 3, 1, 2))
+        .map_err(ce)
+}
+
+/// A tensor stored channels-last ([`channels_last_dims`]) in `[b, c, h,
+/// w]` order: each image's `[h * w, c]` transposed (candle's copy goes
+/// element by element). `None` for any other tensor.
+fn channels_last_in_order(t: &CandleTensor) -> Option<Vec<f32>> {
+    let [b, c, h, w] = channels_last_dims(t)?;
+    with_channels_last(t, |xs| {
+        let image = c * h * w;
+        let mut out = sgemm::uninit(b * image);
+        for (i, dst) in out.chunks_mut(image.max(1)).enumerate() {
+            vmath::transpose_into(&xs[i * image..][..image], h * w, c, dst);
+        }
+        // SAFETY: each image was written whole by its transpose
+        unsafe { sgemm::assume_init(out) }
+    })
 }
 
 /// Refuses an index outside `[0, size)` (`[-size, size)` where negative

@@ -216,6 +216,11 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
             } else {
                 (y, x, true)
             };
+            if !is_cmp {
+                if let Some(t) = channels_last_by_channel(big, small, swapped, arith)? {
+                    return Ok(Some(t));
+                }
+            }
             match trailing_broadcast(big.dims(), small.dims()) {
                 Some(inner) => with_host::<f32, _>(&big.t, |bs| {
                     with_host::<f32, _>(&small.t, |ss| {
@@ -301,6 +306,63 @@ fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Re
     // SAFETY: every row was written above
     let out = unsafe { sgemm::assume_init(out) };
     Ok(Some(Tensor::new(host_f32_tensor(out, x.dims())?, Dtype::Float32)))
+}
+
+/// `f(x, s)` (`f(s, x)` where `swapped`) of a float32 `x` stored
+/// channels-last ([`channels_last_dims`]) and `s` one value per channel
+/// (`[c, 1, 1]`, `[1, c, 1, 1]` or `[b, c, 1, 1]`: a squeeze-and-excitation
+/// block's scales), left channels-last: each pixel's channels against its
+/// image's values, no copy of `x` into planes first. `None` for other
+/// operands.
+fn channels_last_by_channel(
+    x: &Tensor,
+    s: &Tensor,
+    swapped: bool,
+    f: impl Fn(f32, f32) -> f32 + Copy + Sync,
+) -> Result<Option<Tensor>> {
+    let Some([b, c, h, w]) = channels_last_dims(&x.t) else {
+        return Ok(None);
+    };
+    let sd = s.dims();
+    if sd.len() > 4 || s.dtype != Dtype::Float32 {
+        return Ok(None);
+    }
+    let mut padded = vec![1; 4 - sd.len()];
+    padded.extend_from_slice(sd);
+    if padded[1] != c || padded[2] != 1 || padded[3] != 1 || (padded[0] != 1 && padded[0] != b) {
+        return Ok(None);
+    }
+    let (per_image, n) = (padded[0] == b && b > 1, h * w);
+    let out = with_channels_last(&x.t, |xs| {
+        with_host::<f32, _>(&s.t, |ss| {
+            let mut out = sgemm::uninit(b * n * c);
+            // pixels `[p0, p0 + len)` of the batch (rows of c)
+            let rows = |p0: usize, dst: &mut [std::mem::MaybeUninit<f32>]| {
+                for (j, (dp, xp)) in dst.chunks_exact_mut(c).zip(xs[p0 * c..].chunks_exact(c)).enumerate() {
+                    let i = (p0 + j) / n;
+                    let sv = &ss[if per_image { i * c } else { 0 }..][..c];
+                    if swapped {
+                        super::super::vmath::map2_here(xp, sv, dp, move |a, v| f(v, a));
+                    } else {
+                        super::super::vmath::map2_here(xp, sv, dp, f);
+                    }
+                }
+            };
+            let per = (super::super::vmath::PARALLEL_MIN / c.max(1)).max(1);
+            if out.len() < 2 * super::super::vmath::PARALLEL_MIN {
+                rows(0, &mut out);
+            } else {
+                crate::exec::pool::par_chunks(&mut out, per * c, |t, dst| rows(t * per, dst));
+            }
+            // SAFETY: every pixel's channels were written above
+            unsafe { sgemm::assume_init(out) }
+        })
+    })
+    .flatten();
+    match out {
+        Some(v) => Ok(Some(Tensor::new(channels_last_tensor(v, [b, c, h, w])?, Dtype::Float32))),
+        None => Ok(None),
+    }
 }
 
 /// Where `small` broadcast to `big` (of no lower rank) is constant over

@@ -39,7 +39,7 @@ fn reduce_over_dims(ctx: &Ctx, x: Tensor, out_dtype: Dtype, mean: bool) -> OpRes
     if x.rank() == 0 {
         return one(x);
     }
-    let t = match trailing_rows_sum(&x.t, &dims, mean) {
+    let t = match channels_last_sum(&x.t, &dims, mean).or_else(|| trailing_rows_sum(&x.t, &dims, mean)) {
         Some(t) => t?,
         None if mean => x.t.mean_keepdim(dims.clone()).map_err(ce)?,
         None => x.t.sum_keepdim(dims.clone()).map_err(ce)?,
@@ -48,6 +48,58 @@ fn reduce_over_dims(ctx: &Ctx, x: Tensor, out_dtype: Dtype, mean: bool) -> OpRes
         if keep { t } else { squeeze_dims(t, &dims)? },
         out_dtype,
     ))
+}
+
+/// A sum (or `mean`) over the planes (dims 2 and 3) of a tensor stored
+/// channels-last ([`channels_last_dims`]), kept: each image's pixels'
+/// channels added in pixel order, scaled as [`trailing_rows_sum`] scales.
+/// `None` for any other case.
+fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Result<CandleTensor>> {
+    let [b, c, h, w] = channels_last_dims(t)?;
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    let n = h * w;
+    if sorted != [2, 3] || n == 0 {
+        return None;
+    }
+    let mul = (1f64 / n as f64) as f32;
+    let sums = with_channels_last(t, |xs| {
+        let mut out = vec![0f32; b * c];
+        // an image's channels in blocks of 64 a task, where large
+        let block = if xs.len() < PARALLEL_SUM_MIN { c } else { c.min(64) };
+        let blocks = c.div_ceil(block);
+        let at = sgemm::SendPtr(out.as_mut_ptr());
+        let task = |t: usize| {
+            let (i, c0) = (t / blocks, t % blocks * block);
+            let len = block.min(c - c0);
+            // SAFETY: task t's channels of image i, no other task's
+            let o = unsafe { std::slice::from_raw_parts_mut(at.at(i * c + c0), len) };
+            column_sums(&xs[i * n * c + c0..], c, n, o);
+            if mean {
+                o.iter_mut().for_each(|a| *a = *a * mul + 0.0);
+            }
+        };
+        if xs.len() < PARALLEL_SUM_MIN {
+            (0..b * blocks).for_each(task);
+        } else {
+            crate::exec::pool::par_for(b * blocks, task);
+        }
+        out
+    })?;
+    Some(CandleTensor::from_vec(sums, (b, c, 1, 1), &candle_core::Device::Cpu).map_err(ce))
+}
+
+crate::exec::vmath::multiversion! {
+    /// `out[j] += xs[p * stride + j]` over `n` rows `p` (a block of
+    /// channels over an image's pixels, stored channels-last).
+    fn column_sums(xs: &[f32], stride: usize, n: usize, out: &mut [f32]) {
+        let len = out.len();
+        for p in 0..n {
+            for (a, v) in out.iter_mut().zip(&xs[p * stride..][..len]) {
+                *a += v;
+            }
+        }
+    }
 }
 
 /// Below this many elements a sum over trailing dims stays on one thread.

@@ -84,10 +84,27 @@ pub(super) fn conv2d_depthwise(
     let taps = kh * kw;
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
+        let finish = if by_line.is_some() { None } else { finish };
+        if finish.is_none() && exec.channels_last {
+            let mut out = sgemm::uninit(len);
+            with_host(x, |xs: &[f32]| {
+                with_host(w, |ws: &[f32]| {
+                    let wt = exec.depthwise_taps(ws, c, taps);
+                    // SAFETY: as below
+                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, &mut out, None, by_line.as_ref(), true) }
+                })
+            })
+            .flatten()
+            .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
+            mark_applied(epilogue, then.is_some());
+            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: the kernel wrote every pixel's channels
+            let out = unsafe { sgemm::assume_init(out) };
+            return channels_last_tensor(out, [b, co, oh, ow]);
+        }
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
-            let finish = if by_line.is_some() { None } else { finish };
-            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref()) }
+            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref(), false) }
         });
     }
     if let Some(plan) = plan {
@@ -202,11 +219,13 @@ unsafe fn depthwise_blocked(
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
     line: Option<&sgemm::Epilogue>,
+    channels_last: bool,
 ) {
     assert!(
         line.is_none_or(sgemm::Epilogue::constants_only),
         "depthwise_blocked: a line's chain reads inputs"
     );
+    assert!(!channels_last || then.is_none(), "depthwise_blocked: a chain over planes of a channels-last output");
     let (hp, wp) = (g.h + 2 * g.pad.0, g.w + 2 * g.pad.1);
     let (plane, oplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let blocks = c.div_ceil(16);
@@ -288,6 +307,23 @@ unsafe fn depthwise_blocked(
                 // (no inputs: where the line lies in the output is moot)
                 sgemm::run_epilogue(e, 0, &mut tile[oy * g.ow * 16..][..g.ow * 16]);
             }
+        }
+        if channels_last {
+            // each pixel's cb channels to where they lie in `[b][oh][ow][c]`
+            for p in 0..oplane {
+                // SAFETY: tasks write disjoint channels of each pixel,
+                // inside `out` (b * oplane * c floats)
+                unsafe {
+                    let to = dst.at((n * oplane + p) * c + c0);
+                    if cb == 16 {
+                        to.cast::<[f32; 16]>().write_unaligned(tile.as_ptr().add(p * 16).cast::<[f32; 16]>().read_unaligned());
+                    } else {
+                        std::ptr::copy_nonoverlapping(tile.as_ptr().add(p * 16), to, cb);
+                    }
+                }
+            }
+            SCRATCH.with(|k| *k.borrow_mut() = s);
+            return;
         }
         // back to planes, the block's first cb of them
         let at = (n * c + c0) * oplane;
@@ -1092,7 +1128,7 @@ mod tests {
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then), None) };
+            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then), None, false) };
             // a chain of constants (hardswish, then a relu) on each line
             // in the tile: the bits of the same chain run on the planes
             let steps = [
@@ -1105,8 +1141,8 @@ mod tests {
             let (mut planes, mut lines) = (sgemm::uninit(len), sgemm::uninit(len));
             // SAFETY: as above
             unsafe {
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut planes, Some(&on_planes), None);
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut lines, None, Some(&chain));
+                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut planes, Some(&on_planes), None, false);
+                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut lines, None, Some(&chain), false);
             }
             // SAFETY: every call wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
@@ -1222,7 +1258,7 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     if blocked(&g) {
                         for _ in 0..reps {
-                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None, None) };
+                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None, None, false) };
                         }
                     }
                     t[1] += t0.elapsed().as_secs_f64();

@@ -227,6 +227,8 @@ fn conv_im2col(
         Kernel::FewChannels => conv_few_channels(x, w, bias, &g, shape, epilogue),
         Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
         Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
+        // an input stored channels-last is the pixel rows' A as it lies
+        Kernel::Direct if pointwise(&g) && channels_last_dims(x).is_some() => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
         Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue),
         Kernel::Host => conv_host::<f32>(x, w, bias, &g, shape),
@@ -553,7 +555,7 @@ fn conv_packed(
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
     let w = weight_matrix(w, co, k)?;
-    if pointwise(g) && packed_as_pixel_rows(g, b, c) {
+    if pointwise(g) && (packed_as_pixel_rows(g, b, c) || channels_last_dims(x).is_some()) {
         return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue);
     }
     let pa = packed_weight(exec, &w)?;

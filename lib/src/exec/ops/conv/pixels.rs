@@ -59,8 +59,11 @@ pub(super) fn conv_pixel_rows(
     let bv = bias.map(f32s).transpose()?;
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let k = w.dims()[1];
+    // an input stored channels-last is A as it lies: each image's
+    // `[n, k]` rows (no transpose into planes, none back in the packing)
+    let rows_in_place = channels_last_dims(x).is_some();
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
-        with_host(x, |xs: &[f32]| {
+        let run = |xs: &[f32]| {
             if n == 1 {
                 // one pixel an image (a squeeze-and-excitation block's):
                 // the batch is A's rows as it lies and C is the output's
@@ -98,7 +101,10 @@ pub(super) fn conv_pixel_rows(
                     // accumulating)
                     unsafe { finish_block(y, out, (n, co), (pixels, chans), (accumulate, then), bi) };
                 };
-                if packed_columns(n, k) {
+                if rows_in_place {
+                    let rows = &xs[bi * k * n..][..k * n];
+                    sgemm::gemm_lhs_each(sgemm::Lhs::rows(rows, n, k), &pb, yt, co, init, threads, &done);
+                } else if packed_columns(n, k) {
                     let view = sgemm::View { data: cols, off: 0, rows: n, cols: k, rs: 1, cs: n };
                     let pa = sgemm::pack_a(&view);
                     sgemm::gemm_lhs_each(sgemm::Lhs::packed(&pa), &pb, yt, co, init, threads, &done);
@@ -117,8 +123,9 @@ pub(super) fn conv_pixel_rows(
                     image(bi, dst, &mut yt, threads);
                 }
             }
-        })
-        .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))
+        };
+        if rows_in_place { with_channels_last(x, run) } else { with_host(x, run) }
+            .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))
     })
 }
 
