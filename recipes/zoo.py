@@ -453,7 +453,9 @@ class ChannelsLast(nn.Module):
     as pixel rows over it, a residual), then at 7x7 a depthwise output
     returned as it is, summed without keepdim, scaled with the operands the
     other way round, added to its scaled self, max-pooled, concatenated,
-    and a last block of 8 channels (24 and 40). Batch 2."""
+    and an expansion (pixel rows) over it left channels-last for the 5x5
+    after it, which reads it so; last blocks of 8 channels (24 and 40).
+    Batch 2."""
 
     def __init__(self):
         super().__init__()
@@ -466,6 +468,8 @@ class ChannelsLast(nn.Module):
         self.scale = nn.Parameter(torch.randn(24, 1, 1))
         self.dw3 = nn.Conv2d(48, 48, 5, padding=2, groups=48, bias=False)
         self.pw3 = nn.Conv2d(48, 32, 1)  # 7x7: pixel rows
+        self.expand2 = nn.Conv2d(24, 40, 1)  # 7x7 pixel rows, read only by dw4
+        self.dw4 = nn.Conv2d(40, 40, 5, padding=2, groups=40)
 
     def forward(self, x):  # f32[2, 24, 14, 14]
         d = F.hardswish(self.dw(F.hardswish(self.expand(x))))
@@ -475,7 +479,8 @@ class ChannelsLast(nn.Module):
         z = self.scale * e
         c = torch.cat([e, z + e], 1)
         f = self.dw3(c)
-        return e, e.sum((2, 3)), F.max_pool2d(e, 2), self.pw3(f * f.mean((3, 2), keepdim=True))
+        g = self.dw4(F.relu(self.expand2(e)))
+        return e, e.sum((2, 3)), F.max_pool2d(e, 2), self.pw3(f * f.mean((3, 2), keepdim=True)), g
 
 
 class ConvOver(nn.Module):

@@ -32,6 +32,7 @@ use crate::tensorfile::HostTensor;
 pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
+mod layout;
 mod pool;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
@@ -289,6 +290,10 @@ pub struct Executor<'p> {
     /// Outputs left channels-last since the executor was built
     /// ([`Executor::outputs_channels_last`]).
     pub(crate) outputs_channels_last: std::sync::atomic::AtomicUsize,
+    /// Per node of the program's own graph, whether every reader of its
+    /// output reads it channels-last where it lies
+    /// ([`layout::channels_last_readers`]).
+    channels_last_readers: Vec<bool>,
     /// Outputs written over a dead residual since the executor was built
     /// ([`Executor::outputs_in_place`]).
     outputs_in_place: std::sync::atomic::AtomicUsize,
@@ -527,11 +532,13 @@ impl<'p> Executor<'p> {
                 weight_slots[v.index()] = true;
             }
         }
+        let channels_last_readers = layout::channels_last_readers(&program.graph, &fusion);
         Ok(Executor {
             fusion,
             // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
             in_place: std::env::var_os("PT2KIT_NO_IN_PLACE").is_none(),
             channels_last: !opts.planes_only && std::env::var_os("PT2KIT_PLANES_ONLY").is_none(),
+            channels_last_readers,
             weight_slots,
             bound: Default::default(),
             outputs_in_place: Default::default(),
@@ -784,19 +791,29 @@ impl Executor<'_> {
         graph: &Graph,
         node: &Node,
     ) -> (Option<ops::OpFn>, Option<ops::MappedViewFn>) {
-        if std::ptr::eq(graph, &self.program.graph) {
-            let (at, start) = (node as *const Node as usize, graph.nodes.as_ptr() as usize);
-            let i = at.wrapping_sub(start) / std::mem::size_of::<Node>().max(1);
-            if let Some(ops) = self
-                .node_ops
-                .get(i)
-                .filter(|_| std::ptr::eq(&graph.nodes[i], node))
-            {
-                return *ops;
-            }
+        if let Some(ops) = self
+            .own_index(graph, node)
+            .and_then(|i| self.node_ops.get(i))
+        {
+            return *ops;
         }
         let name = node.target.to_string();
         (ops::lookup(&name), ops::mapped_view(&name))
+    }
+
+    /// Where `node` lies in the program's own graph (`None` for a
+    /// subgraph's node).
+    fn own_index(&self, graph: &Graph, node: &Node) -> Option<usize> {
+        if !std::ptr::eq(graph, &self.program.graph) {
+            return None;
+        }
+        let (at, start) = (node as *const Node as usize, graph.nodes.as_ptr() as usize);
+        let i = at.wrapping_sub(start) / std::mem::size_of::<Node>().max(1);
+        graph
+            .nodes
+            .get(i)
+            .filter(|n| std::ptr::eq(*n, node))
+            .map(|_| i)
     }
 
     /// Runs one node: its row (a view of a mapped weight where the op is a
@@ -1197,6 +1214,16 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     pub fn device(&self) -> &Device {
         self.device
+    }
+
+    /// Whether every reader of this node's output reads it channels-last
+    /// where it lies ([`layout::channels_last_readers`]; a subgraph's node: no).
+    pub fn channels_last_readers(&self) -> bool {
+        self.exec
+            .own_index(self.graph, self.node)
+            .and_then(|i| self.exec.channels_last_readers.get(i))
+            .copied()
+            .unwrap_or(false)
     }
 
     fn arg(&self, name: &str) -> Result<&Argument> {

@@ -30,7 +30,7 @@ macro_rules! vm_unary_ops {
 pub type OpFn = fn(&mut Ctx) -> Result<Vec<Value>>;
 
 op_families!(&[(&str, OpFn)]);
-pub(crate) use conv::{depthwise_by_blocks, winograd_weights};
+pub(crate) use conv::{depthwise_by_blocks, takes_blocked, winograd_weights};
 
 type OpResult = Result<Vec<Value>>;
 

@@ -85,15 +85,19 @@ pub(super) fn conv2d_depthwise(
     if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         let finish = if by_line.is_some() { None } else { finish };
+        // an input left channels-last is read as it lies (its pixels'
+        // channels side by side: no transpose into the grid)
+        let input_cl = channels_last_dims(x).is_some();
         if finish.is_none() && exec.channels_last {
             let mut out = sgemm::uninit(len);
-            with_host(x, |xs: &[f32]| {
+            let run = |xs: &[f32]| {
                 with_host(w, |ws: &[f32]| {
                     let wt = exec.depthwise_taps(ws, c, taps);
                     // SAFETY: as below
-                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, &mut out, None, by_line.as_ref(), true) }
+                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, &mut out, None, by_line.as_ref(), (input_cl, true)) }
                 })
-            })
+            };
+            if input_cl { with_channels_last(x, run) } else { with_host(x, run) }
             .flatten()
             .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
             mark_applied(epilogue, then.is_some());
@@ -104,7 +108,7 @@ pub(super) fn conv2d_depthwise(
         }
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
-            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref(), false) }
+            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref(), (false, false)) }
         });
     }
     if let Some(plan) = plan {
@@ -166,6 +170,17 @@ isa_entries!(blocked_run_avx512, blocked_run_avx2 = blocked_run[N: usize](
     tile: &mut [f32],
 ));
 
+/// Whether a depthwise convolution (one filter a channel) of `c`
+/// channels over `[h, w]` planes takes [`depthwise_blocked`] by the
+/// geometry alone, as [`conv2d_depthwise`] picks (no stride of 2 along
+/// lines long enough for [`conv_stride2`]; a kernel of
+/// [`BLOCKED_MIN_TAPS`] or more): its input is then best left
+/// channels-last by the op before it.
+pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), stride: (usize, usize), pad: (usize, usize), dil: (usize, usize)) -> bool {
+    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil)
+        .is_ok_and(|g| !stride2(&g) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && sgemm::available())
+}
+
 /// Kernels of at least this many taps take [`depthwise_blocked`] before
 /// [`conv_masked`] (MobileNetV3's 5x5s; its 3x3s ran faster under masks,
 /// whose input is read in place: 88 channels at 28x28 0.08 against 0.12
@@ -198,7 +213,11 @@ fn blocked(g: &PlaneWindows) -> bool {
 /// in order, sixteen channels a vector, then the block's `[pixels][16]`
 /// transposed back into its planes, and the fused chain run on them while
 /// they are in the cache (or `line`, a chain of constants only, on each
-/// output line in the tile, in L1). The multiply-adds of [`window_planes`] in the
+/// output line in the tile, in L1). With `input_cl`, `xs` is stored
+/// channels-last (`[b][h][w][c]`) and each pixel's channels are copied
+/// into the grid as they lie ([`pixels_to_grid`]); with `channels_last`
+/// (and no `then`), the tile's pixels are written to `out` stored so,
+/// not transposed into planes ([`crate::exec::layout`]). The multiply-adds of [`window_planes`] in the
 /// same order (the bias first, then the taps), so the same bits; but the
 /// lanes are channels, none spent on padding or masked off, and every load
 /// a whole vector (the masked kernel loads each input vector under its
@@ -219,7 +238,7 @@ unsafe fn depthwise_blocked(
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
     line: Option<&sgemm::Epilogue>,
-    channels_last: bool,
+    (input_cl, channels_last): (bool, bool),
 ) {
     assert!(
         line.is_none_or(sgemm::Epilogue::constants_only),
@@ -274,7 +293,13 @@ unsafe fn depthwise_blocked(
         }
         // SAFETY: the block's planes are inside `xs`, the grid holds
         // the padded image.
-        unsafe { planes_to_grid(&xs[(n * c + c0) * plane..][..cb * plane], cb, g, wp, grid) };
+        unsafe {
+            if input_cl {
+                pixels_to_grid(&xs[n * plane * c..][..plane * c], c, (c0, cb), g, wp, grid)
+            } else {
+                planes_to_grid(&xs[(n * c + c0) * plane..][..cb * plane], cb, g, wp, grid)
+            }
+        };
         let w = &wt[blk * taps * 16..][..taps * 16];
         let init = &bias[blk * 16..][..16];
         for oy in 0..g.oh {
@@ -441,6 +466,28 @@ unsafe fn planes_to_grid(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, gr
         if cb < 16 {
             for x in 0..g.w {
                 std::slice::from_raw_parts_mut(line.add(x * 16 + cb), 16 - cb).fill(0.0);
+            }
+        }
+    }
+}
+
+/// Channels `[c0, c0 + cb)` (up to 16) of an image stored channels-last
+/// (`src`, `[h][w][c]`) into the interior of a padded grid (`[hp][wp][16]`;
+/// lanes from `cb` zero): each pixel's channels one copy, no transpose.
+fn pixels_to_grid(src: &[f32], c: usize, (c0, cb): (usize, usize), g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
+    assert!(
+        cb <= 16 && c0 + cb <= c && src.len() >= g.h * g.w * c && grid.len() >= (g.h + 2 * g.pad.0) * wp * 16,
+        "pixels_to_grid: sizes"
+    );
+    for y in 0..g.h {
+        let line = &mut grid[((y + g.pad.0) * wp + g.pad.1) * 16..][..g.w * 16];
+        for (x, px) in line.chunks_exact_mut(16).enumerate() {
+            let from = &src[(y * g.w + x) * c + c0..][..cb];
+            if cb == 16 {
+                px.copy_from_slice(from);
+            } else {
+                px[..cb].copy_from_slice(from);
+                px[cb..].fill(0.0);
             }
         }
     }
@@ -1128,7 +1175,7 @@ mod tests {
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then), None, false) };
+            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then), None, (false, false)) };
             // a chain of constants (hardswish, then a relu) on each line
             // in the tile: the bits of the same chain run on the planes
             let steps = [
@@ -1141,8 +1188,8 @@ mod tests {
             let (mut planes, mut lines) = (sgemm::uninit(len), sgemm::uninit(len));
             // SAFETY: as above
             unsafe {
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut planes, Some(&on_planes), None, false);
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut lines, None, Some(&chain), false);
+                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut planes, Some(&on_planes), None, (false, false));
+                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut lines, None, Some(&chain), (false, false));
             }
             // SAFETY: every call wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
@@ -1258,7 +1305,7 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     if blocked(&g) {
                         for _ in 0..reps {
-                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None, None, false) };
+                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None, None, (false, false)) };
                         }
                     }
                     t[1] += t0.elapsed().as_secs_f64();

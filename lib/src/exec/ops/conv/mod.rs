@@ -188,6 +188,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
 /// kernel converts the input to NHWC and reshuffles the weights on every
 /// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
 /// Stride, padding and dilation may differ per dim.
+#[allow(clippy::too_many_arguments)]
 fn conv_im2col(
     exec: &Executor,
     x: &CandleTensor,
@@ -195,6 +196,7 @@ fn conv_im2col(
     bias: Option<&CandleTensor>,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
     epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
 ) -> Result<CandleTensor> {
     let (xd, wd) = (x.dims(), w.dims());
     if xd.len() < 3 || wd.len() != xd.len() {
@@ -222,15 +224,18 @@ fn conv_im2col(
             // a 1x1 convolution with a stride: the pixels it reads, then a
             // pointwise one over them
             let xs = subsample(x, &g)?;
-            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue)
+            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue, channels_last)
         }
         Kernel::FewChannels => conv_few_channels(x, w, bias, &g, shape, epilogue),
         Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
         Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
-        // an input stored channels-last is the pixel rows' A as it lies
-        Kernel::Direct if pointwise(&g) && channels_last_dims(x).is_some() => conv_packed(exec, x, w, bias, &g, shape, epilogue),
+        // an input stored channels-last is the pixel rows' A as it lies,
+        // and their product is an output left so
+        Kernel::Direct if pointwise(&g) && channels_last_dims(x).is_some() => {
+            conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last)
+        }
         Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
-        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue),
+        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last),
         Kernel::Host => conv_host::<f32>(x, w, bias, &g, shape),
     }
 }
@@ -456,7 +461,7 @@ use few::{conv_few_channels, few_channels};
 mod pixels;
 use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
 use depthwise::conv2d_depthwise;
-pub(crate) use depthwise::depthwise_by_blocks;
+pub(crate) use depthwise::{depthwise_by_blocks, takes_blocked};
 pub(crate) use winograd::winograd_weights;
 use winograd::{conv_winograd, winograd};
 use direct::conv_direct;
@@ -543,6 +548,7 @@ const PACKED_IMAGE_MIN: usize = 1024;
 /// padded, stride-phased copy ([`direct::Im2col`]). Pointwise ones over
 /// fewer than [`FEW_PIXELS`] columns, or the planes [`pixel_rows`]
 /// names, take [`conv_pixel_rows`].
+#[allow(clippy::too_many_arguments)]
 fn conv_packed(
     exec: &Executor,
     x: &CandleTensor,
@@ -551,12 +557,13 @@ fn conv_packed(
     g: &Windows,
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
     let w = weight_matrix(w, co, k)?;
     if pointwise(g) && (packed_as_pixel_rows(g, b, c) || channels_last_dims(x).is_some()) {
-        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue);
+        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue, channels_last);
     }
     let pa = packed_weight(exec, &w)?;
     packed_product(x, &pa, bias, g, shape, epilogue)
@@ -818,7 +825,9 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             if depthwise {
                 conv2d_depthwise(ctx.exec, &xin, &win, b.as_ref(), (stride, padding, dilation), epi)
             } else {
-                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi)
+                // left channels-last where every reader reads it so
+                let channels_last = ctx.exec.channels_last && ctx.channels_last_readers();
+                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi, channels_last)
             }
         })?;
         return one(Tensor::new(y, dt));
@@ -920,6 +929,7 @@ fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
 
 /// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the
 /// plain case): one im2col product per group, on its slices of channels.
+#[allow(clippy::too_many_arguments)]
 fn conv_grouped(
     exec: &Executor,
     x: &CandleTensor,
@@ -928,9 +938,10 @@ fn conv_grouped(
     groups: usize,
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
     epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
 ) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue);
+        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue, channels_last);
     }
     let (c, co) = (x.dims()[1], w.dims()[0]);
     if groups == 0 || c % groups != 0 || co % groups != 0 {
@@ -947,7 +958,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None)
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None, false)
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
@@ -997,6 +1008,7 @@ fn conv3d(
         groups,
         (&stride, &pad, &dil),
         None,
+        false,
     )?;
     Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
 }

@@ -34,7 +34,12 @@ pub(super) fn pixel_taps(g: &Windows, c: usize, co: usize) -> bool {
 /// nothing is copied but the small result: the batch's images side by
 /// side cost a copy of the input the size of the product's B (MobileNetV3
 /// at batch 8, `[96, 576]` on 7x7). Images split between the threads
-/// where there are enough of them, else each product is.
+/// where there are enough of them, else each product is. An input stored
+/// channels-last is A as it lies (its rows); with `channels_last` (every
+/// reader reads it so, [`crate::exec::layout`]) and no fused chain but
+/// one of constants, each image's product is its output, stored
+/// channels-last, with no transpose.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv_pixel_rows(
     exec: &Executor,
     x: &CandleTensor,
@@ -43,6 +48,7 @@ pub(super) fn conv_pixel_rows(
     (b, co, n): (usize, usize, usize),
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
 ) -> Result<CandleTensor> {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads();
@@ -62,6 +68,50 @@ pub(super) fn conv_pixel_rows(
     // an input stored channels-last is A as it lies: each image's
     // `[n, k]` rows (no transpose into planes, none back in the packing)
     let rows_in_place = channels_last_dims(x).is_some();
+    // each image's `[n, co]` product is its output left channels-last
+    // (no transpose into planes) where the readers read it so, and the
+    // chain after it, if any, is of constants (an element's place is moot)
+    if channels_last && n > 1 && shape.len() == 4 {
+        let fused = register_epilogue(epilogue, b * co * n);
+        let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+            steps,
+            inputs,
+            map: None,
+        });
+        if epilogue.is_none() || then.as_ref().is_some_and(sgemm::Epilogue::constants_only) {
+            let mut out = sgemm::uninit(b * n * co);
+            let run = |xs: &[f32]| {
+                let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], threads: usize| {
+                    let image = &xs[bi * k * n..][..k * n];
+                    if rows_in_place {
+                        sgemm::gemm_lhs(sgemm::Lhs::rows(image, n, k), &pb, dst, co, init, then.as_ref(), threads);
+                    } else if packed_columns(n, k) {
+                        let pa = sgemm::pack_a(&sgemm::View { data: image, off: 0, rows: n, cols: k, rs: 1, cs: n });
+                        sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), &pb, dst, co, init, then.as_ref(), threads);
+                    } else {
+                        sgemm::gemm_lhs(sgemm::Lhs::columns(image, n, k), &pb, dst, co, init, then.as_ref(), threads);
+                    }
+                };
+                // images split between the threads where there are enough
+                // of them, else each product is (as below)
+                let threads = rayon::current_num_threads();
+                if b >= threads {
+                    crate::exec::pool::par_chunks(&mut out, n * co, |bi, dst| image(bi, dst, 1));
+                } else {
+                    for (bi, dst) in out.chunks_mut(n * co).enumerate() {
+                        image(bi, dst, threads);
+                    }
+                }
+            };
+            if rows_in_place { with_channels_last(x, run) } else { with_host(x, run) }
+                .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
+            mark_applied(epilogue, then.is_some());
+            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: each image's product wrote all of its [n, co]
+            let out = unsafe { sgemm::assume_init(out) };
+            return channels_last_tensor(out, [b, co, shape[2], shape[3]]);
+        }
+    }
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
         let run = |xs: &[f32]| {
             if n == 1 {
