@@ -209,27 +209,8 @@ crate::exec::vmath::multiversion! {
     pub(super) fn scatter_columns(row: &[f32], pad: usize, sx: usize, pitch: usize, dst: &mut [f32], phase_len: usize) {
         let w = row.len();
         if sx == 2 {
-            // pairs from the first column c0 whose q is even
-            let c0 = pad % 2;
-            let j = (c0 + pad) / 2;
-            let pairs = (w.saturating_sub(c0) / 2).min(pitch.saturating_sub(j));
             let (even, odd) = dst.split_at_mut(phase_len);
-            for ((d0, d1), two) in even[j..j + pairs]
-                .iter_mut()
-                .zip(&mut odd[j..j + pairs])
-                .zip(row[c0..].chunks_exact(2))
-            {
-                *d0 = two[0];
-                *d1 = two[1];
-            }
-            // the columns left: the first (when c0 is 1) and the last
-            for c in (0..c0.min(w)).chain(c0 + 2 * pairs..w) {
-                let q = c + pad;
-                if q / 2 < pitch {
-                    dst[(q % 2) * phase_len + q / 2] = row[c];
-                }
-            }
-            return;
+            return scatter_pair_here(row, pad, pitch, even, odd);
         }
         for px in 0..sx {
             // padded columns px + j sx holding input: j in [lo, hi)
@@ -247,6 +228,67 @@ crate::exec::vmath::multiversion! {
                     *d = *v;
                 }
             }
+        }
+    }
+}
+
+/// [`scatter_columns`] for a stride of 2, into the two phases' lines
+/// `even` and `odd` (each at least `pitch` long), which need not lie
+/// together: pairs of columns, which vectorises, then the first and last
+/// columns left.
+#[inline(always)] // into each instruction set's copy of its callers
+pub(super) fn scatter_pair_here(
+    row: &[f32],
+    pad: usize,
+    pitch: usize,
+    even: &mut [f32],
+    odd: &mut [f32],
+) {
+    let w = row.len();
+    // pairs from the first column c0 whose q is even
+    let c0 = pad % 2;
+    let j = (c0 + pad) / 2;
+    let pairs = (w.saturating_sub(c0) / 2).min(pitch.saturating_sub(j));
+    for ((d0, d1), two) in even[j..j + pairs]
+        .iter_mut()
+        .zip(&mut odd[j..j + pairs])
+        .zip(row[c0..].chunks_exact(2))
+    {
+        *d0 = two[0];
+        *d1 = two[1];
+    }
+    // the columns left: the first (when c0 is 1) and the last
+    for c in (0..c0.min(w)).chain(c0 + 2 * pairs..w) {
+        let q = c + pad;
+        if q / 2 < pitch {
+            if q % 2 == 0 {
+                even[q / 2] = row[c];
+            } else {
+                odd[q / 2] = row[c];
+            }
+        }
+    }
+}
+
+crate::exec::vmath::multiversion! {
+    /// A padded row's two phase lines for a stride of 2 (`even`, `odd`,
+    /// `pitch` long each, anywhere): the row's columns scattered over them
+    /// ([`scatter_pair_here`]) and every column no input lands in zeroed
+    /// (the padding; `row` empty: all of it).
+    pub(super) fn scatter_pair_lines(row: &[f32], pad: usize, pitch: usize, even: &mut [f32], odd: &mut [f32]) {
+        for (px, line) in [&mut *even, &mut *odd].into_iter().enumerate() {
+            // padded columns px + 2 j holding input: j in [lo, hi)
+            let lo = pad.saturating_sub(px).div_ceil(2).min(pitch);
+            let hi = (pad + row.len()).saturating_sub(px).div_ceil(2).clamp(lo, pitch);
+            if row.is_empty() {
+                line[..pitch].fill(0.0);
+            } else {
+                line[..lo].fill(0.0);
+                line[hi..pitch].fill(0.0);
+            }
+        }
+        if !row.is_empty() {
+            scatter_pair_here(row, pad, pitch, even, odd);
         }
     }
 }

@@ -164,6 +164,28 @@ impl Grid {
         let rows = b * c * hp * sh;
         let out = sgemm::SendPtr(data.as_mut_ptr());
         let band = |r0: usize, r1: usize| {
+            if sw == 2 {
+                // each row's two phase lines written where they lie, each
+                // its own slice (other tasks write the lines between them)
+                for r in r0..r1 {
+                    let (i, q) = (r / (hp * sh), r % (hp * sh));
+                    let at = i * channel + ((q % sh) * sw * hp + q / sh) * pitch;
+                    // SAFETY: padded row q's two lines, inside the grid
+                    // and no other row's
+                    let (even, odd) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(out.at(at), pitch),
+                            std::slice::from_raw_parts_mut(out.at(at + hp * pitch), pitch),
+                        )
+                    };
+                    let row = match q.checked_sub(ph).filter(|&iy| iy < h) {
+                        Some(iy) => &xs[(i * h + iy) * w..][..w],
+                        None => &[][..],
+                    };
+                    scatter_pair_lines(row, pw, pitch, even, odd);
+                }
+                return;
+            }
             // a row's sw phase lines side by side, then each to its place
             // (no slice spans the lines between them, which other tasks
             // write)
