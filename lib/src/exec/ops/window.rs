@@ -261,7 +261,7 @@ pub(super) fn scatter_pair_here(
     for c in (0..c0.min(w)).chain(c0 + 2 * pairs..w) {
         let q = c + pad;
         if q / 2 < pitch {
-            if q % 2 == 0 {
+            if q.is_multiple_of(2) {
                 even[q / 2] = row[c];
             } else {
                 odd[q / 2] = row[c];
