@@ -55,16 +55,24 @@ pub(super) fn conv2d_depthwise(
     // a kernel that writes every plane, reading the input and the weight
     // where they lie
     type Kernel<'k> = dyn Fn(&[f32], &[f32], &mut [std::mem::MaybeUninit<f32>]) + 'k;
-    let write_all = |kernel: &Kernel| -> Result<CandleTensor> {
+    // (with `(input_cl, output_cl)`: the input read as it lies
+    // channels-last, the output left so; see `depthwise_blocked`)
+    let write_laid_out = |kernel: &Kernel, (input_cl, output_cl): (bool, bool)| -> Result<CandleTensor> {
         let mut out = sgemm::uninit(len);
-        with_host(x, |xs: &[f32]| with_host(w, |ws: &[f32]| kernel(xs, ws, &mut out)))
+        let run = |xs: &[f32]| with_host(w, |ws: &[f32]| kernel(xs, ws, &mut out));
+        if input_cl { with_channels_last(x, run) } else { with_host(x, run) }
             .flatten()
             .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
         mark_applied(epilogue, then.is_some());
-        // SAFETY: the kernel wrote every plane
+        // SAFETY: the kernel wrote every plane (every pixel's channels)
         let out = unsafe { sgemm::assume_init(out) };
+        if output_cl {
+            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return channels_last_tensor(out, [b, co, oh, ow]);
+        }
         CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
     };
+    let write_all = |kernel: &Kernel| write_laid_out(kernel, (false, false));
     // a chain of constants only (a relu, a hardswish) runs on each
     // output line of the blocked kernel as it is done, in L1, rather than
     // over the planes once they are transposed back (a relu's pass was 19%
@@ -89,22 +97,15 @@ pub(super) fn conv2d_depthwise(
         // channels side by side: no transpose into the grid)
         let input_cl = channels_last_dims(x).is_some();
         if finish.is_none() && exec.channels_last {
-            let mut out = sgemm::uninit(len);
-            let run = |xs: &[f32]| {
-                with_host(w, |ws: &[f32]| {
+            let layout = (input_cl, true);
+            return write_laid_out(
+                &|xs, ws, out| {
                     let wt = exec.depthwise_taps(ws, c, taps);
                     // SAFETY: as below
-                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, &mut out, None, by_line.as_ref(), (input_cl, true)) }
-                })
-            };
-            if input_cl { with_channels_last(x, run) } else { with_host(x, run) }
-            .flatten()
-            .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
-            mark_applied(epilogue, then.is_some());
-            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: the kernel wrote every pixel's channels
-            let out = unsafe { sgemm::assume_init(out) };
-            return channels_last_tensor(out, [b, co, oh, ow]);
+                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, None, by_line.as_ref(), layout) }
+                },
+                layout,
+            );
         }
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
