@@ -551,7 +551,6 @@ impl Group {
     /// The group over its inputs (each `len` elements), split over the
     /// pool's threads when large.
     pub fn eval(&self, inputs: &[&[f32]], len: usize) -> Vec<f32> {
-        use rayon::prelude::*;
         let mut out = vec![0f32; len];
         let chunk = |(c, dst): (usize, &mut [f32])| {
             let mut tmp = vec![[0f32; LANES]; self.steps.len()];
@@ -564,9 +563,7 @@ impl Group {
         if len <= per {
             chunk((0, &mut out));
         } else {
-            out.par_chunks_mut(per)
-                .enumerate()
-                .for_each(|(i, d)| chunk((i * per, d)));
+            crate::exec::pool::par_chunks(&mut out, per, |i, d| chunk((i * per, d)));
         }
         out
     }

@@ -27,7 +27,10 @@ const AWAKE_IDLE: std::time::Duration = std::time::Duration::from_millis(5);
 /// interleaved, two threads, 2026-11-29 afternoon): MobileNetV3 b1
 /// 0.986x fast minutes and 0.987x slow ones, ResNet-50 b1 0.988x and
 /// 0.990x, BERT b1 1.00x (at midday, MobileNetV3 1.005-1.009x fast and
-/// 0.985x slow).
+/// 0.985x slow). Since the run-time kernels' last rayon iterators went to
+/// [`par_for`] and [`par_chunks`] (Winograd's phases, the stem, the
+/// pixel rows' images, the subsampled 1x1s, the row ops), only work from
+/// outside a run comes this way.
 const RAYON_LOOK_EVERY: u32 = 8;
 
 /// The pool's threads spinning for work now (see [`KeepAwake`]).
@@ -216,23 +219,66 @@ pub(crate) fn par_for(tasks: usize, f: impl Fn(usize) + Sync) {
     par_for_init(tasks, || (), |_, t| f(t))
 }
 
+/// The most tasks a [`par_chunks`] splits into a thread: its parts in runs
+/// of neighbours beyond that (as rayon's adaptive split runs them), where
+/// a task a part took a claim on the shared counter for each (a plane or
+/// a row of a few hundred floats: the claims cost more than the parts).
+const CHUNK_TASKS_PER_THREAD: usize = 8;
+
+/// A buffer the tasks of a [`par_chunks_init`] share, each writing its own
+/// parts.
+struct Base<T>(*mut T);
+// SAFETY: the tasks reach disjoint parts only (par_chunks_init)
+unsafe impl<T: Send> Sync for Base<T> {}
+
 /// `f(i, part)` for each part `i` of `out` (`chunk` elements each, the
 /// last shorter), split between the threads as [`par_for`] splits its
-/// tasks: rayon's `par_chunks_mut().enumerate()`.
+/// tasks, neighbouring parts in one task where there are many
+/// ([`CHUNK_TASKS_PER_THREAD`]): rayon's `par_chunks_mut().enumerate()`.
 pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    /// The parts' buffer, shared by the tasks (each writes its own part).
-    struct Base<T>(*mut T);
-    // SAFETY: the tasks reach disjoint parts only (below)
-    unsafe impl<T: Send> Sync for Base<T> {}
+    par_chunks_init(out, chunk, || (), |_, i, part| f(i, part))
+}
+
+/// [`par_chunks`] with a state `init` makes once for each thread that
+/// takes part (rayon's `for_each_init`).
+pub(crate) fn par_chunks_init<T: Send, S>(
+    out: &mut [T],
+    chunk: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &mut [T]) + Sync,
+) {
     let (len, chunk) = (out.len(), chunk.max(1));
+    let parts = len.div_ceil(chunk);
+    let tasks = parts.min(CHUNK_TASKS_PER_THREAD * rayon::current_num_threads().max(1));
     let base = Base(out.as_mut_ptr());
     let base = &base;
-    par_for(len.div_ceil(chunk), |i| {
-        // SAFETY: part i, inside `out` and no other task's
-        let part = unsafe {
-            std::slice::from_raw_parts_mut(base.0.add(i * chunk), chunk.min(len - i * chunk))
-        };
-        f(i, part)
+    par_for_init(tasks, init, |s, t| {
+        for i in t * parts / tasks..(t + 1) * parts / tasks {
+            // SAFETY: part i, inside `out` and no other task's
+            let part = unsafe {
+                std::slice::from_raw_parts_mut(base.0.add(i * chunk), chunk.min(len - i * chunk))
+            };
+            f(s, i, part)
+        }
+    })
+}
+
+/// [`par_chunks`] over two buffers at once: part `i` of `a` (`ca`
+/// elements) and of `b` (`cb`), as many parts in each.
+pub(crate) fn par_chunks_pair<A: Send, B: Send>(
+    (a, ca): (&mut [A], usize),
+    (b, cb): (&mut [B], usize),
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    let (ca, cb) = (ca.max(1), cb.max(1));
+    let parts = a.len().div_ceil(ca).min(b.len().div_ceil(cb));
+    let (blen, bb) = (b.len(), Base(b.as_mut_ptr()));
+    let bb = &bb;
+    let alen = (parts * ca).min(a.len());
+    par_chunks(&mut a[..alen], ca, |i, pa| {
+        // SAFETY: part i of b, inside it and no other task's
+        let pb = unsafe { std::slice::from_raw_parts_mut(bb.0.add(i * cb), cb.min(blen - i * cb)) };
+        f(i, pa, pb)
     })
 }
 

@@ -18,8 +18,6 @@
 // beyond float32's included.
 #![allow(clippy::excessive_precision)]
 
-use rayon::prelude::*;
-
 /// Elements below which a map runs on the calling thread.
 pub(crate) const PARALLEL_MIN: usize = 1 << 15;
 
@@ -416,13 +414,12 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
             row(s, d);
         }
     } else {
-        dst.par_chunks_mut(n * rows_per_task)
-            .zip(src.par_chunks(n * rows_per_task))
-            .for_each(|(d, s)| {
-                for (s, d) in s.chunks(n).zip(d.chunks_mut(n)) {
-                    row(s, d);
-                }
-            });
+        let per = n * rows_per_task;
+        crate::exec::pool::par_chunks(&mut dst, per, |i, d| {
+            for (s, d) in src[i * per..][..d.len()].chunks(n).zip(d.chunks_mut(n)) {
+                row(s, d);
+            }
+        });
     }
     // SAFETY: each row wrote every element of its row, and the rows cover
     // dst (src.len() is a multiple of n, as the caller's rows)
@@ -520,9 +517,11 @@ pub fn layer_norm_rows(
         if src.len() < PARALLEL_MIN {
             task(&mut dst, src, &mut stats);
         } else {
-            dst.par_chunks_mut(n * per)
-                .zip(src.par_chunks(n * per).zip(stats.par_chunks_mut(per)))
-                .for_each(|(d, (s, st))| task(d, s, st));
+            crate::exec::pool::par_chunks_pair(
+                (&mut dst, n * per),
+                (&mut stats, per),
+                |i, d, st| task(d, &src[i * n * per..][..d.len()], st),
+            );
         }
     }
     let (mean, rstd) = stats.into_iter().unzip();

@@ -682,7 +682,6 @@ pub(crate) fn with_host<T: candle_core::WithDType, R>(
 /// took 0.46 ms a layer at batch 8 to copy that way. `None` for other
 /// layouts, devices and dtypes.
 pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Option<Vec<T>> {
-    use rayon::prelude::*;
     if !t.device().is_cpu() || t.dtype() != T::DTYPE {
         return None;
     }
@@ -708,7 +707,7 @@ pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Opti
     if n * inner < 1 << 15 {
         spare.chunks_mut(inner).enumerate().for_each(row);
     } else {
-        spare.par_chunks_mut(inner).enumerate().for_each(row);
+        crate::exec::pool::par_chunks(spare, inner, |i, d| row((i, d)));
     }
     // SAFETY: every row of the capacity was written above
     unsafe { out.set_len(n * inner) };

@@ -14,7 +14,6 @@ fn channel_view(t: &Tensor, rank: usize) -> Result<CandleTensor> {
 /// plane per batch and channel, the planes split between the threads), or
 /// `None` for the device path.
 fn batch_norm_host(x: &Tensor, scale: &CandleTensor, shift: &CandleTensor) -> Result<Option<Tensor>> {
-    use rayon::prelude::*;
     if x.dtype != Dtype::Float32 || x.rank() < 2 {
         return Ok(None);
     }
@@ -26,15 +25,12 @@ fn batch_norm_host(x: &Tensor, scale: &CandleTensor, shift: &CandleTensor) -> Re
     let plane: usize = dims[2..].iter().product();
     let y = with_host(&x.t, |xs: &[f32]| {
         let mut out = vec![0f32; xs.len()];
-        out.par_chunks_mut(plane.max(1))
-            .zip(xs.par_chunks(plane.max(1)))
-            .enumerate()
-            .for_each(|(i, (d, s))| {
-                let (a, b) = (scale[i % c], shift[i % c]);
-                for (d, s) in d.iter_mut().zip(s) {
-                    *d = s * a + b;
-                }
-            });
+        crate::exec::pool::par_chunks(&mut out, plane, |i, d| {
+            let (a, b) = (scale[i % c], shift[i % c]);
+            for (d, s) in d.iter_mut().zip(&xs[i * plane..]) {
+                *d = s * a + b;
+            }
+        });
         out
     });
     match y {

@@ -273,7 +273,6 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
 /// transposed, `[8, 197, 768]` rows 6144 floats apart, took 0.6-1.2 ms
 /// each at batch 8. `None` for other layouts.
 fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Option<Tensor>> {
-    use rayon::prelude::*;
     let host = |t: &Tensor| t.dtype == Dtype::Float32 && t.t.device().is_cpu();
     // (no dim broadcast: a stride 0 would read one row for many)
     let dense = |t: &Tensor| t.dims().iter().zip(t.t.stride()).all(|(&d, &s)| d <= 1 || s > 0);
@@ -296,7 +295,7 @@ fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Re
     }
     let inner = xr.inner();
     let mut out = sgemm::uninit(xr.count() * inner);
-    out.par_chunks_mut(inner).enumerate().for_each(|(i, dst)| {
+    crate::exec::pool::par_chunks(&mut out, inner, |i, dst| {
         let (a, b) = (xr.start(i), yr.start(i));
         for ((d, &p), &q) in dst.iter_mut().zip(&xall[a..a + inner]).zip(&yall[b..b + inner]) {
             d.write(f(p, q));

@@ -105,12 +105,9 @@ fn batched_transpose(t: &CandleTensor) -> Result<Option<CandleTensor>> {
         return Ok(None);
     };
     let mut out = vec![0f32; batch * n * p];
-    {
-        use rayon::prelude::*;
-        out.par_chunks_mut((n * p).max(1))
-            .zip(src.par_chunks(n * p))
-            .for_each(|(dst, m)| vmath::transpose(m, n, p, dst));
-    }
+    crate::exec::pool::par_chunks(&mut out, n * p, |i, dst| {
+        vmath::transpose(&src[i * n * p..][..n * p], n, p, dst)
+    });
     drop(storage);
     Ok(Some(host_f32_tensor(out, &dims)?))
 }

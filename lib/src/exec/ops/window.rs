@@ -103,7 +103,6 @@ pub(super) fn window_planes<'a>(
     plane: impl Fn(usize) -> (usize, f32, WindowOp<'a>) + Sync,
     then: Option<&Finish<'_>>,
 ) {
-    use rayon::prelude::*;
     let plan = WindowPlan::new(g);
     let (per_in, per_out) = (plan.g.h * plan.g.w, (plan.g.oh * plan.g.ow).max(1));
     let count = out.len() / per_out;
@@ -140,9 +139,7 @@ pub(super) fn window_planes<'a>(
     if count <= group {
         run((0, out));
     } else {
-        out.par_chunks_mut(per_out * group)
-            .enumerate()
-            .for_each(run);
+        crate::exec::pool::par_chunks(out, per_out * group, |i, d| run((i, d)));
     }
 }
 

@@ -264,11 +264,8 @@ pub fn pack_a(a: &View) -> PackedA {
     } else {
         // the activations of a large product: the panels split over the
         // threads
-        use rayon::prelude::*;
-        data.par_chunks_mut((k * MR).max(1))
-            .enumerate()
-            .take(panels)
-            .for_each(fill);
+        let len = (panels * k * MR).min(data.len());
+        crate::exec::pool::par_chunks(&mut data[..len], k * MR, |i, d| fill((i, d)));
     }
     // SAFETY: every panel written whole (the fills above)
     let data = unsafe { assume_init(data) };
@@ -314,26 +311,22 @@ pub fn pack_b(b: &View) -> PackedB {
 /// from column `j0`; see [`gemm_rows`]), the column panels filled in
 /// parallel: a weight read where it lies, packed once.
 pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
-    use rayon::prelude::*;
     let panels = n.div_ceil(NR);
     let mut data = vec![0f32; panels * k * NR];
     if panels >= rayon::current_num_threads() {
-        data.par_chunks_mut((k * NR).max(1))
-            .enumerate()
-            .take(panels)
-            .for_each(|(jp, panel)| {
-                let cols = (n - jp * NR).min(NR);
-                let mut row = [0f32; NR];
-                for r in 0..k {
-                    fill(r, jp * NR, &mut row[..cols]);
-                    put_row(panel, k, r, &row[..cols]);
-                }
-            });
+        crate::exec::pool::par_chunks(&mut data, k * NR, |jp, panel| {
+            let cols = (n - jp * NR).min(NR);
+            let mut row = [0f32; NR];
+            for r in 0..k {
+                fill(r, jp * NR, &mut row[..cols]);
+                put_row(panel, k, r, &row[..cols]);
+            }
+        });
     } else {
         // fewer panels than threads: whole rows, the rows split
         let rows = k.div_ceil(rayon::current_num_threads().max(1)).max(1);
         let ptr = SendPtr(data.as_mut_ptr());
-        (0..k.div_ceil(rows)).into_par_iter().for_each(|t| {
+        crate::exec::pool::par_for(k.div_ceil(rows), |t| {
             let mut row = vec![0f32; n];
             for r in t * rows..((t + 1) * rows).min(k) {
                 fill(r, 0, &mut row);

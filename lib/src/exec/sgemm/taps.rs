@@ -149,10 +149,7 @@ pub fn gemm_taps(
         run(0..np);
         return;
     }
-    use rayon::prelude::*;
-    (0..threads)
-        .into_par_iter()
-        .for_each(|t| run(t * np / threads..(t + 1) * np / threads));
+    crate::exec::pool::par_for(threads, |t| run(t * np / threads..(t + 1) * np / threads));
 }
 
 #[cfg(test)]

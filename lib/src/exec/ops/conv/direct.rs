@@ -97,7 +97,6 @@ impl Grid {
     /// [`Grid::new`], reading in place only where `in_place_allowed` (the
     /// kernel bench times the copied grid against it).
     fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place_allowed: bool) -> Grid {
-        use rayon::prelude::*;
         let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
         let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
         let [_, oh, ow] = g.output;
@@ -116,13 +115,11 @@ impl Grid {
             if batched_planes(g, b) {
                 let mut data = GRID.with(|g| g.take());
                 data.resize(b * c * plane, 0.0);
-                data.par_chunks_mut((b * plane).max(1))
-                    .enumerate()
-                    .for_each(|(ch, dst)| {
-                        for (bi, d) in dst.chunks_mut(plane.max(1)).enumerate() {
-                            d.copy_from_slice(&xs[(bi * c + ch) * plane..][..plane]);
-                        }
-                    });
+                crate::exec::pool::par_chunks(&mut data, b * plane, |ch, dst| {
+                    for (bi, d) in dst.chunks_mut(plane.max(1)).enumerate() {
+                        d.copy_from_slice(&xs[(bi * c + ch) * plane..][..plane]);
+                    }
+                });
                 return Grid {
                     data,
                     image: c * plane,

@@ -124,7 +124,6 @@ pub(super) unsafe fn few_channels_product(
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&sgemm::Epilogue>,
 ) {
-    use rayon::prelude::*;
     let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
     let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
     let [_, oh, ow] = g.output;
@@ -246,7 +245,7 @@ pub(super) unsafe fn few_channels_product(
     if tasks == 1 {
         task(&mut Vec::new(), 0);
     } else {
-        (0..tasks).into_par_iter().for_each_init(Vec::new, task);
+        crate::exec::pool::par_for_init(tasks, Vec::new, task);
     }
 }
 

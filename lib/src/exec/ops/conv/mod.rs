@@ -47,12 +47,9 @@ impl Windows {
 /// position, zero where it reads padding. Each row is filled by its own
 /// task ([`im2col_row`]).
 fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
-    use rayon::prelude::*;
     let (k, n) = (c * g.taps(), g.out_plane());
     let mut col = vec![T::default(); b * k * n];
-    col.par_chunks_mut(n.max(1))
-        .enumerate()
-        .for_each(|(row, out)| im2col_row(xs, c, g, row, out));
+    crate::exec::pool::par_chunks(&mut col, n, |row, out| im2col_row(xs, c, g, row, out));
     col
 }
 
@@ -137,7 +134,6 @@ impl GemmElem for f64 {
 /// scales better than one gemm asked to parallelise small products), the
 /// bias the product's initial value.
 fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co: usize, n: usize) -> Vec<T> {
-    use rayon::prelude::*;
     let k = ws.len() / co.max(1);
     let mut out: Vec<T> = Vec::with_capacity(b * co * n);
     for bi in 0..b {
@@ -149,7 +145,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
         let dst = &mut out[bi * co * n..(bi + 1) * co * n];
         let threads = rayon::current_num_threads().clamp(1, co.max(1));
         let rows = co.div_ceil(threads).max(1);
-        dst.par_chunks_mut((rows * n).max(1)).enumerate().for_each(|(t, d)| {
+        crate::exec::pool::par_chunks(dst, rows * n, |t, d| {
             let m = d.len() / n.max(1);
             let wrows = &ws[t * rows * k..(t * rows + m) * k];
             // SAFETY: dst is m x n, lhs m x k and rhs k x n, all row-major
@@ -302,12 +298,11 @@ fn subsampled(g: &Windows) -> bool {
 /// to read one (ResNet's downsampling 1x1s at batch 8 ran at 120-225
 /// GFLOP/s).
 fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
-    use rayon::prelude::*;
     let (b, c) = (x.dims()[0], x.dims()[1]);
     let ([_, h, w], [_, sh, sw], [_, oh, ow]) = (g.input, g.stride, g.output);
     let mut out = vec![0f32; b * c * oh * ow];
     with_host(x, |xs: &[f32]| {
-        out.par_chunks_mut((oh * ow).max(1)).enumerate().for_each(|(p, dst)| {
+        crate::exec::pool::par_chunks(&mut out, oh * ow, |p, dst| {
             let plane = &xs[p * h * w..][..h * w];
             for (oy, line) in dst.chunks_mut(ow.max(1)).enumerate() {
                 let row = &plane[oy * sh * w..];

@@ -50,7 +50,6 @@ pub(super) fn conv_pixel_rows(
     epilogue: Option<&EpilogueArgs>,
     channels_last: bool,
 ) -> Result<CandleTensor> {
-    use rayon::prelude::*;
     let threads = rayon::current_num_threads();
     let pb = with_matrix(w, |v| {
         exec.packed_b(&sgemm::View {
@@ -164,9 +163,7 @@ pub(super) fn conv_pixel_rows(
             };
             let chunk = (co * n).max(1);
             if b >= threads {
-                out.par_chunks_mut(chunk)
-                    .enumerate()
-                    .for_each_init(Vec::new, |yt, (bi, dst)| image(bi, dst, yt, 1));
+                crate::exec::pool::par_chunks_init(out, chunk, Vec::new, |yt, bi, dst| image(bi, dst, yt, 1));
             } else {
                 let mut yt = Vec::new();
                 for (bi, dst) in out.chunks_mut(chunk).enumerate() {
@@ -321,7 +318,6 @@ pub(super) fn pixel_taps_product(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use rayon::prelude::*;
     let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
     let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
     let [_, oh, ow] = g.output;
@@ -352,17 +348,16 @@ pub(super) fn pixel_taps_product(
     let mut image = IMAGE.with(|v| v.take());
     image.clear();
     image.resize(b * padded, 0.0);
-    image
-        .par_chunks_mut(padded.max(1))
-        .zip(xs.par_chunks((c * h * wd).max(1)))
-        .for_each_init(Vec::new, |tmp, (dst, x)| channels_last(x, (c, h, wd), wp, (ph, pw), tmp, dst));
+    let plane = c * h * wd;
+    crate::exec::pool::par_chunks_init(&mut image[..b * padded], padded, Vec::new, |tmp, bi, dst| {
+        channels_last(&xs[bi * plane..][..plane], (c, h, wd), wp, (ph, pw), tmp, dst)
+    });
     sgemm::gemm_taps(&image, sw * c, &tap_offs, &rows, bs, &mut yt, co, bias, rayon::current_num_threads());
     // SAFETY: the panels cover every pixel's row, written whole
     let y = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-    out.par_chunks_mut((co * n).max(1))
-        .zip(y.par_chunks((n * co).max(1)))
-        .enumerate()
-        .for_each(|(bi, (dst, y))| channels_first(y, (n, co), dst, accumulate, then, bi));
+    crate::exec::pool::par_chunks(&mut out[..b * co * n], co * n, |bi, dst| {
+        channels_first(&y[bi * n * co..][..n * co], (n, co), dst, accumulate, then, bi)
+    });
     IMAGE.with(|v| v.replace(image));
 }
 

@@ -294,7 +294,7 @@ pub(super) unsafe fn winograd_product(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use rayon::prelude::*;
+    use crate::exec::pool::{par_chunks, par_for, par_for_init};
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
     let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
@@ -320,7 +320,8 @@ pub(super) unsafe fn winograd_product(
     };
     if blocks >= 2 * threads {
         let (tb, image) = (tiles.div_ceil(blocks), &image);
-        (0..blocks).into_par_iter().for_each_init(
+        par_for_init(
+            blocks,
             || (vec![0f32; np * tb * c], sgemm::uninit(np * tb * co)),
             |(v, m), blk| {
                 let ts = blk * tiles / blocks..(blk + 1) * tiles / blocks;
@@ -336,17 +337,15 @@ pub(super) unsafe fn winograd_product(
         let mut v = vec![0f32; np * tiles * c];
         let vp = sgemm::SendPtr(v.as_mut_ptr());
         let parts = (4 * threads).min(tiles);
-        (0..parts).into_par_iter().for_each(|p| {
+        par_for(parts, |p| {
             let ts = p * tiles / parts..(p + 1) * tiles / parts;
             // each part writes its own tiles' rows of the matrices
             geo.inputs(&image, ts.clone(), vp.at(ts.start * c), tiles * c);
         });
         let mut m = sgemm::uninit(np * tiles * co);
-        m.par_chunks_mut(tiles * co)
-            .enumerate()
-            .for_each(|(e, m)| product(&v, m, tiles, e));
+        par_chunks(&mut m, tiles * co, |e, m| product(&v, m, tiles, e));
         let mp = m.as_ptr().cast::<f32>() as usize;
-        (0..parts).into_par_iter().for_each(|p| {
+        par_for(parts, |p| {
             let ts = p * tiles / parts..(p + 1) * tiles / parts;
             let at = (mp as *const f32).add(ts.start * co);
             geo.outputs(at, ts, tiles * co, bias, y);
@@ -364,13 +363,12 @@ pub(super) unsafe fn winograd_product(
 /// transposed straight into place and its channels of the border zeroed
 /// (no pass clearing the whole buffer first, none serial at batch 1).
 fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, image: &mut [f32]) {
-    use rayon::prelude::*;
     let (c, wp, padded) = (geo.c, geo.wp, geo.padded());
     let hp = padded / (wp * c);
     let groups = c / 16;
     let ip = sgemm::SendPtr(image.as_mut_ptr());
     assert!(image.len() >= b * padded && xs.len() >= b * c * h * w);
-    (0..b * groups).into_par_iter().for_each(|t| {
+    crate::exec::pool::par_for(b * groups, |t| {
         let (bi, c0) = (t / groups, (t % groups) * 16);
         // SAFETY: the task writes channels c0..c0 + 16 of image bi's
         // pixels, no other task's, all inside the image (asserted)
@@ -405,12 +403,11 @@ fn channels_first(
     accumulate: bool,
     then: Option<&sgemm::Epilogue>,
 ) {
-    use rayon::prelude::*;
     let threads = rayon::current_num_threads();
     let parts = if b >= threads { 1 } else { threads.div_ceil(b).min(n.div_ceil(16)) };
     let op = sgemm::SendPtr(out.as_mut_ptr().cast::<f32>());
     assert!(out.len() >= b * co * n && y.len() >= b * n * co);
-    (0..b * parts).into_par_iter().for_each(|t| {
+    crate::exec::pool::par_for(b * parts, |t| {
         let (bi, q) = (t / parts, t % parts);
         // bands of whole lines of 16 floats
         let band = |q: usize| (q * n / parts).next_multiple_of(16).min(n);
