@@ -142,8 +142,11 @@ thread_local! {
 /// for each thread that takes part (as rayon's `for_each_init`), on the
 /// executor's threads: where this thread runs a run with the spinners
 /// awake ([`KeepAwake`]), the tasks are posted in one slot the spinners
-/// watch, and the threads take them until none are left, this one from
-/// the front, the spinners from the back ([`Job`]'s `ends`); elsewhere
+/// watch, and the threads take them until none are left, each its own
+/// part's first, then the others' from their backs ([`Job`]'s `ends`:
+/// against one counter whose two ends the runner and the spinner moved,
+/// MobileNetV3 b1 0.988x, ResNet-50 b1 and MobileNetV3 b8 1.00x, fast
+/// minutes, 8 rounds each); elsewhere
 /// (and inside a task) through rayon, or on this thread. MobileNetV3 at
 /// batch 1 runs some forty such regions a run (its convolutions'
 /// products, depthwise tasks and grids): 0.964x of its time this way
@@ -179,9 +182,19 @@ pub(crate) fn par_for_init<S>(
             f(&mut s, t);
         }
     };
+    let parts = rayon::current_num_threads().clamp(1, MAX_PARTS);
     let job = Job {
         run: &run,
-        ends: std::sync::atomic::AtomicU64::new((tasks as u64) << 32),
+        parts,
+        ends: std::array::from_fn(|p| {
+            let (lo, hi) = (p * tasks / parts, (p + 1) * tasks / parts);
+            Part(std::sync::atomic::AtomicU64::new(if p < parts {
+                (hi as u64) << 32 | lo as u64
+            } else {
+                0
+            }))
+        }),
+        joined: AtomicUsize::new(1),
         done: AtomicUsize::new(0),
         panic: std::sync::Mutex::new(None),
     };
@@ -285,17 +298,36 @@ pub(crate) fn par_chunks_pair<A: Send, B: Send>(
 /// Gives a thread the next task of a [`Job`] to run, or none.
 type Claim<'c> = &'c dyn Fn() -> Option<usize>;
 
+/// The most parts a [`Job`]'s tasks are split into (one a thread; the
+/// spinners past it share the last ones).
+const MAX_PARTS: usize = 8;
+
+/// One part's tasks not taken yet, `[lo, hi)` as `hi << 32 | lo`, alone
+/// in its cache lines (its owner's claims stay in its own cache).
+#[repr(align(128))]
+struct Part(std::sync::atomic::AtomicU64);
+
 /// A [`par_for_init`] in progress (on the runner's stack).
 struct Job<'a> {
     /// A thread's part: its state made, then tasks as `claim` gives them.
     run: &'a (dyn Fn(Claim) + Sync),
-    /// The tasks not taken yet, `[lo, hi)` as `hi << 32 | lo`: the runner
-    /// takes them from the front, the spinners from the back, so that
-    /// each thread's tasks lie side by side (its part of the output, which
-    /// the next op's tasks read from its cache, split as this one: tasks
-    /// taken in turn from one counter, each thread's outputs every other
-    /// block, made MobileNetV3 at batch 1 1.03x slower).
-    ends: std::sync::atomic::AtomicU64,
+    /// Parts in use (the threads', up to [`MAX_PARTS`]).
+    parts: usize,
+    /// The tasks in even parts in order, one a thread: the runner's the
+    /// first, each spinner's the next as it joins ([`Job::joined`]). A
+    /// thread takes its own part's from the front, then the others' from
+    /// their backs: each thread's tasks lie side by side (its part of the
+    /// output, which the next op's tasks read from its cache, split as
+    /// this one: tasks taken in turn from one counter, each thread's
+    /// outputs every other block, made MobileNetV3 at batch 1 1.03x
+    /// slower), and a thread's claims touch only its own part's line until
+    /// it is empty (one counter both ends of which every claim moved
+    /// bounced its line between the cores at each task: on the VM's slow
+    /// minutes, 400 ns a transfer, a region of 8 short tasks took longer on
+    /// two threads than on one).
+    ends: [Part; MAX_PARTS],
+    /// Threads that have taken a part (the runner counted from the start).
+    joined: AtomicUsize,
     /// Tasks ended (their writes made visible with it).
     done: AtomicUsize,
     panic: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
@@ -304,43 +336,60 @@ struct Job<'a> {
 impl Job<'_> {
     /// Whether tasks are left to take.
     fn left(&self) -> bool {
-        let ends = self.ends.load(Ordering::Relaxed);
-        ends & 0xffff_ffff < ends >> 32
+        self.ends[..self.parts].iter().any(|e| {
+            let ends = e.0.load(Ordering::Relaxed);
+            ends & 0xffff_ffff < ends >> 32
+        })
     }
 
-    /// This thread's part of the job: tasks until none are left (from the
-    /// front, or the back: see `ends`), each
-    /// counted done once it has ended (a panic caught and kept).
-    fn work(&self, front: bool) {
+    /// The next task of part `p`, from its front or its back.
+    fn claim_in(&self, p: usize, front: bool) -> Option<usize> {
+        let word = &self.ends[p].0;
+        let mut ends = word.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = (ends & 0xffff_ffff, ends >> 32);
+            if lo >= hi {
+                return None;
+            }
+            let (next, t) = if front {
+                (ends + 1, lo)
+            } else {
+                (ends - (1 << 32), hi - 1)
+            };
+            match word.compare_exchange_weak(ends, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(t as usize),
+                Err(now) => ends = now,
+            }
+        }
+    }
+
+    /// This thread's part of the job: its own part's tasks (the runner
+    /// the first part, a spinner the next not yet joined), then the
+    /// others' left, each counted done once it has ended (a panic caught
+    /// and kept).
+    fn work(&self, runner: bool) {
         if !self.left() {
             return;
         }
+        let home = if runner {
+            0
+        } else {
+            let n = self.joined.fetch_add(1, Ordering::Relaxed);
+            if self.parts > 1 {
+                1 + (n - 1) % (self.parts - 1)
+            } else {
+                0
+            }
+        };
         let taken = std::cell::Cell::new(0);
         let claim = || {
-            let mut ends = self.ends.load(Ordering::Relaxed);
-            loop {
-                let (lo, hi) = (ends & 0xffff_ffff, ends >> 32);
-                if lo >= hi {
-                    return None;
-                }
-                let (next, t) = if front {
-                    (ends + 1, lo)
-                } else {
-                    (ends - (1 << 32), hi - 1)
-                };
-                match self.ends.compare_exchange_weak(
-                    ends,
-                    next,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        taken.set(taken.get() + 1);
-                        return Some(t as usize);
-                    }
-                    Err(now) => ends = now,
-                }
+            let t = self.claim_in(home, true).or_else(|| {
+                (1..self.parts).find_map(|d| self.claim_in((home + d) % self.parts, false))
+            });
+            if t.is_some() {
+                taken.set(taken.get() + 1);
             }
+            t
         };
         IN_TASK.with(|t| t.set(true));
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.run)(&claim)));
@@ -351,8 +400,10 @@ impl Job<'_> {
             }
             // the tasks left are not run: counted done, so that the
             // runner stops waiting
-            let ends = self.ends.swap(0, Ordering::Relaxed);
-            taken.set(taken.get() + ((ends >> 32).saturating_sub(ends & 0xffff_ffff)) as usize);
+            for e in &self.ends[..self.parts] {
+                let ends = e.0.swap(0, Ordering::Relaxed);
+                taken.set(taken.get() + ((ends >> 32).saturating_sub(ends & 0xffff_ffff)) as usize);
+            }
         }
         self.done.fetch_add(taken.get(), Ordering::Release);
     }
@@ -459,9 +510,10 @@ mod tests {
     /// The hand-over's cost: a parallel region of `TASKS` (8) tasks of
     /// `WORK` (2000) steps of a dependent multiply-add each, through
     /// [`par_for`] within a run, through rayon's `into_par_iter`, and on
-    /// one thread; microseconds a region (a timing, not a test: `cargo
-    /// test --release -p pt2kit --features exec --lib handover_speed --
-    /// --ignored --nocapture`, on a quiet machine).
+    /// one thread; microseconds a region, then the runner's share of the
+    /// tasks (a timing, not a test: `cargo test --release -p pt2kit
+    /// --features exec --lib handover_speed -- --ignored --nocapture`, on
+    /// a quiet machine).
     #[test]
     #[ignore]
     fn handover_speed() {
@@ -492,6 +544,20 @@ mod tests {
                 let ours = per_region(&|| par_for(tasks, task));
                 let theirs = per_region(&|| (0..tasks).into_par_iter().for_each(task));
                 let alone = per_region(&|| (0..tasks).for_each(task));
+                let me = rayon::current_thread_index();
+                let mine = AtomicUsize::new(0);
+                let _ = per_region(&|| {
+                    par_for(tasks, |t| {
+                        task(t);
+                        if rayon::current_thread_index() == me {
+                            mine.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                });
+                eprintln!(
+                    "round {round}: the runner's share of the tasks {:.3}",
+                    mine.load(Ordering::Relaxed) as f64 / (regions * tasks) as f64
+                );
                 eprintln!(
                     "round {round}: {tasks} tasks of {work} steps: par_for {ours:.2} us a region, rayon {theirs:.2}, one thread {alone:.2}"
                 );
