@@ -74,8 +74,13 @@ impl KeepAwake {
         }
         RUNNER.with(|r| r.set(r.get() + 1));
         // (a spinner counts itself from before it is spawned until it
-        // returns)
-        while SPINNERS.load(Ordering::Acquire) < threads - 1 {
+        // returns; this thread's own, where it took the run while it
+        // spun, is not one for the run: without this, a run handed to the
+        // pool from outside it found the other thread's spinner taking it
+        // from rayon's queue and ran on that thread alone, seconds on end
+        // in `par_for_runs_every_task_once`)
+        let own = usize::from(SPINNING.with(|s| s.get()));
+        while SPINNERS.load(Ordering::Acquire) < threads - 1 + own {
             SPINNERS.fetch_add(1, Ordering::AcqRel);
             rayon::spawn(move || {
                 // the runner itself may take this job while it waits: it
@@ -93,6 +98,13 @@ impl KeepAwake {
 /// A spinner's loop: the pool's work as it comes, until none has come for
 /// [`AWAKE_IDLE`].
 fn spin() {
+    let was = SPINNING.with(|s| s.replace(true));
+    spin_until_idle();
+    SPINNING.with(|s| s.set(was));
+}
+
+/// [`spin`]'s loop.
+fn spin_until_idle() {
     let mut idle_since = std::time::Instant::now();
     let mut spins = 0u32;
     loop {
@@ -133,6 +145,10 @@ thread_local! {
     /// How many [`KeepAwake`]s this thread holds: it is a run's runner,
     /// whose [`par_for`]s the spinners share.
     static RUNNER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Whether this thread is a spinner ([`spin`]) now: a run it took
+    /// from rayon's queues while it spun runs inside its spin, which
+    /// counts in [`SPINNERS`] but spins for no one meanwhile.
+    static SPINNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Whether this thread is running a task of a [`par_for`]: a loop
     /// inside one runs on its thread.
     static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -500,6 +516,27 @@ mod tests {
             }
         }
         if in_pool(rayon::current_num_threads) >= 2 {
+            // (the other tests of this binary run meanwhile on the same
+            // two CPUs, and the spinner's thread may wait for the OS longer
+            // than the rounds above take: regions until one of its tasks
+            // runs on another thread, up to a few seconds)
+            let start = std::time::Instant::now();
+            while shared.load(Ordering::Relaxed) == 0
+                && start.elapsed() < std::time::Duration::from_secs(5)
+            {
+                as_runner(|| {
+                    let me = rayon::current_thread_index();
+                    par_for(64, |_| {
+                        let start = std::time::Instant::now();
+                        while start.elapsed() < std::time::Duration::from_micros(50) {
+                            std::hint::spin_loop();
+                        }
+                        if rayon::current_thread_index() != me {
+                            shared.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                });
+            }
             assert!(
                 shared.load(Ordering::Relaxed) > 0,
                 "no task on a thread other than the runner's"
