@@ -483,6 +483,27 @@ class ChannelsLast(nn.Module):
         return e, e.sum((2, 3)), F.max_pool2d(e, 2), self.pw3(f * f.mean((3, 2), keepdim=True)), g
 
 
+class StemPool(nn.Module):
+    """Stems from three colours (the few-channel kernel) whose outputs the
+    executor leaves channels-last where only a max pool reads them: ResNet's
+    7x7 stride-2 to 64 channels with its relu and 3x3 stride-2 pool, a 5x5
+    stride-2 to 32 channels under a 2x2 pool in ceil mode (odd planes: its
+    last window hangs over), and a 3x3 to 48 channels read by a pool and a
+    sum as well (kept in planes). Batch 2, planes of 45x38."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 64, 7, stride=2, padding=3)
+        self.stem2 = nn.Conv2d(3, 32, 5, stride=2, padding=2, bias=False)
+        self.stem3 = nn.Conv2d(3, 48, 3, padding=1)
+
+    def forward(self, x):  # f32[2, 3, 45, 38]
+        a = F.max_pool2d(F.relu(self.stem(x)), 3, 2, 1)
+        b = F.max_pool2d(self.stem2(x), 2, ceil_mode=True)
+        c = F.relu(self.stem3(x))
+        return a, b, F.max_pool2d(c, 3, 2, 1) + c.sum((2, 3), keepdim=True)
+
+
 class ConvOver(nn.Module):
     """Residual adds whose convolution may write its output over the
     residual (dead after the add, its storage no other live value's, not
@@ -1066,6 +1087,7 @@ _reg("cnn", CNN, lambda: (_randn(2, 3, 16, 16),))
 _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
 _reg("channels_last", ChannelsLast, lambda: (_randn(2, 24, 14, 14),))
+_reg("stem_pool", StemPool, lambda: (_randn(2, 3, 45, 38),))
 _reg("conv_over", ConvOver, lambda: (_randn(2, 8, 24, 24),))
 _reg("linear_epilogues", LinearEpilogues, lambda: (_randn(2, 5, 16),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))

@@ -1474,8 +1474,26 @@ fn pixel_rows_split_by_pixels_match_unfused_runs() {
 /// torch's and the run that keeps every output in planes, both dialects.
 #[test]
 fn channels_last_outputs_match_planes_and_torch() {
-    for file in ["channels_last.pt2", "channels_last.decomp.pt2"] {
-        let pt2 = repo().join("golden/models").join(file);
+    channels_last_matches("channels_last", 5);
+}
+
+/// Stems from few channels leave their outputs channels-last where only a
+/// max pool reads them (`golden/models/stem_pool`, from `recipes/zoo.py`:
+/// ResNet's 7x7 stride-2 stem with its relu and pool, a 5x5 under a pool
+/// in ceil mode; a third with another reader stays in planes), the pools
+/// read them so, and the outputs match torch's and the planes' run.
+#[test]
+fn stems_left_channels_last_for_their_pools() {
+    channels_last_matches("stem_pool", 2);
+}
+
+/// `NAME.pt2` and `NAME.decomp.pt2` leave `left` outputs channels-last a
+/// run (where the packed kernels run; none with `planes_only`), and their
+/// outputs match torch's (`NAME.expected.npz`) and the run that keeps
+/// every output in planes.
+fn channels_last_matches(name: &str, left: usize) {
+    for file in [format!("{name}.pt2"), format!("{name}.decomp.pt2")] {
+        let pt2 = repo().join("golden/models").join(&file);
         let program = read(&pt2);
         let cpu = || exec::device(DeviceKind::Cpu).unwrap();
         let planes_only = pt2kit::exec::ExecOptions {
@@ -1486,12 +1504,11 @@ fn channels_last_outputs_match_planes_and_torch() {
             Executor::new(&program, cpu()).unwrap(),
             Executor::with_options(&program, cpu(), planes_only).unwrap(),
         );
+        let models = repo().join("golden/models");
         let inputs =
-            pt2kit::tensorfile::read_npz(&repo().join("golden/models/channels_last.inputs.npz"))
-                .unwrap();
+            pt2kit::tensorfile::read_npz(&models.join(format!("{name}.inputs.npz"))).unwrap();
         let expected =
-            pt2kit::tensorfile::read_npz(&repo().join("golden/models/channels_last.expected.npz"))
-                .unwrap();
+            pt2kit::tensorfile::read_npz(&models.join(format!("{name}.expected.npz"))).unwrap();
         let (got, want) = (cl.run(&inputs).unwrap(), planes.run(&inputs).unwrap());
         let mut failures = compare(&format!("{file} channels-last"), &got, &expected);
         failures.extend(compare(&format!("{file} planes only"), &want, &expected));
@@ -1502,7 +1519,7 @@ fn channels_last_outputs_match_planes_and_torch() {
         ));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
         let left = if pt2kit::exec::sgemm::available() {
-            5
+            left
         } else {
             0
         };

@@ -2,11 +2,12 @@
 //! w]` stored `[b][h][w][c]` (a permuted view, `ops::channels_last_dims`),
 //! which the ops after it read as it lies (a blocked depthwise
 //! convolution's grid, a plane mean, a per-channel scale, a pointwise
-//! convolution's pixel rows) and any other op reads through a copy into
-//! planes. A depthwise convolution on the blocked kernel leaves its output
-//! so where no fused chain over planes follows it; a pointwise one on the
-//! pixel rows where every reader is such a depthwise convolution (found
-//! once, at load, here).
+//! convolution's pixel rows, a max pool) and any other op reads through a
+//! copy into planes. A depthwise convolution on the blocked kernel leaves
+//! its output so where no fused chain over planes follows it; a pointwise
+//! one on the pixel rows, or a stem from few channels, where every reader
+//! is such a depthwise convolution or a max pool (found once, at load,
+//! here).
 
 use super::fuse;
 use crate::ir::{Argument, Graph, Node, SymRef, ValueId, ValueKind};
@@ -16,7 +17,9 @@ use crate::ir::{Argument, Graph, Node, SymRef, ValueId, ValueKind};
 /// depthwise convolution that takes the blocked kernel
 /// ([`super::ops::takes_blocked`]), which reads an input left channels-last as
 /// it lies (its sixteen channels a pixel side by side) where an input in
-/// planes is transposed first. An output of the graph is read as planes.
+/// planes is transposed first, or a 2-D max pool (a stem's: each window's
+/// pixels' channels side by side). An output of the graph is read as
+/// planes.
 pub(super) fn channels_last_readers(graph: &Graph, fusion: &fuse::Plan) -> Vec<bool> {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.values.len()];
     let mut refs = Vec::new();
@@ -97,6 +100,21 @@ pub(super) fn channels_last_readers(graph: &Graph, fusion: &fuse::Plan) -> Vec<b
                 dil,
             )
     };
+    // a 2-D max pool of the value whose indices no one reads (those take
+    // the host's path), which reads a channels-last input where it lies
+    let pool_reader = |n: &Node, v: ValueId| {
+        let unread = |a: &Argument| match a {
+            Argument::Tensor(i) => readers[i.index()].is_empty() && !outputs.contains(i),
+            _ => true,
+        };
+        matches!(
+            n.target.name.as_str(),
+            "max_pool2d" | "max_pool2d_with_indices"
+        ) && matches!(n.arg("self"), Some(Argument::Tensor(x)) if *x == v)
+            && sizes(v).is_some_and(|s| s.len() == 4)
+            && pair(n, "dilation", 1) == Some((1, 1))
+            && n.outputs.iter().skip(1).all(unread)
+    };
     graph
         .nodes
         .iter()
@@ -119,7 +137,10 @@ pub(super) fn channels_last_readers(graph: &Graph, fusion: &fuse::Plan) -> Vec<b
                 conv(node)
                     && !outputs.contains(&v)
                     && !rs.is_empty()
-                    && rs.iter().all(|&j| depthwise_reader(&graph.nodes[j], v))
+                    && rs.iter().all(|&j| {
+                        let n = &graph.nodes[j];
+                        depthwise_reader(n, v) || pool_reader(n, v)
+                    })
             })
         })
         .collect()

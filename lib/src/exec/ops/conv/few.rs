@@ -74,13 +74,16 @@ pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
 /// 0.96-0.99 -> 0.76-0.85 ms at batch 1, 3% less at batch 8 (369 GFLOP/s
 /// warm at batch 1, the direct kernel 340); MobileNetV3's 16-channel stem
 /// stays direct (slower this way).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv_few_channels(
+    exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
     g: &Windows,
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
@@ -94,6 +97,32 @@ pub(super) fn conv_few_channels(
         None => vec![0f32; co],
     };
     debug_assert_eq!(shape.iter().product::<usize>(), b * co * oh * ow);
+    // each line's `[ow][co]` results are its output left channels-last
+    // (no transposes into planes: a fifth of ResNet's stem on one thread)
+    // where the readers read it so (a max pool), and the chain after it,
+    // if any, is of constants (an element's place is moot)
+    if channels_last && shape.len() == 4 {
+        let len = b * co * oh * ow;
+        let fused = register_epilogue(epilogue, len);
+        let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+            steps,
+            inputs,
+            map: None,
+        });
+        if epilogue.is_none() || then.as_ref().is_some_and(sgemm::Epilogue::constants_only) {
+            let mut out = sgemm::uninit(len);
+            with_host(x, |xs: &[f32]| {
+                // SAFETY: as below
+                unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), &mut out, (then.as_ref(), true)) }
+            })
+            .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))?;
+            mark_applied(epilogue, then.is_some());
+            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: every pixel's `co` results were written
+            let out = unsafe { sgemm::assume_init(out) };
+            return channels_last_tensor(out, [b, co, oh, ow]);
+        }
+    }
     // never offered a residual to write over (`writes_over`)
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
         if accumulate {
@@ -102,14 +131,16 @@ pub(super) fn conv_few_channels(
         with_host(x, |xs: &[f32]| {
             // SAFETY: the kernels' instruction set is present (the
             // caller's check); the sizes are the convolution's.
-            unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, then) }
+            unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, (then, false)) }
         })
         .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
     })
 }
 
 /// The product of [`conv_few_channels`]: `xs` the batch's images, `wt`
-/// the weights `[k][c_out]`, `bias` one a channel, into `out`.
+/// the weights `[k][c_out]`, `bias` one a channel, into `out`: planes, or
+/// with `channels_last` `[b][oh][ow][co]` (each line's results where they
+/// lie, no transposes); `then` run on each band.
 ///
 /// # Safety
 /// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` `c *
@@ -122,7 +153,7 @@ pub(super) unsafe fn few_channels_product(
     g: &Windows,
     (b, c, co): (usize, usize, usize),
     out: &mut [std::mem::MaybeUninit<f32>],
-    then: Option<&sgemm::Epilogue>,
+    (then, channels_last): (Option<&sgemm::Epilogue>, bool),
 ) {
     let ([_, h, wd], [_, kh, kw]) = (g.input, g.kernel);
     let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
@@ -149,12 +180,20 @@ pub(super) unsafe fn few_channels_product(
     let band = oh.div_ceil(per_image).max(1);
     let bands = oh.div_ceil(band);
     let dst = sgemm::SendPtr(out.as_mut_ptr().cast());
-    let task = |tile: &mut Vec<f32>, t: usize| {
+    let task = |buf: &mut Vec<f32>, t: usize| {
         let (n, oy0) = (t / bands, (t % bands) * band);
         let oy1 = (oy0 + band).min(oh);
-        tile.resize(ow * co, 0.0);
+        buf.resize(ow * co, 0.0);
         let x = &xs[n * c * plane..][..c * plane];
         for oy in oy0..oy1 {
+            // the line's `[ow][co]` results: a buffer, or channels-last
+            // the output's line itself (its own task's)
+            let tile = if channels_last {
+                dst.at(((n * oh + oy) * ow) * co)
+            } else {
+                buf.as_mut_ptr()
+            };
+            let tile = (tile, ow * co);
             // the kernel rows inside the input: ky0..ky1
             let iy = |ky: usize| (oy * sh + ky * dh) as isize - ph as isize;
             let ky0 = (0..kh).find(|&ky| iy(ky) >= 0).unwrap_or(kh);
@@ -176,7 +215,7 @@ pub(super) unsafe fn few_channels_product(
             let at = |ox: usize| (ox * sw) as isize - pw as isize;
             for ox in (0..lo).chain(hi..ow) {
                 // SAFETY: the instruction set is present; the pixel is in the tile
-                unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
+                unsafe { few_pixel(&line, at(ox), (tile.0.add(ox * co), co)) };
             }
             if hi - lo >= run {
                 // a pass a group of vectors: runs from lo, the last one
@@ -189,7 +228,7 @@ pub(super) unsafe fn few_channels_product(
                         macro_rules! call {
                             ($run:ident: $($v:literal => $p:literal),*) => {
                                 match per_pass {
-                                    $($v => $run::<$v, $p>(&line, at(s), v0, &mut tile[s * co..]),)*
+                                    $($v => $run::<$v, $p>(&line, at(s), v0, (tile.0.add(s * co), tile.1 - s * co)),)*
                                     _ => unreachable!("16 to 64 output channels"),
                                 }
                             };
@@ -213,15 +252,15 @@ pub(super) unsafe fn few_channels_product(
             } else {
                 for ox in lo..hi {
                     // SAFETY: as above
-                    unsafe { few_pixel(&line, at(ox), &mut tile[ox * co..][..co]) };
+                    unsafe { few_pixel(&line, at(ox), (tile.0.add(ox * co), co)) };
                 }
             }
-            for v in 0..vecs {
+            for v in (0..vecs).filter(|_| !channels_last) {
                 // SAFETY: tasks write disjoint lines of `out`; the
                 // instruction set is present, the tile holds `ow` pixels of `co`
                 unsafe {
                     vmath::pixels_to_planes_at(
-                        tile[v * 16..].as_ptr(),
+                        buf[v * 16..].as_ptr(),
                         co,
                         16,
                         ow,
@@ -231,7 +270,14 @@ pub(super) unsafe fn few_channels_product(
                 };
             }
         }
-        if let Some(e) = then {
+        if let Some(e) = then.filter(|_| channels_last) {
+            // the band's lines, one span (a chain of constants: any
+            // element's offset will do)
+            let at = (n * oh + oy0) * ow * co;
+            // SAFETY: the band's lines were written above, by this task only
+            let span = unsafe { std::slice::from_raw_parts_mut(dst.at(at), (oy1 - oy0) * ow * co) };
+            sgemm::run_epilogue(e, at, span);
+        } else if let Some(e) = then {
             for o in 0..co {
                 let at = (n * co + o) * oplane + oy0 * ow;
                 // SAFETY: the band's lines of this plane were written
@@ -268,25 +314,27 @@ struct FewLine<'a> {
 }
 
 // `few_run` for AVX-512F and for AVX2 + FMA.
-isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewLine, ix0: isize, v0: usize, tile: &mut [f32]));
+isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewLine, ix0: isize, v0: usize, tile: (*mut f32, usize)));
 
 /// `P` pixels of a line from input column `ix0` (the first's window
 /// start; each next `sw` on), `V` vectors of output channels from vector
-/// `v0`, into `tile` (`[P][co]`): the bias, then every tap in order.
+/// `v0`, into `tile` (`[P][co]`, written only): the bias, then every tap
+/// in order.
 ///
 /// # Safety
 /// `S`'s instruction set is present; every window of the run lies inside
-/// the input's lines, `tile` holds `P * co` floats.
+/// the input's lines, `tile` is a pointer to that many writable floats,
+/// `P * co` or more, no other thread's.
 #[inline(always)]
-unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, v0: usize, tile: &mut [f32]) {
+unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, v0: usize, tile: (*mut f32, usize)) {
     assert!(
         ix0 >= 0
             && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd
             && (v0 + V) * 16 <= l.co
-            && tile.len() >= (P - 1) * l.co + (v0 + V) * 16
+            && tile.1 >= (P - 1) * l.co + (v0 + V) * 16
     );
     let (xp, wp) = (l.x.as_ptr(), l.wt.as_ptr().add(v0 * 16));
-    let (tp, bp) = (tile.as_mut_ptr().add(v0 * 16), l.bias.as_ptr().add(v0 * 16));
+    let (tp, bp) = (tile.0.add(v0 * 16), l.bias.as_ptr().add(v0 * 16));
     let init: [S; V] = std::array::from_fn(|v| S::load(bp.add(v * 16)));
     let mut acc = [init; P];
     for ch in 0..l.c {
@@ -314,17 +362,18 @@ unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: i
 
 /// One pixel of a line whose window may reach past the line's ends
 /// (those taps skipped: the padding adds nothing), from input column
-/// `ix0`, into `out` (`co` floats).
+/// `ix0`, into `out` (`co` floats, written only).
 ///
 /// # Safety
-/// The kernels' instruction set is present.
-unsafe fn few_pixel(l: &FewLine, ix0: isize, out: &mut [f32]) {
+/// The kernels' instruction set is present; `out` is a pointer to that
+/// many writable floats, `co` or more, no other thread's.
+unsafe fn few_pixel(l: &FewLine, ix0: isize, out: (*mut f32, usize)) {
     #[target_feature(enable = "avx512f")]
-    unsafe fn wide(l: &FewLine, ix0: isize, out: &mut [f32]) {
+    unsafe fn wide(l: &FewLine, ix0: isize, out: (*mut f32, usize)) {
         few_pixel_in::<Avx512>(l, ix0, out)
     }
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2(l: &FewLine, ix0: isize, out: &mut [f32]) {
+    unsafe fn avx2(l: &FewLine, ix0: isize, out: (*mut f32, usize)) {
         few_pixel_in::<Avx2>(l, ix0, out)
     }
     if sgemm::avx512() {
@@ -335,9 +384,9 @@ unsafe fn few_pixel(l: &FewLine, ix0: isize, out: &mut [f32]) {
 }
 
 #[inline(always)]
-unsafe fn few_pixel_in<S: F32x16>(l: &FewLine, ix0: isize, out: &mut [f32]) {
+unsafe fn few_pixel_in<S: F32x16>(l: &FewLine, ix0: isize, out: (*mut f32, usize)) {
     let vecs = l.co / 16;
-    assert!(vecs <= 4 && out.len() >= l.co);
+    assert!(vecs <= 4 && out.1 >= l.co);
     let mut acc = [S::zero(); 4];
     for (v, a) in acc.iter_mut().enumerate().take(vecs) {
         *a = S::load(l.bias.as_ptr().add(v * 16));
@@ -359,7 +408,7 @@ unsafe fn few_pixel_in<S: F32x16>(l: &FewLine, ix0: isize, out: &mut [f32]) {
         }
     }
     for (v, a) in acc.iter().enumerate().take(vecs) {
-        a.store(out.as_mut_ptr().add(v * 16));
+        a.store(out.0.add(v * 16));
     }
 }
 
@@ -405,9 +454,20 @@ mod tests {
             let mut out = sgemm::uninit(b * co * oh * ow);
             let e = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
             // SAFETY: the instruction set is present; the sizes are the convolution's
-            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut out, Some(&e)) };
+            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut out, (Some(&e), false)) };
             // SAFETY: every output pixel was written
             let out = unsafe { sgemm::assume_init(out) };
+            // the same left channels-last: the same bits, each pixel's
+            // channels side by side
+            let mut last = sgemm::uninit(b * co * oh * ow);
+            // SAFETY: as above
+            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut last, (Some(&e), true)) };
+            // SAFETY: as above
+            let last = unsafe { sgemm::assume_init(last) };
+            for (i, v) in last.iter().enumerate() {
+                let (o, pixel, n) = (i % co, (i / co) % (oh * ow), i / (co * oh * ow));
+                assert_eq!(v.to_bits(), out[(n * co + o) * oh * ow + pixel].to_bits(), "{c} -> {co} k{k} channels-last, element {i}");
+            }
             for n in 0..b {
                 for o in 0..co {
                     for oy in 0..oh {
@@ -439,7 +499,8 @@ mod tests {
 
     /// The few-channel product's speed on the stems of ResNet (3 -> 64,
     /// 7x7 stride 2) and MobileNetV3 (3 -> 16, 3x3 stride 2) at batch
-    /// `BATCH` (1), on `THREADS` threads (2): a timing, not a test: `cargo
+    /// `BATCH` (1), on `THREADS` threads (2), into planes and left
+    /// channels-last: a timing, not a test: `cargo
     /// test --release -p pt2kit --features exec --lib stem_speed --
     /// --ignored --nocapture`.
     #[test]
@@ -460,14 +521,17 @@ mod tests {
             let mut out = sgemm::uninit(b * co * oh * ow);
             let flops = 2.0 * (b * co * oh * ow * 3 * k * k) as f64;
             let reps = (2e9 / flops) as usize + 1;
-            let t0 = std::time::Instant::now();
-            pool.install(|| {
-                for _ in 0..reps {
-                    unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, 3, co), &mut out, None) };
-                }
-            });
-            let t = t0.elapsed().as_secs_f64() / reps as f64;
-            eprintln!("3 -> {co} {k}x{k} s2 batch {b}: {:.3} ms, {:.0} GF/s", t * 1e3, flops / t / 1e9);
+            for channels_last in [false, true] {
+                let t0 = std::time::Instant::now();
+                pool.install(|| {
+                    for _ in 0..reps {
+                        unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, 3, co), &mut out, (None, channels_last)) };
+                    }
+                });
+                let t = t0.elapsed().as_secs_f64() / reps as f64;
+                let layout = if channels_last { "channels-last" } else { "planes" };
+                eprintln!("3 -> {co} {k}x{k} s2 batch {b}, {layout}: {:.3} ms, {:.0} GF/s", t * 1e3, flops / t / 1e9);
+            }
         }
     }
 }

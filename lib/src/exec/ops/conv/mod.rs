@@ -222,7 +222,7 @@ fn conv_im2col(
             let xs = subsample(x, &g)?;
             conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue, channels_last)
         }
-        Kernel::FewChannels => conv_few_channels(x, w, bias, &g, shape, epilogue),
+        Kernel::FewChannels => conv_few_channels(exec, x, w, bias, &g, shape, epilogue, channels_last),
         Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
         Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
         // an input stored channels-last is the pixel rows' A as it lies,
