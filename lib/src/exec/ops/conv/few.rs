@@ -102,25 +102,15 @@ pub(super) fn conv_few_channels(
     // where the readers read it so (a max pool), and the chain after it,
     // if any, is of constants (an element's place is moot)
     if channels_last && shape.len() == 4 {
-        let len = b * co * oh * ow;
-        let fused = register_epilogue(epilogue, len);
-        let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-            steps,
-            inputs,
-            map: None,
-        });
-        if epilogue.is_none() || then.as_ref().is_some_and(sgemm::Epilogue::constants_only) {
-            let mut out = sgemm::uninit(len);
+        let made = channels_last_output(exec, epilogue, [b, co, oh, ow], |out, then| {
             with_host(x, |xs: &[f32]| {
                 // SAFETY: as below
-                unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), &mut out, (then.as_ref(), true)) }
+                unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, (then, true)) }
             })
-            .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))?;
-            mark_applied(epilogue, then.is_some());
-            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: every pixel's `co` results were written
-            let out = unsafe { sgemm::assume_init(out) };
-            return channels_last_tensor(out, [b, co, oh, ow]);
+            .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
+        })?;
+        if let Some(y) = made {
+            return Ok(y);
         }
     }
     // never offered a residual to write over (`writes_over`)
@@ -183,7 +173,9 @@ pub(super) unsafe fn few_channels_product(
     let task = |buf: &mut Vec<f32>, t: usize| {
         let (n, oy0) = (t / bands, (t % bands) * band);
         let oy1 = (oy0 + band).min(oh);
-        buf.resize(ow * co, 0.0);
+        if !channels_last {
+            buf.resize(ow * co, 0.0);
+        }
         let x = &xs[n * c * plane..][..c * plane];
         for oy in oy0..oy1 {
             // the line's `[ow][co]` results: a buffer, or channels-last

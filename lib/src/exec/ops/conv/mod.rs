@@ -399,6 +399,37 @@ fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
     }
 }
 
+/// A convolution's float32 output `[b, c, h, w]` left channels-last
+/// (`[b][h][w][c]`, a permuted view; counted in `ir-run --stats`), made
+/// by `make(out, then)` (every element written, `then` run on each block),
+/// where the fused chain after it, if any, is of constants (an element's
+/// place is moot); `None`, nothing made, where the chain reads other
+/// tensors (their elements lie in planes).
+fn channels_last_output(
+    exec: &Executor,
+    epilogue: Option<&EpilogueArgs>,
+    dims: [usize; 4],
+    make: impl FnOnce(&mut [std::mem::MaybeUninit<f32>], Option<&sgemm::Epilogue>) -> Result<()>,
+) -> Result<Option<CandleTensor>> {
+    let len = dims.iter().product();
+    let fused = register_epilogue(epilogue, len);
+    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
+        steps,
+        inputs,
+        map: None,
+    });
+    if epilogue.is_some() && !then.as_ref().is_some_and(sgemm::Epilogue::constants_only) {
+        return Ok(None);
+    }
+    let mut out = sgemm::uninit(len);
+    make(&mut out, then.as_ref())?;
+    mark_applied(epilogue, then.is_some());
+    exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `make` wrote every element
+    let out = unsafe { sgemm::assume_init(out) };
+    channels_last_tensor(out, dims).map(Some)
+}
+
 /// A convolution's float32 output of `shape`, made by `make(out,
 /// accumulate, then)` (every element of `out` written; with `accumulate`,
 /// added to what `out` holds; `then` run on each block as it is done):

@@ -71,44 +71,36 @@ pub(super) fn conv_pixel_rows(
     // (no transpose into planes) where the readers read it so, and the
     // chain after it, if any, is of constants (an element's place is moot)
     if channels_last && n > 1 && shape.len() == 4 {
-        let fused = register_epilogue(epilogue, b * co * n);
-        let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-            steps,
-            inputs,
-            map: None,
-        });
-        if epilogue.is_none() || then.as_ref().is_some_and(sgemm::Epilogue::constants_only) {
-            let mut out = sgemm::uninit(b * n * co);
+        let made = channels_last_output(exec, epilogue, [b, co, shape[2], shape[3]], |out, then| {
             let run = |xs: &[f32]| {
                 let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], threads: usize| {
                     let image = &xs[bi * k * n..][..k * n];
                     if rows_in_place {
-                        sgemm::gemm_lhs(sgemm::Lhs::rows(image, n, k), &pb, dst, co, init, then.as_ref(), threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::rows(image, n, k), &pb, dst, co, init, then, threads);
                     } else if packed_columns(n, k) {
                         let pa = sgemm::pack_a(&sgemm::View { data: image, off: 0, rows: n, cols: k, rs: 1, cs: n });
-                        sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), &pb, dst, co, init, then.as_ref(), threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), &pb, dst, co, init, then, threads);
                     } else {
-                        sgemm::gemm_lhs(sgemm::Lhs::columns(image, n, k), &pb, dst, co, init, then.as_ref(), threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::columns(image, n, k), &pb, dst, co, init, then, threads);
                     }
                 };
                 // images split between the threads where there are enough
                 // of them, else each product is (as below)
                 let threads = rayon::current_num_threads();
                 if b >= threads {
-                    crate::exec::pool::par_chunks(&mut out, n * co, |bi, dst| image(bi, dst, 1));
+                    crate::exec::pool::par_chunks(out, n * co, |bi, dst| image(bi, dst, 1));
                 } else {
                     for (bi, dst) in out.chunks_mut(n * co).enumerate() {
                         image(bi, dst, threads);
                     }
                 }
             };
+            // (each image's product writes all of its [n, co])
             if rows_in_place { with_channels_last(x, run) } else { with_host(x, run) }
-                .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))?;
-            mark_applied(epilogue, then.is_some());
-            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: each image's product wrote all of its [n, co]
-            let out = unsafe { sgemm::assume_init(out) };
-            return channels_last_tensor(out, [b, co, shape[2], shape[3]]);
+                .ok_or_else(|| Error::internal("packed convolution of an input that is not on the host"))
+        })?;
+        if let Some(y) = made {
+            return Ok(y);
         }
     }
     output_of(x.device(), shape, epilogue, |out, accumulate, then| {
