@@ -3,7 +3,7 @@
 //! they have had no work for a while ([`KeepAwake`]), a kernel's tasks
 //! handed to them through one shared slot ([`par_for`]).
 
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Runs `f` on a thread of the executor's pool (the caller sleeps
 /// meanwhile): a tool that runs a program many times does it all there,
@@ -107,6 +107,12 @@ fn spin() {
 fn spin_until_idle() {
     let mut idle_since = std::time::Instant::now();
     let mut spins = 0u32;
+    let (me, threads) = (
+        rayon::current_thread_index().unwrap_or(0),
+        rayon::current_num_threads().max(1),
+    );
+    // (a loop posted before this spinner came is looked at once)
+    let mut seen = 0;
     loop {
         // a kernel's tasks first (the runner waits on them), then, one
         // round in RAYON_LOOK_EVERY, rayon's
@@ -114,7 +120,7 @@ fn spin_until_idle() {
             spins.is_multiple_of(RAYON_LOOK_EVERY)
                 && matches!(rayon::yield_now(), Some(rayon::Yield::Executed))
         };
-        if take_tasks() || rayon_work() {
+        if take_tasks(&mut seen, me, threads) || rayon_work() {
             spins = 0;
             idle_since = std::time::Instant::now();
             continue;
@@ -158,11 +164,15 @@ thread_local! {
 /// for each thread that takes part (as rayon's `for_each_init`), on the
 /// executor's threads: where this thread runs a run with the spinners
 /// awake ([`KeepAwake`]), the tasks are posted in one slot the spinners
-/// watch, and the threads take them until none are left, each its own
-/// part's first, then the others' from their backs ([`Job`]'s `ends`:
-/// against one counter whose two ends the runner and the spinner moved,
-/// MobileNetV3 b1 0.988x, ResNet-50 b1 and MobileNetV3 b8 1.00x, fast
-/// minutes, 8 rounds each); elsewhere
+/// watch ([`Shared`]), and the threads take them until none are left,
+/// each its own part's first, then the others' from their backs
+/// ([`Part`]: against one counter whose two ends the runner and the
+/// spinner moved, MobileNetV3 b1 0.988x, ResNet-50 b1 and MobileNetV3 b8
+/// 1.00x, fast minutes, 8 rounds each; the slot in static lines against
+/// a job on the runner's stack, `handover_speed`'s region of 8 tasks of
+/// 0.35 us 2.3-2.4 against 3.3-3.5 us on the VM's slow minutes, 1.57-1.62
+/// against 1.65-1.70 in fast ones, MobileNetV3 b1 0.977x slow and 1.00x
+/// fast, ResNet-50 b1 and BERT b1 1.00x slow); elsewhere
 /// (and inside a task) through rayon, or on this thread. MobileNetV3 at
 /// batch 1 runs some forty such regions a run (its convolutions'
 /// products, depthwise tasks and grids): 0.964x of its time this way
@@ -188,7 +198,7 @@ pub(crate) fn par_for_init<S>(
     };
     if RUNNER.with(|r| r.get()) == 0
         || SPINNERS.load(Ordering::Acquire) == 0
-        || u32::try_from(tasks).is_err()
+        || tasks > u32::MAX as usize / 2
     {
         return rayon();
     }
@@ -198,51 +208,65 @@ pub(crate) fn par_for_init<S>(
             f(&mut s, t);
         }
     };
-    let parts = rayon::current_num_threads().clamp(1, MAX_PARTS);
-    let job = Job {
-        run: &run,
-        parts,
-        ends: std::array::from_fn(|p| {
-            let (lo, hi) = (p * tasks / parts, (p + 1) * tasks / parts);
-            Part(std::sync::atomic::AtomicU64::new(if p < parts {
-                (hi as u64) << 32 | lo as u64
-            } else {
-                0
-            }))
-        }),
-        joined: AtomicUsize::new(1),
-        done: AtomicUsize::new(0),
-        panic: std::sync::Mutex::new(None),
-    };
     // the slot is one run's at a time (another executor's run on another
     // of the pool's threads goes through rayon meanwhile)
-    let posted = &job as *const Job as *mut Job<'static>;
-    if JOB
-        .compare_exchange(
-            std::ptr::null_mut(),
-            posted,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        )
-        .is_err()
-    {
+    if shared().busy.0.swap(true, Ordering::Acquire) {
         return rayon();
     }
-    job.work(true);
-    while job.done.load(Ordering::Acquire) < tasks {
+    let parts = rayon::current_num_threads().clamp(1, MAX_PARTS).min(tasks);
+    // SAFETY: the body is called only by a thread that has claimed one of
+    // this loop's tasks, and only until it counts them done; this function
+    // returns once every task is done
+    let body = unsafe { std::mem::transmute::<&Body<'_>, &'static Body<'static>>(&run) };
+    for part in &shared().ends[..parts] {
+        // SAFETY: read only by a thread that has claimed one of the tasks
+        // posted with it (the last loop's are all done)
+        unsafe { *part.0.job.get() = (body, parts) };
+    }
+    // (before any task of this loop can be done)
+    let base = shared().done.0 .0.load(Ordering::Relaxed);
+    // the job, the kernel's inputs and all before, seen by any thread that
+    // claims one of its tasks (its acquire fence)
+    std::sync::atomic::fence(Ordering::Release);
+    for (p, part) in shared().ends[..parts].iter().enumerate() {
+        // the runner's first task, task 0, taken here
+        let (lo, hi) = (
+            p * tasks / parts + usize::from(p == 0),
+            (p + 1) * tasks / parts,
+        );
+        part.0
+            .ends
+            .store((hi as u64) << 32 | lo as u64, Ordering::Relaxed);
+    }
+    let me = rayon::current_thread_index().unwrap_or(0);
+    let posts = shared().slot.0.load(Ordering::Relaxed) >> POSTS_SHIFT;
+    shared().slot.0.store(
+        (posts + 1) << POSTS_SHIFT | (me as u64 & 0xffff) << 8 | parts as u64,
+        Ordering::Release,
+    );
+    let mine = work(0, 0, 0);
+    while shared()
+        .done
+        .0
+         .0
+        .load(Ordering::Acquire)
+        .wrapping_sub(base)
+        + mine
+        < tasks
+    {
         std::hint::spin_loop();
     }
-    // no spinner reads the job once it is out of the slot and no one
-    // holds it
-    JOB.store(std::ptr::null_mut(), Ordering::SeqCst);
-    while USERS.load(Ordering::SeqCst) != 0 {
-        std::hint::spin_loop();
-    }
-    if let Some(panic) = job.panic.into_inner().ok().flatten() {
+    let panic = if shared().done.0 .1.load(Ordering::Relaxed) {
+        shared().done.0 .1.store(false, Ordering::Relaxed);
+        PANIC.lock().ok().and_then(|mut p| p.take())
+    } else {
+        None
+    };
+    shared().busy.0.store(false, Ordering::Release);
+    if let Some(panic) = panic {
         std::panic::resume_unwind(panic);
     }
 }
-
 /// [`par_for_init`] with no state of the threads'.
 pub(crate) fn par_for(tasks: usize, f: impl Fn(usize) + Sync) {
     par_for_init(tasks, || (), |_, t| f(t))
@@ -311,143 +335,212 @@ pub(crate) fn par_chunks_pair<A: Send, B: Send>(
     })
 }
 
-/// Gives a thread the next task of a [`Job`] to run, or none.
+/// Gives a thread the next task of a [`par_for_init`] to run, or none.
 type Claim<'c> = &'c dyn Fn() -> Option<usize>;
 
-/// The most parts a [`Job`]'s tasks are split into (one a thread; the
+/// A [`par_for_init`]'s body as its runner posts it: a thread's part, its
+/// state made, then tasks as the claim gives them.
+type Body<'a> = dyn Fn(Claim) + Sync + 'a;
+
+/// The most parts a posted loop's tasks are split into (one a thread; the
 /// spinners past it share the last ones).
 const MAX_PARTS: usize = 8;
 
-/// One part's tasks not taken yet, `[lo, hi)` as `hi << 32 | lo`, alone
-/// in its cache lines (its owner's claims stay in its own cache).
+/// A value alone in its cache lines.
 #[repr(align(128))]
-struct Part(std::sync::atomic::AtomicU64);
+struct Line<T>(T);
 
-/// A [`par_for_init`] in progress (on the runner's stack).
-struct Job<'a> {
-    /// A thread's part: its state made, then tasks as `claim` gives them.
-    run: &'a (dyn Fn(Claim) + Sync),
-    /// Parts in use (the threads', up to [`MAX_PARTS`]).
-    parts: usize,
-    /// The tasks in even parts in order, one a thread: the runner's the
-    /// first, each spinner's the next as it joins ([`Job::joined`]). A
-    /// thread takes its own part's from the front, then the others' from
-    /// their backs: each thread's tasks lie side by side (its part of the
-    /// output, which the next op's tasks read from its cache, split as
-    /// this one: tasks taken in turn from one counter, each thread's
-    /// outputs every other block, made MobileNetV3 at batch 1 1.03x
-    /// slower), and a thread's claims touch only its own part's line until
-    /// it is empty (one counter both ends of which every claim moved
-    /// bounced its line between the cores at each task: on the VM's slow
-    /// minutes, 400 ns a transfer, a region of 8 short tasks took longer on
-    /// two threads than on one).
-    ends: [Part; MAX_PARTS],
-    /// Threads that have taken a part (the runner counted from the start).
-    joined: AtomicUsize,
-    /// Tasks ended (their writes made visible with it).
-    done: AtomicUsize,
-    panic: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+/// One part of the posted loop's tasks, alone in its cache lines: those
+/// not taken yet, `[lo, hi)` as `hi << 32 | lo`, and the loop they are of.
+///
+/// The tasks lie in even parts in order, one a thread: the runner's the
+/// first, each spinner's the next after the runner's (by the pool's
+/// thread index). A thread takes its own part's from the front, then the
+/// others' from their backs: each thread's tasks lie side by side (its
+/// part of the output, which the next op's tasks read from its cache,
+/// split as this one: tasks taken in turn from one counter, each
+/// thread's outputs every other block, made MobileNetV3 at batch 1 1.03x
+/// slower), and a thread's claims touch only its own part's line until it
+/// is empty (one counter both ends of which every claim moved bounced its
+/// line between the cores at each task: on the VM's slow minutes, 400 ns
+/// a transfer, a region of 8 short tasks took longer on two threads than
+/// on one). A spinner's first claim brings it the line with all it needs
+/// to run the task.
+struct Part {
+    ends: AtomicU64,
+    /// The posted loop's body and its parts, written by its runner before
+    /// `ends`, read by a thread once it has claimed one of its tasks.
+    job: std::cell::UnsafeCell<(&'static Body<'static>, usize)>,
 }
 
-impl Job<'_> {
-    /// Whether tasks are left to take.
-    fn left(&self) -> bool {
-        self.ends[..self.parts].iter().any(|e| {
-            let ends = e.0.load(Ordering::Relaxed);
-            ends & 0xffff_ffff < ends >> 32
+// SAFETY: `job` is written only by the runner holding `Shared::busy` while no task
+// of the loop before is left undone, and read only by one that has
+// claimed a task posted after that write (par_for_init's fences)
+unsafe impl Sync for Part {}
+
+/// What the runner and the spinners share, each in its own cache lines
+/// (one static, reached through [`shared`]: alone, the optimiser kept
+/// only the word of a line-aligned static and put the next static in the
+/// rest of its line, where the runner's lock of a mutex each loop took
+/// the line from the spinner watching the word, 1.2 us a loop on the
+/// VM's slow minutes).
+#[repr(C)]
+struct Shared {
+    /// What the spinners watch: the posts so far (from bit
+    /// [`POSTS_SHIFT`]), the last one's runner (its pool index, bits
+    /// 8..24) and parts (bits 0..8). A spinner that sees it change claims
+    /// a task of its part ([`Part`]: a claim of a task is of the loop
+    /// posted last whatever the spinner saw, as no loop is posted again
+    /// until all the tasks of the last are done); the runner then waits
+    /// on `done`. Two lines cross between the cores for a spinner to
+    /// start (this one and its part's) and one for the runner to see it
+    /// end (`done`), where one shared job on the runner's stack took some
+    /// nine (its pointer, a count of its users to keep it alive, its
+    /// parts, a count of the threads that joined, its done count, its
+    /// pointer taken out and the users seen gone).
+    slot: Line<AtomicU64>,
+    /// Tasks the spinners have ended, over all loops (a runner waits for
+    /// its loop's to reach the count it did not run itself), and whether
+    /// one of them panicked (its panic in [`PANIC`]).
+    done: Line<(AtomicUsize, std::sync::atomic::AtomicBool)>,
+    /// Held by the runner whose loop is posted.
+    busy: Line<std::sync::atomic::AtomicBool>,
+    /// The parts of the posted loop.
+    ends: [Line<Part>; MAX_PARTS],
+}
+
+static SHARED: Shared = Shared {
+    slot: Line(AtomicU64::new(0)),
+    done: Line((
+        AtomicUsize::new(0),
+        std::sync::atomic::AtomicBool::new(false),
+    )),
+    busy: Line(std::sync::atomic::AtomicBool::new(false)),
+    ends: [const {
+        Line(Part {
+            ends: AtomicU64::new(0),
+            job: std::cell::UnsafeCell::new((&no_body, 1)),
         })
-    }
+    }; MAX_PARTS],
+};
 
-    /// The next task of part `p`, from its front or its back.
-    fn claim_in(&self, p: usize, front: bool) -> Option<usize> {
-        let word = &self.ends[p].0;
-        let mut ends = word.load(Ordering::Relaxed);
-        loop {
-            let (lo, hi) = (ends & 0xffff_ffff, ends >> 32);
-            if lo >= hi {
-                return None;
-            }
-            let (next, t) = if front {
-                (ends + 1, lo)
-            } else {
-                (ends - (1 << 32), hi - 1)
-            };
-            match word.compare_exchange_weak(ends, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return Some(t as usize),
-                Err(now) => ends = now,
-            }
-        }
-    }
+/// [`SHARED`], whole (its address opaque to the optimiser).
+#[inline(always)]
+fn shared() -> &'static Shared {
+    std::hint::black_box(&SHARED)
+}
 
-    /// This thread's part of the job: its own part's tasks (the runner
-    /// the first part, a spinner the next not yet joined), then the
-    /// others' left, each counted done once it has ended (a panic caught
-    /// and kept).
-    fn work(&self, runner: bool) {
-        if !self.left() {
-            return;
+/// The body of the parts before any loop is posted (never called: their
+/// tasks are none).
+fn no_body(_: Claim) {}
+
+/// Where the posts' count starts in [`Shared::slot`].
+const POSTS_SHIFT: u32 = 24;
+
+/// A task's panic, kept for its runner.
+static PANIC: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>> = std::sync::Mutex::new(None);
+
+/// The front task of part `p`, if it has one left (a fetch-add: on an
+/// empty part `lo` passes `hi` and the part stays empty).
+fn claim_front(p: usize) -> Option<usize> {
+    let ends = shared().ends[p].0.ends.fetch_add(1, Ordering::Relaxed);
+    let (lo, hi) = (ends & 0xffff_ffff, ends >> 32);
+    (lo < hi).then_some(lo as usize)
+}
+
+/// The back task of part `p`, if it has one left.
+fn claim_back(p: usize) -> Option<usize> {
+    let word = &shared().ends[p].0.ends;
+    let mut ends = word.load(Ordering::Relaxed);
+    loop {
+        let (lo, hi) = (ends & 0xffff_ffff, ends >> 32);
+        if lo >= hi {
+            return None;
         }
-        let home = if runner {
-            0
-        } else {
-            let n = self.joined.fetch_add(1, Ordering::Relaxed);
-            if self.parts > 1 {
-                1 + (n - 1) % (self.parts - 1)
-            } else {
-                0
-            }
-        };
-        let taken = std::cell::Cell::new(0);
-        let claim = || {
-            let t = self.claim_in(home, true).or_else(|| {
-                (1..self.parts).find_map(|d| self.claim_in((home + d) % self.parts, false))
-            });
-            if t.is_some() {
-                taken.set(taken.get() + 1);
-            }
-            t
-        };
-        IN_TASK.with(|t| t.set(true));
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.run)(&claim)));
-        IN_TASK.with(|t| t.set(false));
-        if let Err(panic) = outcome {
-            if let Ok(mut slot) = self.panic.lock() {
-                slot.get_or_insert(panic);
-            }
-            // the tasks left are not run: counted done, so that the
-            // runner stops waiting
-            for e in &self.ends[..self.parts] {
-                let ends = e.0.swap(0, Ordering::Relaxed);
-                taken.set(taken.get() + ((ends >> 32).saturating_sub(ends & 0xffff_ffff)) as usize);
-            }
+        match word.compare_exchange_weak(
+            ends,
+            ends - (1 << 32),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return Some(hi as usize - 1),
+            Err(now) => ends = now,
         }
-        self.done.fetch_add(taken.get(), Ordering::Release);
     }
 }
 
-/// The [`par_for_init`] now posted, or null.
-static JOB: AtomicPtr<Job<'static>> = AtomicPtr::new(std::ptr::null_mut());
+/// This thread's part of the posted loop, with task `first` of part
+/// `part` claimed: its own part's (`home`) tasks, then the others' left;
+/// the tasks it ran or dropped (a panic caught and kept, the tasks left
+/// not run and counted done, so that the runner stops waiting).
+fn work(home: usize, part: usize, first: usize) -> usize {
+    // SAFETY: this thread has claimed a task of the loop posted with it
+    let (body, parts) = unsafe { *shared().ends[part].0.job.get() };
+    let home = home % parts;
+    // (`first` counted from the start: a panic in the state's making,
+    // before the body's first claim, drops it)
+    let taken = std::cell::Cell::new(1usize);
+    let (first, home_left) = (
+        std::cell::Cell::new(Some(first)),
+        std::cell::Cell::new(true),
+    );
+    let claim = || {
+        if let Some(t) = first.take() {
+            return Some(t);
+        }
+        let t = home_left
+            .get()
+            .then(|| claim_front(home))
+            .flatten()
+            .or_else(|| {
+                home_left.set(false);
+                (1..parts).find_map(|d| claim_back((home + d) % parts))
+            });
+        if t.is_some() {
+            taken.set(taken.get() + 1);
+        }
+        t
+    };
+    IN_TASK.with(|t| t.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&claim)));
+    IN_TASK.with(|t| t.set(false));
+    if let Err(panic) = outcome {
+        if let Ok(mut slot) = PANIC.lock() {
+            slot.get_or_insert(panic);
+        }
+        shared().done.0 .1.store(true, Ordering::Relaxed);
+        for e in &shared().ends[..parts] {
+            let ends = e.0.ends.swap(0, Ordering::Relaxed);
+            taken.set(taken.get() + ((ends >> 32).saturating_sub(ends & 0xffff_ffff)) as usize);
+        }
+    }
+    taken.get()
+}
 
-/// Spinners between their look at [`JOB`] and the end of their part.
-static USERS: AtomicUsize = AtomicUsize::new(0);
-
-/// A spinner's part of the posted [`par_for_init`], if there is one with
-/// tasks left: whether it took part.
-fn take_tasks() -> bool {
-    if JOB.load(Ordering::Relaxed).is_null() {
+/// A spinner's part of the loop posted last, if it is one this thread has
+/// not `seen` and has a task left: whether it took part.
+fn take_tasks(seen: &mut u64, me: usize, threads: usize) -> bool {
+    let state = shared().slot.0.load(Ordering::Relaxed);
+    if state == *seen {
         return false;
     }
-    USERS.fetch_add(1, Ordering::SeqCst);
-    let job = JOB.load(Ordering::SeqCst);
-    // SAFETY: a job in the slot lives until the runner has taken it out
-    // and seen USERS at zero, after this thread's decrement below
-    let took = !job.is_null() && unsafe { &*job }.left();
-    if took {
-        // SAFETY: as above
-        unsafe { &*job }.work(false);
+    *seen = state;
+    let (parts, runner) = ((state & 0xff) as usize, (state >> 8 & 0xffff) as usize);
+    if parts == 0 {
+        return false;
     }
-    USERS.fetch_sub(1, Ordering::SeqCst);
-    took
+    let home = (me + threads - runner % threads) % threads % parts;
+    let claimed = claim_front(home).map(|t| (home, t)).or_else(|| {
+        (1..parts).find_map(|d| claim_back((home + d) % parts).map(|t| ((home + d) % parts, t)))
+    });
+    let Some((part, first)) = claimed else {
+        return false;
+    };
+    // the loop's job and inputs, as its runner posted them
+    std::sync::atomic::fence(Ordering::Acquire);
+    let taken = work(home, part, first);
+    shared().done.0 .0.fetch_add(taken, Ordering::Release);
+    true
 }
 
 #[cfg(test)]
@@ -562,13 +655,14 @@ mod tests {
                 .unwrap_or(default)
         };
         let (tasks, work) = (var("TASKS", 8), var("WORK", 2000));
-        let sink = AtomicUsize::new(0);
         let task = |t: usize| {
             let mut x = t;
             for i in 0..work {
                 x = x.wrapping_mul(31).wrapping_add(i);
             }
-            sink.fetch_add(x & 1, Ordering::Relaxed);
+            // (not a shared counter: its line crossed between the cores at
+            // every task, 400 ns on the VM's slow minutes)
+            std::hint::black_box(x);
         };
         let regions = 5_000;
         let per_region = |f: &dyn Fn()| {
@@ -578,11 +672,18 @@ mod tests {
         };
         as_runner(|| {
             for round in 0..3 {
-                let ours = per_region(&|| par_for(tasks, task));
+                // (the spinners kept awake for each loop of regions, as a
+                // run starts them: they sleep after the single-threaded
+                // loop, and a par_for finding none goes through rayon)
+                let ours = {
+                    let _awake = KeepAwake::start();
+                    per_region(&|| par_for(tasks, task))
+                };
                 let theirs = per_region(&|| (0..tasks).into_par_iter().for_each(task));
                 let alone = per_region(&|| (0..tasks).for_each(task));
                 let me = rayon::current_thread_index();
                 let mine = AtomicUsize::new(0);
+                let _awake = KeepAwake::start();
                 let _ = per_region(&|| {
                     par_for(tasks, |t| {
                         task(t);
@@ -631,6 +732,12 @@ mod tests {
             after,
             "a task ran after the loop returned"
         );
+        // a panic in a thread's state, before its first task: every
+        // thread's claimed task counted (none waits for it)
+        let caught = std::panic::catch_unwind(|| {
+            as_runner(|| par_for_init(16, || panic!("a state"), |_: &mut (), _| {}))
+        });
+        assert!(caught.is_err());
         let next = AtomicUsize::new(0);
         as_runner(|| {
             par_for(16, |_| {
