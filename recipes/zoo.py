@@ -504,6 +504,42 @@ class StemPool(nn.Module):
         return a, b, F.max_pool2d(c, 3, 2, 1) + c.sum((2, 3), keepdim=True)
 
 
+class SeFold(nn.Module):
+    """Squeeze-and-excitation scales at batch 1 that the executor folds
+    into the convolution after them (its weight's input channels scaled,
+    the product over the input never made): MobileNetV3's block at 14x14
+    (`d * s` into a 1x1 projection), the operands the other way round into
+    a 3x3; and those it must not fold: a scaled input read again (returned
+    too), a weight larger than half the input (a 7x7 block's 1x1 from 144
+    channels to 96), a depthwise convolution after the scale. Batch 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = nn.Conv2d(24, 96, 1)
+        self.dw = nn.Conv2d(96, 96, 5, padding=2, groups=96)
+        self.fc1, self.fc2 = nn.Conv2d(96, 24, 1), nn.Conv2d(24, 96, 1)
+        self.project = nn.Conv2d(96, 40, 1)  # folded
+        self.taps = nn.Conv2d(96, 8, 3, padding=1)  # folded, s * d
+        self.again = nn.Conv2d(96, 16, 1)  # its input returned too: not folded
+        self.deep = nn.Conv2d(96, 144, 1, stride=2)
+        self.fc3, self.fc4 = nn.Conv2d(144, 16, 1), nn.Conv2d(16, 144, 1)
+        self.wide = nn.Conv2d(144, 96, 1)  # 13824 weights over 7056 inputs: not folded
+        self.dw2 = nn.Conv2d(96, 96, 3, padding=1, groups=96)  # depthwise: not folded
+
+    def forward(self, x):  # f32[1, 24, 14, 14]
+        d = F.hardswish(self.dw(F.hardswish(self.expand(x))))
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(d.mean((2, 3), keepdim=True)))))
+        p = self.project(d * s)
+        t = self.taps(s * d)
+        r = d * (s + 1)
+        a = self.again(r)
+        e = F.relu(self.deep(d))
+        u = torch.sigmoid(self.fc4(F.relu(self.fc3(e.mean((2, 3), keepdim=True)))))
+        w = self.wide(e * u)
+        g = self.dw2(d * s.flip(1))
+        return p, t, r, a, w, g
+
+
 class ConvOver(nn.Module):
     """Residual adds whose convolution may write its output over the
     residual (dead after the add, its storage no other live value's, not
@@ -1088,6 +1124,7 @@ _reg("conv_paths", ConvPaths, lambda: (_randn(2, 3, 49, 41),))
 _reg("conv_epilogues", ConvEpilogues, lambda: (_randn(2, 8, 20, 18),))
 _reg("channels_last", ChannelsLast, lambda: (_randn(2, 24, 14, 14),))
 _reg("stem_pool", StemPool, lambda: (_randn(2, 3, 45, 38),))
+_reg("se_fold", SeFold, lambda: (_randn(1, 24, 14, 14),))
 _reg("conv_over", ConvOver, lambda: (_randn(2, 8, 24, 24),))
 _reg("linear_epilogues", LinearEpilogues, lambda: (_randn(2, 5, 16),))
 _reg("transformer", Transformer, lambda: (_randn(2, 5, 32),))

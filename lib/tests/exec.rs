@@ -1487,6 +1487,34 @@ fn stems_left_channels_last_for_their_pools() {
     channels_last_matches("stem_pool", 2);
 }
 
+/// Squeeze-and-excitation scales at batch 1 folded into the convolution
+/// after them (`golden/models/se_fold`, from `recipes/zoo.py`: a 1x1 and
+/// a 3x3 after `d * s` and `s * d`; a scaled input read again, a weight
+/// larger than half the input and a depthwise convolution not folded):
+/// two a run, both dialects, none with the fusion plan off, and the
+/// outputs match torch's and the unfused run's.
+#[test]
+fn scales_fold_into_the_convolutions_after_them() {
+    for file in ["se_fold.pt2", "se_fold.decomp.pt2"] {
+        let program = read(&repo().join("golden/models").join(file));
+        let (fused, plain) = fused_and_plain(&program);
+        let models = repo().join("golden/models");
+        let inputs = pt2kit::tensorfile::read_npz(&models.join("se_fold.inputs.npz")).unwrap();
+        let expected = pt2kit::tensorfile::read_npz(&models.join("se_fold.expected.npz")).unwrap();
+        let (got, want) = (fused.run(&inputs).unwrap(), plain.run(&inputs).unwrap());
+        let mut failures = compare(&format!("{file} folded"), &got, &expected);
+        failures.extend(compare(&format!("{file} unfused"), &want, &expected));
+        failures.extend(compare(
+            &format!("{file} folded against unfused"),
+            &got,
+            &want,
+        ));
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert_eq!(fused.scales_folded(), 2, "{file}");
+        assert_eq!(plain.scales_folded(), 0, "{file}");
+    }
+}
+
 /// `NAME.pt2` and `NAME.decomp.pt2` leave `left` outputs channels-last a
 /// run (where the packed kernels run; none with `planes_only`), and their
 /// outputs match torch's (`NAME.expected.npz`) and the run that keeps

@@ -113,6 +113,13 @@ impl Executor<'_> {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many convolutions ran with their input's scale folded into
+    /// their weight ([`fuse::Plan::scaled`]) over the runs so far.
+    pub fn scales_folded(&self) -> usize {
+        self.scales_folded
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The element-wise chains fused ([`fuse`]): each as its nodes' ops,
     /// in graph order.
     pub fn fused_groups(&self) -> Vec<Vec<String>> {

@@ -106,6 +106,111 @@ pub struct Plan {
     /// root, or at its producer for an epilogue (the executor frees a
     /// value after the last place it is read).
     pub read_at: Vec<usize>,
+    /// Convolutions whose input is a scaled one, one number per channel
+    /// (a squeeze-and-excitation's `x * s`, `s` `[1, C, 1, 1]`), that
+    /// read `x` and scale their weight's input channels by `s` instead, the
+    /// product not made (its node a [`Role::Member`]): by node, `(x, s)`
+    /// ([`scaled_inputs`]).
+    pub scaled: HashMap<usize, (ValueId, ValueId)>,
+}
+
+/// A convolution's input scaled per channel at batch 1, `x * s` or `s *
+/// x` with `x` `[1, C, H, W]` and `s` `[1, C, 1, 1]`, that only it reads:
+/// `conv(x * s, w) = conv(x, w * s)` over its input channels (groups 1),
+/// where the weight has at most half as many elements as `x` (the
+/// squeeze-and-excitation blocks of MobileNetV3 before the deepest,
+/// whose 576 x 96 weight outweighs its 576 x 7 x 7 input). The product is
+/// a pass over the whole input, the weight's scaling one over the weight
+/// (packed afresh). At batch 1 only: each image has its own scale.
+/// `PT2KIT_NO_SCALE_FOLD=1` turns it off (for timing both ways). None of
+/// the three values is one an in-place op updates.
+fn scaled_inputs(
+    graph: &Graph,
+    uses: &[usize],
+    mutated: &std::collections::HashSet<ValueId>,
+    plan: &mut Plan,
+) {
+    if std::env::var_os("PT2KIT_NO_SCALE_FOLD").is_some() {
+        return;
+    }
+    let f32_sizes = |v: ValueId| -> Option<Vec<usize>> {
+        match &graph.values[v.index()].kind {
+            ValueKind::Tensor(m) if m.dtype == Dtype::Float32 => m
+                .sizes
+                .iter()
+                .map(|d| d.as_int().and_then(|d| usize::try_from(d).ok()))
+                .collect(),
+            _ => None,
+        }
+    };
+    // the node that reads each value (one, where uses is 1)
+    let mut reader: HashMap<ValueId, usize> = HashMap::new();
+    let mut refs = Vec::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        refs.clear();
+        node.inputs.iter().for_each(|a| a.arg.value_refs(&mut refs));
+        for v in &refs {
+            reader.insert(*v, i);
+        }
+    }
+    for (m, node) in graph.nodes.iter().enumerate() {
+        if node.target.to_string() != "aten.mul.Tensor" || plan.roles[m] != Role::Alone {
+            continue;
+        }
+        let (Some(Argument::Tensor(a)), Some(Argument::Tensor(b)), [Argument::Tensor(out)]) =
+            (node.arg("self"), node.arg("other"), node.outputs.as_slice())
+        else {
+            continue;
+        };
+        let (Some(sa), Some(sb)) = (f32_sizes(*a), f32_sizes(*b)) else {
+            continue;
+        };
+        let (x, s, xs) = match (sa.as_slice(), sb.as_slice()) {
+            ([1, c, _, _], [1, k, 1, 1]) if c == k => (*a, *b, sa.clone()),
+            ([1, k, 1, 1], [1, c, _, _]) if c == k => (*b, *a, sb.clone()),
+            _ => continue,
+        };
+        // (none that an in-place op updates: the update might come
+        // between the product and the convolution)
+        if uses[out.index()] != 1 || [x, s, *out].iter().any(|v| mutated.contains(v)) {
+            continue;
+        }
+        let Some(&c) = reader.get(out) else {
+            continue;
+        };
+        let conv = &graph.nodes[c];
+        let literal = |name: &str, want: i64| match conv.arg(name) {
+            None | Some(Argument::None) => true,
+            Some(Argument::Int(v)) | Some(Argument::SymInt(crate::ir::SymRef::Int(v))) => {
+                *v == want
+            }
+            Some(Argument::Bool(v)) => i64::from(*v) == want,
+            _ => false,
+        };
+        let ok = matches!(
+            conv.target.to_string().as_str(),
+            "aten.convolution.default" | "aten.conv2d.default"
+        ) && matches!(conv.arg("input"), Some(Argument::Tensor(v)) if v == out)
+            && matches!(conv.arg("weight"), Some(Argument::Tensor(w))
+                if f32_sizes(*w).is_some_and(|ws| ws.len() == 4 && ws[1] == xs[1]
+                    && 2 * ws.iter().product::<usize>() <= xs.iter().product::<usize>()))
+            && literal("groups", 1)
+            && literal("transposed", 0)
+            && matches!(plan.roles[c], Role::Alone | Role::Producer(_));
+        if !ok {
+            continue;
+        }
+        plan.roles[m] = Role::Member;
+        plan.read_at[m] = c;
+        plan.scaled.insert(c, (x, s));
+    }
+}
+
+impl Plan {
+    /// Whether it changes nothing (every node runs as itself).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty() && self.scaled.is_empty()
+    }
 }
 
 /// The ops whose output a group may take as an epilogue.
@@ -406,6 +511,7 @@ impl Plan {
                 registered,
             });
         }
+        scaled_inputs(graph, &uses, &mutated, &mut plan);
         plan
     }
 }

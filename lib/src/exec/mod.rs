@@ -263,6 +263,9 @@ pub struct Executor<'p> {
     /// Epilogues run inside their producer's kernel since the executor
     /// was built ([`Executor::epilogues_in_kernels`]).
     epilogues_in_kernels: std::sync::atomic::AtomicUsize,
+    /// Convolutions run with their input's scale folded into their weight
+    /// since the executor was built ([`Executor::scales_folded`]).
+    scales_folded: std::sync::atomic::AtomicUsize,
     /// Names of the values that the fallback lowering made (not in the
     /// program as given): never recorded, since another back end's
     /// lowering may give the same fresh name to another value.
@@ -554,6 +557,7 @@ impl<'p> Executor<'p> {
             recording: Default::default(),
             mapped_copies: Default::default(),
             epilogues_in_kernels: Default::default(),
+            scales_folded: Default::default(),
             made_by_lowering,
             packs,
             node_ops,
@@ -694,7 +698,7 @@ impl<'p> Executor<'p> {
         // is being recorded
         let top = std::ptr::eq(graph, &self.program.graph);
         let plan = (top
-            && !self.fusion.groups.is_empty()
+            && !self.fusion.is_empty()
             && !self.recording.load(std::sync::atomic::Ordering::Relaxed))
         .then_some(&self.fusion);
         let mut env: Vec<Option<Value>> = vec![None; graph.values.len()];
@@ -703,7 +707,7 @@ impl<'p> Executor<'p> {
         }
         // (the program's own under its plan: found once)
         let fresh;
-        let (last, dead) = if plan.is_some() || (top && self.fusion.groups.is_empty()) {
+        let (last, dead) = if plan.is_some() || (top && self.fusion.is_empty()) {
             (&self.last_planned[..], &self.dead_planned[..])
         } else {
             let last = last_uses(graph, None);
@@ -1253,6 +1257,38 @@ impl Ctx<'_> {
     /// An argument's value; a mapped weight comes as a copy (a tensor).
     pub fn value(&self, name: &str) -> Result<Value> {
         self.copy_mapped(resolve(self.arg(name)?, self.env)?)
+    }
+
+    /// The convolution's input as the plan folds it ([`fuse::Plan::scaled`]):
+    /// `(x, s)` where its input `x * s` was not made (the plan in use; with
+    /// every value recorded, the product ran and is read as it is).
+    pub fn scaled_input(&self) -> Result<Option<(Tensor, Tensor)>> {
+        let Some(&(x, s)) = self
+            .exec
+            .own_index(self.graph, self.node)
+            .and_then(|i| self.exec.fusion.scaled.get(&i))
+        else {
+            return Ok(None);
+        };
+        if let Some(Argument::Tensor(v)) = self.node.arg("input") {
+            if self.env[v.index()].is_some() {
+                return Ok(None);
+            }
+        }
+        let tensor = |v: ValueId| -> Result<Tensor> {
+            match self.env[v.index()]
+                .clone()
+                .map(|v| self.copy_mapped(v))
+                .transpose()?
+            {
+                Some(Value::Tensor(t)) => Ok(t),
+                _ => Err(Error::internal("a folded scale's operand not set")),
+            }
+        };
+        self.exec
+            .scales_folded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some((tensor(x)?, tensor(s)?)))
     }
 
     /// A mapped weight as a tensor (a copy, counted: `Executor::mapped_copies`).

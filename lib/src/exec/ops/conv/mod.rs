@@ -730,8 +730,16 @@ fn conv_host<T: GemmElem>(
 }
 
 fn conv(ctx: &mut Ctx) -> OpResult {
-    let x = ctx.tensor("input")?;
-    let w = ctx.tensor("weight")?;
+    let (x, w) = match ctx.scaled_input()? {
+        // conv(x * s, w) as conv(x, w * s), s one number an input channel
+        // (fuse::Plan::scaled)
+        Some((x, s)) => {
+            let w = ctx.tensor("weight")?;
+            let ws = w.t.broadcast_mul(&s.t).map_err(ce)?;
+            (x, Tensor::new(ws, w.dtype))
+        }
+        None => (ctx.tensor("input")?, ctx.tensor("weight")?),
+    };
     if x.rank() + 1 == w.rank() {
         // An unbatched input (torch takes [C, L] or [C, H, W]): a batch of one.
         let xb = Tensor::new(x.t.unsqueeze(0).map_err(ce)?, x.dtype);
