@@ -1056,6 +1056,7 @@ macro_rules! instance_for {
 
 mod direct;
 mod epilogue;
+mod scaled;
 mod taps;
 #[cfg(test)]
 pub(crate) mod tests;

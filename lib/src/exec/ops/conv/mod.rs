@@ -185,6 +185,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
 /// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
 /// Stride, padding and dilation may differ per dim.
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn conv_im2col(
     exec: &Executor,
     x: &CandleTensor,
@@ -193,6 +194,7 @@ fn conv_im2col(
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
     epilogue: Option<&EpilogueArgs>,
     channels_last: bool,
+    scale: Option<&[f32]>,
 ) -> Result<CandleTensor> {
     let (xd, wd) = (x.dims(), w.dims());
     if xd.len() < 3 || wd.len() != xd.len() {
@@ -209,18 +211,33 @@ fn conv_im2col(
     let g = Windows::new(&xd[2..], &wd[2..], stride, pad, dil)?;
     let mut shape = vec![xd[0], wd[0]];
     shape.extend(&g.output[3 - (xd.len() - 2)..]);
+    let kernel = kernel(&g, xd, wd);
+    // the packed kernels scale their packed copy of a weight (packed
+    // once); the others read it scaled
+    let packed = x.dtype() == DType::F32
+        && (kernel == Kernel::Packed
+            || kernel == Kernel::Subsampled
+            || kernel == Kernel::Direct && pointwise(&g) && channels_last_dims(x).is_some());
+    let scaled;
+    let (w, scale) = match scale {
+        Some(s) if !packed => {
+            scaled = scaled_weight(w, s)?;
+            (&scaled, None)
+        }
+        _ => (w, scale),
+    };
     if x.dtype() != DType::F32 {
         return match x.dtype() {
             DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
-    match kernel(&g, xd, wd) {
+    match kernel {
         Kernel::Subsampled => {
             // a 1x1 convolution with a stride: the pixels it reads, then a
             // pointwise one over them
             let xs = subsample(x, &g)?;
-            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue, channels_last)
+            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue, channels_last, scale)
         }
         Kernel::FewChannels => conv_few_channels(exec, x, w, bias, &g, shape, epilogue, channels_last),
         Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
@@ -228,10 +245,10 @@ fn conv_im2col(
         // an input stored channels-last is the pixel rows' A as it lies,
         // and their product is an output left so
         Kernel::Direct if pointwise(&g) && channels_last_dims(x).is_some() => {
-            conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last)
+            conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last, scale)
         }
         Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
-        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last),
+        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last, scale),
         Kernel::Host => conv_host::<f32>(x, w, bias, &g, shape),
     }
 }
@@ -486,7 +503,9 @@ mod few;
 use few::{conv_few_channels, few_channels};
 mod pixels;
 use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
-use depthwise::conv2d_depthwise;
+use depthwise::{conv2d_depthwise, depthwise_tap_sum};
+mod scaled;
+use scaled::{conv_scaled, scaled_weight};
 pub(crate) use depthwise::{depthwise_by_blocks, takes_blocked};
 pub(crate) use winograd::winograd_weights;
 use winograd::{conv_winograd, winograd};
@@ -584,15 +603,22 @@ fn conv_packed(
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
     channels_last: bool,
+    scale: Option<&[f32]>,
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
     let w = weight_matrix(w, co, k)?;
     if pointwise(g) && (packed_as_pixel_rows(g, b, c) || channels_last_dims(x).is_some()) {
-        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue, channels_last);
+        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue, channels_last, scale);
     }
     let pa = packed_weight(exec, &w)?;
-    packed_product(x, &pa, bias, g, shape, epilogue)
+    let Some(s) = scale else {
+        return packed_product(x, &pa, bias, g, shape, epilogue);
+    };
+    let scaled = pa.scaled_columns(s, g.taps());
+    let y = packed_product(x, &scaled, bias, g, shape, epilogue);
+    scaled.recycle();
+    y
 }
 
 /// [`conv_packed`]'s product with the weight packed (`pa`, `[c_out, c_in
@@ -730,29 +756,41 @@ fn conv_host<T: GemmElem>(
 }
 
 fn conv(ctx: &mut Ctx) -> OpResult {
-    let (x, w) = match ctx.scaled_input()? {
-        // conv(x * s, w) as conv(x, w * s), s one number an input channel
-        // (fuse::Plan::scaled)
-        Some((x, s)) => {
-            let w = ctx.tensor("weight")?;
-            let ws = w.t.broadcast_mul(&s.t).map_err(ce)?;
-            (x, Tensor::new(ws, w.dtype))
-        }
-        None => (ctx.tensor("input")?, ctx.tensor("weight")?),
-    };
+    // conv(x * s, w) as conv(x, w * s), s one number an input channel
+    // (fuse::Plan::scaled)
+    if let Some((x, s)) = ctx.scaled_input()? {
+        let w = ctx.tensor("weight")?;
+        let scale = with_host::<f32, _>(&s.t, <[f32]>::to_vec).filter(|_| s.dtype == Dtype::Float32);
+        return match scale {
+            Some(scale) => conv_scaled(ctx, x, w, &scale),
+            None => {
+                let ws = w.t.broadcast_mul(&s.t).map_err(ce)?;
+                conv_scaled(ctx, x, Tensor::new(ws, w.dtype), &[])
+            }
+        };
+    }
+    let (x, w) = (ctx.tensor("input")?, ctx.tensor("weight")?);
     if x.rank() + 1 == w.rank() {
         // An unbatched input (torch takes [C, L] or [C, H, W]): a batch of one.
         let xb = Tensor::new(x.t.unsqueeze(0).map_err(ce)?, x.dtype);
-        let mut outs = conv_batched(ctx, xb, w)?;
+        let mut outs = conv_batched(ctx, xb, w, None)?;
         if let Some(Value::Tensor(y)) = outs.first_mut() {
             y.t = y.t.squeeze(0).map_err(ce)?;
         }
         return Ok(outs);
     }
-    conv_batched(ctx, x, w)
+    conv_batched(ctx, x, w, None)
 }
 
-fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
+/// `scale`: one number an input channel to scale the weight's by (the
+/// plan's folded scale: a 2-D convolution of one group, not transposed).
+fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> OpResult {
+    let w = match scale {
+        Some(s) if x.rank() != 4 || ctx.node.target.name != "convolution" && ctx.node.target.name != "conv2d" => {
+            Tensor::new(scaled_weight(&w.t, s)?, w.dtype)
+        }
+        _ => w,
+    };
     let bias = ctx.opt_tensor("bias")?;
     let transposed = ctx.node.target.name == "convolution" && ctx.bool("transposed")?;
     let groups = ctx.opt_int("groups")?.unwrap_or(1) as usize;
@@ -861,7 +899,8 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
             } else {
                 // left channels-last where every reader reads it so
                 let channels_last = ctx.exec.channels_last && ctx.channels_last_readers();
-                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi, channels_last)
+                let scale = scale.filter(|_| groups == 1);
+                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi, channels_last, scale)
             }
         })?;
         return one(Tensor::new(y, dt));
@@ -882,6 +921,10 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
                 0,
             )
         };
+        let win = match scale {
+            Some(s) => scaled_weight(&win, s)?,
+            None => win,
+        };
         xin.conv2d(&win, pad, stride.0, dilation.0, groups)
             .map_err(ce)?
     };
@@ -890,62 +933,6 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor) -> OpResult {
         y = y.broadcast_add(&b).map_err(ce)?;
     }
     one(Tensor::new(y, dt))
-}
-
-/// A depthwise convolution (`w` `[c * mult, 1, kh, kw]` over `x` `[b, c,
-/// h, w]`) as a sum over its taps: the padded input's window under each
-/// tap (every `stride`th pixel) times the tap's weight of each channel, a
-/// few kernels a tap. For a GPU, where candle runs a grouped convolution
-/// as one convolution per group: MobileNetV3 at batch 1 on an H200 took
-/// 74.7 ms that way, 22x torch, its 576-channel layers 576 convolutions
-/// each. Any stride, dilation or padding per dim; no bias (the caller adds
-/// it).
-fn depthwise_tap_sum(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
-) -> candle_core::Result<CandleTensor> {
-    let (c, co, kh, kw) = (x.dim(1)?, w.dim(0)?, w.dim(2)?, w.dim(3)?);
-    // each output channel's input channel (a multiplier repeats them)
-    let x = if co == c {
-        x.clone()
-    } else {
-        let ids: Vec<u32> = (0..co).map(|o| (o / (co / c)) as u32).collect();
-        x.index_select(&CandleTensor::new(ids, x.device())?, 1)?
-    };
-    let xp = x.pad_with_zeros(2, pad.0, pad.0)?.pad_with_zeros(3, pad.1, pad.1)?;
-    // output positions: the window starts inside the padded input, every stride-th
-    let span = |n: usize, k: usize, d: usize, s: usize| n.saturating_sub(d * (k - 1)).div_ceil(s);
-    let (oh, ow) = (
-        span(xp.dim(2)?, kh, dil.0, stride.0),
-        span(xp.dim(3)?, kw, dil.1, stride.1),
-    );
-    // `n` elements along `d` from `start`, `s` apart
-    let every = |t: &CandleTensor, d: usize, start: usize, n: usize, s: usize| -> candle_core::Result<CandleTensor> {
-        if s == 1 {
-            return t.narrow(d, start, n);
-        }
-        let short = (start + n * s).saturating_sub(t.dim(d)?);
-        let t = t.pad_with_zeros(d, 0, short)?.narrow(d, start, n * s)?.contiguous()?;
-        let mut dims = t.dims().to_vec();
-        dims[d] = n;
-        dims.insert(d + 1, s);
-        t.reshape(dims)?.narrow(d + 1, 0, 1)?.squeeze(d + 1)
-    };
-    let mut sum: Option<CandleTensor> = None;
-    for ky in 0..kh {
-        let rows = every(&xp, 2, ky * dil.0, oh, stride.0)?;
-        for kx in 0..kw {
-            let window = every(&rows, 3, kx * dil.1, ow, stride.1)?;
-            let tap = w.narrow(2, ky, 1)?.narrow(3, kx, 1)?.reshape((1, co, 1, 1))?;
-            let term = window.broadcast_mul(&tap)?;
-            sum = Some(match sum {
-                None => term,
-                Some(s) => (s + term)?,
-            });
-        }
-    }
-    sum.ok_or_else(|| candle_core::Error::Msg("a depthwise convolution with no taps".into()))
 }
 
 /// The output size of a convolution along one dim.
@@ -973,10 +960,19 @@ fn conv_grouped(
     (stride, pad, dil): (&[usize], &[usize], &[usize]),
     epilogue: Option<&EpilogueArgs>,
     channels_last: bool,
+    scale: Option<&[f32]>,
 ) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue, channels_last);
+        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue, channels_last, scale);
     }
+    let scaled;
+    let w = match scale {
+        Some(s) => {
+            scaled = scaled_weight(w, s)?;
+            &scaled
+        }
+        None => w,
+    };
     let (c, co) = (x.dims()[1], w.dims()[0]);
     if groups == 0 || c % groups != 0 || co % groups != 0 {
         return Err(Error::bad_input(format!(
@@ -992,7 +988,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None, false)
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None, false, None)
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(ce)
@@ -1043,6 +1039,7 @@ fn conv3d(
         (&stride, &pad, &dil),
         None,
         false,
+        None,
     )?;
     Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
 }

@@ -49,8 +49,8 @@ pub(super) fn conv_pixel_rows(
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
     channels_last: bool,
+    scale: Option<&[f32]>,
 ) -> Result<CandleTensor> {
-    let threads = rayon::current_num_threads();
     let pb = with_matrix(w, |v| {
         exec.packed_b(&sgemm::View {
             rows: v.cols,
@@ -61,6 +61,29 @@ pub(super) fn conv_pixel_rows(
         })
     })
     .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
+    let Some(s) = scale else {
+        return pixel_rows_with(exec, x, (w, &pb), bias, (b, co, n), shape, epilogue, channels_last);
+    };
+    // the packed weight (kept) with each input channel's row scaled
+    let scaled = pb.scaled_rows(s, 1);
+    let y = pixel_rows_with(exec, x, (w, &scaled), bias, (b, co, n), shape, epilogue, channels_last);
+    scaled.recycle();
+    y
+}
+
+/// [`conv_pixel_rows`] with the weight `w` packed as `pb`.
+#[allow(clippy::too_many_arguments)]
+fn pixel_rows_with(
+    exec: &Executor,
+    x: &CandleTensor,
+    (w, pb): (&CandleTensor, &sgemm::PackedB),
+    bias: Option<&CandleTensor>,
+    (b, co, n): (usize, usize, usize),
+    shape: Vec<usize>,
+    epilogue: Option<&EpilogueArgs>,
+    channels_last: bool,
+) -> Result<CandleTensor> {
+    let threads = rayon::current_num_threads();
     let bv = bias.map(f32s).transpose()?;
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
     let k = w.dims()[1];
