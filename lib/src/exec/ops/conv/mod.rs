@@ -185,7 +185,6 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
 /// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
 /// Stride, padding and dilation may differ per dim.
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_arguments)]
 fn conv_im2col(
     exec: &Executor,
     x: &CandleTensor,

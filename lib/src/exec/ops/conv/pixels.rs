@@ -99,12 +99,12 @@ fn pixel_rows_with(
                 let image = |bi: usize, dst: &mut [std::mem::MaybeUninit<f32>], threads: usize| {
                     let image = &xs[bi * k * n..][..k * n];
                     if rows_in_place {
-                        sgemm::gemm_lhs(sgemm::Lhs::rows(image, n, k), &pb, dst, co, init, then, threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::rows(image, n, k), pb, dst, co, init, then, threads);
                     } else if packed_columns(n, k) {
                         let pa = sgemm::pack_a(&sgemm::View { data: image, off: 0, rows: n, cols: k, rs: 1, cs: n });
-                        sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), &pb, dst, co, init, then, threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::packed(&pa), pb, dst, co, init, then, threads);
                     } else {
-                        sgemm::gemm_lhs(sgemm::Lhs::columns(image, n, k), &pb, dst, co, init, then, threads);
+                        sgemm::gemm_lhs(sgemm::Lhs::columns(image, n, k), pb, dst, co, init, then, threads);
                     }
                 };
                 // images split between the threads where there are enough
@@ -135,11 +135,11 @@ fn pixel_rows_with(
                 // run on it
                 let a = sgemm::Lhs::rows(xs, b, k);
                 if !accumulate {
-                    return sgemm::gemm_lhs(a, &pb, out, co, init, then, threads);
+                    return sgemm::gemm_lhs(a, pb, out, co, init, then, threads);
                 }
                 // over a residual: the product, added to it, then the chain
                 let mut y = sgemm::uninit(b * co);
-                sgemm::gemm_lhs(a, &pb, &mut y, co, init, None, threads);
+                sgemm::gemm_lhs(a, pb, &mut y, co, init, None, threads);
                 // SAFETY: gemm_lhs wrote all of y; out holds the residual
                 let (y, out) = unsafe { (sgemm::assume_init(y), &mut *(out as *mut [std::mem::MaybeUninit<f32>] as *mut [f32])) };
                 out.iter_mut().zip(&y).for_each(|(o, v)| *o += v);
@@ -167,13 +167,13 @@ fn pixel_rows_with(
                 };
                 if rows_in_place {
                     let rows = &xs[bi * k * n..][..k * n];
-                    sgemm::gemm_lhs_each(sgemm::Lhs::rows(rows, n, k), &pb, yt, co, init, threads, &done);
+                    sgemm::gemm_lhs_each(sgemm::Lhs::rows(rows, n, k), pb, yt, co, init, threads, &done);
                 } else if packed_columns(n, k) {
                     let view = sgemm::View { data: cols, off: 0, rows: n, cols: k, rs: 1, cs: n };
                     let pa = sgemm::pack_a(&view);
-                    sgemm::gemm_lhs_each(sgemm::Lhs::packed(&pa), &pb, yt, co, init, threads, &done);
+                    sgemm::gemm_lhs_each(sgemm::Lhs::packed(&pa), pb, yt, co, init, threads, &done);
                 } else {
-                    sgemm::gemm_lhs_each(sgemm::Lhs::columns(cols, n, k), &pb, yt, co, init, threads, &done);
+                    sgemm::gemm_lhs_each(sgemm::Lhs::columns(cols, n, k), pb, yt, co, init, threads, &done);
                 }
             };
             let chunk = (co * n).max(1);
