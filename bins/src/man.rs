@@ -47,7 +47,12 @@ const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
     (
         "PT2KIT_NO_FUSION",
         &["ir-run", "ir-bench"],
-        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution or a matrix product), for timing a run both ways. The results are the same bits.",
+        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution or a matrix product, no scale folded into a convolution's weight), for timing a run both ways. The results are the same bits but where a scale was folded (see PT2KIT_NO_SCALE_FOLD).",
+    ),
+    (
+        "PT2KIT_NO_SCALE_FOLD",
+        &["ir-run", "ir-bench"],
+        "Set: a convolution whose input is scaled per channel at batch 1 (a squeeze-and-excitation's x * s) reads the product as it is made, not x with its weight's input channels scaled (which rounds differently, within 1e-6 relative).",
     ),
     (
         "PT2KIT_NO_EPILOGUE",
