@@ -316,20 +316,49 @@ fn subsampled(g: &Windows) -> bool {
 fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     let (b, c) = (x.dims()[0], x.dims()[1]);
     let ([_, h, w], [_, sh, sw], [_, oh, ow]) = (g.input, g.stride, g.output);
-    let mut out = vec![0f32; b * c * oh * ow];
+    let mut out = sgemm::uninit(b * c * oh * ow);
     with_host(x, |xs: &[f32]| {
         crate::exec::pool::par_chunks(&mut out, oh * ow, |p, dst| {
             let plane = &xs[p * h * w..][..h * w];
             for (oy, line) in dst.chunks_mut(ow.max(1)).enumerate() {
-                let row = &plane[oy * sh * w..];
-                for (ox, v) in line.iter_mut().enumerate() {
-                    *v = row[ox * sw];
-                }
+                every_nth(&plane[oy * sh * w..], sw, line);
             }
         })
     })
     .ok_or_else(|| Error::internal("subsampled convolution of an input that is not float32 on the host"))?;
+    // SAFETY: every plane's every line written whole by every_nth
+    let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (b, c, oh, ow), x.device()).map_err(ce)
+}
+
+/// `line[i] = row[i * step]` for every `i`: a stride of 2 through
+/// AVX-512 where present (ResNet-50's downsampling 1x1s copy 200K floats
+/// at batch 1 this way; element by element, the copy cost as much as a
+/// tenth of their product).
+fn every_nth(row: &[f32], step: usize, line: &mut [std::mem::MaybeUninit<f32>]) {
+    if step == 2 && sgemm::avx512() {
+        // SAFETY: AVX-512F is present
+        unsafe { every_other_avx512(row, line) };
+        return;
+    }
+    for (i, v) in line.iter_mut().enumerate() {
+        v.write(row[i * step]);
+    }
+}
+
+/// [`every_nth`] of step 2, the pairs vectorised by the compiler.
+///
+/// # Safety
+/// AVX-512F is present.
+#[target_feature(enable = "avx512f")]
+unsafe fn every_other_avx512(row: &[f32], line: &mut [std::mem::MaybeUninit<f32>]) {
+    let whole = line.len().min(row.len() / 2);
+    for (v, pair) in line[..whole].iter_mut().zip(row.chunks_exact(2)) {
+        v.write(pair[0]);
+    }
+    for (i, v) in line.iter_mut().enumerate().skip(whole) {
+        v.write(row[i * 2]);
+    }
 }
 
 /// Whether a convolution of `b` images of `c` input channels runs direct
