@@ -121,7 +121,8 @@ pub struct Plan {
 /// squeeze-and-excitation blocks of MobileNetV3 before the deepest,
 /// whose 576 x 96 weight outweighs its 576 x 7 x 7 input). The product is
 /// a pass over the whole input, the weight's scaling one over the weight
-/// (packed afresh). At batch 1 only: each image has its own scale.
+/// (a copy of its packed form, `ops/conv/scaled.rs`). At batch 1 only:
+/// each image has its own scale.
 /// `PT2KIT_NO_SCALE_FOLD=1` turns it off (for timing both ways). None of
 /// the three values is one an in-place op updates.
 fn scaled_inputs(
