@@ -1498,18 +1498,7 @@ fn scales_fold_into_the_convolutions_after_them() {
     for file in ["se_fold.pt2", "se_fold.decomp.pt2"] {
         let program = read(&repo().join("golden/models").join(file));
         let (fused, plain) = fused_and_plain(&program);
-        let models = repo().join("golden/models");
-        let inputs = pt2kit::tensorfile::read_npz(&models.join("se_fold.inputs.npz")).unwrap();
-        let expected = pt2kit::tensorfile::read_npz(&models.join("se_fold.expected.npz")).unwrap();
-        let (got, want) = (fused.run(&inputs).unwrap(), plain.run(&inputs).unwrap());
-        let mut failures = compare(&format!("{file} folded"), &got, &expected);
-        failures.extend(compare(&format!("{file} unfused"), &want, &expected));
-        failures.extend(compare(
-            &format!("{file} folded against unfused"),
-            &got,
-            &want,
-        ));
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        both_match_torch("se_fold", file, (&fused, "folded"), (&plain, "unfused"));
         assert_eq!(fused.scales_folded(), 2, "{file}");
         assert_eq!(plain.scales_folded(), 0, "{file}");
     }
@@ -1532,20 +1521,12 @@ fn channels_last_matches(name: &str, left: usize) {
             Executor::new(&program, cpu()).unwrap(),
             Executor::with_options(&program, cpu(), planes_only).unwrap(),
         );
-        let models = repo().join("golden/models");
-        let inputs =
-            pt2kit::tensorfile::read_npz(&models.join(format!("{name}.inputs.npz"))).unwrap();
-        let expected =
-            pt2kit::tensorfile::read_npz(&models.join(format!("{name}.expected.npz"))).unwrap();
-        let (got, want) = (cl.run(&inputs).unwrap(), planes.run(&inputs).unwrap());
-        let mut failures = compare(&format!("{file} channels-last"), &got, &expected);
-        failures.extend(compare(&format!("{file} planes only"), &want, &expected));
-        failures.extend(compare(
-            &format!("{file} channels-last against planes"),
-            &got,
-            &want,
-        ));
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        both_match_torch(
+            name,
+            &file,
+            (&cl, "channels-last"),
+            (&planes, "planes only"),
+        );
         let left = if pt2kit::exec::sgemm::available() {
             left
         } else {
@@ -1554,6 +1535,31 @@ fn channels_last_matches(name: &str, left: usize) {
         assert_eq!(cl.outputs_channels_last(), left, "{file}");
         assert_eq!(planes.outputs_channels_last(), 0, "{file}");
     }
+}
+
+/// Two executors of `golden/models/NAME`'s `file` run on its inputs
+/// (`NAME.inputs.npz`): the outputs of each match torch's
+/// (`NAME.expected.npz`) and each other's (`what` names the runs in a
+/// failure).
+fn both_match_torch(
+    name: &str,
+    file: &str,
+    (a, what_a): (&Executor, &str),
+    (b, what_b): (&Executor, &str),
+) {
+    let models = repo().join("golden/models");
+    let inputs = pt2kit::tensorfile::read_npz(&models.join(format!("{name}.inputs.npz"))).unwrap();
+    let expected =
+        pt2kit::tensorfile::read_npz(&models.join(format!("{name}.expected.npz"))).unwrap();
+    let (got, want) = (a.run(&inputs).unwrap(), b.run(&inputs).unwrap());
+    let mut failures = compare(&format!("{file} {what_a}"), &got, &expected);
+    failures.extend(compare(&format!("{file} {what_b}"), &want, &expected));
+    failures.extend(compare(
+        &format!("{file} {what_a} against {what_b}"),
+        &got,
+        &want,
+    ));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A fused run's outputs `got` are the bits of the nodes run one by one
