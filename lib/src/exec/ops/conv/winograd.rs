@@ -359,34 +359,54 @@ pub(super) unsafe fn winograd_product(
 
 /// The batch `xs` (`[b, c, h, w]`) channels-last into `image` (`b` images
 /// of `[2 th + 2][wp][c]`, each pixel at one line and one column in, the
-/// rest zero): a task an image's block of 16 channels, its lines
-/// transposed straight into place and its channels of the border zeroed
-/// (no pass clearing the whole buffer first, none serial at batch 1).
+/// rest zero): each padded line's pixels, a block of 16 channels at a
+/// time, transposed straight into place and its border zeroed (no pass
+/// clearing the whole buffer first). A task an image's block of 16
+/// channels where the images are as many as the threads; fewer (batch 1),
+/// a band of an image's lines, every channel of them, in order: the tiles
+/// after take their blocks in order too, so each thread reads the lines
+/// it wrote, transposed from the input's lines the layer before wrote on
+/// the same core (its pixels split in order), not the other core's (a
+/// split by channels read half the input, and had the tiles read half the
+/// image, from the other core: on the VM's slow minutes, where a line
+/// crosses between the cores in 400 ns, ResNet-50's Winograd layers at
+/// batch 1 lost 25-40% against 5-15% elsewhere).
 fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, image: &mut [f32]) {
     let (c, wp, padded) = (geo.c, geo.wp, geo.padded());
     let hp = padded / (wp * c);
     let groups = c / 16;
     let ip = sgemm::SendPtr(image.as_mut_ptr());
     assert!(image.len() >= b * padded && xs.len() >= b * c * h * w);
-    crate::exec::pool::par_for(b * groups, |t| {
-        let (bi, c0) = (t / groups, (t % groups) * 16);
-        // SAFETY: the task writes channels c0..c0 + 16 of image bi's
-        // pixels, no other task's, all inside the image (asserted)
+    // padded lines `lines` of image `bi`, channels c0..c0 + 16
+    let write = |bi: usize, c0: usize, lines: std::ops::Range<usize>| {
+        // SAFETY: the caller's task writes channels c0..c0 + 16 of these
+        // lines of image bi, no other task's, all inside the image
+        // (asserted)
         unsafe {
             let base = ip.at(bi * padded + c0);
             let zero = |p: usize| std::ptr::write_bytes(base.add(p * c), 0, 16);
-            for y in 0..hp {
+            for y in lines {
                 if y == 0 || y > h {
                     (0..wp).for_each(|x| zero(y * wp + x));
-                } else {
-                    zero(y * wp);
-                    (w + 1..wp).for_each(|x| zero(y * wp + x));
+                    continue;
                 }
+                zero(y * wp);
+                (w + 1..wp).for_each(|x| zero(y * wp + x));
+                let src = &xs[(bi * c + c0) * h * w + (y - 1) * w..];
+                crate::exec::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add((y * wp + 1) * c), c);
             }
-            for y in 0..h {
-                let src = &xs[(bi * c + c0) * h * w + y * w..];
-                crate::exec::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add(((y + 1) * wp + 1) * c), c);
-            }
+        }
+    };
+    let threads = rayon::current_num_threads();
+    if b >= threads || hp < 2 * threads {
+        crate::exec::pool::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
+        return;
+    }
+    let bands = (4 * threads).min(hp);
+    crate::exec::pool::par_for(b * bands, |t| {
+        let (bi, q) = (t / bands, t % bands);
+        for g in 0..groups {
+            write(bi, g * 16, q * hp / bands..(q + 1) * hp / bands);
         }
     });
 }
@@ -605,9 +625,10 @@ mod tests {
                     }
                 }
             }
-            // one thread (blocks of tiles, each made whole) and many (every
+            // one thread (blocks of tiles, each made whole), two (one
+            // image's lines made channels-last in bands) and many (every
             // phase split)
-            for (over, threads, m) in [(false, 1, 2), (true, 1, 2), (false, 64, 2), (true, 64, 2), (false, 1, 4), (true, 1, 4), (false, 64, 4), (true, 64, 4)] {
+            for (over, threads, m) in [1, 2, 64].into_iter().flat_map(|t| [(false, t, 2), (true, t, 2), (false, t, 4), (true, t, 4)]) {
                 let mut out = res.clone();
                 let relu = [sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) }];
                 let then = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
