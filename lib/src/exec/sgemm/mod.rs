@@ -20,8 +20,9 @@
 //!
 //! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
 //! each slice of [`KC`] along `k` and each block of [`MC_PANELS`] row
-//! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, 32
-//! KiB: in L1; on AVX2 each of its halves, 16 KiB, in turn) meets every
+//! panels (`MC x KC` of A: in L2), every `B` micro-panel (`KC x NR`, up
+//! to 100 KiB: in L2, read in order; on AVX2 each of its halves, 20 KiB,
+//! in turn, in L1) meets every
 //! `A` micro-panel of the block. So B, which is the weight streamed from
 //! memory in a linear layer, is read from memory once per product. On
 //! AVX2 the block goes rows outer instead ([`rows_outer`]): six rows of A
@@ -44,8 +45,20 @@ use super::vmath;
 pub const MR: usize = 12;
 /// Columns of `C` a kernel call computes (two 16-lane vectors).
 pub const NR: usize = 32;
-/// The slice of `k` one pass of the kernel runs over (at most).
-pub const KC: usize = 256;
+/// The slice of `k` one pass of the kernel runs over (at most): a
+/// micro-panel of B of up to 100 KiB, streamed from L2 (its next cache
+/// lines fetched ahead, a step takes 128 bytes of it in 12 cycles), and
+/// an `MC x KC` block of A of up to 450 KiB beside it in a 1 MiB L2. Each
+/// kernel call ends by storing its `12 x 32` block of C (and each slice
+/// after the first begins by reading it), so longer slices leave the FMA
+/// units idle less: on the Zen 5 (48 KiB L1, 1 MiB L2), fresh processes
+/// rotated, two threads, against 256 (a micro-panel in L1): the MLP at
+/// batch 8 0.961x and 0.967x (`k = 784` in one slice, not 4 x 196),
+/// BERT-base b1 0.960x / 0.959x, b8 0.946x, GPT-2 b1 0.958x, ViT-B/16 b1
+/// 0.977x, b8 0.953x, the convolutions 0.99-1.01x (noise); 512 gained
+/// half of that, 1200 and 2400 no more (the product `512 x 512 x 784`
+/// alone 477-484 -> 508-511 GFLOP/s, of a peak of ~532).
+pub const KC: usize = 800;
 /// [`KC`] on AVX2: a half micro-panel of 320 steps is 20 KiB, and 6 rows
 /// of A beside it 7.5 KiB, in a 32 KiB L1 (Zen 3). Interleaved on one
 /// thread of the 2-vCPU AVX2 VM, against 256: ResNet-50 b1 0.94x / 0.95x

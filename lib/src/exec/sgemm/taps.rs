@@ -33,7 +33,7 @@ pub struct RowPanel {
 /// [`A_BLOCK`] (in L2 while every column panel goes through them); the
 /// threads split the column panels (each reads its part of the weights
 /// once a block); each micro-panel of a tap's weight (a slice of [`KC`],
-/// in L1) goes through all the block's row panels, the next one fetched
+/// read in order from L2) goes through all the block's row panels, the next one fetched
 /// meanwhile.
 ///
 /// Panics where the panels, taps or weights disagree or reach outside A

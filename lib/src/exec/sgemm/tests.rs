@@ -262,6 +262,8 @@ fn products_match_a_reference() {
         // 6 + 6 and a last panel of 4
         (40, 300, 700),
         (64, 10, 784),
+        // k in three slices of 567 (KC = 800)
+        (30, 70, 1700),
         (3, 70, 0),
         (100, 3, 20),
     ] {
