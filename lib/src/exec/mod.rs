@@ -504,6 +504,7 @@ impl<'p> Executor<'p> {
                 })
                 .collect(),
             mapped_total <= mapped::PACK_CACHE_BYTES,
+            mapped::releases_after_use(mapped_total),
         );
         let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
             fuse::Plan::default()

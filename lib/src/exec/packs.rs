@@ -58,6 +58,9 @@ pub(super) struct PackCache {
     /// Whether mapped weights are packed once and kept (see
     /// [`mapped::PACK_CACHE_BYTES`]).
     pub(super) keep_mapped: bool,
+    /// Whether products release mapped pages after reading them (see
+    /// [`mapped::releases_after_use`]).
+    pub(super) release_mapped: bool,
     a: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<sgemm::PackedA>>>,
     b: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<sgemm::PackedB>>>,
     /// Depthwise weights by blocks of 16 channels (see
@@ -72,10 +75,15 @@ pub(super) struct PackCache {
 impl PackCache {
     /// A cache that keeps the views of the storages at `weights`, and
     /// mapped weights' packs where `keep_mapped`.
-    pub(super) fn new(weights: std::collections::HashSet<usize>, keep_mapped: bool) -> PackCache {
+    pub(super) fn new(
+        weights: std::collections::HashSet<usize>,
+        keep_mapped: bool,
+        release_mapped: bool,
+    ) -> PackCache {
         PackCache {
             weights,
             keep_mapped,
+            release_mapped,
             ..Default::default()
         }
     }
@@ -163,6 +171,12 @@ impl Executor<'_> {
                 _ => None,
             })
             .fold((0, 0), |(n, b), x| (n + 1, b + x))
+    }
+
+    /// Whether a product releases a mapped weight's pages once it has read
+    /// them (the mapped weights outgrow memory: [`mapped::releases_after_use`]).
+    pub fn releases_mapped(&self) -> bool {
+        self.packs.release_mapped
     }
 
     /// A mapped weight `m` (rank 2, `[k, n]`) packed as the right operand,

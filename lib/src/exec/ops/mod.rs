@@ -1168,31 +1168,41 @@ fn mapped_matmul(
         let mut ran = false;
         let len = out.len();
         let epi = epilogue.filter(|_| dt == Dtype::Float32);
-        with_product_epilogue(epi, len, |then| {
-            with_lhs(&xs, |a| match &packed {
-                // packed once, kept
-                Some(pb) => {
-                    ran = then.is_some();
-                    sgemm::gemm_lhs(a, pb, &mut out, n, init, then, threads)
-                }
-                // too many weights to keep packed: each block as it is read,
-                // the pages released after
-                None => {
-                    let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
-                    sgemm::gemm_rows(
-                        a,
-                        k,
-                        n,
-                        &fill,
-                        sgemm::as_uninit(sgemm::zeroed(&mut out)),
-                        n,
-                        init,
-                        None,
-                        threads,
-                    );
+        with_product_epilogue(epi, len, |then| match &packed {
+            // packed once, kept
+            Some(pb) => with_lhs(&xs, |a| {
+                ran = then.is_some();
+                sgemm::gemm_lhs(a, pb, &mut out, n, init, then, threads)
+            }),
+            // too many weights to keep packed: a few rows against the
+            // weight's rows in place, else each block packed as it is
+            // read; the pages released after where the mapped weights
+            // outgrow memory
+            None => {
+                let done = with_matrix(&xs, |a| m.product_rows(a, row.as_deref(), &mut out))
+                    .flatten()
+                    .or_else(|| {
+                        with_lhs(&xs, |a| {
+                            let fill =
+                                |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
+                            sgemm::gemm_rows(
+                                a,
+                                k,
+                                n,
+                                &fill,
+                                sgemm::as_uninit(sgemm::zeroed(&mut out)),
+                                n,
+                                init,
+                                None,
+                                threads,
+                            )
+                        })
+                    });
+                if ctx.exec.releases_mapped() {
                     m.release();
                 }
-            })
+                done
+            }
         })
         .ok_or_else(|| Error::internal("mapped matmul of an input not on the host"))?;
         mark_applied(epilogue, ran);

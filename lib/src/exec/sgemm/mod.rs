@@ -1068,6 +1068,7 @@ macro_rules! instance_for {
 }
 
 mod direct;
+pub mod dot;
 mod epilogue;
 mod scaled;
 mod taps;

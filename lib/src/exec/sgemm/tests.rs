@@ -1050,3 +1050,66 @@ fn products_speed() {
         }
     });
 }
+
+/// A few rows against a weight's rows in place ([`super::dot`]): every
+/// row count up to its most, `k` with and without a tail of fewer than
+/// 16, an odd count of W rows, padded strides, with and without a bias,
+/// one and two threads, against a float64 reference.
+#[test]
+fn dot_rows_match_a_reference() {
+    use super::dot::{dot_rows, Rows, DOT_MAX_ROWS};
+    if !available() {
+        eprintln!("no AVX-512F or AVX2 here: the kernel is not used, nothing to test");
+        return;
+    }
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a pool");
+        for &(k, n) in &[
+            (1, 1),
+            (15, 3),
+            (16, 64),
+            (100, 129),
+            (1000, 70),
+            (777, 200),
+        ] {
+            for m in 1..=DOT_MAX_ROWS {
+                let (lda, ldw, ldc) = (k + 1, k + 3, n + 2);
+                let (av, wv, bv) = (values(m * lda, 3), values(n * ldw, 4), values(n, 5));
+                for bias in [None, Some(&bv[..])] {
+                    let mut c = vec![f32::NAN; m * ldc];
+                    let a = Rows {
+                        p: av.as_ptr(),
+                        ld: lda,
+                        rows: m,
+                    };
+                    let w = Rows {
+                        p: wv.as_ptr(),
+                        ld: ldw,
+                        rows: n,
+                    };
+                    // SAFETY: every row within its vector; C holds m rows of ldc
+                    pool.install(|| unsafe { dot_rows(a, w, k, bias, c.as_mut_ptr(), ldc) });
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want = (0..k)
+                                .map(|p| av[i * lda + p] as f64 * wv[j * ldw + p] as f64)
+                                .sum::<f64>()
+                                + bias.map_or(0.0, |b| b[j] as f64);
+                            let got = c[i * ldc + j] as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-4 * (1.0 + want.abs()) * (k as f64).sqrt(),
+                                "m {m} k {k} n {n} bias {} threads {threads}: C[{i}, {j}] {got} vs {want}",
+                                bias.is_some()
+                            );
+                        }
+                        // the padding between C's rows untouched
+                        assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|v| v.is_nan()));
+                    }
+                }
+            }
+        }
+    }
+}
