@@ -110,6 +110,16 @@ isa_entries!(dot_avx512, dot_avx2 = dot_block[M: usize](
     ldc: usize,
 ));
 
+/// Floats of a W row fetched ahead of the step that reads them.
+const AHEAD: usize = 512;
+
+#[inline(always)]
+fn prefetch(p: *const f32) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch reads nothing and does not fault
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+}
+
 /// The sum of a vector's lanes.
 #[inline(always)]
 unsafe fn lanes_sum<S: F32x16>(v: S) -> f32 {
@@ -140,6 +150,10 @@ unsafe fn dot_block<S: F32x16, const M: usize>(
         let mut acc1 = [S::zero(); M];
         let mut p = 0;
         while p < whole {
+            // W's lines fetched ahead (its pages, scattered, end the
+            // hardware's streams every 4 KiB)
+            prefetch(w0.wrapping_add(p + AHEAD));
+            prefetch(w1.wrapping_add(p + AHEAD));
             let (b0, b1) = (S::load(w0.add(p)), S::load(w1.add(p)));
             for i in 0..M {
                 let x = S::load(a.p.add(i * a.ld + p));
