@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs
+.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -105,6 +105,12 @@ zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 # machine): bench/compare.json and the README table.
 bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/bench_compare.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
+
+# ONNX Runtime on ir2onnx's ONNX against ONNX Runtime on torch's own
+# export of the same archive, interleaved (recipes/bench_ort_exports.py;
+# after bench-compare, whose artifacts it reads; bench/ort_exports.json).
+bench-ort-exports: build $(VENV)/.torch $(ONNX_VENV)/.ready
+	$(VENV)/bin/python recipes/bench_ort_exports.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
 
 # Single convolutions (the layers the model profiles put behind) in
 # ir-run against ONNX Runtime, interleaved (recipes/bench_convs.py; a few

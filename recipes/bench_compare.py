@@ -141,7 +141,10 @@ def worker(kind, d, name, batch, threads):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(str(Path(d) / "model.onnx"), so, providers=["CPUExecutionProvider"])
+        # "ort": ir2onnx's ONNX; "ort_torch": torch's own export of the same
+        # archive (recipes/bench_ort_exports.py)
+        onnx = "model.onnx" if kind == "ort" else "torch.onnx"
+        sess = ort.InferenceSession(str(Path(d) / onnx), so, providers=["CPUExecutionProvider"])
         feeds = {i.name: npz[i.name] for i in sess.get_inputs()}
 
         def run():

@@ -5,6 +5,7 @@
 - bench-run:   bench/run.json   (recipes/bench_run.py)
 - bench-compare: bench/compare.json (recipes/bench_compare.py)
 - bench-compare-avx512: bench/compare_avx512.json (the same recipe's run on a CPU with AVX-512)
+- bench-ort-exports: bench/ort_exports.json (ONNX Runtime on ir2onnx's ONNX and on torch's own export)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
 - bench-huge: bench/huge.json (recipes/bench_huge.py)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
@@ -147,6 +148,11 @@ def bench_compare_avx512():
                         lambda m, data: m.table(data["meta"], data["results"]))
 
 
+def bench_ort_exports():
+    return recipe_table("bench/ort_exports.json", "bench_ort_exports",
+                        lambda m, data: m.table(data["meta"], data["results"]))
+
+
 def bench_huge():
     def render(m, data):
         meta = data["meta"]
@@ -154,7 +160,7 @@ def bench_huge():
     return recipe_table("bench/huge.json", "bench_huge", render)
 
 
-SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512, "bench-ort-exports": bench_ort_exports, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 text = open(README).read()
 new = text
