@@ -261,6 +261,20 @@ s.run(None, {i.name: npz[i.name] for i in s.get_inputs()})
 """
 
 
+def run_meta(a):
+    """A run's facts for its JSON: date, machine, versions, and the settings
+    of `a` (parsed arguments with onnx_python, threads, rounds, iters and
+    warmup_time)."""
+    import torch
+    ort_version = subprocess.run([a.onnx_python, "-c", "import onnxruntime; print(onnxruntime.__version__)"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=ROOT).stdout.strip()
+    return {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "cpu": cpu_name(), "isa": cpu_isa(), "torch": torch.__version__, "onnxruntime": ort_version, "pt2kit": rev,
+            "threads": a.threads, "rounds": a.rounds, "iters": a.iters, "warmup_time": a.warmup_time}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=MODELS)
@@ -279,14 +293,7 @@ def main():
         kind, d, name, batch, threads = a.worker
         return worker(kind, d, name, int(batch), int(threads))
 
-    import torch
-    ort_version = subprocess.run([a.onnx_python, "-c", "import onnxruntime; print(onnxruntime.__version__)"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT).stdout.strip()
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "cpu": cpu_name(), "isa": cpu_isa(), "torch": torch.__version__, "onnxruntime": ort_version, "pt2kit": rev,
-            "threads": a.threads, "rounds": a.rounds, "iters": a.iters, "warmup_time": a.warmup_time}
+    meta = run_meta(a)
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), RAYON_NUM_THREADS=str(a.threads))
     results = []
     for name in a.models:

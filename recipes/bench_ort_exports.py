@@ -23,7 +23,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -71,14 +70,7 @@ def main():
     ap.add_argument("--scratch", default="bench-scratch")
     ap.add_argument("--json", default="bench/ort_exports.json")
     a = ap.parse_args()
-    import torch
-    ort_version = subprocess.run([a.onnx_python, "-c", "import onnxruntime; print(onnxruntime.__version__)"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=bc.ROOT).stdout.strip()
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{bc.platform.machine()}, {bc.os.cpu_count()} cores",
-            "cpu": bc.cpu_name(), "isa": bc.cpu_isa(), "torch": torch.__version__, "onnxruntime": ort_version,
-            "pt2kit": rev, "threads": a.threads, "rounds": a.rounds, "iters": a.iters}
+    meta = bc.run_meta(a)
     results = []
     for name in a.models:
         for batch in a.batches:
