@@ -1234,6 +1234,164 @@ _reg("fb_bert_sdpa_b2", lambda: BertWrap("sdpa"),
 _reg("fb_distilbert_sdpa_b2", lambda: DistilBertWrap("sdpa"),
      lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="fallback")
 
+
+# --------------------------------------------------------------------------
+# Numerics (golden/numerics): torch's numbers beyond plain float32, each a
+# program that a silent wrong answer was once found in: integers past 2^53
+# and their wrap-around, NaN's order, float16 and bfloat16 accumulation,
+# fully masked attention rows, 3-D convolutions. Every stage runs them.
+# --------------------------------------------------------------------------
+
+BIG = 2**53 + 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+class NumInt64(nn.Module):
+    """int64 past 2^53 through every integer op (a float64 would round)."""
+
+    def forward(self, a, b):  # i64[6], i64[6] (b nonzero)
+        return (
+            a & b, a | b, a ^ b, ~a, a % b, torch.fmod(a, b), a // b,
+            torch.div(a, b, rounding_mode="trunc"), a ** 3, torch.pow(b, 2),
+            torch.prod(a[:3]), torch.cumsum(a, 0), torch.sort(a).values, torch.sort(a).indices,
+            torch.clamp(a, min=BIG), torch.clamp(a, max=-BIG), a == BIG, a != BIG + 1, a > BIG - 1,
+            torch.full((2,), 2**62 + 3) + a[:2], a + BIG, a * 3 - b, torch.maximum(a, b), torch.minimum(a, b),
+            torch.where(a > 0, a, BIG), torch.abs(a), -a, torch.sign(a), a.sum(), a.amax(), a.argmax(),
+            torch.topk(a, 2).values, a << 3, a >> 2,
+        )
+
+
+class NumIntDivEdge(nn.Module):
+    """int64 min // -1 (wraps to int64 min, as torch gives) and remainder."""
+
+    def forward(self, a):  # i64[3]
+        return a // -1, torch.remainder(a, -1), a * -1, torch.fmod(a, -1)
+
+
+class NumInt8(nn.Module):
+    """Small integer types wrap as torch's: int8 (127 + 1) // 2 is -64."""
+
+    def forward(self, x, u, n):  # i8[6], u8[6], i64[6]
+        return (
+            (x + 1) // 2, x * 3, x - 100, -x, x.abs(), (u + 200), u * 2, u - 10,
+            n.to(torch.int8), n.to(torch.uint8), n.to(torch.int16), (n * 1000).to(torch.int32),
+            x.to(torch.int16) * 300, x.sum(), u.sum(), torch.cumsum(x, 0), x & 0x0F, x | -128,
+            torch.sort(x).values, torch.clamp(x, min=-5, max=5),
+        )
+
+
+class NumNan(nn.Module):
+    """NaN's order: the largest value, and it propagates (topk, sort,
+    argmax, amax, max, maximum, clamp)."""
+
+    def forward(self, x, y):  # f32[3, 5] with NaNs, f32[3, 5]
+        return (
+            torch.topk(x, 3, dim=1), torch.topk(x, 2, dim=1, largest=False), torch.sort(x, dim=1),
+            torch.sort(x, dim=1, descending=True), x.argmax(dim=1), x.argmin(dim=1), x.argmax(),
+            x.amax(dim=1), x.amin(dim=0), x.max(dim=1), x.min(dim=1), x.max(), torch.maximum(x, y),
+            torch.minimum(x, y), torch.clamp(x, min=0.0), torch.clamp(x, -0.5, 0.5), x.clamp(max=y),
+            torch.nan_to_num(x, nan=7.0), torch.isnan(x), x.sum(dim=1), x.cumsum(1),
+        )
+
+
+class NumHalfCnn(nn.Module):
+    """A small CNN in float16 or bfloat16: convolutions, batch norm, pooling
+    and a linear head over long dot products (torch accumulates in float32)."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.GELU(),
+            nn.Conv2d(64, 64, 3, padding=1, groups=64), nn.Conv2d(64, 96, 1), nn.SiLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(96), nn.Linear(96, 300), nn.ReLU(),
+            nn.Linear(300, 10),
+        )
+        self.to(dtype).eval()
+
+    def forward(self, x):
+        h = self.body(x)
+        return h, h.softmax(-1), h.sum(), x.mean(dim=(2, 3)), (x @ x.transpose(-1, -2)).sum(dim=1)
+
+
+class NumSdpaMasked(nn.Module):
+    """Scaled dot-product attention where a query row has every key masked
+    (a padded batch through sliding-window attention): torch gives 0 there."""
+
+    def forward(self, q, k, v, keep):  # f32[2, 2, 5, 8], f32[2, 2, 6, 8] x2, bool[2, 1, 5, 6]
+        neg = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+        return (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=neg),
+        )
+
+
+class NumConv3d(nn.Module):
+    """3-D convolutions in the layouts of a video ResNet (torchvision r3d_18,
+    reduced width): a (3, 7, 7) stem of stride (1, 2, 2), 3x3x3 ones with
+    stride 1 and 2, a strided 1x1x1 downsample, odd paddings, and 3x3x3
+    ones over a depth of one plane, whose padding holds the kernel's other
+    depth taps (2-D kernels once took those and were off by 0.1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv3d(3, 16, (3, 7, 7), stride=(1, 2, 2), padding=(1, 3, 3), bias=False)
+        self.c1 = nn.Conv3d(16, 16, 3, padding=1)
+        self.c2 = nn.Conv3d(16, 32, 3, stride=2, padding=1)
+        self.down = nn.Conv3d(16, 32, 1, stride=2, bias=False)
+        self.c3 = nn.Conv3d(32, 32, 3, stride=2, padding=1)
+        self.c4 = nn.Conv3d(32, 32, 3, padding=1)
+        self.flat = nn.Conv3d(32, 32, 3, padding=1)
+        self.odd = nn.Conv3d(32, 8, (2, 3, 1), stride=(1, 2, 1), padding=(0, 2, 0), dilation=(1, 2, 1))
+        self.grp = nn.Conv3d(32, 32, 3, padding=1, groups=4)
+        self.point = nn.Conv3d(32, 64, 1)
+        self.bn = nn.BatchNorm3d(16)
+        self.eval()
+
+    def forward(self, x):  # f32[2, 3, 4, 32, 32]
+        h = F.relu(self.bn(self.stem(x)))
+        h = F.relu(self.c1(h)) + h
+        y = self.c2(h) + self.down(h)          # [2, 32, 2, 8, 8]
+        z = F.relu(self.c3(y))                 # [2, 32, 1, 4, 4]
+        z = self.c4(z) + z                     # 3x3x3 over one plane
+        plane = self.flat(y[:, :, :1])         # 3x3x3 over one 8x8 plane
+        return z, plane, self.odd(y), self.grp(y), self.point(y), F.adaptive_avg_pool3d(z, 1).flatten(1)
+
+
+def _nan_inputs():
+    x = _randn(3, 5)
+    x[0, 1] = float("nan")
+    x[1, 3] = float("nan")
+    x[1, 0] = float("nan")
+    x[2, 2] = float("inf")
+    y = _randn(3, 5)
+    y[2, 4] = float("nan")
+    return (x, y)
+
+
+def _sdpa_masked_inputs():
+    keep = torch.rand(2, 1, 5, 6) > 0.3
+    keep[0, 0, 1, :] = False  # a row with every key masked
+    keep[1, 0, 4, :] = False
+    keep[1, 0, 0, :] = True
+    return (_randn(2, 2, 5, 8), _randn(2, 2, 6, 8), _randn(2, 2, 6, 8), keep)
+
+
+_reg("num_int64", NumInt64, lambda: (
+    torch.tensor([BIG, -BIG, 2**62 + 5, 7, -2**40 - 3, BIG + 2]),
+    torch.tensor([3, -7, BIG, 2, 5, -2**33])), group="numerics")
+_reg("num_intdiv_edge", NumIntDivEdge, lambda: (torch.tensor([I64_MIN, I64_MAX, -5]),), group="numerics")
+_reg("num_int8", NumInt8, lambda: (
+    torch.tensor([127, -128, 100, -1, 0, 64], dtype=torch.int8),
+    torch.tensor([255, 0, 56, 200, 1, 128], dtype=torch.uint8),
+    torch.tensor([300, -129, 2**40 + 7, 65535, -1, 128])), group="numerics")
+_reg("num_nan", NumNan, _nan_inputs, group="numerics")
+_reg("num_f16_cnn", lambda: NumHalfCnn(torch.float16), lambda: (_randn(2, 3, 24, 24).half(),), group="numerics")
+_reg("num_bf16_cnn", lambda: NumHalfCnn(torch.bfloat16), lambda: (_randn(2, 3, 24, 24).bfloat16(),),
+     group="numerics")
+_reg("num_sdpa_masked", NumSdpaMasked, _sdpa_masked_inputs, group="numerics")
+_reg("num_conv3d", NumConv3d, lambda: (_randn(2, 3, 4, 32, 32),), group="numerics")
+
 # Dynamic shapes (golden/dynamic): one graph, three sizes (the example, alt
 # and alt2 inputs), through every stage.
 def _ids(b, n):
@@ -1374,12 +1532,21 @@ def flatten_outputs(out):
     return leaves
 
 
+def input_array(t):
+    """An input as numpy holds it: bfloat16 as ml_dtypes writes it (the
+    npy dtype '<V2', which the tools read as bfloat16)."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
 def save_inputs(path, names, args):
     assert len(names) == len(args), (names, len(args))
     arrays = collections.OrderedDict()
     for n, a in zip(names, args):
-        assert a.dtype not in (torch.bfloat16, torch.float16)
-        arrays[n] = a.detach().cpu().contiguous().numpy()
+        arrays[n] = input_array(a)
     np.savez(path, **arrays)
 
 

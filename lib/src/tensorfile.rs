@@ -26,6 +26,23 @@ impl HostTensor {
     }
 
     /// Every element as f64 (bool as 0/1), for comparisons and summaries.
+    /// Element `i` of an integer or bool tensor, exactly (uint64 as its
+    /// two's-complement bits); floats truncated toward zero.
+    pub fn int_at(&self, i: usize) -> i64 {
+        let d = &self.data;
+        let at = |size: usize| &d[i * size..(i + 1) * size];
+        match self.dtype {
+            Dtype::Int64 | Dtype::Uint64 => i64::from_le_bytes(at(8).try_into().unwrap_or([0; 8])),
+            Dtype::Int32 => i32::from_le_bytes(at(4).try_into().unwrap_or([0; 4])) as i64,
+            Dtype::Uint32 => u32::from_le_bytes(at(4).try_into().unwrap_or([0; 4])) as i64,
+            Dtype::Int16 => i16::from_le_bytes(at(2).try_into().unwrap_or([0; 2])) as i64,
+            Dtype::Uint16 => u16::from_le_bytes(at(2).try_into().unwrap_or([0; 2])) as i64,
+            Dtype::Int8 => d[i] as i8 as i64,
+            Dtype::Uint8 | Dtype::Bool => d[i] as i64,
+            _ => self.to_f64().get(i).map_or(0, |v| *v as i64),
+        }
+    }
+
     pub fn to_f64(&self) -> Vec<f64> {
         let d = &self.data;
         let n = self.numel();
@@ -65,6 +82,11 @@ const NPY_DTYPES: &[(&str, Dtype)] = &[
     ("<u2", Dtype::Uint16),
     ("<u4", Dtype::Uint32),
     ("<u8", Dtype::Uint64),
+    // ml_dtypes' bfloat16 is a 2-byte void type to numpy (`np.save` of an
+    // `ml_dtypes.bfloat16` array writes '<V2'): read as bfloat16
+    ("<V2", Dtype::BFloat16),
+    ("<c8", Dtype::Complex64),
+    ("<c16", Dtype::Complex128),
 ];
 
 /// The header of an `.npy` file: a Python dict literal (`{'descr':
@@ -180,6 +202,7 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
         "<b1" | "|b1" => "|b1",
         "<i1" => "|i1",
         "<u1" => "|u1",
+        "|V2" => "<V2",
         d => d,
     };
     let dtype = NPY_DTYPES
@@ -188,7 +211,7 @@ pub fn read_npy(bytes: &[u8], what: &str) -> Result<HostTensor> {
         .map(|(_, t)| *t)
         .ok_or_else(|| {
             Error::unsupported(format!(
-                "{what}: numpy dtype '{descr}' is not supported (big-endian, object, string and complex arrays are not)"
+                "{what}: numpy dtype '{descr}' is not supported (big-endian, object and string arrays are not)"
             ))
         })?;
     let shape = header.shape;

@@ -233,6 +233,22 @@ fn dynamic_models_run_at_three_sizes() {
     assert!(runs >= 30, "only {runs} runs");
 }
 
+/// Torch's numbers beyond plain float32 (`recipes/zoo.py`, group
+/// "numerics"): int64 past 2^53 and int8 wrap-around through every integer
+/// op, NaN's order, float16 and bfloat16 CNNs (accumulated in float32),
+/// attention rows with every key masked, 3-D convolutions: each as
+/// exported, in both dialects, against torch's outputs (integers exactly).
+#[test]
+fn numerics_fixtures_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/numerics") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 16, "only {runs} runs");
+}
+
 /// A graph with complex values is refused before anything runs, with the
 /// op lowered as far as the decomposition table goes and the reason named.
 #[test]

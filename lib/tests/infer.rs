@@ -39,6 +39,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/legacy",
         "golden/composite",
         "golden/fallback",
+        "golden/numerics",
         "golden/ops",
         "golden/big",
         "golden/random",

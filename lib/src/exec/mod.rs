@@ -843,6 +843,11 @@ impl Executor<'_> {
             ))
         })?;
         let copies_before = host_copies_so_far();
+        // float16 and bfloat16 compute in float32 (torch's `opmath`), each
+        // output rounded once to the dtype the graph records for it
+        if let Some(widened) = self.widened_halves(node, env, refs)? {
+            return self.run_widened(graph, node, env, widened, bindings, last, f);
+        }
         let mut ctx = Ctx {
             exec: self,
             graph,
@@ -928,6 +933,135 @@ impl Executor<'_> {
         }
         for (arg, value) in node.outputs.iter().zip(outs) {
             bind_output(arg, value, env)?;
+        }
+        if self.recording.load(std::sync::atomic::Ordering::Relaxed)
+            && std::ptr::eq(graph, &self.program.graph)
+        {
+            self.record(graph, node, env)?;
+        }
+        Ok(())
+    }
+
+    /// Where `node` computes (its family is no data movement, control or
+    /// size arithmetic) and reads a float16 or bfloat16 tensor: a copy of
+    /// `env` with those inputs widened to float32, as torch's CPU kernels
+    /// compute them (products and convolutions accumulate in float32,
+    /// reductions, softmax and norms too). `None` otherwise.
+    fn widened_halves(
+        &self,
+        node: &Node,
+        env: &[Option<Value>],
+        refs: &mut Vec<ValueId>,
+    ) -> Result<Option<Vec<Option<Value>>>> {
+        let half = |d: Dtype| matches!(d, Dtype::Float16 | Dtype::BFloat16);
+        refs.clear();
+        node.inputs.iter().for_each(|a| a.arg.value_refs(refs));
+        let reads_half = |v: &Value| -> bool {
+            match v {
+                Value::Tensor(t) => half(t.dtype),
+                Value::Mapped(m) => half(m.dtype),
+                Value::List(items) => items.iter().any(|i| matches!(i, Value::Tensor(t) if half(t.dtype))),
+                _ => false,
+            }
+        };
+        if !refs.iter().any(|r| env[r.index()].as_ref().is_some_and(reads_half)) {
+            return Ok(None);
+        }
+        let computes = matches!(
+            crate::schema::family_of(&node.target.to_string()),
+            Some(
+                "pointwise" | "activation" | "reduce" | "linalg" | "conv" | "pool" | "resample"
+                    | "norm" | "rnn" | "attention"
+            )
+        );
+        if !computes {
+            return Ok(None);
+        }
+        fn widen(v: &Value, device: &Device) -> Result<Value> {
+            Ok(match v {
+                Value::Tensor(t) if matches!(t.dtype, Dtype::Float16 | Dtype::BFloat16) => {
+                    Value::Tensor(t.cast(Dtype::Float32)?)
+                }
+                Value::Mapped(m) if matches!(m.dtype, Dtype::Float16 | Dtype::BFloat16) => {
+                    match mapped::tensor_of(v.clone(), device)? {
+                        Value::Tensor(t) => Value::Tensor(t.cast(Dtype::Float32)?),
+                        other => other,
+                    }
+                }
+                Value::List(items) => Value::List(
+                    items.iter().map(|i| widen(i, device)).collect::<Result<_>>()?,
+                ),
+                other => other.clone(),
+            })
+        }
+        let mut moved = env.to_vec();
+        for r in refs.iter() {
+            if let Some(v) = &env[r.index()] {
+                moved[r.index()] = Some(widen(v, &self.device)?);
+            }
+        }
+        Ok(Some(moved))
+    }
+
+    /// Runs `node` over `widened` ([`Executor::widened_halves`]): each
+    /// float32 output rounded to the floating dtype the graph records for
+    /// it, then bound in `env`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_widened(
+        &self,
+        graph: &Graph,
+        node: &Node,
+        env: &mut Vec<Option<Value>>,
+        widened: Vec<Option<Value>>,
+        bindings: &BTreeMap<String, i64>,
+        last: &[usize],
+        f: ops::OpFn,
+    ) -> Result<()> {
+        let mut ctx = Ctx {
+            exec: self,
+            graph,
+            env: &widened,
+            node,
+            bindings,
+            last,
+            epilogue: None,
+            device: &self.device,
+        };
+        let outs = f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+        drop(widened);
+        if outs.len() != node.outputs.len() {
+            return Err(Error::internal(format!(
+                "node '{}': {} produced {} outputs, the graph has {}",
+                node.name,
+                node.target,
+                outs.len(),
+                node.outputs.len()
+            )));
+        }
+        let recorded = |arg: &Argument| -> Option<Dtype> {
+            match arg {
+                Argument::Tensor(v) => match &graph.values[v.index()].kind {
+                    crate::ir::ValueKind::Tensor(m) => Some(m.dtype),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        for (arg, value) in node.outputs.iter().zip(outs) {
+            let value = match (value, recorded(arg)) {
+                (Value::Tensor(t), Some(d)) if t.dtype == Dtype::Float32 && d != Dtype::Float32 && d.is_floating() => {
+                    Value::Tensor(t.cast(d)?)
+                }
+                (v, _) => v,
+            };
+            bind_output(arg, value, env)?;
+        }
+        if node.target.name.ends_with('_') && crate::schema::mutates(&node.target) {
+            if let (Some(Argument::Tensor(self_id)), Some(Argument::Tensor(out))) =
+                (node.arg("self"), node.outputs.first())
+            {
+                env[self_id.index()] = env[out.index()].clone();
+            }
         }
         if self.recording.load(std::sync::atomic::Ordering::Relaxed)
             && std::ptr::eq(graph, &self.program.graph)
@@ -1405,6 +1539,22 @@ impl Ctx<'_> {
             other => Err(Error::bad_input(format!(
                 "argument '{name}': expected a number, found {other:?}"
             ))),
+        }
+    }
+
+    /// A number argument as torch's `Scalar` (an int keeps every bit).
+    pub(crate) fn num(&self, name: &str) -> Result<ops::Num> {
+        let v = self.value(name)?;
+        ops::Num::of(&v).ok_or_else(|| {
+            Error::bad_input(format!("argument '{name}': expected a number, found {v:?}"))
+        })
+    }
+
+    pub(crate) fn opt_num(&self, name: &str) -> Result<Option<ops::Num>> {
+        if self.has(name) {
+            self.num(name).map(Some)
+        } else {
+            Ok(None)
         }
     }
 

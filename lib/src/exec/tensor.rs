@@ -54,6 +54,12 @@ pub fn storage_dtype(d: Dtype) -> Result<DType> {
     })
 }
 
+/// Whether candle stores `d` wider than it is (int8 as i16, uint16 as
+/// i32, uint32 as i64): a value put there must be wrapped to its width.
+fn storage_is_wider(d: Dtype) -> bool {
+    matches!(d, Dtype::Int8 | Dtype::Uint16 | Dtype::Uint32)
+}
+
 impl Tensor {
     pub fn new(t: CandleTensor, dtype: Dtype) -> Tensor {
         Tensor { t, dtype }
@@ -76,15 +82,25 @@ impl Tensor {
         let target = storage_dtype(to)?;
         let t = if to == Dtype::Bool {
             self.t.ne(0f64).map_err(ce)?
-        } else if self.dtype.is_floating() && !to.is_floating() {
-            // float -> int truncates toward zero, as torch does
-            let f = self.t.to_dtype(DType::F64).map_err(ce)?;
-            let truncated = ((f
-                .ge(0f64)
-                .map_err(ce)?
-                .where_cond(&f.floor().map_err(ce)?, &f.ceil().map_err(ce)?))
-            .map_err(ce))?;
-            truncated.to_dtype(target).map_err(ce)?
+        } else if !to.is_floating() {
+            // float -> int truncates toward zero, as torch does; then the
+            // value wraps to the dtype's width (int8 is stored as i16: 300
+            // becomes 44, as torch's cast gives)
+            let ints = if self.dtype.is_floating() {
+                let f = self.t.to_dtype(DType::F64).map_err(ce)?;
+                f.ge(0f64)
+                    .map_err(ce)?
+                    .where_cond(&f.floor().map_err(ce)?, &f.ceil().map_err(ce)?)
+                    .and_then(|t| t.to_dtype(DType::I64))
+                    .map_err(ce)?
+            } else {
+                self.t.clone()
+            };
+            if storage_is_wider(to) {
+                let src = Tensor::new(ints, Dtype::Int64);
+                return ops::from_elems(ops::elems(&src)?, self.dims(), to, self.t.device());
+            }
+            ints.to_dtype(target).map_err(ce)?
         } else {
             self.t.to_dtype(target).map_err(ce)?
         };

@@ -182,6 +182,17 @@ pub fn compare(
                 b.dtype.torch_name()
             ));
         }
+        if !a.dtype.is_floating() {
+            // integers exactly (a float64 holds 53 bits of an int64)
+            if let Some(i) = (0..a.numel()).find(|&i| a.int_at(i) != b.int_at(i)) {
+                failures.push(format!(
+                    "{what}: {name}: element {i} is {}, torch {}",
+                    a.int_at(i),
+                    b.int_at(i)
+                ));
+            }
+            continue;
+        }
         let (x, y) = (a.to_f64(), b.to_f64());
         let worst = x
             .iter()

@@ -464,7 +464,56 @@ fn exp2(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![a.out(0)?])
 }
 
+/// `x << s` and `x >> s` by a constant: a product by `2^s` (wrapping
+/// in the dtype, as the shift does), or floor divisions by powers of two
+/// (an arithmetic shift); a shift past the width gives torch's 0 or -1.
+fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (x, out) = (a.t("self")?, a.out(0)?);
+    let dtype = em.dtype(x)?;
+    if dtype.is_floating() || dtype == Dtype::Bool {
+        return Err(Error::unsupported(format!("a shift of {} values", dtype.torch_name())));
+    }
+    let s = match a.arg("other") {
+        Argument::Int(s) => s,
+        other => {
+            return Err(Error::unsupported(format!(
+                "a shift by {other:?} (only a constant int is lowered)"
+            )))
+        }
+    };
+    let unsigned = matches!(dtype, Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64);
+    let bits = (dtype.size() * 8) as i64;
+    if a.0.target.name.contains("lshift") || a.0.target.name.contains("left") {
+        let factor = if (0..bits).contains(&s) { 1i64.wrapping_shl(s as u32) } else { 0 };
+        let args = vec![("self", Argument::Tensor(x)), ("other", Argument::Int(factor))];
+        return Ok(vec![same(em, "aten.mul.Tensor", args, out, Some(out))?]);
+    }
+    // right: by at most the width (less the sign bit), in steps whose
+    // divisor the dtype holds
+    let max = bits - (!unsigned) as i64;
+    let mut left = if s < 0 || s > max { max } else { s };
+    let mut v = x;
+    while left > 0 {
+        let step = left.min(bits - 2).min(62);
+        left -= step;
+        let args = vec![
+            ("self", Argument::Tensor(v)),
+            ("other", Argument::Int(1i64 << step)),
+            ("rounding_mode", Argument::String("floor".into())),
+        ];
+        v = same(em, "aten.div.Tensor_mode", args, out, (left == 0).then_some(out))?;
+    }
+    if v == x {
+        return Ok(vec![same(em, "aten.clone.default", vec![("self", Argument::Tensor(x))], out, Some(out))?]);
+    }
+    Ok(vec![v])
+}
+
 rules! {
+    "aten.__lshift__.Scalar" => ["aten.mul.Tensor"] shift_by_constant;
+    "aten.bitwise_left_shift.Tensor_Scalar" => ["aten.mul.Tensor"] shift_by_constant;
+    "aten.__rshift__.Scalar" => ["aten.div.Tensor_mode", "aten.clone.default"] shift_by_constant;
+    "aten.bitwise_right_shift.Tensor_Scalar" => ["aten.div.Tensor_mode", "aten.clone.default"] shift_by_constant;
     "aten.__and__.Tensor" => ["aten.bitwise_and.Tensor"] renamed;
     "aten.__or__.Tensor" => ["aten.bitwise_or.Tensor"] renamed;
     "aten.__xor__.Tensor" => ["aten.bitwise_xor.Tensor"] renamed;

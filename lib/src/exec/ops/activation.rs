@@ -96,7 +96,7 @@ fn elu(ctx: &mut Ctx) -> OpResult {
         } else {
             scale * alpha * ((v * input_scale).exp() - 1.0)
         }
-    })
+    }, None)
 }
 
 fn leaky_relu(ctx: &mut Ctx) -> OpResult {

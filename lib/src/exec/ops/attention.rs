@@ -2,10 +2,41 @@
 
 use super::*;
 
+/// `t` (`[..., heads, seq, dim]`) with each head repeated `n` times in
+/// place (`repeat_interleave` over the heads): grouped-query attention's
+/// keys and values for every query head.
+fn repeat_heads(t: &Tensor, n: usize) -> Result<Tensor> {
+    if n == 1 {
+        return Ok(t.clone());
+    }
+    let r = t.rank();
+    let mut wide = t.dims().to_vec();
+    wide.insert(r - 2, n);
+    let mut merged = t.dims().to_vec();
+    merged[r - 3] *= n;
+    let x = t
+        .t
+        .unsqueeze(r - 2)
+        .and_then(|x| x.broadcast_as(wide))
+        .and_then(|x| x.contiguous())
+        .and_then(|x| x.reshape(merged))
+        .map_err(ce)?;
+    Ok(Tensor::new(x, t.dtype))
+}
+
 fn sdpa(ctx: &mut Ctx) -> OpResult {
     let q = ctx.tensor("query")?;
-    let k = ctx.tensor("key")?;
-    let v = ctx.tensor("value")?;
+    let mut k = ctx.tensor("key")?;
+    let mut v = ctx.tensor("value")?;
+    // grouped-query attention (`enable_gqa`): fewer key/value heads than
+    // query heads, each shared by a group of query heads
+    if q.rank() >= 3 && k.rank() == q.rank() {
+        let (hq, hk) = (q.dims()[q.rank() - 3], k.dims()[k.rank() - 3]);
+        if hq != hk && hk > 0 && hq % hk == 0 {
+            k = repeat_heads(&k, hq / hk)?;
+            v = repeat_heads(&v, hq / hk)?;
+        }
+    }
     let d = *q.dims().last().unwrap_or(&1) as f64;
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / d.sqrt());
     let kt = Tensor::new(
@@ -42,7 +73,24 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
             s.t = s.t.broadcast_add(&mask.cast(s.dtype)?.t).map_err(ce)?;
         }
     }
-    let p = softmax_impl(&s, s.rank() - 1, false)?;
+    let last = s.rank() - 1;
+    let mut p = softmax_impl(&s, last, false)?;
+    // a query row with every key masked attends to nothing: 0, as torch's
+    // `_safe_softmax` gives (a plain softmax gives NaN)
+    if s.dtype.is_floating() && s.dims()[last] > 0 {
+        let masked = s
+            .t
+            .eq(f64::NEG_INFINITY)
+            .and_then(|m| m.min_keepdim(last))
+            .map_err(ce)?;
+        if masked.max_keepdim(last).and_then(|m| m.flatten_all()).and_then(|m| m.max(0)).and_then(|m| m.to_scalar::<u8>()).map_err(ce)? != 0 {
+            let zero = p.t.zeros_like().map_err(ce)?;
+            p.t = masked
+                .broadcast_as(p.dims())
+                .and_then(|m| m.where_cond(&zero, &p.t))
+                .map_err(ce)?;
+        }
+    }
     one(matmul_t(ctx, &p, &v)?)
 }
 

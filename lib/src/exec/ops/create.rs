@@ -2,16 +2,19 @@
 
 use super::*;
 
-fn fill_value(ctx: &Ctx) -> Result<(f64, Dtype)> {
+fn fill_value(ctx: &Ctx) -> Result<(Num, Dtype)> {
     Ok(match ctx.value("fill_value")? {
-        Value::Int(i) => (i as f64, Dtype::Int64),
-        Value::Float(f) => (f, Dtype::Float32),
-        Value::Bool(b) => (b as i64 as f64, Dtype::Bool),
-        Value::Tensor(t) => (
-            t.to_host()?.to_f64().first().copied().unwrap_or(0.0),
-            t.dtype,
-        ),
-        other => return Err(Error::bad_input(format!("fill value {other:?}"))),
+        Value::Tensor(t) => {
+            let e = elems(&t)?;
+            if e.len() == 0 {
+                return Err(Error::bad_input("fill value: an empty tensor"));
+            }
+            (e.get(0), t.dtype)
+        }
+        v => match Num::of(&v) {
+            Some(n) => (n, n.dtype()),
+            None => return Err(Error::bad_input(format!("fill value {v:?}"))),
+        },
     })
 }
 
@@ -32,13 +35,13 @@ fn creation(ctx: &mut Ctx) -> OpResult {
         (size.iter().map(|&s| s as usize).collect(), Dtype::Float32)
     };
     let (value, value_dtype) = match name.trim_end_matches("_like").trim_start_matches("new_") {
-        "zeros" => (0.0, base_dtype),
-        "ones" => (1.0, base_dtype),
+        "zeros" => (Num::Int(0), base_dtype),
+        "ones" => (Num::Int(1), base_dtype),
         "full" | "new_full" => {
             let (v, d) = fill_value(ctx)?;
             (v, if like { base_dtype } else { d })
         }
-        "empty" | "new_empty" => (0.0, base_dtype),
+        "empty" | "new_empty" => (Num::Int(0), base_dtype),
         other => return Err(unsupported(other.to_string())),
     };
     let dtype = ctx
@@ -48,43 +51,51 @@ fn creation(ctx: &mut Ctx) -> OpResult {
 }
 
 fn scalar_tensor_op(ctx: &mut Ctx) -> OpResult {
-    let v = ctx.float("s")?;
+    let v = ctx.num("s")?;
     let d = ctx.dtype("dtype").unwrap_or(Dtype::Float32);
     one(scalar_tensor(v, d, ctx.device())?)
 }
 
 fn arange(ctx: &mut Ctx) -> OpResult {
-    let start = if ctx.has("start") {
-        ctx.float("start")?
-    } else {
-        0.0
-    };
-    let end = ctx.float("end")?;
-    let step = if ctx.has("step") {
-        ctx.float("step")?
-    } else {
-        1.0
-    };
-    let all_int = ["start", "end", "step"].iter().all(|n| {
-        !matches!(
-            ctx.node.arg(n),
-            Some(Argument::Float(_)) | Some(Argument::SymFloat(_))
-        )
-    });
+    let start = ctx.opt_num("start")?.unwrap_or(Num::Int(0));
+    let end = ctx.num("end")?;
+    let step = ctx.opt_num("step")?.unwrap_or(Num::Int(1));
+    let all_int = [start, end, step].iter().all(|n| !matches!(n, Num::Float(_)));
     let dtype = ctx.dtype("dtype").unwrap_or(if all_int {
         Dtype::Int64
     } else {
         Dtype::Float32
     });
-    let n = ((end - start) / step).ceil().max(0.0) as usize;
-    let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-    let t = CandleTensor::new(vals.as_slice(), ctx.device()).map_err(ce)?;
-    one(Tensor::new(t, Dtype::Float64).cast(dtype)?)
+    if step.as_f64() == 0.0 {
+        return Err(Error::bad_input("arange: step must be nonzero"));
+    }
+    let vals = if all_int {
+        // exact: ceil((end - start) / step) and each value in integers
+        let (s, e, st) = (start.as_i64() as i128, end.as_i64() as i128, step.as_i64() as i128);
+        let span = e - s;
+        let n = if (span > 0) == (st > 0) && span != 0 {
+            (span + st - st.signum()) / st
+        } else {
+            0
+        };
+        let n = usize::try_from(n).map_err(|_| Error::bad_input("arange: too many elements"))?;
+        Elems::I((0..n as i128).map(|i| (s + i * st) as i64).collect())
+    } else {
+        let (s, e, st) = (start.as_f64(), end.as_f64(), step.as_f64());
+        let n = ((e - s) / st).ceil();
+        if !n.is_finite() {
+            return Err(Error::bad_input(format!("arange: {n} elements from start {s}, end {e}, step {st}")));
+        }
+        let n = n.max(0.0) as usize;
+        Elems::F((0..n).map(|i| s + i as f64 * st).collect())
+    };
+    let n = vals.len();
+    one(from_elems(vals, &[n], dtype, ctx.device())?)
 }
 
 fn fill_scalar(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let v = ctx.float("value")?;
+    let v = ctx.num("value")?;
     full_of(ctx, x.dims().to_vec(), v, x.dtype)
 }
 

@@ -14,6 +14,9 @@ use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+mod exact;
+pub(crate) use exact::{elems, from_elems, Elems, Num};
+use exact::*;
 mod window;
 use window::*;
 
@@ -42,12 +45,10 @@ fn unsupported(what: impl Into<String>) -> Error {
     Error::unsupported(what.into())
 }
 
-fn scalar_tensor(v: f64, dtype: Dtype, dev: &candle_core::Device) -> Result<Tensor> {
-    let t = CandleTensor::new(v, dev)
-        .map_err(ce)?
-        .to_dtype(storage_dtype(dtype)?)
-        .map_err(ce)?;
-    Ok(Tensor::new(t, dtype))
+/// A 0-d tensor of `dtype` holding `v` (an int exactly, wrapped to the
+/// dtype's width).
+fn scalar_tensor(v: Num, dtype: Dtype, dev: &candle_core::Device) -> Result<Tensor> {
+    from_elems(Elems::filled(1, v, dtype), &[], dtype, dev)
 }
 
 fn unary_float(
@@ -248,19 +249,18 @@ fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
     ))
 }
 
-fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
-    // float32 and bools on the host: one fill of the final dtype (candle
-    // fills float64 and converts)
+fn full_of(ctx: &Ctx, shape: Vec<usize>, value: Num, dtype: Dtype) -> OpResult {
+    // float32 and bools on the host: one fill of the final dtype
     if ctx.device().is_cpu() {
         let n: usize = shape.iter().product();
         let t = match dtype {
             Dtype::Float32 => Some(CandleTensor::from_vec(
-                vec![value as f32; n],
+                vec![value.as_f64() as f32; n],
                 shape.clone(),
                 ctx.device(),
             )),
             Dtype::Bool => Some(CandleTensor::from_vec(
-                vec![(value != 0.0) as u8; n],
+                vec![(value.as_f64() != 0.0) as u8; n],
                 shape.clone(),
                 ctx.device(),
             )),
@@ -270,10 +270,11 @@ fn full_of(ctx: &Ctx, shape: Vec<usize>, value: f64, dtype: Dtype) -> OpResult {
             return one(Tensor::new(t.map_err(ce)?, dtype));
         }
     }
-    let t = CandleTensor::full(value, shape, ctx.device())
-        .and_then(|t| {
-            t.to_dtype(storage_dtype(dtype).map_err(|e| candle_core::Error::Msg(e.to_string()))?)
-        })
+    // one element made exactly (an int64 keeps its bits), then expanded
+    let t = scalar_tensor(value, dtype, ctx.device())?
+        .t
+        .broadcast_as(shape)
+        .and_then(|t| t.contiguous())
         .map_err(ce)?;
     one(Tensor::new(t, dtype))
 }
@@ -878,15 +879,37 @@ fn from_f64(
     Tensor::new(t, Dtype::Float64).cast(dtype)
 }
 
-fn host_unary_with(ctx: &mut Ctx, float_out: bool, f: impl Fn(f64) -> f64) -> OpResult {
+/// A unary op on the host: `f` over floats (an integer input gives
+/// float32 where `float_out`), `int` over integers exactly (`None` where
+/// the op has no integer form and `!float_out`: refused).
+fn host_unary_with(
+    ctx: &mut Ctx,
+    float_out: bool,
+    f: impl Fn(f64) -> f64,
+    int: Option<fn(i64) -> i64>,
+) -> OpResult {
     let x = ctx.tensor("self")?;
+    if !x.dtype.is_floating() && !float_out {
+        let Some(g) = int else {
+            return Err(unsupported(format!(
+                "{} of {} values",
+                ctx.node.target.name,
+                x.dtype.torch_name()
+            )));
+        };
+        let Elems::I(v) = elems(&x)? else {
+            return Err(Error::internal("integer elements expected"));
+        };
+        let out = Elems::I(v.into_iter().map(g).collect());
+        return one(from_elems(out, x.dims(), x.dtype, ctx.device())?);
+    }
     let out = if float_out && !x.dtype.is_floating() {
         Dtype::Float32
     } else {
         x.dtype
     };
-    let vals: Vec<f64> = x.to_host()?.to_f64().into_iter().map(f).collect();
-    one(from_f64(&vals, x.dims(), out, ctx.device())?)
+    let vals: Vec<f64> = elems(&x)?.into_f64().into_iter().map(f).collect();
+    one(from_elems(Elems::F(vals), x.dims(), out, ctx.device())?)
 }
 
 //
@@ -923,6 +946,14 @@ impl Windows {
     /// Taps of the kernel.
     fn taps(&self) -> usize {
         self.kernel.iter().product()
+    }
+
+    /// Whether the windows are 2-D (or 1-D): one plane of input depth read
+    /// by a kernel one deep, no padding along the depth. A 3-D convolution
+    /// over one plane with a deeper kernel is not (its padding holds the
+    /// kernel's other depth taps): the 2-D kernels must not take it.
+    fn planar(&self) -> bool {
+        self.input[0] == 1 && self.kernel[0] == 1 && self.pad[0] == 0 && self.output[0] == 1
     }
 }
 

@@ -5,38 +5,84 @@ use super::*;
 /// An elementwise operand: a tensor or a Python number.
 enum Operand {
     Tensor(Tensor),
-    S(f64, Dtype),
+    S(Num),
 }
 
 impl Operand {
     fn from_rv(v: Value) -> Result<Operand> {
-        Ok(match v {
-            Value::Tensor(t) => Operand::Tensor(t),
-            Value::Int(i) => Operand::S(i as f64, Dtype::Int64),
-            Value::Float(f) => Operand::S(f, Dtype::Float32),
-            Value::Bool(b) => Operand::S(b as i64 as f64, Dtype::Bool),
-            other => {
-                return Err(Error::bad_input(format!(
-                    "expected a tensor or a number, found {other:?}"
-                )))
-            }
-        })
+        if let Some(n) = Num::of(&v) {
+            return Ok(Operand::S(n));
+        }
+        match v {
+            Value::Tensor(t) => Ok(Operand::Tensor(t)),
+            other => Err(Error::bad_input(format!(
+                "expected a tensor or a number, found {other:?}"
+            ))),
+        }
     }
 
     fn key(&self) -> (Dtype, Rank) {
         match self {
             Operand::Tensor(t) if t.rank() == 0 => (t.dtype, Rank::ZeroDim),
             Operand::Tensor(t) => (t.dtype, Rank::Dim),
-            Operand::S(_, d) => (*d, Rank::Scalar),
+            Operand::S(n) => (n.dtype(), Rank::Scalar),
+        }
+    }
+
+    fn dims(&self) -> &[usize] {
+        match self {
+            Operand::Tensor(t) => t.dims(),
+            Operand::S(_) => &[],
         }
     }
 
     fn as_tensor(&self, dtype: Dtype, dev: &candle_core::Device) -> Result<CandleTensor> {
         match self {
             Operand::Tensor(t) => Ok(t.cast(dtype)?.t),
-            Operand::S(v, _) => Ok(scalar_tensor(*v, dtype, dev)?.t),
+            Operand::S(v) => Ok(scalar_tensor(*v, dtype, dev)?.t),
         }
     }
+
+    /// The values as `dtype` holds them, exactly ([`Elems`]).
+    fn elems_as(&self, dtype: Dtype) -> Result<Elems> {
+        match self {
+            Operand::Tensor(t) => elems(&t.cast(dtype)?),
+            Operand::S(v) => Ok(Elems::filled(1, *v, dtype)),
+        }
+    }
+}
+
+/// `f` over two operands broadcast, on the host, exactly: in `compute`
+/// (each operand converted to it first, as torch's kernels convert), the
+/// result a tensor of `out` (integers wrapped to its width).
+fn host_map2(
+    ctx: &Ctx,
+    a: &Operand,
+    b: &Operand,
+    compute: Dtype,
+    out: Dtype,
+    fi: impl Fn(i64, i64) -> Result<i64>,
+    ff: impl Fn(f64, f64) -> f64,
+) -> OpResult {
+    let shape = broadcast_shape(&[a.dims(), b.dims()])?;
+    let x = broadcast_elems(&a.elems_as(compute)?, a.dims(), &shape);
+    let y = broadcast_elems(&b.elems_as(compute)?, b.dims(), &shape);
+    let r = match (x, y) {
+        (Elems::I(x), Elems::I(y)) => Elems::I(
+            x.iter()
+                .zip(&y)
+                .map(|(p, q)| fi(*p, *q))
+                .collect::<Result<_>>()?,
+        ),
+        (x, y) => Elems::F(
+            x.into_f64()
+                .iter()
+                .zip(y.into_f64())
+                .map(|(p, q)| ff(*p, q))
+                .collect(),
+        ),
+    };
+    one(from_elems(r, &shape, out, ctx.device())?)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -59,15 +105,63 @@ enum Bin {
     Xor,
 }
 
-fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpResult {
+/// Whether a float binary op's result should be NaN where an operand
+/// is: torch's maximum and minimum propagate NaN.
+fn propagates_nan(op: Bin) -> bool {
+    matches!(op, Bin::Max | Bin::Min)
+}
+
+/// A binary op over integer or bool operands, exactly (host `i64`,
+/// wrapping as torch's kernels wrap; see [`exact`]): arithmetic in
+/// `compute`'s width, comparisons and logical ops as bools.
+fn int_binary_on(ctx: &Ctx, a: &Operand, b: &Operand, op: Bin, alpha: Num, compute: Dtype) -> OpResult {
+    let k = alpha.as_i64();
+    let out = match op {
+        Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge | Bin::And | Bin::Or | Bin::Xor => Dtype::Bool,
+        _ => compute,
+    };
+    let f = move |x: i64, y: i64| -> Result<i64> {
+        Ok(match op {
+            Bin::Add => x.wrapping_add(y.wrapping_mul(k)),
+            Bin::Sub => x.wrapping_sub(y.wrapping_mul(k)),
+            Bin::Mul => x.wrapping_mul(y),
+            Bin::Div => trunc_div(x, y)?,
+            Bin::Max => x.max(y),
+            Bin::Min => x.min(y),
+            Bin::Pow => int_pow(x, y),
+            Bin::Eq => (x == y) as i64,
+            Bin::Ne => (x != y) as i64,
+            Bin::Lt => (x < y) as i64,
+            Bin::Le => (x <= y) as i64,
+            Bin::Gt => (x > y) as i64,
+            Bin::Ge => (x >= y) as i64,
+            Bin::And => (x != 0 && y != 0) as i64,
+            Bin::Or => (x != 0 || y != 0) as i64,
+            Bin::Xor => ((x != 0) != (y != 0)) as i64,
+        })
+    };
+    host_map2(ctx, a, b, compute, out, f, |_, _| f64::NAN)
+}
+
+fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpResult {
     let a = Operand::from_rv(a)?;
     let b = Operand::from_rv(b)?;
     let dev = ctx.device();
     let result = result_type(&[a.key(), b.key()]);
     let compute = match op {
-        Bin::Div | Bin::Pow if !result.is_floating() => Dtype::Float32,
+        Bin::Div if !result.is_floating() => Dtype::Float32,
         _ => result,
     };
+    if !compute.is_floating() {
+        // exact: comparisons and logic of two tensors of one storage type
+        // (no conversion, no overflow) stay candle's; the rest on the host
+        let plain = |o: &Operand| matches!(o, Operand::Tensor(t) if storage_dtype(t.dtype).ok() == storage_dtype(compute).ok());
+        let cmp = matches!(op, Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge);
+        if !(cmp && plain(&a) && plain(&b)) {
+            return int_binary_on(ctx, &a, &b, op, alpha.unwrap_or(Num::Int(1)), compute);
+        }
+    }
+    let alpha = alpha.map(Num::as_f64);
     if compute == Dtype::Float32 {
         if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0))? {
             return one(t);
@@ -77,7 +171,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
     let mut y = b.as_tensor(compute, dev)?;
     if let Some(alpha) = alpha.filter(|a| *a != 1.0) {
         y = y
-            .broadcast_mul(&scalar_tensor(alpha, compute, dev)?.t)
+            .broadcast_mul(&scalar_tensor(Num::Float(alpha), compute, dev)?.t)
             .map_err(ce)?;
     }
     let logical = |t: &CandleTensor| t.ne(0f64);
@@ -107,6 +201,13 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
         }
     }
     .map_err(ce)?;
+    // NaN where either operand is NaN (candle's maximum keeps the other)
+    let t = if compute.is_floating() && propagates_nan(op) {
+        let nan = x.ne(&x).and_then(|p| p.broadcast_maximum(&y.ne(&y)?)).map_err(ce)?;
+        nan.where_cond(&x.broadcast_add(&y).map_err(ce)?, &t).map_err(ce)?
+    } else {
+        t
+    };
     let out_dtype = match op {
         Bin::Eq
         | Bin::Ne
@@ -118,13 +219,6 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<f64>) -> OpRe
         | Bin::Or
         | Bin::Xor => Dtype::Bool,
         _ => compute,
-    };
-    // arithmetic of bools (True + True, with alpha) is stored as u8 and
-    // may exceed 1: torch's bool result is whether it is nonzero
-    let t = if compute == Dtype::Bool && matches!(op, Bin::Add | Bin::Sub | Bin::Mul) {
-        t.ne(0f64).map_err(ce)?
-    } else {
-        t
     };
     one(Tensor::new(t, out_dtype))
 }
@@ -138,13 +232,24 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
     use super::super::vmath::{map2, map2_blocks, map_to};
     if !matches!(
         op,
-        Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Eq | Bin::Ne | Bin::Lt | Bin::Le | Bin::Gt | Bin::Ge
+        Bin::Add
+            | Bin::Sub
+            | Bin::Mul
+            | Bin::Div
+            | Bin::Max
+            | Bin::Min
+            | Bin::Eq
+            | Bin::Ne
+            | Bin::Lt
+            | Bin::Le
+            | Bin::Gt
+            | Bin::Ge
     ) {
         return Ok(None);
     }
     let host = |o: &Operand| match o {
         Operand::Tensor(t) => t.dtype == Dtype::Float32 && t.t.device().is_cpu(),
-        Operand::S(..) => true,
+        Operand::S(_) => true,
     };
     if !host(a) || !host(b) {
         return Ok(None);
@@ -152,7 +257,7 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
     // a one-element tensor or a number: its value and rank
     let single = |o: &Operand| -> Result<Option<(f32, usize)>> {
         Ok(match o {
-            Operand::S(v, _) => Some((*v as f32, 0)),
+            Operand::S(v) => Some((v.as_f64() as f32, 0)),
             Operand::Tensor(t) if t.t.elem_count() == 1 => {
                 let v = t.t.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(ce)?;
                 Some((v[0], t.rank()))
@@ -166,6 +271,21 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
             Bin::Add => x + y * k,
             Bin::Sub => x - y * k,
             Bin::Mul => x * y,
+            // NaN from either side, as torch's maximum and minimum
+            Bin::Max => {
+                if x.is_nan() || y.is_nan() {
+                    f32::NAN
+                } else {
+                    x.max(y)
+                }
+            }
+            Bin::Min => {
+                if x.is_nan() || y.is_nan() {
+                    f32::NAN
+                } else {
+                    x.min(y)
+                }
+            }
             _ => x / y,
         }
     };
@@ -179,7 +299,7 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
             _ => x >= y,
         }) as u8
     };
-    let is_cmp = !matches!(op, Bin::Add | Bin::Sub | Bin::Mul | Bin::Div);
+    let is_cmp = !matches!(op, Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Max | Bin::Min);
     let dev = candle_core::Device::Cpu;
     let out = |shape: &[usize], f: Vec<f32>, c: Vec<u8>| -> Result<Tensor> {
         Ok(if is_cmp {
@@ -383,11 +503,7 @@ fn trailing_broadcast(big: &[usize], small: &[usize]) -> Option<usize> {
 fn binary(ctx: &mut Ctx, op: Bin) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
-    let alpha = if ctx.has("alpha") {
-        Some(ctx.float("alpha")?)
-    } else {
-        None
-    };
+    let alpha = ctx.opt_num("alpha")?;
     binary_on(ctx, a, b, op, alpha)
 }
 
@@ -412,39 +528,12 @@ binary_ops! {
     logical_xor => Bin::Xor;
 }
 
-/// Integer division with a rounding mode, exact in int64 (through float32
-/// it would round values past 2^24); a zero divisor is an error, as torch's
+/// Integer division with a rounding mode, exact ([`exact::floor_div`],
+/// [`exact::trunc_div`]); a zero divisor is an error, as torch's
 /// `ZeroDivisionError`.
 fn int_div(ctx: &Ctx, a: &Operand, b: &Operand, result: Dtype, floor: bool) -> OpResult {
-    let dev = ctx.device();
-    let x = a.as_tensor(Dtype::Int64, dev)?;
-    let y = b.as_tensor(Dtype::Int64, dev)?;
-    let shape = broadcast_shape(&[x.dims(), y.dims()])?;
-    let vals = |t: &CandleTensor| -> Result<Vec<i64>> {
-        t.broadcast_as(shape.as_slice())
-            .and_then(|t| t.contiguous())
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1())
-            .map_err(ce)
-    };
-    let (xs, ys) = (vals(&x)?, vals(&y)?);
-    if ys.contains(&0) {
-        return Err(Error::bad_input("integer division by zero"));
-    }
-    let q: Vec<i64> = xs
-        .iter()
-        .zip(&ys)
-        .map(|(p, q)| {
-            let t = p.wrapping_div(*q);
-            if floor && (p % q != 0) && ((*p < 0) != (*q < 0)) {
-                t - 1
-            } else {
-                t
-            }
-        })
-        .collect();
-    let t = CandleTensor::from_vec(q, shape.as_slice(), dev).map_err(ce)?;
-    one(Tensor::new(t, Dtype::Int64).cast(result)?)
+    let f = if floor { floor_div } else { trunc_div };
+    host_map2(ctx, a, b, result, result, f, |_, _| f64::NAN)
 }
 
 fn div(ctx: &mut Ctx) -> OpResult {
@@ -487,38 +576,34 @@ fn pow(ctx: &mut Ctx) -> OpResult {
     let b = ctx.value("exponent")?;
     // A scalar exponent uses powf, which (unlike exp(log(x) * y)) is right
     // for negative bases; the result dtype is torch's.
-    let e = match &b {
-        Value::Int(i) => Some(*i as f64),
-        Value::Float(f) => Some(*f),
-        _ => None,
-    };
-    if let (Value::Tensor(t), Some(e)) = (&a, e) {
-        let out = result_type(&[
-            (t.dtype, Rank::Dim),
-            (
-                if matches!(b, Value::Int(_)) {
-                    Dtype::Int64
-                } else {
-                    Dtype::Float32
-                },
-                Rank::Scalar,
-            ),
-        ]);
+    if let (Value::Tensor(t), Some(e)) = (&a, Num::of(&b)) {
+        let out = result_type(&[(t.dtype, Rank::Dim), (e.dtype(), Rank::Scalar)]);
+        if !out.is_floating() {
+            // integers: exact, wrapping; torch refuses a negative exponent
+            if e.as_i64() < 0 {
+                return Err(Error::bad_input(
+                    "integers to negative integer powers are not allowed",
+                ));
+            }
+            return int_binary_on(ctx, &Operand::Tensor(t.clone()), &Operand::S(e), Bin::Pow, Num::Int(1), out);
+        }
+        let e = e.as_f64();
         if e == 2.0 {
-            // x * x: candle's sqr has no integer kernel (it panics).
             let x = t.cast(out)?.t;
             return one(Tensor::new(x.mul(&x).map_err(ce)?, out));
         }
-        if e == 3.0 && out.is_floating() {
+        if e == 3.0 {
             // (x * x) * x in the tensor's dtype, as torch's CPU kernel
             // computes a cube (GPT-2's tanh GELU), not powf through float64
             let x = t.cast(out)?.t;
             return one(Tensor::new(x.mul(&x).and_then(|x2| x2.mul(&x)).map_err(ce)?, out));
         }
-        let r =
-            t.t.to_dtype(DType::F64)
-                .and_then(|x| x.powf(e))
-                .map_err(ce)?;
+        let r = t
+            .cast(out)?
+            .t
+            .to_dtype(DType::F64)
+            .and_then(|x| x.powf(e))
+            .map_err(ce)?;
         return one(Tensor::new(r, Dtype::Float64).cast(out)?);
     }
     binary_on(ctx, a, b, Bin::Pow, None)
@@ -527,11 +612,7 @@ fn pow(ctx: &mut Ctx) -> OpResult {
 fn rsub(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
     let b = ctx.value("other")?;
-    let alpha = if ctx.has("alpha") {
-        Some(ctx.float("alpha")?)
-    } else {
-        None
-    };
+    let alpha = ctx.opt_num("alpha")?;
     binary_on(ctx, b, a, Bin::Sub, alpha)
 }
 
@@ -559,14 +640,17 @@ fn abs(ctx: &mut Ctx) -> OpResult {
 
 fn clamp(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let (lo, hi) = (ctx.opt_float("min")?, ctx.opt_float("max")?);
-    if x.dtype == Dtype::Float32 {
-        // one vectorised pass; NaN stays NaN, and min above max gives max,
-        // as torch's
-        let (l, h) = (lo.map_or(f32::NEG_INFINITY, |v| v as f32), hi.map_or(f32::INFINITY, |v| v as f32));
+    let (lo, hi) = (ctx.opt_num("min")?, ctx.opt_num("max")?);
+    let mut keys = vec![(x.dtype, Rank::Dim)];
+    keys.extend(lo.iter().chain(&hi).map(|n| (n.dtype(), Rank::Scalar)));
+    let out = result_type(&keys);
+    if x.dtype == Dtype::Float32 && out == Dtype::Float32 {
+        // one vectorised pass; NaN stays NaN (a NaN bound too), and min
+        // above max gives max, as torch's
+        let (l, h) = (lo.map_or(f32::NEG_INFINITY, |v| v.as_f64() as f32), hi.map_or(f32::INFINITY, |v| v.as_f64() as f32));
         let f = move |v: f32| {
-            let v = if v < l { l } else { v };
-            if v > h {
+            let v = if v < l || l.is_nan() { l } else { v };
+            if v > h || h.is_nan() {
                 h
             } else {
                 v
@@ -576,14 +660,18 @@ fn clamp(ctx: &mut Ctx) -> OpResult {
             return one(Tensor::new(host_f32_tensor(v, x.dims())?, x.dtype));
         }
     }
-    let mut t = x.t.clone();
-    if let Some(lo) = ctx.opt_float("min")? {
-        t = t.maximum(lo).map_err(ce)?;
+    // min(max(x, lo), hi), each step NaN-propagating and exact for integers
+    let mut v = Value::Tensor(x);
+    if let Some(lo) = lo {
+        v = binary_on(ctx, v, Value::from_num(lo), Bin::Max, None)?.remove(0);
     }
-    if let Some(hi) = ctx.opt_float("max")? {
-        t = t.minimum(hi).map_err(ce)?;
+    if let Some(hi) = hi {
+        v = binary_on(ctx, v, Value::from_num(hi), Bin::Min, None)?.remove(0);
     }
-    one(Tensor::new(t, x.dtype))
+    match v {
+        Value::Tensor(t) => one(t.cast(out)?),
+        other => Ok(vec![other]),
+    }
 }
 
 fn logical_not(ctx: &mut Ctx) -> OpResult {
@@ -671,30 +759,32 @@ fn diff(ctx: &mut Ctx) -> OpResult {
 }
 
 macro_rules! host_unary_ops {
-    ($($name:ident => $float:expr, $f:expr;)*) => {
-        $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { host_unary_with(ctx, $float, $f) } )*
+    ($($name:ident => $float:expr, $f:expr, $int:expr;)*) => {
+        $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { host_unary_with(ctx, $float, $f, $int) } )*
     };
 }
 
+const SAME: Option<fn(i64) -> i64> = Some(|v| v);
+
 host_unary_ops! {
-    acos => true, f64::acos;
-    acosh => true, f64::acosh;
-    asin => true, f64::asin;
-    asinh => true, f64::asinh;
-    atan => true, f64::atan;
-    atanh => true, f64::atanh;
-    cosh => true, f64::cosh;
-    sinh => true, f64::sinh;
-    tan => true, f64::tan;
-    expm1 => true, f64::exp_m1;
-    log10 => true, f64::log10;
-    log1p => true, f64::ln_1p;
-    log2 => true, f64::log2;
-    ceil => false, f64::ceil;
-    floor => false, f64::floor;
-    trunc => false, f64::trunc;
-    round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } };
-    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
+    acos => true, f64::acos, None;
+    acosh => true, f64::acosh, None;
+    asin => true, f64::asin, None;
+    asinh => true, f64::asinh, None;
+    atan => true, f64::atan, None;
+    atanh => true, f64::atanh, None;
+    cosh => true, f64::cosh, None;
+    sinh => true, f64::sinh, None;
+    tan => true, f64::tan, None;
+    expm1 => true, f64::exp_m1, None;
+    log10 => true, f64::log10, None;
+    log1p => true, f64::ln_1p, None;
+    log2 => true, f64::log2, None;
+    ceil => false, f64::ceil, SAME;
+    floor => false, f64::floor, SAME;
+    trunc => false, f64::trunc, SAME;
+    round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } }, SAME;
+    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else if v.is_nan() { v } else { 0.0 }, Some(i64::signum);
 }
 
 fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> OpResult {
@@ -725,16 +815,19 @@ fn bitwise_not(ctx: &mut Ctx) -> OpResult {
     if x.dtype.is_floating() {
         return Err(unsupported("bitwise_not on floats"));
     }
-    host_unary_with(ctx, false, |v| !(v as i64) as f64)
+    host_unary_with(ctx, false, |v| v, Some(|v: i64| !v))
 }
 
-/// Elementwise binary on the host with broadcasting and torch's promotion.
+/// An elementwise binary op on the host, exactly, with broadcasting and
+/// torch's promotion (`float_out`: an integer result type computes in
+/// float32): `fi` over integers, `ff` over floats.
 fn host_binary(
     ctx: &mut Ctx,
     a: &str,
     b: &str,
     float_out: bool,
-    f: impl Fn(f64, f64) -> f64,
+    fi: impl Fn(i64, i64) -> Result<i64>,
+    ff: impl Fn(f64, f64) -> f64,
 ) -> OpResult {
     let x = Operand::from_rv(ctx.value(a)?)?;
     let y = Operand::from_rv(ctx.value(b)?)?;
@@ -742,49 +835,29 @@ fn host_binary(
     if float_out && !dt.is_floating() {
         dt = Dtype::Float32;
     }
-    let dev = ctx.device().clone();
-    let xt = x.as_tensor(Dtype::Float64, &dev)?;
-    let yt = y.as_tensor(Dtype::Float64, &dev)?;
-    let shape = broadcast_shape(&[xt.dims(), yt.dims()])?;
-    let xv = xt
-        .broadcast_as(shape.clone())
-        .and_then(|t| t.flatten_all())
-        .and_then(|t| t.to_vec1::<f64>())
-        .map_err(ce)?;
-    let yv = yt
-        .broadcast_as(shape.clone())
-        .and_then(|t| t.flatten_all())
-        .and_then(|t| t.to_vec1::<f64>())
-        .map_err(ce)?;
-    let vals: Vec<f64> = xv.iter().zip(&yv).map(|(p, q)| f(*p, *q)).collect();
-    // an integer result that is NaN: a division by zero (remainder, fmod)
-    if !dt.is_floating() && vals.iter().any(|v| v.is_nan()) {
-        return Err(Error::bad_input("integer division by zero"));
-    }
-    one(from_f64(&vals, &shape, dt, &dev)?)
+    host_map2(ctx, &x, &y, dt, dt, fi, ff)
+}
+
+/// No integer form: an integer result is refused (the float forms apply
+/// to every op promoted to a float).
+fn no_int(_: i64, _: i64) -> Result<i64> {
+    Err(unsupported("this op on integers"))
 }
 
 fn atan2(ctx: &mut Ctx) -> OpResult {
-    host_binary(ctx, "self", "other", true, f64::atan2)
+    host_binary(ctx, "self", "other", true, no_int, f64::atan2)
 }
 
 fn fmod(ctx: &mut Ctx) -> OpResult {
-    host_binary(ctx, "self", "other", false, |a, b| a % b)
+    host_binary(ctx, "self", "other", false, int_fmod, |a, b| a % b)
 }
 
 fn remainder(ctx: &mut Ctx) -> OpResult {
-    host_binary(ctx, "self", "other", false, |a, b| {
-        let r = a % b;
-        if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
-            r + b
-        } else {
-            r
-        }
-    })
+    host_binary(ctx, "self", "other", false, int_remainder, float_remainder)
 }
 
 fn pow_scalar_base(ctx: &mut Ctx) -> OpResult {
-    host_binary(ctx, "self", "exponent", false, f64::powf)
+    host_binary(ctx, "self", "exponent", false, |a, b| Ok(int_pow(a, b)), f64::powf)
 }
 
 fn clamp_tensor(ctx: &mut Ctx) -> OpResult {
@@ -808,13 +881,15 @@ fn div_scalar_mode(ctx: &mut Ctx) -> OpResult {
 fn bitwise(ctx: &mut Ctx, op: Bin, f: fn(i64, i64) -> i64) -> OpResult {
     let a = Operand::from_rv(ctx.value("self")?)?;
     let b = Operand::from_rv(ctx.value("other")?)?;
-    if result_type(&[a.key(), b.key()]) == Dtype::Bool {
+    let dt = result_type(&[a.key(), b.key()]);
+    if dt == Dtype::Bool {
         let (a, b) = (ctx.value("self")?, ctx.value("other")?);
         return binary_on(ctx, a, b, op, None);
     }
-    host_binary(ctx, "self", "other", false, move |x, y| {
-        f(x as i64, y as i64) as f64
-    })
+    if dt.is_floating() {
+        return Err(unsupported(format!("{} of floating values", ctx.node.target.name)));
+    }
+    host_map2(ctx, &a, &b, dt, dt, move |x, y| Ok(f(x, y)), |_, _| f64::NAN)
 }
 
 fn bitwise_and(ctx: &mut Ctx) -> OpResult {
@@ -827,6 +902,26 @@ fn bitwise_or(ctx: &mut Ctx) -> OpResult {
 
 fn bitwise_xor_op(ctx: &mut Ctx) -> OpResult {
     bitwise(ctx, Bin::Xor, |a, b| a ^ b)
+}
+
+/// `<<` and `>>` (`bitwise_left_shift`, `__lshift__`, ...): torch's
+/// results for shifts past the width ([`exact::shift`]).
+fn shift_op(ctx: &mut Ctx, left: bool) -> OpResult {
+    let a = Operand::from_rv(ctx.value("self")?)?;
+    let b = Operand::from_rv(ctx.value("other")?)?;
+    let dt = result_type(&[a.key(), b.key()]);
+    if dt.is_floating() || dt == Dtype::Bool {
+        return Err(unsupported(format!("{} of {} values", ctx.node.target.name, dt.torch_name())));
+    }
+    host_map2(ctx, &a, &b, dt, dt, move |x, y| Ok(shift(x, y, left, dt)), |_, _| f64::NAN)
+}
+
+fn left_shift(ctx: &mut Ctx) -> OpResult {
+    shift_op(ctx, true)
+}
+
+fn right_shift(ctx: &mut Ctx) -> OpResult {
+    shift_op(ctx, false)
 }
 
 /// The rows an element-wise chain runs in one pass (`exec::fuse`): the
@@ -936,4 +1031,14 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.where.ScalarOther", where_self),
     ("aten.where.ScalarSelf", where_self),
     ("aten.where.Scalar", where_self),
+    ("aten.__lshift__.Scalar", left_shift),
+    ("aten.__lshift__.Tensor", left_shift),
+    ("aten.bitwise_left_shift.Tensor", left_shift),
+    ("aten.bitwise_left_shift.Tensor_Scalar", left_shift),
+    ("aten.bitwise_left_shift.Scalar_Tensor", left_shift),
+    ("aten.__rshift__.Scalar", right_shift),
+    ("aten.__rshift__.Tensor", right_shift),
+    ("aten.bitwise_right_shift.Tensor", right_shift),
+    ("aten.bitwise_right_shift.Tensor_Scalar", right_shift),
+    ("aten.bitwise_right_shift.Scalar_Tensor", right_shift),
 ];

@@ -219,11 +219,23 @@ fn reduce_each(
 }
 
 fn amax(ctx: &mut Ctx) -> OpResult {
-    reduce_each(ctx, |t, d| t.max_keepdim(d), None)
+    reduce_each(ctx, |t, d| nan_or(t, d, t.max_keepdim(d)?), None)
 }
 
 fn amin(ctx: &mut Ctx) -> OpResult {
-    reduce_each(ctx, |t, d| t.min_keepdim(d), None)
+    reduce_each(ctx, |t, d| nan_or(t, d, t.min_keepdim(d)?), None)
+}
+
+/// A float reduction's result `r` along `d` (kept), NaN wherever the
+/// reduced line holds a NaN, as torch's max and min propagate it (candle's
+/// skip it).
+fn nan_or(t: &CandleTensor, d: usize, r: CandleTensor) -> candle_core::Result<CandleTensor> {
+    if !t.dtype().is_float() || t.dim(d)? == 0 {
+        return Ok(r);
+    }
+    let nan = t.ne(t)?.max_keepdim(d)?;
+    // the line's sum is NaN where it holds one
+    nan.where_cond(&t.sum_keepdim(d)?, &r)
 }
 
 fn any(ctx: &mut Ctx) -> OpResult {
@@ -280,7 +292,8 @@ fn arg_extreme(ctx: &mut Ctx, largest: bool) -> OpResult {
 /// where torch has 7), so there the first of them: the least index
 /// among the extreme's (or the NaNs') positions.
 fn arg_keepdim(t: &CandleTensor, d: usize, largest: bool) -> candle_core::Result<CandleTensor> {
-    if !t.device().is_cpu() {
+    // (candle's own skips NaN: floats take the first of the NaNs' places)
+    if !t.device().is_cpu() || t.dtype().is_float() {
         return first_extreme(t, d, largest);
     }
     let i = if largest {
@@ -327,64 +340,109 @@ fn dim_last(t: &CandleTensor, d: usize) -> Result<CandleTensor> {
     moved.contiguous().map_err(ce)
 }
 
+/// Each line of `t` along `d` ordered (ascending, or descending where
+/// `desc`) by torch's order (NaN above every number; [`exact::nan_last`]),
+/// stably; the first `k` of each: `(values, int64 indices)`.
+fn sorted_lines(ctx: &Ctx, x: &Tensor, d: usize, desc: bool, k: usize) -> Result<(Tensor, Tensor)> {
+    let last = x.rank() - 1;
+    let moved = Tensor::new(dim_last(&x.t, d)?, x.dtype);
+    let n = *moved.dims().last().unwrap_or(&1);
+    if k > n {
+        return Err(Error::bad_input(format!("k ({k}) is larger than the dim's size ({n})")));
+    }
+    let vals = elems(&moved)?;
+    let lines = if n == 0 { 0 } else { vals.len() / n };
+    let mut idx: Vec<usize> = Vec::with_capacity(lines * k);
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    for r in 0..lines {
+        order.clear();
+        order.extend(0..n);
+        match &vals {
+            Elems::I(v) => {
+                let row = &v[r * n..(r + 1) * n];
+                order.sort_by(|&a, &b| if desc { row[b].cmp(&row[a]) } else { row[a].cmp(&row[b]) });
+            }
+            Elems::F(v) => {
+                let row = &v[r * n..(r + 1) * n];
+                order.sort_by(|&a, &b| if desc { nan_last(row[b], row[a]) } else { nan_last(row[a], row[b]) });
+            }
+        }
+        idx.extend(order[..k].iter().map(|&i| r * n + i));
+    }
+    let mut shape = moved.dims().to_vec();
+    shape[last] = k;
+    let picked = vals.pick(idx.iter().copied());
+    let positions = Elems::I(idx.iter().map(|&i| (i % n.max(1)) as i64).collect());
+    let back = |t: Tensor| -> Result<Tensor> {
+        Ok(if d == last {
+            t
+        } else {
+            Tensor::new(t.t.transpose(d, last).map_err(ce)?, t.dtype)
+        })
+    };
+    Ok((
+        back(from_elems(picked, &shape, x.dtype, ctx.device())?)?,
+        back(from_elems(positions, &shape, Dtype::Int64, ctx.device())?)?,
+    ))
+}
+
 fn topk(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let k = ctx.int("k")? as usize;
+    let k = usize::try_from(ctx.int("k")?).map_err(|_| Error::bad_input("k must not be negative"))?;
+    if x.rank() == 0 {
+        return Ok(vec![Value::Tensor(x), full_of(ctx, vec![], Num::Int(0), Dtype::Int64)?.remove(0)]);
+    }
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
     let largest = ctx.opt_bool("largest", true)?;
-    let last = x.rank() - 1;
-    let moved = dim_last(&x.t, d)?;
-    let idx = moved
-        .arg_sort_last_dim(!largest)
-        .map_err(ce)?
-        .narrow(last, 0, k)
-        .map_err(ce)?
-        .contiguous()
-        .map_err(ce)?;
-    let vals = moved.gather(&idx, last).map_err(ce)?;
-    let back = |t: CandleTensor| {
-        if d == last {
-            Ok(t)
-        } else {
-            t.transpose(d, last).map_err(ce)
-        }
-    };
-    let idx = back(idx.to_dtype(DType::I64).map_err(ce)?)?;
-    Ok(vec![
-        Value::Tensor(Tensor::new(back(vals)?, x.dtype)),
-        Value::Tensor(Tensor::new(idx, Dtype::Int64)),
-    ])
+    let (v, i) = sorted_lines(ctx, &x, d, largest, k)?;
+    Ok(vec![Value::Tensor(v), Value::Tensor(i)])
 }
 
 fn cumsum(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = normalize_dim(ctx.int("dim")?, x.rank())?;
+    let d = if x.rank() == 0 { 0 } else { normalize_dim(ctx.int("dim")?, x.rank())? };
     let out = ctx.dtype("dtype").unwrap_or(if x.dtype.is_floating() {
         x.dtype
     } else {
         Dtype::Int64
     });
-    // candle's cumsum multiplies the dim, moved last, by a triangle; its
-    // matmul refuses that transposed layout, so the dim goes last in a
-    // contiguous copy here.
-    let t = x.t.to_dtype(DType::F64).map_err(ce)?;
-    let t = if x.rank() > 1 {
-        let last = x.rank() - 1;
-        t.transpose(d, last)
-            .and_then(|t| t.contiguous())
-            .and_then(|t| t.cumsum(last))
-            .and_then(|t| t.transpose(d, last))
-    } else {
-        t.cumsum(d)
-    }
-    .map_err(ce)?;
-    one(Tensor::new(t, Dtype::Float64).cast(out)?)
+    let x = x.cast(out)?;
+    let dims = x.dims().to_vec();
+    // running sums along `d`, in float64 for floats (torch's CPU
+    // accumulator), wrapping in int64 for integers
+    let n = dims.get(d).copied().unwrap_or(1);
+    let inner: usize = dims.get(d + 1..).map_or(1, |r| r.iter().product());
+    let run = |len: usize, mut step: Box<dyn FnMut(usize, usize) + '_>| {
+        if n == 0 {
+            return;
+        }
+        for o in 0..len / (n * inner).max(1) {
+            for i in 0..inner {
+                for k in 1..n {
+                    step((o * n + k - 1) * inner + i, (o * n + k) * inner + i);
+                }
+            }
+        }
+    };
+    let vals = match elems(&x)? {
+        Elems::I(mut v) => {
+            let len = v.len();
+            run(len, Box::new(|a, b| v[b] = v[b].wrapping_add(v[a])));
+            Elems::I(v)
+        }
+        Elems::F(mut v) => {
+            let len = v.len();
+            run(len, Box::new(|a, b| v[b] += v[a]));
+            Elems::F(v)
+        }
+    };
+    one(from_elems(vals, &dims, out, ctx.device())?)
 }
 
 fn minmax_dim(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.rank() == 0 {
-        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        let zero = full_of(ctx, vec![], Num::Int(0), Dtype::Int64)?.remove(0);
         return Ok(vec![Value::Tensor(x), zero]);
     }
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
@@ -394,7 +452,8 @@ fn minmax_dim(ctx: &mut Ctx) -> OpResult {
         x.t.max_keepdim(d)
     } else {
         x.t.min_keepdim(d)
-    };
+    }
+    .and_then(|r| nan_or(&x.t, d, r));
     let (v, i) = (v.map_err(ce)?, arg_keepdim(&x.t, d, is_max).map_err(ce)?);
     let (v, i) = if keep {
         (v, i)
@@ -415,34 +474,53 @@ fn prod(ctx: &mut Ctx) -> OpResult {
         Dtype::Int64
     });
     let keep = ctx.opt_bool("keepdim", false)?;
-    let h = x.to_host()?;
-    let vals = h.to_f64();
+    let x = x.cast(out)?;
+    let vals = elems(&x)?;
     let dims = x.dims().to_vec();
     let d = match ctx.opt_int("dim")? {
         Some(d) => Some(normalize_dim(d, x.rank())?),
         None => None,
     };
-    let Some(d) = d.filter(|_| !dims.is_empty()) else {
-        return one(from_f64(&[vals.iter().product()], &[], out, ctx.device())?);
-    };
-    let outer: usize = dims[..d].iter().product();
-    let inner: usize = dims[d + 1..].iter().product();
-    let n = dims[d];
-    let mut res = vec![1.0; outer * inner];
-    for o in 0..outer {
-        for k in 0..n {
-            for i in 0..inner {
-                res[o * inner + i] *= vals[(o * n + k) * inner + i];
+    // (outer, n, inner) of the reduced dim; everything at once without one
+    let (outer, n, inner, shape) = match d.filter(|_| !dims.is_empty()) {
+        Some(d) => {
+            let mut shape = dims.clone();
+            if keep {
+                shape[d] = 1;
+            } else {
+                shape.remove(d);
             }
+            (dims[..d].iter().product::<usize>(), dims[d], dims[d + 1..].iter().product::<usize>(), shape)
         }
-    }
-    let mut shape = dims.clone();
-    if keep {
-        shape[d] = 1;
-    } else {
-        shape.remove(d);
-    }
-    one(from_f64(&res, &shape, out, ctx.device())?)
+        None => (1, vals.len(), 1, if keep { vec![1; dims.len()] } else { vec![] }),
+    };
+    // products wrapping in int64 for integers, in float64 for floats
+    let res = match &vals {
+        Elems::I(v) => {
+            let mut res = vec![1i64; outer * inner];
+            for o in 0..outer {
+                for k in 0..n {
+                    for i in 0..inner {
+                        let r = &mut res[o * inner + i];
+                        *r = r.wrapping_mul(v[(o * n + k) * inner + i]);
+                    }
+                }
+            }
+            Elems::I(res)
+        }
+        Elems::F(v) => {
+            let mut res = vec![1.0; outer * inner];
+            for o in 0..outer {
+                for k in 0..n {
+                    for i in 0..inner {
+                        res[o * inner + i] *= v[(o * n + k) * inner + i];
+                    }
+                }
+            }
+            Elems::F(res)
+        }
+    };
+    one(from_elems(res, &shape, out, ctx.device())?)
 }
 
 fn var(ctx: &mut Ctx) -> OpResult {
@@ -476,47 +554,16 @@ fn var(ctx: &mut Ctx) -> OpResult {
 
 fn sort(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
-    let desc = ctx.opt_bool("descending", false)?;
     if x.rank() == 0 {
-        let zero = full_of(ctx, vec![], 0.0, Dtype::Int64)?.remove(0);
+        let zero = full_of(ctx, vec![], Num::Int(0), Dtype::Int64)?.remove(0);
         return Ok(vec![Value::Tensor(x), zero]);
     }
-    let last = x.rank() - 1;
-    let moved = dim_last(&x.t, d)?;
-    // arg_sort is not stable; torch's sort with stable=False is not either,
-    // but a stable order is what torch returns on CPU for small inputs.
-    let h = Tensor::new(moved.clone(), x.dtype).to_host()?;
-    let vals = h.to_f64();
-    let n = *moved.dims().last().unwrap_or(&1);
-    let mut idx = Vec::with_capacity(vals.len());
-    for row in vals.chunks(n.max(1)) {
-        let mut order: Vec<usize> = (0..row.len()).collect();
-        order.sort_by(|&a, &b| {
-            let o = row[a]
-                .partial_cmp(&row[b])
-                .unwrap_or_else(|| row[a].is_nan().cmp(&row[b].is_nan()));
-            if desc {
-                o.reverse()
-            } else {
-                o
-            }
-        });
-        idx.extend(order.into_iter().map(|i| i as i64));
-    }
-    let it = CandleTensor::from_vec(idx, moved.dims(), ctx.device()).map_err(ce)?;
-    let sorted = moved.gather(&it, last).map_err(ce)?;
-    let back = |t: CandleTensor| {
-        if d == last {
-            Ok(t)
-        } else {
-            t.transpose(d, last).map_err(ce)
-        }
-    };
-    Ok(vec![
-        Value::Tensor(Tensor::new(back(sorted)?, x.dtype)),
-        Value::Tensor(Tensor::new(back(it)?, Dtype::Int64)),
-    ])
+    let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(-1), x.rank())?;
+    let desc = ctx.opt_bool("descending", false)?;
+    // a stable order: torch's CPU sort is stable whether asked or not
+    let n = x.dims()[d];
+    let (v, i) = sorted_lines(ctx, &x, d, desc, n)?;
+    Ok(vec![Value::Tensor(v), Value::Tensor(i)])
 }
 
 /// This family's rows: op identity -> implementation.

@@ -272,7 +272,7 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
         if let Some(s) = shape.get_mut(d) {
             *s = nonempty.iter().map(|t| t.dims()[d]).sum();
         }
-        return full_of(ctx, shape, 0.0, dt);
+        return full_of(ctx, shape, Num::Int(0), dt);
     }
     one(Tensor::new(CandleTensor::cat(&parts, d).map_err(ce)?, dt))
 }

@@ -50,7 +50,7 @@ fn passes(vecs: usize) -> (usize, usize) {
 /// up to [`FEW_CHANNELS_MAX`] input channels, 32 (on AVX2 16: [`few_min_channels`]) to 64 output channels
 /// in whole vectors, output lines at least a run long.
 pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
-    g.input[0] == 1
+    g.planar()
         && (1..=FEW_CHANNELS_MAX).contains(&c)
         && co.is_multiple_of(16)
         && (few_min_channels()..=64).contains(&co)

@@ -372,7 +372,7 @@ unsafe fn every_other_avx512(row: &[f32], line: &mut [std::mem::MaybeUninit<f32>
 fn direct(g: &Windows, b: usize, c: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
     // (no input channels: the output is the bias, which im2col's path gives)
-    g.input[0] == 1
+    g.planar()
         && c > 0
         && if pointwise(g) {
             if pixel_rows(g.out_plane(), c) {

@@ -16,7 +16,7 @@ const PIXEL_TAPS_MAX: usize = 196;
 /// panels of 32 pixels leave lanes idle (a 7x7 plane fills 49 of 64), and
 /// whole panels of output channels.
 pub(super) fn pixel_taps(g: &Windows, c: usize, co: usize) -> bool {
-    g.input[0] == 1
+    g.planar()
         && !pointwise(g)
         && (1..=PIXEL_TAPS_MAX).contains(&g.out_plane())
         && c >= 16

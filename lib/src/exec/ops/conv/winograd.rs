@@ -12,7 +12,7 @@ use crate::exec::simd::{Avx2, Avx512, F32x16};
 /// size (in blocks of tiles: [`winograd_product`]). Off with
 /// `PT2KIT_NO_WINOGRAD=1`.
 pub(super) fn winograd(g: &Windows, c: usize, co: usize) -> bool {
-    g.input[0] == 1
+    g.planar()
         && g.kernel == [1, 3, 3]
         && g.stride == [1, 1, 1]
         && g.dilation == [1, 1, 1]

@@ -184,6 +184,18 @@ fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
     Ok(())
 }
 
+/// An integer divisor made safe for ONNX Runtime, whose integer Div and
+/// Mod trap (SIGFPE) on the minimum value divided by -1 (torch's result
+/// wraps): `(ys with -1 as 1, ys == -1)`; the caller takes `-xs` (Div) or
+/// 0 (Mod) where the mask is set.
+fn safe_divisor(cx: &mut Cx, ys: &str, c: Dtype) -> Result<(String, String)> {
+    let minus = cx.scalar(Lit::Int(-1), c)?;
+    let one = cx.scalar(Lit::Int(1), c)?;
+    let is_minus = cx.node("Equal", &[ys, &minus], vec![]);
+    let safe = cx.node("Where", &[&is_minus, &one, ys], vec![]);
+    Ok((safe, is_minus))
+}
+
 /// True division, or with `rounding_mode` trunc/floor.
 fn div(cx: &mut Cx) -> Result<()> {
     let x = cx.operand("self")?;
@@ -197,7 +209,14 @@ fn div(cx: &mut Cx) -> Result<()> {
     let c = cx.compute(out);
     let xs = cx.operand_as(&x, c)?;
     let ys = cx.operand_as(&y, c)?;
-    let q = cx.node("Div", &[&xs, &ys], vec![]);
+    let q = if c.is_floating() {
+        cx.node("Div", &[&xs, &ys], vec![])
+    } else {
+        let (safe, is_minus) = safe_divisor(cx, &ys, c)?;
+        let q = cx.node("Div", &[&xs, &safe], vec![]);
+        let neg = cx.node("Neg", &[&xs], vec![]);
+        cx.node("Where", &[&is_minus, &neg, &q], vec![])
+    };
     let r = match mode.as_deref() {
         None => q,
         Some("trunc") if c.is_floating() => {
@@ -239,15 +258,28 @@ fn remainder(cx: &mut Cx) -> Result<()> {
             let m = cx.node("Mul", &[&f, ys], vec![]);
             cx.node("Sub", &[xs, &m], vec![])
         } else {
-            cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 0)])
+            int_mod(cx, xs, ys, c, 0)?
         };
         Ok(r)
     })
 }
 
+/// ONNX's integer Mod (`fmod` 0: Python's sign, 1: C's), 0 where the
+/// divisor is -1 ([`safe_divisor`]).
+fn int_mod(cx: &mut Cx, xs: &str, ys: &str, c: Dtype, fmod: i64) -> Result<String> {
+    let (safe, is_minus) = safe_divisor(cx, ys, c)?;
+    let m = cx.node("Mod", &[xs, &safe], vec![attr_int("fmod", fmod)]);
+    let zero = cx.scalar(Lit::Int(0), c)?;
+    Ok(cx.node("Where", &[&is_minus, &zero, &m], vec![]))
+}
+
 pub(super) fn fmod(cx: &mut Cx) -> Result<()> {
-    binary_in(cx, "self", "other", |cx, xs, ys, _| {
-        Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]))
+    binary_in(cx, "self", "other", |cx, xs, ys, c| {
+        if c.is_floating() {
+            Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]))
+        } else {
+            int_mod(cx, xs, ys, c, 1)
+        }
     })
 }
 
