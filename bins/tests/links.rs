@@ -63,7 +63,11 @@ fn anchors(path: &Path) -> HashSet<String> {
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let s = slug(&line[hashes..]);
             let n = seen.entry(s.clone()).or_insert(0);
-            out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+            out.insert(if *n == 0 {
+                s.clone()
+            } else {
+                format!("{s}-{n}")
+            });
             *n += 1;
         }
     }
