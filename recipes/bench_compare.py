@@ -383,7 +383,7 @@ def table(meta, results):
     lines = [
         f"{meta['date']}, {meta['cpu']} ({meta['machine']}"
         + (f", {meta['isa']}" if meta.get("isa") else "")
-        + f"), {meta['threads']} threads each; torch "
+        + f"), {meta['threads']} thread{'s' if meta['threads'] != 1 else ''} each; torch "
         f"{meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']}; medians of "
         f"{meta['rounds']} interleaved rounds of {meta['iters']} runs"
         + (f" after {meta['warmup_time']} s of warm-up." if meta.get("warmup_time") else "."),
