@@ -102,7 +102,8 @@ zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 
 # ir-run against ONNX Runtime and torch eager, side by side (the seven
 # full-size models at batch 1 and 8; about 30 minutes; wants a quiet
-# machine): bench/compare.json and the README table.
+# machine): bench/compare.json and its table in docs/performance.md
+# (python3 recipes/update_readme.py).
 bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/bench_compare.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
 

@@ -32,7 +32,7 @@ transformers BERT-base and GPT-2 small (default configs, sequence 128),
 and the memory case `linear8192x12`: 12 x Linear(8192, 8192), 3.2 GB of
 float32 weights (batch rows of 8192), whose artifacts (about 13 GB a
 batch) are deleted once its row is measured. Writes bench/compare.json (all figures, with versions and the machine) and
-prints the Markdown table the README shows. Timings want a quiet machine.
+prints the Markdown table docs/performance.md shows. Timings want a quiet machine.
 """
 import argparse
 import json
@@ -379,11 +379,11 @@ def mib(b):
 
 
 def table(meta, results):
-    """The README's table (recipes/update_readme.py renders the same)."""
+    """The table of docs/performance.md (recipes/update_readme.py renders the same)."""
     lines = [
         f"{meta['date']}, {meta['cpu']} ({meta['machine']}"
         + (f", {meta['isa']}" if meta.get("isa") else "")
-        + f"), {meta['threads']} threads each; torch "
+        + f"), {meta['threads']} thread{'s' if meta['threads'] != 1 else ''} each; torch "
         f"{meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']}; medians of "
         f"{meta['rounds']} interleaved rounds of {meta['iters']} runs"
         + (f" after {meta['warmup_time']} s of warm-up." if meta.get("warmup_time") else "."),

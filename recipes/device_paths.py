@@ -6,8 +6,8 @@ the rows at the end of each family file. A row is "host" when its
 implementation can reach a host primitive (`to_host`, `host_f64`,
 `from_f64`, `from_host`, `to_vec*`): on a GPU such a row copies its inputs
 to the host and its result back (conditionally for some: a note in the
-table says when the device path is taken). Prints a markdown table for the
-README's CUDA section; `ir-run --device cuda --stats` counts the copies
+table says when the device path is taken). Prints a markdown table for
+docs/cuda.md; `ir-run --device cuda --stats` counts the copies
 each op made in a run.
 
     python3 recipes/device_paths.py > /tmp/device_paths.md

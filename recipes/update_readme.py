@@ -1,27 +1,32 @@
-"""Regenerates the README's generated sections from committed results:
+"""Regenerates the generated sections of README.md and docs/*.md from
+committed results (the files each section lives in: TARGETS below):
 
+- bench-compare-summary (README.md): bench/compare_avx512.json as ratios
 - conformance: golden/ops/report.md (written by lib/tests/conformance.rs)
+- decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
 - bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
+- bench-onnx: bench/onnx.json (recipes/bench_onnx.py)
 - bench-run:   bench/run.json   (recipes/bench_run.py)
-- bench-compare: bench/compare.json (recipes/bench_compare.py)
+- bench-compare: bench/compare.json (recipes/bench_compare.py, its default: AVX2, two threads)
 - bench-compare-avx512: bench/compare_avx512.json (the same recipe's run on a CPU with AVX-512)
+- bench-compare-1t, bench-compare-1t-b8: bench/compare_1t.json, bench/compare_1t_b8.json
+  (the same recipe on one thread, at batch 1 and at batch 8)
 - bench-ort-exports: bench/ort_exports.json (ONNX Runtime on ir2onnx's ONNX and on torch's own export)
+- bench-convs: bench/convs.json (recipes/bench_convs.py)
 - bench-decompose: bench/decompose.json (recipes/bench_decompose.py)
 - bench-huge: bench/huge.json (recipes/bench_huge.py)
-- decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
+- cuda-models: bench/cuda_h200_models.json (recipes/cuda_models.py, on a GPU)
 
 Each section sits between `<!-- BEGIN name -->` and `<!-- END name -->`.
 
     python3 recipes/update_readme.py [--check]
 
---check exits 1 when the README is out of date (CI-friendly).
+--check exits 1 when a file is out of date (CI-friendly).
 """
 import json
 import os
 import re
 import sys
-
-README = "README.md"
 
 
 def conformance():
@@ -160,19 +165,111 @@ def bench_huge():
     return recipe_table("bench/huge.json", "bench_huge", render)
 
 
-SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512, "bench-ort-exports": bench_ort_exports, "decompose-coverage": decompose_coverage, "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance, "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+def bench_compare_1t():
+    return recipe_table("bench/compare_1t.json", "bench_compare",
+                        lambda m, data: m.table(data["meta"], data["results"]))
 
-text = open(README).read()
-new = text
-for name, make in SECTIONS.items():
-    body = make()
-    if body is None:
-        continue
-    pattern = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
-    if not pattern.search(new):
-        sys.exit(f"README.md has no <!-- BEGIN {name} --> section")
-    new = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), new)
+
+def bench_compare_1t_b8():
+    return recipe_table("bench/compare_1t_b8.json", "bench_compare",
+                        lambda m, data: m.table(data["meta"], data["results"]))
+
+
+def bench_compare_summary():
+    """The README's one table: the AVX-512 run as ratios."""
+    path = "bench/compare_avx512.json"
+    if not os.path.exists(path):
+        return None
+    data = json.load(open(path))
+    meta = data["meta"]
+    out = [
+        f"{meta['date']}, {meta['cpu']} ({meta['machine']}, {meta['isa']}), {meta['threads']} threads each; "
+        f"torch {meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']} "
+        f"(`{path}`). Below 1.00x `ir-run` takes less time.",
+        "",
+        "| model | batch | ir-run ms | ir-run / ONNX Runtime | ir-run / torch eager | peak RSS MiB (ir-run / ORT / torch) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in data["results"]:
+        out.append(
+            f"| {r['model']} | {r['batch']} | {r['ir_run_ms']:.2f} | {r['ir_run_over_ort']:.2f}x "
+            f"| {r['ir_run_over_torch']:.2f}x | {r['ir_run_peak_rss']/2**20:.0f} / "
+            f"{r['ort_peak_rss']/2**20:.0f} / {r['torch_peak_rss']/2**20:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def bench_convs():
+    path = "bench/convs.json"
+    if not os.path.exists(path):
+        return None
+    data = json.load(open(path))
+    meta = data["meta"]
+    out = [
+        f"pt2kit {meta['pt2kit']}, {meta['machine']}, {meta['threads']} threads; medians of "
+        f"{meta['rounds']} interleaved rounds of {meta['iters']} runs.",
+        "",
+        "| layer | GFLOP | ir-run ms | ONNX Runtime ms | ir-run / ORT |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in data["results"]:
+        out.append(f"| {r['layer']} | {r['gflop']:.3f} | {r['ir_run_ms']:.3f} | {r['ort_ms']:.3f} | "
+                   f"{r['ir_run_over_ort']:.2f}x |")
+    return "\n".join(out)
+
+
+def cuda_models():
+    path = "bench/cuda_h200_models.json"
+    if not os.path.exists(path):
+        return None
+    data = json.load(open(path))
+    out = [
+        f"{data['gpu']}, torch {data['torch']}, batch 1 (`{path}`).",
+        "",
+        "| model | ir-run cuda ms | torch cuda ms | ir-run / torch | agrees with torch (1e-3) | host copies a run |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for r in data["rows"]:
+        copies = r["host_copies"].rsplit(":", 1)[-1].strip()
+        out.append(f"| {r['model']} | {r['ir_run_cuda_ms']:.2f} | {r['torch_cuda_ms']:.2f} | {r['ratio']:.2f}x | "
+                   f"{'yes' if r['agrees_with_torch'] else 'no'} | {copies} |")
+    return "\n".join(out)
+
+
+SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512,
+            "bench-compare-1t": bench_compare_1t, "bench-compare-1t-b8": bench_compare_1t_b8,
+            "bench-compare-summary": bench_compare_summary, "bench-convs": bench_convs, "cuda-models": cuda_models,
+            "bench-ort-exports": bench_ort_exports, "decompose-coverage": decompose_coverage,
+            "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance,
+            "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
+
+# Which file holds which sections.
+TARGETS = {
+    "README.md": ["bench-compare-summary"],
+    "docs/performance.md": ["bench-compare-avx512", "bench-compare", "bench-compare-1t", "bench-compare-1t-b8",
+                            "bench-ort-exports", "bench-convs", "bench-pt2ir", "bench-onnx", "bench-run",
+                            "bench-decompose"],
+    "docs/big-models.md": ["bench-huge"],
+    "docs/coverage.md": ["conformance", "decompose-coverage"],
+    "docs/cuda.md": ["cuda-models"],
+}
+
+stale = []
+for path, names in TARGETS.items():
+    text = open(path).read()
+    new = text
+    for name in names:
+        body = SECTIONS[name]()
+        if body is None:
+            continue
+        pattern = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
+        if not pattern.search(new):
+            sys.exit(f"{path} has no <!-- BEGIN {name} --> section")
+        new = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), new)
+    if new != text:
+        stale.append(path)
+        if "--check" not in sys.argv:
+            open(path, "w").write(new)
 if "--check" in sys.argv:
-    sys.exit(0 if new == text else "README.md is out of date: run python3 recipes/update_readme.py")
-open(README, "w").write(new)
-print("README.md updated")
+    sys.exit(f"out of date: {', '.join(stale)}: run python3 recipes/update_readme.py" if stale else 0)
+print(f"updated: {', '.join(stale)}" if stale else "up to date")

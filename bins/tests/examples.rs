@@ -1,5 +1,5 @@
 //! What the docs say is what the tools do: every command example in
-//! README.md and in each tool's `--help` (the man pages' EXAMPLES are the
+//! README.md, in docs/*.md and in each tool's `--help` (the man pages' EXAMPLES are the
 //! same text, rendered from the same clap definitions) runs here, as
 //! written, in a directory holding files under the names the examples use
 //! (`model.pt2` is the shipped MLP, `inputs.npz` its inputs, ...), with the
@@ -131,10 +131,32 @@ struct Example {
     prints: Vec<String>,
 }
 
-/// The README's examples: indented code lines that start with a tool (or
-/// `cat`, `$ `); a `$ ` line's following lines are its output.
+/// The Markdown files whose examples run: README.md and docs/*.md.
+fn documents() -> Vec<String> {
+    let mut docs: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    docs.insert(0, "README.md".to_string());
+    docs
+}
+
+/// The examples of the README and docs/: indented code lines that start
+/// with a tool (or `cat`, `$ `); a `$ ` line's following lines are its
+/// output.
 fn readme_examples() -> Vec<Example> {
-    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    documents()
+        .iter()
+        .flat_map(|doc| examples_of(doc))
+        .collect()
+}
+
+/// The examples of one Markdown file (`doc`, relative to the repository).
+fn examples_of(doc: &str) -> Vec<Example> {
+    let text = std::fs::read_to_string(repo().join(doc)).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -164,13 +186,13 @@ fn readme_examples() -> Vec<Example> {
                     prints.push(lines[i].trim().to_string());
                 }
                 out.push(Example {
-                    source: format!("README.md:{}", i + 1),
+                    source: format!("{doc}:{}", i + 1),
                     command: cmd.to_string(),
                     prints,
                 });
             } else if starts(code) {
                 out.push(Example {
-                    source: format!("README.md:{}", i + 1),
+                    source: format!("{doc}:{}", i + 1),
                     command: code.to_string(),
                     prints: Vec::new(),
                 });

@@ -4,7 +4,7 @@
 //!
 //! The per-op results are a golden report (golden/ops/report.md): a case
 //! that starts failing and a case that starts passing both change it, so
-//! the report (and the README table made from it by
+//! the report (and the table made from it in docs/coverage.md by
 //! recipes/update_readme.py) never drifts from what the executor does.
 //! `UPDATE_GOLDEN=1 cargo test --test conformance` rewrites it.
 

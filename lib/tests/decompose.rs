@@ -132,8 +132,8 @@ fn histogram_differences(models: &[(std::path::PathBuf, String)]) -> String {
     out
 }
 
-/// The histogram differences are a reviewed golden file; README.md lists
-/// each with its reason.
+/// The histogram differences are a reviewed golden file; docs/coverage.md
+/// lists each with its reason.
 #[test]
 fn histograms_match_torch_run_decompositions() {
     let mut models = Vec::new();
@@ -149,7 +149,7 @@ fn histograms_match_torch_run_decompositions() {
     }
     models.sort_by(|a, b| a.1.cmp(&b.1));
     let diff = format!(
-        "# model op ours torch: where ir-decompose's op histogram differs from torch's\n# run_decompositions() (both with dead code removed); reasons in README.md\n{}",
+        "# model op ours torch: where ir-decompose's op histogram differs from torch's\n# run_decompositions() (both with dead code removed); reasons in docs/coverage.md\n{}",
         histogram_differences(&models)
     );
     if let Some(e) = check_golden("golden/decompose/histogram_diff.txt", &diff) {

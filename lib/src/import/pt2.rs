@@ -1,6 +1,6 @@
 //! `.pt2` archives (written by `torch.export.save`) into the IR.
 //!
-//! Layouts read (see the README's table):
+//! Layouts read (see the table in docs/formats.md):
 //! - the PT2 archive with raw weight payloads and `*_weights_config.json`
 //!   (torch 2.9 and newer);
 //! - the PT2 archive with weights pickled as `data/weights/<model>.pt`;

@@ -368,7 +368,7 @@ pub fn broadcast(site: &Site, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
 }
 
 /// The op kinds that have a rule, and those of the executor that have none
-/// (for `ir-decompose --list` and the README's count).
+/// (for `ir-decompose --list` and the count in docs/formats.md).
 pub fn coverage(ops: impl Iterator<Item = &'static str>) -> (Vec<&'static str>, Vec<&'static str>) {
     let mut with = Vec::new();
     let mut without = Vec::new();
