@@ -41,6 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_run  # noqa: E402
+
 TOLERANCE = {
     "float32": (1e-4, 1e-4),
     "float64": (1e-4, 1e-4),
@@ -126,18 +129,21 @@ def run_case(onnx_path, inputs_npz, expected_npz, converted):
     # outputs through a Cast to float32 added to a copy of the model.
     bf16 = {o.name for o in model.graph.output
             if o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16 and o.name in names}
+    # nor take bfloat16 inputs (ort_run.float32_inputs)
+    model = onnx.load(str(onnx_path))
+    bf16_in = ort_run.float32_inputs(model)
     if bf16:
-        model = onnx.load(str(onnx_path))
         for name in sorted(bf16):
             model.graph.node.append(onnx.helper.make_node(
                 "Cast", [name], [name + ".float32"], to=onnx.TensorProto.FLOAT))
             model.graph.output.append(onnx.helper.make_tensor_value_info(
                 name + ".float32", onnx.TensorProto.FLOAT, None))
         names = [n + ".float32" if n in bf16 else n for n in names]
+    if bf16 or bf16_in:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     else:
         sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-    inputs = dict(np.load(inputs_npz))
+    inputs = {k: ort_run.feedable(v) for k, v in np.load(inputs_npz).items()}
     feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
     got = sess.run(names, feed)
     expected = np.load(expected_npz)

@@ -23,6 +23,36 @@ import sys
 import numpy as np
 
 
+def float32_inputs(model):
+    """onnxruntime's Python API takes no bfloat16 arrays: each bfloat16
+    input of `model` becomes a float32 one cast to bfloat16 inside (exact:
+    bfloat16 values are float32 values). Returns whether any changed."""
+    import onnx
+
+    changed = False
+    for i in model.graph.input:
+        if i.type.tensor_type.elem_type != onnx.TensorProto.BFLOAT16:
+            continue
+        inner = i.name + ".bfloat16"
+        for n in model.graph.node:
+            for k, x in enumerate(n.input):
+                if x == i.name:
+                    n.input[k] = inner
+        model.graph.node.insert(0, onnx.helper.make_node(
+            "Cast", [i.name], [inner], to=onnx.TensorProto.BFLOAT16))
+        i.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        changed = True
+    return changed
+
+
+def feedable(a):
+    """An array numpy read from an npz, as onnxruntime takes it: bfloat16
+    (ml_dtypes' '<V2') as the float32 values it holds ([`float32_inputs`])."""
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return a
+
+
 def run(model_path, inputs, threads=None):
     """(output names, arrays) for every graph output of the model."""
     import onnxruntime as ort
@@ -30,6 +60,7 @@ def run(model_path, inputs, threads=None):
     import onnx
 
     model = onnx.load(str(model_path))
+    float32_inputs(model)
     names = [o.name for o in model.graph.output]
     read = list(names)
     for i, o in enumerate(model.graph.output):
@@ -44,7 +75,7 @@ def run(model_path, inputs, threads=None):
     if threads:
         opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+    feed = {i.name: feedable(inputs[i.name]) for i in sess.get_inputs()}
     return names, sess.run(read, feed)
 
 

@@ -242,8 +242,9 @@ fn random_inputs(program: &Program, seed: u64) -> Result<Vec<(String, HostTensor
         .collect()
 }
 
-/// Deterministic inputs for --random (xorshift; floats in [0, 1), ints in
-/// [0, 2) so they are valid indices, bools half true).
+/// Deterministic inputs for --random, of each input's declared dtype
+/// (xorshift; floats in [0, 1), complex numbers with both parts so, ints
+/// in [0, 2) so they are valid indices, bools half true).
 fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor {
     let n: usize = shape.iter().product();
     let mut next = || {
@@ -252,37 +253,29 @@ fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor
         *state ^= *state << 17;
         *state
     };
-    let floats: Vec<f64> = (0..n)
+    let count = if dtype.is_complex() { 2 * n } else { n };
+    let floats: Vec<f64> = (0..count)
         .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
         .collect();
+    let each = |f: &dyn Fn(f64) -> Vec<u8>| -> Vec<u8> { floats.iter().flat_map(|v| f(*v)).collect() };
+    let int = |v: f64| (v * 2.0) as i64;
     let data: Vec<u8> = match dtype {
-        Dtype::Float32 => floats
-            .iter()
-            .flat_map(|v| (*v as f32).to_le_bytes())
-            .collect(),
-        Dtype::Float64 => floats.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Dtype::Int64 => floats
-            .iter()
-            .flat_map(|v| ((v * 2.0) as i64).to_le_bytes())
-            .collect(),
-        Dtype::Int32 => floats
-            .iter()
-            .flat_map(|v| ((v * 2.0) as i32).to_le_bytes())
-            .collect(),
-        Dtype::Bool | Dtype::Uint8 => floats.iter().map(|v| (*v >= 0.5) as u8).collect(),
-        _ => floats
-            .iter()
-            .flat_map(|v| (*v as f32).to_le_bytes())
-            .collect(),
+        Dtype::Float32 | Dtype::Complex64 => each(&|v| (v as f32).to_le_bytes().to_vec()),
+        Dtype::Float64 | Dtype::Complex128 => each(&|v| v.to_le_bytes().to_vec()),
+        Dtype::Float16 => each(&|v| half::f16::from_f64(v).to_le_bytes().to_vec()),
+        Dtype::BFloat16 => each(&|v| half::bf16::from_f64(v).to_le_bytes().to_vec()),
+        Dtype::Int64 | Dtype::Uint64 => each(&|v| int(v).to_le_bytes().to_vec()),
+        Dtype::Int32 | Dtype::Uint32 => each(&|v| (int(v) as i32).to_le_bytes().to_vec()),
+        Dtype::Int16 | Dtype::Uint16 => each(&|v| (int(v) as i16).to_le_bytes().to_vec()),
+        Dtype::Int8 => each(&|v| vec![int(v) as u8]),
+        Dtype::Bool | Dtype::Uint8 => each(&|v| vec![(v >= 0.5) as u8]),
+        _ => each(&|v| (v as f32).to_le_bytes().to_vec()),
     };
-    let dtype = match dtype {
+    let dtype = if data.len() == n * dtype.size() {
+        dtype
+    } else {
+        // (a dtype no tensor file holds: float32, which the contract names)
         Dtype::Float32
-        | Dtype::Float64
-        | Dtype::Int64
-        | Dtype::Int32
-        | Dtype::Bool
-        | Dtype::Uint8 => dtype,
-        _ => Dtype::Float32,
     };
     HostTensor { dtype, shape, data }
 }

@@ -31,8 +31,47 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
+/// The values of a tensor to compare: integers exactly, floats as
+/// `f64`, complex numbers as (real, imaginary) pairs.
+enum Values {
+    Ints(Vec<i64>),
+    Floats(Vec<(f64, f64)>),
+}
+
+impl Values {
+    fn of(t: &HostTensor) -> Values {
+        if crate::promote::category(t.dtype) <= 1 {
+            return Values::Ints((0..t.numel()).map(|i| t.int_at(i)).collect());
+        }
+        if t.dtype.is_complex() {
+            let parts = t.complex_parts();
+            return Values::Floats(parts.chunks_exact(2).map(|c| (c[0], c[1])).collect());
+        }
+        Values::Floats(t.to_f64().into_iter().map(|v| (v, 0.0)).collect())
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Values::Ints(v) => v.len(),
+            Values::Floats(v) => v.len(),
+        }
+    }
+
+    fn show(&self, i: usize, complex: bool) -> String {
+        match self {
+            Values::Ints(v) => v[i].to_string(),
+            Values::Floats(v) if complex => format!("{}{:+}j", v[i].0, v[i].1),
+            Values::Floats(v) => v[i].0.to_string(),
+        }
+    }
+}
+
 /// Compares two tensors: shape, dtype, max abs/rel error, mismatches
 /// (|a - b| > atol + rtol * |b|, NaN only equal to NaN), worst index.
+/// Integers compare exactly (every bit of an int64, not through a
+/// float); complex values by the modulus of their difference; a value
+/// NaN on one side only is a mismatch that makes the max abs error NaN
+/// and is counted on its own.
 pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance) -> TensorReport {
     if a.shape != b.shape {
         return TensorReport {
@@ -41,28 +80,52 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
             ok: false,
         };
     }
-    let (x, y) = (a.to_f64(), b.to_f64());
-    let (mut max_abs, mut max_rel, mut worst, mut mismatches) = (0f64, 0f64, None, 0usize);
+    let complex = a.dtype.is_complex() || b.dtype.is_complex();
+    let (x, y) = (Values::of(a), Values::of(b));
+    let (mut max_abs, mut max_rel, mut worst, mut mismatches, mut nans) = (0f64, 0f64, None, 0usize, 0usize);
     let mut worst_excess = f64::MIN;
-    for (i, (p, q)) in x.iter().zip(&y).enumerate() {
-        let bad = if p.is_nan() || q.is_nan() {
-            p.is_nan() != q.is_nan()
-        } else if p == q {
-            false
-        } else if p.is_infinite() || q.is_infinite() {
-            // unequal with an infinity: no tolerance covers it (its
-            // excess would be inf - inf, NaN, and compare as no excess)
+    let n = x.len().min(y.len());
+    for i in 0..n {
+        // (difference, |b|, NaN on one side only, exactly equal)
+        let (d, scale, nan_apart, equal) = match (&x, &y) {
+            (Values::Ints(p), Values::Ints(q)) => {
+                let d = (p[i] as i128 - q[i] as i128).unsigned_abs();
+                (d as f64, (q[i] as f64).abs(), false, d == 0)
+            }
+            _ => {
+                let at = |v: &Values| match v {
+                    Values::Ints(v) => (v[i] as f64, 0.0),
+                    Values::Floats(v) => v[i],
+                };
+                let ((pr, pi), (qr, qi)) = (at(&x), at(&y));
+                let (pn, qn) = (pr.is_nan() || pi.is_nan(), qr.is_nan() || qi.is_nan());
+                if pn || qn {
+                    (0.0, 0.0, pn != qn, pn == qn)
+                } else if pr == qr && pi == qi {
+                    (0.0, 0.0, false, true)
+                } else {
+                    ((pr - qr).hypot(pi - qi), qr.hypot(qi), false, false)
+                }
+            }
+        };
+        if equal {
+            continue;
+        }
+        let bad = if nan_apart {
+            nans += 1;
+            true
+        } else if d.is_infinite() || d.is_nan() {
+            // unequal with an infinity: no tolerance covers it
             worst_excess = f64::INFINITY;
             worst = Some(i);
             max_abs = f64::INFINITY;
             true
         } else {
-            let d = (p - q).abs();
             max_abs = max_abs.max(d);
-            if *q != 0.0 {
-                max_rel = max_rel.max(d / q.abs());
+            if scale != 0.0 {
+                max_rel = max_rel.max(d / scale);
             }
-            let excess = d - (tol.atol + tol.rtol * q.abs());
+            let excess = d - (tol.atol + tol.rtol * scale);
             if excess > worst_excess {
                 worst_excess = excess;
                 worst = Some(i);
@@ -71,10 +134,14 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
         };
         if bad {
             mismatches += 1;
-            if worst.is_none() || p.is_nan() != q.is_nan() {
+            if worst.is_none() || nan_apart {
                 worst = Some(i);
             }
         }
+    }
+    if nans > 0 {
+        max_abs = f64::NAN;
+        max_rel = f64::NAN;
     }
     // Dtypes of one kind (float16 against float32, say) compare by value;
     // of different kinds (integer against floating) they differ outright.
@@ -99,13 +166,16 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
         a.shape,
         x.len()
     );
+    if nans > 0 {
+        let _ = write!(line, " ({nans} NaN on one side only)");
+    }
     if let (Some(i), true) = (worst, mismatches > 0) {
         let _ = write!(
             line,
             " worst at {:?}: {} vs {}",
             unravel(i, &a.shape),
-            x[i],
-            y[i]
+            x.show(i, complex),
+            y.show(i, complex)
         );
     }
     TensorReport {

@@ -43,6 +43,23 @@ impl HostTensor {
         }
     }
 
+    /// A complex tensor's values as (real, imaginary) pairs, flattened;
+    /// a real tensor's with imaginary parts 0.
+    pub fn complex_parts(&self) -> Vec<f64> {
+        let d = &self.data;
+        match self.dtype {
+            Dtype::Complex64 => d
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+                .collect(),
+            Dtype::Complex128 => d
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect(),
+            _ => self.to_f64().into_iter().flat_map(|v| [v, 0.0]).collect(),
+        }
+    }
+
     pub fn to_f64(&self) -> Vec<f64> {
         let d = &self.data;
         let n = self.numel();

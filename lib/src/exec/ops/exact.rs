@@ -114,14 +114,6 @@ impl Elems {
         }
     }
 
-    /// Sets element `i` to `v` (converted to this kind).
-    pub(crate) fn set(&mut self, i: usize, v: Num) {
-        match self {
-            Elems::I(x) => x[i] = v.as_i64(),
-            Elems::F(x) => x[i] = v.as_f64(),
-        }
-    }
-
     /// As floats (integers converted, as torch converts them).
     pub(crate) fn into_f64(self) -> Vec<f64> {
         match self {

@@ -175,12 +175,16 @@ fn unary(cx: &mut Cx, op: &str) -> Result<()> {
 fn clip(cx: &mut Cx, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        // a missing float bound is an infinity, not Clip's default (the
+        // dtype's largest finite value, which an infinity would become)
         let lo = match &min {
             Some(m) => cx.operand_as(m, c)?,
+            None if c.is_floating() => cx.scalar(Lit::Float(f64::NEG_INFINITY), c)?,
             None => String::new(),
         };
         let hi = match &max {
             Some(m) => cx.operand_as(m, c)?,
+            None if c.is_floating() => cx.scalar(Lit::Float(f64::INFINITY), c)?,
             None => String::new(),
         };
         if hi.is_empty() {

@@ -7,6 +7,7 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
     let rank = meta.sizes.len();
     let dims = reduce_dims(cx, dim_arg, rank)?;
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
+    let sizes = meta.sizes.clone();
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         if rank == 0 {
             return Ok(x.to_string());
@@ -17,8 +18,87 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
             let r = cx.reduce(op, &u, dims.as_deref(), keepdim);
             return cx.cast(&r, Dtype::Uint8, Dtype::Bool);
         }
-        Ok(cx.reduce(op, x, dims.as_deref(), keepdim))
+        let axes: Vec<i64> = dims.clone().unwrap_or_else(|| (0..rank as i64).collect());
+        let wide_int = matches!(c, Dtype::Int64 | Dtype::Uint64);
+        match op {
+            "ReduceSum" if wide_int => Ok(exact_int_sum(cx, x, &axes, keepdim)),
+            "ReduceProd" if wide_int => exact_int_prod(cx, x, &axes, &sizes, keepdim),
+            "ReduceMax" | "ReduceMin" if c.is_floating() => {
+                let r = cx.reduce(op, x, dims.as_deref(), keepdim);
+                nan_where_any(cx, x, &r, c, &axes, keepdim)
+            }
+            _ => Ok(cx.reduce(op, x, dims.as_deref(), keepdim)),
+        }
     })
+}
+
+/// `r` (a max or min of `x` over `axes`) with NaN wherever the reduced
+/// line holds one, as torch's max and min propagate it (ONNX Runtime's
+/// ReduceMax and ReduceMin skip NaN).
+fn nan_where_any(cx: &mut Cx, x: &str, r: &str, c: Dtype, axes: &[i64], keepdim: bool) -> Result<String> {
+    let isnan = cx.node("IsNaN", &[x], vec![]);
+    let flag = cx.cast(&isnan, Dtype::Bool, Dtype::Float32)?;
+    let any = cx.reduce("ReduceMax", &flag, Some(axes), keepdim);
+    let zero = cx.scalar(Lit::Float(0.0), Dtype::Float32)?;
+    let has = cx.node("Greater", &[&any, &zero], vec![]);
+    let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+    Ok(cx.node("Where", &[&has, &nan, r], vec![]))
+}
+
+/// An int64 sum that ONNX Runtime computes exactly (its ReduceSum of
+/// int64 goes through float64 and rounds past 2^53): a running sum along
+/// each axis in turn, its last element kept.
+fn exact_int_sum(cx: &mut Cx, x: &str, axes: &[i64], keepdim: bool) -> String {
+    let mut v = x.to_string();
+    let (start, end) = (cx.const_i64s(&[-1]), cx.const_i64s(&[i64::MAX]));
+    for &a in axes {
+        let axis = cx.const_i64(a);
+        let run = cx.node("CumSum", &[&v, &axis], vec![]);
+        let ax = cx.const_i64s(&[a]);
+        v = cx.node("Slice", &[&run, &start, &end, &ax], vec![]);
+    }
+    if keepdim {
+        v
+    } else {
+        cx.squeeze(&v, axes)
+    }
+}
+
+/// An int64 product that ONNX Runtime computes exactly (its ReduceProd
+/// of int64 rounds through float64 past 2^53): over each static axis the
+/// line padded with ones to a power of two and halved, the halves
+/// multiplied (wrapping, as torch's); a symbolic axis takes ReduceProd.
+fn exact_int_prod(cx: &mut Cx, x: &str, axes: &[i64], sizes: &[Sym], keepdim: bool) -> Result<String> {
+    let mut v = x.to_string();
+    for &a in axes {
+        let Some(mut n) = sizes[a as usize].as_int() else {
+            v = cx.reduce("ReduceProd", &v, Some(&[a]), true);
+            continue;
+        };
+        let ax = cx.const_i64s(&[a]);
+        if n == 0 {
+            v = cx.reduce("ReduceProd", &v, Some(&[a]), true);
+            continue;
+        }
+        let width = (n as u64).next_power_of_two() as i64;
+        if width != n {
+            let mut pads = vec![0i64; 2 * sizes.len()];
+            pads[sizes.len() + a as usize] = width - n;
+            let pads = cx.const_i64s(&pads);
+            let one = cx.scalar(Lit::Int(1), Dtype::Int64)?;
+            v = cx.node("Pad", &[&v, &pads, &one], vec![]);
+            n = width;
+        }
+        while n > 1 {
+            let half = n / 2;
+            let (s0, s1, s2) = (cx.const_i64s(&[0]), cx.const_i64s(&[half]), cx.const_i64s(&[n]));
+            let lo = cx.node("Slice", &[&v, &s0, &s1, &ax], vec![]);
+            let hi = cx.node("Slice", &[&v, &s1, &s2, &ax], vec![]);
+            v = cx.node("Mul", &[&lo, &hi], vec![]);
+            n = half;
+        }
+    }
+    Ok(if keepdim { v } else { cx.squeeze(&v, axes) })
 }
 
 /// any/all: a max/min over the values as 0/1.
@@ -93,17 +173,36 @@ fn max_min_dim(cx: &mut Cx, reduce_op: &str, arg_op: &str) -> Result<()> {
     let c = cx.compute(out);
     let xs = cx.cast(&x, meta.dtype, c)?;
     let v = cx.reduce(reduce_op, &xs, Some(&[dim]), keepdim);
+    let v = if c.is_floating() {
+        nan_where_any(cx, &xs, &v, c, &[dim], keepdim)?
+    } else {
+        v
+    };
     let v = cx.cast(&v, c, out)?;
     cx.set(0, v);
     if cx.out_used(1) {
-        let i = cx.node(
-            arg_op,
-            &[&xs],
-            vec![attr_int("axis", dim), attr_int("keepdims", keepdim as i64)],
-        );
+        let i = arg_node(cx, arg_op, &xs, c, dim, keepdim)?;
         cx.set(1, i);
     }
     Ok(())
+}
+
+/// ArgMax or ArgMin along `axis` as torch gives it: the first NaN's place
+/// where the line holds one (ONNX Runtime's skip NaN), else the first
+/// extreme's.
+fn arg_node(cx: &mut Cx, op: &str, x: &str, c: Dtype, axis: i64, keepdim: bool) -> Result<String> {
+    let attrs = || vec![attr_int("axis", axis), attr_int("keepdims", keepdim as i64)];
+    let i = cx.node(op, &[x], attrs());
+    if !c.is_floating() {
+        return Ok(i);
+    }
+    let isnan = cx.node("IsNaN", &[x], vec![]);
+    let flag = cx.cast(&isnan, Dtype::Bool, Dtype::Float32)?;
+    let first_nan = cx.node("ArgMax", &[&flag], attrs());
+    let any = cx.reduce("ReduceMax", &flag, Some(&[axis]), keepdim);
+    let zero = cx.scalar(Lit::Float(0.0), Dtype::Float32)?;
+    let has = cx.node("Greater", &[&any, &zero], vec![]);
+    Ok(cx.node("Where", &[&has, &first_nan, &i], vec![]))
 }
 
 fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
@@ -113,21 +212,10 @@ fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
     let c = cx.compute(meta.dtype);
     let xs = cx.cast(&x, meta.dtype, c)?;
     let y = match cx.opt_int("dim")? {
-        Some(d) => cx.node(
-            op,
-            &[&xs],
-            vec![
-                attr_int("axis", normalize_dim(d, rank)? as i64),
-                attr_int("keepdims", keepdim as i64),
-            ],
-        ),
+        Some(d) => arg_node(cx, op, &xs, c, normalize_dim(d, rank)? as i64, keepdim)?,
         None => {
             let flat = cx.reshape_const(&xs, &[-1])?;
-            let i = cx.node(
-                op,
-                &[&flat],
-                vec![attr_int("axis", 0), attr_int("keepdims", 0)],
-            );
+            let i = arg_node(cx, op, &flat, c, 0, false)?;
             if keepdim {
                 cx.reshape_const(&i, &vec![1; rank])?
             } else {
