@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
+.PHONY: build test fuzz-kernels test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -19,6 +19,10 @@ test: build $(ONNX_VENV)/.ready
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib exec::
 	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch
+	# Every fast kernel against its plain reference on random shapes (lib/tests/kernels.rs), on each
+	# instruction set's kernels.
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
+	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
@@ -77,6 +81,14 @@ fixtures: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models
 	$(VENV)/bin/python recipes/make_bad.py --models golden/models --out golden/bad
 	$(VENV)/bin/python recipes/make_legacy.py --models golden/models --out golden/legacy
+
+# The kernel property tests (lib/tests/kernels.rs) with many more random shapes, on every
+# instruction set's kernels: `make fuzz-kernels CASES=5000`.
+CASES ?= 2000
+fuzz-kernels: build
+	PT2KIT_KERNEL_CASES=$(CASES) $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
+	PT2KIT_KERNEL_CASES=$(CASES) PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
+	PT2KIT_KERNEL_CASES=$(CASES) PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
 
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch
