@@ -1358,6 +1358,23 @@ class NumConv3d(nn.Module):
         return z, plane, self.odd(y), self.grp(y), self.point(y), F.adaptive_avg_pool3d(z, 1).flatten(1)
 
 
+class NumF64Conv(nn.Module):
+    """float64 through convolutions and a linear head: ir-run and
+    ir-decompose run it; ir2onnx refuses it (ONNX Runtime's CPU provider has
+    no float64 Conv, so the file it would write could not be run)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv1d(8, 4, 3, stride=2)
+        self.lin = nn.Linear(4, 5)
+        self.double().eval()
+
+    def forward(self, x):  # f64[2, 3, 6, 6]
+        h = F.relu(self.c1(x)).flatten(2)
+        return self.lin(self.c2(h).mean(-1))
+
+
 def _nan_inputs():
     x = _randn(3, 5)
     x[0, 1] = float("nan")
@@ -1390,6 +1407,7 @@ _reg("num_f16_cnn", lambda: NumHalfCnn(torch.float16), lambda: (_randn(2, 3, 24,
 _reg("num_bf16_cnn", lambda: NumHalfCnn(torch.bfloat16), lambda: (_randn(2, 3, 24, 24).bfloat16(),),
      group="numerics")
 _reg("num_sdpa_masked", NumSdpaMasked, _sdpa_masked_inputs, group="numerics")
+_reg("num_f64_conv", NumF64Conv, lambda: (_randn(2, 3, 6, 6).double(),), group="numerics")
 _reg("num_conv3d", NumConv3d, lambda: (_randn(2, 3, 4, 32, 32),), group="numerics")
 
 # Dynamic shapes (golden/dynamic): one graph, three sizes (the example, alt

@@ -89,10 +89,12 @@ fn check(what: &str, got: &HostTensor, want: &[f64], scale: &[f64], tol: f64) ->
     if g.len() != want.len() {
         return Err(format!("{what}: {} values, the reference has {}", g.len(), want.len()));
     }
-    let out_ulp = match got.dtype {
-        Dtype::Float16 => 1.0 / 1024.0,
-        Dtype::BFloat16 => 1.0 / 128.0,
-        _ => 0.0,
+    // one unit in the last place of the output dtype, relative, and its
+    // smallest subnormal's spacing below the normal range
+    let (out_ulp, out_tiny) = match got.dtype {
+        Dtype::Float16 => (1.0 / 1024.0, 2f64.powi(-24)),
+        Dtype::BFloat16 => (1.0 / 128.0, 2f64.powi(-133)),
+        _ => (0.0, 0.0),
     };
     for (i, (a, b)) in g.iter().zip(want).enumerate() {
         if a.is_nan() || b.is_nan() {
@@ -101,7 +103,7 @@ fn check(what: &str, got: &HostTensor, want: &[f64], scale: &[f64], tol: f64) ->
             }
             continue;
         }
-        let bound = tol * scale[i].max(1e-30) + out_ulp * b.abs() + 1e-30;
+        let bound = tol * scale[i].max(1e-30) + out_ulp * b.abs() + out_tiny + 1e-30;
         if (a - b).abs() > bound {
             return Err(format!("{what}: element {i} is {a}, the reference {b} (bound {bound:e})"));
         }

@@ -784,7 +784,8 @@ host_unary_ops! {
     floor => false, f64::floor, SAME;
     trunc => false, f64::trunc, SAME;
     round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } }, SAME;
-    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else if v.is_nan() { v } else { 0.0 }, Some(i64::signum);
+    // (NaN's sign is 0, as torch's (0 < x) - (x < 0))
+    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 }, Some(i64::signum);
 }
 
 fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> OpResult {
