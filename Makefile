@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
+.PHONY: build test test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -73,6 +73,13 @@ fixtures: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models
 	$(VENV)/bin/python recipes/make_bad.py --models golden/models --out golden/bad
 	$(VENV)/bin/python recipes/make_legacy.py --models golden/models --out golden/legacy
+
+# Regenerates the dtype conformance suite with torch (recipes/dtype_cases.py): every core
+# ATen overload x every dtype torch supports for it, on plain, extremal and empty inputs:
+# golden/dtypes. A few minutes on 2 cores. `make dtype-cases DTYPE_CASES_ARGS="--only
+# aten.add.Tensor --dtypes int64"` regenerates a part.
+dtype-cases: $(VENV)/.torch
+	$(VENV)/bin/python recipes/dtype_cases.py --out golden/dtypes $(DTYPE_CASES_ARGS)
 
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch
