@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test fuzz-kernels test-big huge bench-huge test-recipes demo big bench install fixtures golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
+.PHONY: build test fuzz-kernels test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -91,6 +91,13 @@ fuzz-kernels: build
 	PT2KIT_KERNEL_CASES=$(CASES) $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
 	PT2KIT_KERNEL_CASES=$(CASES) PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
 	PT2KIT_KERNEL_CASES=$(CASES) PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
+
+# Regenerates the dtype conformance suite with torch (recipes/dtype_cases.py): every core
+# ATen overload x every dtype torch supports for it, on plain, extremal and empty inputs:
+# golden/dtypes. A few minutes on 2 cores. `make dtype-cases DTYPE_CASES_ARGS="--only
+# aten.add.Tensor --dtypes int64"` regenerates a part.
+dtype-cases: $(VENV)/.torch
+	$(VENV)/bin/python recipes/dtype_cases.py --out golden/dtypes $(DTYPE_CASES_ARGS)
 
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch

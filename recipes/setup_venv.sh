@@ -11,5 +11,5 @@ python3 -m venv "$dir"
 "$dir/bin/python" -m pip install -q --upgrade pip
 "$dir/bin/python" -m pip install -q numpy onnx onnxruntime
 if [ "$torch" = 1 ]; then
-  "$dir/bin/python" -m pip install -q torch torchvision transformers onnxscript
+  "$dir/bin/python" -m pip install -q torch torchvision transformers onnxscript ml_dtypes
 fi
