@@ -42,15 +42,24 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 fn rounded(v: &[f32], dtype: Dtype) -> Vec<f32> {
     match dtype {
         Dtype::Float16 => v.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect(),
-        Dtype::BFloat16 => v.iter().map(|x| half::bf16::from_f32(*x).to_f32()).collect(),
+        Dtype::BFloat16 => v
+            .iter()
+            .map(|x| half::bf16::from_f32(*x).to_f32())
+            .collect(),
         _ => v.to_vec(),
     }
 }
 
 fn bytes(v: &[f32], dtype: Dtype) -> Vec<u8> {
     match dtype {
-        Dtype::Float16 => v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect(),
-        Dtype::BFloat16 => v.iter().flat_map(|x| half::bf16::from_f32(*x).to_le_bytes()).collect(),
+        Dtype::Float16 => v
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+            .collect(),
+        Dtype::BFloat16 => v
+            .iter()
+            .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+            .collect(),
         _ => f32s(v),
     }
 }
@@ -69,7 +78,8 @@ fn sizes(s: &[usize]) -> Vec<i64> {
 
 /// Runs a built program on `inputs` (named x0, x1, ... in order).
 fn run(p: &Program, inputs: Vec<HostTensor>) -> Result<Vec<HostTensor>, String> {
-    let exec = Executor::new(p, exec::device(DeviceKind::Cpu).unwrap()).map_err(|e| e.to_string())?;
+    let exec =
+        Executor::new(p, exec::device(DeviceKind::Cpu).unwrap()).map_err(|e| e.to_string())?;
     let named: Vec<(String, HostTensor)> = inputs
         .into_iter()
         .enumerate()
@@ -84,10 +94,20 @@ fn run(p: &Program, inputs: Vec<HostTensor>) -> Result<Vec<HostTensor>, String> 
 /// `tol * scale[i]` (the sum of the magnitudes of the terms that made it:
 /// the rounding a float32 sum of them may gather) plus the rounding of the
 /// output dtype; NaN only where the reference has NaN.
-fn check(what: &str, got: &HostTensor, want: &[f64], scale: &[f64], tol: f64) -> Result<(), String> {
+fn check(
+    what: &str,
+    got: &HostTensor,
+    want: &[f64],
+    scale: &[f64],
+    tol: f64,
+) -> Result<(), String> {
     let g = got.to_f64();
     if g.len() != want.len() {
-        return Err(format!("{what}: {} values, the reference has {}", g.len(), want.len()));
+        return Err(format!(
+            "{what}: {} values, the reference has {}",
+            g.len(),
+            want.len()
+        ));
     }
     // one unit in the last place of the output dtype, relative, and its
     // smallest subnormal's spacing below the normal range
@@ -105,7 +125,9 @@ fn check(what: &str, got: &HostTensor, want: &[f64], scale: &[f64], tol: f64) ->
         }
         let bound = tol * scale[i].max(1e-30) + out_ulp * b.abs() + out_tiny + 1e-30;
         if (a - b).abs() > bound {
-            return Err(format!("{what}: element {i} is {a}, the reference {b} (bound {bound:e})"));
+            return Err(format!(
+                "{what}: element {i} is {a}, the reference {b} (bound {bound:e})"
+            ));
         }
     }
     Ok(())
@@ -184,7 +206,8 @@ fn conv_reference(c: &Conv, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f
                         let mut at = 0usize;
                         let mut inside = true;
                         for d in 0..nd {
-                            let p = (o[d] * c.stride[d] + k[d] * c.dilation[d]) as isize - c.pad[d] as isize;
+                            let p = (o[d] * c.stride[d] + k[d] * c.dilation[d]) as isize
+                                - c.pad[d] as isize;
                             if p < 0 || p >= c.input[d] as isize {
                                 inside = false;
                                 break;
@@ -223,10 +246,25 @@ fn conv_case(c: &Conv, seed: u64) -> Result<(), String> {
     let w = rounded(&values(nw, seed + 1), c.dtype);
     let bv = rounded(&values(co, seed + 2), c.dtype);
     let mut b = B::new();
-    let xv = b.input("x0", InputKind::UserInput, meta_of(c.dtype, &sizes(&xs)), None);
-    let wv = b.input("p_w", InputKind::Parameter("w".into()), meta_of(c.dtype, &sizes(&ws)), Some(bytes(&w, c.dtype)));
+    let xv = b.input(
+        "x0",
+        InputKind::UserInput,
+        meta_of(c.dtype, &sizes(&xs)),
+        None,
+    );
+    let wv = b.input(
+        "p_w",
+        InputKind::Parameter("w".into()),
+        meta_of(c.dtype, &sizes(&ws)),
+        Some(bytes(&w, c.dtype)),
+    );
     let bias = if c.bias {
-        let bb = b.input("p_b", InputKind::Parameter("b".into()), meta_of(c.dtype, &[co as i64]), Some(bytes(&bv, c.dtype)));
+        let bb = b.input(
+            "p_b",
+            InputKind::Parameter("b".into()),
+            meta_of(c.dtype, &[co as i64]),
+            Some(bytes(&bv, c.dtype)),
+        );
         t(bb)
     } else {
         Argument::None
@@ -253,7 +291,11 @@ fn conv_case(c: &Conv, seed: u64) -> Result<(), String> {
     b.output(y);
     let got = run(&b.p, vec![host(c.dtype, &xs, &x)])?;
     let (want, scale) = conv_reference(c, &x, &w, &bv);
-    let tol = if c.dtype == Dtype::Float32 { 2e-6 } else { 4e-6 };
+    let tol = if c.dtype == Dtype::Float32 {
+        2e-6
+    } else {
+        4e-6
+    };
     check(&format!("{c:?}"), &got[0], &want, &scale, tol)
 }
 
@@ -276,15 +318,29 @@ fn random_conv(d: &mut impl FnMut(u64) -> usize) -> Conv {
     let kernel: Vec<usize> = (0..nd).map(|_| 1 + d(kmax as u64)).collect();
     let stride: Vec<usize> = (0..nd).map(|_| [1, 1, 1, 2, 3][d(5)]).collect();
     let dilation: Vec<usize> = (0..nd).map(|_| [1, 1, 1, 2][d(4)]).collect();
-    let pad: Vec<usize> = (0..nd).map(|i| d((kernel[i] as u64 / 2) * dilation[i] as u64 + 1)).collect();
-    let max = if nd == 3 { 9 } else if nd == 2 { 30 } else { 60 };
+    let pad: Vec<usize> = (0..nd)
+        .map(|i| d((kernel[i] as u64 / 2) * dilation[i] as u64 + 1))
+        .collect();
+    let max = if nd == 3 {
+        9
+    } else if nd == 2 {
+        30
+    } else {
+        60
+    };
     let input: Vec<usize> = (0..nd)
         .map(|i| {
             let span = dilation[i] * (kernel[i] - 1) + 1;
             span.saturating_sub(2 * pad[i]).max(1) + d(max as u64)
         })
         .collect();
-    let dtype = [Dtype::Float32, Dtype::Float32, Dtype::Float32, Dtype::Float16, Dtype::BFloat16][d(5)];
+    let dtype = [
+        Dtype::Float32,
+        Dtype::Float32,
+        Dtype::Float32,
+        Dtype::Float16,
+        Dtype::BFloat16,
+    ][d(5)];
     Conv {
         batch: 1 + d(3),
         groups,
@@ -307,7 +363,15 @@ fn random_conv(d: &mut impl FnMut(u64) -> usize) -> Conv {
 /// the direct product over large planes, strided 1x1s, depthwise of
 /// stride 1 and 2 in every width, 3-D ones over one plane.
 fn fixed_convs() -> Vec<Conv> {
-    let c2 = |batch, groups, cin, cout, hw: [usize; 2], k: [usize; 2], s: [usize; 2], p: [usize; 2], dl: [usize; 2]| Conv {
+    let c2 = |batch,
+              groups,
+              cin,
+              cout,
+              hw: [usize; 2],
+              k: [usize; 2],
+              s: [usize; 2],
+              p: [usize; 2],
+              dl: [usize; 2]| Conv {
         batch,
         groups,
         cin,
@@ -336,8 +400,27 @@ fn fixed_convs() -> Vec<Conv> {
         c2(2, 1, 8, 8, [20, 18], [3, 3], [1, 1], [2, 2], [2, 2]),
         c2(1, 1, 5, 7, [6, 4], [3, 3], [1, 1], [1, 1], [1, 1]),
     ];
-    for (k, s, hw) in [(3, 1, 28), (3, 2, 28), (5, 2, 29), (7, 2, 30), (5, 1, 14), (3, 1, 7), (2, 2, 16), (3, 2, 7)] {
-        v.push(c2(2, 48, 1, 1, [hw, hw], [k, k], [s, s], [k / 2, k / 2], [1, 1]));
+    for (k, s, hw) in [
+        (3, 1, 28),
+        (3, 2, 28),
+        (5, 2, 29),
+        (7, 2, 30),
+        (5, 1, 14),
+        (3, 1, 7),
+        (2, 2, 16),
+        (3, 2, 7),
+    ] {
+        v.push(c2(
+            2,
+            48,
+            1,
+            1,
+            [hw, hw],
+            [k, k],
+            [s, s],
+            [k / 2, k / 2],
+            [1, 1],
+        ));
     }
     let c3 = |cin, cout, dhw: [usize; 3], k: [usize; 3], s: [usize; 3], p: [usize; 3]| Conv {
         batch: 2,
@@ -390,7 +473,12 @@ fn convolutions_match_the_definition() {
 
 /// A product by its definition: `[.., m, k] x [.., k, n]`, batch dims
 /// broadcast; (values, magnitudes).
-fn matmul_reference(a: &[f32], ad: &[usize], b: &[f32], bd: &[usize]) -> (Vec<f64>, Vec<f64>, Vec<usize>) {
+fn matmul_reference(
+    a: &[f32],
+    ad: &[usize],
+    b: &[f32],
+    bd: &[usize],
+) -> (Vec<f64>, Vec<f64>, Vec<usize>) {
     let (m, k) = (ad[ad.len() - 2], ad[ad.len() - 1]);
     let n = bd[bd.len() - 1];
     let (ab, bb) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
@@ -443,7 +531,9 @@ fn matmul_reference(a: &[f32], ad: &[usize], b: &[f32], bd: &[usize]) -> (Vec<f6
 fn products_match_the_definition() {
     let mut d = draws(0xa11ce);
     let mut failures = Vec::new();
-    let edge = [1usize, 2, 7, 12, 13, 16, 31, 32, 33, 47, 64, 100, 129, 300, 801];
+    let edge = [
+        1usize, 2, 7, 12, 13, 16, 31, 32, 33, 47, 64, 100, 129, 300, 801,
+    ];
     let n = cases(120);
     for i in 0..n {
         let pick = |d: &mut dyn FnMut(u64) -> usize| edge[d(edge.len() as u64)];
@@ -451,7 +541,13 @@ fn products_match_the_definition() {
         if m * k * nn > 6_000_000 {
             continue;
         }
-        let dtype = [Dtype::Float32, Dtype::Float32, Dtype::Float32, Dtype::Float16, Dtype::BFloat16][d(5)];
+        let dtype = [
+            Dtype::Float32,
+            Dtype::Float32,
+            Dtype::Float32,
+            Dtype::Float16,
+            Dtype::BFloat16,
+        ][d(5)];
         let form = d(5);
         // 0: mm, 1: linear (weight [n, k], bias), 2: bmm, 3: matmul with a
         // broadcast weight, 4: addmm with a transposed input view
@@ -466,7 +562,12 @@ fn products_match_the_definition() {
         let bias = rounded(&values(nn, i as u64 + 9), dtype);
         let (mut want, mut scale, shape) = matmul_reference(&a, &ad, &b, &bd);
         let mut p = B::new();
-        let x = p.input("x0", InputKind::UserInput, meta_of(dtype, &sizes(&ad)), None);
+        let x = p.input(
+            "x0",
+            InputKind::UserInput,
+            meta_of(dtype, &sizes(&ad)),
+            None,
+        );
         let out_meta = meta_of(dtype, &sizes(&shape));
         let y = match form {
             1 => {
@@ -477,13 +578,30 @@ fn products_match_the_definition() {
                         wt[c * k + r] = b[r * nn + c];
                     }
                 }
-                let w = p.input("p_w", InputKind::Parameter("w".into()), meta_of(dtype, &[nn as i64, k as i64]), Some(bytes(&wt, dtype)));
-                let bb = p.input("p_b", InputKind::Parameter("b".into()), meta_of(dtype, &[nn as i64]), Some(bytes(&bias, dtype)));
+                let w = p.input(
+                    "p_w",
+                    InputKind::Parameter("w".into()),
+                    meta_of(dtype, &[nn as i64, k as i64]),
+                    Some(bytes(&wt, dtype)),
+                );
+                let bb = p.input(
+                    "p_b",
+                    InputKind::Parameter("b".into()),
+                    meta_of(dtype, &[nn as i64]),
+                    Some(bytes(&bias, dtype)),
+                );
                 for (r, v) in want.iter_mut().enumerate() {
                     *v += bias[r % nn] as f64;
                     scale[r] += (bias[r % nn] as f64).abs();
                 }
-                p.emit(|em| em.op("aten.linear.default", vec![("input", t(x)), ("weight", t(w)), ("bias", t(bb))], out_meta.clone()).unwrap())
+                p.emit(|em| {
+                    em.op(
+                        "aten.linear.default",
+                        vec![("input", t(x)), ("weight", t(w)), ("bias", t(bb))],
+                        out_meta.clone(),
+                    )
+                    .unwrap()
+                })
             }
             4 => {
                 // A given as the transpose of a [k, m] input
@@ -493,33 +611,94 @@ fn products_match_the_definition() {
                         at[c * m + r] = a[r * k + c];
                     }
                 }
-                let xt = p.input("x1", InputKind::UserInput, meta_of(dtype, &[k as i64, m as i64]), None);
-                let w = p.input("p_w", InputKind::Parameter("w".into()), meta_of(dtype, &sizes(&bd)), Some(bytes(&b, dtype)));
-                let bb = p.input("p_b", InputKind::Parameter("b".into()), meta_of(dtype, &[nn as i64]), Some(bytes(&bias, dtype)));
+                let xt = p.input(
+                    "x1",
+                    InputKind::UserInput,
+                    meta_of(dtype, &[k as i64, m as i64]),
+                    None,
+                );
+                let w = p.input(
+                    "p_w",
+                    InputKind::Parameter("w".into()),
+                    meta_of(dtype, &sizes(&bd)),
+                    Some(bytes(&b, dtype)),
+                );
+                let bb = p.input(
+                    "p_b",
+                    InputKind::Parameter("b".into()),
+                    meta_of(dtype, &[nn as i64]),
+                    Some(bytes(&bias, dtype)),
+                );
                 for (r, v) in want.iter_mut().enumerate() {
                     *v += bias[r % nn] as f64;
                     scale[r] += (bias[r % nn] as f64).abs();
                 }
-                let view = p.emit(|em| em.op("aten.permute.default", vec![("self", t(xt)), ("dims", Argument::Ints(vec![1, 0]))], meta_of(dtype, &[m as i64, k as i64])).unwrap());
-                let y = p.emit(|em| em.op("aten.addmm.default", vec![("self", t(bb)), ("mat1", t(view)), ("mat2", t(w))], out_meta.clone()).unwrap());
+                let view = p.emit(|em| {
+                    em.op(
+                        "aten.permute.default",
+                        vec![("self", t(xt)), ("dims", Argument::Ints(vec![1, 0]))],
+                        meta_of(dtype, &[m as i64, k as i64]),
+                    )
+                    .unwrap()
+                });
+                let y = p.emit(|em| {
+                    em.op(
+                        "aten.addmm.default",
+                        vec![("self", t(bb)), ("mat1", t(view)), ("mat2", t(w))],
+                        out_meta.clone(),
+                    )
+                    .unwrap()
+                });
                 p.output(y);
                 let got = run(&p.p, vec![host(dtype, &ad, &a), host(dtype, &[k, m], &at)]);
-                let r = got.and_then(|g| check(&format!("addmm {m}x{k}x{nn} {dtype:?}"), &g[0], &want, &scale, 2e-6));
+                let r = got.and_then(|g| {
+                    check(
+                        &format!("addmm {m}x{k}x{nn} {dtype:?}"),
+                        &g[0],
+                        &want,
+                        &scale,
+                        2e-6,
+                    )
+                });
                 if let Err(e) = r {
                     failures.push(e);
                 }
                 continue;
             }
             _ => {
-                let w = p.input("p_w", InputKind::Parameter("w".into()), meta_of(dtype, &sizes(&bd)), Some(bytes(&b, dtype)));
-                let op = ["aten.mm.default", "", "aten.bmm.default", "aten.matmul.default"][form];
-                let (l, r) = if form == 3 { ("self", "other") } else { ("self", "mat2") };
-                p.emit(|em| em.op(op, vec![(l, t(x)), (r, t(w))], out_meta.clone()).unwrap())
+                let w = p.input(
+                    "p_w",
+                    InputKind::Parameter("w".into()),
+                    meta_of(dtype, &sizes(&bd)),
+                    Some(bytes(&b, dtype)),
+                );
+                let op = [
+                    "aten.mm.default",
+                    "",
+                    "aten.bmm.default",
+                    "aten.matmul.default",
+                ][form];
+                let (l, r) = if form == 3 {
+                    ("self", "other")
+                } else {
+                    ("self", "mat2")
+                };
+                p.emit(|em| {
+                    em.op(op, vec![(l, t(x)), (r, t(w))], out_meta.clone())
+                        .unwrap()
+                })
             }
         };
         p.output(y);
-        let r = run(&p.p, vec![host(dtype, &ad, &a)])
-            .and_then(|g| check(&format!("form {form} {ad:?} x {bd:?} {dtype:?}"), &g[0], &want, &scale, 2e-6));
+        let r = run(&p.p, vec![host(dtype, &ad, &a)]).and_then(|g| {
+            check(
+                &format!("form {form} {ad:?} x {bd:?} {dtype:?}"),
+                &g[0],
+                &want,
+                &scale,
+                2e-6,
+            )
+        });
         if let Err(e) = r {
             failures.push(e);
         }
@@ -535,7 +714,13 @@ fn attention_matches_the_definition() {
     let mut failures = Vec::new();
     let n = cases(80);
     for i in 0..n {
-        let (b, hk, l, s, e) = (1 + d(2), 1 + d(3), 1 + d(9), 1 + d(11), [1, 4, 8, 16, 64][d(5)]);
+        let (b, hk, l, s, e) = (
+            1 + d(2),
+            1 + d(3),
+            1 + d(9),
+            1 + d(11),
+            [1, 4, 8, 16, 64][d(5)],
+        );
         let hq = hk * [1, 1, 2, 3][d(4)];
         let mask_kind = d(4); // 0 none, 1 bool, 2 float, 3 causal
         let scale = if d(3) == 0 { Some(0.3) } else { None };
@@ -549,7 +734,10 @@ fn attention_matches_the_definition() {
                 mask_bool[j] = false;
             }
         }
-        let mask_f: Vec<f32> = mask_bool.iter().map(|&m| if m { 0.0 } else { f32::NEG_INFINITY }).collect();
+        let mask_f: Vec<f32> = mask_bool
+            .iter()
+            .map(|&m| if m { 0.0 } else { f32::NEG_INFINITY })
+            .collect();
         // reference: safe softmax (a fully masked row attends to nothing)
         let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
         let mut want = vec![0f64; b * hq * l * e];
@@ -567,7 +755,10 @@ fn attention_matches_the_definition() {
                         };
                         if allowed {
                             let dot: f64 = (0..e)
-                                .map(|x| q[((bi * hq + h) * l + r) * e + x] as f64 * k[((bi * hk + kh) * s + c) * e + x] as f64)
+                                .map(|x| {
+                                    q[((bi * hq + h) * l + r) * e + x] as f64
+                                        * k[((bi * hk + kh) * s + c) * e + x] as f64
+                                })
                                 .sum();
                             logits[c] = dot * sc;
                         }
@@ -593,9 +784,24 @@ fn attention_matches_the_definition() {
             }
         }
         let mut p = B::new();
-        let qv = p.input("x0", InputKind::UserInput, meta(&[b as i64, hq as i64, l as i64, e as i64]), None);
-        let kv = p.input("x1", InputKind::UserInput, meta(&[b as i64, hk as i64, s as i64, e as i64]), None);
-        let vv = p.input("x2", InputKind::UserInput, meta(&[b as i64, hk as i64, s as i64, e as i64]), None);
+        let qv = p.input(
+            "x0",
+            InputKind::UserInput,
+            meta(&[b as i64, hq as i64, l as i64, e as i64]),
+            None,
+        );
+        let kv = p.input(
+            "x1",
+            InputKind::UserInput,
+            meta(&[b as i64, hk as i64, s as i64, e as i64]),
+            None,
+        );
+        let vv = p.input(
+            "x2",
+            InputKind::UserInput,
+            meta(&[b as i64, hk as i64, s as i64, e as i64]),
+            None,
+        );
         let mut inputs = vec![
             host(Dtype::Float32, &[b, hq, l, e], &q),
             host(Dtype::Float32, &[b, hk, s, e], &k),
@@ -604,12 +810,26 @@ fn attention_matches_the_definition() {
         let mut args = vec![("query", t(qv)), ("key", t(kv)), ("value", t(vv))];
         match mask_kind {
             1 => {
-                let m = p.input("x3", InputKind::UserInput, meta_of(Dtype::Bool, &[b as i64, 1, l as i64, s as i64]), None);
-                inputs.push(HostTensor { dtype: Dtype::Bool, shape: vec![b, 1, l, s], data: mask_bool.iter().map(|&x| x as u8).collect() });
+                let m = p.input(
+                    "x3",
+                    InputKind::UserInput,
+                    meta_of(Dtype::Bool, &[b as i64, 1, l as i64, s as i64]),
+                    None,
+                );
+                inputs.push(HostTensor {
+                    dtype: Dtype::Bool,
+                    shape: vec![b, 1, l, s],
+                    data: mask_bool.iter().map(|&x| x as u8).collect(),
+                });
                 args.push(("attn_mask", t(m)));
             }
             2 => {
-                let m = p.input("x3", InputKind::UserInput, meta(&[b as i64, 1, l as i64, s as i64]), None);
+                let m = p.input(
+                    "x3",
+                    InputKind::UserInput,
+                    meta(&[b as i64, 1, l as i64, s as i64]),
+                    None,
+                );
                 inputs.push(host(Dtype::Float32, &[b, 1, l, s], &mask_f));
                 args.push(("attn_mask", t(m)));
             }
@@ -622,7 +842,14 @@ fn attention_matches_the_definition() {
         if hq != hk {
             args.push(("enable_gqa", Argument::Bool(true)));
         }
-        let y = p.emit(|em| em.op("aten.scaled_dot_product_attention.default", args, meta(&[b as i64, hq as i64, l as i64, e as i64])).unwrap());
+        let y = p.emit(|em| {
+            em.op(
+                "aten.scaled_dot_product_attention.default",
+                args,
+                meta(&[b as i64, hq as i64, l as i64, e as i64]),
+            )
+            .unwrap()
+        });
         p.output(y);
         let what = format!("b{b} hq{hq} hk{hk} l{l} s{s} e{e} mask{mask_kind} scale{scale:?}");
         if let Err(e) = run(&p.p, inputs).and_then(|g| check(&what, &g[0], &want, &mag, 1e-5)) {
@@ -671,7 +898,11 @@ fn reductions_match_the_definition() {
         let outer: usize = dims[..axis].iter().product();
         let len = dims[axis];
         let inner: usize = dims[axis + 1..].iter().product();
-        let line = |o: usize, j: usize| -> Vec<f64> { (0..len).map(|a| x[(o * len + a) * inner + j] as f64).collect() };
+        let line = |o: usize, j: usize| -> Vec<f64> {
+            (0..len)
+                .map(|a| x[(o * len + a) * inner + j] as f64)
+                .collect()
+        };
         let mut want = Vec::new();
         let mut mag = Vec::new();
         let mut out = dims.clone();
@@ -710,15 +941,61 @@ fn reductions_match_the_definition() {
         let mut p = B::new();
         let xv = p.input("x0", InputKind::UserInput, meta(&sizes(&dims)), None);
         let ax = Argument::Ints(vec![axis as i64]);
-        let y = p.emit(|em| match op {
-            0 => em.op("aten.sum.dim_IntList", vec![("self", t(xv)), ("dim", ax), ("keepdim", Argument::Bool(keep))], meta(&sizes(&out))),
-            1 => em.op("aten.mean.dim", vec![("self", t(xv)), ("dim", ax), ("keepdim", Argument::Bool(keep))], meta(&sizes(&out))),
-            2 => em.op("aten.amax.default", vec![("self", t(xv)), ("dim", ax), ("keepdim", Argument::Bool(keep))], meta(&sizes(&out))),
-            3 => em.op("aten.amin.default", vec![("self", t(xv)), ("dim", ax), ("keepdim", Argument::Bool(keep))], meta(&sizes(&out))),
-            4 => em.op("aten.argmax.default", vec![("self", t(xv)), ("dim", Argument::Int(axis as i64)), ("keepdim", Argument::Bool(keep))], meta_of(Dtype::Int64, &sizes(&out))),
-            _ => em.op("aten.cumsum.default", vec![("self", t(xv)), ("dim", Argument::Int(axis as i64))], meta(&sizes(&out))),
-        }
-        .unwrap());
+        let y = p.emit(|em| {
+            match op {
+                0 => em.op(
+                    "aten.sum.dim_IntList",
+                    vec![
+                        ("self", t(xv)),
+                        ("dim", ax),
+                        ("keepdim", Argument::Bool(keep)),
+                    ],
+                    meta(&sizes(&out)),
+                ),
+                1 => em.op(
+                    "aten.mean.dim",
+                    vec![
+                        ("self", t(xv)),
+                        ("dim", ax),
+                        ("keepdim", Argument::Bool(keep)),
+                    ],
+                    meta(&sizes(&out)),
+                ),
+                2 => em.op(
+                    "aten.amax.default",
+                    vec![
+                        ("self", t(xv)),
+                        ("dim", ax),
+                        ("keepdim", Argument::Bool(keep)),
+                    ],
+                    meta(&sizes(&out)),
+                ),
+                3 => em.op(
+                    "aten.amin.default",
+                    vec![
+                        ("self", t(xv)),
+                        ("dim", ax),
+                        ("keepdim", Argument::Bool(keep)),
+                    ],
+                    meta(&sizes(&out)),
+                ),
+                4 => em.op(
+                    "aten.argmax.default",
+                    vec![
+                        ("self", t(xv)),
+                        ("dim", Argument::Int(axis as i64)),
+                        ("keepdim", Argument::Bool(keep)),
+                    ],
+                    meta_of(Dtype::Int64, &sizes(&out)),
+                ),
+                _ => em.op(
+                    "aten.cumsum.default",
+                    vec![("self", t(xv)), ("dim", Argument::Int(axis as i64))],
+                    meta(&sizes(&out)),
+                ),
+            }
+            .unwrap()
+        });
         p.output(y);
         let what = format!("op {op} dims {dims:?} axis {axis} keep {keep}");
         let r = run(&p.p, vec![host(Dtype::Float32, &dims, &x)]).and_then(|g| {
@@ -750,7 +1027,10 @@ fn pooling_matches_the_definition() {
         let pad = [d((k[0] / 2) as u64 + 1), d((k[1] / 2) as u64 + 1)];
         let ceil = d(3) == 0;
         let include = d(2) == 0;
-        let hw = [dil[0] * (k[0] - 1) + 1 + d(20), dil[1] * (k[1] - 1) + 1 + d(20)];
+        let hw = [
+            dil[0] * (k[0] - 1) + 1 + d(20),
+            dil[1] * (k[1] - 1) + 1 + d(20),
+        ];
         let out_dim = |a: usize| {
             let span = dil[a] * (k[a] - 1) + 1;
             let num = hw[a] + 2 * pad[a] - span;
@@ -767,13 +1047,19 @@ fn pooling_matches_the_definition() {
         for pl in 0..b * c {
             for y in 0..oh {
                 for xw in 0..ow {
-                    let (y0, x0) = ((y * s[0]) as isize - pad[0] as isize, (xw * s[1]) as isize - pad[1] as isize);
+                    let (y0, x0) = (
+                        (y * s[0]) as isize - pad[0] as isize,
+                        (xw * s[1]) as isize - pad[1] as isize,
+                    );
                     let (mut best, mut sum, mut count) = (f64::NEG_INFINITY, 0f64, 0usize);
                     for ky in 0..k[0] {
                         for kx in 0..k[1] {
-                            let (yy, xx) = (y0 + (ky * dil[0]) as isize, x0 + (kx * dil[1]) as isize);
-                            if yy >= 0 && xx >= 0 && (yy as usize) < hw[0] && (xx as usize) < hw[1] {
-                                let v = x[pl * hw[0] * hw[1] + yy as usize * hw[1] + xx as usize] as f64;
+                            let (yy, xx) =
+                                (y0 + (ky * dil[0]) as isize, x0 + (kx * dil[1]) as isize);
+                            if yy >= 0 && xx >= 0 && (yy as usize) < hw[0] && (xx as usize) < hw[1]
+                            {
+                                let v = x[pl * hw[0] * hw[1] + yy as usize * hw[1] + xx as usize]
+                                    as f64;
                                 best = best.max(v);
                                 sum += v;
                                 count += 1;
@@ -789,7 +1075,11 @@ fn pooling_matches_the_definition() {
                             (y0 + k[0] as isize).min((hw[0] + pad[0]) as isize),
                             (x0 + k[1] as isize).min((hw[1] + pad[1]) as isize),
                         );
-                        let div = if include { ((ye - y0) * (xe - x0)) as usize } else { count };
+                        let div = if include {
+                            ((ye - y0) * (xe - x0)) as usize
+                        } else {
+                            count
+                        };
                         want.push(sum / div as f64);
                     }
                 }
@@ -797,7 +1087,12 @@ fn pooling_matches_the_definition() {
         }
         let mag = vec![4.0; want.len()];
         let mut p = B::new();
-        let xv = p.input("x0", InputKind::UserInput, meta(&[b as i64, c as i64, hw[0] as i64, hw[1] as i64]), None);
+        let xv = p.input(
+            "x0",
+            InputKind::UserInput,
+            meta(&[b as i64, c as i64, hw[0] as i64, hw[1] as i64]),
+            None,
+        );
         let pair = |v: [usize; 2]| Argument::Ints(vec![v[0] as i64, v[1] as i64]);
         let out_meta = meta(&[b as i64, c as i64, oh as i64, ow as i64]);
         let y = p.emit(|em| {
@@ -814,7 +1109,10 @@ fn pooling_matches_the_definition() {
                     ],
                     vec![
                         pt2kit::decompose::edit::Out::New(out_meta.clone()),
-                        pt2kit::decompose::edit::Out::New(meta_of(Dtype::Int64, &[b as i64, c as i64, oh as i64, ow as i64])),
+                        pt2kit::decompose::edit::Out::New(meta_of(
+                            Dtype::Int64,
+                            &[b as i64, c as i64, oh as i64, ow as i64],
+                        )),
                     ],
                 )
                 .unwrap()[0]
@@ -838,7 +1136,11 @@ fn pooling_matches_the_definition() {
         let what = format!("max {is_max} b{b} c{c} hw {hw:?} k {k:?} s {s:?} p {pad:?} d {dil:?} ceil {ceil} include {include}");
         let r = run(&p.p, vec![host(Dtype::Float32, &[b, c, hw[0], hw[1]], &x)]).and_then(|g| {
             if g[0].shape != [b, c, oh, ow] {
-                return Err(format!("{what}: shape {:?}, expected {:?}", g[0].shape, [b, c, oh, ow]));
+                return Err(format!(
+                    "{what}: shape {:?}, expected {:?}",
+                    g[0].shape,
+                    [b, c, oh, ow]
+                ));
             }
             check(&what, &g[0], &want, &mag, 1e-6)
         });

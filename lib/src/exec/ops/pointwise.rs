@@ -162,8 +162,27 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
         }
     }
     let alpha = alpha.map(Num::as_f64);
+    // powers by IEEE pow (pow(x, 0) = 1 and pow(1, y) = 1 with NaN, a
+    // negative base to an integer power: torch's), and a scaled second
+    // operand fused (a - k*b in one rounding, as torch's vectorised
+    // kernels: a product that overflows alone does not)
+    if op == Bin::Pow || (matches!(op, Bin::Add | Bin::Sub) && alpha.is_some_and(|k| k != 1.0) && compute != Dtype::Float32) {
+        let k = alpha.unwrap_or(1.0);
+        let k = if op == Bin::Sub { -k } else { k };
+        let f = move |x: f64, y: f64| if op == Bin::Pow { x.powf(y) } else { y.mul_add(k, x) };
+        if compute == Dtype::Float64 {
+            return host_map2(ctx, &a, &b, compute, compute, no_int, f);
+        }
+        // float32 arithmetic for float32 and narrower (widened) operands
+        let g = move |x: f64, y: f64| if op == Bin::Pow { (x as f32).powf(y as f32) as f64 } else { (y as f32).mul_add(k as f32, x as f32) as f64 };
+        return host_map2(ctx, &a, &b, compute, compute, no_int, g);
+    }
+    // torch fuses a scaled operand in float32 and float64 (one rounding)
+    // but not in float16 and bfloat16, computed in float32 from their
+    // values: `k * b` overflows alone there, as it does here widened
+    let fused = !matches!(ctx.recorded_dtype(0), Some(Dtype::Float16 | Dtype::BFloat16));
     if compute == Dtype::Float32 {
-        if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0))? {
+        if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0), fused)? {
             return one(t);
         }
     }
@@ -228,7 +247,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
 /// a one-element tensor). IEEE arithmetic and comparisons only (their
 /// result is the same as candle's; max/min differ on NaN and stay there).
 /// `None` where it does not apply: candle's broadcasting path runs.
-fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Tensor>> {
+fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64, fused: bool) -> Result<Option<Tensor>> {
     use super::super::vmath::{map2, map2_blocks, map_to};
     if !matches!(
         op,
@@ -268,8 +287,13 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
     let k = alpha as f32;
     let arith = move |x: f32, y: f32| -> f32 {
         match op {
-            Bin::Add => x + y * k,
-            Bin::Sub => x - y * k,
+            // (a scale fused, as torch's kernels: one rounding)
+            Bin::Add if k == 1.0 => x + y,
+            Bin::Sub if k == 1.0 => x - y,
+            Bin::Add if !fused => x + y * k,
+            Bin::Sub if !fused => x - y * k,
+            Bin::Add => y.mul_add(k, x),
+            Bin::Sub => y.mul_add(-k, x),
             Bin::Mul => x * y,
             // NaN from either side, as torch's maximum and minimum
             Bin::Max => {
@@ -511,6 +535,11 @@ macro_rules! binary_ops {
     ($($name:ident => $op:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { binary(ctx, $op) } )* };
 }
 
+/// `a * b` for other families' rows (torch's promotion, exact integers).
+pub(super) fn mul_by(ctx: &Ctx, a: Value, b: Value) -> OpResult {
+    binary_on(ctx, a, b, Bin::Mul, None)
+}
+
 binary_ops! {
     add => Bin::Add;
     sub => Bin::Sub;
@@ -547,6 +576,19 @@ fn div(ctx: &mut Ctx) -> OpResult {
             return int_div(ctx, &x, &y, result, m == "floor");
         }
     }
+    if mode.as_deref() == Some("floor") {
+        let (x, y) = (Operand::from_rv(a.clone())?, Operand::from_rv(b.clone())?);
+        let result = result_type(&[x.key(), y.key()]);
+        if result.is_floating() {
+            // torch's div_floor_floating: through fmod, exact where
+            // floor(a / b) would round the quotient up to an integer
+            if result == Dtype::Float64 {
+                return host_map2(ctx, &x, &y, result, result, no_int, floor_divide_f64);
+            }
+            let f = |p: f64, q: f64| floor_divide_f32(p as f32, q as f32) as f64;
+            return host_map2(ctx, &x, &y, result, result, no_int, f);
+        }
+    }
     let out = binary_on(ctx, a, b, Bin::Div, None)?;
     match ctx.string("rounding_mode")?.as_deref() {
         None => Ok(out),
@@ -560,8 +602,14 @@ fn div(ctx: &mut Ctx) -> OpResult {
             let r = match mode {
                 "floor" => t.t.floor(),
                 "trunc" => {
-                    t.t.ge(0f64)
-                        .and_then(|p| p.where_cond(&t.t.floor()?, &t.t.ceil()?))
+                    // the quotient as the graph's dtype holds it first
+                    // (torch divides float16 in float16, then truncates)
+                    let q = match ctx.recorded_dtype(0) {
+                        Some(d @ (Dtype::Float16 | Dtype::BFloat16)) if t.dtype == Dtype::Float32 => t.cast(d)?.cast(Dtype::Float32)?.t,
+                        _ => t.t.clone(),
+                    };
+                    q.ge(0f64)
+                        .and_then(|p| p.where_cond(&q.floor()?, &q.ceil()?))
                 }
                 other => return Err(unsupported(format!("rounding_mode {other:?}"))),
             }
@@ -570,6 +618,34 @@ fn div(ctx: &mut Ctx) -> OpResult {
         }
     }
 }
+
+macro_rules! floor_divide_float {
+    ($name:ident, $t:ty) => {
+        /// torch's `div_floor_floating` in this precision.
+        fn $name(a: $t, b: $t) -> $t {
+            if b == 0.0 {
+                return a / b;
+            }
+            let m = a % b;
+            let mut div = (a - m) / b;
+            if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+                div -= 1.0;
+            }
+            if div != 0.0 {
+                let mut f = div.floor();
+                if div - f > 0.5 {
+                    f += 1.0;
+                }
+                f
+            } else {
+                (0.0 as $t).copysign(a / b)
+            }
+        }
+    };
+}
+
+floor_divide_float!(floor_divide_f64, f64);
+floor_divide_float!(floor_divide_f32, f32);
 
 fn pow(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
@@ -766,11 +842,30 @@ macro_rules! host_unary_ops {
 
 const SAME: Option<fn(i64) -> i64> = Some(|v| v);
 
+/// acosh without overflow: Rust's `ln(x + sqrt(x² - 1))` is infinite past
+/// 1e154, where acosh(x) is ln(2x) = ln(x) + ln(2) to the last bit.
+fn acosh_f64(x: f64) -> f64 {
+    if x > 1e150 {
+        x.ln() + std::f64::consts::LN_2
+    } else {
+        x.acosh()
+    }
+}
+
+/// asinh without overflow (see [`acosh_f64`]), odd.
+fn asinh_f64(x: f64) -> f64 {
+    if x.abs() > 1e150 {
+        (x.abs().ln() + std::f64::consts::LN_2).copysign(x)
+    } else {
+        x.asinh()
+    }
+}
+
 host_unary_ops! {
     acos => true, f64::acos, None;
-    acosh => true, f64::acosh, None;
+    acosh => true, acosh_f64, None;
     asin => true, f64::asin, None;
-    asinh => true, f64::asinh, None;
+    asinh => true, asinh_f64, None;
     atan => true, f64::atan, None;
     atanh => true, f64::atanh, None;
     cosh => true, f64::cosh, None;
