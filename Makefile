@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test fuzz-kernels test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
+.PHONY: build test fuzz-kernels dtypes-onnx test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -98,6 +98,11 @@ fuzz-kernels: build
 # aten.add.Tensor --dtypes int64"` regenerates a part.
 dtype-cases: $(VENV)/.torch
 	$(VENV)/bin/python recipes/dtype_cases.py --out golden/dtypes $(DTYPE_CASES_ARGS)
+
+# The dtype conformance suite (golden/dtypes) through ir2onnx and ONNX Runtime, counted: cases that
+# agree, that ir2onnx or ONNX Runtime refuse, and any ONNX Runtime computes wrong (exit 1 then).
+dtypes-onnx: build $(ONNX_VENV)/.ready
+	$(ONNX_VENV)/bin/python recipes/check_dtypes_onnx.py --bin target/release --opset 18
 
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch
