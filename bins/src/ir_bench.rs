@@ -376,6 +376,9 @@ fn bench(args: Args) -> Result<()> {
     let device = exec::device(args.device.kind())?;
     let mut load = start.elapsed();
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, true)?;
+    if let Some(p) = args.output.as_deref() {
+        pt2kit::output::refuse_clobbering(&[("-o", p)])?;
+    }
     let setup = Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);

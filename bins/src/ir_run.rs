@@ -105,6 +105,15 @@ fn run_here(args: Args) -> Result<()> {
     let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
+    // Every input is read: no output may be one of them.
+    let mut outputs = Vec::new();
+    if let Some(p) = args.output.as_deref() {
+        outputs.push(("-o", p));
+    }
+    if let Some(p) = args.intermediates.as_deref() {
+        outputs.push(("--intermediates", p));
+    }
+    output::refuse_clobbering(&outputs)?;
     let loaded = start.elapsed();
     let prepared = std::time::Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;

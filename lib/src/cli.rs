@@ -256,6 +256,9 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
 /// Reads the binary IR from a file or stdin (structurally validated only).
 pub fn read_ir_unchecked(path: Option<&Path>) -> Result<Program> {
     let name = input_name(path);
+    if path.is_none_or(|p| p.as_os_str() == "-") {
+        crate::output::inputs::note_stdin();
+    }
     if path.is_none_or(|p| p.as_os_str() == "-") && io::stdin().is_terminal() {
         return Err(Error::usage(
             "no input: give an IR file, or pipe one in (pt2ir model.pt2 | ...)",
@@ -300,6 +303,9 @@ pub use crate::output::write_output;
 
 /// Writes a program in the chosen form.
 pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
+    if let Some(p) = out.output.as_deref() {
+        crate::output::refuse_clobbering(&[("-o", p)])?;
+    }
     match out.emit {
         Emit::Ir => write_output(out.output.as_deref(), true, |w| {
             crate::wire::write_program_with(program, w, out.weights())

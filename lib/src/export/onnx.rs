@@ -442,6 +442,12 @@ impl<'p> OnnxModel<'p> {
         self.external.as_ref().map(|(l, _)| l.as_str())
     }
 
+    /// Whether [`OnnxModel::stage_external_data`] writes bytes of its own
+    /// (not a link to the archive the weights came from, nor nothing).
+    pub fn writes_external_data(&self) -> bool {
+        self.external.is_some() && self.archive.is_none()
+    }
+
     /// Writes the `.onnx` file. Inline weights are streamed from their
     /// storages into the message framing, never copied into the message.
     pub fn write_model(&self, w: &mut dyn Write) -> Result<()> {
