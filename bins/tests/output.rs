@@ -739,6 +739,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 /// `alias_name`); standard input from `stdin` if given. The tool must exit
 /// 2 with one line naming both files, and leave the directory as it was,
 /// byte for byte (the input intact, no temporary file, no other output).
+#[allow(clippy::too_many_arguments)]
 fn clobber_case(
     dir: &Path,
     what: &str,
