@@ -80,6 +80,9 @@ fn summary(name: &str, t: &HostTensor) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // RAYON_NUM_THREADS checked and the threads started (exit 2 if they
+    // cannot be), before anything else.
+    exec::start_threads(None)?;
     // Everything on a thread of the executor's pool: no hand-off per run.
     exec::in_pool(move || run_here(args))
 }
