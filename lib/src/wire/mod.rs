@@ -11,7 +11,8 @@
 //! ```
 //!
 //! A reader refuses a newer major version; a newer minor is read (fields it
-//! does not know are skipped by protobuf). A stream's storages are read
+//! does not know are skipped by protobuf). Nothing may follow the end
+//! record (two streams concatenated are refused, not read as the first). A stream's storages are read
 //! into one allocation when they are small; above [`SPOOL_BYTES`] they are
 //! written, as they arrive, to an unlinked temporary file that is then
 //! mapped, so a reader of a pipe holds a bounded window of weight bytes in
@@ -683,6 +684,13 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 let total: u64 = filled.iter().sum();
                 if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
+                }
+                // Nothing may follow the end record: two streams
+                // concatenated would otherwise be read as the first alone.
+                if rr.byte()?.is_some() {
+                    return Err(rr.err(
+                        "bytes after the end record (two IR streams concatenated?): a stream holds one program",
+                    ));
                 }
                 let storages: Vec<Blob> = if let Some(spool) = spool.take() {
                     let (map, file) = spool.finish().map_err(|e| e.at(what))?;
