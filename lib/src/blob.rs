@@ -39,18 +39,53 @@ pub struct FileOrigin {
     pub path: std::path::PathBuf,
     pub size: u64,
     pub mtime_ns: i64,
+    pub kind: OriginKind,
+}
+
+/// What kind of file a blob's origin is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginKind {
+    /// A `.pt2` (zip) archive: the blob is (part of) a stored member.
+    Archive,
+    /// An IR file: the blob is the data of a storage chunk.
+    IrFile,
+    /// A tool's spool file: weights it read from a pipe, in an unlinked
+    /// temporary file that lives as long as the tool (and whoever opened
+    /// it): reachable by another process only as `/proc/PID/fd/N`, and
+    /// passed on only to a reader that opens it before the tool exits
+    /// (`wire`'s hand-over).
+    Spool,
 }
 
 impl FileOrigin {
-    /// The origin of an open file (`None` when its path cannot be made
+    /// The origin of an open archive (`None` when its path cannot be made
     /// absolute or it has no modification time).
     pub fn of(path: &std::path::Path, file: &File) -> Option<FileOrigin> {
+        FileOrigin::of_kind(path, file, OriginKind::Archive)
+    }
+
+    /// The origin of an open file of the given kind, at `path`.
+    pub fn of_kind(path: &std::path::Path, file: &File, kind: OriginKind) -> Option<FileOrigin> {
         use std::os::unix::fs::MetadataExt;
         let meta = file.metadata().ok()?;
         Some(FileOrigin {
             path: std::fs::canonicalize(path).ok()?,
             size: meta.len(),
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            kind,
+        })
+    }
+
+    /// The origin of this process's spool file `file`: `/proc/PID/fd/N`.
+    pub fn spool(file: &File) -> Option<FileOrigin> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        Some(FileOrigin {
+            path: format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd()).into(),
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            kind: OriginKind::Spool,
         })
     }
 }
@@ -90,6 +125,14 @@ impl Blob {
             source: Source::Mapped(map, file, origin),
             range,
             pending_crc: None,
+        }
+    }
+
+    /// The open file a mapped blob is a window of, if it has one.
+    pub fn file(&self) -> Option<&Arc<File>> {
+        match &self.source {
+            Source::Mapped(_, file, _) => file.as_ref(),
+            Source::Owned(_) => None,
         }
     }
 

@@ -383,6 +383,7 @@ fn archive_place(program: &Program, w: &Weight) -> Result<(std::path::PathBuf, u
     let place = program
         .weight_blob(w)
         .and_then(|b| b.file_ref())
+        .filter(|r| r.origin.kind == crate::blob::OriginKind::Archive)
         .map(|r| (r.origin.path.clone(), r.offset));
     place.ok_or_else(|| {
         Error::usage(format!(
