@@ -18,7 +18,8 @@ with the page cache warm (the second of two `cat`s is the reference):
    (two readers of a pipe: still one spool);
 4. `ir2onnx big.ir --external-data` (the reference: the IR file by path).
 
-Each command runs under bash; every process of it is sampled every 5 ms
+Each command runs under bash, after a `sync` (so each pays for its own
+writes, not the last one's); every process of it is sampled every 5 ms
 from /proc for its anonymous memory (RssAnon) and for the spool files it
 holds open (`.pt2kit-spool-*`, counted by inode over the whole pipeline).
 Prints a Markdown table (wall time, GB/s of IR bytes, peak RssAnon per
@@ -67,6 +68,8 @@ def spools_of(pid):
 
 
 def measure(script, cwd, env):
+    # the last step's writes on disk first: each step pays for its own
+    subprocess.run(["sync"], check=True)
     t0 = time.time()
     p = subprocess.Popen(["bash", "-c", "set -euo pipefail; " + script], cwd=cwd, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -408,6 +408,19 @@ impl Output {
         }
     }
 
+    /// A staged regular file's writer flushed, and its file (whose offset
+    /// is where the next byte goes), for a copy the kernel makes into it
+    /// (`Blob::copy_to_file`); `None` for any other output.
+    pub fn flushed_file(&mut self) -> Result<Option<&File>> {
+        match &mut self.sink {
+            Sink::Staged { w, .. } => {
+                w.flush().map_err(|e| Error::io(&self.shown, e))?;
+                Ok(Some(w.get_ref()))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// How the output is named in messages.
     pub fn shown(&self) -> &str {
         &self.shown
