@@ -131,6 +131,57 @@ pub fn available_memory() -> Option<u64> {
     Some(room)
 }
 
+/// Holds the tensors `node` just made to the sizes the program records
+/// for them (where they evaluate with what is `known`): a program whose
+/// recorded sizes lie (an op without a shape rule, a hand-edited stream)
+/// is refused at the node where they first part, so that the budget,
+/// which reads recorded sizes, is never misled by more than one node.
+pub(crate) fn check_outputs(
+    graph: &Graph,
+    node: &Node,
+    env: &[Option<Value>],
+    known: &Known,
+) -> Result<()> {
+    let mut outs = Vec::new();
+    for a in &node.outputs {
+        match a {
+            Argument::Tensor(v) => outs.push(*v),
+            Argument::Tensors(vs) => outs.extend(vs.iter().copied()),
+            _ => {}
+        }
+    }
+    for v in outs {
+        let (Some(ValueKind::Tensor(m)), Some(Some(Value::Tensor(t)))) = (
+            graph.values.get(v.index()).map(|x| &x.kind),
+            env.get(v.index()),
+        ) else {
+            continue;
+        };
+        let dims = t.dims();
+        let differs = m.sizes.len() != dims.len()
+            || m.sizes
+                .iter()
+                .zip(dims)
+                .any(|(s, &d)| known.eval(s).is_some_and(|n| n != d as i64));
+        if differs {
+            let recorded: Vec<String> = m
+                .sizes
+                .iter()
+                .map(|s| known.eval(s).map_or("?".into(), |n| n.to_string()))
+                .collect();
+            return Err(Error::bad_input(format!(
+                "node '{}' ({}): its output {} is {:?} at run time, but the program records [{}]",
+                node.name,
+                node.target,
+                graph.values[v.index()].name,
+                dims,
+                recorded.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Bytes as people read them.
 fn human(b: u128) -> String {
     crate::infer::human_bytes(b.min(u64::MAX as u128) as u64)

@@ -719,7 +719,7 @@ impl<'p> Executor<'p> {
             bind_output(arg, value, &mut env)?;
         }
         // The symbols known so far, for the memory budget ([`budget`]).
-        let mut known = self.max_memory.map(|_| budget::Known::new(bindings));
+        let mut known = Some(budget::Known::new(bindings));
         if let Some(k) = known.as_mut() {
             k.learn(graph, &graph.inputs, &env);
         }
@@ -790,6 +790,7 @@ impl<'p> Executor<'p> {
             }
             if let Some(k) = known.as_mut() {
                 k.learn(graph, &node.outputs, &env);
+                budget::check_outputs(graph, node, &env, k)?;
             }
             // the values read last here (by the node, or by the views and
             // the group that run here)
