@@ -34,12 +34,13 @@ use crate::tensorfile::HostTensor;
 pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
+pub mod budget;
 mod layout;
 mod pool;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
-pub use pool::in_pool;
 use pool::KeepAwake;
+pub use pool::{in_pool, start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]
@@ -237,6 +238,11 @@ pub struct ExecOptions {
     /// (see `ops::channels_last_dims`; also set by the environment
     /// variable `PT2KIT_PLANES_ONLY`, for timing a run both ways).
     pub planes_only: bool,
+    /// The run-time memory budget: the most bytes a value whose size is
+    /// known only at run time may take ([`budget`]; `None`: no budget).
+    pub max_memory: Option<u64>,
+    /// The most iterations a `while_loop` may run (`None`: no bound).
+    pub max_iterations: Option<u64>,
 }
 
 pub struct Executor<'p> {
@@ -310,6 +316,10 @@ pub struct Executor<'p> {
     /// the executor's life (an address left after its inputs are dropped
     /// only keeps a later value from being written over).
     bound: std::sync::Mutex<std::collections::HashSet<usize>>,
+    /// [`ExecOptions::max_memory`].
+    pub(crate) max_memory: Option<u64>,
+    /// [`ExecOptions::max_iterations`].
+    pub(crate) max_iterations: Option<u64>,
 }
 
 /// User inputs made into the executor's tensors once, for many runs
@@ -566,6 +576,8 @@ impl<'p> Executor<'p> {
             node_ops,
             last_planned,
             dead_planned,
+            max_memory: opts.max_memory,
+            max_iterations: opts.max_iterations,
         })
     }
 
@@ -708,6 +720,11 @@ impl<'p> Executor<'p> {
         for (arg, value) in graph.inputs.iter().zip(inputs) {
             bind_output(arg, value, &mut env)?;
         }
+        // The symbols known so far, for the memory budget ([`budget`]).
+        let mut known = Some(budget::Known::new(bindings));
+        if let Some(k) = known.as_mut() {
+            k.learn(graph, &graph.inputs, &env);
+        }
         // (the program's own under its plan: found once)
         let fresh;
         let (last, dead) = if plan.is_some() || (top && self.fusion.is_empty()) {
@@ -721,6 +738,9 @@ impl<'p> Executor<'p> {
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top;
         for (i, node) in graph.nodes.iter().enumerate() {
             let started = profiling.then(std::time::Instant::now);
+            if let (Some(budget), Some(k)) = (self.max_memory, known.as_ref()) {
+                budget::check_node(budget, graph, node, k)?;
+            }
             match plan.map(|p| p.roles[i]) {
                 Some(fuse::Role::Member) => continue,
                 Some(fuse::Role::Producer(g)) => {
@@ -769,6 +789,10 @@ impl<'p> Executor<'p> {
                     self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
                 }
                 _ => self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?,
+            }
+            if let Some(k) = known.as_mut() {
+                k.learn(graph, &node.outputs, &env);
+                budget::check_outputs(graph, node, &env, k)?;
             }
             // the values read last here (by the node, or by the views and
             // the group that run here)
