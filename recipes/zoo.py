@@ -1115,8 +1115,9 @@ def _set(t, *at, value=float("nan")):
 MODELS = collections.OrderedDict()
 
 
-def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None):
-    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group)
+def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None, quant_steps=False):
+    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group,
+                        quant_steps=quant_steps)
 
 
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
@@ -1450,9 +1451,10 @@ class QOps(nn.Module):
 
     def __init__(self):
         super().__init__()
+        import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers torch.ops.quantized_decomposed
         self.register_buffer("scales", torch.tensor([0.5, 0.25, 0.1, 0.0625]))
         self.register_buffer("zps", torch.tensor([0, 3, -2, 10]))
-        self.register_buffer("scales_u", torch.tensor([0.02, 0.05, 0.125, 0.3, 0.25]))
+        self.register_buffer("scales_u", torch.tensor([0.02, 0.05, 0.125, 0.35, 0.25]))
         self.register_buffer("zps_u", torch.tensor([128, 0, 100, 7, 255]))
 
     def forward(self, x):  # f32[2, 4, 5]
@@ -1481,11 +1483,14 @@ class QOps(nn.Module):
 
 def _q_ops_inputs():
     x = _randn(2, 4, 5) * 3
-    # rounding ties of the power-of-two scales (x / 0.25 and x / 0.5 at k + 0.5)
+    # rounding ties of the power-of-two scales (x / 0.25 and x / 0.5 at k + 0.5;
+    # none a tie of another scale: ONNX Runtime's QuantizeLinear divides by
+    # the scale where torch multiplies by its float32 reciprocal, and at a
+    # tie of a scale that is not a power of two the two round apart)
     x[0, 0] = torch.tensor([0.125, -0.125, 0.375, -0.625, 0.875])
     x[0, 1] = torch.tensor([0.25, 0.75, -1.25, 2.25, -3.75])
     # saturation at both ends of every range
-    x[1, 2] = torch.tensor([100.0, -100.0, 12.7, -12.8, 1e6])
+    x[1, 2] = torch.tensor([100.0, -100.0, 12.7, -12.8, 300.0])
     return (x,)
 
 
@@ -1525,23 +1530,28 @@ def _pt2e(model_cls, shape, quantizer, fold=True):
     return build
 
 
-_reg("q_cnn_x86", _pt2e(QCnn, (2, 3, 16, 16), _x86_quantizer), lambda: (_randn(2, 3, 16, 16),), group="quant",
+_reg("q_cnn_x86", _pt2e(QCnn, (2, 3, 16, 16), _x86_quantizer), lambda: (_randn(2, 3, 16, 16),),
+     group="quant", quant_steps=True,
      note="X86InductorQuantizer, static: uint8 activations, int8 per-channel weights")
 _reg("q_cnn_xnnpack", _pt2e(QCnn, (2, 3, 16, 16), lambda: _xnnpack_quantizer(False)),
-     lambda: (_randn(2, 3, 16, 16),), group="quant", note="XNNPACKQuantizer, static, per-tensor weights")
+     lambda: (_randn(2, 3, 16, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-tensor weights")
 _reg("q_cnn_xnnpack_pc", _pt2e(QCnn, (2, 3, 16, 16), lambda: _xnnpack_quantizer(True)),
-     lambda: (_randn(2, 3, 16, 16),), group="quant", note="XNNPACKQuantizer, static, per-channel weights")
-_reg("q_mlp_x86", _pt2e(QMlp, (4, 16), _x86_quantizer), lambda: (_randn(4, 16),), group="quant",
+     lambda: (_randn(2, 3, 16, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-channel weights")
+_reg("q_mlp_x86", _pt2e(QMlp, (4, 16), _x86_quantizer), lambda: (_randn(4, 16),), group="quant", quant_steps=True,
      note="X86InductorQuantizer, static")
 _reg("q_mlp_x86_dyn", _pt2e(QMlp, (4, 16), lambda: _x86_quantizer(True)), lambda: (_randn(4, 16),),
-     group="quant", note="X86InductorQuantizer, dynamic (choose_qparams, uint8)")
+     group="quant", quant_steps=True, note="X86InductorQuantizer, dynamic (choose_qparams, uint8)")
 _reg("q_mlp_xnnpack", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(False)), lambda: (_randn(4, 16),),
-     group="quant", note="XNNPACKQuantizer, static, per-tensor weights")
+     group="quant", quant_steps=True, note="XNNPACKQuantizer, static, per-tensor weights")
 _reg("q_mlp_xnnpack_dyn", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(True, True)),
-     lambda: (_randn(4, 16),), group="quant", note="XNNPACKQuantizer, dynamic (choose_qparams, int8), per-channel")
+     lambda: (_randn(4, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, dynamic (choose_qparams, int8), per-channel")
 _reg("q_mlp_xnnpack_unfolded", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(True), fold=False),
-     lambda: (_randn(4, 16),), group="quant",
-     note="XNNPACKQuantizer, static, per-channel, convert_pt2e(fold_quantize=False): quantize_per_channel of float weights")
+     lambda: (_randn(4, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-channel, convert_pt2e(fold_quantize=False): "
+          "quantize_per_channel of float weights")
 _reg("q_ops", QOps, _q_ops_inputs, group="quant")
 
 # Dynamic shapes (golden/dynamic): one graph, three sizes (the example, alt
@@ -1760,6 +1770,20 @@ def weight_crcs(ep):
     return out
 
 
+def quant_steps(ep):
+    """The quantization step of each user output a per-tensor dequantize
+    makes (its scale), by output key: where a value lies on a rounding tie,
+    float32 ulps (a summation order, ONNX Runtime's int8 kernels) move the
+    output one step, and the checks allow that one step."""
+    out = ep.graph.output_node().args[0]
+    steps = {}
+    for i, node in enumerate(out):
+        if (isinstance(node, torch.fx.Node) and node.op == "call_function"
+                and str(node.target) == "quantized_decomposed.dequantize_per_tensor.default"):
+            steps[f"out_{i}"] = float(node.args[1])
+    return steps
+
+
 def export_one(name, spec, out_dir):
     torch.manual_seed(0)
     model = spec["build"]()
@@ -1852,6 +1876,8 @@ def export_one(name, spec, out_dir):
         meta["decomp_error"] = decomp_error
     if spec["note"]:
         meta["note"] = spec["note"]
+    if spec.get("quant_steps"):
+        meta["quant_steps"] = quant_steps(ep)
     with open(os.path.join(out_dir, f"{name}.meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
