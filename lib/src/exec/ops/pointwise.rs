@@ -969,24 +969,60 @@ fn quant_range(ctx: &Ctx) -> Result<(f64, f64, Dtype)> {
     Ok((ctx.int("quant_min")? as f64, ctx.int("quant_max")? as f64, dtype))
 }
 
-/// torch's `clamp(round(x * inv) + zp, lo, hi).to(dtype)`, each step in
-/// `c`; `(inv, zp)` of element `i` by `param(i)`, each already in `c`.
+/// `v` rounded to an integer, half to even (`f32::round_ties_even`, which
+/// is a libm call on baseline x86-64): past 2^23 a float32 is one, below
+/// it adding and taking away 2^23 rounds in the FPU's default mode.
+#[inline(always)]
+fn rint(v: f32) -> f32 {
+    const BIG: f32 = 8_388_608.0;
+    if v.abs() < BIG {
+        let m = BIG.copysign(v);
+        (v + m) - m
+    } else {
+        v
+    }
+}
+
+/// torch's `clamp(round(x * inv) + zp, lo, hi)` of the float32 values of
+/// `x`, each step in `c` (float32, or float64 where per-channel scales
+/// are); `(inv, zp)` of element `i` by `param(i)`, each already in `c`.
 /// Rounds half to even; NaN gives 0 (torch's cast of NaN is undefined).
-fn quantize_elems(x: &[f64], c: Dtype, lo: f64, hi: f64, param: impl Fn(usize) -> (f64, f64)) -> Vec<i64> {
-    x.iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let (inv, zp) = param(i);
-            let r = round_to(round_to(v * inv, c).round_ties_even() + zp, c);
-            (if r < lo {
-                lo
-            } else if r > hi {
-                hi
-            } else {
-                r
-            }) as i64
-        })
-        .collect()
+/// Split over the threads.
+fn quantize_values(
+    x: &Tensor,
+    c: Dtype,
+    lo: f64,
+    hi: f64,
+    param: impl Fn(usize) -> (f64, f64) + Sync,
+) -> Result<Vec<i64>> {
+    let t = x.cast(Dtype::Float32)?.t;
+    let t = if t.device().is_cpu() { t } else { t.to_device(&candle_core::Device::Cpu).map_err(ce)? };
+    let one = |v: f32, (inv, zp): (f64, f64)| -> i64 {
+        let r = if c == Dtype::Float64 {
+            (v as f64 * inv).round_ties_even() + zp
+        } else {
+            (rint(v * inv as f32) + zp as f32) as f64
+        };
+        (if r < lo {
+            lo
+        } else if r > hi {
+            hi
+        } else {
+            r
+        }) as i64
+    };
+    const PART: usize = 1 << 14;
+    with_host::<f32, _>(&t, |xs| {
+        let mut out = vec![0i64; xs.len()];
+        crate::exec::pool::par_chunks(&mut out, PART, |k, part| {
+            for (j, o) in part.iter_mut().enumerate() {
+                let i = k * PART + j;
+                *o = one(xs[i], param(i));
+            }
+        });
+        out
+    })
+    .ok_or_else(|| Error::internal("float32 host values expected"))
 }
 
 /// A per-channel parameter of element `i` (`inner` elements after the
@@ -1012,8 +1048,7 @@ fn quantize_per_tensor(ctx: &mut Ctx) -> OpResult {
     let (scale, zp) = (qparam(ctx, "scale")?.as_f64(), qparam(ctx, "zero_point")?.as_f64());
     let (lo, hi, dtype) = quant_range(ctx)?;
     let (inv, zp) = (round_to(1.0 / scale, Dtype::Float32), round_to(zp, Dtype::Float32));
-    let xs = elems(&x.cast(Dtype::Float32)?)?.into_f64();
-    let q = quantize_elems(&xs, Dtype::Float32, lo, hi, |_| (inv, zp));
+    let q = quantize_values(&x, Dtype::Float32, lo, hi, |_| (inv, zp))?;
     one(from_elems(Elems::I(q), x.dims(), dtype, ctx.device())?)
 }
 
@@ -1028,10 +1063,9 @@ fn quantize_per_channel(ctx: &mut Ctx) -> OpResult {
     let c = result_type(&[(Dtype::Float32, Rank::Dim), (s.dtype, Rank::Dim)]);
     let inv: Vec<f64> = elems(&s)?.into_f64().iter().map(|&v| round_to(1.0 / v, s.dtype)).collect();
     let zp: Vec<f64> = elems(&z)?.into_f64().iter().map(|&v| round_to(v, c)).collect();
-    let xs = elems(&x.cast(Dtype::Float32)?)?.into_f64();
-    let q = quantize_elems(&xs, c, lo, hi, |i| {
+    let q = quantize_values(&x, c, lo, hi, |i| {
         (per_channel(&inv, i, inner, n), per_channel(&zp, i, inner, n))
-    });
+    })?;
     one(from_elems(Elems::I(q), x.dims(), dtype, ctx.device())?)
 }
 
@@ -1045,6 +1079,16 @@ fn dequantize_per_tensor(ctx: &mut Ctx) -> OpResult {
     let od = ctx.dtype("out_dtype").unwrap_or(Dtype::Float32);
     let m = if matches!(od, Dtype::Float16 | Dtype::BFloat16) { Dtype::Float32 } else { od };
     let (zp, scale) = (round_to(zp, m), round_to(scale, m));
+    if od == Dtype::Float32 {
+        // the same steps in float32 itself
+        let (zp, scale) = (zp as f32, scale as f32);
+        let v: Vec<f32> = match elems(&x)? {
+            Elems::I(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
+            Elems::F(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
+        };
+        let t = CandleTensor::from_vec(v, x.dims(), ctx.device()).map_err(ce)?;
+        return one(Tensor::new(t, Dtype::Float32));
+    }
     let v = elems(&x)?
         .into_f64()
         .into_iter()
@@ -1240,3 +1284,29 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("quantized_decomposed.dequantize_per_channel.default", dequantize_per_channel),
     ("quantized_decomposed.choose_qparams.tensor", choose_qparams),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The FPU's rounding is libm's `rintf` (half to even) on every
+    /// float32 the quantizers round: ties, both zeros, around 2^23 and
+    /// past it, infinities, NaN, and a sweep of values.
+    #[test]
+    fn rint_rounds_half_to_even() {
+        let mut vals = vec![
+            0.5f32, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0, 0.49999997, -0.49999997,
+            8_388_607.5, -8_388_607.5, 8_388_608.0, 8_388_609.0, 16_777_216.0, 1e30, -1e30,
+            f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, -f32::MIN_POSITIVE,
+        ];
+        let mut v = 1e-3f32;
+        while v < 3e7 {
+            vals.extend([v, -v, v + 0.5, -(v + 0.5)]);
+            v *= 1.0137;
+        }
+        for x in vals {
+            assert_eq!(rint(x), x.round_ties_even(), "{x}");
+        }
+        assert!(rint(f32::NAN).is_nan());
+    }
+}
