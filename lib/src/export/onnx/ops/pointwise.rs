@@ -567,6 +567,13 @@ fn qparam(cx: &mut Cx, name: &str, dtype: Dtype) -> Result<String> {
 /// node: per tensor, or per channel along `axis` (float32 scales only:
 /// other scales make torch compute in their dtype).
 fn qdq_params(cx: &mut Cx, per_channel: bool, dtype: Dtype) -> Result<(Vec<String>, Vec<onnx_protobuf::AttributeProto>)> {
+    let zp = if per_channel { "zero_points" } else { "zero_point" };
+    if cx.has(zp) && matches!(cx.operand(zp)?, Operand::Tensor { dtype: d, .. } if d.is_floating()) {
+        return Err(Error::unsupported(format!(
+            "{} zero points: QuantizeLinear and DequantizeLinear take them in the quantized dtype, and torch computes with the float",
+            cx.dtype(zp)?.torch_name()
+        )));
+    }
     if !per_channel {
         let s = qparam(cx, "scale", Dtype::Float32)?;
         let z = qparam(cx, "zero_point", dtype)?;
