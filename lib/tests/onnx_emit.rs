@@ -128,7 +128,10 @@ fn onnx_nodes(p: &Program, opset: i64) -> Result<Vec<onnx::proto::NodeProto>, St
 
 /// [`onnx_nodes`] by op type.
 fn onnx_ops(p: &Program, opset: i64) -> Result<Vec<String>, String> {
-    Ok(onnx_nodes(p, opset)?.into_iter().map(|n| n.op_type).collect())
+    Ok(onnx_nodes(p, opset)?
+        .into_iter()
+        .map(|n| n.op_type)
+        .collect())
 }
 
 /// PT2E int8: the fixtures' quantize and dequantize nodes become
@@ -149,15 +152,26 @@ fn quantized_decomposed_is_written_as_qdq() {
             p.graph
                 .nodes
                 .iter()
-                .filter(|n| n.target.namespace == "quantized_decomposed" && n.target.name.starts_with(prefix))
+                .filter(|n| {
+                    n.target.namespace == "quantized_decomposed"
+                        && n.target.name.starts_with(prefix)
+                })
                 .count()
         };
         let f64_out = usize::from(fixture == "q_ops");
         for opset in [17, 21] {
             let nodes = onnx_nodes(&p, opset).unwrap();
             let count = |op: &str| nodes.iter().filter(|n| n.op_type == op).count();
-            assert_eq!(count("QuantizeLinear"), ir("quantize_per"), "{fixture} at {opset}");
-            assert_eq!(count("DequantizeLinear"), ir("dequantize_per") - f64_out, "{fixture} at {opset}");
+            assert_eq!(
+                count("QuantizeLinear"),
+                ir("quantize_per"),
+                "{fixture} at {opset}"
+            );
+            assert_eq!(
+                count("DequantizeLinear"),
+                ir("dequantize_per") - f64_out,
+                "{fixture} at {opset}"
+            );
             let quantized: Vec<&String> = nodes
                 .iter()
                 .filter(|n| n.op_type == "QuantizeLinear")
@@ -178,7 +192,12 @@ fn quantized_decomposed_is_written_as_qdq() {
 #[test]
 fn qdq_declines_and_refusals() {
     let mut b = B::new();
-    let x = b.input("x", InputKind::UserInput, meta_of(Dtype::Int8, &[2, 3]), None);
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta_of(Dtype::Int8, &[2, 3]),
+        None,
+    );
     let y = b.emit(|em| {
         em.op(
             "quantized_decomposed.dequantize_per_tensor.default",
@@ -201,8 +220,18 @@ fn qdq_declines_and_refusals() {
     assert!(ops.iter().any(|o| o == "Mul"), "{ops:?}");
 
     let mut b = B::new();
-    let x = b.input("x", InputKind::UserInput, meta_of(Dtype::Int8, &[2, 3]), None);
-    let s = b.input("s", InputKind::UserInput, meta_of(Dtype::Float64, &[3]), None);
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta_of(Dtype::Int8, &[2, 3]),
+        None,
+    );
+    let s = b.input(
+        "s",
+        InputKind::UserInput,
+        meta_of(Dtype::Float64, &[3]),
+        None,
+    );
     let y = b.emit(|em| {
         em.op(
             "quantized_decomposed.dequantize_per_channel.default",
