@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 mod exact;
-pub(crate) use exact::{elems, from_elems, Elems, Num};
 use exact::*;
+pub(crate) use exact::{elems, from_elems, Elems, Num};
 mod window;
 use window::*;
 
