@@ -927,7 +927,8 @@ fn right_shift(ctx: &mut Ctx) -> OpResult {
 // PT2E int8: quantized_decomposed's ops as torch's reference kernels
 // compute them (torch/ao/quantization/fx/_decomposed.py), exactly: every
 // step in the dtype torch computes it in (Python numbers as float32 where
-// they meet a float32 tensor), on the host in f64 rounded after each step.
+// they meet a float32 tensor), on the host: in float32 itself, or in f64
+// rounded to the dtype after each step.
 
 /// `v` rounded to the floating dtype `d` (float32 unless float64, float16
 /// or bfloat16): the result of one op computed in `d`.
