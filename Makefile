@@ -16,9 +16,9 @@ test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
 	# Every fixture against torch again on the AVX2 kernels (as on a CPU without AVX-512; where this CPU
 	# has no AVX2, the baseline), then on the baseline ones (the gemm crate and candle's loops).
-	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib exec::
-	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch
+	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch
 	# Every fast kernel against its plain reference on random shapes (lib/tests/kernels.rs), on each
 	# instruction set's kernels.
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
@@ -33,6 +33,9 @@ test: build $(ONNX_VENV)/.ready
 	# ops need it (at 17 ir2onnx refuses them by name; bins/tests/onnx.rs holds the refusal).
 	# num_f64_conv is refused by design (ONNX Runtime has no float64 Conv; bins/tests/onnx.rs holds it).
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/numerics --opset 18 --opset 21 --skip num_f64_conv
+	# PT2E int8 (golden/quant): QuantizeLinear/DequantizeLinear, which ONNX Runtime fuses into its int8
+	# kernels; a float output a dequantize makes within one step of its quantization (check_onnx.py).
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/quant --opset 17 --opset 18 --opset 21
 	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
 	# Node by node: every intermediate value of ir-run against ONNX Runtime's (ir2onnx --intermediates,
@@ -40,6 +43,8 @@ test: build $(ONNX_VENV)/.ready
 	for d in models composite dynamic; do $(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/$$d || exit 1; done
 	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/numerics --skip num_f64_conv
 	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/fallback --skip fb_fft
+	# PT2E int8: a quantization where the two part on a rounding tie (float32 ulps apart) is fed through.
+	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/quant --explain-ties
 	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
 	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
 

@@ -80,6 +80,7 @@ impl FileOrigin {
     pub fn spool(file: &File) -> Option<FileOrigin> {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::MetadataExt;
+        SPOOLED.store(true, std::sync::atomic::Ordering::Relaxed);
         let meta = file.metadata().ok()?;
         Some(FileOrigin {
             path: format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd()).into(),
@@ -89,6 +90,10 @@ impl FileOrigin {
         })
     }
 }
+
+/// Whether this process has spooled weights (something it could hand over).
+pub(crate) static SPOOLED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// A window of a file another tool can map itself: where it is, and the
 /// CRC-32 its bytes must have, if one is known.

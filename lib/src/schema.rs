@@ -370,7 +370,12 @@ pub fn family_of(op: &str) -> Option<&'static str> {
         map
     });
     let key = match op.split('.').collect::<Vec<_>>().as_slice() {
-        [ns, name, ..] if matches!(*ns, "aten" | "prims" | "higher_order" | "quantized") => {
+        [ns, name, ..]
+            if matches!(
+                *ns,
+                "aten" | "prims" | "higher_order" | "quantized" | "quantized_decomposed"
+            ) =>
+        {
             format!("{ns}.{name}")
         }
         _ => op.to_string(),

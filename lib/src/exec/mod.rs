@@ -1053,7 +1053,7 @@ impl Executor<'_> {
         &self,
         graph: &Graph,
         node: &Node,
-        env: &mut Vec<Option<Value>>,
+        env: &mut [Option<Value>],
         widened: Vec<Option<Value>>,
         bindings: &BTreeMap<String, i64>,
         last: &[usize],

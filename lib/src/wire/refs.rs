@@ -371,17 +371,37 @@ pub fn offer_handover_on(fd: std::os::fd::BorrowedFd) {
 
 /// Whether the reader of standard output (a pipe) is a pt2kit tool that
 /// takes spools by hand-over: it holds a shared `flock` on the pipe.
+/// A process with spooled weights asks for a while (the reader, started
+/// beside it by the shell, may not have reached its lock yet on a loaded
+/// machine); one without asks once.
 pub fn reader_takes_handover() -> bool {
-    // SAFETY: flock on fd 1. Where no reader holds it, the exclusive lock
-    // taken is dropped at once.
-    unsafe {
-        if libc::flock(1, libc::LOCK_EX | libc::LOCK_NB) == 0 {
-            libc::flock(1, libc::LOCK_UN);
-            return false;
+    let patience = if crate::blob::SPOOLED.load(std::sync::atomic::Ordering::Relaxed) {
+        HANDOVER_OFFER_WAIT
+    } else {
+        std::time::Duration::ZERO
+    };
+    let start = std::time::Instant::now();
+    loop {
+        // SAFETY: flock on fd 1. Where no reader holds it, the exclusive
+        // lock taken is dropped at once.
+        let held = unsafe {
+            if libc::flock(1, libc::LOCK_EX | libc::LOCK_NB) == 0 {
+                libc::flock(1, libc::LOCK_UN);
+                false
+            } else {
+                std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+            }
+        };
+        if held || start.elapsed() >= patience {
+            return held;
         }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
+
+/// How long a tool with spooled weights waits for its pipe's reader to say
+/// it takes a hand-over before it writes them inline.
+const HANDOVER_OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How long a writer waits for its reader to open the spools it handed
 /// over before it exits anyway (the reader then says the spool is gone).

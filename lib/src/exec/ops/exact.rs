@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn nan_sorts_last() {
-        let mut v = vec![3.0, f64::NAN, 1.0, -0.0, 0.0];
+        let mut v = [3.0, f64::NAN, 1.0, -0.0, 0.0];
         v.sort_by(|a, b| nan_last(*a, *b));
         assert_eq!(&v[..4], &[-0.0, 0.0, 1.0, 3.0]);
         assert!(v[4].is_nan());

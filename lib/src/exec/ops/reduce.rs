@@ -351,7 +351,7 @@ fn sorted_lines(ctx: &Ctx, x: &Tensor, d: usize, desc: bool, k: usize) -> Result
         return Err(Error::bad_input(format!("k ({k}) is larger than the dim's size ({n})")));
     }
     let vals = elems(&moved)?;
-    let lines = if n == 0 { 0 } else { vals.len() / n };
+    let lines = vals.len().checked_div(n).unwrap_or(0);
     let mut idx: Vec<usize> = Vec::with_capacity(lines * k);
     let mut order: Vec<usize> = Vec::with_capacity(n);
     for r in 0..lines {
