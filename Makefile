@@ -163,7 +163,7 @@ N ?= 1000
 SEED ?= 1
 FUZZ_OUT ?= fuzz-out
 fuzz-graphs: build $(VENV)/.torch
-	$(VENV)/bin/python recipes/fuzz_graphs.py --bin target/release -n $(N) --seed $(SEED) --out $(FUZZ_OUT)
+	$(VENV)/bin/python recipes/fuzz_graphs.py --bin target/release -n $(N) --seed $(SEED) --out $(FUZZ_OUT) $(FUZZ_ARGS)
 
 # Coverage-guided fuzzing of the readers of untrusted files (fuzz/,
 # libFuzzer through cargo-fuzz on the stable toolchain; installs cargo-fuzz
