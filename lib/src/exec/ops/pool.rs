@@ -9,8 +9,9 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
     let s = if s.is_empty() { k } else { pair(&s, 1) };
     let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
     let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
-    // candle pools 4-D tensors only
-    if d != (1, 1) || x.rank() != 4 || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
+    // candle pools 4-D tensors only, and skips NaN: other dtypes than
+    // float32 (whose kernel keeps NaN) on the host, as torch's
+    if d != (1, 1) || x.rank() != 4 || x.dtype != Dtype::Float32 || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
         return max_pool_host(ctx, &x, 2);
     }
     let ceil = ctx.opt_bool("ceil_mode", false)?;
