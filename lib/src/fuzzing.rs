@@ -230,9 +230,12 @@ mod maker {
         "aten.amin.default",
     ];
 
+    /// A program, its user inputs and the executor's flags.
+    pub(super) type Made = (Program, Vec<(String, HostTensor)>, ExecOptions);
+
     /// A program, its user inputs, and the executor's flags; `None` where
     /// the bytes make none.
-    pub(super) fn make(data: &[u8]) -> Option<(Program, Vec<(String, HostTensor)>, ExecOptions)> {
+    pub(super) fn make(data: &[u8]) -> Option<Made> {
         let mut b = Bytes { data, at: 0 };
         let mut p = Program::default();
         p.info.verifiers = vec!["ATEN".into()];
@@ -248,7 +251,7 @@ mod maker {
                 .try_fold(1i64, |n, &s| n.checked_mul(s.max(0)))
                 .unwrap_or(i64::MAX);
             let nbytes = numel.saturating_mul(dtype.size() as i64);
-            let weight = b.u8() % 4 == 0;
+            let weight = b.u8().is_multiple_of(4);
             let name = format!("x{i}");
             p.graph.values.push(Value {
                 name: name.clone(),
@@ -297,8 +300,8 @@ mod maker {
                 crate::exec::mapped::MapWeights::Always,
                 crate::exec::mapped::MapWeights::Never,
             ]),
-            no_fusion: b.u8() % 2 == 0,
-            planes_only: b.u8() % 2 == 0,
+            no_fusion: b.u8().is_multiple_of(2),
+            planes_only: b.u8().is_multiple_of(2),
             max_memory: Some(super::RUN_BUDGET),
             max_iterations: Some(64),
         };
@@ -442,7 +445,7 @@ mod maker {
                 vec![
                     ("self", t(x)),
                     ("dim", Argument::Ints(ints(b, 3))),
-                    ("keepdim", Argument::Bool(b.u8() % 2 == 0)),
+                    ("keepdim", Argument::Bool(b.u8().is_multiple_of(2))),
                 ],
             ),
             13 => (
@@ -475,7 +478,7 @@ mod maker {
         meta: Option<TensorMeta>,
         b: &mut Bytes,
     ) {
-        let keep_refused = b.u8() % 16 == 0;
+        let keep_refused = b.u8().is_multiple_of(16);
         let first = args.iter().find_map(|(_, a)| match a {
             Argument::Tensor(v) => Some(*v),
             Argument::Tensors(vs) => vs.first().copied(),

@@ -227,8 +227,8 @@ fn every_dtype_agrees_with_torch_or_is_refused() {
     // op -> dtype -> (agree, cases, first refusal, wrong cases)
     type Cell = (usize, usize, Option<String>, Vec<String>);
     let mut table: BTreeMap<String, BTreeMap<String, Cell>> = BTreeMap::new();
-    let mut programs: BTreeMap<String, Option<(Program, Result<Program, String>)>> =
-        BTreeMap::new();
+    type Loaded = Option<(Program, Result<Program, String>)>;
+    let mut programs: BTreeMap<String, Loaded> = BTreeMap::new();
     let mut wrong = Vec::new();
     let cases = manifest["cases"].as_array().unwrap();
     for case in cases {

@@ -730,9 +730,7 @@ fn attention_matches_the_definition() {
         let mut mask_bool: Vec<bool> = (0..b * l * s).map(|_| d(4) != 0).collect();
         // a row with every key masked
         if mask_kind == 1 && l > 1 {
-            for j in 0..s {
-                mask_bool[j] = false;
-            }
+            mask_bool[..s].iter_mut().for_each(|m| *m = false);
         }
         let mask_f: Vec<f32> = mask_bool
             .iter()

@@ -99,12 +99,12 @@ impl Tensor {
                     .map(|x| {
                         let t = x.trunc();
                         if wide {
-                            if t >= -9.223372036854775808e18 && t < 9.223372036854775808e18 {
+                            if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&t) {
                                 t as i64
                             } else {
                                 i64::MIN
                             }
-                        } else if t >= -2147483648.0 && t < 2147483648.0 {
+                        } else if (-2147483648.0..2147483648.0).contains(&t) {
                             t as i64
                         } else {
                             i32::MIN as i64
