@@ -145,14 +145,18 @@ fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
         let d = cx.node("Sub", &[x, &mean], vec![]);
         let d2 = cx.node("Mul", &[&d, &d], vec![]);
         let s = cx.reduce("ReduceSum", &d2, Some(&axes), keepdim);
+        // divided by max(0, N - correction), as torch's: nothing, or no
+        // more than the correction, gives NaN (0 / 0)
         let n = match count.iter().map(Sym::as_int).collect::<Option<Vec<i64>>>() {
-            Some(v) => cx.scalar(Lit::Float(v.iter().product::<i64>() as f64 - correction), c)?,
+            Some(v) => cx.scalar(Lit::Float((v.iter().product::<i64>() as f64 - correction).max(0.0)), c)?,
             None => {
                 let sizes = cx.sizes(&count)?;
                 let p = cx.reduce("ReduceProd", &sizes, None, false);
                 let pf = cx.cast(&p, Dtype::Int64, c)?;
                 let k = cx.scalar(Lit::Float(correction), c)?;
-                cx.node("Sub", &[&pf, &k], vec![])
+                let d = cx.node("Sub", &[&pf, &k], vec![]);
+                let zero = cx.scalar(Lit::Float(0.0), c)?;
+                cx.node("Max", &[&d, &zero], vec![])
             }
         };
         let v = cx.node("Div", &[&s, &n], vec![]);
