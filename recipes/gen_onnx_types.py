@@ -10,13 +10,16 @@ runtime takes is widened to one they do where that is exact, or refused.
 Lines:
 
     spec OP SINCE INPUT... -> OUTPUT... ; VAR=TYPE,... ...
+    fn OP OPSET TYPE,...
     ort OP FROM TO VAR=TYPE,... ...
 
 A `spec` line is the schema of OP from opset SINCE (until the next line of
 OP). Each input and output is a type variable of the constraints after `;`
 or a fixed set written `{TYPE,...}`; `?` marks an optional one, `...` a
 variadic one (all of one type), `*` a variadic one whose values each have
-a type of their own. An `ort` line is one CPU kernel, for opsets FROM to TO (`-`:
+a type of their own. A `fn` line lists the types ONNX Runtime runs OP's
+function body for at OPSET, where none of OP's kernels takes them (found
+by running it). An `ort` line is one CPU kernel, for opsets FROM to TO (`-`:
 no end): a node runs where some kernel takes the types of all its
 variables (a variable a kernel does not name, it takes in any type).
 Types are the IR's short names (b8, u8, i8, i16, i32, i64, u16, u32, u64,
@@ -76,6 +79,58 @@ def formal(p, constraints):
     return t
 
 
+NUMPY = {"b8": "bool", "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+         "u16": "uint16", "u32": "uint32", "u64": "uint64", "f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+def runs(op, opset, t):
+    """Whether ONNX Runtime loads and runs a one-input node `op` of type `t`
+    at `opset` (its function body, where no kernel takes `t`)."""
+    import numpy as np
+    from onnx import helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(NUMPY[t]))
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", elem, [3])], [helper.make_tensor_value_info("y", elem, [3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 19 else (9 if opset < 21 else 10)
+    try:
+        sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess.run(None, {"x": np.array([-2, 0, 3]).astype(NUMPY[t])})
+        return True
+    except Exception:
+        return False
+
+
+def function_lines(by_op, kernels):
+    """`fn OP OPSET TYPE,...`: the types ONNX Runtime runs OP's function body
+    for at OPSET where none of OP's kernels takes them, found by running it
+    (ops of one input and no required attribute, which the emitters use so)."""
+    lines = []
+    for op in sorted(by_op):
+        for opset in OPSETS:
+            try:
+                s = onnx.defs.get_schema(op, opset)
+            except onnx.defs.SchemaError:
+                continue
+            if not s.has_function or len(s.inputs) != 1 or len(s.outputs) != 1:
+                continue
+            if any(a.required for a in s.attributes.values()):
+                continue
+            var = s.inputs[0].type_str
+            allowed = [TYPES[t] for c in s.type_constraints if c.type_param_str == var
+                       for t in c.allowed_type_strs if t in TYPES and TYPES[t] in NUMPY]
+            covered = set()
+            for lo, hi, cons in kernels.get(op, ()):
+                if lo <= opset <= hi:
+                    for part in cons.split():
+                        covered.update(part.split("=")[1].split(","))
+            ran = [t for t in allowed if t not in covered and runs(op, opset, t)]
+            if ran:
+                lines.append(f"fn {op} {opset} {','.join(ran)}")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="lib/data/onnx_types.txt")
@@ -110,6 +165,7 @@ def main():
             continue
         cons = " ".join(f"{v}={types(ts)}" for v, ts in sorted(k.type_constraints.items()))
         kernels[k.op_name].add((lo, hi, cons))
+    lines.extend(function_lines(by_op, kernels))
     for op in sorted(kernels):
         # one line per kernel; kernels of one range and one variable merged
         merged = collections.defaultdict(list)

@@ -61,6 +61,9 @@ struct Kernel {
 struct Table {
     specs: HashMap<String, Vec<Spec>>,
     kernels: HashMap<String, Vec<Kernel>>,
+    /// The types ONNX Runtime runs an op's function body for at an opset,
+    /// where no kernel of the op takes them.
+    bodies: HashMap<(String, i64), Vec<Dtype>>,
 }
 
 fn parse_types(s: &str) -> Vec<Dtype> {
@@ -107,6 +110,12 @@ fn table() -> &'static Table {
                     };
                     t.specs.entry(op.to_string()).or_default().push(spec);
                 }
+                Some("fn") => {
+                    let (Some(op), Some(opset), Some(ops)) = (words.next(), words.next(), words.next()) else {
+                        continue;
+                    };
+                    t.bodies.insert((op.to_string(), opset.parse().unwrap_or(0)), parse_types(ops));
+                }
                 Some("ort") => {
                     let (Some(op), Some(from), Some(to)) = (words.next(), words.next(), words.next()) else {
                         continue;
@@ -135,6 +144,15 @@ fn spec_at(op: &str, opset: i64) -> Option<&'static Spec> {
         .iter()
         .filter(|s| s.since <= opset)
         .max_by_key(|s| s.since)
+}
+
+/// The CPU kernels of an op at an opset.
+fn kernels_at(op: &str, opset: i64) -> Vec<&'static Kernel> {
+    table()
+        .kernels
+        .get(op)
+        .map(|ks| ks.iter().filter(|k| k.from <= opset && opset <= k.to).collect())
+        .unwrap_or_default()
 }
 
 /// The formal of each actual input (or output) position.
@@ -334,16 +352,14 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
             None => bound.push((key, *t)),
         }
     }
-    let kernels: Vec<&Kernel> = table()
-        .kernels
-        .get(op)
-        .map(|ks| ks.iter().filter(|k| k.from <= opset && opset <= k.to).collect())
-        .unwrap_or_default();
+    let kernels = kernels_at(op, opset);
+    let body = table().bodies.get(&(op.to_string(), opset));
     let spec_ok = |a: &[(String, Dtype)]| {
         a.iter()
             .all(|(v, t)| spec.vars.get(var_of_key(v)).is_none_or(|allowed| allowed.contains(t)))
     };
-    // (an op with no CPU kernel at all is a function ONNX Runtime expands)
+    // (an op with no CPU kernel at all is a function ONNX Runtime expands;
+    // one with a function body runs it for the types the table lists)
     let ort_ok = |a: &[(String, Dtype)]| {
         kernels.is_empty()
             || kernels.iter().any(|k| {
@@ -354,6 +370,7 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
                         .is_none_or(|(_, allowed)| allowed.contains(t))
                 })
             })
+            || body.zip(a.first()).is_some_and(|(types, (_, t))| types.contains(t))
     };
     if spec_ok(&bound) && ort_ok(&bound) {
         return Ok(Verdict::Fine);
@@ -696,6 +713,13 @@ mod tests {
         assert!(check(&node("MaxPool", 1), &[Some(Dtype::Int64)], 18).is_err());
         let e = check(&node("Atan", 1), &[Some(Dtype::Float64)], 18).err().unwrap();
         assert!(e.to_string().contains("no Atan kernel for tensor(double)"), "{e}");
+        // ONNX Runtime runs Relu's function body (Max) for int64, which has
+        // no Relu kernel; not for int16 (no Max kernel either): int32
+        assert!(matches!(check(&node("Relu", 1), &[Some(Dtype::Int64)], 18), Ok(Verdict::Fine)));
+        match check(&node("Relu", 1), &[Some(Dtype::Int16)], 18) {
+            Ok(Verdict::Widen(v)) => assert_eq!(v[0].2, Dtype::Int32),
+            _ => panic!("Relu of int16 should widen"),
+        }
         // int32 max pooling: in float64, which holds every int32
         match check(&node("MaxPool", 1), &[Some(Dtype::Int32)], 18) {
             Ok(Verdict::Widen(v)) => assert_eq!(v[0].2, Dtype::Float64),
