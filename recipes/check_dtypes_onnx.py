@@ -22,6 +22,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,7 @@ def main():
             wrong.append(f"{case['case']}: {bad}")
         else:
             counts["agree"] += 1
+    shutil.rmtree(work, ignore_errors=True)
     total = sum(counts.values())
     print(f"opset {args.opset}: {total} cases: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     for w in wrong:
