@@ -260,7 +260,12 @@ pub(crate) fn convert<'p>(
         if let Some(t) = kind_dtype(&value.kind) {
             conv.types.insert(name.clone(), t);
             if let Some(why) = types::unheld(t, conv.opset) {
-                conv.failures.push((value.name.clone(), "input".into(), why, ErrorKind::Unsupported));
+                conv.failures.push((
+                    value.name.clone(),
+                    "input".into(),
+                    why,
+                    ErrorKind::Unsupported,
+                ));
             }
         }
         scope.values[v.index()] = Some(name);
@@ -325,7 +330,12 @@ pub(crate) fn convert<'p>(
                 initializers.push(t);
                 conv.types.insert(name.clone(), w.meta.dtype);
                 if let Some(why) = types::unheld(w.meta.dtype, conv.opset) {
-                    conv.failures.push((w.name.clone(), "weight".into(), why, ErrorKind::Unsupported));
+                    conv.failures.push((
+                        w.name.clone(),
+                        "weight".into(),
+                        why,
+                        ErrorKind::Unsupported,
+                    ));
                 }
                 weights.push(w);
                 by_view.insert(key, name.clone());
@@ -736,7 +746,12 @@ impl<'p> Converter<'p> {
             };
             taken.insert(name.clone());
             if let Some(why) = kind_dtype(&value.kind).and_then(|t| types::unheld(t, self.opset)) {
-                self.failures.push((value.name.clone(), "output".into(), why, ErrorKind::Unsupported));
+                self.failures.push((
+                    value.name.clone(),
+                    "output".into(),
+                    why,
+                    ErrorKind::Unsupported,
+                ));
             }
             let doc = match kind {
                 None | Some(OutputKind::UserOutput) => "user output".to_string(),

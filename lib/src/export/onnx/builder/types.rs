@@ -81,7 +81,11 @@ fn parse_formal(s: &str) -> Formal {
         Some(t) => FormalKind::Fixed(parse_types(t)),
         None => FormalKind::Var(s.to_string()),
     };
-    Formal { kind, variadic, heterogeneous }
+    Formal {
+        kind,
+        variadic,
+        heterogeneous,
+    }
 }
 
 fn table() -> &'static Table {
@@ -101,7 +105,10 @@ fn table() -> &'static Table {
                     let spec = Spec {
                         since: since.parse().unwrap_or(0),
                         inputs: rest[..arrow].iter().map(|w| parse_formal(w)).collect(),
-                        outputs: rest[(arrow + 1).min(semi)..semi].iter().map(|w| parse_formal(w)).collect(),
+                        outputs: rest[(arrow + 1).min(semi)..semi]
+                            .iter()
+                            .map(|w| parse_formal(w))
+                            .collect(),
                         vars: rest[(semi + 1).min(rest.len())..]
                             .iter()
                             .filter_map(|w| w.split_once('='))
@@ -111,18 +118,29 @@ fn table() -> &'static Table {
                     t.specs.entry(op.to_string()).or_default().push(spec);
                 }
                 Some("fn") => {
-                    let (Some(op), Some(opset), Some(ops)) = (words.next(), words.next(), words.next()) else {
+                    let (Some(op), Some(opset), Some(ops)) =
+                        (words.next(), words.next(), words.next())
+                    else {
                         continue;
                     };
-                    t.bodies.insert((op.to_string(), opset.parse().unwrap_or(0)), parse_types(ops));
+                    t.bodies.insert(
+                        (op.to_string(), opset.parse().unwrap_or(0)),
+                        parse_types(ops),
+                    );
                 }
                 Some("ort") => {
-                    let (Some(op), Some(from), Some(to)) = (words.next(), words.next(), words.next()) else {
+                    let (Some(op), Some(from), Some(to)) =
+                        (words.next(), words.next(), words.next())
+                    else {
                         continue;
                     };
                     let kernel = Kernel {
                         from: from.parse().unwrap_or(0),
-                        to: if to == "-" { i64::MAX } else { to.parse().unwrap_or(0) },
+                        to: if to == "-" {
+                            i64::MAX
+                        } else {
+                            to.parse().unwrap_or(0)
+                        },
                         vars: words
                             .filter_map(|w| w.split_once('='))
                             .map(|(v, ts)| (v.to_string(), parse_types(ts)))
@@ -151,13 +169,19 @@ fn kernels_at(op: &str, opset: i64) -> Vec<&'static Kernel> {
     table()
         .kernels
         .get(op)
-        .map(|ks| ks.iter().filter(|k| k.from <= opset && opset <= k.to).collect())
+        .map(|ks| {
+            ks.iter()
+                .filter(|k| k.from <= opset && opset <= k.to)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// The formal of each actual input (or output) position.
 fn formal_at(formals: &[Formal], i: usize) -> Option<&Formal> {
-    formals.get(i).or_else(|| formals.last().filter(|f| f.variadic))
+    formals
+        .get(i)
+        .or_else(|| formals.last().filter(|f| f.variadic))
 }
 
 /// The type variable at a position, and the key its binding goes under:
@@ -339,7 +363,9 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
             }
             continue;
         }
-        let Some((v, key)) = var_at(&spec.inputs, i) else { continue };
+        let Some((v, key)) = var_at(&spec.inputs, i) else {
+            continue;
+        };
         match bound.iter().find(|(b, _)| *b == key) {
             Some((_, u)) if u != t => {
                 return Err(Error::internal(format!(
@@ -355,8 +381,11 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
     let kernels = kernels_at(op, opset);
     let body = table().bodies.get(&(op.to_string(), opset));
     let spec_ok = |a: &[(String, Dtype)]| {
-        a.iter()
-            .all(|(v, t)| spec.vars.get(var_of_key(v)).is_none_or(|allowed| allowed.contains(t)))
+        a.iter().all(|(v, t)| {
+            spec.vars
+                .get(var_of_key(v))
+                .is_none_or(|allowed| allowed.contains(t))
+        })
     };
     // (an op with no CPU kernel at all is a function ONNX Runtime expands;
     // one with a function body runs it for the types the table lists)
@@ -370,7 +399,9 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
                         .is_none_or(|(_, allowed)| allowed.contains(t))
                 })
             })
-            || body.zip(a.first()).is_some_and(|(types, (_, t))| types.contains(t))
+            || body
+                .zip(a.first())
+                .is_some_and(|(types, (_, t))| types.contains(t))
     };
     if spec_ok(&bound) && ort_ok(&bound) {
         return Ok(Verdict::Fine);
@@ -381,11 +412,11 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
         .iter()
         .map(|(v, t)| {
             let mut c = vec![*t];
-            c.extend(
-                wider(*t, class)
-                    .into_iter()
-                    .filter(|w| spec.vars.get(var_of_key(v)).is_none_or(|allowed| allowed.contains(w))),
-            );
+            c.extend(wider(*t, class).into_iter().filter(|w| {
+                spec.vars
+                    .get(var_of_key(v))
+                    .is_none_or(|allowed| allowed.contains(w))
+            }));
             c
         })
         .collect();
@@ -422,12 +453,16 @@ fn check(node: &NodeProto, ins: &[Option<Dtype>], opset: i64) -> Result<Verdict>
     }
 }
 
+/// Whether a binding of type variables is taken (by the opset's schema,
+/// or by the runtime's kernels).
+type Takes<'a> = &'a dyn Fn(&[(String, Dtype)]) -> bool;
+
 fn refusal(
     op: &str,
     opset: i64,
     bound: &[(String, Dtype)],
-    spec_ok: &dyn Fn(&[(String, Dtype)]) -> bool,
-    ort_ok: &dyn Fn(&[(String, Dtype)]) -> bool,
+    spec_ok: Takes,
+    ort_ok: Takes,
 ) -> Error {
     let types: Vec<String> = bound.iter().map(|(_, t)| onnx_name(*t, opset)).collect();
     let types = types.join(", ");
@@ -489,7 +524,12 @@ fn attr<'n>(node: &'n NodeProto, name: &str) -> Option<&'n AttributeProto> {
 
 /// The types of a node's outputs, from its input types (`assign`: the
 /// type variables as bound).
-fn output_types(node: &NodeProto, ins: &[Option<Dtype>], assign: &[(String, Dtype)], opset: i64) -> Vec<Option<Dtype>> {
+fn output_types(
+    node: &NodeProto,
+    ins: &[Option<Dtype>],
+    assign: &[(String, Dtype)],
+    opset: i64,
+) -> Vec<Option<Dtype>> {
     let n = node.output.len();
     let tensor_type = |a: Option<&AttributeProto>| -> Option<Dtype> {
         let a = a?;
@@ -512,15 +552,27 @@ fn output_types(node: &NodeProto, ins: &[Option<Dtype>], assign: &[(String, Dtyp
         "ConstantOfShape" => {
             return vec![attr(node, "value").map_or(Some(Dtype::Float32), |a| tensor_type(Some(a)))]
         }
-        "If" => return attr(node, "then_branch").and_then(|a| a.g.as_ref()).map_or(vec![None; n], graph_output_types),
+        "If" => {
+            return attr(node, "then_branch")
+                .and_then(|a| a.g.as_ref())
+                .map_or(vec![None; n], graph_output_types)
+        }
         "Loop" => {
             return attr(node, "body")
                 .and_then(|a| a.g.as_ref())
-                .map_or(vec![None; n], |g| graph_output_types(g).into_iter().skip(1).collect())
+                .map_or(vec![None; n], |g| {
+                    graph_output_types(g).into_iter().skip(1).collect()
+                })
         }
-        "Scan" => return attr(node, "body").and_then(|a| a.g.as_ref()).map_or(vec![None; n], graph_output_types),
+        "Scan" => {
+            return attr(node, "body")
+                .and_then(|a| a.g.as_ref())
+                .map_or(vec![None; n], graph_output_types)
+        }
         "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => {
-            return vec![attr(node, "dtype").and_then(|a| dtype_of(a.i as i32)).or(ins.first().copied().flatten())]
+            return vec![attr(node, "dtype")
+                .and_then(|a| dtype_of(a.i as i32))
+                .or(ins.first().copied().flatten())]
         }
         _ => {}
     }
@@ -528,14 +580,19 @@ fn output_types(node: &NodeProto, ins: &[Option<Dtype>], assign: &[(String, Dtyp
         return vec![None; n];
     };
     (0..n)
-        .map(|i| match (var_at(&spec.outputs, i), formal_at(&spec.outputs, i).map(|f| &f.kind)) {
-            (Some((v, key)), _) => assign
-                .iter()
-                .find(|(b, _)| *b == key)
-                .map(|(_, t)| *t)
-                .or_else(|| spec.vars.get(&v).filter(|a| a.len() == 1).map(|a| a[0])),
-            (None, Some(FormalKind::Fixed(a))) if a.len() == 1 => Some(a[0]),
-            _ => None,
+        .map(|i| {
+            match (
+                var_at(&spec.outputs, i),
+                formal_at(&spec.outputs, i).map(|f| &f.kind),
+            ) {
+                (Some((v, key)), _) => assign
+                    .iter()
+                    .find(|(b, _)| *b == key)
+                    .map(|(_, t)| *t)
+                    .or_else(|| spec.vars.get(&v).filter(|a| a.len() == 1).map(|a| a[0])),
+                (None, Some(FormalKind::Fixed(a))) if a.len() == 1 => Some(a[0]),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -563,10 +620,20 @@ impl Converter<'_> {
         let ins: Vec<Option<Dtype>> = node
             .input
             .iter()
-            .map(|i| if i.is_empty() { None } else { self.types.get(i).copied() })
+            .map(|i| {
+                if i.is_empty() {
+                    None
+                } else {
+                    self.types.get(i).copied()
+                }
+            })
             .collect();
         let assign = bindings(node, &ins, self.opset);
-        for (o, t) in node.output.iter().zip(output_types(node, &ins, &assign, self.opset)) {
+        for (o, t) in node
+            .output
+            .iter()
+            .zip(output_types(node, &ins, &assign, self.opset))
+        {
             if let (false, Some(t)) = (o.is_empty(), t) {
                 self.types.insert(o.clone(), t);
             }
@@ -589,7 +656,13 @@ impl Cx<'_, '_> {
             let ins: Vec<Option<Dtype>> = node
                 .input
                 .iter()
-                .map(|i| if i.is_empty() { None } else { self.conv.types.get(i).copied() })
+                .map(|i| {
+                    if i.is_empty() {
+                        None
+                    } else {
+                        self.conv.types.get(i).copied()
+                    }
+                })
                 .collect();
             let widen = match check(&node, &ins, opset)? {
                 Verdict::Fine => {
@@ -600,22 +673,31 @@ impl Cx<'_, '_> {
                 Verdict::Widen(w) => w,
             };
             let spec = spec_at(&node.op_type, opset).expect("a checked op has a schema");
-            let var_of = |formals: &[Formal], i: usize| -> Option<String> { var_at(formals, i).map(|(_, key)| key) };
+            let var_of = |formals: &[Formal], i: usize| -> Option<String> {
+                var_at(formals, i).map(|(_, key)| key)
+            };
             let mut node = node;
             let mut before = Vec::new();
             let mut after = Vec::new();
             for i in 0..node.input.len() {
-                let Some(v) = var_of(&spec.inputs, i) else { continue };
+                let Some(v) = var_of(&spec.inputs, i) else {
+                    continue;
+                };
                 let Some((_, from, to)) = widen.iter().find(|(w, _, _)| *w == v) else {
                     continue;
                 };
                 if node.input[i].is_empty() {
                     continue;
                 }
-                let name = match before.iter().find(|c: &&NodeProto| c.input[0] == node.input[i]) {
+                let name = match before
+                    .iter()
+                    .find(|c: &&NodeProto| c.input[0] == node.input[i])
+                {
                     Some(c) => c.output[0].clone(),
                     None => {
-                        let name = self.conv.unique(&format!("{}.{}", node.input[i], to.short_name()));
+                        let name =
+                            self.conv
+                                .unique(&format!("{}.{}", node.input[i], to.short_name()));
                         before.push(cast_node(&node.input[i], &name, *to, opset)?);
                         self.conv.types.insert(name.clone(), *to);
                         self.temps.insert(name.clone());
@@ -626,14 +708,18 @@ impl Cx<'_, '_> {
                 node.input[i] = name;
             }
             for i in 0..node.output.len() {
-                let Some(v) = var_of(&spec.outputs, i) else { continue };
+                let Some(v) = var_of(&spec.outputs, i) else {
+                    continue;
+                };
                 let Some((_, from, to)) = widen.iter().find(|(w, _, _)| *w == v) else {
                     continue;
                 };
                 if node.output[i].is_empty() {
                     continue;
                 }
-                let wide = self.conv.unique(&format!("{}.{}", node.output[i], to.short_name()));
+                let wide = self
+                    .conv
+                    .unique(&format!("{}.{}", node.output[i], to.short_name()));
                 after.push(cast_node(&wide, &node.output[i], *from, opset)?);
                 self.conv.types.insert(node.output[i].clone(), *from);
                 self.temps.insert(wide.clone());
@@ -642,10 +728,20 @@ impl Cx<'_, '_> {
             let ins: Vec<Option<Dtype>> = node
                 .input
                 .iter()
-                .map(|i| if i.is_empty() { None } else { self.conv.types.get(i).copied() })
+                .map(|i| {
+                    if i.is_empty() {
+                        None
+                    } else {
+                        self.conv.types.get(i).copied()
+                    }
+                })
                 .collect();
             let assign = bindings(&node, &ins, opset);
-            for (o, t) in node.output.iter().zip(output_types(&node, &ins, &assign, opset)) {
+            for (o, t) in node
+                .output
+                .iter()
+                .zip(output_types(&node, &ins, &assign, opset))
+            {
                 if let (false, Some(t)) = (o.is_empty(), t) {
                     self.conv.types.entry(o.clone()).or_insert(t);
                 }
@@ -697,11 +793,16 @@ mod tests {
     #[test]
     fn supported_types_pass_and_gaps_widen_exactly() {
         let f32s = [Some(Dtype::Float32); 2];
-        assert!(matches!(check(&node("Add", 2), &f32s, 18), Ok(Verdict::Fine)));
+        assert!(matches!(
+            check(&node("Add", 2), &f32s, 18),
+            Ok(Verdict::Fine)
+        ));
         // ONNX Runtime has no int16 Where: int32 holds every value
         let w = [Some(Dtype::Bool), Some(Dtype::Int16), Some(Dtype::Int16)];
         match check(&node("Where", 3), &w, 18) {
-            Ok(Verdict::Widen(v)) => assert_eq!(v, vec![("T".to_string(), Dtype::Int16, Dtype::Int32)]),
+            Ok(Verdict::Widen(v)) => {
+                assert_eq!(v, vec![("T".to_string(), Dtype::Int16, Dtype::Int32)])
+            }
             _ => panic!("Where of int16 should widen"),
         }
         // MatMul of int8 wraps in int32 as in int8
@@ -711,11 +812,19 @@ mod tests {
         }
         // no exact wider type for int64 pooling or float64 Atan
         assert!(check(&node("MaxPool", 1), &[Some(Dtype::Int64)], 18).is_err());
-        let e = check(&node("Atan", 1), &[Some(Dtype::Float64)], 18).err().unwrap();
-        assert!(e.to_string().contains("no Atan kernel for tensor(double)"), "{e}");
+        let e = check(&node("Atan", 1), &[Some(Dtype::Float64)], 18)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("no Atan kernel for tensor(double)"),
+            "{e}"
+        );
         // ONNX Runtime runs Relu's function body (Max) for int64, which has
         // no Relu kernel; not for int16 (no Max kernel either): int32
-        assert!(matches!(check(&node("Relu", 1), &[Some(Dtype::Int64)], 18), Ok(Verdict::Fine)));
+        assert!(matches!(
+            check(&node("Relu", 1), &[Some(Dtype::Int64)], 18),
+            Ok(Verdict::Fine)
+        ));
         match check(&node("Relu", 1), &[Some(Dtype::Int16)], 18) {
             Ok(Verdict::Widen(v)) => assert_eq!(v[0].2, Dtype::Int32),
             _ => panic!("Relu of int16 should widen"),

@@ -238,7 +238,7 @@ fn fused_f64(cx: &mut Cx, op: &str, x: &str, y: &str, k: f64) -> Result<String> 
     let kc = cx.scalar(Lit::Float(k), Dtype::Float64)?;
     let p = cx.node("Mul", &[y, &kc], vec![]);
     let r = cx.node(op, &[x, &p], vec![]);
-    if !(k.abs() > 1.0) || !k.is_finite() {
+    if k.abs() <= 1.0 || !k.is_finite() {
         return Ok(r);
     }
     let s = k.abs().log2().ceil() as i32;
