@@ -214,6 +214,17 @@ impl<'c, 'p> Cx<'c, 'p> {
             })
     }
 
+    /// The op type of the ONNX node in this scope that makes `name`, if
+    /// one does (none for graph inputs, initializers and outer values).
+    pub fn producer_op(&self, name: &str) -> Option<&str> {
+        let nodes = &self.conv.scope().nodes;
+        nodes
+            .iter()
+            .rev()
+            .find(|n| n.output.iter().any(|o| o == name))
+            .map(|n| n.op_type.as_str())
+    }
+
     pub fn value_meta(&self, v: ValueId) -> Result<&'p TensorMeta> {
         match &self.graph().value(v).kind {
             ValueKind::Tensor(m) => Ok(m),

@@ -97,7 +97,13 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
         (String::new(), String::new())
     };
     let (mut y, mut idx) = (ys[0].clone(), ys.get(1).cloned());
-    if c.is_floating() {
+    // A dequantized int8 holds no NaN (PT2E's scales are finite), and the
+    // NaN handling would split the DequantizeLinear -> MaxPool ->
+    // QuantizeLinear chain that ONNX Runtime runs as one int8 MaxPool (and
+    // at opset 21 its QDQ propagation then types the zero point it adds
+    // wrongly for int8: the session fails to load).
+    let dequantized = cx.producer_op(&x) == Some("DequantizeLinear");
+    if c.is_floating() && !dequantized {
         // torch's window takes a NaN (its last), ONNX Runtime's skips
         // it: where a window holds one, NaN and that NaN's place, from a
         // pool over each NaN's place in its plane (-1 elsewhere)
