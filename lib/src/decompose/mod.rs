@@ -12,6 +12,7 @@
 //! The core opset is data (`lib/data/core_aten_ops.txt`).
 
 pub mod args;
+pub mod complex;
 pub mod edit;
 pub mod fallback;
 pub mod functionalize;
@@ -285,25 +286,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
             )));
         }
         let mut em = Emitter::new(&mut g.values, &mut names, node.meta.clone());
-        // A rule indexes dims the op's contract guarantees; a graph that
-        // breaks the contract must not take the tool down with a panic.
-        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            (rule.apply)(&mut em, &NodeArgs(&node))
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::bad_input(format!(
-                "node {} ({}): its arguments do not have the shapes the op requires",
-                node.name, node.target
-            )))
-        });
-        let replaced = applied.map_err(|e| {
-            let place = format!("node {} ({})", node.name, node.target);
-            if e.message.starts_with("node ") {
-                e
-            } else {
-                e.at(place)
-            }
-        })?;
+        let replaced = apply(&mut em, &node, |em, a| (rule.apply)(em, a))?;
         for (old, new) in node_outputs(&node).into_iter().zip(replaced) {
             if old != new {
                 subst.insert(old, new);
@@ -322,6 +305,32 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
     let s = |v: ValueId| follow(&subst, v);
     crate::ir::substitute_values(&mut g.outputs, &s);
     Ok(rewritten)
+}
+
+/// Applies one rewrite of `node` (a rule, or a lowering of complex
+/// values), its errors placed at the node. A rewrite indexes dims the op's
+/// contract guarantees; a graph that breaks the contract must not take the
+/// tool down with a panic.
+pub(crate) fn apply(
+    em: &mut Emitter,
+    node: &crate::ir::Node,
+    f: impl FnOnce(&mut Emitter, &NodeArgs) -> Result<Vec<ValueId>>,
+) -> Result<Vec<ValueId>> {
+    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(em, &NodeArgs(node))))
+        .unwrap_or_else(|_| {
+            Err(Error::bad_input(format!(
+                "node {} ({}): its arguments do not have the shapes the op requires",
+                node.name, node.target
+            )))
+        });
+    applied.map_err(|e| {
+        let place = format!("node {} ({})", node.name, node.target);
+        if e.message.starts_with("node ") {
+            e
+        } else {
+            e.at(place)
+        }
+    })
 }
 
 /// The value that finally stands for `v` after a chain of replacements.
