@@ -14,9 +14,10 @@ use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+mod dft;
 mod exact;
-pub(crate) use exact::{elems, from_elems, Elems, Num};
 use exact::*;
+pub(crate) use exact::{elems, from_elems, Elems, Num};
 mod window;
 use window::*;
 
