@@ -1440,7 +1440,7 @@ class CxFft(nn.Module):
             torch.view_as_real(torch.fft.fft(x, n=20, dim=-1)),
             torch.fft.irfft(r, n=10),
             torch.fft.irfft(r),
-            torch.fft.fftn(z, dim=(0, 2), norm="ortho").angle(),
+            (torch.fft.fftn(z, dim=(0, 2), norm="ortho") * (0.6 + 0.8j)).angle(),
             torch.fft.ifft2(torch.fft.fft2(z, norm="forward"), norm="forward").imag,
             torch.view_as_real(torch.fft.rfft2(z)),
             torch.fft.irfftn(torch.fft.rfftn(z, dim=(1, 2)), s=(6, 10), dim=(1, 2)),
@@ -1494,10 +1494,14 @@ class CxArith(nn.Module):
 
 
 class CxIo(nn.Module):
-    """Complex inputs and outputs (complex64 and complex128)."""
+    """Complex inputs and outputs (complex64 and complex128); angles of
+    spectra at the branch cut."""
 
     def forward(self, z, x, d):  # c64[3, 4], f32[3, 4], c128[5]
-        return z * x + z.conj() * 2j, z.abs(), torch.fft.fft(z), d * d, torch.view_as_real(d)
+        # the angle of a real signal's spectrum: its DC and Nyquist bins are
+        # real, the negative ones at pi (not -pi: their imaginary part is +0)
+        return (z * x + z.conj() * 2j, z.abs(), torch.fft.fft(z), d * d, torch.view_as_real(d),
+                torch.fft.fft(x).angle(), torch.fft.rfft(x, dim=0).angle())
 
 
 class CxFNet(nn.Module):

@@ -28,7 +28,7 @@ fn lower(program: &mut Program, pass_names: &[&str]) -> decompose::Report {
 }
 
 fn all_passes() -> Vec<&'static str> {
-    passes::all().iter().map(|(n, _, _)| *n).collect()
+    passes::defaults().iter().map(|(n, _, _)| *n).collect()
 }
 
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {

@@ -51,15 +51,31 @@ const ALWAYS_KEPT: &[&str] = &[
     "aten.sym_constrain_range_for_size.default",
 ];
 
+/// Complex ops that torch's own `run_decompositions()` keeps (its table
+/// has no decomposition for them): a lowered graph with complex values
+/// keeps them too. `ir-run` and `ir2onnx` lower them to real pairs at load
+/// ([`complex`]; `ir-decompose --passes complex` does it ahead of time).
+pub const COMPLEX_KEPT: &[&str] = &[
+    "aten._fft_c2c.default",
+    "aten._conj.default",
+    "aten.view_as_real.default",
+    "aten.view_as_complex.default",
+    "aten.complex.default",
+    "aten.polar.default",
+];
+
 /// Whether an op may stay in a lowered graph without being asked for:
-/// core ATen, the bookkeeping ops above, and everything that is not an
-/// `aten` op (control flow, Python scalar ops, a back end's own namespace).
+/// core ATen, the bookkeeping ops above, torch's kept complex ops, and
+/// everything that is not an `aten` op (control flow, Python scalar ops, a
+/// back end's own namespace).
 pub fn is_core(target: &Target) -> bool {
     if target.kind != TargetKind::Op || target.namespace != "aten" {
         return true;
     }
     let id = target.to_string();
-    core_ops().contains(id.as_str()) || ALWAYS_KEPT.contains(&id.as_str())
+    core_ops().contains(id.as_str())
+        || ALWAYS_KEPT.contains(&id.as_str())
+        || COMPLEX_KEPT.contains(&id.as_str())
 }
 
 /// Shell-style glob (`*`, `?`) match.

@@ -589,6 +589,7 @@ pub fn to_real_pairs(p: &mut Program, log: &mut Vec<Lowered>) -> Result<usize> {
     }
     // Complex user outputs: the pairs viewed back.
     let mut tail = Vec::new();
+    let mut renamed: Vec<ValueId> = Vec::new();
     let mut outputs = std::mem::take(&mut g.outputs);
     for o in &mut outputs {
         let Argument::Tensor(v) = o else {
@@ -602,10 +603,24 @@ pub fn to_real_pairs(p: &mut Program, log: &mut Vec<Lowered>) -> Result<usize> {
             continue;
         };
         let v0 = follow(&subst, *v);
-        *v = v0;
         if !is_complex_value(g, v0) {
+            // a real output now held by another value (`view_as_real` of
+            // a pair) keeps its name, unless that value is an input or
+            // another output's
+            let input = g
+                .inputs
+                .iter()
+                .any(|a| matches!(a, Argument::Tensor(i) if *i == v0));
+            if v0 != *v && !input && !renamed.contains(&v0) {
+                let name = g.values[v.index()].name.clone();
+                g.values[v.index()].name = names.fresh(&format!("{name}_complex"));
+                g.values[v0.index()].name = name;
+                renamed.push(v0);
+            }
+            *v = v0;
             continue;
         }
+        *v = v0;
         let pair = pairs.get(&v0).copied().ok_or_else(|| {
             Error::internal(format!(
                 "output {} is complex and has no real pair",
