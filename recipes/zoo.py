@@ -884,8 +884,8 @@ class FbIntDiv(nn.Module):
 
 
 class FbFft(nn.Module):
-    """A real FFT's magnitude: complex values inside, real outside. Nothing
-    here runs or converts it (no complex dtype); the tools refuse it."""
+    """A real FFT's magnitude: complex values inside, real outside (the
+    tools run them as real pairs; golden/complex has more)."""
 
     def forward(self, x):
         return torch.fft.rfft(x, dim=-1).abs()
@@ -1427,7 +1427,8 @@ class CxSpectrogram(nn.Module):
 
 class CxFft(nn.Module):
     """torch.fft: rfft, irfft, fft, ifft, fft2, fftn, rfft2, irfftn with each
-    norm, lengths padded and cut, dims negative and not."""
+    norm, lengths padded and cut, dims negative and not; fftshift of a
+    complex spectrum, ifftshift of a real signal."""
 
     def forward(self, x, z):  # f32[3, 16], f32[2, 6, 10]
         r = torch.fft.rfft(x)
@@ -1446,6 +1447,8 @@ class CxFft(nn.Module):
             torch.fft.irfftn(torch.fft.rfftn(z, dim=(1, 2)), s=(6, 10), dim=(1, 2)),
             torch.view_as_real(torch.fft.fft(x, n=7, dim=0, norm="ortho")),
             torch.view_as_real(torch.fft.ifft(x, dim=0).resolve_conj()),
+            torch.view_as_real(torch.fft.fftshift(torch.fft.fft2(z), dim=(-2, -1))),
+            torch.fft.ifftshift(x),
         )
 
 

@@ -38,27 +38,7 @@ pub fn declined(table: Declines, op: &str, node: &Node, reads: &Reads) -> bool {
     table.iter().any(|(o, f)| *o == op && f(node, reads))
 }
 
-/// One node lowered for a back end: its name, its op, and the ops it
-/// became (the rule's direct results; those lowered further have entries
-/// of their own).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lowered {
-    pub node: String,
-    pub op: String,
-    pub into: Vec<String>,
-}
-
-impl std::fmt::Display for Lowered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "node {} ({}) lowered into {}",
-            self.node,
-            self.op,
-            self.into.join(", ")
-        )
-    }
-}
+pub use super::Lowered;
 
 /// What a back end did to a program before it could run or convert it.
 #[derive(Debug, Default)]

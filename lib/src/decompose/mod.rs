@@ -274,7 +274,7 @@ pub fn not_core(p: &Program, policy: &Policy) -> Vec<(String, Vec<String>)> {
 
 /// Rewrites the nodes of one graph (and its subgraphs) until no rule
 /// applies; returns how many nodes were rewritten, and logs each rewrite.
-fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>) -> Result<usize> {
+fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<Lowered>) -> Result<usize> {
     let mut names = Names::of(g);
     let reads = g.reads();
     let mut queue: VecDeque<crate::ir::Node> = std::mem::take(&mut g.nodes).into();
@@ -308,7 +308,7 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
                 subst.insert(old, new);
             }
         }
-        log.push(fallback::Lowered {
+        log.push(Lowered {
             node: node.name.clone(),
             op: node.target.to_string(),
             into: em.nodes.iter().map(|n| n.target.to_string()).collect(),
@@ -321,6 +321,28 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
     let s = |v: ValueId| follow(&subst, v);
     crate::ir::substitute_values(&mut g.outputs, &s);
     Ok(rewritten)
+}
+
+/// One node lowered for a back end: its name, its op, and the ops it
+/// became (the rule's direct results; those lowered further have entries
+/// of their own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lowered {
+    pub node: String,
+    pub op: String,
+    pub into: Vec<String>,
+}
+
+impl std::fmt::Display for Lowered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "node {} ({}) lowered into {}",
+            self.node,
+            self.op,
+            self.into.join(", ")
+        )
+    }
 }
 
 /// Applies one rewrite of `node` (a rule, or a lowering of complex

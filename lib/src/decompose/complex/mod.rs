@@ -42,8 +42,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
 
 use super::args::{node_outputs, NodeArgs};
-use super::edit::{contiguous_sym_strides, sym_mul, Emitter, Names};
-use super::fallback::Lowered;
+use super::edit::{contiguous_sym_strides, Emitter, Names};
+use super::Lowered;
 use crate::ir::{
     normalize_dim, Argument, Dtype, Graph, InputKind, Node, NodeMeta, OutputKind, Program, Sym,
     TensorMeta, ValueId, ValueKind,
@@ -128,22 +128,7 @@ pub fn needs_lowering(p: &Program) -> bool {
     needs
 }
 
-/// The real-pair meta of a complex value's meta: sizes `S + [2]`, strides
-/// doubled with 1 for the pair, the offset doubled (the same bytes).
-pub fn pair_meta(m: &TensorMeta) -> TensorMeta {
-    let two = Sym::Int(2);
-    let mut sizes = m.sizes.clone();
-    sizes.push(Sym::Int(2));
-    let mut strides: Vec<Sym> = m.strides.iter().map(|s| sym_mul(s, &two)).collect();
-    strides.push(Sym::Int(1));
-    TensorMeta {
-        dtype: m.dtype.real_part(),
-        sizes,
-        strides,
-        storage_offset: sym_mul(&m.storage_offset, &two),
-        ..m.clone()
-    }
-}
+pub use super::edit::pair_meta;
 
 /// A rewrite's view of the lowering: the emitter, the pair of every complex
 /// value lowered so far, and the node being rewritten.

@@ -578,6 +578,8 @@ rules! {
     "aten.fft_rfft2.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfftn;
     "aten.fft_irfftn.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
     "aten.fft_irfft2.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
+    "aten.fft_fftshift.default" => ["aten.roll.default"] spectral::fftshift;
+    "aten.fft_ifftshift.default" => ["aten.roll.default"] spectral::fftshift;
     "aten.stft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
     "aten.stft.center" => ["aten.unsqueeze.default", "aten.view.default", "aten.pad.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
     "aten.istft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.permute.default", "aten.slice.Tensor", "aten._fft_c2r.default", "aten._fft_c2c.default", "aten.view.default", "aten.mul.Tensor", "aten.select.int", "aten.add.Tensor", "aten.expand.default", "aten.abs.default", "aten.amin.default", "aten.ge.Scalar", "aten._assert_async.msg", "aten.div.Tensor", "aten.squeeze.dims"] spectral::istft;

@@ -513,7 +513,7 @@ fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// imaginary), as torch's own decompositions of `real` and `imag` take it.
 fn complex_part(em: &mut Emitter, x: ValueId, part: i64, out: Option<ValueId>) -> Result<ValueId> {
     let m = em.meta(x)?.clone();
-    let pair = crate::decompose::complex::pair_meta(&m);
+    let pair = crate::decompose::edit::pair_meta(&m);
     let dtype = pair.dtype;
     let r = em.op(
         "aten.view_as_real.default",

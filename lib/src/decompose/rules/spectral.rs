@@ -409,6 +409,43 @@ pub(super) fn irfftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?])
 }
 
+/// `fft_fftshift`, `fft_ifftshift`: a `roll` by half of each dim (every
+/// dim when none are given), back for the inverse.
+pub(super) fn fftshift(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let rank = em.rank(x)?;
+    let dims: Vec<usize> = match a.opt_ints("dim")? {
+        Some(d) => d
+            .iter()
+            .map(|&d| normalize_dim(d, rank))
+            .collect::<Result<_>>()?,
+        None => (0..rank).collect(),
+    };
+    let inverse = a.0.target.name == "fft_ifftshift";
+    let shifts = dims
+        .iter()
+        .map(|&d| {
+            let n = em.static_dim(x, d, "fftshift")?;
+            Ok(if inverse { -(n / 2) } else { n / 2 })
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    let m = em.meta(x)?.clone();
+    let meta = em.meta_like(x, m.dtype, m.sizes)?;
+    Ok(vec![em.op_to(
+        "aten.roll.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("shifts", ints_arg(&shifts)),
+            (
+                "dims",
+                ints_arg(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+            ),
+        ],
+        Some(a.out(0)?),
+        meta,
+    )?])
+}
+
 /// A window of `win` points centred in `n_fft` (zeros either side), or
 /// ones when none is given.
 fn padded_window(
