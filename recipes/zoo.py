@@ -1481,7 +1481,9 @@ class CxRope(nn.Module):
 class CxArith(nn.Module):
     """Complex arithmetic between real inputs and outputs: polar, complex,
     angle, conj, abs, real/imag, mul/add/sub/div (complex by complex, by
-    real, by a complex scalar), exp, sum and mean, cat and a transpose."""
+    real, by a complex scalar), exp, sum and mean, cat and a transpose;
+    pow, sqrt (negative reals: the branch cut), log, reciprocal, matrix
+    products, an indexed write."""
 
     def forward(self, a, b):  # f32[3, 4], f32[3, 4]
         z = torch.polar(a.abs() + 0.5, b)
@@ -1493,7 +1495,17 @@ class CxArith(nn.Module):
             torch.exp(w).real, torch.view_as_real(v.sum(dim=0)), torch.view_as_real(v.mean(dim=-1)),
             torch.view_as_real(z * a - 3 + 2j), (w * w.conj()).real, torch.angle(-a),
             torch.view_as_real(w[1:, ::2].unsqueeze(0).expand(2, 2, 2).flip(-1)),
+            torch.view_as_real(w ** 2), torch.view_as_real(z ** 0.5), torch.view_as_real(torch.sqrt(w)),
+            torch.view_as_real(torch.sqrt(torch.complex(-a.abs(), torch.zeros_like(a)))),
+            torch.view_as_real(torch.log(z)), torch.view_as_real(torch.reciprocal(w)),
+            torch.view_as_real(w @ z.transpose(0, 1)), torch.view_as_real(u @ a.transpose(0, 1).to(torch.complex64)),
+            torch.view_as_real(self.scatter(u)),
         )
+
+    def scatter(self, u):
+        q = torch.zeros(3, 4, dtype=torch.complex64)
+        q[torch.tensor([0, 2])] = u[1:3] * 2
+        return q
 
 
 class CxIo(nn.Module):
@@ -1528,6 +1540,9 @@ def _complex(*s, dtype=torch.complex64):
 _reg("cx_spectrogram", CxSpectrogram, lambda: (_randn(2, 200),), group="complex")
 _reg("cx_fft", CxFft, lambda: (_randn(3, 16), _randn(2, 6, 10)), group="complex")
 _reg("cx_rope", CxRope, lambda: (_randn(2, 6, 32),), group="complex")
+_reg("cx_rope_dyn", lambda: CxRope(seq=16), lambda: (_randn(2, 6, 32),),
+     dyn=lambda: {"h": {1: Dim("seq", min=2, max=16)}}, alt=lambda: (_randn(2, 11, 32),), group="complex",
+     note="dynamic sequence: the complex buffer sliced to it")
 _reg("cx_arith", CxArith, lambda: (_randn(3, 4), _randn(3, 4)), group="complex")
 _reg("cx_io", CxIo, lambda: (_complex(3, 4), _randn(3, 4), _complex(5, dtype=torch.complex128)),
      group="complex")

@@ -8,12 +8,12 @@ use crate::ir::{Argument, Dtype, Sym, ValueId};
 use crate::{Error, Result};
 
 /// The real dtype of the node's (complex) output `i`.
-fn out_real(cx: &Cx, i: usize) -> Result<Dtype> {
+pub(super) fn out_real(cx: &Cx, i: usize) -> Result<Dtype> {
     Ok(cx.out_meta(i)?.dtype.real_part())
 }
 
 /// The sizes of the node's output `i` (complex: without the pair dim).
-fn out_sizes(cx: &Cx, i: usize) -> Result<Vec<Sym>> {
+pub(super) fn out_sizes(cx: &Cx, i: usize) -> Result<Vec<Sym>> {
     Ok(cx.out_meta(i)?.sizes)
 }
 
@@ -31,7 +31,12 @@ fn affine(cx: &mut Cx, x: ValueId, mul: f64, add: f64) -> Result<ValueId> {
 }
 
 /// `a * b` of two pairs, broadcast to `sizes`: `(ac - bd, ad + bc)`.
-fn cmul(cx: &mut Cx, x: ValueId, y: ValueId, sizes: &[Sym]) -> Result<(ValueId, ValueId)> {
+pub(super) fn cmul(
+    cx: &mut Cx,
+    x: ValueId,
+    y: ValueId,
+    sizes: &[Sym],
+) -> Result<(ValueId, ValueId)> {
     let (a, b) = cx.parts(x)?;
     let (c, d) = cx.parts(y)?;
     let ac = cx.binary("aten.mul.Tensor", a, c, sizes)?;
@@ -49,6 +54,16 @@ fn cmul(cx: &mut Cx, x: ValueId, y: ValueId, sizes: &[Sym]) -> Result<(ValueId, 
 fn cdiv(cx: &mut Cx, x: ValueId, y: ValueId, sizes: &[Sym]) -> Result<(ValueId, ValueId)> {
     let (a, b) = cx.parts(x)?;
     let (c, d) = cx.parts(y)?;
+    cdiv_parts(cx, (a, b), (c, d), sizes)
+}
+
+/// [`cdiv`] on parts: `(a + bi) / (c + di)`.
+pub(super) fn cdiv_parts(
+    cx: &mut Cx,
+    (a, b): (ValueId, ValueId),
+    (c, d): (ValueId, ValueId),
+    sizes: &[Sym],
+) -> Result<(ValueId, ValueId)> {
     let bool_meta = |cx: &Cx, like: ValueId| cx.meta(like, Dtype::Bool, sizes.to_vec());
     let abs_c = cx.unary("aten.abs.default", c, cx.em.dtype(c)?)?;
     let abs_d = cx.unary("aten.abs.default", d, cx.em.dtype(d)?)?;

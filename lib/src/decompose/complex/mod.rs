@@ -12,7 +12,8 @@
 //!   `imag` selects of the pair dim;
 //! - arithmetic (`add`, `sub`, `mul`, `div`, `neg`, `exp`, `abs`, `angle`,
 //!   `conj`, `polar`, `complex`, casts) as formulas over the parts
-//!   ([`arith`]);
+//!   ([`arith`]); `pow` by a real scalar, `sqrt`, `log`, `reciprocal`, and
+//!   matrix products (`mm`, `bmm`, and `matmul` through them) ([`math`]);
 //! - ops that move or reduce elements (views, `cat`, `slice`, `select`,
 //!   `permute`, `flip`, `index`, `sum`, `mean`, `where`, padding, ...) on
 //!   the pairs, with their dims normalised against the complex rank so no
@@ -36,6 +37,7 @@
 
 mod arith;
 mod fft;
+mod math;
 mod shape;
 
 use std::collections::{HashMap, VecDeque};
@@ -64,6 +66,7 @@ fn handlers() -> &'static HashMap<&'static str, Handler> {
     MAP.get_or_init(|| {
         arith::ROWS
             .iter()
+            .chain(math::ROWS)
             .chain(shape::ROWS)
             .chain(fft::ROWS)
             .copied()
