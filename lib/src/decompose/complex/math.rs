@@ -215,13 +215,13 @@ fn index_put(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let p = cx.pair(a.t("self")?)?;
     let v = cx.as_pair(a.t("values")?, real)?;
-    Ok(cx.same_op(
+    cx.same_op(
         vec![
             ("self", Argument::Tensor(p)),
             ("values", Argument::Tensor(v)),
         ],
         vec![meta],
-    )?)
+    )
 }
 
 /// `full_like` of a complex dtype: each part filled, shaped like `self`.

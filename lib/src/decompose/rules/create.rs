@@ -166,7 +166,6 @@ fn window(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let beta = if hann { 0.5 } else { a.opt_float("beta")?.unwrap_or(0.46) };
     let dtype = em.dtype(out)?;
     if n <= 1 {
-        let meta = em.meta_like(out, dtype, vec![Sym::Int(n.max(0))])?;
         return Ok(vec![em.op_into(
             "aten.full.default",
             vec![
@@ -175,11 +174,7 @@ fn window(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
                 ("dtype", Argument::ScalarType(dtype)),
             ],
             out,
-        )
-        .map(|v| {
-            let _ = meta;
-            v
-        })?]);
+        )?]);
     }
     let points = if periodic { n + 1 } else { n };
     let i = arange_to(em, out, n, 1, dtype)?;
