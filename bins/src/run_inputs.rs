@@ -257,8 +257,7 @@ fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor
     let floats: Vec<f64> = (0..count)
         .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
         .collect();
-    let each =
-        |f: &dyn Fn(f64) -> Vec<u8>| -> Vec<u8> { floats.iter().flat_map(|v| f(*v)).collect() };
+    let each = |f: &dyn Fn(f64) -> Vec<u8>| -> Vec<u8> { floats.iter().flat_map(|v| f(*v)).collect() };
     let int = |v: f64| (v * 2.0) as i64;
     let data: Vec<u8> = match dtype {
         Dtype::Float32 | Dtype::Complex64 => each(&|v| (v as f32).to_le_bytes().to_vec()),

@@ -11,8 +11,8 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
-mod ctx;
 mod epilogue;
+mod ctx;
 pub use ctx::Ctx;
 pub mod fuse;
 pub mod mapped;
@@ -965,31 +965,18 @@ impl Executor<'_> {
             match v {
                 Value::Tensor(t) => half(t.dtype),
                 Value::Mapped(m) => half(m.dtype),
-                Value::List(items) => items
-                    .iter()
-                    .any(|i| matches!(i, Value::Tensor(t) if half(t.dtype))),
+                Value::List(items) => items.iter().any(|i| matches!(i, Value::Tensor(t) if half(t.dtype))),
                 _ => false,
             }
         };
-        if !refs
-            .iter()
-            .any(|r| env[r.index()].as_ref().is_some_and(reads_half))
-        {
+        if !refs.iter().any(|r| env[r.index()].as_ref().is_some_and(reads_half)) {
             return Ok(None);
         }
         let computes = matches!(
             crate::schema::family_of(&node.target.to_string()),
             Some(
-                "pointwise"
-                    | "activation"
-                    | "reduce"
-                    | "linalg"
-                    | "conv"
-                    | "pool"
-                    | "resample"
-                    | "norm"
-                    | "rnn"
-                    | "attention"
+                "pointwise" | "activation" | "reduce" | "linalg" | "conv" | "pool" | "resample"
+                    | "norm" | "rnn" | "attention"
             )
         );
         if !computes {
@@ -1007,10 +994,7 @@ impl Executor<'_> {
                     }
                 }
                 Value::List(items) => Value::List(
-                    items
-                        .iter()
-                        .map(|i| widen(i, device))
-                        .collect::<Result<_>>()?,
+                    items.iter().map(|i| widen(i, device)).collect::<Result<_>>()?,
                 ),
                 other => other.clone(),
             })
@@ -1048,8 +1032,7 @@ impl Executor<'_> {
             epilogue: None,
             device: &self.device,
         };
-        let outs =
-            f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+        let outs = f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
         drop(widened);
         if outs.len() != node.outputs.len() {
             return Err(Error::internal(format!(
@@ -1071,9 +1054,7 @@ impl Executor<'_> {
         };
         for (arg, value) in node.outputs.iter().zip(outs) {
             let value = match (value, recorded(arg)) {
-                (Value::Tensor(t), Some(d))
-                    if t.dtype == Dtype::Float32 && d != Dtype::Float32 && d.is_floating() =>
-                {
+                (Value::Tensor(t), Some(d)) if t.dtype == Dtype::Float32 && d != Dtype::Float32 && d.is_floating() => {
                     Value::Tensor(t.cast(d)?)
                 }
                 (v, _) => v,

@@ -140,10 +140,11 @@ pub(crate) fn wrap(v: i64, dtype: Dtype) -> i64 {
 
 /// A tensor's elements, exactly ([`Elems`]), in row-major order.
 pub(crate) fn elems(t: &Tensor) -> Result<Elems> {
-    let flat =
-        t.t.flatten_all()
-            .and_then(|f| f.to_device(&candle_core::Device::Cpu))
-            .map_err(ce)?;
+    let flat = t
+        .t
+        .flatten_all()
+        .and_then(|f| f.to_device(&candle_core::Device::Cpu))
+        .map_err(ce)?;
     if t.dtype.is_floating() {
         let f = if flat.dtype() == DType::F64 {
             flat
@@ -280,9 +281,7 @@ pub(crate) fn int_pow(base: i64, exp: i64) -> i64 {
 /// min, as torch gives.
 pub(crate) fn floor_div(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input(
-            "integer division by zero (ZeroDivisionError)",
-        ));
+        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
     }
     let q = a.wrapping_div(b);
     Ok(if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
@@ -295,9 +294,7 @@ pub(crate) fn floor_div(a: i64, b: i64) -> Result<i64> {
 /// Truncating division of integers (C's `/`; see [`floor_div`]).
 pub(crate) fn trunc_div(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input(
-            "integer division by zero (ZeroDivisionError)",
-        ));
+        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
     }
     Ok(a.wrapping_div(b))
 }
@@ -306,24 +303,16 @@ pub(crate) fn trunc_div(a: i64, b: i64) -> Result<i64> {
 /// `remainder`.
 pub(crate) fn int_remainder(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input(
-            "integer division by zero (ZeroDivisionError)",
-        ));
+        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
     }
     let r = a.wrapping_rem(b);
-    Ok(if r != 0 && ((r < 0) != (b < 0)) {
-        r + b
-    } else {
-        r
-    })
+    Ok(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
 }
 
 /// C's `%` of integers (the sign of the dividend), as torch's `fmod`.
 pub(crate) fn int_fmod(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input(
-            "integer division by zero (ZeroDivisionError)",
-        ));
+        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
     }
     Ok(a.wrapping_rem(b))
 }
@@ -378,21 +367,9 @@ mod tests {
         assert_eq!(shift(1, 7, true, Dtype::Int8), -128);
         // (2^53 + 1) survives a round trip where a float64 would not
         let big = (1i64 << 53) + 1;
-        let t = from_elems(
-            Elems::I(vec![big, -big]),
-            &[2],
-            Dtype::Int64,
-            &candle_core::Device::Cpu,
-        )
-        .unwrap();
+        let t = from_elems(Elems::I(vec![big, -big]), &[2], Dtype::Int64, &candle_core::Device::Cpu).unwrap();
         assert_eq!(elems(&t).unwrap(), Elems::I(vec![big, -big]));
-        let t = from_elems(
-            Elems::I(vec![127 + 1, 300]),
-            &[2],
-            Dtype::Int8,
-            &candle_core::Device::Cpu,
-        )
-        .unwrap();
+        let t = from_elems(Elems::I(vec![127 + 1, 300]), &[2], Dtype::Int8, &candle_core::Device::Cpu).unwrap();
         assert_eq!(elems(&t).unwrap(), Elems::I(vec![-128, 44]));
     }
 

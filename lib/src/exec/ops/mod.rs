@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 mod dft;
 mod exact;
-use exact::*;
 pub(crate) use exact::{elems, from_elems, Elems, Num};
+use exact::*;
 mod window;
 use window::*;
 
