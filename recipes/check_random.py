@@ -117,13 +117,32 @@ def _read_npz(path):
         return [z[k] for k in z.files]
 
 
+def _is_bf16(a):
+    """bfloat16 as numpy holds it: ml_dtypes' dtype, or its '<V2' in an .npz."""
+    return a.dtype.name == "bfloat16" or (a.dtype.kind == "V" and a.dtype.itemsize == 2)
+
+
+def _bf16_values(a):
+    return (np.array(a, order="C").view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(a.shape)
+
+
 def compare(got, want, loose=False):
     """None when `got` matches `want` (torch's), else (kind, message).
-    `loose`: a float output computed from float16 values (float16's tolerance)."""
+    `loose`: a float output computed from float16 values (float16's
+    tolerance); "bfloat16" for one computed from bfloat16 values (8 times
+    float16's: bfloat16 has 3 fewer bits). bfloat16 outputs compare at that
+    tolerance too; the tools write them as float32 (exactly), so a float32
+    array stands for a bfloat16 one."""
     got = np.asarray(got)
     if got.shape != want.shape:
         return "shape", f"shape {list(got.shape)}, expected {list(want.shape)}"
-    if got.dtype != want.dtype:
+    if _is_bf16(want):
+        if not (_is_bf16(got) or got.dtype == np.float32):
+            return "dtype", f"dtype {got.dtype}, expected bfloat16"
+        want = _bf16_values(want)
+        got = _bf16_values(got) if _is_bf16(got) else got
+        loose = "bfloat16"
+    elif got.dtype != want.dtype:
         return "dtype", f"dtype {got.dtype}, expected {want.dtype}"
     if want.dtype.kind in "biu":
         if not np.array_equal(got, want):
@@ -135,6 +154,8 @@ def compare(got, want, loose=False):
     if want.dtype == np.float16 or loose:
         scale = max(1.0, float(np.nanmax(np.abs(w[np.isfinite(w)]))) if np.isfinite(w).any() else 1.0)
         atol, rtol = 1e-2 * scale, 1e-2
+        if loose == "bfloat16":
+            atol, rtol = 8e-2 * scale, 8e-2
     else:
         atol, rtol = 1e-4, 1e-4
     if np.array_equal(np.isnan(g), np.isnan(w)) and np.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
@@ -170,14 +191,27 @@ def _onnx_outputs(onnx_path, names, inputs):
         raise StageError(f"onnx.checker: {normalize(msg)}", f"onnx.checker: {msg}") from None
     model = onnx.load(str(onnx_path))
     users = [o.name for o in model.graph.output if o.doc_string.startswith("user output")]
+    # onnxruntime's Python API takes and returns no bfloat16 arrays: through
+    # float32 (ort_run.py), exactly
+    import ort_run
+    bf16_in = ort_run.float32_inputs(model)
+    bf16_out = [o.name for o in model.graph.output
+                if o.name in users and o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16]
+    for name in bf16_out:
+        model.graph.node.append(onnx.helper.make_node("Cast", [name], [name + ".float32"],
+                                                      to=onnx.TensorProto.FLOAT))
+        model.graph.output.append(onnx.helper.make_tensor_value_info(name + ".float32", onnx.TensorProto.FLOAT,
+                                                                     None))
+    users = [n + ".float32" if n in bf16_out else n for n in users]
+    source = model.SerializeToString() if (bf16_in or bf16_out) else str(onnx_path)
     ort.set_default_logger_severity(4)
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     try:
-        sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+        sess = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+        feed = {i.name: ort_run.feedable(inputs[i.name]) for i in sess.get_inputs()}
         return sess.run(users, feed)
     except Exception as e:  # noqa: BLE001
         msg = str(e).strip()
@@ -264,7 +298,8 @@ def main():
     def one(p):
         inputs, expected = load_case(directory, p["name"])
         names = [i["name"] for i in p["inputs"]]
-        loose = [o.get("tolerance") == "float16" for o in p["outputs"]]
+        loose = [o.get("tolerance") if o.get("tolerance") in ("float16", "bfloat16") else False
+                 for o in p["outputs"]]
         return p["name"], run_stages(args.bin, directory / f"{p['name']}.pt2", names, inputs, expected, work,
                                      stages, loose)
 

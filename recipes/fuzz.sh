@@ -12,7 +12,7 @@ secs=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(zip_reader pt2_import torch_save_pickle ir_stream tensor_files load_and_check)
+  targets=(zip_reader pt2_import torch_save_pickle ir_stream tensor_files load_and_check run_program)
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1 && ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz.sh: installing cargo-fuzz from crates.io" >&2

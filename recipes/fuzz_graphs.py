@@ -49,6 +49,19 @@ failures/, for a fixed bug) joins the set as fix_NAME. The set only grows
 as bugs are fixed: a program's bytes do not depend on the others.
 
 One program's Python source: `--show SEED:INDEX`.
+
+Wide dtypes (--wide-dtypes, in any mode; the environment variable
+PT2KIT_FUZZ_WIDE_DTYPES=1 carries it to the worker processes): programs
+over float32, float16, bfloat16, float64, int64, int32, int8, uint8 and
+bool values, and inputs and weights holding edge values among the grid's
+(about one element in seven): NaN, inf, -inf and -0.0 in the float types,
+the smallest subnormal, the int types' min and max, and +-(2^53+1) and
+2^62 in int64. Values are then not kept finite or small: an op is kept
+whenever torch runs it. bfloat16 inputs and outputs travel in .npz as
+ml_dtypes writes them (descr '<V2'). Float outputs computed from float16
+or bfloat16 values compare at that dtype's loose tolerance
+(check_random.py). Without the flag, programs are the same as ever (the
+seed set in golden/random/ does not change).
 """
 
 import argparse
@@ -80,6 +93,50 @@ MAX_RANK = 5
 MAX_ABS = 1e4
 
 DTYPE_NAMES = ["float32", "float16", "int64", "bool"]
+
+# --wide-dtypes (see the module docstring); read at import, so that the
+# spawned workers of a batch see it too
+WIDE = os.environ.get("PT2KIT_FUZZ_WIDE_DTYPES") == "1"
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+INTS = ("int64", "int32", "int8", "uint8")
+WIDE_DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"]
+METHOD = {"float32": "float", "float16": "half", "bfloat16": "bfloat16", "float64": "double", "int64": "long",
+          "int32": "int", "int8": "char", "uint8": "byte", "bool": "bool"}
+EDGE_FREQ = 1 / 7
+
+
+def cast_names():
+    return WIDE_DTYPES if WIDE else DTYPE_NAMES
+
+
+def np_dtype(name):
+    """A numpy dtype by torch's name (bfloat16: ml_dtypes')."""
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def to_torch(a):
+    """A numpy array as a torch tensor (bfloat16 from ml_dtypes' by its bits)."""
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.copy(order="C").view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def edge_values(dtype):
+    """The edge values of a dtype (the --wide-dtypes inputs mix them in)."""
+    if dtype in FLOATS:
+        fi = np.finfo(np.float32) if dtype == "bfloat16" else np.finfo(dtype)
+        sub = {"bfloat16": 9.183549615799121e-41}.get(dtype, float(getattr(fi, "smallest_subnormal", 0.0)))
+        return [float("nan"), float("inf"), float("-inf"), -0.0, sub]
+    if dtype in INTS:
+        ii = np.iinfo(dtype)
+        vals = [int(ii.min), int(ii.max)]
+        if dtype == "int64":
+            vals += [2 ** 53 + 1, -(2 ** 53 + 1), 2 ** 62]
+        return vals
+    return []
 
 
 def _import_torch():
@@ -160,7 +217,10 @@ class Prog:
 
     def to_json(self):
         def arr(a):
-            return {"dtype": str(a.dtype), "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+            vals = a.reshape(-1)
+            if a.dtype.name == "bfloat16":
+                vals = vals.astype(np.float64)
+            return {"dtype": str(a.dtype), "shape": list(a.shape), "values": vals.tolist()}
 
         return {"inputs": [{"name": n, **arr(self.data[n])} for n in self.inputs],
                 "params": [{"name": n, **arr(a)} for n, a in self.params.items()],
@@ -169,6 +229,8 @@ class Prog:
     @staticmethod
     def from_json(d):
         def arr(e):
+            if e["dtype"] == "bfloat16":
+                return np.array(e["values"], dtype=np.float32).astype(np_dtype("bfloat16")).reshape(e["shape"])
             return np.array(e["values"], dtype=e["dtype"]).reshape(e["shape"])
 
         p = Prog()
@@ -203,7 +265,11 @@ def _nested(a):
 
 def literal(a):
     """A torch expression that makes exactly this array."""
-    dt = {"float32": "float32", "float16": "float16", "int64": "int64", "bool": "bool"}[str(a.dtype)]
+    dt = {"float32": "float32", "float16": "float16", "int64": "int64", "bool": "bool"}.get(str(a.dtype))
+    if dt is None and WIDE and str(a.dtype) in WIDE_DTYPES:
+        dt = str(a.dtype)
+    if dt is None:
+        raise KeyError(str(a.dtype))
     if a.size == 0:
         return f"torch.zeros({tuple(a.shape)}, dtype=torch.{dt})"
     return f"torch.tensor({_nested(a)}, dtype=torch.{dt})"
@@ -253,16 +319,16 @@ def build_module(prog):
 
 
 def torch_inputs(prog):
-    return tuple(torch.from_numpy(prog.data[n].copy()) for n in prog.inputs)
+    return tuple(to_torch(prog.data[n]) for n in prog.inputs)
 
 
 def evaluate(prog):
     """Every value of the program, eagerly, statement by statement."""
     _import_torch()
-    params = types.SimpleNamespace(**{n: torch.from_numpy(a.copy()) for n, a in prog.params.items()})
+    params = types.SimpleNamespace(**{n: to_torch(a) for n, a in prog.params.items()})
     env = {"torch": torch, "F": F, "self": params}
     for n in prog.inputs:
-        env[n] = torch.from_numpy(prog.data[n].copy())
+        env[n] = to_torch(prog.data[n])
     with torch.no_grad():
         for s in prog.stmts:
             exec("\n".join(s.lines), env)
@@ -271,7 +337,22 @@ def evaluate(prog):
 
 def through_float16(prog, env):
     """Per output: whether a float16 value, input or weight is among what it
-    is computed from (its float results then carry float16 rounding)."""
+    is computed from (its float results then carry float16 rounding).
+    With --wide-dtypes, the half dtype ("bfloat16" where a bfloat16 one is
+    among them, else "float16") or False."""
+    if WIDE:
+        rank = {None: 0, "float16": 1, "bfloat16": 2}
+
+        def own(dt):
+            return dt if dt in ("float16", "bfloat16") else None
+
+        def worst(*ds):
+            return max(ds, key=lambda d: rank[d])
+        half = {n: own(prog.data[n].dtype.name) for n in prog.inputs}
+        for s in prog.stmts:
+            half[s.out] = worst(own(dname(env[s.out])), *(half.get(a) for a in s.args),
+                                *(own(prog.params[q].dtype.name) for q in s.params))
+        return [half.get(o) or False for o in prog.outputs]
     half = {n: prog.data[n].dtype == np.float16 for n in prog.inputs}
     for s in prog.stmts:
         half[s.out] = (env[s.out].dtype == torch.float16 or any(half.get(a, False) for a in s.args)
@@ -303,12 +384,39 @@ def dce(prog):
 
 def grid(nprng, shape, dtype, scale=1.0):
     """Inputs and weights: multiples of 1/16 in [-2, 2] (x scale), small ints, bools."""
+    if WIDE:
+        return grid_wide(nprng, shape, dtype, scale)
     if dtype == "bool":
         return np.asarray(nprng.random(shape) < 0.5)
     if dtype == "int64":
         return np.asarray(nprng.integers(-4, 5, size=shape)).astype(np.int64)
     a = np.asarray(nprng.integers(-32, 33, size=shape) / 16.0 * scale)
     return a.astype(dtype)
+
+
+def grid_wide(nprng, shape, dtype, scale=1.0):
+    """grid() in every dtype, with edge values mixed in (--wide-dtypes)."""
+    if dtype == "bool":
+        return np.asarray(nprng.random(shape) < 0.5)
+    if dtype in INTS:
+        lo = 0 if dtype == "uint8" else -4
+        a = np.asarray(nprng.integers(lo, 5, size=shape)).astype(dtype)
+    else:
+        a = np.asarray(nprng.integers(-32, 33, size=shape) / 16.0 * scale).astype(np.float64)
+    edges = edge_values(dtype)
+    if edges and a.size:
+        pick = nprng.random(a.shape) < EDGE_FREQ
+        which = nprng.integers(0, len(edges), size=a.shape)
+        if dtype in INTS:
+            e = np.array(edges, dtype=dtype)
+        else:
+            e = np.array(edges, dtype=np.float64)
+        a = np.where(pick, e[which], a)
+    if dtype in INTS:
+        return np.asarray(a).astype(dtype)
+    if dtype == "bfloat16":
+        return np.asarray(a).astype(np.float32).astype(np_dtype("bfloat16"))
+    return np.asarray(a).astype(dtype)
 
 
 class Gen:
@@ -322,10 +430,20 @@ class Gen:
         self.nparam = 0
         # a program leans to one float dtype; others come in mixed
         self.float_dtype = "float16" if self.rng.random() < 0.2 else "float32"
+        if WIDE:
+            self.float_dtype = self.rng.choice(FLOATS)
 
     # ---- values ---------------------------------------------------------
     def dtype(self):
         r = self.rng.random()
+        if WIDE:
+            if r < 0.45:
+                return self.float_dtype
+            if r < 0.6:
+                return self.rng.choice([d for d in FLOATS if d != self.float_dtype])
+            if r < 0.87:
+                return self.rng.choice(INTS)
+            return "bool"
         if r < 0.62:
             return self.float_dtype
         if r < 0.72:
@@ -347,7 +465,7 @@ class Gen:
         a = grid(self.np, tuple(shape), dtype)
         self.prog.inputs.append(name)
         self.prog.data[name] = a
-        self.env[name] = torch.from_numpy(a.copy())
+        self.env[name] = to_torch(a)
         return name
 
     def new_param(self, shape, dtype, scale=0.5):
@@ -387,7 +505,7 @@ class Gen:
         if allow_scalar and r < 0.25:
             if dtype == "bool":
                 return self.rng.choice(["True", "False"]), [], []
-            if dtype == "int64" or (dtype is None and not t.is_floating_point() and self.rng.random() < 0.7):
+            if dtype in INTS or (dtype is None and not t.is_floating_point() and self.rng.random() < 0.7):
                 return str(self.rng.choice([-2, -1, 1, 2, 3])), [], []
             return repr(self.rng.choice([-1.5, -0.5, 0.25, 0.5, 2.0, 3.0])), [], []
         if r < 0.55:
@@ -404,10 +522,10 @@ class Gen:
             if y is not None:
                 return y, [y], []
         d = dtype or (dname(t) if self.rng.random() < 0.7 else self.dtype())
-        if want_float and d not in ("float32", "float16"):
+        if want_float and d not in FLOATS:
             d = self.float_dtype
         shape = self.broadcast_shape(t.shape)
-        if d in ("float32", "float16") and self.rng.random() < 0.3:
+        if d in FLOATS and self.rng.random() < 0.3:
             w = self.new_param(shape, d)
             return f"self.{w}", [], [w]
         y = self.new_input(shape, d)
@@ -420,7 +538,7 @@ class Gen:
     def try_add(self, stmt):
         env = self.env
         saved = {stmt.out: env.get(stmt.out)}
-        params = types.SimpleNamespace(**{n: torch.from_numpy(a.copy()) for n, a in self.prog.params.items()})
+        params = types.SimpleNamespace(**{n: to_torch(a) for n, a in self.prog.params.items()})
         ns = dict(env)
         ns.update({"torch": torch, "F": F, "self": params})
         try:
@@ -432,6 +550,14 @@ class Gen:
         del saved
         if not isinstance(v, torch.Tensor) or v.numel() > MAX_NUMEL or v.dim() > MAX_RANK:
             return False
+        if WIDE:
+            # edge values on purpose: any value torch computes is kept
+            if dname(v) not in WIDE_DTYPES:
+                return False
+            self.env[stmt.out] = v
+            self.prog.stmts.append(stmt)
+            self.nval += 1
+            return True
         if v.dtype not in (torch.float32, torch.float16, torch.int64, torch.bool):
             return False
         if v.is_floating_point() and v.numel() and (not torch.isfinite(v).all() or v.abs().max() > MAX_ABS):
@@ -721,10 +847,10 @@ class Templates(Gen):
     def t_cast(self):
         x = self.pick()
         t = self.env[x]
-        to = self.rng.choice([d for d in DTYPE_NAMES if d != dname(t)])
+        to = self.rng.choice([d for d in cast_names() if d != dname(t)])
         form = self.rng.choice(["{x}.to(torch.{d})", "{x}.{m}()", "{x}.to(dtype=torch.{d})", "{x}.type(torch.{d})"])
-        m = {"float32": "float", "float16": "half", "int64": "long", "bool": "bool"}[to]
-        if to in ("int64", "bool") and t.is_floating_point() and self.rng.random() < 0.5:
+        m = METHOD[to]
+        if (to in INTS or to == "bool") and t.is_floating_point() and self.rng.random() < 0.5:
             x2 = f"({x} * 2)"  # casts truncate: values that are not integers
         else:
             x2 = x
@@ -777,7 +903,7 @@ class Templates(Gen):
         return self._binary(self.COMPARE, "compare")
 
     def t_logical(self):
-        d = self.rng.choice(["bool", "bool", "int64"])
+        d = self.rng.choice(["bool", "bool", "int64"] + (["int32", "int8", "uint8"] if WIDE else []))
         return self._binary(self.LOGICAL, "logical", dtype=d, a_pred=lambda t: dname(t) == d)
 
     def _bool_value(self, like):
@@ -818,7 +944,8 @@ class Templates(Gen):
         a = self.pick()
         m, margs = self._bool_value(a)
         t = self.env[a]
-        v = {"bool": "True", "int64": "-3"}.get(dname(t), self.rng.choice(["-1.5", "0.0", "2.25"]))
+        v = {"bool": "True", "int64": "-3", "int32": "-3", "int8": "-3", "uint8": "3"}.get(
+            dname(t), self.rng.choice(["-1.5", "0.0", "2.25"]))
         o = self.out_name()
         return Stmt(o, [f"{o} = {a}.masked_fill({m}, {v})"], [a] + margs, "masked_fill")
 
@@ -972,7 +1099,7 @@ class Templates(Gen):
         y = self.pick(lambda u: list(u.shape) == list(shape) and dname(u) == dtype)
         if y is not None and not param and self.rng.random() < 0.5:
             return y, [y], []
-        if dtype in ("float32", "float16") and (param or self.rng.random() < 0.5):
+        if dtype in FLOATS and (param or self.rng.random() < 0.5):
             w = self.new_param(shape, dtype)
             return f"self.{w}", [], [w]
         y = self.new_input(shape, dtype)
@@ -1219,12 +1346,15 @@ def same(a, b, float_tol):
         return False
     if not a.is_floating_point():
         return torch.equal(a, b)
-    tol = 1e-3 if a.dtype == torch.float16 else float_tol
+    tol = 1e-3 if a.dtype == torch.float16 else 1e-2 if a.dtype == torch.bfloat16 else float_tol
     return torch.allclose(a.double(), b.double(), atol=tol, rtol=tol, equal_nan=True)
 
 
 def to_numpy(t):
-    return t.detach().contiguous().numpy().copy()
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().copy().view(np_dtype("bfloat16"))
+    return t.numpy().copy()
 
 
 class Verdict:
@@ -1424,7 +1554,8 @@ def manifest_entry(name, prog, names, expected, loose):
         "inputs": [{"name": n, "dtype": str(prog.data[p].dtype), "shape": list(prog.data[p].shape)}
                    for n, p in zip(names, prog.inputs)],
         "outputs": [{"dtype": str(a.dtype), "shape": list(a.shape),
-                     **({"tolerance": "float16"} if h and a.dtype.kind == "f" and a.dtype != np.float16 else {})}
+                     **({"tolerance": h if isinstance(h, str) else "float16"}
+                        if h and a.dtype.kind == "f" and a.dtype != np.float16 else {})}
                     for a, h in zip(expected, loose)],
         "ops": prog.ops(),
         "source": module_source(prog),
@@ -1714,7 +1845,13 @@ def main():
     ap.add_argument("--fixtures", default="golden/random/fixtures",
                     help="golden mode: reproducers (NAME.prog.json) that join the set as fix_NAME")
     ap.add_argument("--show", help="print the source of program SEED:INDEX and exit")
+    ap.add_argument("--wide-dtypes", action="store_true",
+                    help="programs over every dtype with edge values (see the module docstring)")
     args = ap.parse_args()
+    if args.wide_dtypes:
+        global WIDE
+        WIDE = True
+        os.environ["PT2KIT_FUZZ_WIDE_DTYPES"] = "1"  # the spawned workers
     if args.show:
         _worker_init()
         seed, index = args.show.split(":")

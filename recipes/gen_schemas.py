@@ -9,6 +9,7 @@ The Rust library parses these lines to fill in the arguments that
 """
 import argparse
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers quantized_decomposed:: (PT2E int8)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default="lib/data/op_schemas.txt")
@@ -16,7 +17,7 @@ args = ap.parse_args()
 
 lines = set()
 for s in torch._C._jit_get_all_schemas():
-    if s.name.startswith(("aten::", "prims::", "quantized::", "_quantized::", "torchvision::")):
+    if s.name.startswith(("aten::", "prims::", "quantized::", "_quantized::", "quantized_decomposed::", "torchvision::")):
         lines.add(str(s))
 with open(args.out, "w") as f:
     f.write(f"# op schemas of torch {torch.__version__.split('+')[0]} (recipes/gen_schemas.py)\n")

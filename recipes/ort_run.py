@@ -49,7 +49,8 @@ def feedable(a):
     """An array numpy read from an npz, as onnxruntime takes it: bfloat16
     (ml_dtypes' '<V2') as the float32 values it holds ([`float32_inputs`])."""
     if a.dtype.kind == "V" and a.dtype.itemsize == 2:
-        return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        # np.asarray: a 0-d array stays an array (the shift makes a numpy scalar of it)
+        return np.asarray((a.view(np.uint16).astype(np.uint32) << 16)).view(np.float32)
     return a
 
 

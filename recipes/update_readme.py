@@ -3,6 +3,7 @@ committed results (the files each section lives in: TARGETS below):
 
 - bench-compare-summary (README.md): bench/compare_avx512.json as ratios
 - conformance: golden/ops/report.md (written by lib/tests/conformance.rs)
+- dtype-conformance: golden/dtypes/report.md (written by lib/tests/dtypes.rs)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
 - bench-pt2ir: bench/pt2ir.json (recipes/bench_pt2ir.py)
 - bench-onnx: bench/onnx.json (recipes/bench_onnx.py)
@@ -46,6 +47,33 @@ def conformance():
         + [f"- {s}" for s in summary]
         + ["", "<details><summary>Per-op results</summary>", ""]
         + [l for l in table if l.strip()]
+        + ["", "</details>"]
+    )
+
+
+def dtype_conformance():
+    path = "golden/dtypes/report.md"
+    if not os.path.exists(path):
+        return None
+    lines = open(path).read().splitlines()
+    summary = [l for l in lines[1:4] if l.startswith("cases")]
+    legend = [l for l in lines if l.startswith("`ok`")]
+    table_start = next(i for i, l in enumerate(lines) if l.startswith("| op |"))
+    table, reasons = [], []
+    for l in lines[table_start:]:
+        if l.startswith("## "):
+            break
+        table.append(l)
+    at = next((i for i, l in enumerate(lines) if l.startswith("## Refusals")), None)
+    if at is not None:
+        reasons = [l for l in lines[at + 1:] if l.strip()]
+    return "\n".join(
+        ["Generated from `golden/dtypes/report.md` (the dtype conformance test's golden report):", ""]
+        + [f"- {s}" for s in summary] + [""] + legend
+        + ["", "<details><summary>Per op and dtype</summary>", ""]
+        + [l for l in table if l.strip()]
+        + ["", "</details>", "", "<details><summary>Refusals by first reason</summary>", ""]
+        + reasons
         + ["", "</details>"]
     )
 
@@ -241,6 +269,7 @@ SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-com
             "bench-compare-summary": bench_compare_summary, "bench-convs": bench_convs, "cuda-models": cuda_models,
             "bench-ort-exports": bench_ort_exports, "decompose-coverage": decompose_coverage,
             "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance,
+            "dtype-conformance": dtype_conformance,
             "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
 
 # Which file holds which sections.
@@ -250,7 +279,7 @@ TARGETS = {
                             "bench-ort-exports", "bench-convs", "bench-pt2ir", "bench-onnx", "bench-run",
                             "bench-decompose"],
     "docs/big-models.md": ["bench-huge"],
-    "docs/coverage.md": ["conformance", "decompose-coverage"],
+    "docs/coverage.md": ["conformance", "dtype-conformance", "decompose-coverage"],
     "docs/cuda.md": ["cuda-models"],
 }
 

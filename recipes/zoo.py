@@ -19,8 +19,9 @@ which defaults to a `big` folder next to --out, i.e. golden/big, which git ignor
     NAME.alt2.inputs.npz / NAME.alt2.expected.npz
                           a third input set (group "dynamic": a third size)
 
-Only torch, torchvision, transformers and numpy are used (transformers
-models are built from config objects; nothing is downloaded). Every model is built after
+Only torch, torchvision, transformers, torchao (the PT2E quantizers of
+group "quant") and numpy are used (transformers models are built from
+config objects; nothing is downloaded). Every model is built after
 torch.manual_seed(0), and every input set is made after torch.manual_seed(0).
 
 Op histograms count the `call_function` nodes of the graph and of every
@@ -1114,8 +1115,9 @@ def _set(t, *at, value=float("nan")):
 MODELS = collections.OrderedDict()
 
 
-def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None):
-    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group)
+def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None, quant_steps=False):
+    MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group,
+                        quant_steps=quant_steps)
 
 
 _reg("mlp", MLP, lambda: (_randn(2, 4),))
@@ -1358,6 +1360,23 @@ class NumConv3d(nn.Module):
         return z, plane, self.odd(y), self.grp(y), self.point(y), F.adaptive_avg_pool3d(z, 1).flatten(1)
 
 
+class NumF64Conv(nn.Module):
+    """float64 through convolutions and a linear head: ir-run and
+    ir-decompose run it; ir2onnx refuses it (ONNX Runtime's CPU provider has
+    no float64 Conv, so the file it would write could not be run)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv1d(8, 4, 3, stride=2)
+        self.lin = nn.Linear(4, 5)
+        self.double().eval()
+
+    def forward(self, x):  # f64[2, 3, 6, 6]
+        h = F.relu(self.c1(x)).flatten(2)
+        return self.lin(self.c2(h).mean(-1))
+
+
 def _nan_inputs():
     x = _randn(3, 5)
     x[0, 1] = float("nan")
@@ -1390,6 +1409,7 @@ _reg("num_f16_cnn", lambda: NumHalfCnn(torch.float16), lambda: (_randn(2, 3, 24,
 _reg("num_bf16_cnn", lambda: NumHalfCnn(torch.bfloat16), lambda: (_randn(2, 3, 24, 24).bfloat16(),),
      group="numerics")
 _reg("num_sdpa_masked", NumSdpaMasked, _sdpa_masked_inputs, group="numerics")
+_reg("num_f64_conv", NumF64Conv, lambda: (_randn(2, 3, 6, 6).double(),), group="numerics")
 _reg("num_conv3d", NumConv3d, lambda: (_randn(2, 3, 4, 32, 32),), group="numerics")
 
 # --------------------------------------------------------------------------
@@ -1547,6 +1567,166 @@ _reg("cx_arith", CxArith, lambda: (_randn(3, 4), _randn(3, 4)), group="complex")
 _reg("cx_io", CxIo, lambda: (_complex(3, 4), _randn(3, 4), _complex(5, dtype=torch.complex128)),
      group="complex")
 _reg("cx_fnet", CxFNet, lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="complex")
+
+# --------------------------------------------------------------------------
+# PT2E int8 (golden/quant): models quantized by torch's PT2E flow
+# (torchao.quantization.pt2e: prepare_pt2e, calibration, convert_pt2e),
+# then exported. Their graphs are float ops between quantized_decomposed
+# quantize/dequantize nodes (per-tensor and per-channel; choose_qparams for
+# dynamic quantization). Two quantizers: torchao's X86InductorQuantizer
+# (uint8 activations, int8 per-channel weights) and the XNNPACKQuantizer
+# (int8 activations, weights in [-127, 127], per-tensor or per-channel;
+# torchao keeps it under torchao.testing.pt2e since it moved to ExecuTorch).
+# Expected outputs are torch eager's on the converted module. q_ops calls the
+# ops directly on edge values (rounding ties, saturation, a range narrower
+# than the dtype's, per-channel along an inner axis, choose_qparams), with
+# the quantized integers as outputs.
+# --------------------------------------------------------------------------
+
+
+class QCnn(nn.Module):
+    """conv + batch norm + relu, a residual add, max and average pooling, a
+    linear head (PT2E folds the batch norm into the convolution)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = nn.Linear(16, 10)
+        with torch.no_grad():
+            self.bn.running_mean.copy_(torch.randn(16) * 0.2)
+            self.bn.running_var.copy_(torch.rand(16) + 0.5)
+            self.bn.weight.copy_(torch.rand(16) + 0.5)
+            self.bn.bias.copy_(torch.randn(16) * 0.1)
+
+    def forward(self, x):
+        h = F.relu(self.bn(self.conv(x)))
+        h = F.relu(self.conv2(h) + h)
+        h = F.max_pool2d(h, 2)
+        h = F.adaptive_avg_pool2d(h, 1).flatten(1)
+        return self.fc(h)
+
+
+class QMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class QOps(nn.Module):
+    """The quantized_decomposed ops called directly: the integers they make
+    are outputs (compared exactly), with the values dequantized back."""
+
+    def __init__(self):
+        super().__init__()
+        import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers torch.ops.quantized_decomposed
+        self.register_buffer("scales", torch.tensor([0.5, 0.25, 0.1, 0.0625]))
+        self.register_buffer("zps", torch.tensor([0, 3, -2, 10]))
+        self.register_buffer("scales_u", torch.tensor([0.02, 0.05, 0.125, 0.35, 0.25]))
+        self.register_buffer("zps_u", torch.tensor([128, 0, 100, 7, 255]))
+
+    def forward(self, x):  # f32[2, 4, 5]
+        qd = torch.ops.quantized_decomposed
+        q_i8 = qd.quantize_per_tensor(x, 0.1, 3, -128, 127, torch.int8)
+        q_u8 = qd.quantize_per_tensor(x, 0.05, 128, 0, 255, torch.uint8)
+        q_tie = qd.quantize_per_tensor(x, 0.25, 0, -127, 127, torch.int8)  # ties exact; narrow range
+        q_4bit = qd.quantize_per_tensor(x, 0.5, -1, -8, 7, torch.int8)  # an int4 range held in int8
+        d_i8 = qd.dequantize_per_tensor(q_i8, 0.1, 3, -128, 127, torch.int8)
+        d_u8 = qd.dequantize_per_tensor(q_u8, 0.05, 128, 0, 255, torch.uint8)
+        d_f64 = qd.dequantize_per_tensor(q_i8, 0.1, 3, -128, 127, torch.int8, out_dtype=torch.float64)
+        qc = qd.quantize_per_channel(x, self.scales, self.zps, 1, -128, 127, torch.int8)
+        dc = qd.dequantize_per_channel(qc, self.scales, self.zps, 1, -128, 127, torch.int8)
+        dc_no_zp = qd.dequantize_per_channel(qc, self.scales, None, 1, -128, 127, torch.int8)
+        qc_u = qd.quantize_per_channel(x, self.scales_u, self.zps_u, 2, 0, 255, torch.uint8)
+        dc_u = qd.dequantize_per_channel(qc_u, self.scales_u, self.zps_u, 2, 0, 255, torch.uint8)
+        s, z = qd.choose_qparams.tensor(x, -128, 127, 2**-12, torch.int8)
+        qt = qd.quantize_per_tensor.tensor(x, s, z, -128, 127, torch.int8)
+        dt = qd.dequantize_per_tensor.tensor(qt, s, z, -128, 127, torch.int8)
+        s_u, z_u = qd.choose_qparams.tensor(F.relu(x) + 0.5, 0, 255, 2**-12, torch.uint8)
+        qt_u = qd.quantize_per_tensor.tensor(x, s_u, z_u, 0, 255, torch.uint8)
+        dt_u = qd.dequantize_per_tensor.tensor(qt_u, s_u, z_u, 0, 255, torch.uint8)
+        return (q_i8, q_u8, q_tie, q_4bit, d_i8, d_u8, d_f64, qc, dc, dc_no_zp, qc_u, dc_u,
+                s, z, qt, dt, s_u, z_u, qt_u, dt_u)
+
+
+def _q_ops_inputs():
+    x = _randn(2, 4, 5) * 3
+    # rounding ties of the power-of-two scales (x / 0.25 and x / 0.5 at k + 0.5;
+    # none a tie of another scale: ONNX Runtime's QuantizeLinear divides by
+    # the scale where torch multiplies by its float32 reciprocal, and at a
+    # tie of a scale that is not a power of two the two round apart)
+    x[0, 0] = torch.tensor([0.125, -0.125, 0.375, -0.625, 0.875])
+    x[0, 1] = torch.tensor([0.25, 0.75, -1.25, 2.25, -3.75])
+    # saturation at both ends of every range
+    x[1, 2] = torch.tensor([100.0, -100.0, 12.7, -12.8, 300.0])
+    return (x,)
+
+
+def _x86_quantizer(dynamic=False):
+    import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+    return xiq.X86InductorQuantizer().set_global(
+        xiq.get_default_x86_inductor_quantization_config(is_dynamic=dynamic))
+
+
+def _xnnpack_quantizer(per_channel, dynamic=False):
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+    return XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic))
+
+
+def _pt2e(model_cls, shape, quantizer, fold=True):
+    """A builder: `model_cls` exported, prepared with `quantizer()`,
+    calibrated on four batches of `shape` (their own seed), converted
+    (`fold`: weights quantized ahead, as int8 buffers; else the graph
+    quantizes its float weights, quantize_per_channel)."""
+
+    def build():
+        from torchao.quantization.pt2e import allow_exported_model_train_eval, move_exported_model_to_eval
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        model = model_cls().eval()
+        g = torch.Generator().manual_seed(1)
+        m = torch.export.export(model, (torch.randn(shape, generator=g),)).module()
+        m = prepare_pt2e(m, quantizer())
+        with torch.no_grad():
+            for _ in range(4):
+                m(torch.randn(shape, generator=g))
+        m = convert_pt2e(m, fold_quantize=fold)
+        move_exported_model_to_eval(m)
+        allow_exported_model_train_eval(m)  # export_one calls .eval()
+        return m
+
+    return build
+
+
+_reg("q_cnn_x86", _pt2e(QCnn, (2, 3, 16, 16), _x86_quantizer), lambda: (_randn(2, 3, 16, 16),),
+     group="quant", quant_steps=True,
+     note="X86InductorQuantizer, static: uint8 activations, int8 per-channel weights")
+_reg("q_cnn_xnnpack", _pt2e(QCnn, (2, 3, 16, 16), lambda: _xnnpack_quantizer(False)),
+     lambda: (_randn(2, 3, 16, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-tensor weights")
+_reg("q_cnn_xnnpack_pc", _pt2e(QCnn, (2, 3, 16, 16), lambda: _xnnpack_quantizer(True)),
+     lambda: (_randn(2, 3, 16, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-channel weights")
+_reg("q_mlp_x86", _pt2e(QMlp, (4, 16), _x86_quantizer), lambda: (_randn(4, 16),), group="quant", quant_steps=True,
+     note="X86InductorQuantizer, static")
+_reg("q_mlp_x86_dyn", _pt2e(QMlp, (4, 16), lambda: _x86_quantizer(True)), lambda: (_randn(4, 16),),
+     group="quant", quant_steps=True, note="X86InductorQuantizer, dynamic (choose_qparams, uint8)")
+_reg("q_mlp_xnnpack", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(False)), lambda: (_randn(4, 16),),
+     group="quant", quant_steps=True, note="XNNPACKQuantizer, static, per-tensor weights")
+_reg("q_mlp_xnnpack_dyn", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(True, True)),
+     lambda: (_randn(4, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, dynamic (choose_qparams, int8), per-channel")
+_reg("q_mlp_xnnpack_unfolded", _pt2e(QMlp, (4, 16), lambda: _xnnpack_quantizer(True), fold=False),
+     lambda: (_randn(4, 16),), group="quant", quant_steps=True,
+     note="XNNPACKQuantizer, static, per-channel, convert_pt2e(fold_quantize=False): "
+          "quantize_per_channel of float weights")
+_reg("q_ops", QOps, _q_ops_inputs, group="quant")
 
 # Dynamic shapes (golden/dynamic): one graph, three sizes (the example, alt
 # and alt2 inputs), through every stage.
@@ -1764,6 +1944,20 @@ def weight_crcs(ep):
     return out
 
 
+def quant_steps(ep):
+    """The quantization step of each user output a per-tensor dequantize
+    makes (its scale), by output key: where a value lies on a rounding tie,
+    float32 ulps (a summation order, ONNX Runtime's int8 kernels) move the
+    output one step, and the checks allow that one step."""
+    out = ep.graph.output_node().args[0]
+    steps = {}
+    for i, node in enumerate(out):
+        if (isinstance(node, torch.fx.Node) and node.op == "call_function"
+                and str(node.target) == "quantized_decomposed.dequantize_per_tensor.default"):
+            steps[f"out_{i}"] = float(node.args[1])
+    return steps
+
+
 def export_one(name, spec, out_dir):
     torch.manual_seed(0)
     model = spec["build"]()
@@ -1856,6 +2050,8 @@ def export_one(name, spec, out_dir):
         meta["decomp_error"] = decomp_error
     if spec["note"]:
         meta["note"] = spec["note"]
+    if spec.get("quant_steps"):
+        meta["quant_steps"] = quant_steps(ep)
     with open(os.path.join(out_dir, f"{name}.meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")

@@ -107,6 +107,16 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         intermediates,
     };
     let model = onnx::to_onnx(&program, &opts)?;
+    // Nothing is written over an input (a link to the archive is checked
+    // where it is made).
+    let mut outputs = Vec::new();
+    if let Some(p) = output.as_deref() {
+        outputs.push(("-o", p));
+    }
+    if let Some((p, _)) = data.as_ref().filter(|_| model.writes_external_data()) {
+        outputs.push(("--external-data", p.as_path()));
+    }
+    pt2kit::output::refuse_clobbering(&outputs)?;
     for (node, op) in &model.stats.custom_nodes {
         cli::info(format!(
             "ir2onnx: warning: node '{node}' ({op}) written as a custom-domain node"

@@ -77,8 +77,8 @@ pub struct Args {
     /// Where to run
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// CPU threads for the executor (sets RAYON_NUM_THREADS; default: that variable, else the physical cores)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// CPU threads for the executor, 1 to 1024 (sets RAYON_NUM_THREADS; default: that variable, else the physical cores)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=exec::MAX_THREADS))]
     pub threads: Option<u64>,
     /// Report format [default: by the extension of -o (.json, .csv, .txt), else text]
     #[arg(long, value_enum)]
@@ -353,12 +353,10 @@ fn timed_run(executor: &Executor, bound: &exec::BoundInputs) -> Result<f64> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if let Some(threads) = args.threads {
-        // candle and rayon read the variable whenever they size a thread
-        // pool or a matmul's parallelism, and no pool exists yet: the tool
-        // has started no thread, so setting it here is sound.
-        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    }
+    // candle and rayon read RAYON_NUM_THREADS whenever they size a thread
+    // pool or a matmul's parallelism, and no pool exists yet: the tool has
+    // started no thread, so --threads can set it here. Both are bounded.
+    exec::start_threads(args.threads)?;
     // Everything on a thread of the executor's pool: no hand-off per run.
     pt2kit::exec::in_pool(move || bench(args))
 }
@@ -376,6 +374,9 @@ fn bench(args: Args) -> Result<()> {
     let device = exec::device(args.device.kind())?;
     let mut load = start.elapsed();
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, true)?;
+    if let Some(p) = args.output.as_deref() {
+        pt2kit::output::refuse_clobbering(&[("-o", p)])?;
+    }
     let setup = Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);

@@ -87,6 +87,9 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         print!("{}", list());
         return Ok(());
     }
+    // The fold pass runs the executor: RAYON_NUM_THREADS checked first.
+    #[cfg(feature = "exec")]
+    pt2kit::exec::start_threads(None)?;
     decompose::check_patterns("--keep", &args.keep)?;
     decompose::check_patterns("--only", &args.only)?;
     let mut program = cli::read_ir(args.input.as_deref())?;

@@ -60,6 +60,7 @@ enum Side {
 fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
     let shown = path.display().to_string();
     let bytes = if path.as_os_str() == "-" {
+        pt2kit::output::inputs::note_stdin();
         let mut all = Vec::new();
         std::io::stdin()
             .read_to_end(&mut all)
@@ -83,6 +84,7 @@ fn read_side(path: &Path, label: &str) -> Result<(Side, FileKind)> {
                 FileKind::IrStream,
             ));
         }
+        pt2kit::output::inputs::note_path(path);
         std::fs::read(path).map_err(|e| Error::io(&shown, e))?
     };
     let what = if path.as_os_str() == "-" {

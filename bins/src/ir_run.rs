@@ -80,6 +80,9 @@ fn summary(name: &str, t: &HostTensor) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // RAYON_NUM_THREADS checked and the threads started (exit 2 if they
+    // cannot be), before anything else.
+    exec::start_threads(None)?;
     // Everything on a thread of the executor's pool: no hand-off per run.
     exec::in_pool(move || run_here(args))
 }
@@ -105,6 +108,15 @@ fn run_here(args: Args) -> Result<()> {
     let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
     let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
+    // Every input is read: no output may be one of them.
+    let mut outputs = Vec::new();
+    if let Some(p) = args.output.as_deref() {
+        outputs.push(("-o", p));
+    }
+    if let Some(p) = args.intermediates.as_deref() {
+        outputs.push(("--intermediates", p));
+    }
+    output::refuse_clobbering(&outputs)?;
     let loaded = start.elapsed();
     let prepared = std::time::Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;

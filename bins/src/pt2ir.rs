@@ -49,6 +49,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         verify_weights: args.verify,
     };
     let program = if archive.as_os_str() == "-" {
+        pt2kit::output::inputs::note_stdin();
         let mut bytes = Vec::new();
         cli::open_input(None)?
             .read_to_end(&mut bytes)

@@ -30,12 +30,16 @@ pub struct InputArgs {
     pub seed: u64,
 }
 
-/// The memory cap of a run (`--max-memory`).
+/// The limits of a run (`--max-memory`, `--max-iterations`) and how it
+/// holds its weights.
 #[derive(clap::Args, Debug, Clone)]
 pub struct MemoryArgs {
-    /// Refuse a program with a value larger than this, before it runs: bytes, or with K, M, G, T (powers of 1024) [default: the memory available now]
+    /// The largest value a run may make: a program with a larger one is refused before it runs, and a run stops (exit 3) before it makes one whose size is known only at run time (dynamic dims, .item(), loop carries). Bytes, or with K, M, G, T (powers of 1024) [default: the memory available now: MemAvailable, less under a cgroup memory limit or an address-space limit (ulimit -v)]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+    /// Stop a while_loop still running after N iterations (exit 3)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ITERATIONS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: u64,
     /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto maps each weight of 1 MiB or more that only views, products and embeddings read
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = MapWeightsArg::Auto)]
     pub map_weights: MapWeightsArg,
@@ -49,11 +53,22 @@ pub enum MapWeightsArg {
     Never,
 }
 
+/// `--max-iterations` unless given.
+pub const DEFAULT_MAX_ITERATIONS: u64 = 1_000_000;
+
 impl MemoryArgs {
+    /// The memory budget: `--max-memory`, else the memory available now.
+    pub fn budget(&self) -> Option<u64> {
+        self.max_memory
+            .or_else(pt2kit::exec::budget::available_memory)
+    }
+
     /// The executor's options these flags ask for.
     pub fn exec_options(&self) -> pt2kit::exec::ExecOptions {
         use pt2kit::exec::mapped::MapWeights;
         pt2kit::exec::ExecOptions {
+            max_memory: self.budget(),
+            max_iterations: Some(self.max_iterations),
             map_weights: match self.map_weights {
                 MapWeightsArg::Auto => MapWeights::Auto,
                 MapWeightsArg::Always => MapWeights::Always,
@@ -82,20 +97,12 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
     }
 }
 
-/// The memory available now (`MemAvailable` of /proc/meminfo).
-fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Reads the program a run executes and checks it against the shape rules
 /// and the limits, the memory cap included.
 pub fn read_program(path: Option<&std::path::Path>, memory: &MemoryArgs) -> Result<Program> {
     let program = cli::read_ir_unchecked(path)?;
     let limits = pt2kit::infer::Limits {
-        max_bytes: memory.max_memory.or_else(available_memory),
+        max_bytes: memory.budget(),
         ..Default::default()
     };
     pt2kit::infer::check(&program, &limits).map_err(|e| e.at(cli::input_name(path)))?;
@@ -257,7 +264,8 @@ fn random_tensor(dtype: Dtype, shape: Vec<usize>, state: &mut u64) -> HostTensor
     let floats: Vec<f64> = (0..count)
         .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
         .collect();
-    let each = |f: &dyn Fn(f64) -> Vec<u8>| -> Vec<u8> { floats.iter().flat_map(|v| f(*v)).collect() };
+    let each =
+        |f: &dyn Fn(f64) -> Vec<u8>| -> Vec<u8> { floats.iter().flat_map(|v| f(*v)).collect() };
     let int = |v: f64| (v * 2.0) as i64;
     let data: Vec<u8> = match dtype {
         Dtype::Float32 | Dtype::Complex64 => each(&|v| (v as f32).to_le_bytes().to_vec()),

@@ -465,8 +465,20 @@ fn integers_exactly_nan_in_the_summary_and_complex_values() {
         shape: shape.to_vec(),
         data,
     };
-    let i64s = |v: &[i64]| tensor(Dtype::Int64, &[v.len()], v.iter().flat_map(|x| x.to_le_bytes()).collect());
-    let u64s = |v: &[u64]| tensor(Dtype::Uint64, &[v.len()], v.iter().flat_map(|x| x.to_le_bytes()).collect());
+    let i64s = |v: &[i64]| {
+        tensor(
+            Dtype::Int64,
+            &[v.len()],
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    };
+    let u64s = |v: &[u64]| {
+        tensor(
+            Dtype::Uint64,
+            &[v.len()],
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    };
     let case = |name: &str, a: HostTensor, b: HostTensor| {
         let pa = npz(d, &format!("{name}.a.npz"), a);
         let pb = npz(d, &format!("{name}.b.npz"), b);
@@ -477,22 +489,52 @@ fn integers_exactly_nan_in_the_summary_and_complex_values() {
     let (code, out) = case("i64", i64s(&[big, 5]), i64s(&[big + 1, 5]));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("mismatches 1/2"), "{out}");
-    assert!(out.contains("1152921504606846976 vs 1152921504606846977"), "{out}");
-    assert_eq!(case("i64same", i64s(&[big + 1, i64::MIN]), i64s(&[big + 1, i64::MIN])).0, 0);
+    assert!(
+        out.contains("1152921504606846976 vs 1152921504606846977"),
+        "{out}"
+    );
+    assert_eq!(
+        case(
+            "i64same",
+            i64s(&[big + 1, i64::MIN]),
+            i64s(&[big + 1, i64::MIN])
+        )
+        .0,
+        0
+    );
     let (code, out) = case("u64", u64s(&[u64::MAX, 1]), u64s(&[u64::MAX - 1, 1]));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("mismatches 1/2"), "{out}");
     // NaN on one side: the summary says so
     let nan = f32::NAN;
-    let (code, out) = case("nan", f32s(&[nan, nan, 1.0, 2.0], &[4]), f32s(&[0.5, nan, 1.0, 2.0000005], &[4]));
+    let (code, out) = case(
+        "nan",
+        f32s(&[nan, nan, 1.0, 2.0], &[4]),
+        f32s(&[0.5, nan, 1.0, 2.0000005], &[4]),
+    );
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("max abs NaN"), "{out}");
     assert!(out.contains("(1 NaN on one side only)"), "{out}");
     // complex64: (real, imaginary) pairs
     let c64 = |v: &[(f32, f32)]| {
-        tensor(Dtype::Complex64, &[v.len()], v.iter().flat_map(|(r, i)| [r.to_le_bytes(), i.to_le_bytes()]).flatten().collect())
+        tensor(
+            Dtype::Complex64,
+            &[v.len()],
+            v.iter()
+                .flat_map(|(r, i)| [r.to_le_bytes(), i.to_le_bytes()])
+                .flatten()
+                .collect(),
+        )
     };
-    assert_eq!(case("c", c64(&[(1.0, 2.0), (0.0, -1.0)]), c64(&[(1.0, 2.0), (0.0, -1.0)])).0, 0);
+    assert_eq!(
+        case(
+            "c",
+            c64(&[(1.0, 2.0), (0.0, -1.0)]),
+            c64(&[(1.0, 2.0), (0.0, -1.0)])
+        )
+        .0,
+        0
+    );
     let (code, out) = case("cx", c64(&[(1.0, 2.0)]), c64(&[(1.0, 2.5)]));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("max abs 5.000e-1"), "{out}");

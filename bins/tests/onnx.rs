@@ -566,3 +566,35 @@ fn external_data_in_the_archive_points_at_the_weights() {
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("must go to an external data file beside the model:"));
 }
+
+/// What ir2onnx refuses by design in the numerics fixtures, each by name
+/// and with the reason (exit 4, nothing written): a float64 convolution
+/// (ONNX Runtime has no float64 Conv), and integer bitwise ops below
+/// opset 18 (BitwiseAnd and BitwiseOr come in 18).
+#[test]
+fn float64_convolutions_and_early_bitwise_ops_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("m.onnx");
+    let out = run(
+        &ir_of("../numerics/num_f64_conv.pt2"),
+        &["-o", out_path.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("ONNX Runtime's CPU provider has no float64 Conv kernel"),
+        "{err}"
+    );
+    assert!(!out_path.exists());
+    let out = run(
+        &ir_of("../numerics/num_int8.pt2"),
+        &["--opset", "17", "-o", out_path.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("BitwiseAnd on integers needs opset 18"),
+        "{err}"
+    );
+    assert!(!out_path.exists());
+}

@@ -698,3 +698,357 @@ fn an_input_changed_underneath_is_refused_or_read_whole() {
     assert!(wait(&mut child).success());
     assert_eq!(std::fs::read(&out).unwrap(), expected.stdout);
 }
+
+/// How an output names an input in [`clobber_case`].
+#[derive(Clone, Copy, Debug)]
+enum Alias {
+    /// The input's own path.
+    Same,
+    /// A symlink to it.
+    Symlink,
+    /// A hard link to it.
+    HardLink,
+}
+
+/// Every file in `dir` with its bytes (symlinks as their text).
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let bytes = if m.file_type().is_symlink() {
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .to_string_lossy()
+                    .as_bytes()
+                    .to_vec()
+            } else {
+                std::fs::read(&p).unwrap()
+            };
+            (name, bytes)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// One case: `exe` with `args`, where `{OUT}` is replaced by the output's
+/// name, which is `input` itself or a link to it (created beside it as
+/// `alias_name`); standard input from `stdin` if given. The tool must exit
+/// 2 with one line naming both files, and leave the directory as it was,
+/// byte for byte (the input intact, no temporary file, no other output).
+#[allow(clippy::too_many_arguments)]
+fn clobber_case(
+    dir: &Path,
+    what: &str,
+    exe: &str,
+    args: &[&str],
+    stdin: Option<&Path>,
+    input: &Path,
+    alias: Alias,
+    alias_name: &str,
+) {
+    let out = match alias {
+        Alias::Same => input.to_path_buf(),
+        Alias::Symlink => {
+            let l = dir.join(alias_name);
+            std::os::unix::fs::symlink(input, &l).unwrap();
+            l
+        }
+        Alias::HardLink => {
+            let l = dir.join(alias_name);
+            std::fs::hard_link(input, &l).unwrap();
+            l
+        }
+    };
+    let before = snapshot(dir);
+    let args: Vec<String> = args.iter().map(|a| a.replace("{OUT}", s(&out))).collect();
+    let mut cmd = tool(exe, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    if let Some(f) = stdin {
+        cmd.stdin(std::fs::File::open(f).unwrap());
+    }
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let case = format!("{what} ({alias:?}): {args:?}");
+    assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+    assert_eq!(err.lines().count(), 1, "{case}: one line: {err}");
+    assert!(
+        err.contains(s(&out)) && err.contains(input.file_name().unwrap().to_str().unwrap()),
+        "{case}: names both files: {err}"
+    );
+    assert!(err.contains("nothing was written"), "{case}: {err}");
+    assert_eq!(snapshot(dir), before, "{case}: the directory changed");
+    if !matches!(alias, Alias::Same) {
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+/// Every output-writing flag of every tool, aimed at one of the tool's
+/// own inputs, directly, through a symlink and through a hard link: the
+/// tool refuses before writing anything, and the input stays as it was.
+#[test]
+fn no_tool_writes_over_its_own_input() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let archive = dir.join("m.pt2");
+    std::fs::copy(repo().join("golden/models/mlp.pt2"), &archive).unwrap();
+    let ir = mlp_ir(dir);
+    // A stream whose weights are references into the archive.
+    let by_ref = dir.join("byref.ir");
+    let o = run(
+        PT2IR,
+        &[s(&archive), "--weights", "reference", "-o", s(&by_ref)],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Tensor inputs: npz, npy and safetensors.
+    let npz = dir.join("in.npz");
+    std::fs::copy(repo().join("golden/models/mlp.inputs.npz"), &npz).unwrap();
+    let tensors = pt2kit::tensorfile::read_tensors(&npz, "x").unwrap();
+    let npy = dir.join("x.npy");
+    std::fs::write(&npy, pt2kit::tensorfile::write_npy(&tensors[0].1).unwrap()).unwrap();
+    let st = dir.join("in.safetensors");
+    std::fs::write(
+        &st,
+        pt2kit::tensorfile::write_safetensors(&tensors).unwrap(),
+    )
+    .unwrap();
+    // ir2onnx's external data is the input: the IR named like the data
+    // file of the model written.
+    let data_ir = dir.join("w.onnx.data");
+    std::fs::copy(&ir, &data_ir).unwrap();
+    let w_onnx = dir.join("w.onnx");
+
+    let (a, i, r, n, y, t) = (s(&archive), s(&ir), s(&by_ref), s(&npz), s(&npy), s(&st));
+    let npy_in = format!("x={y}");
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, &str, Vec<&str>, Option<&Path>, &Path)> = vec![
+        ("pt2ir -o", PT2IR, vec![a, "-o", "{OUT}"], None, &archive),
+        (
+            "pt2ir --weights reference -o",
+            PT2IR,
+            vec![a, "--weights", "reference", "-o", "{OUT}"],
+            None,
+            &archive,
+        ),
+        (
+            "pt2ir - -o",
+            PT2IR,
+            vec!["-", "-o", "{OUT}"],
+            Some(&archive),
+            &archive,
+        ),
+        (
+            "pt2ir --emit text -o",
+            PT2IR,
+            vec![a, "--emit", "text", "-o", "{OUT}"],
+            None,
+            &archive,
+        ),
+        (
+            "ir-decompose -o",
+            DECOMPOSE,
+            vec![i, "-o", "{OUT}"],
+            None,
+            &ir,
+        ),
+        (
+            "ir-decompose < IR -o",
+            DECOMPOSE,
+            vec!["-o", "{OUT}"],
+            Some(&ir),
+            &ir,
+        ),
+        (
+            "ir-decompose -o (the archive a reference points into)",
+            DECOMPOSE,
+            vec![r, "-o", "{OUT}"],
+            None,
+            &archive,
+        ),
+        ("ir2onnx -o", IR2ONNX, vec![i, "-o", "{OUT}"], None, &ir),
+        (
+            "ir2onnx -o (the archive a reference points into)",
+            IR2ONNX,
+            vec![r, "-o", "{OUT}"],
+            None,
+            &archive,
+        ),
+        (
+            "ir2onnx --external-data",
+            IR2ONNX,
+            vec!["{OUT}", "--external-data", "-o", s(&w_onnx)],
+            None,
+            &data_ir,
+        ),
+        (
+            "ir-run -o (the IR)",
+            RUN,
+            vec![i, "--inputs", n, "--format", "npz", "-o", "{OUT}"],
+            None,
+            &ir,
+        ),
+        (
+            "ir-run -o (the archive a reference points into)",
+            RUN,
+            vec![r, "--inputs", n, "--format", "npz", "-o", "{OUT}"],
+            None,
+            &archive,
+        ),
+        (
+            "ir-run -o (--inputs npz)",
+            RUN,
+            vec![i, "--inputs", n, "-o", "{OUT}"],
+            None,
+            &npz,
+        ),
+        (
+            "ir-run -o (--inputs safetensors)",
+            RUN,
+            vec![i, "--inputs", t, "-o", "{OUT}"],
+            None,
+            &st,
+        ),
+        (
+            "ir-run -o (-i npy)",
+            RUN,
+            vec![i, "-i", &npy_in, "--format", "npy", "-o", "{OUT}"],
+            None,
+            &npy,
+        ),
+        (
+            "ir-run --intermediates",
+            RUN,
+            vec![i, "--inputs", n, "--intermediates", "{OUT}"],
+            None,
+            &npz,
+        ),
+        (
+            "ir-bench -o (the IR)",
+            BENCH,
+            vec![
+                i, "--iters", "1", "--warmup", "0", "--format", "json", "-o", "{OUT}",
+            ],
+            None,
+            &ir,
+        ),
+        (
+            "ir-bench -o (--inputs npz)",
+            BENCH,
+            vec![
+                i, "--inputs", n, "--iters", "1", "--format", "json", "-o", "{OUT}",
+            ],
+            None,
+            &npz,
+        ),
+    ];
+    for (what, exe, args, stdin, input) in &cases {
+        for alias in [Alias::Same, Alias::Symlink, Alias::HardLink] {
+            // The alias takes the input's extension (a tool may choose its
+            // format by it).
+            let ext = input.extension().unwrap().to_str().unwrap();
+            let alias_name = format!("alias.{ext}");
+            clobber_case(dir, what, exe, args, *stdin, input, alias, &alias_name);
+        }
+    }
+    // Nothing was written in front of the refusal: no model beside the
+    // external data, no intermediates beside a refused -o.
+    assert!(!w_onnx.exists());
+    let inter = dir.join("inter.npz");
+    let o = run(
+        RUN,
+        &[i, "--inputs", n, "--intermediates", s(&inter), "-o", n],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        !inter.exists(),
+        "the intermediates were written before -o was refused"
+    );
+    // Two outputs that are one file.
+    let both = dir.join("both.npz");
+    let o = run(
+        RUN,
+        &[
+            i,
+            "--inputs",
+            n,
+            "--intermediates",
+            s(&both),
+            "-o",
+            s(&both),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("are the same file"), "{err}");
+    assert!(!both.exists());
+}
+
+/// Standard output appended to one of the tool's inputs (`>> input`) is
+/// refused too, and the input is left as it was.
+#[test]
+fn standard_output_appended_to_an_input_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let ir = mlp_ir(d.path());
+    let before = std::fs::read(&ir).unwrap();
+    for (exe, args) in [
+        (DECOMPOSE, vec![s(&ir)]),
+        (IR2ONNX, vec![s(&ir)]),
+        (DIFF, vec![s(&ir), s(&ir)]),
+    ] {
+        let append = std::fs::File::options().append(true).open(&ir).unwrap();
+        let o = tool(exe, &args).stdout(append).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{exe}: {err}");
+        assert!(
+            err.contains("standard output is redirected to the input"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&ir).unwrap(), before, "{exe}");
+    }
+}
+
+/// `ir2onnx --external-data-in-archive` run again where its link to the
+/// archive already is: nothing to do, and no temporary link left behind.
+#[test]
+fn a_link_to_the_archive_made_again_is_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let archive = d.path().join("m.pt2");
+    std::fs::copy(repo().join("golden/models/mlp.pt2"), &archive).unwrap();
+    let out_dir = d.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let model = out_dir.join("m.onnx");
+    for _ in 0..2 {
+        let stream = run(PT2IR, &[s(&archive), "--weights", "reference", "-o", "-"]);
+        assert!(stream.status.success());
+        let mut child = tool(
+            IR2ONNX,
+            &[
+                "--external-data",
+                "--external-data-in-archive",
+                "-o",
+                s(&model),
+            ],
+        )
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), &stream.stdout).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(out_dir.join("m.onnx.data"))
+            .unwrap()
+            .ino(),
+        std::fs::metadata(&archive).unwrap().ino()
+    );
+}

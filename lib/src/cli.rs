@@ -84,7 +84,7 @@ pub struct ProgramOutput {
     /// What to write: the binary IR stream (for other tools), a text listing, YAML or Graphviz DOT (for people)
     #[arg(long, value_enum, default_value_t = Emit::Ir)]
     pub emit: Emit,
-    /// How the IR stream carries weights stored in a .pt2 archive: by reference to the archive (the next tool maps it; nothing is copied through the pipe), inline, or auto: by reference into a pipe, inline into a file
+    /// How the IR stream carries weights that lie in a file (a .pt2 archive, an IR file read by path): by reference to it (the next tool maps it; nothing is copied through the pipe), inline, or auto: by reference into a pipe, inline into a file. Into a pipe to another pt2kit tool, weights this tool spooled from a pipe are handed over by reference too
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto, value_name = "HOW")]
     pub weights: WeightsArg,
 }
@@ -108,11 +108,18 @@ fn stdout_is_pipe() -> bool {
 }
 
 impl ProgramOutput {
-    /// The weight mode `--weights` and the output give.
+    /// The weight mode `--weights` and the output give: by reference into
+    /// a pipe (and this tool's spools too where the pipe's reader is a
+    /// pt2kit tool, which takes them by hand-over: `wire::refs`).
     pub fn weights(&self) -> crate::wire::Weights {
         let to_pipe =
             self.output.as_deref().is_none_or(|p| p.as_os_str() == "-") && stdout_is_pipe();
         match self.weights {
+            WeightsArg::Reference | WeightsArg::Auto
+                if to_pipe && crate::wire::reader_takes_handover() =>
+            {
+                crate::wire::Weights::Handover
+            }
             WeightsArg::Reference => crate::wire::Weights::Reference,
             WeightsArg::Auto if to_pipe => crate::wire::Weights::Reference,
             _ => crate::wire::Weights::Inline,
@@ -256,6 +263,9 @@ pub fn read_ir(path: Option<&Path>) -> Result<Program> {
 /// Reads the binary IR from a file or stdin (structurally validated only).
 pub fn read_ir_unchecked(path: Option<&Path>) -> Result<Program> {
     let name = input_name(path);
+    if path.is_none_or(|p| p.as_os_str() == "-") {
+        crate::output::inputs::note_stdin();
+    }
     if path.is_none_or(|p| p.as_os_str() == "-") && io::stdin().is_terminal() {
         return Err(Error::usage(
             "no input: give an IR file, or pipe one in (pt2ir model.pt2 | ...)",
@@ -292,6 +302,8 @@ pub fn read_ir_unchecked(path: Option<&Path>) -> Result<Program> {
             }
         }
     }
+    // A pipe: this tool takes spools by hand-over from its writer.
+    crate::wire::offer_handover();
     let mut input = open_input(path)?;
     crate::wire::read_program(&mut input, &name)
 }
@@ -300,6 +312,9 @@ pub use crate::output::write_output;
 
 /// Writes a program in the chosen form.
 pub fn emit_program(program: &Program, out: &ProgramOutput) -> Result<()> {
+    if let Some(p) = out.output.as_deref() {
+        crate::output::refuse_clobbering(&[("-o", p)])?;
+    }
     match out.emit {
         Emit::Ir => write_output(out.output.as_deref(), true, |w| {
             crate::wire::write_program_with(program, w, out.weights())

@@ -82,7 +82,8 @@ pub fn compare_tensor(name: &str, a: &HostTensor, b: &HostTensor, tol: Tolerance
     }
     let complex = a.dtype.is_complex() || b.dtype.is_complex();
     let (x, y) = (Values::of(a), Values::of(b));
-    let (mut max_abs, mut max_rel, mut worst, mut mismatches, mut nans) = (0f64, 0f64, None, 0usize, 0usize);
+    let (mut max_abs, mut max_rel, mut worst, mut mismatches, mut nans) =
+        (0f64, 0f64, None, 0usize, 0usize);
     let mut worst_excess = f64::MIN;
     let n = x.len().min(y.len());
     for i in 0..n {

@@ -32,7 +32,10 @@ pub const EXIT_CODES: &[(i32, &str)] = &[
     ),
     (1, "the comparison found a difference (ir-diff)"),
     (2, "usage error: bad flags or arguments"),
-    (3, "bad input: a malformed, truncated or inconsistent file"),
+    (
+        3,
+        "bad input: a malformed, truncated or inconsistent file; also a run that would pass --max-memory or --max-iterations (ir-run, ir-bench)",
+    ),
     (
         4,
         "unsupported: valid input this tool cannot handle (an op, a layout, a format version)",

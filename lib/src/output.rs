@@ -20,6 +20,16 @@
 //! their own temporary file, and each rename is atomic: the target ends as
 //! one whole output, never a mixture.
 //!
+//! No output may be one of the tool's own inputs: every input file
+//! opened (an IR file, a `.pt2` archive, the archive or IR file a stream's
+//! weights point into, tensor files, standard input redirected from a
+//! file) is noted by device and inode ([`inputs::note`]), and an output
+//! that is the same file, directly, through a symlink or through a hard
+//! link, is refused (exit 2) before anything is written
+//! ([`refuse_clobbering`], which tools call once their inputs are read
+//! and before they write; [`open`] checks again). Standard output
+//! redirected to an input file (`>>`) is refused the same way.
+//!
 //! Before a staged output is renamed into place, every input file that
 //! was memory-mapped is checked against the size and modification time it
 //! had when it was opened ([`inputs`]): a result computed from an input
@@ -228,6 +238,81 @@ fn temp_file_beside(path: &Path) -> Result<(tempfile::NamedTempFile, TempRegistr
     Ok((tmp, registered))
 }
 
+/// A file's identity: its device and inode (`stat`, through symlinks).
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The identity of what a resolved target writes into, where it exists:
+/// the file itself, or for standard output the file it was redirected to.
+fn target_identity(target: &Target) -> Option<(u64, u64)> {
+    match target {
+        Target::Stdout => {
+            // SAFETY: fstat on fd 1 into a zeroed stat buffer.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            let ok = unsafe { libc::fstat(1, &mut st) } == 0;
+            (ok && (st.st_mode & libc::S_IFMT) == libc::S_IFREG).then_some((st.st_dev, st.st_ino))
+        }
+        Target::File(p) | Target::Direct(p) => identity(p),
+        Target::Socket(_) => None,
+    }
+}
+
+/// Refuses (exit 2) an output that is one of the tool's input files.
+/// `flag` names the option in the message (`-o`, `--intermediates`).
+fn refuse_input(target: &Target, shown: &str, flag: Option<&str>) -> Result<()> {
+    let Some(id) = target_identity(target) else {
+        return Ok(());
+    };
+    let Some(input) = inputs::noted(id) else {
+        return Ok(());
+    };
+    let out = match (flag, target) {
+        (_, Target::Stdout) => "standard output".to_string(),
+        (Some(f), _) => format!("{f} {shown}"),
+        (None, _) => shown.to_string(),
+    };
+    let how = if matches!(target, Target::Stdout) {
+        "is redirected to"
+    } else {
+        "is the same file as"
+    };
+    Err(Error::usage(format!(
+        "{out} {how} the input {input}: refusing to overwrite an input; nothing was written: write the output to another file"
+    )))
+}
+
+/// Checks, before a tool writes anything, that none of its outputs is one
+/// of its input files, and that no two outputs are one file: `(flag,
+/// path)` pairs (`("-o", out)`, `("--intermediates", file)`); `-` and the
+/// names of standard output stand for standard output. Exit 2, naming
+/// both paths.
+pub fn refuse_clobbering(outputs: &[(&str, &Path)]) -> Result<()> {
+    let mut seen: Vec<(&str, &Path, PathBuf)> = Vec::new();
+    for &(flag, path) in outputs {
+        let target = resolve(path)?;
+        refuse_input(&target, &path.display().to_string(), Some(flag))?;
+        // Two outputs that are one file: the later rename would replace
+        // the first output.
+        let Target::File(real) = &target else {
+            continue;
+        };
+        let real = match (parent_dir(real).canonicalize(), real.file_name()) {
+            (Ok(dir), Some(name)) => dir.join(name),
+            _ => real.clone(),
+        };
+        if let Some((f, p, _)) = seen.iter().find(|(_, _, r)| *r == real) {
+            return Err(Error::usage(format!(
+                "{flag} {} and {f} {} are the same file: give each output its own file",
+                path.display(),
+                p.display()
+            )));
+        }
+        seen.push((flag, path, real));
+    }
+    Ok(())
+}
+
 enum Sink {
     Stdout(BufWriter<io::StdoutLock<'static>>),
     Staged {
@@ -238,6 +323,8 @@ enum Sink {
     },
     Direct(BufWriter<File>),
     Socket(BufWriter<UnixStream>),
+    /// The target already is the file a link was asked for: nothing to do.
+    Nothing(io::Sink),
     /// A hard link to an existing file, under a temporary name beside the
     /// target until committed (nothing is written through it).
     Linked {
@@ -267,6 +354,7 @@ pub fn open(path: Option<&Path>, binary: bool) -> Result<Output> {
         (Target::Stdout, _) | (_, None) => "<stdout>".to_string(),
         (_, Some(p)) => p.display().to_string(),
     };
+    refuse_input(&target, &shown, None)?;
     let sink = match target {
         Target::Stdout => {
             let stdout = io::stdout();
@@ -316,6 +404,20 @@ impl Output {
             Sink::Direct(w) => w,
             Sink::Socket(w) => w,
             Sink::Linked { sink, .. } => sink,
+            Sink::Nothing(sink) => sink,
+        }
+    }
+
+    /// A staged regular file's writer flushed, and its file (whose offset
+    /// is where the next byte goes), for a copy the kernel makes into it
+    /// (`Blob::copy_to_file`); `None` for any other output.
+    pub fn flushed_file(&mut self) -> Result<Option<&File>> {
+        match &mut self.sink {
+            Sink::Staged { w, .. } => {
+                w.flush().map_err(|e| Error::io(&self.shown, e))?;
+                Ok(Some(w.get_ref()))
+            }
+            _ => Ok(None),
         }
     }
 
@@ -326,7 +428,10 @@ impl Output {
 
     /// Whether this output is a regular file (renamed into place).
     pub fn is_file(&self) -> bool {
-        matches!(self.sink, Sink::Staged { .. } | Sink::Linked { .. })
+        matches!(
+            self.sink,
+            Sink::Staged { .. } | Sink::Linked { .. } | Sink::Nothing(_)
+        )
     }
 
     /// Flushes, checks that no mapped input changed, and renames a staged
@@ -352,6 +457,7 @@ impl Output {
                 tmp.persist(&target)
                     .map_err(|e| Error::io(format!("renaming into {shown}"), e.error))
             }
+            Sink::Nothing(_) => inputs::check_unchanged(),
             Sink::Linked { tmp, target, .. } => {
                 inputs::check_unchanged()?;
                 tmp.persist(&target)
@@ -374,6 +480,16 @@ pub fn stage_link(existing: &Path, path: &Path) -> Result<Output> {
             existing.display()
         )));
     };
+    // Already a link to that file (an earlier run's): nothing to write. A
+    // rename of a link onto another link of the same file would do nothing
+    // and leave the temporary name behind.
+    if identity(&target).is_some() && identity(&target) == identity(existing) {
+        return Ok(Output {
+            sink: Sink::Nothing(io::sink()),
+            shown,
+        });
+    }
+    refuse_input(&Target::File(target.clone()), &shown, None)?;
     let (tmp, registered) = temp_file_beside(&target)?;
     let (file, tmp) = tmp.into_parts();
     drop(file);
@@ -495,11 +611,72 @@ pub mod inputs {
         NO_MMAP.load(Ordering::Relaxed)
     }
 
+    /// Every regular input file opened, by (device, inode), with how
+    /// messages name it: no output may be one of them (see the module
+    /// docs). Process-wide: a tool may read on one thread and write on
+    /// another.
+    static OPENED: std::sync::Mutex<Vec<((u64, u64), String)>> = std::sync::Mutex::new(Vec::new());
+
+    fn note_meta(meta: &std::fs::Metadata, shown: &str) {
+        if !meta.is_file() {
+            return;
+        }
+        let id = (meta.dev(), meta.ino());
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        if !opened.iter().any(|(i, _)| *i == id) {
+            opened.push((id, shown.to_string()));
+        }
+    }
+
+    /// Notes an open input file (a regular file; others are ignored).
+    pub fn note(file: &File, shown: &str) {
+        if let Ok(meta) = file.metadata() {
+            note_meta(&meta, shown);
+        }
+    }
+
+    /// Notes an input file by its path (through symlinks).
+    pub fn note_path(path: &Path) {
+        if let Ok(meta) = std::fs::metadata(path) {
+            note_meta(&meta, &path.display().to_string());
+        }
+    }
+
+    /// Notes standard input, when it is redirected from a regular file.
+    pub fn note_stdin() {
+        // SAFETY: fstat on fd 0 into a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(0, &mut st) } == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG {
+            let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+            let id = (st.st_dev, st.st_ino);
+            if !opened.iter().any(|(i, _)| *i == id) {
+                let shown = match std::fs::read_link("/proc/self/fd/0") {
+                    Ok(p) => format!("<stdin> ({})", p.display()),
+                    Err(_) => "<stdin>".to_string(),
+                };
+                opened.push((id, shown));
+            }
+        }
+    }
+
+    /// The input with this identity, as messages name it.
+    pub(super) fn noted(id: (u64, u64)) -> Option<String> {
+        let opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        opened
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, s)| s.clone())
+    }
+
     /// Maps `file` (at `path`), or with `--no-mmap` reads it into an
     /// anonymous read-only map; a mapped file is remembered for
-    /// [`check_unchanged`].
+    /// [`check_unchanged`], and noted as an input ([`note`]).
     pub fn map(file: &File, path: Option<&Path>, what: &str) -> Result<Arc<memmap2::Mmap>> {
         let meta = file.metadata().map_err(|e| Error::io(what, e))?;
+        note_meta(
+            &meta,
+            &path.map_or_else(|| what.to_string(), |p| p.display().to_string()),
+        );
         if NO_MMAP.load(Ordering::Relaxed) {
             use std::io::Read;
             let mut anon =

@@ -389,7 +389,7 @@ pub fn family_of(op: &str) -> Option<&'static str> {
         [ns, name, ..]
             if matches!(
                 *ns,
-                "aten" | "prims" | "higher_order" | "quantized" | "pt2kit"
+                "aten" | "prims" | "higher_order" | "quantized" | "quantized_decomposed" | "pt2kit"
             ) =>
         {
             format!("{ns}.{name}")

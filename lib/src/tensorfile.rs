@@ -511,6 +511,7 @@ pub fn write_safetensors(tensors: &[(String, HostTensor)]) -> Result<Vec<u8>> {
 /// `name`), `.safetensors`.
 pub fn read_tensors(path: &Path, npy_name: &str) -> Result<Vec<(String, HostTensor)>> {
     let shown = path.display().to_string();
+    crate::output::inputs::note_path(path); // no output may overwrite it
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
         "npz" => read_npz(path),

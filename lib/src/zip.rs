@@ -242,16 +242,43 @@ fn read_central_directory(d: &[u8]) -> Result<Vec<Entry>> {
     let mut count = u16_at(d, eocd + 10) as u64;
     let mut cd_size = u32_at(d, eocd + 12) as u64;
     let mut cd_offset = u32_at(d, eocd + 16) as u64;
-    // ZIP64: a locator sits right before the classic end record.
+    // Where the directory's end records begin: the classic one, or the
+    // ZIP64 one before it.
+    let mut end_at = eocd as u64;
+    // ZIP64: a locator sits right before the classic end record, and the
+    // ZIP64 end record before it (where the locator says, or, as Python's
+    // zipfile reads it, right before the locator: the locator's offset is
+    // off by any bytes before the zip).
     if eocd >= 20 && u32_at(d, eocd - 20) == 0x0706_4b50 {
-        let z64 = u64_at(d, eocd - 20 + 8) as usize;
-        if z64.checked_add(56).is_none_or(|end| end > d.len()) || u32_at(d, z64) != 0x0606_4b50 {
+        let is_z64 = |at: usize| {
+            at.checked_add(56).is_some_and(|end| end <= eocd - 20) && u32_at(d, at) == 0x0606_4b50
+        };
+        let said = usize::try_from(u64_at(d, eocd - 20 + 8)).unwrap_or(usize::MAX);
+        let z64 = if is_z64(said) {
+            said
+        } else if eocd >= 76 && is_z64(eocd - 76) {
+            eocd - 76
+        } else {
             return Err(Error::bad_input("ZIP64 end record is missing or corrupt"));
-        }
+        };
         count = u64_at(d, z64 + 32);
         cd_size = u64_at(d, z64 + 40);
         cd_offset = u64_at(d, z64 + 48);
+        end_at = z64 as u64;
     }
+    // Bytes before the zip (a self-extracting stub, a header): the
+    // directory ends where its end records begin, so every offset it
+    // holds is shifted by the difference, as Python's zipfile (and so
+    // numpy) reads such a file.
+    let shift = end_at
+        .checked_sub(cd_size)
+        .and_then(|at| at.checked_sub(cd_offset))
+        .ok_or_else(|| {
+            Error::bad_input(
+                "central directory lies outside the file (bad offset or size): truncated or corrupt archive",
+            )
+        })?;
+    let cd_offset = cd_offset + shift;
     let cd_end = cd_offset.saturating_add(cd_size);
     if cd_end > d.len() as u64 {
         return Err(Error::bad_input(
@@ -304,7 +331,7 @@ fn read_central_directory(d: &[u8]) -> Result<Vec<Entry>> {
             crc32,
             compressed_size,
             size,
-            header_offset,
+            header_offset: header_offset.saturating_add(shift),
         });
         p = extra_end + comment_len;
     }

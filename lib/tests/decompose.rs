@@ -452,6 +452,28 @@ fn the_complex_pass_leaves_real_pairs_that_match_torch() {
     assert!(dfts >= 20, "only {dfts} pt2kit.dft nodes");
 }
 
+/// The PT2E int8 fixtures (group "quant": quantize, dequantize and
+/// choose_qparams of quantized_decomposed between float ops) lower to core
+/// ATen and still match torch (integers exactly; a dequantized float
+/// output within one step of its quantization, as `ir-run` as exported).
+#[test]
+fn quant_fixtures_lower_to_core_and_match_torch() {
+    let dir = repo().join("golden/quant");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 18, "only {runs} runs");
+}
+
 /// The outside-model fixtures (group "fallback") lower to core ATen and
 /// still match torch.
 #[test]

@@ -249,6 +249,26 @@ fn numerics_fixtures_match_torch() {
     assert!(runs >= 16, "only {runs} runs");
 }
 
+/// PT2E int8 (`recipes/zoo.py`, group "quant"): torch's X86Inductor and
+/// XNNPACK quantizers on a CNN and an MLP (static per tensor and per
+/// channel, dynamic through choose_qparams, weights quantized in the
+/// graph), and q_ops, the quantized_decomposed ops on rounding ties and
+/// saturation: each as exported, in both dialects, against torch. Integers
+/// exactly; a float output a dequantize makes within one step of its
+/// quantization (the fixture's `quant_steps`: a value on a rounding tie
+/// goes either way under float32 ulps).
+#[test]
+fn quant_fixtures_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/quant") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 18, "only {runs} runs");
+}
+
+
 /// Complex values (`recipes/zoo.py`, group "complex": spectrograms and
 /// istft round trips, torch.fft with every norm, Meta's Llama RoPE with a
 /// complex buffer, complex arithmetic, HF FNet, complex inputs and

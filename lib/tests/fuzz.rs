@@ -79,3 +79,28 @@ fn every_fuzz_target_has_its_binary() {
         "fuzz/Cargo.toml lists other targets than pt2kit::fuzzing::TARGETS"
     );
 }
+
+/// The executor's target on random bytes (deterministic; `PT2KIT_FUZZ_RUNS`
+/// sets how many, 300 by default): none may panic. Between fuzzing
+/// sessions this keeps the program maker and the executor honest.
+#[cfg(feature = "exec")]
+#[test]
+fn run_program_survives_random_bytes() {
+    let runs: u64 = std::env::var("PT2KIT_FUZZ_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for run in 0..runs {
+        let len = (next() % 200) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let r = std::panic::catch_unwind(|| pt2kit::fuzzing::run_program(&bytes));
+        assert!(r.is_ok(), "run {run} panicked on {bytes:?}");
+    }
+}

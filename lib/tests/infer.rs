@@ -41,6 +41,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/fallback",
         "golden/numerics",
         "golden/complex",
+        "golden/quant",
         "golden/ops",
         "golden/big",
         "golden/random",

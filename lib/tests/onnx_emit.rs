@@ -109,3 +109,146 @@ fn value_info_declares_every_intermediate_with_its_shape() {
         );
     }
 }
+
+/// The ONNX nodes of a program after `ir2onnx`'s fallback (what the
+/// emitters decline lowered), or the conversion's error.
+fn onnx_nodes(p: &Program, opset: i64) -> Result<Vec<onnx::proto::NodeProto>, String> {
+    let lowered = pt2kit::decompose::fallback::lower_unsupported(p, onnx::converts)
+        .map_err(|e| e.to_string())?;
+    let m = onnx::to_onnx(
+        lowered.as_ref().map_or(p, |(l, _)| l),
+        &OnnxOptions {
+            opset,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(m.model.graph.node.clone())
+}
+
+/// [`onnx_nodes`] by op type.
+fn onnx_ops(p: &Program, opset: i64) -> Result<Vec<String>, String> {
+    Ok(onnx_nodes(p, opset)?
+        .into_iter()
+        .map(|n| n.op_type)
+        .collect())
+}
+
+/// PT2E int8: the fixtures' quantize and dequantize nodes become
+/// QuantizeLinear and DequantizeLinear (per-channel ones with an axis),
+/// but q_ops' dequantize to float64 (lowered to torch's arithmetic); a
+/// range narrower than the dtype's gets a Clip after QuantizeLinear.
+#[test]
+fn quantized_decomposed_is_written_as_qdq() {
+    for (fixture, clips) in [
+        ("q_cnn_x86", 0),
+        ("q_cnn_xnnpack_pc", 0),
+        ("q_mlp_xnnpack_dyn", 0),
+        ("q_mlp_xnnpack_unfolded", 3),
+        ("q_ops", 2),
+    ] {
+        let p = common::read(&common::repo().join(format!("golden/quant/{fixture}.pt2")));
+        let ir = |prefix: &str| {
+            p.graph
+                .nodes
+                .iter()
+                .filter(|n| {
+                    n.target.namespace == "quantized_decomposed"
+                        && n.target.name.starts_with(prefix)
+                })
+                .count()
+        };
+        let f64_out = usize::from(fixture == "q_ops");
+        for opset in [17, 21] {
+            let nodes = onnx_nodes(&p, opset).unwrap();
+            let count = |op: &str| nodes.iter().filter(|n| n.op_type == op).count();
+            assert_eq!(
+                count("QuantizeLinear"),
+                ir("quantize_per"),
+                "{fixture} at {opset}"
+            );
+            assert_eq!(
+                count("DequantizeLinear"),
+                ir("dequantize_per") - f64_out,
+                "{fixture} at {opset}"
+            );
+            let quantized: Vec<&String> = nodes
+                .iter()
+                .filter(|n| n.op_type == "QuantizeLinear")
+                .flat_map(|n| &n.output)
+                .collect();
+            let after_q = nodes
+                .iter()
+                .filter(|n| n.op_type == "Clip" && quantized.contains(&&n.input[0]))
+                .count();
+            assert_eq!(after_q, clips, "{fixture} at {opset}");
+        }
+    }
+}
+
+/// What QuantizeLinear/DequantizeLinear cannot say as torch computes it:
+/// a per-tensor dequantize to float64 is lowered to torch's arithmetic;
+/// per-channel float64 scales are refused, by name and reason.
+#[test]
+fn qdq_declines_and_refusals() {
+    let mut b = B::new();
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta_of(Dtype::Int8, &[2, 3]),
+        None,
+    );
+    let y = b.emit(|em| {
+        em.op(
+            "quantized_decomposed.dequantize_per_tensor.default",
+            vec![
+                ("input", t(x)),
+                ("scale", Argument::Float(0.1)),
+                ("zero_point", Argument::Int(3)),
+                ("quant_min", Argument::Int(-128)),
+                ("quant_max", Argument::Int(127)),
+                ("dtype", Argument::ScalarType(Dtype::Int8)),
+                ("out_dtype", Argument::ScalarType(Dtype::Float64)),
+            ],
+            meta_of(Dtype::Float64, &[2, 3]),
+        )
+        .unwrap()
+    });
+    b.output(y);
+    let ops = onnx_ops(&b.p, 18).unwrap();
+    assert!(!ops.iter().any(|o| o == "DequantizeLinear"), "{ops:?}");
+    assert!(ops.iter().any(|o| o == "Mul"), "{ops:?}");
+
+    let mut b = B::new();
+    let x = b.input(
+        "x",
+        InputKind::UserInput,
+        meta_of(Dtype::Int8, &[2, 3]),
+        None,
+    );
+    let s = b.input(
+        "s",
+        InputKind::UserInput,
+        meta_of(Dtype::Float64, &[3]),
+        None,
+    );
+    let y = b.emit(|em| {
+        em.op(
+            "quantized_decomposed.dequantize_per_channel.default",
+            vec![
+                ("input", t(x)),
+                ("scales", t(s)),
+                ("zero_points", Argument::None),
+                ("axis", Argument::Int(1)),
+                ("quant_min", Argument::Int(-128)),
+                ("quant_max", Argument::Int(127)),
+                ("dtype", Argument::ScalarType(Dtype::Int8)),
+            ],
+            meta_of(Dtype::Float32, &[2, 3]),
+        )
+        .unwrap()
+    });
+    b.output(y);
+    let e = onnx_ops(&b.p, 18).unwrap_err();
+    assert!(e.contains("per-channel scales of float64: QuantizeLinear and DequantizeLinear take float32 scales"), "{e}");
+}

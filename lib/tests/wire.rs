@@ -38,7 +38,7 @@ fn a_newer_major_version_is_refused() {
     bytes[10] = 2;
     let e = read_err(&bytes);
     assert_eq!(e.kind, ErrorKind::Unsupported);
-    assert!(e.to_string().contains("IR format 2.1"), "{e}");
+    assert!(e.to_string().contains("IR format 2.2"), "{e}");
 }
 
 #[test]
@@ -295,4 +295,119 @@ fn subgraphs_nested_past_the_limit_are_refused() {
     let bytes = wire::encode_program(&nested_cond(200)).unwrap();
     let e = read_err(&bytes);
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+}
+
+/// bert's IR written inline to a file in `dir`, and read back through a
+/// map (its storages windows of the file, which can go by reference).
+fn bert_ir_file(dir: &std::path::Path) -> (std::path::PathBuf, pt2kit::ir::Program) {
+    let p = read_pt2(
+        &repo().join("golden/models/bert.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let path = dir.join("bert.ir");
+    std::fs::write(&path, wire::encode_program(&p).unwrap()).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    let back = wire::read_program_file(f, Some(&path), "bert.ir").unwrap();
+    (path, back)
+}
+
+/// A program read from an IR file passes its weights on by reference
+/// into that file: the stream is small, reads back the same, and is
+/// refused once the file changes.
+#[test]
+fn weights_by_reference_into_an_ir_file_read_back_the_same_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, p) = bert_ir_file(dir.path());
+    let inline = wire::encode_program(&p).unwrap();
+    let refs = by_reference(&p);
+    let weight_bytes: usize = p.storages.iter().map(|s| s.len()).sum();
+    assert!(
+        refs.len() + weight_bytes / 2 < inline.len(),
+        "{} vs {}",
+        refs.len(),
+        inline.len()
+    );
+    let back = wire::read_program(&mut refs.as_slice(), "refs.ir").unwrap();
+    for (a, b) in p.storages.iter().zip(&back.storages) {
+        assert_eq!(&a[..], &b[..]);
+    }
+    assert_eq!(text::listing(&p), text::listing(&back));
+    // passed on again, the references still point into bert.ir
+    assert_eq!(by_reference(&back), refs);
+    drop((p, back));
+    let bytes = std::fs::read(&path).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_err(&refs);
+    assert!(e.to_string().contains("has changed"), "{e}");
+}
+
+/// A reference into an IR file must lie in the data of one storage
+/// chunk: not its header, nor its program record, nor across chunks.
+#[test]
+fn only_storage_chunk_data_of_an_ir_file_can_be_referenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut p) = bert_ir_file(dir.path());
+    let whole = {
+        let f = std::fs::File::open(&path).unwrap();
+        let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+        let origin = pt2kit::blob::FileOrigin::of_kind(&path, &f, pt2kit::blob::OriginKind::IrFile);
+        let n = map.len();
+        pt2kit::blob::Blob::mapped_from(
+            std::sync::Arc::new(map),
+            Some(std::sync::Arc::new(f)),
+            0..n,
+            origin.map(std::sync::Arc::new),
+        )
+    };
+    let first = p.storages[0].len();
+    for at in [0, 8, whole.len() - first] {
+        p.storages[0] = whole.slice(at..at + first);
+        let e = read_err(&by_reference(&p));
+        assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+        assert!(
+            e.to_string().contains("nor of a storage chunk"),
+            "at {at}: {e}"
+        );
+    }
+}
+
+/// A reference that names another process's open file as a spool is
+/// refused unless that file is a pt2kit spool (here: a regular file this
+/// test holds open).
+#[test]
+fn a_spool_reference_must_name_a_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.bin");
+    std::fs::write(&secret, vec![1u8; 64]).unwrap();
+    let f = std::fs::File::open(&secret).unwrap();
+    let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+    let origin = pt2kit::blob::FileOrigin::spool(&f).map(std::sync::Arc::new);
+    let blob = pt2kit::blob::Blob::mapped_from(
+        std::sync::Arc::new(map),
+        Some(std::sync::Arc::new(f)),
+        0..64,
+        origin,
+    );
+    let mut p = read_pt2(
+        &repo().join("golden/models/mlp.pt2"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    p.storages.push(blob);
+    let mut out = Vec::new();
+    let handed =
+        wire::write_program_unwaited(&p, &mut out, wire::Weights::Handover, 1 << 20).unwrap();
+    assert_eq!(handed.len(), 1);
+    let e = read_err(&out);
+    assert!(e.to_string().contains("no spool of a pt2kit tool"), "{e}");
+    // Without a hand-over (a file, or a reader that takes none) the same
+    // storage goes inline.
+    let mut out = Vec::new();
+    let handed =
+        wire::write_program_unwaited(&p, &mut out, wire::Weights::Reference, 1 << 20).unwrap();
+    assert!(handed.is_empty());
+    let back = wire::read_program(&mut out.as_slice(), "in.ir").unwrap();
+    assert_eq!(&back.storages.last().unwrap()[..], &[1u8; 64][..]);
 }

@@ -274,6 +274,18 @@ impl Ctx<'_> {
         }
     }
 
+    /// The dtype the graph records for output `i` of this node (`None`
+    /// where it is no tensor or unrecorded).
+    pub fn recorded_dtype(&self, i: usize) -> Option<Dtype> {
+        match self.node.outputs.get(i)? {
+            Argument::Tensor(v) => match &self.graph.values.get(v.index())?.kind {
+                crate::ir::ValueKind::Tensor(m) => Some(m.dtype),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether output `i` of this node is used by anything.
     pub fn output_used(&self, i: usize) -> bool {
         let mut refs = Vec::new();

@@ -11,8 +11,8 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
-mod epilogue;
 mod ctx;
+mod epilogue;
 pub use ctx::Ctx;
 pub mod fuse;
 pub mod mapped;
@@ -34,12 +34,13 @@ use crate::tensorfile::HostTensor;
 pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
+pub mod budget;
 mod layout;
 mod pool;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
-pub use pool::in_pool;
 use pool::KeepAwake;
+pub use pool::{in_pool, start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]
@@ -237,6 +238,11 @@ pub struct ExecOptions {
     /// (see `ops::channels_last_dims`; also set by the environment
     /// variable `PT2KIT_PLANES_ONLY`, for timing a run both ways).
     pub planes_only: bool,
+    /// The run-time memory budget: the most bytes a value whose size is
+    /// known only at run time may take ([`budget`]; `None`: no budget).
+    pub max_memory: Option<u64>,
+    /// The most iterations a `while_loop` may run (`None`: no bound).
+    pub max_iterations: Option<u64>,
 }
 
 pub struct Executor<'p> {
@@ -310,6 +316,10 @@ pub struct Executor<'p> {
     /// the executor's life (an address left after its inputs are dropped
     /// only keeps a later value from being written over).
     bound: std::sync::Mutex<std::collections::HashSet<usize>>,
+    /// [`ExecOptions::max_memory`].
+    pub(crate) max_memory: Option<u64>,
+    /// [`ExecOptions::max_iterations`].
+    pub(crate) max_iterations: Option<u64>,
 }
 
 /// User inputs made into the executor's tensors once, for many runs
@@ -569,6 +579,8 @@ impl<'p> Executor<'p> {
             node_ops,
             last_planned,
             dead_planned,
+            max_memory: opts.max_memory,
+            max_iterations: opts.max_iterations,
         })
     }
 
@@ -711,6 +723,11 @@ impl<'p> Executor<'p> {
         for (arg, value) in graph.inputs.iter().zip(inputs) {
             bind_output(arg, value, &mut env)?;
         }
+        // The symbols known so far, for the memory budget ([`budget`]).
+        let mut known = Some(budget::Known::new(bindings));
+        if let Some(k) = known.as_mut() {
+            k.learn(graph, &graph.inputs, &env);
+        }
         // (the program's own under its plan: found once)
         let fresh;
         let (last, dead) = if plan.is_some() || (top && self.fusion.is_empty()) {
@@ -724,6 +741,9 @@ impl<'p> Executor<'p> {
         let profiling = self.profiling.load(std::sync::atomic::Ordering::Relaxed) && top;
         for (i, node) in graph.nodes.iter().enumerate() {
             let started = profiling.then(std::time::Instant::now);
+            if let (Some(budget), Some(k)) = (self.max_memory, known.as_ref()) {
+                budget::check_node(budget, graph, node, k)?;
+            }
             match plan.map(|p| p.roles[i]) {
                 Some(fuse::Role::Member) => continue,
                 Some(fuse::Role::Producer(g)) => {
@@ -772,6 +792,10 @@ impl<'p> Executor<'p> {
                     self.run_group(graph, group, &mut env, bindings, last, &mut refs)?;
                 }
                 _ => self.run_node(graph, node, &mut env, bindings, last, &mut refs, None)?,
+            }
+            if let Some(k) = known.as_mut() {
+                k.learn(graph, &node.outputs, &env);
+                budget::check_outputs(graph, node, &env, k)?;
             }
             // the values read last here (by the node, or by the views and
             // the group that run here)
@@ -965,18 +989,31 @@ impl Executor<'_> {
             match v {
                 Value::Tensor(t) => half(t.dtype),
                 Value::Mapped(m) => half(m.dtype),
-                Value::List(items) => items.iter().any(|i| matches!(i, Value::Tensor(t) if half(t.dtype))),
+                Value::List(items) => items
+                    .iter()
+                    .any(|i| matches!(i, Value::Tensor(t) if half(t.dtype))),
                 _ => false,
             }
         };
-        if !refs.iter().any(|r| env[r.index()].as_ref().is_some_and(reads_half)) {
+        if !refs
+            .iter()
+            .any(|r| env[r.index()].as_ref().is_some_and(reads_half))
+        {
             return Ok(None);
         }
         let computes = matches!(
             crate::schema::family_of(&node.target.to_string()),
             Some(
-                "pointwise" | "activation" | "reduce" | "linalg" | "conv" | "pool" | "resample"
-                    | "norm" | "rnn" | "attention"
+                "pointwise"
+                    | "activation"
+                    | "reduce"
+                    | "linalg"
+                    | "conv"
+                    | "pool"
+                    | "resample"
+                    | "norm"
+                    | "rnn"
+                    | "attention"
             )
         );
         if !computes {
@@ -994,7 +1031,10 @@ impl Executor<'_> {
                     }
                 }
                 Value::List(items) => Value::List(
-                    items.iter().map(|i| widen(i, device)).collect::<Result<_>>()?,
+                    items
+                        .iter()
+                        .map(|i| widen(i, device))
+                        .collect::<Result<_>>()?,
                 ),
                 other => other.clone(),
             })
@@ -1016,7 +1056,7 @@ impl Executor<'_> {
         &self,
         graph: &Graph,
         node: &Node,
-        env: &mut Vec<Option<Value>>,
+        env: &mut [Option<Value>],
         widened: Vec<Option<Value>>,
         bindings: &BTreeMap<String, i64>,
         last: &[usize],
@@ -1032,7 +1072,8 @@ impl Executor<'_> {
             epilogue: None,
             device: &self.device,
         };
-        let outs = f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
+        let outs =
+            f(&mut ctx).map_err(|e| e.at(format!("node '{}' ({})", node.name, node.target)))?;
         drop(widened);
         if outs.len() != node.outputs.len() {
             return Err(Error::internal(format!(
@@ -1054,7 +1095,9 @@ impl Executor<'_> {
         };
         for (arg, value) in node.outputs.iter().zip(outs) {
             let value = match (value, recorded(arg)) {
-                (Value::Tensor(t), Some(d)) if t.dtype == Dtype::Float32 && d != Dtype::Float32 && d.is_floating() => {
+                (Value::Tensor(t), Some(d))
+                    if t.dtype == Dtype::Float32 && d != Dtype::Float32 && d.is_floating() =>
+                {
                     Value::Tensor(t.cast(d)?)
                 }
                 (v, _) => v,

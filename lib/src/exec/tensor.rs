@@ -87,12 +87,31 @@ impl Tensor {
             // value wraps to the dtype's width (int8 is stored as i16: 300
             // becomes 44, as torch's cast gives)
             let ints = if self.dtype.is_floating() {
-                let f = self.t.to_dtype(DType::F64).map_err(ce)?;
-                f.ge(0f64)
-                    .map_err(ce)?
-                    .where_cond(&f.floor().map_err(ce)?, &f.ceil().map_err(ce)?)
-                    .and_then(|t| t.to_dtype(DType::I64))
-                    .map_err(ce)?
+                // as torch's casts on x86 (cvtt*): NaN, an infinity or a
+                // value out of range is the "integer indefinite", the
+                // minimum of the int64 the cast goes through for 64-bit
+                // targets, of int32 for narrower ones (then wrapped:
+                // int8 of inf is 0)
+                let wide = matches!(to, Dtype::Int64 | Dtype::Uint64 | Dtype::Uint32);
+                let f = ops::elems(self)?.into_f64();
+                let v: Vec<i64> = f
+                    .into_iter()
+                    .map(|x| {
+                        let t = x.trunc();
+                        if wide {
+                            if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&t) {
+                                t as i64
+                            } else {
+                                i64::MIN
+                            }
+                        } else if (-2147483648.0..2147483648.0).contains(&t) {
+                            t as i64
+                        } else {
+                            i32::MIN as i64
+                        }
+                    })
+                    .collect();
+                CandleTensor::from_vec(v, self.dims(), self.t.device()).map_err(ce)?
             } else {
                 self.t.clone()
             };

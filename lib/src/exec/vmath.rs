@@ -180,13 +180,35 @@ pub fn gelu_erf(x: f32) -> f32 {
     } else {
         body
     };
-    0.5 * x * one_plus
+    // torch's vectorised float kernels give NaN at both infinities
+    // (x * (1 + erf) first, as torch: past half the largest float the
+    // product overflows to inf before the halving, as torch's does)
+    at_infinity(x, x * one_plus * 0.5, f32::NAN)
+}
+
+/// torch's GELU at the infinities: -inf * 0, NaN, at -inf; `at_inf` at
+/// +inf (+inf for the tanh form; NaN for the exact form in float32 and
+/// narrower, whose vectorised kernel gives it). A select, so the loops
+/// vectorise.
+#[inline(always)]
+fn at_infinity(x: f32, y: f32, at_inf: f32) -> f32 {
+    if x == f32::NEG_INFINITY {
+        f32::NAN
+    } else if x == f32::INFINITY {
+        at_inf
+    } else {
+        y
+    }
 }
 
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     const K: f32 = 0.797_884_6; // sqrt(2 / pi)
-    0.5 * x * (1.0 + tanh(K * (0.044_715 * x * x * x + x)))
+    at_infinity(
+        x,
+        0.5 * x * (1.0 + tanh(K * (0.044_715 * x * x * x + x))),
+        f32::INFINITY,
+    )
 }
 
 #[inline(always)]
@@ -546,7 +568,10 @@ multiversion! {
             }
         }
         let var = (acc.iter().sum::<f32>() + rest.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>()) / n;
-        let rstd = 1.0 / (var + eps).sqrt();
+        // a row with an infinity, or whose squares overflow, has NaN
+        // statistics (and outputs), as torch's Welford moments give
+        let mean = if mean.is_finite() { mean } else { f32::NAN };
+        let rstd = if var.is_finite() { 1.0 / (var + eps).sqrt() } else { f32::NAN };
         let d = &mut d[..s.len()];
         match (w, b) {
             (Some(w), Some(b)) => {
@@ -1097,14 +1122,16 @@ mod tests {
         assert_eq!(exp(f32::INFINITY), f32::INFINITY);
         assert_eq!(exp_nonpos(f32::NEG_INFINITY), 0.0);
         assert!(exp_nonpos(f32::NAN).is_nan());
-        // erf is +-1 from 4 on, GELU x above and 0 below (NaN at -inf, as
-        // torch's: -inf times 0)
+        // erf is +-1 from 4 on, GELU x above and 0 below; at the
+        // infinities torch's float kernels (golden/dtypes, aten.gelu):
+        // NaN at -inf (-inf times 0) and, exact form, at +inf too; tanh
+        // form +inf there; past half the largest float, x * 2 overflows
         assert_eq!((erf(4.5), erf(-4.5), erf(f32::INFINITY)), (1.0, -1.0, 1.0));
-        assert_eq!(
-            (gelu_erf(f32::INFINITY), gelu_erf(-7.0)),
-            (f32::INFINITY, 0.0)
-        );
-        assert!(gelu_erf(f32::NEG_INFINITY).is_nan());
+        assert_eq!(gelu_erf(-7.0), 0.0);
+        assert!(gelu_erf(f32::NEG_INFINITY).is_nan() && gelu_erf(f32::INFINITY).is_nan());
+        assert!(gelu_tanh(f32::NEG_INFINITY).is_nan());
+        assert_eq!(gelu_tanh(f32::INFINITY), f32::INFINITY);
+        assert_eq!(gelu_erf(f32::MAX), f32::INFINITY);
         assert_eq!(tanh(f32::INFINITY), 1.0);
         assert_eq!(tanh(f32::NEG_INFINITY), -1.0);
     }

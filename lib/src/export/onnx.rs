@@ -424,6 +424,7 @@ fn archive_place(program: &Program, w: &Weight) -> Result<(std::path::PathBuf, u
     let place = program
         .weight_blob(w)
         .and_then(|b| b.file_ref())
+        .filter(|r| r.origin.kind == crate::blob::OriginKind::Archive)
         .map(|r| (r.origin.path.clone(), r.offset));
     place.ok_or_else(|| {
         Error::usage(format!(
@@ -481,6 +482,12 @@ impl<'p> OnnxModel<'p> {
     /// The external data file (relative to the model), when weights go there.
     pub fn external_location(&self) -> Option<&str> {
         self.external.as_ref().map(|(l, _)| l.as_str())
+    }
+
+    /// Whether [`OnnxModel::stage_external_data`] writes bytes of its own
+    /// (not a link to the archive the weights came from, nor nothing).
+    pub fn writes_external_data(&self) -> bool {
+        self.external.is_some() && self.archive.is_none()
     }
 
     /// Writes the `.onnx` file. Inline weights are streamed from their
@@ -548,6 +555,48 @@ impl<'p> OnnxModel<'p> {
         }
     }
 
+    /// Writes the external data into a staged output: a weight that is a
+    /// window of an open file (an archive, an IR file, a spool) copied by
+    /// the kernel (`Blob::copy_to_file`), the rest written.
+    fn write_external_data_into(&self, out: &mut crate::output::Output) -> Result<()> {
+        let Some((_, offsets)) = &self.external else {
+            return Ok(());
+        };
+        if self.archive.is_some() {
+            return Ok(());
+        }
+        let mut at = 0u64;
+        let zeros = [0u8; 4096];
+        let mut progress =
+            crate::progress::Progress::bytes("weights", self.stats.initializer_bytes);
+        for (weight, &offset) in self.weights.iter().zip(offsets) {
+            if offset == u64::MAX {
+                continue;
+            }
+            while at < offset {
+                let n = (offset - at).min(zeros.len() as u64);
+                out.writer()
+                    .write_all(&zeros[..n as usize])
+                    .map_err(write_err)?;
+                at += n;
+            }
+            let n = weight_nbytes(weight);
+            let copied = match self.program.weight_blob(weight) {
+                Some(blob) if blob.file().is_some() => match out.flushed_file()? {
+                    Some(file) => blob.copy_to_file(file)?,
+                    None => false,
+                },
+                _ => false,
+            };
+            if !copied {
+                self.write_weight(weight, out.writer())?;
+            }
+            progress.inc(n);
+            at += n;
+        }
+        Ok(())
+    }
+
     /// Writes the external data file (nothing when weights are inline).
     pub fn write_external_data(&self, w: &mut dyn Write) -> Result<()> {
         let Some((_, offsets)) = &self.external else {
@@ -601,7 +650,7 @@ impl<'p> OnnxModel<'p> {
                 path.display()
             )));
         }
-        self.write_external_data(out.writer())?;
+        self.write_external_data_into(&mut out)?;
         Ok(Some(StagedFile(out)))
     }
 

@@ -199,6 +199,18 @@ pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, Rule)> {
 }
 
 /// Runs the rules and the limits over every node of a program.
+/// What the rule of `node` (in `graph`) infers of its outputs; `None`
+/// where its op has no rule (the fuzz target's program maker).
+pub fn outputs_of(graph: &Graph, node: &Node) -> Option<Result<Vec<Out>>> {
+    let rule = rule_for(&node.target.to_string())?;
+    let site = Site {
+        node,
+        graph,
+        args: NodeArgs(node),
+    };
+    Some(rule(&site))
+}
+
 pub fn check(p: &Program, limits: &Limits) -> Result<()> {
     for (i, input) in p.graph.inputs.iter().enumerate() {
         if let Argument::Tensor(v) = input {

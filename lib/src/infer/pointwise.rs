@@ -47,6 +47,127 @@ fn clamp_tensor(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims)])
 }
 
+// PT2E int8 (quantized_decomposed): the checks torch's reference kernels
+// make (torch/ao/quantization/fx/_decomposed.py), before any back end runs.
+
+/// The integer `dtype` argument, one torch quantizes to, with
+/// `quant_min`/`quant_max` in its range (where the op has them).
+fn quant_dtype(site: &Site, bounds: bool) -> Result<Dtype> {
+    let d = site.args.dtype("dtype").ok_or_else(|| site.fail("dtype", "is missing"))?;
+    let (lo, hi) = match d {
+        Dtype::Uint8 => (0, 255),
+        Dtype::Int8 => (-128, 127),
+        Dtype::Uint16 => (0, 65535),
+        Dtype::Int16 => (-32768, 32767),
+        Dtype::Int32 => (i32::MIN as i64, i32::MAX as i64),
+        other => return Err(site.fail("dtype", format!("is {}, not a dtype torch quantizes to", other.torch_name()))),
+    };
+    if bounds {
+        let (qmin, qmax) = (site.args.int("quant_min")?, site.args.int("quant_max")?);
+        if qmin < lo || qmax > hi {
+            return Err(site.fail(
+                "quant_min/quant_max",
+                format!("are [{qmin}, {qmax}], outside {}'s range [{lo}, {hi}]", d.torch_name()),
+            ));
+        }
+    }
+    Ok(d)
+}
+
+/// A float input (torch quantizes float32, float16 and bfloat16).
+fn float_input(site: &Site) -> Result<()> {
+    match site.dtype("input")? {
+        Dtype::Float32 | Dtype::Float16 | Dtype::BFloat16 => Ok(()),
+        d => Err(site.fail("input", format!("is {}, expected float32, float16 or bfloat16", d.torch_name()))),
+    }
+}
+
+/// A quantized input of the `dtype` argument (torch asserts it).
+fn quantized_input(site: &Site, d: Dtype) -> Result<()> {
+    let got = site.dtype("input")?;
+    if got != d {
+        return Err(site.fail("input", format!("is {}, but dtype says {}", got.torch_name(), d.torch_name())));
+    }
+    Ok(())
+}
+
+/// The one-element `scale` and `zero_point` tensors of a `.tensor` overload.
+fn one_element(site: &Site) -> Result<()> {
+    for name in ["scale", "zero_point"] {
+        if let Ok(Some(v)) = site.args.ot(name) {
+            let dims = site.dims_of(v)?;
+            if dims.iter().all(Option::is_some) && dims.iter().map(|d| d.unwrap_or(1)).product::<i64>() != 1 {
+                return Err(site.fail(name, "must have one element"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A per-channel op's `axis` within the input, and its `scales` and
+/// `zero_points` one value a channel along it (or one for all).
+fn channels(site: &Site) -> Result<()> {
+    let x = site.dims("input")?;
+    let axis = site.dim_index("axis", site.args.int("axis")?, x.len())?;
+    for name in ["scales", "zero_points"] {
+        let Some(v) = site.args.ot(name)? else { continue };
+        let d = site.dims_of(v)?;
+        let fits = d.len() == 1
+            && match (d[0], x[axis]) {
+                (Some(c), Some(n)) => c == 1 || c == n,
+                _ => true,
+            };
+        if !fits {
+            return Err(site.fail(name, format!("has dims {d:?}: one value a channel of the {x:?} input's dim {axis} expected")));
+        }
+    }
+    Ok(())
+}
+
+fn quantize_per_tensor(site: &Site) -> Result<Vec<Out>> {
+    float_input(site)?;
+    one_element(site)?;
+    let d = quant_dtype(site, true)?;
+    Ok(vec![Out { dims: Some(site.dims("input")?), dtype: Some(d) }])
+}
+
+fn quantize_per_channel(site: &Site) -> Result<Vec<Out>> {
+    float_input(site)?;
+    channels(site)?;
+    let d = quant_dtype(site, true)?;
+    Ok(vec![Out { dims: Some(site.dims("input")?), dtype: Some(d) }])
+}
+
+fn dequantize(site: &Site) -> Result<Vec<Out>> {
+    let per_channel = site.node.target.name == "dequantize_per_channel";
+    let d = quant_dtype(site, per_channel)?;
+    quantized_input(site, d)?;
+    if per_channel {
+        channels(site)?;
+    } else {
+        one_element(site)?;
+    }
+    let od = site.args.dtype("out_dtype").unwrap_or(Dtype::Float32);
+    Ok(vec![Out { dims: Some(site.dims("input")?), dtype: Some(od) }])
+}
+
+/// choose_qparams: a float input with elements, a range that holds 0
+/// (torch's `validate_qmin_qmax`); a float64 scale and an int64 zero point
+/// of one element each.
+fn choose_qparams(site: &Site) -> Result<Vec<Out>> {
+    float_input(site)?;
+    quant_dtype(site, false)?;
+    let (qmin, qmax) = (site.args.int("quant_min")?, site.args.int("quant_max")?);
+    if !(qmin <= 0 && 0 <= qmax && qmin < qmax) {
+        return Err(site.fail("quant_min/quant_max", format!("are [{qmin}, {qmax}]: the range must hold 0 and qmin < qmax")));
+    }
+    if site.dims("input")?.contains(&Some(0)) {
+        return Err(site.fail("input", "has no elements (torch's aminmax refuses it)"));
+    }
+    let one = |d| Out { dims: Some(vec![Some(1)]), dtype: Some(d) };
+    Ok(vec![one(Dtype::Float64), one(Dtype::Int64)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
@@ -85,4 +206,11 @@ pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.floor.default", same), ("aten.ceil.default", same), ("aten.round.default", same),
     ("aten.trunc.default", same), ("aten.sign.default", same), ("aten.logical_not.default", same),
     ("aten.bitwise_not.default", same), ("aten.isnan.default", same), ("aten.isinf.default", same),
+    ("quantized_decomposed.quantize_per_tensor.default", quantize_per_tensor),
+    ("quantized_decomposed.quantize_per_tensor.tensor", quantize_per_tensor),
+    ("quantized_decomposed.quantize_per_channel.default", quantize_per_channel),
+    ("quantized_decomposed.dequantize_per_tensor.default", dequantize),
+    ("quantized_decomposed.dequantize_per_tensor.tensor", dequantize),
+    ("quantized_decomposed.dequantize_per_channel.default", dequantize),
+    ("quantized_decomposed.choose_qparams.tensor", choose_qparams),
 ];

@@ -302,8 +302,8 @@ fn unflatten(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
-/// constant_pad_nd: an even number of pads, at most two per dim, sizes
-/// that stay >= 0.
+/// constant_pad_nd: an even number of pads, at most two per dim, negative
+/// pads that cut no more than the dim holds, sizes that stay >= 0.
 fn constant_pad(site: &Site) -> Result<Vec<Out>> {
     let mut dims = site.dims("self")?;
     let pad = site.sym_list("pad")?;
@@ -318,7 +318,16 @@ fn constant_pad(site: &Site) -> Result<Vec<Out>> {
         let d = r - 1 - k;
         dims[d] = match (dims[d], pair[0], pair[1]) {
             (Some(n), Some(a), Some(b)) => {
-                let m = n + a + b;
+                // Negative pads first cut the dim (torch narrows), each
+                // within what is there, then positive ones grow it.
+                let cut = a.min(0).saturating_add(b.min(0));
+                if n.saturating_add(cut) < 0 {
+                    return Err(site.fail(
+                        "pad",
+                        format!("{} cuts more than dim {d} of size {n} holds (torch: narrow(): length must be non-negative)", show(&pad)),
+                    ));
+                }
+                let m = n.saturating_add(a).saturating_add(b);
                 if m < 0 {
                     return Err(site.fail("pad", format!("{} makes dim {d} of size {n} negative", show(&pad))));
                 }

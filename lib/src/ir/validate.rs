@@ -34,6 +34,42 @@ pub fn validate(program: &Program) -> Result<()> {
         check_view(&w.meta, storage.len())
             .map_err(|m| Error::bad_input(format!("weight '{}': {m}", w.name)))?;
     }
+    // A weight is what the graph input it fills says it is: the same
+    // dtype (so its bytes are that dtype's) and sizes.
+    for (pos, input) in program.graph.inputs.iter().enumerate() {
+        let (Some(w), Argument::Tensor(v)) = (program.weight_for_input(pos), input) else {
+            continue;
+        };
+        let Some(crate::ir::ValueKind::Tensor(m)) =
+            program.graph.values.get(v.index()).map(|x| &x.kind)
+        else {
+            continue;
+        };
+        let agree = m.dtype == w.meta.dtype
+            && m.sizes.len() == w.meta.sizes.len()
+            && m.sizes
+                .iter()
+                .zip(&w.meta.sizes)
+                .all(|(a, b)| a.as_int().is_none() || a == b);
+        if !agree {
+            let show = |sizes: &[crate::ir::Sym]| {
+                let v: Vec<String> = sizes
+                    .iter()
+                    .map(|s| s.as_int().map_or("?".to_string(), |n| n.to_string()))
+                    .collect();
+                format!("[{}]", v.join(", "))
+            };
+            return Err(Error::bad_input(format!(
+                "weight '{}': graph input {pos} declares it {} {}, but its payload is {} {} ({} bytes)",
+                w.name,
+                m.dtype.torch_name(),
+                show(&m.sizes),
+                w.meta.dtype.torch_name(),
+                show(&w.meta.sizes),
+                w.nbytes()
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -165,17 +201,35 @@ pub fn check_view(
     if sizes.iter().any(|&s| s < 0) || strides.iter().any(|&s| s < 0) || offset < 0 {
         return Err("negative size, stride or offset".into());
     }
+    // Every size, stride and offset product in int64, checked: a view
+    // whose arithmetic wraps is refused as torch refuses it.
+    let overflow = || {
+        format!(
+            "Storage size calculation overflowed with sizes={sizes:?} and strides={strides:?} (offset {offset}, {})",
+            meta.dtype
+        )
+    };
+    let elem = meta.dtype.size() as i64;
+    sizes
+        .iter()
+        .try_fold(1i64, |n, &s| n.checked_mul(s))
+        .and_then(|n| n.checked_mul(elem))
+        .ok_or_else(overflow)?;
     if sizes.contains(&0) {
         return Ok(());
     }
-    let last: i64 = offset
-        + sizes
-            .iter()
-            .zip(&strides)
-            .map(|(s, st)| (s - 1) * st)
-            .sum::<i64>();
-    let needed = (last as u128 + 1) * meta.dtype.size() as u128;
-    if needed > storage_bytes as u128 {
+    let last = sizes
+        .iter()
+        .zip(&strides)
+        .try_fold(offset, |at, (s, st)| {
+            (s - 1).checked_mul(*st).and_then(|d| at.checked_add(d))
+        })
+        .ok_or_else(overflow)?;
+    let needed = last
+        .checked_add(1)
+        .and_then(|n| n.checked_mul(elem))
+        .ok_or_else(overflow)?;
+    if needed as u128 > storage_bytes as u128 {
         return Err(format!(
             "shape {:?} with strides {:?} and offset {offset} needs {needed} bytes, the payload has {storage_bytes}",
             sizes, strides

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! A reader refuses a newer major version; a newer minor is read (fields it
-//! does not know are skipped by protobuf). A stream's storages are read
+//! does not know are skipped by protobuf). Nothing may follow the end
+//! record (two streams concatenated are refused, not read as the first). A stream's storages are read
 //! into one allocation when they are small; above [`SPOOL_BYTES`] they are
 //! written, as they arrive, to an unlinked temporary file that is then
 //! mapped, so a reader of a pipe holds a bounded window of weight bytes in
@@ -28,6 +29,9 @@
 //! of the stream path (framing, order, counts, truncation) is the same code.
 
 mod convert;
+mod refs;
+
+pub use refs::{offer_handover, offer_handover_on, reader_takes_handover};
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -55,7 +59,9 @@ pub(crate) use generated::pt2ir as pb;
 pub const MAGIC: &[u8; 8] = b"\x89PT2IR\r\n";
 pub const FORMAT_MAJOR: u32 = 1;
 /// Minor 1: storages may be passed by reference (`StorageRef`).
-pub const FORMAT_MINOR: u32 = 1;
+/// Minor 2: a reference may point into an IR file's storage chunk, or into
+/// another tool's spool (handed over through a pipe: `refs`).
+pub const FORMAT_MINOR: u32 = 2;
 /// Storage bytes per chunk record: one chunk per storage up to 1 GiB, so
 /// that a reader of an IR file maps each storage as one window of the file
 /// (a storage split over chunks is not contiguous there: chunk headers sit
@@ -101,8 +107,26 @@ pub enum Weights {
     /// In the stream, in chunks.
     Inline,
     /// By reference where a storage is a stored member of a `.pt2` archive
-    /// on disk (the reader maps the archive itself); inline otherwise.
+    /// on disk, or the data of a storage chunk of an IR file (the reader
+    /// maps the file itself); inline otherwise.
     Reference,
+    /// As `Reference`, and a storage in this process's spool (weights it
+    /// read from a pipe) by reference too: only into a pipe whose reader
+    /// takes a hand-over ([`reader_takes_handover`]; see `refs`), which
+    /// the writer waits for after its end record.
+    Handover,
+}
+
+impl Weights {
+    /// Where a storage goes by reference, if it does.
+    fn reference(self, storage: &Blob) -> Option<crate::blob::FileRef> {
+        let r = storage.file_ref()?;
+        match (self, r.origin.kind) {
+            (Weights::Inline, _) => None,
+            (Weights::Reference, crate::blob::OriginKind::Spool) => None,
+            _ => Some(r),
+        }
+    }
 }
 
 /// Writes a program with its weights inline.
@@ -128,6 +152,22 @@ pub fn write_program_chunked<W: Write + ?Sized>(
     weights: Weights,
     chunk: usize,
 ) -> Result<()> {
+    let spools = write_program_unwaited(program, w, weights, chunk)?;
+    if !spools.is_empty() {
+        refs::wait_for_handover(&spools);
+    }
+    Ok(())
+}
+
+/// [`write_program_chunked`] without the wait for a hand-over: returns the
+/// spools it handed over (tests write hostile streams with it).
+#[doc(hidden)]
+pub fn write_program_unwaited<W: Write + ?Sized>(
+    program: &Program,
+    w: &mut W,
+    weights: Weights,
+    chunk: usize,
+) -> Result<Vec<Arc<File>>> {
     let chunk = chunk.clamp(1, CHUNK);
     w.write_all(MAGIC).map_err(write_err)?;
     let header = pb::StreamHeader {
@@ -152,9 +192,11 @@ pub fn write_program_chunked<W: Write + ?Sized>(
     let inline_bytes: u64 = program
         .storages
         .iter()
-        .filter(|s| weights == Weights::Inline || s.file_ref().is_none())
+        .filter(|s| weights.reference(s).is_none())
         .map(|s| s.len() as u64)
         .sum();
+    // The spools handed over, to wait for once the stream is written.
+    let mut spools: Vec<Arc<File>> = Vec::new();
     let mut progress = crate::progress::Progress::bytes("weights", inline_bytes);
     let w = &mut crate::progress::CountingWriter {
         inner: w,
@@ -162,7 +204,14 @@ pub fn write_program_chunked<W: Write + ?Sized>(
     };
     let mut total = 0u64;
     for (index, storage) in program.storages.iter().enumerate() {
-        if let Some(r) = storage.file_ref().filter(|_| weights == Weights::Reference) {
+        if let Some(r) = weights.reference(storage) {
+            if r.origin.kind == crate::blob::OriginKind::Spool {
+                if let Some(f) = storage.file() {
+                    if !spools.iter().any(|s| Arc::ptr_eq(s, f)) {
+                        spools.push(f.clone());
+                    }
+                }
+            }
             let record = pb::Record {
                 kind: Some(pb::record::Kind::StorageRef(pb::StorageRef {
                     index: index as u32,
@@ -215,7 +264,8 @@ pub fn write_program_chunked<W: Write + ?Sized>(
         ..Default::default()
     };
     write_record(w, &encode(&end)?)?;
-    w.flush().map_err(write_err)
+    w.flush().map_err(write_err)?;
+    Ok(spools)
 }
 
 /// Appends a protobuf varint (also used by the ONNX writer's framing).
@@ -271,6 +321,9 @@ struct Mapped {
     map: Arc<memmap2::Mmap>,
     file: Arc<File>,
     pos: usize,
+    /// The file as other processes can find it (its windows may then be
+    /// passed on by reference).
+    origin: Option<Arc<crate::blob::FileOrigin>>,
 }
 
 impl Read for Mapped {
@@ -295,10 +348,11 @@ impl Input for Mapped {
         }
         let range = self.pos..self.pos + n as usize;
         self.pos = range.end;
-        Some(Some(Blob::mapped(
+        Some(Some(Blob::mapped_from(
             self.map.clone(),
             Some(self.file.clone()),
             range,
+            self.origin.clone(),
         )))
     }
 }
@@ -476,10 +530,12 @@ pub fn read_program_file(
     what: &str,
 ) -> Result<Program> {
     let map = crate::output::inputs::map(&file, path, what)?;
+    let origin = refs::ir_file_origin(&file, path);
     let mut input = Mapped {
         map,
         file: Arc::new(file),
         pos: 0,
+        origin,
     };
     read_input(&mut input, what)
 }
@@ -520,6 +576,9 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut arena: Vec<u8> = Vec::new();
     // Or, for a large stream, the storages in a temporary file.
     let mut spool: Option<Spool> = None;
+    // Whether the storages go to a spool: made at the first chunk (a
+    // stream whose weights all come by reference makes none).
+    let mut spool_total: Option<u64> = None;
     // Bytes of weights read from a stream (a file's are mapped, not read).
     let mut progress: Option<crate::progress::Progress> = None;
     let mut windows: Vec<Option<Blob>> = Vec::new();
@@ -529,10 +588,9 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
     let mut bases: Vec<usize> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
     let mut filled: Vec<u64> = Vec::new();
-    // Storages passed by reference, and the archives they point into.
-    let mut refs: Vec<Option<Blob>> = Vec::new();
-    let mut archives: std::collections::HashMap<String, crate::zip::Archive> =
-        std::collections::HashMap::new();
+    // Storages passed by reference, and the files they point into.
+    let mut by_ref: Vec<Option<Blob>> = Vec::new();
+    let mut resolver = refs::Resolver::default();
     loop {
         let len = rr
             .record_len()?
@@ -565,6 +623,9 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         }
                         if i >= sizes.len() || offset != filled[i] || filled[i] + n > sizes[i] {
                             return Err(rr.err(format!("storage {i}: chunk at offset {offset} out of order or out of range")));
+                        }
+                        if let (None, Some(total)) = (&spool, spool_total) {
+                            spool = Some(Spool::new(total).map_err(|e| e.at(what))?);
                         }
                         if let Some(spool) = spool.as_mut() {
                             let start = (bases[i] as u64) + offset;
@@ -640,7 +701,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     windows = vec![None; storage_sizes.len()];
                     gathered = vec![false; storage_sizes.len()];
                 } else if total > spool_bytes() && !crate::output::inputs::no_mmap() {
-                    spool = Some(Spool::new(total).map_err(|e| e.at(what))?);
+                    spool_total = Some(total);
                 } else {
                     arena = try_zeroed(total as usize).ok_or_else(|| {
                         rr.err(format!(
@@ -652,7 +713,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                     progress = Some(crate::progress::Progress::bytes("weights", total));
                 }
                 filled = vec![0; storage_sizes.len()];
-                refs = vec![None; storage_sizes.len()];
+                by_ref = vec![None; storage_sizes.len()];
                 sizes = storage_sizes;
                 program = Some(prog);
             }
@@ -671,8 +732,9 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         "storage {i}: reference out of order or of the wrong size"
                     )));
                 }
-                refs[i] = Some(
-                    resolve_ref(&r, &mut archives)
+                by_ref[i] = Some(
+                    resolver
+                        .resolve(&r)
                         .map_err(|e| e.at(format!("{what}: storage {i}")))?,
                 );
                 filled[i] = r.length;
@@ -684,13 +746,28 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 if end.storages != sizes.len() as u64 || end.bytes != total || filled != sizes {
                     return Err(rr.err("truncated IR stream (storage bytes missing)"));
                 }
-                let storages: Vec<Blob> = if let Some(spool) = spool.take() {
-                    let (map, file) = spool.finish().map_err(|e| e.at(what))?;
+                // Nothing may follow the end record: two streams
+                // concatenated would otherwise be read as the first alone.
+                if rr.byte()?.is_some() {
+                    return Err(rr.err(
+                        "bytes after the end record (two IR streams concatenated?): a stream holds one program",
+                    ));
+                }
+                let storages: Vec<Blob> = if spool.is_none() && spool_total.is_some() {
+                    // every storage came by reference (or is empty)
+                    vec![Blob::default(); sizes.len()]
+                } else if let Some(spool) = spool.take() {
+                    let (map, file, origin) = spool.finish().map_err(|e| e.at(what))?;
                     bases
                         .iter()
                         .zip(&sizes)
                         .map(|(&b, &n)| {
-                            Blob::mapped(map.clone(), Some(file.clone()), b..b + n as usize)
+                            Blob::mapped_from(
+                                map.clone(),
+                                Some(file.clone()),
+                                b..b + n as usize,
+                                origin.clone(),
+                            )
                         })
                         .collect()
                 } else if mapped {
@@ -704,10 +781,11 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                         .enumerate()
                         .map(|(i, w)| match (w, &split) {
                             (Some(w), _) => w,
-                            (None, Some((map, file))) if gathered[i] => Blob::mapped(
+                            (None, Some((map, file, origin))) if gathered[i] => Blob::mapped_from(
                                 map.clone(),
                                 Some(file.clone()),
                                 bases[i]..bases[i] + sizes[i] as usize,
+                                origin.clone(),
                             ),
                             // an empty storage (no chunk)
                             _ => Blob::default(),
@@ -723,7 +801,7 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
                 };
                 program.storages = storages
                     .into_iter()
-                    .zip(refs)
+                    .zip(by_ref)
                     .map(|(inline, by_ref)| by_ref.unwrap_or(inline))
                     .collect();
                 crate::ir::validate::validate(&program).map_err(|e| e.at(what))?;
@@ -753,12 +831,22 @@ struct Spool {
 impl Spool {
     fn new(total: u64) -> Result<Spool> {
         let dir = std::env::temp_dir();
-        let file = tempfile::tempfile_in(&dir).map_err(|e| {
-            Error::io(
-                format!("a temporary file in {} for the weights", dir.display()),
-                e,
-            )
-        })?;
+        // Named (`.pt2kit-spool-*`) only until unlinked, right here: its
+        // name in /proc tells a reader it is a spool (see `refs`).
+        let file = tempfile::Builder::new()
+            .prefix(refs::SPOOL_PREFIX)
+            .tempfile_in(&dir)
+            .and_then(|t| {
+                let (file, path) = t.into_parts();
+                path.close()?;
+                Ok(file)
+            })
+            .map_err(|e| {
+                Error::io(
+                    format!("a temporary file in {} for the weights", dir.display()),
+                    e,
+                )
+            })?;
         file.set_len(total).map_err(|e| {
             Error::io(
                 format!(
@@ -811,56 +899,21 @@ impl Spool {
         Ok(())
     }
 
-    fn finish(self) -> Result<(Arc<memmap2::Mmap>, Arc<File>)> {
+    /// The spool mapped, with its origin (a reader of this tool's output
+    /// may be handed it).
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        self,
+    ) -> Result<(
+        Arc<memmap2::Mmap>,
+        Arc<File>,
+        Option<Arc<crate::blob::FileOrigin>>,
+    )> {
         // SAFETY: the file is this process's own, unlinked: nothing else
         // can change it while it is mapped.
         let map = unsafe { memmap2::Mmap::map(&self.file) }
             .map_err(|e| Error::io("mapping the spooled weights", e))?;
-        Ok((Arc::new(map), Arc::new(self.file)))
+        let origin = crate::blob::FileOrigin::spool(&self.file).map(Arc::new);
+        Ok((Arc::new(map), Arc::new(self.file), origin))
     }
-}
-
-/// The bytes a `StorageRef` points at: a stored member (or part of one) of
-/// the archive at its path, which must still have the size and time the
-/// writer saw.
-fn resolve_ref(
-    r: &pb::StorageRef,
-    archives: &mut std::collections::HashMap<String, crate::zip::Archive>,
-) -> Result<Blob> {
-    use std::os::unix::fs::MetadataExt;
-    let path = std::path::Path::new(&r.path);
-    if !path.is_absolute() {
-        return Err(Error::bad_input(format!(
-            "refers to a relative path {:?}",
-            r.path
-        )));
-    }
-    let meta = std::fs::metadata(path).map_err(|e| {
-        Error::bad_input(format!(
-            "refers to the archive {}, which cannot be read ({e}); the stream was written by reference: re-run pt2ir, or write it with --weights inline",
-            r.path
-        ))
-    })?;
-    let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-    if meta.len() != r.file_size || mtime != r.mtime_ns {
-        return Err(Error::bad_input(format!(
-            "refers to the archive {}, which has changed since the stream was written: re-run pt2ir",
-            r.path
-        )));
-    }
-    if !archives.contains_key(&r.path) {
-        let archive = crate::zip::Archive::open(path)
-            .map_err(|e| e.at(format!("the archive it refers to, {}", r.path)))?;
-        archives.insert(r.path.clone(), archive);
-    }
-    archives[&r.path]
-        .stored_window(r.offset, r.length)
-        .ok_or_else(|| {
-            Error::bad_input(format!(
-                "bytes {}..{} of {} are not the data of a stored archive member",
-                r.offset,
-                r.offset.saturating_add(r.length),
-                r.path
-            ))
-        })
 }

@@ -1,6 +1,7 @@
 //! Elementwise arithmetic, comparisons, logic and math functions: the decomposition rules.
 
 use super::*;
+use crate::promote::{result_type, Rank};
 
 fn renamed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let name = a.0.target.name.trim_matches('_');
@@ -588,6 +589,183 @@ fn conj_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?])
 }
 
+// PT2E int8 (quantized_decomposed): torch's reference kernels
+// (torch/ao/quantization/fx/_decomposed.py) step by step in core ops, each
+// in the dtype torch computes it in: the executor and ONNX Runtime give
+// torch's integers.
+
+/// A per-tensor parameter as a 0-d tensor (a `.tensor` overload's
+/// one-element tensor viewed as 0-d), or `None` where it is a number.
+fn qparam_0d(em: &mut Emitter, a: &NodeArgs, name: &str) -> Result<Option<ValueId>> {
+    match a.0.arg(name) {
+        Some(Argument::Tensor(v)) => Ok(Some(view(em, *v, &[], None)?)),
+        _ => Ok(None),
+    }
+}
+
+/// `x` as `dtype` (itself when it is).
+fn as_dtype(em: &mut Emitter, x: ValueId, dtype: Dtype) -> Result<ValueId> {
+    if em.dtype(x)? == dtype {
+        Ok(x)
+    } else {
+        to_copy(em, x, dtype, None)
+    }
+}
+
+/// `op(x, other)` with torch's result dtype `dtype` and `x`'s sizes
+/// broadcast with `other`'s (a number: `x`'s).
+fn scalar_op(em: &mut Emitter, op: &str, x: ValueId, other: Argument, dtype: Dtype) -> Result<ValueId> {
+    let sizes = match &other {
+        Argument::Tensor(o) => broadcast(&em.sizes(x)?, &em.sizes(*o)?),
+        _ => em.sizes(x)?,
+    };
+    let meta = em.meta_like(x, dtype, sizes)?;
+    em.op(op, vec![("self", Argument::Tensor(x)), ("other", other)], meta)
+}
+
+/// `clamp(round(t) + zp, quant_min, quant_max).to(dtype)` into the
+/// node's output, `t` the scaled input in `c`.
+fn round_shift_clamp(em: &mut Emitter, a: &NodeArgs, t: ValueId, zp: Argument, c: Dtype) -> Result<Vec<ValueId>> {
+    let r = unary(em, "aten.round.default", t)?;
+    let r = scalar_op(em, "aten.add.Tensor", r, zp, c)?;
+    let sizes = em.sizes(r)?;
+    let meta = em.meta_like(r, c, sizes)?;
+    let clamped = em.op(
+        "aten.clamp.default",
+        vec![
+            ("self", Argument::Tensor(r)),
+            ("min", Argument::Int(a.int("quant_min")?)),
+            ("max", Argument::Int(a.int("quant_max")?)),
+        ],
+        meta,
+    )?;
+    Ok(vec![to_copy(em, clamped, em.dtype(a.out(0)?)?, Some(a.out(0)?))?])
+}
+
+/// quantize_per_tensor (`.default`, `.tensor`): `input * (1.0 / scale)` in
+/// float32, the reciprocal in float64 (Python's, of `scale.item()`).
+fn quantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let f32_ = Dtype::Float32;
+    let x = as_dtype(em, a.t("input")?, f32_)?;
+    let inv = match qparam_0d(em, a, "scale")? {
+        Some(s) => {
+            let s = as_dtype(em, s, Dtype::Float64)?;
+            let r = unary(em, "aten.reciprocal.default", s)?;
+            Argument::Tensor(to_copy(em, r, f32_, None)?)
+        }
+        None => Argument::Float((1.0 / a.float("scale")?) as f32 as f64),
+    };
+    let t = scalar_op(em, "aten.mul.Tensor", x, inv, f32_)?;
+    let zp = match qparam_0d(em, a, "zero_point")? {
+        Some(z) => Argument::Tensor(z),
+        None => Argument::Int(a.int("zero_point")?),
+    };
+    round_shift_clamp(em, a, t, zp, f32_)
+}
+
+/// A per-channel parameter viewed to broadcast along `axis` of `x`.
+fn along_axis(em: &mut Emitter, a: &NodeArgs, name: &str, x: ValueId) -> Result<ValueId> {
+    let v = a.t(name)?;
+    let rank = em.rank(x)?;
+    let axis = normalize_dim(a.int("axis")?, rank)?;
+    let mut shape = vec![SymRef::Int(1); rank];
+    shape[axis] = SymRef::Int(em.static_dim(v, 0, "a per-channel parameter")?);
+    view(em, v, &shape, None)
+}
+
+/// quantize_per_channel: `input * (1.0 / scales)`, the reciprocals in the
+/// scales' dtype, the product in float32 promoted with it.
+fn quantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = as_dtype(em, a.t("input")?, Dtype::Float32)?;
+    let s = along_axis(em, a, "scales", x)?;
+    let c = result_type(&[(Dtype::Float32, Rank::Dim), (em.dtype(s)?, Rank::Dim)]);
+    let inv = unary(em, "aten.reciprocal.default", s)?;
+    let t = scalar_op(em, "aten.mul.Tensor", x, Argument::Tensor(inv), c)?;
+    let z = along_axis(em, a, "zero_points", x)?;
+    round_shift_clamp(em, a, t, Argument::Tensor(z), c)
+}
+
+/// dequantize_per_tensor (`.default`, `.tensor`): `(input.to(out_dtype) -
+/// zero_point) * scale`, the parameters as Python numbers in `out_dtype`.
+fn dequantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let od = em.dtype(out)?;
+    let x = as_dtype(em, a.t("input")?, od)?;
+    let zp = match qparam_0d(em, a, "zero_point")? {
+        Some(z) => Argument::Tensor(z),
+        None => Argument::Int(a.int("zero_point")?),
+    };
+    let d = scalar_op(em, "aten.sub.Tensor", x, zp, od)?;
+    let scale = match qparam_0d(em, a, "scale")? {
+        Some(s) => Argument::Tensor(as_dtype(em, s, od)?),
+        None => Argument::Float(a.float("scale")?),
+    };
+    em.op_into("aten.mul.Tensor", vec![("self", Argument::Tensor(d)), ("other", scale)], out)?;
+    Ok(vec![out])
+}
+
+/// dequantize_per_channel: `((input - zero_points) * scales).to(out_dtype)`
+/// under torch's promotion (an exact integer difference, then the scales'
+/// dtype).
+fn dequantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let mut d = a.t("input")?;
+    if a.ot("zero_points")?.is_some() {
+        let z = along_axis(em, a, "zero_points", d)?;
+        let dt = result_type(&[(em.dtype(d)?, Rank::Dim), (em.dtype(z)?, Rank::Dim)]);
+        d = scalar_op(em, "aten.sub.Tensor", d, Argument::Tensor(z), dt)?;
+    }
+    let s = along_axis(em, a, "scales", d)?;
+    let c = result_type(&[(em.dtype(d)?, Rank::Dim), (em.dtype(s)?, Rank::Dim)]);
+    let od = em.dtype(out)?;
+    if c == od {
+        return binary_into(em, a, "aten.mul.Tensor", d, s, od);
+    }
+    let m = scalar_op(em, "aten.mul.Tensor", d, Argument::Tensor(s), c)?;
+    Ok(vec![to_copy(em, m, od, Some(out))?])
+}
+
+/// choose_qparams.tensor: torch's `determine_qparams` of `aminmax(input)`:
+/// `scale = max((max(x, 0) - min(x, 0)) / (qmax - qmin), eps)` (in the
+/// input's dtype, then float32), `zero_point = clamp(qmin - round(min(x,
+/// 0) / scale), qmin, qmax)` in int32; as float64 and int64, shape `[1]`.
+fn choose_qparams(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("input")?;
+    let dt = em.dtype(x)?;
+    let (qmin, qmax) = (a.int("quant_min")?, a.int("quant_max")?);
+    let f32_ = Dtype::Float32;
+    let bound = |em: &mut Emitter, op: &str, side: &str| -> Result<ValueId> {
+        let m = reduce(em, op, x, &[], false, vec![], dt, None)?;
+        let meta = em.meta_like(m, dt, vec![])?;
+        em.op("aten.clamp.default", vec![("self", Argument::Tensor(m)), (side, Argument::Float(0.0))], meta)
+    };
+    let neg = bound(em, "aten.amin.default", "max")?;
+    let pos = bound(em, "aten.amax.default", "min")?;
+    let range = scalar_op(em, "aten.sub.Tensor", pos, Argument::Tensor(neg), dt)?;
+    let scale = scalar_op(em, "aten.div.Tensor", range, Argument::Float((qmax - qmin) as f64), dt)?;
+    let scale = as_dtype(em, scale, f32_)?;
+    let scale = view(em, scale, &[SymRef::Int(1)], None)?;
+    let eps = Argument::Float(a.float("eps")? as f32 as f64);
+    let meta = em.meta_like(scale, f32_, vec![Sym::Int(1)])?;
+    let scale = em.op("aten.clamp.default", vec![("self", Argument::Tensor(scale)), ("min", eps)], meta)?;
+    let neg = as_dtype(em, neg, f32_)?;
+    let q = scalar_op(em, "aten.div.Tensor", neg, Argument::Tensor(scale), f32_)?;
+    let q = unary(em, "aten.round.default", q)?;
+    let q = to_copy(em, q, Dtype::Int32, None)?;
+    let z = scalar_op(em, "aten.mul.Tensor", q, Argument::Int(-1), Dtype::Int32)?;
+    let z = scalar_op(em, "aten.add.Tensor", z, Argument::Int(qmin), Dtype::Int32)?;
+    let meta = em.meta_like(z, Dtype::Int32, vec![Sym::Int(1)])?;
+    let z = em.op(
+        "aten.clamp.default",
+        vec![("self", Argument::Tensor(z)), ("min", Argument::Int(qmin)), ("max", Argument::Int(qmax))],
+        meta,
+    )?;
+    Ok(vec![
+        to_copy(em, scale, Dtype::Float64, Some(a.out(0)?))?,
+        to_copy(em, z, Dtype::Int64, Some(a.out(1)?))?,
+    ])
+}
+
 rules! {
     "aten.real.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
     "aten.imag.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
@@ -642,6 +820,13 @@ rules! {
     "aten.lerp.Scalar" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] lerp;
     "aten.addcmul.default" => ["aten.mul.Tensor", "aten.add.Tensor"] addc;
     "aten.addcdiv.default" => ["aten.div.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] addc;
+    "quantized_decomposed.quantize_per_tensor.default" => ["aten._to_copy.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_tensor;
+    "quantized_decomposed.quantize_per_tensor.tensor" => ["aten.view.default", "aten._to_copy.default", "aten.reciprocal.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_tensor;
+    "quantized_decomposed.quantize_per_channel.default" => ["aten.view.default", "aten._to_copy.default", "aten.reciprocal.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_channel;
+    "quantized_decomposed.dequantize_per_tensor.default" => ["aten._to_copy.default", "aten.sub.Tensor", "aten.mul.Tensor"] dequantize_per_tensor;
+    "quantized_decomposed.dequantize_per_tensor.tensor" => ["aten.view.default", "aten._to_copy.default", "aten.sub.Tensor", "aten.mul.Tensor"] dequantize_per_tensor;
+    "quantized_decomposed.dequantize_per_channel.default" => ["aten.view.default", "aten.sub.Tensor", "aten.mul.Tensor", "aten._to_copy.default"] dequantize_per_channel;
+    "quantized_decomposed.choose_qparams.tensor" => ["aten.amin.default", "aten.amax.default", "aten.clamp.default", "aten.sub.Tensor", "aten.div.Tensor", "aten._to_copy.default", "aten.view.default", "aten.round.default", "aten.mul.Tensor", "aten.add.Tensor"] choose_qparams;
 }
 
 /// Ops that are another op of this family under another name.

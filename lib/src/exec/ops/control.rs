@@ -83,7 +83,11 @@ fn cond(ctx: &mut Ctx) -> OpResult {
     let pred = truth(&ctx.input(0)?, "the cond predicate")?;
     let branch = subgraph_at(ctx, if pred { 1 } else { 2 }, "branch")?;
     let operands = list_at(ctx, 3)?;
-    run_subgraph(ctx, branch, operands)
+    // The node's outputs are the branch's first ones (torch reads them by
+    // position; a branch with fewer is refused at load, infer/control.rs).
+    let mut outs = run_subgraph(ctx, branch, operands)?;
+    outs.truncate(ctx.node.outputs.len());
+    Ok(outs)
 }
 
 /// `while_loop(cond_graph, body_graph, carried, additional)`, as torch
@@ -101,7 +105,13 @@ fn while_loop(ctx: &mut Ctx) -> OpResult {
         inputs.extend(additional.iter().cloned());
         inputs
     };
+    let mut iterations: u64 = 0;
     loop {
+        if ctx.exec.max_iterations.is_some_and(|max| iterations >= max) {
+            return Err(Error::bad_input(format!(
+                "still looping after {iterations} iterations, the bound on a while_loop (raise it with --max-iterations N)"
+            )));
+        }
         let pred = run_subgraph(ctx, cond_graph, with_additional(&carried))?;
         let [pred] = pred.as_slice() else {
             return Err(Error::bad_input(format!(
@@ -122,8 +132,49 @@ fn while_loop(ctx: &mut Ctx) -> OpResult {
                 carried.len()
             )));
         }
+        // Torch keeps every carried value's shape (its while_loop refuses
+        // a body that changes one): a body that grows its carry, which
+        // would double it every iteration, is refused before the next.
+        keeps_shapes(body_graph, &next)?;
+        iterations += 1;
+        if let Some(budget) = ctx.exec.max_memory {
+            crate::exec::budget::check_carry(budget, ctx.node, &next, iterations)?;
+        }
         carried = next;
     }
+}
+
+/// Each carried tensor the body returns has the sizes its graph input
+/// (the carried value) is recorded with, where those are constants.
+fn keeps_shapes(body: &Subgraph, next: &[Value]) -> Result<()> {
+    for (k, (arg, value)) in body.graph.inputs.iter().zip(next).enumerate() {
+        let (Argument::Tensor(v), Value::Tensor(t)) = (arg, value) else {
+            continue;
+        };
+        let ValueKind::Tensor(m) = &body.graph.value(*v).kind else {
+            continue;
+        };
+        let differs = m.sizes.len() != t.dims().len()
+            || m
+                .sizes
+                .iter()
+                .zip(t.dims())
+                .any(|(s, &d)| s.as_int().is_some_and(|n| n != d as i64));
+        if differs {
+            let recorded: Vec<String> = m
+                .sizes
+                .iter()
+                .map(|s| s.as_int().map_or("?".into(), |n| n.to_string()))
+                .collect();
+            return Err(Error::bad_input(format!(
+                "subgraph '{}' returned carried value {k} of shape {:?}, but the loop carries [{}]: a while_loop keeps every carried shape",
+                body.name,
+                t.dims(),
+                recorded.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `map_impl(body_graph, xs, args)`: the body on slice i (along dim 0) of

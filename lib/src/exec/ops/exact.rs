@@ -140,11 +140,10 @@ pub(crate) fn wrap(v: i64, dtype: Dtype) -> i64 {
 
 /// A tensor's elements, exactly ([`Elems`]), in row-major order.
 pub(crate) fn elems(t: &Tensor) -> Result<Elems> {
-    let flat = t
-        .t
-        .flatten_all()
-        .and_then(|f| f.to_device(&candle_core::Device::Cpu))
-        .map_err(ce)?;
+    let flat =
+        t.t.flatten_all()
+            .and_then(|f| f.to_device(&candle_core::Device::Cpu))
+            .map_err(ce)?;
     if t.dtype.is_floating() {
         let f = if flat.dtype() == DType::F64 {
             flat
@@ -242,6 +241,76 @@ pub(crate) fn broadcast_elems(e: &Elems, from: &[usize], to: &[usize]) -> Elems 
     }
 }
 
+/// `init + alpha * [.., m, k] x [.., k, n]` on the host, exactly as
+/// torch's CPU gemm for these dtypes: integers wrapping in int64 (the
+/// same bits as wrapping in their own width, once wrapped), floats in
+/// float64 as torch's `gemm_notrans_`, each `b * alpha` fused onto the
+/// sum that starts from `init` (addmm's `beta * self`: an infinite bias
+/// plus a term that only overflows once rounded stays infinite). Batch
+/// dims broadcast; `init` broadcasts to `[.., m, n]`.
+pub(crate) fn matmul_host(
+    a: &Elems,
+    ad: &[usize],
+    b: &Elems,
+    bd: &[usize],
+    init: Option<(&Elems, &[usize])>,
+    alpha: Num,
+) -> Result<(Elems, Vec<usize>)> {
+    let (ar, br) = (ad.len(), bd.len());
+    if ar < 2 || br < 2 || ad[ar - 1] != bd[br - 2] {
+        return Err(Error::bad_input(format!("a product of {ad:?} and {bd:?}")));
+    }
+    let (m, k, n) = (ad[ar - 2], ad[ar - 1], bd[br - 1]);
+    let batch = broadcast_shape(&[&ad[..ar - 2], &bd[..br - 2]])?;
+    let count: usize = batch.iter().product();
+    let full = |r: usize, c: usize| -> Vec<usize> { [&batch[..], &[r, c][..]].concat() };
+    let a = broadcast_elems(a, ad, &full(m, k));
+    let b = broadcast_elems(b, bd, &full(k, n));
+    let out_shape = full(m, n);
+    let c0 = match init {
+        Some((e, d)) => broadcast_elems(e, d, &out_shape),
+        None => match (&a, &b) {
+            (Elems::I(_), Elems::I(_)) => Elems::I(vec![0; count * m * n]),
+            _ => Elems::F(vec![0.0; count * m * n]),
+        },
+    };
+    let out = match (a, b, c0) {
+        (Elems::I(a), Elems::I(b), Elems::I(mut c)) => {
+            let alpha = alpha.as_i64();
+            for bi in 0..count {
+                let (a, b, c) = (&a[bi * m * k..], &b[bi * k * n..], &mut c[bi * m * n..]);
+                for i in 0..m {
+                    for p in 0..k {
+                        let x = a[i * k + p];
+                        for j in 0..n {
+                            let y = b[p * n + j].wrapping_mul(alpha);
+                            c[i * n + j] = c[i * n + j].wrapping_add(x.wrapping_mul(y));
+                        }
+                    }
+                }
+            }
+            Elems::I(c)
+        }
+        (a, b, c) => {
+            let (a, b, mut c) = (a.into_f64(), b.into_f64(), c.into_f64());
+            let alpha = alpha.as_f64();
+            for bi in 0..count {
+                let (a, b, c) = (&a[bi * m * k..], &b[bi * k * n..], &mut c[bi * m * n..]);
+                for i in 0..m {
+                    for p in 0..k {
+                        let x = a[i * k + p];
+                        for j in 0..n {
+                            c[i * n + j] = x.mul_add(b[p * n + j] * alpha, c[i * n + j]);
+                        }
+                    }
+                }
+            }
+            Elems::F(c)
+        }
+    };
+    Ok((out, out_shape))
+}
+
 /// torch's total order for sorting floats: NaN above everything (and
 /// equal to itself), -0.0 equal to 0.0.
 pub(crate) fn nan_last(a: f64, b: f64) -> std::cmp::Ordering {
@@ -281,7 +350,9 @@ pub(crate) fn int_pow(base: i64, exp: i64) -> i64 {
 /// min, as torch gives.
 pub(crate) fn floor_div(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
+        return Err(Error::bad_input(
+            "integer division by zero (ZeroDivisionError)",
+        ));
     }
     let q = a.wrapping_div(b);
     Ok(if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
@@ -294,7 +365,9 @@ pub(crate) fn floor_div(a: i64, b: i64) -> Result<i64> {
 /// Truncating division of integers (C's `/`; see [`floor_div`]).
 pub(crate) fn trunc_div(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
+        return Err(Error::bad_input(
+            "integer division by zero (ZeroDivisionError)",
+        ));
     }
     Ok(a.wrapping_div(b))
 }
@@ -303,16 +376,24 @@ pub(crate) fn trunc_div(a: i64, b: i64) -> Result<i64> {
 /// `remainder`.
 pub(crate) fn int_remainder(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
+        return Err(Error::bad_input(
+            "integer division by zero (ZeroDivisionError)",
+        ));
     }
     let r = a.wrapping_rem(b);
-    Ok(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
+    Ok(if r != 0 && ((r < 0) != (b < 0)) {
+        r + b
+    } else {
+        r
+    })
 }
 
 /// C's `%` of integers (the sign of the dividend), as torch's `fmod`.
 pub(crate) fn int_fmod(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
-        return Err(Error::bad_input("integer division by zero (ZeroDivisionError)"));
+        return Err(Error::bad_input(
+            "integer division by zero (ZeroDivisionError)",
+        ));
     }
     Ok(a.wrapping_rem(b))
 }
@@ -367,15 +448,27 @@ mod tests {
         assert_eq!(shift(1, 7, true, Dtype::Int8), -128);
         // (2^53 + 1) survives a round trip where a float64 would not
         let big = (1i64 << 53) + 1;
-        let t = from_elems(Elems::I(vec![big, -big]), &[2], Dtype::Int64, &candle_core::Device::Cpu).unwrap();
+        let t = from_elems(
+            Elems::I(vec![big, -big]),
+            &[2],
+            Dtype::Int64,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
         assert_eq!(elems(&t).unwrap(), Elems::I(vec![big, -big]));
-        let t = from_elems(Elems::I(vec![127 + 1, 300]), &[2], Dtype::Int8, &candle_core::Device::Cpu).unwrap();
+        let t = from_elems(
+            Elems::I(vec![127 + 1, 300]),
+            &[2],
+            Dtype::Int8,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
         assert_eq!(elems(&t).unwrap(), Elems::I(vec![-128, 44]));
     }
 
     #[test]
     fn nan_sorts_last() {
-        let mut v = vec![3.0, f64::NAN, 1.0, -0.0, 0.0];
+        let mut v = [3.0, f64::NAN, 1.0, -0.0, 0.0];
         v.sort_by(|a, b| nan_last(*a, *b));
         assert_eq!(&v[..4], &[-0.0, 0.0, 1.0, 3.0]);
         assert!(v[4].is_nan());

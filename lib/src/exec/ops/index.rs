@@ -197,37 +197,34 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
         _ => ctx.string("reduce")?,
     };
     let include_self = ctx.opt_bool("include_self", true)?;
-    let src_vals: Vec<f64> = if ctx.node.arg("src").is_some() {
-        ctx.tensor("src")?.to_host()?.to_f64()
+    // the values, exactly in self's dtype (a Python number converted to it)
+    let (src_vals, src_dims) = if ctx.node.arg("src").is_some() {
+        let src = ctx.tensor("src")?;
+        (elems(&src.cast(x.dtype)?)?, src.dims().to_vec())
     } else {
-        vec![ctx.float("value")?; idx.t.elem_count()]
+        let v = ctx.num("value")?;
+        (Elems::filled(idx.t.elem_count(), v, x.dtype), idx.dims().to_vec())
     };
-    let src_dims: Vec<usize> = if ctx.node.arg("src").is_some() {
-        ctx.tensor("src")?.dims().to_vec()
-    } else {
-        idx.dims().to_vec()
-    };
-    let mut out = x.to_host()?.to_f64();
+    let out = elems(&x)?;
     check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), false, "scatter")?;
-    let idx_vals = idx.to_host()?.to_f64();
+    let Elems::I(idx_vals) = elems(&idx)? else {
+        return Err(Error::internal("int64 indices expected"));
+    };
     let xd = x.dims().to_vec();
     let id = idx.dims().to_vec();
     let xs = crate::ir::contiguous_strides(&xd.iter().map(|&v| v as i64).collect::<Vec<_>>());
     let ss = crate::ir::contiguous_strides(&src_dims.iter().map(|&v| v as i64).collect::<Vec<_>>());
-    let mut counts = vec![0usize; out.len()];
-    let mut touched = vec![false; out.len()];
+    // (target, source) of each index element, in order
+    let mut pairs = Vec::with_capacity(idx_vals.len());
     let mut pos = vec![0usize; id.len()];
-    for (flat, iv) in idx_vals.iter().enumerate() {
-        let _ = flat;
-        let mut target = 0i64;
-        let mut source = 0i64;
+    for iv in &idx_vals {
+        let (mut target, mut source) = (0i64, 0i64);
         for k in 0..id.len() {
             let p = if k == d {
-                let v = *iv as i64;
-                if v < 0 {
-                    v + xd[d] as i64
+                if *iv < 0 {
+                    iv + xd[d] as i64
                 } else {
-                    v
+                    *iv
                 }
             } else {
                 pos[k] as i64
@@ -235,25 +232,7 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
             target += p * xs[k];
             source += pos[k] as i64 * ss[k];
         }
-        let (t, v) = (target as usize, src_vals[source as usize]);
-        match reduce.as_deref() {
-            None => out[t] = v,
-            Some(r) => {
-                if !touched[t] && !include_self {
-                    out[t] = v;
-                } else {
-                    out[t] = match r {
-                        "sum" | "add" | "mean" => out[t] + v,
-                        "prod" | "multiply" => out[t] * v,
-                        "amax" => out[t].max(v),
-                        "amin" => out[t].min(v),
-                        other => return Err(unsupported(format!("scatter reduce {other:?}"))),
-                    };
-                }
-                touched[t] = true;
-                counts[t] += 1;
-            }
-        }
+        pairs.push((target as usize, source as usize));
         for k in (0..id.len()).rev() {
             pos[k] += 1;
             if pos[k] < id[k] {
@@ -262,18 +241,59 @@ fn scatter(ctx: &mut Ctx) -> OpResult {
             pos[k] = 0;
         }
     }
-    if reduce.as_deref() == Some("mean") {
-        for (i, c) in counts.iter().enumerate() {
-            if *c > 0 {
-                out[i] /= (*c + include_self as usize) as f64;
-                // torch divides integers with floor
-                if !x.dtype.is_floating() {
-                    out[i] = out[i].floor();
-                }
+    let r = reduce.as_deref();
+    if let Some(other) = r.filter(|r| !matches!(*r, "sum" | "add" | "mean" | "prod" | "multiply" | "amax" | "amin")) {
+        return Err(unsupported(format!("scatter reduce {other:?}")));
+    }
+    let out = match (out, src_vals) {
+        (Elems::I(o), Elems::I(v)) => Elems::I(scatter_into(o, &v, &pairs, r, include_self, |a, b, r| match r {
+            "sum" | "add" | "mean" => a.wrapping_add(b),
+            "prod" | "multiply" => a.wrapping_mul(b),
+            "amax" => a.max(b),
+            _ => a.min(b),
+        }, |s, n| floor_div(s, n as i64).unwrap_or(s))),
+        (o, v) => Elems::F(scatter_into(o.into_f64(), &v.into_f64(), &pairs, r, include_self, |a, b, r| match r {
+            "sum" | "add" | "mean" => a + b,
+            "prod" | "multiply" => a * b,
+            // NaN wins, as torch's
+            "amax" => if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) },
+            _ => if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) },
+        }, |s, n| s / n as f64)),
+    };
+    one(from_elems(out, &xd, x.dtype, ctx.device())?)
+}
+
+/// `out` with each source value put at its target, or combined there by
+/// `reduce` (torch's `include_self`: whether the target's own value takes
+/// part), a mean divided by `mean` (integers with floor, as torch).
+fn scatter_into<T: Copy>(
+    mut out: Vec<T>,
+    src: &[T],
+    pairs: &[(usize, usize)],
+    reduce: Option<&str>,
+    include_self: bool,
+    combine: impl Fn(T, T, &str) -> T,
+    mean: impl Fn(T, usize) -> T,
+) -> Vec<T> {
+    let mut counts = vec![0usize; out.len()];
+    for &(t, s) in pairs {
+        let v = src[s];
+        match reduce {
+            None => out[t] = v,
+            Some(r) => {
+                out[t] = if counts[t] == 0 && !include_self { v } else { combine(out[t], v, r) };
+                counts[t] += 1;
             }
         }
     }
-    one(from_f64(&out, &xd, x.dtype, ctx.device())?)
+    if reduce == Some("mean") {
+        for (i, c) in counts.iter().enumerate() {
+            if *c > 0 {
+                out[i] = mean(out[i], c + include_self as usize);
+            }
+        }
+    }
+    out
 }
 
 fn nonzero(ctx: &mut Ctx) -> OpResult {
@@ -444,9 +464,8 @@ fn advanced_positions(
 /// `index.Tensor` with boolean masks or non-adjacent index tensors.
 fn index_host(ctx: &Ctx, x: &Tensor, indices: &[Option<Tensor>]) -> OpResult {
     let (shape, positions) = advanced_positions(x.dims(), indices)?;
-    let vals = host_f64(x)?;
-    let out: Vec<f64> = positions.iter().map(|&p| vals[p]).collect();
-    one(from_f64(&out, &shape, x.dtype, ctx.device())?)
+    let out = elems(x)?.pick(positions.iter().copied());
+    one(from_elems(out, &shape, x.dtype, ctx.device())?)
 }
 
 /// `index_put(self, indices, values, accumulate)`: `self[indices] = values`
@@ -466,16 +485,21 @@ fn index_put(ctx: &mut Ctx) -> OpResult {
         }
     }
     let (shape, positions) = advanced_positions(x.dims(), &indices)?;
-    let src = broadcast_host(&values, &shape)?;
-    let mut out = host_f64(&x)?;
-    for (p, v) in positions.iter().zip(&src) {
-        if accumulate {
-            out[*p] += v;
+    broadcast_shape(&[values.dims(), &shape]).and_then(|b| {
+        if b == shape {
+            Ok(())
         } else {
-            out[*p] = *v;
+            Err(Error::bad_input(format!("index_put: values of {:?} for {shape:?}", values.dims())))
         }
-    }
-    one(from_f64(&out, x.dims(), x.dtype, ctx.device())?)
+    })?;
+    let src = broadcast_elems(&elems(&values.cast(x.dtype)?)?, values.dims(), &shape);
+    let pairs: Vec<(usize, usize)> = positions.iter().copied().zip(0..).collect();
+    let mode = accumulate.then_some("sum");
+    let out = match (elems(&x)?, src) {
+        (Elems::I(o), Elems::I(v)) => Elems::I(scatter_into(o, &v, &pairs, mode, true, |a, b, _| a.wrapping_add(b), |s, _| s)),
+        (o, v) => Elems::F(scatter_into(o.into_f64(), &v.into_f64(), &pairs, mode, true, |a, b, _| a + b, |s, _| s)),
+    };
+    one(from_elems(out, x.dims(), x.dtype, ctx.device())?)
 }
 
 /// `index_put` with one 1-D index tensor on dim `d` (KV-cache updates and
@@ -517,17 +541,17 @@ fn index_put_dim(
 fn masked_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mask = broadcast_host(&ctx.tensor("mask")?, x.dims())?;
-    let source = host_f64(&ctx.tensor("source")?)?;
-    let mut out = host_f64(&x)?;
-    let mut next = source.iter();
-    for (o, m) in out.iter_mut().zip(&mask) {
-        if *m != 0.0 {
-            *o = *next.next().ok_or_else(|| {
-                Error::bad_input("masked_scatter: source has fewer elements than the mask selects")
-            })?;
-        }
+    let source = elems(&ctx.tensor("source")?.cast(x.dtype)?)?;
+    let selected: Vec<usize> = (0..mask.len()).filter(|&i| mask[i] != 0.0).collect();
+    if selected.len() > source.len() {
+        return Err(Error::bad_input("masked_scatter: source has fewer elements than the mask selects"));
     }
-    one(from_f64(&out, x.dims(), x.dtype, ctx.device())?)
+    let pairs: Vec<(usize, usize)> = selected.into_iter().zip(0..).collect();
+    let out = match (elems(&x)?, source) {
+        (Elems::I(o), Elems::I(v)) => Elems::I(scatter_into(o, &v, &pairs, None, true, |a, _, _| a, |s, _| s)),
+        (o, v) => Elems::F(scatter_into(o.into_f64(), &v.into_f64(), &pairs, None, true, |a, _, _| a, |s, _| s)),
+    };
+    one(from_elems(out, x.dims(), x.dtype, ctx.device())?)
 }
 
 /// `_embedding_bag`: sums (mode 0), means (1) or maxima (2) of the weight

@@ -43,20 +43,18 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
             }
         }
     }
-    let mut p = matmul_t(ctx, &a, &b)?;
-    if alpha != 1.0 {
-        p.t = p.t.affine(alpha, 0.0).map_err(ce)?;
-    }
-    let bias = bias.cast(p.dtype)?;
-    let bias_t = if beta != 1.0 {
-        bias.t.affine(beta, 0.0).map_err(ce)?
+    // torch's gemm: C = beta * self, then C += alpha * (a @ b) (exact for
+    // integers, whose alpha and beta are ints)
+    let (alpha, beta) = (ctx.opt_num("alpha")?.unwrap_or(Num::Int(1)), ctx.opt_num("beta")?.unwrap_or(Num::Int(1)));
+    let init = if beta.as_f64() == 1.0 {
+        bias
     } else {
-        bias.t
+        match super::pointwise::mul_by(ctx, Value::Tensor(bias), Value::from_num(beta))?.remove(0) {
+            Value::Tensor(t) => t,
+            _ => return Err(Error::internal("a product that is no tensor")),
+        }
     };
-    one(Tensor::new(
-        p.t.broadcast_add(&bias_t).map_err(ce)?,
-        p.dtype,
-    ))
+    one(matmul_onto(ctx, &a, &b, Some(&init), alpha)?)
 }
 
 pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
@@ -85,20 +83,18 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     }
     // Leading dims flattened into rows: one [rows, in] x [in, out] product
     // (candle would broadcast the weight to every leading index instead).
-    let mut y = if x.rank() > 2 && w.rank() == 2 {
+    // (the bias is the product's starting value: addmm's order)
+    let y = if x.rank() > 2 && w.rank() == 2 {
         let dims = x.dims().to_vec();
         let k = dims[dims.len() - 1];
         let rows = Tensor::new(x.t.reshape(((), k)).map_err(ce)?, x.dtype);
-        let y = matmul_t(ctx, &rows, &wt)?;
+        let y = matmul_onto(ctx, &rows, &wt, bias.as_ref(), Num::Int(1))?;
         let mut shape = dims[..dims.len() - 1].to_vec();
         shape.push(y.dims()[1]);
         Tensor::new(y.t.reshape(shape).map_err(ce)?, y.dtype)
     } else {
-        matmul_t(ctx, &x, &wt)?
+        matmul_onto(ctx, &x, &wt, bias.as_ref(), Num::Int(1))?
     };
-    if let Some(b) = bias {
-        y.t = y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?;
-    }
     one(y)
 }
 

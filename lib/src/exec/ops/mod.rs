@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 mod dft;
 mod exact;
-pub(crate) use exact::{elems, from_elems, Elems, Num};
 use exact::*;
+pub(crate) use exact::{elems, from_elems, Elems, Num};
 mod window;
 use window::*;
 
@@ -281,10 +281,58 @@ fn full_of(ctx: &Ctx, shape: Vec<usize>, value: Num, dtype: Dtype) -> OpResult {
 }
 
 fn matmul_t(ctx: &Ctx, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    matmul_onto(ctx, a, b, None, Num::Int(1))
+}
+
+/// `init + alpha * (a @ b)` (`init` addmm's scaled bias, where given):
+/// integers and float64 on the host, exactly as torch
+/// ([`exact::matmul_host`]; candle multiplies floats only, and through
+/// float64 an int64 product loses bits), other floats by the product
+/// kernels (scaled and the bias added after).
+fn matmul_onto(
+    ctx: &Ctx,
+    a: &Tensor,
+    b: &Tensor,
+    init: Option<&Tensor>,
+    alpha: Num,
+) -> Result<Tensor> {
     let dt = result_type(&[(a.dtype, Rank::Dim), (b.dtype, Rank::Dim)]);
-    // candle multiplies floats only: integers go through float64 (exact
-    // while the sums stay below 2^53).
-    let compute = if dt.is_floating() { dt } else { Dtype::Float64 };
+    if !dt.is_floating() || dt == Dtype::Float64 {
+        // 1-D operands as torch's matmul takes them: a row, a column
+        let (ad, bd) = (a.dims().to_vec(), b.dims().to_vec());
+        let am = if ad.len() == 1 {
+            vec![1, ad[0]]
+        } else {
+            ad.clone()
+        };
+        let bm = if bd.len() == 1 {
+            vec![bd[0], 1]
+        } else {
+            bd.clone()
+        };
+        let (ea, eb) = (elems(&a.cast(dt)?)?, elems(&b.cast(dt)?)?);
+        let init = init
+            .map(|t| -> Result<(Elems, Vec<usize>)> {
+                Ok((elems(&t.cast(dt)?)?, t.dims().to_vec()))
+            })
+            .transpose()?;
+        let (out, mut shape) = matmul_host(
+            &ea,
+            &am,
+            &eb,
+            &bm,
+            init.as_ref().map(|(e, d)| (e, d.as_slice())),
+            alpha,
+        )?;
+        if bd.len() == 1 {
+            shape.pop();
+        }
+        if ad.len() == 1 {
+            shape.remove(shape.len() - if bd.len() == 1 { 1 } else { 2 });
+        }
+        return from_elems(out, &shape, dt, ctx.device());
+    }
+    let compute = dt;
     let (x, y) = (a.cast(compute)?.t, b.cast(compute)?.t);
     let t = match (x.rank(), y.rank()) {
         (1, 1) => x
@@ -304,6 +352,15 @@ fn matmul_t(ctx: &Ctx, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             .and_then(|t| t.squeeze(t.rank() - 1).map_err(ce)),
         _ => batched_matmul(ctx, &x, &y),
     }?;
+    let t = if alpha.as_f64() != 1.0 {
+        t.affine(alpha.as_f64(), 0.0).map_err(ce)?
+    } else {
+        t
+    };
+    let t = match init {
+        Some(i) => t.broadcast_add(&i.cast(compute)?.t).map_err(ce)?,
+        None => t,
+    };
     Tensor::new(t, compute).cast(dt)
 }
 
@@ -909,7 +966,12 @@ fn host_unary_with(
     } else {
         x.dtype
     };
-    let vals: Vec<f64> = elems(&x)?.into_f64().into_iter().map(f).collect();
+    // (an integer input converted to the float dtype first, as torch's)
+    let vals: Vec<f64> = elems(&x.cast(out)?)?
+        .into_f64()
+        .into_iter()
+        .map(f)
+        .collect();
     one(from_elems(Elems::F(vals), x.dims(), out, ctx.device())?)
 }
 

@@ -160,6 +160,14 @@ fn layer_norm_host(ctx: &mut Ctx, x: &Tensor, dims: &[usize], eps: f64) -> Resul
     Ok(Some(outs))
 }
 
+/// `t` with NaN where it is not finite: the statistics of a row holding
+/// an infinity, or whose squares overflow, are NaN in torch (Welford).
+fn finite_or_nan(t: CandleTensor) -> Result<CandleTensor> {
+    let finite = t.abs().and_then(|a| a.lt(f64::INFINITY)).map_err(ce)?;
+    let nan = t.ones_like().and_then(|o| o.affine(f64::NAN, 0.0)).map_err(ce)?;
+    finite.where_cond(&t, &nan).map_err(ce)
+}
+
 fn layer_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let shape = ctx.ints("normalized_shape")?;
@@ -174,12 +182,12 @@ fn layer_norm(ctx: &mut Ctx) -> OpResult {
         DType::F32
     };
     let t = x.t.to_dtype(compute).map_err(ce)?;
-    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    let mean = finite_or_nan(t.mean_keepdim(dims.clone()).map_err(ce)?)?;
     let centered = t.broadcast_sub(&mean).map_err(ce)?;
-    let var = centered
+    let var = finite_or_nan(centered
         .sqr()
         .and_then(|c| c.mean_keepdim(dims.clone()))
-        .map_err(ce)?;
+        .map_err(ce)?)?;
     let rstd = (var + eps)
         .and_then(|v| v.sqrt())
         .and_then(|v| v.recip())
@@ -224,12 +232,20 @@ fn group_norm(ctx: &mut Ctx) -> OpResult {
     let eps = ctx.float("eps")?;
     let dims = x.dims().to_vec();
     let (n, c) = (dims[0], dims[1]);
+    // (float64 in float64: its precision is the point of it)
+    let (compute, stats) = if x.dtype == Dtype::Float64 {
+        (DType::F64, Dtype::Float64)
+    } else {
+        (DType::F32, Dtype::Float32)
+    };
     let t =
-        x.t.to_dtype(DType::F32)
+        x.t.to_dtype(compute)
             .and_then(|t| t.reshape((n, groups, ())))
             .map_err(ce)?;
-    let mean = t.mean_keepdim(2).map_err(ce)?;
+    let mean = finite_or_nan(t.mean_keepdim(2).map_err(ce)?)?;
     let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    // (a variance that overflows stays inf: rstd 0, as torch's group
+    // norm, whose sums of squares are no Welford moments)
     let var = centered.sqr().and_then(|v| v.mean_keepdim(2)).map_err(ce)?;
     let rstd = (var + eps)
         .and_then(|v| v.sqrt())
@@ -244,7 +260,7 @@ fn group_norm(ctx: &mut Ctx) -> OpResult {
     if let Some(w) = ctx.opt_tensor("weight")? {
         y = y
             .broadcast_mul(
-                &w.t.to_dtype(DType::F32)
+                &w.t.to_dtype(compute)
                     .and_then(|w| w.reshape(cshape.clone()))
                     .map_err(ce)?,
             )
@@ -253,17 +269,17 @@ fn group_norm(ctx: &mut Ctx) -> OpResult {
     if let Some(b) = ctx.opt_tensor("bias")? {
         y = y
             .broadcast_add(
-                &b.t.to_dtype(DType::F32)
+                &b.t.to_dtype(compute)
                     .and_then(|b| b.reshape(cshape.clone()))
                     .map_err(ce)?,
             )
             .map_err(ce)?;
     }
-    let y = Tensor::new(y, Dtype::Float32).cast(x.dtype)?;
+    let y = Tensor::new(y, stats).cast(x.dtype)?;
     Ok(vec![
         Value::Tensor(y),
-        Value::Tensor(Tensor::new(mean.squeeze(2).map_err(ce)?, Dtype::Float32)),
-        Value::Tensor(Tensor::new(rstd.squeeze(2).map_err(ce)?, Dtype::Float32)),
+        Value::Tensor(Tensor::new(mean.squeeze(2).map_err(ce)?, stats)),
+        Value::Tensor(Tensor::new(rstd.squeeze(2).map_err(ce)?, stats)),
     ])
 }
 
@@ -283,17 +299,33 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
     let eps = ctx.float("eps")?;
     let r = x.rank();
     let dims: Vec<usize> = (0..r).filter(|&d| d != 1).collect();
+    // the statistics as torch keeps them (save_mean, save_invstd in their
+    // recorded dtype: float16 for a float16 model), the output normalised
+    // by those rounded values, as torch's kernel does
+    let stats = ctx
+        .recorded_dtype(1)
+        .filter(|d| d.is_floating())
+        .unwrap_or(if matches!(x.dtype, Dtype::Float16 | Dtype::BFloat16) {
+            Dtype::Float32
+        } else {
+            x.dtype
+        });
+    let kept = |t: CandleTensor| -> Result<CandleTensor> {
+        Ok(Tensor::new(t, Dtype::Float64).cast(stats)?.cast(Dtype::Float64)?.t)
+    };
     let xf = x.t.to_dtype(DType::F64).map_err(ce)?;
     let mean = xf.mean_keepdim(dims.clone()).map_err(ce)?;
-    let centered = xf.broadcast_sub(&mean).map_err(ce)?;
-    let var = centered
-        .sqr()
+    let var = xf
+        .broadcast_sub(&mean)
+        .and_then(|c| c.sqr())
         .and_then(|c| c.mean_keepdim(dims))
         .map_err(ce)?;
     let invstd = (var + eps)
         .and_then(|v| v.sqrt())
         .and_then(|v| v.recip())
         .map_err(ce)?;
+    let (mean, invstd) = (kept(mean)?, kept(invstd)?);
+    let centered = xf.broadcast_sub(&mean).map_err(ce)?;
     let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
     if let Some(w) = ctx.opt_tensor("weight")? {
         y = y
@@ -305,11 +337,6 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
             .broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?)
             .map_err(ce)?;
     }
-    let stats = if matches!(x.dtype, Dtype::Float16 | Dtype::BFloat16) {
-        Dtype::Float32
-    } else {
-        x.dtype
-    };
     let c = x.dims()[1];
     let flat = |t: CandleTensor| -> Result<Value> {
         Ok(Value::Tensor(

@@ -162,8 +162,27 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
         }
     }
     let alpha = alpha.map(Num::as_f64);
+    // powers by IEEE pow (pow(x, 0) = 1 and pow(1, y) = 1 with NaN, a
+    // negative base to an integer power: torch's), and a scaled second
+    // operand fused (a - k*b in one rounding, as torch's vectorised
+    // kernels: a product that overflows alone does not)
+    if op == Bin::Pow || (matches!(op, Bin::Add | Bin::Sub) && alpha.is_some_and(|k| k != 1.0) && compute != Dtype::Float32) {
+        let k = alpha.unwrap_or(1.0);
+        let k = if op == Bin::Sub { -k } else { k };
+        let f = move |x: f64, y: f64| if op == Bin::Pow { x.powf(y) } else { y.mul_add(k, x) };
+        if compute == Dtype::Float64 {
+            return host_map2(ctx, &a, &b, compute, compute, no_int, f);
+        }
+        // float32 arithmetic for float32 and narrower (widened) operands
+        let g = move |x: f64, y: f64| if op == Bin::Pow { (x as f32).powf(y as f32) as f64 } else { (y as f32).mul_add(k as f32, x as f32) as f64 };
+        return host_map2(ctx, &a, &b, compute, compute, no_int, g);
+    }
+    // torch fuses a scaled operand in float32 and float64 (one rounding)
+    // but not in float16 and bfloat16, computed in float32 from their
+    // values: `k * b` overflows alone there, as it does here widened
+    let fused = !matches!(ctx.recorded_dtype(0), Some(Dtype::Float16 | Dtype::BFloat16));
     if compute == Dtype::Float32 {
-        if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0))? {
+        if let Some(t) = binary_f32(&a, &b, op, alpha.unwrap_or(1.0), fused)? {
             return one(t);
         }
     }
@@ -228,7 +247,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
 /// a one-element tensor). IEEE arithmetic and comparisons only (their
 /// result is the same as candle's; max/min differ on NaN and stay there).
 /// `None` where it does not apply: candle's broadcasting path runs.
-fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Tensor>> {
+fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64, fused: bool) -> Result<Option<Tensor>> {
     use super::super::vmath::{map2, map2_blocks, map_to};
     if !matches!(
         op,
@@ -268,8 +287,13 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64) -> Result<Option<Te
     let k = alpha as f32;
     let arith = move |x: f32, y: f32| -> f32 {
         match op {
-            Bin::Add => x + y * k,
-            Bin::Sub => x - y * k,
+            // (a scale fused, as torch's kernels: one rounding)
+            Bin::Add if k == 1.0 => x + y,
+            Bin::Sub if k == 1.0 => x - y,
+            Bin::Add if !fused => x + y * k,
+            Bin::Sub if !fused => x - y * k,
+            Bin::Add => y.mul_add(k, x),
+            Bin::Sub => y.mul_add(-k, x),
             Bin::Mul => x * y,
             // NaN from either side, as torch's maximum and minimum
             Bin::Max => {
@@ -511,6 +535,11 @@ macro_rules! binary_ops {
     ($($name:ident => $op:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { binary(ctx, $op) } )* };
 }
 
+/// `a * b` for other families' rows (torch's promotion, exact integers).
+pub(super) fn mul_by(ctx: &Ctx, a: Value, b: Value) -> OpResult {
+    binary_on(ctx, a, b, Bin::Mul, None)
+}
+
 binary_ops! {
     add => Bin::Add;
     sub => Bin::Sub;
@@ -547,6 +576,19 @@ fn div(ctx: &mut Ctx) -> OpResult {
             return int_div(ctx, &x, &y, result, m == "floor");
         }
     }
+    if mode.as_deref() == Some("floor") {
+        let (x, y) = (Operand::from_rv(a.clone())?, Operand::from_rv(b.clone())?);
+        let result = result_type(&[x.key(), y.key()]);
+        if result.is_floating() {
+            // torch's div_floor_floating: through fmod, exact where
+            // floor(a / b) would round the quotient up to an integer
+            if result == Dtype::Float64 {
+                return host_map2(ctx, &x, &y, result, result, no_int, floor_divide_f64);
+            }
+            let f = |p: f64, q: f64| floor_divide_f32(p as f32, q as f32) as f64;
+            return host_map2(ctx, &x, &y, result, result, no_int, f);
+        }
+    }
     let out = binary_on(ctx, a, b, Bin::Div, None)?;
     match ctx.string("rounding_mode")?.as_deref() {
         None => Ok(out),
@@ -560,8 +602,14 @@ fn div(ctx: &mut Ctx) -> OpResult {
             let r = match mode {
                 "floor" => t.t.floor(),
                 "trunc" => {
-                    t.t.ge(0f64)
-                        .and_then(|p| p.where_cond(&t.t.floor()?, &t.t.ceil()?))
+                    // the quotient as the graph's dtype holds it first
+                    // (torch divides float16 in float16, then truncates)
+                    let q = match ctx.recorded_dtype(0) {
+                        Some(d @ (Dtype::Float16 | Dtype::BFloat16)) if t.dtype == Dtype::Float32 => t.cast(d)?.cast(Dtype::Float32)?.t,
+                        _ => t.t.clone(),
+                    };
+                    q.ge(0f64)
+                        .and_then(|p| p.where_cond(&q.floor()?, &q.ceil()?))
                 }
                 other => return Err(unsupported(format!("rounding_mode {other:?}"))),
             }
@@ -570,6 +618,34 @@ fn div(ctx: &mut Ctx) -> OpResult {
         }
     }
 }
+
+macro_rules! floor_divide_float {
+    ($name:ident, $t:ty) => {
+        /// torch's `div_floor_floating` in this precision.
+        fn $name(a: $t, b: $t) -> $t {
+            if b == 0.0 {
+                return a / b;
+            }
+            let m = a % b;
+            let mut div = (a - m) / b;
+            if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+                div -= 1.0;
+            }
+            if div != 0.0 {
+                let mut f = div.floor();
+                if div - f > 0.5 {
+                    f += 1.0;
+                }
+                f
+            } else {
+                (0.0 as $t).copysign(a / b)
+            }
+        }
+    };
+}
+
+floor_divide_float!(floor_divide_f64, f64);
+floor_divide_float!(floor_divide_f32, f32);
 
 fn pow(ctx: &mut Ctx) -> OpResult {
     let a = ctx.value("self")?;
@@ -766,11 +842,30 @@ macro_rules! host_unary_ops {
 
 const SAME: Option<fn(i64) -> i64> = Some(|v| v);
 
+/// acosh without overflow: Rust's `ln(x + sqrt(x² - 1))` is infinite past
+/// 1e154, where acosh(x) is ln(2x) = ln(x) + ln(2) to the last bit.
+fn acosh_f64(x: f64) -> f64 {
+    if x > 1e150 {
+        x.ln() + std::f64::consts::LN_2
+    } else {
+        x.acosh()
+    }
+}
+
+/// asinh without overflow (see [`acosh_f64`]), odd.
+fn asinh_f64(x: f64) -> f64 {
+    if x.abs() > 1e150 {
+        (x.abs().ln() + std::f64::consts::LN_2).copysign(x)
+    } else {
+        x.asinh()
+    }
+}
+
 host_unary_ops! {
     acos => true, f64::acos, None;
-    acosh => true, f64::acosh, None;
+    acosh => true, acosh_f64, None;
     asin => true, f64::asin, None;
-    asinh => true, f64::asinh, None;
+    asinh => true, asinh_f64, None;
     atan => true, f64::atan, None;
     atanh => true, f64::atanh, None;
     cosh => true, f64::cosh, None;
@@ -784,7 +879,8 @@ host_unary_ops! {
     floor => false, f64::floor, SAME;
     trunc => false, f64::trunc, SAME;
     round => false, |v: f64| { let r = v.round(); if (v - v.trunc()).abs() == 0.5 { 2.0 * (v / 2.0).round() } else { r } }, SAME;
-    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else if v.is_nan() { v } else { 0.0 }, Some(i64::signum);
+    // (NaN's sign is 0, as torch's (0 < x) - (x < 0))
+    sign => false, |v: f64| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 }, Some(i64::signum);
 }
 
 fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> OpResult {
@@ -924,6 +1020,242 @@ fn right_shift(ctx: &mut Ctx) -> OpResult {
     shift_op(ctx, false)
 }
 
+// PT2E int8: quantized_decomposed's ops as torch's reference kernels
+// compute them (torch/ao/quantization/fx/_decomposed.py), exactly: every
+// step in the dtype torch computes it in (Python numbers as float32 where
+// they meet a float32 tensor), on the host: in float32 itself, or in f64
+// rounded to the dtype after each step.
+
+/// `v` rounded to the floating dtype `d` (float32 unless float64, float16
+/// or bfloat16): the result of one op computed in `d`.
+fn round_to(v: f64, d: Dtype) -> f64 {
+    match d {
+        Dtype::Float64 => v,
+        Dtype::Float16 => half::f16::from_f64(v).to_f64(),
+        Dtype::BFloat16 => half::bf16::from_f64(v).to_f64(),
+        _ => v as f32 as f64,
+    }
+}
+
+/// A per-tensor parameter: a number (`.default`), or a one-element tensor
+/// (`.tensor`, as choose_qparams makes them) that torch reads with `.item()`.
+fn qparam(ctx: &Ctx, name: &str) -> Result<Num> {
+    match ctx.value(name)? {
+        Value::Tensor(t) => {
+            let e = elems(&t)?;
+            if e.len() != 1 {
+                return Err(Error::bad_input(format!(
+                    "argument '{name}': {} elements, expected one",
+                    e.len()
+                )));
+            }
+            Ok(e.get(0))
+        }
+        v => Num::of(&v).ok_or_else(|| {
+            Error::bad_input(format!("argument '{name}': expected a number, found {v:?}"))
+        }),
+    }
+}
+
+/// `quant_min`, `quant_max` and the integer `dtype` (the shape rule checked
+/// them against each other).
+fn quant_range(ctx: &Ctx) -> Result<(f64, f64, Dtype)> {
+    let dtype = ctx
+        .dtype("dtype")
+        .ok_or_else(|| Error::bad_input("argument 'dtype' is missing"))?;
+    Ok((ctx.int("quant_min")? as f64, ctx.int("quant_max")? as f64, dtype))
+}
+
+/// `v` rounded to an integer, half to even (`f32::round_ties_even`, which
+/// is a libm call on baseline x86-64): past 2^23 a float32 is one, below
+/// it adding and taking away 2^23 rounds in the FPU's default mode.
+#[inline(always)]
+fn rint(v: f32) -> f32 {
+    const BIG: f32 = 8_388_608.0;
+    if v.abs() < BIG {
+        let m = BIG.copysign(v);
+        (v + m) - m
+    } else {
+        v
+    }
+}
+
+/// torch's `clamp(round(x * inv) + zp, lo, hi)` of the float32 values of
+/// `x`, each step in `c` (float32, or float64 where per-channel scales
+/// are); `(inv, zp)` of element `i` by `param(i)`, each already in `c`.
+/// Rounds half to even; NaN gives 0 (torch's cast of NaN is undefined).
+/// Split over the threads.
+fn quantize_values(
+    x: &Tensor,
+    c: Dtype,
+    lo: f64,
+    hi: f64,
+    param: impl Fn(usize) -> (f64, f64) + Sync,
+) -> Result<Vec<i64>> {
+    let t = x.cast(Dtype::Float32)?.t;
+    let t = if t.device().is_cpu() { t } else { t.to_device(&candle_core::Device::Cpu).map_err(ce)? };
+    let one = |v: f32, (inv, zp): (f64, f64)| -> i64 {
+        let r = if c == Dtype::Float64 {
+            (v as f64 * inv).round_ties_even() + zp
+        } else {
+            (rint(v * inv as f32) + zp as f32) as f64
+        };
+        (if r < lo {
+            lo
+        } else if r > hi {
+            hi
+        } else {
+            r
+        }) as i64
+    };
+    const PART: usize = 1 << 14;
+    with_host::<f32, _>(&t, |xs| {
+        let mut out = vec![0i64; xs.len()];
+        crate::exec::pool::par_chunks(&mut out, PART, |k, part| {
+            for (j, o) in part.iter_mut().enumerate() {
+                let i = k * PART + j;
+                *o = one(xs[i], param(i));
+            }
+        });
+        out
+    })
+    .ok_or_else(|| Error::internal("float32 host values expected"))
+}
+
+/// A per-channel parameter of element `i` (`inner` elements after the
+/// channel's dim of `n`): one value a channel, or one for all.
+fn per_channel(v: &[f64], i: usize, inner: usize, n: usize) -> f64 {
+    if v.len() == 1 {
+        v[0]
+    } else {
+        v[(i / inner.max(1)) % n.max(1)]
+    }
+}
+
+/// The channel dim of a per-channel op, and the elements after it.
+fn channel_axis(ctx: &Ctx, x: &Tensor) -> Result<(usize, usize)> {
+    let axis = normalize_dim(ctx.int("axis")?, x.rank())?;
+    Ok((x.dims()[axis], x.dims()[axis + 1..].iter().product()))
+}
+
+/// quantize_per_tensor (`.default` and `.tensor`): `input * (1.0 / scale)`
+/// with the reciprocal in float64 (Python's) and the product in float32.
+fn quantize_per_tensor(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let (scale, zp) = (qparam(ctx, "scale")?.as_f64(), qparam(ctx, "zero_point")?.as_f64());
+    let (lo, hi, dtype) = quant_range(ctx)?;
+    let (inv, zp) = (round_to(1.0 / scale, Dtype::Float32), round_to(zp, Dtype::Float32));
+    let q = quantize_values(&x, Dtype::Float32, lo, hi, |_| (inv, zp))?;
+    one(from_elems(Elems::I(q), x.dims(), dtype, ctx.device())?)
+}
+
+/// quantize_per_channel: `input * (1.0 / scales)` with the reciprocals in
+/// the scales' dtype, computed in float32 promoted with it (float64 scales
+/// make it float64).
+fn quantize_per_channel(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let (s, z) = (ctx.tensor("scales")?, ctx.tensor("zero_points")?);
+    let (n, inner) = channel_axis(ctx, &x)?;
+    let (lo, hi, dtype) = quant_range(ctx)?;
+    let c = result_type(&[(Dtype::Float32, Rank::Dim), (s.dtype, Rank::Dim)]);
+    let inv: Vec<f64> = elems(&s)?.into_f64().iter().map(|&v| round_to(1.0 / v, s.dtype)).collect();
+    let zp: Vec<f64> = elems(&z)?.into_f64().iter().map(|&v| round_to(v, c)).collect();
+    let q = quantize_values(&x, c, lo, hi, |i| {
+        (per_channel(&inv, i, inner, n), per_channel(&zp, i, inner, n))
+    })?;
+    one(from_elems(Elems::I(q), x.dims(), dtype, ctx.device())?)
+}
+
+/// dequantize_per_tensor (`.default` and `.tensor`):
+/// `(input.to(out_dtype) - zero_point) * scale`, the numbers in the op
+/// math dtype (float32 for float16 and bfloat16), each step rounded to
+/// `out_dtype` (float32 by default).
+fn dequantize_per_tensor(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let (scale, zp) = (qparam(ctx, "scale")?.as_f64(), qparam(ctx, "zero_point")?.as_f64());
+    let od = ctx.dtype("out_dtype").unwrap_or(Dtype::Float32);
+    let m = if matches!(od, Dtype::Float16 | Dtype::BFloat16) { Dtype::Float32 } else { od };
+    let (zp, scale) = (round_to(zp, m), round_to(scale, m));
+    if od == Dtype::Float32 {
+        // the same steps in float32 itself
+        let (zp, scale) = (zp as f32, scale as f32);
+        let v: Vec<f32> = match elems(&x)? {
+            Elems::I(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
+            Elems::F(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
+        };
+        let t = CandleTensor::from_vec(v, x.dims(), ctx.device()).map_err(ce)?;
+        return one(Tensor::new(t, Dtype::Float32));
+    }
+    let v = elems(&x)?
+        .into_f64()
+        .into_iter()
+        .map(|q| round_to(round_to(round_to(q, od) - zp, od) * scale, od))
+        .collect();
+    one(from_elems(Elems::F(v), x.dims(), od, ctx.device())?)
+}
+
+/// dequantize_per_channel: `((input - zero_points) * scales).to(out_dtype)`
+/// under torch's promotion (int8 less int64 zero points is int64, exact;
+/// times float32 scales is float32).
+fn dequantize_per_channel(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let (s, z) = (ctx.tensor("scales")?, ctx.opt_tensor("zero_points")?);
+    let (n, inner) = channel_axis(ctx, &x)?;
+    let od = ctx.dtype("out_dtype").unwrap_or(Dtype::Float32);
+    let d = match &z {
+        Some(z) => result_type(&[(x.dtype, Rank::Dim), (z.dtype, Rank::Dim)]),
+        None => x.dtype,
+    };
+    let c = result_type(&[(d, Rank::Dim), (s.dtype, Rank::Dim)]);
+    let sv = elems(&s)?.into_f64();
+    let zv = z.as_ref().map(elems).transpose()?.map(Elems::into_f64);
+    let v = elems(&x)?
+        .into_f64()
+        .into_iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let diff = match &zv {
+                Some(zv) if d.is_floating() => round_to(q - per_channel(zv, i, inner, n), d),
+                Some(zv) => wrap((q - per_channel(zv, i, inner, n)) as i64, d) as f64,
+                None => q,
+            };
+            round_to(round_to(diff * per_channel(&sv, i, inner, n), c), od)
+        })
+        .collect();
+    one(from_elems(Elems::F(v), x.dims(), od, ctx.device())?)
+}
+
+/// choose_qparams.tensor: the per-tensor affine parameters of the input's
+/// range with 0 in it, `(scale f64[1], zero_point i64[1])`, as torch's
+/// `determine_qparams` computes them: `(max(x, 0) - min(x, 0)) / (qmax -
+/// qmin)` in the input's dtype, at least `eps` (in float32), and `qmin -
+/// round(min(x, 0) / scale)` in int32, clamped. NaN propagates.
+fn choose_qparams(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let (qmin, qmax) = (ctx.int("quant_min")?, ctx.int("quant_max")?);
+    let f32_ = Dtype::Float32;
+    let xs = elems(&x)?.into_f64();
+    if xs.is_empty() {
+        return Err(Error::bad_input("choose_qparams of an empty tensor (torch: aminmax of no elements)"));
+    }
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in xs {
+        (lo, hi) = if v.is_nan() || lo.is_nan() { (f64::NAN, f64::NAN) } else { (lo.min(v), hi.max(v)) };
+    }
+    let (neg, pos) = if lo.is_nan() { (lo, hi) } else { (lo.min(0.0), hi.max(0.0)) };
+    let range = round_to(pos - neg, x.dtype);
+    let scale = round_to(round_to(range / (qmax - qmin) as f64, x.dtype), f32_);
+    let eps = round_to(ctx.float("eps")?, f32_);
+    let scale = if scale.is_nan() { scale } else { scale.max(eps) };
+    let r = round_to(neg / scale, f32_).round_ties_even();
+    let zp = wrap(qmin.wrapping_sub(wrap(r as i64, Dtype::Int32)), Dtype::Int32);
+    let zp = if zp < qmin { qmin } else if zp > qmax { qmax } else { zp };
+    Ok(vec![
+        Value::Tensor(from_elems(Elems::F(vec![scale]), &[1], Dtype::Float64, ctx.device())?),
+        Value::Tensor(from_elems(Elems::I(vec![zp]), &[1], Dtype::Int64, ctx.device())?),
+    ])
+}
+
 /// The rows an element-wise chain runs in one pass (`exec::fuse`): the
 /// same formulas as the rows (`x + y * alpha` for add, clamp keeping NaN).
 pub(super) const FUSES: &[(&str, Fusable)] = &[
@@ -1041,4 +1373,37 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.bitwise_right_shift.Tensor", right_shift),
     ("aten.bitwise_right_shift.Tensor_Scalar", right_shift),
     ("aten.bitwise_right_shift.Scalar_Tensor", right_shift),
+    ("quantized_decomposed.quantize_per_tensor.default", quantize_per_tensor),
+    ("quantized_decomposed.quantize_per_tensor.tensor", quantize_per_tensor),
+    ("quantized_decomposed.quantize_per_channel.default", quantize_per_channel),
+    ("quantized_decomposed.dequantize_per_tensor.default", dequantize_per_tensor),
+    ("quantized_decomposed.dequantize_per_tensor.tensor", dequantize_per_tensor),
+    ("quantized_decomposed.dequantize_per_channel.default", dequantize_per_channel),
+    ("quantized_decomposed.choose_qparams.tensor", choose_qparams),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The FPU's rounding is libm's `rintf` (half to even) on every
+    /// float32 the quantizers round: ties, both zeros, around 2^23 and
+    /// past it, infinities, NaN, and a sweep of values.
+    #[test]
+    fn rint_rounds_half_to_even() {
+        let mut vals = vec![
+            0.5f32, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0, 0.49999997, -0.49999997,
+            8_388_607.5, -8_388_607.5, 8_388_608.0, 8_388_609.0, 16_777_216.0, 1e30, -1e30,
+            f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, -f32::MIN_POSITIVE,
+        ];
+        let mut v = 1e-3f32;
+        while v < 3e7 {
+            vals.extend([v, -v, v + 0.5, -(v + 0.5)]);
+            v *= 1.0137;
+        }
+        for x in vals {
+            assert_eq!(rint(x), x.round_ties_even(), "{x}");
+        }
+        assert!(rint(f32::NAN).is_nan());
+    }
+}

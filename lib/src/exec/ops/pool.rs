@@ -9,8 +9,9 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
     let s = if s.is_empty() { k } else { pair(&s, 1) };
     let p = pair(&ctx.ints("padding").unwrap_or_default(), 0);
     let d = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
-    // candle pools 4-D tensors only
-    if d != (1, 1) || x.rank() != 4 || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
+    // candle pools 4-D tensors only, and skips NaN: other dtypes than
+    // float32 (whose kernel keeps NaN) on the host, as torch's
+    if d != (1, 1) || x.rank() != 4 || x.dtype != Dtype::Float32 || (ctx.node.outputs.len() > 1 && ctx.output_used(1)) {
         return max_pool_host(ctx, &x, 2);
     }
     let ceil = ctx.opt_bool("ceil_mode", false)?;
@@ -400,16 +401,23 @@ impl Windows {
     }
 }
 
-/// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it.
+/// Average pooling (`avg_pool1d/2d/3d`) as torch's CPU kernel computes it:
+/// each window summed in order in the input's precision (float32 for
+/// float32 and narrower, float64 for float64: torch's accumulators, whose
+/// rounding a window of huge values shows), integers in int64 and divided
+/// truncating.
 fn avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let count_include_pad = ctx.opt_bool("count_include_pad", true)?;
     let divisor = ctx.opt_int("divisor_override")?.filter(|&d| d != 0);
     let p = Windows::read(ctx, x, n)?;
-    let vals = host_f64(x)?;
-    let planes = vals.len() / p.plane().max(1);
+    let vals = elems(x)?;
+    let wide = x.dtype == Dtype::Float64;
+    let plane_len = p.plane().max(1);
+    let planes = vals.len() / plane_len;
     let [id, ih, iw] = p.input.map(|v| v as i64);
-    let mut out = Vec::with_capacity(planes * p.out_plane());
-    for plane in vals.chunks(p.plane().max(1)).take(planes) {
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    for plane in 0..planes {
         for ot in 0..p.output[0] {
             for oh in 0..p.output[1] {
                 for ow in 0..p.output[2] {
@@ -424,30 +432,35 @@ fn avg_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
                     let pool_size = (t1 - t0) * (h1 - h0) * (w1 - w0);
                     let (t0, h0, w0) = (t0.max(0), h0.max(0), w0.max(0));
                     let (t1, h1, w1) = (t1.min(id), h1.min(ih), w1.min(iw));
-                    if t0 >= t1 || h0 >= h1 || w0 >= w1 {
-                        out.push(0.0);
-                        continue;
-                    }
-                    let mut sum = 0.0;
-                    for t in t0..t1 {
-                        for h in h0..h1 {
-                            let row = ((t * ih + h) * iw) as usize;
-                            sum += plane[row + w0 as usize..row + w1 as usize]
-                                .iter()
-                                .sum::<f64>();
-                        }
-                    }
+                    let empty = t0 >= t1 || h0 >= h1 || w0 >= w1;
                     let factor = match divisor {
                         Some(d) => d,
                         None if count_include_pad => pool_size,
                         None => (t1 - t0) * (h1 - h0) * (w1 - w0),
                     };
-                    out.push(sum / factor as f64);
+                    let at = (t0..t1.max(t0)).flat_map(move |t| {
+                        (h0..h1.max(h0)).flat_map(move |h| (w0..w1.max(w0)).map(move |w| plane * plane_len + ((t * ih + h) * iw + w) as usize))
+                    });
+                    match &vals {
+                        Elems::I(v) => {
+                            let sum = at.fold(0i64, |s, i| s.wrapping_add(v[i]));
+                            ints.push(if empty { 0 } else { sum.wrapping_div(factor) });
+                        }
+                        Elems::F(v) if wide => {
+                            let sum = at.fold(0f64, |s, i| s + v[i]);
+                            floats.push(if empty { 0.0 } else { sum / factor as f64 });
+                        }
+                        Elems::F(v) => {
+                            let sum = at.fold(0f32, |s, i| s + v[i] as f32);
+                            floats.push(if empty { 0.0 } else { (sum / factor as f32) as f64 });
+                        }
+                    }
                 }
             }
         }
     }
-    one(from_f64(&out, &p.out_shape(x, n), x.dtype, ctx.device())?)
+    let out = if matches!(vals, Elems::I(_)) { Elems::I(ints) } else { Elems::F(floats) };
+    one(from_elems(out, &p.out_shape(x, n), x.dtype, ctx.device())?)
 }
 
 /// 2-D average pooling with padding, ceil_mode or a divisor on the
@@ -519,10 +532,24 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
 }
 
 /// Max pooling with indices (flat positions in each input plane), as
-/// torch's CPU kernel computes it: NaN wins, the first maximum is kept.
+/// torch's CPU kernel computes it: NaN wins, the first maximum is kept;
+/// integers compared exactly.
 fn max_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let p = Windows::read(ctx, x, n)?;
-    let vals = host_f64(x)?;
+    let (values, indices) = match elems(x)? {
+        Elems::I(v) => {
+            let (o, i) = max_pool_planes(&v, &p);
+            (Elems::I(o), i)
+        }
+        Elems::F(v) => {
+            let (o, i) = max_pool_planes(&v, &p);
+            (Elems::F(o), i)
+        }
+    };
+    values_and_indices(ctx, x.dtype, (values, indices), &p.out_shape(x, n))
+}
+
+fn max_pool_planes<T: Extreme>(vals: &[T], p: &Windows) -> (Vec<T>, Vec<i64>) {
     let planes = vals.len() / p.plane().max(1);
     let [id, ih, iw] = p.input.map(|v| v as i64);
     let mut out = Vec::with_capacity(planes * p.out_plane());
@@ -550,23 +577,44 @@ fn max_pool_host(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
             }
         }
     }
-    values_and_indices(ctx, x.dtype, (&out, indices), &p.out_shape(x, n))
+    (out, indices)
+}
+
+/// A value max pooling compares: NaN above all (floats), the lowest value
+/// a window starts from.
+trait Extreme: Copy + PartialOrd {
+    const LOWEST: Self;
+    fn nan(self) -> bool;
+}
+
+impl Extreme for f64 {
+    const LOWEST: f64 = f64::NEG_INFINITY;
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+impl Extreme for i64 {
+    const LOWEST: i64 = i64::MIN;
+    fn nan(self) -> bool {
+        false
+    }
 }
 
 /// The maximum of the box [start, end) (every `step`th position per dim)
 /// of a plane of sizes `dims`, and its flat position, as torch's CPU
 /// kernels find it: a later value replaces the maximum when greater, or
-/// NaN; the position is the box's first when nothing is (all -inf).
-fn window_max(plane: &[f64], dims: [i64; 3], start: [i64; 3], end: [i64; 3], step: [usize; 3]) -> (f64, i64) {
+/// NaN; the position is the box's first when nothing is (all lowest).
+fn window_max<T: Extreme>(plane: &[T], dims: [i64; 3], start: [i64; 3], end: [i64; 3], step: [usize; 3]) -> (T, i64) {
     let [_, ih, iw] = dims;
-    let mut best = f64::NEG_INFINITY;
+    let mut best = T::LOWEST;
     let mut at = (start[0] * ih + start[1]) * iw + start[2];
     for t in (start[0]..end[0]).step_by(step[0]) {
         for h in (start[1]..end[1]).step_by(step[1]) {
             let row = (t * ih + h) * iw;
             for w in (start[2]..end[2]).step_by(step[2]) {
                 let v = plane[(row + w) as usize];
-                if v > best || v.is_nan() {
+                if v > best || v.nan() {
                     best = v;
                     at = row + w;
                 }
@@ -578,8 +626,8 @@ fn window_max(plane: &[f64], dims: [i64; 3], start: [i64; 3], end: [i64; 3], ste
 
 /// A pooling row's outputs: the values (in `dtype`) and, when the node
 /// has a second output, the indices.
-fn values_and_indices(ctx: &Ctx, dtype: Dtype, (values, indices): (&[f64], Vec<i64>), shape: &[usize]) -> OpResult {
-    let mut outs = vec![Value::Tensor(from_f64(values, shape, dtype, ctx.device())?)];
+fn values_and_indices(ctx: &Ctx, dtype: Dtype, (values, indices): (Elems, Vec<i64>), shape: &[usize]) -> OpResult {
+    let mut outs = vec![Value::Tensor(from_elems(values, shape, dtype, ctx.device())?)];
     if ctx.node.outputs.len() > 1 {
         let idx = CandleTensor::from_vec(indices, shape, ctx.device()).map_err(ce)?;
         outs.push(Value::Tensor(Tensor::new(idx, Dtype::Int64)));
@@ -670,7 +718,7 @@ fn fractional_max_pool(ctx: &mut Ctx) -> OpResult {
     }
     let mut shape = x.dims()[..rank - n].to_vec();
     shape.extend(&output);
-    values_and_indices(ctx, x.dtype, (&out, indices), &shape)
+    values_and_indices(ctx, x.dtype, (Elems::F(out), indices), &shape)
 }
 
 fn avg_pool1d(ctx: &mut Ctx) -> OpResult {

@@ -351,7 +351,7 @@ fn sorted_lines(ctx: &Ctx, x: &Tensor, d: usize, desc: bool, k: usize) -> Result
         return Err(Error::bad_input(format!("k ({k}) is larger than the dim's size ({n})")));
     }
     let vals = elems(&moved)?;
-    let lines = if n == 0 { 0 } else { vals.len() / n };
+    let lines = vals.len().checked_div(n).unwrap_or(0);
     let mut idx: Vec<usize> = Vec::with_capacity(lines * k);
     let mut order: Vec<usize> = Vec::with_capacity(n);
     for r in 0..lines {
@@ -508,6 +508,26 @@ fn prod(ctx: &mut Ctx) -> OpResult {
             }
             Elems::I(res)
         }
+        // (each step rounded to the dtype torch accumulates in: float32,
+        // or the float16 / bfloat16 the graph records, as torch's: a
+        // product that underflows to 0 there times an infinity is NaN)
+        Elems::F(v) if out != Dtype::Float64 => {
+            let step: fn(f32) -> f32 = match ctx.recorded_dtype(0) {
+                Some(Dtype::Float16) => |p| half::f16::from_f32(p).to_f32(),
+                Some(Dtype::BFloat16) => |p| half::bf16::from_f32(p).to_f32(),
+                _ => |p| p,
+            };
+            let mut res = vec![1f32; outer * inner];
+            for o in 0..outer {
+                for k in 0..n {
+                    for i in 0..inner {
+                        let r = &mut res[o * inner + i];
+                        *r = step(*r * v[(o * n + k) * inner + i] as f32);
+                    }
+                }
+            }
+            Elems::F(res.into_iter().map(f64::from).collect())
+        }
         Elems::F(v) => {
             let mut res = vec![1.0; outer * inner];
             for o in 0..outer {
@@ -541,13 +561,25 @@ fn var(ctx: &mut Ctx) -> OpResult {
     };
     let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
     let t = x.t.to_dtype(DType::F64).map_err(ce)?;
-    let mean = t.mean_keepdim(dims.clone()).map_err(ce)?;
+    // (the mean of nothing is NaN, and so the variance, as torch's)
+    let mean = if n == 0 {
+        let mut shape = x.dims().to_vec();
+        dims.iter().for_each(|&d| shape[d] = 1);
+        CandleTensor::full(f64::NAN, shape, x.t.device()).map_err(ce)?
+    } else {
+        t.mean_keepdim(dims.clone()).map_err(ce)?
+    };
     let ss = t
         .broadcast_sub(&mean)
         .and_then(|c| c.sqr())
         .and_then(|c| c.sum_keepdim(dims.clone()))
         .map_err(ce)?;
-    let v = (ss / (n as f64 - correction)).map_err(ce)?;
+    let v = if n == 0 {
+        // (NaN: nothing to take a variance of)
+        (mean.clone() * 1.0).map_err(ce)?
+    } else {
+        (ss / (n as f64 - correction)).map_err(ce)?
+    };
     let v = if keep { v } else { squeeze_dims(v, &dims)? };
     one(Tensor::new(v, Dtype::Float64).cast(x.dtype)?)
 }

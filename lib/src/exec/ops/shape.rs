@@ -372,13 +372,26 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
     let pad = ctx.ints("pad")?;
     let value = ctx.opt_float("value")?.unwrap_or(0.0);
     let mut t = x.t.clone();
+    if pad.len() / 2 > x.rank() {
+        return Err(Error::bad_input(format!(
+            "pad {pad:?}: more pairs than the {} dims",
+            x.rank()
+        )));
+    }
     for (k, pair) in pad.chunks(2).enumerate() {
         let d = x.rank() - 1 - k;
         let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
         if before < 0 || after < 0 {
             let n = t.dims()[d] as i64;
-            let start = (-before).max(0);
-            let end = n + after.min(0);
+            let start = before.min(0).saturating_neg();
+            let end = n.saturating_add(after.min(0));
+            if end < start {
+                // as torch's narrow refuses it (run-time pads: the shape
+                // rule checks constant ones at load)
+                return Err(Error::bad_input(format!(
+                    "pad {pad:?} cuts more than dim {d} of size {n} holds (narrow(): length must be non-negative)"
+                )));
+            }
             t = t
                 .narrow(d, start as usize, (end - start).max(0) as usize)
                 .map_err(ce)?;

@@ -798,6 +798,12 @@ fn conv(ctx: &mut Ctx) -> OpResult {
         };
     }
     let (x, w) = (ctx.tensor("input")?, ctx.tensor("weight")?);
+    if !x.dtype.is_floating() || !w.dtype.is_floating() {
+        return Err(unsupported(format!(
+            "a convolution of {} values (the executor convolves floats only)",
+            x.dtype.torch_name()
+        )));
+    }
     if x.rank() + 1 == w.rank() {
         // An unbatched input (torch takes [C, L] or [C, H, W]): a batch of one.
         let xb = Tensor::new(x.t.unsqueeze(0).map_err(ce)?, x.dtype);

@@ -12,8 +12,8 @@ fn sdpa(cx: &mut Cx) -> Result<()> {
     // grouped-query attention: each key/value head repeated for the group
     // of query heads it serves (`repeat_interleave` over the heads)
     let heads = |m: &crate::ir::TensorMeta| m.sizes.iter().rev().nth(2).cloned();
-    if km.sizes.len() >= 3 && heads(&qm) != heads(&km) {
-        let (Some(hq), Some(hk)) = (heads(&qm).and_then(|h| h.as_int()), heads(&km).and_then(|h| h.as_int())) else {
+    if km.sizes.len() >= 3 && heads(qm) != heads(&km) {
+        let (Some(hq), Some(hk)) = (heads(qm).and_then(|h| h.as_int()), heads(&km).and_then(|h| h.as_int())) else {
             return Err(Error::unsupported("grouped-query attention over a symbolic number of heads"));
         };
         if hk == 0 || hq % hk != 0 {

@@ -52,7 +52,12 @@ pub(super) fn cond(cx: &mut Cx) -> Result<()> {
         &operands,
         &format!("{node_name}.{}", else_g.name),
     )?;
+    // The node's outputs are the branches' first ones (see infer's cond
+    // rule): an If's branches return exactly its outputs.
     let n = cx.out_count();
+    let (mut then_branch, mut else_branch) = (then_branch, else_branch);
+    then_branch.output.truncate(n);
+    else_branch.output.truncate(n);
     let ys = cx.node_n(
         "If",
         &[&p],

@@ -9,6 +9,14 @@ fn convolution(cx: &mut Cx) -> Result<()> {
     let rank = cx.rank("input")?;
     let w = cx.input("weight")?;
     let wd = cx.dtype("weight")?;
+    if xd == Dtype::Float64 || wd == Dtype::Float64 {
+        // ONNX allows it; ONNX Runtime, the runtime these files are for,
+        // cannot load it: refused rather than written unrunnable
+        return Err(Error::unsupported(
+            "a float64 convolution: ONNX Runtime's CPU provider has no float64 Conv kernel \
+             (convert the model to float32 before export, or run it with ir-run)",
+        ));
+    }
     let n = cx.rank("weight")?.saturating_sub(2);
     let bias = cx.opt_input("bias")?;
     let stride = spatial(cx, "stride", n, 1)?;
@@ -94,6 +102,14 @@ fn conv_transpose(cx: &mut Cx) -> Result<()> {
     let rank = cx.rank("input")?;
     let w = cx.input("weight")?;
     let wd = cx.dtype("weight")?;
+    if xd == Dtype::Float64 || wd == Dtype::Float64 {
+        // ONNX allows it; ONNX Runtime, the runtime these files are for,
+        // cannot load it: refused rather than written unrunnable
+        return Err(Error::unsupported(
+            "a float64 convolution: ONNX Runtime's CPU provider has no float64 Conv kernel \
+             (convert the model to float32 before export, or run it with ir-run)",
+        ));
+    }
     let n = cx.rank("weight")?.saturating_sub(2);
     let bias = cx.opt_input("bias")?;
     let stride = spatial(cx, "stride", n, 1)?;

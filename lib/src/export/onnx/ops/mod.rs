@@ -72,6 +72,31 @@ pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     // ONNX's LSTM has no projection (proj_size): one more weight per
     // layer and direction than the plain layout; the rule unrolls it.
     ("aten.lstm.input", |n, _| rnn::lstm_unplain(n)),
+    // QuantizeLinear/DequantizeLinear take int8 and uint8 here, a zero
+    // point in the dtype's range, float32 out of a per-tensor dequantize.
+    (
+        "quantized_decomposed.quantize_per_tensor.default",
+        |n, _| pointwise::qdq_declines(n),
+    ),
+    ("quantized_decomposed.quantize_per_tensor.tensor", |n, _| {
+        pointwise::qdq_declines(n)
+    }),
+    (
+        "quantized_decomposed.quantize_per_channel.default",
+        |n, _| pointwise::qdq_declines(n),
+    ),
+    (
+        "quantized_decomposed.dequantize_per_tensor.default",
+        |n, _| pointwise::qdq_declines(n),
+    ),
+    (
+        "quantized_decomposed.dequantize_per_tensor.tensor",
+        |n, _| pointwise::qdq_declines(n),
+    ),
+    (
+        "quantized_decomposed.dequantize_per_channel.default",
+        |n, _| pointwise::qdq_declines(n),
+    ),
 ];
 
 /// Every row with its family: (family, op identity, emitter).

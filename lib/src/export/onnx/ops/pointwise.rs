@@ -517,6 +517,122 @@ fn atan2(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+// PT2E int8 (quantized_decomposed): QuantizeLinear and DequantizeLinear,
+// int8 and uint8, per tensor or along an axis: the QDQ form ONNX Runtime
+// fuses with the ops between its nodes into int8 kernels where it can.
+// QuantizeLinear divides by the scale where torch multiplies by its float32
+// reciprocal: a value within an ulp of a rounding tie may land one step
+// apart. Other dtypes, an `out_dtype` of a per-tensor dequantize, and a
+// zero point outside the dtype's range are declined (`qdq_declines`) and
+// lowered through the decomposition rules instead, to torch's arithmetic.
+
+/// Whether QuantizeLinear/DequantizeLinear cannot say this node as torch
+/// computes it (see above): the decomposition rule lowers it instead.
+pub(super) fn qdq_declines(n: &crate::ir::Node) -> bool {
+    let dtype = match n.arg("dtype") {
+        Some(Argument::ScalarType(d)) => *d,
+        _ => return true,
+    };
+    let Some((lo, hi)) = int8_range(dtype) else {
+        return true;
+    };
+    let zp_out = matches!(n.arg("zero_point"), Some(Argument::Int(z)) if *z < lo || *z > hi);
+    let out_dtype = n.target.name == "dequantize_per_tensor"
+        && !matches!(n.arg("out_dtype"), None | Some(Argument::None) | Some(Argument::ScalarType(Dtype::Float32)));
+    zp_out || out_dtype
+}
+
+/// The range of the dtypes QDQ takes here.
+fn int8_range(d: Dtype) -> Option<(i64, i64)> {
+    match d {
+        Dtype::Int8 => Some((-128, 127)),
+        Dtype::Uint8 => Some((0, 255)),
+        _ => None,
+    }
+}
+
+/// A per-tensor parameter as a rank-0 ONNX value of `dtype`: a number as a
+/// constant, a one-element tensor (`.tensor`) cast and reshaped.
+fn qparam(cx: &mut Cx, name: &str, dtype: Dtype) -> Result<String> {
+    match cx.operand(name)? {
+        Operand::Lit(l) => cx.scalar(l, dtype),
+        op => {
+            let v = cx.operand_as(&op, dtype)?;
+            cx.reshape_const(&v, &[])
+        }
+    }
+}
+
+/// Scale, zero point (absent: none, which is 0) and attributes of a QDQ
+/// node: per tensor, or per channel along `axis` (float32 scales only:
+/// other scales make torch compute in their dtype).
+fn qdq_params(cx: &mut Cx, per_channel: bool, dtype: Dtype) -> Result<(Vec<String>, Vec<onnx_protobuf::AttributeProto>)> {
+    let zp = if per_channel { "zero_points" } else { "zero_point" };
+    if cx.has(zp) && matches!(cx.operand(zp)?, Operand::Tensor { dtype: d, .. } if d.is_floating()) {
+        return Err(Error::unsupported(format!(
+            "{} zero points: QuantizeLinear and DequantizeLinear take them in the quantized dtype, and torch computes with the float",
+            cx.dtype(zp)?.torch_name()
+        )));
+    }
+    if !per_channel {
+        let s = qparam(cx, "scale", Dtype::Float32)?;
+        let z = qparam(cx, "zero_point", dtype)?;
+        return Ok((vec![s, z], vec![]));
+    }
+    if cx.dtype("scales")? != Dtype::Float32 {
+        return Err(Error::unsupported(format!(
+            "per-channel scales of {}: QuantizeLinear and DequantizeLinear take float32 scales, and torch computes in the scales' dtype",
+            cx.dtype("scales")?.torch_name()
+        )));
+    }
+    let rank = cx.rank("input")?;
+    let axis = normalize_dim(cx.int("axis")?, rank)? as i64;
+    // one scale for every channel: per tensor
+    let one = cx.meta("scales")?.sizes.first() == Some(&Sym::Int(1));
+    let fit = |cx: &mut Cx, v: String| if one { cx.reshape_const(&v, &[]) } else { Ok(v) };
+    let s = cx.input("scales")?;
+    let mut params = vec![fit(cx, s)?];
+    if cx.opt_input("zero_points")?.is_some() {
+        let z = cx.input_as("zero_points", dtype)?;
+        params.push(fit(cx, z)?);
+    }
+    Ok((params, vec![attr_int("axis", axis)]))
+}
+
+/// quantize_per_tensor / quantize_per_channel: QuantizeLinear of the
+/// input as float32, then a Clip where `quant_min`/`quant_max` are
+/// narrower than the dtype's range (torch clamps to them).
+fn quantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
+    let dtype = cx.out_dtype(0)?;
+    let x = cx.input_as("input", Dtype::Float32)?;
+    let (params, attrs) = qdq_params(cx, per_channel, dtype)?;
+    let mut inputs = vec![x.as_str()];
+    inputs.extend(params.iter().map(String::as_str));
+    let mut y = cx.node("QuantizeLinear", &inputs, attrs);
+    let (lo, hi) = (cx.int("quant_min")?, cx.int("quant_max")?);
+    if Some((lo, hi)) != int8_range(dtype) {
+        let (l, h) = (cx.scalar(Lit::Int(lo), dtype)?, cx.scalar(Lit::Int(hi), dtype)?);
+        y = cx.node("Clip", &[&y, &l, &h], vec![]);
+    }
+    cx.set(0, y);
+    Ok(())
+}
+
+/// dequantize_per_tensor / dequantize_per_channel: DequantizeLinear
+/// (`(x - zero_point) * scale` in float32, as torch), cast to `out_dtype`.
+fn dequantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
+    let dtype = cx.dtype("input")?;
+    let x = cx.input("input")?;
+    let (params, attrs) = qdq_params(cx, per_channel, dtype)?;
+    let mut inputs = vec![x.as_str()];
+    inputs.extend(params.iter().map(String::as_str));
+    let y = cx.node("DequantizeLinear", &inputs, attrs);
+    let out = cx.out_dtype(0)?;
+    let y = cx.cast(&y, Dtype::Float32, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
@@ -615,4 +731,10 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.addcmul.default", addcmul),
     ("aten.atan2.default", atan2),
     ("aten.diff.default", diff),
+    ("quantized_decomposed.quantize_per_tensor.default", |cx| quantize(cx, false)),
+    ("quantized_decomposed.quantize_per_tensor.tensor", |cx| quantize(cx, false)),
+    ("quantized_decomposed.quantize_per_channel.default", |cx| quantize(cx, true)),
+    ("quantized_decomposed.dequantize_per_tensor.default", |cx| dequantize(cx, false)),
+    ("quantized_decomposed.dequantize_per_tensor.tensor", |cx| dequantize(cx, false)),
+    ("quantized_decomposed.dequantize_per_channel.default", |cx| dequantize(cx, true)),
 ];
