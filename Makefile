@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test fuzz-kernels dtypes-onnx test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
+.PHONY: build test fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -50,6 +50,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/complex --skip cx_io
 	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
 	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
+	# The dtype conformance suite (golden/dtypes) through ir2onnx and ONNX Runtime: none wrong.
+	$(ONNX_VENV)/bin/python recipes/check_dtypes_onnx.py --bin target/release --opset 18
 
 $(ONNX_VENV)/.ready:
 	recipes/setup_venv.sh $(ONNX_VENV)
@@ -111,6 +113,12 @@ dtype-cases: $(VENV)/.torch
 # agree, that ir2onnx or ONNX Runtime refuse, and any ONNX Runtime computes wrong (exit 1 then).
 dtypes-onnx: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_dtypes_onnx.py --bin target/release --opset 18
+
+# Rewrites lib/data/onnx_types.txt (the types each ONNX op takes at opsets 17-21 and ONNX
+# Runtime's CPU kernels, which ir2onnx checks every node against) from the installed onnx and
+# onnxruntime.
+onnx-types: $(ONNX_VENV)/.ready
+	$(ONNX_VENV)/bin/python recipes/gen_onnx_types.py --out lib/data/onnx_types.txt
 
 # The large models, not committed (golden/big).
 big: $(VENV)/.torch

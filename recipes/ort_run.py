@@ -54,6 +54,33 @@ def feedable(a):
     return a
 
 
+# ONNX Runtime 1.32 at opset 21: its QDQ propagation sets output_dtype
+# INT8 on the QuantizeLinear it inserts after an int8 DequantizeLinear
+# feeding a non-quantized op (microsoft/onnxruntime#28144), and its
+# S8-to-U8 rewrite then makes that node's zero point uint8: the session
+# fails to load ("output_dtype INT8 does not match y_zero_point type
+# UINT8"). The graph is valid and loads with every other optimisation.
+ORT_QDQ_BUG = "does not match y_zero_point type UINT8"
+# Callers that print a row can say so when a session needed the retry.
+retried = []
+
+
+def session(model, opts):
+    """An ONNX Runtime CPU session for `model` (a path or serialized
+    bytes), retried without QDQ propagation on ORT_QDQ_BUG only
+    (recorded in `retried`)."""
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own Fail type
+        if ORT_QDQ_BUG not in str(e):
+            raise
+    retried.append(model if isinstance(model, str) else "<bytes>")
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["QDQPropagationTransformer"])
+
+
 def run(model_path, inputs, threads=None):
     """(output names, arrays) for every graph output of the model."""
     import onnxruntime as ort
@@ -75,7 +102,7 @@ def run(model_path, inputs, threads=None):
     opts.log_severity_level = 3
     if threads:
         opts.intra_op_num_threads = threads
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = session(model.SerializeToString(), opts)
     feed = {i.name: feedable(inputs[i.name]) for i in sess.get_inputs()}
     return names, sess.run(read, feed)
 

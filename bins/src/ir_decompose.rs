@@ -6,7 +6,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pt2kit::cli::{self, CommonArgs, ProgramOutput};
-use pt2kit::decompose::{self, passes, Policy};
+use pt2kit::decompose::{self, Policy};
+
+/// The passes this build has: `fold` with the executor (the `exec`
+/// feature), the decomposition's own without.
+mod passes {
+    #[cfg(not(feature = "exec"))]
+    pub use pt2kit::decompose::passes::{all, run};
+    #[cfg(feature = "exec")]
+    pub use pt2kit::exec::fold::{passes as all, run};
+}
 use pt2kit::Error;
 
 /// Lower a pt2ir program to core ATen ops and clean it up
@@ -51,7 +60,7 @@ pub struct Args {
 fn default_passes() -> &'static str {
     static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     LIST.get_or_init(|| {
-        passes::defaults()
+        pt2kit::decompose::passes::defaults(passes::all())
             .iter()
             .map(|(n, _, _)| *n)
             .collect::<Vec<_>>()
@@ -66,14 +75,17 @@ fn list() -> String {
     for (src, results) in decompose::list() {
         s.push_str(&format!("  {src} -> {}\n", results.join(", ")));
     }
-    let (with, without) = pt2kit::infer::coverage(pt2kit::exec::ops::supported());
-    s.push_str(&format!(
-        "shape rules (checked when a tool reads IR): {} of the executor's {} ops; without one:\n",
-        with.len(),
-        with.len() + without.len()
-    ));
-    for op in &without {
-        s.push_str(&format!("  {op}\n"));
+    #[cfg(feature = "exec")]
+    {
+        let (with, without) = pt2kit::infer::coverage(pt2kit::exec::ops::supported());
+        s.push_str(&format!(
+            "shape rules (checked when a tool reads IR): {} of the executor's {} ops; without one:\n",
+            with.len(),
+            with.len() + without.len()
+        ));
+        for op in &without {
+            s.push_str(&format!("  {op}\n"));
+        }
     }
     s.push_str("passes:\n");
     for (name, what, _) in passes::all() {

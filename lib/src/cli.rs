@@ -222,6 +222,9 @@ pub fn main_from<P: Parser>(
         Err(e) if e.kind == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{name}: error: {e}");
+            if let (Some(d), true) = (&e.detail, verbosity() >= 3) {
+                eprintln!("{d}");
+            }
             ExitCode::from(e.kind.exit_code() as u8)
         }
     }

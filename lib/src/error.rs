@@ -73,6 +73,9 @@ pub struct Error {
     pub message: String,
     /// Where it happened, innermost first (each `context` call appends).
     pub context: Vec<String>,
+    /// More than the message says, for `-vv` (a dependency's full report:
+    /// candle's backtrace); the caller that prints decides whether to.
+    pub detail: Option<String>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -83,6 +86,7 @@ impl Error {
             kind,
             message: message.into(),
             context: Vec::new(),
+            detail: None,
         }
     }
     pub fn bad_input(message: impl Into<String>) -> Error {
@@ -102,6 +106,12 @@ impl Error {
             return Error::new(ErrorKind::BrokenPipe, "broken pipe");
         }
         Error::new(ErrorKind::Io, format!("{what}: {err}"))
+    }
+
+    /// With `detail` (see the field).
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Error {
+        self.detail = Some(detail.into());
+        self
     }
 
     /// Adds an outer place (`member 'mlp/models/model.json'`).

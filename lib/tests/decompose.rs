@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
-use pt2kit::decompose::{self, passes, Policy};
+use pt2kit::decompose::{self, Policy};
 use pt2kit::ir::Program;
 use pt2kit::{text, wire};
 
@@ -20,7 +20,7 @@ use pt2kit::{text, wire};
 fn lower(program: &mut Program, pass_names: &[&str]) -> decompose::Report {
     let mut report = decompose::lower(program, &Policy::default()).unwrap();
     let names: Vec<String> = pass_names.iter().map(|s| s.to_string()).collect();
-    report.passes = passes::run(program, &names).unwrap();
+    report.passes = pt2kit::exec::fold::run(program, &names).unwrap();
     pt2kit::ir::validate::validate(program).unwrap();
     let bytes = wire::encode_program(program).unwrap();
     *program = wire::read_program(&mut bytes.as_slice(), "lowered").unwrap();
@@ -39,7 +39,10 @@ fn archives_in(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 fn all_passes() -> Vec<&'static str> {
-    passes::defaults().iter().map(|(n, _, _)| *n).collect()
+    pt2kit::decompose::passes::defaults(pt2kit::exec::fold::passes())
+        .iter()
+        .map(|(n, _, _)| *n)
+        .collect()
 }
 
 fn check_fixture(pt2: &Path, failures: &mut Vec<String>) -> usize {

@@ -215,6 +215,64 @@ fn no_import_cycles_between_modules() {
     assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
 }
 
+/// The library's floors, lowest first: a top-level module imports only
+/// from its own floor's modules' lower floors (never up, never sideways
+/// into another module of its floor). A new top-level module gets a floor
+/// here first.
+const FLOORS: &[&[&str]] = &[
+    &["error"],
+    &["output", "progress"],
+    &["blob"],
+    &["zip"],
+    &["ir"],
+    &["schema", "promote", "text"],
+    &["wire"],
+    &["tensorfile"],
+    &["import", "contract"],
+    &["infer"],
+    &["decompose"],
+    &["export", "exec"],
+    &["diff"],
+    &["fuzzing", "cli"],
+];
+
+/// Every import between top-level modules runs downhill ([`FLOORS`]):
+/// the readers and the IR below the passes, the passes below the back
+/// ends, the tools' conventions (`cli`) on top.
+#[test]
+fn imports_run_downhill() {
+    let root = repo().join("lib/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let floor = |m: &str| FLOORS.iter().position(|f| f.contains(&m));
+    let known: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&root, f)).collect();
+    let mut uphill = BTreeSet::new();
+    for f in &files {
+        let module = module_of(&root, f);
+        let Some(top) = module.first() else { continue };
+        if top == "lib" {
+            continue;
+        }
+        let from = floor(top).unwrap_or_else(|| panic!("module {top} has no floor in FLOORS"));
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for target in imports(&module, &code, &known) {
+            let Some(t) = target.first() else { continue };
+            if t == top {
+                continue;
+            }
+            let to = floor(t).unwrap_or_else(|| panic!("module {t} has no floor in FLOORS"));
+            if to >= from {
+                uphill.insert(format!("{} -> {}", module.join("::"), target.join("::")));
+            }
+        }
+    }
+    assert!(
+        uphill.is_empty(),
+        "imports that do not run downhill:\n{}",
+        uphill.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
 /// Ops a back end can reach from `op`: the op itself when the back end has
 /// a row for it, else what its decomposition emits, recursively. Returns
 /// the ops reached that neither a row nor a rule handles.

@@ -135,7 +135,11 @@ fn fold_evaluates_constant_subgraphs_only() {
     b.output(y);
     let mut p = b.p;
     let before = run(&p, &[0.0, 1.0, 2.0], &[3]);
-    assert_eq!(passes::fold(&mut p).unwrap(), 2, "mul and exp are folded");
+    assert_eq!(
+        pt2kit::exec::fold::fold(&mut p).unwrap(),
+        2,
+        "mul and exp are folded"
+    );
     passes::dce(&mut p).unwrap();
     assert_eq!(
         histogram(&p).into_iter().collect::<Vec<_>>(),

@@ -11,7 +11,8 @@
 //!
 //! The core opset is data (`lib/data/core_aten_ops.txt`).
 
-pub mod args;
+/// The argument reader, which lives with the IR (`ir::args`).
+pub use crate::ir::args;
 pub mod complex;
 pub mod edit;
 pub mod fallback;

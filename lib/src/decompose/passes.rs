@@ -17,10 +17,14 @@ use crate::{Error, Result};
 
 pub type PassFn = fn(&mut Program) -> Result<usize>;
 
-/// The passes by name, in the order `ir-decompose` runs them by default.
-pub fn all() -> Vec<(&'static str, &'static str, PassFn)> {
-    #[allow(unused_mut)] // only `exec` builds add the fold pass
-    let mut v: Vec<(&'static str, &'static str, PassFn)> = vec![
+/// A pass table: (name, what it does, the pass).
+pub type Passes = Vec<(&'static str, &'static str, PassFn)>;
+
+/// The passes by name, in the order `ir-decompose` runs them by default;
+/// constant folding, which runs the executor, is added above this layer
+/// (`exec::fold::passes`).
+pub fn all() -> Passes {
+    vec![
         (
             "dce",
             "remove nodes whose results are unused, and weights nothing reads",
@@ -36,31 +40,22 @@ pub fn all() -> Vec<(&'static str, &'static str, PassFn)> {
             "fold eval-mode batch norm into the convolution before it",
             bn_fold,
         ),
-    ];
-    #[cfg(feature = "exec")]
-    v.insert(
-        1,
         (
-            "fold",
-            "evaluate subgraphs that depend only on constants",
-            fold,
+            "complex",
+            "complex values as real pairs, FFTs as pt2kit.dft (what ir-run and ir2onnx do at load; not run by default)",
+            complex_pairs,
         ),
-    );
-    v.push((
-        "complex",
-        "complex values as real pairs, FFTs as pt2kit.dft (what ir-run and ir2onnx do at load; not run by default)",
-        complex_pairs,
-    ));
-    v
+    ]
 }
 
 /// Passes `ir-decompose` runs only when asked (`--passes complex`): they
 /// leave the core opset (`complex` emits the toolkit's own `pt2kit.dft`).
 pub const OPT_IN: &[&str] = &["complex"];
 
-/// The passes `ir-decompose` runs by default: [`all`] but [`OPT_IN`].
-pub fn defaults() -> Vec<(&'static str, &'static str, PassFn)> {
-    all()
+/// The passes of a table (`all`, or `exec::fold::passes` with `fold`)
+/// that `ir-decompose` runs by default: all but [`OPT_IN`].
+pub fn defaults(table: Passes) -> Passes {
+    table
         .into_iter()
         .filter(|(n, _, _)| !OPT_IN.contains(n))
         .collect()
@@ -78,7 +73,11 @@ pub fn complex_pairs(p: &mut Program) -> Result<usize> {
 /// Runs named passes (`dce,cse`); the second DCE after the others is
 /// implicit, so each pass can leave dead nodes behind.
 pub fn run(p: &mut Program, names: &[String]) -> Result<Vec<(String, usize)>> {
-    let known = all();
+    run_from(&all(), p, names)
+}
+
+/// [`run`] over a table of passes (`exec::fold::passes`: these and `fold`).
+pub fn run_from(known: &Passes, p: &mut Program, names: &[String]) -> Result<Vec<(String, usize)>> {
     let mut report = Vec::new();
     for name in names {
         let Some((_, _, f)) = known.iter().find(|(n, _, _)| n == name) else {
@@ -106,7 +105,7 @@ pub fn run(p: &mut Program, names: &[String]) -> Result<Vec<(String, usize)>> {
 }
 
 /// Ops that must stay even when nothing uses their result.
-fn has_effect(node: &Node) -> bool {
+pub(crate) fn has_effect(node: &Node) -> bool {
     let t = &node.target;
     mutates(t)
         || t.name.starts_with("_assert")
@@ -117,7 +116,7 @@ fn has_effect(node: &Node) -> bool {
 }
 
 /// Ops whose results differ between calls with the same arguments.
-fn nondeterministic(node: &Node) -> bool {
+pub(crate) fn nondeterministic(node: &Node) -> bool {
     matches!(
         node.target.name.as_str(),
         "rand"
@@ -145,7 +144,7 @@ fn graph_refs(g: &Graph, used: &mut HashSet<ValueId>) {
     used.extend(uses(g).into_keys());
 }
 
-fn dce_graph(g: &mut Graph) -> usize {
+pub(crate) fn dce_graph(g: &mut Graph) -> usize {
     let mut used = HashSet::new();
     let mut refs = Vec::new();
     for a in &g.outputs {
@@ -362,7 +361,7 @@ pub fn add_weight(
     v
 }
 
-fn unique_weight_name(p: &Program, base: &str) -> String {
+pub(crate) fn unique_weight_name(p: &Program, base: &str) -> String {
     let mut name = base.to_string();
     let mut i = 1;
     while p.weights.iter().any(|w| w.name == name) {
@@ -562,153 +561,4 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         // construction (the convolution precedes the batch norm's users).
     }
     Ok(folded)
-}
-
-/// Constant folding: nodes whose tensor inputs are all lifted constants
-/// (or results of such nodes), with no symbolic sizes, are evaluated once
-/// with the executor; the values other nodes read become new constants.
-/// A result is not materialised when it is over 1 MiB and larger than the
-/// constants it comes from (an `expand` of a scalar stays an `expand`).
-#[cfg(feature = "exec")]
-pub fn fold(p: &mut Program) -> Result<usize> {
-    use crate::ir::{OutputKind, SymRef};
-    let g = &p.graph;
-    let mut constant: HashSet<ValueId> = HashSet::new();
-    let mut const_inputs = Vec::new();
-    for (i, input) in g.inputs.iter().enumerate() {
-        if let (InputKind::TensorConstant(_), Argument::Tensor(v)) = (&p.input_kinds[i], input) {
-            constant.insert(*v);
-            const_inputs.push(i);
-        }
-    }
-    let mut fold_nodes = Vec::new();
-    for (i, node) in g.nodes.iter().enumerate() {
-        if has_effect(node)
-            || nondeterministic(node)
-            || node.target.kind != TargetKind::Op
-            || crate::exec::ops::lookup(&node.target.to_string()).is_none()
-        {
-            continue;
-        }
-        let mut refs = Vec::new();
-        for a in &node.inputs {
-            a.arg.value_refs(&mut refs);
-        }
-        let outs = node_outputs(node);
-        let static_out = outs.iter().all(|v| match &g.values[v.index()].kind {
-            ValueKind::Tensor(m) => m.static_sizes().is_some(),
-            _ => false,
-        });
-        if static_out && refs.iter().all(|r| constant.contains(r)) && !outs.is_empty() {
-            constant.extend(outs);
-            fold_nodes.push(i);
-        }
-    }
-    // Values of folded nodes read by nodes that stay (or by the outputs).
-    let folded_set: HashSet<usize> = fold_nodes.iter().copied().collect();
-    let mut frontier: Vec<ValueId> = Vec::new();
-    let produced: HashSet<ValueId> = fold_nodes
-        .iter()
-        .flat_map(|&i| node_outputs(&g.nodes[i]))
-        .collect();
-    let mut refs = Vec::new();
-    for (i, node) in g.nodes.iter().enumerate() {
-        if folded_set.contains(&i) {
-            continue;
-        }
-        for a in &node.inputs {
-            a.arg.value_refs(&mut refs);
-        }
-    }
-    for a in &g.outputs {
-        a.value_refs(&mut refs);
-    }
-    for r in refs {
-        if produced.contains(&r) && !frontier.contains(&r) {
-            frontier.push(r);
-        }
-    }
-    let bytes_of = |v: ValueId| -> usize {
-        match &g.values[v.index()].kind {
-            ValueKind::Tensor(m) => {
-                m.static_sizes()
-                    .map(|s| s.iter().product::<i64>().max(0) as usize)
-                    .unwrap_or(0)
-                    * m.dtype.size()
-            }
-            _ => 0,
-        }
-    };
-    let input_bytes: usize = const_inputs
-        .iter()
-        .filter_map(|&i| match &g.inputs[i] {
-            Argument::Tensor(v) => Some(bytes_of(*v)),
-            _ => None,
-        })
-        .sum();
-    frontier.retain(|v| {
-        let b = bytes_of(*v);
-        b <= (1 << 20) || b <= input_bytes
-    });
-    if frontier.is_empty() {
-        return Ok(0);
-    }
-    // A program of just the constant part, run once.
-    let mut mini = Program {
-        info: p.info.clone(),
-        graph: Graph {
-            values: g.values.clone(),
-            inputs: const_inputs.iter().map(|&i| g.inputs[i].clone()).collect(),
-            nodes: fold_nodes.iter().map(|&i| g.nodes[i].clone()).collect(),
-            outputs: frontier.iter().map(|v| Argument::Tensor(*v)).collect(),
-            is_single_tensor_return: false,
-        },
-        input_kinds: const_inputs
-            .iter()
-            .map(|&i| p.input_kinds[i].clone())
-            .collect(),
-        output_kinds: vec![OutputKind::UserOutput; frontier.len()],
-        range_constraints: vec![],
-        weights: p.weights.clone(),
-        storages: p.storages.clone(),
-    };
-    mini.graph.nodes.retain(|_| true);
-    let device = crate::exec::device(crate::exec::DeviceKind::Cpu)?;
-    let results = {
-        let exec = crate::exec::Executor::new(&mini, device)?;
-        exec.run(&[])?
-    };
-    let _ = SymRef::Int(0);
-    let mut replaced = HashMap::new();
-    for (v, (_, host)) in frontier.iter().zip(results) {
-        let meta = match &p.graph.values[v.index()].kind {
-            ValueKind::Tensor(m) => TensorMeta {
-                strides: crate::ir::contiguous_strides(&m.static_sizes().unwrap_or_default())
-                    .into_iter()
-                    .map(Sym::Int)
-                    .collect(),
-                storage_offset: Sym::Int(0),
-                ..m.clone()
-            },
-            _ => continue,
-        };
-        if host.dtype != meta.dtype {
-            return Err(Error::internal(format!(
-                "folded {} is {}, expected {}",
-                p.graph.values[v.index()].name,
-                host.dtype.torch_name(),
-                meta.dtype.torch_name()
-            )));
-        }
-        let name = unique_weight_name(p, &format!("_folded.{}", p.graph.values[v.index()].name));
-        let nv = add_weight(p, &name, WeightKind::Constant, meta, host.data);
-        replaced.insert(*v, nv);
-    }
-    let s = |v: ValueId| replaced.get(&v).copied().unwrap_or(v);
-    for node in &mut p.graph.nodes {
-        node.substitute_inputs(&s);
-    }
-    substitute_values(&mut p.graph.outputs, &s);
-    let n = dce_graph(&mut p.graph);
-    Ok(n)
 }

@@ -14,6 +14,7 @@
 mod ctx;
 mod epilogue;
 pub use ctx::Ctx;
+pub mod fold;
 pub mod fuse;
 pub mod mapped;
 pub mod ops;
@@ -75,14 +76,16 @@ impl Value {
 /// A candle error as ours: its first line (candle appends a backtrace
 /// when RUST_BACKTRACE is set; that is no part of a message).
 pub(crate) fn ce(e: candle_core::Error) -> Error {
+    // its first line; its backtrace (RUST_BACKTRACE) kept as the detail
+    // the tools show with -vv
     let text = e.to_string();
-    // Its backtrace (RUST_BACKTRACE) only with -vv.
-    let shown = if crate::cli::verbosity() >= 3 {
-        text.trim_end()
+    let first = text.lines().next().unwrap_or("");
+    let err = Error::internal(format!("candle: {first}"));
+    if text.trim_end() != first {
+        err.with_detail(text.trim_end().to_string())
     } else {
-        text.lines().next().unwrap_or("")
-    };
-    Error::internal(format!("candle: {shown}"))
+        err
+    }
 }
 
 /// Whether an error is a kernel refusing a strided layout (which the

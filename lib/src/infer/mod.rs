@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::decompose::args::NodeArgs;
+use crate::ir::args::NodeArgs;
 use crate::ir::{Argument, Dtype, Graph, Node, Program, Sym, ValueId, ValueKind};
 use crate::{Error, Result};
 
@@ -232,7 +232,7 @@ fn check_node(graph: &Graph, node: &Node, limits: &Limits) -> Result<()> {
         graph,
         args: NodeArgs(node),
     };
-    let outputs: Vec<ValueId> = crate::decompose::args::node_outputs(node)
+    let outputs: Vec<ValueId> = crate::ir::args::node_outputs(node)
         .into_iter()
         .filter(|v| {
             matches!(

@@ -15,6 +15,7 @@
 //! Ops the library knows nothing about are kept as they are: a [`Target`] is
 //! an identity, not a closed enum, so the IR is a faithful container.
 
+pub mod args;
 pub mod dtype;
 pub mod sym;
 pub mod validate;

@@ -2,55 +2,11 @@
 //! scalar, `sqrt` and `log` (principal branches, as `std::complex`),
 //! `reciprocal`, and matrix products as four real ones.
 
-use super::arith::{cdiv_parts, cmul, out_real, out_sizes};
-use super::{scalar_parts, Cx, Handler};
+use super::arith::{out_real, out_sizes};
+use super::{exact, scalar_parts, Cx, Handler};
 use crate::decompose::args::NodeArgs;
-use crate::ir::{Argument, Dtype, Sym, ValueId};
+use crate::ir::{Argument, ValueId};
 use crate::{Error, Result};
-
-/// `|z|` of parts, as `abs` computes it.
-fn modulus(cx: &mut Cx, a: ValueId, b: ValueId, sizes: &[Sym]) -> Result<ValueId> {
-    let a2 = cx.binary("aten.mul.Tensor", a, a, sizes)?;
-    let b2 = cx.binary("aten.mul.Tensor", b, b, sizes)?;
-    let s = cx.binary("aten.add.Tensor", a2, b2, sizes)?;
-    let dt = cx.em.dtype(s)?;
-    cx.unary("aten.sqrt.default", s, dt)
-}
-
-fn full_like(cx: &mut Cx, like: ValueId, v: f64) -> Result<ValueId> {
-    let m = cx.em.meta(like)?.clone();
-    let meta = cx.meta(like, m.dtype, m.sizes)?;
-    cx.op(
-        "aten.full_like.default",
-        vec![
-            ("self", Argument::Tensor(like)),
-            ("fill_value", Argument::Float(v)),
-        ],
-        meta,
-    )
-}
-
-fn pick(cx: &mut Cx, cond: ValueId, t: ValueId, f: ValueId, sizes: &[Sym]) -> Result<ValueId> {
-    let meta = cx.meta(t, cx.em.dtype(t)?, sizes.to_vec())?;
-    cx.op(
-        "aten.where.self",
-        vec![
-            ("condition", Argument::Tensor(cond)),
-            ("self", Argument::Tensor(t)),
-            ("other", Argument::Tensor(f)),
-        ],
-        meta,
-    )
-}
-
-fn compare(cx: &mut Cx, op: &str, x: ValueId, v: f64) -> Result<ValueId> {
-    let m = cx.meta(x, Dtype::Bool, cx.em.sizes(x)?)?;
-    cx.op(
-        op,
-        vec![("self", Argument::Tensor(x)), ("other", Argument::Float(v))],
-        m,
-    )
-}
 
 /// `pow(z, p)` for a real scalar `p`: `z * z` for 2, else the polar form
 /// `|z|^p (cos p theta + i sin p theta)` (`std::pow`'s).
@@ -75,12 +31,12 @@ fn pow(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             meta,
         )?]);
     }
+    let (re, im) = cx.parts(z)?;
     if p == 2.0 {
-        let (re, im) = cmul(cx, z, z, &sizes)?;
+        let (re, im) = exact::cmul(cx, (re, im), (re, im), &sizes, real)?;
         return Ok(vec![cx.join(re, im, meta)?]);
     }
-    let (re, im) = cx.parts(z)?;
-    let r = modulus(cx, re, im, &sizes)?;
+    let r = exact::hypot(cx, re, im, &sizes)?;
     let m = cx.meta(r, real, sizes.clone())?;
     let rp = cx.op(
         "aten.pow.Tensor_Scalar",
@@ -99,69 +55,36 @@ fn pow(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![cx.join(re, im, meta)?])
 }
 
-/// The principal square root, as `std::sqrt(complex)`: with `t =
-/// sqrt((|z| + |a|) / 2)`, `(t, b / 2t)` where `a >= 0`, else `(|b| / 2t,
-/// t with b's sign)`; 0 at 0.
+/// The principal square root ([`exact::sqrt`]).
 fn sqrt(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
-    let real = out_real(cx, 0)?;
     let z = cx.pair(a.t("self")?)?;
-    let (re, im) = cx.parts(z)?;
-    let r = modulus(cx, re, im, &sizes)?;
-    let abs_a = cx.unary("aten.abs.default", re, real)?;
-    let s = cx.binary("aten.add.Tensor", r, abs_a, &sizes)?;
-    let s = cx.scalar("aten.mul.Tensor", s, 0.5)?;
-    let t = cx.unary("aten.sqrt.default", s, real)?;
-    let two_t = cx.scalar("aten.mul.Tensor", t, 2.0)?;
-    let u = cx.binary("aten.div.Tensor", im, two_t, &sizes)?;
-    let zero_t = compare(cx, "aten.eq.Scalar", t, 0.0)?;
-    let zero = full_like(cx, u, 0.0)?;
-    let u = pick(cx, zero_t, zero, u, &sizes)?;
-    let abs_u = cx.unary("aten.abs.default", u, real)?;
-    // b's sign, -0.0 included (1 / -0.0 is -inf)
-    let b_neg = compare(cx, "aten.lt.Scalar", im, 0.0)?;
-    let inv = cx.unary("aten.reciprocal.default", im, real)?;
-    let inv_neg = compare(cx, "aten.lt.Scalar", inv, 0.0)?;
-    let m = cx.meta(im, Dtype::Bool, sizes.clone())?;
-    let negative = cx.op(
-        "aten.logical_or.default",
-        vec![
-            ("self", Argument::Tensor(b_neg)),
-            ("other", Argument::Tensor(inv_neg)),
-        ],
-        m,
-    )?;
-    let neg_t = cx.unary("aten.neg.default", t, real)?;
-    let signed_t = pick(cx, negative, neg_t, t, &sizes)?;
-    let a_pos = compare(cx, "aten.ge.Scalar", re, 0.0)?;
-    let re = pick(cx, a_pos, t, abs_u, &sizes)?;
-    let im = pick(cx, a_pos, u, signed_t, &sizes)?;
+    let z = cx.parts(z)?;
+    let (re, im) = exact::sqrt(cx, z, &sizes)?;
     Ok(vec![cx.join(re, im, meta)?])
 }
 
-/// `log z = log |z| + i arg z`.
+/// `log z = log |z| + i arg z` ([`exact::log`]).
 fn log(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
-    let real = out_real(cx, 0)?;
     let z = cx.pair(a.t("self")?)?;
-    let (re, im) = cx.parts(z)?;
-    let r = modulus(cx, re, im, &sizes)?;
-    let l = cx.unary("aten.log.default", r, real)?;
-    let t = cx.binary("aten.atan2.default", im, re, &sizes)?;
-    Ok(vec![cx.join(l, t, meta)?])
+    let z = cx.parts(z)?;
+    let (re, im) = exact::log(cx, z, &sizes)?;
+    Ok(vec![cx.join(re, im, meta)?])
 }
 
 /// `1 / z`, by the division's Smith's method.
 fn reciprocal(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
+    let real = out_real(cx, 0)?;
     let z = cx.pair(a.t("self")?)?;
     let (c, d) = cx.parts(z)?;
-    let one = full_like(cx, c, 1.0)?;
-    let zero = full_like(cx, c, 0.0)?;
-    let (re, im) = cdiv_parts(cx, (one, zero), (c, d), &sizes)?;
+    let one = cx.constant(c, 1.0, real)?;
+    let zero = cx.constant(c, 0.0, real)?;
+    let (re, im) = exact::cdiv(cx, (one, zero), (c, d), &sizes, real)?;
     Ok(vec![cx.join(re, im, meta)?])
 }
 

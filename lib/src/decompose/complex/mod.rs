@@ -36,6 +36,7 @@
 //! takes no complex tensors.
 
 mod arith;
+mod exact;
 mod fft;
 mod math;
 mod shape;
@@ -157,6 +158,19 @@ impl Cx<'_, '_> {
         })
     }
 
+    /// A tensor of the node (its first output, else its first tensor
+    /// argument): what a new constant takes its device from.
+    pub fn node_tensor(&self) -> Result<ValueId> {
+        let mut refs = node_outputs(self.node);
+        self.node
+            .inputs
+            .iter()
+            .for_each(|a| a.arg.value_refs(&mut refs));
+        refs.into_iter()
+            .find(|v| matches!(self.em.values[v.index()].kind, ValueKind::Tensor(_)))
+            .ok_or_else(|| Error::internal(format!("node {} has no tensor", self.node.name)))
+    }
+
     /// The meta the node recorded for its output `i` (complex or not).
     pub fn out_meta(&self, i: usize) -> Result<TensorMeta> {
         let v = *node_outputs(self.node)
@@ -228,6 +242,60 @@ impl Cx<'_, '_> {
             op,
             vec![("self", Argument::Tensor(x)), ("other", Argument::Float(s))],
             meta,
+        )
+    }
+
+    /// A bool tensor: `op(x, v)` (`aten.eq.Scalar`, `aten.lt.Scalar`, ...).
+    pub fn test(&mut self, op: &str, x: ValueId, v: f64) -> Result<ValueId> {
+        let m = self.meta(x, Dtype::Bool, self.em.sizes(x)?)?;
+        self.op(
+            op,
+            vec![("self", Argument::Tensor(x)), ("other", Argument::Float(v))],
+            m,
+        )
+    }
+
+    /// A bool tensor: `op(x)` (`aten.isinf.default`, `aten.isnan.default`).
+    pub fn is(&mut self, op: &str, x: ValueId) -> Result<ValueId> {
+        let m = self.meta(x, Dtype::Bool, self.em.sizes(x)?)?;
+        self.op(op, vec![("self", Argument::Tensor(x))], m)
+    }
+
+    /// `op(a, b)` of two bool tensors, broadcast to `sizes`.
+    pub fn logic(&mut self, op: &str, a: ValueId, b: ValueId, sizes: &[Sym]) -> Result<ValueId> {
+        let m = self.meta(a, Dtype::Bool, sizes.to_vec())?;
+        self.op(
+            op,
+            vec![("self", Argument::Tensor(a)), ("other", Argument::Tensor(b))],
+            m,
+        )
+    }
+
+    /// `where(cond, t, f)` broadcast to `sizes` (`t`'s dtype).
+    pub fn pick(&mut self, cond: ValueId, t: ValueId, f: ValueId, sizes: &[Sym]) -> Result<ValueId> {
+        let m = self.meta(t, self.em.dtype(t)?, sizes.to_vec())?;
+        self.op(
+            "aten.where.self",
+            vec![
+                ("condition", Argument::Tensor(cond)),
+                ("self", Argument::Tensor(t)),
+                ("other", Argument::Tensor(f)),
+            ],
+            m,
+        )
+    }
+
+    /// A 0-d tensor of `dtype` holding `v`.
+    pub fn constant(&mut self, like: ValueId, v: f64, dtype: Dtype) -> Result<ValueId> {
+        let m = self.meta(like, dtype, vec![])?;
+        self.op(
+            "aten.full.default",
+            vec![
+                ("size", Argument::SymInts(vec![])),
+                ("fill_value", Argument::Float(v)),
+                ("dtype", Argument::ScalarType(dtype)),
+            ],
+            m,
         )
     }
 

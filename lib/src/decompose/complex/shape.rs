@@ -175,21 +175,31 @@ fn reduce(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         _ => (0..r).collect(),
     };
     let keepdim = a.has("keepdim") && a.bool("keepdim")?;
-    let op = if cx.node.target.name == "mean" {
-        "aten.mean.dim"
-    } else {
-        "aten.sum.dim_IntList"
-    };
     let meta = pair_meta(&out);
-    Ok(vec![cx.op(
-        op,
+    let sum = cx.op(
+        "aten.sum.dim_IntList",
         vec![
             ("self", Argument::Tensor(p)),
             ("dim", ints(&dims)),
             ("keepdim", Argument::Bool(keepdim)),
         ],
-        meta,
-    )?])
+        meta.clone(),
+    )?;
+    if cx.node.target.name != "mean" {
+        return Ok(vec![sum]);
+    }
+    // the sum divided by (n, 0) as torch divides complex values (Smith's
+    // method: a NaN or infinite part reaches the other part)
+    let n: i64 = dims
+        .iter()
+        .map(|&d| cx.em.static_dim(p, d, "a mean of complex values"))
+        .product::<Result<i64>>()?;
+    let real = meta.dtype;
+    let z = cx.parts(sum)?;
+    let c = cx.constant(sum, n as f64, real)?;
+    let d = cx.constant(sum, 0.0, real)?;
+    let (re, im) = super::exact::cdiv(cx, z, (c, d), &out.sizes, real)?;
+    Ok(vec![cx.join(re, im, meta)?])
 }
 
 /// `where(condition, self, other)`: the condition broadcast over the pair.
@@ -311,6 +321,7 @@ pub(super) const ROWS: &[(&str, Handler)] = &[
     ("aten.sum.dim_IntList", reduce),
     ("aten.sum.default", reduce),
     ("aten.mean.dim", reduce),
+    ("aten.mean.default", reduce),
     ("aten.where.self", where_),
     ("aten.sym_size.int", sym_size),
     ("aten._assert_tensor_metadata.default", drop_assert),

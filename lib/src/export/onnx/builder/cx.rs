@@ -18,12 +18,12 @@ pub(crate) type Lookup = fn(&Target) -> Option<(Emit, bool)>;
 pub(crate) struct Cx<'c, 'p> {
     pub conv: &'c mut Converter<'p>,
     pub node: &'p Node,
-    start: usize,
+    pub(super) start: usize,
     outputs: Vec<Option<ValueId>>,
     bound: Vec<Option<String>>,
     /// Names of values this emitter's nodes produce (may be renamed to the
     /// IR names of the outputs they turn out to be).
-    temps: HashSet<String>,
+    pub(super) temps: HashSet<String>,
     /// Cache keys added by this emitter (removed again on failure).
     cached: Vec<String>,
     mutated: Vec<ValueId>,
@@ -77,10 +77,18 @@ impl<'c, 'p> Cx<'c, 'p> {
                 let ir_name = self.conv.unique(&graph.value(v).name);
                 renames.insert(bound.clone(), ir_name.clone());
                 self.conv.scope_mut().owned.insert(ir_name.clone());
+                if let Some(t) = self.conv.types.get(&bound).copied() {
+                    self.conv.types.insert(ir_name.clone(), t);
+                }
                 ir_name
             } else {
                 bound
             };
+            if !self.conv.types.contains_key(&name) {
+                if let Some(t) = kind_dtype(&self.conv.scope().graph.value(v).kind) {
+                    self.conv.types.insert(name.clone(), t);
+                }
+            }
             self.conv.scope_mut().values[v.index()] = Some(name);
         }
         let doc = node_doc(node);
@@ -204,6 +212,17 @@ impl<'c, 'p> Cx<'c, 'p> {
                     self.graph().value(v).name
                 ))
             })
+    }
+
+    /// The op type of the ONNX node in this scope that makes `name`, if
+    /// one does (none for graph inputs, initializers and outer values).
+    pub fn producer_op(&self, name: &str) -> Option<&str> {
+        let nodes = &self.conv.scope().nodes;
+        nodes
+            .iter()
+            .rev()
+            .find(|n| n.output.iter().any(|o| o == name))
+            .map(|n| n.op_type.as_str())
     }
 
     pub fn value_meta(&self, v: ValueId) -> Result<&'p TensorMeta> {

@@ -31,6 +31,7 @@ use crate::ir::{
 
 mod cx;
 mod proto;
+mod types;
 pub(crate) use cx::{Cx, Emit, Lookup};
 pub(crate) use proto::*;
 
@@ -59,6 +60,27 @@ pub(crate) struct Converter<'p> {
     stats: Stats,
     /// Bare symbols of the user inputs' sizes: symbol -> (input, dim).
     sym_sources: HashMap<String, (String, usize)>,
+    /// The element type of every ONNX name defined so far (`types.rs`).
+    pub(crate) types: HashMap<String, Dtype>,
+}
+
+/// The element type an IR value has in ONNX.
+pub(crate) fn kind_dtype(kind: &ValueKind) -> Option<Dtype> {
+    match kind {
+        ValueKind::Tensor(m) => Some(m.dtype),
+        ValueKind::SymInt(_) => Some(Dtype::Int64),
+        ValueKind::SymFloat(_) => Some(Dtype::Float64),
+        ValueKind::SymBool(_) => Some(Dtype::Bool),
+        _ => None,
+    }
+}
+
+/// The element type a value description declares.
+fn info_dtype(info: &ValueInfoProto) -> Option<Dtype> {
+    match info.type_.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(onnx_protobuf::type_proto::Value::TensorType(t)) => types::dtype_of(t.elem_type),
+        _ => None,
+    }
 }
 
 struct Scope<'p> {
@@ -173,6 +195,7 @@ pub(crate) fn convert<'p>(
         custom_domains: BTreeSet::new(),
         stats: Stats::default(),
         sym_sources: HashMap::new(),
+        types: HashMap::new(),
     };
     let graph = &program.graph;
     let mut scope = Scope::new(graph);
@@ -234,6 +257,17 @@ pub(crate) fn convert<'p>(
             value_info(&name, &value.kind, conv.opset, doc.join("; "))
                 .map_err(|e| e.at(format!("input '{}'", value.name)))?,
         );
+        if let Some(t) = kind_dtype(&value.kind) {
+            conv.types.insert(name.clone(), t);
+            if let Some(why) = types::unheld(t, conv.opset) {
+                conv.failures.push((
+                    value.name.clone(),
+                    "input".into(),
+                    why,
+                    ErrorKind::Unsupported,
+                ));
+            }
+        }
         scope.values[v.index()] = Some(name);
     }
 
@@ -294,6 +328,15 @@ pub(crate) fn convert<'p>(
                 let mut t = super::tensor_proto(&name, dtype, &sizes, Vec::new());
                 t.doc_string = format!("{:?} {}", w.kind, w.name).to_lowercase();
                 initializers.push(t);
+                conv.types.insert(name.clone(), w.meta.dtype);
+                if let Some(why) = types::unheld(w.meta.dtype, conv.opset) {
+                    conv.failures.push((
+                        w.name.clone(),
+                        "weight".into(),
+                        why,
+                        ErrorKind::Unsupported,
+                    ));
+                }
                 weights.push(w);
                 by_view.insert(key, name.clone());
                 name
@@ -446,6 +489,7 @@ impl<'p> Converter<'p> {
                     Some(Err(e)) => Err(e),
                     _ => emit(&mut cx),
                 }
+                .and_then(|()| cx.check_types())
                 .and_then(|()| {
                     if inplace {
                         cx.mutates_first_arg()?;
@@ -511,6 +555,9 @@ impl<'p> Converter<'p> {
         for v in output_values(node).into_iter().flatten() {
             let graph = self.scope().graph;
             let name = self.unique(&graph.value(v).name);
+            if let Some(t) = kind_dtype(&graph.value(v).kind) {
+                self.types.insert(name.clone(), t);
+            }
             self.scope_mut().values[v.index()] = Some(name);
         }
     }
@@ -593,6 +640,9 @@ impl<'p> Converter<'p> {
                 Some(v) => {
                     let graph = self.scope().graph;
                     let name = self.unique(&graph.value(v).name);
+                    if let Some(t) = kind_dtype(&graph.value(v).kind) {
+                        self.types.insert(name.clone(), t);
+                    }
                     self.scope_mut().values[v.index()] = Some(name.clone());
                     self.scope_mut().owned.insert(name.clone());
                     onnx.output.push(name);
@@ -659,6 +709,7 @@ impl<'p> Converter<'p> {
                         attribute: vec![attr_tensor("value", t)],
                         ..Default::default()
                     };
+                    self.note_types(&node);
                     self.scope_mut().nodes.push(node);
                     let kind = match lit.1 {
                         Dtype::Int64 => ValueKind::SymInt(Sym::Int(0)),
@@ -689,10 +740,19 @@ impl<'p> Converter<'p> {
                     name: self.unique_node_name(&format!("{}.output", value.name)),
                     ..Default::default()
                 };
+                self.note_types(&node);
                 self.scope_mut().nodes.push(node);
                 name
             };
             taken.insert(name.clone());
+            if let Some(why) = kind_dtype(&value.kind).and_then(|t| types::unheld(t, self.opset)) {
+                self.failures.push((
+                    value.name.clone(),
+                    "output".into(),
+                    why,
+                    ErrorKind::Unsupported,
+                ));
+            }
             let doc = match kind {
                 None | Some(OutputKind::UserOutput) => "user output".to_string(),
                 Some(OutputKind::LossOutput) => "loss output".to_string(),
@@ -796,6 +856,11 @@ impl<'p> Converter<'p> {
             ))
         })?;
         let mut scope = Scope::new(graph);
+        for info in &leading {
+            if let Some(t) = info_dtype(info) {
+                self.types.insert(info.name.clone(), t);
+            }
+        }
         let mut inputs = leading;
         for (i, input) in graph.inputs.iter().enumerate() {
             if i >= fresh {
@@ -823,6 +888,9 @@ impl<'p> Converter<'p> {
                 value_info(&onnx_name, &value.kind, self.opset, String::new())
                     .map_err(|e| e.at(format!("subgraph {name}: input '{}'", value.name)))?,
             );
+            if let Some(t) = kind_dtype(&value.kind) {
+                self.types.insert(onnx_name.clone(), t);
+            }
             scope.values[v.index()] = Some(onnx_name);
         }
         self.scopes.push(scope);
@@ -861,6 +929,7 @@ impl<'p> Converter<'p> {
             attribute: attrs,
             ..Default::default()
         };
+        self.note_types(&node);
         self.scope_mut().nodes.push(node);
         output
     }

@@ -16,7 +16,14 @@ fn silu(cx: &mut Cx) -> Result<()> {
     })
 }
 
-/// Gelu is an ONNX op from opset 20; before, its formula.
+/// GELU by its formula, as torch's CPU kernels compute it: the exact
+/// form `x * (1 + erf(x / sqrt 2)) * 0.5` in float32 and narrower
+/// (multiplied by 1 + erf first: past half the largest float the product
+/// overflows to inf, as torch's does; NaN at both infinities, which
+/// torch's vectorised kernel gives), `x * 0.5 * (1 + erf)` in float64
+/// (inf at +inf); the tanh form `0.5 x (1 + tanh(...))`. ONNX's Gelu
+/// (opset 20) leaves the infinities and the overflow to the runtime, so
+/// it is not used.
 fn gelu(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let approximate = cx
@@ -27,14 +34,10 @@ fn gelu(cx: &mut Cx) -> Result<()> {
             "gelu approximate={approximate:?}"
         )));
     }
-    let opset = cx.opset();
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
-        if opset >= 20 {
-            return Ok(cx.node("Gelu", &[x], vec![attr_str("approximate", &approximate)]));
-        }
         let half = cx.scalar(Lit::Float(0.5), c)?;
         let one = cx.scalar(Lit::Float(1.0), c)?;
-        let inner = if approximate == "tanh" {
+        if approximate == "tanh" {
             // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
             let k = cx.scalar(Lit::Float((2.0 / std::f64::consts::PI).sqrt()), c)?;
             let a = cx.scalar(Lit::Float(0.044715), c)?;
@@ -43,15 +46,24 @@ fn gelu(cx: &mut Cx) -> Result<()> {
             let ax3 = cx.node("Mul", &[&a, &x3], vec![]);
             let s = cx.node("Add", &[x, &ax3], vec![]);
             let ks = cx.node("Mul", &[&k, &s], vec![]);
-            cx.node("Tanh", &[&ks], vec![])
-        } else {
-            let r = cx.scalar(Lit::Float(std::f64::consts::FRAC_1_SQRT_2), c)?;
-            let xr = cx.node("Mul", &[x, &r], vec![]);
-            cx.node("Erf", &[&xr], vec![])
-        };
+            let inner = cx.node("Tanh", &[&ks], vec![]);
+            let p = cx.node("Add", &[&inner, &one], vec![]);
+            let hx = cx.node("Mul", &[x, &half], vec![]);
+            return Ok(cx.node("Mul", &[&hx, &p], vec![]));
+        }
+        let r = cx.scalar(Lit::Float(std::f64::consts::FRAC_1_SQRT_2), c)?;
+        let xr = cx.node("Mul", &[x, &r], vec![]);
+        let inner = cx.node("Erf", &[&xr], vec![]);
         let p = cx.node("Add", &[&inner, &one], vec![]);
-        let hx = cx.node("Mul", &[x, &half], vec![]);
-        Ok(cx.node("Mul", &[&hx, &p], vec![]))
+        if c == Dtype::Float64 {
+            let hx = cx.node("Mul", &[x, &half], vec![]);
+            return Ok(cx.node("Mul", &[&hx, &p], vec![]));
+        }
+        let xp = cx.node("Mul", &[x, &p], vec![]);
+        let y = cx.node("Mul", &[&xp, &half], vec![]);
+        let inf = cx.node("IsInf", &[x], vec![]);
+        let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+        Ok(cx.node("Where", &[&inf, &nan, &y], vec![]))
     })
 }
 
@@ -149,7 +161,18 @@ fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
         cx.set(0, y);
         return Ok(());
     }
-    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        if op == "LogSoftmax" && c == Dtype::Float64 {
+            // ONNX Runtime's float64 LogSoftmax gives numbers for a line
+            // holding NaN or +inf; torch's (x - max) - log(sum(exp(x -
+            // max))) gives NaN
+            let m = cx.reduce("ReduceMax", x, Some(&[dim]), true);
+            let d = cx.node("Sub", &[x, &m], vec![]);
+            let e = cx.node("Exp", &[&d], vec![]);
+            let s = cx.reduce("ReduceSum", &e, Some(&[dim]), true);
+            let l = cx.node("Log", &[&s], vec![]);
+            return Ok(cx.node("Sub", &[&d, &l], vec![]));
+        }
         Ok(cx.node(op, &[x], vec![attr_int("axis", dim)]))
     })
 }

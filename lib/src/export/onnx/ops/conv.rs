@@ -138,8 +138,9 @@ fn conv_transpose(cx: &mut Cx) -> Result<()> {
 }
 
 /// col2im (fold): sums the sliding blocks of `self`, ([N,] C * kh * kw,
-/// L), back into ([N,] C, oh, ow) images. ONNX has Col2Im from opset 18;
-/// before, the same sum is a grouped ConvTranspose ([`col2im_transposed`]).
+/// L), back into ([N,] C, oh, ow) images: ONNX's Col2Im from opset 18 for
+/// float32 (the one type ONNX Runtime's has a kernel for); otherwise the
+/// blocks added in turn ([`col2im_sums`]).
 fn col2im(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
@@ -154,7 +155,7 @@ fn col2im(cx: &mut Cx) -> Result<()> {
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let (xs, added) = batch(cx, x, rank, 1);
         let g = &geometry;
-        let y = if cx.opset() >= 18 {
+        let y = if cx.opset() >= 18 && c == Dtype::Float32 {
             let (image, block) = (cx.const_i64s(&g.image), cx.const_i64s(&g.kernel));
             let attrs = vec![
                 attr_ints("dilations", &g.dilation),
@@ -164,9 +165,9 @@ fn col2im(cx: &mut Cx) -> Result<()> {
             cx.node("Col2Im", &[&xs, &image, &block], attrs)
         } else {
             let rows = rows.ok_or_else(|| {
-                Error::unsupported("col2im with a symbolic channel dim before opset 18")
+                Error::unsupported("col2im with a symbolic channel dim (only ONNX's Col2Im, for float32 from opset 18, takes one)")
             })?;
-            col2im_transposed(cx, &xs, rows, g, c)?
+            col2im_sums(cx, &xs, rows, g, c)?
         };
         Ok(unbatch(cx, y, added))
     })
@@ -206,12 +207,14 @@ impl Blocks {
     }
 }
 
-/// col2im as a ConvTranspose (before opset 18), on `x` [N, rows, L]: the
-/// L columns are the blocks' grid [bh, bw], and row (c, ky, kx) of a block
-/// lands at offset (ky, kx) of channel c: a one-hot kernel [rows, 1, kh,
-/// kw] in C groups, with col2im's stride, dilation and padding, and
-/// output_padding for the rows and columns past the last block.
-fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<String> {
+/// col2im as torch sums it: each kernel offset's values (`[N, C, bh,
+/// bw]`) spread to the stride with zeros between, placed at the offset on
+/// the padded image and added in turn (offsets row-major, torch's order),
+/// the padding cropped. Additions only: an infinity stays where it lands
+/// (a ConvTranspose with one-hot kernels multiplies it by 0 around it).
+fn col2im_sums(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<String> {
+    // (bools add as torch's do: or)
+    let add = if c == Dtype::Bool { "Or" } else { "Add" };
     let k = g.kernel[0] * g.kernel[1];
     let (bh, bw) = (g.blocks(0), g.blocks(1));
     if k <= 0 || rows % k != 0 || bh <= 0 || bw <= 0 {
@@ -220,36 +223,47 @@ fn col2im_transposed(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> R
             g.kernel[0], g.kernel[1], g.image
         )));
     }
-    let grid = cx.reshape_const(x, &[-1, rows, bh, bw])?;
-    let (one, zero) = (
-        lit_bytes(Lit::Float(1.0), c)?,
-        lit_bytes(Lit::Float(0.0), c)?,
-    );
-    let raw: Vec<u8> = (0..rows * k)
-        .flat_map(|i| {
-            if i / k % k == i % k {
-                one.clone()
-            } else {
-                zero.clone()
+    let v = cx.reshape_const(x, &[-1, rows / k, k, bh, bw])?;
+    let (s0, s1) = (g.stride[0], g.stride[1]);
+    let (hp, wp) = (g.image[0] + 2 * g.padding[0], g.image[1] + 2 * g.padding[1]);
+    let (h_reach, w_reach) = ((bh - 1) * s0 + 1, (bw - 1) * s1 + 1);
+    let axis = cx.const_i64s(&[2]);
+    let mut acc: Option<String> = None;
+    for ki in 0..g.kernel[0] {
+        for kj in 0..g.kernel[1] {
+            let i = ki * g.kernel[1] + kj;
+            let (a, b) = (cx.const_i64s(&[i]), cx.const_i64s(&[i + 1]));
+            let part = cx.node("Slice", &[&v, &a, &b, &axis], vec![]);
+            let mut part = cx.squeeze(&part, &[2]);
+            if s0 > 1 || s1 > 1 {
+                // [N, C, bh, 1, bw, 1] padded to [N, C, bh, s0, bw, s1]
+                let u = cx.unsqueeze(&part, &[3, 5]);
+                let pads = cx.const_i64s(&[0, 0, 0, 0, 0, 0, 0, 0, 0, s0 - 1, 0, s1 - 1]);
+                let u = cx.node("Pad", &[&u, &pads], vec![]);
+                let shape = cx.const_i64s(&[0, 0, bh * s0, bw * s1]);
+                let u = cx.node("Reshape", &[&u, &shape], vec![]);
+                let (z, e, ax) = (cx.const_i64s(&[0, 0]), cx.const_i64s(&[h_reach, w_reach]), cx.const_i64s(&[2, 3]));
+                part = cx.node("Slice", &[&u, &z, &e, &ax], vec![]);
             }
-        })
-        .collect();
-    let weight = cx.constant(c, &[rows, 1, g.kernel[0], g.kernel[1]], raw)?;
-    // the size the blocks reach, short of the image by less than a stride
-    let reach = |i: usize| {
-        (g.blocks(i) - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - 2 * g.padding[i]
-    };
-    let attrs = vec![
-        attr_ints("strides", &g.stride),
-        attr_ints("dilations", &g.dilation),
-        attr_ints("pads", &[g.padding.clone(), g.padding.clone()].concat()),
-        attr_int("group", rows / k),
-        attr_ints(
-            "output_padding",
-            &[g.image[0] - reach(0), g.image[1] - reach(1)],
-        ),
-    ];
-    Ok(cx.node("ConvTranspose", &[&grid, &weight], attrs))
+            let (top, left) = (ki * g.dilation[0], kj * g.dilation[1]);
+            let pads = cx.const_i64s(&[0, 0, top, left, 0, 0, hp - top - h_reach, wp - left - w_reach]);
+            let placed = cx.node("Pad", &[&part, &pads], vec![]);
+            acc = Some(match acc {
+                None => placed,
+                Some(s) => cx.node(add, &[&s, &placed], vec![]),
+            });
+        }
+    }
+    let acc = acc.expect("a kernel of at least one tap");
+    if g.padding.iter().all(|p| *p == 0) {
+        return Ok(acc);
+    }
+    let (a, b, ax) = (
+        cx.const_i64s(&[g.padding[0], g.padding[1]]),
+        cx.const_i64s(&[g.padding[0] + g.image[0], g.padding[1] + g.image[1]]),
+        cx.const_i64s(&[2, 3]),
+    );
+    Ok(cx.node("Slice", &[&acc, &a, &b, &ax], vec![]))
 }
 
 /// im2col (unfold): the sliding blocks of `self`, ([N,] C, h, w), as

@@ -142,7 +142,10 @@ fn one_hot(cx: &mut Cx) -> Result<()> {
 }
 
 fn nonzero(cx: &mut Cx) -> Result<()> {
-    let (x, _) = first(cx)?;
+    let (x, meta) = first(cx)?;
+    // (as bools, which every runtime's NonZero takes: a cast to bool is
+    // "not zero", NaN included, as torch's)
+    let x = cx.cast(&x, meta.dtype, Dtype::Bool)?;
     let nz = cx.node("NonZero", &[&x], vec![]);
     let y = cx.transpose(&nz, &[1, 0]);
     cx.set(0, y);

@@ -37,9 +37,56 @@ fn addmm(cx: &mut Cx) -> Result<()> {
     } else {
         scaled_matmul_add(cx, &a, &b, &bias, alpha, beta, c)?
     };
+    let r = if c == Dtype::Float64 && beta != 0.0 {
+        infinite_start(cx, &r, (&a, &b), &bias, (alpha, beta))?
+    } else {
+        r
+    };
     let r = cx.cast(&r, c, out)?;
     cx.set(0, r);
     Ok(())
+}
+
+/// torch's float64 addmm starts from `beta * self` and adds each term
+/// `a * (alpha * b)` fused (exact, then rounded): where the start is
+/// infinite and every term's factors are finite, the result is the start,
+/// even where a term alone overflows to the other infinity (which makes
+/// ONNX's sum NaN).
+fn infinite_start(
+    cx: &mut Cx,
+    r: &str,
+    (a, b): (&str, &str),
+    bias: &Operand,
+    (alpha, beta): (f64, f64),
+) -> Result<String> {
+    let c = Dtype::Float64;
+    let b = if alpha != 1.0 {
+        let k = cx.scalar(Lit::Float(alpha), c)?;
+        cx.node("Mul", &[b, &k], vec![])
+    } else {
+        b.to_string()
+    };
+    let mut s = cx.operand_as(bias, c)?;
+    if beta != 1.0 {
+        let k = cx.scalar(Lit::Float(beta), c)?;
+        s = cx.node("Mul", &[&s, &k], vec![]);
+    }
+    // whether a row of a, or a column of b, holds a value that is not finite
+    let bad = |cx: &mut Cx, v: &str, axis: i64| -> Result<String> {
+        let inf = cx.node("IsInf", &[v], vec![]);
+        let nan = cx.node("IsNaN", &[v], vec![]);
+        let any = cx.node("Or", &[&inf, &nan], vec![]);
+        let f = cx.cast(&any, Dtype::Bool, Dtype::Float32)?;
+        Ok(cx.reduce("ReduceMax", &f, Some(&[axis]), true))
+    };
+    let rows = bad(cx, a, 1)?;
+    let cols = bad(cx, &b, 0)?;
+    let either = cx.node("Add", &[&rows, &cols], vec![]);
+    let zero = cx.scalar(Lit::Float(0.0), Dtype::Float32)?;
+    let finite_terms = cx.node("Equal", &[&either, &zero], vec![]);
+    let s_inf = cx.node("IsInf", &[&s], vec![]);
+    let keep = cx.node("And", &[&s_inf, &finite_terms], vec![]);
+    Ok(cx.node("Where", &[&keep, &s, r], vec![]))
 }
 
 /// `beta * bias + alpha * (a @ b)` (addmm / baddbmm forms), in dtype `c`.

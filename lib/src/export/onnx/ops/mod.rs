@@ -196,9 +196,52 @@ fn unary(cx: &mut Cx, op: &str) -> Result<()> {
     elementwise(cx, &x, meta.dtype, |cx, x, _| Ok(cx.node(op, &[x], vec![])))
 }
 
+/// The values an integer dtype holds, as f64 (`None` for other dtypes).
+fn int_range(d: Dtype) -> Option<(f64, f64)> {
+    Some(match d {
+        Dtype::Uint8 => (0.0, 255.0),
+        Dtype::Int8 => (-128.0, 127.0),
+        Dtype::Int16 => (-32768.0, 32767.0),
+        Dtype::Uint16 => (0.0, 65535.0),
+        Dtype::Int32 => (i32::MIN as f64, i32::MAX as f64),
+        Dtype::Uint32 => (0.0, u32::MAX as f64),
+        Dtype::Int64 => (i64::MIN as f64, i64::MAX as f64),
+        Dtype::Uint64 => (0.0, u64::MAX as f64),
+        _ => return None,
+    })
+}
+
 /// Clip with constant bounds (hardtanh, relu6, clamp with scalars).
 fn clip(cx: &mut Cx, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
     let (x, meta) = first(cx)?;
+    // a literal bound an integer dtype cannot hold clips nothing on its
+    // side (torch compares values: hardtanh of uint8 at -1 keeps 0); one
+    // past the far end would clip everything to a value the dtype lacks
+    let (min, max) = match int_range(cx.compute(cx.out_dtype(0)?)) {
+        Some((lo, hi)) => {
+            let side = |b: Option<Operand>, low: bool| -> Result<Option<Operand>> {
+                match b {
+                    Some(Operand::Lit(l)) => {
+                        let v = l.as_f64();
+                        if (low && v <= lo) || (!low && v >= hi) {
+                            Ok(None)
+                        } else if v < lo || v > hi {
+                            Err(Error::unsupported(format!(
+                                "a {} bound of {v} outside the values of {}",
+                                if low { "lower" } else { "upper" },
+                                meta.dtype.torch_name()
+                            )))
+                        } else {
+                            Ok(Some(Operand::Lit(l)))
+                        }
+                    }
+                    other => Ok(other),
+                }
+            };
+            (side(min, true)?, side(max, false)?)
+        }
+        None => (min, max),
+    };
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         // a missing float bound is an infinity, not Clip's default (the
         // dtype's largest finite value, which an infinity would become)

@@ -78,6 +78,18 @@ fn batch_norm(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// `v` with NaN where it is infinite: torch's statistics (Welford) of a
+/// row holding an infinity, or whose squares overflow, are NaN.
+fn finite_or_nan(cx: &mut Cx, v: &str, c: Dtype) -> Result<String> {
+    let inf = cx.node("IsInf", &[v], vec![]);
+    let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+    Ok(cx.node("Where", &[&inf, &nan, v], vec![]))
+}
+
+/// Layer norm as torch computes it, two passes: the mean, then the mean
+/// of squares about it, each NaN where it is not finite (ONNX Runtime's
+/// LayerNormalization takes E[x²] - E[x]² in one pass, whose squares
+/// overflow, and cancel, where torch's do not).
 fn layer_norm(cx: &mut Cx) -> Result<()> {
     let x = cx.input("input")?;
     let meta = cx.meta("input")?;
@@ -86,40 +98,38 @@ fn layer_norm(cx: &mut Cx) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let xs = cx.cast(&x, meta.dtype, c)?;
-    let dims = shape.clone();
-    let scale = match cx.opt_input("weight")? {
-        Some(w) => {
-            let wd = cx.dtype("weight")?;
-            cx.cast(&w, wd, c)?
-        }
-        None => cx.filled(Lit::Float(1.0), c, &dims)?,
-    };
-    let mut inputs = vec![xs, scale];
+    let rank = meta.sizes.len() as i64;
+    let axes: Vec<i64> = (rank - shape.len() as i64..rank).collect();
+    let mean = cx.reduce("ReduceMean", &xs, Some(&axes), true);
+    let mean = finite_or_nan(cx, &mean, c)?;
+    let d = cx.node("Sub", &[&xs, &mean], vec![]);
+    let d2 = cx.node("Mul", &[&d, &d], vec![]);
+    let var = cx.reduce("ReduceMean", &d2, Some(&axes), true);
+    let var = finite_or_nan(cx, &var, c)?;
+    let e = cx.scalar(Lit::Float(eps), c)?;
+    let ve = cx.node("Add", &[&var, &e], vec![]);
+    let sd = cx.node("Sqrt", &[&ve], vec![]);
+    let rstd = cx.node("Reciprocal", &[&sd], vec![]);
+    let mut y = cx.node("Mul", &[&d, &rstd], vec![]);
+    if let Some(w) = cx.opt_input("weight")? {
+        let wd = cx.dtype("weight")?;
+        let w = cx.cast(&w, wd, c)?;
+        y = cx.node("Mul", &[&y, &w], vec![]);
+    }
     if let Some(b) = cx.opt_input("bias")? {
         let bd = cx.dtype("bias")?;
-        inputs.push(cx.cast(&b, bd, c)?);
+        let b = cx.cast(&b, bd, c)?;
+        y = cx.node("Add", &[&y, &b], vec![]);
     }
-    let want = (1..cx.out_count())
-        .filter(|i| cx.out_used(*i))
-        .max()
-        .unwrap_or(0);
-    let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-    let ys = cx.node_n(
-        "LayerNormalization",
-        &refs,
-        vec![
-            attr_int("axis", -(shape.len() as i64)),
-            attr_float("epsilon", eps),
-        ],
-        want + 1,
-    );
-    let y = cx.cast(&ys[0], c, out)?;
+    let y = cx.cast(&y, c, out)?;
     cx.set(0, y);
-    // Mean and inverse std dev, computed in float32 (stash_type 1).
-    for (i, name) in ys.iter().enumerate().skip(1) {
-        let d = cx.out_dtype(i)?;
-        let s = cx.cast(name, Dtype::Float32, d)?;
-        cx.set(i, s);
+    // mean and inverse std dev (float32 for the halves, as torch's)
+    for (i, v) in [(1, mean), (2, rstd)] {
+        if i < cx.out_count() && cx.out_used(i) {
+            let d = cx.out_dtype(i)?;
+            let s = cx.cast(&v, c, d)?;
+            cx.set(i, s);
+        }
     }
     Ok(())
 }
@@ -147,6 +157,9 @@ fn group_norm(cx: &mut Cx) -> Result<()> {
     let grouped_shape = cx.sizes(&[n, Sym::Int(groups), Sym::Int(-1)])?;
     let g = cx.node("Reshape", &[&xs, &grouped_shape], vec![]);
     let mean = cx.reduce("ReduceMean", &g, Some(&[2]), true);
+    // (a variance that overflows stays inf, rstd 0: torch's group norm
+    // sums squares, no Welford moments)
+    let mean = finite_or_nan(cx, &mean, c)?;
     let d = cx.node("Sub", &[&g, &mean], vec![]);
     let d2 = cx.node("Mul", &[&d, &d], vec![]);
     let var = cx.reduce("ReduceMean", &d2, Some(&[2]), true);
@@ -271,7 +284,26 @@ fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
     let e = cx.scalar(Lit::Float(eps), c)?;
     let ve = cx.node("Add", &[&var, &e], vec![]);
     let sd = cx.node("Sqrt", &[&ve], vec![]);
-    let mut y = cx.node("Div", &[&d, &sd], vec![]);
+    let invstd = cx.node("Reciprocal", &[&sd], vec![]);
+    // the statistics as torch keeps them (save_mean and save_invstd in
+    // their recorded dtype: float16 for a float16 model), the output
+    // normalised by those rounded values, as torch's kernel does
+    let kept = match cx.out_count() > 1 {
+        true => cx.out_dtype(1).ok().filter(|d| d.is_floating() && *d != c),
+        false => None,
+    };
+    let (mean_k, invstd_k, d) = match kept {
+        Some(k) => {
+            let m = cx.cast(&mean, c, k)?;
+            let m = cx.cast(&m, k, c)?;
+            let r = cx.cast(&invstd, c, k)?;
+            let r = cx.cast(&r, k, c)?;
+            let d = cx.node("Sub", &[&xs, &m], vec![]);
+            (m, r, d)
+        }
+        None => (mean.clone(), invstd.clone(), d),
+    };
+    let mut y = cx.node("Mul", &[&d, &invstd_k], vec![]);
     let affine: Vec<i64> = std::iter::once(-1).chain(vec![1; rank - 2]).collect();
     if cx.has("weight") {
         let w = param_or(cx, "weight", 1.0, &channels, c)?;
@@ -287,14 +319,13 @@ fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
     cx.set(0, y);
     let flat = |cx: &mut Cx, v: &str| cx.reshape_const(v, &[-1]);
     if cx.out_used(1) {
-        let m = flat(cx, &mean)?;
+        let m = flat(cx, &mean_k)?;
         let d = cx.out_dtype(1)?;
         let m = cx.cast(&m, c, d)?;
         cx.set(1, m);
     }
     if cx.out_used(2) {
-        let r = cx.node("Reciprocal", &[&sd], vec![]);
-        let r = flat(cx, &r)?;
+        let r = flat(cx, &invstd_k)?;
         let d = cx.out_dtype(2)?;
         let r = cx.cast(&r, c, d)?;
         cx.set(2, r);

@@ -17,6 +17,32 @@ fn square(cx: &mut Cx) -> Result<()> {
     })
 }
 
+/// torch's sign: 0 at NaN (ONNX's Sign keeps NaN), a bool itself.
+fn sign(cx: &mut Cx) -> Result<()> {
+    let (x, meta) = first(cx)?;
+    if meta.dtype == Dtype::Bool {
+        return copy_of(cx);
+    }
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        let s = cx.node("Sign", &[x], vec![]);
+        if !c.is_floating() {
+            return Ok(s);
+        }
+        let nan = cx.node("IsNaN", &[x], vec![]);
+        let zero = cx.scalar(Lit::Int(0), c)?;
+        Ok(cx.node("Where", &[&nan, &zero, &s], vec![]))
+    })
+}
+
+/// floor, ceil and round: an integer is its own.
+fn rounding(cx: &mut Cx, op: &str) -> Result<()> {
+    let (_, meta) = first(cx)?;
+    if !meta.dtype.is_floating() {
+        return copy_of(cx);
+    }
+    unary(cx, op)
+}
+
 /// ONNX has no Trunc: sign(x) * floor(|x|).
 fn trunc(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
@@ -176,24 +202,77 @@ fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
     let c = cx.compute(out);
     let xs = cx.operand_as(&x, c)?;
     let ys = cx.operand_as(&y, c)?;
-    let k = cx.scalar(alpha, c)?;
-    let scaled = cx.node("Mul", &[&ys, &k], vec![]);
-    let r = cx.node(op, &[&xs, &scaled], vec![]);
+    let r = match out {
+        // torch fuses the scaled operand in float32 (one rounding: a
+        // product that overflows alone does not): in float64, where the
+        // float32 product is exact, rounded once more
+        Dtype::Float32 => {
+            let k = alpha.as_f64() as f32 as f64;
+            let (x64, y64) = (cx.cast(&xs, c, Dtype::Float64)?, cx.cast(&ys, c, Dtype::Float64)?);
+            let k = cx.scalar(Lit::Float(k), Dtype::Float64)?;
+            let scaled = cx.node("Mul", &[&y64, &k], vec![]);
+            let r = cx.node(op, &[&x64, &scaled], vec![]);
+            cx.cast(&r, Dtype::Float64, c)?
+        }
+        // and in float64, where the product that overflows alone is
+        // taken again scaled down by a power of two
+        Dtype::Float64 => fused_f64(cx, op, &xs, &ys, alpha.as_f64())?,
+        // (not in float16 and bfloat16: computed in float32 from their
+        // values, `k * b` overflows alone there, as it does here)
+        _ => {
+            let k = cx.scalar(alpha, c)?;
+            let scaled = cx.node("Mul", &[&ys, &k], vec![]);
+            cx.node(op, &[&xs, &scaled], vec![])
+        }
+    };
     let r = cx.cast(&r, c, out)?;
     cx.set(0, r);
     Ok(())
 }
 
+/// `x op k*y` in float64 as a fused multiply-add gives it where `k*y`
+/// alone overflows (`x` infinite, or bringing the sum back in range):
+/// there `(x/2^s op (k/2^s)*y) * 2^s`, with 2^s at least |k|, whose
+/// scaled product cannot overflow.
+fn fused_f64(cx: &mut Cx, op: &str, x: &str, y: &str, k: f64) -> Result<String> {
+    let kc = cx.scalar(Lit::Float(k), Dtype::Float64)?;
+    let p = cx.node("Mul", &[y, &kc], vec![]);
+    let r = cx.node(op, &[x, &p], vec![]);
+    if k.abs() <= 1.0 || !k.is_finite() {
+        return Ok(r);
+    }
+    let s = k.abs().log2().ceil() as i32;
+    let (down, up) = (2f64.powi(-s), 2f64.powi(s));
+    let p_inf = cx.node("IsInf", &[&p], vec![]);
+    let y_inf = cx.node("IsInf", &[y], vec![]);
+    let y_finite = cx.node("Not", &[&y_inf], vec![]);
+    let overflow = cx.node("And", &[&p_inf, &y_finite], vec![]);
+    let (dc, kd, uc) = (
+        cx.scalar(Lit::Float(down), Dtype::Float64)?,
+        cx.scalar(Lit::Float(k * down), Dtype::Float64)?,
+        cx.scalar(Lit::Float(up), Dtype::Float64)?,
+    );
+    let xd = cx.node("Mul", &[x, &dc], vec![]);
+    let pd = cx.node("Mul", &[y, &kd], vec![]);
+    let rd = cx.node(op, &[&xd, &pd], vec![]);
+    let back = cx.node("Mul", &[&rd, &uc], vec![]);
+    Ok(cx.node("Where", &[&overflow, &back, &r], vec![]))
+}
+
 /// An integer divisor made safe for ONNX Runtime, whose integer Div and
 /// Mod trap (SIGFPE) on the minimum value divided by -1 (torch's result
 /// wraps): `(ys with -1 as 1, ys == -1)`; the caller takes `-xs` (Div) or
-/// 0 (Mod) where the mask is set.
-fn safe_divisor(cx: &mut Cx, ys: &str, c: Dtype) -> Result<(String, String)> {
+/// 0 (Mod) where the mask is set. `None` for unsigned types, which have
+/// no -1 (255 is a divisor like any other).
+fn safe_divisor(cx: &mut Cx, ys: &str, c: Dtype) -> Result<Option<(String, String)>> {
+    if matches!(c, Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64) {
+        return Ok(None);
+    }
     let minus = cx.scalar(Lit::Int(-1), c)?;
     let one = cx.scalar(Lit::Int(1), c)?;
     let is_minus = cx.node("Equal", &[ys, &minus], vec![]);
     let safe = cx.node("Where", &[&is_minus, &one, ys], vec![]);
-    Ok((safe, is_minus))
+    Ok(Some((safe, is_minus)))
 }
 
 /// True division, or with `rounding_mode` trunc/floor.
@@ -209,17 +288,35 @@ fn div(cx: &mut Cx) -> Result<()> {
     let c = cx.compute(out);
     let xs = cx.operand_as(&x, c)?;
     let ys = cx.operand_as(&y, c)?;
+    if c.is_floating() && mode.as_deref() == Some("floor") {
+        let r = floor_divide_floating(cx, &xs, &ys, c)?;
+        let r = cx.cast(&r, c, out)?;
+        cx.set(0, r);
+        return Ok(());
+    }
     let q = if c.is_floating() {
         cx.node("Div", &[&xs, &ys], vec![])
     } else {
-        let (safe, is_minus) = safe_divisor(cx, &ys, c)?;
-        let q = cx.node("Div", &[&xs, &safe], vec![]);
-        let neg = cx.node("Neg", &[&xs], vec![]);
-        cx.node("Where", &[&is_minus, &neg, &q], vec![])
+        match safe_divisor(cx, &ys, c)? {
+            Some((safe, is_minus)) => {
+                let q = cx.node("Div", &[&xs, &safe], vec![]);
+                let neg = cx.node("Neg", &[&xs], vec![]);
+                cx.node("Where", &[&is_minus, &neg, &q], vec![])
+            }
+            None => cx.node("Div", &[&xs, &ys], vec![]),
+        }
     };
     let r = match mode.as_deref() {
         None => q,
         Some("trunc") if c.is_floating() => {
+            // the quotient as the output's dtype holds it first: torch
+            // divides float16 in float16, then truncates
+            let q = if c != out {
+                let h = cx.cast(&q, c, out)?;
+                cx.cast(&h, out, c)?
+            } else {
+                q
+            };
             let a = cx.node("Abs", &[&q], vec![]);
             let f = cx.node("Floor", &[&a], vec![]);
             let s = cx.node("Sign", &[&q], vec![]);
@@ -227,7 +324,6 @@ fn div(cx: &mut Cx) -> Result<()> {
         }
         // ONNX integer division truncates.
         Some("trunc") => q,
-        Some("floor") if c.is_floating() => cx.node("Floor", &[&q], vec![]),
         Some("floor") => {
             // q - (q * y != x and (x < 0) != (y < 0))
             let zero = cx.scalar(Lit::Int(0), c)?;
@@ -249,14 +345,56 @@ fn div(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-/// Python's remainder (the sign of the divisor).
+/// torch's `div_floor_floating`: the quotient through C's fmod, exact
+/// where `floor(a / b)` would round the quotient up to an integer; a / b
+/// where b is 0.
+fn floor_divide_floating(cx: &mut Cx, a: &str, b: &str, c: Dtype) -> Result<String> {
+    let zero = cx.scalar(Lit::Int(0), c)?;
+    let one = cx.scalar(Lit::Int(1), c)?;
+    let half = cx.scalar(Lit::Float(0.5), c)?;
+    let m = cx.node("Mod", &[a, b], vec![attr_int("fmod", 1)]);
+    let am = cx.node("Sub", &[a, &m], vec![]);
+    let div = cx.node("Div", &[&am, b], vec![]);
+    // one less where the remainder's sign is not the divisor's
+    let m_nonzero = cx.node("Equal", &[&m, &zero], vec![]);
+    let m_nonzero = cx.node("Not", &[&m_nonzero], vec![]);
+    let b_neg = cx.node("Less", &[b, &zero], vec![]);
+    let m_neg = cx.node("Less", &[&m, &zero], vec![]);
+    let signs = cx.node("Xor", &[&b_neg, &m_neg], vec![]);
+    let fix = cx.node("And", &[&m_nonzero, &signs], vec![]);
+    let less = cx.node("Sub", &[&div, &one], vec![]);
+    let div = cx.node("Where", &[&fix, &less, &div], vec![]);
+    // rounded to the nearest integer (floor, up past .5)
+    let f = cx.node("Floor", &[&div], vec![]);
+    let frac = cx.node("Sub", &[&div, &f], vec![]);
+    let up = cx.node("Greater", &[&frac, &half], vec![]);
+    let f1 = cx.node("Add", &[&f, &one], vec![]);
+    let rounded = cx.node("Where", &[&up, &f1, &f], vec![]);
+    // a zero quotient takes the sign of a / b
+    let q = cx.node("Div", &[a, b], vec![]);
+    let signed_zero = cx.node("Mul", &[&q, &zero], vec![]);
+    let div_zero = cx.node("Equal", &[&div, &zero], vec![]);
+    let r = cx.node("Where", &[&div_zero, &signed_zero, &rounded], vec![]);
+    // a zero divisor: a / b
+    let b_zero = cx.node("Equal", &[b, &zero], vec![]);
+    Ok(cx.node("Where", &[&b_zero, &q, &r], vec![]))
+}
+
+/// Python's remainder (the sign of the divisor), as torch computes it:
+/// C's fmod, plus the divisor where the signs differ.
 fn remainder(cx: &mut Cx) -> Result<()> {
     binary_in(cx, "self", "other", |cx, xs, ys, c| {
         let r = if c.is_floating() {
-            let q = cx.node("Div", &[xs, ys], vec![]);
-            let f = cx.node("Floor", &[&q], vec![]);
-            let m = cx.node("Mul", &[&f, ys], vec![]);
-            cx.node("Sub", &[xs, &m], vec![])
+            let m = cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]);
+            let zero = cx.scalar(Lit::Int(0), c)?;
+            let m_zero = cx.node("Equal", &[&m, &zero], vec![]);
+            let m_nonzero = cx.node("Not", &[&m_zero], vec![]);
+            let b_neg = cx.node("Less", &[ys, &zero], vec![]);
+            let m_neg = cx.node("Less", &[&m, &zero], vec![]);
+            let signs = cx.node("Xor", &[&b_neg, &m_neg], vec![]);
+            let fix = cx.node("And", &[&m_nonzero, &signs], vec![]);
+            let shifted = cx.node("Add", &[&m, ys], vec![]);
+            cx.node("Where", &[&fix, &shifted, &m], vec![])
         } else {
             int_mod(cx, xs, ys, c, 0)?
         };
@@ -267,7 +405,9 @@ fn remainder(cx: &mut Cx) -> Result<()> {
 /// ONNX's integer Mod (`fmod` 0: Python's sign, 1: C's), 0 where the
 /// divisor is -1 ([`safe_divisor`]).
 fn int_mod(cx: &mut Cx, xs: &str, ys: &str, c: Dtype, fmod: i64) -> Result<String> {
-    let (safe, is_minus) = safe_divisor(cx, ys, c)?;
+    let Some((safe, is_minus)) = safe_divisor(cx, ys, c)? else {
+        return Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", fmod)]));
+    };
     let m = cx.node("Mod", &[xs, &safe], vec![attr_int("fmod", fmod)]);
     let zero = cx.scalar(Lit::Int(0), c)?;
     Ok(cx.node("Where", &[&is_minus, &zero, &m], vec![]))
@@ -288,6 +428,9 @@ fn pow(cx: &mut Cx) -> Result<()> {
     let e = cx.operand("exponent")?;
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
+    if !c.is_floating() && c != Dtype::Bool {
+        return int_pow(cx, &x, &e, out);
+    }
     let xs = cx.operand_as(&x, c)?;
     let r = match e {
         // x**2 as a product is exact where Pow may not be.
@@ -300,6 +443,97 @@ fn pow(cx: &mut Cx) -> Result<()> {
         }
     };
     let r = cx.cast(&r, c, out)?;
+    cx.set(0, r);
+    Ok(())
+}
+
+/// An integer power as torch computes it: exact, wrapping (products in
+/// int64, or int32 for narrower types, which wrap alike once cast back),
+/// by squaring and multiplying. A constant exponent unrolls; a tensor
+/// exponent takes one step per bit of its dtype, and a negative one gives
+/// 0, except for bases 1 and -1 (torch's `powi`). A negative constant
+/// exponent is refused, as torch refuses it.
+fn int_pow(cx: &mut Cx, x: &Operand, e: &Operand, out: Dtype) -> Result<()> {
+    let w = if out == Dtype::Int64 || out == Dtype::Uint64 { out } else { Dtype::Int32 };
+    let b = cx.operand_as(x, w)?;
+    let r = if let Operand::Lit(l) = e {
+        let k = l.as_i64();
+        if k < 0 {
+            return Err(Error::bad_input(
+                "integers to negative integer powers are not allowed (torch refuses them)",
+            ));
+        }
+        if k == 0 {
+            // 1 shaped as the base: b * 0 + 1
+            let zero = cx.scalar(Lit::Int(0), w)?;
+            let one = cx.scalar(Lit::Int(1), w)?;
+            let z = cx.node("Mul", &[&b, &zero], vec![]);
+            cx.node("Add", &[&z, &one], vec![])
+        } else {
+            let (mut sq, mut k) = (b.clone(), k as u64);
+            let mut r: Option<String> = None;
+            while k > 0 {
+                if k & 1 == 1 {
+                    r = Some(match r {
+                        None => sq.clone(),
+                        Some(r) => cx.node("Mul", &[&r, &sq], vec![]),
+                    });
+                }
+                k >>= 1;
+                if k > 0 {
+                    sq = cx.node("Mul", &[&sq, &sq], vec![]);
+                }
+            }
+            r.unwrap_or(b)
+        }
+    } else {
+        let ed = match e {
+            Operand::Tensor { dtype, .. } | Operand::Sym { dtype, .. } => *dtype,
+            Operand::Lit(_) => unreachable!(),
+        };
+        let es = cx.operand_as(e, w)?;
+        let zero = cx.scalar(Lit::Int(0), w)?;
+        let one = cx.scalar(Lit::Int(1), w)?;
+        let two = cx.scalar(Lit::Int(2), w)?;
+        let signed = !matches!(ed, Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64 | Dtype::Bool);
+        let neg = if signed { Some(cx.node("Less", &[&es, &zero], vec![])) } else { None };
+        let mut rest = match &neg {
+            Some(n) => cx.node("Where", &[n, &zero, &es], vec![]),
+            None => es.clone(),
+        };
+        // the exponent's bits that can be set
+        let bits = match ed {
+            Dtype::Bool => 1,
+            d if signed => d.size() * 8 - 1,
+            d => d.size() * 8,
+        };
+        let mut r = one.clone();
+        let mut sq = b.clone();
+        for i in 0..bits {
+            let bit = cx.node("Mod", &[&rest, &two], vec![attr_int("fmod", 0)]);
+            let set = cx.node("Equal", &[&bit, &one], vec![]);
+            let times = cx.node("Mul", &[&r, &sq], vec![]);
+            r = cx.node("Where", &[&set, &times, &r], vec![]);
+            if i + 1 < bits {
+                rest = cx.node("Div", &[&rest, &two], vec![]);
+                sq = cx.node("Mul", &[&sq, &sq], vec![]);
+            }
+        }
+        if let Some(n) = neg {
+            // base 1: 1; base -1: -1 for an odd exponent, else 1; else 0
+            let minus = cx.scalar(Lit::Int(-1), w)?;
+            let is_one = cx.node("Equal", &[&b, &one], vec![]);
+            let is_minus = cx.node("Equal", &[&b, &minus], vec![]);
+            let parity = cx.node("Mod", &[&es, &two], vec![attr_int("fmod", 0)]);
+            let odd = cx.node("Equal", &[&parity, &one], vec![]);
+            let pm = cx.node("Where", &[&odd, &minus, &one], vec![]);
+            let m = cx.node("Where", &[&is_minus, &pm, &zero], vec![]);
+            let m = cx.node("Where", &[&is_one, &one, &m], vec![]);
+            r = cx.node("Where", &[&n, &m, &r], vec![]);
+        }
+        r
+    };
+    let r = cx.cast(&r, w, out)?;
     cx.set(0, r);
     Ok(())
 }
@@ -512,6 +746,17 @@ fn atan2(cx: &mut Cx) -> Result<()> {
     let both = cx.node("And", &[&x_zero, &y_zero], vec![]);
     let at_origin = cx.node("Where", &[&x_neg, &turn, &ys], vec![]);
     let r = cx.node("Where", &[&both, &at_origin, &r], vec![]);
+    // both infinite (inf / inf is NaN): ±pi/4 toward x's side, ±3pi/4
+    // where x is -inf, y's sign
+    let x_inf = cx.node("IsInf", &[&xs], vec![]);
+    let y_inf = cx.node("IsInf", &[&ys], vec![]);
+    let both_inf = cx.node("And", &[&x_inf, &y_inf], vec![]);
+    let (q1, q3) = (cx.scalar(Lit::Float(pi / 4.0), c)?, cx.scalar(Lit::Float(3.0 * pi / 4.0), c)?);
+    let (n1, n3) = (cx.scalar(Lit::Float(-pi / 4.0), c)?, cx.scalar(Lit::Float(-3.0 * pi / 4.0), c)?);
+    let up = cx.node("Where", &[&x_neg, &q3, &q1], vec![]);
+    let down = cx.node("Where", &[&x_neg, &n3, &n1], vec![]);
+    let corner = cx.node("Where", &[&y_neg, &down, &up], vec![]);
+    let r = cx.node("Where", &[&both_inf, &corner, &r], vec![]);
     let r = cx.cast(&r, c, out)?;
     cx.set(0, r);
     Ok(())
@@ -650,11 +895,11 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.sinh.default", |cx| unary(cx, "Sinh")),
     ("aten.cosh.default", |cx| unary(cx, "Cosh")),
     ("aten.erf.default", |cx| unary(cx, "Erf")),
-    ("aten.floor.default", |cx| unary(cx, "Floor")),
-    ("aten.ceil.default", |cx| unary(cx, "Ceil")),
-    ("aten.round.default", |cx| unary(cx, "Round")),
+    ("aten.floor.default", |cx| rounding(cx, "Floor")),
+    ("aten.ceil.default", |cx| rounding(cx, "Ceil")),
+    ("aten.round.default", |cx| rounding(cx, "Round")),
     ("aten.reciprocal.default", |cx| unary(cx, "Reciprocal")),
-    ("aten.sign.default", |cx| unary(cx, "Sign")),
+    ("aten.sign.default", sign),
     ("aten.rsqrt.default", rsqrt),
     ("aten.square.default", square),
     ("aten.trunc.default", trunc),

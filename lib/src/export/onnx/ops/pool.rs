@@ -87,36 +87,91 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
         attr_int("ceil_mode", ceil as i64),
     ];
     let want_indices = cx.out_count() > 1 && cx.out_used(1);
-    let ys = cx.node_n("MaxPool", &[&xs], attrs, if want_indices { 2 } else { 1 });
-    let y = unbatch(cx, ys[0].clone(), added);
+    let ys = cx.node_n("MaxPool", &[&xs], attrs.clone(), if want_indices { 2 } else { 1 });
+    let plane: Vec<Sym> = meta.sizes[meta.sizes.len() - n..].to_vec();
+    let (plane_shape, numel) = if want_indices {
+        let s = cx.sizes(&plane)?;
+        let numel = cx.reduce("ReduceProd", &s, None, false);
+        (s, numel)
+    } else {
+        (String::new(), String::new())
+    };
+    let (mut y, mut idx) = (ys[0].clone(), ys.get(1).cloned());
+    // A dequantized int8 holds no NaN (PT2E's scales are finite), and the
+    // NaN handling would split the DequantizeLinear -> MaxPool ->
+    // QuantizeLinear chain that ONNX Runtime runs as one int8 MaxPool (and
+    // at opset 21 its QDQ propagation then types the zero point it adds
+    // wrongly for int8: the session fails to load).
+    let dequantized = cx.producer_op(&x) == Some("DequantizeLinear");
+    if c.is_floating() && !dequantized {
+        // torch's window takes a NaN (its last), ONNX Runtime's skips
+        // it: where a window holds one, NaN and that NaN's place, from a
+        // pool over each NaN's place in its plane (-1 elsewhere)
+        let isnan = cx.node("IsNaN", &[&xs], vec![]);
+        if want_indices {
+            let zero = cx.const_i64(0);
+            let one = cx.const_i64(1);
+            let iota = cx.node("Range", &[&zero, &numel, &one], vec![]);
+            let iota = cx.node("Reshape", &[&iota, &plane_shape], vec![]);
+            let iota = cx.cast(&iota, Dtype::Int64, Dtype::Float64)?;
+            let none = cx.scalar(Lit::Float(-1.0), Dtype::Float64)?;
+            let z = cx.node("Where", &[&isnan, &iota, &none], vec![]);
+            let zs = cx.node_n("MaxPool", &[&z], attrs, 2);
+            let zero = cx.scalar(Lit::Float(0.0), Dtype::Float64)?;
+            let has = cx.node("GreaterOrEqual", &[&zs[0], &zero], vec![]);
+            let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+            y = cx.node("Where", &[&has, &nan, &y], vec![]);
+            idx = Some(cx.node("Where", &[&has, &zs[1], &ys[1]], vec![]));
+        } else {
+            let flag = cx.cast(&isnan, Dtype::Bool, Dtype::Float32)?;
+            let any = cx.node("MaxPool", &[&flag], attrs);
+            let zero = cx.scalar(Lit::Float(0.0), Dtype::Float32)?;
+            let has = cx.node("Greater", &[&any, &zero], vec![]);
+            let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+            y = cx.node("Where", &[&has, &nan, &y], vec![]);
+        }
+    }
+    let y = unbatch(cx, y, added);
     let y = cx.cast(&y, c, out)?;
     cx.set(0, y);
-    if want_indices {
+    if let Some(idx) = idx {
         // ONNX indexes the whole tensor, torch each channel's plane.
-        let plane: Vec<Sym> = meta.sizes[meta.sizes.len() - n..].to_vec();
-        let plane_shape = cx.sizes(&plane)?;
-        let numel = cx.reduce("ReduceProd", &plane_shape, None, false);
-        let idx = cx.node("Mod", &[&ys[1], &numel], vec![attr_int("fmod", 0)]);
+        let idx = cx.node("Mod", &[&idx, &numel], vec![attr_int("fmod", 0)]);
         let idx = unbatch(cx, idx, added);
         cx.set(1, idx);
     }
     Ok(())
 }
 
+/// Windows of at most this many elements are summed one element after
+/// another, in torch's order ([`window_sums`]); larger ones through
+/// ONNX's AveragePool, whose order of summing differs (which shows only
+/// where huge values absorb small ones).
+const SEQUENTIAL_WINDOW_MAX: i64 = 256;
+
 fn avg_pool(cx: &mut Cx) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let (n, kernel, stride) = pool_window(cx)?;
     let padding = spatial(cx, "padding", n, 0)?;
-    if let Some(divisor) = cx.opt_int("divisor_override")? {
-        if divisor == 0 {
-            return Err(Error::bad_input("avg_pool: divisor_override must not be 0"));
-        }
-        let d = Divisor::Fixed(divisor);
-        return avg_pool_sums(cx, (&x, meta), (&kernel, &stride, &padding), d);
+    let divisor = cx.opt_int("divisor_override")?;
+    if divisor == Some(0) {
+        return Err(Error::bad_input("avg_pool: divisor_override must not be 0"));
     }
     let mut ceil = cx.opt_bool("ceil_mode")?.unwrap_or(false);
     let include_pad = cx.opt_bool("count_include_pad")?.unwrap_or(true);
+    let input = last_static(&meta.sizes, n, "avg_pool");
+    let output = last_static(&cx.out_meta(0)?.sizes, n, "avg_pool");
+    if let (Ok(input), Ok(output)) = (&input, &output) {
+        if kernel.iter().product::<i64>() <= SEQUENTIAL_WINDOW_MAX {
+            let window = Window { kernel: &kernel, stride: &stride, padding: &padding };
+            return window_sums(cx, (&x, meta), window, (input, output), include_pad, divisor);
+        }
+    }
+    if let Some(divisor) = divisor {
+        let d = Divisor::Fixed(divisor);
+        return avg_pool_sums(cx, (&x, meta), (&kernel, &stride, &padding), d);
+    }
     let mut end = padding.clone();
     if ceil {
         let ones = vec![1; n];
@@ -145,6 +200,160 @@ fn avg_pool(cx: &mut Cx) -> Result<()> {
         let y = cx.node("AveragePool", &[&xs], attrs);
         Ok(unbatch(cx, y, added))
     })
+}
+
+/// A pooling window: kernel, stride and (leading) padding per spatial dim.
+struct Window<'a> {
+    kernel: &'a [i64],
+    stride: &'a [i64],
+    padding: &'a [i64],
+}
+
+/// Average pooling as torch's CPU kernel computes it: each window's
+/// elements summed one after another in row-major order (in float32 for
+/// float32 and narrower, float64 for float64, wrapping int64 for
+/// integers), divided by torch's count for the window (the padding
+/// counted or not, or `divisor_override`; integers truncating). Each
+/// kernel offset is one strided Slice of the zero-padded input, added in
+/// turn.
+fn window_sums(
+    cx: &mut Cx,
+    (x, meta): (&str, &TensorMeta),
+    w: Window,
+    (input, output): (&[i64], &[i64]),
+    include_pad: bool,
+    divisor: Option<i64>,
+) -> Result<()> {
+    let n = w.kernel.len();
+    let out = cx.out_dtype(0)?;
+    let c = if out.is_floating() { cx.compute(out) } else { Dtype::Int64 };
+    // torch's divisor per output position, one dim at a time
+    let mut counts = vec![1i64];
+    for j in 0..n {
+        let per: Vec<i64> = (0..output[j])
+            .map(|o| {
+                let start = o * w.stride[j] - w.padding[j];
+                let end = (start + w.kernel[j]).min(input[j] + w.padding[j]);
+                let inside = end.min(input[j]) - start.max(0);
+                if include_pad { end - start } else { inside.max(0) }
+            })
+            .collect();
+        counts = counts.iter().flat_map(|m| per.iter().map(move |c| m * c)).collect();
+    }
+    let rank = meta.sizes.len();
+    let xs = cx.cast(x, meta.dtype, c)?;
+    let (xs, added) = batch(cx, &xs, rank, n);
+    let lead = rank + added as usize - n;
+    let ends: Vec<i64> = (0..n)
+        .map(|j| ((output[j] - 1) * w.stride[j] + w.kernel[j] - input[j] - w.padding[j]).max(0))
+        .collect();
+    let xp = if w.padding.iter().chain(&ends).any(|p| *p != 0) {
+        let zeros = vec![0; lead];
+        let pads = cx.const_i64s(&[zeros.clone(), w.padding.to_vec(), zeros, ends].concat());
+        cx.node("Pad", &[&xs, &pads], vec![])
+    } else {
+        xs
+    };
+    let axes: Vec<i64> = (lead..lead + n).map(|a| a as i64).collect();
+    let (axes, steps) = (cx.const_i64s(&axes), cx.const_i64s(w.stride));
+    let mut sum: Option<String> = None;
+    let volume = w.kernel.iter().product::<i64>();
+    for flat in 0..volume {
+        // the kernel offset, row-major
+        let mut offset = vec![0i64; n];
+        let mut rem = flat;
+        for j in (0..n).rev() {
+            offset[j] = rem % w.kernel[j];
+            rem /= w.kernel[j];
+        }
+        let starts = cx.const_i64s(&offset);
+        let stops: Vec<i64> = (0..n).map(|j| offset[j] + (output[j] - 1) * w.stride[j] + 1).collect();
+        let stops = cx.const_i64s(&stops);
+        let part = cx.node("Slice", &[&xp, &starts, &stops, &axes, &steps], vec![]);
+        sum = Some(match sum {
+            None => part,
+            Some(s) => cx.node("Add", &[&s, &part], vec![]),
+        });
+    }
+    let sum = sum.ok_or_else(|| Error::bad_input("avg_pool with an empty kernel"))?;
+    let d = match divisor {
+        Some(d) => cx.scalar(Lit::Int(d), c)?,
+        None if counts.iter().all(|v| *v == counts[0]) => cx.scalar(Lit::Int(counts[0]), c)?,
+        None if c.is_floating() => {
+            let raw: Vec<u8> = counts.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
+            let d = cx.constant(Dtype::Float32, output, raw)?;
+            cx.cast(&d, Dtype::Float32, c)?
+        }
+        None => {
+            let raw: Vec<u8> = counts.iter().flat_map(|v| v.to_le_bytes()).collect();
+            cx.constant(Dtype::Int64, output, raw)?
+        }
+    };
+    let y = cx.node("Div", &[&sum, &d], vec![]);
+    let y = unbatch(cx, y, added);
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
+/// Adaptive average pooling as torch computes it: each output's window
+/// summed in row-major order (a CumSum over the window flattened, its
+/// last element), divided by its size, the windows concatenated.
+/// `None` where the windows are too many to write one by one.
+fn adaptive_avg_sums(
+    cx: &mut Cx,
+    x: &str,
+    (input, output): (&[i64], &[i64]),
+    rank: usize,
+    c: Dtype,
+) -> Result<Option<String>> {
+    let n = input.len();
+    let windows: i64 = output.iter().product();
+    if windows > 1024 {
+        return Ok(None);
+    }
+    let (xs, added) = batch(cx, x, rank, n);
+    let lead = rank + added as usize - n;
+    let axes: Vec<i64> = (lead..lead + n).map(|a| a as i64).collect();
+    let axes = cx.const_i64s(&axes);
+    let mut flat_shape = vec![0i64; lead];
+    flat_shape.push(-1);
+    let (last, end) = (cx.const_i64s(&[-1]), cx.const_i64s(&[i64::MAX]));
+    let sum_axis = cx.const_i64(lead as i64);
+    let lead_axis = cx.const_i64s(&[lead as i64]);
+    let mut parts = Vec::new();
+    for flat in 0..windows {
+        let mut o = vec![0i64; n];
+        let mut rem = flat;
+        for j in (0..n).rev() {
+            o[j] = rem % output[j];
+            rem /= output[j];
+        }
+        let (lo, hi): (Vec<i64>, Vec<i64>) = (0..n)
+            .map(|j| (o[j] * input[j] / output[j], ((o[j] + 1) * input[j] + output[j] - 1) / output[j]))
+            .unzip();
+        let size: i64 = lo.iter().zip(&hi).map(|(a, b)| b - a).product();
+        let whole = lo.iter().all(|v| *v == 0) && hi.iter().zip(input).all(|(h, i)| h == i);
+        let w = if whole {
+            xs.clone()
+        } else {
+            let (a, b) = (cx.const_i64s(&lo), cx.const_i64s(&hi));
+            cx.node("Slice", &[&xs, &a, &b, &axes], vec![])
+        };
+        // (0 copies a leading dim: no allowzero)
+        let fs = cx.const_i64s(&flat_shape);
+        let w = cx.node("Reshape", &[&w, &fs], vec![]);
+        let run = cx.node("CumSum", &[&w, &sum_axis], vec![]);
+        let s = cx.node("Slice", &[&run, &last, &end, &lead_axis], vec![]);
+        let k = cx.scalar(Lit::Int(size), c)?;
+        parts.push(cx.node("Div", &[&s, &k], vec![]));
+    }
+    let y = cx.concat(&parts, lead as i64);
+    let mut shape = vec![0i64; lead];
+    shape.extend_from_slice(output);
+    let shape = cx.const_i64s(&shape);
+    let y = cx.node("Reshape", &[&y, &shape], vec![]);
+    Ok(Some(unbatch(cx, y, added)))
 }
 
 /// What an average divides each window's sum by.
@@ -273,7 +482,24 @@ fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
         )));
     }
     let input = last_static(&meta.sizes, n, "adaptive pooling");
-    elementwise(cx, &x, meta.dtype, |cx, x, _| {
+    let mean = ops.reduce == "ReduceMean";
+    if let (true, Ok(input)) = (mean, &input) {
+        // torch's order of summing: windows of one size as strided slices
+        let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
+        let even = input.iter().zip(&output).all(|(i, o)| i % o == 0);
+        if even && k.iter().product::<i64>() <= SEQUENTIAL_WINDOW_MAX {
+            let zeros = vec![0; n];
+            let window = Window { kernel: &k, stride: &k, padding: &zeros };
+            return window_sums(cx, (&x, meta), window, (input, &output), true, None);
+        }
+    }
+    elementwise(cx, &x, meta.dtype, |cx, x, c| {
+        if let (true, Ok(input)) = (mean, &input) {
+            // (or window by window)
+            if let Some(y) = adaptive_avg_sums(cx, x, (input, &output), rank, c)? {
+                return Ok(y);
+            }
+        }
         let (xs, added) = batch(cx, x, rank, n);
         let y = if output.iter().all(|o| *o == 1) {
             cx.node(ops.global, &[&xs], vec![])

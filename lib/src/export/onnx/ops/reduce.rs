@@ -8,6 +8,7 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
     let dims = reduce_dims(cx, dim_arg, rank)?;
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
     let sizes = meta.sizes.clone();
+    let out = cx.out_dtype(0)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         if rank == 0 {
             return Ok(x.to_string());
@@ -23,6 +24,9 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
         match op {
             "ReduceSum" if wide_int => Ok(exact_int_sum(cx, x, &axes, keepdim)),
             "ReduceProd" if wide_int => exact_int_prod(cx, x, &axes, &sizes, keepdim),
+            "ReduceProd" if c != out && c.is_floating() => {
+                half_prod(cx, x, (&axes, &sizes, keepdim), (c, out))
+            }
             "ReduceMax" | "ReduceMin" if c.is_floating() => {
                 let r = cx.reduce(op, x, dims.as_deref(), keepdim);
                 nan_where_any(cx, x, &r, c, &axes, keepdim)
@@ -101,6 +105,62 @@ fn exact_int_prod(cx: &mut Cx, x: &str, axes: &[i64], sizes: &[Sym], keepdim: bo
     Ok(if keepdim { v } else { cx.squeeze(&v, axes) })
 }
 
+/// Longest line a float16 or bfloat16 product is written out step by step.
+const HALF_PROD_MAX: i64 = 1024;
+
+/// A float16 or bfloat16 product as torch's CPU kernel computes it: one
+/// element after another, each running product rounded to the dtype (a
+/// product that overflows or underflows there stays inf or 0, whatever
+/// follows): the line's elements sliced out and multiplied in turn, in
+/// `c` and rounded to `half` after each.
+fn half_prod(cx: &mut Cx, x: &str, (axes, sizes, keepdim): (&[i64], &[Sym], bool), (c, half): (Dtype, Dtype)) -> Result<String> {
+    let static_sizes: Option<Vec<i64>> = sizes.iter().map(Sym::as_int).collect();
+    let Some(dims) = static_sizes else {
+        return Err(Error::unsupported(format!(
+            "a {} product over symbolic sizes (torch rounds each step's product to {0}, which ir2onnx writes out step by step)",
+            half.torch_name()
+        )));
+    };
+    // one line: the reduced axis, or everything flattened
+    let (line, axis, n) = if axes.len() == 1 {
+        (x.to_string(), axes[0], dims[axes[0] as usize])
+    } else {
+        let all = cx.reshape_const(x, &[-1])?;
+        (all, 0, dims.iter().product())
+    };
+    if n == 0 {
+        return Ok(cx.reduce("ReduceProd", x, Some(axes), keepdim));
+    }
+    if n > HALF_PROD_MAX {
+        return Err(Error::unsupported(format!(
+            "a {} product over {n} elements (torch rounds each step's product to {0}, which ir2onnx writes out step by step up to {HALF_PROD_MAX})",
+            half.torch_name()
+        )));
+    }
+    let ax = cx.const_i64s(&[axis]);
+    let mut acc: Option<String> = None;
+    for i in 0..n {
+        let (a, b) = (cx.const_i64s(&[i]), cx.const_i64s(&[i + 1]));
+        let v = cx.node("Slice", &[&line, &a, &b, &ax], vec![]);
+        acc = Some(match acc {
+            None => v,
+            Some(p) => {
+                let m = cx.node("Mul", &[&p, &v], vec![]);
+                let h = cx.cast(&m, c, half)?;
+                cx.cast(&h, half, c)?
+            }
+        });
+    }
+    let p = acc.expect("a line of at least one element");
+    if axes.len() == 1 {
+        Ok(if keepdim { p } else { cx.squeeze(&p, axes) })
+    } else if keepdim {
+        cx.reshape_const(&p, &vec![1; dims.len()])
+    } else {
+        cx.reshape_const(&p, &[])
+    }
+}
+
 /// any/all: a max/min over the values as 0/1.
 fn any_all(cx: &mut Cx, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
@@ -145,14 +205,18 @@ fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
         let d = cx.node("Sub", &[x, &mean], vec![]);
         let d2 = cx.node("Mul", &[&d, &d], vec![]);
         let s = cx.reduce("ReduceSum", &d2, Some(&axes), keepdim);
+        // divided by max(0, N - correction), as torch's: nothing, or no
+        // more than the correction, gives NaN (0 / 0)
         let n = match count.iter().map(Sym::as_int).collect::<Option<Vec<i64>>>() {
-            Some(v) => cx.scalar(Lit::Float(v.iter().product::<i64>() as f64 - correction), c)?,
+            Some(v) => cx.scalar(Lit::Float((v.iter().product::<i64>() as f64 - correction).max(0.0)), c)?,
             None => {
                 let sizes = cx.sizes(&count)?;
                 let p = cx.reduce("ReduceProd", &sizes, None, false);
                 let pf = cx.cast(&p, Dtype::Int64, c)?;
                 let k = cx.scalar(Lit::Float(correction), c)?;
-                cx.node("Sub", &[&pf, &k], vec![])
+                let d = cx.node("Sub", &[&pf, &k], vec![]);
+                let zero = cx.scalar(Lit::Float(0.0), c)?;
+                cx.node("Max", &[&d, &zero], vec![])
             }
         };
         let v = cx.node("Div", &[&s, &n], vec![]);

@@ -1,7 +1,8 @@
 //! Typed access to a node's arguments and outputs, with errors that name
-//! the node and the argument.
+//! the node and the argument: the one argument reader of the shape rules
+//! (`infer`) and the decomposition rules (`decompose`).
 
-use crate::ir::{Argument, Dtype, Node, SymRef, ValueId};
+use super::{Argument, Dtype, Node, SymRef, ValueId};
 use crate::{Error, Result};
 
 /// A node's arguments, read by schema name with errors that name the
