@@ -89,8 +89,28 @@ pub(super) fn dft(ctx: &mut Ctx) -> OpResult {
                     // real by symmetry (a real signal's Nyquist bin) is
                     // real, as pocketfft's exact twiddles leave it: its
                     // sign decides an angle of pi or -pi.
+                    // (only where the signal is finite: an infinity or a
+                    // NaN is no scale for noise)
                     let noise = 8.0 * n as f64 * f64::EPSILON * size;
-                    let flush = |v: f64| if v.abs() <= noise { 0.0 } else { v * scale };
+                    let flush = |v: f64| {
+                        if size.is_finite() && v.abs() <= noise {
+                            0.0
+                        } else {
+                            v * scale
+                        }
+                    };
+                    if pair == 1 {
+                        // a real signal's transform as pocketfft's r2c
+                        // gives it: Hermitian (the upper half the lower's
+                        // conjugate), the DC and Nyquist bins real
+                        line[0].im = 0.0;
+                        if n % 2 == 0 {
+                            line[n / 2].im = 0.0;
+                        }
+                        for k in n / 2 + 1..n {
+                            line[k] = line[n - k].conj();
+                        }
+                    }
                     for (k, z) in line.iter().take(n_out).enumerate() {
                         let at = (k * inner + i) * 2;
                         part[at] = flush(z.re);
