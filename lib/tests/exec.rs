@@ -268,7 +268,6 @@ fn quant_fixtures_match_torch() {
     assert!(runs >= 18, "only {runs} runs");
 }
 
-
 /// Complex values (`recipes/zoo.py`, group "complex": spectrograms and
 /// istft round trips, torch.fft with every norm, Meta's Llama RoPE with a
 /// complex buffer, complex arithmetic, HF FNet, complex inputs and

@@ -90,7 +90,11 @@ fn add_sub(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             )
         }
     };
-    let op = if sub { "aten.sub.Tensor" } else { "aten.add.Tensor" };
+    let op = if sub {
+        "aten.sub.Tensor"
+    } else {
+        "aten.add.Tensor"
+    };
     let re = cx.binary(op, x_re, y_re, &sizes)?;
     let im = cx.binary(op, x_im, y_im, &sizes)?;
     Ok(vec![cx.join(re, im, meta)?])

@@ -78,9 +78,11 @@ pub(super) fn cdiv(
     sizes: &[Sym],
     real: Dtype,
 ) -> Result<(ValueId, ValueId)> {
+    // the divisor's own sizes (its parts share them) until it meets `self`
+    let dsz = cx.em.sizes(c)?;
     let abs_c = cx.unary("aten.abs.default", c, real)?;
     let abs_d = cx.unary("aten.abs.default", d, real)?;
-    let m = cx.meta(c, Dtype::Bool, sizes.to_vec())?;
+    let m = cx.meta(c, Dtype::Bool, dsz.clone())?;
     let swap = cx.op(
         "aten.lt.Tensor",
         vec![
@@ -93,11 +95,11 @@ pub(super) fn cdiv(
     //   re = (a + b rat) scl, im = (b - a rat) scl
     // swapped: rat = c / d, scl = 1 / (d + c rat),
     //   re = (a rat + b) scl, im = (b rat - a) scl
-    let p = cx.pick(swap, d, c, sizes)?;
-    let q = cx.pick(swap, c, d, sizes)?;
-    let rat = cx.binary("aten.div.Tensor", q, p, sizes)?;
-    let q_rat = cx.binary("aten.mul.Tensor", q, rat, sizes)?;
-    let den = cx.binary("aten.add.Tensor", p, q_rat, sizes)?;
+    let p = cx.pick(swap, d, c, &dsz)?;
+    let q = cx.pick(swap, c, d, &dsz)?;
+    let rat = cx.binary("aten.div.Tensor", q, p, &dsz)?;
+    let q_rat = cx.binary("aten.mul.Tensor", q, rat, &dsz)?;
+    let den = cx.binary("aten.add.Tensor", p, q_rat, &dsz)?;
     let scl = cx.unary("aten.reciprocal.default", den, real)?;
     let b_rat = cx.binary("aten.mul.Tensor", b, rat, sizes)?;
     let a_rat = cx.binary("aten.mul.Tensor", a, rat, sizes)?;
@@ -112,7 +114,7 @@ pub(super) fn cdiv(
     // both parts of the divisor zero: a / |c| and b / |d|
     let zero_c = cx.test("aten.eq.Scalar", abs_c, 0.0)?;
     let zero_d = cx.test("aten.eq.Scalar", abs_d, 0.0)?;
-    let zero = cx.logic("aten.logical_and.default", zero_c, zero_d, sizes)?;
+    let zero = cx.logic("aten.logical_and.default", zero_c, zero_d, &dsz)?;
     let re0 = cx.binary("aten.div.Tensor", a, abs_c, sizes)?;
     let im0 = cx.binary("aten.div.Tensor", b, abs_d, sizes)?;
     let re = cx.pick(zero, re0, re, sizes)?;
@@ -194,9 +196,29 @@ pub(super) fn log(
     sizes: &[Sym],
 ) -> Result<(ValueId, ValueId)> {
     let real = cx.em.dtype(a)?;
+    let f = Dtype::Float64;
     let (x, y) = (wide(cx, a)?, wide(cx, b)?);
     let r = hypot(cx, x, y, sizes)?;
-    let l = cx.unary("aten.log.default", r, Dtype::Float64)?;
+    let l = cx.unary("aten.log.default", r, f)?;
+    // both parts finite and not both zero: log(hi) + log1p((lo / hi)^2)
+    // / 2, as glibc's clog scales (|z| may pass float64's range, or sit
+    // among the subnormals, where it keeps too few bits)
+    let ax = cx.unary("aten.abs.default", x, f)?;
+    let ay = cx.unary("aten.abs.default", y, f)?;
+    let hi = cx.binary("aten.maximum.default", ax, ay, sizes)?;
+    let lo = cx.binary("aten.minimum.default", ax, ay, sizes)?;
+    let q = cx.binary("aten.div.Tensor", lo, hi, sizes)?;
+    let q2 = cx.binary("aten.mul.Tensor", q, q, sizes)?;
+    let l1 = cx.unary("aten.log1p.default", q2, f)?;
+    let half = cx.scalar("aten.mul.Tensor", l1, 0.5)?;
+    let log_hi = cx.unary("aten.log.default", hi, f)?;
+    let scaled = cx.binary("aten.add.Tensor", log_hi, half, sizes)?;
+    let nonzero = cx.test("aten.gt.Scalar", hi, 0.0)?;
+    let fx = cx.is("aten.isfinite.default", x)?;
+    let fy = cx.is("aten.isfinite.default", y)?;
+    let finite = cx.logic("aten.logical_and.default", fx, fy, sizes)?;
+    let plain = cx.logic("aten.logical_and.default", nonzero, finite, sizes)?;
+    let l = cx.pick(plain, scaled, l, sizes)?;
     let t = cx.binary("aten.atan2.default", y, x, sizes)?;
     Ok((cx.cast(l, real)?, cx.cast(t, real)?))
 }
@@ -215,14 +237,31 @@ pub(super) fn sqrt(
     let real = cx.em.dtype(a)?;
     let f = Dtype::Float64;
     let (x, y) = (wide(cx, a)?, wide(cx, b)?);
-    let r = hypot(cx, x, y, sizes)?;
+    // parts past 2^1000 (complex128): the root of z / 4, doubled (|z|
+    // itself may pass float64's range; glibc scales likewise)
+    let ax = cx.unary("aten.abs.default", x, f)?;
+    let ay = cx.unary("aten.abs.default", y, f)?;
+    let hi = cx.binary("aten.maximum.default", ax, ay, sizes)?;
+    let big = cx.test("aten.gt.Scalar", hi, 2f64.powi(1000))?;
+    let quarter = cx.constant(x, 0.25, f)?;
+    let one = cx.constant(x, 1.0, f)?;
+    let two = cx.constant(x, 2.0, f)?;
+    let k = cx.pick(big, quarter, one, sizes)?;
+    let grow = cx.pick(big, two, one, sizes)?;
+    let xs = cx.binary("aten.mul.Tensor", x, k, sizes)?;
+    let ys = cx.binary("aten.mul.Tensor", y, k, sizes)?;
+    let r = hypot(cx, xs, ys, sizes)?;
     let half_r = cx.scalar("aten.mul.Tensor", r, 0.5)?;
-    let abs_x = cx.unary("aten.abs.default", x, f)?;
+    let abs_x = cx.unary("aten.abs.default", xs, f)?;
     let half_x = cx.scalar("aten.mul.Tensor", abs_x, 0.5)?;
     let s = cx.binary("aten.add.Tensor", half_r, half_x, sizes)?;
     let t = cx.unary("aten.sqrt.default", s, f)?;
     let two_t = cx.scalar("aten.mul.Tensor", t, 2.0)?;
-    let u = cx.binary("aten.div.Tensor", y, two_t, sizes)?;
+    let u = cx.binary("aten.div.Tensor", ys, two_t, sizes)?;
+    let (t, u) = (
+        cx.binary("aten.mul.Tensor", t, grow, sizes)?,
+        cx.binary("aten.mul.Tensor", u, grow, sizes)?,
+    );
     let t0 = cx.test("aten.eq.Scalar", t, 0.0)?;
     let zero = cx.constant(x, 0.0, f)?;
     let u = cx.pick(t0, zero, u, sizes)?;

@@ -266,13 +266,22 @@ impl Cx<'_, '_> {
         let m = self.meta(a, Dtype::Bool, sizes.to_vec())?;
         self.op(
             op,
-            vec![("self", Argument::Tensor(a)), ("other", Argument::Tensor(b))],
+            vec![
+                ("self", Argument::Tensor(a)),
+                ("other", Argument::Tensor(b)),
+            ],
             m,
         )
     }
 
     /// `where(cond, t, f)` broadcast to `sizes` (`t`'s dtype).
-    pub fn pick(&mut self, cond: ValueId, t: ValueId, f: ValueId, sizes: &[Sym]) -> Result<ValueId> {
+    pub fn pick(
+        &mut self,
+        cond: ValueId,
+        t: ValueId,
+        f: ValueId,
+        sizes: &[Sym],
+    ) -> Result<ValueId> {
         let m = self.meta(t, self.em.dtype(t)?, sizes.to_vec())?;
         self.op(
             "aten.where.self",

@@ -53,6 +53,16 @@ pub(super) fn dft(ctx: &mut Ctx) -> OpResult {
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f64>())
             .map_err(ce)?;
+    // An infinity or a NaN in a signal: torch's bins are then what
+    // pocketfft's order of operations makes of it (some parts stay
+    // finite, others are NaN, by the radix plan), which this DFT does not
+    // reproduce. Refused, not guessed.
+    if let Some(i) = host.iter().position(|v| !v.is_finite()) {
+        return Err(unsupported(format!(
+            "pt2kit.dft (torch's FFT): the signal holds {} at element {i}; torch's transform of a non-finite signal is pocketfft's order of operations, which this runtime does not reproduce",
+            if host[i].is_nan() { "NaN" } else { "an infinity" }
+        )));
+    }
     let mut out = vec![0f64; outer * n_out * inner * 2];
     if n > 0 && !out.is_empty() {
         let mut planner = rustfft::FftPlanner::<f64>::new();
