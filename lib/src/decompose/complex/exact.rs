@@ -189,7 +189,8 @@ pub(super) fn exp(
     Ok((cx.cast(re, out)?, cx.cast(im, out)?))
 }
 
-/// `log(a + bi) = log |z| + i atan2(b, a)`, complex64 in float64.
+/// `log(a + bi) = log |z| + i atan2(b, a)`, `log |z|` of complex64 in
+/// float64.
 pub(super) fn log(
     cx: &mut Cx,
     (a, b): (ValueId, ValueId),
@@ -219,8 +220,9 @@ pub(super) fn log(
     let finite = cx.logic("aten.logical_and.default", fx, fy, sizes)?;
     let plain = cx.logic("aten.logical_and.default", nonzero, finite, sizes)?;
     let l = cx.pick(plain, scaled, l, sizes)?;
-    let t = cx.binary("aten.atan2.default", y, x, sizes)?;
-    Ok((cx.cast(l, real)?, cx.cast(t, real)?))
+    // the angle in the parts' own dtype, as clogf's atan2f
+    let t = cx.binary("aten.atan2.default", b, a, sizes)?;
+    Ok((cx.cast(l, real)?, t))
 }
 
 /// The principal square root, as glibc's `csqrt`: with `t = sqrt((|z| +
