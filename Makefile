@@ -16,9 +16,9 @@ test: build $(ONNX_VENV)/.ready
 	$(CARGO) test --release --locked --workspace
 	# Every fixture against torch again on the AVX2 kernels (as on a CPU without AVX-512; where this CPU
 	# has no AVX2, the baseline), then on the baseline ones (the gemm crate and candle's loops).
-	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch complex_fixtures_match_torch
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib exec::
-	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch
+	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch complex_fixtures_match_torch
 	# Every fast kernel against its plain reference on random shapes (lib/tests/kernels.rs), on each
 	# instruction set's kernels.
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
@@ -26,8 +26,7 @@ test: build $(ONNX_VENV)/.ready
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
-	# fb_fft is refused by design (complex values; bins/tests/onnx.rs holds the refusal).
-	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21 --skip fb_fft
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21
 	# Numerics (golden/numerics): integers past 2^53, int8 wrap-around, NaN's order, float16 and
 	# bfloat16 CNNs, fully masked attention rows, 3-D convolutions. From opset 18: integer bitwise
 	# ops need it (at 17 ir2onnx refuses them by name; bins/tests/onnx.rs holds the refusal).
@@ -36,15 +35,19 @@ test: build $(ONNX_VENV)/.ready
 	# PT2E int8 (golden/quant): QuantizeLinear/DequantizeLinear, which ONNX Runtime fuses into its int8
 	# kernels; a float output a dequantize makes within one step of its quantization (check_onnx.py).
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/quant --opset 17 --opset 18 --opset 21
+	# Complex values (golden/complex) as real pairs, FFTs as ONNX DFT (from opset 17). cx_io's inputs and
+	# outputs are complex, which ONNX Runtime takes none of: ir2onnx refuses it (bins/tests/onnx.rs holds the refusal).
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/complex --opset 17 --opset 18 --opset 21 --skip cx_io
 	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
 	# Node by node: every intermediate value of ir-run against ONNX Runtime's (ir2onnx --intermediates,
 	# ir-diff --first), and a control that a node made wrong in the ONNX is the one named.
 	for d in models composite dynamic; do $(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/$$d || exit 1; done
 	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/numerics --skip num_f64_conv
-	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/fallback --skip fb_fft
+	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/fallback
 	# PT2E int8: a quantization where the two part on a rounding tie (float32 ulps apart) is fed through.
 	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/quant --explain-ties
+	$(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/complex --skip cx_io
 	# The random programs of golden/random (recipes/fuzz_graphs.py): ir-run, ir-decompose + ir-run, ir2onnx + ONNX Runtime.
 	$(ONNX_VENV)/bin/python recipes/check_random.py --bin target/release --dir golden/random
 	# The dtype conformance suite (golden/dtypes) through ir2onnx and ONNX Runtime: none wrong.

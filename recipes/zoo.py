@@ -885,8 +885,8 @@ class FbIntDiv(nn.Module):
 
 
 class FbFft(nn.Module):
-    """A real FFT's magnitude: complex values inside, real outside. Nothing
-    here runs or converts it (no complex dtype); the tools refuse it."""
+    """A real FFT's magnitude: complex values inside, real outside (the
+    tools run them as real pairs; golden/complex has more)."""
 
     def forward(self, x):
         return torch.fft.rfft(x, dim=-1).abs()
@@ -1411,6 +1411,162 @@ _reg("num_bf16_cnn", lambda: NumHalfCnn(torch.bfloat16), lambda: (_randn(2, 3, 2
 _reg("num_sdpa_masked", NumSdpaMasked, _sdpa_masked_inputs, group="numerics")
 _reg("num_f64_conv", NumF64Conv, lambda: (_randn(2, 3, 6, 6).double(),), group="numerics")
 _reg("num_conv3d", NumConv3d, lambda: (_randn(2, 3, 4, 32, 32),), group="numerics")
+
+# --------------------------------------------------------------------------
+# Complex values (golden/complex): FFTs, spectrograms, complex arithmetic
+# and models that hold complex buffers. The tools lower complex values to
+# real pairs (a trailing dim of 2); every stage runs them against torch.
+# cx_io's inputs and outputs are complex: ir-run takes and returns them,
+# ir2onnx refuses them (ONNX Runtime takes no complex tensors).
+# --------------------------------------------------------------------------
+
+
+class CxSpectrogram(nn.Module):
+    """A power spectrogram (torch.stft, hann window, centered) and torch.istft
+    round trips: hop dividing n_fft and not, a shorter window, one-sided and
+    two-sided, normalized, a given length."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("win", torch.hann_window(32))
+        self.register_buffer("win12", torch.hann_window(12))
+
+    def forward(self, x):  # f32[2, 200]
+        s = torch.stft(x, 32, hop_length=8, window=self.win, return_complex=True)
+        power = s.abs() ** 2
+        y = torch.istft(s, 32, hop_length=8, window=self.win, length=200)
+        s2 = torch.stft(x, 16, hop_length=5, win_length=12, window=self.win12, center=False,
+                        normalized=True, onesided=False, return_complex=True)
+        s3 = torch.stft(x[0], 32, hop_length=8, window=self.win, normalized=True, return_complex=True)
+        y3 = torch.istft(s3, 32, hop_length=8, window=self.win, normalized=True)
+        s4 = torch.stft(x, 24, hop_length=9, window=torch.hann_window(24), pad_mode="constant",
+                        return_complex=True)
+        y4 = torch.istft(s4, 24, hop_length=9, window=torch.hann_window(24), length=190)
+        return power, y, torch.view_as_real(s2), y3, s4.abs(), y4
+
+
+class CxFft(nn.Module):
+    """torch.fft: rfft, irfft, fft, ifft, fft2, fftn, rfft2, irfftn with each
+    norm, lengths padded and cut, dims negative and not; fftshift of a
+    complex spectrum, ifftshift of a real signal."""
+
+    def forward(self, x, z):  # f32[3, 16], f32[2, 6, 10]
+        r = torch.fft.rfft(x)
+        return (
+            torch.view_as_real(r),
+            torch.fft.irfft(torch.fft.rfft(x, norm="ortho"), n=16, norm="ortho"),
+            torch.view_as_real(torch.fft.fft(x, norm="forward")),
+            torch.fft.ifft(torch.fft.fft(x)).real,
+            torch.fft.fft2(z).abs(),
+            torch.view_as_real(torch.fft.fft(x, n=20, dim=-1)),
+            torch.fft.irfft(r, n=10),
+            torch.fft.irfft(r),
+            (torch.fft.fftn(z, dim=(0, 2), norm="ortho") * (0.6 + 0.8j)).angle(),
+            torch.fft.ifft2(torch.fft.fft2(z, norm="forward"), norm="forward").imag,
+            torch.view_as_real(torch.fft.rfft2(z)),
+            torch.fft.irfftn(torch.fft.rfftn(z, dim=(1, 2)), s=(6, 10), dim=(1, 2)),
+            torch.view_as_real(torch.fft.fft(x, n=7, dim=0, norm="ortho")),
+            torch.view_as_real(torch.fft.ifft(x, dim=0).resolve_conj()),
+            torch.view_as_real(torch.fft.fftshift(torch.fft.fft2(z), dim=(-2, -1))),
+            torch.fft.ifftshift(x),
+        )
+
+
+class CxRope(nn.Module):
+    """Meta's original Llama rotary embedding: the query and key as complex
+    pairs times freqs_cis, a complex buffer made by torch.polar."""
+
+    def __init__(self, dim=16, seq=6, theta=10000.0):
+        super().__init__()
+        freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
+        freqs = torch.outer(torch.arange(seq), freqs).float()
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(freqs), freqs))
+        self.wq = nn.Linear(32, 4 * dim, bias=False)
+        self.wk = nn.Linear(32, 4 * dim, bias=False)
+
+    def forward(self, h):  # f32[2, 6, 32]
+        b, s, _ = h.shape
+        xq = self.wq(h).view(b, s, 4, -1)
+        xk = self.wk(h).view(b, s, 4, -1)
+        xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        freqs_cis = self.freqs_cis[:s]
+        shape = [d if i == 1 or i == xq_.ndim - 1 else 1 for i, d in enumerate(xq_.shape)]
+        freqs_cis = freqs_cis.view(*shape)
+        xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+        xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+        return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class CxArith(nn.Module):
+    """Complex arithmetic between real inputs and outputs: polar, complex,
+    angle, conj, abs, real/imag, mul/add/sub/div (complex by complex, by
+    real, by a complex scalar), exp, sum and mean, cat and a transpose;
+    pow, sqrt (negative reals: the branch cut), log, reciprocal, matrix
+    products, an indexed write."""
+
+    def forward(self, a, b):  # f32[3, 4], f32[3, 4]
+        z = torch.polar(a.abs() + 0.5, b)
+        w = torch.complex(a, b)
+        u = z * w + z.conj() - w / (z + 2)
+        v = torch.cat([u, w.transpose(0, 1).reshape(3, 4)], dim=1) * 0.5
+        return (
+            torch.angle(u), u.abs(), u.real, u.imag, torch.view_as_real(u * 1j),
+            torch.exp(w).real, torch.view_as_real(v.sum(dim=0)), torch.view_as_real(v.mean(dim=-1)),
+            torch.view_as_real(z * a - 3 + 2j), (w * w.conj()).real, torch.angle(-a),
+            torch.view_as_real(w[1:, ::2].unsqueeze(0).expand(2, 2, 2).flip(-1)),
+            torch.view_as_real(w ** 2), torch.view_as_real(z ** 0.5), torch.view_as_real(torch.sqrt(w)),
+            torch.view_as_real(torch.sqrt(torch.complex(-a.abs(), torch.zeros_like(a)))),
+            torch.view_as_real(torch.log(z)), torch.view_as_real(torch.reciprocal(w)),
+            torch.view_as_real(w @ z.transpose(0, 1)), torch.view_as_real(u @ a.transpose(0, 1).to(torch.complex64)),
+            torch.view_as_real(self.scatter(u)),
+        )
+
+    def scatter(self, u):
+        q = torch.zeros(3, 4, dtype=torch.complex64)
+        q[torch.tensor([0, 2])] = u[1:3] * 2
+        return q
+
+
+class CxIo(nn.Module):
+    """Complex inputs and outputs (complex64 and complex128); angles of
+    spectra at the branch cut."""
+
+    def forward(self, z, x, d):  # c64[3, 4], f32[3, 4], c128[5]
+        # the angle of a real signal's spectrum: its DC and Nyquist bins are
+        # real, the negative ones at pi (not -pi: their imaginary part is +0)
+        return (z * x + z.conj() * 2j, z.abs(), torch.fft.fft(z), d * d, torch.view_as_real(d),
+                torch.fft.fft(x).angle(), torch.fft.rfft(x, dim=0).angle())
+
+
+class CxFNet(nn.Module):
+    """Hugging Face FNet (token mixing by a 2-D FFT's real part)."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import FNetConfig, FNetModel
+        self.m = FNetModel(FNetConfig(
+            vocab_size=100, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+            max_position_embeddings=32, type_vocab_size=2))
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, return_dict=False)[0]
+
+
+def _complex(*s, dtype=torch.complex64):
+    return torch.complex(torch.randn(*s), torch.randn(*s)).to(dtype)
+
+
+_reg("cx_spectrogram", CxSpectrogram, lambda: (_randn(2, 200),), group="complex")
+_reg("cx_fft", CxFft, lambda: (_randn(3, 16), _randn(2, 6, 10)), group="complex")
+_reg("cx_rope", CxRope, lambda: (_randn(2, 6, 32),), group="complex")
+_reg("cx_rope_dyn", lambda: CxRope(seq=16), lambda: (_randn(2, 6, 32),),
+     dyn=lambda: {"h": {1: Dim("seq", min=2, max=16)}}, alt=lambda: (_randn(2, 11, 32),), group="complex",
+     note="dynamic sequence: the complex buffer sliced to it")
+_reg("cx_arith", CxArith, lambda: (_randn(3, 4), _randn(3, 4)), group="complex")
+_reg("cx_io", CxIo, lambda: (_complex(3, 4), _randn(3, 4), _complex(5, dtype=torch.complex128)),
+     group="complex")
+_reg("cx_fnet", CxFNet, lambda: (torch.randint(0, 100, (2, 8), dtype=torch.int64),), group="complex")
 
 # --------------------------------------------------------------------------
 # PT2E int8 (golden/quant): models quantized by torch's PT2E flow

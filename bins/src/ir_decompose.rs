@@ -55,11 +55,12 @@ pub struct Args {
     pub common: CommonArgs,
 }
 
-/// Every pass, in order, as `--passes` takes them (`dce,fold,cse,bn-fold`).
+/// Every pass but the opt-in ones, in order, as `--passes` takes them
+/// (`dce,fold,cse,bn-fold`).
 fn default_passes() -> &'static str {
     static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     LIST.get_or_init(|| {
-        passes::all()
+        pt2kit::decompose::passes::defaults(passes::all())
             .iter()
             .map(|(n, _, _)| *n)
             .collect::<Vec<_>>()

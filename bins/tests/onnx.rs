@@ -408,10 +408,12 @@ fn unsupported_opsets_are_usage_errors() {
     }
 }
 
-/// An op neither the emitter table nor the decomposition table handles is
-/// refused by name, with the reason when its values are complex (exit 4,
-/// nothing written); the ops the fallback lowered on the way are named in
-/// the forms they were lowered to, and `-v` says what was lowered.
+/// The fallback lowers what the emitter table lacks and `-v` says into
+/// what: torch's FFT of `fb_fft` into `_fft_r2c`, its complex values into
+/// real pairs and ONNX `DFT`. What it cannot lower is refused by name with
+/// the reason (exit 4, nothing written): an op on complex values with no
+/// real-pair form, and complex inputs and outputs, which ONNX Runtime's
+/// kernels do not take.
 #[test]
 fn the_fallback_lowers_what_it_can_and_names_the_rest() {
     let ir = ir_of("../fallback/fb_fft.pt2");
@@ -419,15 +421,54 @@ fn the_fallback_lowers_what_it_can_and_names_the_rest() {
     let out_path = dir.path().join("m.onnx");
     let out = run(&ir, &["-v", "-o", out_path.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for line in [
+        "ir2onnx: node fft_rfft (aten.fft_rfft.default) lowered into aten._fft_r2c.default",
+        "ir2onnx: node fft_rfft (aten._fft_r2c.default) lowered into aten.unsqueeze.default, pt2kit.dft.default",
+    ] {
+        assert!(err.contains(line), "{err}");
+    }
+    let model = load(&out_path);
+    assert!(
+        model.graph.node.iter().any(|n| n.op_type == "DFT"),
+        "no DFT node"
+    );
+    std::fs::remove_file(&out_path).unwrap();
+    // tanh of complex values: no real-pair form
+    let mut program = pt2kit::import::pt2::read_pt2(
+        &repo().join("golden/complex/cx_arith.pt2"),
+        &pt2kit::import::pt2::ImportOptions::default(),
+    )
+    .unwrap();
+    for n in &mut program.graph.nodes {
+        if n.target.name == "exp" {
+            n.target.name = "tanh".into();
+        }
+    }
+    let ir = pt2kit::wire::encode_program(&program).unwrap();
+    let out = run(&ir, &["-o", out_path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(
         err.contains(
-            "ir2onnx: node fft_rfft (aten.fft_rfft.default) lowered into aten._fft_r2c.default"
+            "node exp (aten.tanh.default): complex values (c64) through this op are not supported"
         ),
         "{err}"
     );
+    assert!(!out_path.exists());
+    // complex inputs and outputs
+    let out = run(
+        &ir_of("../complex/cx_io.pt2"),
+        &["-o", out_path.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(
-        err.contains("node 'fft_rfft' (aten._fft_r2c.default): no ONNX conversion for this op: its values are c64 (complex)"),
+        err.contains("input 'z' is complex64, input 'd' is complex128, output 'add' is complex64"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ONNX Runtime's kernels take no complex tensors"),
         "{err}"
     );
     assert!(!out_path.exists());

@@ -151,13 +151,29 @@ pub fn schema_source() -> &'static str {
         .unwrap_or("")
 }
 
-/// The schema of `namespace::name.overload`, if torch registers it.
+/// The toolkit's own ops (namespace `pt2kit`), which no torch build
+/// registers: what its lowerings emit for the back ends.
+///
+/// - `pt2kit.dft`: ONNX `DFT` (opset 17) over one `axis` of complex values
+///   held as real pairs (a trailing dim of 2), or of a real signal (a
+///   trailing dim of 1); `inverse` divides by the length, `onesided` keeps
+///   the first `n // 2 + 1` bins of a real signal's transform. What
+///   `decompose::complex` lowers torch's FFTs to.
+const OWN_SCHEMAS: &[&str] =
+    &["pt2kit::dft(Tensor self, int axis, bool inverse=False, bool onesided=False) -> Tensor"];
+
+/// The schema of `namespace::name.overload`, if torch registers it (or,
+/// in namespace `pt2kit`, if it is one of the toolkit's own ops).
 pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
     let key = if overload == "default" {
         format!("{namespace}::{name}")
     } else {
         format!("{namespace}::{name}.{overload}")
     };
+    if namespace == "pt2kit" {
+        let own = OWN_SCHEMAS.iter().find(|l| qualified_name(l) == key)?;
+        return Schema::parse(own);
+    }
     let lines = lines();
     let at = lines
         .binary_search_by(|line| qualified_name(line).cmp(key.as_str()))
@@ -373,7 +389,7 @@ pub fn family_of(op: &str) -> Option<&'static str> {
         [ns, name, ..]
             if matches!(
                 *ns,
-                "aten" | "prims" | "higher_order" | "quantized" | "quantized_decomposed"
+                "aten" | "prims" | "higher_order" | "quantized" | "quantized_decomposed" | "pt2kit"
             ) =>
         {
             format!("{ns}.{name}")

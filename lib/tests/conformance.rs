@@ -33,8 +33,21 @@ fn close(a: &HostTensor, b: &HostTensor) -> Result<(), String> {
     if a.shape != b.shape {
         return Err(format!("shape {:?}, torch {:?}", a.shape, b.shape));
     }
-    let (atol, rtol) = tolerance(a.dtype);
-    for (x, y) in a.to_f64().iter().zip(b.to_f64()) {
+    if a.dtype != b.dtype && (a.dtype.is_complex() || b.dtype.is_complex()) {
+        return Err(format!(
+            "dtype {}, torch {}",
+            a.dtype.torch_name(),
+            b.dtype.torch_name()
+        ));
+    }
+    let (atol, rtol) = tolerance(a.dtype.real_part());
+    // complex values part by part
+    let (xs, ys) = if a.dtype.is_complex() {
+        (a.complex_parts(), b.complex_parts())
+    } else {
+        (a.to_f64(), b.to_f64())
+    };
+    for (x, y) in xs.iter().zip(ys) {
         let ok = (x.is_nan() && y.is_nan()) || x == &y || (x - y).abs() <= atol + rtol * y.abs();
         if !ok {
             return Err(format!("value {x} where torch has {y}"));

@@ -27,8 +27,19 @@ fn lower(program: &mut Program, pass_names: &[&str]) -> decompose::Report {
     report
 }
 
+/// The archives of a folder, sorted.
+fn archives_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    v.sort();
+    v
+}
+
 fn all_passes() -> Vec<&'static str> {
-    pt2kit::exec::fold::passes()
+    pt2kit::decompose::passes::defaults(pt2kit::exec::fold::passes())
         .iter()
         .map(|(n, _, _)| *n)
         .collect()
@@ -392,6 +403,56 @@ fn numerics_fixtures_lower_to_core_and_match_torch() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 16, "only {runs} runs");
+}
+
+/// The complex fixtures (group "complex") lower to core ATen, complex
+/// values kept where torch's core opset keeps them (`_fft_r2c`, `_fft_c2r`,
+/// `_fft_c2c`, `view_as_real`, ...: `decompose::COMPLEX_KEPT`), and still
+/// match torch (the back end lowers them to real pairs at load).
+#[test]
+fn complex_fixtures_lower_to_core_and_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in(&repo().join("golden/complex")) {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 12, "only {runs} runs");
+}
+
+/// `--passes complex` lowers the complex values ahead of time: what is
+/// left touches a complex value only at a complex input or output
+/// (`view_as_real`, `view_as_complex`), torch's FFTs are `pt2kit.dft`
+/// nodes, the program survives the wire, and it still matches torch.
+#[test]
+fn the_complex_pass_leaves_real_pairs_that_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut dfts = 0;
+    for p in archives_in(&repo().join("golden/complex")) {
+        let name = stem(&p);
+        let mut program = read(&p);
+        let mut passes = all_passes();
+        passes.push("complex");
+        lower(&mut program, &passes);
+        if decompose::complex::needs_lowering(&program) {
+            failures.push(format!("{name}: complex values left inside"));
+        }
+        program.graph.visit_nodes(&mut |n| {
+            dfts += usize::from(n.target.to_string() == "pt2kit.dft.default");
+            if let Some(d) = program.graph.complex_dtype(n) {
+                if !decompose::complex::BOUNDARY_OPS.contains(&n.target.to_string().as_str()) {
+                    failures.push(format!("{name}: {} on {}", n.target, d.short_name()));
+                }
+            }
+        });
+        let (r, f) = run_against_torch(&name, &p, &program);
+        runs += r;
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 12, "only {runs} runs");
+    assert!(dfts >= 20, "only {dfts} pt2kit.dft nodes");
 }
 
 /// The PT2E int8 fixtures (group "quant": quantize, dequantize and

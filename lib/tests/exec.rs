@@ -268,22 +268,45 @@ fn quant_fixtures_match_torch() {
     assert!(runs >= 18, "only {runs} runs");
 }
 
-/// A graph with complex values is refused before anything runs, with the
-/// op lowered as far as the decomposition table goes and the reason named.
+/// Complex values (`recipes/zoo.py`, group "complex": spectrograms and
+/// istft round trips, torch.fft with every norm, Meta's Llama RoPE with a
+/// complex buffer, complex arithmetic, HF FNet, complex inputs and
+/// outputs), lowered to real pairs at load: each as exported, in both
+/// dialects, against torch's outputs (complex outputs as complex64 and
+/// complex128, angles at the branch cut as torch gives them).
 #[test]
-fn complex_values_are_refused_by_name() {
-    for p in archives_in("golden/fallback").iter().filter(|p| refused(p)) {
-        let program = read(p);
-        let e = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
-            .err()
-            .unwrap_or_else(|| panic!("{}: ran", p.display()));
-        assert_eq!(e.kind, pt2kit::error::ErrorKind::Unsupported, "{e}");
-        assert!(
-            e.to_string()
-                .contains("aten._fft_r2c.default [c64 values: the executor has no complex dtype]"),
-            "{e}"
-        );
+fn complex_fixtures_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/complex") {
+        runs += check_fixture(&p, &mut failures);
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 12, "only {runs} runs");
+}
+
+/// An op on complex values that has no real-pair form (here `tanh`) is
+/// refused before anything runs, naming the node, the op and the reason.
+#[test]
+fn complex_ops_without_a_real_pair_form_are_refused_by_name() {
+    let mut program = read(&repo().join("golden/complex/cx_arith.pt2"));
+    let exp = program
+        .graph
+        .nodes
+        .iter_mut()
+        .find(|n| n.target.name == "exp")
+        .unwrap();
+    exp.target.name = "tanh".into();
+    let e = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap())
+        .err()
+        .expect("ran");
+    assert_eq!(e.kind, pt2kit::error::ErrorKind::Unsupported, "{e}");
+    assert!(
+        e.to_string().contains(
+            "node exp (aten.tanh.default): complex values (c64) through this op are not supported"
+        ),
+        "{e}"
+    );
 }
 
 /// The composite-op fixtures run as exported too: every composite op

@@ -40,6 +40,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/composite",
         "golden/fallback",
         "golden/numerics",
+        "golden/complex",
         "golden/quant",
         "golden/ops",
         "golden/big",

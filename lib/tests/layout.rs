@@ -294,16 +294,14 @@ fn unreachable_ops(
     }
 }
 
-/// Core ops whose values are complex: no back end here has a complex
-/// dtype (candle has none; ONNX Runtime's standard kernels take none), so
-/// their rules lower as far as torch's core opset and stop.
-const COMPLEX_CORE_OPS: &[&str] = &["aten._fft_r2c.default", "aten._fft_c2c.default"];
-
 /// `ir-run` and `ir2onnx` refuse an op only when `ir-decompose` cannot
 /// lower it either: every op a rule emits has a row in the back end, or is
-/// lowered by another rule in turn.
+/// lowered by another rule in turn, or is an op on complex values that the
+/// lowering to real pairs rewrites (`decompose::complex`: the FFTs,
+/// `_conj`, `view_as_real`, ...; neither back end has a complex dtype).
 fn check_fallback_closure(backend: &str, has_row: &dyn Fn(&str) -> bool) {
-    let has_row = |op: &str| has_row(op) || COMPLEX_CORE_OPS.contains(&op);
+    let complex = pt2kit::decompose::complex::supported_ops();
+    let has_row = |op: &str| has_row(op) || complex.contains(&op);
     let mut missing = BTreeMap::new();
     for rule in pt2kit::decompose::rules::all_rules() {
         let lost = unreachable_ops(rule.source, &has_row, &mut BTreeSet::new());

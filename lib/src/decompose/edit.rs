@@ -584,6 +584,23 @@ pub fn sym_div_exact(num: &[Sym], den: &[Sym]) -> Option<Sym> {
     Some(Sym::Expr { expr, hint })
 }
 
+/// The real-pair meta of a complex value's meta: sizes `S + [2]`, strides
+/// doubled with 1 for the pair, the offset doubled (the same bytes).
+pub fn pair_meta(m: &TensorMeta) -> TensorMeta {
+    let two = Sym::Int(2);
+    let mut sizes = m.sizes.clone();
+    sizes.push(Sym::Int(2));
+    let mut strides: Vec<Sym> = m.strides.iter().map(|s| sym_mul(s, &two)).collect();
+    strides.push(Sym::Int(1));
+    TensorMeta {
+        dtype: m.dtype.real_part(),
+        sizes,
+        strides,
+        storage_offset: sym_mul(&m.storage_offset, &two),
+        ..m.clone()
+    }
+}
+
 /// Row-major strides for symbolic sizes.
 pub fn contiguous_sym_strides(sizes: &[Sym]) -> Vec<Sym> {
     if let Some(s) = sizes.iter().map(Sym::as_int).collect::<Option<Vec<i64>>>() {

@@ -8,6 +8,10 @@
 //! native rows stay where they are faster. What neither a row nor a rule
 //! handles is left for the back end to refuse, by name.
 //!
+//! A program that computes with complex values (neither back end has a
+//! complex dtype) is first lowered to real pairs ([`super::complex`]),
+//! functionalised first when it has in-place ops.
+//!
 //! An in-place op the back end lacks (`fill_`, `masked_fill_`, `copy_`)
 //! cannot be rewritten alone, since later readers see the mutation: the
 //! whole program is then functionalised first (as `ir-decompose` does),
@@ -34,27 +38,7 @@ pub fn declined(table: Declines, op: &str, node: &Node, reads: &Reads) -> bool {
     table.iter().any(|(o, f)| *o == op && f(node, reads))
 }
 
-/// One node lowered for a back end: its name, its op, and the ops it
-/// became (the rule's direct results; those lowered further have entries
-/// of their own).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lowered {
-    pub node: String,
-    pub op: String,
-    pub into: Vec<String>,
-}
-
-impl std::fmt::Display for Lowered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "node {} ({}) lowered into {}",
-            self.node,
-            self.op,
-            self.into.join(", ")
-        )
-    }
-}
+pub use super::Lowered;
 
 /// What a back end did to a program before it could run or convert it.
 #[derive(Debug, Default)]
@@ -138,7 +122,7 @@ fn writes_through_view(g: &Graph) -> bool {
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
 fn needs_fallback(p: &Program, has_row: HasRow) -> bool {
-    if writes_through_view(&p.graph) {
+    if writes_through_view(&p.graph) || super::complex::needs_lowering(p) {
         return true;
     }
     let mut needs = false;
@@ -160,15 +144,19 @@ pub fn lower_unsupported(p: &Program, has_row: HasRow) -> Result<Option<(Program
     }
     let mut q = p.clone();
     let mut report = Fallback::default();
+    let complex = super::complex::needs_lowering(&q);
     let mut in_place_missing = false;
     q.graph.visit_nodes_read(&mut |_, reads, n| {
-        in_place_missing |= !has_row(n, reads) && crate::schema::mutates(&n.target);
+        in_place_missing |= (complex || !has_row(n, reads)) && crate::schema::mutates(&n.target);
     });
     if in_place_missing || writes_through_view(&q.graph) {
         report.functionalized = super::functionalize::functionalize(&mut q)?;
         if q.dialect() == "TRAINING" {
             q.info.verifiers = vec!["ATEN".into()];
         }
+    }
+    if complex {
+        super::complex::to_real_pairs(&mut q, &mut report.lowered)?;
     }
     let policy = super::Policy {
         backend_has: Some(has_row),

@@ -13,6 +13,7 @@
 
 /// The argument reader, which lives with the IR (`ir::args`).
 pub use crate::ir::args;
+pub mod complex;
 pub mod edit;
 pub mod fallback;
 pub mod functionalize;
@@ -51,15 +52,31 @@ const ALWAYS_KEPT: &[&str] = &[
     "aten.sym_constrain_range_for_size.default",
 ];
 
+/// Complex ops that torch's own `run_decompositions()` keeps (its table
+/// has no decomposition for them): a lowered graph with complex values
+/// keeps them too. `ir-run` and `ir2onnx` lower them to real pairs at load
+/// ([`complex`]; `ir-decompose --passes complex` does it ahead of time).
+pub const COMPLEX_KEPT: &[&str] = &[
+    "aten._fft_c2c.default",
+    "aten._conj.default",
+    "aten.view_as_real.default",
+    "aten.view_as_complex.default",
+    "aten.complex.default",
+    "aten.polar.default",
+];
+
 /// Whether an op may stay in a lowered graph without being asked for:
-/// core ATen, the bookkeeping ops above, and everything that is not an
-/// `aten` op (control flow, Python scalar ops, a back end's own namespace).
+/// core ATen, the bookkeeping ops above, torch's kept complex ops, and
+/// everything that is not an `aten` op (control flow, Python scalar ops, a
+/// back end's own namespace).
 pub fn is_core(target: &Target) -> bool {
     if target.kind != TargetKind::Op || target.namespace != "aten" {
         return true;
     }
     let id = target.to_string();
-    core_ops().contains(id.as_str()) || ALWAYS_KEPT.contains(&id.as_str())
+    core_ops().contains(id.as_str())
+        || ALWAYS_KEPT.contains(&id.as_str())
+        || COMPLEX_KEPT.contains(&id.as_str())
 }
 
 /// Shell-style glob (`*`, `?`) match.
@@ -258,7 +275,7 @@ pub fn not_core(p: &Program, policy: &Policy) -> Vec<(String, Vec<String>)> {
 
 /// Rewrites the nodes of one graph (and its subgraphs) until no rule
 /// applies; returns how many nodes were rewritten, and logs each rewrite.
-fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>) -> Result<usize> {
+fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<Lowered>) -> Result<usize> {
     let mut names = Names::of(g);
     let reads = g.reads();
     let mut queue: VecDeque<crate::ir::Node> = std::mem::take(&mut g.nodes).into();
@@ -286,31 +303,13 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
             )));
         }
         let mut em = Emitter::new(&mut g.values, &mut names, node.meta.clone());
-        // A rule indexes dims the op's contract guarantees; a graph that
-        // breaks the contract must not take the tool down with a panic.
-        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            (rule.apply)(&mut em, &NodeArgs(&node))
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::bad_input(format!(
-                "node {} ({}): its arguments do not have the shapes the op requires",
-                node.name, node.target
-            )))
-        });
-        let replaced = applied.map_err(|e| {
-            let place = format!("node {} ({})", node.name, node.target);
-            if e.message.starts_with("node ") {
-                e
-            } else {
-                e.at(place)
-            }
-        })?;
+        let replaced = apply(&mut em, &node, |em, a| (rule.apply)(em, a))?;
         for (old, new) in node_outputs(&node).into_iter().zip(replaced) {
             if old != new {
                 subst.insert(old, new);
             }
         }
-        log.push(fallback::Lowered {
+        log.push(Lowered {
             node: node.name.clone(),
             op: node.target.to_string(),
             into: em.nodes.iter().map(|n| n.target.to_string()).collect(),
@@ -323,6 +322,54 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<fallback::Lowered>)
     let s = |v: ValueId| follow(&subst, v);
     crate::ir::substitute_values(&mut g.outputs, &s);
     Ok(rewritten)
+}
+
+/// One node lowered for a back end: its name, its op, and the ops it
+/// became (the rule's direct results; those lowered further have entries
+/// of their own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lowered {
+    pub node: String,
+    pub op: String,
+    pub into: Vec<String>,
+}
+
+impl std::fmt::Display for Lowered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "node {} ({}) lowered into {}",
+            self.node,
+            self.op,
+            self.into.join(", ")
+        )
+    }
+}
+
+/// Applies one rewrite of `node` (a rule, or a lowering of complex
+/// values), its errors placed at the node. A rewrite indexes dims the op's
+/// contract guarantees; a graph that breaks the contract must not take the
+/// tool down with a panic.
+pub(crate) fn apply(
+    em: &mut Emitter,
+    node: &crate::ir::Node,
+    f: impl FnOnce(&mut Emitter, &NodeArgs) -> Result<Vec<ValueId>>,
+) -> Result<Vec<ValueId>> {
+    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(em, &NodeArgs(node))))
+        .unwrap_or_else(|_| {
+            Err(Error::bad_input(format!(
+                "node {} ({}): its arguments do not have the shapes the op requires",
+                node.name, node.target
+            )))
+        });
+    applied.map_err(|e| {
+        let place = format!("node {} ({})", node.name, node.target);
+        if e.message.starts_with("node ") {
+            e
+        } else {
+            e.at(place)
+        }
+    })
 }
 
 /// The value that finally stands for `v` after a chain of replacements.

@@ -40,7 +40,34 @@ pub fn all() -> Passes {
             "fold eval-mode batch norm into the convolution before it",
             bn_fold,
         ),
+        (
+            "complex",
+            "complex values as real pairs, FFTs as pt2kit.dft (what ir-run and ir2onnx do at load; not run by default)",
+            complex_pairs,
+        ),
     ]
+}
+
+/// Passes `ir-decompose` runs only when asked (`--passes complex`): they
+/// leave the core opset (`complex` emits the toolkit's own `pt2kit.dft`).
+pub const OPT_IN: &[&str] = &["complex"];
+
+/// The passes of a table (`all`, or `exec::fold::passes` with `fold`)
+/// that `ir-decompose` runs by default: all but [`OPT_IN`].
+pub fn defaults(table: Passes) -> Passes {
+    table
+        .into_iter()
+        .filter(|(n, _, _)| !OPT_IN.contains(n))
+        .collect()
+}
+
+/// `complex`: [`super::complex::to_real_pairs`] where the program computes
+/// with complex values (its boundary views aside).
+pub fn complex_pairs(p: &mut Program) -> Result<usize> {
+    if !super::complex::needs_lowering(p) {
+        return Ok(0);
+    }
+    super::complex::to_real_pairs(p, &mut Vec::new())
 }
 
 /// Runs named passes (`dce,cse`); the second DCE after the others is

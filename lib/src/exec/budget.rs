@@ -76,10 +76,11 @@ impl Known {
         else {
             return;
         };
-        if m.sizes.iter().all(|s| matches!(s, Sym::Int(_))) || m.sizes.len() != t.dims().len() {
+        // (a complex tensor's logical shape: its real pairs' less the pair dim)
+        if m.sizes.iter().all(|s| matches!(s, Sym::Int(_))) || m.sizes.len() != t.shape().len() {
             return;
         }
-        for (s, &d) in m.sizes.iter().zip(t.dims()) {
+        for (s, &d) in m.sizes.iter().zip(t.shape()) {
             if let Sym::Expr { expr, .. } = s {
                 if let Some(name) = expr.as_symbol() {
                     self.0.entry(name.to_string()).or_insert(d as i64);
@@ -157,7 +158,7 @@ pub(crate) fn check_outputs(
         ) else {
             continue;
         };
-        let dims = t.dims();
+        let dims = t.shape();
         let differs = m.sizes.len() != dims.len()
             || m.sizes
                 .iter()
@@ -257,7 +258,7 @@ pub(crate) fn check_carry(
         .iter()
         .map(|v| match v {
             Value::Tensor(t) => {
-                t.dims()
+                t.shape()
                     .iter()
                     .fold(1u128, |a, &d| a.saturating_mul(d as u128))
                     * t.dtype.size() as u128

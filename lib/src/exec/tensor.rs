@@ -126,6 +126,15 @@ impl Tensor {
         Ok(Tensor::new(t, to))
     }
 
+    /// The candle dtype and shape a complex tensor of `shape` is held in:
+    /// its real pairs (a trailing dim of 2; `decompose::complex` lowers
+    /// every op on complex values to ops on those).
+    fn complex_storage(dtype: Dtype, shape: &[usize]) -> Result<(DType, Vec<usize>)> {
+        let mut pairs = shape.to_vec();
+        pairs.push(2);
+        Ok((storage_dtype(dtype.real_part())?, pairs))
+    }
+
     pub fn from_host(h: &HostTensor, device: &Device) -> Result<Tensor> {
         Tensor::from_bytes(h.dtype, &h.shape, &h.data, device)
     }
@@ -139,6 +148,11 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         note_host_copy(device);
+        if dtype.is_complex() {
+            let (storage, pairs) = Tensor::complex_storage(dtype, shape)?;
+            let t = CandleTensor::from_raw_buffer(data, storage, &pairs, device).map_err(ce)?;
+            return Ok(Tensor::new(t, dtype));
+        }
         let storage = storage_dtype(dtype)?;
         let widened: Vec<u8>;
         let bytes: &[u8] = match dtype {
@@ -192,8 +206,9 @@ impl Tensor {
             None
         } else {
             match self.dtype {
-                Dtype::Float32 => raw::<f32>(&self.t, f),
-                Dtype::Float64 => raw::<f64>(&self.t, f),
+                Dtype::Float32 | Dtype::Complex64 => raw::<f32>(&self.t, f),
+                Dtype::Float64 | Dtype::Complex128 => raw::<f64>(&self.t, f),
+                Dtype::Complex32 => raw::<half::f16>(&self.t, f),
                 Dtype::Float16 => raw::<half::f16>(&self.t, f),
                 Dtype::BFloat16 => raw::<half::bf16>(&self.t, f),
                 Dtype::Int64 | Dtype::Uint64 => raw::<i64>(&self.t, f),
@@ -207,9 +222,19 @@ impl Tensor {
         }
     }
 
+    /// The logical shape: a complex tensor's without its pair dim.
+    pub fn shape(&self) -> &[usize] {
+        let dims = self.dims();
+        if self.dtype.is_complex() {
+            &dims[..dims.len().saturating_sub(1)]
+        } else {
+            dims
+        }
+    }
+
     pub fn to_host(&self) -> Result<HostTensor> {
         note_host_copy(self.t.device());
-        let shape = self.dims().to_vec();
+        let shape = self.shape().to_vec();
         if self.t.elem_count() == 0 {
             // candle reads an empty view at its offset, past the end of an
             // empty storage (a panic): nothing to read
@@ -224,8 +249,9 @@ impl Tensor {
         // logits of a language model are hundreds of MB).
         let raw = matches!(
             (self.dtype, self.t.dtype()),
-            (Dtype::Float32, DType::F32)
-                | (Dtype::Float64, DType::F64)
+            (Dtype::Float32 | Dtype::Complex64, DType::F32)
+                | (Dtype::Float64 | Dtype::Complex128, DType::F64)
+                | (Dtype::Complex32, DType::F16)
                 | (Dtype::Float16, DType::F16)
                 | (Dtype::BFloat16, DType::BF16)
                 | (Dtype::Int64 | Dtype::Uint64, DType::I64)
@@ -250,19 +276,19 @@ impl Tensor {
             .to_device(&Device::Cpu)
             .map_err(ce)?;
         let data: Vec<u8> = match self.dtype {
-            Dtype::Float32 => flat
+            Dtype::Float32 | Dtype::Complex64 => flat
                 .to_vec1::<f32>()
                 .map_err(ce)?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
-            Dtype::Float64 => flat
+            Dtype::Float64 | Dtype::Complex128 => flat
                 .to_vec1::<f64>()
                 .map_err(ce)?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
-            Dtype::Float16 => flat
+            Dtype::Float16 | Dtype::Complex32 => flat
                 .to_vec1::<half::f16>()
                 .map_err(ce)?
                 .iter()
@@ -367,7 +393,7 @@ impl crate::tensorfile::TensorBytes for RunOutput {
     }
     fn shape(&self) -> &[usize] {
         match self {
-            RunOutput::Tensor(t) => t.dims(),
+            RunOutput::Tensor(t) => t.shape(),
             RunOutput::Host(h) => &h.shape,
         }
     }

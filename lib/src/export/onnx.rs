@@ -211,6 +211,46 @@ pub fn converts(node: &crate::ir::Node, reads: &crate::ir::Reads) -> bool {
         )
 }
 
+/// Complex values convert inside a model (as real pairs, `pt2kit.dft` as
+/// ONNX `DFT`), but not at its inputs and outputs: ONNX Runtime's kernels
+/// take no complex tensors, and a real-pair input would be another
+/// contract than the program's. A program with any is refused, naming
+/// them.
+fn refuse_complex_boundary(program: &Program) -> Result<()> {
+    use crate::ir::{InputKind, OutputKind, ValueKind};
+    let g = &program.graph;
+    let complex = |a: &crate::ir::Argument| -> Option<(String, Dtype)> {
+        let mut refs = Vec::new();
+        a.value_refs(&mut refs);
+        refs.iter().find_map(|v| match &g.value(*v).kind {
+            ValueKind::Tensor(m) if m.dtype.is_complex() => {
+                Some((g.value(*v).name.clone(), m.dtype))
+            }
+            _ => None,
+        })
+    };
+    let mut found = Vec::new();
+    for (a, kind) in g.inputs.iter().zip(&program.input_kinds) {
+        if let (InputKind::UserInput, Some((name, d))) = (kind, complex(a)) {
+            found.push(format!("input '{name}' is {}", d.torch_name()));
+        }
+    }
+    for (a, kind) in g.outputs.iter().zip(&program.output_kinds) {
+        if let (OutputKind::UserOutput, Some((name, d))) = (kind, complex(a)) {
+            found.push(format!("output '{name}' is {}", d.torch_name()));
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Error::unsupported(format!(
+        "{}: ONNX Runtime's kernels take no complex tensors; ir2onnx converts complex values \
+         inside a model as real pairs (a trailing dim of 2), but a model's inputs and outputs \
+         must be real (export it with torch.view_as_real at its boundary)",
+        found.join(", ")
+    )))
+}
+
 pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel<'p>> {
     if !OPSETS.contains(&opts.opset) {
         return Err(Error::usage(format!(
@@ -220,6 +260,7 @@ pub fn to_onnx<'p>(program: &'p Program, opts: &OnnxOptions) -> Result<OnnxModel
             OPSETS.end()
         )));
     }
+    refuse_complex_boundary(program)?;
     let converted = builder::convert(program, opts, ops::lookup)?;
     let builder::Converted {
         mut graph,

@@ -106,9 +106,39 @@ fn matmul(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// `pt2kit.dft` (ONNX DFT's contract): a float signal whose trailing dim
+/// is 1 (real) or 2 (a complex pair), transformed over an axis before it;
+/// the result is pairs, with `n / 2 + 1` bins when one-sided (not for an
+/// inverse).
+fn dft(site: &Site) -> Result<Vec<Out>> {
+    let x = site.dims("self")?;
+    if !site.dtype("self")?.is_floating() {
+        return Err(site.fail("self", "must be floating point"));
+    }
+    let rank = x.len();
+    if rank < 2 || !matches!(x[rank - 1], Some(1 | 2) | None) {
+        return Err(site.fail("self", "must end in a dim of 1 (real) or 2 (a complex pair)"));
+    }
+    let axis = site.args.int("axis")?;
+    if axis < 0 || axis as usize >= rank - 1 {
+        return Err(site.fail("axis", format!("is {axis}, not a signal dim of rank {rank}")));
+    }
+    let onesided = site.args.has("onesided") && site.args.bool("onesided")?;
+    if onesided && site.args.bool("inverse")? {
+        return Err(site.fail("onesided", "is not defined for an inverse transform"));
+    }
+    let mut out = x.clone();
+    if onesided {
+        out[axis as usize] = x[axis as usize].map(|n| n / 2 + 1);
+    }
+    out[rank - 1] = Some(2);
+    Ok(vec![Out::dims(out)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.mm.default", mm), ("aten.bmm.default", bmm), ("aten.addmm.default", addmm),
     ("aten.linear.default", linear), ("aten.matmul.default", matmul),
+    ("pt2kit.dft.default", dft),
 ];

@@ -18,6 +18,17 @@ macro_rules! dtypes {
         )
     }
 
+    /// The dtype of a complex dtype's real and imaginary parts (float32 for
+    /// complex64); any other dtype is its own.
+    pub fn real_part(self) -> Dtype {
+        match self {
+            Dtype::Complex32 => Dtype::Float16,
+            Dtype::Complex64 => Dtype::Float32,
+            Dtype::Complex128 => Dtype::Float64,
+            d => d,
+        }
+    }
+
             pub const ALL: &'static [Dtype] = &[$( Dtype::$variant, )*];
 
             /// The export schema's `ScalarType` number.

@@ -154,7 +154,52 @@ fn linspace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![to_copy(em, v, dtype, Some(out))?])
 }
 
+/// torch's `hamming_window` (and `hann_window`, alpha = beta = 0.5):
+/// `alpha - beta * cos(2 pi n / (N - 1))`, over `N + 1` points when
+/// periodic with the last dropped; one point is `[1]`.
+fn window(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let out = a.out(0)?;
+    let n = a.int("window_length")?;
+    let periodic = !a.has("periodic") || a.bool("periodic")?;
+    let hann = a.0.target.name == "hann_window";
+    let alpha = if hann { 0.5 } else { a.opt_float("alpha")?.unwrap_or(0.54) };
+    let beta = if hann { 0.5 } else { a.opt_float("beta")?.unwrap_or(0.46) };
+    let dtype = em.dtype(out)?;
+    if n <= 1 {
+        return Ok(vec![em.op_into(
+            "aten.full.default",
+            vec![
+                ("size", Argument::SymInts(vec![SymRef::Int(n.max(0))])),
+                ("fill_value", Argument::Float(1.0)),
+                ("dtype", Argument::ScalarType(dtype)),
+            ],
+            out,
+        )?]);
+    }
+    let points = if periodic { n + 1 } else { n };
+    let i = arange_to(em, out, n, 1, dtype)?;
+    let t = with_scalar(
+        em,
+        "aten.mul.Tensor",
+        i,
+        Argument::Float(std::f64::consts::PI * 2.0 / (points - 1) as f64),
+    )?;
+    let c = unary(em, "aten.cos.default", t)?;
+    let c = with_scalar(em, "aten.mul.Tensor", c, Argument::Float(-beta))?;
+    Ok(vec![em.op_into(
+        "aten.add.Tensor",
+        vec![("self", Argument::Tensor(c)), ("other", Argument::Float(alpha))],
+        out,
+    )?])
+}
+
 rules! {
+    "aten.hann_window.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
+    "aten.hann_window.periodic" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
+    "aten.hamming_window.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
+    "aten.hamming_window.periodic" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
+    "aten.hamming_window.periodic_alpha" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
+    "aten.hamming_window.periodic_alpha_beta" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
     "aten.arange.default" => ["aten.arange.start_step"] arange;
     "aten.arange.start" => ["aten.arange.start_step"] arange;
     "aten.zeros.default" => ["aten.full.default"] full_of;

@@ -563,64 +563,26 @@ fn pairwise_distance(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
-/// `fft_rfft`/`fft_fft`/`fft_ifft` over the whole of one dim: torch's
-/// `_fft_r2c`/`_fft_c2c` with the normalisation as its code (0 none,
-/// 1 by root n, 2 by n; "backward" scales only the inverse).
-fn fft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let r = em.rank(x)?;
-    let dim = normalize_dim(a.opt_int("dim")?.unwrap_or(-1), r)?;
-    if let Some(n) = a.opt_int("n")? {
-        let sizes = em.static_sizes(x, "an FFT of a given length")?;
-        if n != sizes[dim] {
-            return Err(Error::unsupported(format!(
-                "node {}: an FFT of length {n} over a dim of {} (padded or cut)",
-                a.0.name, sizes[dim]
-            )));
-        }
-    }
-    let op = a.0.target.name.as_str();
-    let inverse = op == "fft_ifft";
-    let norm = match (a.opt_string("norm")?.as_deref(), inverse) {
-        (None | Some("backward"), false) | (Some("forward"), true) => 0,
-        (Some("ortho"), _) => 1,
-        (None | Some("backward"), true) | (Some("forward"), false) => 2,
-        (Some(other), _) => {
-            return Err(Error::bad_input(format!(
-                "node {}: norm {other:?} is none of backward, ortho, forward",
-                a.0.name
-            )))
-        }
-    };
-    let dims = Argument::Ints(vec![dim as i64]);
-    let out = a.out(0)?;
-    let args = if op == "fft_rfft" {
-        vec![
-            ("self", Argument::Tensor(x)),
-            ("dim", dims),
-            ("normalization", Argument::Int(norm)),
-            ("onesided", Argument::Bool(true)),
-        ]
-    } else {
-        vec![
-            ("self", Argument::Tensor(x)),
-            ("dim", dims),
-            ("normalization", Argument::Int(norm)),
-            ("forward", Argument::Bool(!inverse)),
-        ]
-    };
-    let core = if op == "fft_rfft" {
-        "aten._fft_r2c.default"
-    } else {
-        "aten._fft_c2c.default"
-    };
-    Ok(vec![em.op_into(core, args, out)?])
-}
-
 rules! {
-    "aten.fft_rfft.default" => ["aten._fft_r2c.default"] fft;
-    "aten.fft_fft.default" => ["aten._fft_c2c.default"] fft;
-    "aten.fft_ifft.default" => ["aten._fft_c2c.default"] fft;
+    "aten.fft_fft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
+    "aten.fft_ifft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
+    "aten.fft_rfft.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfft;
+    "aten.fft_ihfft.default" => ["aten._fft_r2c.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfft;
+    "aten.fft_irfft.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfft;
+    "aten.fft_hfft.default" => ["aten._fft_c2r.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfft;
+    "aten.fft_fftn.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
+    "aten.fft_fft2.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
+    "aten.fft_ifftn.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
+    "aten.fft_ifft2.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
+    "aten.fft_rfftn.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfftn;
+    "aten.fft_rfft2.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfftn;
+    "aten.fft_irfftn.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
+    "aten.fft_irfft2.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
+    "aten.fft_fftshift.default" => ["aten.roll.default"] spectral::fftshift;
+    "aten.fft_ifftshift.default" => ["aten.roll.default"] spectral::fftshift;
+    "aten.stft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
+    "aten.stft.center" => ["aten.unsqueeze.default", "aten.view.default", "aten.pad.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
+    "aten.istft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.permute.default", "aten.slice.Tensor", "aten._fft_c2r.default", "aten._fft_c2c.default", "aten.view.default", "aten.mul.Tensor", "aten.select.int", "aten.add.Tensor", "aten.expand.default", "aten.abs.default", "aten.amin.default", "aten.ge.Scalar", "aten._assert_async.msg", "aten.div.Tensor", "aten.squeeze.dims"] spectral::istft;
     "aten.linear.default" => ["aten.permute.default", "aten.addmm.default", "aten.mm.default", "aten.view.default", "aten.matmul.default", "aten.add.Tensor"] linear;
     "aten.matmul.default" => ["aten.mm.default", "aten.bmm.default", "aten.view.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dims", "aten.clone.default", "aten.mul.Tensor", "aten.sum.dim_IntList"] matmul_rule;
     "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;

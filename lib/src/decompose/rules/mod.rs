@@ -31,6 +31,7 @@ macro_rules! rules {
 }
 
 op_families!((&[Rule], &[(&str, &str)]));
+mod spectral;
 
 pub type RuleFn = fn(&mut Emitter, &NodeArgs) -> Result<Vec<ValueId>>;
 

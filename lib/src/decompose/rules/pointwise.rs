@@ -510,6 +510,85 @@ fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![v])
 }
 
+/// The pair view of a complex `x` and one of its parts (0 real, 1
+/// imaginary), as torch's own decompositions of `real` and `imag` take it.
+fn complex_part(em: &mut Emitter, x: ValueId, part: i64, out: Option<ValueId>) -> Result<ValueId> {
+    let m = em.meta(x)?.clone();
+    let pair = crate::decompose::edit::pair_meta(&m);
+    let dtype = pair.dtype;
+    let r = em.op(
+        "aten.view_as_real.default",
+        vec![("self", Argument::Tensor(x))],
+        pair,
+    )?;
+    let rank = m.sizes.len();
+    let meta = em.meta_like(x, dtype, m.sizes)?;
+    em.op_to(
+        "aten.select.int",
+        vec![
+            ("self", Argument::Tensor(r)),
+            ("dim", Argument::Int(rank as i64)),
+            ("index", Argument::Int(part)),
+        ],
+        out,
+        meta,
+    )
+}
+
+/// `real`, `imag` of a complex value: a select of its pair view (as
+/// torch decomposes them); `real` of a real value is the value.
+fn real_imag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let imag = a.0.target.name == "imag";
+    if !em.dtype(x)?.is_complex() {
+        if imag {
+            return Err(Error::bad_input("imag is not implemented for real tensors"));
+        }
+        return Ok(vec![x]);
+    }
+    Ok(vec![complex_part(em, x, i64::from(imag), Some(a.out(0)?))?])
+}
+
+/// `angle`: of a complex value `atan2(imag, real)`; of a real one pi where
+/// it is negative, NaN where NaN, else 0 (torch's kernel; integers give
+/// float32).
+fn angle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let out = a.out(0)?;
+    if em.dtype(x)?.is_complex() {
+        let re = complex_part(em, x, 0, None)?;
+        let im = complex_part(em, x, 1, None)?;
+        let dtype = em.dtype(re)?;
+        return Ok(vec![binary(em, "aten.atan2.default", im, re, dtype, Some(out))?]);
+    }
+    let dtype = em.dtype(out)?;
+    let x = if em.dtype(x)? == dtype { x } else { to_copy(em, x, dtype, None)? };
+    let neg = cmp(em, "aten.lt.Scalar", x, Argument::Int(0))?;
+    let pi = scalar_tensor(em, x, Argument::Float(std::f64::consts::PI), dtype)?;
+    let zero = scalar_tensor(em, x, Argument::Float(0.0), dtype)?;
+    let v = where_(em, neg, pi, zero, None)?;
+    let nan = predicate(em, "aten.isnan.default", x)?;
+    Ok(vec![where_(em, nan, x, v, Some(out))?])
+}
+
+/// `conj`: of a complex value torch's `_conj`; of a real one the value.
+/// `resolve_conj`, `resolve_neg`: the value (a graph's conjugations are
+/// explicit ops already).
+fn conj_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    if a.0.target.name != "conj" || !em.dtype(x)?.is_complex() {
+        return Ok(vec![x]);
+    }
+    let m = em.meta(x)?.clone();
+    let meta = em.meta_like(x, m.dtype, m.sizes)?;
+    Ok(vec![em.op_to(
+        "aten._conj.default",
+        vec![("self", Argument::Tensor(x))],
+        Some(a.out(0)?),
+        meta,
+    )?])
+}
+
 // PT2E int8 (quantized_decomposed): torch's reference kernels
 // (torch/ao/quantization/fx/_decomposed.py) step by step in core ops, each
 // in the dtype torch computes it in: the executor and ONNX Runtime give
@@ -688,6 +767,12 @@ fn choose_qparams(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
+    "aten.real.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
+    "aten.imag.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
+    "aten.angle.default" => ["aten.view_as_real.default", "aten.select.int", "aten.atan2.default", "aten._to_copy.default", "aten.lt.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.isnan.default"] angle;
+    "aten.conj.default" => ["aten._conj.default"] conj_of;
+    "aten.resolve_conj.default" => [] conj_of;
+    "aten.resolve_neg.default" => [] conj_of;
     "aten.__lshift__.Scalar" => ["aten.mul.Tensor"] shift_by_constant;
     "aten.bitwise_left_shift.Tensor_Scalar" => ["aten.mul.Tensor"] shift_by_constant;
     "aten.__rshift__.Scalar" => ["aten.div.Tensor_mode", "aten.clone.default"] shift_by_constant;

@@ -192,4 +192,5 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.linear.default", linear),
     ("aten._pdist_forward.default", pdist),
     ("aten._cdist_forward.default", cdist),
+    ("pt2kit.dft.default", super::dft::dft),
 ];

@@ -14,6 +14,7 @@ use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+mod dft;
 mod exact;
 use exact::*;
 pub(crate) use exact::{elems, from_elems, Elems, Num};

@@ -554,7 +554,41 @@ fn mapped_reshape(ctx: &Ctx, m: &super::super::mapped::Mapped) -> Result<Option<
     m.with_layout(layout).map(Some)
 }
 
+/// `view_as_real` of a complex tensor (which the executor holds as real
+/// pairs: its trailing dim of 2 in storage, `decompose::complex`): the
+/// same tensor, relabelled.
+fn view_as_real(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("self")?;
+    if !x.dtype.is_complex() {
+        return Err(unsupported(format!(
+            "view_as_real of {} values",
+            x.dtype.torch_name()
+        )));
+    }
+    one(Tensor::new(x.t, x.dtype.real_part()))
+}
+
+/// `view_as_complex` of real pairs (a trailing dim of 2): relabelled.
+fn view_as_complex(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("self")?;
+    let complex = match x.dtype {
+        Dtype::Float32 => Dtype::Complex64,
+        Dtype::Float64 => Dtype::Complex128,
+        Dtype::Float16 => Dtype::Complex32,
+        d => return Err(unsupported(format!("view_as_complex of {} values", d.torch_name()))),
+    };
+    if x.dims().last() != Some(&2) {
+        return Err(unsupported(format!(
+            "view_as_complex of a tensor whose last dim is not 2: {:?}",
+            x.dims()
+        )));
+    }
+    one(Tensor::new(x.t, complex))
+}
+
 pub(super) const ROWS: &[(&str, OpFn)] = &[
+    ("aten.view_as_real.default", view_as_real),
+    ("aten.view_as_complex.default", view_as_complex),
     ("aten.view.default", reshape),
     ("aten.reshape.default", reshape),
     ("aten._unsafe_view.default", reshape),

@@ -285,6 +285,40 @@ fn pdist(cx: &mut Cx) -> Result<()> {
     })
 }
 
+/// `pt2kit.dft` (torch's FFTs on complex values as real pairs,
+/// `decompose::complex`): ONNX `DFT`, whose semantics it has; from opset
+/// 20 the axis is an input. ONNX Runtime's DFT takes float and double.
+fn dft(cx: &mut Cx) -> Result<()> {
+    if cx.opset() < 17 {
+        return Err(Error::unsupported(format!(
+            "pt2kit.dft needs ONNX DFT, from opset 17 (this is {})",
+            cx.opset()
+        )));
+    }
+    let dtype = cx.dtype("self")?;
+    let c = match cx.compute(dtype) {
+        Dtype::Float64 => Dtype::Float64,
+        _ => Dtype::Float32,
+    };
+    let x = cx.input_as("self", c)?;
+    let mut attrs = vec![
+        attr_int("inverse", i64::from(cx.bool("inverse")?)),
+        attr_int("onesided", i64::from(cx.opt_bool("onesided")?.unwrap_or(false))),
+    ];
+    let axis = cx.int("axis")?;
+    let y = if cx.opset() >= 20 {
+        let a = cx.const_i64(axis);
+        cx.node("DFT", &[&x, "", &a], attrs)
+    } else {
+        attrs.push(attr_int("axis", axis));
+        cx.node("DFT", &[&x], attrs)
+    };
+    let out = cx.out_dtype(0)?;
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
@@ -298,4 +332,5 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten.linalg_vector_norm.default", vector_norm),
     ("aten._cdist_forward.default", cdist),
     ("aten._pdist_forward.default", pdist),
+    ("pt2kit.dft.default", dft),
 ];
