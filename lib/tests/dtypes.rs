@@ -333,7 +333,9 @@ fn every_dtype_agrees_with_torch_or_is_refused() {
                         refused_cells += 1;
                         if let Some(w) = why {
                             // one row for both complex dtypes' refusal
-                            let w = w.replace("(c128)", "(complex)").replace("(c64)", "(complex)");
+                            let w = w
+                                .replace("(c128)", "(complex)")
+                                .replace("(c64)", "(complex)");
                             *reasons.entry(w).or_default() += 1;
                         }
                         format!("{a}/{n}")
