@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--scratch", default="bench-scratch/pipe")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--json", default="bench/pipe.json")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     b = Path(a.bin).resolve()
     d = Path(a.scratch).resolve()
@@ -129,16 +130,24 @@ def main():
          "cat big.ir | ir-decompose | ir-decompose | ir2onnx --external-data -o a.onnx"),
         ("ir2onnx big.ir --external-data", "ir2onnx big.ir --external-data -o a.onnx"),
     ]
+    # rounds interleaved, the median time of each step (the page cache and
+    # the disk's write-back make single runs vary); memory and spools from
+    # the round of that median
+    runs = {label: [] for label, _ in steps}
+    for k in range(a.rounds):
+        for label, script in steps:
+            print(f"== round {k + 1}: {label}", file=sys.stderr, flush=True)
+            runs[label].append(measure(script, d, env))
+            for f in ("a.onnx", "a.onnx.data"):
+                (d / f).unlink(missing_ok=True)
     rows = []
-    for label, script in steps:
-        print(f"== {label}", file=sys.stderr, flush=True)
-        secs, tools, spools = measure(script, d, env)
+    for label, _ in steps:
+        secs, tools, spools = sorted(runs[label], key=lambda r: r[0])[len(runs[label]) // 2]
         rows.append({"step": label, "seconds": round(secs, 2), "gb_per_s": round(size / secs / 1e9, 2),
-                     "spools": spools, "tools": tools})
-        for f in ("a.onnx", "a.onnx.data"):
-            (d / f).unlink(missing_ok=True)
+                     "spools": spools, "tools": tools,
+                     "all_seconds": [round(r[0], 2) for r in runs[label]]})
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "ir_bytes": size, "cat_seconds": round(cat_s, 2), "cat_gb_per_s": round(size / cat_s / 1e9, 2),
+            "rounds": a.rounds, "ir_bytes": size, "cat_seconds": round(cat_s, 2), "cat_gb_per_s": round(size / cat_s / 1e9, 2),
             "rev": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                   cwd=ROOT).stdout.strip()}
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
