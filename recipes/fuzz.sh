@@ -42,6 +42,8 @@ done
 printf '%-18s %8s %12s %8s %s\n' target seconds executions coverage result
 status=0
 for t in "${targets[@]}"; do
+  # a target without seeds (run_program makes its programs from bytes) starts from an empty corpus
+  mkdir -p "$corpus/$t"
   log=$(mktemp)
   if (cd fuzz && cargo fuzz run --release -s none "$t" "corpus/$t" -- \
         -max_total_time="$secs" -rss_limit_mb=4096 -timeout=20 -print_final_stats=1) >"$log" 2>&1; then
@@ -50,11 +52,11 @@ for t in "${targets[@]}"; do
     result="CRASH (fuzz/artifacts/$t/)"
     status=1
   fi
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)
   printf '%-18s %8s %12s %8s %s\n' "$t" "$secs" "${execs:-?}" "${cov:-?}" "$result"
   if [ "$result" != ok ]; then
-    grep -E "panicked|ERROR:|SUMMARY|Test unit written|Reproduce with|cargo fuzz run" "$log" | head -12 >&2
+    grep -E "panicked|ERROR:|SUMMARY|Test unit written|Reproduce with|cargo fuzz run" "$log" | head -12 >&2 || true
   fi
   rm -f "$log"
 done

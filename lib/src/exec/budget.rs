@@ -246,6 +246,35 @@ pub(crate) fn check_node(budget: u64, graph: &Graph, node: &Node, known: &Known)
     Ok(())
 }
 
+/// Refuses an output of `dims` x `dtype` that `node` is about to
+/// allocate where it needs more than `budget` bytes (more than the address
+/// space without one): [`super::Ctx::check_alloc`].
+pub(crate) fn check_alloc(
+    budget: Option<u64>,
+    node: &Node,
+    dims: &[usize],
+    dtype: crate::ir::Dtype,
+) -> Result<()> {
+    let bytes = dims
+        .iter()
+        .fold(1u128, |a, &d| a.saturating_mul(d as u128))
+        .saturating_mul(dtype.size() as u128);
+    let limit = budget.map_or(isize::MAX as u128, |b| b as u128);
+    if bytes <= limit {
+        return Ok(());
+    }
+    let shown: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    Err(Error::bad_input(format!(
+        "node '{}' ({}): its output is {}[{}] at run time, {}: more than the run's memory budget of {} (raise it with --max-memory SIZE)",
+        node.name,
+        node.target,
+        dtype.short_name(),
+        shown.join(", "),
+        human(bytes),
+        human(limit)
+    )))
+}
+
 /// Refuses a `while_loop` carry that needs more than `budget` bytes in
 /// all (checked after every iteration, before the next).
 pub(crate) fn check_carry(

@@ -31,6 +31,14 @@ impl Ctx<'_> {
         self.device
     }
 
+    /// Refuses an output of `dims` that this node is about to allocate
+    /// where it passes the run's memory budget (or the address space):
+    /// for sizes an op computes from its arguments at run time, which no
+    /// recorded size bounds before the op runs ([`super::budget`]).
+    pub fn check_alloc(&self, dims: &[usize], dtype: Dtype) -> Result<()> {
+        super::budget::check_alloc(self.exec.max_memory, self.node, dims, dtype)
+    }
+
     /// Whether every reader of this node's output reads it channels-last
     /// where it lies ([`layout::channels_last_readers`]; a subgraph's node: no).
     pub fn channels_last_readers(&self) -> bool {

@@ -358,12 +358,43 @@ fn flip(ctx: &mut Ctx) -> OpResult {
 
 fn repeat(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let reps: Vec<usize> = ctx.ints("repeats")?.iter().map(|&r| r as usize).collect();
+    let reps = ctx.ints("repeats")?;
+    if let Some((i, r)) = reps.iter().enumerate().find(|(_, r)| **r < 0) {
+        return Err(Error::bad_input(format!(
+            "repeats[{i}] is {r}: a count must be >= 0"
+        )));
+    }
+    let reps: Vec<usize> = reps.iter().map(|&r| r as usize).collect();
     let mut t = x.t.clone();
     while t.rank() < reps.len() {
         t = t.unsqueeze(0).map_err(ce)?;
     }
-    let t = t.repeat(reps).map_err(ce)?;
+    let out: Vec<usize> = t
+        .dims()
+        .iter()
+        .zip(&reps)
+        .map(|(&d, &r)| d.saturating_mul(r))
+        .collect();
+    ctx.check_alloc(&out, x.dtype)?;
+    // [d0, d1] -> [1, d0, 1, d1] -> broadcast [r0, d0, r1, d1] -> copied
+    // once into [r0 * d0, r1 * d1] (candle's repeat concatenates a list
+    // of `r` references per dim: a count of 2^40 over an empty tensor
+    // asks for terabytes)
+    let mut inter = Vec::with_capacity(2 * reps.len());
+    let mut wide = Vec::with_capacity(2 * reps.len());
+    for (&d, &r) in t.dims().iter().zip(&reps) {
+        inter.extend([1, d]);
+        wide.extend([r, d]);
+    }
+    let t = if out.contains(&0) {
+        CandleTensor::zeros(out.as_slice(), t.dtype(), t.device()).map_err(ce)?
+    } else {
+        t.reshape(inter)
+            .and_then(|t| t.broadcast_as(wide))
+            .and_then(|t| t.contiguous())
+            .and_then(|t| t.reshape(out.as_slice()))
+            .map_err(ce)?
+    };
     one(Tensor::new(t, x.dtype))
 }
 
