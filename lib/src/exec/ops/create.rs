@@ -26,13 +26,9 @@ fn creation(ctx: &mut Ctx) -> OpResult {
         (x.dims().to_vec(), x.dtype)
     } else if name.starts_with("new_") {
         let x = ctx.tensor("self")?;
-        (
-            ctx.ints("size")?.iter().map(|&s| s as usize).collect(),
-            x.dtype,
-        )
+        (sizes_of(&ctx.ints("size")?)?, x.dtype)
     } else {
-        let size = ctx.ints("size")?;
-        (size.iter().map(|&s| s as usize).collect(), Dtype::Float32)
+        (sizes_of(&ctx.ints("size")?)?, Dtype::Float32)
     };
     let (value, value_dtype) = match name.trim_end_matches("_like").trim_start_matches("new_") {
         "zeros" => (Num::Int(0), base_dtype),
@@ -47,8 +43,10 @@ fn creation(ctx: &mut Ctx) -> OpResult {
     let dtype = ctx
         .dtype("dtype")
         .unwrap_or(if like { base_dtype } else { value_dtype });
+    ctx.check_alloc(&shape, dtype)?;
     full_of(ctx, shape, value, dtype)
 }
+
 
 fn scalar_tensor_op(ctx: &mut Ctx) -> OpResult {
     let v = ctx.num("s")?;

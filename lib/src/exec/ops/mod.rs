@@ -38,6 +38,20 @@ pub(crate) use conv::{depthwise_by_blocks, takes_blocked, winograd_weights};
 
 type OpResult = Result<Vec<Value>>;
 
+/// A `size` argument as dims: torch refuses a negative one.
+fn sizes_of(size: &[i64]) -> Result<Vec<usize>> {
+    size.iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            usize::try_from(s).map_err(|_| {
+                Error::bad_input(format!(
+                    "size[{i}] is {s}: a tensor cannot have a negative dimension"
+                ))
+            })
+        })
+        .collect()
+}
+
 fn one(t: Tensor) -> OpResult {
     Ok(vec![Value::Tensor(t)])
 }

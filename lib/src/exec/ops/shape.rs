@@ -307,7 +307,7 @@ fn split(ctx: &mut Ctx) -> OpResult {
 /// back to a logical element.
 fn as_strided(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
-    let size: Vec<usize> = ctx.ints("size")?.iter().map(|&s| s as usize).collect();
+    let size = sizes_of(&ctx.ints("size")?)?;
     let stride = ctx.ints("stride")?;
     let meta = match ctx.node.arg("self") {
         Some(Argument::Tensor(v)) => match &ctx.graph.value(*v).kind {
@@ -324,6 +324,8 @@ fn as_strided(ctx: &mut Ctx) -> OpResult {
     let offset = ctx.opt_int("storage_offset")?.unwrap_or(in_offset);
     let in_sizes: Vec<i64> = x.dims().iter().map(|&d| d as i64).collect();
     let size_i: Vec<i64> = size.iter().map(|&d| d as i64).collect();
+    // the gather's int64 positions are the largest buffer it makes
+    ctx.check_alloc(&size, Dtype::Int64)?;
     let gather_idx: Vec<u32> =
         crate::ir::as_strided_gather(&in_sizes, &in_strides, in_offset, &size_i, &stride, offset)
             .ok_or_else(|| unsupported("as_strided reading storage the input does not cover"))?
