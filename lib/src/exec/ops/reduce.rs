@@ -238,9 +238,20 @@ fn nan_or(t: &CandleTensor, d: usize, r: CandleTensor) -> candle_core::Result<Ca
     nan.where_cond(&t.sum_keepdim(d)?, &r)
 }
 
+/// The dtype of `any`/`all` of `x`: uint8 for uint8 (torch keeps it, for
+/// compatibility), bool for everything else.
+fn any_all_dtype(x: Dtype) -> Dtype {
+    if x == Dtype::Uint8 {
+        Dtype::Uint8
+    } else {
+        Dtype::Bool
+    }
+}
+
 fn any(ctx: &mut Ctx) -> OpResult {
     // bools on the host, over the last dim only: one pass over its rows
     let x = ctx.tensor("self")?;
+    let out = any_all_dtype(x.dtype);
     if x.rank() > 0 && ctx.node.target.overload == "dim" {
         let d = normalize_dim(ctx.int("dim")?, x.rank())?;
         let n = x.dims()[d];
@@ -257,16 +268,17 @@ fn any(ctx: &mut Ctx) -> OpResult {
                 }
                 return one(Tensor::new(
                     CandleTensor::from_vec(rows, shape, x.t.device()).map_err(ce)?,
-                    Dtype::Bool,
+                    out,
                 ));
             }
         }
     }
-    reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(Dtype::Bool))
+    reduce_each(ctx, |t, d| t.ne(0f64)?.max_keepdim(d), Some(out))
 }
 
 fn all(ctx: &mut Ctx) -> OpResult {
-    reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(Dtype::Bool))
+    let out = any_all_dtype(ctx.tensor("self")?.dtype);
+    reduce_each(ctx, |t, d| t.ne(0f64)?.min_keepdim(d), Some(out))
 }
 
 /// argmax (`largest`) or argmin: over one dim, or over the flattened

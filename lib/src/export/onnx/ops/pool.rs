@@ -501,21 +501,40 @@ fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
             }
         }
         let (xs, added) = batch(cx, x, rank, n);
-        let y = if output.iter().all(|o| *o == 1) {
-            cx.node(ops.global, &[&xs], vec![])
-        } else {
-            let input = input?;
-            if input.iter().zip(&output).all(|(i, o)| i % o == 0) {
-                let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
-                cx.node(
-                    ops.pool,
-                    &[&xs],
-                    vec![attr_ints("kernel_shape", &k), attr_ints("strides", &k)],
-                )
-            } else {
-                adaptive_windows(cx, &xs, (&input, &output), ops.reduce)
+        let input = match input.as_ref() {
+            Ok(i) => Some(i.clone()),
+            Err(_) if output.iter().all(|o| *o == 1) => None,
+            // symbolic sizes pooled to other than 1: its error
+            Err(_) => Some(last_static(&meta.sizes, n, "adaptive pooling")?),
+        };
+        let pool = |cx: &mut Cx, v: &str| -> String {
+            match &input {
+                None => cx.node(ops.global, &[v], vec![]),
+                Some(_) if output.iter().all(|o| *o == 1) => cx.node(ops.global, &[v], vec![]),
+                Some(input) if input.iter().zip(&output).all(|(i, o)| i % o == 0) => {
+                    let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
+                    cx.node(
+                        ops.pool,
+                        &[v],
+                        vec![attr_ints("kernel_shape", &k), attr_ints("strides", &k)],
+                    )
+                }
+                Some(input) => adaptive_windows(cx, v, (input, &output), ops.reduce),
             }
         };
+        let mut y = pool(cx, &xs);
+        if !mean && c.is_floating() {
+            // torch's maximum of a window holding NaN is NaN; ONNX
+            // Runtime's pools and ReduceMax skip it: a pool of the NaN
+            // flags says which windows hold one
+            let isnan = cx.node("IsNaN", &[&xs], vec![]);
+            let flag = cx.cast(&isnan, Dtype::Bool, Dtype::Float32)?;
+            let any = pool(cx, &flag);
+            let zero = cx.scalar(Lit::Float(0.0), Dtype::Float32)?;
+            let has = cx.node("Greater", &[&any, &zero], vec![]);
+            let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
+            y = cx.node("Where", &[&has, &nan, &y], vec![]);
+        }
         Ok(unbatch(cx, y, added))
     })
 }
