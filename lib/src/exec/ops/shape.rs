@@ -257,6 +257,12 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
         .filter(|t| !(t.rank() == 1 && t.dims()[0] == 0))
         .collect();
     let rank = nonempty.first().map(|t| t.rank()).unwrap_or(1);
+    if let Some((i, t)) = nonempty.iter().enumerate().find(|(_, t)| t.rank() != rank || rank == 0) {
+        return Err(Error::bad_input(format!(
+            "cat: tensor {i} has rank {}, the first rank {rank}: cat takes tensors of one rank, at least 1",
+            t.rank()
+        )));
+    }
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), rank)?;
     let parts: Vec<CandleTensor> = nonempty
         .iter()
@@ -282,14 +288,17 @@ fn split(ctx: &mut Ctx) -> OpResult {
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d];
     let sizes: Vec<usize> = if ctx.node.arg("split_sizes").is_some() {
-        ctx.ints("split_sizes")?
-            .iter()
-            .map(|&s| s as usize)
-            .collect()
+        sizes_of(&ctx.ints("split_sizes")?)?
     } else {
         let s = ctx.int("split_size")?.max(1) as usize;
         (0..n).step_by(s).map(|i| s.min(n - i)).collect()
     };
+    let total = sizes.iter().fold(0usize, |a, &s| a.saturating_add(s));
+    if total != n {
+        return Err(Error::bad_input(format!(
+            "split: the sizes {sizes:?} sum to {total}, but dim {d} has {n}"
+        )));
+    }
     let mut out = Vec::new();
     let mut at = 0;
     for s in sizes {
