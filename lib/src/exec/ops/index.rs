@@ -144,6 +144,9 @@ fn gather(ctx: &mut Ctx) -> OpResult {
 
 fn slice_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(Error::bad_input("slice_scatter() cannot be applied to a 0-dim tensor"));
+    }
     let src = ctx.tensor("src")?.cast(x.dtype)?;
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d] as i64;
@@ -157,6 +160,9 @@ fn slice_scatter(ctx: &mut Ctx) -> OpResult {
 
 fn select_scatter(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(Error::bad_input("select_scatter() cannot be applied to a 0-dim tensor"));
+    }
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let src = ctx
         .tensor("src")?

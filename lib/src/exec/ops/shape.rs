@@ -206,6 +206,9 @@ pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
 
 fn select(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(Error::bad_input("select() cannot be applied to a 0-dim tensor"));
+    }
     let d = normalize_dim(ctx.int("dim")?, x.rank())?;
     let n = x.dims()[d] as i64;
     let i = ctx.int("index")?;
@@ -225,6 +228,9 @@ fn select(ctx: &mut Ctx) -> OpResult {
 
 fn slice(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(Error::bad_input("slice() cannot be applied to a 0-dim tensor"));
+    }
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d] as i64;
     let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
@@ -285,6 +291,9 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
 
 fn split(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(Error::bad_input("split() cannot be applied to a 0-dim tensor"));
+    }
     let d = normalize_dim(ctx.opt_int("dim")?.unwrap_or(0), x.rank())?;
     let n = x.dims()[d];
     let sizes: Vec<usize> = if ctx.node.arg("split_sizes").is_some() {
@@ -353,6 +362,10 @@ fn as_strided(ctx: &mut Ctx) -> OpResult {
 fn flip(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let mut t = x.t.clone();
+    if x.rank() == 0 {
+        // dim 0 of a 0-dim tensor is the tensor itself, as torch wraps it
+        return one(Tensor::new(t, x.dtype));
+    }
     for d in ctx.ints("dims")? {
         let d = normalize_dim(d, x.rank())?;
         let n = x.dims()[d];
@@ -466,6 +479,26 @@ fn index_pad(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let pad = ctx.ints("padding")?;
     let reflect = ctx.node.target.name.starts_with("reflection");
+    if pad.len().div_ceil(2) > x.rank() {
+        return Err(Error::bad_input(format!(
+            "padding {pad:?}: more pairs than the {} dims",
+            x.rank()
+        )));
+    }
+    let mut out = x.dims().to_vec();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let grown = pair.iter().fold(out[d] as i64, |a, &p| a.saturating_add(p));
+        if grown < 0 || (reflect && pair.iter().any(|&p| p >= out[d] as i64)) {
+            return Err(Error::bad_input(format!(
+                "padding {pair:?} of dim {d} (size {}): {}",
+                out[d],
+                if reflect { "reflection takes pads below the size" } else { "the size would be negative" }
+            )));
+        }
+        out[d] = grown as usize;
+    }
+    ctx.check_alloc(&out, x.dtype)?;
     let mut t = x.t.clone();
     for (k, pair) in pad.chunks(2).enumerate() {
         let d = x.rank() - 1 - k;
