@@ -433,6 +433,18 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
             x.rank()
         )));
     }
+    // the output's size (its pads are made in float64 first) held to the
+    // run's budget before anything is allocated
+    let mut out = x.dims().to_vec();
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let grown = pair.iter().fold(out[d] as i64, |a, &p| a.saturating_add(p));
+        out[d] = grown.max(0) as usize;
+    }
+    ctx.check_alloc(&out, Dtype::Float64)?;
+    // every cut first, then every fill: no intermediate is larger than
+    // the output (a fill of one dim made before another dim is cut to 0
+    // would be)
     for (k, pair) in pad.chunks(2).enumerate() {
         let d = x.rank() - 1 - k;
         let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
@@ -451,6 +463,16 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
                 .narrow(d, start as usize, (end - start).max(0) as usize)
                 .map_err(ce)?;
         }
+    }
+    if out.contains(&0) {
+        return one(Tensor::new(
+            CandleTensor::zeros(out.as_slice(), t.dtype(), t.device()).map_err(ce)?,
+            x.dtype,
+        ));
+    }
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let d = x.rank() - 1 - k;
+        let (before, after) = (pair[0], *pair.get(1).unwrap_or(&0));
         let (b, a) = (before.max(0) as usize, after.max(0) as usize);
         if b + a > 0 {
             let mut shape = t.dims().to_vec();
