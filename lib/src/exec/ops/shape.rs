@@ -240,16 +240,26 @@ fn slice(ctx: &mut Ctx) -> OpResult {
     if step <= 0 {
         return Err(Error::bad_input("slice step must be positive"));
     }
-    let t = if step == 1 {
-        x.t.narrow(d, start as usize, (end - start) as usize)
-            .map_err(ce)?
+    let t = if step == 1 || start == end || x.t.elem_count() == 0 {
+        // (a stepped slice of nothing is nothing: candle's index_select
+        // of an empty source indexes out of its slice)
+        let len = if step == 1 { end - start } else { (end - start + step - 1) / step };
+        if x.t.elem_count() == 0 || start == end {
+            let mut shape = x.dims().to_vec();
+            shape[d] = len.max(0) as usize;
+            CandleTensor::zeros(shape.as_slice(), x.t.dtype(), x.t.device()).map_err(ce)?
+        } else {
+            x.t.narrow(d, start as usize, len as usize).map_err(ce)?
+        }
     } else {
         let idx: Vec<u32> = (start..end)
             .step_by(step as usize)
             .map(|i| i as u32)
             .collect();
         let idx = CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?;
-        x.t.index_select(&idx, d).map_err(ce)?
+        x.t.contiguous()
+            .and_then(|t| t.index_select(&idx, d))
+            .map_err(ce)?
     };
     one(Tensor::new(t, x.dtype))
 }
