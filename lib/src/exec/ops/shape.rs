@@ -496,7 +496,10 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
             if b > 0 {
                 parts.push(filled(b, &mut shape)?);
             }
-            parts.push(t.clone());
+            if t.elem_count() > 0 {
+                // (candle's cat copies an empty part out of its slice)
+                parts.push(t.contiguous().map_err(ce)?);
+            }
             if a > 0 {
                 parts.push(filled(a, &mut shape)?);
             }
