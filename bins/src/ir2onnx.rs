@@ -42,6 +42,9 @@ pub struct Args {
     /// Also return every tensor a top-level node computes, as an extra graph output under its IR name (to compare node by node with ir-run --intermediates)
     #[arg(long)]
     pub intermediates: bool,
+    /// Make each mutated buffer (program state: a KV cache, running statistics) also a graph input of the same name, whose initializer is its initial value; the updated state is always an output, present.<name>, after the user outputs
+    #[arg(long)]
+    pub state_inputs: bool,
     /// Print per-op counts (IR ops, the ONNX nodes they became) to standard error
     #[arg(long)]
     pub stats: bool,
@@ -105,6 +108,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
             _ => None,
         },
         intermediates,
+        state_inputs: args.state_inputs,
     };
     let model = onnx::to_onnx(&program, &opts)?;
     // Nothing is written over an input (a link to the archive is checked

@@ -17,7 +17,7 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 #[derive(Parser, Debug)]
 #[command(name = "ir-run", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  pt2ir model.pt2 | ir-run --inputs inputs.npz -o outputs.npz\n  ir-run model.ir -i x=x.npy\n  ir-run model.ir --random --seed 1 --stats"
+    after_help = "Examples:\n  pt2ir model.pt2 | ir-run --inputs inputs.npz -o outputs.npz\n  ir-run model.ir -i x=x.npy\n  ir-run model.ir --random --seed 1 --stats\n  ir-run decoder.ir -i token=t.npy --state kv.npz -o logits.npz   (a decode step; kv.npz carries the cache)"
 )]
 pub struct Args {
     /// The IR file to read (- or absent for standard input)
@@ -31,6 +31,9 @@ pub struct Args {
     /// Also write every tensor a top-level node computes to FILE (.npz or .safetensors), named by IR value, in the order they ran: ir-diff --first against ONNX Runtime's (ir2onnx --intermediates) names the first node that differs
     #[arg(long, value_name = "FILE")]
     pub intermediates: Option<PathBuf>,
+    /// Carry the program's state (the buffers and inputs it updates in place: a KV cache, running statistics) through FILE (.npz or .safetensors): read from FILE when it exists (instead of the weights), written back updated after the run
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
     /// Where to run
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
@@ -107,7 +110,24 @@ fn run_here(args: Args) -> Result<()> {
     let start = std::time::Instant::now();
     let program = run_inputs::read_program(args.input.as_deref(), &args.memory)?;
     let device = exec::device(args.device.kind())?;
-    let inputs = run_inputs::checked_inputs(&program, &args.inputs, false)?;
+    // The state read whole first (it is written back over itself).
+    let state = match &args.state {
+        Some(path) if path.exists() => {
+            let t = tensorfile::read_tensors(path, "state")?;
+            output::inputs::forget_path(path);
+            t
+        }
+        _ => Vec::new(),
+    };
+    // a user input the program updates, carried in the state file, is an
+    // input (that each entry names state is checked with the executor)
+    let user = pt2kit::contract::user_tensor_inputs(&program);
+    let carried: Vec<(String, HostTensor)> = state
+        .iter()
+        .filter(|(n, _)| user.iter().any(|(_, u)| u == n))
+        .cloned()
+        .collect();
+    let inputs = run_inputs::checked_inputs_with(&program, &args.inputs, false, carried)?;
     // Every input is read: no output may be one of them.
     let mut outputs = Vec::new();
     if let Some(p) = args.output.as_deref() {
@@ -115,6 +135,9 @@ fn run_here(args: Args) -> Result<()> {
     }
     if let Some(p) = args.intermediates.as_deref() {
         outputs.push(("--intermediates", p));
+    }
+    if let Some(p) = args.state.as_deref() {
+        outputs.push(("--state", p));
     }
     output::refuse_clobbering(&outputs)?;
     let loaded = start.elapsed();
@@ -137,6 +160,17 @@ fn run_here(args: Args) -> Result<()> {
     ));
     if args.intermediates.is_some() {
         executor.start_recording();
+    }
+    if let Some(path) = &args.state {
+        if executor.state_names().is_empty() {
+            return Err(Error::usage(format!(
+                "--state {}: the program updates no buffer or input in place (it has no state to carry)",
+                path.display()
+            )));
+        }
+        executor
+            .set_state(&state)
+            .map_err(|e| e.at(format!("--state {}", path.display())))?;
     }
     // One run, timed; with --repeat N, N more after it (a warm-up).
     let first = std::time::Instant::now();
@@ -164,6 +198,14 @@ fn run_here(args: Args) -> Result<()> {
         let shown = path.display().to_string();
         output::write_output_seekable(Some(path), true, |w| {
             tensorfile::write_npz_into(w, &recorded, &shown)
+        })?;
+    }
+    if let Some(path) = &args.state {
+        let state = executor.last_state()?;
+        let shown = path.display().to_string();
+        let format = TensorFormat::of_path(path)?;
+        output::write_output_seekable(Some(path), true, |w| {
+            tensorfile::encode_tensors_into(format, &state, w, &shown)
         })?;
     }
     match &args.output {

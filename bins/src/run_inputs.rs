@@ -140,11 +140,31 @@ pub fn checked_inputs(
     args: &InputArgs,
     random_by_default: bool,
 ) -> Result<Vec<(String, HostTensor)>> {
+    checked_inputs_with(program, args, random_by_default, Vec::new())
+}
+
+/// As [`checked_inputs`], with more inputs from elsewhere (`ir-run
+/// --state`: the user inputs a program updates, carried from the last
+/// call); a name given both ways is a usage error.
+pub fn checked_inputs_with(
+    program: &Program,
+    args: &InputArgs,
+    random_by_default: bool,
+    carried: Vec<(String, HostTensor)>,
+) -> Result<Vec<(String, HostTensor)>> {
     let no_files = args.inputs.is_none() && args.input_files.is_empty();
     let inputs = if args.random || (random_by_default && no_files) {
         random_inputs(program, args.seed)?
     } else {
-        let inputs = file_inputs(program, args)?;
+        let mut inputs = file_inputs(program, args)?;
+        for (name, t) in carried {
+            if inputs.iter().any(|(n, _)| *n == name) {
+                return Err(Error::usage(format!(
+                    "input {name} is given with the inputs and carried in the --state file (the program updates it): give it once"
+                )));
+            }
+            inputs.push((name, t));
+        }
         let user = contract::user_tensor_inputs(program);
         if inputs.is_empty() && !user.is_empty() {
             let names: Vec<&str> = user.iter().map(|(_, n)| n.as_str()).collect();

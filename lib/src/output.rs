@@ -642,6 +642,19 @@ pub mod inputs {
         }
     }
 
+    /// Forgets an input file read whole into memory that the tool means
+    /// to replace (`ir-run --state FILE`: the state it read, written back
+    /// updated, through a temporary file and a rename).
+    pub fn forget_path(path: &Path) {
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        let id = (meta.dev(), meta.ino());
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        opened.retain(|(i, _)| *i != id);
+        MAPPED.with(|m| m.borrow_mut().retain(|(_, st)| st.ino != meta.ino()));
+    }
+
     /// Notes standard input, when it is redirected from a regular file.
     pub fn note_stdin() {
         // SAFETY: fstat on fd 0 into a zeroed stat buffer.

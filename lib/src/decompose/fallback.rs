@@ -119,10 +119,46 @@ fn writes_through_view(g: &Graph) -> bool {
     })
 }
 
+/// Whether a node of the top-level graph writes, in place, into a graph
+/// input (a buffer, parameter or user input) or a view of one: program
+/// state, which functionalisation makes explicit mutation outputs (a back
+/// end that rebinds `self` would run it right but could not hand back the
+/// new state). A training batch norm's running statistics count.
+pub fn writes_state(p: &Program) -> bool {
+    let g = &p.graph;
+    let mut root: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    let mut inputs = std::collections::HashSet::new();
+    for a in &g.inputs {
+        if let Argument::Tensor(v) = a {
+            inputs.insert(v.index());
+        }
+    }
+    for node in &g.nodes {
+        if super::functionalize::updates_running_stats(node) {
+            return true;
+        }
+        let Some(Argument::Tensor(base)) = node.inputs.first().map(|a| &a.arg) else {
+            continue;
+        };
+        let base_root = *root.get(&base.index()).unwrap_or(&base.index());
+        if crate::schema::mutates(&node.target) && inputs.contains(&base_root) {
+            return true;
+        }
+        if crate::schema::is_view(&node.target) || crate::schema::mutates(&node.target) {
+            for o in &node.outputs {
+                if let Argument::Tensor(v) = o {
+                    root.insert(v.index(), base_root);
+                }
+            }
+        }
+    }
+    false
+}
+
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
 fn needs_fallback(p: &Program, has_row: HasRow) -> bool {
-    if writes_through_view(&p.graph) || super::complex::needs_lowering(p) {
+    if writes_through_view(&p.graph) || writes_state(p) || super::complex::needs_lowering(p) {
         return true;
     }
     let mut needs = false;
@@ -149,7 +185,7 @@ pub fn lower_unsupported(p: &Program, has_row: HasRow) -> Result<Option<(Program
     q.graph.visit_nodes_read(&mut |_, reads, n| {
         in_place_missing |= (complex || !has_row(n, reads)) && crate::schema::mutates(&n.target);
     });
-    if in_place_missing || writes_through_view(&q.graph) {
+    if in_place_missing || writes_through_view(&q.graph) || writes_state(&q) {
         report.functionalized = super::functionalize::functionalize(&mut q)?;
         if q.dialect() == "TRAINING" {
             q.info.verifiers = vec!["ATEN".into()];

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use super::args::{node_outputs, NodeArgs};
-use super::edit::{named_args, sym_ints_arg, Emitter, Names};
+use super::edit::{named_args, sym_ints_arg, Emitter, Names, Out};
 use crate::ir::substitute_values;
 use crate::ir::{Argument, Graph, InputKind, Node, OutputKind, Program, Target, ValueId};
 use crate::schema;
@@ -28,6 +28,9 @@ struct State {
     view_of: HashMap<ValueId, (ValueId, Node)>,
     /// Base value -> views made of it, in order.
     views: HashMap<ValueId, Vec<ValueId>>,
+    /// Reshapes of a non-contiguous tensor: torch makes a view or a copy
+    /// by the strides it has at run time; a write through one is refused.
+    ambiguous: std::collections::HashSet<ValueId>,
     rewritten: usize,
 }
 
@@ -55,6 +58,7 @@ pub fn functionalize(p: &mut Program) -> Result<usize> {
         current: HashMap::new(),
         view_of: HashMap::new(),
         views: HashMap::new(),
+        ambiguous: Default::default(),
         rewritten: 0,
     };
     functionalize_graph(&mut p.graph, &mut st)?;
@@ -110,6 +114,7 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                     current: HashMap::new(),
                     view_of: HashMap::new(),
                     views: HashMap::new(),
+                    ambiguous: Default::default(),
                     rewritten: 0,
                 };
                 functionalize_graph(&mut sub.graph, &mut inner)?;
@@ -118,15 +123,15 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                 st.rewritten += inner.rewritten;
             }
         }
+        if updates_running_stats(&node) {
+            let mut em = Emitter::new(&mut g.values, &mut names, node.meta.clone());
+            functional_batch_norm(&mut em, st, &node)?;
+            out.extend(em.nodes);
+            st.rewritten += 1;
+            continue;
+        }
         if !schema::mutates(&node.target) {
-            if schema::is_view(&node.target) {
-                if let (Some(Argument::Tensor(base)), Some(Argument::Tensor(o))) =
-                    (node.inputs.first().map(|a| &a.arg), node.outputs.first())
-                {
-                    st.view_of.insert(*o, (*base, node.clone()));
-                    st.views.entry(*base).or_default().push(*o);
-                }
-            }
+            register_views(st, &node, g)?;
             out.push(node);
             continue;
         }
@@ -182,6 +187,181 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
     Ok(())
 }
 
+/// Records the views `node` makes of its first argument: a view op
+/// (`-> Tensor(a)`), `contiguous` of a tensor that already is (torch
+/// returns the tensor itself; of any other it returns a copy, which is no
+/// view), and each piece of `split` / `split_with_sizes` / `unbind` (as the
+/// `slice` / `select` it is, so a write into a piece goes back).
+fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
+    let (Some(Argument::Tensor(base)), Some(first)) =
+        (node.inputs.first().map(|a| &a.arg), node.outputs.first())
+    else {
+        return Ok(());
+    };
+    let base = *base;
+    let add = |st: &mut State, o: ValueId, vnode: Node| {
+        st.view_of.insert(o, (base, vnode));
+        st.views.entry(base).or_default().push(o);
+    };
+    let op = node.target.to_string();
+    let base_meta = match &g.values[base.index()].kind {
+        crate::ir::ValueKind::Tensor(m) => Some(m),
+        _ => None,
+    };
+    match (op.as_str(), first) {
+        ("aten.contiguous.default", Argument::Tensor(o)) => {
+            if base_meta.is_some_and(super::edit::is_contiguous) {
+                add(st, *o, node.clone());
+            }
+        }
+        (
+            "aten.split.Tensor" | "aten.split_with_sizes.default" | "aten.unbind.int",
+            Argument::Tensors(outs),
+        ) => {
+            let a = NodeArgs(node);
+            let Some(m) = base_meta else { return Ok(()) };
+            let rank = m.sizes.len() as i64;
+            let d = a.int("dim").unwrap_or(0);
+            let d = if d < 0 { d + rank } else { d };
+            let Some(n) = usize::try_from(d)
+                .ok()
+                .and_then(|d| m.sizes.get(d)?.as_int())
+            else {
+                // a symbolic split: left unregistered, and a write into a
+                // piece is refused below, when it is written back
+                return Ok(());
+            };
+            let sizes: Vec<i64> = match op.as_str() {
+                "aten.split.Tensor" => {
+                    let step = a.int("split_size")?.max(1);
+                    (0..n)
+                        .step_by(step as usize)
+                        .map(|s| step.min(n - s))
+                        .collect()
+                }
+                "aten.split_with_sizes.default" => a.ints("split_sizes")?,
+                _ => vec![1; n as usize],
+            };
+            let mut start = 0;
+            for (i, (o, len)) in outs.iter().zip(sizes).enumerate() {
+                let (target, args) = if op == "aten.unbind.int" {
+                    (
+                        Target::op("aten", "select", "int"),
+                        vec![
+                            ("self", Argument::Tensor(base)),
+                            ("dim", Argument::Int(d)),
+                            ("index", Argument::SymInt(crate::ir::SymRef::Int(i as i64))),
+                        ],
+                    )
+                } else {
+                    (
+                        Target::op("aten", "slice", "Tensor"),
+                        vec![
+                            ("self", Argument::Tensor(base)),
+                            ("dim", Argument::Int(d)),
+                            ("start", Argument::SymInt(crate::ir::SymRef::Int(start))),
+                            ("end", Argument::SymInt(crate::ir::SymRef::Int(start + len))),
+                            ("step", Argument::SymInt(crate::ir::SymRef::Int(1))),
+                        ],
+                    )
+                };
+                start += len;
+                let piece = Node {
+                    name: format!("{}[{i}]", node.name),
+                    inputs: named_args(&target, args)?,
+                    target,
+                    outputs: vec![Argument::Tensor(*o)],
+                    meta: node.meta.clone(),
+                    is_hop_single_tensor_return: None,
+                };
+                add(st, *o, piece);
+            }
+        }
+        ("aten.reshape.default" | "aten.flatten.using_ints", Argument::Tensor(o))
+            if !base_meta.is_some_and(super::edit::is_contiguous) =>
+        {
+            st.ambiguous.insert(*o);
+            add(st, *o, node.clone());
+        }
+        (_, Argument::Tensor(o)) if schema::is_view(&node.target) => add(st, *o, node.clone()),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A batch norm in training mode with running statistics: torch updates
+/// them in place, though `batch_norm`'s schema does not say so.
+pub fn updates_running_stats(node: &Node) -> bool {
+    let op = node.target.to_string();
+    if !matches!(
+        op.as_str(),
+        "aten.batch_norm.default"
+            | "aten._native_batch_norm_legit.default"
+            | "aten.native_batch_norm.default"
+    ) {
+        return false;
+    }
+    let a = NodeArgs(node);
+    matches!(a.arg("training"), Argument::Bool(true))
+        && matches!(a.ot("running_mean"), Ok(Some(_)))
+        && matches!(a.ot("running_var"), Ok(Some(_)))
+}
+
+/// A training batch norm as torch's functionalisation writes it:
+/// `_native_batch_norm_legit_functional`, whose last two outputs are the
+/// updated running statistics, written back to the ones it was given.
+fn functional_batch_norm(em: &mut Emitter, st: &mut State, node: &Node) -> Result<()> {
+    let a = NodeArgs(node);
+    let (x, rm, rv) = (a.t("input")?, a.t("running_mean")?, a.t("running_var")?);
+    let xm = em.meta(x)?.clone();
+    let c = xm.sizes.get(1).cloned().ok_or_else(|| {
+        Error::bad_input(format!(
+            "node {}: batch norm of a tensor with fewer than 2 dims",
+            node.name
+        ))
+    })?;
+    // save_mean and save_invstd: float32 for a half input, as torch's
+    // CPU kernel keeps them
+    let stats = match xm.dtype {
+        crate::ir::Dtype::Float16 | crate::ir::Dtype::BFloat16 => crate::ir::Dtype::Float32,
+        d => d,
+    };
+    let given: Vec<Option<ValueId>> = (0..3)
+        .map(|i| match node.outputs.get(i) {
+            Some(Argument::Tensor(v)) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let out = |i: usize, m: crate::ir::TensorMeta| match given[i] {
+        Some(v) => Out::Into(v),
+        None => Out::New(m),
+    };
+    let stat_meta = em.meta_like(x, stats, vec![c])?;
+    let outs = vec![
+        out(0, xm.clone()),
+        out(1, stat_meta.clone()),
+        out(2, stat_meta),
+        Out::New(em.meta(rm)?.clone()),
+        Out::New(em.meta(rv)?.clone()),
+    ];
+    let ids = em.call(
+        "aten._native_batch_norm_legit_functional.default",
+        vec![
+            ("input", Argument::Tensor(x)),
+            ("weight", a.arg("weight")),
+            ("bias", a.arg("bias")),
+            ("running_mean", Argument::Tensor(rm)),
+            ("running_var", Argument::Tensor(rv)),
+            ("training", Argument::Bool(true)),
+            ("momentum", Argument::Float(a.float("momentum")?)),
+            ("eps", Argument::Float(a.float("eps")?)),
+        ],
+        outs,
+    )?;
+    write_back(em, st, rm, ids[3])?;
+    write_back(em, st, rv, ids[4])
+}
+
 /// `aten.add_.Tensor` -> `aten.add.Tensor`, when torch has it.
 fn functional_target(node: &Node) -> Result<Target> {
     let t = &node.target;
@@ -198,8 +378,20 @@ fn functional_target(node: &Node) -> Result<Target> {
 /// Value `v` now holds `new`: record it, write it back into the base `v`
 /// views (recursively), and re-derive other views of every updated base.
 fn write_back(em: &mut Emitter, st: &mut State, v: ValueId, new: ValueId) -> Result<()> {
+    let ambiguous = |em: &Emitter, v: ValueId| {
+        Error::unsupported(format!(
+            "an in-place op writes through {}, a reshape of a non-contiguous tensor (torch makes a view or a copy by its strides; make it explicit with .contiguous() or .clone())",
+            em.values[v.index()].name
+        ))
+    };
+    if st.ambiguous.contains(&v) {
+        return Err(ambiguous(em, v));
+    }
     st.set(v, new);
     if let Some((base, vnode)) = st.view_of.get(&v).cloned() {
+        if st.ambiguous.contains(&base) {
+            return Err(ambiguous(em, base));
+        }
         let base_now = st.resolve(base);
         let new_base = scatter_back(em, &vnode, base_now, new)?;
         st.set(base, new_base);
@@ -282,7 +474,46 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
-        "aten.alias.default" => Ok(src),
+        "aten.alias.default"
+        | "aten.detach.default"
+        | "aten.contiguous.default"
+        | "aten.lift_fresh.default" => Ok(src),
+        "aten.narrow.default" => {
+            let (start, len) = match (a.arg("start"), a.arg("length")) {
+                (Argument::Int(s), Argument::Int(l)) => (s, l),
+                _ => {
+                    return Err(Error::unsupported(format!(
+                        "node {}: an in-place op writes through a narrow with a symbolic start or length",
+                        vnode.name
+                    )))
+                }
+            };
+            let dim = a.int("dim")?;
+            let rank = meta.sizes.len() as i64;
+            let d = if dim < 0 { dim + rank } else { dim };
+            let n = usize::try_from(d)
+                .ok()
+                .and_then(|d| meta.sizes.get(d)?.as_int())
+                .ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "node {}: an in-place op writes through a narrow of a symbolic dim",
+                        vnode.name
+                    ))
+                })?;
+            let start = if start < 0 { start + n } else { start };
+            em.op(
+                "aten.slice_scatter.default",
+                vec![
+                    ("self", Argument::Tensor(base)),
+                    ("src", Argument::Tensor(src)),
+                    ("dim", Argument::Int(d)),
+                    ("start", Argument::SymInt(crate::ir::SymRef::Int(start))),
+                    ("end", Argument::SymInt(crate::ir::SymRef::Int(start + len))),
+                    ("step", Argument::SymInt(crate::ir::SymRef::Int(1))),
+                ],
+                meta,
+            )
+        }
         "aten.permute.default" => {
             let dims = a.ints("dims")?;
             let r = dims.len() as i64;

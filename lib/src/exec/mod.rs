@@ -38,6 +38,7 @@ pub use tensor::{storage_dtype, RunOutput, Tensor};
 pub mod budget;
 mod layout;
 mod pool;
+mod state;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
 use pool::KeepAwake;
@@ -323,6 +324,8 @@ pub struct Executor<'p> {
     pub(crate) max_memory: Option<u64>,
     /// [`ExecOptions::max_iterations`].
     pub(crate) max_iterations: Option<u64>,
+    /// Program state given for the next runs, and the last run's.
+    state: state::StateSlots,
 }
 
 /// User inputs made into the executor's tensors once, for many runs
@@ -584,6 +587,7 @@ impl<'p> Executor<'p> {
             dead_planned,
             max_memory: opts.max_memory,
             max_iterations: opts.max_iterations,
+            state: Default::default(),
         })
     }
 
@@ -646,7 +650,9 @@ impl<'p> Executor<'p> {
         let mut args = Vec::with_capacity(g.inputs.len());
         for (pos, input) in g.inputs.iter().enumerate() {
             let v = match (&self.program.input_kinds[pos], input) {
-                (_, _) if self.weights.contains_key(&pos) => self.weights[&pos].clone(),
+                (_, _) if self.weights.contains_key(&pos) => self
+                    .state_override(pos)
+                    .unwrap_or_else(|| self.weights[&pos].clone()),
                 (InputKind::UserInput, Argument::Tensor(v)) => {
                     inputs.value(&g.value(*v).name, &self.device)?
                 }
@@ -663,7 +669,12 @@ impl<'p> Executor<'p> {
         }
         let outs = self.run_graph(g, args, &bindings)?;
         let mut result = Vec::new();
+        let mut state = Vec::new();
         for ((out, kind), value) in g.outputs.iter().zip(&self.program.output_kinds).zip(outs) {
+            if let Some(name) = kind.state_name() {
+                state.push((name.to_string(), value));
+                continue;
+            }
             if *kind != OutputKind::UserOutput {
                 continue;
             }
@@ -702,6 +713,9 @@ impl<'p> Executor<'p> {
                 other => return Err(Error::unsupported(format!("output {name} is {other:?}"))),
             };
             result.push((name, RunOutput::Host(host)));
+        }
+        if !state.is_empty() {
+            self.keep_state(state);
         }
         Ok(result)
     }

@@ -85,6 +85,10 @@ pub struct OnnxOptions {
     /// ONNX Runtime then returns every intermediate value, to compare
     /// node by node with `ir-run --intermediates`). `None`: none.
     pub intermediates: Option<std::collections::HashSet<String>>,
+    /// Mutated buffers (program state) also as graph inputs, each with
+    /// its initializer as the initial value (`ir2onnx --state-inputs`);
+    /// the updated state is always an output, `present.<name>`.
+    pub state_inputs: bool,
 }
 
 impl Default for OnnxOptions {
@@ -99,6 +103,7 @@ impl Default for OnnxOptions {
             external_in_archive: false,
             model_dir: None,
             intermediates: None,
+            state_inputs: false,
         }
     }
 }

@@ -171,6 +171,19 @@ pub enum OutputKind {
     ParameterMutation(String),
 }
 
+impl OutputKind {
+    /// The buffer, parameter or user input a mutation output updates
+    /// (program state), by its state-dict or input name.
+    pub fn state_name(&self) -> Option<&str> {
+        match self {
+            OutputKind::BufferMutation(n)
+            | OutputKind::UserInputMutation(n)
+            | OutputKind::ParameterMutation(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
 /// Which values of one graph are read, by [`ValueId`]; values added
 /// after it was worked out (by a rewrite) count as read.
 #[derive(Clone, Debug, Default)]

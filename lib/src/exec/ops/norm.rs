@@ -82,8 +82,17 @@ fn batch_norm(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     let training = ctx.node.arg("training").is_some() && ctx.bool("training")?;
     if training {
+        if ctx.node.target.name == "batch_norm"
+            && ctx.opt_tensor("running_mean")?.is_none()
+            && ctx.opt_tensor("running_var")?.is_none()
+        {
+            // the batch's statistics, nothing to update
+            return batch_norm_legit(ctx);
+        }
+        // (with running statistics, functionalisation has made it
+        // `_native_batch_norm_legit_functional` before it runs)
         return Err(unsupported(
-            "batch norm in training mode (export the model in eval mode)",
+            "batch norm in training mode updating running statistics in place",
         ));
     }
     let mean = ctx
@@ -283,14 +292,24 @@ fn group_norm(ctx: &mut Ctx) -> OpResult {
     ])
 }
 
-/// `_native_batch_norm_legit` (`.default`, `.no_stats`): in training, the
-/// batch's own statistics (biased variance), returned as save_mean and
-/// save_invstd. The running stats are not updated (the executor runs
-/// inference).
+/// `_native_batch_norm_legit` (`.default`, `.no_stats`) and
+/// `_native_batch_norm_legit_functional`: in training, the batch's own
+/// statistics (biased variance), returned as save_mean and save_invstd;
+/// the functional form also returns the updated running statistics, as
+/// torch's CPU kernel computes them (`momentum * batch + (1 - momentum) *
+/// running`, the batch variance unbiased). `batch_norm` in training mode
+/// without running statistics normalises the same way.
 fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
     let has_stats = ctx.node.target.overload != "no_stats";
     if has_stats && !ctx.bool("training")? {
-        return batch_norm(ctx);
+        let mut outs = batch_norm(ctx)?;
+        if ctx.node.target.name == "_native_batch_norm_legit_functional" {
+            // not training: the running statistics come back unchanged
+            outs.truncate(3);
+            outs.push(Value::Tensor(ctx.tensor("running_mean")?));
+            outs.push(Value::Tensor(ctx.tensor("running_var")?));
+        }
+        return Ok(outs);
     }
     let x = ctx.tensor("input")?;
     if x.rank() < 2 {
@@ -320,10 +339,11 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
         .and_then(|c| c.sqr())
         .and_then(|c| c.mean_keepdim(dims))
         .map_err(ce)?;
-    let invstd = (var + eps)
+    let invstd = (var.clone() + eps)
         .and_then(|v| v.sqrt())
         .and_then(|v| v.recip())
         .map_err(ce)?;
+    let batch_mean = mean.clone();
     let (mean, invstd) = (kept(mean)?, kept(invstd)?);
     let centered = xf.broadcast_sub(&mean).map_err(ce)?;
     let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
@@ -338,16 +358,36 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
             .map_err(ce)?;
     }
     let c = x.dims()[1];
-    let flat = |t: CandleTensor| -> Result<Value> {
+    let y = Value::Tensor(Tensor::new(y, Dtype::Float64).cast(x.dtype)?);
+    if ctx.node.target.name == "batch_norm" {
+        return Ok(vec![y]);
+    }
+    let flat = |t: CandleTensor, to: Dtype| -> Result<Value> {
         Ok(Value::Tensor(
-            Tensor::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(stats)?,
+            Tensor::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(to)?,
         ))
     };
-    Ok(vec![
-        Value::Tensor(Tensor::new(y, Dtype::Float64).cast(x.dtype)?),
-        flat(mean)?,
-        flat(invstd)?,
-    ])
+    let mut outs = vec![y, flat(mean, stats)?, flat(invstd, stats)?];
+    if ctx.node.target.name == "_native_batch_norm_legit_functional" {
+        let count = x.t.elem_count() / c.max(1);
+        if count < 2 {
+            return Err(Error::bad_input(format!(
+                "batch norm in training mode: expected more than 1 value per channel, got input of size {:?}",
+                x.dims()
+            )));
+        }
+        let m = ctx.float("momentum")?;
+        let unbiased = (var * (count as f64 / (count - 1) as f64)).map_err(ce)?;
+        for (name, batch) in [("running_mean", batch_mean), ("running_var", unbiased)] {
+            let run = ctx.tensor(name)?;
+            let old = run.t.to_dtype(DType::F64).map_err(ce)?;
+            let new = (batch.reshape(c).map_err(ce)? * m)
+                .and_then(|b| (old * (1.0 - m)).and_then(|o| o.add(&b)))
+                .map_err(ce)?;
+            outs.push(Value::Tensor(Tensor::new(new, Dtype::Float64).cast(run.dtype)?));
+        }
+    }
+    Ok(outs)
 }
 
 /// This family's rows: op identity -> implementation.
@@ -362,4 +402,8 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.native_group_norm.default", group_norm),
     ("aten._native_batch_norm_legit.default", batch_norm_legit),
     ("aten._native_batch_norm_legit.no_stats", batch_norm_legit),
+    (
+        "aten._native_batch_norm_legit_functional.default",
+        batch_norm_legit,
+    ),
 ];

@@ -276,6 +276,7 @@ pub(crate) fn convert<'p>(
     let mut weights: Vec<&'p Weight> = Vec::new();
     let mut by_view: HashMap<String, String> = HashMap::new();
     let mut initializers = Vec::new();
+    let mut state_inputs = Vec::new();
     for (i, input) in graph.inputs.iter().enumerate() {
         let Some(kind) = program.input_kinds.get(i) else {
             continue;
@@ -339,12 +340,32 @@ pub(crate) fn convert<'p>(
                 }
                 weights.push(w);
                 by_view.insert(key, name.clone());
+                if opts.state_inputs
+                    && program
+                        .output_kinds
+                        .iter()
+                        .filter_map(OutputKind::state_name)
+                        .any(|n| n == w.name)
+                {
+                    // state as an input whose initializer is its initial
+                    // value (ONNX's overridable initializer)
+                    let mut info = value_info(
+                        &name,
+                        &ValueKind::Tensor(w.meta.clone()),
+                        conv.opset,
+                        format!("state {}: its initializer is the initial value; the updated value is output present.{}", w.name, w.name),
+                    )
+                    .map_err(|e| e.at(format!("state '{}'", w.name)))?;
+                    info.name = name.clone();
+                    state_inputs.push(info);
+                }
                 name
             }
         };
         scope.values[v.index()] = Some(name);
     }
 
+    onnx_graph.input.extend(state_inputs);
     conv.scopes.push(scope);
     conv.convert_nodes();
     let mut outputs = conv.graph_outputs(Some(&program.output_kinds))?;
@@ -665,6 +686,7 @@ impl<'p> Converter<'p> {
     fn graph_outputs(&mut self, kinds: Option<&[OutputKind]>) -> Result<Vec<ValueInfoProto>> {
         let graph = self.scope().graph;
         let mut outs = Vec::new();
+        let mut is_state = Vec::new();
         let mut taken: HashSet<String> = HashSet::new();
         for (i, out) in graph.outputs.iter().enumerate() {
             let kind = kinds.and_then(|k| k.get(i));
@@ -722,6 +744,7 @@ impl<'p> Converter<'p> {
                         self.opset,
                         "constant output".into(),
                     )?);
+                    is_state.push(false);
                     continue;
                 }
             };
@@ -729,10 +752,19 @@ impl<'p> Converter<'p> {
             let bound = self.scope().values[v.index()].clone().ok_or_else(|| {
                 Error::internal(format!("output '{}' was never defined", value.name))
             })?;
-            let name = if self.scope().owned.contains(&bound) && !taken.contains(&bound) {
+            // Program state (a mutated buffer or input) comes out under
+            // the name of what it updates, after the user outputs.
+            let state = kind.and_then(OutputKind::state_name);
+            let name = if state.is_none()
+                && self.scope().owned.contains(&bound)
+                && !taken.contains(&bound)
+            {
                 bound
             } else {
-                let name = self.unique(&value.name);
+                let name = match state {
+                    Some(s) => self.unique(&format!("present.{s}")),
+                    None => self.unique(&value.name),
+                };
                 let node = NodeProto {
                     op_type: "Identity".into(),
                     input: vec![bound],
@@ -767,8 +799,19 @@ impl<'p> Converter<'p> {
                 value_info(&name, &value.kind, self.opset, doc)
                     .map_err(|e| e.at(format!("output '{}'", value.name)))?,
             );
+            is_state.push(state.is_some());
         }
-        Ok(outs)
+        // the user outputs first, in torch's order, then the state
+        let (mut user, mut state) = (Vec::new(), Vec::new());
+        for (o, s) in outs.into_iter().zip(is_state) {
+            if s {
+                state.push(o);
+            } else {
+                user.push(o);
+            }
+        }
+        user.extend(state);
+        Ok(user)
     }
 
     /// Typed values for the tensors the top-level nodes define whose IR
