@@ -27,6 +27,11 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21
+	# torchvision's detection ops (golden/vision): deform_conv2d becomes ONNX DeformConv, from opset 19 (below, ir2onnx
+	# refuses it by name); tv_ps_roi_pool (no ONNX op averages RoI bins) and tv_float64 (ONNX Runtime has no float64
+	# MaxRoiPool or NonMaxSuppression) are refused by name (docs/coverage.md).
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/vision --opset 17 --opset 18 --opset 21 --skip tv_deform_conv tv_ps_roi_pool tv_float64
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/vision --opset 19 --opset 21 --only tv_deform_conv
 	# Numerics (golden/numerics): integers past 2^53, int8 wrap-around, NaN's order, float16 and
 	# bfloat16 CNNs, fully masked attention rows, 3-D convolutions. From opset 18: integer bitwise
 	# ops need it (at 17 ir2onnx refuses them by name; bins/tests/onnx.rs holds the refusal).

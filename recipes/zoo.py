@@ -1785,6 +1785,184 @@ _reg("llama_bf16", lambda: LlamaWrap("sdpa").to(torch.bfloat16), _ids,
 
 
 # --------------------------------------------------------------------------
+# torchvision's detection ops (golden/vision, group="vision"): roi_align,
+# roi_pool, ps_roi_align, ps_roi_pool, nms (batched_nms as torchvision writes
+# it: nms over boxes offset by class), deform_conv2d, and a second-stage
+# detector (Faster R-CNN's MultiScaleRoIAlign, box head and predictor, boxes
+# decoded, nms per class) on given proposals. Edge cases: boxes partly or
+# wholly outside the image, zero-area and flipped boxes, aligned True/False,
+# sampling_ratio 0 (adaptive) and 2, spatial_scale 0.5, float64, no boxes;
+# nms score ties (kept by index, as torch's stable descending sort), an IoU
+# exactly at the threshold (kept: suppression is iou > threshold), classes
+# whose every box but the best is suppressed. Torch's export asserts that
+# nms keeps at least 2 boxes (its fake kernel's unbacked size), so every
+# nms here keeps 2 or more.
+# --------------------------------------------------------------------------
+
+
+def _vision_rois():
+    """Boxes (batch index, x1, y1, x2, y2) over 2 images of 12x10 (at scale 1)."""
+    return torch.tensor([
+        [0, 1.0, 1.5, 6.2, 7.9],     # inside
+        [1, -3.0, -2.0, 4.5, 3.5],   # partly outside (top left)
+        [1, 7.0, 8.0, 14.0, 15.0],   # partly outside (bottom right)
+        [0, 3.0, 3.0, 3.0, 3.0],     # zero area
+        [1, 5.5, 2.0, 5.5, 9.0],     # zero width
+        [0, 0.0, 0.0, 9.0, 11.0],    # the whole image
+        [1, 20.0, 20.0, 24.0, 26.0],  # wholly outside
+        [0, 6.0, 5.0, 2.0, 1.0],     # flipped corners
+    ])
+
+
+class TvRoiAlign(nn.Module):
+    def forward(self, x, rois, empty):
+        from torchvision.ops import roi_align
+        outs = []
+        for aligned in (False, True):
+            for ratio in (0, 2):
+                outs.append(roi_align(x, rois, (3, 2), 1.0, ratio, aligned))
+        outs.append(roi_align(x, rois * torch.tensor([1.0, 2, 2, 2, 2]), 4, 0.5, 0, True))
+        outs.append(roi_align(x, rois * torch.tensor([1.0, 2, 2, 2, 2]), (2, 3), 0.5, -1, False))
+        outs.append(roi_align(x, empty, 2, 1.0, 2, False))
+        return tuple(outs)
+
+
+class TvRoiPool(nn.Module):
+    def forward(self, x, rois):
+        from torchvision.ops import roi_pool
+        return (roi_pool(x, rois, (3, 2), 1.0),
+                roi_pool(x, rois * torch.tensor([1.0, 2, 2, 2, 2]), 2, 0.5))
+
+
+class TvPsRoiAlign(nn.Module):
+    def forward(self, x, rois):
+        from torchvision.ops import ps_roi_align
+        return (ps_roi_align(x, rois, 2, 1.0, 0),
+                ps_roi_align(x, rois * torch.tensor([1.0, 2, 2, 2, 2]), 2, 0.5, 2),
+                ps_roi_align(x[:, :9], rois, 3, 1.0, 1))
+
+
+class TvPsRoiPool(nn.Module):
+    def forward(self, x, rois):
+        from torchvision.ops import ps_roi_pool
+        return (ps_roi_pool(x, rois, 2, 1.0),
+                ps_roi_pool(x[:, :9], rois * torch.tensor([1.0, 2, 2, 2, 2]), 3, 0.5))
+
+
+def _nms_inputs():
+    torch.manual_seed(0)
+    xy = torch.rand(24, 2) * 20
+    wh = torch.rand(24, 2) * 8 + 1
+    boxes = torch.cat([xy, xy + wh], 1)
+    scores = torch.rand(24)
+    scores[3] = scores[7] = scores[11] = scores[5]  # ties
+    # an IoU of exactly 0.5 (inter 2, union 4): both kept at threshold 0.5
+    edge = torch.tensor([[30.0, 0, 33, 1], [31.0, 0, 34, 1]])
+    boxes = torch.cat([boxes, edge])
+    scores = torch.cat([scores, torch.tensor([0.9, 0.8])])
+    # three classes; class 2 is one cluster (all but its best suppressed),
+    # class 3 the same boxes with tied scores
+    labels = torch.randint(0, 2, (26,))
+    cluster = torch.tensor([[2.0, 2, 9, 9]]) + torch.rand(5, 4) * 0.3
+    boxes = torch.cat([boxes, cluster, cluster])
+    scores = torch.cat([scores, torch.rand(5), torch.full((5,), 0.5)])
+    labels = torch.cat([labels, torch.full((5,), 2), torch.full((5,), 3)])
+    return boxes, scores, labels
+
+
+class TvNms(nn.Module):
+    def forward(self, boxes, scores, labels):
+        from torchvision.ops import nms
+        keep = nms(boxes, scores, 0.5)
+        # batched_nms as torchvision writes it (the coordinate trick; its
+        # boxes.numel() == 0 test does not export): boxes offset per class
+        offsets = labels.to(boxes) * (boxes.max() + torch.tensor(1.0))
+        kept = nms(boxes + offsets[:, None], scores, 0.3)
+        return keep, kept, scores[kept]
+
+
+class TvFloat64(nn.Module):
+    """float64 through roi_align, roi_pool and nms (torchvision computes in
+    double). ONNX Runtime has no float64 MaxRoiPool or NonMaxSuppression:
+    ir2onnx refuses those two by name."""
+
+    def forward(self, x, rois, boxes, scores):
+        from torchvision.ops import nms, roi_align, roi_pool
+        x, rois = x.double(), rois.double()
+        return (roi_align(x, rois, 2, 1.0, 0, True), roi_align(x, rois, 3, 0.5, 2, False),
+                roi_pool(x, rois, 4, 1.0),
+                nms(boxes.double(), scores.double(), 0.1))
+
+
+class TvDeformConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import DeformConv2d
+        self.a = DeformConv2d(4, 6, 3, stride=1, padding=1)
+        self.b = DeformConv2d(4, 6, (3, 2), stride=2, padding=(1, 0), dilation=(1, 2), groups=2)
+
+    def forward(self, x, off_a, mask_a, off_b):
+        return self.a(x, off_a, mask_a), self.b(x, off_b), self.a(x, off_a)
+
+
+def _deform_inputs():
+    x = _randn(2, 4, 9, 8)
+    # offsets up to 3 pixels: some samples land outside the image
+    return x, _randn(2, 18, 9, 8) * 1.5, torch.rand(2, 9, 9, 8), _randn(2, 24, 5, 3) * 1.5
+
+
+class TvRoiHeads(nn.Module):
+    """Faster R-CNN's second stage on given proposals and features:
+    MultiScaleRoIAlign over two levels, TwoMLPHead, FastRCNNPredictor, the
+    boxes decoded and clipped, nms per class (torchvision's coordinate
+    trick); the score threshold and top-k of `postprocess_detections` do
+    not export (a data-dependent emptiness test) and are left out."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import MultiScaleRoIAlign
+        from torchvision.models.detection.faster_rcnn import TwoMLPHead, FastRCNNPredictor
+        from torchvision.models.detection._utils import BoxCoder
+        self.pool = MultiScaleRoIAlign(["0", "1"], 4, 2)
+        self.head = TwoMLPHead(8 * 16, 32)
+        self.pred = FastRCNNPredictor(32, 3)
+        self.coder = BoxCoder((10.0, 10.0, 5.0, 5.0))
+
+    def forward(self, f0, f1, p0, p1):
+        from torchvision.ops import nms
+        from torchvision.ops.boxes import clip_boxes_to_image
+        feats = collections.OrderedDict([("0", f0), ("1", f1)])
+        x = self.pool(feats, [p0, p1], [(64, 64), (64, 64)])
+        logits, deltas = self.pred(self.head(x))
+        boxes = clip_boxes_to_image(self.coder.decode(deltas, [p0, p1]), (64, 64)).reshape(-1, 3, 4)
+        scores = torch.softmax(logits, -1)
+        b1 = boxes[:, 1:].reshape(-1, 4)
+        s1 = scores[:, 1:].reshape(-1)
+        labels = torch.arange(1, 3).repeat(boxes.shape[0])
+        offsets = labels.to(b1) * (b1.max() + 1)
+        keep = nms(b1 + offsets[:, None], s1, 0.5)
+        return x, logits, boxes, scores, keep, b1[keep], s1[keep], labels[keep]
+
+
+def _heads_inputs():
+    def props(n):
+        xy = torch.rand(n, 2) * 48
+        return torch.cat([xy, xy + torch.rand(n, 2) * 30 + 2], 1)
+    return _randn(2, 8, 16, 16), _randn(2, 8, 8, 8), props(12), props(10)
+
+
+_reg("tv_roi_align", TvRoiAlign, lambda: (_randn(2, 3, 12, 10), _vision_rois(), torch.zeros(0, 5)),
+     group="vision")
+_reg("tv_roi_pool", TvRoiPool, lambda: (_randn(2, 3, 12, 10), _vision_rois()), group="vision")
+_reg("tv_ps_roi_align", TvPsRoiAlign, lambda: (_randn(2, 12, 12, 10), _vision_rois()), group="vision")
+_reg("tv_ps_roi_pool", TvPsRoiPool, lambda: (_randn(2, 12, 12, 10), _vision_rois()), group="vision")
+_reg("tv_nms", TvNms, _nms_inputs, group="vision")
+_reg("tv_float64", TvFloat64, lambda: (_randn(2, 3, 12, 10), _vision_rois()) + _nms_inputs()[:2], group="vision")
+_reg("tv_deform_conv", TvDeformConv, _deform_inputs, group="vision")
+_reg("tv_roi_heads", TvRoiHeads, _heads_inputs, group="vision")
+
+
+# --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
 

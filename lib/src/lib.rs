@@ -20,7 +20,7 @@
 macro_rules! op_families {
     ($rows:ty) => {
         op_families!(@ $rows; pointwise activation reduce shape index create alias linalg conv
-            pool resample norm rnn attention sym control);
+            pool resample norm rnn attention sym control vision);
     };
     (@ $rows:ty; $($family:ident)*) => {
         $(mod $family;)*

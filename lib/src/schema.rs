@@ -162,16 +162,35 @@ pub fn schema_source() -> &'static str {
 const OWN_SCHEMAS: &[&str] =
     &["pt2kit::dft(Tensor self, int axis, bool inverse=False, bool onesided=False) -> Tensor"];
 
+/// torchvision's detection ops the toolkit runs and converts, as
+/// torchvision 0.29 registers them (torch's own list has no `torchvision`
+/// namespace: it is a separate library).
+const TORCHVISION_SCHEMAS: &[&str] = &[
+    "torchvision::_cuda_version() -> int",
+    "torchvision::deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, SymInt stride_h, SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, SymInt groups, SymInt offset_groups, bool use_mask) -> Tensor",
+    "torchvision::nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "torchvision::ps_roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio) -> (Tensor, Tensor)",
+    "torchvision::ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width) -> (Tensor, Tensor)",
+    "torchvision::roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor",
+    "torchvision::roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width) -> (Tensor, Tensor)",
+];
+
 /// The schema of `namespace::name.overload`, if torch registers it (or,
-/// in namespace `pt2kit`, if it is one of the toolkit's own ops).
+/// in namespace `pt2kit`, if it is one of the toolkit's own ops; in
+/// namespace `torchvision`, one of its detection ops).
 pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
     let key = if overload == "default" {
         format!("{namespace}::{name}")
     } else {
         format!("{namespace}::{name}.{overload}")
     };
-    if namespace == "pt2kit" {
-        let own = OWN_SCHEMAS.iter().find(|l| qualified_name(l) == key)?;
+    if namespace == "pt2kit" || namespace == "torchvision" {
+        let table = if namespace == "pt2kit" {
+            OWN_SCHEMAS
+        } else {
+            TORCHVISION_SCHEMAS
+        };
+        let own = table.iter().find(|l| qualified_name(l) == key)?;
         return Schema::parse(own);
     }
     let lines = lines();
@@ -389,7 +408,13 @@ pub fn family_of(op: &str) -> Option<&'static str> {
         [ns, name, ..]
             if matches!(
                 *ns,
-                "aten" | "prims" | "higher_order" | "quantized" | "quantized_decomposed" | "pt2kit"
+                "aten"
+                    | "prims"
+                    | "higher_order"
+                    | "quantized"
+                    | "quantized_decomposed"
+                    | "pt2kit"
+                    | "torchvision"
             ) =>
         {
             format!("{ns}.{name}")

@@ -93,6 +93,27 @@ fn composite_op_fixtures_lower_to_core_and_match_torch() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
+/// torchvision's detection ops (group "vision") are not ATen ops:
+/// ir-decompose keeps them (and lowers the ATen ops around them, such as
+/// MultiScaleRoIAlign's `where(condition)`); the result still runs.
+#[test]
+fn vision_fixtures_lower_and_match_torch() {
+    let dir = repo().join("golden/vision");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 14, "only {runs} runs");
+}
+
 #[test]
 #[ignore = "needs golden/big (make big); run by make test-big"]
 fn big_models_lower_to_core_and_match_torch() {

@@ -309,6 +309,23 @@ fn complex_ops_without_a_real_pair_form_are_refused_by_name() {
     );
 }
 
+/// torchvision's detection ops (`recipes/zoo.py`, group "vision"):
+/// roi_align (aligned or not, adaptive and fixed sampling, half scale,
+/// float64, no boxes), roi_pool, ps_roi_align, ps_roi_pool, nms (ties, an
+/// IoU at the threshold, batched over classes), deform_conv2d, and Faster
+/// R-CNN's second stage on given proposals: each as exported, in both
+/// dialects, against torch's outputs (nms's indices exactly).
+#[test]
+fn vision_fixtures_match_torch() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/vision") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 14, "only {runs} runs");
+}
+
 /// The composite-op fixtures run as exported too: every composite op
 /// without a row goes through the fallback.
 #[test]

@@ -42,6 +42,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/numerics",
         "golden/complex",
         "golden/quant",
+        "golden/vision",
         "golden/ops",
         "golden/big",
         "golden/random",

@@ -165,9 +165,11 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![gather(em, x, d, idx, Some(out))?])
 }
 
-/// `nonzero(as_tuple=True)`: the columns of `nonzero`, one per dim.
-fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+/// `nonzero(as_tuple=True)` (and `where(condition)`, which torchvision's
+/// MultiScaleRoIAlign calls): the columns of `nonzero`, one per dim.
+pub(super) fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    // (`where(condition)` is the same op under another argument name)
+    let x = if a.has("condition") { a.t("condition")? } else { a.t("self")? };
     let outs = a.outs();
     let rank = em.rank(x)?.max(1);
     let first = *outs

@@ -767,6 +767,7 @@ fn choose_qparams(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
+    "aten.where.default" => ["aten.nonzero.default", "aten.select.int"] super::index::nonzero_numpy;
     "aten.real.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
     "aten.imag.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
     "aten.angle.default" => ["aten.view_as_real.default", "aten.select.int", "aten.atan2.default", "aten._to_copy.default", "aten.lt.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.isnan.default"] angle;
