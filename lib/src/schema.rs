@@ -364,6 +364,15 @@ pub fn mutates(target: &crate::ir::Target) -> bool {
             .is_some_and(|s| s.args.iter().any(|a| a.ty.contains('!')))
 }
 
+/// Whether an op writes in place into its first argument (`add_`,
+/// `copy_`; not an `out=` variant, nor `_native_batch_norm_legit`, which
+/// write into others).
+pub fn mutates_first(target: &crate::ir::Target) -> bool {
+    target.kind == crate::ir::TargetKind::Op
+        && lookup(&target.namespace, &target.name, &target.overload)
+            .is_some_and(|s| s.args.first().is_some_and(|a| a.ty.contains('!')))
+}
+
 /// Whether an op's result aliases its first argument (a view).
 pub fn is_view(target: &crate::ir::Target) -> bool {
     target.kind == crate::ir::TargetKind::Op

@@ -2522,3 +2522,65 @@ fn a_depthwise_convolution_of_a_permuted_weight_matches_a_reference() {
         }
     }
 }
+
+/// Stateful programs (golden/state, `recipes/state_cases.py`: KV caches in
+/// buffers, running statistics, a training batch norm, an updated user
+/// input) called step by step, as exported and after `ir-decompose`, in
+/// both dialects: each step's user outputs, and the state after it
+/// ([`Executor::last_state`], carried into the next step with
+/// [`Executor::carry_state`]), match torch's module called as many times.
+#[test]
+fn state_fixtures_carry_state_step_by_step() {
+    let mut failures = Vec::new();
+    let mut steps_run = 0;
+    let dir = repo().join("golden/state");
+    for p in archives_in("golden/state") {
+        let name = stem(&p);
+        let base = name.trim_end_matches(".decomp");
+        let meta: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{base}.meta.json"))).unwrap(),
+        )
+        .unwrap();
+        let steps = meta["steps"].as_u64().unwrap();
+        let state: Vec<String> = meta["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        for lowered in [false, true] {
+            let mut program = read(&p);
+            if lowered {
+                pt2kit::decompose::lower(&mut program, &Default::default()).unwrap();
+            }
+            let what = format!("{name}{}", if lowered { " (decomposed)" } else { "" });
+            let e = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+            assert_eq!(e.state_names(), state, "{what}: state names");
+            let mut carried: Vec<(String, pt2kit::tensorfile::HostTensor)> = Vec::new();
+            for k in 0..steps {
+                let file = |what: &str| dir.join(format!("{base}.step{k}.{what}.npz"));
+                let mut inputs = pt2kit::tensorfile::read_npz(&file("inputs")).unwrap();
+                // an updated user input comes back as the next step's input
+                for (n, t) in &carried {
+                    if let Some(slot) = inputs.iter_mut().find(|(i, _)| i == n) {
+                        slot.1 = t.clone();
+                    }
+                }
+                let outs = e.run(&inputs).unwrap();
+                let expected = pt2kit::tensorfile::read_npz(&file("expected")).unwrap();
+                failures.extend(compare(&format!("{what} step {k}"), &outs, &expected));
+                let now = e.last_state().unwrap();
+                let want = pt2kit::tensorfile::read_npz(&file("state")).unwrap();
+                let names: Vec<&String> = now.iter().map(|(n, _)| n).collect();
+                let want_names: Vec<&String> = want.iter().map(|(n, _)| n).collect();
+                assert_eq!(names, want_names, "{what} step {k}: state names");
+                failures.extend(compare(&format!("{what} step {k} state"), &now, &want));
+                e.carry_state().unwrap();
+                carried = now;
+                steps_run += 1;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(steps_run >= 40, "only {steps_run} steps");
+}

@@ -141,10 +141,11 @@ pub fn writes_state(p: &Program) -> bool {
             continue;
         };
         let base_root = *root.get(&base.index()).unwrap_or(&base.index());
-        if crate::schema::mutates(&node.target) && inputs.contains(&base_root) {
+        let in_place = crate::schema::mutates_first(&node.target);
+        if in_place && inputs.contains(&base_root) {
             return true;
         }
-        if crate::schema::is_view(&node.target) || crate::schema::mutates(&node.target) {
+        if in_place || crate::schema::is_view(&node.target) {
             for o in &node.outputs {
                 if let Argument::Tensor(v) = o {
                     root.insert(v.index(), base_root);

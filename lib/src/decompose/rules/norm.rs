@@ -56,10 +56,40 @@ fn group_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if a.bool("training")? {
-        return Err(Error::unsupported(format!(
-            "node {}: batch_norm in training mode (export the model in eval mode: model.eval())",
-            a.0.name
-        )));
+        if a.ot("running_mean")?.is_some() || a.ot("running_var")?.is_some() {
+            // functionalisation makes these `_native_batch_norm_legit_functional`
+            return Err(Error::unsupported(format!(
+                "node {}: batch_norm in training mode updating running statistics in place",
+                a.0.name
+            )));
+        }
+        // the batch's statistics, no running ones to update
+        let x = a.t("input")?;
+        let stats = match em.dtype(x)? {
+            Dtype::Float16 | Dtype::BFloat16 => Dtype::Float32,
+            d => d,
+        };
+        let c = em.sizes(x)?.get(1).cloned().ok_or_else(|| {
+            Error::bad_input(format!(
+                "node {}: batch norm of a tensor with fewer than 2 dims",
+                a.0.name
+            ))
+        })?;
+        let m1 = em.meta_like(x, stats, vec![c.clone()])?;
+        let m2 = em.meta_like(x, stats, vec![c])?;
+        em.call(
+            "aten._native_batch_norm_legit.no_stats",
+            vec![
+                ("input", Argument::Tensor(x)),
+                ("weight", a.arg("weight")),
+                ("bias", a.arg("bias")),
+                ("training", Argument::Bool(true)),
+                ("momentum", Argument::Float(a.float("momentum")?)),
+                ("eps", Argument::Float(a.float("eps")?)),
+            ],
+            vec![Out::Into(a.out(0)?), Out::New(m1), Out::New(m2)],
+        )?;
+        return Ok(vec![a.out(0)?]);
     }
     let x = a.t("input")?;
     let (mean, var) = (a.ot("running_mean")?, a.ot("running_var")?);
@@ -216,7 +246,7 @@ rules! {
     "aten._weight_norm.default" => ["aten.linalg_vector_norm.default", "aten.div.Tensor", "aten.mul.Tensor"] weight_norm;
     "aten.layer_norm.default" => ["aten.native_layer_norm.default"] layer_norm;
     "aten.group_norm.default" => ["aten.native_group_norm.default"] group_norm;
-    "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default"] batch_norm;
+    "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default", "aten._native_batch_norm_legit.no_stats"] batch_norm;
     "aten.rms_norm.default" => ["aten.mul.Tensor", "aten.mean.dim", "aten.add.Tensor", "aten.rsqrt.default"] rms_norm;
     "aten.instance_norm.default" => ["aten.mean.dim", "aten.var.correction", "aten.sub.Tensor", "aten.add.Tensor", "aten.rsqrt.default", "aten.mul.Tensor", "aten.view.default"] instance_norm;
 }

@@ -155,6 +155,7 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.copy.default", copy),
     ("aten.native_dropout.default", native_dropout),
     ("aten.resize_.default", resize),
+    ("aten.resize.default", resize),
     ("aten.to.dtype_layout", to_copy),
     ("aten.to.device", to_copy),
     ("aten.dropout_.default", dropout),
