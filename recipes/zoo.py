@@ -1151,9 +1151,17 @@ class TailHistc(nn.Module):
 
     def forward(self, x, e):  # f32[24], f32[12]
         return (
-            torch.histc(x, bins=5, min=-1.0, max=1.0), torch.histc(x, bins=4),
+            torch.histc(x, bins=5, min=-1.0, max=1.0), torch.histc(x.view(4, 6), bins=7, min=-0.7, max=0.9),
             torch.histc(e, bins=4, min=0.0, max=4.0), torch.histc(e.double(), bins=3, min=1.0, max=3.0),
         )
+
+
+class TailHistcAuto(nn.Module):
+    """torch.histc with min == max: the range is the data's (read at run
+    time; ir2onnx refuses it by name)."""
+
+    def forward(self, x, e):  # f32[24], f32[12]
+        return torch.histc(x, bins=4), torch.histc(e, bins=3, min=2.0, max=2.0), torch.histc(e * 0 + 1.5, bins=3)
 
 
 class TailIndexCopy(nn.Module):
@@ -1307,6 +1315,8 @@ _reg("tail_histc", TailHistc, lambda: (
     torch.cat([torch.tensor([-1.0, -0.6, -0.2, 0.2, 0.6, 1.0, -1.5, 2.0, -0.6000001, 0.9999999, 0.0, -1.0]),
                torch.randn(12).clamp(-1.2, 1.2)]),
     torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 4.0, -0.5, 4.5, 0.5, 2.5, 3.0, 1.0])), group="tail")
+_reg("tail_histc_auto", TailHistcAuto, lambda: (_randn(24), torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 4.0, -0.5, 4.5])),
+     group="tail")
 _reg("tail_index_copy", TailIndexCopy, lambda: (_randn(2, 3, 4), torch.tensor([5, 0, 2]), _randn(5, 3),
                                                 torch.tensor([3, 1]), _randn(2, 3)), group="tail")
 _reg("tail_lstm_proj", TailLstmProj, lambda: (_randn(2, 5, 4),), group="tail")
