@@ -26,6 +26,7 @@ test: build $(ONNX_VENV)/.ready
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/tail --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21
 	# Numerics (golden/numerics): integers past 2^53, int8 wrap-around, NaN's order, float16 and
 	# bfloat16 CNNs, fully masked attention rows, 3-D convolutions. From opset 18: integer bitwise

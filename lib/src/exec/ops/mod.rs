@@ -1111,8 +1111,7 @@ pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
             Some(Argument::OptionalTensors(p)) => p.len(),
             _ => 0,
         };
-        matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
-            || params != per_layer * layers
+        matches!(n.arg("bidirectional"), Some(Argument::Bool(true))) || params != per_layer * layers
     }),
 ];
 
