@@ -337,6 +337,10 @@ fn tail_fixtures_run_as_exported() {
     assert!(runs >= 18, "only {runs} runs");
 }
 
+/// What a random op draws: dtype, shape, mean, deviation, least and
+/// greatest value.
+type Drawn = (Dtype, &'static [usize], f64, f64, f64, f64);
+
 /// rand, randn, randint and their `_like` forms run with this toolkit's
 /// generator, not torch's: shapes, dtypes, ranges and moments on large
 /// samples are checked, never values; a run repeats (the seed is fixed,
@@ -351,7 +355,7 @@ fn random_ops_have_torchs_shapes_dtypes_and_distributions() {
         let again = executor.run(&inputs).unwrap();
         // (dtype, shape, mean, std, min, max) as torch's ops draw them
         let third = 1.0 / 12f64.sqrt();
-        let want: [(Dtype, &[usize], f64, f64, f64, f64); 6] = [
+        let want: [Drawn; 6] = [
             (
                 Dtype::Float32,
                 &[400, 500],

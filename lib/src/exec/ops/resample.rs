@@ -236,8 +236,8 @@ fn upsample_bicubic(ctx: &mut Ctx) -> OpResult {
             source_ratio(n_in, n_out, scale)
         };
         let last = n_in.saturating_sub(1) as i64;
-        let mut ids = vec![Vec::with_capacity(n_out); 4];
-        let mut ws = vec![Vec::with_capacity(n_out); 4];
+        let mut ids: Vec<Vec<u32>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
+        let mut ws: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
         for o in 0..n_out {
             let src = if align {
                 ratio * o as f64
