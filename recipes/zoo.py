@@ -1095,6 +1095,120 @@ class DynScanLSTM(nn.Module):
         return ys.transpose(0, 1), h, c
 
 
+
+# --------------------------------------------------------------------------
+# The long tail: ops users' exported graphs contain that each tool once
+# refused (group="tail", golden/tail; random ops in golden/tail_random,
+# whose values are not torch's: only their shapes and distributions are
+# checked).
+# --------------------------------------------------------------------------
+
+
+class TailBicubic(nn.Module):
+    """F.interpolate(mode="bicubic"): up and down, align_corners both ways,
+    by size and by scale factor (DINOv2 / timm position-embedding resizing)."""
+
+    def forward(self, x):  # f32[2, 3, 5, 7]
+        return (
+            F.interpolate(x, size=(9, 11), mode="bicubic", align_corners=False),
+            F.interpolate(x, size=(9, 11), mode="bicubic", align_corners=True),
+            F.interpolate(x, size=(3, 4), mode="bicubic", align_corners=False, antialias=False),
+            F.interpolate(x, size=(3, 4), mode="bicubic", align_corners=True),
+            F.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=False),
+            F.interpolate(x, scale_factor=(0.7, 1.3), mode="bicubic", align_corners=False,
+                          recompute_scale_factor=False),
+            F.interpolate(x, size=(1, 1), mode="bicubic", align_corners=True),
+        )
+
+
+class TailShape(nn.Module):
+    """reshape_as (LeViT, NFNet) over a dynamic batch."""
+
+    def forward(self, x, y):  # f32[b, 12], f32[b, 3, 4]
+        return x.reshape_as(y) + y, y.transpose(1, 2).reshape_as(x)
+
+
+class TailLinalg(nn.Module):
+    """nn.Bilinear with and without bias; einsum with diagonals."""
+
+    def __init__(self):
+        super().__init__()
+        self.bil = nn.Bilinear(4, 3, 5)
+        self.bil_nb = nn.Bilinear(4, 4, 2, bias=False)
+
+    def forward(self, a, b, sq):  # f32[2, 4], f32[2, 3], f32[2, 4, 4]
+        return (
+            self.bil(a, b), self.bil_nb(a, a),
+            torch.einsum("bii->b", sq), torch.einsum("ii->i", sq[0]), torch.einsum("ii->", sq[1]),
+            torch.einsum("bij,bjj->bi", sq, sq), torch.einsum("bii->bi", sq),
+            torch.einsum("iij->ij", sq.permute(1, 2, 0)),
+        )
+
+
+class TailHistc(nn.Module):
+    """torch.histc (DeepSeek-V2's MoE expert counts): a given range with
+    values on bin edges and outside it, and min == max (the data's range)."""
+
+    def forward(self, x, e):  # f32[24], f32[12]
+        return (
+            torch.histc(x, bins=5, min=-1.0, max=1.0), torch.histc(x.view(4, 6), bins=7, min=-0.7, max=0.9),
+            torch.histc(e, bins=4, min=0.0, max=4.0), torch.histc(e.double(), bins=3, min=1.0, max=3.0),
+        )
+
+
+class TailHistcAuto(nn.Module):
+    """torch.histc with min == max: the range is the data's (read at run
+    time; ir2onnx refuses it by name)."""
+
+    def forward(self, x, e):  # f32[24], f32[12]
+        return torch.histc(x, bins=4), torch.histc(e, bins=3, min=2.0, max=2.0), torch.histc(e * 0 + 1.5, bins=3)
+
+
+class TailIndexCopy(nn.Module):
+    """A KV cache written in place with index_copy_, and index_copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2, 8, 4))
+
+    def forward(self, new, pos, x, idx, src):  # f32[2, 3, 4], i64[3], f32[5, 3], i64[2], f32[2, 3]
+        self.cache.index_copy_(1, pos, new)
+        y = x.clone()
+        y.index_copy_(1, torch.tensor([2, 0]), x[:, :2] * 3.0)
+        return self.cache * 1.0, torch.index_copy(x, 0, idx, src), y
+
+
+class TailLstmProj(nn.Module):
+    """LSTM with proj_size: h = W_hr (o * tanh(c))."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, proj_size=3, batch_first=True)
+        self.lstm2 = nn.LSTM(4, 6, proj_size=3, num_layers=2, bidirectional=True)
+
+    def forward(self, x):  # f32[2, 5, 4]
+        out, (h, c) = self.lstm(x)
+        out2, (h2, c2) = self.lstm2(x)
+        return out, h, c, out2, h2, c2
+
+
+class TailMask(nn.Module):
+    """Bool-mask indexing (data-dependent sizes) and masked_select."""
+
+    def forward(self, x, m):  # f32[3, 4, 5], bool[3, 4]
+        return x[x > 0], torch.masked_select(x, x < -0.5), x[m], x[0][m[0] | m[1]] * 2.0
+
+
+class TailRandom(nn.Module):
+    """Random ops in a graph (values differ from torch by design)."""
+
+    def forward(self, x):  # f32[64, 128]
+        return (
+            torch.randn(400, 500), torch.rand(400, 500), torch.randn_like(x), torch.rand_like(x),
+            torch.randint(3, 10, (400, 500)), torch.randn(300, 200, dtype=torch.float64),
+        )
+
+
 # --------------------------------------------------------------------------
 # Registry: name -> (builder, make_inputs, dynamic_shapes, make_alt_inputs, big)
 # Inputs are returned as a tuple of positional args.
@@ -1191,6 +1305,23 @@ _reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
 _reg("ops_more", OpsMore, lambda: (_randn(2, 3, 4), _randn(4), _randn(4, 4), torch.randint(0, 3, (2, 3))),
      group="composite")
 _reg("ops_misc", OpsMisc, lambda: (_randn(2, 3, 4), _randn(4), torch.tensor([0, 5, 2, 2, 1])), group="composite")
+
+_reg("tail_bicubic", TailBicubic, lambda: (_randn(2, 3, 5, 7),), group="tail")
+_reg("tail_shape", TailShape, lambda: (_randn(2, 12), _randn(2, 3, 4)),
+     dyn=lambda: {"x": {0: Dim("batch", min=1, max=64)}, "y": {0: Dim("batch", min=1, max=64)}},
+     alt=lambda: (_randn(5, 12), _randn(5, 3, 4)), group="tail")
+_reg("tail_linalg", TailLinalg, lambda: (_randn(2, 4), _randn(2, 3), _randn(2, 4, 4)), group="tail")
+_reg("tail_histc", TailHistc, lambda: (
+    torch.cat([torch.tensor([-1.0, -0.6, -0.2, 0.2, 0.6, 1.0, -1.5, 2.0, -0.6000001, 0.9999999, 0.0, -1.0]),
+               torch.randn(12).clamp(-1.2, 1.2)]),
+    torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 4.0, -0.5, 4.5, 0.5, 2.5, 3.0, 1.0])), group="tail")
+_reg("tail_histc_auto", TailHistcAuto, lambda: (_randn(24), torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 4.0, -0.5, 4.5])),
+     group="tail")
+_reg("tail_index_copy", TailIndexCopy, lambda: (_randn(2, 3, 4), torch.tensor([5, 0, 2]), _randn(5, 3),
+                                                torch.tensor([3, 1]), _randn(2, 3)), group="tail")
+_reg("tail_lstm_proj", TailLstmProj, lambda: (_randn(2, 5, 4),), group="tail")
+_reg("tail_mask", TailMask, lambda: (_randn(3, 4, 5), torch.rand(3, 4) > 0.5), group="tail")
+_reg("tail_random", TailRandom, lambda: (_randn(64, 128),), group="tail_random")
 
 _reg("fb_conv", FbConv, lambda: (_randn(2, 4, 10), _randn(1, 2, 4, 5)), group="fallback")
 _reg("fb_shape", FbShape, lambda: (_randn(2, 4, 6), _randn(2, 4, 6)), group="fallback")

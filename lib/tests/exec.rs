@@ -339,6 +339,123 @@ fn composite_fixtures_run_as_exported() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
+/// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic
+/// upsampling, histc, index_copy_, reshape_as, bilinear, einsum diagonals,
+/// LSTM projections, bool masks) run as exported, both dialects, against
+/// torch's outputs.
+#[test]
+fn tail_fixtures_run_as_exported() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/tail") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 18, "only {runs} runs");
+}
+
+/// What a random op draws: dtype, shape, mean, deviation, least and
+/// greatest value.
+type Drawn = (Dtype, &'static [usize], f64, f64, f64, f64);
+
+/// rand, randn, randint and their `_like` forms run with this toolkit's
+/// generator, not torch's: shapes, dtypes, ranges and moments on large
+/// samples are checked, never values; a run repeats (the seed is fixed,
+/// `PT2KIT_SEED`), and two nodes of one op differ.
+#[test]
+fn random_ops_have_torchs_shapes_dtypes_and_distributions() {
+    for fixture in ["tail_random", "tail_random.decomp"] {
+        let program = read(&repo().join(format!("golden/tail_random/{fixture}.pt2")));
+        let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+        let inputs = [("x".to_string(), f32s(&[64, 128]))];
+        let outs = executor.run(&inputs).unwrap();
+        let again = executor.run(&inputs).unwrap();
+        // (dtype, shape, mean, std, min, max) as torch's ops draw them
+        let third = 1.0 / 12f64.sqrt();
+        let want: [Drawn; 6] = [
+            (
+                Dtype::Float32,
+                &[400, 500],
+                0.0,
+                1.0,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+            ),
+            (Dtype::Float32, &[400, 500], 0.5, third, 0.0, 1.0),
+            (
+                Dtype::Float32,
+                &[64, 128],
+                0.0,
+                1.0,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+            ),
+            (Dtype::Float32, &[64, 128], 0.5, third, 0.0, 1.0),
+            (
+                Dtype::Int64,
+                &[400, 500],
+                6.0,
+                (48f64 / 12.0).sqrt(),
+                3.0,
+                9.0,
+            ),
+            (
+                Dtype::Float64,
+                &[300, 200],
+                0.0,
+                1.0,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+            ),
+        ];
+        assert_eq!(outs.len(), want.len(), "{fixture}");
+        for ((name, t), (dtype, shape, mean, std, lo, hi)) in outs.iter().zip(want) {
+            assert_eq!(
+                (t.dtype, t.shape.as_slice()),
+                (dtype, shape),
+                "{fixture} {name}"
+            );
+            let v = t.to_f64();
+            let n = v.len() as f64;
+            let m = v.iter().sum::<f64>() / n;
+            let s = (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n).sqrt();
+            // 6 standard errors of the mean; 3% of the deviation
+            assert!(
+                (m - mean).abs() < 6.0 * std / n.sqrt(),
+                "{fixture} {name}: mean {m}"
+            );
+            assert!((s - std).abs() < 0.03 * std, "{fixture} {name}: std {s}");
+            let (min, max) = v
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
+            assert!(
+                min >= lo && max <= hi,
+                "{fixture} {name}: range [{min}, {max}]"
+            );
+            if dtype == Dtype::Float32 && lo == 0.0 {
+                assert!(max < 1.0, "{fixture} {name}: rand reached 1");
+            }
+            if dtype == Dtype::Int64 {
+                assert_eq!(
+                    (min, max),
+                    (3.0, 9.0),
+                    "{fixture} {name}: not every integer drawn"
+                );
+            }
+        }
+        for ((name, a), (_, b)) in outs.iter().zip(&again) {
+            assert_eq!(a.data, b.data, "{fixture} {name}: a second run differs");
+        }
+        assert_ne!(
+            outs[0].1.data[..400],
+            outs[1].1.data[..400],
+            "{fixture}: two nodes drew alike"
+        );
+    }
+}
+
 /// The fallback lowers exactly the nodes the executor lacks (and those a
 /// row declines), and leaves the rest; a native row and its rule agree.
 #[test]

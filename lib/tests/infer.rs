@@ -38,6 +38,8 @@ fn every_committed_program_passes_the_rules() {
         "golden/models",
         "golden/legacy",
         "golden/composite",
+        "golden/tail",
+        "golden/tail_random",
         "golden/fallback",
         "golden/numerics",
         "golden/complex",

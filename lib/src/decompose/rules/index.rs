@@ -196,12 +196,105 @@ pub(super) fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueI
     Ok(outs)
 }
 
+/// `masked_select(self, mask)`: both broadcast to one shape, then
+/// `self[mask]` (a bool-mask `index`, its length known at run time).
+fn masked_select(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (x, m) = (a.t("self")?, a.t("mask")?);
+    let shape = broadcast(&em.sizes(x)?, &em.sizes(m)?);
+    let widen = |em: &mut Emitter, v: ValueId| -> Result<ValueId> {
+        if em.sizes(v)? == shape {
+            return Ok(v);
+        }
+        let mut refs = Vec::new();
+        for (d, s) in shape.iter().enumerate() {
+            refs.push(match s {
+                Sym::Int(n) => SymRef::Int(*n),
+                _ => {
+                    // a symbolic dim: read from whichever operand has it
+                    let (xs, ms) = (em.sizes(x)?, em.sizes(m)?);
+                    let pick = |sizes: &[Sym]| (d + sizes.len()).checked_sub(shape.len());
+                    match pick(&xs).filter(|&j| xs[j] == *s) {
+                        Some(j) => em.size(x, j)?,
+                        None => match pick(&ms) {
+                            Some(j) => em.size(m, j)?,
+                            None => return Err(Error::unsupported(format!(
+                                "node {}: masked_select: dim {d} ({s}) of the broadcast shape",
+                                a.0.name
+                            ))),
+                        },
+                    }
+                }
+            });
+        }
+        expand(em, v, &refs)
+    };
+    let (xe, me) = (widen(em, x)?, widen(em, m)?);
+    let out = a.out(0)?;
+    em.op_into(
+        "aten.index.Tensor",
+        vec![
+            ("self", Argument::Tensor(xe)),
+            ("indices", Argument::OptionalTensors(vec![Some(me)])),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
+/// `index_copy(self, dim, index, source)`: `index_put(self, [None] * dim +
+/// [index], source)`, as torch's decomposition (`_index_copy`); a 0-D index
+/// is one of length 1. Repeated indices are undefined in torch (the last
+/// write wins here).
+fn index_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (x, index, source) = (a.t("self")?, a.t("index")?, a.t("source")?);
+    let r = em.rank(x)?;
+    if r == 0 {
+        return Err(Error::unsupported(format!(
+            "node {}: index_copy of a 0-D tensor",
+            a.0.name
+        )));
+    }
+    let dim = normalize_dim(a.int("dim")?, r)?;
+    let index = match em.rank(index)? {
+        0 => unsqueeze(em, index, 0)?,
+        1 => index,
+        n => {
+            return Err(Error::bad_input(format!(
+                "node {}: index_copy takes an index of rank 0 or 1, not {n}",
+                a.0.name
+            )));
+        }
+    };
+    let source = if em.rank(source)? == 0 && r > 0 {
+        let ones = vec![SymRef::Int(1); r];
+        view(em, source, &ones, None)?
+    } else {
+        source
+    };
+    let mut indices = vec![None; dim];
+    indices.push(Some(index));
+    let out = a.out(0)?;
+    em.op_into(
+        "aten.index_put.default",
+        vec![
+            ("self", Argument::Tensor(x)),
+            ("indices", Argument::OptionalTensors(indices)),
+            ("values", Argument::Tensor(source)),
+            ("accumulate", Argument::Bool(false)),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
 rules! {
     "aten.nonzero_numpy.default" => ["aten.nonzero.default", "aten.select.int"] nonzero_numpy;
     "aten.masked_fill.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] masked_fill;
     "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
     "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;
     "aten.one_hot.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] one_hot;
+    "aten.masked_select.default" => ["aten.expand.default", "aten.index.Tensor"] masked_select;
+    "aten.index_copy.default" => ["aten.unsqueeze.default", "aten.view.default", "aten.index_put.default"] index_copy;
     "aten.diagonal_scatter.default" => ["aten.permute.default", "aten.arange.start_step", "aten.index_put.default"] diagonal_scatter;
     "aten.take.default" => ["aten.view.default", "aten.index.Tensor"] take;
     "aten.take_along_dim.default" => ["aten.expand.default", "aten.gather.default", "aten.view.default"] take_along_dim;

@@ -188,9 +188,20 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![r])
 }
 
+/// The first two positions of a letter that repeats in one operand's spec.
+fn repeated_pair(spec: &[char]) -> Option<(usize, usize)> {
+    spec.iter().enumerate().find_map(|(p, c)| {
+        spec[p + 1..]
+            .iter()
+            .position(|d| d == c)
+            .map(|q| (p, p + 1 + q))
+    })
+}
+
 /// Contracts einsum operands pairwise (left to right) with bmm, after
 /// summing out letters only one operand has; letters that a later operand
-/// or the output needs are kept.
+/// or the output needs are kept. A letter repeated in one operand takes
+/// its diagonal first.
 fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let eq = a.string("equation")?.replace(' ', "");
     let xs = a.ts("tensors")?;
@@ -212,17 +223,67 @@ fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if eq.contains('.') {
         return Err(bad("ellipses are not supported"));
     }
-    if specs.len() != xs.len()
-        || specs
-            .iter()
-            .any(|s| s.iter().any(|c| s.iter().filter(|d| *d == c).count() > 1))
-    {
-        return Err(bad(
-            "repeated letters in one operand (diagonals) are not supported",
-        ));
+    if specs.len() != xs.len() {
+        return Err(bad(&format!(
+            "{} operand spec(s) for {} tensor(s)",
+            specs.len(),
+            xs.len()
+        )));
     }
     let out: Vec<char> = out_spec.chars().collect();
+    if out
+        .iter()
+        .any(|c| out.iter().filter(|d| *d == c).count() > 1)
+    {
+        return Err(bad("a letter repeats in the output"));
+    }
     let dtype = em.dtype(a.out(0)?)?;
+    // A letter repeated in one operand takes that operand's diagonal over
+    // those dims first (as torch's einsum does): `diagonal` drops both
+    // dims and appends the diagonal as the last dim.
+    let mut xs = xs;
+    let mut specs = specs;
+    for (x, spec) in xs.iter_mut().zip(specs.iter_mut()) {
+        while let Some((p, q)) = repeated_pair(spec) {
+            let (rank, sizes) = (em.rank(*x)?, em.sizes(*x)?);
+            if spec.len() != rank {
+                return Err(bad(&format!(
+                    "operand spec {:?} for a tensor of rank {rank}",
+                    spec.iter().collect::<String>()
+                )));
+            }
+            if let (Sym::Int(m), Sym::Int(n)) = (&sizes[p], &sizes[q]) {
+                if m != n {
+                    return Err(bad(&format!(
+                        "letter {:?} has sizes {m} and {n} in one operand",
+                        spec[p]
+                    )));
+                }
+            }
+            let mut dims: Vec<Sym> = sizes
+                .iter()
+                .enumerate()
+                .filter(|(d, _)| *d != p && *d != q)
+                .map(|(_, s)| s.clone())
+                .collect();
+            dims.push(sizes[p].clone());
+            let meta = em.meta_like(*x, em.dtype(*x)?, dims)?;
+            *x = em.op(
+                "aten.diagonal.default",
+                vec![
+                    ("self", Argument::Tensor(*x)),
+                    ("offset", Argument::Int(0)),
+                    ("dim1", Argument::Int(p as i64)),
+                    ("dim2", Argument::Int(q as i64)),
+                ],
+                meta,
+            )?;
+            let c = spec[p];
+            spec.remove(q);
+            spec.remove(p);
+            spec.push(c);
+        }
+    }
     // Each operand with its letters; sum out letters nobody else needs.
     let mut ops: Vec<(ValueId, Vec<char>)> = Vec::new();
     for (i, (x, spec)) in xs.iter().zip(&specs).enumerate() {
@@ -563,6 +624,97 @@ fn pairwise_distance(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![out])
 }
 
+/// `bilinear(input1, input2, weight, bias)`: `y[..., o] = x1[..., i]
+/// W[o, i, j] x2[..., j] (+ b[o])`, as torch's `bilinear` (which runs
+/// `_trilinear` on the inputs flattened to 2-D): an einsum over the
+/// flattened inputs, viewed back to the leading dims.
+fn bilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let (x1, x2, w) = (a.t("input1")?, a.t("input2")?, a.t("weight")?);
+    let bias = a.ot("bias")?;
+    let out = a.out(0)?;
+    let dtype = em.dtype(out)?;
+    let r = em.rank(x1)?;
+    if r == 0 || em.rank(x2)? != r || em.rank(w)? != 3 {
+        return Err(Error::bad_input(format!(
+            "node {}: bilinear takes two inputs of one rank (1 or more) and a 3-D weight, not ranks {}, {} and {}",
+            a.0.name,
+            r,
+            em.rank(x2)?,
+            em.rank(w)?
+        )));
+    }
+    let (s1, s2) = (em.size_refs(x1)?, em.size_refs(x2)?);
+    let lead = em.product(&s1[..r - 1])?;
+    let f1 = reshape(em, x1, &[lead, s1[r - 1]], None)?;
+    let f2 = reshape(em, x2, &[lead, s2[r - 1]], None)?;
+    let o = em.size(w, 0)?;
+    let meta = em.meta_like(x1, dtype, syms(em, &[lead, o]))?;
+    let y = em.op(
+        "aten.einsum.default",
+        vec![
+            ("equation", Argument::String("ni,oij,nj->no".into())),
+            ("tensors", Argument::Tensors(vec![f1, w, f2])),
+        ],
+        meta,
+    )?;
+    let mut shape = s1[..r - 1].to_vec();
+    shape.push(o);
+    match bias {
+        None => Ok(vec![reshape(em, y, &shape, Some(out))?]),
+        Some(b) => {
+            let y = reshape(em, y, &shape, None)?;
+            binary_into(em, a, "aten.add.Tensor", y, b, dtype)
+        }
+    }
+}
+
+/// `_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`: each input
+/// widened by size-1 dims at its `expand` positions, the three multiplied
+/// and summed over `sumdim` (those dims dropped), as ATen's kernel: one
+/// einsum, a letter per dim of the widened rank.
+fn trilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let xs = [a.t("i1")?, a.t("i2")?, a.t("i3")?];
+    let expands = [a.ints("expand1")?, a.ints("expand2")?, a.ints("expand3")?];
+    let sumdim = a.ints("sumdim")?;
+    let total = em.rank(xs[0])? + expands[0].len();
+    let bad = |why: String| Error::bad_input(format!("node {}: _trilinear: {why}", a.0.name));
+    if total > 26 {
+        return Err(bad(format!("{total} dims (26 at most)")));
+    }
+    let letter = |d: usize| (b'a' + d as u8) as char;
+    let mut specs = Vec::new();
+    for (x, e) in xs.iter().zip(&expands) {
+        let spec: String = (0..total)
+            .filter(|d| !e.contains(&(*d as i64)))
+            .map(letter)
+            .collect();
+        if spec.len() != em.rank(*x)? || e.iter().any(|&d| d < 0 || d as usize >= total) {
+            return Err(bad(format!(
+                "expand dims {e:?} for an input of rank {} in rank {total}",
+                em.rank(*x)?
+            )));
+        }
+        specs.push(spec);
+    }
+    let out_spec: String = (0..total)
+        .filter(|d| !sumdim.contains(&(*d as i64)))
+        .map(letter)
+        .collect();
+    let out = a.out(0)?;
+    em.op_into(
+        "aten.einsum.default",
+        vec![
+            (
+                "equation",
+                Argument::String(format!("{}->{out_spec}", specs.join(","))),
+            ),
+            ("tensors", Argument::Tensors(xs.to_vec())),
+        ],
+        out,
+    )?;
+    Ok(vec![out])
+}
+
 rules! {
     "aten.fft_fft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
     "aten.fft_ifft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
@@ -599,7 +751,9 @@ rules! {
     "aten.kron.default" => ["aten.unsqueeze.default", "aten.mul.Tensor", "aten.view.default"] kron;
     "aten.linalg_cross.default" => ["aten.slice.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.cat.default"] cross;
     "aten.pairwise_distance.default" => ["aten.sub.Tensor", "aten.add.Tensor", "aten.linalg_vector_norm.default"] pairwise_distance;
-    "aten.einsum.default" => ["aten.sum.dim_IntList", "aten.permute.default", "aten.view.default", "aten.bmm.default", "aten.clone.default"] einsum;
+    "aten.einsum.default" => ["aten.diagonal.default", "aten.sum.dim_IntList", "aten.permute.default", "aten.view.default", "aten.bmm.default", "aten.clone.default"] einsum;
+    "aten.bilinear.default" => ["aten.view.default", "aten.clone.default", "aten.einsum.default", "aten.add.Tensor"] bilinear;
+    "aten._trilinear.default" => ["aten.einsum.default"] trilinear;
     "aten.cosine_similarity.default" => ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.clamp.default", "aten.div.Tensor"] cosine_similarity;
     "aten.linalg_vector_norm.default" => ["aten.abs.default", "aten.mul.Tensor", "aten.pow.Tensor_Scalar", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.amax.default", "aten.amin.default", "aten.ne.Scalar", "aten._to_copy.default"] vector_norm;
 }

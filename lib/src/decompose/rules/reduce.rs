@@ -333,8 +333,90 @@ fn max_min_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![reduce(em, op, x, &[], false, vec![], dtype, Some(a.out(0)?))?])
 }
 
+/// `histc(self, bins, min, max)` as torch's CPU kernel: an element's bin
+/// is `trunc((x - min) * bins / (max - min))` in the input's precision (the
+/// last bin closed: clamped), counted where `min <= x <= max` (NaN is not),
+/// by a one-hot sum over the elements (`[numel, bins]` booleans). With
+/// `min == max` the range is the data's (`amin`, `amax`), widened by 1 each
+/// way where still empty; torch refuses NaN data there with an error, the
+/// lowered form counts nothing instead (ir-run's native row refuses it).
+fn histc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.t("self")?;
+    let bins = a.int("bins")?;
+    let (lo, hi) = (a.float("min")?, a.float("max")?);
+    let dtype = em.dtype(x)?;
+    let name = &a.0.name;
+    if !dtype.is_floating() || bins <= 0 || lo > hi || !lo.is_finite() || !hi.is_finite() {
+        return Err(Error::bad_input(format!(
+            "node {name}: histc takes a floating tensor, bins > 0 and a finite range min <= max, not {dtype}, {bins} bins, [{lo}, {hi}]"
+        )));
+    }
+    let sizes = em.size_refs(x)?;
+    let n = em.product(&sizes)?;
+    let flat = reshape(em, x, &[n], None)?;
+    // the range's ends and width in the input's precision, as torch's kernel
+    let (lo_a, hi_a, span_a, cmp_ops) = if lo == hi {
+        let mut ends = Vec::new();
+        for op in ["aten.amin.default", "aten.amax.default"] {
+            ends.push(reduce(em, op, flat, &[0], false, vec![], dtype, None)?);
+        }
+        let same = binary(em, "aten.eq.Tensor", ends[0], ends[1], Dtype::Bool, None)?;
+        let wide_lo = with_scalar(em, "aten.sub.Tensor", ends[0], Argument::Float(1.0))?;
+        let wide_hi = with_scalar(em, "aten.add.Tensor", ends[1], Argument::Float(1.0))?;
+        let lo_t = where_(em, same, wide_lo, ends[0], None)?;
+        let hi_t = where_(em, same, wide_hi, ends[1], None)?;
+        let span = binary(em, "aten.sub.Tensor", hi_t, lo_t, dtype, None)?;
+        (
+            Argument::Tensor(lo_t),
+            Argument::Tensor(hi_t),
+            Argument::Tensor(span),
+            ["aten.ge.Tensor", "aten.le.Tensor"],
+        )
+    } else if dtype == Dtype::Float64 {
+        (
+            Argument::Float(lo),
+            Argument::Float(hi),
+            Argument::Float(hi - lo),
+            ["aten.ge.Scalar", "aten.le.Scalar"],
+        )
+    } else {
+        let (l, h) = (lo as f32, hi as f32);
+        (
+            Argument::Float(l as f64),
+            Argument::Float(h as f64),
+            Argument::Float((h - l) as f64),
+            ["aten.ge.Scalar", "aten.le.Scalar"],
+        )
+    };
+    let ge = cmp(em, cmp_ops[0], flat, lo_a.clone())?;
+    let le = cmp(em, cmp_ops[1], flat, hi_a)?;
+    let inside = binary(em, "aten.logical_and.default", ge, le, Dtype::Bool, None)?;
+    let d = with_scalar(em, "aten.sub.Tensor", flat, lo_a)?;
+    let d = with_scalar(em, "aten.mul.Tensor", d, Argument::Float(bins as f64))?;
+    let d = with_scalar(em, "aten.div.Tensor", d, span_a)?;
+    let pos = to_copy(em, d, Dtype::Int64, None)?;
+    let meta = em.meta_like(pos, Dtype::Int64, em.sizes(pos)?)?;
+    let pos = em.op(
+        "aten.clamp.default",
+        vec![
+            ("self", Argument::Tensor(pos)),
+            ("min", Argument::Int(0)),
+            ("max", Argument::Int(bins - 1)),
+        ],
+        meta,
+    )?;
+    let pos = unsqueeze(em, pos, 1)?;
+    let ids = arange_to(em, x, bins, 1, Dtype::Int64)?;
+    let hit = binary(em, "aten.eq.Tensor", pos, ids, Dtype::Bool, None)?;
+    let inside = unsqueeze(em, inside, 1)?;
+    let hit = binary(em, "aten.logical_and.default", hit, inside, Dtype::Bool, None)?;
+    let hit = to_copy(em, hit, dtype, None)?;
+    Ok(vec![sum_dims(em, hit, &[0], false, dtype, Some(a.out(0)?))?])
+}
+
 rules! {
     "aten.max.default" => ["aten.amax.default"] max_min_all;
+    "aten.histc.default" => ["aten.view.default", "aten.clone.default", "aten.amin.default", "aten.amax.default", "aten.where.self", "aten.add.Tensor", "aten.ge.Tensor", "aten.le.Tensor", "aten.ge.Scalar", "aten.le.Scalar", "aten.logical_and.default", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten._to_copy.default", "aten.clamp.default", "aten.unsqueeze.default", "aten.arange.start_step", "aten.eq.Tensor", "aten.sum.dim_IntList"] histc;
     "aten.min.default" => ["aten.amin.default"] max_min_all;
     "aten.sum.default" => ["aten.sum.dim_IntList"] sum_all;
     "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;

@@ -48,6 +48,13 @@ fn view_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![view(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
 }
 
+/// `reshape_as(self, other)`: `reshape` to `other`'s sizes (symbolic ones
+/// read at run time), a view where the layout allows, else a copy.
+fn reshape_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let sizes = em.size_refs(a.t("other")?)?;
+    Ok(vec![reshape(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
+}
+
 fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let r = em.rank(x)?;
@@ -815,6 +822,7 @@ rules! {
     "aten.reshape.default" => ["aten.view.default", "aten.clone.default"] reshape_rule;
     "aten._unsafe_view.default" => ["aten.view.default"] unsafe_view;
     "aten.view_as.default" => ["aten.view.default"] view_as;
+    "aten.reshape_as.default" => ["aten.view.default", "aten.clone.default"] reshape_as;
     "aten.flatten.using_ints" => ["aten.view.default", "aten.clone.default"] flatten;
     "aten.unflatten.int" => ["aten.view.default", "aten.clone.default"] unflatten;
     "aten.squeeze.dim" => ["aten.squeeze.dims"] squeeze_dim;

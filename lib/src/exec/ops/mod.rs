@@ -1095,9 +1095,23 @@ fn broadcast_host(t: &Tensor, to: &[usize]) -> Result<Vec<f64>> {
 /// Arguments a row does not handle, as data: such a node is lowered
 /// through the decomposition table instead (`decompose::fallback`).
 pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
-    // The native LSTM runs one direction; the rule unrolls both.
+    // The native LSTM runs one direction without projections (`proj_size`:
+    // a fifth or third weight per layer); the rule unrolls the others.
     ("aten.lstm.input", |n, _| {
-        matches!(n.arg("bidirectional"), Some(Argument::Bool(true)))
+        let per_layer = match n.arg("has_biases") {
+            Some(Argument::Bool(false)) => 2,
+            _ => 4,
+        };
+        let layers = match n.arg("num_layers") {
+            Some(Argument::Int(l)) => *l as usize,
+            _ => 0,
+        };
+        let params = match n.arg("params") {
+            Some(Argument::Tensors(p)) => p.len(),
+            Some(Argument::OptionalTensors(p)) => p.len(),
+            _ => 0,
+        };
+        matches!(n.arg("bidirectional"), Some(Argument::Bool(true))) || params != per_layer * layers
     }),
 ];
 

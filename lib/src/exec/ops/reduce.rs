@@ -610,9 +610,77 @@ fn sort(ctx: &mut Ctx) -> OpResult {
     Ok(vec![Value::Tensor(v), Value::Tensor(i)])
 }
 
+/// `histc(self, bins, min, max)` as torch's CPU kernel: the range is
+/// `[min, max]`, or the data's own when `min == max` (and the data is not
+/// empty), widened by 1 each way when still empty; a range that is not
+/// finite (NaN data) or reversed is an error. An element outside the range
+/// or NaN is left out; its bin is `trunc((x - min) * bins / (max - min))`
+/// in the input's precision (float32 for float32, float16 and bfloat16),
+/// and the last bin is closed. Counts in the input's dtype.
+fn histc(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("self")?;
+    let bins = ctx.int("bins")?;
+    let name = &ctx.node.name;
+    if !x.dtype.is_floating() {
+        return Err(Error::bad_input(format!(
+            "node {name}: histc takes a floating tensor, not {} (torch's CPU kernel has no integer form)",
+            x.dtype
+        )));
+    }
+    if bins <= 0 {
+        return Err(Error::bad_input(format!(
+            "node {name}: histc takes bins > 0, not {bins}"
+        )));
+    }
+    let vals = host_f64(&x)?;
+    let (mut lo, mut hi) = (ctx.float("min")?, ctx.float("max")?);
+    if lo == hi && !vals.is_empty() {
+        // aminmax: NaN propagates (and is refused below)
+        let nan = vals.iter().any(|v| v.is_nan());
+        lo = if nan { f64::NAN } else { vals.iter().copied().fold(f64::INFINITY, f64::min) };
+        hi = if nan { f64::NAN } else { vals.iter().copied().fold(f64::NEG_INFINITY, f64::max) };
+    }
+    if lo == hi {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    if !lo.is_finite() || !hi.is_finite() {
+        return Err(Error::bad_input(format!(
+            "node {name}: torch.histc: range of [{lo}, {hi}] is not finite"
+        )));
+    }
+    if lo >= hi {
+        return Err(Error::bad_input(format!(
+            "node {name}: torch.histc: max must be larger than min ({hi} <= {lo})"
+        )));
+    }
+    let n = bins as usize;
+    ctx.check_alloc(&[n], x.dtype)?;
+    let mut counts = vec![0.0f64; n];
+    if x.dtype == Dtype::Float64 {
+        for &v in &vals {
+            if v >= lo && v <= hi {
+                let pos = ((v - lo) * bins as f64 / (hi - lo)) as usize;
+                counts[pos.min(n - 1)] += 1.0;
+            }
+        }
+    } else {
+        let (lo, hi) = (lo as f32, hi as f32);
+        for &v in &vals {
+            let v = v as f32;
+            if v >= lo && v <= hi {
+                let pos = ((v - lo) * bins as f32 / (hi - lo)) as usize;
+                counts[pos.min(n - 1)] += 1.0;
+            }
+        }
+    }
+    one(from_f64(&counts, &[n], x.dtype, ctx.device())?)
+}
+
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.sum.default", sum),
+    ("aten.histc.default", histc),
     ("aten.sum.dim_IntList", sum),
     ("aten.mean.dim", mean),
     ("aten.mean.default", mean),

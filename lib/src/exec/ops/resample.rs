@@ -190,6 +190,89 @@ fn upsample_linear(ctx: &mut Ctx) -> OpResult {
     one(Tensor::new(t, compute).cast(x.dtype)?)
 }
 
+/// torch's cubic convolution weights (`get_cubic_upsample_coefficients`,
+/// A = -0.75) of the four taps around a source position `t` past a sample.
+fn cubic_weights(t: f64) -> [f64; 4] {
+    const A: f64 = -0.75;
+    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+}
+
+/// `upsample_bicubic2d` (`.vec` and `.default`, no antialiasing): separable
+/// cubic convolution, one spatial dim after the other, as torch's CPU
+/// kernel: source position `scale * (o + 0.5) - 0.5` (not clamped), or
+/// `o * (in - 1) / (out - 1)` with aligned corners; the scale is 1 / the
+/// given scale factor, else in / out; four taps from `floor(position) - 1`,
+/// each index clamped into the input; in float32 at least (torch's opmath).
+fn upsample_bicubic(ctx: &mut Ctx) -> OpResult {
+    let align = ctx.bool("align_corners")?;
+    let r = resize_args(ctx)?;
+    let x = &r.input;
+    if !x.dtype.is_floating() {
+        return Err(Error::bad_input(format!(
+            "{} takes a floating tensor, not {}",
+            ctx.node.target.name, x.dtype
+        )));
+    }
+    let compute = if x.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    let dev = ctx.device();
+    let rank = x.rank();
+    let k = r.dims.len();
+    let mut t = x.cast(compute)?.t;
+    for (i, &(n_in, n_out, scale)) in r.dims.iter().enumerate() {
+        let d = rank - k + i;
+        let ratio = if align {
+            if n_out > 1 {
+                (n_in as f64 - 1.0) / (n_out as f64 - 1.0)
+            } else {
+                0.0
+            }
+        } else {
+            source_ratio(n_in, n_out, scale)
+        };
+        let last = n_in.saturating_sub(1) as i64;
+        let mut ids: Vec<Vec<u32>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
+        let mut ws: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
+        for o in 0..n_out {
+            let src = if align {
+                ratio * o as f64
+            } else {
+                ratio * (o as f64 + 0.5) - 0.5
+            };
+            let i0 = src.floor();
+            let w = cubic_weights(src - i0);
+            for j in 0..4 {
+                ids[j].push((i0 as i64 - 1 + j as i64).clamp(0, last) as u32);
+                ws[j].push(w[j]);
+            }
+        }
+        let mut wshape = vec![n_out];
+        wshape.extend(std::iter::repeat_n(1, rank - d - 1));
+        let mut acc: Option<CandleTensor> = None;
+        for (idx, w) in ids.into_iter().zip(ws) {
+            let idx = CandleTensor::from_vec(idx, n_out, dev).map_err(ce)?;
+            let w = from_f64(&w, &wshape, compute, dev)?.t;
+            let tap = t
+                .index_select(&idx, d)
+                .and_then(|v| v.broadcast_mul(&w))
+                .map_err(ce)?;
+            acc = Some(match acc {
+                None => tap,
+                Some(a) => a.add(&tap).map_err(ce)?,
+            });
+        }
+        if let Some(a) = acc {
+            t = a;
+        }
+    }
+    one(Tensor::new(t, compute).cast(x.dtype)?)
+}
+
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode,
 /// align_corners)`: bilinear (0) and nearest (1) sampling with zeros (0),
 /// border (1) or reflection (2) padding, as torch's CPU kernel.
@@ -420,5 +503,7 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten.upsample_bilinear2d.default", upsample_linear),
     ("aten.upsample_trilinear3d.vec", upsample_linear),
     ("aten.upsample_trilinear3d.default", upsample_linear),
+    ("aten.upsample_bicubic2d.vec", upsample_bicubic),
+    ("aten.upsample_bicubic2d.default", upsample_bicubic),
     ("aten.grid_sampler_2d.default", grid_sampler_2d),
 ];

@@ -48,14 +48,32 @@ fn index(cx: &mut Cx) -> Result<()> {
         .enumerate()
         .filter_map(|(i, t)| t.as_ref().map(|(n, m)| (i, n.clone(), m.dtype)))
         .collect();
-    if let Some((_, _, d)) = given
+    if let Some((pos, mask, d)) = given
         .iter()
         .find(|(_, _, d)| matches!(d, Dtype::Bool | Dtype::Uint8))
     {
-        return Err(Error::unsupported(format!(
-            "indexing with a {} mask (data-dependent shape)",
-            d.torch_name()
-        )));
+        // `x[mask]`, the mask over x's leading dims: NonZero gives the
+        // [k, n] coordinates of its true elements in row-major order (as
+        // torch's nonzero), GatherND takes those rows; n is a dynamic dim.
+        if given.len() != 1 || *pos != 0 {
+            return Err(Error::unsupported(format!(
+                "indexing with a {} mask other than alone over the leading dims (data-dependent shape)",
+                d.torch_name()
+            )));
+        }
+        let k = indices[0].as_ref().map_or(0, |(_, m)| m.sizes.len());
+        if k == 0 || k > rank {
+            return Err(Error::unsupported(format!(
+                "indexing a tensor of rank {rank} with a {}-D {} mask",
+                k,
+                d.torch_name()
+            )));
+        }
+        let nz = cx.node("NonZero", &[mask], vec![]);
+        let coords = cx.transpose(&nz, &[1, 0]);
+        let y = cx.node("GatherND", &[&x, &coords], vec![]);
+        cx.set(0, y);
+        return Ok(());
     }
     if given.is_empty() {
         cx.set(0, x);
