@@ -44,6 +44,11 @@ test: build $(ONNX_VENV)/.ready
 	# Complex values (golden/complex) as real pairs, FFTs as ONNX DFT (from opset 17). cx_io's inputs and
 	# outputs are complex, which ONNX Runtime takes none of: ir2onnx refuses it (bins/tests/onnx.rs holds the refusal).
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/complex --opset 17 --opset 18 --opset 21 --skip cx_io
+	# Program state (golden/state, recipes/state_cases.py): KV caches, running statistics, a training batch
+	# norm, an updated input, in-place writes through views: user outputs first in torch's order, then the
+	# state; then step by step through ir-run --state, ir-decompose and ONNX Runtime with --state-inputs.
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/state --opset 17 --opset 18 --opset 21
+	$(ONNX_VENV)/bin/python recipes/check_state.py --bin target/release --models golden/state --opset 17 --opset 21
 	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
 	# Node by node: every intermediate value of ir-run against ONNX Runtime's (ir2onnx --intermediates,

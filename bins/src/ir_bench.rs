@@ -74,6 +74,9 @@ pub struct Args {
     /// Go on with timed runs until they have taken SECS in all
     #[arg(long, value_name = "SECS", default_value_t = 0.0, value_parser = seconds)]
     pub min_time: f64,
+    /// Each run starts from the state the last run left (the buffers the program updates in place: a decode step over its KV cache), not from the weights; the updated user inputs are not carried
+    #[arg(long)]
+    pub carry_state: bool,
     /// Where to run
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
@@ -343,12 +346,16 @@ fn progress_bar(runs: u64, quiet: bool) -> ProgressBar {
     ProgressBar::new(runs).with_style(style)
 }
 
-/// One run, timed; the outputs are dropped outside the timing.
-fn timed_run(executor: &Executor, bound: &exec::BoundInputs) -> Result<f64> {
+/// One run, timed; the outputs are dropped (and with `carry`, the state
+/// it left made the next run's) outside the timing.
+fn timed_run(executor: &Executor, bound: &exec::BoundInputs, carry: bool) -> Result<f64> {
     let start = Instant::now();
     let outputs = executor.run_bound(bound)?;
     let seconds = start.elapsed().as_secs_f64();
     drop(std::hint::black_box(outputs));
+    if carry {
+        executor.carry_state()?;
+    }
     Ok(seconds)
 }
 
@@ -380,6 +387,11 @@ fn bench(args: Args) -> Result<()> {
     let setup = Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);
+    if args.carry_state && executor.state_names().is_empty() {
+        return Err(Error::usage(
+            "--carry-state: the program updates no buffer in place (it has no state to carry)",
+        ));
+    }
     let bound = executor.bind(&inputs)?;
     load += setup.elapsed();
     cli::verbose(format!(
@@ -400,7 +412,7 @@ fn bench(args: Args) -> Result<()> {
     // Ctrl-C stops at the next run; the report covers the runs finished.
     pt2kit::output::signals::interruptible(true);
     bar.set_message("first");
-    let first_run = timed_run(&executor, &bound)?;
+    let first_run = timed_run(&executor, &bound, args.carry_state)?;
     bar.inc(1);
     bar.set_message("warm-up");
     let warming = Instant::now();
@@ -409,7 +421,7 @@ fn bench(args: Args) -> Result<()> {
         if pt2kit::output::signals::interrupted() {
             break;
         }
-        timed_run(&executor, &bound)?;
+        timed_run(&executor, &bound, args.carry_state)?;
         warmup += 1;
         if warmup > args.warmup {
             bar.inc_length(1);
@@ -426,7 +438,7 @@ fn bench(args: Args) -> Result<()> {
         if pt2kit::output::signals::interrupted() {
             break;
         }
-        times.push(timed_run(&executor, &bound)?);
+        times.push(timed_run(&executor, &bound, args.carry_state)?);
         if times.len() > iters {
             // Past --iters only --min-time is left: show its progress.
             bar.inc_length(1);

@@ -248,3 +248,96 @@ fn impossible_inputs_are_bad_input() {
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("integer division by zero"), "{err}");
 }
+
+/// `ir-run --state FILE` as a decode loop runs it from the shell: the
+/// first call starts from the weights and writes the state, each later
+/// call reads and rewrites it; after two calls the cache and the outputs
+/// are torch's after two calls of the module (golden/state,
+/// recipes/state_cases.py). Misuse is refused before anything is written.
+#[test]
+fn state_file_carries_a_cache_across_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::run_ok(
+        std::process::Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+            .current_dir(repo())
+            .arg("golden/state/kv_slice.pt2"),
+        "pt2ir kv_slice",
+    )
+    .stdout;
+    let state = dir.path().join("kv.npz");
+    let s = state.to_str().unwrap();
+    for k in 0..2 {
+        let out = dir.path().join(format!("out{k}.npz"));
+        let inputs = format!("golden/state/kv_slice.step{k}.inputs.npz");
+        let o = ir_run(
+            &program,
+            &[
+                "--inputs",
+                &inputs,
+                "--state",
+                s,
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let close = |ours: &[(String, pt2kit::tensorfile::HostTensor)], file: &str| {
+            let want = pt2kit::tensorfile::read_npz(&repo().join(file)).unwrap();
+            assert_eq!(ours.len(), want.len(), "{file}");
+            for ((_, a), (n, b)) in ours.iter().zip(&want) {
+                assert_eq!(a.shape, b.shape, "{file} {n}");
+                for (x, y) in a.to_f64().iter().zip(b.to_f64()) {
+                    assert!(
+                        (x - y).abs() <= 1e-5 + 1e-5 * y.abs(),
+                        "{file} {n}: {x} {y}"
+                    );
+                }
+            }
+        };
+        close(
+            &pt2kit::tensorfile::read_npz(&out).unwrap(),
+            &format!("golden/state/kv_slice.step{k}.expected.npz"),
+        );
+        let kept = pt2kit::tensorfile::read_npz(&state).unwrap();
+        assert_eq!(kept[0].0, "cache");
+        close(&kept, &format!("golden/state/kv_slice.step{k}.state.npz"));
+    }
+    let inputs = "golden/state/kv_slice.step0.inputs.npz";
+    // the state file as the output too: exit 2, nothing written
+    let before = std::fs::read(&state).unwrap();
+    let o = ir_run(&program, &["--inputs", inputs, "--state", s, "-o", s]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+    // a state of another shape, or naming no state of the program: exit 3
+    let wrong = dir.path().join("wrong.npz");
+    common::zeros_npz(&wrong, "cache", &[2, 4, 3]);
+    let o = ir_run(
+        &program,
+        &["--inputs", inputs, "--state", wrong.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("state 'cache'") && e.contains("[2, 5, 3]"),
+        "{e}"
+    );
+    common::zeros_npz(&wrong, "kache", &[2, 5, 3]);
+    let o = ir_run(
+        &program,
+        &["--inputs", inputs, "--state", wrong.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("its state: cache"));
+    // a program without state
+    let o = ir_run(
+        &ir("mlp"),
+        &["--inputs", "golden/models/mlp.inputs.npz", "--state", s],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no state to carry"));
+}

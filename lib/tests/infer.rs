@@ -45,6 +45,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/complex",
         "golden/quant",
         "golden/vision",
+        "golden/state",
         "golden/ops",
         "golden/big",
         "golden/random",
