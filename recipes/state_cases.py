@@ -148,11 +148,34 @@ class ContiguousCopy(nn.Module):
         return y, z
 
 
+def hf_llama_static_cache():
+    """A Hugging Face decoder with its static KV cache in buffers, as
+    transformers exports it for on-device decoding (ExecuTorch's path:
+    TorchExportableModuleForDecoderOnlyLM; tiny Llama config, GQA)."""
+    import transformers as T
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+    cfg = T.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    m = T.LlamaForCausalLM(cfg).eval()
+    m.generation_config = T.GenerationConfig(use_cache=True, cache_implementation="static", max_length=16,
+                                             cache_config={"batch_size": 1, "max_cache_len": 16})
+    return TorchExportableModuleForDecoderOnlyLM(m, batch_size=1, max_cache_len=16)
+
+
+def _hf_export(wrapper, args):
+    ids, pos = args
+    return wrapper.export(input_ids=ids, cache_position=pos)
+
+
 CASES = collections.OrderedDict()
 
 
-def _case(name, build, inputs, steps=3, train=False):
-    CASES[name] = dict(build=build, inputs=inputs, steps=steps, train=train)
+def _case(name, build, inputs, steps=3, train=False, export=None):
+    """`export`: (model, args) -> ExportedProgram, where the model exports
+    itself (transformers' wrappers); its steps then run torch's module of
+    the exported program (`ep.module()`), whose buffers carry the names of
+    the program's state."""
+    CASES[name] = dict(build=build, inputs=inputs, steps=steps, train=train, export=export)
 
 
 def _randn(*s):
@@ -166,6 +189,8 @@ _case("user_input_update", UserInputUpdate, lambda k: (_randn(3), _randn(3)), st
 _case("bn_train", BatchNormTrain, lambda k: (_randn(2, 3, 6, 6), _randn(4, 5)), train=True)
 _case("views_in_place", ViewsInPlace, lambda k: (_randn(4, 4), _randn(4, 5)), steps=1)
 _case("contiguous_copy", ContiguousCopy, lambda k: (_randn(3, 4),), steps=1)
+_case("hf_llama_static_cache", hf_llama_static_cache,
+      lambda k: (torch.tensor([[[5, 17, 42, 8][k]]]), torch.tensor([k])), steps=4, export=_hf_export)
 
 
 def flatten(out):
@@ -189,7 +214,11 @@ def export_case(name, spec, out_dir):
     pristine = copy.deepcopy(model)
     torch.manual_seed(0)
     args0 = spec["inputs"](0)
-    ep = torch.export.export(copy.deepcopy(model), tuple(a.clone() for a in args0))
+    if spec["export"]:
+        ep = spec["export"](copy.deepcopy(model), tuple(a.clone() for a in args0))
+        pristine = ep.module()
+    else:
+        ep = torch.export.export(copy.deepcopy(model), tuple(a.clone() for a in args0))
     torch.export.save(ep, os.path.join(out_dir, f"{name}.pt2"))
     ep_d = ep.run_decompositions()
     torch.export.save(ep_d, os.path.join(out_dir, f"{name}.decomp.pt2"))
@@ -206,7 +235,8 @@ def export_case(name, spec, out_dir):
         args = spec["inputs"](k)
         given = [a.clone() for a in args]
         with torch.no_grad():
-            leaves = flatten(m(*given))
+            # (a program exported from keyword arguments is called so)
+            leaves = flatten(m(**dict(zip(names, given))) if spec["export"] else m(*given))
         np.savez(os.path.join(out_dir, f"{name}.step{k}.inputs.npz"),
                  **{n: a.numpy() for n, a in zip(names, args)})
         outs = collections.OrderedDict((f"out_{i}", t.detach().numpy()) for i, t in enumerate(leaves))
@@ -230,7 +260,8 @@ def export_case(name, spec, out_dir):
     torch.manual_seed(0)
     args = spec["inputs"](0)
     with torch.no_grad():
-        got = flatten(loaded(*[a.clone() for a in args]))
+        given = [a.clone() for a in args]
+        got = flatten(loaded(**dict(zip(names, given))) if spec["export"] else loaded(*given))
     want = np.load(os.path.join(out_dir, f"{name}.step0.expected.npz"))
     for i, g in enumerate(got):
         np.testing.assert_allclose(g.numpy(), want[f"out_{i}"], rtol=1e-5, atol=1e-6)

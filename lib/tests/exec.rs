@@ -1177,10 +1177,12 @@ fn fusion_keeps_out_of_values_updated_in_place() {
     let k = b.emit(|em| {
         let f = |v: f64| Argument::Float(v);
         let mut op = |name: &str, args: Vec<(&str, Argument)>| em.op(name, args, meta(&s)).unwrap();
-        // x * 2, then x += y in place, then (x * 2) + 1: x is read before
-        // the update, so the chain may not run at its end
-        let h = op("aten.mul.Scalar", vec![("self", t(x)), ("other", f(2.0))]);
-        let u = op("aten.add_.Tensor", vec![("self", t(x)), ("other", t(y))]);
+        // c = x.clone(); c * 2, then c += y in place, then (c * 2) + 1: c
+        // is read before the update, so the chain may not run at its end
+        // (an update of an input itself is program state: functionalised)
+        let c = op("aten.clone.default", vec![("self", t(x))]);
+        let h = op("aten.mul.Scalar", vec![("self", t(c)), ("other", f(2.0))]);
+        let u = op("aten.add_.Tensor", vec![("self", t(c)), ("other", t(y))]);
         let k = op("aten.add.Scalar", vec![("self", t(h)), ("other", f(1.0))]);
         // a chain over y, which nothing updates
         let a = op("aten.mul.Scalar", vec![("self", t(y)), ("other", f(3.0))]);

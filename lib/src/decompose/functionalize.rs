@@ -277,6 +277,17 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                 add(st, *o, piece);
             }
         }
+        // `to` returns its input itself when nothing changes (a view),
+        // else a copy
+        (t, Argument::Tensor(o)) if t.starts_with("aten.to.") => {
+            let out_dtype = match &g.values[o.index()].kind {
+                crate::ir::ValueKind::Tensor(m) => Some(m.dtype),
+                _ => None,
+            };
+            if base_meta.map(|m| m.dtype) == out_dtype {
+                add(st, *o, node.clone());
+            }
+        }
         ("aten.reshape.default" | "aten.flatten.using_ints", Argument::Tensor(o))
             if !base_meta.is_some_and(super::edit::is_contiguous) =>
         {
@@ -478,6 +489,8 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
         | "aten.detach.default"
         | "aten.contiguous.default"
         | "aten.lift_fresh.default" => Ok(src),
+        // (registered only where it returned its input: same dtype)
+        o if o.starts_with("aten.to.") => Ok(src),
         "aten.narrow.default" => {
             let (start, len) = match (a.arg("start"), a.arg("length")) {
                 (Argument::Int(s), Argument::Int(l)) => (s, l),
