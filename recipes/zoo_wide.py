@@ -314,12 +314,23 @@ def export_one(name, scratch, dtype="float32"):
 
         stage = "export"
         t1 = time.time()
-        ep = torch.export.export(copy.deepcopy(pristine), _clone(args), _clone(kwargs), dynamic_shapes=dyn)
+        variant = Z.REGISTRY[name].variant or ""
+        how = {}
+        if variant == "strict":
+            how["strict"] = True
+        if variant.startswith("preserve:"):
+            how["preserve_module_call_signature"] = (variant.split(":", 1)[1],)
+        ep = torch.export.export(copy.deepcopy(pristine), _clone(args), _clone(kwargs), dynamic_shapes=dyn,
+                                 **how)
+        if variant == "decomposed":
+            ep = ep.run_decompositions()
         res["export_s"] = round(time.time() - t1, 2)
 
         stage = "save"
         pt2 = d / "model.pt2"
-        torch.export.save(ep, str(pt2))
+        extra = {"README.txt": "made by recipes/zoo_wide.py", "config.json": json.dumps({"name": name})} \
+            if variant == "extra_files" else None
+        torch.export.save(ep, str(pt2), extra_files=extra)
         res["pt2_bytes"] = pt2.stat().st_size
 
         stage = "inputs"

@@ -13,6 +13,12 @@ Families:
   transformers  Hugging Face transformers, tiny configs, eager/sdpa, batch 1/2
   nn            torch.nn recurrent, transformer, attention, conv, pool, pad modules
   exportdb      torch's ExportDB examples (torch._export.db.examples)
+  dynamic       dims kept symbolic, checked at three sizes
+  state         modules that update buffers in place (KV caches, running
+                statistics, rotary caches), Hugging Face decoders with their
+                static KV cache, torchvision models in training mode
+  variants      export variants: strict, saved after run_decompositions(),
+                preserve_module_call_signature, extra files, Dim.AUTO
 
 Where a torchvision builder would give a model over ~12M parameters, the same
 architecture class is built with narrower layers (same depth, same block
@@ -38,14 +44,22 @@ class Entry:
     # Input sets checked (dynamic family: the exported size, then others of
     # the dynamic dims); with more than one, make()'s inputs takes the index.
     sizes: int = 1
+    # Built in training mode (family "state": batch norms update their
+    # running statistics; only models whose training forward is not random)
+    train: bool = False
+    # How it is exported (family "variants"): None (torch.export.export,
+    # non-strict), "strict", "decomposed" (saved after run_decompositions()),
+    # "preserve:<submodule>" (preserve_module_call_signature), "extra_files"
+    # (torch.export.save with extra files in the archive)
+    variant: str = None
 
 
 REGISTRY: dict = {}
 
 
-def _reg(name, family, make, sizes=1):
+def _reg(name, family, make, sizes=1, train=False, variant=None):
     assert name not in REGISTRY, name
-    REGISTRY[name] = Entry(name, family, make, sizes)
+    REGISTRY[name] = Entry(name, family, make, sizes, train, variant)
 
 
 def randomize_norms(model):
@@ -964,7 +978,192 @@ def _dynamic():
     _reg("resnet10_dyn_hw", "dynamic", make_cnn, sizes=3)
 
 
-FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb", "dynamic"]
+# --------------------------------------------------------------------------
+# State: modules that update buffers in place, models in training mode
+# --------------------------------------------------------------------------
+
+
+class KvIndexCopy(nn.Module):
+    """A decode step over a KV cache held in buffers, written with
+    index_copy_ at the step's positions; attention over the whole cache."""
+
+    def __init__(self, d=16, t=8):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.register_buffer("k_cache", torch.zeros(1, t, d))
+        self.register_buffer("v_cache", torch.zeros(1, t, d))
+
+    def forward(self, x, pos):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        self.k_cache.index_copy_(1, pos, k)
+        self.v_cache.index_copy_(1, pos, v)
+        return torch.nn.functional.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
+
+
+class RunningNorm(nn.Module):
+    """Normalises by running statistics it updates itself (a step count,
+    a moving mean and mean square), as online feature normalisers do."""
+
+    def __init__(self, n=6):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("mean", torch.zeros(n))
+        self.register_buffer("sq", torch.ones(n))
+
+    def forward(self, x):
+        self.count += 1
+        self.mean.lerp_(x.mean(0), 0.1)
+        self.sq.lerp_((x * x).mean(0), 0.1)
+        return (x - self.mean) / (self.sq - self.mean ** 2).clamp_min(1e-3).sqrt()
+
+
+class RotaryCache(nn.Module):
+    """A rotary embedding whose cos/sin cache is a buffer written in place
+    on every call (as Phi-3's rotary module extends its cache)."""
+
+    def __init__(self, d=8, t=12):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+        self.register_buffer("cos_cache", torch.zeros(t, d // 2))
+        self.register_buffer("sin_cache", torch.zeros(t, d // 2))
+
+    def forward(self, x):
+        t = x.shape[1]
+        f = torch.outer(torch.arange(t, dtype=torch.float32), self.inv_freq)
+        self.cos_cache[:t].copy_(f.cos())
+        self.sin_cache[:t].copy_(f.sin())
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        c, s_ = self.cos_cache[:t], self.sin_cache[:t]
+        return torch.stack((x1 * c - x2 * s_, x1 * s_ + x2 * c), -1).flatten(-2)
+
+
+class SliceWriteBias(nn.Module):
+    """In-place writes through views of a fresh tensor (narrow, a
+    transposed contiguous copy, select): BEiT-style relative position
+    bias tables."""
+
+    def __init__(self, w=4):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(w ** 4, 2))
+        self.w = w
+
+    def forward(self, x):
+        n = self.w * self.w
+        bias = torch.zeros(n + 1, n + 1, 2)
+        bias.narrow(0, 1, n).narrow(1, 1, n).add_(self.table[: n * n].view(n, n, 2))
+        bias[0, :].fill_(0.5)
+        bias[:, 0].fill_(-0.5)
+        b = bias.permute(2, 0, 1).contiguous()
+        b.mul_(2)
+        return x + b.sum(0)
+
+
+def _state():
+    _reg("state_kv_index_copy", "state",
+         lambda: (KvIndexCopy(), lambda: (torch.randn(1, 2, 16), torch.tensor([3, 5])), {}, None,
+                  "KV cache in buffers written by index_copy_ at two positions, SDPA over the cache"))
+    _reg("state_running_norm", "state",
+         lambda: (RunningNorm(), lambda: (torch.randn(5, 6),), {}, None,
+                  "running count (int64 +=), mean and mean square (lerp_) as buffers"))
+    _reg("state_rotary_cache", "state",
+         lambda: (RotaryCache(), lambda: (torch.randn(2, 7, 8),), {}, None,
+                  "rotary cos/sin caches written in place (copy_ into a slice of a buffer)"))
+    _reg("state_slice_write_bias", "state",
+         lambda: (SliceWriteBias(), lambda: (torch.randn(17, 17),), {}, None,
+                  "relative position bias built by in-place writes through narrow, select, a contiguous copy"))
+    for name, build, desc in (
+        ("resnet18", lambda: slim_resnet("BasicBlock", [2, 2, 2, 2]), "slim ResNet-18"),
+        ("mobilenet_v3_small", _builder("mobilenet_v3_small", dropout=0.0), "MobileNetV3-small, dropout 0"),
+        ("regnet_y_400mf", _builder("regnet_y_400mf"), "RegNetY-400MF"),
+        ("densenet121_slim", lambda: __import__("torchvision.models", fromlist=["DenseNet"]).DenseNet(
+            growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16, num_classes=NUM_CLASSES),
+         "DenseNet(growth 8, blocks 2-2-2-2)"),
+    ):
+        _reg(f"train_{name}", "state",
+             lambda build=build, desc=desc: (build(), _image(2, 3, 64, 64), {}, None,
+                                             f"{desc} in training mode: batch norms use batch statistics "
+                                             "and update their running statistics"),
+             train=True)
+    try:
+        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM  # noqa: F401
+    except Exception:  # noqa: BLE001 - no ExecuTorch wrapper in this transformers
+        return
+    import transformers as T
+
+    def static_cache(ccls, mcls, ckw):
+        def make():
+            from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+            m = getattr(T, mcls)(getattr(T, ccls)(**ckw)).eval()
+            m.generation_config = T.GenerationConfig(use_cache=True, cache_implementation="static",
+                                                     max_length=16,
+                                                     cache_config={"batch_size": 1, "max_cache_len": 16})
+            w = TorchExportableModuleForDecoderOnlyLM(m, batch_size=1, max_cache_len=16)
+
+            class Kw(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.w = w
+
+                def forward(self, input_ids, cache_position):
+                    # (the wrapper's own forward drops cache_position in
+                    # transformers 5.24: its inner module takes it)
+                    return self.w.model(input_ids=input_ids, cache_position=cache_position)
+            return Kw(), lambda: (torch.tensor([[7]]), torch.tensor([0])), {}, None, \
+                f"{mcls}({ccls} tiny) with its static KV cache in buffers (transformers' ExecuTorch wrapper), " \
+                "one decode step"
+        return make
+    tiny = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    _reg("static_cache_llama", "state", static_cache("LlamaConfig", "LlamaForCausalLM", tiny))
+    _reg("static_cache_qwen2", "state", static_cache("Qwen2Config", "Qwen2ForCausalLM", tiny))
+    _reg("static_cache_phi3", "state", static_cache("Phi3Config", "Phi3ForCausalLM",
+                                                    dict(tiny, pad_token_id=0)))
+    _reg("static_cache_gemma", "state", static_cache("GemmaConfig", "GemmaForCausalLM",
+                                                     dict(tiny, head_dim=8)))
+
+
+# --------------------------------------------------------------------------
+# Export variants: the same kinds of model exported the other ways users do
+# --------------------------------------------------------------------------
+
+
+def _variants():
+    import transformers as T
+
+    def bert():
+        cfg = T.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=64)
+        return HFWrap(T.BertModel(cfg), ["input_ids", "attention_mask"], ["last_hidden_state"])
+
+    for variant in ("strict", "decomposed", "extra_files", "preserve:layer2"):
+        tag = variant.split(":")[0]
+        _reg(f"{tag}_resnet18", "variants",
+             lambda: (slim_resnet("BasicBlock", [2, 2, 2, 2]), _image(1, 3, 64, 64), {}, None,
+                      "slim ResNet-18"), variant=variant)
+    for variant in ("strict", "decomposed", "extra_files"):
+        _reg(f"{variant}_bert", "variants", lambda: (bert(), _text(2), {}, None, "BertModel (tiny), sdpa"),
+             variant=variant)
+    _reg("preserve_bert_encoder", "variants",
+         lambda: (bert(), _text(2), {}, None, "BertModel (tiny), sdpa"), variant="preserve:m.encoder")
+    _reg("strict_mobilenet_v3_small", "variants",
+         lambda: (_builder("mobilenet_v3_small")(), _image(1, 3, 64, 64), {}, None, "MobileNetV3-small"),
+         variant="strict")
+    Dim = torch.export.Dim
+    _reg("auto_resnet18_batch", "variants",
+         lambda: (slim_resnet("BasicBlock", [2, 2, 2, 2]), lambda i=0: (torch.randn([2, 3, 5][i], 3, 64, 64),),
+                  {}, ({0: Dim.AUTO},),
+                  "slim ResNet-18, batch exported with Dim.AUTO (torch specialises 0 and 1 away: the range "
+                  "is [2, inf]); checked at batch 2, 3, 5"),
+         sizes=3)
+    _reg("auto_bert_seq", "variants",
+         lambda: (bert(), lambda i=0: _text(2, seq=[8, 5, 13][i])(), {},
+                  (({1: Dim.AUTO}, {1: Dim.AUTO}),),
+                  "BertModel (tiny), sequence exported with Dim.AUTO; checked at 8, 5, 13"),
+         sizes=3)
+
+
+FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb", "dynamic", "state",
+            "variants"]
 
 _vision()
 _segmentation()
@@ -973,6 +1172,8 @@ _transformers()
 _nn()
 _exportdb()
 _dynamic()
+_state()
+_variants()
 
 
 def build(name, size=0):
@@ -983,7 +1184,7 @@ def build(name, size=0):
     entry = REGISTRY[name]
     torch.manual_seed(0)
     model, inputs, kwargs, dyn, config = entry.make()
-    model.eval()
+    model.train(entry.train)
     if entry.family != "exportdb":
         randomize_norms(model)
         randomize_zero_weights(model)

@@ -11,7 +11,7 @@ use pt2kit::export::onnx::{self, OnnxOptions};
 #[derive(Parser, Debug)]
 #[command(name = "ir2onnx", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  pt2ir model.pt2 | ir2onnx -o model.onnx\n  ir2onnx model.ir -o model.onnx --opset 21 --stats\n  ir2onnx big.ir -o big.onnx --external-data   # weights in big.onnx.data"
+    after_help = "Examples:\n  pt2ir model.pt2 | ir2onnx -o model.onnx\n  ir2onnx model.ir -o model.onnx --opset 21 --stats\n  ir2onnx big.ir -o big.onnx --external-data   # weights in big.onnx.data\n  ir2onnx decoder.ir --state-inputs -o decoder.onnx   # the KV cache as inputs, present.* outputs"
 )]
 pub struct Args {
     /// The IR file to read (- or absent for standard input)

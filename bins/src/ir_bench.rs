@@ -49,7 +49,7 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 #[derive(Parser, Debug)]
 #[command(name = "ir-bench", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  pt2ir model.pt2 | ir-bench\n  ir-bench model.ir --inputs inputs.npz --iters 100 --threads 1\n  ir-bench model.ir --min-time 5 --format json -o bench.json --label baseline\n  (ir-bench a.ir --format csv; ir-bench b.ir --format csv | tail -n +2) > runs.csv\n  ir-bench model.ir --iters 20 --profile"
+    after_help = "Examples:\n  pt2ir model.pt2 | ir-bench\n  ir-bench model.ir --inputs inputs.npz --iters 100 --threads 1\n  ir-bench model.ir --min-time 5 --format json -o bench.json --label baseline\n  (ir-bench a.ir --format csv; ir-bench b.ir --format csv | tail -n +2) > runs.csv\n  ir-bench model.ir --iters 20 --profile\n  ir-bench decoder.ir --inputs step.npz --carry-state"
 )]
 #[command(mut_arg("random", |a| a.help(
     "Random inputs shaped like the example inputs recorded at export (the default when no inputs are given)"

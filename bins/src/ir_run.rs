@@ -17,7 +17,7 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 #[derive(Parser, Debug)]
 #[command(name = "ir-run", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  pt2ir model.pt2 | ir-run --inputs inputs.npz -o outputs.npz\n  ir-run model.ir -i x=x.npy\n  ir-run model.ir --random --seed 1 --stats\n  ir-run decoder.ir -i token=t.npy --state kv.npz -o logits.npz   (a decode step; kv.npz carries the cache)"
+    after_help = "Examples:\n  pt2ir model.pt2 | ir-run --inputs inputs.npz -o outputs.npz\n  ir-run model.ir -i x=x.npy\n  ir-run model.ir --random --seed 1 --stats\n  ir-run decoder.ir --inputs step.npz --state kv.npz -o logits.npz"
 )]
 pub struct Args {
     /// The IR file to read (- or absent for standard input)

@@ -72,6 +72,14 @@ fn sandbox() -> tempfile::TempDir {
         pt2ir(&models.join("mlp.pt2"), name);
     }
     pt2ir(&models.join("mlp.decomp.pt2"), "new.ir");
+    // a decoder with its KV cache in buffers (program state), and a step's inputs
+    let state = r.join("golden/state");
+    pt2ir(&state.join("hf_llama_static_cache.pt2"), "decoder.ir");
+    std::fs::copy(
+        state.join("hf_llama_static_cache.step0.inputs.npz"),
+        d.join("step.npz"),
+    )
+    .unwrap();
     let inputs = pt2kit::tensorfile::read_npz(&models.join("mlp.inputs.npz")).unwrap();
     let expected = pt2kit::tensorfile::read_npz(&models.join("mlp.expected.npz")).unwrap();
     let write = |name: &str, bytes: Vec<u8>| std::fs::write(d.join(name), bytes).unwrap();

@@ -74,9 +74,12 @@ pub fn functionalize(p: &mut Program) -> Result<usize> {
             continue;
         }
         let kind = match &p.input_kinds[i] {
-            InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) => {
-                OutputKind::BufferMutation(n.clone())
-            }
+            // (a tensor attribute that is no buffer, which export lifts as
+            // a constant, is state all the same when the model updates it:
+            // Hugging Face's static cache keeps its lengths so)
+            InputKind::Buffer(n)
+            | InputKind::NonPersistentBuffer(n)
+            | InputKind::TensorConstant(n) => OutputKind::BufferMutation(n.clone()),
             InputKind::Parameter(n) => OutputKind::ParameterMutation(n.clone()),
             InputKind::UserInput => {
                 OutputKind::UserInputMutation(p.graph.values[v.index()].name.clone())

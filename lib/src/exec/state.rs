@@ -48,7 +48,7 @@ impl Executor<'_> {
     /// The graph input a buffer or parameter of that name is bound to.
     fn state_input(&self, name: &str) -> Option<usize> {
         self.program.input_kinds.iter().position(|k| {
-            matches!(k, InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) | InputKind::Parameter(n) if n == name)
+            matches!(k, InputKind::Buffer(n) | InputKind::NonPersistentBuffer(n) | InputKind::Parameter(n) | InputKind::TensorConstant(n) if n == name)
         })
     }
 

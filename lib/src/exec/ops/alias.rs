@@ -10,9 +10,11 @@ fn identity(ctx: &mut Ctx) -> OpResult {
 }
 
 fn dropout(ctx: &mut Ctx) -> OpResult {
-    if ctx.has("train") && ctx.bool("train")? {
+    // (in training mode it draws a random mask, which torch's generator
+    // decides; with p = 0 it is the identity, as in torch)
+    if ctx.has("train") && ctx.bool("train")? && ctx.float("p")? != 0.0 {
         return Err(unsupported(
-            "dropout in training mode (export the model in eval mode)",
+            "dropout with p > 0 in training mode (random; export the model in eval mode)",
         ));
     }
     let x = ctx.tensor(if ctx.node.arg("input").is_some() {
