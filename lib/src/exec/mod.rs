@@ -656,6 +656,10 @@ impl<'p> Executor<'p> {
                 (InputKind::UserInput, Argument::Tensor(v)) => {
                     inputs.value(&g.value(*v).name, &self.device)?
                 }
+                // a string the graph was specialised on (ExportDB's
+                // setattr by name): nodes hold it as a literal, no value
+                // reads it
+                (_, Argument::String(_)) => Value::None,
                 (_, a) => literal(a).ok_or_else(|| {
                     Error::unsupported(format!("graph input {pos} ({a:?}) cannot be provided"))
                 })?,
