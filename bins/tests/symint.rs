@@ -80,7 +80,11 @@ fn an_int_out_of_range_exits_3_naming_the_input_and_range() {
     assert!(e.contains("input n is 9, but s86 must be in [2, 7]"), "{e}");
     let o = ir_run(&symint("sym_int_arith"), &["-i", &x_arg, "-i", "n=2.5"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stderr(&o).contains("input n is an int (SymInt)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("input n is an int (SymInt)"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -116,5 +120,9 @@ fn a_size_not_of_a_derived_form_exits_3_naming_the_expression() {
         &["--inputs", inputs.to_str().unwrap()],
     );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stderr(&o).contains("input x: dim 3 is 10"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("input x: dim 3 is 10"),
+        "{}",
+        stderr(&o)
+    );
 }

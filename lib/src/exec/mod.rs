@@ -338,8 +338,12 @@ pub struct Executor<'p> {
 /// samples; `ir-bench` on bound inputs ran it in 0.92x of its time, the
 /// MLP at batch 8 in 0.90x).
 pub struct BoundInputs {
-    inputs: Vec<(String, Dtype, Vec<usize>, Tensor, Option<Scalar>)>,
+    inputs: Vec<BoundInput>,
 }
+
+/// One bound input: name, dtype, shape, the tensor, and its value when it
+/// has one element (what a symbolic scalar input is given as).
+type BoundInput = (String, Dtype, Vec<usize>, Tensor, Option<Scalar>);
 
 /// The user inputs of a run: host tensors, copied in, or bound ones.
 #[derive(Clone, Copy)]

@@ -396,7 +396,7 @@ fn pad(cx: &mut Cx) -> Result<()> {
         Some(Argument::SymInts(rs)) => rs.clone(),
         _ => cx.ints(name)?.into_iter().map(SymRef::Int).collect(),
     };
-    if pads.len() % 2 != 0 || pads.len() / 2 > rank {
+    if !pads.len().is_multiple_of(2) || pads.len() / 2 > rank {
         return Err(Error::bad_input(format!(
             "pad list {pads:?} for a rank-{rank} tensor"
         )));
