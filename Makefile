@@ -51,6 +51,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_state.py --bin target/release --models golden/state --opset 17 --opset 21
 	# Dynamic dims (golden/dynamic): each model at three sizes, dims kept as dim_params.
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/dynamic --opset 17 --opset 18 --opset 21
+	# Symbolic ints (golden/symint): 0-d int64 SymInt inputs, derived dims, symbolic tril diagonals, causal attention.
+	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/symint --opset 17 --opset 18 --opset 21
 	# Node by node: every intermediate value of ir-run against ONNX Runtime's (ir2onnx --intermediates,
 	# ir-diff --first), and a control that a node made wrong in the ONNX is the one named.
 	for d in models composite dynamic; do $(ONNX_VENV)/bin/python recipes/check_intermediates.py --bin target/release --models golden/$$d || exit 1; done

@@ -1890,6 +1890,89 @@ _reg("dyn_seq_ops", DynSeqOps, lambda: (_randn(2, 6, 4),),
      alt=lambda: (_randn(1, 5, 4),), alt2=lambda: (_randn(3, 9, 4),), group="dynamic",
      note="diff, -1 view, repeat, expand, reflect pad, pooling, interpolation over a dynamic length")
 
+
+# Symbolic ints (golden/symint): int inputs exported with Dim.DYNAMIC
+# (SymInt graph inputs), derived dims (2*s, s + 1), ops whose int arguments
+# are symbolic (a tril diagonal, causal attention over a dynamic length),
+# each at three sizes.
+class SymIntArith(nn.Module):
+    """An int input `n` (a SymInt) in arithmetic and as sizes, indices and
+    bounds: ones(n), repeat, x[:, :n], arange(n), narrow, select, new_zeros,
+    pad."""
+
+    def forward(self, x, n: int):  # x f32[batch, 8]
+        return (x * n + torch.ones(n).sum(), x.repeat(n, 1), x[:, :n],
+                torch.arange(n, dtype=torch.float32) * 0.5, torch.narrow(x, 1, 1, n),
+                x.select(1, n), x.new_zeros(n, 2) + n, F.pad(x, (0, n)))
+
+
+class DerivedDims(nn.Module):
+    """Input dims torch derives from one symbol: x [t + 1, 4], y [4, 2*t]
+    (no input has t itself)."""
+
+    def forward(self, x, y):
+        d = x[1:] - x[:-1]
+        pooled = y.view(4, -1, 2).sum(-1)
+        return d + pooled.T, y * 2
+
+
+class DerivedPool(nn.Module):
+    """Spatial dims 2*s, pooled 2x2 by a view over s."""
+
+    def forward(self, x):  # f32[1, 3, 2*s, 2*s]
+        b, c, h, w = x.shape
+        return x.view(b, c, h // 2, 2, w // 2, 2).mean((3, 5))
+
+
+class TriSym(nn.Module):
+    """tril/triu with a symbolic diagonal (x.shape[1] - x.shape[0]) and a
+    tril of ones over a symbolic size."""
+
+    def forward(self, x):
+        d = x.shape[1] - x.shape[0]
+        return torch.tril(x, diagonal=d), torch.triu(x, diagonal=d), torch.ones(x.shape[0], x.shape[0]).tril()
+
+
+class CausalSdpa(nn.Module):
+    """Causal scaled_dot_product_attention over a dynamic sequence."""
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _qkv(L):
+    return lambda: (_randn(1, 2, L, 8), _randn(1, 2, L, 8), _randn(1, 2, L, 8))
+
+
+def _derived_2s():
+    s = Dim("s", min=2, max=32)
+    return {"x": {2: 2 * s, 3: 2 * s}}
+
+
+def _derived_xy():
+    t = Dim("t", min=2, max=64)
+    return {"x": {0: t + 1}, "y": {1: 2 * t}}
+
+
+_reg("sym_int_arith", SymIntArith, lambda: (_randn(3, 8), 3),
+     dyn=lambda: {"x": {0: Dim("batch", min=1, max=16)}, "n": Dim.DYNAMIC},
+     alt=lambda: (_randn(2, 8), 5), alt2=lambda: (_randn(5, 8), 2), group="symint",
+     note="an int input (SymInt) in arithmetic and as sizes, indices and bounds")
+_reg("sym_derived_dims", DerivedDims, lambda: (_randn(6, 4), _randn(4, 10)), dyn=_derived_xy,
+     alt=lambda: (_randn(3, 4), _randn(4, 4)), alt2=lambda: (_randn(10, 4), _randn(4, 18)), group="symint",
+     note="derived dims t + 1 and 2*t, t itself no input's dim")
+_reg("sym_derived_pool", DerivedPool, lambda: (_randn(1, 3, 8, 8),), dyn=_derived_2s,
+     alt=lambda: (_randn(1, 3, 12, 12),), alt2=lambda: (_randn(1, 3, 6, 6),), group="symint",
+     note="spatial dims 2*s")
+_reg("sym_tri", TriSym, lambda: (_randn(5, 7),),
+     dyn=lambda: {"x": {0: Dim("rows", min=2, max=64), 1: Dim("cols", min=2, max=64)}},
+     alt=lambda: (_randn(6, 4),), alt2=lambda: (_randn(3, 3),), group="symint",
+     note="tril/triu with a symbolic diagonal")
+_reg("sym_causal_sdpa", CausalSdpa, _qkv(8),
+     dyn=lambda: {"q": {2: Dim("seq", min=2, max=128)}, "k": {2: Dim("seq", min=2, max=128)},
+                  "v": {2: Dim("seq", min=2, max=128)}},
+     alt=_qkv(13), alt2=_qkv(3), group="symint", note="causal attention over a dynamic sequence")
+
 # HF GPT-2 with SDPA at batch 2 exports, but torch's own run_decompositions()
 # fails on it (a view of a non-viewable stride in Conv1D's addmm), so it
 # has no ATEN-dialect fixture here.
@@ -2179,7 +2262,10 @@ def flatten_outputs(out):
 
 def input_array(t):
     """An input as numpy holds it: bfloat16 as ml_dtypes writes it (the
-    npy dtype '<V2', which the tools read as bfloat16)."""
+    npy dtype '<V2', which the tools read as bfloat16); a Python int,
+    float or bool (a SymInt, SymFloat or SymBool input) as a 0-d array."""
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
         import ml_dtypes

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use pt2kit::cli;
-use pt2kit::contract::{self, GivenInput};
+use pt2kit::contract::{self, GivenInput, Scalar};
 use pt2kit::exec::DeviceKind;
 use pt2kit::ir::{Dtype, Program};
 use pt2kit::tensorfile::{self, HostTensor};
@@ -19,8 +19,8 @@ pub struct InputArgs {
     /// Inputs by name, from an .npz or .safetensors file (keys arr_0, arr_1, ... give the inputs in order)
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
-    /// One input from an .npy file (repeatable; with --inputs, each name once)
-    #[arg(short = 'i', long = "input", value_name = "NAME=FILE.npy")]
+    /// One input from an .npy file, or the value of an int, float or bool input (`-i n=5`) (repeatable; with --inputs, each name once)
+    #[arg(short = 'i', long = "input", value_name = "NAME=FILE.npy|VALUE")]
     pub input_files: Vec<String>,
     /// Random inputs shaped like the example inputs recorded at export
     #[arg(long, conflicts_with_all = ["inputs", "input_files"])]
@@ -165,7 +165,7 @@ pub fn checked_inputs_with(
             }
             inputs.push((name, t));
         }
-        let user = contract::user_tensor_inputs(program);
+        let user = contract::user_inputs(program);
         if inputs.is_empty() && !user.is_empty() {
             let names: Vec<&str> = user.iter().map(|(_, n)| n.as_str()).collect();
             return Err(Error::usage(format!(
@@ -181,6 +181,7 @@ pub fn checked_inputs_with(
             name,
             dtype: t.dtype,
             shape: &t.shape,
+            scalar: Scalar::of(t),
         })
         .collect();
     contract::check_inputs(program, &given)?;
@@ -196,7 +197,7 @@ fn file_inputs(program: &Program, args: &InputArgs) -> Result<Vec<(String, HostT
     let mut from: Vec<String> = Vec::new();
     if let Some(path) = &args.inputs {
         let mut tensors = tensorfile::read_tensors(path, "x")?;
-        let user: Vec<String> = contract::user_tensor_inputs(program)
+        let user: Vec<String> = contract::user_inputs(program)
             .into_iter()
             .map(|(_, n)| n)
             .collect();
@@ -227,9 +228,16 @@ fn file_inputs(program: &Program, args: &InputArgs) -> Result<Vec<(String, HostT
         }
     }
     for spec in &args.input_files {
-        let (name, file) = spec
-            .split_once('=')
-            .ok_or_else(|| Error::usage(format!("-i {spec}: expected NAME=FILE.npy")))?;
+        let (name, file) = spec.split_once('=').ok_or_else(|| {
+            Error::usage(format!("-i {spec}: expected NAME=FILE.npy or NAME=VALUE"))
+        })?;
+        // a literal value (`-i n=5`) for an int, float or bool input,
+        // unless a file of that name exists
+        if let (Some(value), false) = (Scalar::parse(file), std::path::Path::new(file).exists()) {
+            from.push(format!("-i {spec}"));
+            inputs.push((name.to_string(), value.to_host()));
+            continue;
+        }
         let t = tensorfile::read_tensors(std::path::Path::new(file), name)?;
         if t.len() != 1 {
             return Err(Error::usage(format!(
@@ -255,9 +263,12 @@ fn file_inputs(program: &Program, args: &InputArgs) -> Result<Vec<(String, HostT
 
 fn random_inputs(program: &Program, seed: u64) -> Result<Vec<(String, HostTensor)>> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    contract::user_tensor_inputs(program)
+    contract::user_inputs(program)
         .into_iter()
         .map(|(pos, name)| {
+            if let Some(value) = contract::example_scalar(program, pos) {
+                return Ok((name, value.to_host()));
+            }
             let (dtype, shape) = contract::example_shape(program, pos).ok_or_else(|| {
                 Error::unsupported(format!(
                     "input {name}: no example shape recorded, give inputs"

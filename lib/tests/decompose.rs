@@ -471,6 +471,28 @@ fn dynamic_models_lower_to_core_and_match_torch_at_three_sizes() {
     assert!(runs >= 30, "only {runs} runs");
 }
 
+/// The symbolic-int fixtures (group "symint": an int input, derived dims,
+/// a symbolic tril diagonal, causal attention over a dynamic length) lower
+/// to core ATen with the SymInt input kept and every size symbolic, and
+/// match torch at three sizes each.
+#[test]
+fn symint_models_lower_to_core_and_match_torch_at_three_sizes() {
+    let dir = repo().join("golden/symint");
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    let mut archives: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    archives.sort();
+    for p in &archives {
+        runs += check_fixture(p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 30, "only {runs} runs");
+}
+
 /// The numerics fixtures (group "numerics": integers past 2^53, int8
 /// wrap-around, NaN's order, float16/bfloat16 CNNs, fully masked attention
 /// rows, 3-D convolutions) lower to core ATen and still match torch.

@@ -233,6 +233,23 @@ fn dynamic_models_run_at_three_sizes() {
     assert!(runs >= 30, "only {runs} runs");
 }
 
+/// Symbolic ints (`recipes/zoo.py`, group "symint"): an int input (a
+/// SymInt graph input) in arithmetic and as sizes, indices and bounds,
+/// derived dims (t + 1 and 2*t with no input of size t, 2*s spatial dims),
+/// tril/triu with a symbolic diagonal, causal attention over a dynamic
+/// length: as exported, in both dialects, at three sizes each.
+#[test]
+fn symint_models_run_at_three_sizes() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/symint") {
+        assert_eq!(input_sets(&p).len(), 3, "{}", p.display());
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 30, "only {runs} runs");
+}
+
 /// Torch's numbers beyond plain float32 (`recipes/zoo.py`, group
 /// "numerics"): int64 past 2^53 and int8 wrap-around through every integer
 /// op, NaN's order, float16 and bfloat16 CNNs (accumulated in float32),

@@ -42,6 +42,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/tail_random",
         "golden/fallback",
         "golden/numerics",
+        "golden/symint",
         "golden/complex",
         "golden/quant",
         "golden/vision",

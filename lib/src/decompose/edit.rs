@@ -277,14 +277,31 @@ impl<'g> Emitter<'g> {
             _ => {}
         }
         let sym = sym_mul(&self.sym_of(a), &self.sym_of(b));
-        let out = self.new_value("mul", ValueKind::SymInt(sym));
+        Ok(self.sym_operator("mul", sym, a, b))
+    }
+
+    /// `a + b` on symbolic ints: folded when both are literals, else an
+    /// emitted `_operator.add`.
+    pub fn add(&mut self, a: SymRef, b: SymRef) -> Result<SymRef> {
+        match (a, b) {
+            (SymRef::Int(x), SymRef::Int(y)) => return Ok(SymRef::Int(x + y)),
+            (SymRef::Int(0), r) | (r, SymRef::Int(0)) => return Ok(r),
+            _ => {}
+        }
+        let sym = sym_add(&self.sym_of(a), &self.sym_of(b));
+        Ok(self.sym_operator("add", sym, a, b))
+    }
+
+    /// An emitted `_operator.<name>(a, b)` whose value is `sym`.
+    fn sym_operator(&mut self, name: &str, sym: Sym, a: SymRef, b: SymRef) -> SymRef {
+        let out = self.new_value(name, ValueKind::SymInt(sym));
         let sym_arg = |r: SymRef| Argument::SymInt(r);
         self.nodes.push(Node {
             name: self.values[out.index()].name.clone(),
             target: Target {
                 kind: TargetKind::Python,
                 namespace: "_operator".into(),
-                name: "mul".into(),
+                name: name.into(),
                 overload: String::new(),
             },
             inputs: vec![
@@ -305,7 +322,7 @@ impl<'g> Emitter<'g> {
             meta: self.meta.clone(),
             is_hop_single_tensor_return: None,
         });
-        Ok(SymRef::Value(out))
+        SymRef::Value(out)
     }
 
     /// The product of several sizes.

@@ -212,11 +212,12 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
         _ => None,
     };
     match (op.as_str(), first) {
-        ("aten.contiguous.default", Argument::Tensor(o)) => {
-            if base_meta.is_some_and(super::edit::is_contiguous) {
-                add(st, *o, node.clone());
-            }
+        ("aten.contiguous.default", Argument::Tensor(o))
+            if base_meta.is_some_and(super::edit::is_contiguous) =>
+        {
+            add(st, *o, node.clone());
         }
+        ("aten.contiguous.default", Argument::Tensor(_)) => {}
         (
             "aten.split.Tensor" | "aten.split_with_sizes.default" | "aten.unbind.int",
             Argument::Tensors(outs),

@@ -29,8 +29,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use candle_core::{Device, Tensor as CandleTensor};
 
+use crate::contract::Scalar;
 use crate::error::{Error, Result};
-use crate::ir::{Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId};
+use crate::ir::{
+    Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId, ValueKind,
+};
 use crate::tensorfile::HostTensor;
 pub use epilogue::{Epilogue, EpilogueArgs};
 use tensor::host_copies_so_far;
@@ -335,8 +338,12 @@ pub struct Executor<'p> {
 /// samples; `ir-bench` on bound inputs ran it in 0.92x of its time, the
 /// MLP at batch 8 in 0.90x).
 pub struct BoundInputs {
-    inputs: Vec<(String, Dtype, Vec<usize>, Tensor)>,
+    inputs: Vec<BoundInput>,
 }
+
+/// One bound input: name, dtype, shape, the tensor, and its value when it
+/// has one element (what a symbolic scalar input is given as).
+type BoundInput = (String, Dtype, Vec<usize>, Tensor, Option<Scalar>);
 
 /// The user inputs of a run: host tensors, copied in, or bound ones.
 #[derive(Clone, Copy)]
@@ -347,15 +354,45 @@ enum Given<'a> {
 
 impl<'a> Given<'a> {
     fn contract(self) -> Vec<crate::contract::GivenInput<'a>> {
-        let input = |name, dtype, shape| crate::contract::GivenInput { name, dtype, shape };
+        let input = |name, dtype, shape, scalar| crate::contract::GivenInput {
+            name,
+            dtype,
+            shape,
+            scalar,
+        };
         match self {
-            Given::Host(h) => h.iter().map(|(n, t)| input(n, t.dtype, &t.shape)).collect(),
+            Given::Host(h) => h
+                .iter()
+                .map(|(n, t)| input(n, t.dtype, &t.shape, Scalar::of(t)))
+                .collect(),
             Given::Bound(b) => b
                 .inputs
                 .iter()
-                .map(|(n, d, s, _)| input(n, *d, s))
+                .map(|(n, d, s, _, v)| input(n, *d, s, *v))
                 .collect(),
         }
+    }
+
+    /// A symbolic scalar input's value (`n` of `forward(self, x, n: int)`),
+    /// as the contract check took it.
+    fn scalar(self, name: &str, kind: &ValueKind) -> Result<Value> {
+        let given = self
+            .contract()
+            .into_iter()
+            .find(|g| g.name == name)
+            .and_then(|g| g.scalar);
+        Ok(match (kind, given) {
+            (ValueKind::SymFloat(_), Some(Scalar::Float(f))) => Value::Float(f),
+            (ValueKind::SymFloat(_), Some(Scalar::Int(i))) => Value::Float(i as f64),
+            (_, Some(Scalar::Int(i))) => Value::Int(i),
+            (_, Some(Scalar::Float(f))) => Value::Float(f),
+            (_, Some(Scalar::Bool(b))) => Value::Bool(b),
+            (_, None) => {
+                return Err(Error::bad_input(format!(
+                    "input {name}: expected one value (a symbolic scalar input)"
+                )))
+            }
+        })
     }
 
     fn value(self, name: &str, device: &Device) -> Result<Value> {
@@ -611,7 +648,13 @@ impl<'p> Executor<'p> {
             if let (Some(at), Ok(mut kept)) = (storage_address(&t.t), self.bound.lock()) {
                 kept.insert(at);
             }
-            bound.push((name.clone(), host.dtype, host.shape.clone(), t));
+            bound.push((
+                name.clone(),
+                host.dtype,
+                host.shape.clone(),
+                t,
+                Scalar::of(host),
+            ));
         }
         Ok(BoundInputs { inputs: bound })
     }
@@ -660,6 +703,12 @@ impl<'p> Executor<'p> {
                 // setattr by name): nodes hold it as a literal, no value
                 // reads it
                 (_, Argument::String(_)) => Value::None,
+                (
+                    InputKind::UserInput,
+                    Argument::SymInt(SymRef::Value(v))
+                    | Argument::SymFloat(SymRef::Value(v))
+                    | Argument::SymBool(SymRef::Value(v)),
+                ) => inputs.scalar(&g.value(*v).name, &g.value(*v).kind)?,
                 (_, a) => literal(a).ok_or_else(|| {
                     Error::unsupported(format!("graph input {pos} ({a:?}) cannot be provided"))
                 })?,

@@ -145,6 +145,69 @@ impl SymExpr {
         }
     }
 
+    /// The expression as `a*s + b` in the one symbol `bindings` leaves
+    /// unknown (`None` when every symbol is bound): how a derived dim
+    /// (`2*s`, `s + 1`, `2*s - 1`) that torch writes is solved for its
+    /// symbol. An error when it is not linear in one unknown symbol.
+    pub fn linear(
+        &self,
+        bindings: &BTreeMap<String, i64>,
+    ) -> Result<(i64, i64, Option<String>), String> {
+        if let Some(name) = self.as_symbol() {
+            return Ok(match bindings.get(name) {
+                Some(v) => (0, *v, None),
+                None => (1, 0, Some(name.to_string())),
+            });
+        }
+        let join = |a: Option<String>, b: Option<String>| match (a, b) {
+            (Some(x), Some(y)) if x != y => {
+                Err(format!("{self} has two unknown symbols, {x} and {y}"))
+            }
+            (x, y) => Ok(x.or(y)),
+        };
+        match self {
+            SymExpr::Call { func, args, .. } if func == "Add" => {
+                let (mut a, mut b, mut s) = (0i64, 0i64, None);
+                for t in args {
+                    let (ta, tb, ts) = t.linear(bindings)?;
+                    a = a.checked_add(ta).ok_or("overflow")?;
+                    b = b.checked_add(tb).ok_or("overflow")?;
+                    s = join(s, ts)?;
+                }
+                Ok((a, b, s))
+            }
+            SymExpr::Call { func, args, .. } if func == "Mul" => {
+                let (mut a, mut b, mut s) = (0i64, 1i64, None::<String>);
+                for t in args {
+                    let (ta, tb, ts) = t.linear(bindings)?;
+                    match (&s, &ts) {
+                        (Some(_), Some(_)) => return Err(format!("{self} is not linear")),
+                        (None, Some(_)) => {
+                            // (b) * (ta*x + tb): a constant times a linear form
+                            a = b.checked_mul(ta).ok_or("overflow")?;
+                            b = b.checked_mul(tb).ok_or("overflow")?;
+                            s = ts;
+                        }
+                        (_, None) => {
+                            a = a.checked_mul(tb).ok_or("overflow")?;
+                            b = b.checked_mul(tb).ok_or("overflow")?;
+                        }
+                    }
+                }
+                Ok((a, b, s))
+            }
+            _ => {
+                let mut symbols = Vec::new();
+                self.symbols(&mut symbols);
+                if symbols.iter().all(|n| bindings.contains_key(n)) {
+                    Ok((0, self.eval_int(bindings)?, None))
+                } else {
+                    Err(format!("{self} is not of the form a*s + b"))
+                }
+            }
+        }
+    }
+
     /// The sympy `srepr` text, as the archive writes it.
     pub fn srepr(&self) -> String {
         let mut out = String::new();
@@ -496,5 +559,24 @@ mod tests {
         assert_eq!(e.eval_int(&b), Ok(2));
         assert!(SymExpr::parse("Symbol('x'").is_err());
         assert!(SymExpr::parse("Foo(1) trailing").is_err());
+    }
+
+    #[test]
+    fn solves_linear_forms() {
+        let mut b = BTreeMap::new();
+        let e = SymExpr::parse("Mul(Integer(2), Symbol('s0', integer=True))").unwrap();
+        assert_eq!(e.linear(&b), Ok((2, 0, Some("s0".into()))));
+        let e = SymExpr::parse("Add(Mul(Symbol('s0', integer=True), Integer(3)), Integer(-1))")
+            .unwrap();
+        assert_eq!(e.linear(&b), Ok((3, -1, Some("s0".into()))));
+        let e = SymExpr::parse(
+            "Add(Symbol('s1', integer=True), Mul(Integer(2), Symbol('s0', integer=True)))",
+        )
+        .unwrap();
+        assert!(e.linear(&b).is_err());
+        b.insert("s1".to_string(), 4);
+        assert_eq!(e.linear(&b), Ok((2, 4, Some("s0".into()))));
+        let e = SymExpr::parse("FloorDiv(Symbol('s0', integer=True), Integer(2))").unwrap();
+        assert!(e.linear(&b).is_err());
     }
 }

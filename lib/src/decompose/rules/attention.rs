@@ -36,14 +36,11 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let kt = mt(em, k)?;
     let km = with_scalar(em, "aten.mul.Scalar", kt, Argument::Float(s))?;
     let mut attn = matmul(em, qm, km, None)?;
-    let lsizes = em.sizes(attn)?;
-    let (l, srcl) = (lsizes[r - 2].clone(), lsizes[r - 1].clone());
     if a.bool("is_causal")? {
-        let (Sym::Int(l), Sym::Int(sl)) = (l, srcl) else {
-            return Err(Error::unsupported("causal attention over symbolic lengths"));
-        };
-        let rows = arange_col(em, attn, l, true)?;
-        let cols = arange_col(em, attn, sl, false)?;
+        // query i sees keys j <= i: aranges over the lengths (symbolic ones
+        // read at run time), compared
+        let rows = arange_dim(em, attn, r - 2, true)?;
+        let cols = arange_dim(em, attn, r - 1, false)?;
         let keep = binary(em, "aten.ge.Tensor", rows, cols, Dtype::Bool, None)?;
         let ninf = scalar_tensor(em, attn, Argument::Float(f64::NEG_INFINITY), dtype)?;
         attn = where_(em, keep, attn, ninf, None)?;

@@ -23,7 +23,12 @@ fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             a.0.name, a.0.target.name
         )));
     }
-    let k = a.int("diagonal")?;
+    // (a symbolic diagonal, `x.shape[1] - x.shape[0]`, is compared as
+    // the run's value)
+    let k = match a.sym("diagonal")? {
+        SymRef::Int(k) => Argument::Int(k),
+        r => Argument::SymInt(r),
+    };
     let rows = arange_dim(em, x, r - 2, true)?;
     let cols = arange_dim(em, x, r - 1, false)?;
     let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
@@ -32,7 +37,7 @@ fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         "aten.ge.Scalar"
     };
-    let keep = cmp(em, op, diff, Argument::Int(k))?;
+    let keep = cmp(em, op, diff, k)?;
     let dtype = em.dtype(x)?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     Ok(vec![where_(em, keep, x, zero, Some(a.out(0)?))?])

@@ -399,16 +399,24 @@ fn swapaxes(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let x = a.t("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
-    let (start, len) = (a.int("start")?, a.int("length")?);
-    let n = em.static_dim(x, d, "narrow")?;
-    let start = if start < 0 { start + n } else { start };
+    // start and length may be symbolic (`narrow(x, 1, 1, n)`): the end is
+    // their sum, computed at run time
+    let (start, len) = (a.sym("start")?, a.sym("length")?);
+    let start = match start {
+        SymRef::Int(s) if s < 0 => {
+            let n = em.size(x, d)?;
+            em.add(n, SymRef::Int(s))?
+        }
+        s => s,
+    };
+    let end = em.add(start, len)?;
     em.op_into(
         "aten.slice.Tensor",
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(d as i64)),
-            ("start", Argument::SymInt(SymRef::Int(start))),
-            ("end", Argument::SymInt(SymRef::Int(start + len))),
+            ("start", Argument::SymInt(start)),
+            ("end", Argument::SymInt(end)),
         ],
         a.out(0)?,
     )?;

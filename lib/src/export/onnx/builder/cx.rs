@@ -760,29 +760,51 @@ impl<'c, 'p> Cx<'c, 'p> {
             return Ok(name);
         }
         let name = if let Some(symbol) = e.as_symbol() {
-            let (input, dim) = self.conv.sym_sources.get(symbol).cloned().ok_or_else(|| {
+            let source = self.conv.sym_sources.get(symbol).cloned().ok_or_else(|| {
                 Error::unsupported(format!(
                     "symbol {symbol} is not the size of any input dim, so it cannot be computed"
                 ))
             })?;
-            let shape_key = format!("shape:{input}");
-            let shape = match self.cache_get(&shape_key) {
-                Some(s) => s,
-                None => {
-                    let s = self.conv.unique(&format!("{input}.shape"));
-                    self.push("Shape", &[&input], vec![], vec![s.clone()]);
-                    self.cache_put(shape_key, s.clone());
-                    s
+            let input = source.input;
+            let value = match source.dim {
+                // a SymInt input: the 0-d int64 value itself
+                None => input,
+                Some(dim) => {
+                    let shape_key = format!("shape:{input}");
+                    let shape = match self.cache_get(&shape_key) {
+                        Some(s) => s,
+                        None => {
+                            let s = self.conv.unique(&format!("{input}.shape"));
+                            self.push("Shape", &[&input], vec![], vec![s.clone()]);
+                            self.cache_put(shape_key, s.clone());
+                            s
+                        }
+                    };
+                    let index = self.const_i64(dim as i64);
+                    let out = self.conv.unique(&sanitize(symbol));
+                    self.push(
+                        "Gather",
+                        &[&shape, &index],
+                        vec![attr_int("axis", 0)],
+                        vec![out.clone()],
+                    );
+                    out
                 }
             };
-            let index = self.const_i64(dim as i64);
-            let out = self.conv.unique(&sanitize(symbol));
-            self.push(
-                "Gather",
-                &[&shape, &index],
-                vec![attr_int("axis", 0)],
-                vec![out.clone()],
-            );
+            // a derived dim `a*s + b`: s = (dim - b) / a
+            let mut out = value;
+            if source.b != 0 {
+                let b = self.const_i64(source.b);
+                let t = self.conv.unique(&sanitize(symbol));
+                self.push("Sub", &[&out, &b], vec![], vec![t.clone()]);
+                out = t;
+            }
+            if source.a != 1 {
+                let a = self.const_i64(source.a);
+                let t = self.conv.unique(&sanitize(symbol));
+                self.push("Div", &[&out, &a], vec![], vec![t.clone()]);
+                out = t;
+            }
             out
         } else {
             let SymExpr::Call { func, args, .. } = e else {

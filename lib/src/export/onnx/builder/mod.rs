@@ -35,6 +35,17 @@ mod types;
 pub(crate) use cx::{Cx, Emit, Lookup};
 pub(crate) use proto::*;
 
+/// Where a symbol's value is read in the ONNX graph: `(value - b) / a`,
+/// the value being dim `dim` of input `input`, or the input itself (a
+/// SymInt input) where `dim` is `None`.
+#[derive(Clone, Debug)]
+pub(crate) struct SymSource {
+    pub(crate) input: String,
+    pub(crate) dim: Option<usize>,
+    pub(crate) a: i64,
+    pub(crate) b: i64,
+}
+
 pub(crate) struct Converted<'p> {
     pub graph: GraphProto,
     pub weights: Vec<&'p Weight>,
@@ -58,8 +69,9 @@ pub(crate) struct Converter<'p> {
     failures: Vec<Failure>,
     custom_domains: BTreeSet<String>,
     stats: Stats,
-    /// Bare symbols of the user inputs' sizes: symbol -> (input, dim).
-    sym_sources: HashMap<String, (String, usize)>,
+    /// Where each symbol of the user inputs is read: a dim of an input
+    /// (a bare symbol, or a derived `a*s + b`), or a SymInt input.
+    sym_sources: HashMap<String, SymSource>,
     /// The element type of every ONNX name defined so far (`types.rs`).
     pub(crate) types: HashMap<String, Dtype>,
 }
@@ -213,6 +225,8 @@ pub(crate) fn convert<'p>(
         .collect();
 
     // User inputs first: their IR names are the model's interface.
+    // (derived dims, `2*s`, are sources only for symbols no bare dim gives)
+    let mut derived: Vec<(String, SymSource)> = Vec::new();
     for (i, input) in graph.inputs.iter().enumerate() {
         let kind = program
             .input_kinds
@@ -248,8 +262,43 @@ pub(crate) fn convert<'p>(
                     if let Some(symbol) = expr.as_symbol() {
                         conv.sym_sources
                             .entry(symbol.to_string())
-                            .or_insert((name.clone(), dim));
+                            .or_insert(SymSource {
+                                input: name.clone(),
+                                dim: Some(dim),
+                                a: 1,
+                                b: 0,
+                            });
+                    } else if let Ok((a, b, Some(symbol))) =
+                        expr.linear(&std::collections::BTreeMap::new())
+                    {
+                        if a > 0 {
+                            derived.push((
+                                symbol,
+                                SymSource {
+                                    input: name.clone(),
+                                    dim: Some(dim),
+                                    a,
+                                    b,
+                                },
+                            ));
+                        }
                     }
+                }
+            }
+        }
+        if let ValueKind::SymInt(Sym::Expr { expr, .. }) = &value.kind {
+            if let Some(symbol) = expr.as_symbol() {
+                conv.sym_sources.insert(
+                    symbol.to_string(),
+                    SymSource {
+                        input: name.clone(),
+                        dim: None,
+                        a: 1,
+                        b: 0,
+                    },
+                );
+                if let Some(c) = constraints.get(symbol) {
+                    doc.push(c.clone());
                 }
             }
         }
@@ -269,6 +318,10 @@ pub(crate) fn convert<'p>(
             }
         }
         scope.values[v.index()] = Some(name);
+    }
+
+    for (symbol, source) in derived {
+        conv.sym_sources.entry(symbol).or_insert(source);
     }
 
     // Weights: one initializer per distinct storage view, under the first

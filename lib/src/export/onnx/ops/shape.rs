@@ -390,17 +390,18 @@ fn select(cx: &mut Cx) -> Result<()> {
 fn pad(cx: &mut Cx) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
-    let pads = if cx.has("pad") {
-        cx.ints("pad")?
-    } else {
-        cx.ints("padding")?
+    let name = if cx.has("pad") { "pad" } else { "padding" };
+    // a symbolic pad size (`F.pad(x, (0, n))`) is read at run time
+    let pads: Vec<SymRef> = match cx.node.arg(name) {
+        Some(Argument::SymInts(rs)) => rs.clone(),
+        _ => cx.ints(name)?.into_iter().map(SymRef::Int).collect(),
     };
-    if pads.len() % 2 != 0 || pads.len() / 2 > rank {
+    if !pads.len().is_multiple_of(2) || pads.len() / 2 > rank {
         return Err(Error::bad_input(format!(
             "pad list {pads:?} for a rank-{rank} tensor"
         )));
     }
-    let mut onnx = vec![0i64; 2 * rank];
+    let mut onnx = vec![SymRef::Int(0); 2 * rank];
     for (i, pair) in pads.chunks(2).enumerate() {
         let d = rank - 1 - i;
         onnx[d] = pair[0];
@@ -423,7 +424,7 @@ fn pad(cx: &mut Cx) -> Result<()> {
     } else {
         Lit::Float(cx.opt_float("value")?.unwrap_or(0.0))
     };
-    let p = cx.const_i64s(&onnx);
+    let p = cx.sym_list(&onnx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         if mode == "constant" {
             let v = cx.scalar(value, c)?;
