@@ -140,8 +140,10 @@ def decompose_coverage():
     if not os.path.exists(path):
         return None
     lines = open(path).read().splitlines()
-    return (lines[2] + "\n\nThe ops not handled are listed in `golden/decompose/coverage.md` "
-            "(written by `lib/tests/decompose.rs`).")
+    reasons = [ln[:-1] for ln in lines if ln.endswith(":") and not ln.startswith("#")]
+    return (lines[2] + "\n\nEach op refused is listed with its reason in `golden/decompose/coverage.md` "
+            "(written by `lib/tests/decompose.rs` from `lib/data/refusals.txt`); the reasons:\n\n"
+            + "\n".join(f"- {r}" for r in reasons))
 
 
 def bench_decompose():
