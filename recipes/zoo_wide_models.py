@@ -19,6 +19,9 @@ Families:
                 static KV cache, torchvision models in training mode
   variants      export variants: strict, saved after run_decompositions(),
                 preserve_module_call_signature, extra files, Dim.AUTO
+  timm          newer timm architectures from timm's builders (ViT relatives,
+                hybrid CNN-attention, re-parameterisable and normalizer-free nets)
+  moe           Hugging Face mixture-of-experts decoders from tiny configs
 
 Where a torchvision builder would give a model over ~12M parameters, the same
 architecture class is built with narrower layers (same depth, same block
@@ -1162,8 +1165,94 @@ def _variants():
          sizes=3)
 
 
+# --------------------------------------------------------------------------
+# timm: newer vision families, from timm's own builders (random weights)
+# --------------------------------------------------------------------------
+
+
+def _timm():
+    try:
+        import timm  # noqa: F401
+    except Exception:  # noqa: BLE001 - no timm in this environment
+        return
+    vit_small = dict(depth=2, embed_dim=64, num_heads=2)
+    for name, kw, size, note in (
+        ("efficientvit_m0", {}, 224, "autocast-disabled attention region"),
+        ("levit_128s", {}, 224, "reshape_as, attention biases"),
+        ("nf_resnet26", {}, 64, "normalizer-free: scaled weight standardisation"),
+        ("beit_base_patch16_224", vit_small, 224, "relative position bias (in-place writes through views)"),
+        ("vit_small_patch14_dinov2", dict(vit_small, img_size=70), 70, "DINOv2: register-free ViT, layer scale"),
+        ("crossvit_tiny_240", {}, 240, "two-branch cross attention, bicubic resampling"),
+        ("convnextv2_atto", {}, 64, "global response norm"),
+        ("swin_tiny_patch4_window7_224", dict(embed_dim=24, depths=(1, 1, 2, 1), num_heads=(1, 2, 2, 4)), 224,
+         "shifted windows (roll), relative position bias"),
+        ("mobilevitv2_050", {}, 128, "separable self-attention"),
+        ("repvit_m1", {}, 224, "re-parameterisable convolutions"),
+        ("fastvit_t8", {}, 128, "RepMixer, large-kernel convolutions"),
+        ("edgenext_xx_small", {}, 128, "split depthwise transpose attention"),
+        ("eva02_tiny_patch14_224", dict(depth=2), 224, "rotary position embeddings, SwiGLU"),
+        ("ghostnetv2_100", {}, 64, "ghost modules, DFC attention"),
+        ("hgnetv2_b0", {}, 64, "HGNetV2 stem and stages"),
+        ("tiny_vit_5m_224", {}, 224, "TinyViT"),
+        ("efficientformerv2_s0", {}, 224, "EfficientFormerV2"),
+        ("resnest14d", {}, 64, "split attention"),
+        ("xcit_nano_12_p16_224", dict(depth=2), 224, "cross-covariance attention, class attention"),
+        ("pvt_v2_b0", {}, 64, "spatial-reduction attention"),
+        ("inception_next_atto", {}, 64, "inception depthwise convolutions"),
+        ("coat_lite_tiny", {}, 224, "conv-attentional: factorised attention"),
+        ("mambaout_femto", {}, 64, "gated CNN blocks"),
+    ):
+        def make(name=name, kw=kw, size=size, note=note):
+            import timm
+            m = timm.create_model(name, pretrained=False, num_classes=NUM_CLASSES, **kw)
+            return m, _image(1, 3, size, size), {}, None, \
+                f"timm {name}{' ' + str(kw) if kw else ''}, input {size}x{size}: {note}"
+        _reg(f"timm_{name}", "timm", make)
+
+
+# --------------------------------------------------------------------------
+# Mixture of experts: Hugging Face MoE decoders from tiny configs
+# --------------------------------------------------------------------------
+
+
+def _moe():
+    import transformers as T
+    base = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    for cname, mname, extra in (
+        ("MixtralConfig", "MixtralForCausalLM", dict(num_local_experts=4, num_experts_per_tok=2)),
+        ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2,
+                                                      moe_intermediate_size=32,
+                                                      shared_expert_intermediate_size=32)),
+        ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2,
+                                                      moe_intermediate_size=32, head_dim=8)),
+        ("OlmoeConfig", "OlmoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
+        ("GraniteMoeConfig", "GraniteMoeForCausalLM", dict(num_local_experts=4, num_experts_per_tok=2)),
+        ("PhimoeConfig", "PhimoeForCausalLM", dict(num_local_experts=4, num_experts_per_tok=2)),
+        ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(n_routed_experts=4, num_experts_per_tok=2,
+                                                          moe_intermediate_size=32, first_k_dense_replace=1,
+                                                          kv_lora_rank=16, q_lora_rank=None,
+                                                          qk_rope_head_dim=4, qk_nope_head_dim=4,
+                                                          v_head_dim=8, n_shared_experts=1)),
+        ("DeepseekV3Config", "DeepseekV3ForCausalLM", dict(n_routed_experts=4, num_experts_per_tok=2,
+                                                          moe_intermediate_size=32, first_k_dense_replace=1,
+                                                          kv_lora_rank=16, q_lora_rank=16,
+                                                          qk_rope_head_dim=4, qk_nope_head_dim=4,
+                                                          v_head_dim=8, n_shared_experts=1, n_group=2,
+                                                          topk_group=1)),
+    ):
+        if not hasattr(T, cname):
+            continue
+
+        def make(cname=cname, mname=mname, extra=extra):
+            cfg = getattr(T, cname)(**base, **extra)
+            w = HFWrap(getattr(T, mname)(cfg), ["input_ids", "attention_mask"], ["logits"], {"use_cache": False})
+            return w, _text(2), {}, None, f"{mname}({cname} tiny: {extra}), batch 2 with padding"
+        _reg(f"moe_{mname.replace('ForCausalLM', '').lower()}", "moe", make)
+
+
 FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb", "dynamic", "state",
-            "variants"]
+            "variants", "timm", "moe"]
 
 _vision()
 _segmentation()
@@ -1174,6 +1263,8 @@ _exportdb()
 _dynamic()
 _state()
 _variants()
+_timm()
+_moe()
 
 
 def build(name, size=0):
