@@ -10,9 +10,11 @@
 //! a `lower_precision_fp` op gets its floating inputs in the region's dtype,
 //! an `fp32` op in float32, a `promote` op in the widest of them; float64
 //! inputs are never cast (torch's `is_eligible`). A disabled region is
-//! inlined as it is. Nodes of a region carry a `pt2kit_autocast` entry in
-//! their metadata, so a region nested in another keeps its own policy (the
-//! inner region is inlined first).
+//! inlined as it is. The policy applies to the ops as written (a region is
+//! inlined before its ops are lowered: `conv2d` is cast, the `convolution`
+//! it becomes then sees low-precision inputs, as in torch). A region nested
+//! in another is inlined after it with its own policy; nodes of a region
+//! carry a `pt2kit_autocast` entry in their metadata and are not cast again.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -163,9 +165,12 @@ pub fn apply(em: &mut Emitter, node: &mut Node, region: &Region) -> Result<()> {
     if !region.enabled {
         return Ok(());
     }
+    // A region nested in this one is inlined after it, with its own policy.
+    let nested = node.target.name == "wrap_with_autocast";
     for input in &mut node.inputs {
-        if let Argument::Graph(sub) = &mut input.arg {
-            apply_graph(&mut sub.graph, region)?;
+        match &mut input.arg {
+            Argument::Graph(sub) if !nested => apply_graph(&mut sub.graph, region)?,
+            _ => {}
         }
     }
     let on_device = |em: &Emitter, v: ValueId| -> Result<bool> {

@@ -294,12 +294,18 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<Lowered>) -> Result
     while let Some(mut node) = queue.pop_front() {
         let s = |v: ValueId| follow(&subst, v);
         node.substitute_inputs(&s);
-        for input in &mut node.inputs {
-            if let Argument::Graph(sub) = &mut input.arg {
-                rewritten += lower_graph(&mut sub.graph, policy, log)?;
+        // A node a rule rewrites is rewritten before its subgraphs are
+        // lowered: an inlined region (autocast's casts go before the ops
+        // as written) is lowered with the nodes it becomes.
+        let rule = policy.applies(&node, &reads);
+        if rule.is_none() {
+            for input in &mut node.inputs {
+                if let Argument::Graph(sub) = &mut input.arg {
+                    rewritten += lower_graph(&mut sub.graph, policy, log)?;
+                }
             }
         }
-        let Some(rule) = policy.applies(&node, &reads) else {
+        let Some(rule) = rule else {
             if let (Some(has), Some(why)) = (policy.backend_has, hops::refusal(&node.target)) {
                 if !has(&node, &reads) {
                     return Err(Error::unsupported(format!(
