@@ -36,7 +36,11 @@ fn every_higher_order_op_is_handled_or_refused_with_a_reason() {
         .map(String::from)
         .collect();
     let list = torch_hops();
-    assert!(list.len() >= 40, "only {} higher-order ops listed", list.len());
+    assert!(
+        list.len() >= 40,
+        "only {} higher-order ops listed",
+        list.len()
+    );
     let mut failures = Vec::new();
     for (name, _) in &list {
         let id = format!("higher_order.{name}");
@@ -96,7 +100,10 @@ fn the_autocast_policy_names_registered_ops() {
         })
         .collect();
     assert!(unknown.is_empty(), "not registered: {unknown:?}");
-    assert_eq!(policy.get("linear.default"), Some(&autocast::Cast::LowerPrecision));
+    assert_eq!(
+        policy.get("linear.default"),
+        Some(&autocast::Cast::LowerPrecision)
+    );
     assert_eq!(policy.get("cat.default"), Some(&autocast::Cast::Promote));
     assert_eq!(policy.get("softmax.int"), None);
 }

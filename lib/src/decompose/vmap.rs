@@ -161,7 +161,9 @@ fn unroll_region(
     // Per sample: batched value -> its sample.
     let mut samples: Vec<HashMap<ValueId, ValueId>> = vec![HashMap::new(); batch];
     let ours = |n: &Node| -> Result<bool> {
-        Ok(level.is_some() && int_at(n, if is(n, "_add_batch_dim") { 2 } else { 1 }, "level")? == level.unwrap_or(0))
+        Ok(level.is_some()
+            && int_at(n, if is(n, "_add_batch_dim") { 2 } else { 1 }, "level")?
+                == level.unwrap_or(0))
     };
     for n in body {
         if (is(n, "_add_batch_dim") || is(n, "_remove_batch_dim")) && !ours(n)? {
@@ -271,7 +273,10 @@ fn stack(em: &mut Emitter, out: ValueId, dim: i64, per: Vec<ValueId>) -> Result<
     } else {
         em.op_into(
             "aten.stack.default",
-            vec![("tensors", Argument::Tensors(per)), ("dim", Argument::Int(dim))],
+            vec![
+                ("tensors", Argument::Tensors(per)),
+                ("dim", Argument::Int(dim)),
+            ],
             out,
         )?;
     }
