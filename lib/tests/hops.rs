@@ -107,3 +107,39 @@ fn the_autocast_policy_names_registered_ops() {
     assert_eq!(policy.get("cat.default"), Some(&autocast::Cast::Promote));
     assert_eq!(policy.get("softmax.int"), None);
 }
+
+/// A refused higher-order op is refused by name, with its reason, by
+/// `ir-run` and `ir2onnx` (here: hints_wrapper's node renamed).
+#[test]
+fn a_refused_higher_order_op_is_refused_with_its_reason() {
+    let pt2 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/hop/hop_hints.pt2");
+    let mut p = pt2kit::import::pt2::read_pt2(&pt2, &Default::default()).unwrap();
+    let node = p
+        .graph
+        .nodes
+        .iter_mut()
+        .find(|n| n.target.name == "hints_wrapper")
+        .unwrap();
+    node.target.name = "flex_attention".into();
+    let why = hops::REFUSED
+        .iter()
+        .find(|(n, _)| *n == "flex_attention")
+        .unwrap()
+        .1;
+    let device = pt2kit::exec::device(pt2kit::exec::DeviceKind::Cpu).unwrap();
+    let Err(err) = pt2kit::exec::Executor::new(&p, device) else {
+        panic!("the executor took higher_order.flex_attention");
+    };
+    assert!(
+        err.message.contains("higher_order.flex_attention") && err.message.contains(why),
+        "{}",
+        err.message
+    );
+    // ir2onnx lowers through the same fallback, with its own rows.
+    let Err(err) =
+        pt2kit::decompose::fallback::lower_unsupported(&p, pt2kit::export::onnx::converts)
+    else {
+        panic!("ir2onnx's fallback took higher_order.flex_attention");
+    };
+    assert!(err.message.contains(why), "{}", err.message);
+}

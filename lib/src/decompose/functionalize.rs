@@ -210,7 +210,10 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
     };
     match (op.as_str(), first) {
         ("aten.contiguous.default", Argument::Tensor(o)) => {
-            if base_meta.is_some_and(super::edit::is_contiguous) {
+            // Not a guard: a copy (non-contiguous base) must not reach the
+            // view arm below.
+            let aliases = base_meta.is_some_and(super::edit::is_contiguous);
+            if aliases {
                 add(st, *o, node.clone());
             }
         }
