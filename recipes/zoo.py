@@ -1229,6 +1229,162 @@ def _set(t, *at, value=float("nan")):
 MODELS = collections.OrderedDict()
 
 
+# --------------------------------------------------------------------------
+# Higher-order ops torch.export writes (golden/hop, group="hop"): autocast
+# regions (disabled, bfloat16, float16; expected outputs are torch's eager
+# outputs under the autocast context, casts and all), grad-mode regions,
+# associative_scan (its higher-order op, and the generic combine mode that
+# leaves functorch's vmap calls), out_dtype, hints_wrapper, and a timm
+# EfficientViT (MIT) whose attention runs in a disabled autocast region.
+# --------------------------------------------------------------------------
+
+
+class HopAutocastOff(nn.Module):
+    """A Linear + ReLU in a disabled autocast region, between enabled code."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 6)
+
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            y = torch.relu(self.lin(x))
+        return y * 2
+
+
+class HopAutocastBf16(nn.Module):
+    """bfloat16 autocast around linear, matmul, conv2d (lower_precision_fp),
+    softmax (not in CPU's lists: runs in its input's dtype), an add of
+    mixed dtypes, a cat (promote), a float64 matmul (never cast) and a
+    disabled region nested inside. Outputs are bfloat16 or float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 6)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x, img, d):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = self.lin(x)                      # bf16
+            m = torch.matmul(x, x.transpose(0, 1))  # bf16
+            c = self.conv(img)                   # bf16
+            p = torch.softmax(h, -1)             # bf16 in, bf16 out
+            mixed = h + x[:, :6]                 # bf16 + f32 -> f32
+            cat = torch.cat([h, x[:, :6]], 0)    # promote: f32
+            dd = torch.mm(d, d)                  # float64 stays
+            with torch.autocast("cpu", enabled=False):
+                off = torch.mm(x, x.transpose(0, 1))  # f32
+        return h, m, c, p, mixed.bfloat16(), cat.bfloat16(), dd, off.bfloat16()
+
+
+class HopAutocastF16(nn.Module):
+    """float16 autocast around a Linear and a conv1d."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 5)
+        self.conv = nn.Conv1d(2, 3, 3)
+
+    def forward(self, x, s):
+        with torch.autocast("cpu", dtype=torch.float16):
+            a = torch.relu(self.lin(x))
+            b = self.conv(s)
+        return a, b
+
+
+class HopGrad(nn.Module):
+    """torch.no_grad() and torch.enable_grad() regions in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = self.lin(x) * 2
+        with torch.enable_grad():
+            z = torch.tanh(y) + x
+        return z
+
+
+class HopAssocAdd(nn.Module):
+    """associative_scan of a + b over dim 0: a higher-order op."""
+
+    def forward(self, x):
+        from torch._higher_order_ops.associative_scan import associative_scan
+        return associative_scan(lambda a, b: a + b, x, dim=0)
+
+
+def _pair_combine(w):
+    def comb(a, b):
+        # a linear recurrence h_t = g_t * h_{t-1} + u_t, composed (w is
+        # 1: an additional input the combine reads, keeping it associative)
+        return (a[0] * b[0], a[1] * b[0] * w + b[1])
+    return comb
+
+
+class HopAssocPair(nn.Module):
+    """associative_scan of a two-tensor combine over dim 1, with a buffer
+    the combine reads (an additional input)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.tensor(1.0))
+
+    def forward(self, g, u):
+        from torch._higher_order_ops.associative_scan import associative_scan
+        return associative_scan(_pair_combine(self.w), (g, u), dim=1)
+
+
+class HopVmapAdd(nn.Module):
+    """associative_scan, generic combine mode, a + b over dim 0: traced
+    through torch.vmap (functorch's _add_batch_dim / _remove_batch_dim)."""
+
+    def forward(self, x):
+        from torch._higher_order_ops.associative_scan import associative_scan
+        return associative_scan(lambda a, b: a + b, x, dim=0, combine_mode="generic")
+
+
+class HopVmapPair(nn.Module):
+    """The two-tensor combine over dim 1, generic combine mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.tensor(1.0))
+
+    def forward(self, g, u):
+        from torch._higher_order_ops.associative_scan import associative_scan
+        return associative_scan(_pair_combine(self.w), (g, u), dim=1, combine_mode="generic")
+
+
+class HopOutDtype(nn.Module):
+    """out_dtype: an int8 matrix product into int32."""
+
+    def forward(self, a, b):
+        from torch._higher_order_ops.out_dtype import out_dtype
+        return out_dtype(torch.ops.aten.mm.default, torch.int32, a, b)
+
+
+class HopHints(nn.Module):
+    """hints_wrapper around a body."""
+
+    def forward(self, x):
+        from torch._higher_order_ops.hints_wrap import hints_wrapper
+
+        def body(x):
+            return torch.sin(x) + 1
+        return hints_wrapper(body, (x,), {}, hints={"inner": True})
+
+
+def hop_efficientvit():
+    """timm's EfficientViT (MIT) b0 layout, narrowed: its LiteMLA attention
+    runs in `torch.autocast(..., enabled=False)`."""
+    import timm
+    return timm.create_model("efficientvit_b0", pretrained=False, num_classes=10,
+                             widths=(8, 16, 16, 32, 32), depths=(0, 1, 1, 1, 1), head_dim=8,
+                             head_widths=(64, 80))
+
+
 def _reg(name, build, inputs, dyn=None, alt=None, big=False, note=None, group=None, alt2=None, quant_steps=False):
     MODELS[name] = dict(build=build, inputs=inputs, dyn=dyn, alt=alt, alt2=alt2, big=big, note=note, group=group,
                         quant_steps=quant_steps)
@@ -1305,6 +1461,20 @@ _reg("ops_norm", OpsNorm, lambda: (_randn(2, 4, 5, 6),), group="composite")
 _reg("ops_more", OpsMore, lambda: (_randn(2, 3, 4), _randn(4), _randn(4, 4), torch.randint(0, 3, (2, 3))),
      group="composite")
 _reg("ops_misc", OpsMisc, lambda: (_randn(2, 3, 4), _randn(4), torch.tensor([0, 5, 2, 2, 1])), group="composite")
+
+_reg("hop_autocast_off", HopAutocastOff, lambda: (_randn(3, 8),), group="hop")
+_reg("hop_autocast_bf16", HopAutocastBf16, lambda: (_randn(3, 8), _randn(2, 3, 6, 5),
+                                                    _randn(3, 3).double()), group="hop")
+_reg("hop_autocast_f16", HopAutocastF16, lambda: (_randn(3, 8), _randn(2, 2, 7)), group="hop")
+_reg("hop_grad", HopGrad, lambda: (_randn(3, 4),), group="hop")
+_reg("hop_assoc_add", HopAssocAdd, lambda: (_randn(7, 3),), group="hop")
+_reg("hop_assoc_pair", HopAssocPair, lambda: (torch.rand(2, 6) + 0.5, _randn(2, 6)), group="hop")
+_reg("hop_vmap_add", HopVmapAdd, lambda: (_randn(7, 3),), group="hop")
+_reg("hop_vmap_pair", HopVmapPair, lambda: (torch.rand(2, 6) + 0.5, _randn(2, 6)), group="hop")
+_reg("hop_out_dtype", HopOutDtype, lambda: (torch.randint(-128, 128, (3, 16), dtype=torch.int8),
+                                            torch.randint(-128, 128, (16, 4), dtype=torch.int8)), group="hop")
+_reg("hop_hints", HopHints, lambda: (_randn(2, 5),), group="hop")
+_reg("hop_efficientvit", hop_efficientvit, lambda: (_randn(1, 3, 64, 64),), group="hop")
 
 _reg("tail_bicubic", TailBicubic, lambda: (_randn(2, 3, 5, 7),), group="tail")
 _reg("tail_shape", TailShape, lambda: (_randn(2, 12), _randn(2, 3, 4)),

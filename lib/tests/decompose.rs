@@ -99,6 +99,17 @@ fn check_dir(dir: &str) -> (usize, Vec<String>) {
     (runs, failures)
 }
 
+/// The higher-order-op fixtures (group "hop"), both dialects, lowered to
+/// core ATen and run against torch's outputs: autocast regions inlined
+/// with their casts, associative_scan as a `scan` (kept, as torch keeps
+/// control flow), vmap regions unrolled.
+#[test]
+fn hop_fixtures_lower_to_core_and_match_torch() {
+    let (runs, failures) = check_dir("golden/hop");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 22, "only {runs} runs");
+}
+
 /// torchvision's detection ops (group "vision") are not ATen ops:
 /// ir-decompose keeps them (and lowers the ATen ops around them, such as
 /// MultiScaleRoIAlign's `where(condition)`); the result still runs.

@@ -356,6 +356,22 @@ fn composite_fixtures_run_as_exported() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
+/// The higher-order-op fixtures (`recipes/zoo.py`, group "hop": autocast
+/// regions disabled, bfloat16 and float16 with torch's eager outputs under
+/// autocast, grad-mode regions, associative_scan as its higher-order op and
+/// through vmap, out_dtype, hints_wrapper, timm's EfficientViT) run as
+/// exported, both dialects, against torch's outputs.
+#[test]
+fn hop_fixtures_run_as_exported() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/hop") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 22, "only {runs} runs");
+}
+
 /// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic
 /// upsampling, histc, index_copy_, reshape_as, bilinear, einsum diagonals,
 /// LSTM projections, bool masks) run as exported, both dialects, against

@@ -354,6 +354,18 @@ impl Emitter<'_> {
     /// its outputs in this graph's values. Nested subgraphs are their own
     /// scopes and are copied as they are.
     pub fn inline(&mut self, sub: &Graph, args: &[Argument]) -> Result<Vec<Argument>> {
+        self.inline_with(sub, args, &mut |_, _| Ok(()))
+    }
+
+    /// [`Emitter::inline`], with `hook` called on each copied node (its
+    /// inputs already in this graph's values) before it is emitted: what
+    /// the hook emits comes before the node.
+    pub fn inline_with(
+        &mut self,
+        sub: &Graph,
+        args: &[Argument],
+        hook: &mut dyn FnMut(&mut Emitter, &mut Node) -> Result<()>,
+    ) -> Result<Vec<Argument>> {
         if args.len() != sub.inputs.len() {
             return Err(Error::bad_input(format!(
                 "a subgraph takes {} inputs but is given {}",
@@ -386,6 +398,7 @@ impl Emitter<'_> {
             if n.meta.stack_trace.is_none() {
                 n.meta = self.meta.clone();
             }
+            hook(self, &mut n)?;
             self.nodes.push(n);
         }
         let mut outs = sub.outputs.clone();

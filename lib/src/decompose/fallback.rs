@@ -159,14 +159,20 @@ pub fn writes_state(p: &Program) -> bool {
 /// Whether some node of `p` is one `has_row` rejects and a rule (or
 /// functionalisation) could help with.
 fn needs_fallback(p: &Program, has_row: HasRow) -> bool {
-    if writes_through_view(&p.graph) || writes_state(p) || super::complex::needs_lowering(p) {
+    if writes_through_view(&p.graph)
+        || writes_state(p)
+        || super::complex::needs_lowering(p)
+        || super::vmap::has_regions(&p.graph)
+    {
         return true;
     }
     let mut needs = false;
     p.graph.visit_nodes_read(&mut |_, reads, n| {
         if !needs && !has_row(n, reads) {
             let id = n.target.to_string();
-            needs = super::rules::rule_for(&id).is_some() || crate::schema::mutates(&n.target);
+            needs = super::rules::rule_for(&id).is_some()
+                || crate::schema::mutates(&n.target)
+                || super::hops::refusal(&n.target).is_some();
         }
     });
     needs
@@ -181,6 +187,7 @@ pub fn lower_unsupported(p: &Program, has_row: HasRow) -> Result<Option<(Program
     }
     let mut q = p.clone();
     let mut report = Fallback::default();
+    super::vmap::unroll(&mut q)?;
     let complex = super::complex::needs_lowering(&q);
     let mut in_place_missing = false;
     q.graph.visit_nodes_read(&mut |_, reads, n| {

@@ -3,7 +3,11 @@
 //!
 //! - [`functionalize`]: in-place ops of the TRAINING dialect become
 //!   functional ops with explicit mutation outputs;
-//! - [`rules`]: the decomposition table, one rewrite per source op;
+//! - [`vmap`]: functorch's batching calls (a traced `torch.vmap`) unrolled
+//!   sample by sample;
+//! - [`rules`]: the decomposition table, one rewrite per source op
+//!   ([`autocast`]: torch's CPU cast policy for autocast regions;
+//!   [`hops`]: what becomes of each higher-order op);
 //! - [`passes`]: dead-code elimination, constant folding, common
 //!   subexpression elimination, batch-norm folding; each its own unit;
 //! - [`edit`]: how every rewrite emits nodes (schema defaults, fresh names,
@@ -13,12 +17,15 @@
 
 /// The argument reader, which lives with the IR (`ir::args`).
 pub use crate::ir::args;
+pub mod autocast;
 pub mod complex;
 pub mod edit;
 pub mod fallback;
 pub mod functionalize;
+pub mod hops;
 pub mod passes;
 pub mod rules;
+pub mod vmap;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::OnceLock;
@@ -249,6 +256,7 @@ pub fn lower(p: &mut Program, policy: &Policy) -> Result<Report> {
         before: histogram(p),
         ..Report::default()
     };
+    vmap::unroll(p)?;
     report.functionalized = functionalize::functionalize(p)?;
     report.decomposed = lower_graph(&mut p.graph, policy, &mut Vec::new())?;
     if p.dialect() == "TRAINING" {
@@ -286,12 +294,26 @@ fn lower_graph(g: &mut Graph, policy: &Policy, log: &mut Vec<Lowered>) -> Result
     while let Some(mut node) = queue.pop_front() {
         let s = |v: ValueId| follow(&subst, v);
         node.substitute_inputs(&s);
-        for input in &mut node.inputs {
-            if let Argument::Graph(sub) = &mut input.arg {
-                rewritten += lower_graph(&mut sub.graph, policy, log)?;
+        // A node a rule rewrites is rewritten before its subgraphs are
+        // lowered: an inlined region (autocast's casts go before the ops
+        // as written) is lowered with the nodes it becomes.
+        let rule = policy.applies(&node, &reads);
+        if rule.is_none() {
+            for input in &mut node.inputs {
+                if let Argument::Graph(sub) = &mut input.arg {
+                    rewritten += lower_graph(&mut sub.graph, policy, log)?;
+                }
             }
         }
-        let Some(rule) = policy.applies(&node, &reads) else {
+        let Some(rule) = rule else {
+            if let (Some(has), Some(why)) = (policy.backend_has, hops::refusal(&node.target)) {
+                if !has(&node, &reads) {
+                    return Err(Error::unsupported(format!(
+                        "node {} ({}): {why}",
+                        node.name, node.target
+                    )));
+                }
+            }
             out.push(node);
             continue;
         };
