@@ -1229,23 +1229,26 @@ def _moe():
         ("OlmoeConfig", "OlmoeForCausalLM", dict(num_experts=4, num_experts_per_tok=2)),
         ("GraniteMoeConfig", "GraniteMoeForCausalLM", dict(num_local_experts=4, num_experts_per_tok=2)),
         ("PhimoeConfig", "PhimoeForCausalLM", dict(num_local_experts=4, num_experts_per_tok=2)),
+        # (multi-head latent attention: as many key/value heads as heads;
+        # the rotary part as wide as a head; one expert group)
         ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(n_routed_experts=4, num_experts_per_tok=2,
                                                           moe_intermediate_size=32, first_k_dense_replace=1,
                                                           kv_lora_rank=16, q_lora_rank=None,
-                                                          qk_rope_head_dim=4, qk_nope_head_dim=4,
-                                                          v_head_dim=8, n_shared_experts=1)),
+                                                          qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                                          v_head_dim=8, n_shared_experts=1, n_group=1,
+                                                          topk_group=1, num_key_value_heads=4)),
         ("DeepseekV3Config", "DeepseekV3ForCausalLM", dict(n_routed_experts=4, num_experts_per_tok=2,
                                                           moe_intermediate_size=32, first_k_dense_replace=1,
                                                           kv_lora_rank=16, q_lora_rank=16,
-                                                          qk_rope_head_dim=4, qk_nope_head_dim=4,
-                                                          v_head_dim=8, n_shared_experts=1, n_group=2,
-                                                          topk_group=1)),
+                                                          qk_rope_head_dim=8, qk_nope_head_dim=8,
+                                                          v_head_dim=8, n_shared_experts=1, n_group=1,
+                                                          topk_group=1, num_key_value_heads=4)),
     ):
         if not hasattr(T, cname):
             continue
 
         def make(cname=cname, mname=mname, extra=extra):
-            cfg = getattr(T, cname)(**base, **extra)
+            cfg = getattr(T, cname)(**{**base, **extra})
             w = HFWrap(getattr(T, mname)(cfg), ["input_ids", "attention_mask"], ["logits"], {"use_cache": False})
             return w, _text(2), {}, None, f"{mname}({cname} tiny: {extra}), batch 2 with padding"
         _reg(f"moe_{mname.replace('ForCausalLM', '').lower()}", "moe", make)

@@ -435,6 +435,37 @@ fn coverage_of_torchs_decomposition_table() {
     }
 }
 
+/// Every op torchvision registers (`lib/data/torchvision_ops.txt`, from
+/// `recipes/gen_torchvision_ops.py`) runs in ir-run (golden/vision holds
+/// them to torch) or is refused with a reason in `lib/data/refusals.txt`.
+#[test]
+fn every_torchvision_op_has_a_row_or_a_reason() {
+    let text = std::fs::read_to_string(repo().join("lib/data/torchvision_ops.txt")).unwrap();
+    let refusals_text = std::fs::read_to_string(repo().join("lib/data/refusals.txt")).unwrap();
+    let reasons: Vec<(&str, &str)> = refusals_text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_once('\t'))
+        .collect();
+    let onnx: std::collections::HashSet<&str> =
+        pt2kit::export::onnx::supported_ops().into_iter().collect();
+    let (mut run, mut unanswered) = (0, Vec::new());
+    for op in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        if pt2kit::exec::ops::lookup(op).is_some() {
+            run += 1;
+            // (a row with no tensor result needs no conversion)
+            assert!(
+                onnx.contains(op) || op.contains("_cuda_version"),
+                "{op}: an ir-run row but no ir2onnx conversion or refusal"
+            );
+        } else if !reasons.iter().any(|(p, _)| decompose::glob(p, op)) {
+            unanswered.push(op);
+        }
+    }
+    assert!(unanswered.is_empty(), "no row and no reason: {unanswered:?}");
+    assert!(run >= 7, "only {run} torchvision ops run");
+}
+
 /// A graph that breaks an op's contract (here a linear whose weight is a
 /// vector) is refused with the node named, not a panic.
 #[test]
