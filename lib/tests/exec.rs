@@ -356,6 +356,21 @@ fn composite_fixtures_run_as_exported() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
+/// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe": tiny
+/// Mixtral and Qwen2-MoE decoders, `transformers.grouped_mm_fallback`
+/// called directly with an expert without rows and rows past the last
+/// offset) run as exported, both dialects, against torch's outputs.
+#[test]
+fn moe_fixtures_run_as_exported() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/moe") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 6, "only {runs} runs");
+}
+
 /// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic
 /// upsampling, histc, index_copy_, reshape_as, bilinear, einsum diagonals,
 /// LSTM projections, bool masks) run as exported, both dialects, against
