@@ -38,6 +38,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/models",
         "golden/legacy",
         "golden/composite",
+        "golden/moe",
         "golden/tail",
         "golden/tail_random",
         "golden/fallback",
