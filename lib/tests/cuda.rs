@@ -83,7 +83,12 @@ fn named_inputs(npz: &Path) -> Vec<(String, HostTensor)> {
 fn every_fixture_agrees_on_cpu_and_cuda() {
     let mut failures = Vec::new();
     let mut runs = 0;
-    for dir in ["golden/models", "golden/composite", "golden/fallback", "golden/moe"] {
+    for dir in [
+        "golden/models",
+        "golden/composite",
+        "golden/fallback",
+        "golden/moe",
+    ] {
         for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
             let pt2 = entry.unwrap().path();
             if pt2.extension().is_none_or(|e| e != "pt2") || refused(&pt2) {

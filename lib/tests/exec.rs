@@ -371,6 +371,43 @@ fn moe_fixtures_run_as_exported() {
     assert!(runs >= 6, "only {runs} runs");
 }
 
+/// Offsets of `grouped_mm_fallback` that are not nondecreasing within
+/// [0, S] are a bad-input error naming the node and the offset.
+#[test]
+fn grouped_mm_refuses_bad_offsets() {
+    let program = read(&repo().join("golden/moe/moe_grouped_mm.pt2"));
+    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let offs = |v: [i64; 4]| HostTensor {
+        dtype: Dtype::Int64,
+        shape: vec![4],
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    for (bad, says) in [
+        ([2, 2, 2, 12], "offs[3] = 12 is past the last row"),
+        ([3, 2, 5, 8], "offs[1] = 2 is below the offset before it"),
+        ([-1, 2, 5, 8], "offs[0] = -1 is below"),
+    ] {
+        let inputs = [
+            ("x".to_string(), f32s(&[10, 6])),
+            ("offs64".to_string(), offs(bad)),
+        ];
+        let Err(e) = executor.run(&inputs) else {
+            panic!("offsets {bad:?} ran");
+        };
+        assert_eq!(e.kind, pt2kit::ErrorKind::BadInput, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("node 'grouped_mm_fallback_1'") && msg.contains(says),
+            "{msg}"
+        );
+    }
+    let good = [
+        ("x".to_string(), f32s(&[10, 6])),
+        ("offs64".to_string(), offs([0, 0, 10, 10])),
+    ];
+    assert!(executor.run(&good).is_ok());
+}
+
 /// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic
 /// upsampling, histc, index_copy_, reshape_as, bilinear, einsum diagonals,
 /// LSTM projections, bool masks) run as exported, both dialects, against

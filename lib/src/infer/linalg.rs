@@ -144,6 +144,10 @@ fn grouped_mm(site: &Site) -> Result<Vec<Out>> {
     let aten = site.args.has("mat2") || site.args.has("self");
     let (xa, wa) = if aten { ("self", "mat2") } else { ("input", "weight") };
     let (x, w) = (site.dims(xa)?, site.dims(wa)?);
+    if aten && (x.len() != 2 || w.len() != 3 || !site.args.has("offs")) {
+        // `_grouped_mm`'s other forms: nothing inferred (the back ends refuse them)
+        return Ok(vec![]);
+    }
     need_rank(site, xa, &x, 2)?;
     need_rank(site, wa, &w, 3)?;
     inner(site, xa, x[1], wa, w[1])?;

@@ -188,6 +188,13 @@ fn grouped_mm(ctx: &mut Ctx) -> OpResult {
     }
     let x = ctx.tensor(xa)?;
     let w = ctx.tensor(wa)?;
+    if aten && (x.rank() != 2 || w.rank() != 3) {
+        return Err(unsupported(format!(
+            "_grouped_mm of {:?} and {:?}: only the 2-D x 3-D grouped product",
+            x.dims(),
+            w.dims()
+        )));
+    }
     let Some(offs) = ctx.opt_tensor("offs")? else {
         return Err(unsupported("_grouped_mm without offs (only the grouped 2-D x 3-D product)"));
     };
