@@ -2347,6 +2347,81 @@ _reg("tv_roi_heads", TvRoiHeads, _heads_inputs, group="vision")
 
 
 # --------------------------------------------------------------------------
+# Mixture-of-experts decoders (golden/moe, group="moe"): every Hugging Face
+# MoE block of transformers 5 runs its experts through
+# torch.ops.transformers.grouped_mm_fallback(input (S, K) sorted by expert,
+# weight (E, K, N), offs (E,) cumulative row counts) on CPU; a tiny Mixtral
+# (top-2 of 4 experts, padded batch), a tiny Qwen2-MoE (a shared expert
+# beside the routed ones), and the op called directly with an expert that
+# gets no rows and rows past the last offset (they stay 0).
+# --------------------------------------------------------------------------
+
+
+class MoeMixtralWrap(nn.Module):
+    def __init__(self):
+        super().__init__()
+        from transformers import MixtralConfig, MixtralForCausalLM
+        self.m = MixtralForCausalLM(MixtralConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+            num_local_experts=4, num_experts_per_tok=2))
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
+                      return_dict=False)[0]
+
+
+class MoeQwen2Wrap(nn.Module):
+    def __init__(self):
+        super().__init__()
+        from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+        self.m = Qwen2MoeForCausalLM(Qwen2MoeConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=64, moe_intermediate_size=24,
+            shared_expert_intermediate_size=48, max_position_embeddings=64,
+            num_experts=4, num_experts_per_tok=2, decoder_sparse_step=1))
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, use_cache=False, attention_mask=attention_mask,
+                      return_dict=False)[0]
+
+
+class MoeGroupedMM(nn.Module):
+    """grouped_mm_fallback called directly: 4 experts over 10 rows, offs
+    [3, 3, 7, 9] (expert 1 gets no rows, row 9 none), int32 and int64
+    offsets, and offsets from an input."""
+
+    def __init__(self):
+        super().__init__()
+        import transformers.integrations.moe  # noqa: F401 (registers the op)
+        self.w = nn.Parameter(torch.randn(4, 6, 5))
+        self.register_buffer("offs", torch.tensor([3, 3, 7, 9], dtype=torch.int32))
+
+    def forward(self, x, offs64):
+        a = torch.ops.transformers.grouped_mm_fallback(x, self.w, self.offs)
+        b = torch.ops.transformers.grouped_mm_fallback(x * 2, self.w, offs64)
+        return a, b, a + 1
+
+
+def _moe_ids():
+    ids = torch.randint(0, 64, (2, 8), dtype=torch.int64)
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, :3] = 0  # left padding in the second sequence
+    return ids, mask
+
+
+_reg("moe_mixtral", MoeMixtralWrap, _moe_ids, group="moe",
+     note="transformers MixtralForCausalLM from config (4 experts, top 2), eager; input ids (2, 8) with a "
+          "left-padded attention mask, use_cache=False, returns logits")
+_reg("moe_qwen2", MoeQwen2Wrap, _moe_ids, group="moe",
+     note="transformers Qwen2MoeForCausalLM from config (4 experts, top 2, a gated shared expert); input ids "
+          "(2, 8) with a left-padded attention mask, use_cache=False, returns logits")
+_reg("moe_grouped_mm", MoeGroupedMM,
+     lambda: (_randn(10, 6), torch.tensor([2, 2, 2, 8], dtype=torch.int64)), group="moe",
+     note="transformers::grouped_mm_fallback called directly: an expert with no rows, rows past the last offset")
+
+
+# --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
 

@@ -175,20 +175,34 @@ const TORCHVISION_SCHEMAS: &[&str] = &[
     "torchvision::roi_pool(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width) -> (Tensor, Tensor)",
 ];
 
+/// Hugging Face transformers' own ops (namespace `transformers`, registered
+/// by `transformers.integrations.moe` as transformers 5 defines them; torch's
+/// list has none of them).
+///
+/// - `transformers::grouped_mm_fallback`: every expert's product of a
+///   mixture-of-experts block: `input` [S, K] sorted by expert, `weight`
+///   [E, K, N], `offs` [E] (int32 or int64) cumulative row counts; rows
+///   `offs[i-1]..offs[i]` (from 0 for expert 0) are `input[rows] @
+///   weight[i]`, rows past `offs[E-1]` are 0. The output is [S, N] in the
+///   input's dtype.
+const TRANSFORMERS_SCHEMAS: &[&str] =
+    &["transformers::grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor"];
+
 /// The schema of `namespace::name.overload`, if torch registers it (or,
 /// in namespace `pt2kit`, if it is one of the toolkit's own ops; in
-/// namespace `torchvision`, one of its detection ops).
+/// namespace `torchvision`, one of its detection ops; in namespace
+/// `transformers`, one of Hugging Face's).
 pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
     let key = if overload == "default" {
         format!("{namespace}::{name}")
     } else {
         format!("{namespace}::{name}.{overload}")
     };
-    if namespace == "pt2kit" || namespace == "torchvision" {
-        let table = if namespace == "pt2kit" {
-            OWN_SCHEMAS
-        } else {
-            TORCHVISION_SCHEMAS
+    if matches!(namespace, "pt2kit" | "torchvision" | "transformers") {
+        let table = match namespace {
+            "pt2kit" => OWN_SCHEMAS,
+            "torchvision" => TORCHVISION_SCHEMAS,
+            _ => TRANSFORMERS_SCHEMAS,
         };
         let own = table.iter().find(|l| qualified_name(l) == key)?;
         return Schema::parse(own);
@@ -424,6 +438,7 @@ pub fn family_of(op: &str) -> Option<&'static str> {
                     | "quantized_decomposed"
                     | "pt2kit"
                     | "torchvision"
+                    | "transformers"
             ) =>
         {
             format!("{ns}.{name}")

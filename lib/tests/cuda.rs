@@ -88,6 +88,7 @@ fn every_fixture_agrees_on_cpu_and_cuda() {
         "golden/composite",
         "golden/hop",
         "golden/fallback",
+        "golden/moe",
     ] {
         for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
             let pt2 = entry.unwrap().path();

@@ -82,6 +82,16 @@ fn composite_op_fixtures_lower_to_core_and_match_torch() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
+/// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe"), both
+/// dialects, lowered to core ATen (`transformers.grouped_mm_fallback`,
+/// not an `aten` op, is kept) and run against torch's outputs.
+#[test]
+fn moe_fixtures_lower_to_core_and_match_torch() {
+    let (runs, failures) = check_dir("golden/moe");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 6, "only {runs} runs");
+}
+
 /// Every archive of a fixture folder, lowered to core ATen and run
 /// against torch's outputs: (runs, failures).
 fn check_dir(dir: &str) -> (usize, Vec<String>) {
@@ -190,7 +200,7 @@ fn histogram_differences(models: &[(std::path::PathBuf, String)]) -> String {
 #[test]
 fn histograms_match_torch_run_decompositions() {
     let mut models = Vec::new();
-    for dir in ["golden/models", "golden/composite"] {
+    for dir in ["golden/models", "golden/composite", "golden/moe"] {
         let dir = repo().join(dir);
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();

@@ -370,6 +370,56 @@ fn hop_fixtures_run_as_exported() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 22, "only {runs} runs");
+/// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe": tiny
+/// Mixtral and Qwen2-MoE decoders, `transformers.grouped_mm_fallback`
+/// called directly with an expert without rows and rows past the last
+/// offset) run as exported, both dialects, against torch's outputs.
+#[test]
+fn moe_fixtures_run_as_exported() {
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for p in archives_in("golden/moe") {
+        runs += check_fixture(&p, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(runs >= 6, "only {runs} runs");
+}
+
+/// Offsets of `grouped_mm_fallback` that are not nondecreasing within
+/// [0, S] are a bad-input error naming the node and the offset.
+#[test]
+fn grouped_mm_refuses_bad_offsets() {
+    let program = read(&repo().join("golden/moe/moe_grouped_mm.pt2"));
+    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let offs = |v: [i64; 4]| HostTensor {
+        dtype: Dtype::Int64,
+        shape: vec![4],
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    for (bad, says) in [
+        ([2, 2, 2, 12], "offs[3] = 12 is past the last row"),
+        ([3, 2, 5, 8], "offs[1] = 2 is below the offset before it"),
+        ([-1, 2, 5, 8], "offs[0] = -1 is below"),
+    ] {
+        let inputs = [
+            ("x".to_string(), f32s(&[10, 6])),
+            ("offs64".to_string(), offs(bad)),
+        ];
+        let Err(e) = executor.run(&inputs) else {
+            panic!("offsets {bad:?} ran");
+        };
+        assert_eq!(e.kind, pt2kit::ErrorKind::BadInput, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("node 'grouped_mm_fallback_1'") && msg.contains(says),
+            "{msg}"
+        );
+    }
+    let good = [
+        ("x".to_string(), f32s(&[10, 6])),
+        ("offs64".to_string(), offs([0, 0, 10, 10])),
+    ];
+    assert!(executor.run(&good).is_ok());
 }
 
 /// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic

@@ -39,6 +39,7 @@ fn every_committed_program_passes_the_rules() {
         "golden/legacy",
         "golden/composite",
         "golden/hop",
+        "golden/moe",
         "golden/tail",
         "golden/tail_random",
         "golden/fallback",

@@ -135,10 +135,49 @@ fn dft(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// `transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs
+/// [E])` and `aten._grouped_mm(self, mat2, offs)` in its 2-D x 3-D form:
+/// one product per expert over its rows, [S, N] in the input's dtype (or
+/// `_grouped_mm`'s `out_dtype`; its bias is the back ends' to take or
+/// refuse).
+fn grouped_mm(site: &Site) -> Result<Vec<Out>> {
+    let aten = site.args.has("mat2") || site.args.has("self");
+    let (xa, wa) = if aten { ("self", "mat2") } else { ("input", "weight") };
+    let (x, w) = (site.dims(xa)?, site.dims(wa)?);
+    if aten && (x.len() != 2 || w.len() != 3 || !site.args.has("offs")) {
+        // `_grouped_mm`'s other forms: nothing inferred (the back ends refuse them)
+        return Ok(vec![]);
+    }
+    need_rank(site, xa, &x, 2)?;
+    need_rank(site, wa, &w, 3)?;
+    inner(site, xa, x[1], wa, w[1])?;
+    let Some(offs) = site.opt_dims("offs")? else {
+        return Err(site.fail("offs", "is None: only the grouped 2-D x 3-D product (with offs) is known"));
+    };
+    need_rank(site, "offs", &offs, 1)?;
+    if let (Some(e), Some(n)) = (w[0], offs[0]) {
+        if e != n {
+            return Err(site.fail("offs", format!("has {n} offsets for {e} experts")));
+        }
+    }
+    if !matches!(site.dtype("offs")?, Dtype::Int32 | Dtype::Int64) {
+        return Err(site.fail("offs", "must be int32 or int64"));
+    }
+    let dtype = match site.args.dtype("out_dtype") {
+        Some(d) if aten => d,
+        _ => site.dtype(xa)?,
+    };
+    Ok(vec![Out {
+        dims: Some(vec![x[0], w[2]]),
+        dtype: Some(dtype),
+    }])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Rule)] = &[
     ("aten.mm.default", mm), ("aten.bmm.default", bmm), ("aten.addmm.default", addmm),
     ("aten.linear.default", linear), ("aten.matmul.default", matmul),
     ("pt2kit.dft.default", dft),
+    ("transformers.grouped_mm_fallback.default", grouped_mm), ("aten._grouped_mm.default", grouped_mm),
 ];

@@ -175,6 +175,77 @@ fn cdist(ctx: &mut Ctx) -> OpResult {
     one(from_f64(&out, &shape, dt, ctx.device())?)
 }
 
+/// `transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs
+/// [E])` and `aten._grouped_mm(self, mat2, offs)` (2-D x 3-D): the offsets
+/// read on the host, one product per expert over its rows
+/// `offs[i-1]..offs[i]`, rows past the last offset 0. Half inputs arrive
+/// widened to float32 (the linalg family), as torch's CPU mm computes them.
+fn grouped_mm(ctx: &mut Ctx) -> OpResult {
+    let aten = ctx.node.target.namespace == "aten";
+    let (xa, wa) = if aten { ("self", "mat2") } else { ("input", "weight") };
+    if aten && ctx.has("bias") {
+        return Err(unsupported("_grouped_mm with a bias"));
+    }
+    let x = ctx.tensor(xa)?;
+    let w = ctx.tensor(wa)?;
+    if aten && (x.rank() != 2 || w.rank() != 3) {
+        return Err(unsupported(format!(
+            "_grouped_mm of {:?} and {:?}: only the 2-D x 3-D grouped product",
+            x.dims(),
+            w.dims()
+        )));
+    }
+    let Some(offs) = ctx.opt_tensor("offs")? else {
+        return Err(unsupported("_grouped_mm without offs (only the grouped 2-D x 3-D product)"));
+    };
+    let (&[s, k], &[e, kw, n], &[ne]) = (x.dims(), w.dims(), offs.dims()) else {
+        return Err(Error::bad_input(format!(
+            "{xa} {:?}, {wa} {:?} and offs {:?}: must be [S, K], [E, K, N] and [E]",
+            x.dims(),
+            w.dims(),
+            offs.dims()
+        )));
+    };
+    if k != kw || ne != e || offs.dtype.is_floating() {
+        return Err(Error::bad_input(format!(
+            "{xa} {:?}, {wa} {:?} and offs {:?} ({}): must be [S, K], [E, K, N] and [E] of int32 or int64",
+            x.dims(),
+            w.dims(),
+            offs.dims(),
+            offs.dtype
+        )));
+    }
+    let host = offs.to_host()?;
+    let ends: Vec<i64> = (0..e).map(|i| host.int_at(i)).collect();
+    let mut start = 0usize;
+    let dt = result_type(&[(x.dtype, Rank::Dim), (w.dtype, Rank::Dim)]);
+    let mut pieces = Vec::with_capacity(e + 1);
+    for (i, &end) in ends.iter().enumerate() {
+        if end < start as i64 || end > s as i64 {
+            return Err(Error::bad_input(format!(
+                "offs {ends:?}: offs[{i}] = {end} is {}; offsets must be nondecreasing within [0, {s}] (the rows of {xa})",
+                if end < start as i64 { "below the offset before it" } else { "past the last row" }
+            )));
+        }
+        let end = end as usize;
+        if end > start {
+            let rows = Tensor::new(x.t.narrow(0, start, end - start).map_err(ce)?, x.dtype);
+            let wi = Tensor::new(w.t.get(i).map_err(ce)?, w.dtype);
+            pieces.push(matmul_t(ctx, &rows, &wi)?);
+        }
+        start = end;
+    }
+    if start < s || pieces.is_empty() {
+        pieces.push(from_elems(Elems::filled((s - start) * n, Num::Int(0), dt), &[s - start, n], dt, ctx.device())?);
+    }
+    let parts: Vec<&CandleTensor> = pieces.iter().map(|p| &p.t).collect();
+    let y = Tensor::new(CandleTensor::cat(&parts, 0).map_err(ce)?, pieces[0].dtype);
+    match ctx.dtype("out_dtype") {
+        Some(d) if aten => one(y.cast(d)?),
+        _ => one(y),
+    }
+}
+
 /// This family's rows: op identity -> implementation.
 /// Where these rows read a mapped weight in place (op, argument).
 pub(super) const READS_MAPPED: &[(&str, &str)] = &[
@@ -193,4 +264,6 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("aten._pdist_forward.default", pdist),
     ("aten._cdist_forward.default", cdist),
     ("pt2kit.dft.default", super::dft::dft),
+    ("transformers.grouped_mm_fallback.default", grouped_mm),
+    ("aten._grouped_mm.default", grouped_mm),
 ];

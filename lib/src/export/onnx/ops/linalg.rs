@@ -319,6 +319,63 @@ fn dft(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
+/// `transformers.grouped_mm_fallback(input [S, K], weight [E, K, N], offs
+/// [E])` and `aten._grouped_mm(self, mat2, offs)` (2-D x 3-D), exactly:
+/// every expert's product of every row (`MatMul` of [1, S, K] and
+/// [E, K, N], [E, S, N]), each kept where its row lies in
+/// `[offs[i-1], offs[i])` (`GreaterOrEqual`/`Less` of a row `Range`
+/// against the offsets), 0 elsewhere (`Where`), summed over the experts:
+/// one product and exact zeros per row, so rows past the last offset are 0.
+/// The offsets are not checked here as `ir-run` checks them.
+fn grouped_mm(cx: &mut Cx) -> Result<()> {
+    let aten = cx.has("mat2");
+    let (xa, wa) = if aten { ("self", "mat2") } else { ("input", "weight") };
+    if aten && cx.has("bias") {
+        return Err(Error::unsupported("_grouped_mm with a bias"));
+    }
+    if !cx.has("offs") {
+        return Err(Error::unsupported(
+            "_grouped_mm without offs (only the grouped 2-D x 3-D product)",
+        ));
+    }
+    let (xm, wm) = (cx.meta(xa)?, cx.meta(wa)?);
+    if xm.sizes.len() != 2 || wm.sizes.len() != 3 {
+        return Err(Error::unsupported(format!(
+            "{xa} of rank {} and {wa} of rank {}: only the 2-D x 3-D grouped product",
+            xm.sizes.len(),
+            wm.sizes.len()
+        )));
+    }
+    let s = xm.sizes[0].clone();
+    let out = cx.out_dtype(0)?;
+    let c = cx.compute(xm.dtype);
+    let x = cx.input_as(xa, c)?;
+    let w = cx.input_as(wa, c)?;
+    let x = cx.unsqueeze(&x, &[0]);
+    let prod = cx.node("MatMul", &[&x, &w], vec![]);
+    // the rows of each expert: [start_i, end_i) with start_0 = 0
+    let ends = cx.input_as("offs", Dtype::Int64)?;
+    let (zero, last, axis0) = (cx.const_i64s(&[0]), cx.const_i64s(&[-1]), cx.const_i64s(&[0]));
+    let before = cx.node("Slice", &[&ends, &zero, &last, &axis0], vec![]);
+    let starts = cx.concat(&[zero.clone(), before], 0);
+    let n_rows = cx.sym_size(&s)?;
+    let (r0, r1) = (cx.const_i64(0), cx.const_i64(1));
+    let rows = cx.node("Range", &[&r0, &n_rows, &r1], vec![]);
+    let rows = cx.unsqueeze(&rows, &[0]);
+    let starts = cx.unsqueeze(&starts, &[1]);
+    let ends = cx.unsqueeze(&ends, &[1]);
+    let from = cx.node("GreaterOrEqual", &[&rows, &starts], vec![]);
+    let to = cx.node("Less", &[&rows, &ends], vec![]);
+    let mask = cx.node("And", &[&from, &to], vec![]);
+    let mask = cx.unsqueeze(&mask, &[2]);
+    let z = cx.scalar(Lit::Int(0), c)?;
+    let kept = cx.node("Where", &[&mask, &prod, &z], vec![]);
+    let y = cx.reduce("ReduceSum", &kept, Some(&[0]), false);
+    let y = cx.cast(&y, c, out)?;
+    cx.set(0, y);
+    Ok(())
+}
+
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
@@ -333,4 +390,6 @@ pub(super) const ROWS: &[(&str, Emit)] = &[
     ("aten._cdist_forward.default", cdist),
     ("aten._pdist_forward.default", pdist),
     ("pt2kit.dft.default", dft),
+    ("transformers.grouped_mm_fallback.default", grouped_mm),
+    ("aten._grouped_mm.default", grouped_mm),
 ];
