@@ -22,6 +22,7 @@ Families:
   timm          newer timm architectures from timm's builders (ViT relatives,
                 hybrid CNN-attention, re-parameterisable and normalizer-free nets)
   moe           Hugging Face mixture-of-experts decoders from tiny configs
+  diffusion     diffusers' UNets, VAE encoder and decoder, DiT from small configs
 
 Where a torchvision builder would give a model over ~12M parameters, the same
 architecture class is built with narrower layers (same depth, same block
@@ -1254,8 +1255,86 @@ def _moe():
         _reg(f"moe_{mname.replace('ForCausalLM', '').lower()}", "moe", make)
 
 
+# --------------------------------------------------------------------------
+# Diffusion: diffusers' UNets, VAE and DiT from small configs
+# --------------------------------------------------------------------------
+
+
+class _Sample(nn.Module):
+    """Calls a diffusers model and returns its `.sample` (or a method's)."""
+
+    def __init__(self, m, method=None):
+        super().__init__()
+        self.m = m
+        self.method = method
+
+    def forward(self, *args):
+        out = getattr(self.m, self.method)(*args) if self.method else self.m(*args)
+        return out.sample
+
+
+def _diffusion():
+    try:
+        import diffusers  # noqa: F401
+    except Exception:  # noqa: BLE001 - no diffusers in this environment
+        return
+
+    def unet_cond():
+        import diffusers as D
+        return _Sample(D.UNet2DConditionModel(
+            sample_size=16, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32, attention_head_dim=8,
+            norm_num_groups=8))
+
+    def unet2d():
+        import diffusers as D
+        return _Sample(D.UNet2DModel(
+            sample_size=16, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(16, 32),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+            norm_num_groups=8))
+
+    def vae(method):
+        import diffusers as D
+        v = D.AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(16, 32), latent_channels=4,
+                            down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+                            up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), norm_num_groups=8)
+        if method == "decode":
+            return _Sample(v, "decode")
+
+        class Encode(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.v = v
+
+            def forward(self, x):
+                return self.v.encode(x).latent_dist.mean
+        return Encode()
+
+    def dit():
+        import diffusers as D
+        return _Sample(D.DiTTransformer2DModel(num_attention_heads=2, attention_head_dim=8, in_channels=4,
+                                               num_layers=2, sample_size=8, patch_size=2,
+                                               num_embeds_ada_norm=10))
+
+    t = lambda *v: torch.tensor(list(v))  # noqa: E731
+    for name, build, inputs, desc in (
+        ("unet2d_condition", unet_cond, lambda: (torch.randn(1, 4, 16, 16), t(10), torch.randn(1, 5, 32)),
+         "UNet2DConditionModel (Stable Diffusion's block types, 2 levels, cross attention to 5 tokens)"),
+        ("unet2d", unet2d, lambda: (torch.randn(1, 3, 16, 16), t(3)),
+         "UNet2DModel (DDPM's block types, self attention)"),
+        ("vae_decode", lambda: vae("decode"), lambda: (torch.randn(1, 4, 8, 8),), "AutoencoderKL decoder"),
+        ("vae_encode", lambda: vae("encode"), lambda: (torch.randn(1, 3, 16, 16),),
+         "AutoencoderKL encoder (latent mean)"),
+        ("dit", dit, lambda: (torch.randn(1, 4, 8, 8), t(3), t(1)),
+         "DiTTransformer2DModel (adaptive layer norm zero, 2 layers)"),
+    ):
+        _reg(f"diffusers_{name}", "diffusion",
+             lambda build=build, inputs=inputs, desc=desc: (build(), inputs, {}, None, desc))
+
+
 FAMILIES = ["vision", "segmentation", "detection", "transformers", "nn", "exportdb", "dynamic", "state",
-            "variants", "timm", "moe"]
+            "variants", "timm", "moe", "diffusion"]
 
 _vision()
 _segmentation()
@@ -1268,6 +1347,7 @@ _state()
 _variants()
 _timm()
 _moe()
+_diffusion()
 
 
 def build(name, size=0):
