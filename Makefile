@@ -161,11 +161,12 @@ bench-huge: build $(ONNX_VENV)/.ready
 bench-pipe: build $(VENV)/.torch
 	$(VENV)/bin/python recipes/bench_pipe.py --bin target/release --scratch bench-scratch/pipe --json bench/pipe.json
 
-# The wide zoo (not part of `make test`): ~300 torchvision, transformers,
-# torch.nn and ExportDB models, built with random weights, exported by torch,
-# through pt2ir, ir-run, ir-decompose and ir2onnx + ONNX Runtime against torch
-# eager. Writes golden/zoo/REPORT.md and golden/zoo/results.json; models and
-# logs go to zoo-scratch/ (git-ignored). About 5 minutes on 2 cores.
+# The wide zoo (not part of `make test`): ~380 torchvision, transformers,
+# timm, diffusers, torch.nn and ExportDB models, stateful modules and export
+# variants, built with random weights, exported by torch, through pt2ir,
+# ir-run, ir-decompose and ir2onnx + ONNX Runtime against torch eager. Writes
+# golden/zoo/REPORT.md and golden/zoo/results.json; models and logs go to
+# zoo-scratch/ (git-ignored). About 7 minutes on 2 cores.
 # `make zoo ZOO_ARGS="--family nn"` or ZOO_ARGS="--only bert_sdpa_b2" reruns a part.
 zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
