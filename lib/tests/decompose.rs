@@ -460,7 +460,10 @@ fn every_torchvision_op_has_a_row_or_a_reason() {
     let onnx: std::collections::HashSet<&str> =
         pt2kit::export::onnx::supported_ops().into_iter().collect();
     let (mut run, mut unanswered) = (0, Vec::new());
-    for op in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for op in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         if pt2kit::exec::ops::lookup(op).is_some() {
             run += 1;
             // (a row with no tensor result needs no conversion)
@@ -472,7 +475,10 @@ fn every_torchvision_op_has_a_row_or_a_reason() {
             unanswered.push(op);
         }
     }
-    assert!(unanswered.is_empty(), "no row and no reason: {unanswered:?}");
+    assert!(
+        unanswered.is_empty(),
+        "no row and no reason: {unanswered:?}"
+    );
     assert!(run >= 7, "only {run} torchvision ops run");
 }
 

@@ -370,6 +370,8 @@ fn hop_fixtures_run_as_exported() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 22, "only {runs} runs");
+}
+
 /// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe": tiny
 /// Mixtral and Qwen2-MoE decoders, `transformers.grouped_mm_fallback`
 /// called directly with an expert without rows and rows past the last

@@ -117,26 +117,43 @@ fn upsample_nearest(ctx: &mut Ctx) -> OpResult {
     one(Tensor::new(t, r.input.dtype))
 }
 
+/// A linear or cubic resampling's arguments, the dtype it computes in
+/// (float32 at least: torch's opmath) and its `align_corners`.
+fn resample_setup(ctx: &mut Ctx) -> Result<(Resize, Dtype, bool)> {
+    let align = ctx.bool("align_corners")?;
+    let r = resize_args(ctx)?;
+    if !r.input.dtype.is_floating() {
+        return Err(Error::bad_input(format!(
+            "{} takes a floating tensor, not {}",
+            ctx.node.target.name, r.input.dtype
+        )));
+    }
+    let compute = if r.input.dtype == Dtype::Float64 {
+        Dtype::Float64
+    } else {
+        Dtype::Float32
+    };
+    Ok((r, compute, align))
+}
+
+/// The source position of output index `o` is `o * ratio` (aligned
+/// corners) or `ratio * (o + 0.5) - 0.5`.
+fn position_ratio(align: bool, n_in: usize, n_out: usize, scale: Option<f64>) -> f64 {
+    match align {
+        true if n_out > 1 => (n_in as f64 - 1.0) / (n_out as f64 - 1.0),
+        true => 0.0,
+        false => source_ratio(n_in, n_out, scale),
+    }
+}
+
 /// `upsample_linear1d`, `upsample_bilinear2d`, `upsample_trilinear3d`
 /// (`.vec` and `.default`): separable linear interpolation, one spatial dim
 /// after another, with source positions as torch's CPU kernel computes them
 /// (`area_pixel_compute_source_index`), in float32 at least (torch's
 /// opmath).
 fn upsample_linear(ctx: &mut Ctx) -> OpResult {
-    let align = ctx.bool("align_corners")?;
-    let r = resize_args(ctx)?;
+    let (r, compute, align) = resample_setup(ctx)?;
     let x = &r.input;
-    if !x.dtype.is_floating() {
-        return Err(Error::bad_input(format!(
-            "{} takes a floating tensor, not {}",
-            ctx.node.target.name, x.dtype
-        )));
-    }
-    let compute = if x.dtype == Dtype::Float64 {
-        Dtype::Float64
-    } else {
-        Dtype::Float32
-    };
     let dev = ctx.device();
     let rank = x.rank();
     let k = r.dims.len();
@@ -144,15 +161,7 @@ fn upsample_linear(ctx: &mut Ctx) -> OpResult {
     for (i, &(n_in, n_out, scale)) in r.dims.iter().enumerate() {
         let d = rank - k + i;
         // (first source index, second, weight of the second) per output index
-        let ratio = if align {
-            if n_out > 1 {
-                (n_in as f64 - 1.0) / (n_out as f64 - 1.0)
-            } else {
-                0.0
-            }
-        } else {
-            source_ratio(n_in, n_out, scale)
-        };
+        let ratio = position_ratio(align, n_in, n_out, scale);
         let taps: Vec<(u32, u32, f64)> = (0..n_out)
             .map(|o| {
                 let src = if align {
@@ -206,35 +215,15 @@ fn cubic_weights(t: f64) -> [f64; 4] {
 /// given scale factor, else in / out; four taps from `floor(position) - 1`,
 /// each index clamped into the input; in float32 at least (torch's opmath).
 fn upsample_bicubic(ctx: &mut Ctx) -> OpResult {
-    let align = ctx.bool("align_corners")?;
-    let r = resize_args(ctx)?;
+    let (r, compute, align) = resample_setup(ctx)?;
     let x = &r.input;
-    if !x.dtype.is_floating() {
-        return Err(Error::bad_input(format!(
-            "{} takes a floating tensor, not {}",
-            ctx.node.target.name, x.dtype
-        )));
-    }
-    let compute = if x.dtype == Dtype::Float64 {
-        Dtype::Float64
-    } else {
-        Dtype::Float32
-    };
     let dev = ctx.device();
     let rank = x.rank();
     let k = r.dims.len();
     let mut t = x.cast(compute)?.t;
     for (i, &(n_in, n_out, scale)) in r.dims.iter().enumerate() {
         let d = rank - k + i;
-        let ratio = if align {
-            if n_out > 1 {
-                (n_in as f64 - 1.0) / (n_out as f64 - 1.0)
-            } else {
-                0.0
-            }
-        } else {
-            source_ratio(n_in, n_out, scale)
-        };
+        let ratio = position_ratio(align, n_in, n_out, scale);
         let last = n_in.saturating_sub(1) as i64;
         let mut ids: Vec<Vec<u32>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
         let mut ws: Vec<Vec<f64>> = (0..4).map(|_| Vec::with_capacity(n_out)).collect();
