@@ -21,61 +21,6 @@ pub fn tools() -> Vec<clap::Command> {
     tools
 }
 
-/// Variables some tools read besides UPDATE_GOLDEN: (variable, the tools
-/// that read it, meaning).
-const TOOL_ENVIRONMENT: &[(&str, &[&str], &str)] = &[
-    (
-        "RAYON_NUM_THREADS",
-        &["ir-run", "ir-bench"],
-        "How many CPU threads the executor's kernels split their work over; by default the physical cores. ir-bench --threads sets it.",
-    ),
-    (
-        "PT2KIT_SPOOL_BYTES",
-        &["ir-decompose", "ir2onnx", "ir-run", "ir-bench", "ir-diff"],
-        "Weights read from a pipe above this many bytes (default 256 MiB) go to an unlinked temporary file in TMPDIR, mapped, not into memory.",
-    ),
-    (
-        "TMPDIR",
-        &["ir-decompose", "ir2onnx", "ir-run", "ir-bench", "ir-diff"],
-        "Where weights read from a pipe are spooled (see PT2KIT_SPOOL_BYTES).",
-    ),
-    (
-        "CANDLE_NUM_THREADS",
-        &["ir-run", "ir-bench"],
-        "Threads of candle's own element-wise ops; 1 unless set (its spinning workers took cores from the executor's kernels).",
-    ),
-    (
-        "PT2KIT_NO_FUSION",
-        &["ir-run", "ir-bench"],
-        "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution or a matrix product, no scale folded into a convolution's weight), for timing a run both ways. The results are the same bits but where a scale was folded (see PT2KIT_NO_SCALE_FOLD).",
-    ),
-    (
-        "PT2KIT_NO_SCALE_FOLD",
-        &["ir-run", "ir-bench"],
-        "Set: a convolution whose input is scaled per channel at batch 1 (a squeeze-and-excitation's x * s) reads the product as it is made, not x with its weight's input channels scaled (which rounds differently, within 1e-6 relative).",
-    ),
-    (
-        "PT2KIT_NO_EPILOGUE",
-        &["ir-run", "ir-bench"],
-        "Set: element-wise chains after a convolution or a linear layer's matrix product run as passes of their own, not inside its kernel. The results are the same bits.",
-    ),
-    (
-        "PT2KIT_NO_SPIN",
-        &["ir-run", "ir-bench"],
-        "Set: the executor's threads sleep between parallel ops instead of spinning through a run.",
-    ),
-    (
-        "PT2KIT_NO_AVX512",
-        &["ir-run", "ir-bench"],
-        "Set: the AVX2 + FMA kernels (or, without those, the baseline ones) even on a CPU with AVX-512F.",
-    ),
-    (
-        "PT2KIT_NO_AVX2",
-        &["ir-run", "ir-bench"],
-        "Set: the baseline kernels (no AVX-512, no AVX2: the gemm crate and candle's loops), as on a CPU without either. Much slower; for testing.",
-    ),
-];
-
 /// What `-o PATH` does with each kind of path, and the faults of the
 /// output path (the same in every tool: `pt2kit::output`).
 const OUTPUT_FILES: &[(&str, &str)] = &[
@@ -129,11 +74,13 @@ pub fn render(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     for (code, meaning) in EXIT_CODES {
         out.extend_from_slice(format!(".TP\n{code}\n{}\n", roff_escape(meaning)).as_bytes());
     }
-    out.extend_from_slice(b".SH ENVIRONMENT\n.TP\nUPDATE_GOLDEN\nOnly for the test suite: rewrite golden files instead of comparing.\n.TP\nPT2KIT_TEST_HOLD\nOnly for the test suite: stop while writing an output (STAGE:FILE), to check what an interrupted write leaves.\n");
-    for (var, tools, meaning) in TOOL_ENVIRONMENT {
-        if tools.contains(&name.as_str()) {
-            out.extend_from_slice(format!(".TP\n{var}\n{}\n", roff_escape(meaning)).as_bytes());
-        }
+    out.extend_from_slice(b".SH ENVIRONMENT\n");
+    // the test suite's own, then what this tool reads (pt2kit::knobs)
+    let knobs = pt2kit::knobs::KNOBS;
+    let tests = knobs.iter().filter(|k| k.tools.is_empty());
+    let tool = knobs.iter().filter(|k| k.tools.contains(&name.as_str()));
+    for k in tests.chain(tool) {
+        out.extend_from_slice(format!(".TP\n{}\n{}\n", k.name, roff_escape(k.doc)).as_bytes());
     }
     out.extend_from_slice(
         b".PP\nNo other variables are read. Errors go to standard error as \\fINAME: error: MESSAGE\\fR, naming the file, archive member, node or weight concerned.\n",

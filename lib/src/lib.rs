@@ -42,6 +42,7 @@ pub mod fuzzing;
 pub mod import;
 pub mod infer;
 pub mod ir;
+pub mod knobs;
 pub mod output;
 pub mod progress;
 pub mod promote;

@@ -80,7 +80,7 @@ impl Target {
 
 /// The test hook of the module docs.
 pub(crate) fn hold(stage: &str, path: &Path) {
-    let Some(spec) = std::env::var_os("PT2KIT_TEST_HOLD") else {
+    let Some(spec) = crate::knobs::value("PT2KIT_TEST_HOLD") else {
         return;
     };
     let spec = spec.to_string_lossy();

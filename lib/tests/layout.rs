@@ -73,6 +73,44 @@ fn no_source_file_over_1500_lines() {
     assert!(big.is_empty(), "split these by family or aspect: {big:?}");
 }
 
+/// Every `PT2KIT_*` variable the code names is declared once, with its
+/// docs, in `pt2kit::knobs::KNOBS` (the man pages list them from there),
+/// and only `knobs.rs` reads the environment for one.
+#[test]
+fn every_knob_is_declared_once_and_read_in_one_place() {
+    let mut files = Vec::new();
+    for dir in ["lib/src", "bins/src"] {
+        sources(&repo().join(dir), &mut files);
+    }
+    let mut undeclared = BTreeSet::new();
+    let mut readers = BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("PT2KIT_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            // (`PT2KIT_*` in prose names the family)
+            if name != "PT2KIT_" && !pt2kit::knobs::declared(&name) {
+                undeclared.insert(format!("{name} ({})", f.display()));
+            }
+            rest = &rest[i + name.len()..];
+        }
+        if !f.ends_with("knobs.rs")
+            && (text.contains("env::var_os(\"PT2KIT_") || text.contains("env::var(\"PT2KIT_"))
+        {
+            readers.insert(f.display().to_string());
+        }
+    }
+    assert!(undeclared.is_empty(), "not in knobs::KNOBS: {undeclared:?}");
+    assert!(
+        readers.is_empty(),
+        "read outside knobs.rs (use knobs::is_set / value): {readers:?}"
+    );
+}
+
 /// A module's path (`["export", "onnx", "builder"]`) from its file.
 fn module_of(root: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(root).unwrap().with_extension("");
@@ -220,7 +258,7 @@ fn no_import_cycles_between_modules() {
 /// into another module of its floor). A new top-level module gets a floor
 /// here first.
 const FLOORS: &[&[&str]] = &[
-    &["error"],
+    &["error", "knobs"],
     &["output", "progress"],
     &["blob"],
     &["zip"],

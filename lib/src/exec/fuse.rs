@@ -131,7 +131,7 @@ fn scaled_inputs(
     mutated: &std::collections::HashSet<ValueId>,
     plan: &mut Plan,
 ) {
-    if std::env::var_os("PT2KIT_NO_SCALE_FOLD").is_some() {
+    if crate::knobs::is_set("PT2KIT_NO_SCALE_FOLD") {
         return;
     }
     let f32_sizes = |v: ValueId| -> Option<Vec<usize>> {

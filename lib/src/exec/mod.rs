@@ -564,15 +564,12 @@ impl<'p> Executor<'p> {
             mapped_total <= mapped::PACK_CACHE_BYTES,
             mapped::releases_after_use(mapped_total),
         );
-        let fusion = if opts.no_fusion || std::env::var_os("PT2KIT_NO_FUSION").is_some() {
+        let fusion = if opts.no_fusion || crate::knobs::is_set("PT2KIT_NO_FUSION") {
             fuse::Plan::default()
         } else {
             // PT2KIT_NO_EPILOGUE: the chains after convolutions and products as passes
             // of their own (for timing a run both ways)
-            fuse::Plan::new(
-                &program.graph,
-                std::env::var_os("PT2KIT_NO_EPILOGUE").is_none(),
-            )
+            fuse::Plan::new(&program.graph, !crate::knobs::is_set("PT2KIT_NO_EPILOGUE"))
         };
         let node_ops = program
             .graph
@@ -598,8 +595,8 @@ impl<'p> Executor<'p> {
         Ok(Executor {
             fusion,
             // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
-            in_place: std::env::var_os("PT2KIT_NO_IN_PLACE").is_none(),
-            channels_last: !opts.planes_only && std::env::var_os("PT2KIT_PLANES_ONLY").is_none(),
+            in_place: !crate::knobs::is_set("PT2KIT_NO_IN_PLACE"),
+            channels_last: !opts.planes_only && !crate::knobs::is_set("PT2KIT_PLANES_ONLY"),
             channels_last_readers,
             weight_slots,
             bound: Default::default(),

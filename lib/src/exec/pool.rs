@@ -134,7 +134,7 @@ impl KeepAwake {
         else {
             return KeepAwake { runner: false };
         };
-        if threads < 2 || std::env::var_os("PT2KIT_NO_SPIN").is_some() {
+        if threads < 2 || crate::knobs::is_set("PT2KIT_NO_SPIN") {
             return KeepAwake { runner: false };
         }
         RUNNER.with(|r| r.set(r.get() + 1));

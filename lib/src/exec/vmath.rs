@@ -236,14 +236,14 @@ pub(crate) fn isa() -> Isa {
     *ISA.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            let off = |v: &str| std::env::var_os(v).is_some();
+            let off = crate::knobs::is_set;
             if !off("PT2KIT_NO_AVX512")
                 && !off("PT2KIT_NO_AVX2")
                 && std::arch::is_x86_feature_detected!("avx512f")
             {
                 return Isa::Avx512;
             }
-            if std::env::var_os("PT2KIT_NO_AVX2").is_none()
+            if !off("PT2KIT_NO_AVX2")
                 && std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {

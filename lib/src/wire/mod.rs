@@ -815,9 +815,8 @@ fn read_input<R: Input>(r: &mut R, what: &str) -> Result<Program> {
 /// The storage-size threshold for spooling ([`SPOOL_BYTES`], or the
 /// `PT2KIT_SPOOL_BYTES` environment variable).
 fn spool_bytes() -> u64 {
-    std::env::var("PT2KIT_SPOOL_BYTES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
+    crate::knobs::value("PT2KIT_SPOOL_BYTES")
+        .and_then(|v| v.to_str()?.trim().parse().ok())
         .unwrap_or(SPOOL_BYTES)
 }
 

@@ -100,9 +100,9 @@ fn fill_scalar(ctx: &mut Ctx) -> OpResult {
 /// The seed of the random ops (`rand`, `randn`, `randint` and their
 /// `_like` forms): `PT2KIT_SEED` (an unsigned integer), else 0.
 fn random_seed() -> Result<u64> {
-    match std::env::var("PT2KIT_SEED") {
-        Err(_) => Ok(0),
-        Ok(v) => v.trim().parse().map_err(|_| {
+    match crate::knobs::value("PT2KIT_SEED").map(|v| v.to_string_lossy().into_owned()) {
+        None => Ok(0),
+        Some(v) => v.trim().parse().map_err(|_| {
             Error::bad_input(format!(
                 "PT2KIT_SEED={v:?}: expected an unsigned integer seed"
             ))

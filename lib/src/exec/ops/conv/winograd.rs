@@ -25,7 +25,7 @@ pub(super) fn winograd(g: &Windows, c: usize, co: usize) -> bool {
 
 fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("PT2KIT_NO_WINOGRAD").is_none())
+    *ON.get_or_init(|| !crate::knobs::is_set("PT2KIT_NO_WINOGRAD"))
 }
 
 /// The output tile of F(m x m, 3x3) for a convolution of `b` images with
