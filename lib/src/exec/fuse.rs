@@ -670,7 +670,7 @@ impl Group {
         if len <= per {
             chunk((0, &mut out));
         } else {
-            crate::exec::pool::par_chunks(&mut out, per, |i, d| chunk((i * per, d)));
+            crate::exec::threads::par_chunks(&mut out, per, |i, d| chunk((i * per, d)));
         }
         out
     }

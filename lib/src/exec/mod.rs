@@ -40,12 +40,12 @@ use tensor::host_copies_so_far;
 pub use tensor::{storage_dtype, RunOutput, Tensor};
 pub mod budget;
 mod layout;
-mod pool;
 mod state;
+mod threads;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
-use pool::KeepAwake;
-pub use pool::{in_pool, start_threads, MAX_THREADS};
+use threads::KeepAwake;
+pub use threads::{in_pool, start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@
 //! divides by the length; `onesided` keeps the first `n / 2 + 1` bins.
 
 use super::{one, unsupported, OpResult};
-use crate::exec::{ce, pool, Ctx, Tensor};
+use crate::exec::{ce, threads, Ctx, Tensor};
 use crate::ir::Dtype;
 use candle_core::{DType, Device, Tensor as CandleTensor};
 use rustfft::num_complex::Complex;
@@ -73,7 +73,7 @@ pub(super) fn dft(ctx: &mut Ctx) -> OpResult {
         };
         let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
         let scratch_len = fft.get_inplace_scratch_len();
-        pool::par_chunks_init(
+        threads::par_chunks_init(
             &mut out,
             n_out * inner * 2,
             || {

@@ -780,7 +780,7 @@ pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Opti
     if n * inner < 1 << 15 {
         spare.chunks_mut(inner).enumerate().for_each(row);
     } else {
-        crate::exec::pool::par_chunks(spare, inner, |i, d| row((i, d)));
+        crate::exec::threads::par_chunks(spare, inner, |i, d| row((i, d)));
     }
     // SAFETY: every row of the capacity was written above
     unsafe { out.set_len(n * inner) };

@@ -25,7 +25,7 @@ fn batch_norm_host(x: &Tensor, scale: &CandleTensor, shift: &CandleTensor) -> Re
     let plane: usize = dims[2..].iter().product();
     let y = with_host(&x.t, |xs: &[f32]| {
         let mut out = vec![0f32; xs.len()];
-        crate::exec::pool::par_chunks(&mut out, plane, |i, d| {
+        crate::exec::threads::par_chunks(&mut out, plane, |i, d| {
             let (a, b) = (scale[i % c], shift[i % c]);
             for (d, s) in d.iter_mut().zip(&xs[i * plane..]) {
                 *d = s * a + b;

@@ -439,7 +439,7 @@ fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Re
     }
     let inner = xr.inner();
     let mut out = sgemm::uninit(xr.count() * inner);
-    crate::exec::pool::par_chunks(&mut out, inner, |i, dst| {
+    crate::exec::threads::par_chunks(&mut out, inner, |i, dst| {
         let (a, b) = (xr.start(i), yr.start(i));
         for ((d, &p), &q) in dst.iter_mut().zip(&xall[a..a + inner]).zip(&yall[b..b + inner]) {
             d.write(f(p, q));
@@ -495,7 +495,7 @@ fn channels_last_by_channel(
             if out.len() < 2 * super::super::vmath::PARALLEL_MIN {
                 rows(0, &mut out);
             } else {
-                crate::exec::pool::par_chunks(&mut out, per * c, |t, dst| rows(t * per, dst));
+                crate::exec::threads::par_chunks(&mut out, per * c, |t, dst| rows(t * per, dst));
             }
             // SAFETY: every pixel's channels were written above
             unsafe { sgemm::assume_init(out) }
@@ -1111,7 +1111,7 @@ fn quantize_values(
     const PART: usize = 1 << 14;
     with_host::<f32, _>(&t, |xs| {
         let mut out = vec![0i64; xs.len()];
-        crate::exec::pool::par_chunks(&mut out, PART, |k, part| {
+        crate::exec::threads::par_chunks(&mut out, PART, |k, part| {
             for (j, o) in part.iter_mut().enumerate() {
                 let i = k * PART + j;
                 *o = one(xs[i], param(i));

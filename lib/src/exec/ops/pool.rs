@@ -123,7 +123,7 @@ fn max_pool_channels_last(
         let per_image = (4 * threads).div_ceil(b.max(1)).clamp(1, oh.max(1));
         let band = oh.div_ceil(per_image).max(1);
         let bands = oh.div_ceil(band);
-        crate::exec::pool::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
+        crate::exec::threads::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
             let (n, oy0) = (t / bands, (t % bands) * band);
             let image = &xs[n * h * w * c..][..h * w * c];
             tile.resize(ow * c, 0.0);

@@ -82,7 +82,7 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             (0..b * blocks).for_each(task);
         } else {
-            crate::exec::pool::par_for(b * blocks, task);
+            crate::exec::threads::par_for(b * blocks, task);
         }
         out
     })?;
@@ -154,7 +154,7 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             out.iter_mut().enumerate().for_each(row);
         } else {
-            crate::exec::pool::par_chunks(&mut out, 64, |i, part| {
+            crate::exec::threads::par_chunks(&mut out, 64, |i, part| {
                 part.iter_mut().enumerate().for_each(|(j, v)| row((i * 64 + j, v)))
             });
         }

@@ -139,7 +139,7 @@ pub(super) fn window_planes<'a>(
     if count <= group {
         run((0, out));
     } else {
-        crate::exec::pool::par_chunks(out, per_out * group, |i, d| run((i, d)));
+        crate::exec::threads::par_chunks(out, per_out * group, |i, d| run((i, d)));
     }
 }
 

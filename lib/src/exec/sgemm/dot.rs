@@ -82,7 +82,7 @@ pub unsafe fn dot_rows(a: Rows, w: Rows, k: usize, bias: Option<&[f32]>, c: *mut
     if tasks == 1 || a.rows * w.rows * k < super::PARALLEL_MIN_MACS {
         (0..tasks).for_each(run);
     } else {
-        crate::exec::pool::par_for(tasks, run);
+        crate::exec::threads::par_for(tasks, run);
     }
 }
 

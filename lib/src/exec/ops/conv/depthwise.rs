@@ -368,7 +368,7 @@ unsafe fn depthwise_blocked(
     if tasks == 1 {
         task(0);
     } else {
-        crate::exec::pool::par_for(tasks, task);
+        crate::exec::threads::par_for(tasks, task);
     }
 }
 
@@ -821,7 +821,7 @@ fn planes_by_tasks<S: Default>(
     } else {
         let (chunk, len) = (per_out * group, out.len());
         let at = sgemm::SendPtr(out.as_mut_ptr().cast());
-        crate::exec::pool::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
+        crate::exec::threads::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
             // SAFETY: task gi's planes, no other task's, inside `out`
             let dsts = unsafe { std::slice::from_raw_parts_mut(at.at(gi * chunk).cast(), chunk.min(len - gi * chunk)) };
             run(s, (gi, dsts))

@@ -283,7 +283,7 @@ pub(super) unsafe fn few_channels_product(
     if tasks == 1 {
         task(&mut Vec::new(), 0);
     } else {
-        crate::exec::pool::par_for_init(tasks, Vec::new, task);
+        crate::exec::threads::par_for_init(tasks, Vec::new, task);
     }
 }
 

@@ -111,7 +111,7 @@ fn pixel_rows_with(
                 // of them, else each product is (as below)
                 let threads = rayon::current_num_threads();
                 if b >= threads {
-                    crate::exec::pool::par_chunks(out, n * co, |bi, dst| image(bi, dst, 1));
+                    crate::exec::threads::par_chunks(out, n * co, |bi, dst| image(bi, dst, 1));
                 } else {
                     for (bi, dst) in out.chunks_mut(n * co).enumerate() {
                         image(bi, dst, threads);
@@ -178,7 +178,7 @@ fn pixel_rows_with(
             };
             let chunk = (co * n).max(1);
             if b >= threads {
-                crate::exec::pool::par_chunks_init(out, chunk, Vec::new, |yt, bi, dst| image(bi, dst, yt, 1));
+                crate::exec::threads::par_chunks_init(out, chunk, Vec::new, |yt, bi, dst| image(bi, dst, yt, 1));
             } else {
                 let mut yt = Vec::new();
                 for (bi, dst) in out.chunks_mut(chunk).enumerate() {
@@ -364,13 +364,13 @@ pub(super) fn pixel_taps_product(
     image.clear();
     image.resize(b * padded, 0.0);
     let plane = c * h * wd;
-    crate::exec::pool::par_chunks_init(&mut image[..b * padded], padded, Vec::new, |tmp, bi, dst| {
+    crate::exec::threads::par_chunks_init(&mut image[..b * padded], padded, Vec::new, |tmp, bi, dst| {
         channels_last(&xs[bi * plane..][..plane], (c, h, wd), wp, (ph, pw), tmp, dst)
     });
     sgemm::gemm_taps(&image, sw * c, &tap_offs, &rows, bs, &mut yt, co, bias, rayon::current_num_threads());
     // SAFETY: the panels cover every pixel's row, written whole
     let y = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-    crate::exec::pool::par_chunks(&mut out[..b * co * n], co * n, |bi, dst| {
+    crate::exec::threads::par_chunks(&mut out[..b * co * n], co * n, |bi, dst| {
         channels_first(&y[bi * n * co..][..n * co], (n, co), dst, accumulate, then, bi)
     });
     IMAGE.with(|v| v.replace(image));

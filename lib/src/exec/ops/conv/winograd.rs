@@ -294,7 +294,7 @@ pub(super) unsafe fn winograd_product(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use crate::exec::pool::{par_chunks, par_for, par_for_init};
+    use crate::exec::threads::{par_chunks, par_for, par_for_init};
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
     let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
@@ -399,11 +399,11 @@ fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, imag
     };
     let threads = rayon::current_num_threads();
     if b >= threads || hp < 2 * threads {
-        crate::exec::pool::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
+        crate::exec::threads::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
         return;
     }
     let bands = (4 * threads).min(hp);
-    crate::exec::pool::par_for(b * bands, |t| {
+    crate::exec::threads::par_for(b * bands, |t| {
         let (bi, q) = (t / bands, t % bands);
         for g in 0..groups {
             write(bi, g * 16, q * hp / bands..(q + 1) * hp / bands);
@@ -427,7 +427,7 @@ fn channels_first(
     let parts = if b >= threads { 1 } else { threads.div_ceil(b).min(n.div_ceil(16)) };
     let op = sgemm::SendPtr(out.as_mut_ptr().cast::<f32>());
     assert!(out.len() >= b * co * n && y.len() >= b * n * co);
-    crate::exec::pool::par_for(b * parts, |t| {
+    crate::exec::threads::par_for(b * parts, |t| {
         let (bi, q) = (t / parts, t % parts);
         // bands of whole lines of 16 floats
         let band = |q: usize| (q * n / parts).next_multiple_of(16).min(n);
