@@ -117,7 +117,8 @@ class BatchNormTrain(nn.Module):
 class ViewsInPlace(nn.Module):
     """In-place ops through views torch's functionalisation writes back:
     narrow, a select, a stepped slice, a diagonal, split pieces, an
-    unbind piece, detach, and contiguous of a tensor that already is."""
+    unbind piece, detach, contiguous of a tensor that already is, chunk
+    pieces."""
 
     def forward(self, x, y):
         a = x.clone()
@@ -132,7 +133,10 @@ class ViewsInPlace(nn.Module):
         r.add_(10)
         b.detach().mul_(2)
         b.contiguous().add_(1)
-        return a, b
+        c = y.clone()
+        c.chunk(3, dim=1)[2].mul_(-2)
+        c.chunk(2, dim=0)[1].add_(5)
+        return a, b, c
 
 
 class ContiguousCopy(nn.Module):

@@ -28,9 +28,11 @@ struct State {
     view_of: HashMap<ValueId, (ValueId, Node)>,
     /// Base value -> views made of it, in order.
     views: HashMap<ValueId, Vec<ValueId>>,
-    /// Reshapes of a non-contiguous tensor: torch makes a view or a copy
-    /// by the strides it has at run time; a write through one is refused.
-    ambiguous: std::collections::HashSet<ValueId>,
+    /// Views a write cannot go back through, with why: a reshape of a
+    /// non-contiguous tensor (torch makes a view or a copy by the strides
+    /// it has at run time), a piece of a multi-output view not written
+    /// back here. A write through one is refused, never left unseen.
+    ambiguous: HashMap<ValueId, String>,
     rewritten: usize,
 }
 
@@ -58,7 +60,7 @@ pub fn functionalize(p: &mut Program) -> Result<usize> {
         current: HashMap::new(),
         view_of: HashMap::new(),
         views: HashMap::new(),
-        ambiguous: Default::default(),
+        ambiguous: HashMap::new(),
         rewritten: 0,
     };
     functionalize_graph(&mut p.graph, &mut st)?;
@@ -117,7 +119,7 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
                     current: HashMap::new(),
                     view_of: HashMap::new(),
                     views: HashMap::new(),
-                    ambiguous: Default::default(),
+                    ambiguous: HashMap::new(),
                     rewritten: 0,
                 };
                 functionalize_graph(&mut sub.graph, &mut inner)?;
@@ -219,7 +221,12 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
         }
         ("aten.contiguous.default", Argument::Tensor(_)) => {}
         (
-            "aten.split.Tensor" | "aten.split_with_sizes.default" | "aten.unbind.int",
+            "aten.split.Tensor"
+            | "aten.split_with_sizes.default"
+            | "aten.unbind.int"
+            | "aten.chunk.default"
+            | "aten.tensor_split.sections"
+            | "aten.tensor_split.indices",
             Argument::Tensors(outs),
         ) => {
             let a = NodeArgs(node);
@@ -231,23 +238,60 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                 .ok()
                 .and_then(|d| m.sizes.get(d)?.as_int())
             else {
-                // a symbolic split: left unregistered, and a write into a
-                // piece is refused below, when it is written back
+                // a split over a symbolic dim: a write into a piece is refused
+                for o in outs {
+                    st.ambiguous.insert(
+                        *o,
+                        format!("a piece of {op} over a symbolic dim, which is not written back"),
+                    );
+                }
                 return Ok(());
             };
-            let sizes: Vec<i64> = match op.as_str() {
-                "aten.split.Tensor" => {
-                    let step = a.int("split_size")?.max(1);
-                    (0..n)
-                        .step_by(step as usize)
-                        .map(|s| step.min(n - s))
+            // each piece's (start, length) along the dim, as torch cuts it
+            let steps = |step: i64| -> Vec<(i64, i64)> {
+                let step = step.max(1);
+                (0..n)
+                    .step_by(step as usize)
+                    .map(|s| (s, step.min(n - s)))
+                    .collect()
+            };
+            let cuts = |bounds: Vec<i64>| -> Vec<(i64, i64)> {
+                let clamp = |b: i64| b.clamp(0, n);
+                let mut ends = bounds.clone();
+                ends.push(n);
+                std::iter::once(0)
+                    .chain(bounds)
+                    .zip(ends)
+                    .map(|(a, b)| (clamp(a), (clamp(b) - clamp(a)).max(0)))
+                    .collect()
+            };
+            let pieces: Vec<(i64, i64)> = match op.as_str() {
+                "aten.split.Tensor" => steps(a.int("split_size")?),
+                "aten.split_with_sizes.default" => {
+                    let mut start = 0;
+                    a.ints("split_sizes")?
+                        .into_iter()
+                        .map(|len| {
+                            start += len;
+                            (start - len, len)
+                        })
                         .collect()
                 }
-                "aten.split_with_sizes.default" => a.ints("split_sizes")?,
-                _ => vec![1; n as usize],
+                // ceil(n / chunks) each, the last what is left
+                "aten.chunk.default" => {
+                    let chunks = a.int("chunks")?.max(1);
+                    steps((n + chunks - 1) / chunks)
+                }
+                // the first n % sections one longer
+                "aten.tensor_split.sections" => {
+                    let k = a.int("sections")?.max(1);
+                    let (q, r) = (n / k, n % k);
+                    cuts((1..k).map(|i| i * q + i.min(r)).collect())
+                }
+                "aten.tensor_split.indices" => cuts(a.ints("indices")?),
+                _ => (0..n).map(|i| (i, 1)).collect(),
             };
-            let mut start = 0;
-            for (i, (o, len)) in outs.iter().zip(sizes).enumerate() {
+            for (i, (o, (start, len))) in outs.iter().zip(pieces).enumerate() {
                 let (target, args) = if op == "aten.unbind.int" {
                     (
                         Target::op("aten", "select", "int"),
@@ -269,7 +313,6 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                         ],
                     )
                 };
-                start += len;
                 let piece = Node {
                     name: format!("{}[{i}]", node.name),
                     inputs: named_args(&target, args)?,
@@ -295,13 +338,30 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
         ("aten.reshape.default" | "aten.flatten.using_ints", Argument::Tensor(o))
             if !base_meta.is_some_and(super::edit::is_contiguous) =>
         {
-            st.ambiguous.insert(*o);
+            st.ambiguous.insert(
+                *o,
+                "a reshape of a non-contiguous tensor (torch makes a view or a copy by its strides; make it explicit with .contiguous() or .clone())".into(),
+            );
             add(st, *o, node.clone());
         }
         (_, Argument::Tensor(o)) if schema::is_view(&node.target) => add(st, *o, node.clone()),
+        // any other op whose pieces alias its input (`tensor_split`,
+        // `chunk`, `hsplit`...): a write into one is refused
+        (_, Argument::Tensors(outs)) if returns_views(&node.target) => {
+            for o in outs {
+                st.ambiguous
+                    .insert(*o, format!("a piece of {op}, which is not written back"));
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// Whether an op's list result aliases its first argument (`Tensor(a)[]`).
+fn returns_views(target: &Target) -> bool {
+    schema::lookup(&target.namespace, &target.name, &target.overload)
+        .is_some_and(|s| s.returns.starts_with("Tensor(a)[]"))
 }
 
 /// A batch norm in training mode with running statistics: torch updates
@@ -393,19 +453,20 @@ fn functional_target(node: &Node) -> Result<Target> {
 /// Value `v` now holds `new`: record it, write it back into the base `v`
 /// views (recursively), and re-derive other views of every updated base.
 fn write_back(em: &mut Emitter, st: &mut State, v: ValueId, new: ValueId) -> Result<()> {
-    let ambiguous = |em: &Emitter, v: ValueId| {
+    let ambiguous = |em: &Emitter, st: &State, v: ValueId| {
         Error::unsupported(format!(
-            "an in-place op writes through {}, a reshape of a non-contiguous tensor (torch makes a view or a copy by its strides; make it explicit with .contiguous() or .clone())",
-            em.values[v.index()].name
+            "an in-place op writes through {}, {}",
+            em.values[v.index()].name,
+            st.ambiguous.get(&v).map_or("", String::as_str)
         ))
     };
-    if st.ambiguous.contains(&v) {
-        return Err(ambiguous(em, v));
+    if st.ambiguous.contains_key(&v) {
+        return Err(ambiguous(em, st, v));
     }
     st.set(v, new);
     if let Some((base, vnode)) = st.view_of.get(&v).cloned() {
-        if st.ambiguous.contains(&base) {
-            return Err(ambiguous(em, base));
+        if st.ambiguous.contains_key(&base) {
+            return Err(ambiguous(em, st, base));
         }
         let base_now = st.resolve(base);
         let new_base = scatter_back(em, &vnode, base_now, new)?;
