@@ -410,3 +410,37 @@ fn profile_adds_up_to_the_run() {
         "{text}"
     );
 }
+
+/// `--carry-state` times a decode loop over a program's own cache (each
+/// run starting from the state the last left: `lib/tests/exec.rs` holds
+/// the carried numbers to torch's); on a program without state it is a
+/// usage error.
+#[test]
+fn carry_state_runs_a_stateful_program_and_refuses_a_stateless_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = dir.path().join("kv.ir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pt2ir"))
+        .current_dir(common::repo())
+        .args(["golden/state/kv_slice.pt2", "-o"])
+        .arg(&ir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bench = |ir: &Path, extra: &[&str]| {
+        let mut args = vec![ir.to_str().unwrap(), "--iters", "3", "--warmup", "1", "-q"];
+        args.extend_from_slice(extra);
+        common::run_tool(env!("CARGO_BIN_EXE_ir-bench"), b"", &args)
+    };
+    let o = bench(&ir, &["--carry-state", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["iters"], 3);
+    let mlp = ir_file("mlp", dir.path());
+    let o = bench(&mlp, &["--carry-state"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no state to carry"));
+}
