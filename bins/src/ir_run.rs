@@ -127,7 +127,8 @@ fn run_here(args: Args) -> Result<()> {
         .filter(|(n, _)| user.iter().any(|(_, u)| u == n))
         .cloned()
         .collect();
-    let inputs = run_inputs::checked_inputs_with(&program, &args.inputs, false, carried)?;
+    let (inputs, given_twice) =
+        run_inputs::checked_inputs_with(&program, &args.inputs, false, carried)?;
     // Every input is read: no output may be one of them.
     let mut outputs = Vec::new();
     if let Some(p) = args.output.as_deref() {
@@ -171,6 +172,13 @@ fn run_here(args: Args) -> Result<()> {
         executor
             .set_state(&state)
             .map_err(|e| e.at(format!("--state {}", path.display())))?;
+        // (every entry names state: set_state checked it)
+        if let Some(name) = given_twice.first() {
+            return Err(Error::usage(format!(
+                "input {name} is given with the inputs and carried in --state {} (the program updates it): give it once",
+                path.display()
+            )));
+        }
     }
     // One run, timed; with --repeat N, N more after it (a warm-up).
     let first = std::time::Instant::now();

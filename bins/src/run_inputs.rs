@@ -140,18 +140,24 @@ pub fn checked_inputs(
     args: &InputArgs,
     random_by_default: bool,
 ) -> Result<Vec<(String, HostTensor)>> {
-    checked_inputs_with(program, args, random_by_default, Vec::new())
+    Ok(checked_inputs_with(program, args, random_by_default, Vec::new())?.0)
 }
+
+/// Named user inputs, in the order given.
+pub type Inputs = Vec<(String, HostTensor)>;
 
 /// As [`checked_inputs`], with more inputs from elsewhere (`ir-run
 /// --state`: the user inputs a program updates, carried from the last
-/// call); a name given both ways is a usage error.
+/// call), each used where the input files do not give that name; the
+/// names given both ways are returned beside the inputs, for the caller
+/// to judge once it knows the program's state.
 pub fn checked_inputs_with(
     program: &Program,
     args: &InputArgs,
     random_by_default: bool,
     carried: Vec<(String, HostTensor)>,
-) -> Result<Vec<(String, HostTensor)>> {
+) -> Result<(Inputs, Vec<String>)> {
+    let mut both = Vec::new();
     let no_files = args.inputs.is_none() && args.input_files.is_empty();
     let inputs = if args.random || (random_by_default && no_files) {
         random_inputs(program, args.seed)?
@@ -159,11 +165,10 @@ pub fn checked_inputs_with(
         let mut inputs = file_inputs(program, args)?;
         for (name, t) in carried {
             if inputs.iter().any(|(n, _)| *n == name) {
-                return Err(Error::usage(format!(
-                    "input {name} is given with the inputs and carried in the --state file (the program updates it): give it once"
-                )));
+                both.push(name);
+            } else {
+                inputs.push((name, t));
             }
-            inputs.push((name, t));
         }
         let user = contract::user_inputs(program);
         if inputs.is_empty() && !user.is_empty() {
@@ -185,7 +190,7 @@ pub fn checked_inputs_with(
         })
         .collect();
     contract::check_inputs(program, &given)?;
-    Ok(inputs)
+    Ok((inputs, both))
 }
 
 /// The inputs of `--inputs FILE` and `-i NAME=FILE`. Both may be given;

@@ -119,6 +119,11 @@ fn scalar_kind(program: &Program, pos: usize) -> Option<(&'static str, &Sym)> {
 /// The user inputs a caller provides: tensors and symbolic scalars (graph
 /// input position, name), in graph order.
 pub fn user_inputs(program: &Program) -> Vec<(usize, String)> {
+    user_inputs_where(program, true)
+}
+
+/// The user inputs that are tensors, or with `scalars` symbolic scalars too.
+fn user_inputs_where(program: &Program, scalars: bool) -> Vec<(usize, String)> {
     program
         .graph
         .inputs
@@ -126,10 +131,12 @@ pub fn user_inputs(program: &Program) -> Vec<(usize, String)> {
         .enumerate()
         .filter(|(i, _)| program.input_kinds[*i] == InputKind::UserInput)
         .filter_map(|(i, a)| match a {
-            Argument::Tensor(v)
-            | Argument::SymInt(SymRef::Value(v))
+            Argument::Tensor(v) => Some((i, program.graph.value(*v).name.clone())),
+            Argument::SymInt(SymRef::Value(v))
             | Argument::SymFloat(SymRef::Value(v))
-            | Argument::SymBool(SymRef::Value(v)) => {
+            | Argument::SymBool(SymRef::Value(v))
+                if scalars =>
+            {
                 Some((i, program.graph.value(*v).name.clone()))
             }
             _ => None,
@@ -163,17 +170,7 @@ pub fn example_scalar(program: &Program, pos: usize) -> Option<Scalar> {
 
 /// The user tensor inputs: (graph input position, name).
 pub fn user_tensor_inputs(program: &Program) -> Vec<(usize, String)> {
-    program
-        .graph
-        .inputs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| program.input_kinds[*i] == InputKind::UserInput)
-        .filter_map(|(i, a)| match a {
-            Argument::Tensor(v) => Some((i, program.graph.value(*v).name.clone())),
-            _ => None,
-        })
-        .collect()
+    user_inputs_where(program, false)
 }
 
 fn range_of<'a>(program: &'a Program, key: &str) -> Option<&'a crate::ir::RangeConstraint> {
