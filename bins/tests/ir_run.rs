@@ -333,6 +333,13 @@ fn state_file_carries_a_cache_across_calls() {
     );
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("its state: cache"));
+    // a state path that is no regular file (a directory): exit 2
+    let o = ir_run(
+        &program,
+        &["--inputs", inputs, "--state", dir.path().to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a regular file"));
     // a program without state
     let o = ir_run(
         &ir("mlp"),
