@@ -113,10 +113,12 @@ fn run_here(args: Args) -> Result<()> {
     // The state read whole first (it is written back over itself).
     let state = match &args.state {
         // read, then replaced through a rename: a regular file (or none yet)
-        Some(path) if path.exists() && !path.is_file() => return Err(Error::usage(format!(
+        Some(path) if path.exists() && !path.is_file() => {
+            return Err(Error::usage(format!(
             "--state {}: not a regular file (the state is read from it and written back over it)",
             path.display()
-        ))),
+        )))
+        }
         Some(path) if path.exists() => {
             let t = tensorfile::read_tensors(path, "state")?;
             output::inputs::forget_path(path);
