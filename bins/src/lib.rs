@@ -22,15 +22,12 @@ pub fn init() {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
         libmimalloc_sys::mi_option_set(libmimalloc_sys::mi_option_large_os_pages, 0);
     }
-    // candle's own element-wise ops run on the calling thread: its barrier
-    // pool's worker spins after every op (25,000 rounds) and took a core
-    // from the executor's kernels, which split their work over rayon's
-    // pool (measured: MobileNetV3 4.8 -> 3.9 ms, BERT-base 118 -> 92 ms
-    // with 2 threads). A value the user set is kept.
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        // SAFETY: called first thing in main, before any thread starts.
-        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
-    }
+    // candle's process-wide settings (its thread count), before any thread.
+    #[cfg(feature = "exec")]
+    // SAFETY: called first thing in main, before any thread starts.
+    unsafe {
+        pt2kit::exec::backend::configure_before_threads()
+    };
 }
 
 pub mod ir2onnx;

@@ -76,6 +76,22 @@ pub struct Error {
     /// More than the message says, for `-vv` (a dependency's full report:
     /// candle's backtrace); the caller that prints decides whether to.
     pub detail: Option<String>,
+    /// Why a dependency failed, where a caller can act on it (retry on a
+    /// contiguous copy, or on the host). Set once, where the dependency's
+    /// error type is converted (`exec/backend.rs` for candle's), from that
+    /// type, never from message text.
+    pub cause: Option<Cause>,
+}
+
+/// A dependency's failure a caller can act on (see [`Error::cause`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A kernel refused a strided (non-contiguous) layout: a contiguous
+    /// copy of the inputs runs it.
+    Layout,
+    /// The device lacks a kernel for this op or dtype (or launched one it
+    /// cannot run): the host runs it.
+    NoDeviceKernel,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -87,6 +103,7 @@ impl Error {
             message: message.into(),
             context: Vec::new(),
             detail: None,
+            cause: None,
         }
     }
     pub fn bad_input(message: impl Into<String>) -> Error {
@@ -111,6 +128,12 @@ impl Error {
     /// With `detail` (see the field).
     pub fn with_detail(mut self, detail: impl Into<String>) -> Error {
         self.detail = Some(detail.into());
+        self
+    }
+
+    /// With `cause` (see the field).
+    pub fn with_cause(mut self, cause: Cause) -> Error {
+        self.cause = Some(cause);
         self
     }
 

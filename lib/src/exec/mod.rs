@@ -11,6 +11,7 @@
 //! unsupported ops are all reported, with node names, before anything runs.
 //! A value is dropped after its last use (liveness per graph).
 
+pub mod backend;
 mod ctx;
 mod epilogue;
 pub use ctx::Ctx;
@@ -30,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use candle_core::{Device, Tensor as CandleTensor};
 
 use crate::contract::Scalar;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Result};
 use crate::ir::{
     Argument, Dtype, Graph, InputKind, Node, OutputKind, Program, SymRef, ValueId, ValueKind,
 };
@@ -77,50 +78,20 @@ impl Value {
     }
 }
 
-/// A candle error as ours: its first line (candle appends a backtrace
-/// when RUST_BACKTRACE is set; that is no part of a message).
-pub(crate) fn ce(e: candle_core::Error) -> Error {
-    // its first line; its backtrace (RUST_BACKTRACE) kept as the detail
-    // the tools show with -vv
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or("");
-    let err = Error::internal(format!("candle: {first}"));
-    if text.trim_end() != first {
-        err.with_detail(text.trim_end().to_string())
-    } else {
-        err
-    }
-}
-
 /// Whether an error is a kernel refusing a strided layout (which the
 /// shared contiguous step below fixes).
 fn is_layout_error(e: &Error) -> bool {
-    e.kind == crate::error::ErrorKind::Internal
-        && e.message.starts_with("candle: ")
-        && (e.message.contains("contiguous") || e.message.contains("Striding"))
+    e.cause == Some(Cause::Layout)
 }
 
 /// Whether an error on a device other than the host is a kernel that
-/// device lacks, which running the node on the host fixes: candle has no
-/// CUDA kernel for this dtype (its CUDA kernels have no `i32` or `i16`
-/// arithmetic: `named symbol not found`) or op, or this toolkit's kernel
-/// for a variant runs on the host only; or candle launched a kernel of no
-/// blocks (`CUDA_ERROR_INVALID_VALUE`: a `full` of zero elements, an empty
-/// `arange`).
+/// device lacks, which running the node on the host fixes: candle's
+/// ([`Cause::NoDeviceKernel`], decided in [`backend`]), or this toolkit's
+/// kernel for a variant that runs on the host only (`Unsupported`).
 fn is_missing_kernel(e: &Error, device: &Device) -> bool {
-    use crate::error::ErrorKind;
     !device.is_cpu()
-        && match e.kind {
-            ErrorKind::Unsupported => true,
-            ErrorKind::Internal => {
-                e.message.starts_with("candle: ")
-                    && (e.message.contains("named symbol not found")
-                        || e.message.contains("unsupported dtype")
-                        || e.message.contains("CUDA_ERROR_INVALID_VALUE")
-                        || e.message.contains("no cuda implementation"))
-            }
-            _ => false,
-        }
+        && (e.kind == crate::error::ErrorKind::Unsupported
+            || e.cause == Some(Cause::NoDeviceKernel))
 }
 
 /// A value with every tensor in it on `device` (each copy counted by
@@ -133,7 +104,7 @@ fn value_on(v: &Value, device: &Device) -> Result<Value> {
             } else {
                 device
             });
-            Value::Tensor(Tensor::new(t.t.to_device(device).map_err(ce)?, t.dtype))
+            Value::Tensor(Tensor::new(t.t.to_device(device)?, t.dtype))
         }
         Value::List(items) => Value::List(
             items
@@ -1252,7 +1223,7 @@ impl Executor<'_> {
         let out = group.eval(&slices, len);
         drop(slices);
         drop(guards);
-        let t = CandleTensor::from_vec(out, dims, &Device::Cpu).map_err(ce)?;
+        let t = CandleTensor::from_vec(out, dims, &Device::Cpu)?;
         env[group.output.index()] = Some(Value::Tensor(Tensor::new(t, Dtype::Float32)));
         Ok(true)
     }

@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Device, Tensor as CandleTensor};
 
-use super::{ce, ops};
+use super::ops;
 use crate::error::{Error, Result};
 use crate::ir::Dtype;
 use crate::tensorfile::HostTensor;
@@ -81,7 +81,7 @@ impl Tensor {
         }
         let target = storage_dtype(to)?;
         let t = if to == Dtype::Bool {
-            self.t.ne(0f64).map_err(ce)?
+            self.t.ne(0f64)?
         } else if !to.is_floating() {
             // float -> int truncates toward zero, as torch does; then the
             // value wraps to the dtype's width (int8 is stored as i16: 300
@@ -111,7 +111,7 @@ impl Tensor {
                         }
                     })
                     .collect();
-                CandleTensor::from_vec(v, self.dims(), self.t.device()).map_err(ce)?
+                CandleTensor::from_vec(v, self.dims(), self.t.device())?
             } else {
                 self.t.clone()
             };
@@ -119,9 +119,9 @@ impl Tensor {
                 let src = Tensor::new(ints, Dtype::Int64);
                 return ops::from_elems(ops::elems(&src)?, self.dims(), to, self.t.device());
             }
-            ints.to_dtype(target).map_err(ce)?
+            ints.to_dtype(target)?
         } else {
-            self.t.to_dtype(target).map_err(ce)?
+            self.t.to_dtype(target)?
         };
         Ok(Tensor::new(t, to))
     }
@@ -150,7 +150,7 @@ impl Tensor {
         note_host_copy(device);
         if dtype.is_complex() {
             let (storage, pairs) = Tensor::complex_storage(dtype, shape)?;
-            let t = CandleTensor::from_raw_buffer(data, storage, &pairs, device).map_err(ce)?;
+            let t = CandleTensor::from_raw_buffer(data, storage, &pairs, device)?;
             return Ok(Tensor::new(t, dtype));
         }
         let storage = storage_dtype(dtype)?;
@@ -181,7 +181,7 @@ impl Tensor {
             }
             _ => data,
         };
-        let t = CandleTensor::from_raw_buffer(bytes, storage, shape, device).map_err(ce)?;
+        let t = CandleTensor::from_raw_buffer(bytes, storage, shape, device)?;
         Ok(Tensor::new(t, dtype))
     }
 
@@ -269,77 +269,61 @@ impl Tensor {
                 data,
             });
         }
-        let flat = self
-            .t
-            .flatten_all()
-            .map_err(ce)?
-            .to_device(&Device::Cpu)
-            .map_err(ce)?;
+        let flat = self.t.flatten_all()?.to_device(&Device::Cpu)?;
         let data: Vec<u8> = match self.dtype {
             Dtype::Float32 | Dtype::Complex64 => flat
-                .to_vec1::<f32>()
-                .map_err(ce)?
+                .to_vec1::<f32>()?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             Dtype::Float64 | Dtype::Complex128 => flat
-                .to_vec1::<f64>()
-                .map_err(ce)?
+                .to_vec1::<f64>()?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             Dtype::Float16 | Dtype::Complex32 => flat
-                .to_vec1::<half::f16>()
-                .map_err(ce)?
+                .to_vec1::<half::f16>()?
                 .iter()
                 .flat_map(|v| v.to_bits().to_le_bytes())
                 .collect(),
             Dtype::BFloat16 => flat
-                .to_vec1::<half::bf16>()
-                .map_err(ce)?
+                .to_vec1::<half::bf16>()?
                 .iter()
                 .flat_map(|v| v.to_bits().to_le_bytes())
                 .collect(),
             Dtype::Int64 | Dtype::Uint64 => flat
-                .to_vec1::<i64>()
-                .map_err(ce)?
+                .to_vec1::<i64>()?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             Dtype::Uint32 => flat
-                .to_vec1::<i64>()
-                .map_err(ce)?
+                .to_vec1::<i64>()?
                 .iter()
                 .flat_map(|v| (*v as u32).to_le_bytes())
                 .collect(),
             Dtype::Int32 => flat
-                .to_vec1::<i32>()
-                .map_err(ce)?
+                .to_vec1::<i32>()?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             Dtype::Uint16 => flat
-                .to_vec1::<i32>()
-                .map_err(ce)?
+                .to_vec1::<i32>()?
                 .iter()
                 .flat_map(|v| (*v as u16).to_le_bytes())
                 .collect(),
             Dtype::Int16 => flat
-                .to_vec1::<i16>()
-                .map_err(ce)?
+                .to_vec1::<i16>()?
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
             Dtype::Int8 => flat
-                .to_vec1::<i16>()
-                .map_err(ce)?
+                .to_vec1::<i16>()?
                 .iter()
                 .map(|v| *v as i8 as u8)
                 .collect(),
-            Dtype::Uint8 => flat.to_vec1::<u8>().map_err(ce)?,
+            Dtype::Uint8 => flat.to_vec1::<u8>()?,
             Dtype::Bool => flat
-                .to_vec1::<u8>()
-                .map_err(ce)?
+                .to_vec1::<u8>()?
                 .iter()
                 .map(|v| (*v != 0) as u8)
                 .collect(),

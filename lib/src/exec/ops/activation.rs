@@ -37,8 +37,7 @@ fn gelu(ctx: &mut Ctx) -> OpResult {
     let t = match ctx.string("approximate")?.as_deref() {
         Some("tanh") => x.t.gelu(),
         _ => x.t.gelu_erf(),
-    }
-    .map_err(ce)?;
+    }?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -51,7 +50,7 @@ fn hardtanh(ctx: &mut Ctx) -> OpResult {
     if let Some(y) = vmap(&x, move |a| scalar(clamp, a, 0.0))? {
         return one(y);
     }
-    one(Tensor::new(x.t.clamp(lo, hi).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.clamp(lo, hi)?, x.dtype))
 }
 
 fn hardswish(ctx: &mut Ctx) -> OpResult {
@@ -61,8 +60,7 @@ fn hardswish(ctx: &mut Ctx) -> OpResult {
         return one(y);
     }
     let t = (&x.t
-        * ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?)
-    .map_err(ce)?;
+        * ((&x.t + 3.0)?.clamp(0f64, 6f64)? / 6.0)?)?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -71,7 +69,7 @@ fn hardsigmoid(ctx: &mut Ctx) -> OpResult {
     if let Some(y) = vmap(&x, |a| scalar(FuseOp::Hardsigmoid, a, 0.0))? {
         return one(y);
     }
-    let t = ((&x.t + 3.0).map_err(ce)?.clamp(0f64, 6f64).map_err(ce)? / 6.0).map_err(ce)?;
+    let t = ((&x.t + 3.0)?.clamp(0f64, 6f64)? / 6.0)?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -102,11 +100,10 @@ fn elu(ctx: &mut Ctx) -> OpResult {
 fn leaky_relu(ctx: &mut Ctx) -> OpResult {
     let slope = ctx.opt_float("negative_slope")?.unwrap_or(0.01);
     let x = ctx.tensor("self")?;
-    let neg = x.t.affine(slope, 0.0).map_err(ce)?;
+    let neg = x.t.affine(slope, 0.0)?;
     let t =
         x.t.ge(0f64)
-            .and_then(|m| m.where_cond(&x.t, &neg))
-            .map_err(ce)?;
+            .and_then(|m| m.where_cond(&x.t, &neg))?;
     one(Tensor::new(t, x.dtype))
 }
 

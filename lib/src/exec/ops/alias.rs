@@ -51,8 +51,7 @@ fn copy(ctx: &mut Ctx) -> OpResult {
     one(Tensor::new(
         src.t
             .broadcast_as(x.dims())
-            .and_then(|t| t.contiguous())
-            .map_err(ce)?,
+            .and_then(|t| t.contiguous())?,
         x.dtype,
     ))
 }
@@ -97,11 +96,11 @@ fn native_dropout(ctx: &mut Ctx) -> OpResult {
             "native_dropout in training with 0 < p < 1 (random)",
         ));
     };
-    let mask = CandleTensor::full(keep as u8, x.dims(), ctx.device()).map_err(ce)?;
+    let mask = CandleTensor::full(keep as u8, x.dims(), ctx.device())?;
     let y = if keep {
         x.clone()
     } else {
-        Tensor::new(x.t.zeros_like().map_err(ce)?, x.dtype)
+        Tensor::new(x.t.zeros_like()?, x.dtype)
     };
     Ok(vec![
         Value::Tensor(y),
@@ -128,8 +127,7 @@ fn resize(ctx: &mut Ctx) -> OpResult {
     let t =
         x.t.flatten_all()
             .and_then(|t| t.narrow(0, 0, n))
-            .and_then(|t| t.reshape(shape))
-            .map_err(ce)?;
+            .and_then(|t| t.reshape(shape))?;
     one(Tensor::new(t, x.dtype))
 }
 

@@ -19,8 +19,7 @@ fn repeat_heads(t: &Tensor, n: usize) -> Result<Tensor> {
         .unsqueeze(r - 2)
         .and_then(|x| x.broadcast_as(wide))
         .and_then(|x| x.contiguous())
-        .and_then(|x| x.reshape(merged))
-        .map_err(ce)?;
+        .and_then(|x| x.reshape(merged))?;
     Ok(Tensor::new(x, t.dtype))
 }
 
@@ -40,37 +39,33 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
     let d = *q.dims().last().unwrap_or(&1) as f64;
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / d.sqrt());
     let kt = Tensor::new(
-        k.t.transpose(k.rank() - 2, k.rank() - 1).map_err(ce)?,
+        k.t.transpose(k.rank() - 2, k.rank() - 1)?,
         k.dtype,
     );
     let mut s = matmul_t(ctx, &q, &kt)?;
-    s.t = s.t.affine(scale, 0.0).map_err(ce)?;
+    s.t = s.t.affine(scale, 0.0)?;
     let (l, sk) = (s.dims()[s.rank() - 2], s.dims()[s.rank() - 1]);
     if ctx.opt_bool("is_causal", false)? {
         let mask: Vec<u8> = (0..l)
             .flat_map(|i| (0..sk).map(move |j| (j <= i) as u8))
             .collect();
-        let m = CandleTensor::from_vec(mask, (l, sk), ctx.device()).map_err(ce)?;
+        let m = CandleTensor::from_vec(mask, (l, sk), ctx.device())?;
         let ninf = CandleTensor::full(f32::NEG_INFINITY, s.dims(), ctx.device())
-            .and_then(|t| t.to_dtype(s.t.dtype()))
-            .map_err(ce)?;
+            .and_then(|t| t.to_dtype(s.t.dtype()))?;
         s.t = m
             .broadcast_as(s.dims())
-            .and_then(|m| m.where_cond(&s.t, &ninf))
-            .map_err(ce)?;
+            .and_then(|m| m.where_cond(&s.t, &ninf))?;
     }
     if let Some(mask) = ctx.opt_tensor("attn_mask")? {
         if mask.dtype == Dtype::Bool {
             let ninf = CandleTensor::full(f32::NEG_INFINITY, s.dims(), ctx.device())
-                .and_then(|t| t.to_dtype(s.t.dtype()))
-                .map_err(ce)?;
+                .and_then(|t| t.to_dtype(s.t.dtype()))?;
             s.t = mask
                 .t
                 .broadcast_as(s.dims())
-                .and_then(|m| m.where_cond(&s.t, &ninf))
-                .map_err(ce)?;
+                .and_then(|m| m.where_cond(&s.t, &ninf))?;
         } else {
-            s.t = s.t.broadcast_add(&mask.cast(s.dtype)?.t).map_err(ce)?;
+            s.t = s.t.broadcast_add(&mask.cast(s.dtype)?.t)?;
         }
     }
     let last = s.rank() - 1;
@@ -81,14 +76,12 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
         let masked = s
             .t
             .eq(f64::NEG_INFINITY)
-            .and_then(|m| m.min_keepdim(last))
-            .map_err(ce)?;
-        if masked.max_keepdim(last).and_then(|m| m.flatten_all()).and_then(|m| m.max(0)).and_then(|m| m.to_scalar::<u8>()).map_err(ce)? != 0 {
-            let zero = p.t.zeros_like().map_err(ce)?;
+            .and_then(|m| m.min_keepdim(last))?;
+        if masked.max_keepdim(last).and_then(|m| m.flatten_all()).and_then(|m| m.max(0)).and_then(|m| m.to_scalar::<u8>())? != 0 {
+            let zero = p.t.zeros_like()?;
             p.t = masked
                 .broadcast_as(p.dims())
-                .and_then(|m| m.where_cond(&zero, &p.t))
-                .map_err(ce)?;
+                .and_then(|m| m.where_cond(&zero, &p.t))?;
         }
     }
     one(matmul_t(ctx, &p, &v)?)

@@ -207,7 +207,7 @@ fn map_impl(ctx: &mut Ctx) -> OpResult {
     for i in 0..n {
         let mut inputs = Vec::with_capacity(xs.len() + args.len());
         for x in &xs {
-            inputs.push(Value::Tensor(Tensor::new(x.t.get(i).map_err(ce)?, x.dtype)));
+            inputs.push(Value::Tensor(Tensor::new(x.t.get(i)?, x.dtype)));
         }
         inputs.extend(args.iter().cloned());
         let outs = run_subgraph(ctx, body, inputs)?;
@@ -231,7 +231,7 @@ fn map_impl(ctx: &mut Ctx) -> OpResult {
     let mut result = Vec::with_capacity(count);
     for (k, parts) in slices.into_iter().enumerate() {
         let t = match dtypes[k] {
-            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0).map_err(ce)?, dtype),
+            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0)?, dtype),
             None => empty_output(ctx, k)?,
         };
         result.push(Value::Tensor(t));
@@ -278,7 +278,7 @@ fn scan(ctx: &mut Ctx) -> OpResult {
     for i in 0..n {
         let mut inputs = carry.clone();
         for x in &xs {
-            inputs.push(Value::Tensor(Tensor::new(x.t.get(i).map_err(ce)?, x.dtype)));
+            inputs.push(Value::Tensor(Tensor::new(x.t.get(i)?, x.dtype)));
         }
         inputs.extend(additional.iter().cloned());
         let mut outs = run_subgraph(ctx, combine, inputs)?;
@@ -305,7 +305,7 @@ fn scan(ctx: &mut Ctx) -> OpResult {
     let mut result = carry;
     for (k, parts) in slices.into_iter().enumerate() {
         let t = match dtypes[k] {
-            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0).map_err(ce)?, dtype),
+            Some(dtype) => Tensor::new(CandleTensor::stack(&parts, 0)?, dtype),
             None => empty_output(ctx, result.len())?,
         };
         result.push(Value::Tensor(t));
@@ -336,7 +336,7 @@ fn empty_output(ctx: &Ctx, k: usize) -> Result<Tensor> {
         .collect::<Result<_>>()?;
     let mut shape = vec![0];
     shape.extend(inner);
-    let t = CandleTensor::zeros(shape, storage_dtype(meta.dtype)?, ctx.device()).map_err(ce)?;
+    let t = CandleTensor::zeros(shape, storage_dtype(meta.dtype)?, ctx.device())?;
     Ok(Tensor::new(t, meta.dtype))
 }
 

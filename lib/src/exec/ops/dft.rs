@@ -6,7 +6,7 @@
 //! divides by the length; `onesided` keeps the first `n / 2 + 1` bins.
 
 use super::{one, unsupported, OpResult};
-use crate::exec::{ce, threads, Ctx, Tensor};
+use crate::exec::{threads, Ctx, Tensor};
 use crate::ir::Dtype;
 use candle_core::{DType, Device, Tensor as CandleTensor};
 use rustfft::num_complex::Complex;
@@ -51,8 +51,7 @@ pub(super) fn dft(ctx: &mut Ctx) -> OpResult {
         x.t.to_device(&Device::Cpu)
             .and_then(|t| t.to_dtype(DType::F64))
             .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1::<f64>())
-            .map_err(ce)?;
+            .and_then(|t| t.to_vec1::<f64>())?;
     // An infinity or a NaN in a signal: torch's bins are then what
     // pocketfft's order of operations makes of it (some parts stay
     // finite, others are NaN, by the radix plan), which this DFT does not
@@ -130,8 +129,7 @@ pub(super) fn dft(ctx: &mut Ctx) -> OpResult {
             },
         );
     }
-    let t = CandleTensor::from_vec(out, out_dims, &Device::Cpu)
-        .and_then(|t| t.to_device(&device))
-        .map_err(ce)?;
+    let t =
+        CandleTensor::from_vec(out, out_dims, &Device::Cpu).and_then(|t| t.to_device(&device))?;
     one(Tensor::new(t, Dtype::Float64).cast(x.dtype)?)
 }

@@ -142,24 +142,23 @@ pub(crate) fn wrap(v: i64, dtype: Dtype) -> i64 {
 pub(crate) fn elems(t: &Tensor) -> Result<Elems> {
     let flat =
         t.t.flatten_all()
-            .and_then(|f| f.to_device(&candle_core::Device::Cpu))
-            .map_err(ce)?;
+            .and_then(|f| f.to_device(&candle_core::Device::Cpu))?;
     if t.dtype.is_floating() {
         let f = if flat.dtype() == DType::F64 {
             flat
         } else {
-            flat.to_dtype(DType::F64).map_err(ce)?
+            flat.to_dtype(DType::F64)?
         };
-        return Ok(Elems::F(f.to_vec1::<f64>().map_err(ce)?));
+        return Ok(Elems::F(f.to_vec1::<f64>()?));
     }
     if t.dtype.is_complex() {
         return Err(unsupported(format!("{} values here", t.dtype.torch_name())));
     }
     let i = match flat.dtype() {
         DType::I64 => flat,
-        _ => flat.to_dtype(DType::I64).map_err(ce)?,
+        _ => flat.to_dtype(DType::I64)?,
     };
-    let mut v = i.to_vec1::<i64>().map_err(ce)?;
+    let mut v = i.to_vec1::<i64>()?;
     if t.dtype == Dtype::Bool {
         v.iter_mut().for_each(|x| *x = (*x != 0) as i64);
     }
@@ -178,11 +177,11 @@ pub(crate) fn from_elems(
     let storage = storage_dtype(dtype)?;
     let t = if dtype.is_floating() {
         let f = e.into_f64();
-        let t = CandleTensor::from_vec(f, shape, dev).map_err(ce)?;
+        let t = CandleTensor::from_vec(f, shape, dev)?;
         if storage == DType::F64 {
             t
         } else {
-            t.to_dtype(storage).map_err(ce)?
+            t.to_dtype(storage)?
         }
     } else {
         let ints: Vec<i64> = match e {
@@ -206,8 +205,7 @@ pub(crate) fn from_elems(
                 shape,
                 dev,
             ),
-        }
-        .map_err(ce)?
+        }?
     };
     Ok(Tensor::new(t, dtype))
 }

@@ -10,25 +10,23 @@ fn embedding(ctx: &mut Ctx) -> OpResult {
             .t
             .flatten_all()
             .and_then(|t| t.to_dtype(DType::I64))
-            .and_then(|t| t.to_vec1())
-            .map_err(ce)?;
+            .and_then(|t| t.to_vec1())?;
         let rows = m.rows(&flat, ctx.device())?;
         let mut shape = ids.dims().to_vec();
         shape.push(m.dims()[1]);
-        return one(Tensor::new(rows.t.reshape(shape).map_err(ce)?, m.dtype));
+        return one(Tensor::new(rows.t.reshape(shape)?, m.dtype));
     }
     let w = ctx.tensor("weight")?;
     let ids = ctx.tensor("indices")?;
     let flat = ids
         .t
         .flatten_all()
-        .and_then(|t| t.to_dtype(DType::I64))
-        .map_err(ce)?;
+        .and_then(|t| t.to_dtype(DType::I64))?;
     check_indices(&flat, w.dims()[0], false, "embedding: an id")?;
-    let rows = w.t.index_select(&flat, 0).map_err(ce)?;
+    let rows = w.t.index_select(&flat, 0)?;
     let mut shape = ids.dims().to_vec();
     shape.push(w.dims()[1]);
-    one(Tensor::new(rows.reshape(shape).map_err(ce)?, w.dtype))
+    one(Tensor::new(rows.reshape(shape)?, w.dtype))
 }
 
 fn index_select(ctx: &mut Ctx) -> OpResult {
@@ -41,14 +39,13 @@ fn index_select(ctx: &mut Ctx) -> OpResult {
         let t =
             x.t.reshape(1)
                 .and_then(|t| t.index_select(&idx.t.flatten_all()?, 0))
-                .and_then(|t| t.reshape(()))
-                .map_err(ce)?;
+                .and_then(|t| t.reshape(()))?;
         return one(Tensor::new(t, x.dtype));
     }
     // candle's index_select reads only contiguous tensors
-    let src = x.t.contiguous().map_err(ce)?;
-    let idx = idx.t.contiguous().map_err(ce)?;
-    one(Tensor::new(src.index_select(&idx, d).map_err(ce)?, x.dtype))
+    let src = x.t.contiguous()?;
+    let idx = idx.t.contiguous()?;
+    one(Tensor::new(src.index_select(&idx, d)?, x.dtype))
 }
 
 /// `aten.index.Tensor`: advanced indexing with integer index tensors on
@@ -88,44 +85,40 @@ fn index(ctx: &mut Ctx) -> OpResult {
         let n = dims[*d] as f64;
         let i =
             t.t.to_dtype(DType::I64)
-                .and_then(|i| i.broadcast_as(b.clone()))
-                .map_err(ce)?;
+                .and_then(|i| i.broadcast_as(b.clone()))?;
         let i = i
             .lt(0f64)
-            .and_then(|neg| neg.where_cond(&(&i + n)?, &i))
-            .map_err(ce)?;
+            .and_then(|neg| neg.where_cond(&(&i + n)?, &i))?;
         linear = Some(match linear {
             None => i,
-            Some(acc) => (acc * n).and_then(|acc| acc.add(&i)).map_err(ce)?,
+            Some(acc) => (acc * n).and_then(|acc| acc.add(&i))?,
         });
     }
-    let linear = linear.unwrap().flatten_all().map_err(ce)?;
+    let linear = linear.unwrap().flatten_all()?;
     // move the indexed dims to the front, merge them, select, then put the
     // broadcast dims where the first indexed dim was
     let mut order: Vec<usize> = (first..first + k).collect();
     order.extend((0..dims.len()).filter(|d| *d < first || *d >= first + k));
     let moved =
         x.t.permute(order.clone())
-            .and_then(|t| t.contiguous())
-            .map_err(ce)?;
+            .and_then(|t| t.contiguous())?;
     let merged: usize = dims[first..first + k].iter().product();
     let rest: Vec<usize> = order[k..].iter().map(|&d| dims[d]).collect();
     let mut shape = vec![merged];
     shape.extend(&rest);
     let sel = moved
         .reshape(shape)
-        .and_then(|t| t.index_select(&linear, 0))
-        .map_err(ce)?;
+        .and_then(|t| t.index_select(&linear, 0))?;
     let mut out_shape = b.clone();
     out_shape.extend(&rest);
-    let mut t = sel.reshape(out_shape).map_err(ce)?;
+    let mut t = sel.reshape(out_shape)?;
     if first > 0 {
         // result dims: leading (non-indexed) dims, then b, then the rest
         let nb = b.len();
         let mut perm: Vec<usize> = (nb..nb + first).collect();
         perm.extend(0..nb);
         perm.extend(nb + first..nb + rest.len());
-        t = t.permute(perm).map_err(ce)?;
+        t = t.permute(perm)?;
     }
     one(Tensor::new(t, x.dtype))
 }
@@ -137,8 +130,7 @@ fn gather(ctx: &mut Ctx) -> OpResult {
     check_indices(&idx.t, x.dims().get(d).copied().unwrap_or(1), false, "gather")?;
     let t =
         x.t.contiguous()
-            .and_then(|t| t.gather(&idx.t.contiguous()?, d))
-            .map_err(ce)?;
+            .and_then(|t| t.gather(&idx.t.contiguous()?, d))?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -168,8 +160,7 @@ fn select_scatter(ctx: &mut Ctx) -> OpResult {
         .tensor("src")?
         .cast(x.dtype)?
         .t
-        .unsqueeze(d)
-        .map_err(ce)?;
+        .unsqueeze(d)?;
     let n = x.dims()[d] as i64;
     let i = ctx.int("index")?;
     scatter_positions(&x, &src, d, &[if i < 0 { i + n } else { i }])
@@ -182,12 +173,12 @@ fn scatter_positions(x: &Tensor, src: &CandleTensor, d: usize, positions: &[i64]
     for k in 0..n {
         let from_src = positions.iter().position(|&p| p == k as i64);
         parts.push(match from_src {
-            Some(j) => src.narrow(d, j, 1).map_err(ce)?,
-            None => x.t.narrow(d, k, 1).map_err(ce)?,
+            Some(j) => src.narrow(d, j, 1)?,
+            None => x.t.narrow(d, k, 1)?,
         });
     }
     one(Tensor::new(
-        CandleTensor::cat(&parts, d).map_err(ce)?,
+        CandleTensor::cat(&parts, d)?,
         x.dtype,
     ))
 }
@@ -319,7 +310,7 @@ fn nonzero(ctx: &mut Ctx) -> OpResult {
         }
     }
     let rows = out.len() / dims.len().max(1);
-    let t = CandleTensor::from_vec(out, (rows, dims.len()), ctx.device()).map_err(ce)?;
+    let t = CandleTensor::from_vec(out, (rows, dims.len()), ctx.device())?;
     one(Tensor::new(t, Dtype::Int64))
 }
 
@@ -539,7 +530,7 @@ fn index_put_dim(
             x.t.scatter(&i, &v, d)
         }
     };
-    one(Tensor::new(run().map_err(ce)?, x.dtype))
+    one(Tensor::new(run()?, x.dtype))
 }
 
 /// `masked_scatter(self, mask, source)`: the positions where the mask
@@ -644,7 +635,7 @@ fn embedding_bag(ctx: &mut Ctx) -> OpResult {
             .collect()
     };
     let int = |v: Vec<i64>, shape: Vec<usize>| -> Result<Value> {
-        let t = CandleTensor::from_vec(v, shape, ctx.device()).map_err(ce)?;
+        let t = CandleTensor::from_vec(v, shape, ctx.device())?;
         Ok(Value::Tensor(
             Tensor::new(t, Dtype::Int64).cast(off_t.dtype)?,
         ))
@@ -674,7 +665,7 @@ fn embedding_bag(ctx: &mut Ctx) -> OpResult {
             Dtype::Float32
         };
         let dev = ctx.device();
-        let zeros = CandleTensor::zeros((bags, width), storage_dtype(compute)?, dev).map_err(ce)?;
+        let zeros = CandleTensor::zeros((bags, width), storage_dtype(compute)?, dev)?;
         let sum = if picked.is_empty() {
             zeros
         } else {
@@ -682,21 +673,18 @@ fn embedding_bag(ctx: &mut Ctx) -> OpResult {
             let rows = w
                 .cast(compute)?
                 .t
-                .index_select(&CandleTensor::from_vec(picked, k, dev).map_err(ce)?, 0)
-                .map_err(ce)?;
+                .index_select(&CandleTensor::from_vec(picked, k, dev)?, 0)?;
             let rows = if scales.is_some() {
                 let s = from_f64(&scale_of, &[k, 1], compute, dev)?;
-                rows.broadcast_mul(&s.t).map_err(ce)?
+                rows.broadcast_mul(&s.t)?
             } else {
                 rows
             };
             zeros
-                .index_add(&CandleTensor::from_vec(into, k, dev).map_err(ce)?, &rows, 0)
-                .map_err(ce)?
+                .index_add(&CandleTensor::from_vec(into, k, dev)?, &rows, 0)?
         };
         let sum = if mode == 1 {
-            sum.broadcast_div(&from_f64(&counts, &[bags, 1], compute, dev)?.t)
-                .map_err(ce)?
+            sum.broadcast_div(&from_f64(&counts, &[bags, 1], compute, dev)?.t)?
         } else {
             sum
         };

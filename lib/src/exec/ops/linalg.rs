@@ -60,25 +60,25 @@ fn addmm(ctx: &mut Ctx) -> OpResult {
 pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("input")?;
     if let Some(m) = ctx.mapped("weight").filter(|m| m.rank() == 2) {
-        let wt = m.with_layout(m.layout.transpose(0, 1).map_err(ce)?)?;
+        let wt = m.with_layout(m.layout.transpose(0, 1)?)?;
         let bias = ctx.opt_tensor("bias")?;
         return ctx.with_epilogue(|e| mapped_matmul(ctx, &x, &wt, bias.as_ref(), e));
     }
     let w = ctx.tensor("weight")?;
-    let wt = Tensor::new(w.t.t().map_err(ce)?, w.dtype);
+    let wt = Tensor::new(w.t.t()?, w.dtype);
     let bias = ctx.opt_tensor("bias")?;
     // float32: the packed product, its bias and any epilogue fused, the
     // leading dims as rows
     if x.dtype == Dtype::Float32 && w.dtype == Dtype::Float32 && w.rank() == 2 && x.rank() >= 1 {
         let dims = x.dims().to_vec();
-        let rows = x.t.reshape(((), dims[dims.len() - 1])).map_err(ce)?;
+        let rows = x.t.reshape(((), dims[dims.len() - 1]))?;
         let y = ctx.with_epilogue(|e| {
             packed_matmul(ctx, &rows, &wt.t, bias.as_ref().map(|b| &b.t), e)
         })?;
         if let Some(y) = y {
             let mut shape = dims[..dims.len() - 1].to_vec();
             shape.push(y.dims()[1]);
-            return one(Tensor::new(y.reshape(shape).map_err(ce)?, Dtype::Float32));
+            return one(Tensor::new(y.reshape(shape)?, Dtype::Float32));
         }
     }
     // Leading dims flattened into rows: one [rows, in] x [in, out] product
@@ -87,11 +87,11 @@ pub(super) fn linear(ctx: &mut Ctx) -> OpResult {
     let y = if x.rank() > 2 && w.rank() == 2 {
         let dims = x.dims().to_vec();
         let k = dims[dims.len() - 1];
-        let rows = Tensor::new(x.t.reshape(((), k)).map_err(ce)?, x.dtype);
+        let rows = Tensor::new(x.t.reshape(((), k))?, x.dtype);
         let y = matmul_onto(ctx, &rows, &wt, bias.as_ref(), Num::Int(1))?;
         let mut shape = dims[..dims.len() - 1].to_vec();
         shape.push(y.dims()[1]);
-        Tensor::new(y.t.reshape(shape).map_err(ce)?, y.dtype)
+        Tensor::new(y.t.reshape(shape)?, y.dtype)
     } else {
         matmul_onto(ctx, &x, &wt, bias.as_ref(), Num::Int(1))?
     };
@@ -229,8 +229,8 @@ fn grouped_mm(ctx: &mut Ctx) -> OpResult {
         }
         let end = end as usize;
         if end > start {
-            let rows = Tensor::new(x.t.narrow(0, start, end - start).map_err(ce)?, x.dtype);
-            let wi = Tensor::new(w.t.get(i).map_err(ce)?, w.dtype);
+            let rows = Tensor::new(x.t.narrow(0, start, end - start)?, x.dtype);
+            let wi = Tensor::new(w.t.get(i)?, w.dtype);
             pieces.push(matmul_t(ctx, &rows, &wi)?);
         }
         start = end;
@@ -239,7 +239,7 @@ fn grouped_mm(ctx: &mut Ctx) -> OpResult {
         pieces.push(from_elems(Elems::filled((s - start) * n, Num::Int(0), dt), &[s - start, n], dt, ctx.device())?);
     }
     let parts: Vec<&CandleTensor> = pieces.iter().map(|p| &p.t).collect();
-    let y = Tensor::new(CandleTensor::cat(&parts, 0).map_err(ce)?, pieces[0].dtype);
+    let y = Tensor::new(CandleTensor::cat(&parts, 0)?, pieces[0].dtype);
     match ctx.dtype("out_dtype") {
         Some(d) if aten => one(y.cast(d)?),
         _ => one(y),

@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{ce, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
+use super::{sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
@@ -76,7 +76,7 @@ fn unary_float(
     } else {
         x.cast(Dtype::Float32)?
     };
-    one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype))
+    one(Tensor::new(f(&x.t)?, x.dtype))
 }
 
 /// `v` over a float32 CPU tensor by [`vmath`]'s vectorised loops, else
@@ -167,7 +167,7 @@ fn map_in_storage_order(
     for (p, &i) in order.iter().enumerate() {
         pos[i] = p;
     }
-    let t = host_f32_tensor(out, &stored)?.permute(pos).map_err(ce)?;
+    let t = host_f32_tensor(out, &stored)?.permute(pos)?;
     Ok(Some(Tensor::new(t, Dtype::Float32)))
 }
 
@@ -181,18 +181,16 @@ fn same_dtype_unary(
 ) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.dtype.is_floating() {
-        return one(Tensor::new(f(&x.t).map_err(ce)?, x.dtype));
+        return one(Tensor::new(f(&x.t)?, x.dtype));
     }
     let storage = x.t.dtype();
     let vals: Vec<i64> =
         x.t.to_dtype(DType::I64)
             .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1())
-            .map_err(ce)?;
+            .and_then(|t| t.to_vec1())?;
     let out: Vec<i64> = vals.into_iter().map(int).collect();
-    let t = CandleTensor::from_vec(out, x.dims(), x.t.device())
-        .and_then(|t| t.to_dtype(storage))
-        .map_err(ce)?;
+    let t =
+        CandleTensor::from_vec(out, x.dims(), x.t.device()).and_then(|t| t.to_dtype(storage))?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -220,7 +218,7 @@ fn squeeze_dims(t: CandleTensor, dims: &[usize]) -> Result<CandleTensor> {
     sorted.dedup();
     let mut t = t;
     for d in sorted.iter().rev() {
-        t = t.squeeze(*d).map_err(ce)?;
+        t = t.squeeze(*d)?;
     }
     Ok(t)
 }
@@ -247,21 +245,17 @@ fn softmax_impl(x: &Tensor, d: usize, log: bool) -> Result<Tensor> {
             return Ok(Tensor::new(host_f32_tensor(out, x.dims())?, x.dtype));
         }
     }
-    let t = x.t.to_dtype(compute).map_err(ce)?;
-    let max = t.max_keepdim(d).map_err(ce)?;
-    let shifted = t.broadcast_sub(&max).map_err(ce)?;
-    let e = shifted.exp().map_err(ce)?;
-    let s = e.sum_keepdim(d).map_err(ce)?;
+    let t = x.t.to_dtype(compute)?;
+    let max = t.max_keepdim(d)?;
+    let shifted = t.broadcast_sub(&max)?;
+    let e = shifted.exp()?;
+    let s = e.sum_keepdim(d)?;
     let r = if log {
-        shifted.broadcast_sub(&s.log().map_err(ce)?)
+        shifted.broadcast_sub(&s.log()?)
     } else {
         e.broadcast_div(&s)
-    }
-    .map_err(ce)?;
-    Ok(Tensor::new(
-        r.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?,
-        x.dtype,
-    ))
+    }?;
+    Ok(Tensor::new(r.to_dtype(storage_dtype(x.dtype)?)?, x.dtype))
 }
 
 fn full_of(ctx: &Ctx, shape: Vec<usize>, value: Num, dtype: Dtype) -> OpResult {
@@ -282,15 +276,14 @@ fn full_of(ctx: &Ctx, shape: Vec<usize>, value: Num, dtype: Dtype) -> OpResult {
             _ => None,
         };
         if let Some(t) = t {
-            return one(Tensor::new(t.map_err(ce)?, dtype));
+            return one(Tensor::new(t?, dtype));
         }
     }
     // one element made exactly (an int64 keeps its bits), then expanded
     let t = scalar_tensor(value, dtype, ctx.device())?
         .t
         .broadcast_as(shape)
-        .and_then(|t| t.contiguous())
-        .map_err(ce)?;
+        .and_then(|t| t.contiguous())?;
     one(Tensor::new(t, dtype))
 }
 
@@ -351,28 +344,28 @@ fn matmul_onto(
     let t = match (x.rank(), y.rank()) {
         (1, 1) => x
             .unsqueeze(0)
-            .map_err(ce)
-            .and_then(|x| batched_matmul(ctx, &x, &y.unsqueeze(1).map_err(ce)?))
-            .and_then(|t| t.reshape(()).map_err(ce)),
+            .map_err(Error::from)
+            .and_then(|x| batched_matmul(ctx, &x, &y.unsqueeze(1)?))
+            .and_then(|t| t.reshape(()).map_err(Error::from)),
         (1, _) => x
             .unsqueeze(0)
-            .map_err(ce)
+            .map_err(Error::from)
             .and_then(|x| batched_matmul(ctx, &x, &y))
-            .and_then(|t| t.squeeze(t.rank() - 2).map_err(ce)),
+            .and_then(|t| t.squeeze(t.rank() - 2).map_err(Error::from)),
         (_, 1) => y
             .unsqueeze(1)
-            .map_err(ce)
+            .map_err(Error::from)
             .and_then(|y| batched_matmul(ctx, &x, &y))
-            .and_then(|t| t.squeeze(t.rank() - 1).map_err(ce)),
+            .and_then(|t| t.squeeze(t.rank() - 1).map_err(Error::from)),
         _ => batched_matmul(ctx, &x, &y),
     }?;
     let t = if alpha.as_f64() != 1.0 {
-        t.affine(alpha.as_f64(), 0.0).map_err(ce)?
+        t.affine(alpha.as_f64(), 0.0)?
     } else {
         t
     };
     let t = match init {
-        Some(i) => t.broadcast_add(&i.cast(compute)?.t).map_err(ce)?,
+        Some(i) => t.broadcast_add(&i.cast(compute)?.t)?,
         None => t,
     };
     Tensor::new(t, compute).cast(dt)
@@ -450,11 +443,9 @@ fn packed_matmul(
         )));
     }
     let row = match bias {
-        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => Some(
-            b.flatten_all()
-                .and_then(|b| b.to_vec1::<f32>())
-                .map_err(ce)?,
-        ),
+        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => {
+            Some(b.flatten_all().and_then(|b| b.to_vec1::<f32>())?)
+        }
         Some(_) => return Ok(None),
         None => None,
     };
@@ -477,7 +468,7 @@ fn packed_matmul(
     let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (m, n), x.device())
         .map(Some)
-        .map_err(ce)
+        .map_err(Error::from)
 }
 
 /// An epilogue's kernel steps (made once, by the plan) and operands.
@@ -561,7 +552,7 @@ pub(super) fn write_over(t: &CandleTensor, f: impl FnOnce(&mut [f32]) -> Result<
         }
     }
     let op = Over(RefCell::new(Some(f)), RefCell::new(None));
-    t.inplace_op1(&op).map_err(ce)?;
+    t.inplace_op1(&op)?;
     op.1.into_inner().unwrap_or_else(|| {
         Err(Error::internal(
             "write_over: the storage is not on the host",
@@ -582,7 +573,7 @@ fn with_lhs<R>(x: &CandleTensor, f: impl FnOnce(sgemm::Lhs) -> R) -> Option<R> {
 fn matmul_2d(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<CandleTensor> {
     match packed_matmul(ctx, x, y, None, None)? {
         Some(t) => Ok(t),
-        None => x.matmul(y).map_err(ce),
+        None => x.matmul(y).map_err(Error::from),
     }
 }
 
@@ -610,22 +601,21 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
         let rows = x
             .broadcast_as([batch.as_slice(), &[m, k]].concat())
             .and_then(|t| t.contiguous())
-            .and_then(|t| t.reshape((b * m, k)))
-            .map_err(ce)?;
+            .and_then(|t| t.reshape((b * m, k)))?;
         // y read where it lies (packed once where it is a weight)
         let product = match packed_matmul(ctx, &rows, y, None, None)? {
             Some(t) => t,
             None => {
                 let mut y0 = y.clone();
                 for _ in 0..yr - 2 {
-                    y0 = y0.get(0).map_err(ce)?;
+                    y0 = y0.get(0)?;
                 }
-                rows.matmul(&y0).map_err(ce)?
+                rows.matmul(&y0)?
             }
         };
         return product
             .reshape([batch.as_slice(), &[m, n]].concat())
-            .map_err(ce);
+            .map_err(Error::from);
     }
     if xr == 3 && yr == 3 && x.dims()[0] == y.dims()[0] {
         // one batch dim, no broadcast: candle's product reads each matrix
@@ -643,7 +633,7 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
     flat(x, m, k)
         .and_then(|xs| xs.matmul(&flat(y, k, n)?))
         .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()))
-        .map_err(ce)
+        .map_err(Error::from)
 }
 
 fn pair(v: &[i64], default: usize) -> (usize, usize) {
@@ -666,10 +656,10 @@ fn pad_hw(
     let mut t = t.clone();
     if value == 0.0 {
         if top + bottom > 0 {
-            t = t.pad_with_zeros(rank - 2, top, bottom).map_err(ce)?;
+            t = t.pad_with_zeros(rank - 2, top, bottom)?;
         }
         if left + right > 0 {
-            t = t.pad_with_zeros(rank - 1, left, right).map_err(ce)?;
+            t = t.pad_with_zeros(rank - 1, left, right)?;
         }
         return Ok(t);
     }
@@ -683,8 +673,7 @@ fn pad_hw(
             shape[d] = a;
             parts.push(
                 CandleTensor::full(value, shape.clone(), t.device())
-                    .and_then(|p| p.to_dtype(t.dtype()))
-                    .map_err(ce)?,
+                    .and_then(|p| p.to_dtype(t.dtype()))?,
             );
         }
         parts.push(t.clone());
@@ -692,11 +681,10 @@ fn pad_hw(
             shape[d] = b;
             parts.push(
                 CandleTensor::full(value, shape.clone(), t.device())
-                    .and_then(|p| p.to_dtype(t.dtype()))
-                    .map_err(ce)?,
+                    .and_then(|p| p.to_dtype(t.dtype()))?,
             );
         }
-        CandleTensor::cat(&parts, d).map_err(ce)
+        CandleTensor::cat(&parts, d).map_err(Error::from)
     };
     let t = pad(t, rank - 2, top, bottom)?;
     pad(t, rank - 1, left, right)
@@ -854,7 +842,7 @@ pub(crate) fn contiguous(t: &CandleTensor) -> Result<CandleTensor> {
             return host_f32_tensor(v, t.dims());
         }
     }
-    t.contiguous().map_err(ce)
+    t.contiguous().map_err(Error::from)
 }
 
 /// The dims `[b, c, h, w]` of a float32 host tensor stored channels-last:
@@ -898,7 +886,7 @@ pub(crate) fn with_channels_last<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> 
 pub(crate) fn channels_last_tensor(v: Vec<f32>, [b, c, h, w]: [usize; 4]) -> Result<CandleTensor> {
     host_f32_tensor(v, &[b, h, w, c])?
         .permute((0, 3, 1, 2))
-        .map_err(ce)
+        .map_err(Error::from)
 }
 
 /// A tensor stored channels-last ([`channels_last_dims`]) in `[b, c, h,
@@ -924,8 +912,7 @@ fn check_indices(idx: &CandleTensor, size: usize, negative_wraps: bool, what: &s
     let vals: Vec<i64> = idx
         .flatten_all()
         .and_then(|t| t.to_dtype(DType::I64))
-        .and_then(|t| t.to_vec1())
-        .map_err(ce)?;
+        .and_then(|t| t.to_vec1())?;
     let n = size as i64;
     let low = if negative_wraps { -n } else { 0 };
     if let Some(v) = vals.iter().find(|v| **v < low || **v >= n) {
@@ -938,7 +925,7 @@ fn check_indices(idx: &CandleTensor, size: usize, negative_wraps: bool, what: &s
 
 /// A float32 CPU tensor from its elements.
 fn host_f32_tensor(v: Vec<f32>, shape: &[usize]) -> Result<CandleTensor> {
-    CandleTensor::from_vec(v, shape, &candle_core::Device::Cpu).map_err(ce)
+    CandleTensor::from_vec(v, shape, &candle_core::Device::Cpu).map_err(Error::from)
 }
 
 fn from_f64(
@@ -947,7 +934,7 @@ fn from_f64(
     dtype: Dtype,
     dev: &candle_core::Device,
 ) -> Result<Tensor> {
-    let t = CandleTensor::from_slice(vals, shape, dev).map_err(ce)?;
+    let t = CandleTensor::from_slice(vals, shape, dev)?;
     Tensor::new(t, Dtype::Float64).cast(dtype)
 }
 
@@ -1270,14 +1257,13 @@ fn mapped_matmul(
     *shape.last_mut().unwrap_or(&mut 0) = n;
     let rows = x.t.elem_count() / k.max(1);
     let y = if sgemm::available() {
-        let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k)).map_err(ce)?;
+        let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k))?;
         let row = match bias {
             Some(b) => Some(
                 b.cast(Dtype::Float32)?
                     .t
                     .broadcast_as(n)
-                    .and_then(|t| t.to_vec1::<f32>())
-                    .map_err(ce)?,
+                    .and_then(|t| t.to_vec1::<f32>())?,
             ),
             None => None,
         };
@@ -1331,14 +1317,14 @@ fn mapped_matmul(
         // SAFETY: the product wrote every element
         let out = unsafe { sgemm::assume_init(out) };
         Tensor::new(
-            CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
+            CandleTensor::from_vec(out, shape, x.t.device())?,
             Dtype::Float32,
         )
     } else {
         let w = m.materialize(ctx.device())?;
         let y = matmul_t(ctx, x, &w)?;
         match bias {
-            Some(b) => Tensor::new(y.t.broadcast_add(&b.cast(y.dtype)?.t).map_err(ce)?, y.dtype),
+            Some(b) => Tensor::new(y.t.broadcast_add(&b.cast(y.dtype)?.t)?, y.dtype),
             None => y,
         }
     };

@@ -5,7 +5,7 @@ use super::*;
 fn channel_view(t: &Tensor, rank: usize) -> Result<CandleTensor> {
     let mut shape = vec![1usize; rank];
     shape[1] = t.t.elem_count();
-    t.t.reshape(shape).map_err(ce)
+    t.t.reshape(shape).map_err(Error::from)
 }
 
 /// Inference batch norm as one scale and one shift per channel, computed
@@ -51,20 +51,18 @@ fn batch_norm_core(
     let dt = x.dtype;
     let inv = (var.cast(dt)?.t + eps)
         .and_then(|v| v.sqrt())
-        .and_then(|v| v.recip())
-        .map_err(ce)?;
+        .and_then(|v| v.recip())?;
     let scale = match &w {
-        Some(w) => inv.mul(&w.cast(dt)?.t).map_err(ce)?,
+        Some(w) => inv.mul(&w.cast(dt)?.t)?,
         None => inv,
     };
     let mut shift = mean
         .cast(dt)?
         .t
         .mul(&scale)
-        .and_then(|t| t.neg())
-        .map_err(ce)?;
+        .and_then(|t| t.neg())?;
     if let Some(b) = &b {
-        shift = shift.add(&b.cast(dt)?.t).map_err(ce)?;
+        shift = shift.add(&b.cast(dt)?.t)?;
     }
     if let Some(y) = batch_norm_host(x, &scale, &shift)? {
         return Ok(y);
@@ -73,8 +71,7 @@ fn batch_norm_core(
     let shift = channel_view(&Tensor::new(shift, dt), r)?;
     let y =
         x.t.broadcast_mul(&scale)
-            .and_then(|t| t.broadcast_add(&shift))
-            .map_err(ce)?;
+            .and_then(|t| t.broadcast_add(&shift))?;
     Ok(Tensor::new(y, dt))
 }
 
@@ -112,7 +109,7 @@ fn batch_norm(ctx: &mut Ctx) -> OpResult {
     let mut outs = vec![Value::Tensor(y)];
     for i in 1..ctx.node.outputs.len() {
         // In inference torch returns empty save_mean / save_rstd.
-        let empty = CandleTensor::zeros(0, storage_dtype(x.dtype)?, ctx.device()).map_err(ce)?;
+        let empty = CandleTensor::zeros(0, storage_dtype(x.dtype)?, ctx.device())?;
         outs.push(if ctx.output_used(i) || ctx.node.outputs.len() == 3 {
             Value::Tensor(Tensor::new(empty, x.dtype))
         } else {
@@ -172,9 +169,9 @@ fn layer_norm_host(ctx: &mut Ctx, x: &Tensor, dims: &[usize], eps: f64) -> Resul
 /// `t` with NaN where it is not finite: the statistics of a row holding
 /// an infinity, or whose squares overflow, are NaN in torch (Welford).
 fn finite_or_nan(t: CandleTensor) -> Result<CandleTensor> {
-    let finite = t.abs().and_then(|a| a.lt(f64::INFINITY)).map_err(ce)?;
-    let nan = t.ones_like().and_then(|o| o.affine(f64::NAN, 0.0)).map_err(ce)?;
-    finite.where_cond(&t, &nan).map_err(ce)
+    let finite = t.abs().and_then(|a| a.lt(f64::INFINITY))?;
+    let nan = t.ones_like().and_then(|o| o.affine(f64::NAN, 0.0))?;
+    finite.where_cond(&t, &nan).map_err(Error::from)
 }
 
 fn layer_norm(ctx: &mut Ctx) -> OpResult {
@@ -190,29 +187,25 @@ fn layer_norm(ctx: &mut Ctx) -> OpResult {
     } else {
         DType::F32
     };
-    let t = x.t.to_dtype(compute).map_err(ce)?;
-    let mean = finite_or_nan(t.mean_keepdim(dims.clone()).map_err(ce)?)?;
-    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+    let t = x.t.to_dtype(compute)?;
+    let mean = finite_or_nan(t.mean_keepdim(dims.clone())?)?;
+    let centered = t.broadcast_sub(&mean)?;
     let var = finite_or_nan(centered
         .sqr()
-        .and_then(|c| c.mean_keepdim(dims.clone()))
-        .map_err(ce)?)?;
+        .and_then(|c| c.mean_keepdim(dims.clone()))?)?;
     let rstd = (var + eps)
         .and_then(|v| v.sqrt())
-        .and_then(|v| v.recip())
-        .map_err(ce)?;
-    let mut y = centered.broadcast_mul(&rstd).map_err(ce)?;
+        .and_then(|v| v.recip())?;
+    let mut y = centered.broadcast_mul(&rstd)?;
     if let Some(w) = ctx.opt_tensor("weight")? {
         y = y
-            .broadcast_mul(&w.t.to_dtype(compute).map_err(ce)?)
-            .map_err(ce)?;
+            .broadcast_mul(&w.t.to_dtype(compute)?)?;
     }
     if let Some(b) = ctx.opt_tensor("bias")? {
         y = y
-            .broadcast_add(&b.t.to_dtype(compute).map_err(ce)?)
-            .map_err(ce)?;
+            .broadcast_add(&b.t.to_dtype(compute)?)?;
     }
-    let y = Tensor::new(y.to_dtype(storage_dtype(x.dtype)?).map_err(ce)?, x.dtype);
+    let y = Tensor::new(y.to_dtype(storage_dtype(x.dtype)?)?, x.dtype);
     let mut outs = vec![Value::Tensor(y)];
     if ctx.node.outputs.len() == 3 {
         outs.push(Value::Tensor(Tensor::new(
@@ -249,46 +242,39 @@ fn group_norm(ctx: &mut Ctx) -> OpResult {
     };
     let t =
         x.t.to_dtype(compute)
-            .and_then(|t| t.reshape((n, groups, ())))
-            .map_err(ce)?;
-    let mean = finite_or_nan(t.mean_keepdim(2).map_err(ce)?)?;
-    let centered = t.broadcast_sub(&mean).map_err(ce)?;
+            .and_then(|t| t.reshape((n, groups, ())))?;
+    let mean = finite_or_nan(t.mean_keepdim(2)?)?;
+    let centered = t.broadcast_sub(&mean)?;
     // (a variance that overflows stays inf: rstd 0, as torch's group
     // norm, whose sums of squares are no Welford moments)
-    let var = centered.sqr().and_then(|v| v.mean_keepdim(2)).map_err(ce)?;
+    let var = centered.sqr().and_then(|v| v.mean_keepdim(2))?;
     let rstd = (var + eps)
         .and_then(|v| v.sqrt())
-        .and_then(|v| v.recip())
-        .map_err(ce)?;
+        .and_then(|v| v.recip())?;
     let mut y = centered
         .broadcast_mul(&rstd)
-        .and_then(|y| y.reshape(dims.clone()))
-        .map_err(ce)?;
+        .and_then(|y| y.reshape(dims.clone()))?;
     let mut cshape = vec![1usize; dims.len()];
     cshape[1] = c;
     if let Some(w) = ctx.opt_tensor("weight")? {
         y = y
             .broadcast_mul(
                 &w.t.to_dtype(compute)
-                    .and_then(|w| w.reshape(cshape.clone()))
-                    .map_err(ce)?,
-            )
-            .map_err(ce)?;
+                    .and_then(|w| w.reshape(cshape.clone()))?,
+            )?;
     }
     if let Some(b) = ctx.opt_tensor("bias")? {
         y = y
             .broadcast_add(
                 &b.t.to_dtype(compute)
-                    .and_then(|b| b.reshape(cshape.clone()))
-                    .map_err(ce)?,
-            )
-            .map_err(ce)?;
+                    .and_then(|b| b.reshape(cshape.clone()))?,
+            )?;
     }
     let y = Tensor::new(y, stats).cast(x.dtype)?;
     Ok(vec![
         Value::Tensor(y),
-        Value::Tensor(Tensor::new(mean.squeeze(2).map_err(ce)?, stats)),
-        Value::Tensor(Tensor::new(rstd.squeeze(2).map_err(ce)?, stats)),
+        Value::Tensor(Tensor::new(mean.squeeze(2)?, stats)),
+        Value::Tensor(Tensor::new(rstd.squeeze(2)?, stats)),
     ])
 }
 
@@ -332,30 +318,26 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
     let kept = |t: CandleTensor| -> Result<CandleTensor> {
         Ok(Tensor::new(t, Dtype::Float64).cast(stats)?.cast(Dtype::Float64)?.t)
     };
-    let xf = x.t.to_dtype(DType::F64).map_err(ce)?;
-    let mean = xf.mean_keepdim(dims.clone()).map_err(ce)?;
+    let xf = x.t.to_dtype(DType::F64)?;
+    let mean = xf.mean_keepdim(dims.clone())?;
     let var = xf
         .broadcast_sub(&mean)
         .and_then(|c| c.sqr())
-        .and_then(|c| c.mean_keepdim(dims))
-        .map_err(ce)?;
+        .and_then(|c| c.mean_keepdim(dims))?;
     let invstd = (var.clone() + eps)
         .and_then(|v| v.sqrt())
-        .and_then(|v| v.recip())
-        .map_err(ce)?;
+        .and_then(|v| v.recip())?;
     let batch_mean = mean.clone();
     let (mean, invstd) = (kept(mean)?, kept(invstd)?);
-    let centered = xf.broadcast_sub(&mean).map_err(ce)?;
-    let mut y = centered.broadcast_mul(&invstd).map_err(ce)?;
+    let centered = xf.broadcast_sub(&mean)?;
+    let mut y = centered.broadcast_mul(&invstd)?;
     if let Some(w) = ctx.opt_tensor("weight")? {
         y = y
-            .broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?)
-            .map_err(ce)?;
+            .broadcast_mul(&channel_view(&w.cast(Dtype::Float64)?, r)?)?;
     }
     if let Some(b) = ctx.opt_tensor("bias")? {
         y = y
-            .broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?)
-            .map_err(ce)?;
+            .broadcast_add(&channel_view(&b.cast(Dtype::Float64)?, r)?)?;
     }
     let c = x.dims()[1];
     let y = Value::Tensor(Tensor::new(y, Dtype::Float64).cast(x.dtype)?);
@@ -364,7 +346,7 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
     }
     let flat = |t: CandleTensor, to: Dtype| -> Result<Value> {
         Ok(Value::Tensor(
-            Tensor::new(t.reshape(c).map_err(ce)?, Dtype::Float64).cast(to)?,
+            Tensor::new(t.reshape(c)?, Dtype::Float64).cast(to)?,
         ))
     };
     let mut outs = vec![y, flat(mean, stats)?, flat(invstd, stats)?];
@@ -377,13 +359,12 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
             )));
         }
         let m = ctx.float("momentum")?;
-        let unbiased = (var * (count as f64 / (count - 1) as f64)).map_err(ce)?;
+        let unbiased = (var * (count as f64 / (count - 1) as f64))?;
         for (name, batch) in [("running_mean", batch_mean), ("running_var", unbiased)] {
             let run = ctx.tensor(name)?;
-            let old = run.t.to_dtype(DType::F64).map_err(ce)?;
-            let new = (batch.reshape(c).map_err(ce)? * m)
-                .and_then(|b| (old * (1.0 - m)).and_then(|o| o.add(&b)))
-                .map_err(ce)?;
+            let old = run.t.to_dtype(DType::F64)?;
+            let new = (batch.reshape(c)? * m)
+                .and_then(|b| (old * (1.0 - m)).and_then(|o| o.add(&b)))?;
             outs.push(Value::Tensor(Tensor::new(new, Dtype::Float64).cast(run.dtype)?));
         }
     }

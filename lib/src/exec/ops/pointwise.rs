@@ -190,8 +190,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
     let mut y = b.as_tensor(compute, dev)?;
     if let Some(alpha) = alpha.filter(|a| *a != 1.0) {
         y = y
-            .broadcast_mul(&scalar_tensor(Num::Float(alpha), compute, dev)?.t)
-            .map_err(ce)?;
+            .broadcast_mul(&scalar_tensor(Num::Float(alpha), compute, dev)?.t)?;
     }
     let logical = |t: &CandleTensor| t.ne(0f64);
     let t = match op {
@@ -211,19 +210,18 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
         Bin::And | Bin::Or | Bin::Xor => {
             // logical_*: nonzero is true whatever the dtype (the bitwise
             // ops on integers go through `bitwise` instead)
-            let (p, q) = (logical(&x).map_err(ce)?, logical(&y).map_err(ce)?);
+            let (p, q) = (logical(&x)?, logical(&y)?);
             match op {
                 Bin::And => p.broadcast_mul(&q),
                 Bin::Or => p.broadcast_maximum(&q),
                 _ => p.broadcast_ne(&q),
             }
         }
-    }
-    .map_err(ce)?;
+    }?;
     // NaN where either operand is NaN (candle's maximum keeps the other)
     let t = if compute.is_floating() && propagates_nan(op) {
-        let nan = x.ne(&x).and_then(|p| p.broadcast_maximum(&y.ne(&y)?)).map_err(ce)?;
-        nan.where_cond(&x.broadcast_add(&y).map_err(ce)?, &t).map_err(ce)?
+        let nan = x.ne(&x).and_then(|p| p.broadcast_maximum(&y.ne(&y)?))?;
+        nan.where_cond(&x.broadcast_add(&y)?, &t)?
     } else {
         t
     };
@@ -278,7 +276,7 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64, fused: bool) -> Res
         Ok(match o {
             Operand::S(v) => Some((v.as_f64() as f32, 0)),
             Operand::Tensor(t) if t.t.elem_count() == 1 => {
-                let v = t.t.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(ce)?;
+                let v = t.t.flatten_all().and_then(|t| t.to_vec1::<f32>())?;
                 Some((v[0], t.rank()))
             }
             Operand::Tensor(_) => None,
@@ -327,9 +325,9 @@ fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64, fused: bool) -> Res
     let dev = candle_core::Device::Cpu;
     let out = |shape: &[usize], f: Vec<f32>, c: Vec<u8>| -> Result<Tensor> {
         Ok(if is_cmp {
-            Tensor::new(CandleTensor::from_vec(c, shape, &dev).map_err(ce)?, Dtype::Bool)
+            Tensor::new(CandleTensor::from_vec(c, shape, &dev)?, Dtype::Bool)
         } else {
-            Tensor::new(CandleTensor::from_vec(f, shape, &dev).map_err(ce)?, Dtype::Float32)
+            Tensor::new(CandleTensor::from_vec(f, shape, &dev)?, Dtype::Float32)
         })
     };
     if let (Operand::Tensor(x), Operand::Tensor(y), false) = (a, b, is_cmp) {
@@ -612,8 +610,7 @@ fn div(ctx: &mut Ctx) -> OpResult {
                         .and_then(|p| p.where_cond(&q.floor()?, &q.ceil()?))
                 }
                 other => return Err(unsupported(format!("rounding_mode {other:?}"))),
-            }
-            .map_err(ce)?;
+            }?;
             one(Tensor::new(r, t.dtype).cast(result)?)
         }
     }
@@ -666,20 +663,19 @@ fn pow(ctx: &mut Ctx) -> OpResult {
         let e = e.as_f64();
         if e == 2.0 {
             let x = t.cast(out)?.t;
-            return one(Tensor::new(x.mul(&x).map_err(ce)?, out));
+            return one(Tensor::new(x.mul(&x)?, out));
         }
         if e == 3.0 {
             // (x * x) * x in the tensor's dtype, as torch's CPU kernel
             // computes a cube (GPT-2's tanh GELU), not powf through float64
             let x = t.cast(out)?.t;
-            return one(Tensor::new(x.mul(&x).and_then(|x2| x2.mul(&x)).map_err(ce)?, out));
+            return one(Tensor::new(x.mul(&x).and_then(|x2| x2.mul(&x))?, out));
         }
         let r = t
             .cast(out)?
             .t
             .to_dtype(DType::F64)
-            .and_then(|x| x.powf(e))
-            .map_err(ce)?;
+            .and_then(|x| x.powf(e))?;
         return one(Tensor::new(r, Dtype::Float64).cast(out)?);
     }
     binary_on(ctx, a, b, Bin::Pow, None)
@@ -755,11 +751,11 @@ fn logical_not(ctx: &mut Ctx) -> OpResult {
     // bools and bytes on the host: one pass
     if let Some(v) = with_host::<u8, _>(&x.t, |v| v.iter().map(|&b| (b == 0) as u8).collect::<Vec<u8>>()) {
         return one(Tensor::new(
-            CandleTensor::from_vec(v, x.dims(), x.t.device()).map_err(ce)?,
+            CandleTensor::from_vec(v, x.dims(), x.t.device())?,
             Dtype::Bool,
         ));
     }
-    one(Tensor::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool))
+    one(Tensor::new(x.t.eq(0f64)?, Dtype::Bool))
 }
 
 fn where_self(ctx: &mut Ctx) -> OpResult {
@@ -783,8 +779,7 @@ fn where_self(ctx: &mut Ctx) -> OpResult {
     }
     let t =
         c.t.broadcast_as(shape.clone())
-            .and_then(|c| c.where_cond(&x.broadcast_as(shape.clone())?, &y.broadcast_as(shape)?))
-            .map_err(ce)?;
+            .and_then(|c| c.where_cond(&x.broadcast_as(shape.clone())?, &y.broadcast_as(shape)?))?;
     one(Tensor::new(t, dt))
 }
 
@@ -816,21 +811,20 @@ fn diff(ctx: &mut Ctx) -> OpResult {
     if let Some(a) = ctx.opt_tensor("append")? {
         parts.push(a.cast(x.dtype)?.t);
     }
-    let full = CandleTensor::cat(&parts, d).map_err(ce)?;
+    let full = CandleTensor::cat(&parts, d)?;
     let n = full.dims()[d];
     if n == 0 {
         return one(Tensor::new(full, x.dtype));
     }
     let (hi, lo) = (
-        full.narrow(d, 1, n - 1).map_err(ce)?,
-        full.narrow(d, 0, n - 1).map_err(ce)?,
+        full.narrow(d, 1, n - 1)?,
+        full.narrow(d, 0, n - 1)?,
     );
     let t = if x.dtype == Dtype::Bool {
         hi.ne(&lo)
     } else {
         hi.sub(&lo)
-    }
-    .map_err(ce)?;
+    }?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -891,7 +885,7 @@ fn bool_unary(ctx: &mut Ctx, f: fn(f64) -> bool) -> OpResult {
         .into_iter()
         .map(|v| f(v) as u8)
         .collect();
-    let t = CandleTensor::from_vec(vals, x.dims(), ctx.device()).map_err(ce)?;
+    let t = CandleTensor::from_vec(vals, x.dims(), ctx.device())?;
     one(Tensor::new(t, Dtype::Bool))
 }
 
@@ -906,7 +900,7 @@ fn isinf(ctx: &mut Ctx) -> OpResult {
 fn bitwise_not(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.dtype == Dtype::Bool {
-        return one(Tensor::new(x.t.eq(0f64).map_err(ce)?, Dtype::Bool));
+        return one(Tensor::new(x.t.eq(0f64)?, Dtype::Bool));
     }
     if x.dtype.is_floating() {
         return Err(unsupported("bitwise_not on floats"));
@@ -1093,7 +1087,7 @@ fn quantize_values(
     param: impl Fn(usize) -> (f64, f64) + Sync,
 ) -> Result<Vec<i64>> {
     let t = x.cast(Dtype::Float32)?.t;
-    let t = if t.device().is_cpu() { t } else { t.to_device(&candle_core::Device::Cpu).map_err(ce)? };
+    let t = if t.device().is_cpu() { t } else { t.to_device(&candle_core::Device::Cpu)? };
     let one = |v: f32, (inv, zp): (f64, f64)| -> i64 {
         let r = if c == Dtype::Float64 {
             (v as f64 * inv).round_ties_even() + zp
@@ -1183,7 +1177,7 @@ fn dequantize_per_tensor(ctx: &mut Ctx) -> OpResult {
             Elems::I(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
             Elems::F(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
         };
-        let t = CandleTensor::from_vec(v, x.dims(), ctx.device()).map_err(ce)?;
+        let t = CandleTensor::from_vec(v, x.dims(), ctx.device())?;
         return one(Tensor::new(t, Dtype::Float32));
     }
     let v = elems(&x)?

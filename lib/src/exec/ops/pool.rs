@@ -40,7 +40,7 @@ fn max_pool(ctx: &mut Ctx) -> OpResult {
         p.1 + extra_w,
         f64::NEG_INFINITY,
     )?;
-    let y = padded.max_pool2d_with_stride(k, s).map_err(ce)?;
+    let y = padded.max_pool2d_with_stride(k, s)?;
     let mut outs = vec![Value::Tensor(Tensor::new(y, x.dtype))];
     if ctx.node.outputs.len() > 1 {
         outs.push(Value::None);
@@ -67,7 +67,7 @@ fn max_pool_f32(
         let out = max_pool_channels_last(&x.t, dims, (k, s, p), (oh, ow))
             .ok_or_else(|| Error::internal("max pool of a channels-last input not on the host"))?;
         return Ok(Some(Tensor::new(
-            CandleTensor::from_vec(out, (dims[0], dims[1], oh, ow), x.t.device()).map_err(ce)?,
+            CandleTensor::from_vec(out, (dims[0], dims[1], oh, ow), x.t.device())?,
             Dtype::Float32,
         )));
     }
@@ -96,7 +96,7 @@ fn max_pool_f32(
     let mut shape = x.dims()[..x.rank() - 2].to_vec();
     shape.extend([oh, ow]);
     Ok(Some(Tensor::new(
-        CandleTensor::from_vec(out, shape, x.t.device()).map_err(ce)?,
+        CandleTensor::from_vec(out, shape, x.t.device())?,
         Dtype::Float32,
     )))
 }
@@ -230,8 +230,7 @@ fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {
     let (h, w) = (x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]);
     // candle pools 4-D tensors only; other ranks take the general case
     let t = if x.rank() == 4 && h % oh == 0 && w % ow == 0 {
-        x.t.avg_pool2d_with_stride((h / oh, w / ow), (h / oh, w / ow))
-            .map_err(ce)?
+        x.t.avg_pool2d_with_stride((h / oh, w / ow), (h / oh, w / ow))?
     } else {
         // general case: each output cell averages its own window
         let mut rows = Vec::new();
@@ -243,13 +242,12 @@ fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {
                 let win =
                     x.t.narrow(x.rank() - 2, h0, h1 - h0)
                         .and_then(|t| t.narrow(x.rank() - 1, w0, w1 - w0))
-                        .and_then(|t| t.mean_keepdim(vec![x.rank() - 2, x.rank() - 1]))
-                        .map_err(ce)?;
+                        .and_then(|t| t.mean_keepdim(vec![x.rank() - 2, x.rank() - 1]))?;
                 cols.push(win);
             }
-            rows.push(CandleTensor::cat(&cols, x.rank() - 1).map_err(ce)?);
+            rows.push(CandleTensor::cat(&cols, x.rank() - 1)?);
         }
-        CandleTensor::cat(&rows, x.rank() - 2).map_err(ce)?
+        CandleTensor::cat(&rows, x.rank() - 2)?
     };
     one(Tensor::new(t, x.dtype))
 }
@@ -272,7 +270,7 @@ fn avg_pool(ctx: &mut Ctx) -> OpResult {
         return avg_pool_host(ctx, &x, 2);
     }
     one(Tensor::new(
-        x.t.avg_pool2d_with_stride(k, s).map_err(ce)?,
+        x.t.avg_pool2d_with_stride(k, s)?,
         x.dtype,
     ))
 }
@@ -290,12 +288,11 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> OpResult {
         let (a, b) = (j * n / out, ((j + 1) * n).div_ceil(out));
         cols.push(
             x.t.narrow(last, a, b - a)
-                .and_then(|t| t.mean_keepdim(last))
-                .map_err(ce)?,
+                .and_then(|t| t.mean_keepdim(last))?,
         );
     }
     one(Tensor::new(
-        CandleTensor::cat(&cols, last).map_err(ce)?,
+        CandleTensor::cat(&cols, last)?,
         x.dtype,
     ))
 }
@@ -477,7 +474,7 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     // candle pools 4-D tensors: the leading dims (unbatched or not) as
     // channels, 1-D pools as 2-D with a unit height
     let planes = x.t.elem_count() / (h * w).max(1);
-    let x = Tensor::new(x.t.reshape((1, planes, h, w)).map_err(ce)?, x.dtype);
+    let x = Tensor::new(x.t.reshape((1, planes, h, w))?, x.dtype);
     let extra = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
         ((o - 1) * s + k).saturating_sub(n + 2 * pad)
     };
@@ -497,8 +494,7 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let mean = padded
         .avg_pool2d_with_stride((kh, kw), (sh, sw))
         .and_then(|t| t.narrow(2, 0, oh))
-        .and_then(|t| t.narrow(3, 0, ow))
-        .map_err(ce)?;
+        .and_then(|t| t.narrow(3, 0, ow))?;
     let window = |o: usize, k: usize, s: usize, n: usize, pad: usize| {
         let start = (o * s) as i64 - pad as i64;
         let end = (start + k as i64).min((n + pad) as i64);
@@ -526,8 +522,7 @@ fn avg_pool2d_padded(ctx: &Ctx, x: &Tensor, n: usize) -> OpResult {
     let scale = from_f64(&scale, &[oh, ow], compute, ctx.device())?;
     let y = mean
         .broadcast_mul(&scale.t)
-        .and_then(|t| t.reshape(out_shape))
-        .map_err(ce)?;
+        .and_then(|t| t.reshape(out_shape))?;
     one(Tensor::new(y, compute).cast(x.dtype)?)
 }
 
@@ -629,7 +624,7 @@ fn window_max<T: Extreme>(plane: &[T], dims: [i64; 3], start: [i64; 3], end: [i6
 fn values_and_indices(ctx: &Ctx, dtype: Dtype, (values, indices): (Elems, Vec<i64>), shape: &[usize]) -> OpResult {
     let mut outs = vec![Value::Tensor(from_elems(values, shape, dtype, ctx.device())?)];
     if ctx.node.outputs.len() > 1 {
-        let idx = CandleTensor::from_vec(indices, shape, ctx.device()).map_err(ce)?;
+        let idx = CandleTensor::from_vec(indices, shape, ctx.device())?;
         outs.push(Value::Tensor(Tensor::new(idx, Dtype::Int64)));
     }
     Ok(outs)

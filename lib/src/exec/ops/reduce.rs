@@ -41,8 +41,8 @@ fn reduce_over_dims(ctx: &Ctx, x: Tensor, out_dtype: Dtype, mean: bool) -> OpRes
     }
     let t = match channels_last_sum(&x.t, &dims, mean).or_else(|| trailing_rows_sum(&x.t, &dims, mean)) {
         Some(t) => t?,
-        None if mean => x.t.mean_keepdim(dims.clone()).map_err(ce)?,
-        None => x.t.sum_keepdim(dims.clone()).map_err(ce)?,
+        None if mean => x.t.mean_keepdim(dims.clone())?,
+        None => x.t.sum_keepdim(dims.clone())?,
     };
     one(Tensor::new(
         if keep { t } else { squeeze_dims(t, &dims)? },
@@ -86,7 +86,7 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         }
         out
     })?;
-    Some(CandleTensor::from_vec(sums, (b, c, 1, 1), &candle_core::Device::Cpu).map_err(ce))
+    Some(CandleTensor::from_vec(sums, (b, c, 1, 1), &candle_core::Device::Cpu).map_err(Error::from))
 }
 
 crate::exec::vmath::multiversion! {
@@ -160,7 +160,7 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         }
         out
     })?;
-    Some(CandleTensor::from_vec(rows, shape, t.device()).map_err(ce))
+    Some(CandleTensor::from_vec(rows, shape, t.device()).map_err(Error::from))
 }
 
 /// A row's sum in sixteen lanes (the last part masked), then across
@@ -204,15 +204,14 @@ fn reduce_each(
             .t
             .unsqueeze(0)
             .and_then(|t| f(&t, 0))
-            .and_then(|t| t.squeeze(0))
-            .map_err(ce)?;
+            .and_then(|t| t.squeeze(0))?;
         return one(Tensor::new(t, out.unwrap_or(x.dtype)));
     }
     let dims = reduce_dims(ctx, &x)?;
     let keep = ctx.opt_bool("keepdim", false)?;
     let mut t = x.t.clone();
     for &d in &dims {
-        t = f(&t, d).map_err(ce)?;
+        t = f(&t, d)?;
     }
     let t = if keep { t } else { squeeze_dims(t, &dims)? };
     one(Tensor::new(t, out.unwrap_or(x.dtype)))
@@ -267,7 +266,7 @@ fn any(ctx: &mut Ctx) -> OpResult {
                     shape.pop();
                 }
                 return one(Tensor::new(
-                    CandleTensor::from_vec(rows, shape, x.t.device()).map_err(ce)?,
+                    CandleTensor::from_vec(rows, shape, x.t.device())?,
                     out,
                 ));
             }
@@ -288,11 +287,11 @@ fn arg_extreme(ctx: &mut Ctx, largest: bool) -> OpResult {
     let keep = ctx.opt_bool("keepdim", false)?;
     let (t, d) = match ctx.opt_int("dim")? {
         Some(d) => (x.t.clone(), normalize_dim(d, x.rank())?),
-        None => (x.t.flatten_all().map_err(ce)?, 0),
+        None => (x.t.flatten_all()?, 0),
     };
-    let r = arg_keepdim(&t, d, largest).map_err(ce)?;
+    let r = arg_keepdim(&t, d, largest)?;
     one(Tensor::new(
-        if keep { r } else { r.squeeze(d).map_err(ce)? },
+        if keep { r } else { r.squeeze(d)? },
         Dtype::Int64,
     ))
 }
@@ -347,9 +346,9 @@ fn dim_last(t: &CandleTensor, d: usize) -> Result<CandleTensor> {
     let moved = if d == last {
         t.clone()
     } else {
-        t.transpose(d, last).map_err(ce)?
+        t.transpose(d, last)?
     };
-    moved.contiguous().map_err(ce)
+    moved.contiguous().map_err(Error::from)
 }
 
 /// Each line of `t` along `d` ordered (ascending, or descending where
@@ -389,7 +388,7 @@ fn sorted_lines(ctx: &Ctx, x: &Tensor, d: usize, desc: bool, k: usize) -> Result
         Ok(if d == last {
             t
         } else {
-            Tensor::new(t.t.transpose(d, last).map_err(ce)?, t.dtype)
+            Tensor::new(t.t.transpose(d, last)?, t.dtype)
         })
     };
     Ok((
@@ -466,11 +465,11 @@ fn minmax_dim(ctx: &mut Ctx) -> OpResult {
         x.t.min_keepdim(d)
     }
     .and_then(|r| nan_or(&x.t, d, r));
-    let (v, i) = (v.map_err(ce)?, arg_keepdim(&x.t, d, is_max).map_err(ce)?);
+    let (v, i) = (v?, arg_keepdim(&x.t, d, is_max)?);
     let (v, i) = if keep {
         (v, i)
     } else {
-        (v.squeeze(d).map_err(ce)?, i.squeeze(d).map_err(ce)?)
+        (v.squeeze(d)?, i.squeeze(d)?)
     };
     Ok(vec![
         Value::Tensor(Tensor::new(v, x.dtype)),
@@ -572,25 +571,24 @@ fn var(ctx: &mut Ctx) -> OpResult {
         1.0
     };
     let n: usize = dims.iter().map(|&d| x.dims()[d]).product();
-    let t = x.t.to_dtype(DType::F64).map_err(ce)?;
+    let t = x.t.to_dtype(DType::F64)?;
     // (the mean of nothing is NaN, and so the variance, as torch's)
     let mean = if n == 0 {
         let mut shape = x.dims().to_vec();
         dims.iter().for_each(|&d| shape[d] = 1);
-        CandleTensor::full(f64::NAN, shape, x.t.device()).map_err(ce)?
+        CandleTensor::full(f64::NAN, shape, x.t.device())?
     } else {
-        t.mean_keepdim(dims.clone()).map_err(ce)?
+        t.mean_keepdim(dims.clone())?
     };
     let ss = t
         .broadcast_sub(&mean)
         .and_then(|c| c.sqr())
-        .and_then(|c| c.sum_keepdim(dims.clone()))
-        .map_err(ce)?;
+        .and_then(|c| c.sum_keepdim(dims.clone()))?;
     let v = if n == 0 {
         // (NaN: nothing to take a variance of)
-        (mean.clone() * 1.0).map_err(ce)?
+        (mean.clone() * 1.0)?
     } else {
-        (ss / (n as f64 - correction)).map_err(ce)?
+        (ss / (n as f64 - correction))?
     };
     let v = if keep { v } else { squeeze_dims(v, &dims)? };
     one(Tensor::new(v, Dtype::Float64).cast(x.dtype)?)
@@ -742,12 +740,12 @@ mod tests {
             for rows in [6, 300] {
                 let n = h * w;
                 let xs: Vec<f32> = (0..rows * n).map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0).collect();
-                let x = CandleTensor::from_vec(xs.clone(), (2, rows / 2, h, w), &candle_core::Device::Cpu).map_err(ce)?;
+                let x = CandleTensor::from_vec(xs.clone(), (2, rows / 2, h, w), &candle_core::Device::Cpu)?;
                 for dims in [[3, 2], [2, 3]] {
                     for mean in [false, true] {
                         let got = trailing_rows_sum(&x, &dims, mean).expect("trailing dims are taken")?;
                         assert_eq!(got.dims(), [2, rows / 2, 1, 1]);
-                        let got = got.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(ce)?;
+                        let got = got.flatten_all().and_then(|t| t.to_vec1::<f32>())?;
                         for (r, v) in got.into_iter().enumerate() {
                             let s: f64 = xs[r * n..][..n].iter().map(|&e| e as f64).sum();
                             let want = if mean { s / n as f64 } else { s };
@@ -761,9 +759,9 @@ mod tests {
             }
         }
         // not trailing, or rows of nothing: left to candle
-        let x = CandleTensor::zeros((2, 3, 4), DType::F32, &candle_core::Device::Cpu).map_err(ce)?;
+        let x = CandleTensor::zeros((2, 3, 4), DType::F32, &candle_core::Device::Cpu)?;
         assert!(trailing_rows_sum(&x, &[0, 2], true).is_none());
-        let x = CandleTensor::zeros((3, 0), DType::F32, &candle_core::Device::Cpu).map_err(ce)?;
+        let x = CandleTensor::zeros((3, 0), DType::F32, &candle_core::Device::Cpu)?;
         assert!(trailing_rows_sum(&x, &[1], false).is_none());
         Ok(())
     }

@@ -111,8 +111,8 @@ fn upsample_nearest(ctx: &mut Ctx) -> OpResult {
                 src.min(n_in.saturating_sub(1)) as u32
             })
             .collect();
-        let ids = CandleTensor::from_vec(ids, n_out, ctx.device()).map_err(ce)?;
-        t = t.index_select(&ids, rank - k + i).map_err(ce)?;
+        let ids = CandleTensor::from_vec(ids, n_out, ctx.device())?;
+        t = t.index_select(&ids, rank - k + i)?;
     }
     one(Tensor::new(t, r.input.dtype))
 }
@@ -176,7 +176,7 @@ fn upsample_linear(ctx: &mut Ctx) -> OpResult {
                 (i0 as u32, i1 as u32, lambda)
             })
             .collect();
-        let ids = |v: Vec<u32>| CandleTensor::from_vec(v, n_out, dev).map_err(ce);
+        let ids = |v: Vec<u32>| CandleTensor::from_vec(v, n_out, dev).map_err(Error::from);
         // weights shaped [n_out, 1, ..., 1] to broadcast over the dims after d
         let mut wshape = vec![n_out];
         wshape.extend(std::iter::repeat_n(1, rank - d - 1));
@@ -193,8 +193,7 @@ fn upsample_linear(ctx: &mut Ctx) -> OpResult {
             t.index_select(&i0, d)?
                 .broadcast_mul(&w0)?
                 .add(&t.index_select(&i1, d)?.broadcast_mul(&w1)?)
-        })()
-        .map_err(ce)?;
+        })()?;
     }
     one(Tensor::new(t, compute).cast(x.dtype)?)
 }
@@ -244,15 +243,14 @@ fn upsample_bicubic(ctx: &mut Ctx) -> OpResult {
         wshape.extend(std::iter::repeat_n(1, rank - d - 1));
         let mut acc: Option<CandleTensor> = None;
         for (idx, w) in ids.into_iter().zip(ws) {
-            let idx = CandleTensor::from_vec(idx, n_out, dev).map_err(ce)?;
+            let idx = CandleTensor::from_vec(idx, n_out, dev)?;
             let w = from_f64(&w, &wshape, compute, dev)?.t;
             let tap = t
                 .index_select(&idx, d)
-                .and_then(|v| v.broadcast_mul(&w))
-                .map_err(ce)?;
+                .and_then(|v| v.broadcast_mul(&w))?;
             acc = Some(match acc {
                 None => tap,
-                Some(a) => a.add(&tap).map_err(ce)?,
+                Some(a) => a.add(&tap)?,
             });
         }
         if let Some(a) = acc {
@@ -469,7 +467,7 @@ fn grid_sample_device(x: &Tensor, grid: &Tensor, mode: i64, padding: i64, align:
         };
         out.reshape((n, c, gh, gw))
     };
-    one(Tensor::new(run().map_err(ce)?, compute).cast(x.dtype)?)
+    one(Tensor::new(run()?, compute).cast(x.dtype)?)
 }
 
 /// This family's rows: op identity -> implementation.

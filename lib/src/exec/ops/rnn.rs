@@ -7,7 +7,7 @@ fn sigmoid_ct(t: &CandleTensor) -> Result<CandleTensor> {
         .and_then(|t| t.exp())
         .and_then(|t| t + 1.0)
         .and_then(|t| t.recip())
-        .map_err(ce)
+        .map_err(Error::from)
 }
 
 /// `aten.lstm.input`: unidirectional, no projections.
@@ -32,7 +32,7 @@ fn lstm(ctx: &mut Ctx) -> OpResult {
     }
     let dt = x.dtype;
     let mut seq = if batch_first {
-        x.t.transpose(0, 1).map_err(ce)?
+        x.t.transpose(0, 1)?
     } else {
         x.t.clone()
     }; // [Tensor, B, I]
@@ -40,50 +40,49 @@ fn lstm(ctx: &mut Ctx) -> OpResult {
     let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
     for l in 0..layers {
         let p = &params[l * per_layer..(l + 1) * per_layer];
-        let w_ih = p[0].cast(dt)?.t.t().map_err(ce)?;
-        let w_hh = p[1].cast(dt)?.t.t().map_err(ce)?;
+        let w_ih = p[0].cast(dt)?.t.t()?;
+        let w_hh = p[1].cast(dt)?.t.t()?;
         let bias = if has_biases {
-            Some(p[2].cast(dt)?.t.add(&p[3].cast(dt)?.t).map_err(ce)?)
+            Some(p[2].cast(dt)?.t.add(&p[3].cast(dt)?.t)?)
         } else {
             None
         };
-        let mut h = hx[0].cast(dt)?.t.get(l).map_err(ce)?;
-        let mut c = hx[1].cast(dt)?.t.get(l).map_err(ce)?;
+        let mut h = hx[0].cast(dt)?.t.get(l)?;
+        let mut c = hx[1].cast(dt)?.t.get(l)?;
         let hidden = h.dims()[1];
         let mut outs = Vec::with_capacity(steps);
         for t in 0..steps {
-            let xt = seq.get(t).map_err(ce)?;
+            let xt = seq.get(t)?;
             let mut gates = xt
                 .matmul(&w_ih)
-                .and_then(|g| g.add(&h.matmul(&w_hh)?))
-                .map_err(ce)?;
+                .and_then(|g| g.add(&h.matmul(&w_hh)?))?;
             if let Some(b) = &bias {
-                gates = gates.broadcast_add(b).map_err(ce)?;
+                gates = gates.broadcast_add(b)?;
             }
-            let chunk = |k: usize| gates.narrow(1, k * hidden, hidden).map_err(ce);
+            let chunk = |k: usize| gates.narrow(1, k * hidden, hidden).map_err(Error::from);
             let (i, f, g, o) = (
                 sigmoid_ct(&chunk(0)?)?,
                 sigmoid_ct(&chunk(1)?)?,
-                chunk(2)?.tanh().map_err(ce)?,
+                chunk(2)?.tanh()?,
                 sigmoid_ct(&chunk(3)?)?,
             );
-            c = f.mul(&c).and_then(|fc| fc.add(&i.mul(&g)?)).map_err(ce)?;
-            h = o.mul(&c.tanh().map_err(ce)?).map_err(ce)?;
+            c = f.mul(&c).and_then(|fc| fc.add(&i.mul(&g)?))?;
+            h = o.mul(&c.tanh()?)?;
             outs.push(h.clone());
         }
-        seq = CandleTensor::stack(&outs, 0).map_err(ce)?;
+        seq = CandleTensor::stack(&outs, 0)?;
         h_n.push(h);
         c_n.push(c);
     }
     let output = if batch_first {
-        seq.transpose(0, 1).map_err(ce)?
+        seq.transpose(0, 1)?
     } else {
         seq
     };
     Ok(vec![
         Value::Tensor(Tensor::new(output, dt)),
-        Value::Tensor(Tensor::new(CandleTensor::stack(&h_n, 0).map_err(ce)?, dt)),
-        Value::Tensor(Tensor::new(CandleTensor::stack(&c_n, 0).map_err(ce)?, dt)),
+        Value::Tensor(Tensor::new(CandleTensor::stack(&h_n, 0)?, dt)),
+        Value::Tensor(Tensor::new(CandleTensor::stack(&c_n, 0)?, dt)),
     ])
 }
 

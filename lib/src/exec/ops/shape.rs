@@ -42,18 +42,18 @@ fn reshape(ctx: &mut Ctx) -> OpResult {
         // where candle's reshape would copy
         let mut t = x.t.clone();
         for i in (0..x.rank()).rev().filter(|&i| x.dims()[i] == 1) {
-            t = t.squeeze(i).map_err(ce)?;
+            t = t.squeeze(i)?;
         }
         for i in (0..shape.len()).filter(|&i| shape[i] == 1) {
-            t = t.unsqueeze(i).map_err(ce)?;
+            t = t.unsqueeze(i)?;
         }
         return one(Tensor::new(t, x.dtype));
     }
     if let Some(dense) = batched_transpose(&x.t)? {
-        return one(Tensor::new(dense.reshape(shape).map_err(ce)?, x.dtype));
+        return one(Tensor::new(dense.reshape(shape)?, x.dtype));
     }
     // a view that needs a copy: the copy in order, then the sizes
-    one(Tensor::new(contiguous(&x.t)?.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(contiguous(&x.t)?.reshape(shape)?, x.dtype))
 }
 
 /// A float32 host view that is a batch of transposed matrices (logical
@@ -119,7 +119,7 @@ fn permute(ctx: &mut Ctx) -> OpResult {
         .iter()
         .map(|&d| normalize_dim(d, x.rank()))
         .collect::<Result<_>>()?;
-    one(Tensor::new(x.t.permute(dims).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.permute(dims)?, x.dtype))
 }
 
 fn transpose(ctx: &mut Ctx) -> OpResult {
@@ -135,13 +135,13 @@ fn transpose(ctx: &mut Ctx) -> OpResult {
             normalize_dim(ctx.int("dim1")?, x.rank())?,
         )
     };
-    one(Tensor::new(x.t.transpose(a, b).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.transpose(a, b)?, x.dtype))
 }
 
 fn unsqueeze(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     let d = normalize_dim(ctx.int("dim")?, x.rank() + 1)?;
-    one(Tensor::new(x.t.unsqueeze(d).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.unsqueeze(d)?, x.dtype))
 }
 
 fn squeeze(ctx: &mut Ctx) -> OpResult {
@@ -161,11 +161,11 @@ fn squeeze(ctx: &mut Ctx) -> OpResult {
 fn flatten(ctx: &mut Ctx) -> OpResult {
     let x = ctx.tensor("self")?;
     if x.rank() == 0 {
-        return one(Tensor::new(x.t.reshape(1).map_err(ce)?, x.dtype));
+        return one(Tensor::new(x.t.reshape(1)?, x.dtype));
     }
     let s = normalize_dim(ctx.opt_int("start_dim")?.unwrap_or(0), x.rank())?;
     let e = normalize_dim(ctx.opt_int("end_dim")?.unwrap_or(-1), x.rank())?;
-    one(Tensor::new(x.t.flatten(s, e).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.flatten(s, e)?, x.dtype))
 }
 
 fn unflatten(ctx: &mut Ctx) -> OpResult {
@@ -175,7 +175,7 @@ fn unflatten(ctx: &mut Ctx) -> OpResult {
     let mut shape = x.dims()[..d].to_vec();
     shape.extend(sizes);
     shape.extend_from_slice(&x.dims()[d + 1..]);
-    one(Tensor::new(x.t.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(x.t.reshape(shape)?, x.dtype))
 }
 
 pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
@@ -193,13 +193,13 @@ pub(super) fn expand(ctx: &mut Ctx) -> OpResult {
             }
         })
         .collect();
-    let mut t = x.t.broadcast_as(shape).map_err(ce)?;
+    let mut t = x.t.broadcast_as(shape)?;
     if t.is_contiguous() {
         // Only size-1 dims were added or kept: candle gives them stride 0,
         // and its reductions over such a dim divide by that stride (a
         // panic). A reshape of a contiguous tensor is the same storage
         // with the usual strides.
-        t = t.reshape(t.dims()).map_err(ce)?;
+        t = t.reshape(t.dims())?;
     }
     one(Tensor::new(t, x.dtype))
 }
@@ -220,8 +220,7 @@ fn select(ctx: &mut Ctx) -> OpResult {
     }
     one(Tensor::new(
         x.t.narrow(d, i as usize, 1)
-            .and_then(|t| t.squeeze(d))
-            .map_err(ce)?,
+            .and_then(|t| t.squeeze(d))?,
         x.dtype,
     ))
 }
@@ -247,19 +246,18 @@ fn slice(ctx: &mut Ctx) -> OpResult {
         if x.t.elem_count() == 0 || start == end {
             let mut shape = x.dims().to_vec();
             shape[d] = len.max(0) as usize;
-            CandleTensor::zeros(shape.as_slice(), x.t.dtype(), x.t.device()).map_err(ce)?
+            CandleTensor::zeros(shape.as_slice(), x.t.dtype(), x.t.device())?
         } else {
-            x.t.narrow(d, start as usize, len as usize).map_err(ce)?
+            x.t.narrow(d, start as usize, len as usize)?
         }
     } else {
         let idx: Vec<u32> = (start..end)
             .step_by(step as usize)
             .map(|i| i as u32)
             .collect();
-        let idx = CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?;
+        let idx = CandleTensor::new(idx.as_slice(), ctx.device())?;
         x.t.contiguous()
-            .and_then(|t| t.index_select(&idx, d))
-            .map_err(ce)?
+            .and_then(|t| t.index_select(&idx, d))?
     };
     one(Tensor::new(t, x.dtype))
 }
@@ -296,7 +294,7 @@ pub(super) fn cat(ctx: &mut Ctx) -> OpResult {
         }
         return full_of(ctx, shape, Num::Int(0), dt);
     }
-    one(Tensor::new(CandleTensor::cat(&parts, d).map_err(ce)?, dt))
+    one(Tensor::new(CandleTensor::cat(&parts, d)?, dt))
 }
 
 fn split(ctx: &mut Ctx) -> OpResult {
@@ -322,7 +320,7 @@ fn split(ctx: &mut Ctx) -> OpResult {
     let mut at = 0;
     for s in sizes {
         out.push(Value::Tensor(Tensor::new(
-            x.t.narrow(d, at, s).map_err(ce)?,
+            x.t.narrow(d, at, s)?,
             x.dtype,
         )));
         at += s;
@@ -360,12 +358,11 @@ fn as_strided(ctx: &mut Ctx) -> OpResult {
             .into_iter()
             .map(|i| i as u32)
             .collect();
-    let gi = CandleTensor::new(gather_idx.as_slice(), ctx.device()).map_err(ce)?;
+    let gi = CandleTensor::new(gather_idx.as_slice(), ctx.device())?;
     let t =
         x.t.flatten_all()
             .and_then(|t| t.index_select(&gi, 0))
-            .and_then(|t| t.reshape(size))
-            .map_err(ce)?;
+            .and_then(|t| t.reshape(size))?;
     one(Tensor::new(t, x.dtype))
 }
 
@@ -382,10 +379,9 @@ fn flip(ctx: &mut Ctx) -> OpResult {
         let idx: Vec<u32> = (0..n as u32).rev().collect();
         t = t
             .index_select(
-                &CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?,
+                &CandleTensor::new(idx.as_slice(), ctx.device())?,
                 d,
-            )
-            .map_err(ce)?;
+            )?;
     }
     one(Tensor::new(t, x.dtype))
 }
@@ -401,7 +397,7 @@ fn repeat(ctx: &mut Ctx) -> OpResult {
     let reps: Vec<usize> = reps.iter().map(|&r| r as usize).collect();
     let mut t = x.t.clone();
     while t.rank() < reps.len() {
-        t = t.unsqueeze(0).map_err(ce)?;
+        t = t.unsqueeze(0)?;
     }
     let out: Vec<usize> = t
         .dims()
@@ -421,13 +417,12 @@ fn repeat(ctx: &mut Ctx) -> OpResult {
         wide.extend([r, d]);
     }
     let t = if out.contains(&0) {
-        CandleTensor::zeros(out.as_slice(), t.dtype(), t.device()).map_err(ce)?
+        CandleTensor::zeros(out.as_slice(), t.dtype(), t.device())?
     } else {
         t.reshape(inter)
             .and_then(|t| t.broadcast_as(wide))
             .and_then(|t| t.contiguous())
-            .and_then(|t| t.reshape(out.as_slice()))
-            .map_err(ce)?
+            .and_then(|t| t.reshape(out.as_slice()))?
     };
     one(Tensor::new(t, x.dtype))
 }
@@ -470,13 +465,12 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
                 )));
             }
             t = t
-                .narrow(d, start as usize, (end - start).max(0) as usize)
-                .map_err(ce)?;
+                .narrow(d, start as usize, (end - start).max(0) as usize)?;
         }
     }
     if out.contains(&0) {
         return one(Tensor::new(
-            CandleTensor::zeros(out.as_slice(), t.dtype(), t.device()).map_err(ce)?,
+            CandleTensor::zeros(out.as_slice(), t.dtype(), t.device())?,
             x.dtype,
         ));
     }
@@ -491,19 +485,19 @@ fn constant_pad(ctx: &mut Ctx) -> OpResult {
                 shape[d] = n;
                 CandleTensor::full(value, shape.clone(), t.device())
                     .and_then(|p| p.to_dtype(t.dtype()))
-                    .map_err(ce)
+                    .map_err(Error::from)
             };
             if b > 0 {
                 parts.push(filled(b, &mut shape)?);
             }
             if t.elem_count() > 0 {
                 // (candle's cat copies an empty part out of its slice)
-                parts.push(t.contiguous().map_err(ce)?);
+                parts.push(t.contiguous()?);
             }
             if a > 0 {
                 parts.push(filled(a, &mut shape)?);
             }
-            t = CandleTensor::cat(&parts, d).map_err(ce)?;
+            t = CandleTensor::cat(&parts, d)?;
         }
     }
     one(Tensor::new(t, x.dtype))
@@ -555,8 +549,8 @@ fn index_pad(ctx: &mut Ctx) -> OpResult {
                 j as u32
             })
             .collect();
-        let it = CandleTensor::new(idx.as_slice(), ctx.device()).map_err(ce)?;
-        t = t.index_select(&it, d).map_err(ce)?;
+        let it = CandleTensor::new(idx.as_slice(), ctx.device())?;
+        t = t.index_select(&it, d)?;
     }
     one(Tensor::new(t, x.dtype))
 }
@@ -589,15 +583,14 @@ fn diagonal(ctx: &mut Ctx) -> OpResult {
     let t =
         x.t.permute(order)
             .and_then(|t| t.contiguous())
-            .and_then(|t| t.reshape(merged.clone()))
-            .map_err(ce)?;
+            .and_then(|t| t.reshape(merged.clone()))?;
     let t = if len == 0 {
-        CandleTensor::zeros(shape.clone(), t.dtype(), t.device()).map_err(ce)?
+        CandleTensor::zeros(shape.clone(), t.dtype(), t.device())?
     } else {
-        let idx = CandleTensor::from_vec(linear, len as usize, ctx.device()).map_err(ce)?;
-        t.index_select(&idx, merged.len() - 1).map_err(ce)?
+        let idx = CandleTensor::from_vec(linear, len as usize, ctx.device())?;
+        t.index_select(&idx, merged.len() - 1)?
     };
-    one(Tensor::new(t.reshape(shape).map_err(ce)?, x.dtype))
+    one(Tensor::new(t.reshape(shape)?, x.dtype))
 }
 
 /// This family's rows: op identity -> implementation.
@@ -610,20 +603,20 @@ pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
             .iter()
             .map(|&d| normalize_dim(d, m.rank()))
             .collect::<Result<_>>()?;
-        m.with_layout(m.layout.permute(&dims).map_err(ce)?).map(Some)
+        m.with_layout(m.layout.permute(&dims)?).map(Some)
     }),
     ("aten.t.default", |_, m| {
         if m.rank() < 2 {
             return Ok(Some(m.clone()));
         }
-        m.with_layout(m.layout.transpose(0, 1).map_err(ce)?).map(Some)
+        m.with_layout(m.layout.transpose(0, 1)?).map(Some)
     }),
     ("aten.transpose.int", |ctx, m| {
         let (a, b) = (
             normalize_dim(ctx.int("dim0")?, m.rank())?,
             normalize_dim(ctx.int("dim1")?, m.rank())?,
         );
-        m.with_layout(m.layout.transpose(a, b).map_err(ce)?).map(Some)
+        m.with_layout(m.layout.transpose(a, b)?).map(Some)
     }),
     ("aten.unsqueeze.default", |ctx, m| {
         let d = normalize_dim(ctx.int("dim")?, m.rank() + 1)?;
@@ -642,7 +635,7 @@ pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
             .enumerate()
             .map(|(i, &s)| if s == -1 { m.dims()[i - offset] } else { s as usize })
             .collect();
-        m.with_layout(m.layout.broadcast_as(shape).map_err(ce)?).map(Some)
+        m.with_layout(m.layout.broadcast_as(shape)?).map(Some)
     }),
     ("aten.view.default", mapped_reshape),
     ("aten.reshape.default", mapped_reshape),

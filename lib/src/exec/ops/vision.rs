@@ -58,7 +58,7 @@ fn host_as<T: Real>(x: &Tensor) -> Result<Vec<T>> {
 /// A tensor of `T`s on the context's device, with the logical dtype the
 /// kernel computed in.
 fn out_tensor<T: Real>(ctx: &Ctx, v: Vec<T>, shape: &[usize]) -> Result<Tensor> {
-    let t = CandleTensor::from_vec(v, shape, ctx.device()).map_err(ce)?;
+    let t = CandleTensor::from_vec(v, shape, ctx.device())?;
     let dtype = if T::DTYPE == DType::F64 {
         Dtype::Float64
     } else {
@@ -68,7 +68,7 @@ fn out_tensor<T: Real>(ctx: &Ctx, v: Vec<T>, shape: &[usize]) -> Result<Tensor> 
 }
 
 fn int32_tensor(ctx: &Ctx, v: Vec<i32>, shape: &[usize]) -> Result<Tensor> {
-    let t = CandleTensor::from_vec(v, shape, ctx.device()).map_err(ce)?;
+    let t = CandleTensor::from_vec(v, shape, ctx.device())?;
     Ok(Tensor::new(t, Dtype::Int32))
 }
 
@@ -538,7 +538,7 @@ fn nms(ctx: &mut Ctx) -> OpResult {
         nms_t::<f32>(ctx)?
     };
     let k = keep.len();
-    let t = CandleTensor::from_vec(keep, k, ctx.device()).map_err(ce)?;
+    let t = CandleTensor::from_vec(keep, k, ctx.device())?;
     one(Tensor::new(t, Dtype::Int64))
 }
 

@@ -25,8 +25,8 @@ pub(super) fn conv2d_depthwise(
     (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<CandleTensor> {
-    let (b, c, h, wd) = x.dims4().map_err(ce)?;
-    let (co, _, kh, kw) = w.dims4().map_err(ce)?;
+    let (b, c, h, wd) = x.dims4()?;
+    let (co, _, kh, kw) = w.dims4()?;
     if co % c != 0 {
         return Err(Error::bad_input(format!(
             "depthwise convolution: {co} output channels for {c} input channels"
@@ -36,7 +36,7 @@ pub(super) fn conv2d_depthwise(
     let bs = bias.map(f32s).transpose()?;
     // read where it lies below: a weight that is a view, made contiguous
     // (a clone of the handle when it already is)
-    let w = &w.contiguous().map_err(ce)?;
+    let w = &w.contiguous()?;
     let geom = PlaneWindows::conv(h, wd, (kh, kw), stride, pad, dil)?;
     let (oh, ow) = (geom.oh, geom.ow);
     let len = b * co * oh * ow;
@@ -70,7 +70,7 @@ pub(super) fn conv2d_depthwise(
             exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return channels_last_tensor(out, [b, co, oh, ow]);
         }
-        CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+        CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(Error::from)
     };
     let write_all = |kernel: &Kernel| write_laid_out(kernel, (false, false));
     // a chain of constants only (a relu, a hardswish) runs on each
@@ -131,7 +131,7 @@ pub(super) fn conv2d_depthwise(
     mark_applied(epilogue, then.is_some());
     // SAFETY: window_planes wrote every plane
     let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(ce)
+    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(Error::from)
 }
 
 impl PlaneWindows {

@@ -89,7 +89,7 @@ pub(super) fn conv_few_channels(
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
     // the weights by tap: [k][c_out]
-    let ws = f32s(&w.contiguous().map_err(ce)?)?;
+    let ws = f32s(&w.contiguous()?)?;
     let mut wt = vec![0f32; k * co];
     vmath::transpose(&ws, co, k, &mut wt);
     let bv = match bias {

@@ -328,7 +328,7 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     .ok_or_else(|| Error::internal("subsampled convolution of an input that is not float32 on the host"))?;
     // SAFETY: every plane's every line written whole by every_nth
     let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, (b, c, oh, ow), x.device()).map_err(ce)
+    CandleTensor::from_vec(out, (b, c, oh, ow), x.device()).map_err(Error::from)
 }
 
 /// `line[i] = row[i * step]` for every `i`: a stride of 2 through
@@ -509,7 +509,7 @@ fn output_of(
     mark_applied(epilogue, then.is_some());
     // SAFETY: `make` wrote every element
     let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, device).map_err(ce)
+    CandleTensor::from_vec(out, shape, device).map_err(Error::from)
 }
 
 /// A pointwise convolution over fewer pixels runs packed: the images
@@ -541,7 +541,7 @@ use direct::conv_direct;
 
 /// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.
 fn weight_matrix(w: &CandleTensor, co: usize, k: usize) -> Result<CandleTensor> {
-    w.contiguous().map_err(ce)?.reshape((co, k)).map_err(ce)
+    w.contiguous()?.reshape((co, k)).map_err(Error::from)
 }
 
 /// That matrix packed as the kernel's left operand (once: the executor's
@@ -758,7 +758,7 @@ fn packed_product(
     // SAFETY: every element written (each image's product or its part of a
     // group's)
     let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+    CandleTensor::from_vec(out, shape, x.device()).map_err(Error::from)
 }
 
 /// [`conv_im2col`] in `T`, to an output of `shape`.
@@ -771,7 +771,7 @@ fn conv_host<T: GemmElem>(
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let bias: Option<Vec<T>> = match bias {
-        Some(t) => Some(t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)?),
+        Some(t) => Some(t.flatten_all().and_then(|t| t.to_vec1())?),
         None => None,
     };
     let out = with_host(x, |xs: &[T]| {
@@ -780,7 +780,7 @@ fn conv_host<T: GemmElem>(
     })
     .flatten()
     .ok_or_else(|| Error::internal("im2col convolution of tensors that are not on the host"))?;
-    CandleTensor::from_vec(out, shape, x.device()).map_err(ce)
+    CandleTensor::from_vec(out, shape, x.device()).map_err(Error::from)
 }
 
 fn conv(ctx: &mut Ctx) -> OpResult {
@@ -792,7 +792,7 @@ fn conv(ctx: &mut Ctx) -> OpResult {
         return match scale {
             Some(scale) => conv_scaled(ctx, x, w, &scale),
             None => {
-                let ws = w.t.broadcast_mul(&s.t).map_err(ce)?;
+                let ws = w.t.broadcast_mul(&s.t)?;
                 conv_scaled(ctx, x, Tensor::new(ws, w.dtype), &[])
             }
         };
@@ -806,10 +806,10 @@ fn conv(ctx: &mut Ctx) -> OpResult {
     }
     if x.rank() + 1 == w.rank() {
         // An unbatched input (torch takes [C, L] or [C, H, W]): a batch of one.
-        let xb = Tensor::new(x.t.unsqueeze(0).map_err(ce)?, x.dtype);
+        let xb = Tensor::new(x.t.unsqueeze(0)?, x.dtype);
         let mut outs = conv_batched(ctx, xb, w, None)?;
         if let Some(Value::Tensor(y)) = outs.first_mut() {
-            y.t = y.t.squeeze(0).map_err(ce)?;
+            y.t = y.t.squeeze(0)?;
         }
         return Ok(outs);
     }
@@ -864,14 +864,13 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         if let (4, 1, Dtype::Float32, Dtype::Float32, (Some(s), Some(p), Some(op), Some(d))) =
             (x.rank(), groups, x.dtype, w.dtype, params)
         {
-            let mut y = x.t.conv_transpose2d(&w.t, p, op, s, d).map_err(ce)?;
+            let mut y = x.t.conv_transpose2d(&w.t, p, op, s, d)?;
             if let Some(b) = bias {
                 let b = b
                     .cast(Dtype::Float32)?
                     .t
-                    .reshape((1, b.dims()[0], 1, 1))
-                    .map_err(ce)?;
-                y = y.broadcast_add(&b).map_err(ce)?;
+                    .reshape((1, b.dims()[0], 1, 1))?;
+                y = y.broadcast_add(&b)?;
             }
             return one(Tensor::new(y, Dtype::Float32));
         }
@@ -883,11 +882,10 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         let mut y = x
             .cast(dt)?
             .t
-            .conv1d(&w.cast(dt)?.t, padding.0, stride.0, dilation.0, groups)
-            .map_err(ce)?;
+            .conv1d(&w.cast(dt)?.t, padding.0, stride.0, dilation.0, groups)?;
         if let Some(b) = bias {
-            let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1)).map_err(ce)?;
-            y = y.broadcast_add(&b).map_err(ce)?;
+            let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1))?;
+            y = y.broadcast_add(&b)?;
         }
         return one(Tensor::new(y, dt));
     }
@@ -939,7 +937,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         })?;
         return one(Tensor::new(y, dt));
     } else if depthwise && !xin.device().is_cpu() {
-        depthwise_tap_sum(&xin, &win, (stride, padding, dilation)).map_err(ce)?
+        depthwise_tap_sum(&xin, &win, (stride, padding, dilation))?
     } else {
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
             return Err(unsupported(
@@ -959,12 +957,11 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
             Some(s) => scaled_weight(&win, s)?,
             None => win,
         };
-        xin.conv2d(&win, pad, stride.0, dilation.0, groups)
-            .map_err(ce)?
+        xin.conv2d(&win, pad, stride.0, dilation.0, groups)?
     };
     if let Some(b) = bias {
-        let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1)).map_err(ce)?;
-        y = y.broadcast_add(&b).map_err(ce)?;
+        let b = b.cast(dt)?.t.reshape((1, b.dims()[0], 1, 1))?;
+        y = y.broadcast_add(&b)?;
     }
     one(Tensor::new(y, dt))
 }
@@ -979,7 +976,7 @@ fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> 
 
 /// A tensor's f32 elements, row-major.
 fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
-    t.flatten_all().and_then(|t| t.to_vec1()).map_err(ce)
+    t.flatten_all().and_then(|t| t.to_vec1()).map_err(Error::from)
 }
 
 /// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the
@@ -1016,16 +1013,16 @@ fn conv_grouped(
     let (cg, og) = (c / groups, co / groups);
     let parts = (0..groups)
         .map(|g| {
-            let xg = x.narrow(1, g * cg, cg).and_then(|t| t.contiguous()).map_err(ce)?;
-            let wg = w.narrow(0, g * og, og).and_then(|t| t.contiguous()).map_err(ce)?;
+            let xg = x.narrow(1, g * cg, cg).and_then(|t| t.contiguous())?;
+            let wg = w.narrow(0, g * og, og).and_then(|t| t.contiguous())?;
             let bg = match bias {
-                Some(b) => Some(b.narrow(0, g * og, og).map_err(ce)?),
+                Some(b) => Some(b.narrow(0, g * og, og)?),
                 None => None,
             };
             conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None, false, None)
         })
         .collect::<Result<Vec<_>>>()?;
-    CandleTensor::cat(&parts, 1).map_err(ce)
+    CandleTensor::cat(&parts, 1).map_err(Error::from)
 }
 
 /// 3-D convolution on the host: im2col over three spatial dims and a gemm
@@ -1056,7 +1053,7 @@ fn conv3d(
             .t
             .to_device(&cpu)
             .and_then(|t| t.contiguous())
-            .map_err(ce)
+            .map_err(Error::from)
     };
     let ints = |name: &str, default: usize| -> Result<Vec<usize>> {
         let v = if ctx.has(name) { ctx.ints(name)? } else { Vec::new() };
@@ -1075,7 +1072,7 @@ fn conv3d(
         false,
         None,
     )?;
-    Tensor::new(y.to_device(ctx.device()).map_err(ce)?, compute).cast(dt)
+    Tensor::new(y.to_device(ctx.device())?, compute).cast(dt)
 }
 
 /// The geometry of im2col and col2im: `kernel_size`, `dilation`,
@@ -1114,7 +1111,7 @@ fn im2col(ctx: &mut Ctx) -> OpResult {
         shape.insert(0, n);
     }
     if let Some(col) = with_host(&x.t, |xs: &[f32]| im2col_fill(xs, n, c, &g)) {
-        let t = CandleTensor::from_vec(col, shape, ctx.device()).map_err(ce)?;
+        let t = CandleTensor::from_vec(col, shape, ctx.device())?;
         return one(Tensor::new(t, x.dtype));
     }
     let col = im2col_fill(&host_f64(&x)?, n, c, &g);

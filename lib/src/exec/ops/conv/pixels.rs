@@ -290,7 +290,7 @@ pub(super) fn conv_pixel_taps(
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let ([_, kh, kw], [_, oh, ow]) = (g.kernel, g.output);
     let bv = bias.map(f32s).transpose()?;
-    let w = w.contiguous().map_err(ce)?;
+    let w = w.contiguous()?;
     // each tap's weight [c, c_out] where it lies in [c_out, c, kh, kw]
     let bs = with_host(&w, |ws: &[f32]| {
         (0..kh * kw)

@@ -43,12 +43,11 @@ pub(super) fn scaled_weight(w: &CandleTensor, s: &[f32]) -> Result<CandleTensor>
         out
     });
     if let Some(out) = scaled {
-        return CandleTensor::from_vec(out, dims, w.device()).map_err(ce);
+        return CandleTensor::from_vec(out, dims, w.device()).map_err(Error::from);
     }
     let mut shape = vec![1; dims.len()];
     shape[1] = s.len();
     let st = CandleTensor::from_vec(s.to_vec(), shape, w.device())
-        .and_then(|t| t.to_dtype(w.dtype()))
-        .map_err(ce)?;
-    w.broadcast_mul(&st).map_err(ce)
+        .and_then(|t| t.to_dtype(w.dtype()))?;
+    w.broadcast_mul(&st).map_err(Error::from)
 }

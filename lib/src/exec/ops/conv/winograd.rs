@@ -123,7 +123,7 @@ pub(super) fn conv_winograd(
 ) -> Result<CandleTensor> {
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let bv = bias.map(f32s).transpose()?;
-    let w = w.contiguous().map_err(ce)?;
+    let w = w.contiguous()?;
     let m = tile_for(g, b);
     let us = with_host(&w, |ws: &[f32]| exec.winograd_weights(&sgemm::View::row_major(ws, co, c * 9), m))
         .ok_or_else(|| Error::internal("Winograd convolution of a weight that is not float32 on the host"))?;
