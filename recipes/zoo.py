@@ -1178,6 +1178,39 @@ class TailIndexCopy(nn.Module):
         return self.cache * 1.0, torch.index_copy(x, 0, idx, src), y
 
 
+class TailInPlace(nn.Module):
+    """In-place ops on intermediates, kept as such by the training dialect:
+    each runs its functional row and writes back in self's dtype (a half
+    tensor added a float one stays half; an int64 one stays int64)."""
+
+    def forward(self, x, h, i):  # f32[3, 5], f16[3, 5], i64[3, 5]
+        y = x * 1.0
+        y.sigmoid_()
+        y.mul_(2.5)
+        y.clamp_(0.2, 1.5)
+        y.sub_(x)
+        y.div_(3.0)
+        y.abs_()
+        y.sqrt_()
+        y.exp_()
+        y.neg_()
+        y.tanh_()
+        y.add_(x, alpha=0.5)
+        y.masked_fill_(x > 1.0, -2.0)
+        z = h.clone()
+        z.add_(x)
+        z.mul_(x)
+        z.relu_()
+        k = i.clone()
+        k.add_(3)
+        k.mul_(i)
+        k.remainder_(5)
+        k.sub_(i, alpha=2)
+        k.floor_divide_(3)
+        k.clamp_(min=1)
+        return y, z, k
+
+
 class TailLstmProj(nn.Module):
     """LSTM with proj_size: h = W_hr (o * tanh(c))."""
 
@@ -1489,6 +1522,8 @@ _reg("tail_histc_auto", TailHistcAuto, lambda: (_randn(24), torch.tensor([0.0, 1
      group="tail")
 _reg("tail_index_copy", TailIndexCopy, lambda: (_randn(2, 3, 4), torch.tensor([5, 0, 2]), _randn(5, 3),
                                                 torch.tensor([3, 1]), _randn(2, 3)), group="tail")
+_reg("tail_in_place", TailInPlace, lambda: (_randn(3, 5), _randn(3, 5).half(), torch.randint(-20, 20, (3, 5))),
+     group="tail")
 _reg("tail_lstm_proj", TailLstmProj, lambda: (_randn(2, 5, 4),), group="tail")
 _reg("tail_mask", TailMask, lambda: (_randn(3, 4, 5), torch.rand(3, 4) > 0.5), group="tail")
 _reg("tail_random", TailRandom, lambda: (_randn(64, 128),), group="tail_random")

@@ -108,6 +108,7 @@ mod maker {
     //! from the bytes (value references, ints from a table of hostile
     //! ones), each node's recorded output as its shape rule infers it (a
     //! node its rule refuses is dropped, now and then kept).
+    use crate::ir::op::aten;
 
     use crate::blob::Blob;
     use crate::decompose::edit::{Emitter, Names};
@@ -192,42 +193,42 @@ mod maker {
     ];
 
     const UNARY: &[&str] = &[
-        "aten.neg.default",
-        "aten.abs.default",
-        "aten.exp.default",
-        "aten.relu.default",
-        "aten.sigmoid.default",
-        "aten.floor.default",
-        "aten.sqrt.default",
-        "aten.bitwise_not.default",
-        "aten.logical_not.default",
-        "aten.sign.default",
-        "aten.clone.default",
+        aten::NEG,
+        aten::ABS,
+        aten::EXP,
+        aten::RELU,
+        aten::SIGMOID,
+        aten::FLOOR,
+        aten::SQRT,
+        aten::BITWISE_NOT,
+        aten::LOGICAL_NOT,
+        aten::SIGN,
+        aten::CLONE,
     ];
 
     const BINARY: &[&str] = &[
-        "aten.add.Tensor",
-        "aten.sub.Tensor",
-        "aten.mul.Tensor",
-        "aten.div.Tensor",
-        "aten.remainder.Tensor",
-        "aten.pow.Tensor_Tensor",
-        "aten.eq.Tensor",
-        "aten.lt.Tensor",
-        "aten.bitwise_and.Tensor",
-        "aten.maximum.default",
-        "aten.minimum.default",
-        "aten.floor_divide.default",
-        "aten.mm.default",
-        "aten.bmm.default",
-        "aten.matmul.default",
+        aten::ADD_TENSOR,
+        aten::SUB_TENSOR,
+        aten::MUL_TENSOR,
+        aten::DIV_TENSOR,
+        aten::REMAINDER_TENSOR,
+        aten::POW_TENSOR_TENSOR,
+        aten::EQ_TENSOR,
+        aten::LT_TENSOR,
+        aten::BITWISE_AND_TENSOR,
+        aten::MAXIMUM,
+        aten::MINIMUM,
+        aten::FLOOR_DIVIDE,
+        aten::MM,
+        aten::BMM,
+        aten::MATMUL,
     ];
 
     const REDUCE: &[&str] = &[
-        "aten.sum.dim_IntList",
-        "aten.mean.dim",
-        "aten.amax.default",
-        "aten.amin.default",
+        aten::SUM_DIM_INTLIST,
+        aten::MEAN_DIM,
+        aten::AMAX,
+        aten::AMIN,
     ];
 
     /// A program, its user inputs and the executor's flags.
@@ -349,11 +350,7 @@ mod maker {
                 meta: NodeMeta::default(),
                 is_hop_single_tensor_return: None,
             });
-            let op = b.pick(&[
-                "aten.ones.default",
-                "aten.zeros.default",
-                "aten.empty.memory_format",
-            ]);
+            let op = b.pick(&[aten::ONES, aten::ZEROS, aten::EMPTY_MEMORY_FORMAT]);
             let mut sizes = vec![SymRef::Value(s)];
             let mut recorded = vec![sym];
             for _ in 0..b.u8() % 2 {
@@ -404,26 +401,26 @@ mod maker {
                 (op, vec![("self", t(x)), (second, t(y))])
             }
             5 => (
-                "aten.view.default",
+                aten::VIEW,
                 vec![("self", t(x)), ("size", Argument::Ints(ints(b, 4)))],
             ),
             6 => (
-                "aten.permute.default",
+                aten::PERMUTE,
                 vec![("self", t(x)), ("dims", Argument::Ints(ints(b, 4)))],
             ),
             7 => (
-                "aten.expand.default",
+                aten::EXPAND,
                 vec![("self", t(x)), ("size", Argument::Ints(ints(b, 4)))],
             ),
             8 => (
-                "aten.cat.default",
+                aten::CAT,
                 vec![
                     ("tensors", Argument::Tensors(vec![x, y])),
                     ("dim", Argument::Int(int(b))),
                 ],
             ),
             9 => (
-                "aten.slice.Tensor",
+                aten::SLICE_TENSOR,
                 vec![
                     ("self", t(x)),
                     ("dim", Argument::Int(int(b))),
@@ -433,11 +430,11 @@ mod maker {
                 ],
             ),
             10 => (
-                "aten.constant_pad_nd.default",
+                aten::CONSTANT_PAD_ND,
                 vec![("self", t(x)), ("pad", Argument::Ints(ints(b, 5)))],
             ),
             11 => (
-                "aten.repeat.default",
+                aten::REPEAT,
                 vec![("self", t(x)), ("repeats", Argument::Ints(ints(b, 4)))],
             ),
             12 => (
@@ -449,14 +446,14 @@ mod maker {
                 ],
             ),
             13 => (
-                "aten.full.default",
+                aten::FULL,
                 vec![
                     ("size", Argument::Ints(ints(b, 3))),
                     ("fill_value", Argument::Float(int(b) as f64)),
                 ],
             ),
             _ => (
-                "aten.index_select.default",
+                aten::INDEX_SELECT,
                 vec![
                     ("self", t(x)),
                     ("dim", Argument::Int(int(b))),

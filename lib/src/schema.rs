@@ -5,6 +5,7 @@
 //! The importer uses them to fill in arguments that `torch.export.save`
 //! omits because they hold their schema default.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::ir::{ArgKind, Argument, Dtype, Layout, MemoryFormat, NamedArg};
@@ -385,6 +386,74 @@ pub fn mutates_first(target: &crate::ir::Target) -> bool {
     target.kind == crate::ir::TargetKind::Op
         && lookup(&target.namespace, &target.name, &target.overload)
             .is_some_and(|s| s.args.first().is_some_and(|a| a.ty.contains('!')))
+}
+
+/// The functional op an in-place op computes, by identity:
+/// `aten.add_.Tensor` -> `aten.add.Tensor`, `aten.relu_.default` ->
+/// `aten.relu.default`, `aten.floor_divide_.Tensor` ->
+/// `aten.floor_divide.default`. Its name less the trailing `_`, and the
+/// overload whose arguments have the same names and types (write
+/// annotations aside),
+/// as torch's functionalisation pairs them; only where the in-place op
+/// writes into its first argument (not a dunder such as `__iand__`, not an
+/// `out=` variant). The op tables list functional rows only: an in-place
+/// op runs its functional row, and the result is written back into its
+/// first argument in that argument's dtype.
+pub fn functional_of(op: &str) -> Option<&'static str> {
+    static MAP: OnceLock<HashMap<String, String>> = OnceLock::new();
+    MAP.get_or_init(|| {
+        // the arguments of a schema, names and types, `Tensor(a!)` read
+        // as `Tensor` (nodes name their arguments)
+        let types = |s: &Schema| -> Vec<(String, String)> {
+            s.args
+                .iter()
+                .map(|a| (a.name.clone(), a.ty.replace("(a!)", "").replace("(a)", "")))
+                .collect()
+        };
+        let mut by_name: HashMap<&str, Vec<Schema>> = HashMap::new();
+        for line in lines() {
+            if let Some(s) = Schema::parse(line) {
+                let key = qualified_name(line).split('.').next().unwrap_or("");
+                by_name.entry(key).or_default().push(s);
+            }
+        }
+        let mut map = HashMap::new();
+        for (key, schemas) in &by_name {
+            let Some(base) = key.strip_suffix('_') else {
+                continue;
+            };
+            if base.ends_with('_') || base.ends_with(':') {
+                continue;
+            }
+            let Some(functional) = by_name.get(base) else {
+                continue;
+            };
+            for s in schemas {
+                if !s.args.first().is_some_and(|a| a.ty.contains('!')) {
+                    continue;
+                }
+                let want = types(s);
+                if let Some(f) = functional.iter().find(|f| types(f) == want) {
+                    map.insert(
+                        format!("{}.{}.{}", s.namespace, s.name, s.overload),
+                        format!("{}.{}.{}", f.namespace, f.name, f.overload),
+                    );
+                }
+            }
+        }
+        map
+    })
+    .get(op)
+    .map(String::as_str)
+}
+
+/// The in-place ops whose functional op is among `functional`, by identity
+/// (the rows [`functional_of`] derives, for listings).
+pub fn in_place_of<'a>(functional: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let have: std::collections::BTreeSet<&str> = functional.collect();
+    identities()
+        .filter(|op| functional_of(op).is_some_and(|f| have.contains(f)))
+        .collect()
 }
 
 /// Whether an op's result aliases its first argument (a view).

@@ -413,3 +413,94 @@ fn no_machine_specific_paths() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// String literals in code (comments left out), with their files.
+fn string_literals(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = src.chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            // a char literal holding a quote ('"'), not a string
+            '\'' if chars.peek() == Some(&'"') => {
+                chars.next();
+            }
+            '"' if !(prev.is_alphanumeric() || prev == '#') => {
+                let mut s = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        c => s.push(c),
+                    }
+                }
+                out.push(s);
+            }
+            _ => {}
+        }
+        prev = c;
+    }
+    out
+}
+
+/// Ops are named by their generated constants (`pt2kit::ir::op`:
+/// `aten::ADD_TENSOR`), never by a string literal, so a misspelt op does
+/// not compile.
+#[test]
+fn ops_are_named_by_constants() {
+    const NAMESPACES: &[&str] = &[
+        "aten",
+        "prims",
+        "_quantized",
+        "quantized_decomposed",
+        "torchvision",
+        "higher_order",
+    ];
+    let is_op = |s: &str| {
+        let parts: Vec<&str> = s.split('.').collect();
+        (2..=3).contains(&parts.len())
+            && NAMESPACES.contains(&parts[0])
+            && parts[1..]
+                .iter()
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    };
+    // the scan sees a literal, and not one in a comment
+    let sample = "let a = \"aten.relu.default\"; // \"aten.add.Tensor\"\nlet b = '\"';";
+    let seen: Vec<String> = string_literals(sample)
+        .into_iter()
+        .filter(|s| is_op(s))
+        .collect();
+    assert_eq!(seen, ["aten.relu.default"]);
+    let mut files = Vec::new();
+    sources(&repo().join("lib/src"), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        if f.ends_with("ir/op.rs") {
+            continue;
+        }
+        let src = std::fs::read_to_string(f).unwrap();
+        for s in string_literals(&src) {
+            if is_op(&s) {
+                found.push(format!("{}: \"{s}\"", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "op literals (use pt2kit::ir::op's constants):\n{}",
+        found.join("\n")
+    );
+    // and the constants are the identities they name
+    assert_eq!(pt2kit::ir::op::aten::ADD_TENSOR, "aten.add.Tensor");
+    assert_eq!(pt2kit::ir::op::aten::RELU_, "aten.relu_.default");
+    assert_eq!(pt2kit::ir::op::higher_order::COND, "higher_order.cond");
+}

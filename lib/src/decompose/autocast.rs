@@ -16,6 +16,7 @@
 //! in another is inlined after it with its own policy; nodes of a region
 //! carry a `pt2kit_autocast` entry in their metadata and are not cast again.
 
+use crate::ir::op::aten;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -215,7 +216,7 @@ pub fn apply(em: &mut Emitter, node: &mut Node, region: &Region) -> Result<()> {
             let sizes = em.sizes(v)?;
             let meta = em.meta_like(v, to, sizes)?;
             let c = em.op(
-                "aten._to_copy.default",
+                aten::_TO_COPY,
                 vec![
                     ("self", Argument::Tensor(v)),
                     ("dtype", Argument::ScalarType(to)),

@@ -12,6 +12,7 @@
 //! Which ops mutate and which alias is read from their schemas
 //! (`Tensor(a!)`, `-> Tensor(a)`), not listed here.
 
+use crate::ir::op::aten;
 use std::collections::HashMap;
 
 use super::args::{node_outputs, NodeArgs};
@@ -214,19 +215,19 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
         _ => None,
     };
     match (op.as_str(), first) {
-        ("aten.contiguous.default", Argument::Tensor(o))
+        (aten::CONTIGUOUS, Argument::Tensor(o))
             if base_meta.is_some_and(super::edit::is_contiguous) =>
         {
             add(st, *o, node.clone());
         }
-        ("aten.contiguous.default", Argument::Tensor(_)) => {}
+        (aten::CONTIGUOUS, Argument::Tensor(_)) => {}
         (
-            "aten.split.Tensor"
-            | "aten.split_with_sizes.default"
-            | "aten.unbind.int"
-            | "aten.chunk.default"
-            | "aten.tensor_split.sections"
-            | "aten.tensor_split.indices",
+            aten::SPLIT_TENSOR
+            | aten::SPLIT_WITH_SIZES
+            | aten::UNBIND_INT
+            | aten::CHUNK
+            | aten::TENSOR_SPLIT_SECTIONS
+            | aten::TENSOR_SPLIT_INDICES,
             Argument::Tensors(outs),
         ) => {
             let a = NodeArgs(node);
@@ -266,8 +267,8 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                     .collect()
             };
             let pieces: Vec<(i64, i64)> = match op.as_str() {
-                "aten.split.Tensor" => steps(a.int("split_size")?),
-                "aten.split_with_sizes.default" => {
+                aten::SPLIT_TENSOR => steps(a.int("split_size")?),
+                aten::SPLIT_WITH_SIZES => {
                     let mut start = 0;
                     a.ints("split_sizes")?
                         .into_iter()
@@ -278,21 +279,21 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                         .collect()
                 }
                 // ceil(n / chunks) each, the last what is left
-                "aten.chunk.default" => {
+                aten::CHUNK => {
                     let chunks = a.int("chunks")?.max(1);
                     steps((n + chunks - 1) / chunks)
                 }
                 // the first n % sections one longer
-                "aten.tensor_split.sections" => {
+                aten::TENSOR_SPLIT_SECTIONS => {
                     let k = a.int("sections")?.max(1);
                     let (q, r) = (n / k, n % k);
                     cuts((1..k).map(|i| i * q + i.min(r)).collect())
                 }
-                "aten.tensor_split.indices" => cuts(a.ints("indices")?),
+                aten::TENSOR_SPLIT_INDICES => cuts(a.ints("indices")?),
                 _ => (0..n).map(|i| (i, 1)).collect(),
             };
             for (i, (o, (start, len))) in outs.iter().zip(pieces).enumerate() {
-                let (target, args) = if op == "aten.unbind.int" {
+                let (target, args) = if op == aten::UNBIND_INT {
                     (
                         Target::op("aten", "select", "int"),
                         vec![
@@ -335,7 +336,7 @@ fn register_views(st: &mut State, node: &Node, g: &Graph) -> Result<()> {
                 add(st, *o, node.clone());
             }
         }
-        ("aten.reshape.default" | "aten.flatten.using_ints", Argument::Tensor(o))
+        (aten::RESHAPE | aten::FLATTEN_USING_INTS, Argument::Tensor(o))
             if !base_meta.is_some_and(super::edit::is_contiguous) =>
         {
             st.ambiguous.insert(
@@ -370,16 +371,14 @@ pub fn updates_running_stats(node: &Node) -> bool {
     let op = node.target.to_string();
     if !matches!(
         op.as_str(),
-        "aten.batch_norm.default"
-            | "aten._native_batch_norm_legit.default"
-            | "aten.native_batch_norm.default"
+        aten::BATCH_NORM | aten::_NATIVE_BATCH_NORM_LEGIT | aten::NATIVE_BATCH_NORM
     ) {
         return false;
     }
     let a = NodeArgs(node);
     matches!(a.arg("training"), Argument::Bool(true))
-        && matches!(a.ot("running_mean"), Ok(Some(_)))
-        && matches!(a.ot("running_var"), Ok(Some(_)))
+        && matches!(a.opt_tensor("running_mean"), Ok(Some(_)))
+        && matches!(a.opt_tensor("running_var"), Ok(Some(_)))
 }
 
 /// A training batch norm as torch's functionalisation writes it:
@@ -387,7 +386,11 @@ pub fn updates_running_stats(node: &Node) -> bool {
 /// updated running statistics, written back to the ones it was given.
 fn functional_batch_norm(em: &mut Emitter, st: &mut State, node: &Node) -> Result<()> {
     let a = NodeArgs(node);
-    let (x, rm, rv) = (a.t("input")?, a.t("running_mean")?, a.t("running_var")?);
+    let (x, rm, rv) = (
+        a.tensor("input")?,
+        a.tensor("running_mean")?,
+        a.tensor("running_var")?,
+    );
     let xm = em.meta(x)?.clone();
     let c = xm.sizes.get(1).cloned().ok_or_else(|| {
         Error::bad_input(format!(
@@ -420,7 +423,7 @@ fn functional_batch_norm(em: &mut Emitter, st: &mut State, node: &Node) -> Resul
         Out::New(em.meta(rv)?.clone()),
     ];
     let ids = em.call(
-        "aten._native_batch_norm_legit_functional.default",
+        aten::_NATIVE_BATCH_NORM_LEGIT_FUNCTIONAL,
         vec![
             ("input", Argument::Tensor(x)),
             ("weight", a.arg("weight")),
@@ -437,12 +440,15 @@ fn functional_batch_norm(em: &mut Emitter, st: &mut State, node: &Node) -> Resul
     write_back(em, st, rv, ids[4])
 }
 
-/// `aten.add_.Tensor` -> `aten.add.Tensor`, when torch has it.
+/// `aten.add_.Tensor` -> `aten.add.Tensor`, when torch has it
+/// ([`schema::functional_of`]).
 fn functional_target(node: &Node) -> Result<Target> {
     let t = &node.target;
-    let name = t.name.strip_suffix('_').unwrap_or(&t.name);
-    if name != t.name && schema::lookup(&t.namespace, name, &t.overload).is_some() {
-        return Ok(Target::op(&t.namespace, name, &t.overload));
+    if let Some(f) = schema::functional_of(&t.to_string()) {
+        let mut parts = f.splitn(3, '.');
+        if let (Some(ns), Some(name), Some(overload)) = (parts.next(), parts.next(), parts.next()) {
+            return Ok(Target::op(ns, name, overload));
+        }
     }
     Err(Error::unsupported(format!(
         "node {}: {} mutates its input and has no functional form to rewrite it to",
@@ -517,8 +523,8 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
     let meta = em.meta(base)?.clone();
     let op = vnode.target.to_string();
     match op.as_str() {
-        "aten.slice.Tensor" => em.op(
-            "aten.slice_scatter.default",
+        aten::SLICE_TENSOR => em.op(
+            aten::SLICE_SCATTER,
             vec![
                 ("self", Argument::Tensor(base)),
                 ("src", Argument::Tensor(src)),
@@ -529,8 +535,8 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
-        "aten.select.int" => em.op(
-            "aten.select_scatter.default",
+        aten::SELECT_INT => em.op(
+            aten::SELECT_SCATTER,
             vec![
                 ("self", Argument::Tensor(base)),
                 ("src", Argument::Tensor(src)),
@@ -539,8 +545,8 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
-        "aten.diagonal.default" => em.op(
-            "aten.diagonal_scatter.default",
+        aten::DIAGONAL => em.op(
+            aten::DIAGONAL_SCATTER,
             vec![
                 ("self", Argument::Tensor(base)),
                 ("src", Argument::Tensor(src)),
@@ -550,13 +556,10 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
-        "aten.alias.default"
-        | "aten.detach.default"
-        | "aten.contiguous.default"
-        | "aten.lift_fresh.default" => Ok(src),
+        aten::ALIAS | aten::DETACH | aten::CONTIGUOUS | aten::LIFT_FRESH => Ok(src),
         // (registered only where it returned its input: same dtype)
         o if o.starts_with("aten.to.") => Ok(src),
-        "aten.narrow.default" => {
+        aten::NARROW => {
             let (start, len) = match (a.arg("start"), a.arg("length")) {
                 (Argument::Int(s), Argument::Int(l)) => (s, l),
                 _ => {
@@ -580,7 +583,7 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
                 })?;
             let start = if start < 0 { start + n } else { start };
             em.op(
-                "aten.slice_scatter.default",
+                aten::SLICE_SCATTER,
                 vec![
                     ("self", Argument::Tensor(base)),
                     ("src", Argument::Tensor(src)),
@@ -592,7 +595,7 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
                 meta,
             )
         }
-        "aten.permute.default" => {
+        aten::PERMUTE => {
             let dims = a.ints("dims")?;
             let r = dims.len() as i64;
             let mut inv = vec![0i64; dims.len()];
@@ -600,7 +603,7 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
                 inv[((d % r + r) % r) as usize] = i as i64;
             }
             em.op(
-                "aten.permute.default",
+                aten::PERMUTE,
                 vec![
                     ("self", Argument::Tensor(src)),
                     ("dims", Argument::Ints(inv)),
@@ -608,8 +611,8 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
                 meta,
             )
         }
-        "aten.transpose.int" => em.op(
-            "aten.transpose.int",
+        aten::TRANSPOSE_INT => em.op(
+            aten::TRANSPOSE_INT,
             vec![
                 ("self", Argument::Tensor(src)),
                 ("dim0", a.arg("dim0")),
@@ -617,24 +620,20 @@ fn scatter_back(em: &mut Emitter, vnode: &Node, base: ValueId, src: ValueId) -> 
             ],
             meta,
         ),
-        "aten.t.default" => em.op(
-            "aten.t.default",
-            vec![("self", Argument::Tensor(src))],
-            meta,
-        ),
-        "aten.view.default"
-        | "aten.reshape.default"
-        | "aten._unsafe_view.default"
-        | "aten.unsqueeze.default"
-        | "aten.squeeze.dim"
-        | "aten.squeeze.dims"
-        | "aten.squeeze.default"
-        | "aten.flatten.using_ints"
-        | "aten.unflatten.int"
-        | "aten.view_as.default" => {
+        aten::T => em.op(aten::T, vec![("self", Argument::Tensor(src))], meta),
+        aten::VIEW
+        | aten::RESHAPE
+        | aten::_UNSAFE_VIEW
+        | aten::UNSQUEEZE
+        | aten::SQUEEZE_DIM
+        | aten::SQUEEZE_DIMS
+        | aten::SQUEEZE
+        | aten::FLATTEN_USING_INTS
+        | aten::UNFLATTEN_INT
+        | aten::VIEW_AS => {
             let sizes = em.size_refs(base)?;
             em.op(
-                "aten.view.default",
+                aten::VIEW,
                 vec![
                     ("self", Argument::Tensor(src)),
                     ("size", sym_ints_arg(&sizes)),

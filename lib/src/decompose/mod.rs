@@ -27,6 +27,7 @@ pub mod passes;
 pub mod rules;
 pub mod vmap;
 
+use crate::ir::op::aten;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::OnceLock;
 
@@ -52,11 +53,11 @@ pub fn core_ops() -> &'static HashSet<&'static str> {
 /// Ops outside the core set that every lowered graph may keep: shape
 /// assertions and symbolic-int bookkeeping that carry no computation.
 const ALWAYS_KEPT: &[&str] = &[
-    "aten._assert_tensor_metadata.default",
-    "aten._assert_scalar.default",
-    "aten._assert_async.msg",
-    "aten.sym_constrain_range.default",
-    "aten.sym_constrain_range_for_size.default",
+    aten::_ASSERT_TENSOR_METADATA,
+    aten::_ASSERT_SCALAR,
+    aten::_ASSERT_ASYNC_MSG,
+    aten::SYM_CONSTRAIN_RANGE,
+    aten::SYM_CONSTRAIN_RANGE_FOR_SIZE,
 ];
 
 /// Complex ops that torch's own `run_decompositions()` keeps (its table
@@ -64,12 +65,12 @@ const ALWAYS_KEPT: &[&str] = &[
 /// keeps them too. `ir-run` and `ir2onnx` lower them to real pairs at load
 /// ([`complex`]; `ir-decompose --passes complex` does it ahead of time).
 pub const COMPLEX_KEPT: &[&str] = &[
-    "aten._fft_c2c.default",
-    "aten._conj.default",
-    "aten.view_as_real.default",
-    "aten.view_as_complex.default",
-    "aten.complex.default",
-    "aten.polar.default",
+    aten::_FFT_C2C,
+    aten::_CONJ,
+    aten::VIEW_AS_REAL,
+    aten::VIEW_AS_COMPLEX,
+    aten::COMPLEX,
+    aten::POLAR,
 ];
 
 /// Whether an op may stay in a lowered graph without being asked for:

@@ -3,6 +3,7 @@
 //! `bn-fold` (eval-mode batch norm into the convolution before it). Each
 //! returns how many nodes it removed or rewrote.
 
+use crate::ir::op::aten;
 use std::collections::{HashMap, HashSet};
 
 use super::args::{node_outputs, NodeArgs};
@@ -416,11 +417,11 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
         .collect();
     let mut plans = Vec::new();
     for (bi, bn) in p.graph.nodes.iter().enumerate() {
-        if bn.target.to_string() != "aten._native_batch_norm_legit_no_training.default" {
+        if bn.target.to_string() != aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING {
             continue;
         }
         let a = NodeArgs(bn);
-        let Ok(y) = a.t("input") else { continue };
+        let Ok(y) = a.tensor("input") else { continue };
         let outs = node_outputs(bn);
         if outs
             .iter()
@@ -433,7 +434,7 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
             continue;
         };
         let conv = &p.graph.nodes[ci];
-        if conv.target.to_string() != "aten.convolution.default" || use_count.get(&y) != Some(&1) {
+        if conv.target.to_string() != aten::CONVOLUTION || use_count.get(&y) != Some(&1) {
             continue;
         }
         let c = NodeArgs(conv);
@@ -441,12 +442,12 @@ pub fn bn_fold(p: &mut Program) -> Result<usize> {
             continue;
         }
         let weights: Option<Vec<Option<usize>>> = [
-            c.t("weight").ok(),
-            c.ot("bias").ok().flatten(),
-            a.ot("weight").ok().flatten(),
-            a.ot("bias").ok().flatten(),
-            a.t("running_mean").ok(),
-            a.t("running_var").ok(),
+            c.tensor("weight").ok(),
+            c.opt_tensor("bias").ok().flatten(),
+            a.opt_tensor("weight").ok().flatten(),
+            a.opt_tensor("bias").ok().flatten(),
+            a.tensor("running_mean").ok(),
+            a.tensor("running_var").ok(),
         ]
         .iter()
         .enumerate()

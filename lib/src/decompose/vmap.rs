@@ -15,6 +15,7 @@
 //! the same values). Ops of a region that read no batched value run once.
 //! Nested regions unroll outermost first.
 
+use crate::ir::op::aten;
 use std::collections::HashMap;
 
 use super::edit::{Emitter, Names};
@@ -176,7 +177,7 @@ fn unroll_region(
             for (i, sample) in samples.iter_mut().enumerate() {
                 let src = sample.get(&x).copied().unwrap_or(x);
                 let v = em.op(
-                    "aten.select.int",
+                    aten::SELECT_INT,
                     vec![
                         ("self", Argument::Tensor(src)),
                         ("dim", Argument::Int(dim)),
@@ -261,7 +262,7 @@ fn stack(em: &mut Emitter, out: ValueId, dim: i64, per: Vec<ValueId>) -> Result<
             })
             .collect::<Result<_>>()?;
         em.op_into(
-            "aten.full.default",
+            aten::FULL,
             vec![
                 ("size", Argument::Ints(sizes)),
                 ("fill_value", Argument::Float(0.0)),
@@ -272,7 +273,7 @@ fn stack(em: &mut Emitter, out: ValueId, dim: i64, per: Vec<ValueId>) -> Result<
         )?;
     } else {
         em.op_into(
-            "aten.stack.default",
+            aten::STACK,
             vec![
                 ("tensors", Argument::Tensors(per)),
                 ("dim", Argument::Int(dim)),

@@ -36,6 +36,7 @@
 //! while intermediates are recorded (`ir-run --intermediates`, which wants
 //! every node's value).
 
+use crate::ir::op::aten;
 use std::collections::HashMap;
 
 use super::ops::{Fusable, FuseOp as Op};
@@ -155,7 +156,7 @@ fn scaled_inputs(
         }
     }
     for (m, node) in graph.nodes.iter().enumerate() {
-        if node.target.to_string() != "aten.mul.Tensor" || plan.roles[m] != Role::Alone {
+        if node.target.to_string() != aten::MUL_TENSOR || plan.roles[m] != Role::Alone {
             continue;
         }
         let (Some(Argument::Tensor(a)), Some(Argument::Tensor(b)), [Argument::Tensor(out)]) =
@@ -190,7 +191,7 @@ fn scaled_inputs(
         };
         let ok = matches!(
             conv.target.to_string().as_str(),
-            "aten.convolution.default" | "aten.conv2d.default"
+            aten::CONVOLUTION | aten::CONV2D
         ) && matches!(conv.arg("input"), Some(Argument::Tensor(v)) if v == out)
             && matches!(conv.arg("weight"), Some(Argument::Tensor(w))
                 if f32_sizes(*w).is_some_and(|ws| ws.len() == 4 && ws[1] == xs[1]
@@ -216,25 +217,21 @@ impl Plan {
 
 /// The ops whose output a group may take as an epilogue.
 const PRODUCERS: &[&str] = &[
-    "aten.convolution.default",
-    "aten.conv2d.default",
-    "aten.addmm.default",
-    "aten.mm.default",
-    "aten.linear.default",
+    aten::CONVOLUTION,
+    aten::CONV2D,
+    aten::ADDMM,
+    aten::MM,
+    aten::LINEAR,
 ];
 
 /// The producers whose kernel also runs a group that is not a chain of
 /// [`register_steps`] ([`Group::eval_span`] on each block: a product's
 /// blocks are large; a convolution's small planes were slower that way).
-const PRODUCTS: &[&str] = &[
-    "aten.addmm.default",
-    "aten.mm.default",
-    "aten.linear.default",
-];
+const PRODUCTS: &[&str] = &[aten::ADDMM, aten::MM, aten::LINEAR];
 
 /// Views a group may see its producer's output through (reshapes of a
 /// product's contiguous output, which alias it).
-const VIEWS: &[&str] = &["aten.view.default", "aten._unsafe_view.default"];
+const VIEWS: &[&str] = &[aten::VIEW, aten::_UNSAFE_VIEW];
 
 /// A node as a step, if it is a float32 element-wise op the plan fuses:
 /// its op and operands (values or constants), and its output.

@@ -990,12 +990,20 @@ impl Executor<'_> {
             )));
         }
         // In-place ops (TRAINING dialect) also update their `self`
-        // (`add_`, `__iand__`; not `__and__`, which only ends like one).
+        // (`add_`, `__iand__`; not `__and__`, which only ends like one),
+        // in its dtype (torch writes `half.add_(float)` as half; the row
+        // computed the functional op, whose result promotes), and return it.
+        let mut outs = outs;
         if node.target.name.ends_with('_') && crate::schema::mutates(&node.target) {
             if let (Some(Argument::Tensor(self_id)), Some(Value::Tensor(t))) =
                 (node.arg("self"), outs.first())
             {
-                env[self_id.index()] = Some(Value::Tensor(t.clone()));
+                let written = match &env[self_id.index()] {
+                    Some(Value::Tensor(old)) if old.dtype != t.dtype => t.cast(old.dtype)?,
+                    _ => t.clone(),
+                };
+                outs[0] = Value::Tensor(written.clone());
+                env[self_id.index()] = Some(Value::Tensor(written));
             }
         }
         for (arg, value) in node.outputs.iter().zip(outs) {

@@ -2,7 +2,7 @@
 //!
 //! - Every IR op maps to ONNX nodes through one table (`onnx/ops.rs`, op
 //!   identity to emitter); emitters read arguments by name and build nodes
-//!   through [`builder::Cx`], which knows the opset, names, constants and
+//!   through [`builder::EmitNode`], which knows the opset, names, constants and
 //!   symbolic sizes.
 //! - Weights become initializers under their state-dict names, deduplicated
 //!   by storage and view; user inputs and outputs keep their IR names;

@@ -1,5 +1,6 @@
 //! Activation functions (relu, gelu, hardswish, softmax, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::pointwise::same;
 use super::*;
 
@@ -12,13 +13,13 @@ fn softmax(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.relu.default", same), ("aten.relu_.default", same), ("aten.sigmoid.default", same),
-    ("aten.silu.default", same), ("aten.silu_.default", same), ("aten.gelu.default", same),
-    ("aten.hardtanh.default", same), ("aten.hardtanh_.default", same),
-    ("aten.hardswish.default", same), ("aten.hardswish_.default", same),
-    ("aten.hardsigmoid.default", same), ("aten.elu.default", same),
-    ("aten.leaky_relu.default", same),
-    ("aten._softmax.default", softmax), ("aten.softmax.int", softmax),
-    ("aten._log_softmax.default", softmax), ("aten.log_softmax.int", softmax),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::RELU, same), (aten::SIGMOID, same),
+    (aten::SILU, same), (aten::GELU, same),
+    (aten::HARDTANH, same),
+    (aten::HARDSWISH, same),
+    (aten::HARDSIGMOID, same), (aten::ELU, same),
+    (aten::LEAKY_RELU, same),
+    (aten::_SOFTMAX, softmax), (aten::SOFTMAX_INT, softmax),
+    (aten::_LOG_SOFTMAX, softmax), (aten::LOG_SOFTMAX_INT, softmax),
 ];

@@ -1,5 +1,6 @@
 //! Attention (scaled_dot_product_attention and its variants): the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// sdpa: query, key and value of rank >= 2; query and key share the last
@@ -29,6 +30,6 @@ fn sdpa(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.scaled_dot_product_attention.default", sdpa),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::SCALED_DOT_PRODUCT_ATTENTION, sdpa),
 ];

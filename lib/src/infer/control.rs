@@ -1,5 +1,6 @@
 //! Control flow: cond, while_loop, map and other higher-order ops: the shape rules.
 
+use crate::ir::op::higher_order;
 use super::*;
 
 /// cond: each branch returns at least the node's outputs. Torch's graph
@@ -27,4 +28,4 @@ fn cond(site: &Site) -> Result<Vec<Out>> {
 }
 
 /// This family's rows: op identity -> rule.
-pub(super) const ROWS: &[(&str, Rule)] = &[("higher_order.cond", cond)];
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[(higher_order::COND, cond)];

@@ -1,5 +1,6 @@
 //! Convolutions, transposed convolutions, im2col and col2im: the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// One spatial dim's sliding window: kernel, stride, padding before and
@@ -158,9 +159,9 @@ fn im2col(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.convolution.default", convolution), ("aten.conv1d.default", convolution),
-    ("aten.conv2d.default", convolution), ("aten.conv3d.default", convolution),
-    ("aten.conv1d.padding", convolution), ("aten.conv2d.padding", convolution),
-    ("aten.conv3d.padding", convolution), ("aten.im2col.default", im2col),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::CONVOLUTION, convolution), (aten::CONV1D, convolution),
+    (aten::CONV2D, convolution), (aten::CONV3D, convolution),
+    (aten::CONV1D_PADDING, convolution), (aten::CONV2D_PADDING, convolution),
+    (aten::CONV3D_PADDING, convolution), (aten::IM2COL, im2col),
 ];

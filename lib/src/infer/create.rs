@@ -1,5 +1,6 @@
 //! Tensor creation (full, zeros, arange, scalar_tensor, empty, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::pointwise::same;
 use super::*;
 
@@ -43,13 +44,13 @@ fn arange(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.full.default", sized), ("aten.zeros.default", sized), ("aten.ones.default", sized),
-    ("aten.empty.memory_format", sized), ("aten.new_zeros.default", sized),
-    ("aten.new_ones.default", sized), ("aten.new_full.default", sized),
-    ("aten.new_empty.default", sized),
-    ("aten.arange.default", arange), ("aten.arange.start", arange),
-    ("aten.arange.start_step", arange), ("aten.zeros_like.default", same),
-    ("aten.ones_like.default", same), ("aten.full_like.default", same),
-    ("aten.empty_like.default", same), ("aten.fill.Scalar", same),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::FULL, sized), (aten::ZEROS, sized), (aten::ONES, sized),
+    (aten::EMPTY_MEMORY_FORMAT, sized), (aten::NEW_ZEROS, sized),
+    (aten::NEW_ONES, sized), (aten::NEW_FULL, sized),
+    (aten::NEW_EMPTY, sized),
+    (aten::ARANGE, arange), (aten::ARANGE_START, arange),
+    (aten::ARANGE_START_STEP, arange), (aten::ZEROS_LIKE, same),
+    (aten::ONES_LIKE, same), (aten::FULL_LIKE, same),
+    (aten::EMPTY_LIKE, same), (aten::FILL_SCALAR, same),
 ];

@@ -1,5 +1,6 @@
 //! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn integer(site: &Site, arg: &str) -> Result<()> {
@@ -65,9 +66,9 @@ fn scatter(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.embedding.default", embedding), ("aten.index_select.default", index_select),
-    ("aten.gather.default", gather), ("aten.scatter.src", scatter),
-    ("aten.scatter.value", scatter), ("aten.scatter_add.default", scatter),
-    ("aten.scatter_reduce.two", scatter),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::EMBEDDING, embedding), (aten::INDEX_SELECT, index_select),
+    (aten::GATHER, gather), (aten::SCATTER_SRC, scatter),
+    (aten::SCATTER_VALUE, scatter), (aten::SCATTER_ADD, scatter),
+    (aten::SCATTER_REDUCE_TWO, scatter),
 ];

@@ -1,5 +1,6 @@
 //! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn need_rank(site: &Site, arg: &str, dims: &[Dim], rank: usize) -> Result<()> {
@@ -175,9 +176,9 @@ fn grouped_mm(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.mm.default", mm), ("aten.bmm.default", bmm), ("aten.addmm.default", addmm),
-    ("aten.linear.default", linear), ("aten.matmul.default", matmul),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::MM, mm), (aten::BMM, bmm), (aten::ADDMM, addmm),
+    (aten::LINEAR, linear), (aten::MATMUL, matmul),
     ("pt2kit.dft.default", dft),
-    ("transformers.grouped_mm_fallback.default", grouped_mm), ("aten._grouped_mm.default", grouped_mm),
+    ("transformers.grouped_mm_fallback.default", grouped_mm), (aten::_GROUPED_MM, grouped_mm),
 ];

@@ -25,7 +25,7 @@ use crate::ir::args::NodeArgs;
 use crate::ir::{Argument, Dtype, Graph, Node, Program, Sym, ValueId, ValueKind};
 use crate::{Error, Result};
 
-op_families!(&[(&str, Rule)]);
+op_families!(&[(&str, ShapeRule)]);
 
 /// A dim as a rule knows it: a size, or `None` when it is symbolic.
 pub type Dim = Option<i64>;
@@ -49,7 +49,7 @@ impl Out {
 
 /// A rule: checks the node's arguments, returns what it infers of the
 /// outputs (fewer than the node has: the rest are not inferred).
-pub type Rule = fn(&Site) -> Result<Vec<Out>>;
+pub type ShapeRule = fn(&Site) -> Result<Vec<Out>>;
 
 /// Bounds every value is held to, whatever its op.
 #[derive(Clone, Copy, Debug)]
@@ -102,19 +102,19 @@ impl<'a> Site<'a> {
 
     /// The dims of the tensor argument `name`.
     pub fn dims(&self, name: &str) -> Result<Vec<Dim>> {
-        self.dims_of(self.args.t(name)?)
+        self.dims_of(self.args.tensor(name)?)
     }
 
     /// The dims of an optional tensor argument.
     pub fn opt_dims(&self, name: &str) -> Result<Option<Vec<Dim>>> {
-        match self.args.ot(name)? {
+        match self.args.opt_tensor(name)? {
             Some(v) => self.dims_of(v).map(Some),
             None => Ok(None),
         }
     }
 
     pub fn dtype(&self, name: &str) -> Result<Dtype> {
-        let v = self.args.t(name)?;
+        let v = self.args.tensor(name)?;
         self.meta_of(v)
             .map(|m| m.dtype)
             .ok_or_else(|| self.fail(name, "has no metadata"))
@@ -184,15 +184,18 @@ impl<'a> Site<'a> {
 }
 
 /// The rule of an op identity, if it has one.
-pub fn rule_for(op: &str) -> Option<Rule> {
-    static MAP: OnceLock<HashMap<&'static str, Rule>> = OnceLock::new();
-    MAP.get_or_init(|| rows().map(|(_, op, r)| (op, r)).collect())
-        .get(op)
+pub fn rule_for(op: &str) -> Option<ShapeRule> {
+    static MAP: OnceLock<HashMap<&'static str, ShapeRule>> = OnceLock::new();
+    let map = MAP.get_or_init(|| rows().map(|(_, op, r)| (op, r)).collect());
+    // an in-place op has its functional op's shape (torch checks that it
+    // is `self`'s) and `self`'s dtype (set where the rule's output is made)
+    map.get(op)
+        .or_else(|| map.get(crate::schema::functional_of(op)?))
         .copied()
 }
 
 /// Every rule with its family: (family, op identity, rule).
-pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, Rule)> {
+pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, ShapeRule)> {
     FAMILIES
         .iter()
         .flat_map(|(family, rows)| rows.iter().map(move |(op, r)| (*family, *op, *r)))
@@ -242,7 +245,15 @@ fn check_node(graph: &Graph, node: &Node, limits: &Limits) -> Result<()> {
         })
         .collect();
     if let Some(rule) = rule_for(&node.target.to_string()) {
-        let inferred = rule(&site)?;
+        let mut inferred = rule(&site)?;
+        // an in-place op's result is `self`, in `self`'s dtype
+        if node.target.name.ends_with('_') && crate::schema::mutates_first(&node.target) {
+            if let (Some(first), Some(Argument::Tensor(s))) =
+                (inferred.first_mut(), node.arg("self"))
+            {
+                first.dtype = site.meta_of(*s).map(|m| m.dtype).or(first.dtype);
+            }
+        }
         for (k, (out, v)) in inferred.iter().zip(&outputs).enumerate() {
             let recorded = site.dims_of(*v)?;
             if let Some(dims) = &out.dims {

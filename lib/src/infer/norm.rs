@@ -1,5 +1,6 @@
 //! Normalisation: batch, layer, group and instance norm: the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// A per-channel parameter of length `c`, when given.
@@ -86,10 +87,10 @@ fn native_group_norm(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.batch_norm.default", batch_norm),
-    ("aten._native_batch_norm_legit_no_training.default", batch_norm),
-    ("aten.layer_norm.default", layer_norm), ("aten.native_layer_norm.default", layer_norm),
-    ("aten.group_norm.default", group_norm),
-    ("aten.native_group_norm.default", native_group_norm),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::BATCH_NORM, batch_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING, batch_norm),
+    (aten::LAYER_NORM, layer_norm), (aten::NATIVE_LAYER_NORM, layer_norm),
+    (aten::GROUP_NORM, group_norm),
+    (aten::NATIVE_GROUP_NORM, native_group_norm),
 ];

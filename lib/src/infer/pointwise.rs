@@ -1,5 +1,6 @@
 //! Elementwise arithmetic, comparisons, logic and math functions: the shape rules.
 
+use crate::ir::op::{aten, quantized_decomposed};
 use super::*;
 
 /// The output has its input's shape.
@@ -9,7 +10,7 @@ pub(super) fn same(site: &Site) -> Result<Vec<Out>> {
 
 /// An operand's dims: a tensor's, or none for a Python number.
 fn operand(site: &Site, name: &str) -> Result<Vec<Dim>> {
-    match site.args.ot(name) {
+    match site.args.opt_tensor(name) {
         Ok(Some(v)) => site.dims_of(v),
         _ => Ok(vec![]),
     }
@@ -94,7 +95,7 @@ fn quantized_input(site: &Site, d: Dtype) -> Result<()> {
 /// The one-element `scale` and `zero_point` tensors of a `.tensor` overload.
 fn one_element(site: &Site) -> Result<()> {
     for name in ["scale", "zero_point"] {
-        if let Ok(Some(v)) = site.args.ot(name) {
+        if let Ok(Some(v)) = site.args.opt_tensor(name) {
             let dims = site.dims_of(v)?;
             if dims.iter().all(Option::is_some) && dims.iter().map(|d| d.unwrap_or(1)).product::<i64>() != 1 {
                 return Err(site.fail(name, "must have one element"));
@@ -110,7 +111,7 @@ fn channels(site: &Site) -> Result<()> {
     let x = site.dims("input")?;
     let axis = site.dim_index("axis", site.args.int("axis")?, x.len())?;
     for name in ["scales", "zero_points"] {
-        let Some(v) = site.args.ot(name)? else { continue };
+        let Some(v) = site.args.opt_tensor(name)? else { continue };
         let d = site.dims_of(v)?;
         let fits = d.len() == 1
             && match (d[0], x[axis]) {
@@ -170,47 +171,46 @@ fn choose_qparams(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.add.Tensor", binary), ("aten.add.Scalar", binary), ("aten.add_.Tensor", binary),
-    ("aten.sub.Tensor", binary), ("aten.sub.Scalar", binary), ("aten.rsub.Tensor", binary),
-    ("aten.rsub.Scalar", binary), ("aten.mul.Tensor", binary), ("aten.mul.Scalar", binary),
-    ("aten.mul_.Tensor", binary), ("aten.div.Tensor", binary), ("aten.div.Scalar", binary),
-    ("aten.div.Tensor_mode", binary), ("aten.pow.Tensor_Tensor", binary),
-    ("aten.pow.Tensor_Scalar", binary), ("aten.maximum.default", binary),
-    ("aten.minimum.default", binary), ("aten.remainder.Tensor", binary),
-    ("aten.remainder.Scalar", binary), ("aten.fmod.Tensor", binary), ("aten.fmod.Scalar", binary),
-    ("aten.atan2.default", binary), ("aten.bitwise_and.Tensor", binary),
-    ("aten.bitwise_or.Tensor", binary), ("aten.bitwise_xor.Tensor", binary),
-    ("aten.logical_and.default", compare), ("aten.logical_or.default", compare),
-    ("aten.logical_xor.default", compare),
-    ("aten.eq.Tensor", compare), ("aten.eq.Scalar", compare), ("aten.ne.Tensor", compare),
-    ("aten.ne.Scalar", compare), ("aten.lt.Tensor", compare), ("aten.lt.Scalar", compare),
-    ("aten.le.Tensor", compare), ("aten.le.Scalar", compare), ("aten.gt.Tensor", compare),
-    ("aten.gt.Scalar", compare), ("aten.ge.Tensor", compare), ("aten.ge.Scalar", compare),
-    ("aten.where.self", where_self), ("aten.where.ScalarOther", where_self),
-    ("aten.where.ScalarSelf", where_self), ("aten.where.Scalar", where_self),
-    ("aten.clamp.Tensor", clamp_tensor), ("aten.add_.Scalar", binary),
-    ("aten.__and__.Tensor", binary), ("aten.__or__.Tensor", binary),
-    ("aten.bitwise_xor.Scalar", binary), ("aten.bitwise_and.Scalar", binary),
-    ("aten.bitwise_or.Scalar", binary), ("aten.pow.Scalar", binary),
-    ("aten.div.Scalar_mode", binary), ("aten.atan2.out", binary),
-    ("aten.acos.default", same), ("aten.acosh.default", same), ("aten.asin.default", same),
-    ("aten.asinh.default", same), ("aten.atan.default", same), ("aten.atanh.default", same),
-    ("aten.cosh.default", same), ("aten.sinh.default", same), ("aten.tan.default", same),
-    ("aten.expm1.default", same), ("aten.log10.default", same), ("aten.log1p.default", same),
-    ("aten.log2.default", same),
-    ("aten.clamp.default", same), ("aten.neg.default", same), ("aten.abs.default", same),
-    ("aten.exp.default", same), ("aten.log.default", same), ("aten.sqrt.default", same),
-    ("aten.rsqrt.default", same), ("aten.reciprocal.default", same), ("aten.sin.default", same),
-    ("aten.cos.default", same), ("aten.tanh.default", same), ("aten.erf.default", same),
-    ("aten.floor.default", same), ("aten.ceil.default", same), ("aten.round.default", same),
-    ("aten.trunc.default", same), ("aten.sign.default", same), ("aten.logical_not.default", same),
-    ("aten.bitwise_not.default", same), ("aten.isnan.default", same), ("aten.isinf.default", same),
-    ("quantized_decomposed.quantize_per_tensor.default", quantize_per_tensor),
-    ("quantized_decomposed.quantize_per_tensor.tensor", quantize_per_tensor),
-    ("quantized_decomposed.quantize_per_channel.default", quantize_per_channel),
-    ("quantized_decomposed.dequantize_per_tensor.default", dequantize),
-    ("quantized_decomposed.dequantize_per_tensor.tensor", dequantize),
-    ("quantized_decomposed.dequantize_per_channel.default", dequantize),
-    ("quantized_decomposed.choose_qparams.tensor", choose_qparams),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::ADD_TENSOR, binary), (aten::ADD_SCALAR, binary),
+    (aten::SUB_TENSOR, binary), (aten::SUB_SCALAR, binary), (aten::RSUB_TENSOR, binary),
+    (aten::RSUB_SCALAR, binary), (aten::MUL_TENSOR, binary), (aten::MUL_SCALAR, binary), (aten::DIV_TENSOR, binary), (aten::DIV_SCALAR, binary),
+    (aten::DIV_TENSOR_MODE, binary), (aten::POW_TENSOR_TENSOR, binary),
+    (aten::POW_TENSOR_SCALAR, binary), (aten::MAXIMUM, binary),
+    (aten::MINIMUM, binary), (aten::REMAINDER_TENSOR, binary),
+    (aten::REMAINDER_SCALAR, binary), (aten::FMOD_TENSOR, binary), (aten::FMOD_SCALAR, binary),
+    (aten::ATAN2, binary), (aten::BITWISE_AND_TENSOR, binary),
+    (aten::BITWISE_OR_TENSOR, binary), (aten::BITWISE_XOR_TENSOR, binary),
+    (aten::LOGICAL_AND, compare), (aten::LOGICAL_OR, compare),
+    (aten::LOGICAL_XOR, compare),
+    (aten::EQ_TENSOR, compare), (aten::EQ_SCALAR, compare), (aten::NE_TENSOR, compare),
+    (aten::NE_SCALAR, compare), (aten::LT_TENSOR, compare), (aten::LT_SCALAR, compare),
+    (aten::LE_TENSOR, compare), (aten::LE_SCALAR, compare), (aten::GT_TENSOR, compare),
+    (aten::GT_SCALAR, compare), (aten::GE_TENSOR, compare), (aten::GE_SCALAR, compare),
+    (aten::WHERE_SELF, where_self), (aten::WHERE_SCALAROTHER, where_self),
+    (aten::WHERE_SCALARSELF, where_self), (aten::WHERE_SCALAR, where_self),
+    (aten::CLAMP_TENSOR, clamp_tensor),
+    (aten::__AND___TENSOR, binary), (aten::__OR___TENSOR, binary),
+    (aten::BITWISE_XOR_SCALAR, binary), (aten::BITWISE_AND_SCALAR, binary),
+    (aten::BITWISE_OR_SCALAR, binary), (aten::POW_SCALAR, binary),
+    (aten::DIV_SCALAR_MODE, binary), (aten::ATAN2_OUT, binary),
+    (aten::ACOS, same), (aten::ACOSH, same), (aten::ASIN, same),
+    (aten::ASINH, same), (aten::ATAN, same), (aten::ATANH, same),
+    (aten::COSH, same), (aten::SINH, same), (aten::TAN, same),
+    (aten::EXPM1, same), (aten::LOG10, same), (aten::LOG1P, same),
+    (aten::LOG2, same),
+    (aten::CLAMP, same), (aten::NEG, same), (aten::ABS, same),
+    (aten::EXP, same), (aten::LOG, same), (aten::SQRT, same),
+    (aten::RSQRT, same), (aten::RECIPROCAL, same), (aten::SIN, same),
+    (aten::COS, same), (aten::TANH, same), (aten::ERF, same),
+    (aten::FLOOR, same), (aten::CEIL, same), (aten::ROUND, same),
+    (aten::TRUNC, same), (aten::SIGN, same), (aten::LOGICAL_NOT, same),
+    (aten::BITWISE_NOT, same), (aten::ISNAN, same), (aten::ISINF, same),
+    (quantized_decomposed::QUANTIZE_PER_TENSOR, quantize_per_tensor),
+    (quantized_decomposed::QUANTIZE_PER_TENSOR_TENSOR, quantize_per_tensor),
+    (quantized_decomposed::QUANTIZE_PER_CHANNEL, quantize_per_channel),
+    (quantized_decomposed::DEQUANTIZE_PER_TENSOR, dequantize),
+    (quantized_decomposed::DEQUANTIZE_PER_TENSOR_TENSOR, dequantize),
+    (quantized_decomposed::DEQUANTIZE_PER_CHANNEL, dequantize),
+    (quantized_decomposed::CHOOSE_QPARAMS_TENSOR, choose_qparams),
 ];

@@ -1,5 +1,6 @@
 //! Pooling: max, average and adaptive, 1-D to 3-D: the shape rules.
 
+use crate::ir::op::aten;
 use super::conv::{out_size, Window};
 use super::*;
 
@@ -115,20 +116,20 @@ fn fractional(site: &Site, n: usize) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.max_pool1d.default", |s| pool(s, 1)), ("aten.max_pool2d.default", |s| pool(s, 2)),
-    ("aten.max_pool3d.default", |s| pool(s, 3)),
-    ("aten.max_pool2d_with_indices.default", |s| pool(s, 2)),
-    ("aten.max_pool3d_with_indices.default", |s| pool(s, 3)),
-    ("aten.avg_pool1d.default", |s| pool(s, 1)), ("aten.avg_pool2d.default", |s| pool(s, 2)),
-    ("aten.avg_pool3d.default", |s| pool(s, 3)),
-    ("aten.adaptive_avg_pool1d.default", |s| adaptive(s, 1)),
-    ("aten.adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
-    ("aten._adaptive_avg_pool2d.default", |s| adaptive(s, 2)),
-    ("aten.adaptive_max_pool1d.default", |s| adaptive(s, 1)),
-    ("aten.adaptive_max_pool2d.default", |s| adaptive(s, 2)),
-    ("aten.adaptive_max_pool3d.default", |s| adaptive(s, 3)),
-    ("aten.max_unpool2d.default", |s| unpool(s, 2)), ("aten.max_unpool3d.default", |s| unpool(s, 3)),
-    ("aten.fractional_max_pool2d.default", |s| fractional(s, 2)),
-    ("aten.fractional_max_pool3d.default", |s| fractional(s, 3)),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::MAX_POOL1D, |s| pool(s, 1)), (aten::MAX_POOL2D, |s| pool(s, 2)),
+    (aten::MAX_POOL3D, |s| pool(s, 3)),
+    (aten::MAX_POOL2D_WITH_INDICES, |s| pool(s, 2)),
+    (aten::MAX_POOL3D_WITH_INDICES, |s| pool(s, 3)),
+    (aten::AVG_POOL1D, |s| pool(s, 1)), (aten::AVG_POOL2D, |s| pool(s, 2)),
+    (aten::AVG_POOL3D, |s| pool(s, 3)),
+    (aten::ADAPTIVE_AVG_POOL1D, |s| adaptive(s, 1)),
+    (aten::ADAPTIVE_AVG_POOL2D, |s| adaptive(s, 2)),
+    (aten::_ADAPTIVE_AVG_POOL2D, |s| adaptive(s, 2)),
+    (aten::ADAPTIVE_MAX_POOL1D, |s| adaptive(s, 1)),
+    (aten::ADAPTIVE_MAX_POOL2D, |s| adaptive(s, 2)),
+    (aten::ADAPTIVE_MAX_POOL3D, |s| adaptive(s, 3)),
+    (aten::MAX_UNPOOL2D, |s| unpool(s, 2)), (aten::MAX_UNPOOL3D, |s| unpool(s, 3)),
+    (aten::FRACTIONAL_MAX_POOL2D, |s| fractional(s, 2)),
+    (aten::FRACTIONAL_MAX_POOL3D, |s| fractional(s, 3)),
 ];

@@ -1,5 +1,6 @@
 //! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// A reduction over `dim` (a list; empty or absent: every dim), keeping
@@ -126,15 +127,15 @@ fn all_dims(site: &Site) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.sum.dim_IntList", over_dims), ("aten.sum.default", over_dims),
-    ("aten.mean.dim", over_dims), ("aten.mean.default", over_dims),
-    ("aten.amax.default", over_dims), ("aten.amin.default", over_dims),
-    ("aten.var.correction", over_dims), ("aten.var.dim", over_dims),
-    ("aten.any.dims", over_dims), ("aten.any.default", over_dims),
-    ("aten.argmax.default", arg_extreme), ("aten.argmin.default", arg_extreme),
-    ("aten.topk.default", topk), ("aten.cumsum.default", along_dim),
-    ("aten.sort.default", along_dim), ("aten.max.dim", one_dim), ("aten.min.dim", one_dim),
-    ("aten.any.dim", one_dim), ("aten.all.dim", one_dim), ("aten.prod.dim_int", one_dim),
-    ("aten.prod.default", all_dims),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::SUM_DIM_INTLIST, over_dims), (aten::SUM, over_dims),
+    (aten::MEAN_DIM, over_dims), (aten::MEAN, over_dims),
+    (aten::AMAX, over_dims), (aten::AMIN, over_dims),
+    (aten::VAR_CORRECTION, over_dims), (aten::VAR_DIM, over_dims),
+    (aten::ANY_DIMS, over_dims), (aten::ANY, over_dims),
+    (aten::ARGMAX, arg_extreme), (aten::ARGMIN, arg_extreme),
+    (aten::TOPK, topk), (aten::CUMSUM, along_dim),
+    (aten::SORT, along_dim), (aten::MAX_DIM, one_dim), (aten::MIN_DIM, one_dim),
+    (aten::ANY_DIM, one_dim), (aten::ALL_DIM, one_dim), (aten::PROD_DIM_INT, one_dim),
+    (aten::PROD, all_dims),
 ];

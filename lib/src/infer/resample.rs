@@ -1,5 +1,6 @@
 //! Resampling: upsampling, interpolation and grid sampling: the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// `upsample_{nearest,linear,bilinear,trilinear,nearest_exact}{1,2,3}d`
@@ -71,25 +72,25 @@ fn upsample(site: &Site) -> Result<Vec<Out>> {
 }
 
 /// This family's rows: op identity -> rule.
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.upsample_nearest1d.vec", upsample),
-    ("aten.upsample_nearest1d.default", upsample),
-    ("aten.upsample_nearest2d.vec", upsample),
-    ("aten.upsample_nearest2d.default", upsample),
-    ("aten.upsample_nearest3d.vec", upsample),
-    ("aten.upsample_nearest3d.default", upsample),
-    ("aten._upsample_nearest_exact1d.vec", upsample),
-    ("aten._upsample_nearest_exact1d.default", upsample),
-    ("aten._upsample_nearest_exact2d.vec", upsample),
-    ("aten._upsample_nearest_exact2d.default", upsample),
-    ("aten._upsample_nearest_exact3d.vec", upsample),
-    ("aten._upsample_nearest_exact3d.default", upsample),
-    ("aten.upsample_linear1d.vec", upsample),
-    ("aten.upsample_linear1d.default", upsample),
-    ("aten.upsample_bilinear2d.vec", upsample),
-    ("aten.upsample_bilinear2d.default", upsample),
-    ("aten.upsample_trilinear3d.vec", upsample),
-    ("aten.upsample_trilinear3d.default", upsample),
-    ("aten.upsample_bicubic2d.vec", upsample),
-    ("aten.upsample_bicubic2d.default", upsample),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::UPSAMPLE_NEAREST1D_VEC, upsample),
+    (aten::UPSAMPLE_NEAREST1D, upsample),
+    (aten::UPSAMPLE_NEAREST2D_VEC, upsample),
+    (aten::UPSAMPLE_NEAREST2D, upsample),
+    (aten::UPSAMPLE_NEAREST3D_VEC, upsample),
+    (aten::UPSAMPLE_NEAREST3D, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D_VEC, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D_VEC, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D_VEC, upsample),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D, upsample),
+    (aten::UPSAMPLE_LINEAR1D_VEC, upsample),
+    (aten::UPSAMPLE_LINEAR1D, upsample),
+    (aten::UPSAMPLE_BILINEAR2D_VEC, upsample),
+    (aten::UPSAMPLE_BILINEAR2D, upsample),
+    (aten::UPSAMPLE_TRILINEAR3D_VEC, upsample),
+    (aten::UPSAMPLE_TRILINEAR3D, upsample),
+    (aten::UPSAMPLE_BICUBIC2D_VEC, upsample),
+    (aten::UPSAMPLE_BICUBIC2D, upsample),
 ];

@@ -1,5 +1,6 @@
 //! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the shape rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn numel(dims: &[Dim]) -> Option<i64> {
@@ -118,7 +119,7 @@ fn expand(site: &Site) -> Result<Vec<Out>> {
 fn cat(site: &Site) -> Result<Vec<Out>> {
     let parts: Vec<Vec<Dim>> = site
         .args
-        .ts("tensors")?
+        .tensors("tensors")?
         .into_iter()
         .map(|v| site.dims_of(v))
         .collect::<Result<_>>()?;
@@ -447,21 +448,21 @@ fn mode_pad(site: &Site, n: usize, reflect: bool) -> Result<Vec<Out>> {
 
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("aten.view.default", view), ("aten._unsafe_view.default", view),
-    ("aten.reshape.default", view), ("aten.permute.default", permute),
-    ("aten.transpose.int", transpose), ("aten.expand.default", expand),
-    ("aten.cat.default", cat), ("aten.split_with_sizes.default", split_with_sizes),
-    ("aten.slice.Tensor", slice), ("aten.select.int", select),
-    ("aten.unsqueeze.default", unsqueeze), ("aten.squeeze.dim", squeeze),
-    ("aten.squeeze.dims", squeeze), ("aten.squeeze.default", squeeze),
-    ("aten.flatten.using_ints", flatten), ("aten.unflatten.int", unflatten), ("aten.constant_pad_nd.default", constant_pad),
-    ("aten.repeat.default", repeat), ("aten.flip.default", flip),
-    ("aten.t.default", t), ("aten.split.Tensor", split),
-    ("aten.reflection_pad1d.default", |s| mode_pad(s, 1, true)),
-    ("aten.reflection_pad2d.default", |s| mode_pad(s, 2, true)),
-    ("aten.reflection_pad3d.default", |s| mode_pad(s, 3, true)),
-    ("aten.replication_pad1d.default", |s| mode_pad(s, 1, false)),
-    ("aten.replication_pad2d.default", |s| mode_pad(s, 2, false)),
-    ("aten.replication_pad3d.default", |s| mode_pad(s, 3, false)),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (aten::VIEW, view), (aten::_UNSAFE_VIEW, view),
+    (aten::RESHAPE, view), (aten::PERMUTE, permute),
+    (aten::TRANSPOSE_INT, transpose), (aten::EXPAND, expand),
+    (aten::CAT, cat), (aten::SPLIT_WITH_SIZES, split_with_sizes),
+    (aten::SLICE_TENSOR, slice), (aten::SELECT_INT, select),
+    (aten::UNSQUEEZE, unsqueeze), (aten::SQUEEZE_DIM, squeeze),
+    (aten::SQUEEZE_DIMS, squeeze), (aten::SQUEEZE, squeeze),
+    (aten::FLATTEN_USING_INTS, flatten), (aten::UNFLATTEN_INT, unflatten), (aten::CONSTANT_PAD_ND, constant_pad),
+    (aten::REPEAT, repeat), (aten::FLIP, flip),
+    (aten::T, t), (aten::SPLIT_TENSOR, split),
+    (aten::REFLECTION_PAD1D, |s| mode_pad(s, 1, true)),
+    (aten::REFLECTION_PAD2D, |s| mode_pad(s, 2, true)),
+    (aten::REFLECTION_PAD3D, |s| mode_pad(s, 3, true)),
+    (aten::REPLICATION_PAD1D, |s| mode_pad(s, 1, false)),
+    (aten::REPLICATION_PAD2D, |s| mode_pad(s, 2, false)),
+    (aten::REPLICATION_PAD3D, |s| mode_pad(s, 3, false)),
 ];

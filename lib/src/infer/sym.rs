@@ -3,4 +3,4 @@
 use super::*;
 
 /// This family's rows: op identity -> rule.
-pub(super) const ROWS: &[(&str, Rule)] = &[];
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[];

@@ -4,6 +4,7 @@
 //! boxes only the data decides: its length is an unbacked symbol, as
 //! `nonzero`'s.
 
+use crate::ir::op::torchvision;
 use super::*;
 
 /// The input `[B, C, H, W]`, the boxes `[K, 5]` and the pooled size
@@ -115,11 +116,11 @@ fn deform_conv2d(site: &Site) -> Result<Vec<Out>> {
 }
 
 /// This family's rows: op identity -> rule.
-pub(super) const ROWS: &[(&str, Rule)] = &[
-    ("torchvision.roi_align.default", roi),
-    ("torchvision.roi_pool.default", roi),
-    ("torchvision.ps_roi_align.default", ps_roi),
-    ("torchvision.ps_roi_pool.default", ps_roi),
-    ("torchvision.nms.default", nms),
-    ("torchvision.deform_conv2d.default", deform_conv2d),
+pub(super) const ROWS: &[(&str, ShapeRule)] = &[
+    (torchvision::ROI_ALIGN, roi),
+    (torchvision::ROI_POOL, roi),
+    (torchvision::PS_ROI_ALIGN, ps_roi),
+    (torchvision::PS_ROI_POOL, ps_roi),
+    (torchvision::NMS, nms),
+    (torchvision::DEFORM_CONV2D, deform_conv2d),
 ];

@@ -25,21 +25,21 @@ impl<'n> NodeArgs<'n> {
         !matches!(self.0.arg(name), None | Some(Argument::None))
     }
 
-    pub fn t(&self, name: &str) -> Result<ValueId> {
+    pub fn tensor(&self, name: &str) -> Result<ValueId> {
         match self.0.arg(name) {
             Some(Argument::Tensor(v)) | Some(Argument::OptionalTensor(Some(v))) => Ok(*v),
             _ => Err(self.err(name, "a tensor")),
         }
     }
 
-    pub fn ot(&self, name: &str) -> Result<Option<ValueId>> {
+    pub fn opt_tensor(&self, name: &str) -> Result<Option<ValueId>> {
         match self.0.arg(name) {
             None | Some(Argument::None) | Some(Argument::OptionalTensor(None)) => Ok(None),
-            _ => self.t(name).map(Some),
+            _ => self.tensor(name).map(Some),
         }
     }
 
-    pub fn ts(&self, name: &str) -> Result<Vec<ValueId>> {
+    pub fn tensors(&self, name: &str) -> Result<Vec<ValueId>> {
         match self.0.arg(name) {
             Some(Argument::Tensors(v)) => Ok(v.clone()),
             Some(Argument::OptionalTensors(v)) => v

@@ -17,6 +17,7 @@
 
 pub mod args;
 pub mod dtype;
+pub mod op;
 pub mod sym;
 pub mod validate;
 pub use validate::{validate, MAX_GRAPH_DEPTH, MAX_NODES};

@@ -12,13 +12,20 @@
 //!   inverse transform, its real part: what pocketfft's c2r computes (it
 //!   too ignores the imaginary parts of the bins a real signal has real).
 
-use super::{Cx, Handler};
+use super::{ComplexNode, Handler};
 use crate::decompose::args::NodeArgs;
+use crate::ir::op::aten;
 use crate::ir::{Argument, Sym, ValueId};
 use crate::{Error, Result};
 
 /// `pt2kit.dft` of pair (or real signal) `x` over `axis`.
-fn dft(cx: &mut Cx, x: ValueId, axis: usize, inverse: bool, onesided: bool) -> Result<ValueId> {
+fn dft(
+    cx: &mut ComplexNode,
+    x: ValueId,
+    axis: usize,
+    inverse: bool,
+    onesided: bool,
+) -> Result<ValueId> {
     let m = cx.em.meta(x)?.clone();
     let mut sizes = m.sizes.clone();
     if onesided {
@@ -55,20 +62,20 @@ fn norm_factor(code: i64, n: i64) -> Result<f64> {
 }
 
 /// `x * s`, or `x` when `s` is 1.
-fn scaled(cx: &mut Cx, x: ValueId, s: f64) -> Result<ValueId> {
+fn scaled(cx: &mut ComplexNode, x: ValueId, s: f64) -> Result<ValueId> {
     if s == 1.0 {
         return Ok(x);
     }
-    cx.scalar("aten.mul.Tensor", x, s)
+    cx.scalar(aten::MUL_TENSOR, x, s)
 }
 
 /// The number of points of the signal: the product of `sizes` over `dims`.
-fn points(cx: &Cx, x: ValueId, dims: &[usize], what: &str) -> Result<i64> {
+fn points(cx: &ComplexNode, x: ValueId, dims: &[usize], what: &str) -> Result<i64> {
     dims.iter().map(|&d| cx.em.static_dim(x, d, what)).product()
 }
 
-fn r2c(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn r2c(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let real = cx.out_meta(0)?.dtype.real_part();
     let x = cx.cast(x, real)?;
     let r = cx.em.rank(x)?;
@@ -93,8 +100,8 @@ fn r2c(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?])
 }
 
-fn c2c(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn c2c(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let real = cx.out_meta(0)?.dtype.real_part();
     let mut p = cx.as_pair(x, real)?;
     let dims = cx.dims(x, &a.ints("dim")?)?;
@@ -108,8 +115,8 @@ fn c2c(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![scaled(cx, p, s)?])
 }
 
-fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn c2r(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let real = cx.out_meta(0)?.dtype;
     let mut p = cx.as_pair(x, real)?;
@@ -131,7 +138,7 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let head = if have > half {
         let meta = cx.meta(p, real, sizes.clone())?;
         cx.op(
-            "aten.slice.Tensor",
+            aten::SLICE_TENSOR,
             vec![
                 ("self", Argument::Tensor(p)),
                 ("dim", Argument::Int(last as i64)),
@@ -146,7 +153,7 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         pad[at] = half - have;
         let meta = cx.meta(p, real, sizes.clone())?;
         cx.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(p)),
                 ("pad", Argument::Ints(pad)),
@@ -164,7 +171,7 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ts[last] = Sym::Int(tail);
         let meta = cx.meta(head, real, ts.clone())?;
         let t = cx.op(
-            "aten.slice.Tensor",
+            aten::SLICE_TENSOR,
             vec![
                 ("self", Argument::Tensor(head)),
                 ("dim", Argument::Int(last as i64)),
@@ -174,7 +181,7 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             meta.clone(),
         )?;
         let t = cx.op(
-            "aten.flip.default",
+            aten::FLIP,
             vec![
                 ("self", Argument::Tensor(t)),
                 ("dims", Argument::Ints(vec![last as i64])),
@@ -182,13 +189,13 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             meta.clone(),
         )?;
         let (re, im) = cx.parts(t)?;
-        let im = cx.unary("aten.neg.default", im, real)?;
+        let im = cx.unary(aten::NEG, im, real)?;
         let t = cx.join(re, im, meta)?;
         let mut fs = sizes.clone();
         fs[last] = Sym::Int(len);
         let meta = cx.meta(head, real, fs)?;
         cx.op(
-            "aten.cat.default",
+            aten::CAT,
             vec![
                 ("tensors", Argument::Tensors(vec![head, t])),
                 ("dim", Argument::Int(last as i64)),
@@ -214,14 +221,14 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ]
     };
     if s == 1.0 {
-        cx.em.op_into("aten.select.int", args(y), out)?;
+        cx.em.op_into(aten::SELECT_INT, args(y), out)?;
     } else {
         let mut rs = cx.em.sizes(y)?;
         rs.pop();
         let meta = cx.meta(y, real, rs)?;
-        let re = cx.op("aten.select.int", args(y), meta)?;
+        let re = cx.op(aten::SELECT_INT, args(y), meta)?;
         cx.em.op_into(
-            "aten.mul.Tensor",
+            aten::MUL_TENSOR,
             vec![
                 ("self", Argument::Tensor(re)),
                 ("other", Argument::Float(s)),
@@ -233,7 +240,7 @@ fn c2r(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) const ROWS: &[(&str, Handler)] = &[
-    ("aten._fft_r2c.default", r2c),
-    ("aten._fft_c2c.default", c2c),
-    ("aten._fft_c2r.default", c2r),
+    (aten::_FFT_R2C, r2c),
+    (aten::_FFT_C2C, c2c),
+    (aten::_FFT_C2R, c2r),
 ];

@@ -3,14 +3,15 @@
 //! `reciprocal`, and matrix products as four real ones.
 
 use super::arith::{out_real, out_sizes};
-use super::{exact, scalar_parts, Cx, Handler};
+use super::{exact, scalar_parts, ComplexNode, Handler};
 use crate::decompose::args::NodeArgs;
+use crate::ir::op::aten;
 use crate::ir::{Argument, ValueId};
 use crate::{Error, Result};
 
 /// `pow(z, p)` for a real scalar `p`: `z * z` for 2, else the polar form
 /// `|z|^p (cos p theta + i sin p theta)` (`std::pow`'s).
-fn pow(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn pow(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
     let real = out_real(cx, 0)?;
@@ -23,10 +24,10 @@ fn pow(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             ))
         }
     };
-    let z = cx.as_pair(a.t("self")?, real)?;
+    let z = cx.as_pair(a.tensor("self")?, real)?;
     if p == 1.0 {
         return Ok(vec![cx.op(
-            "aten.clone.default",
+            aten::CLONE,
             vec![("self", Argument::Tensor(z))],
             meta,
         )?]);
@@ -39,48 +40,48 @@ fn pow(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let r = exact::hypot(cx, re, im, &sizes)?;
     let m = cx.meta(r, real, sizes.clone())?;
     let rp = cx.op(
-        "aten.pow.Tensor_Scalar",
+        aten::POW_TENSOR_SCALAR,
         vec![
             ("self", Argument::Tensor(r)),
             ("exponent", Argument::Float(p)),
         ],
         m,
     )?;
-    let t = cx.binary("aten.atan2.default", im, re, &sizes)?;
-    let t = cx.scalar("aten.mul.Tensor", t, p)?;
-    let cos = cx.unary("aten.cos.default", t, real)?;
-    let sin = cx.unary("aten.sin.default", t, real)?;
-    let re = cx.binary("aten.mul.Tensor", rp, cos, &sizes)?;
-    let im = cx.binary("aten.mul.Tensor", rp, sin, &sizes)?;
+    let t = cx.binary(aten::ATAN2, im, re, &sizes)?;
+    let t = cx.scalar(aten::MUL_TENSOR, t, p)?;
+    let cos = cx.unary(aten::COS, t, real)?;
+    let sin = cx.unary(aten::SIN, t, real)?;
+    let re = cx.binary(aten::MUL_TENSOR, rp, cos, &sizes)?;
+    let im = cx.binary(aten::MUL_TENSOR, rp, sin, &sizes)?;
     Ok(vec![cx.join(re, im, meta)?])
 }
 
 /// The principal square root ([`exact::sqrt`]).
-fn sqrt(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn sqrt(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
-    let z = cx.pair(a.t("self")?)?;
+    let z = cx.pair(a.tensor("self")?)?;
     let z = cx.parts(z)?;
     let (re, im) = exact::sqrt(cx, z, &sizes)?;
     Ok(vec![cx.join(re, im, meta)?])
 }
 
 /// `log z = log |z| + i arg z` ([`exact::log`]).
-fn log(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn log(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
-    let z = cx.pair(a.t("self")?)?;
+    let z = cx.pair(a.tensor("self")?)?;
     let z = cx.parts(z)?;
     let (re, im) = exact::log(cx, z, &sizes)?;
     Ok(vec![cx.join(re, im, meta)?])
 }
 
 /// `1 / z`, by the division's Smith's method.
-fn reciprocal(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn reciprocal(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
     let real = out_real(cx, 0)?;
-    let z = cx.pair(a.t("self")?)?;
+    let z = cx.pair(a.tensor("self")?)?;
     let (c, d) = cx.parts(z)?;
     let one = cx.constant(c, 1.0, real)?;
     let zero = cx.constant(c, 0.0, real)?;
@@ -90,13 +91,13 @@ fn reciprocal(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// `mm`, `bmm`: `(A + iB)(C + iD) = (AC - BD) + i(AD + BC)`, a real
 /// factor's imaginary part left out.
-fn product(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn product(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let meta = cx.out_pair(0)?;
     let sizes = out_sizes(cx, 0)?;
     let real = out_real(cx, 0)?;
     let op = cx.node.target.to_string();
-    let (x, y) = (a.t("self")?, a.t("mat2")?);
-    let split = |cx: &mut Cx, v: ValueId| -> Result<(ValueId, Option<ValueId>)> {
+    let (x, y) = (a.tensor("self")?, a.tensor("mat2")?);
+    let split = |cx: &mut ComplexNode, v: ValueId| -> Result<(ValueId, Option<ValueId>)> {
         if cx.complex(v) {
             let p = cx.as_pair(v, real)?;
             let (re, im) = cx.parts(p)?;
@@ -107,7 +108,7 @@ fn product(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let (a_re, a_im) = split(cx, x)?;
     let (c_re, c_im) = split(cx, y)?;
-    let mm = |cx: &mut Cx, p: ValueId, q: ValueId| -> Result<ValueId> {
+    let mm = |cx: &mut ComplexNode, p: ValueId, q: ValueId| -> Result<ValueId> {
         let m = cx.meta(p, real, sizes.clone())?;
         cx.op(
             &op,
@@ -121,8 +122,8 @@ fn product(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             let bd = mm(cx, b, d)?;
             let ad = mm(cx, a_re, d)?;
             let bc = mm(cx, b, c_re)?;
-            let re = cx.binary("aten.sub.Tensor", ac, bd, &sizes)?;
-            (re, cx.binary("aten.add.Tensor", ad, bc, &sizes)?)
+            let re = cx.binary(aten::SUB_TENSOR, ac, bd, &sizes)?;
+            (re, cx.binary(aten::ADD_TENSOR, ad, bc, &sizes)?)
         }
         (Some(b), None) => (ac, mm(cx, b, c_re)?),
         (None, Some(d)) => (ac, mm(cx, a_re, d)?),
@@ -133,11 +134,11 @@ fn product(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// `index_put` into a complex tensor: of the pairs (the values as pairs
 /// too; the indexed dims precede the pair dim).
-fn index_put(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn index_put(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let real = out_real(cx, 0)?;
     let meta = cx.out_pair(0)?;
-    let p = cx.pair(a.t("self")?)?;
-    let v = cx.as_pair(a.t("values")?, real)?;
+    let p = cx.pair(a.tensor("self")?)?;
+    let v = cx.as_pair(a.tensor("values")?, real)?;
     cx.same_op(
         vec![
             ("self", Argument::Tensor(p)),
@@ -148,13 +149,13 @@ fn index_put(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 /// `full_like` of a complex dtype: each part filled, shaped like `self`.
-fn full_like_of(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn full_like_of(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = cx.out_meta(0)?;
     let real = out.dtype.real_part();
     let value = a.arg("fill_value");
     let (c, d) = scalar_parts(&value)
         .ok_or_else(|| Error::bad_input(format!("a fill value that is no number: {value:?}")))?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let like = if cx.complex(x) {
         let p = cx.pair(x)?;
         cx.parts(p)?.0
@@ -165,7 +166,7 @@ fn full_like_of(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     for v in [c, d] {
         let m = cx.meta(like, real, out.sizes.clone())?;
         halves.push(cx.op(
-            "aten.full_like.default",
+            aten::FULL_LIKE,
             vec![
                 ("self", Argument::Tensor(like)),
                 ("fill_value", Argument::Float(v)),
@@ -182,12 +183,12 @@ fn full_like_of(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) const ROWS: &[(&str, Handler)] = &[
-    ("aten.pow.Tensor_Scalar", pow),
-    ("aten.sqrt.default", sqrt),
-    ("aten.log.default", log),
-    ("aten.reciprocal.default", reciprocal),
-    ("aten.mm.default", product),
-    ("aten.bmm.default", product),
-    ("aten.index_put.default", index_put),
-    ("aten.full_like.default", full_like_of),
+    (aten::POW_TENSOR_SCALAR, pow),
+    (aten::SQRT, sqrt),
+    (aten::LOG, log),
+    (aten::RECIPROCAL, reciprocal),
+    (aten::MM, product),
+    (aten::BMM, product),
+    (aten::INDEX_PUT, index_put),
+    (aten::FULL_LIKE, full_like_of),
 ];

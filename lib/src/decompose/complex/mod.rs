@@ -41,6 +41,7 @@ mod fft;
 mod math;
 mod shape;
 
+use crate::ir::op::aten;
 use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
 
@@ -55,11 +56,11 @@ use crate::{Error, Result};
 
 /// The ops that may still touch a complex value after the lowering: a
 /// complex user input viewed as pairs, a pair viewed as a complex output.
-pub const BOUNDARY_OPS: &[&str] = &["aten.view_as_real.default", "aten.view_as_complex.default"];
+pub const BOUNDARY_OPS: &[&str] = &[aten::VIEW_AS_REAL, aten::VIEW_AS_COMPLEX];
 
 /// How one op is rewritten: the value that now holds each output of the
 /// node (in [`node_outputs`] order), a real pair for a complex output.
-type Handler = fn(&mut Cx, &NodeArgs) -> Result<Vec<ValueId>>;
+type Handler = fn(&mut ComplexNode, &NodeArgs) -> Result<Vec<ValueId>>;
 
 /// Every op with a real-pair form: (op identity, rewrite).
 fn handlers() -> &'static HashMap<&'static str, Handler> {
@@ -136,13 +137,13 @@ pub use super::edit::pair_meta;
 
 /// A rewrite's view of the lowering: the emitter, the pair of every complex
 /// value lowered so far, and the node being rewritten.
-pub(super) struct Cx<'a, 'g> {
+pub(super) struct ComplexNode<'a, 'g> {
     pub em: &'a mut Emitter<'g>,
     pairs: &'a HashMap<ValueId, ValueId>,
     pub node: &'a Node,
 }
 
-impl Cx<'_, '_> {
+impl ComplexNode<'_, '_> {
     /// Whether `v` is complex (the node's own values: never a pair).
     pub fn complex(&self, v: ValueId) -> bool {
         matches!(&self.em.values[v.index()].kind, ValueKind::Tensor(m) if m.dtype.is_complex())
@@ -284,7 +285,7 @@ impl Cx<'_, '_> {
     ) -> Result<ValueId> {
         let m = self.meta(t, self.em.dtype(t)?, sizes.to_vec())?;
         self.op(
-            "aten.where.self",
+            aten::WHERE_SELF,
             vec![
                 ("condition", Argument::Tensor(cond)),
                 ("self", Argument::Tensor(t)),
@@ -298,7 +299,7 @@ impl Cx<'_, '_> {
     pub fn constant(&mut self, like: ValueId, v: f64, dtype: Dtype) -> Result<ValueId> {
         let m = self.meta(like, dtype, vec![])?;
         self.op(
-            "aten.full.default",
+            aten::FULL,
             vec![
                 ("size", Argument::SymInts(vec![])),
                 ("fill_value", Argument::Float(v)),
@@ -315,7 +316,7 @@ impl Cx<'_, '_> {
         }
         let meta = self.meta(x, dtype, self.em.sizes(x)?)?;
         self.op(
-            "aten._to_copy.default",
+            aten::_TO_COPY,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dtype", Argument::ScalarType(dtype)),
@@ -331,7 +332,7 @@ impl Cx<'_, '_> {
         sizes.insert(dim, Sym::Int(1));
         let meta = self.meta(x, m.dtype, sizes)?;
         self.op(
-            "aten.unsqueeze.default",
+            aten::UNSQUEEZE,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", Argument::Int(dim as i64)),
@@ -361,7 +362,7 @@ impl Cx<'_, '_> {
         }
         let meta = self.meta(x, real, sizes)?;
         self.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("pad", Argument::Ints(vec![0, 1])),
@@ -389,7 +390,7 @@ impl Cx<'_, '_> {
                 ..m.clone()
             };
             out.push(self.op(
-                "aten.select.int",
+                aten::SELECT_INT,
                 vec![
                     ("self", Argument::Tensor(p)),
                     ("dim", Argument::Int(n as i64)),
@@ -421,7 +422,7 @@ impl Cx<'_, '_> {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 self.op(
-                    "aten.expand.default",
+                    aten::EXPAND,
                     vec![
                         ("self", Argument::Tensor(x)),
                         ("size", Argument::SymInts(refs)),
@@ -439,7 +440,7 @@ impl Cx<'_, '_> {
             ..meta
         };
         self.op(
-            "aten.cat.default",
+            aten::CAT,
             vec![
                 ("tensors", Argument::Tensors(halves)),
                 ("dim", Argument::Int(n as i64)),
@@ -537,7 +538,7 @@ pub fn to_real_pairs(p: &mut Program, log: &mut Vec<Lowered>) -> Result<usize> {
                 let mut em = Emitter::new(&mut p.graph.values, &mut names, NodeMeta::default());
                 let real = pair_meta(&meta);
                 let r = em.op(
-                    "aten.view_as_real.default",
+                    aten::VIEW_AS_REAL,
                     vec![("self", Argument::Tensor(v))],
                     real,
                 )?;
@@ -603,7 +604,7 @@ pub fn to_real_pairs(p: &mut Program, log: &mut Vec<Lowered>) -> Result<usize> {
         let replaced = if let Some(h) = handlers().get(op.as_str()) {
             super::apply(&mut em, &node, |em, a| {
                 h(
-                    &mut Cx {
+                    &mut ComplexNode {
                         em,
                         pairs: &pairs,
                         node: &node,
@@ -703,7 +704,7 @@ pub fn to_real_pairs(p: &mut Program, log: &mut Vec<Lowered>) -> Result<usize> {
         };
         let mut em = Emitter::new(&mut g.values, &mut names, NodeMeta::default());
         let view = em.op(
-            "aten.view_as_complex.default",
+            aten::VIEW_AS_COMPLEX,
             vec![("self", Argument::Tensor(pair))],
             meta,
         )?;

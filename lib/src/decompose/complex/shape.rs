@@ -3,8 +3,9 @@
 //! negative dim never lands on the pair dim), size lists given the pair
 //! dim, and complex tensors made of parts where torch creates them.
 
-use super::{pair_meta, scalar_parts, Cx, Handler};
+use super::{pair_meta, scalar_parts, ComplexNode, Handler};
 use crate::decompose::args::{node_outputs, NodeArgs};
+use crate::ir::op::aten;
 use crate::ir::{normalize_dim, Argument, Sym, SymRef, ValueId};
 use crate::{Error, Result};
 
@@ -21,8 +22,12 @@ fn with_pair(a: &NodeArgs, name: &str, last: i64) -> Result<Argument> {
 
 /// The node again on the pair of `self`, with these arguments replaced
 /// and every output given its pair meta.
-fn on_pair(cx: &mut Cx, a: &NodeArgs, args: Vec<(&str, Argument)>) -> Result<Vec<ValueId>> {
-    let p = cx.pair(a.t("self")?)?;
+fn on_pair(
+    cx: &mut ComplexNode,
+    a: &NodeArgs,
+    args: Vec<(&str, Argument)>,
+) -> Result<Vec<ValueId>> {
+    let p = cx.pair(a.tensor("self")?)?;
     let metas = (0..node_outputs(cx.node).len())
         .map(|i| cx.out_pair(i))
         .collect::<Result<Vec<_>>>()?;
@@ -31,14 +36,19 @@ fn on_pair(cx: &mut Cx, a: &NodeArgs, args: Vec<(&str, Argument)>) -> Result<Vec
     cx.same_op(args, metas)
 }
 
-fn dim_arg(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn dim_arg(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let d = cx.dim(x, a.int("dim")?)?;
     on_pair(cx, a, vec![("dim", Argument::Int(d as i64))])
 }
 
-fn dims_arg(cx: &mut Cx, a: &NodeArgs, name: &str, pair_too: bool) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn dims_arg(
+    cx: &mut ComplexNode,
+    a: &NodeArgs,
+    name: &str,
+    pair_too: bool,
+) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let mut dims = cx.dims(x, &a.ints(name)?)?;
     if pair_too {
         dims.push(cx.crank(x)?);
@@ -46,35 +56,35 @@ fn dims_arg(cx: &mut Cx, a: &NodeArgs, name: &str, pair_too: bool) -> Result<Vec
     on_pair(cx, a, vec![(name, ints(&dims))])
 }
 
-fn permute(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn permute(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     dims_arg(cx, a, "dims", true)
 }
 
-fn flip(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn flip(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     dims_arg(cx, a, "dims", false)
 }
 
-fn squeeze_dims(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn squeeze_dims(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     dims_arg(cx, a, "dim", false)
 }
 
-fn unsqueeze(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn unsqueeze(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, cx.crank(x)? + 1)?;
     on_pair(cx, a, vec![("dim", Argument::Int(d as i64))])
 }
 
 /// `view`, `_unsafe_view`, `expand`: the sizes and the pair dim.
-fn sized(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn sized(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     on_pair(cx, a, vec![("size", with_pair(a, "size", 2)?)])
 }
 
-fn repeat(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn repeat(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     on_pair(cx, a, vec![("repeats", with_pair(a, "repeats", 1)?)])
 }
 
 /// `as_strided` in real elements: strides and offset doubled.
-fn as_strided(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn as_strided(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let stride = a
         .ints("stride")
         .map_err(|_| Error::unsupported("as_strided of complex values needs constant strides"))?;
@@ -101,21 +111,21 @@ fn as_strided(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// `index` and the ops whose other arguments need nothing (the indexed
 /// dims precede the pair dim).
-fn same(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn same(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     on_pair(cx, a, vec![])
 }
 
-fn cat(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn cat(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = cx.out_meta(0)?;
     let real = out.dtype.real_part();
     let d = normalize_dim(a.int("dim")?, out.sizes.len())?;
     let mut xs = Vec::new();
-    for x in a.ts("tensors")? {
+    for x in a.tensors("tensors")? {
         xs.push(cx.as_pair(x, real)?);
     }
     let meta = pair_meta(&out);
     Ok(vec![cx.op(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(xs)),
             ("dim", Argument::Int(d as i64)),
@@ -126,8 +136,8 @@ fn cat(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// `constant_pad_nd`: the pair dim unpadded; a nonzero value pads each
 /// part with its own part.
-fn constant_pad(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn constant_pad(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let p = cx.pair(x)?;
     let meta = cx.out_pair(0)?;
     let pad = a.syms("pad")?;
@@ -136,7 +146,7 @@ fn constant_pad(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let mut full = vec![SymRef::Int(0), SymRef::Int(0)];
         full.extend(pad);
         return Ok(vec![cx.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(p)),
                 ("pad", Argument::SymInts(full)),
@@ -151,7 +161,7 @@ fn constant_pad(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     for (x, v) in [(re, c), (im, d)] {
         let m = cx.meta(x, meta.dtype, meta.sizes[..n].to_vec())?;
         halves.push(cx.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("pad", Argument::SymInts(pad.clone())),
@@ -164,8 +174,8 @@ fn constant_pad(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 /// `sum` and `mean` over dims (all of them when none are given).
-fn reduce(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn reduce(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let out = cx.out_meta(0)?;
     let p = cx.pair(x)?;
     let p = cx.cast(p, out.dtype.real_part())?;
@@ -177,7 +187,7 @@ fn reduce(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let keepdim = a.has("keepdim") && a.bool("keepdim")?;
     let meta = pair_meta(&out);
     let sum = cx.op(
-        "aten.sum.dim_IntList",
+        aten::SUM_DIM_INTLIST,
         vec![
             ("self", Argument::Tensor(p)),
             ("dim", ints(&dims)),
@@ -203,17 +213,17 @@ fn reduce(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 /// `where(condition, self, other)`: the condition broadcast over the pair.
-fn where_(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn where_(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = cx.out_meta(0)?;
     let real = out.dtype.real_part();
-    let cond = a.t("condition")?;
+    let cond = a.tensor("condition")?;
     let r = cx.em.rank(cond)?;
     let cond = cx.unsqueeze(cond, r)?;
-    let x = cx.as_pair(a.t("self")?, real)?;
-    let y = cx.as_pair(a.t("other")?, real)?;
+    let x = cx.as_pair(a.tensor("self")?, real)?;
+    let y = cx.as_pair(a.tensor("other")?, real)?;
     let meta = pair_meta(&out);
     Ok(vec![cx.op(
-        "aten.where.self",
+        aten::WHERE_SELF,
         vec![
             ("condition", Argument::Tensor(cond)),
             ("self", Argument::Tensor(x)),
@@ -224,8 +234,8 @@ fn where_(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 /// `sym_size.int`: the size of the pair's same dim.
-fn sym_size(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+fn sym_size(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
+    let x = a.tensor("self")?;
     let p = cx.pair(x)?;
     let d = cx.dim(x, a.int("dim")?)?;
     let mut n = cx.node.clone();
@@ -243,12 +253,12 @@ fn sym_size(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// `_assert_tensor_metadata` of a complex value: its dtype is the
 /// lowering's to keep now; dropped.
-fn drop_assert(_: &mut Cx, _: &NodeArgs) -> Result<Vec<ValueId>> {
+fn drop_assert(_: &mut ComplexNode, _: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![])
 }
 
 /// `full`, `scalar_tensor` of a complex dtype: each part filled.
-fn filled(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn filled(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = cx.out_meta(0)?;
     let real = out.dtype.real_part();
     let scalar = cx.node.target.name == "scalar_tensor";
@@ -265,7 +275,7 @@ fn filled(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
         };
         halves.push(if scalar {
             cx.op(
-                "aten.scalar_tensor.default",
+                aten::SCALAR_TENSOR,
                 vec![
                     ("s", Argument::Float(v)),
                     ("dtype", Argument::ScalarType(real)),
@@ -274,7 +284,7 @@ fn filled(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
             )?
         } else {
             cx.op(
-                "aten.full.default",
+                aten::FULL,
                 vec![
                     ("size", a.arg("size")),
                     ("fill_value", Argument::Float(v)),
@@ -288,11 +298,11 @@ fn filled(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 /// `empty` of a complex dtype: of pairs.
-fn empty(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
+fn empty(cx: &mut ComplexNode, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = cx.out_meta(0)?;
     let meta = pair_meta(&out);
     Ok(vec![cx.op(
-        "aten.empty.memory_format",
+        aten::EMPTY_MEMORY_FORMAT,
         vec![
             ("size", with_pair(a, "size", 2)?),
             ("dtype", Argument::ScalarType(meta.dtype)),
@@ -302,30 +312,30 @@ fn empty(cx: &mut Cx, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) const ROWS: &[(&str, Handler)] = &[
-    ("aten.view.default", sized),
-    ("aten._unsafe_view.default", sized),
-    ("aten.expand.default", sized),
-    ("aten.permute.default", permute),
-    ("aten.select.int", dim_arg),
-    ("aten.slice.Tensor", dim_arg),
-    ("aten.index_select.default", dim_arg),
-    ("aten.split_with_sizes.default", dim_arg),
-    ("aten.unsqueeze.default", unsqueeze),
-    ("aten.squeeze.dims", squeeze_dims),
-    ("aten.flip.default", flip),
-    ("aten.repeat.default", repeat),
-    ("aten.as_strided.default", as_strided),
-    ("aten.index.Tensor", same),
-    ("aten.cat.default", cat),
-    ("aten.constant_pad_nd.default", constant_pad),
-    ("aten.sum.dim_IntList", reduce),
-    ("aten.sum.default", reduce),
-    ("aten.mean.dim", reduce),
-    ("aten.mean.default", reduce),
-    ("aten.where.self", where_),
-    ("aten.sym_size.int", sym_size),
-    ("aten._assert_tensor_metadata.default", drop_assert),
-    ("aten.full.default", filled),
-    ("aten.scalar_tensor.default", filled),
-    ("aten.empty.memory_format", empty),
+    (aten::VIEW, sized),
+    (aten::_UNSAFE_VIEW, sized),
+    (aten::EXPAND, sized),
+    (aten::PERMUTE, permute),
+    (aten::SELECT_INT, dim_arg),
+    (aten::SLICE_TENSOR, dim_arg),
+    (aten::INDEX_SELECT, dim_arg),
+    (aten::SPLIT_WITH_SIZES, dim_arg),
+    (aten::UNSQUEEZE, unsqueeze),
+    (aten::SQUEEZE_DIMS, squeeze_dims),
+    (aten::FLIP, flip),
+    (aten::REPEAT, repeat),
+    (aten::AS_STRIDED, as_strided),
+    (aten::INDEX_TENSOR, same),
+    (aten::CAT, cat),
+    (aten::CONSTANT_PAD_ND, constant_pad),
+    (aten::SUM_DIM_INTLIST, reduce),
+    (aten::SUM, reduce),
+    (aten::MEAN_DIM, reduce),
+    (aten::MEAN, reduce),
+    (aten::WHERE_SELF, where_),
+    (aten::SYM_SIZE_INT, sym_size),
+    (aten::_ASSERT_TENSOR_METADATA, drop_assert),
+    (aten::FULL, filled),
+    (aten::SCALAR_TENSOR, filled),
+    (aten::EMPTY_MEMORY_FORMAT, empty),
 ];

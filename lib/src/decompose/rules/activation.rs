@@ -1,9 +1,10 @@
 //! Activation functions (relu, gelu, hardswish, softmax, ...): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn softmax_like(em: &mut Emitter, a: &NodeArgs, op: &str) -> Result<Vec<ValueId>> {
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     if let Some(d) = a.dtype("dtype") {
         if d != em.dtype(x)? {
             x = to_copy(em, x, d, None)?;
@@ -22,28 +23,28 @@ fn softmax_like(em: &mut Emitter, a: &NodeArgs, op: &str) -> Result<Vec<ValueId>
 }
 
 fn softmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    softmax_like(em, a, "aten._softmax.default")
+    softmax_like(em, a, aten::_SOFTMAX)
 }
 
 fn log_softmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    softmax_like(em, a, "aten._log_softmax.default")
+    softmax_like(em, a, aten::_LOG_SOFTMAX)
 }
 
 fn silu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let s = unary(em, "aten.sigmoid.default", x)?;
+    let x = a.tensor("self")?;
+    let s = unary(em, aten::SIGMOID, x)?;
     let dtype = em.dtype(x)?;
-    binary_into(em, a, "aten.mul.Tensor", x, s, dtype)
+    binary_into(em, a, aten::MUL_TENSOR, x, s, dtype)
 }
 
 /// `clamp(x + 3, 0, 6)`, and the output's meta.
 fn relu6_of_x_plus_3(em: &mut Emitter, x: ValueId) -> Result<(ValueId, TensorMeta)> {
     let dtype = em.dtype(x)?;
-    let p = with_scalar(em, "aten.add.Tensor", x, scalar(3.0, dtype))?;
+    let p = with_scalar(em, aten::ADD_TENSOR, x, scalar(3.0, dtype))?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
     let c = em.op(
-        "aten.clamp.default",
+        aten::CLAMP,
         vec![
             ("self", Argument::Tensor(p)),
             ("min", scalar(0.0, dtype)),
@@ -58,7 +59,7 @@ fn relu6_of_x_plus_3(em: &mut Emitter, x: ValueId) -> Result<(ValueId, TensorMet
 fn sixth(em: &mut Emitter, v: ValueId, meta: TensorMeta, out: Option<ValueId>) -> Result<ValueId> {
     let dtype = em.dtype(v)?;
     em.op_to(
-        "aten.div.Tensor",
+        aten::DIV_TENSOR,
         vec![("self", Argument::Tensor(v)), ("other", scalar(6.0, dtype))],
         out,
         meta,
@@ -68,10 +69,10 @@ fn sixth(em: &mut Emitter, v: ValueId, meta: TensorMeta, out: Option<ValueId>) -
 /// torch's `x * clamp(x + 3, 0, 6) / 6`, in that order (a product, then a
 /// division: `x * (clamp / 6)` rounds differently).
 fn hardswish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let (c, meta) = relu6_of_x_plus_3(em, x)?;
     let m = em.op(
-        "aten.mul.Tensor",
+        aten::MUL_TENSOR,
         vec![("self", Argument::Tensor(x)), ("other", Argument::Tensor(c))],
         meta.clone(),
     )?;
@@ -79,16 +80,16 @@ fn hardswish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn hardsigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let (c, meta) = relu6_of_x_plus_3(em, x)?;
     Ok(vec![sixth(em, c, meta, Some(a.out(0)?))?])
 }
 
 fn relu6(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     em.op_into(
-        "aten.hardtanh.default",
+        aten::HARDTANH,
         vec![
             ("self", Argument::Tensor(x)),
             ("min_val", scalar(0.0, dtype)),
@@ -101,17 +102,17 @@ fn relu6(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn softplus(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // where(x * beta > threshold, x, log1p(exp(x * beta)) / beta)
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let beta = a.float("beta")?;
-    let xb = with_scalar(em, "aten.mul.Tensor", x, Argument::Float(beta))?;
-    let ex = unary(em, "aten.exp.default", xb)?;
-    let l = unary(em, "aten.log1p.default", ex)?;
-    let soft = with_scalar(em, "aten.div.Tensor", l, Argument::Float(beta))?;
+    let xb = with_scalar(em, aten::MUL_TENSOR, x, Argument::Float(beta))?;
+    let ex = unary(em, aten::EXP, xb)?;
+    let l = unary(em, aten::LOG1P, ex)?;
+    let soft = with_scalar(em, aten::DIV_TENSOR, l, Argument::Float(beta))?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, Dtype::Bool, sizes)?;
     let big = em.op(
-        "aten.gt.Scalar",
+        aten::GT_SCALAR,
         vec![
             ("self", Argument::Tensor(xb)),
             ("other", a.arg("threshold")),
@@ -123,17 +124,17 @@ fn softplus(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn mish(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
     let sp = em.op(
-        "aten.softplus.default",
+        aten::SOFTPLUS,
         vec![("self", Argument::Tensor(x))],
         meta,
     )?;
-    let t = unary(em, "aten.tanh.default", sp)?;
-    binary_into(em, a, "aten.mul.Tensor", x, t, dtype)
+    let t = unary(em, aten::TANH, sp)?;
+    binary_into(em, a, aten::MUL_TENSOR, x, t, dtype)
 }
 
 fn elu(
@@ -145,9 +146,9 @@ fn elu(
 ) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     em.op_into(
-        "aten.elu.default",
+        aten::ELU,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("alpha", Argument::Float(alpha)),
             ("scale", Argument::Float(scale)),
             ("input_scale", Argument::Float(input_scale)),
@@ -167,7 +168,7 @@ fn celu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_dim(x, d, "glu")?;
     let mut half = em.sizes(x)?;
@@ -176,7 +177,7 @@ fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m1 = em.meta_like(x, dtype, half.clone())?;
     let m2 = em.meta_like(x, dtype, half)?;
     let parts = em.call(
-        "aten.split_with_sizes.default",
+        aten::SPLIT_WITH_SIZES,
         vec![
             ("self", Argument::Tensor(x)),
             ("split_sizes", ints_arg(&[n / 2, n / 2])),
@@ -184,65 +185,65 @@ fn glu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ],
         vec![Out::New(m1), Out::New(m2)],
     )?;
-    let g = unary(em, "aten.sigmoid.default", parts[1])?;
-    binary_into(em, a, "aten.mul.Tensor", parts[0], g, dtype)
+    let g = unary(em, aten::SIGMOID, parts[1])?;
+    binary_into(em, a, aten::MUL_TENSOR, parts[0], g, dtype)
 }
 
 fn hardshrink(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
-    let ab = unary(em, "aten.abs.default", x)?;
-    let small = cmp(em, "aten.le.Scalar", ab, a.arg("lambd"))?;
+    let ab = unary(em, aten::ABS, x)?;
+    let small = cmp(em, aten::LE_SCALAR, ab, a.arg("lambd"))?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     Ok(vec![where_(em, small, zero, x, Some(a.out(0)?))?])
 }
 
 fn softshrink(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let l = a.float("lambd")?;
-    let hi = cmp(em, "aten.gt.Scalar", x, Argument::Float(l))?;
-    let lo = cmp(em, "aten.lt.Scalar", x, Argument::Float(-l))?;
-    let minus = with_scalar(em, "aten.sub.Tensor", x, Argument::Float(l))?;
-    let plus = with_scalar(em, "aten.add.Tensor", x, Argument::Float(l))?;
+    let hi = cmp(em, aten::GT_SCALAR, x, Argument::Float(l))?;
+    let lo = cmp(em, aten::LT_SCALAR, x, Argument::Float(-l))?;
+    let minus = with_scalar(em, aten::SUB_TENSOR, x, Argument::Float(l))?;
+    let plus = with_scalar(em, aten::ADD_TENSOR, x, Argument::Float(l))?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let inner = where_(em, lo, plus, zero, None)?;
     Ok(vec![where_(em, hi, minus, inner, Some(a.out(0)?))?])
 }
 
 fn threshold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
-    let below = cmp(em, "aten.le.Scalar", x, a.arg("threshold"))?;
+    let below = cmp(em, aten::LE_SCALAR, x, a.arg("threshold"))?;
     let value = scalar_tensor(em, x, a.arg("value"), dtype)?;
     Ok(vec![where_(em, below, value, x, Some(a.out(0)?))?])
 }
 
 fn log_sigmoid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // min(x, 0) - log1p(exp(-|x|))
-    let x = a.t("self")?;
-    let ab = unary(em, "aten.abs.default", x)?;
-    let n = unary(em, "aten.neg.default", ab)?;
-    let e = unary(em, "aten.exp.default", n)?;
-    let l = unary(em, "aten.log1p.default", e)?;
+    let x = a.tensor("self")?;
+    let ab = unary(em, aten::ABS, x)?;
+    let n = unary(em, aten::NEG, ab)?;
+    let e = unary(em, aten::EXP, n)?;
+    let l = unary(em, aten::LOG1P, e)?;
     let dtype = em.dtype(x)?;
     let m = same(
         em,
-        "aten.clamp.default",
+        aten::CLAMP,
         vec![("self", Argument::Tensor(x)), ("max", scalar(0.0, dtype))],
         x,
         None,
     )?;
-    binary_into(em, a, "aten.sub.Tensor", m, l, dtype)
+    binary_into(em, a, aten::SUB_TENSOR, m, l, dtype)
 }
 
 fn logit(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     if let Some(eps) = a.opt_float("eps")? {
         x = same(
             em,
-            "aten.clamp.default",
+            aten::CLAMP,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("min", Argument::Float(eps)),
@@ -252,12 +253,12 @@ fn logit(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             None,
         )?;
     }
-    let n = unary(em, "aten.neg.default", x)?;
-    let one_minus = with_scalar(em, "aten.add.Tensor", n, Argument::Float(1.0))?;
-    let q = binary(em, "aten.div.Tensor", x, one_minus, dtype, None)?;
+    let n = unary(em, aten::NEG, x)?;
+    let one_minus = with_scalar(em, aten::ADD_TENSOR, n, Argument::Float(1.0))?;
+    let q = binary(em, aten::DIV_TENSOR, x, one_minus, dtype, None)?;
     Ok(vec![same(
         em,
-        "aten.log.default",
+        aten::LOG,
         vec![("self", Argument::Tensor(q))],
         x,
         Some(a.out(0)?),
@@ -265,7 +266,7 @@ fn logit(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn prelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, w) = (a.t("self")?, a.t("weight")?);
+    let (x, w) = (a.tensor("self")?, a.tensor("weight")?);
     let dtype = em.dtype(x)?;
     let r = em.rank(x)?;
     let nw = em.static_sizes(w, "prelu")?.iter().product::<i64>();
@@ -276,8 +277,8 @@ fn prelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         w
     };
-    let scaled = binary(em, "aten.mul.Tensor", w, x, dtype, None)?;
-    let pos = cmp(em, "aten.gt.Scalar", x, scalar(0.0, dtype))?;
+    let scaled = binary(em, aten::MUL_TENSOR, w, x, dtype, None)?;
+    let pos = cmp(em, aten::GT_SCALAR, x, scalar(0.0, dtype))?;
     Ok(vec![where_(em, pos, x, scaled, Some(a.out(0)?))?])
 }
 
@@ -290,9 +291,9 @@ fn rrelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     let slope = (a.float("lower")? + a.float("upper")?) / 2.0;
     em.op_into(
-        "aten.leaky_relu.default",
+        aten::LEAKY_RELU,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("negative_slope", Argument::Float(slope)),
         ],
         a.out(0)?,
@@ -300,31 +301,31 @@ fn rrelu(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // rrelu_with_noise_functional also returns the noise, untouched in eval.
     let mut outs = vec![a.out(0)?];
     if a.0.target.name == "rrelu_with_noise_functional" {
-        outs.push(a.t("noise")?);
+        outs.push(a.tensor("noise")?);
     }
     Ok(outs)
 }
 
 rules! {
-    "aten.softmax.int" => ["aten._softmax.default", "aten._to_copy.default"] softmax;
-    "aten.log_softmax.int" => ["aten._log_softmax.default", "aten._to_copy.default"] log_softmax;
-    "aten.silu.default" => ["aten.sigmoid.default", "aten.mul.Tensor"] silu;
-    "aten.hardswish.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.mul.Tensor", "aten.div.Tensor"] hardswish;
-    "aten.hardsigmoid.default" => ["aten.add.Tensor", "aten.clamp.default", "aten.div.Tensor"] hardsigmoid;
-    "aten.relu6.default" => ["aten.hardtanh.default"] relu6;
-    "aten.softplus.default" => ["aten.mul.Tensor", "aten.exp.default", "aten.log1p.default", "aten.div.Tensor", "aten.gt.Scalar", "aten.where.self"] softplus;
-    "aten.mish.default" => ["aten.softplus.default", "aten.tanh.default", "aten.mul.Tensor"] mish;
-    "aten.selu.default" => ["aten.elu.default"] selu;
-    "aten.rrelu_with_noise_functional.default" => ["aten.leaky_relu.default"] rrelu;
-    "aten.rrelu.default" => ["aten.leaky_relu.default"] rrelu;
-    "aten.celu.default" => ["aten.elu.default"] celu;
-    "aten.glu.default" => ["aten.split_with_sizes.default", "aten.sigmoid.default", "aten.mul.Tensor"] glu;
-    "aten.hardshrink.default" => ["aten.abs.default", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] hardshrink;
-    "aten.softshrink.default" => ["aten.gt.Scalar", "aten.lt.Scalar", "aten.sub.Tensor", "aten.add.Tensor", "aten.scalar_tensor.default", "aten.where.self"] softshrink;
-    "aten.threshold.default" => ["aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] threshold;
-    "aten.log_sigmoid.default" => ["aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.clamp.default", "aten.sub.Tensor"] log_sigmoid;
-    "aten.logit.default" => ["aten.clamp.default", "aten.neg.default", "aten.add.Tensor", "aten.div.Tensor", "aten.log.default"] logit;
-    "aten.prelu.default" => ["aten.view.default", "aten.mul.Tensor", "aten.gt.Scalar", "aten.where.self"] prelu;
+    aten::SOFTMAX_INT => [aten::_SOFTMAX, aten::_TO_COPY] softmax;
+    aten::LOG_SOFTMAX_INT => [aten::_LOG_SOFTMAX, aten::_TO_COPY] log_softmax;
+    aten::SILU => [aten::SIGMOID, aten::MUL_TENSOR] silu;
+    aten::HARDSWISH => [aten::ADD_TENSOR, aten::CLAMP, aten::MUL_TENSOR, aten::DIV_TENSOR] hardswish;
+    aten::HARDSIGMOID => [aten::ADD_TENSOR, aten::CLAMP, aten::DIV_TENSOR] hardsigmoid;
+    aten::RELU6 => [aten::HARDTANH] relu6;
+    aten::SOFTPLUS => [aten::MUL_TENSOR, aten::EXP, aten::LOG1P, aten::DIV_TENSOR, aten::GT_SCALAR, aten::WHERE_SELF] softplus;
+    aten::MISH => [aten::SOFTPLUS, aten::TANH, aten::MUL_TENSOR] mish;
+    aten::SELU => [aten::ELU] selu;
+    aten::RRELU_WITH_NOISE_FUNCTIONAL => [aten::LEAKY_RELU] rrelu;
+    aten::RRELU => [aten::LEAKY_RELU] rrelu;
+    aten::CELU => [aten::ELU] celu;
+    aten::GLU => [aten::SPLIT_WITH_SIZES, aten::SIGMOID, aten::MUL_TENSOR] glu;
+    aten::HARDSHRINK => [aten::ABS, aten::LE_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] hardshrink;
+    aten::SOFTSHRINK => [aten::GT_SCALAR, aten::LT_SCALAR, aten::SUB_TENSOR, aten::ADD_TENSOR, aten::SCALAR_TENSOR, aten::WHERE_SELF] softshrink;
+    aten::THRESHOLD => [aten::LE_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] threshold;
+    aten::LOG_SIGMOID => [aten::ABS, aten::NEG, aten::EXP, aten::LOG1P, aten::CLAMP, aten::SUB_TENSOR] log_sigmoid;
+    aten::LOGIT => [aten::CLAMP, aten::NEG, aten::ADD_TENSOR, aten::DIV_TENSOR, aten::LOG] logit;
+    aten::PRELU => [aten::VIEW, aten::MUL_TENSOR, aten::GT_SCALAR, aten::WHERE_SELF] prelu;
 }
 
 /// Ops that are another op of this family under another name.

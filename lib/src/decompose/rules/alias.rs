@@ -1,9 +1,10 @@
 //! Identities, copies, casts, clones and aliasing views: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn contiguous(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     if is_contiguous(em.meta(x)?) {
         return Ok(vec![x]);
     }
@@ -13,15 +14,15 @@ fn contiguous(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `detach` means nothing without autograd: its input is its value (as in
 /// torch's `run_decompositions()`).
 fn detach(_: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    Ok(vec![a.t("self")?])
+    Ok(vec![a.tensor("self")?])
 }
 
 fn lift_fresh_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    Ok(vec![clone(em, a.t("self")?, Some(a.out(0)?))?])
+    Ok(vec![clone(em, a.tensor("self")?, Some(a.out(0)?))?])
 }
 
 pub(super) fn dropout(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let (p, train) = (a.float("p")?, a.bool("train")?);
     if !train || p == 0.0 {
         return Ok(vec![x]);
@@ -34,7 +35,7 @@ pub(super) fn dropout(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     let mask = em.meta_like(x, Dtype::Bool, em.sizes(x)?)?;
     let r = em.call(
-        "aten.native_dropout.default",
+        aten::NATIVE_DROPOUT,
         vec![
             ("input", Argument::Tensor(x)),
             ("p", Argument::Float(p)),
@@ -46,7 +47,7 @@ pub(super) fn dropout(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn to(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let want = em.dtype(out)?;
     let same_device = em.meta(x)?.device == em.meta(out)?.device;
@@ -60,23 +61,23 @@ fn to(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if !same_device {
         args.push(("device", Argument::Device(em.meta(out)?.device.clone())));
     }
-    em.op_into("aten._to_copy.default", args, out)?;
+    em.op_into(aten::_TO_COPY, args, out)?;
     Ok(vec![out])
 }
 
 rules! {
-    "aten.contiguous.default" => ["aten.clone.default"] contiguous;
-    "aten.lift_fresh_copy.default" => ["aten.clone.default"] lift_fresh_copy;
-    "aten.detach.default" => [] detach;
-    "aten.dropout.default" => ["aten.native_dropout.default"] dropout;
-    "aten.feature_dropout.default" => [] dropout;
-    "aten.alpha_dropout.default" => [] dropout;
-    "aten.to.dtype" => ["aten._to_copy.default"] to;
-    "aten.to.dtype_layout" => ["aten._to_copy.default"] to;
-    "aten.to.device" => ["aten._to_copy.default"] to;
-    "aten.to.other" => ["aten._to_copy.default"] to;
-    "aten.type_as.default" => ["aten._to_copy.default"] to;
-    "aten.alias_copy.default" => ["aten.alias.default", "aten.clone.default"] copy_variant;
+    aten::CONTIGUOUS => [aten::CLONE] contiguous;
+    aten::LIFT_FRESH_COPY => [aten::CLONE] lift_fresh_copy;
+    aten::DETACH => [] detach;
+    aten::DROPOUT => [aten::NATIVE_DROPOUT] dropout;
+    aten::FEATURE_DROPOUT => [] dropout;
+    aten::ALPHA_DROPOUT => [] dropout;
+    aten::TO_DTYPE => [aten::_TO_COPY] to;
+    aten::TO_DTYPE_LAYOUT => [aten::_TO_COPY] to;
+    aten::TO_DEVICE => [aten::_TO_COPY] to;
+    aten::TO_OTHER => [aten::_TO_COPY] to;
+    aten::TYPE_AS => [aten::_TO_COPY] to;
+    aten::ALIAS_COPY => [aten::ALIAS, aten::CLONE] copy_variant;
 }
 
 /// Ops that are another op of this family under another name.

@@ -1,5 +1,6 @@
 //! Attention (scaled_dot_product_attention and its variants): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// Swaps the last two dims.
@@ -13,7 +14,7 @@ fn mt(em: &mut Emitter, x: ValueId) -> Result<ValueId> {
 /// torch's math attention: both sides scaled by sqrt(scale), masks added,
 /// a softmax that gives 0 (not NaN) for fully masked rows.
 fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (q, mut k, mut v) = (a.t("query")?, a.t("key")?, a.t("value")?);
+    let (q, mut k, mut v) = (a.tensor("query")?, a.tensor("key")?, a.tensor("value")?);
     let out = a.out(0)?;
     let dtype = em.dtype(q)?;
     let qs = em.sizes(q)?;
@@ -32,20 +33,20 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             }
         }
     }
-    let qm = with_scalar(em, "aten.mul.Scalar", q, Argument::Float(s))?;
+    let qm = with_scalar(em, aten::MUL_SCALAR, q, Argument::Float(s))?;
     let kt = mt(em, k)?;
-    let km = with_scalar(em, "aten.mul.Scalar", kt, Argument::Float(s))?;
+    let km = with_scalar(em, aten::MUL_SCALAR, kt, Argument::Float(s))?;
     let mut attn = matmul(em, qm, km, None)?;
     if a.bool("is_causal")? {
         // query i sees keys j <= i: aranges over the lengths (symbolic ones
         // read at run time), compared
         let rows = arange_dim(em, attn, r - 2, true)?;
         let cols = arange_dim(em, attn, r - 1, false)?;
-        let keep = binary(em, "aten.ge.Tensor", rows, cols, Dtype::Bool, None)?;
+        let keep = binary(em, aten::GE_TENSOR, rows, cols, Dtype::Bool, None)?;
         let ninf = scalar_tensor(em, attn, Argument::Float(f64::NEG_INFINITY), dtype)?;
         attn = where_(em, keep, attn, ninf, None)?;
     }
-    if let Some(mask) = a.ot("attn_mask")? {
+    if let Some(mask) = a.opt_tensor("attn_mask")? {
         let mask = if em.dtype(mask)? == Dtype::Bool {
             let zero = scalar_tensor(em, attn, Argument::Float(0.0), dtype)?;
             let ninf = scalar_tensor(em, attn, Argument::Float(f64::NEG_INFINITY), dtype)?;
@@ -53,14 +54,14 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         } else {
             mask
         };
-        attn = binary(em, "aten.add.Tensor", attn, mask, dtype, None)?;
+        attn = binary(em, aten::ADD_TENSOR, attn, mask, dtype, None)?;
     }
     let last = Argument::Int(-1);
     let sm = {
         let sizes = em.sizes(attn)?;
         let meta = em.meta_like(attn, dtype, sizes)?;
         em.op(
-            "aten._softmax.default",
+            aten::_SOFTMAX,
             vec![
                 ("self", Argument::Tensor(attn)),
                 ("dim", last.clone()),
@@ -73,7 +74,7 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let sizes = em.sizes(attn)?;
         let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
         em.op(
-            "aten.eq.Scalar",
+            aten::EQ_SCALAR,
             vec![
                 ("self", Argument::Tensor(attn)),
                 ("other", Argument::Float(f64::NEG_INFINITY)),
@@ -81,13 +82,13 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             meta,
         )?
     };
-    let not_masked = unary(em, "aten.logical_not.default", eq)?;
+    let not_masked = unary(em, aten::LOGICAL_NOT, eq)?;
     let any = {
         let mut sizes = em.sizes(attn)?;
         *sizes.last_mut().unwrap() = Sym::Int(1);
         let meta = em.meta_like(attn, Dtype::Bool, sizes)?;
         em.op(
-            "aten.any.dim",
+            aten::ANY_DIM,
             vec![
                 ("self", Argument::Tensor(not_masked)),
                 ("dim", last),
@@ -96,7 +97,7 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             meta,
         )?
     };
-    let all_masked = unary(em, "aten.logical_not.default", any)?;
+    let all_masked = unary(em, aten::LOGICAL_NOT, any)?;
     let zeros = full_like(em, sm, scalar(0.0, dtype), dtype, None)?;
     let mut p = where_(em, all_masked, zeros, sm, None)?;
     let dp = a.float("dropout_p")?;
@@ -105,7 +106,7 @@ fn sdpa(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let m0 = em.meta_like(p, dtype, sizes.clone())?;
         let m1 = em.meta_like(p, Dtype::Bool, sizes)?;
         p = em.call(
-            "aten.native_dropout.default",
+            aten::NATIVE_DROPOUT,
             vec![
                 ("input", Argument::Tensor(p)),
                 ("p", Argument::Float(dp)),
@@ -131,7 +132,7 @@ fn repeat_heads(em: &mut Emitter, x: ValueId, n: i64) -> Result<ValueId> {
 }
 
 rules! {
-    "aten.scaled_dot_product_attention.default" => ["aten.mul.Scalar", "aten.permute.default", "aten.matmul.default", "aten.add.Tensor", "aten._softmax.default", "aten.eq.Scalar", "aten.logical_not.default", "aten.any.dim", "aten.full_like.default", "aten.where.self", "aten.native_dropout.default", "aten.arange.start_step", "aten.ge.Tensor"] sdpa;
+    aten::SCALED_DOT_PRODUCT_ATTENTION => [aten::MUL_SCALAR, aten::PERMUTE, aten::MATMUL, aten::ADD_TENSOR, aten::_SOFTMAX, aten::EQ_SCALAR, aten::LOGICAL_NOT, aten::ANY_DIM, aten::FULL_LIKE, aten::WHERE_SELF, aten::NATIVE_DROPOUT, aten::ARANGE_START_STEP, aten::GE_TENSOR] sdpa;
 }
 
 /// Ops that are another op of this family under another name.

@@ -4,6 +4,7 @@
 //! their reasons: [`crate::decompose::hops`] (checked against torch's list,
 //! `lib/data/higher_order_ops.txt`).
 
+use crate::ir::op::{aten, higher_order};
 use super::*;
 use crate::decompose::autocast::{self, Region};
 use crate::ir::{ArgKind, Graph, NamedArg, Node, Subgraph, Target, ValueKind};
@@ -120,7 +121,7 @@ fn out_dtype(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             Argument::Tensor(v) if em.dtype(*v)? != common => {
                 let meta = em.meta_like(*v, common, em.sizes(*v)?)?;
                 Argument::Tensor(em.op(
-                    "aten._to_copy.default",
+                    aten::_TO_COPY,
                     vec![
                         ("self", Argument::Tensor(*v)),
                         ("dtype", Argument::ScalarType(common)),
@@ -140,7 +141,7 @@ fn out_dtype(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let meta = em.meta_like(out, common, em.sizes(out)?)?;
         let r = em.op(&op, args, meta)?;
         em.op_into(
-            "aten._to_copy.default",
+            aten::_TO_COPY,
             vec![
                 ("self", Argument::Tensor(r)),
                 ("dtype", Argument::ScalarType(*want)),
@@ -191,7 +192,7 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         }
         let row = em.meta_like(x, em.dtype(x)?, sizes[1..].to_vec())?;
         inits.push(em.op(
-            "aten.select.int",
+            aten::SELECT_INT,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", Argument::Int(0)),
@@ -203,7 +204,7 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         first[0] = Sym::Int(1);
         let meta = em.meta_like(x, em.dtype(x)?, first)?;
         firsts.push(em.op(
-            "aten.slice.Tensor",
+            aten::SLICE_TENSOR,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", Argument::Int(0)),
@@ -216,7 +217,7 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         rest[0] = sym_add(&sizes[0], &Sym::Int(-1));
         let meta = em.meta_like(x, em.dtype(x)?, rest)?;
         rests.push(em.op(
-            "aten.slice.Tensor",
+            aten::SLICE_TENSOR,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", Argument::Int(0)),
@@ -241,7 +242,7 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             };
             let meta = bem.meta(*v)?.clone();
             ys.push(Argument::Tensor(bem.op(
-                "aten.clone.default",
+                aten::CLONE,
                 vec![("self", Argument::Tensor(*v))],
                 meta,
             )?));
@@ -299,7 +300,7 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut result = Vec::new();
     for k in 0..xs.len() {
         result.push(em.op_into(
-            "aten.cat.default",
+            aten::CAT,
             vec![
                 ("tensors", Argument::Tensors(vec![firsts[k], stacked[k]])),
                 ("dim", Argument::Int(0)),
@@ -311,13 +312,13 @@ fn associative_scan(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "higher_order.wrap_with_set_grad_enabled" => [] inline_subgraph;
-    "higher_order.wrap_with_autocast" => ["aten._to_copy.default"] inline_autocast;
-    "higher_order.invoke_subgraph" => [] inline_subgraph;
-    "higher_order.hints_wrapper" => [] inline_subgraph;
-    "higher_order.print" => [] drop_print;
-    "higher_order.out_dtype" => ["aten._to_copy.default"] out_dtype;
-    "higher_order.associative_scan" => ["higher_order.scan", "aten.select.int", "aten.slice.Tensor", "aten.cat.default", "aten.clone.default"] associative_scan;
+    higher_order::WRAP_WITH_SET_GRAD_ENABLED => [] inline_subgraph;
+    higher_order::WRAP_WITH_AUTOCAST => [aten::_TO_COPY] inline_autocast;
+    higher_order::INVOKE_SUBGRAPH => [] inline_subgraph;
+    higher_order::HINTS_WRAPPER => [] inline_subgraph;
+    higher_order::PRINT => [] drop_print;
+    higher_order::OUT_DTYPE => [aten::_TO_COPY] out_dtype;
+    higher_order::ASSOCIATIVE_SCAN => [higher_order::SCAN, aten::SELECT_INT, aten::SLICE_TENSOR, aten::CAT, aten::CLONE] associative_scan;
 }
 
 /// Ops that are another op of this family under another name.

@@ -1,5 +1,6 @@
 //! Convolutions, transposed convolutions, im2col and col2im: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// `convolution` on a batched input; an unbatched one gets a batch of one.
@@ -22,15 +23,15 @@ fn convolution(
         let mut sizes = m.sizes.clone();
         sizes.insert(0, Sym::Int(1));
         let meta = em.meta_like(out, m.dtype, sizes)?;
-        let r = em.op("aten.convolution.default", all, meta)?;
+        let r = em.op(aten::CONVOLUTION, all, meta)?;
         return Ok(vec![squeeze_dims(em, r, &[0], Some(out))?]);
     }
-    em.op_into("aten.convolution.default", all, out)?;
+    em.op_into(aten::CONVOLUTION, all, out)?;
     Ok(vec![out])
 }
 
 fn conv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (mut x, w) = (a.t("input")?, a.t("weight")?);
+    let (mut x, w) = (a.tensor("input")?, a.tensor("weight")?);
     let spatial = em.rank(w)? - 2;
     let dilation = a.syms("dilation")?;
     let padding = match a.0.arg("padding") {
@@ -72,7 +73,7 @@ fn conv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
                 }
                 let meta = em.meta_like(x, m.dtype, sizes)?;
                 x = em.op(
-                    "aten.constant_pad_nd.default",
+                    aten::CONSTANT_PAD_ND,
                     vec![("self", Argument::Tensor(x)), ("pad", ints_arg(&p))],
                     meta,
                 )?;
@@ -98,7 +99,7 @@ fn conv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn conv_transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, w) = (a.t("input")?, a.t("weight")?);
+    let (x, w) = (a.tensor("input")?, a.tensor("weight")?);
     let spatial = em.rank(w)? - 2;
     let args = vec![
         ("weight", Argument::Tensor(w)),
@@ -128,7 +129,7 @@ fn underscore_convolution(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
     ] {
         args.push((name, a.arg(name)));
     }
-    em.op_into("aten.convolution.default", args, a.out(0)?)?;
+    em.op_into(aten::CONVOLUTION, args, a.out(0)?)?;
     Ok(vec![a.out(0)?])
 }
 
@@ -137,7 +138,7 @@ fn underscore_convolution(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
 /// start plus dilated tap), `[n, c, kh, bh, kw, bw]` permuted to
 /// `[n, c, kh, kw, bh, bw]` and flattened to `[n, c * kh * kw, bh * bw]`.
 fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let sizes = em.static_sizes(x, "im2col")?;
     let r = sizes.len();
@@ -158,7 +159,7 @@ fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         sizes[3] = Sym::Int(sizes[3].as_int().unwrap_or(0) + 2 * p[1]);
         let meta = em.meta_like(x4, em.dtype(x4)?, sizes)?;
         em.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(x4)),
                 ("pad", ints_arg(&[p[1], p[1], p[0], p[0]])),
@@ -183,7 +184,7 @@ fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let starts = arange_to(em, x, blocks[j] * s[j], s[j], Dtype::Int64)?;
         let taps = arange_to(em, x, k[j] * d[j], d[j], Dtype::Int64)?;
         let taps = unsqueeze(em, taps, 1)?;
-        let idx = binary(em, "aten.add.Tensor", taps, starts, Dtype::Int64, None)?;
+        let idx = binary(em, aten::ADD_TENSOR, taps, starts, Dtype::Int64, None)?;
         at.push(if j == 0 {
             let rows = unsqueeze(em, idx, 2)?;
             unsqueeze(em, rows, 3)?
@@ -198,7 +199,7 @@ fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         .collect();
     let meta = em.meta_like(x, em.dtype(x)?, dims)?;
     let picked = em.op(
-        "aten.index.Tensor",
+        aten::INDEX_TENSOR,
         vec![
             ("self", Argument::Tensor(padded)),
             (
@@ -218,18 +219,18 @@ fn im2col(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.conv1d.default" => ["aten.convolution.default"] conv;
-    "aten.conv2d.default" => ["aten.convolution.default"] conv;
-    "aten.conv3d.default" => ["aten.convolution.default"] conv;
-    "aten.conv1d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
-    "aten.conv2d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
-    "aten.conv3d.padding" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
-    "aten.conv_transpose1d.default" => ["aten.convolution.default"] conv_transpose;
-    "aten.conv_transpose2d.input" => ["aten.convolution.default"] conv_transpose;
-    "aten.conv_transpose3d.input" => ["aten.convolution.default"] conv_transpose;
-    "aten._convolution.default" => ["aten.convolution.default"] underscore_convolution;
-    "aten.im2col.default" => ["aten.unsqueeze.default", "aten.constant_pad_nd.default", "aten.arange.start_step", "aten.add.Tensor", "aten.index.Tensor", "aten.permute.default", "aten.view.default", "aten.clone.default"] im2col;
-    "aten._convolution_mode.default" => ["aten.convolution.default", "aten.constant_pad_nd.default"] conv;
+    aten::CONV1D => [aten::CONVOLUTION] conv;
+    aten::CONV2D => [aten::CONVOLUTION] conv;
+    aten::CONV3D => [aten::CONVOLUTION] conv;
+    aten::CONV1D_PADDING => [aten::CONVOLUTION, aten::CONSTANT_PAD_ND] conv;
+    aten::CONV2D_PADDING => [aten::CONVOLUTION, aten::CONSTANT_PAD_ND] conv;
+    aten::CONV3D_PADDING => [aten::CONVOLUTION, aten::CONSTANT_PAD_ND] conv;
+    aten::CONV_TRANSPOSE1D => [aten::CONVOLUTION] conv_transpose;
+    aten::CONV_TRANSPOSE2D_INPUT => [aten::CONVOLUTION] conv_transpose;
+    aten::CONV_TRANSPOSE3D_INPUT => [aten::CONVOLUTION] conv_transpose;
+    aten::_CONVOLUTION => [aten::CONVOLUTION] underscore_convolution;
+    aten::IM2COL => [aten::UNSQUEEZE, aten::CONSTANT_PAD_ND, aten::ARANGE_START_STEP, aten::ADD_TENSOR, aten::INDEX_TENSOR, aten::PERMUTE, aten::VIEW, aten::CLONE] im2col;
+    aten::_CONVOLUTION_MODE => [aten::CONVOLUTION, aten::CONSTANT_PAD_ND] conv;
 }
 
 /// Ops that are another op of this family under another name.

@@ -1,5 +1,6 @@
 //! Tensor creation (full, zeros, arange, scalar_tensor, empty, ...): the decomposition rules.
 
+use crate::ir::op::{aten, prims};
 use super::*;
 
 fn arange(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -11,7 +12,7 @@ fn arange(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let dtype = em.dtype(out)?;
     em.op_into(
-        "aten.arange.start_step",
+        aten::ARANGE_START_STEP,
         vec![
             ("start", start),
             ("end", a.arg("end")),
@@ -36,7 +37,7 @@ fn full_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let sizes = a.syms("size")?;
     em.op_into(
-        "aten.full.default",
+        aten::FULL,
         vec![
             ("size", sym_ints_arg(&sizes)),
             ("fill_value", value),
@@ -68,7 +69,7 @@ fn full_like_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         },
         dtype,
     );
-    Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
+    Ok(vec![full_like(em, a.tensor("self")?, value, dtype, Some(out))?])
 }
 
 pub(super) fn fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -79,7 +80,7 @@ pub(super) fn fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else {
         a.arg("value")
     };
-    Ok(vec![full_like(em, a.t("self")?, value, dtype, Some(out))?])
+    Ok(vec![full_like(em, a.tensor("self")?, value, dtype, Some(out))?])
 }
 
 fn eye(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -87,7 +88,7 @@ fn eye(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let s = em.static_sizes(out, "eye")?;
     let rows = arange_col(em, out, s[0], true)?;
     let cols = arange_col(em, out, s[1], false)?;
-    let eq = binary(em, "aten.eq.Tensor", rows, cols, Dtype::Bool, None)?;
+    let eq = binary(em, aten::EQ_TENSOR, rows, cols, Dtype::Bool, None)?;
     let dtype = em.dtype(out)?;
     Ok(vec![to_copy(em, eq, dtype, Some(out))?])
 }
@@ -99,11 +100,11 @@ fn empty_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let sizes = if matches!(a.0.target.name.as_str(), "new_empty" | "empty_permuted") {
         a.syms("size")?
     } else {
-        em.size_refs(a.t("self")?)?
+        em.size_refs(a.tensor("self")?)?
     };
     let dtype = em.dtype(out)?;
     em.op_into(
-        "aten.empty.memory_format",
+        aten::EMPTY_MEMORY_FORMAT,
         vec![
             ("size", sym_ints_arg(&sizes)),
             ("dtype", Argument::ScalarType(dtype)),
@@ -114,7 +115,7 @@ fn empty_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn fill_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, v) = (a.t("self")?, a.t("value")?);
+    let (x, v) = (a.tensor("self")?, a.tensor("value")?);
     let dtype = em.dtype(x)?;
     let v = if em.dtype(v)? != dtype {
         to_copy(em, v, dtype, None)?
@@ -139,17 +140,17 @@ fn linspace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let i = arange_col(em, out, steps, false)?;
     let fi = to_copy(em, i, Dtype::Float64, None)?;
-    let up = with_scalar(em, "aten.mul.Tensor", fi, Argument::Float(step))?;
-    let up = with_scalar(em, "aten.add.Tensor", up, Argument::Float(start))?;
+    let up = with_scalar(em, aten::MUL_TENSOR, fi, Argument::Float(step))?;
+    let up = with_scalar(em, aten::ADD_TENSOR, up, Argument::Float(start))?;
     let back = with_scalar(
         em,
-        "aten.sub.Tensor",
+        aten::SUB_TENSOR,
         fi,
         Argument::Float((steps - 1) as f64),
     )?;
-    let down = with_scalar(em, "aten.mul.Tensor", back, Argument::Float(step))?;
-    let down = with_scalar(em, "aten.add.Tensor", down, Argument::Float(end))?;
-    let first = cmp(em, "aten.lt.Scalar", i, Argument::Int(steps / 2))?;
+    let down = with_scalar(em, aten::MUL_TENSOR, back, Argument::Float(step))?;
+    let down = with_scalar(em, aten::ADD_TENSOR, down, Argument::Float(end))?;
+    let first = cmp(em, aten::LT_SCALAR, i, Argument::Int(steps / 2))?;
     let v = where_(em, first, up, down, None)?;
     Ok(vec![to_copy(em, v, dtype, Some(out))?])
 }
@@ -167,7 +168,7 @@ fn window(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(out)?;
     if n <= 1 {
         return Ok(vec![em.op_into(
-            "aten.full.default",
+            aten::FULL,
             vec![
                 ("size", Argument::SymInts(vec![SymRef::Int(n.max(0))])),
                 ("fill_value", Argument::Float(1.0)),
@@ -180,46 +181,46 @@ fn window(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let i = arange_to(em, out, n, 1, dtype)?;
     let t = with_scalar(
         em,
-        "aten.mul.Tensor",
+        aten::MUL_TENSOR,
         i,
         Argument::Float(std::f64::consts::PI * 2.0 / (points - 1) as f64),
     )?;
-    let c = unary(em, "aten.cos.default", t)?;
-    let c = with_scalar(em, "aten.mul.Tensor", c, Argument::Float(-beta))?;
+    let c = unary(em, aten::COS, t)?;
+    let c = with_scalar(em, aten::MUL_TENSOR, c, Argument::Float(-beta))?;
     Ok(vec![em.op_into(
-        "aten.add.Tensor",
+        aten::ADD_TENSOR,
         vec![("self", Argument::Tensor(c)), ("other", Argument::Float(alpha))],
         out,
     )?])
 }
 
 rules! {
-    "aten.hann_window.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.hann_window.periodic" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.hamming_window.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.hamming_window.periodic" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.hamming_window.periodic_alpha" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.hamming_window.periodic_alpha_beta" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.cos.default", "aten.add.Tensor", "aten.full.default"] window;
-    "aten.arange.default" => ["aten.arange.start_step"] arange;
-    "aten.arange.start" => ["aten.arange.start_step"] arange;
-    "aten.zeros.default" => ["aten.full.default"] full_of;
-    "aten.ones.default" => ["aten.full.default"] full_of;
-    "aten.new_zeros.default" => ["aten.full.default"] full_of;
-    "aten.new_ones.default" => ["aten.full.default"] full_of;
-    "aten.new_full.default" => ["aten.full.default"] full_of;
-    "aten.zeros_like.default" => ["aten.full_like.default"] full_like_of;
-    "aten.ones_like.default" => ["aten.full_like.default"] full_like_of;
-    "aten.empty_permuted.default" => ["aten.empty.memory_format"] empty_of;
-    "aten.fill.Scalar" => ["aten.full_like.default"] fill;
-    "aten.eye.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] eye;
-    "aten.eye.m" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] eye;
-    "aten.new_empty.default" => ["aten.empty.memory_format"] empty_of;
-    "aten.empty_like.default" => ["aten.empty.memory_format"] empty_of;
-    "aten.fill.Tensor" => ["aten.expand.default", "aten.clone.default", "aten._to_copy.default"] fill_tensor;
-    "aten.linspace.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.add.Tensor", "aten.where.self"] linspace;
-    "aten.zero.default" => ["aten.full_like.default"] fill;
+    aten::HANN_WINDOW => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::HANN_WINDOW_PERIODIC => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::HAMMING_WINDOW => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::HAMMING_WINDOW_PERIODIC => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::HAMMING_WINDOW_PERIODIC_ALPHA => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::HAMMING_WINDOW_PERIODIC_ALPHA_BETA => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::COS, aten::ADD_TENSOR, aten::FULL] window;
+    aten::ARANGE => [aten::ARANGE_START_STEP] arange;
+    aten::ARANGE_START => [aten::ARANGE_START_STEP] arange;
+    aten::ZEROS => [aten::FULL] full_of;
+    aten::ONES => [aten::FULL] full_of;
+    aten::NEW_ZEROS => [aten::FULL] full_of;
+    aten::NEW_ONES => [aten::FULL] full_of;
+    aten::NEW_FULL => [aten::FULL] full_of;
+    aten::ZEROS_LIKE => [aten::FULL_LIKE] full_like_of;
+    aten::ONES_LIKE => [aten::FULL_LIKE] full_like_of;
+    aten::EMPTY_PERMUTED => [aten::EMPTY_MEMORY_FORMAT] empty_of;
+    aten::FILL_SCALAR => [aten::FULL_LIKE] fill;
+    aten::EYE => [aten::ARANGE_START_STEP, aten::UNSQUEEZE, aten::EQ_TENSOR, aten::_TO_COPY] eye;
+    aten::EYE_M => [aten::ARANGE_START_STEP, aten::UNSQUEEZE, aten::EQ_TENSOR, aten::_TO_COPY] eye;
+    aten::NEW_EMPTY => [aten::EMPTY_MEMORY_FORMAT] empty_of;
+    aten::EMPTY_LIKE => [aten::EMPTY_MEMORY_FORMAT] empty_of;
+    aten::FILL_TENSOR => [aten::EXPAND, aten::CLONE, aten::_TO_COPY] fill_tensor;
+    aten::LINSPACE => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::WHERE_SELF] linspace;
+    aten::ZERO => [aten::FULL_LIKE] fill;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] =
-    &[("prims.scalar_tensor.default", "aten.scalar_tensor.default")];
+    &[(prims::SCALAR_TENSOR, aten::SCALAR_TENSOR)];

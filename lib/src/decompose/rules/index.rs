@@ -1,21 +1,22 @@
 //! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn masked_fill(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let value = match a.0.arg("value") {
         Some(Argument::Tensor(v)) if em.dtype(*v)? == dtype => *v,
         Some(Argument::Tensor(v)) => to_copy(em, *v, dtype, None)?,
         _ => scalar_tensor(em, x, a.arg("value"), dtype)?,
     };
-    Ok(vec![where_(em, a.t("mask")?, value, x, Some(out))?])
+    Ok(vec![where_(em, a.tensor("mask")?, value, x, Some(out))?])
 }
 
 fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     if r < 2 {
         return Err(Error::bad_input(format!(
@@ -31,11 +32,11 @@ fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let rows = arange_dim(em, x, r - 2, true)?;
     let cols = arange_dim(em, x, r - 1, false)?;
-    let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
+    let diff = binary(em, aten::SUB_TENSOR, cols, rows, Dtype::Int64, None)?;
     let op = if a.0.target.name == "tril" {
-        "aten.le.Scalar"
+        aten::LE_SCALAR
     } else {
-        "aten.ge.Scalar"
+        aten::GE_SCALAR
     };
     let keep = cmp(em, op, diff, k)?;
     let dtype = em.dtype(x)?;
@@ -44,7 +45,7 @@ fn tri(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn one_hot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let n = a.int("num_classes")?;
     if n < 0 {
         return Err(Error::unsupported(format!(
@@ -55,21 +56,21 @@ fn one_hot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let r = em.rank(x)?;
     let col = unsqueeze(em, x, r)?;
     let classes = arange_col(em, x, n, false)?;
-    let eq = binary(em, "aten.eq.Tensor", col, classes, Dtype::Bool, None)?;
+    let eq = binary(em, aten::EQ_TENSOR, col, classes, Dtype::Bool, None)?;
     Ok(vec![to_copy(em, eq, Dtype::Int64, Some(a.out(0)?))?])
 }
 
 fn take(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let total = em.static_sizes(x, "take")?.iter().product::<i64>();
     let flat = reshape(em, x, &[SymRef::Int(total)], None)?;
     em.op_into(
-        "aten.index.Tensor",
+        aten::INDEX_TENSOR,
         vec![
             ("self", Argument::Tensor(flat)),
             (
                 "indices",
-                Argument::OptionalTensors(vec![Some(a.t("index")?)]),
+                Argument::OptionalTensors(vec![Some(a.tensor("index")?)]),
             ),
         ],
         a.out(0)?,
@@ -82,7 +83,7 @@ fn take(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// index_put on `self` with dim1 and dim2 moved to the front, at the
 /// diagonal's rows and columns, of `src` with its last dim moved first.
 fn diagonal_scatter(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, src) = (a.t("self")?, a.t("src")?);
+    let (x, src) = (a.tensor("self")?, a.tensor("src")?);
     let sizes = em.static_sizes(x, "diagonal_scatter")?;
     let r = sizes.len();
     let offset = a.opt_int("offset")?.unwrap_or(0);
@@ -101,7 +102,7 @@ fn diagonal_scatter(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (rows, cols) = (arange_from(em, x, row0, len)?, arange_from(em, x, col0, len)?);
     let meta = em.meta(xp)?.clone();
     let put = em.op(
-        "aten.index_put.default",
+        aten::INDEX_PUT,
         vec![
             ("self", Argument::Tensor(xp)),
             ("indices", Argument::OptionalTensors(vec![Some(rows), Some(cols)])),
@@ -114,7 +115,7 @@ fn diagonal_scatter(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, idx) = (a.t("self")?, a.t("indices")?);
+    let (x, idx) = (a.tensor("self")?, a.tensor("indices")?);
     let out = a.out(0)?;
     let Some(dim) = a.opt_int("dim")? else {
         let total = em
@@ -128,7 +129,7 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             .product::<i64>();
         let fi = reshape(em, idx, &[SymRef::Int(n)], None)?;
         em.op_into(
-            "aten.gather.default",
+            aten::GATHER,
             vec![
                 ("self", Argument::Tensor(flat)),
                 ("dim", Argument::Int(0)),
@@ -174,7 +175,7 @@ fn take_along_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// MultiScaleRoIAlign calls): the columns of `nonzero`, one per dim.
 pub(super) fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // (`where(condition)` is the same op under another argument name)
-    let x = if a.has("condition") { a.t("condition")? } else { a.t("self")? };
+    let x = if a.has("condition") { a.tensor("condition")? } else { a.tensor("self")? };
     let outs = a.outs();
     let rank = em.rank(x)?.max(1);
     let first = *outs
@@ -183,13 +184,13 @@ pub(super) fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueI
     let count = em.sizes(first)?[0].clone();
     let meta = em.meta_like(x, Dtype::Int64, vec![count, Sym::Int(rank as i64)])?;
     let nz = em.op(
-        "aten.nonzero.default",
+        aten::NONZERO,
         vec![("self", Argument::Tensor(x))],
         meta,
     )?;
     for (i, o) in outs.iter().enumerate() {
         em.op_into(
-            "aten.select.int",
+            aten::SELECT_INT,
             vec![
                 ("self", Argument::Tensor(nz)),
                 ("dim", Argument::Int(1)),
@@ -204,7 +205,7 @@ pub(super) fn nonzero_numpy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueI
 /// `masked_select(self, mask)`: both broadcast to one shape, then
 /// `self[mask]` (a bool-mask `index`, its length known at run time).
 fn masked_select(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, m) = (a.t("self")?, a.t("mask")?);
+    let (x, m) = (a.tensor("self")?, a.tensor("mask")?);
     let shape = broadcast(&em.sizes(x)?, &em.sizes(m)?);
     let widen = |em: &mut Emitter, v: ValueId| -> Result<ValueId> {
         if em.sizes(v)? == shape {
@@ -236,7 +237,7 @@ fn masked_select(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let (xe, me) = (widen(em, x)?, widen(em, m)?);
     let out = a.out(0)?;
     em.op_into(
-        "aten.index.Tensor",
+        aten::INDEX_TENSOR,
         vec![
             ("self", Argument::Tensor(xe)),
             ("indices", Argument::OptionalTensors(vec![Some(me)])),
@@ -251,7 +252,7 @@ fn masked_select(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// is one of length 1. Repeated indices are undefined in torch (the last
 /// write wins here).
 fn index_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, index, source) = (a.t("self")?, a.t("index")?, a.t("source")?);
+    let (x, index, source) = (a.tensor("self")?, a.tensor("index")?, a.tensor("source")?);
     let r = em.rank(x)?;
     if r == 0 {
         return Err(Error::unsupported(format!(
@@ -280,7 +281,7 @@ fn index_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     indices.push(Some(index));
     let out = a.out(0)?;
     em.op_into(
-        "aten.index_put.default",
+        aten::INDEX_PUT,
         vec![
             ("self", Argument::Tensor(x)),
             ("indices", Argument::OptionalTensors(indices)),
@@ -293,22 +294,22 @@ fn index_copy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.nonzero_numpy.default" => ["aten.nonzero.default", "aten.select.int"] nonzero_numpy;
-    "aten.masked_fill.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] masked_fill;
-    "aten.masked_fill.Tensor" => ["aten.where.self"] masked_fill;
-    "aten.embedding_bag.padding_idx" => ["aten._embedding_bag.default"] same_args;
-    "aten.one_hot.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.eq.Tensor", "aten._to_copy.default"] one_hot;
-    "aten.masked_select.default" => ["aten.expand.default", "aten.index.Tensor"] masked_select;
-    "aten.index_copy.default" => ["aten.unsqueeze.default", "aten.view.default", "aten.index_put.default"] index_copy;
-    "aten.diagonal_scatter.default" => ["aten.permute.default", "aten.arange.start_step", "aten.index_put.default"] diagonal_scatter;
-    "aten.take.default" => ["aten.view.default", "aten.index.Tensor"] take;
-    "aten.take_along_dim.default" => ["aten.expand.default", "aten.gather.default", "aten.view.default"] take_along_dim;
-    "aten.tril.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.le.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
-    "aten.triu.default" => ["aten.arange.start_step", "aten.unsqueeze.default", "aten.sub.Tensor", "aten.ge.Scalar", "aten.scalar_tensor.default", "aten.where.self"] tri;
+    aten::NONZERO_NUMPY => [aten::NONZERO, aten::SELECT_INT] nonzero_numpy;
+    aten::MASKED_FILL_SCALAR => [aten::SCALAR_TENSOR, aten::WHERE_SELF] masked_fill;
+    aten::MASKED_FILL_TENSOR => [aten::WHERE_SELF] masked_fill;
+    aten::EMBEDDING_BAG_PADDING_IDX => [aten::_EMBEDDING_BAG] same_args;
+    aten::ONE_HOT => [aten::ARANGE_START_STEP, aten::UNSQUEEZE, aten::EQ_TENSOR, aten::_TO_COPY] one_hot;
+    aten::MASKED_SELECT => [aten::EXPAND, aten::INDEX_TENSOR] masked_select;
+    aten::INDEX_COPY => [aten::UNSQUEEZE, aten::VIEW, aten::INDEX_PUT] index_copy;
+    aten::DIAGONAL_SCATTER => [aten::PERMUTE, aten::ARANGE_START_STEP, aten::INDEX_PUT] diagonal_scatter;
+    aten::TAKE => [aten::VIEW, aten::INDEX_TENSOR] take;
+    aten::TAKE_ALONG_DIM => [aten::EXPAND, aten::GATHER, aten::VIEW] take_along_dim;
+    aten::TRIL => [aten::ARANGE_START_STEP, aten::UNSQUEEZE, aten::SUB_TENSOR, aten::LE_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] tri;
+    aten::TRIU => [aten::ARANGE_START_STEP, aten::UNSQUEEZE, aten::SUB_TENSOR, aten::GE_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] tri;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten._unsafe_index.Tensor", "aten.index.Tensor"),
-    ("aten._unsafe_index_put.default", "aten.index_put.default"),
+    (aten::_UNSAFE_INDEX_TENSOR, aten::INDEX_TENSOR),
+    (aten::_UNSAFE_INDEX_PUT, aten::INDEX_PUT),
 ];

@@ -1,9 +1,10 @@
 //! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn linear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, w, b) = (a.t("input")?, a.t("weight")?, a.ot("bias")?);
+    let (x, w, b) = (a.tensor("input")?, a.tensor("weight")?, a.opt_tensor("bias")?);
     let out = a.out(0)?;
     let wt = permute(em, w, &[1, 0], None)?;
     let rank = em.rank(x)?;
@@ -27,7 +28,7 @@ fn linear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         Some(b) => {
             let r = matmul(em, x, wt, None)?;
             let dtype = em.dtype(r)?;
-            Ok(vec![binary(em, "aten.add.Tensor", r, b, dtype, Some(out))?])
+            Ok(vec![binary(em, aten::ADD_TENSOR, r, b, dtype, Some(out))?])
         }
     }
 }
@@ -35,8 +36,8 @@ fn linear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn matmul_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![matmul(
         em,
-        a.t("self")?,
-        a.t("other")?,
+        a.tensor("self")?,
+        a.tensor("other")?,
         Some(a.out(0)?),
     )?])
 }
@@ -52,16 +53,16 @@ fn beta_self_plus_alpha(
 ) -> Result<Vec<ValueId>> {
     let (alpha, beta) = (a.float("alpha")?, a.float("beta")?);
     if alpha != 1.0 {
-        prod = with_scalar(em, "aten.mul.Tensor", prod, scalar(alpha, dtype))?;
+        prod = with_scalar(em, aten::MUL_TENSOR, prod, scalar(alpha, dtype))?;
     }
     if beta == 0.0 {
         return Ok(vec![prod]);
     }
-    let mut s = a.t("self")?;
+    let mut s = a.tensor("self")?;
     if beta != 1.0 {
-        s = with_scalar(em, "aten.mul.Tensor", s, scalar(beta, dtype))?;
+        s = with_scalar(em, aten::MUL_TENSOR, s, scalar(beta, dtype))?;
     }
-    Ok(vec![binary(em, "aten.add.Tensor", s, prod, dtype, Some(out))?])
+    Ok(vec![binary(em, aten::ADD_TENSOR, s, prod, dtype, Some(out))?])
 }
 
 fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -70,10 +71,10 @@ fn baddbmm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, dtype, m.sizes)?;
     let prod = em.op(
-        "aten.bmm.default",
+        aten::BMM,
         vec![
-            ("self", Argument::Tensor(a.t("batch1")?)),
-            ("mat2", Argument::Tensor(a.t("batch2")?)),
+            ("self", Argument::Tensor(a.tensor("batch1")?)),
+            ("mat2", Argument::Tensor(a.tensor("batch2")?)),
         ],
         meta,
     )?;
@@ -89,11 +90,11 @@ fn norm2(
     out: Option<ValueId>,
 ) -> Result<ValueId> {
     let dtype = em.dtype(x)?;
-    let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
+    let sq = binary(em, aten::MUL_TENSOR, x, x, dtype, None)?;
     let s = sum_dims(em, sq, dims, keepdim, dtype, None)?;
     same(
         em,
-        "aten.sqrt.default",
+        aten::SQRT,
         vec![("self", Argument::Tensor(s))],
         s,
         out,
@@ -101,7 +102,7 @@ fn norm2(
 }
 
 fn cosine_similarity(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x1, x2) = (a.t("x1")?, a.t("x2")?);
+    let (x1, x2) = (a.tensor("x1")?, a.tensor("x2")?);
     let d = a.int("dim")?;
     let eps = a.float("eps")?;
     let dtype = em.dtype(x1)?;
@@ -110,19 +111,19 @@ fn cosine_similarity(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let n = norm2(em, x, &[d], true, None)?;
         let n = same(
             em,
-            "aten.clamp.default",
+            aten::CLAMP,
             vec![("self", Argument::Tensor(n)), ("min", Argument::Float(eps))],
             n,
             None,
         )?;
-        unit.push(binary(em, "aten.div.Tensor", x, n, dtype, None)?);
+        unit.push(binary(em, aten::DIV_TENSOR, x, n, dtype, None)?);
     }
-    let p = binary(em, "aten.mul.Tensor", unit[0], unit[1], dtype, None)?;
+    let p = binary(em, aten::MUL_TENSOR, unit[0], unit[1], dtype, None)?;
     Ok(vec![sum_dims(em, p, &[d], false, dtype, Some(a.out(0)?))?])
 }
 
 fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     let out = a.out(0)?;
     if let Some(d) = a.dtype("dtype") {
         x = to_copy(em, x, d, None)?;
@@ -131,7 +132,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let dims = a.opt_ints("dim")?.unwrap_or_default();
     let keepdim = a.bool("keepdim")?;
     let ord = a.float("ord")?;
-    let ab = unary(em, "aten.abs.default", x)?;
+    let ab = unary(em, aten::ABS, x)?;
     let r = if ord == 2.0 {
         norm2(em, x, &dims, keepdim, Some(out))?
     } else if ord == 1.0 {
@@ -139,7 +140,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else if ord == f64::INFINITY {
         reduce(
             em,
-            "aten.amax.default",
+            aten::AMAX,
             ab,
             &dims,
             keepdim,
@@ -150,7 +151,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     } else if ord == f64::NEG_INFINITY {
         reduce(
             em,
-            "aten.amin.default",
+            aten::AMIN,
             ab,
             &dims,
             keepdim,
@@ -159,13 +160,13 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             Some(out),
         )?
     } else if ord == 0.0 {
-        let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
+        let nz = cmp(em, aten::NE_SCALAR, x, Argument::Int(0))?;
         let nz = to_copy(em, nz, dtype, None)?;
         sum_dims(em, nz, &dims, keepdim, dtype, Some(out))?
     } else {
         let p = same(
             em,
-            "aten.pow.Tensor_Scalar",
+            aten::POW_TENSOR_SCALAR,
             vec![
                 ("self", Argument::Tensor(ab)),
                 ("exponent", Argument::Float(ord)),
@@ -176,7 +177,7 @@ fn vector_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let s = sum_dims(em, p, &dims, keepdim, dtype, None)?;
         same(
             em,
-            "aten.pow.Tensor_Scalar",
+            aten::POW_TENSOR_SCALAR,
             vec![
                 ("self", Argument::Tensor(s)),
                 ("exponent", Argument::Float(1.0 / ord)),
@@ -204,7 +205,7 @@ fn repeated_pair(spec: &[char]) -> Option<(usize, usize)> {
 /// its diagonal first.
 fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let eq = a.string("equation")?.replace(' ', "");
-    let xs = a.ts("tensors")?;
+    let xs = a.tensors("tensors")?;
     let (lhs, out_spec) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), r.to_string()),
         None => {
@@ -269,7 +270,7 @@ fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             dims.push(sizes[p].clone());
             let meta = em.meta_like(*x, em.dtype(*x)?, dims)?;
             *x = em.op(
-                "aten.diagonal.default",
+                aten::DIAGONAL,
                 vec![
                     ("self", Argument::Tensor(*x)),
                     ("offset", Argument::Int(0)),
@@ -369,7 +370,7 @@ fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let bp = reshape(em, bp, &[nb, nc, ny], None)?;
         let meta = em.meta_like(x, dtype, syms(em, &[nb, nx, ny]))?;
         let r = em.op(
-            "aten.bmm.default",
+            aten::BMM,
             vec![
                 ("self", Argument::Tensor(xp)),
                 ("mat2", Argument::Tensor(bp)),
@@ -407,11 +408,11 @@ fn einsum(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn addr(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let (v1, v2) = (a.t("vec1")?, a.t("vec2")?);
+    let (v1, v2) = (a.tensor("vec1")?, a.tensor("vec2")?);
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, dtype, m.sizes)?;
     let o = em.op(
-        "aten.outer.default",
+        aten::OUTER,
         vec![
             ("self", Argument::Tensor(v1)),
             ("vec2", Argument::Tensor(v2)),
@@ -422,36 +423,36 @@ fn addr(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn dot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("tensor")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("tensor")?);
     let dtype = em.dtype(a.out(0)?)?;
-    let p = binary(em, "aten.mul.Tensor", x, y, dtype, None)?;
+    let p = binary(em, aten::MUL_TENSOR, x, y, dtype, None)?;
     Ok(vec![sum_dims(em, p, &[0], false, dtype, Some(a.out(0)?))?])
 }
 
 fn mv(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![matmul(
         em,
-        a.t("self")?,
-        a.t("vec")?,
+        a.tensor("self")?,
+        a.tensor("vec")?,
         Some(a.out(0)?),
     )?])
 }
 
 fn outer(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("vec2")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("vec2")?);
     let col = unsqueeze(em, x, 1)?;
     let dtype = em.dtype(a.out(0)?)?;
-    binary_into(em, a, "aten.mul.Tensor", col, y, dtype)
+    binary_into(em, a, aten::MUL_TENSOR, col, y, dtype)
 }
 
 fn trace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let s = em.static_sizes(x, "trace")?;
     let n = s[0].min(s[1]);
     let dtype = em.dtype(a.out(0)?)?;
     let meta = em.meta_like(x, em.dtype(x)?, vec![Sym::Int(n)])?;
     let d = em.op(
-        "aten.diag.default",
+        aten::DIAG,
         vec![("self", Argument::Tensor(x))],
         meta,
     )?;
@@ -459,7 +460,7 @@ fn trace(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn chain_matmul(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let ms = a.ts("matrices")?;
+    let ms = a.tensors("matrices")?;
     let out = a.out(0)?;
     let mut acc = ms[0];
     for (i, m) in ms.iter().enumerate().skip(1) {
@@ -475,12 +476,12 @@ fn chain_matmul(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) fn inner(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let out = a.out(0)?;
     let (rx, ry) = (em.rank(x)?, em.rank(y)?);
     if rx == 0 || ry == 0 {
         let dtype = em.dtype(out)?;
-        return Ok(vec![binary(em, "aten.mul.Tensor", x, y, dtype, Some(out))?]);
+        return Ok(vec![binary(em, aten::MUL_TENSOR, x, y, dtype, Some(out))?]);
     }
     // inner(x, y) = x @ y^T with y flattened to [-1, K]
     let ys = em.static_sizes(y, "inner")?;
@@ -494,7 +495,7 @@ pub(super) fn inner(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn tensordot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let (dx, dy) = (a.ints("dims_self")?, a.ints("dims_other")?);
     let (xs, ys) = (
         em.static_sizes(x, "tensordot")?,
@@ -538,7 +539,7 @@ fn tensordot(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn kron(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let (xs, ys) = (em.static_sizes(x, "kron")?, em.static_sizes(y, "kron")?);
     if xs.len() != ys.len() {
         return Err(Error::unsupported(format!(
@@ -567,13 +568,13 @@ fn kron(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         None,
     )?;
     let dtype = em.dtype(a.out(0)?)?;
-    let p = binary(em, "aten.mul.Tensor", x2, y2, dtype, None)?;
+    let p = binary(em, aten::MUL_TENSOR, x2, y2, dtype, None)?;
     let shape: Vec<SymRef> = (0..r).map(|d| SymRef::Int(xs[d] * ys[d])).collect();
     Ok(vec![reshape(em, p, &shape, Some(a.out(0)?))?])
 }
 
 fn cross(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let out = a.out(0)?;
     let r = em.rank(out)?;
     let d = normalize_dim(a.int("dim")?, r)?;
@@ -590,12 +591,12 @@ fn cross(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             part(em, x, j)?,
             part(em, y, i)?,
         );
-        let p = binary(em, "aten.mul.Tensor", xi, yj, dtype, None)?;
-        let q = binary(em, "aten.mul.Tensor", xj, yi, dtype, None)?;
-        comps.push(binary(em, "aten.sub.Tensor", p, q, dtype, None)?);
+        let p = binary(em, aten::MUL_TENSOR, xi, yj, dtype, None)?;
+        let q = binary(em, aten::MUL_TENSOR, xj, yi, dtype, None)?;
+        comps.push(binary(em, aten::SUB_TENSOR, p, q, dtype, None)?);
     }
     em.op_into(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(comps)),
             ("dim", Argument::Int(d as i64)),
@@ -606,13 +607,13 @@ fn cross(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn pairwise_distance(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("x1")?, a.t("x2")?);
+    let (x, y) = (a.tensor("x1")?, a.tensor("x2")?);
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
-    let d = with_scalar(em, "aten.add.Tensor", d, Argument::Float(a.float("eps")?))?;
+    let d = binary(em, aten::SUB_TENSOR, x, y, dtype, None)?;
+    let d = with_scalar(em, aten::ADD_TENSOR, d, Argument::Float(a.float("eps")?))?;
     em.op_into(
-        "aten.linalg_vector_norm.default",
+        aten::LINALG_VECTOR_NORM,
         vec![
             ("self", Argument::Tensor(d)),
             ("ord", Argument::Float(a.float("p")?)),
@@ -629,8 +630,8 @@ fn pairwise_distance(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `_trilinear` on the inputs flattened to 2-D): an einsum over the
 /// flattened inputs, viewed back to the leading dims.
 fn bilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x1, x2, w) = (a.t("input1")?, a.t("input2")?, a.t("weight")?);
-    let bias = a.ot("bias")?;
+    let (x1, x2, w) = (a.tensor("input1")?, a.tensor("input2")?, a.tensor("weight")?);
+    let bias = a.opt_tensor("bias")?;
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let r = em.rank(x1)?;
@@ -650,7 +651,7 @@ fn bilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let o = em.size(w, 0)?;
     let meta = em.meta_like(x1, dtype, syms(em, &[lead, o]))?;
     let y = em.op(
-        "aten.einsum.default",
+        aten::EINSUM,
         vec![
             ("equation", Argument::String("ni,oij,nj->no".into())),
             ("tensors", Argument::Tensors(vec![f1, w, f2])),
@@ -663,7 +664,7 @@ fn bilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         None => Ok(vec![reshape(em, y, &shape, Some(out))?]),
         Some(b) => {
             let y = reshape(em, y, &shape, None)?;
-            binary_into(em, a, "aten.add.Tensor", y, b, dtype)
+            binary_into(em, a, aten::ADD_TENSOR, y, b, dtype)
         }
     }
 }
@@ -673,7 +674,7 @@ fn bilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// and summed over `sumdim` (those dims dropped), as ATen's kernel: one
 /// einsum, a letter per dim of the widened rank.
 fn trilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let xs = [a.t("i1")?, a.t("i2")?, a.t("i3")?];
+    let xs = [a.tensor("i1")?, a.tensor("i2")?, a.tensor("i3")?];
     let expands = [a.ints("expand1")?, a.ints("expand2")?, a.ints("expand3")?];
     let sumdim = a.ints("sumdim")?;
     let total = em.rank(xs[0])? + expands[0].len();
@@ -702,7 +703,7 @@ fn trilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         .collect();
     let out = a.out(0)?;
     em.op_into(
-        "aten.einsum.default",
+        aten::EINSUM,
         vec![
             (
                 "equation",
@@ -716,50 +717,50 @@ fn trilinear(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.fft_fft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
-    "aten.fft_ifft.default" => ["aten._fft_c2c.default", "aten._fft_r2c.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fft;
-    "aten.fft_rfft.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfft;
-    "aten.fft_ihfft.default" => ["aten._fft_r2c.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfft;
-    "aten.fft_irfft.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfft;
-    "aten.fft_hfft.default" => ["aten._fft_c2r.default", "aten._conj.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfft;
-    "aten.fft_fftn.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
-    "aten.fft_fft2.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
-    "aten.fft_ifftn.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
-    "aten.fft_ifft2.default" => ["aten._fft_c2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::fftn;
-    "aten.fft_rfftn.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfftn;
-    "aten.fft_rfft2.default" => ["aten._fft_r2c.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::rfftn;
-    "aten.fft_irfftn.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
-    "aten.fft_irfft2.default" => ["aten._fft_c2r.default", "aten._to_copy.default", "aten.slice.Tensor", "aten.constant_pad_nd.default"] spectral::irfftn;
-    "aten.fft_fftshift.default" => ["aten.roll.default"] spectral::fftshift;
-    "aten.fft_ifftshift.default" => ["aten.roll.default"] spectral::fftshift;
-    "aten.stft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
-    "aten.stft.center" => ["aten.unsqueeze.default", "aten.view.default", "aten.pad.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.unfold.default", "aten.mul.Tensor", "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._to_copy.default", "aten.permute.default", "aten.squeeze.dims", "aten.view_as_real.default"] spectral::stft;
-    "aten.istft.default" => ["aten.unsqueeze.default", "aten.full.default", "aten.constant_pad_nd.default", "aten.permute.default", "aten.slice.Tensor", "aten._fft_c2r.default", "aten._fft_c2c.default", "aten.view.default", "aten.mul.Tensor", "aten.select.int", "aten.add.Tensor", "aten.expand.default", "aten.abs.default", "aten.amin.default", "aten.ge.Scalar", "aten._assert_async.msg", "aten.div.Tensor", "aten.squeeze.dims"] spectral::istft;
-    "aten.linear.default" => ["aten.permute.default", "aten.addmm.default", "aten.mm.default", "aten.view.default", "aten.matmul.default", "aten.add.Tensor"] linear;
-    "aten.matmul.default" => ["aten.mm.default", "aten.bmm.default", "aten.view.default", "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dims", "aten.clone.default", "aten.mul.Tensor", "aten.sum.dim_IntList"] matmul_rule;
-    "aten.baddbmm.default" => ["aten.bmm.default", "aten.mul.Tensor", "aten.add.Tensor"] baddbmm;
-    "aten.cdist.default" => ["aten._cdist_forward.default"] same_args;
-    "aten.pdist.default" => ["aten._pdist_forward.default"] same_args;
-    "aten.addr.default" => ["aten.outer.default", "aten.mul.Tensor", "aten.add.Tensor"] addr;
-    "aten.dot.default" => ["aten.mul.Tensor", "aten.sum.dim_IntList"] dot;
-    "aten.mv.default" => ["aten.matmul.default"] mv;
-    "aten.outer.default" => ["aten.unsqueeze.default", "aten.mul.Tensor"] outer;
-    "aten.trace.default" => ["aten.diag.default", "aten.sum.dim_IntList"] trace;
-    "aten.chain_matmul.default" => ["aten.mm.default"] chain_matmul;
-    "aten.inner.default" => ["aten.matmul.default", "aten.permute.default", "aten.view.default"] inner;
-    "aten.tensordot.default" => ["aten.permute.default", "aten.view.default", "aten.mm.default"] tensordot;
-    "aten.kron.default" => ["aten.unsqueeze.default", "aten.mul.Tensor", "aten.view.default"] kron;
-    "aten.linalg_cross.default" => ["aten.slice.Tensor", "aten.mul.Tensor", "aten.sub.Tensor", "aten.cat.default"] cross;
-    "aten.pairwise_distance.default" => ["aten.sub.Tensor", "aten.add.Tensor", "aten.linalg_vector_norm.default"] pairwise_distance;
-    "aten.einsum.default" => ["aten.diagonal.default", "aten.sum.dim_IntList", "aten.permute.default", "aten.view.default", "aten.bmm.default", "aten.clone.default"] einsum;
-    "aten.bilinear.default" => ["aten.view.default", "aten.clone.default", "aten.einsum.default", "aten.add.Tensor"] bilinear;
-    "aten._trilinear.default" => ["aten.einsum.default"] trilinear;
-    "aten.cosine_similarity.default" => ["aten.mul.Tensor", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.clamp.default", "aten.div.Tensor"] cosine_similarity;
-    "aten.linalg_vector_norm.default" => ["aten.abs.default", "aten.mul.Tensor", "aten.pow.Tensor_Scalar", "aten.sum.dim_IntList", "aten.sqrt.default", "aten.amax.default", "aten.amin.default", "aten.ne.Scalar", "aten._to_copy.default"] vector_norm;
+    aten::FFT_FFT => [aten::_FFT_C2C, aten::_FFT_R2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fft;
+    aten::FFT_IFFT => [aten::_FFT_C2C, aten::_FFT_R2C, aten::_CONJ, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fft;
+    aten::FFT_RFFT => [aten::_FFT_R2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::rfft;
+    aten::FFT_IHFFT => [aten::_FFT_R2C, aten::_CONJ, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::rfft;
+    aten::FFT_IRFFT => [aten::_FFT_C2R, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::irfft;
+    aten::FFT_HFFT => [aten::_FFT_C2R, aten::_CONJ, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::irfft;
+    aten::FFT_FFTN => [aten::_FFT_C2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fftn;
+    aten::FFT_FFT2 => [aten::_FFT_C2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fftn;
+    aten::FFT_IFFTN => [aten::_FFT_C2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fftn;
+    aten::FFT_IFFT2 => [aten::_FFT_C2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::fftn;
+    aten::FFT_RFFTN => [aten::_FFT_R2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::rfftn;
+    aten::FFT_RFFT2 => [aten::_FFT_R2C, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::rfftn;
+    aten::FFT_IRFFTN => [aten::_FFT_C2R, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::irfftn;
+    aten::FFT_IRFFT2 => [aten::_FFT_C2R, aten::_TO_COPY, aten::SLICE_TENSOR, aten::CONSTANT_PAD_ND] spectral::irfftn;
+    aten::FFT_FFTSHIFT => [aten::ROLL] spectral::fftshift;
+    aten::FFT_IFFTSHIFT => [aten::ROLL] spectral::fftshift;
+    aten::STFT => [aten::UNSQUEEZE, aten::FULL, aten::CONSTANT_PAD_ND, aten::UNFOLD, aten::MUL_TENSOR, aten::_FFT_R2C, aten::_FFT_C2C, aten::_TO_COPY, aten::PERMUTE, aten::SQUEEZE_DIMS, aten::VIEW_AS_REAL] spectral::stft;
+    aten::STFT_CENTER => [aten::UNSQUEEZE, aten::VIEW, aten::PAD, aten::FULL, aten::CONSTANT_PAD_ND, aten::UNFOLD, aten::MUL_TENSOR, aten::_FFT_R2C, aten::_FFT_C2C, aten::_TO_COPY, aten::PERMUTE, aten::SQUEEZE_DIMS, aten::VIEW_AS_REAL] spectral::stft;
+    aten::ISTFT => [aten::UNSQUEEZE, aten::FULL, aten::CONSTANT_PAD_ND, aten::PERMUTE, aten::SLICE_TENSOR, aten::_FFT_C2R, aten::_FFT_C2C, aten::VIEW, aten::MUL_TENSOR, aten::SELECT_INT, aten::ADD_TENSOR, aten::EXPAND, aten::ABS, aten::AMIN, aten::GE_SCALAR, aten::_ASSERT_ASYNC_MSG, aten::DIV_TENSOR, aten::SQUEEZE_DIMS] spectral::istft;
+    aten::LINEAR => [aten::PERMUTE, aten::ADDMM, aten::MM, aten::VIEW, aten::MATMUL, aten::ADD_TENSOR] linear;
+    aten::MATMUL => [aten::MM, aten::BMM, aten::VIEW, aten::EXPAND, aten::UNSQUEEZE, aten::SQUEEZE_DIMS, aten::CLONE, aten::MUL_TENSOR, aten::SUM_DIM_INTLIST] matmul_rule;
+    aten::BADDBMM => [aten::BMM, aten::MUL_TENSOR, aten::ADD_TENSOR] baddbmm;
+    aten::CDIST => [aten::_CDIST_FORWARD] same_args;
+    aten::PDIST => [aten::_PDIST_FORWARD] same_args;
+    aten::ADDR => [aten::OUTER, aten::MUL_TENSOR, aten::ADD_TENSOR] addr;
+    aten::DOT => [aten::MUL_TENSOR, aten::SUM_DIM_INTLIST] dot;
+    aten::MV => [aten::MATMUL] mv;
+    aten::OUTER => [aten::UNSQUEEZE, aten::MUL_TENSOR] outer;
+    aten::TRACE => [aten::DIAG, aten::SUM_DIM_INTLIST] trace;
+    aten::CHAIN_MATMUL => [aten::MM] chain_matmul;
+    aten::INNER => [aten::MATMUL, aten::PERMUTE, aten::VIEW] inner;
+    aten::TENSORDOT => [aten::PERMUTE, aten::VIEW, aten::MM] tensordot;
+    aten::KRON => [aten::UNSQUEEZE, aten::MUL_TENSOR, aten::VIEW] kron;
+    aten::LINALG_CROSS => [aten::SLICE_TENSOR, aten::MUL_TENSOR, aten::SUB_TENSOR, aten::CAT] cross;
+    aten::PAIRWISE_DISTANCE => [aten::SUB_TENSOR, aten::ADD_TENSOR, aten::LINALG_VECTOR_NORM] pairwise_distance;
+    aten::EINSUM => [aten::DIAGONAL, aten::SUM_DIM_INTLIST, aten::PERMUTE, aten::VIEW, aten::BMM, aten::CLONE] einsum;
+    aten::BILINEAR => [aten::VIEW, aten::CLONE, aten::EINSUM, aten::ADD_TENSOR] bilinear;
+    aten::_TRILINEAR => [aten::EINSUM] trilinear;
+    aten::COSINE_SIMILARITY => [aten::MUL_TENSOR, aten::SUM_DIM_INTLIST, aten::SQRT, aten::CLAMP, aten::DIV_TENSOR] cosine_similarity;
+    aten::LINALG_VECTOR_NORM => [aten::ABS, aten::MUL_TENSOR, aten::POW_TENSOR_SCALAR, aten::SUM_DIM_INTLIST, aten::SQRT, aten::AMAX, aten::AMIN, aten::NE_SCALAR, aten::_TO_COPY] vector_norm;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten.ger.default", "aten.outer.default"),
-    ("aten.vdot.default", "aten.dot.default"),
+    (aten::GER, aten::OUTER),
+    (aten::VDOT, aten::DOT),
 ];

@@ -17,13 +17,14 @@ use super::args::NodeArgs;
 use super::edit::{
     ints_arg, is_contiguous, scalar, sym_add, sym_div_exact, sym_ints_arg, syms, Emitter, Out,
 };
+use crate::ir::op::aten;
 use crate::ir::{normalize_dim, Argument, Dtype, MemoryFormat, Sym, SymRef, TensorMeta, ValueId};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 macro_rules! rules {
-    ($( $src:literal => [$($res:literal),*] $f:expr ;)*) => {
+    ($( $src:path => [$($res:path),*] $f:expr ;)*) => {
         pub(super) const RULES: &[Rule] = &[ $( Rule { source: $src, results: &[$($res),*], apply: $f } ),* ];
         /// This family's rules and aliases.
         pub(super) const ROWS: (&[Rule], &[(&str, &str)]) = (RULES, ALIASES);
@@ -190,7 +191,7 @@ fn permute(em: &mut Emitter, x: ValueId, perm: &[usize], out: Option<ValueId>) -
     };
     let dims: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
     em.op_to(
-        "aten.permute.default",
+        aten::PERMUTE,
         vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&dims))],
         out,
         meta,
@@ -279,7 +280,7 @@ fn view(em: &mut Emitter, x: ValueId, sizes: &[SymRef], out: Option<ValueId>) ->
         meta.strides = st.into_iter().map(Sym::Int).collect();
     }
     em.op_to(
-        "aten.view.default",
+        aten::VIEW,
         vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))],
         out,
         meta,
@@ -290,7 +291,7 @@ fn clone(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> 
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
     em.op_to(
-        "aten.clone.default",
+        aten::CLONE,
         vec![
             ("self", Argument::Tensor(x)),
             (
@@ -335,7 +336,7 @@ fn expand(em: &mut Emitter, x: ValueId, sizes: &[SymRef]) -> Result<ValueId> {
         };
     }
     em.op(
-        "aten.expand.default",
+        aten::EXPAND,
         vec![("self", Argument::Tensor(x)), ("size", sym_ints_arg(sizes))],
         meta,
     )
@@ -347,7 +348,7 @@ fn unsqueeze(em: &mut Emitter, x: ValueId, dim: usize) -> Result<ValueId> {
     sizes.insert(dim, Sym::Int(1));
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(
-        "aten.unsqueeze.default",
+        aten::UNSQUEEZE,
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(dim as i64)),
@@ -373,7 +374,7 @@ fn squeeze_dims(
     let meta = em.meta_like(x, m.dtype, sizes)?;
     let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
     em.op_to(
-        "aten.squeeze.dims",
+        aten::SQUEEZE_DIMS,
         vec![("self", Argument::Tensor(x)), ("dim", ints_arg(&dims))],
         out,
         meta,
@@ -391,7 +392,7 @@ fn mm(
     let meta = em.meta_like(a, em.dtype(a)?, vec![sa[0].clone(), sb[1].clone()])?;
     match bias {
         Some(c) => em.op_to(
-            "aten.addmm.default",
+            aten::ADDMM,
             vec![
                 ("self", Argument::Tensor(c)),
                 ("mat1", Argument::Tensor(a)),
@@ -401,7 +402,7 @@ fn mm(
             meta,
         ),
         None => em.op_to(
-            "aten.mm.default",
+            aten::MM,
             vec![("self", Argument::Tensor(a)), ("mat2", Argument::Tensor(b))],
             out,
             meta,
@@ -422,10 +423,10 @@ fn matmul(em: &mut Emitter, a: ValueId, b: ValueId, out: Option<ValueId>) -> Res
     let dtype = em.dtype(a)?;
     match (da, db) {
         (1, 1) => {
-            let prod = binary(em, "aten.mul.Tensor", a, b, dtype, None)?;
+            let prod = binary(em, aten::MUL_TENSOR, a, b, dtype, None)?;
             let meta = em.meta_like(a, dtype, vec![])?;
             return em.op_to(
-                "aten.sum.dim_IntList",
+                aten::SUM_DIM_INTLIST,
                 vec![("self", Argument::Tensor(prod)), ("dim", ints_arg(&[0]))],
                 out,
                 meta,
@@ -489,7 +490,7 @@ fn matmul(em: &mut Emitter, a: ValueId, b: ValueId, out: Option<ValueId>) -> Res
     let xb = reshape(em, xb, &[bp, m2, p], None)?;
     let meta = em.meta_like(a, dtype, syms(em, &[bp, n, p]))?;
     let r = em.op(
-        "aten.bmm.default",
+        aten::BMM,
         vec![
             ("self", Argument::Tensor(xa)),
             ("mat2", Argument::Tensor(xb)),
@@ -516,7 +517,7 @@ fn full_like(
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
     em.op_to(
-        "aten.full_like.default",
+        aten::FULL_LIKE,
         vec![
             ("self", Argument::Tensor(x)),
             ("fill_value", value),
@@ -542,7 +543,7 @@ fn gather(
 ) -> Result<ValueId> {
     let meta = em.meta_like(index, em.dtype(x)?, em.sizes(index)?)?;
     em.op_to(
-        "aten.gather.default",
+        aten::GATHER,
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(dim as i64)),
@@ -564,7 +565,7 @@ fn full(
     let meta = em.meta_like(like, dtype, syms(em, sizes))?;
     let device = Argument::Device(meta.device.clone());
     em.op(
-        "aten.full.default",
+        aten::FULL,
         vec![
             ("size", sym_ints_arg(sizes)),
             ("fill_value", value),
@@ -584,7 +585,7 @@ fn scalar_tensor(
 ) -> Result<ValueId> {
     let meta = em.meta_like(like, dtype, vec![])?;
     em.op(
-        "aten.scalar_tensor.default",
+        aten::SCALAR_TENSOR,
         vec![("s", value), ("dtype", Argument::ScalarType(dtype))],
         meta,
     )
@@ -605,7 +606,7 @@ fn where_(
     let s = broadcast(&broadcast(&em.sizes(c)?, &em.sizes(x)?), &em.sizes(y)?);
     let meta = em.meta_like(x, dtype, s)?;
     em.op_to(
-        "aten.where.self",
+        aten::WHERE_SELF,
         vec![
             ("condition", Argument::Tensor(c)),
             ("self", Argument::Tensor(x)),
@@ -620,7 +621,7 @@ fn to_copy(em: &mut Emitter, x: ValueId, dtype: Dtype, out: Option<ValueId>) -> 
     let sizes = em.sizes(x)?;
     let meta = em.meta_like(x, dtype, sizes)?;
     em.op_to(
-        "aten._to_copy.default",
+        aten::_TO_COPY,
         vec![
             ("self", Argument::Tensor(x)),
             ("dtype", Argument::ScalarType(dtype)),
@@ -650,7 +651,7 @@ fn slice(em: &mut Emitter, x: ValueId, dim: usize, start: i64, end: i64) -> Resu
     };
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(
-        "aten.slice.Tensor",
+        aten::SLICE_TENSOR,
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(dim as i64)),
@@ -672,7 +673,7 @@ fn arange_to(
     let len = if step > 0 { (end + step - 1) / step } else { 0 };
     let meta = em.meta_like(like, dtype, vec![Sym::Int(len.max(0))])?;
     em.op(
-        "aten.arange.start_step",
+        aten::ARANGE_START_STEP,
         vec![
             ("start", Argument::Int(0)),
             ("end", Argument::Int(end)),
@@ -688,7 +689,7 @@ fn arange_to(
 fn arange_from(em: &mut Emitter, like: ValueId, start: i64, len: i64) -> Result<ValueId> {
     let meta = em.meta_like(like, Dtype::Int64, vec![Sym::Int(len)])?;
     em.op(
-        "aten.arange.start_step",
+        aten::ARANGE_START_STEP,
         vec![
             ("start", Argument::Int(start)),
             ("end", Argument::Int(start + len)),
@@ -708,7 +709,7 @@ fn arange_dim(em: &mut Emitter, x: ValueId, d: usize, column: bool) -> Result<Va
         _ => {
             let meta = em.meta_like(x, Dtype::Int64, vec![em.sym_of(n)])?;
             em.op(
-                "aten.arange.start_step",
+                aten::ARANGE_START_STEP,
                 vec![
                     ("start", Argument::Int(0)),
                     ("end", Argument::SymInt(n)),
@@ -740,9 +741,9 @@ fn arange_col(em: &mut Emitter, like: ValueId, n: i64, column: bool) -> Result<V
 /// and outputs (`cdist` is `_cdist_forward`, ...).
 fn same_args(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let op = match a.0.target.to_string().as_str() {
-        "aten.cdist.default" => "aten._cdist_forward.default",
-        "aten.pdist.default" => "aten._pdist_forward.default",
-        "aten.embedding_bag.padding_idx" => "aten._embedding_bag.default",
+        aten::CDIST => aten::_CDIST_FORWARD,
+        aten::PDIST => aten::_PDIST_FORWARD,
+        aten::EMBEDDING_BAG_PADDING_IDX => aten::_EMBEDDING_BAG,
         other => {
             return Err(Error::internal(format!(
                 "same_args has no target for {other}"
@@ -783,7 +784,7 @@ fn cat_op(em: &mut Emitter, xs: &[ValueId], dim: usize, out: Option<ValueId>) ->
     sizes[dim] = Sym::Int(total);
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
     em.op_to(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(xs.to_vec())),
             ("dim", Argument::Int(dim as i64)),
@@ -804,7 +805,7 @@ fn sum_dims(
 ) -> Result<ValueId> {
     reduce(
         em,
-        "aten.sum.dim_IntList",
+        aten::SUM_DIM_INTLIST,
         x,
         dims,
         keepdim,

@@ -1,9 +1,10 @@
 //! Normalisation: batch, layer, group and instance norm: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn layer_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let ns = a.syms("normalized_shape")?;
     let mut stat = em.sizes(x)?;
     let r = stat.len();
@@ -14,7 +15,7 @@ fn layer_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m1 = em.meta_like(x, dtype, stat.clone())?;
     let m2 = em.meta_like(x, dtype, stat)?;
     em.call(
-        "aten.native_layer_norm.default",
+        aten::NATIVE_LAYER_NORM,
         vec![
             ("input", Argument::Tensor(x)),
             ("normalized_shape", sym_ints_arg(&ns)),
@@ -28,7 +29,7 @@ fn layer_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn group_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let g = a.int("num_groups")?;
     let sizes = em.size_refs(x)?;
     let (n, c) = (sizes[0], sizes[1]);
@@ -38,7 +39,7 @@ fn group_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m1 = em.meta_like(x, dtype, stat.clone())?;
     let m2 = em.meta_like(x, dtype, stat)?;
     em.call(
-        "aten.native_group_norm.default",
+        aten::NATIVE_GROUP_NORM,
         vec![
             ("input", Argument::Tensor(x)),
             ("weight", a.arg("weight")),
@@ -56,7 +57,7 @@ fn group_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if a.bool("training")? {
-        if a.ot("running_mean")?.is_some() || a.ot("running_var")?.is_some() {
+        if a.opt_tensor("running_mean")?.is_some() || a.opt_tensor("running_var")?.is_some() {
             // functionalisation makes these `_native_batch_norm_legit_functional`
             return Err(Error::unsupported(format!(
                 "node {}: batch_norm in training mode updating running statistics in place",
@@ -64,7 +65,7 @@ fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             )));
         }
         // the batch's statistics, no running ones to update
-        let x = a.t("input")?;
+        let x = a.tensor("input")?;
         let stats = match em.dtype(x)? {
             Dtype::Float16 | Dtype::BFloat16 => Dtype::Float32,
             d => d,
@@ -78,7 +79,7 @@ fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let m1 = em.meta_like(x, stats, vec![c.clone()])?;
         let m2 = em.meta_like(x, stats, vec![c])?;
         em.call(
-            "aten._native_batch_norm_legit.no_stats",
+            aten::_NATIVE_BATCH_NORM_LEGIT_NO_STATS,
             vec![
                 ("input", Argument::Tensor(x)),
                 ("weight", a.arg("weight")),
@@ -91,8 +92,8 @@ fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )?;
         return Ok(vec![a.out(0)?]);
     }
-    let x = a.t("input")?;
-    let (mean, var) = (a.ot("running_mean")?, a.ot("running_var")?);
+    let x = a.tensor("input")?;
+    let (mean, var) = (a.opt_tensor("running_mean")?, a.opt_tensor("running_var")?);
     let (Some(mean), Some(var)) = (mean, var) else {
         return Err(Error::unsupported(format!(
             "node {}: batch_norm in eval mode without running statistics",
@@ -103,7 +104,7 @@ fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m1 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
     let m2 = em.meta_like(x, dtype, vec![Sym::Int(0)])?;
     em.call(
-        "aten._native_batch_norm_legit_no_training.default",
+        aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING,
         vec![
             ("input", Argument::Tensor(x)),
             ("weight", a.arg("weight")),
@@ -119,7 +120,7 @@ fn batch_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn instance_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let r = em.rank(x)?;
     let dtype = em.dtype(x)?;
     let spatial: Vec<i64> = (2..r as i64).collect();
@@ -130,10 +131,10 @@ fn instance_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         view(em, t, &shape, None)
     };
     let (mean, var) = if a.bool("use_input_stats")? || !a.has("running_mean") {
-        let mean = reduce(em, "aten.mean.dim", x, &spatial, true, vec![], dtype, None)?;
+        let mean = reduce(em, aten::MEAN_DIM, x, &spatial, true, vec![], dtype, None)?;
         let var = reduce(
             em,
-            "aten.var.correction",
+            aten::VAR_CORRECTION,
             x,
             &spatial,
             true,
@@ -143,21 +144,21 @@ fn instance_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )?;
         (mean, var)
     } else {
-        let m = per_channel(em, a.t("running_mean")?)?;
-        let v = per_channel(em, a.t("running_var")?)?;
+        let m = per_channel(em, a.tensor("running_mean")?)?;
+        let v = per_channel(em, a.tensor("running_var")?)?;
         (m, v)
     };
-    let centered = binary(em, "aten.sub.Tensor", x, mean, dtype, None)?;
-    let ve = with_scalar(em, "aten.add.Tensor", var, Argument::Float(a.float("eps")?))?;
-    let rs = unary(em, "aten.rsqrt.default", ve)?;
-    let mut y = binary(em, "aten.mul.Tensor", centered, rs, dtype, None)?;
-    let (w, b) = (a.ot("weight")?, a.ot("bias")?);
+    let centered = binary(em, aten::SUB_TENSOR, x, mean, dtype, None)?;
+    let ve = with_scalar(em, aten::ADD_TENSOR, var, Argument::Float(a.float("eps")?))?;
+    let rs = unary(em, aten::RSQRT, ve)?;
+    let mut y = binary(em, aten::MUL_TENSOR, centered, rs, dtype, None)?;
+    let (w, b) = (a.opt_tensor("weight")?, a.opt_tensor("bias")?);
     let out = a.out(0)?;
     if let Some(w) = w {
         let w = per_channel(em, w)?;
         y = binary(
             em,
-            "aten.mul.Tensor",
+            aten::MUL_TENSOR,
             y,
             w,
             dtype,
@@ -166,13 +167,13 @@ fn instance_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     if let Some(b) = b {
         let b = per_channel(em, b)?;
-        y = binary(em, "aten.add.Tensor", y, b, dtype, Some(out))?;
+        y = binary(em, aten::ADD_TENSOR, y, b, dtype, Some(out))?;
     }
     Ok(vec![y])
 }
 
 fn rms_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let dtype = em.dtype(x)?;
     let n = a.syms("normalized_shape")?.len();
     let r = em.rank(x)?;
@@ -187,19 +188,19 @@ fn rms_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             _ => f32::EPSILON as f64,
         },
     };
-    let sq = binary(em, "aten.mul.Tensor", x, x, dtype, None)?;
-    let ms = reduce(em, "aten.mean.dim", sq, &dims, true, vec![], dtype, None)?;
-    let me = with_scalar(em, "aten.add.Tensor", ms, Argument::Float(eps))?;
-    let rs = unary(em, "aten.rsqrt.default", me)?;
+    let sq = binary(em, aten::MUL_TENSOR, x, x, dtype, None)?;
+    let ms = reduce(em, aten::MEAN_DIM, sq, &dims, true, vec![], dtype, None)?;
+    let me = with_scalar(em, aten::ADD_TENSOR, ms, Argument::Float(eps))?;
+    let rs = unary(em, aten::RSQRT, me)?;
     let out = a.out(0)?;
-    match a.ot("weight")? {
+    match a.opt_tensor("weight")? {
         Some(w) => {
-            let y = binary(em, "aten.mul.Tensor", x, rs, dtype, None)?;
-            Ok(vec![binary(em, "aten.mul.Tensor", y, w, dtype, Some(out))?])
+            let y = binary(em, aten::MUL_TENSOR, x, rs, dtype, None)?;
+            Ok(vec![binary(em, aten::MUL_TENSOR, y, w, dtype, Some(out))?])
         }
         None => Ok(vec![binary(
             em,
-            "aten.mul.Tensor",
+            aten::MUL_TENSOR,
             x,
             rs,
             dtype,
@@ -212,7 +213,7 @@ fn rms_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// every dim but `dim` (over all of them when `dim` is -1), as torch's
 /// `norm_except_dim`.
 fn weight_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (v, g) = (a.t("v")?, a.t("g")?);
+    let (v, g) = (a.tensor("v")?, a.tensor("g")?);
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
     let r = em.rank(v)?;
@@ -229,7 +230,7 @@ fn weight_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     let meta = em.meta_like(v, dtype, sizes)?;
     let norm = em.op(
-        "aten.linalg_vector_norm.default",
+        aten::LINALG_VECTOR_NORM,
         vec![
             ("self", Argument::Tensor(v)),
             ("ord", Argument::Float(2.0)),
@@ -238,17 +239,17 @@ fn weight_norm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ],
         meta,
     )?;
-    let scale = binary(em, "aten.div.Tensor", g, norm, dtype, None)?;
-    binary_into(em, a, "aten.mul.Tensor", v, scale, dtype)
+    let scale = binary(em, aten::DIV_TENSOR, g, norm, dtype, None)?;
+    binary_into(em, a, aten::MUL_TENSOR, v, scale, dtype)
 }
 
 rules! {
-    "aten._weight_norm.default" => ["aten.linalg_vector_norm.default", "aten.div.Tensor", "aten.mul.Tensor"] weight_norm;
-    "aten.layer_norm.default" => ["aten.native_layer_norm.default"] layer_norm;
-    "aten.group_norm.default" => ["aten.native_group_norm.default"] group_norm;
-    "aten.batch_norm.default" => ["aten._native_batch_norm_legit_no_training.default", "aten._native_batch_norm_legit.no_stats"] batch_norm;
-    "aten.rms_norm.default" => ["aten.mul.Tensor", "aten.mean.dim", "aten.add.Tensor", "aten.rsqrt.default"] rms_norm;
-    "aten.instance_norm.default" => ["aten.mean.dim", "aten.var.correction", "aten.sub.Tensor", "aten.add.Tensor", "aten.rsqrt.default", "aten.mul.Tensor", "aten.view.default"] instance_norm;
+    aten::_WEIGHT_NORM => [aten::LINALG_VECTOR_NORM, aten::DIV_TENSOR, aten::MUL_TENSOR] weight_norm;
+    aten::LAYER_NORM => [aten::NATIVE_LAYER_NORM] layer_norm;
+    aten::GROUP_NORM => [aten::NATIVE_GROUP_NORM] group_norm;
+    aten::BATCH_NORM => [aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING, aten::_NATIVE_BATCH_NORM_LEGIT_NO_STATS] batch_norm;
+    aten::RMS_NORM => [aten::MUL_TENSOR, aten::MEAN_DIM, aten::ADD_TENSOR, aten::RSQRT] rms_norm;
+    aten::INSTANCE_NORM => [aten::MEAN_DIM, aten::VAR_CORRECTION, aten::SUB_TENSOR, aten::ADD_TENSOR, aten::RSQRT, aten::MUL_TENSOR, aten::VIEW] instance_norm;
 }
 
 /// Ops that are another op of this family under another name.

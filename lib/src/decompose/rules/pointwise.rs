@@ -1,5 +1,6 @@
 //! Elementwise arithmetic, comparisons, logic and math functions: the decomposition rules.
 
+use crate::ir::op::{aten, quantized_decomposed};
 use super::*;
 use crate::promote::{result_type, Rank};
 
@@ -18,7 +19,7 @@ fn renamed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn where_scalar(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let c = a.t("condition")?;
+    let c = a.tensor("condition")?;
     let side = |em: &mut Emitter, name: &str| -> Result<ValueId> {
         match a.0.arg(name) {
             Some(Argument::Tensor(v)) => Ok(*v),
@@ -31,9 +32,9 @@ fn where_scalar(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
-    let parts: Vec<ValueId> = [a.ot("prepend")?, Some(x), a.ot("append")?]
+    let parts: Vec<ValueId> = [a.opt_tensor("prepend")?, Some(x), a.opt_tensor("append")?]
         .into_iter()
         .flatten()
         .collect();
@@ -46,7 +47,7 @@ pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         sizes[d] = total;
         let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
         x = em.op(
-            "aten.cat.default",
+            aten::CAT,
             vec![
                 ("tensors", Argument::Tensors(parts)),
                 ("dim", Argument::Int(d as i64)),
@@ -61,9 +62,9 @@ pub(super) fn diff(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let lo = slice(em, x, d, 0, -1)?;
         let dtype = em.dtype(x)?;
         let op = if dtype == Dtype::Bool {
-            "aten.logical_xor.default"
+            aten::LOGICAL_XOR
         } else {
-            "aten.sub.Tensor"
+            aten::SUB_TENSOR
         };
         let target = if i == n - 1 { Some(out) } else { None };
         x = binary(em, op, hi, lo, dtype, target)?;
@@ -78,8 +79,8 @@ fn clamp_one(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         ("max", a.arg("max"))
     };
     em.op_into(
-        "aten.clamp.default",
-        vec![("self", Argument::Tensor(a.t("self")?)), bound],
+        aten::CLAMP,
+        vec![("self", Argument::Tensor(a.tensor("self")?)), bound],
         a.out(0)?,
     )?;
     Ok(vec![a.out(0)?])
@@ -87,9 +88,9 @@ fn clamp_one(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn square(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
-        "aten.pow.Tensor_Scalar",
+        aten::POW_TENSOR_SCALAR,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("exponent", Argument::Int(2)),
         ],
         a.out(0)?,
@@ -99,11 +100,11 @@ fn square(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn rsub(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // other - alpha * self
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(a.out(0)?)?;
     let o = scalar_tensor(em, x, a.arg("other"), dtype)?;
     em.op_into(
-        "aten.sub.Tensor",
+        aten::SUB_TENSOR,
         vec![
             ("self", Argument::Tensor(o)),
             ("other", Argument::Tensor(x)),
@@ -115,12 +116,12 @@ fn rsub(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn erfc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let e = unary(em, "aten.erf.default", x)?;
-    let n = unary(em, "aten.neg.default", e)?;
+    let x = a.tensor("self")?;
+    let e = unary(em, aten::ERF, x)?;
+    let n = unary(em, aten::NEG, e)?;
     Ok(vec![same(
         em,
-        "aten.add.Tensor",
+        aten::ADD_TENSOR,
         vec![
             ("self", Argument::Tensor(n)),
             ("other", Argument::Float(1.0)),
@@ -132,33 +133,33 @@ fn erfc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn lerp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // torch: weight < 0.5 ? start + w * (end - start) : end - (end - start) * (1 - w)
-    let (x, end) = (a.t("self")?, a.t("end")?);
+    let (x, end) = (a.tensor("self")?, a.tensor("end")?);
     let w = a.float("weight")?;
     let dtype = em.dtype(a.out(0)?)?;
-    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
+    let diff = binary(em, aten::SUB_TENSOR, end, x, dtype, None)?;
     if w < 0.5 {
-        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(w))?;
-        binary_into(em, a, "aten.add.Tensor", x, step, dtype)
+        let step = with_scalar(em, aten::MUL_TENSOR, diff, Argument::Float(w))?;
+        binary_into(em, a, aten::ADD_TENSOR, x, step, dtype)
     } else {
-        let step = with_scalar(em, "aten.mul.Tensor", diff, Argument::Float(1.0 - w))?;
-        binary_into(em, a, "aten.sub.Tensor", end, step, dtype)
+        let step = with_scalar(em, aten::MUL_TENSOR, diff, Argument::Float(1.0 - w))?;
+        binary_into(em, a, aten::SUB_TENSOR, end, step, dtype)
     }
 }
 
 fn addc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, t1, t2) = (a.t("self")?, a.t("tensor1")?, a.t("tensor2")?);
+    let (x, t1, t2) = (a.tensor("self")?, a.tensor("tensor1")?, a.tensor("tensor2")?);
     let dtype = em.dtype(a.out(0)?)?;
     let op = if a.0.target.name == "addcmul" {
-        "aten.mul.Tensor"
+        aten::MUL_TENSOR
     } else {
-        "aten.div.Tensor"
+        aten::DIV_TENSOR
     };
     let mut p = binary(em, op, t1, t2, dtype, None)?;
     let v = a.float("value")?;
     if v != 1.0 {
-        p = with_scalar(em, "aten.mul.Tensor", p, scalar(v, dtype))?;
+        p = with_scalar(em, aten::MUL_TENSOR, p, scalar(v, dtype))?;
     }
-    binary_into(em, a, "aten.add.Tensor", x, p, dtype)
+    binary_into(em, a, aten::ADD_TENSOR, x, p, dtype)
 }
 
 fn deg_rad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
@@ -169,9 +170,9 @@ fn deg_rad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     Ok(vec![same(
         em,
-        "aten.mul.Tensor",
+        aten::MUL_TENSOR,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("other", Argument::Float(f)),
         ],
         a.out(0)?,
@@ -181,9 +182,9 @@ fn deg_rad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn floor_divide(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let op = if a.0.target.overload == "Scalar" {
-        "aten.div.Scalar_mode"
+        aten::DIV_SCALAR_MODE
     } else {
-        "aten.div.Tensor_mode"
+        aten::DIV_TENSOR_MODE
     };
     em.op_into(
         op,
@@ -198,20 +199,20 @@ fn floor_divide(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn frac(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let t = unary(em, "aten.trunc.default", x)?;
+    let x = a.tensor("self")?;
+    let t = unary(em, aten::TRUNC, x)?;
     let dtype = em.dtype(x)?;
-    binary_into(em, a, "aten.sub.Tensor", x, t, dtype)
+    binary_into(em, a, aten::SUB_TENSOR, x, t, dtype)
 }
 
 fn isfinite(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let inf = predicate(em, "aten.isinf.default", x)?;
-    let nan = predicate(em, "aten.isnan.default", x)?;
-    let bad = binary(em, "aten.logical_or.default", inf, nan, Dtype::Bool, None)?;
+    let x = a.tensor("self")?;
+    let inf = predicate(em, aten::ISINF, x)?;
+    let nan = predicate(em, aten::ISNAN, x)?;
+    let bad = binary(em, aten::LOGICAL_OR, inf, nan, Dtype::Bool, None)?;
     Ok(vec![same(
         em,
-        "aten.logical_not.default",
+        aten::LOGICAL_NOT,
         vec![("self", Argument::Tensor(bad))],
         bad,
         Some(a.out(0)?),
@@ -225,9 +226,9 @@ fn isinf_signed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         f64::NEG_INFINITY
     };
     em.op_into(
-        "aten.eq.Scalar",
+        aten::EQ_SCALAR,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("other", Argument::Float(v)),
         ],
         a.out(0)?,
@@ -237,33 +238,33 @@ fn isinf_signed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn lerp_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // where(w < 0.5, start + w * (end - start), end - (end - start) * (1 - w))
-    let (x, end, w) = (a.t("self")?, a.t("end")?, a.t("weight")?);
+    let (x, end, w) = (a.tensor("self")?, a.tensor("end")?, a.tensor("weight")?);
     let dtype = em.dtype(a.out(0)?)?;
-    let diff = binary(em, "aten.sub.Tensor", end, x, dtype, None)?;
-    let lo = binary(em, "aten.mul.Tensor", w, diff, dtype, None)?;
-    let lo = binary(em, "aten.add.Tensor", x, lo, dtype, None)?;
-    let nw = unary(em, "aten.neg.default", w)?;
-    let one_minus = with_scalar(em, "aten.add.Tensor", nw, Argument::Float(1.0))?;
-    let hi = binary(em, "aten.mul.Tensor", diff, one_minus, dtype, None)?;
-    let hi = binary(em, "aten.sub.Tensor", end, hi, dtype, None)?;
-    let small = cmp(em, "aten.lt.Scalar", w, Argument::Float(0.5))?;
+    let diff = binary(em, aten::SUB_TENSOR, end, x, dtype, None)?;
+    let lo = binary(em, aten::MUL_TENSOR, w, diff, dtype, None)?;
+    let lo = binary(em, aten::ADD_TENSOR, x, lo, dtype, None)?;
+    let nw = unary(em, aten::NEG, w)?;
+    let one_minus = with_scalar(em, aten::ADD_TENSOR, nw, Argument::Float(1.0))?;
+    let hi = binary(em, aten::MUL_TENSOR, diff, one_minus, dtype, None)?;
+    let hi = binary(em, aten::SUB_TENSOR, end, hi, dtype, None)?;
+    let small = cmp(em, aten::LT_SCALAR, w, Argument::Float(0.5))?;
     Ok(vec![where_(em, small, lo, hi, Some(a.out(0)?))?])
 }
 
 fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // max(a, b) + log1p(exp(-|a - b|)); where both are the same infinity, that infinity
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let dtype = em.dtype(a.out(0)?)?;
-    let m = binary(em, "aten.maximum.default", x, y, dtype, None)?;
-    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
-    let ad = unary(em, "aten.abs.default", d)?;
-    let n = unary(em, "aten.neg.default", ad)?;
+    let m = binary(em, aten::MAXIMUM, x, y, dtype, None)?;
+    let d = binary(em, aten::SUB_TENSOR, x, y, dtype, None)?;
+    let ad = unary(em, aten::ABS, d)?;
+    let n = unary(em, aten::NEG, ad)?;
     // logaddexp2: max + log2(1 + 2^-|a-b|) = max + log1p(2^-|a-b|) / ln 2
     let base2 = a.0.target.name == "logaddexp2";
     let e = if base2 {
         same(
             em,
-            "aten.pow.Scalar",
+            aten::POW_SCALAR,
             vec![
                 ("self", Argument::Float(2.0)),
                 ("exponent", Argument::Tensor(n)),
@@ -272,23 +273,23 @@ fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             None,
         )?
     } else {
-        unary(em, "aten.exp.default", n)?
+        unary(em, aten::EXP, n)?
     };
-    let mut l = unary(em, "aten.log1p.default", e)?;
+    let mut l = unary(em, aten::LOG1P, e)?;
     if base2 {
         l = with_scalar(
             em,
-            "aten.mul.Tensor",
+            aten::MUL_TENSOR,
             l,
             Argument::Float(std::f64::consts::LOG2_E),
         )?;
     }
-    let r = binary(em, "aten.add.Tensor", m, l, dtype, None)?;
+    let r = binary(em, aten::ADD_TENSOR, m, l, dtype, None)?;
     let inf = {
-        predicate(em, "aten.isinf.default", x)?
+        predicate(em, aten::ISINF, x)?
     };
-    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
-    let both = binary(em, "aten.logical_and.default", inf, eq, Dtype::Bool, None)?;
+    let eq = binary(em, aten::EQ_TENSOR, x, y, Dtype::Bool, None)?;
+    let both = binary(em, aten::LOGICAL_AND, inf, eq, Dtype::Bool, None)?;
     Ok(vec![where_(em, both, x, r, Some(a.out(0)?))?])
 }
 
@@ -296,10 +297,10 @@ fn logaddexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// only where both are): `where(isnan(x), y, where(isnan(y), x, max(x, y)))`
 /// in the result's dtype.
 fn fmax_fmin(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let op = if a.0.target.name == "fmax" { "aten.maximum.default" } else { "aten.minimum.default" };
+    let op = if a.0.target.name == "fmax" { aten::MAXIMUM } else { aten::MINIMUM };
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let (mut x, mut y) = (a.t("self")?, a.t("other")?);
+    let (mut x, mut y) = (a.tensor("self")?, a.tensor("other")?);
     if !dtype.is_floating() {
         return binary_into(em, a, op, x, y, dtype);
     }
@@ -309,13 +310,13 @@ fn fmax_fmin(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         }
     }
     let m = binary(em, op, x, y, dtype, None)?;
-    let (x_nan, y_nan) = (predicate(em, "aten.isnan.default", x)?, predicate(em, "aten.isnan.default", y)?);
+    let (x_nan, y_nan) = (predicate(em, aten::ISNAN, x)?, predicate(em, aten::ISNAN, y)?);
     let r = where_(em, y_nan, x, m, None)?;
     Ok(vec![where_(em, x_nan, y, r, Some(out))?])
 }
 
 fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let (big, small) = match dtype {
         Dtype::Float64 => (f64::MAX, f64::MIN),
@@ -326,9 +327,9 @@ fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let nan = a.opt_float("nan")?.unwrap_or(0.0);
     let pos = a.opt_float("posinf")?.unwrap_or(big);
     let neg = a.opt_float("neginf")?.unwrap_or(small);
-    let is_nan = predicate(em, "aten.isnan.default", x)?;
-    let is_pos = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::INFINITY))?;
-    let is_neg = cmp(em, "aten.eq.Scalar", x, Argument::Float(f64::NEG_INFINITY))?;
+    let is_nan = predicate(em, aten::ISNAN, x)?;
+    let is_pos = cmp(em, aten::EQ_SCALAR, x, Argument::Float(f64::INFINITY))?;
+    let is_neg = cmp(em, aten::EQ_SCALAR, x, Argument::Float(f64::NEG_INFINITY))?;
     let vn = scalar_tensor(em, x, Argument::Float(nan), dtype)?;
     let vp = scalar_tensor(em, x, Argument::Float(pos), dtype)?;
     let vg = scalar_tensor(em, x, Argument::Float(neg), dtype)?;
@@ -339,10 +340,10 @@ fn nan_to_num(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn rsub_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
-        "aten.sub.Tensor",
+        aten::SUB_TENSOR,
         vec![
-            ("self", Argument::Tensor(a.t("other")?)),
-            ("other", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("other")?)),
+            ("other", Argument::Tensor(a.tensor("self")?)),
             ("alpha", a.arg("alpha")),
         ],
         a.out(0)?,
@@ -351,17 +352,17 @@ fn rsub_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn sinc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(a.out(0)?)?;
     let px = with_scalar(
         em,
-        "aten.mul.Tensor",
+        aten::MUL_TENSOR,
         x,
         Argument::Float(std::f64::consts::PI),
     )?;
-    let s = unary(em, "aten.sin.default", px)?;
-    let q = binary(em, "aten.div.Tensor", s, px, dtype, None)?;
-    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let s = unary(em, aten::SIN, px)?;
+    let q = binary(em, aten::DIV_TENSOR, s, px, dtype, None)?;
+    let zero = cmp(em, aten::EQ_SCALAR, x, Argument::Float(0.0))?;
     let one = scalar_tensor(em, x, scalar(1.0, dtype), dtype)?;
     Ok(vec![where_(em, zero, one, q, Some(a.out(0)?))?])
 }
@@ -377,12 +378,12 @@ fn xlogy(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         }
     };
     let (x, y) = (side(em, "self")?, side(em, "other")?);
-    let ly = unary(em, "aten.log.default", y)?;
-    let p = binary(em, "aten.mul.Tensor", x, ly, dtype, None)?;
-    let z = cmp(em, "aten.eq.Scalar", x, Argument::Float(0.0))?;
+    let ly = unary(em, aten::LOG, y)?;
+    let p = binary(em, aten::MUL_TENSOR, x, ly, dtype, None)?;
+    let z = cmp(em, aten::EQ_SCALAR, x, Argument::Float(0.0))?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let r = where_(em, z, zero, p, None)?;
-    let nan = predicate(em, "aten.isnan.default", y)?;
+    let nan = predicate(em, aten::ISNAN, y)?;
     let nanv = scalar_tensor(em, x, Argument::Float(f64::NAN), dtype)?;
     Ok(vec![where_(em, nan, nanv, r, Some(a.out(0)?))?])
 }
@@ -405,47 +406,47 @@ fn float_power(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn heaviside(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, v) = (a.t("self")?, a.t("values")?);
+    let (x, v) = (a.tensor("self")?, a.tensor("values")?);
     let dtype = em.dtype(a.out(0)?)?;
-    let zero = cmp(em, "aten.eq.Scalar", x, Argument::Int(0))?;
-    let pos = cmp(em, "aten.gt.Scalar", x, Argument::Int(0))?;
+    let zero = cmp(em, aten::EQ_SCALAR, x, Argument::Int(0))?;
+    let pos = cmp(em, aten::GT_SCALAR, x, Argument::Int(0))?;
     let step = to_copy(em, pos, dtype, None)?;
     Ok(vec![where_(em, zero, v, step, Some(a.out(0)?))?])
 }
 
 fn isclose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, y) = (a.t("self")?, a.t("other")?);
+    let (x, y) = (a.tensor("self")?, a.tensor("other")?);
     let dtype = em.dtype(x)?;
-    let d = binary(em, "aten.sub.Tensor", x, y, dtype, None)?;
-    let ad = unary(em, "aten.abs.default", d)?;
-    let ay = unary(em, "aten.abs.default", y)?;
-    let tol = with_scalar(em, "aten.mul.Tensor", ay, Argument::Float(a.float("rtol")?))?;
+    let d = binary(em, aten::SUB_TENSOR, x, y, dtype, None)?;
+    let ad = unary(em, aten::ABS, d)?;
+    let ay = unary(em, aten::ABS, y)?;
+    let tol = with_scalar(em, aten::MUL_TENSOR, ay, Argument::Float(a.float("rtol")?))?;
     let tol = with_scalar(
         em,
-        "aten.add.Tensor",
+        aten::ADD_TENSOR,
         tol,
         Argument::Float(a.float("atol")?),
     )?;
-    let close = binary(em, "aten.le.Tensor", ad, tol, Dtype::Bool, None)?;
-    let eq = binary(em, "aten.eq.Tensor", x, y, Dtype::Bool, None)?;
+    let close = binary(em, aten::LE_TENSOR, ad, tol, Dtype::Bool, None)?;
+    let eq = binary(em, aten::EQ_TENSOR, x, y, Dtype::Bool, None)?;
     let out = a.out(0)?;
     if !a.bool("equal_nan")? {
         return Ok(vec![binary(
             em,
-            "aten.logical_or.default",
+            aten::LOGICAL_OR,
             eq,
             close,
             Dtype::Bool,
             Some(out),
         )?]);
     }
-    let r = binary(em, "aten.logical_or.default", eq, close, Dtype::Bool, None)?;
-    let nx = predicate(em, "aten.isnan.default", x)?;
-    let ny = predicate(em, "aten.isnan.default", y)?;
-    let both = binary(em, "aten.logical_and.default", nx, ny, Dtype::Bool, None)?;
+    let r = binary(em, aten::LOGICAL_OR, eq, close, Dtype::Bool, None)?;
+    let nx = predicate(em, aten::ISNAN, x)?;
+    let ny = predicate(em, aten::ISNAN, y)?;
+    let both = binary(em, aten::LOGICAL_AND, nx, ny, Dtype::Bool, None)?;
     Ok(vec![binary(
         em,
-        "aten.logical_or.default",
+        aten::LOGICAL_OR,
         r,
         both,
         Dtype::Bool,
@@ -455,10 +456,10 @@ fn isclose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 fn exp2(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
-        "aten.pow.Scalar",
+        aten::POW_SCALAR,
         vec![
             ("self", Argument::Float(2.0)),
-            ("exponent", Argument::Tensor(a.t("self")?)),
+            ("exponent", Argument::Tensor(a.tensor("self")?)),
         ],
         a.out(0)?,
     )?;
@@ -469,7 +470,7 @@ fn exp2(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// in the dtype, as the shift does), or floor divisions by powers of two
 /// (an arithmetic shift); a shift past the width gives torch's 0 or -1.
 fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, out) = (a.t("self")?, a.out(0)?);
+    let (x, out) = (a.tensor("self")?, a.out(0)?);
     let dtype = em.dtype(x)?;
     if dtype.is_floating() || dtype == Dtype::Bool {
         return Err(Error::unsupported(format!("a shift of {} values", dtype.torch_name())));
@@ -487,7 +488,7 @@ fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if a.0.target.name.contains("lshift") || a.0.target.name.contains("left") {
         let factor = if (0..bits).contains(&s) { 1i64.wrapping_shl(s as u32) } else { 0 };
         let args = vec![("self", Argument::Tensor(x)), ("other", Argument::Int(factor))];
-        return Ok(vec![same(em, "aten.mul.Tensor", args, out, Some(out))?]);
+        return Ok(vec![same(em, aten::MUL_TENSOR, args, out, Some(out))?]);
     }
     // right: by at most the width (less the sign bit), in steps whose
     // divisor the dtype holds
@@ -502,10 +503,10 @@ fn shift_by_constant(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             ("other", Argument::Int(1i64 << step)),
             ("rounding_mode", Argument::String("floor".into())),
         ];
-        v = same(em, "aten.div.Tensor_mode", args, out, (left == 0).then_some(out))?;
+        v = same(em, aten::DIV_TENSOR_MODE, args, out, (left == 0).then_some(out))?;
     }
     if v == x {
-        return Ok(vec![same(em, "aten.clone.default", vec![("self", Argument::Tensor(x))], out, Some(out))?]);
+        return Ok(vec![same(em, aten::CLONE, vec![("self", Argument::Tensor(x))], out, Some(out))?]);
     }
     Ok(vec![v])
 }
@@ -517,14 +518,14 @@ fn complex_part(em: &mut Emitter, x: ValueId, part: i64, out: Option<ValueId>) -
     let pair = crate::decompose::edit::pair_meta(&m);
     let dtype = pair.dtype;
     let r = em.op(
-        "aten.view_as_real.default",
+        aten::VIEW_AS_REAL,
         vec![("self", Argument::Tensor(x))],
         pair,
     )?;
     let rank = m.sizes.len();
     let meta = em.meta_like(x, dtype, m.sizes)?;
     em.op_to(
-        "aten.select.int",
+        aten::SELECT_INT,
         vec![
             ("self", Argument::Tensor(r)),
             ("dim", Argument::Int(rank as i64)),
@@ -538,7 +539,7 @@ fn complex_part(em: &mut Emitter, x: ValueId, part: i64, out: Option<ValueId>) -
 /// `real`, `imag` of a complex value: a select of its pair view (as
 /// torch decomposes them); `real` of a real value is the value.
 fn real_imag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let imag = a.0.target.name == "imag";
     if !em.dtype(x)?.is_complex() {
         if imag {
@@ -553,21 +554,21 @@ fn real_imag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// it is negative, NaN where NaN, else 0 (torch's kernel; integers give
 /// float32).
 fn angle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     if em.dtype(x)?.is_complex() {
         let re = complex_part(em, x, 0, None)?;
         let im = complex_part(em, x, 1, None)?;
         let dtype = em.dtype(re)?;
-        return Ok(vec![binary(em, "aten.atan2.default", im, re, dtype, Some(out))?]);
+        return Ok(vec![binary(em, aten::ATAN2, im, re, dtype, Some(out))?]);
     }
     let dtype = em.dtype(out)?;
     let x = if em.dtype(x)? == dtype { x } else { to_copy(em, x, dtype, None)? };
-    let neg = cmp(em, "aten.lt.Scalar", x, Argument::Int(0))?;
+    let neg = cmp(em, aten::LT_SCALAR, x, Argument::Int(0))?;
     let pi = scalar_tensor(em, x, Argument::Float(std::f64::consts::PI), dtype)?;
     let zero = scalar_tensor(em, x, Argument::Float(0.0), dtype)?;
     let v = where_(em, neg, pi, zero, None)?;
-    let nan = predicate(em, "aten.isnan.default", x)?;
+    let nan = predicate(em, aten::ISNAN, x)?;
     Ok(vec![where_(em, nan, x, v, Some(out))?])
 }
 
@@ -575,14 +576,14 @@ fn angle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `resolve_conj`, `resolve_neg`: the value (a graph's conjugations are
 /// explicit ops already).
 fn conj_of(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     if a.0.target.name != "conj" || !em.dtype(x)?.is_complex() {
         return Ok(vec![x]);
     }
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
     Ok(vec![em.op_to(
-        "aten._conj.default",
+        aten::_CONJ,
         vec![("self", Argument::Tensor(x))],
         Some(a.out(0)?),
         meta,
@@ -626,12 +627,12 @@ fn scalar_op(em: &mut Emitter, op: &str, x: ValueId, other: Argument, dtype: Dty
 /// `clamp(round(t) + zp, quant_min, quant_max).to(dtype)` into the
 /// node's output, `t` the scaled input in `c`.
 fn round_shift_clamp(em: &mut Emitter, a: &NodeArgs, t: ValueId, zp: Argument, c: Dtype) -> Result<Vec<ValueId>> {
-    let r = unary(em, "aten.round.default", t)?;
-    let r = scalar_op(em, "aten.add.Tensor", r, zp, c)?;
+    let r = unary(em, aten::ROUND, t)?;
+    let r = scalar_op(em, aten::ADD_TENSOR, r, zp, c)?;
     let sizes = em.sizes(r)?;
     let meta = em.meta_like(r, c, sizes)?;
     let clamped = em.op(
-        "aten.clamp.default",
+        aten::CLAMP,
         vec![
             ("self", Argument::Tensor(r)),
             ("min", Argument::Int(a.int("quant_min")?)),
@@ -646,16 +647,16 @@ fn round_shift_clamp(em: &mut Emitter, a: &NodeArgs, t: ValueId, zp: Argument, c
 /// float32, the reciprocal in float64 (Python's, of `scale.item()`).
 fn quantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let f32_ = Dtype::Float32;
-    let x = as_dtype(em, a.t("input")?, f32_)?;
+    let x = as_dtype(em, a.tensor("input")?, f32_)?;
     let inv = match qparam_0d(em, a, "scale")? {
         Some(s) => {
             let s = as_dtype(em, s, Dtype::Float64)?;
-            let r = unary(em, "aten.reciprocal.default", s)?;
+            let r = unary(em, aten::RECIPROCAL, s)?;
             Argument::Tensor(to_copy(em, r, f32_, None)?)
         }
         None => Argument::Float((1.0 / a.float("scale")?) as f32 as f64),
     };
-    let t = scalar_op(em, "aten.mul.Tensor", x, inv, f32_)?;
+    let t = scalar_op(em, aten::MUL_TENSOR, x, inv, f32_)?;
     let zp = match qparam_0d(em, a, "zero_point")? {
         Some(z) => Argument::Tensor(z),
         None => Argument::Int(a.int("zero_point")?),
@@ -665,7 +666,7 @@ fn quantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// A per-channel parameter viewed to broadcast along `axis` of `x`.
 fn along_axis(em: &mut Emitter, a: &NodeArgs, name: &str, x: ValueId) -> Result<ValueId> {
-    let v = a.t(name)?;
+    let v = a.tensor(name)?;
     let rank = em.rank(x)?;
     let axis = normalize_dim(a.int("axis")?, rank)?;
     let mut shape = vec![SymRef::Int(1); rank];
@@ -676,11 +677,11 @@ fn along_axis(em: &mut Emitter, a: &NodeArgs, name: &str, x: ValueId) -> Result<
 /// quantize_per_channel: `input * (1.0 / scales)`, the reciprocals in the
 /// scales' dtype, the product in float32 promoted with it.
 fn quantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = as_dtype(em, a.t("input")?, Dtype::Float32)?;
+    let x = as_dtype(em, a.tensor("input")?, Dtype::Float32)?;
     let s = along_axis(em, a, "scales", x)?;
     let c = result_type(&[(Dtype::Float32, Rank::Dim), (em.dtype(s)?, Rank::Dim)]);
-    let inv = unary(em, "aten.reciprocal.default", s)?;
-    let t = scalar_op(em, "aten.mul.Tensor", x, Argument::Tensor(inv), c)?;
+    let inv = unary(em, aten::RECIPROCAL, s)?;
+    let t = scalar_op(em, aten::MUL_TENSOR, x, Argument::Tensor(inv), c)?;
     let z = along_axis(em, a, "zero_points", x)?;
     round_shift_clamp(em, a, t, Argument::Tensor(z), c)
 }
@@ -690,17 +691,17 @@ fn quantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> 
 fn dequantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
     let od = em.dtype(out)?;
-    let x = as_dtype(em, a.t("input")?, od)?;
+    let x = as_dtype(em, a.tensor("input")?, od)?;
     let zp = match qparam_0d(em, a, "zero_point")? {
         Some(z) => Argument::Tensor(z),
         None => Argument::Int(a.int("zero_point")?),
     };
-    let d = scalar_op(em, "aten.sub.Tensor", x, zp, od)?;
+    let d = scalar_op(em, aten::SUB_TENSOR, x, zp, od)?;
     let scale = match qparam_0d(em, a, "scale")? {
         Some(s) => Argument::Tensor(as_dtype(em, s, od)?),
         None => Argument::Float(a.float("scale")?),
     };
-    em.op_into("aten.mul.Tensor", vec![("self", Argument::Tensor(d)), ("other", scale)], out)?;
+    em.op_into(aten::MUL_TENSOR, vec![("self", Argument::Tensor(d)), ("other", scale)], out)?;
     Ok(vec![out])
 }
 
@@ -709,19 +710,19 @@ fn dequantize_per_tensor(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>>
 /// dtype).
 fn dequantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let mut d = a.t("input")?;
-    if a.ot("zero_points")?.is_some() {
+    let mut d = a.tensor("input")?;
+    if a.opt_tensor("zero_points")?.is_some() {
         let z = along_axis(em, a, "zero_points", d)?;
         let dt = result_type(&[(em.dtype(d)?, Rank::Dim), (em.dtype(z)?, Rank::Dim)]);
-        d = scalar_op(em, "aten.sub.Tensor", d, Argument::Tensor(z), dt)?;
+        d = scalar_op(em, aten::SUB_TENSOR, d, Argument::Tensor(z), dt)?;
     }
     let s = along_axis(em, a, "scales", d)?;
     let c = result_type(&[(em.dtype(d)?, Rank::Dim), (em.dtype(s)?, Rank::Dim)]);
     let od = em.dtype(out)?;
     if c == od {
-        return binary_into(em, a, "aten.mul.Tensor", d, s, od);
+        return binary_into(em, a, aten::MUL_TENSOR, d, s, od);
     }
-    let m = scalar_op(em, "aten.mul.Tensor", d, Argument::Tensor(s), c)?;
+    let m = scalar_op(em, aten::MUL_TENSOR, d, Argument::Tensor(s), c)?;
     Ok(vec![to_copy(em, m, od, Some(out))?])
 }
 
@@ -730,33 +731,33 @@ fn dequantize_per_channel(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
 /// input's dtype, then float32), `zero_point = clamp(qmin - round(min(x,
 /// 0) / scale), qmin, qmax)` in int32; as float64 and int64, shape `[1]`.
 fn choose_qparams(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let dt = em.dtype(x)?;
     let (qmin, qmax) = (a.int("quant_min")?, a.int("quant_max")?);
     let f32_ = Dtype::Float32;
     let bound = |em: &mut Emitter, op: &str, side: &str| -> Result<ValueId> {
         let m = reduce(em, op, x, &[], false, vec![], dt, None)?;
         let meta = em.meta_like(m, dt, vec![])?;
-        em.op("aten.clamp.default", vec![("self", Argument::Tensor(m)), (side, Argument::Float(0.0))], meta)
+        em.op(aten::CLAMP, vec![("self", Argument::Tensor(m)), (side, Argument::Float(0.0))], meta)
     };
-    let neg = bound(em, "aten.amin.default", "max")?;
-    let pos = bound(em, "aten.amax.default", "min")?;
-    let range = scalar_op(em, "aten.sub.Tensor", pos, Argument::Tensor(neg), dt)?;
-    let scale = scalar_op(em, "aten.div.Tensor", range, Argument::Float((qmax - qmin) as f64), dt)?;
+    let neg = bound(em, aten::AMIN, "max")?;
+    let pos = bound(em, aten::AMAX, "min")?;
+    let range = scalar_op(em, aten::SUB_TENSOR, pos, Argument::Tensor(neg), dt)?;
+    let scale = scalar_op(em, aten::DIV_TENSOR, range, Argument::Float((qmax - qmin) as f64), dt)?;
     let scale = as_dtype(em, scale, f32_)?;
     let scale = view(em, scale, &[SymRef::Int(1)], None)?;
     let eps = Argument::Float(a.float("eps")? as f32 as f64);
     let meta = em.meta_like(scale, f32_, vec![Sym::Int(1)])?;
-    let scale = em.op("aten.clamp.default", vec![("self", Argument::Tensor(scale)), ("min", eps)], meta)?;
+    let scale = em.op(aten::CLAMP, vec![("self", Argument::Tensor(scale)), ("min", eps)], meta)?;
     let neg = as_dtype(em, neg, f32_)?;
-    let q = scalar_op(em, "aten.div.Tensor", neg, Argument::Tensor(scale), f32_)?;
-    let q = unary(em, "aten.round.default", q)?;
+    let q = scalar_op(em, aten::DIV_TENSOR, neg, Argument::Tensor(scale), f32_)?;
+    let q = unary(em, aten::ROUND, q)?;
     let q = to_copy(em, q, Dtype::Int32, None)?;
-    let z = scalar_op(em, "aten.mul.Tensor", q, Argument::Int(-1), Dtype::Int32)?;
-    let z = scalar_op(em, "aten.add.Tensor", z, Argument::Int(qmin), Dtype::Int32)?;
+    let z = scalar_op(em, aten::MUL_TENSOR, q, Argument::Int(-1), Dtype::Int32)?;
+    let z = scalar_op(em, aten::ADD_TENSOR, z, Argument::Int(qmin), Dtype::Int32)?;
     let meta = em.meta_like(z, Dtype::Int32, vec![Sym::Int(1)])?;
     let z = em.op(
-        "aten.clamp.default",
+        aten::CLAMP,
         vec![("self", Argument::Tensor(z)), ("min", Argument::Int(qmin)), ("max", Argument::Int(qmax))],
         meta,
     )?;
@@ -767,104 +768,104 @@ fn choose_qparams(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.where.default" => ["aten.nonzero.default", "aten.select.int"] super::index::nonzero_numpy;
-    "aten.real.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
-    "aten.imag.default" => ["aten.view_as_real.default", "aten.select.int"] real_imag;
-    "aten.angle.default" => ["aten.view_as_real.default", "aten.select.int", "aten.atan2.default", "aten._to_copy.default", "aten.lt.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.isnan.default"] angle;
-    "aten.conj.default" => ["aten._conj.default"] conj_of;
-    "aten.resolve_conj.default" => [] conj_of;
-    "aten.resolve_neg.default" => [] conj_of;
-    "aten.__lshift__.Scalar" => ["aten.mul.Tensor"] shift_by_constant;
-    "aten.bitwise_left_shift.Tensor_Scalar" => ["aten.mul.Tensor"] shift_by_constant;
-    "aten.__rshift__.Scalar" => ["aten.div.Tensor_mode", "aten.clone.default"] shift_by_constant;
-    "aten.bitwise_right_shift.Tensor_Scalar" => ["aten.div.Tensor_mode", "aten.clone.default"] shift_by_constant;
-    "aten.__and__.Tensor" => ["aten.bitwise_and.Tensor"] renamed;
-    "aten.__or__.Tensor" => ["aten.bitwise_or.Tensor"] renamed;
-    "aten.__xor__.Tensor" => ["aten.bitwise_xor.Tensor"] renamed;
-    "aten.__and__.Scalar" => ["aten.bitwise_and.Scalar"] renamed;
-    "aten.__or__.Scalar" => ["aten.bitwise_or.Scalar"] renamed;
-    "aten.__xor__.Scalar" => ["aten.bitwise_xor.Scalar"] renamed;
-    "aten.where.ScalarOther" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
-    "aten.where.ScalarSelf" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
-    "aten.where.Scalar" => ["aten.scalar_tensor.default", "aten.where.self"] where_scalar;
-    "aten.diff.default" => ["aten.slice.Tensor", "aten.sub.Tensor", "aten.logical_xor.default", "aten.cat.default"] diff;
-    "aten.clamp_min.default" => ["aten.clamp.default"] clamp_one;
-    "aten.clamp_max.default" => ["aten.clamp.default"] clamp_one;
-    "aten.square.default" => ["aten.pow.Tensor_Scalar"] square;
-    "aten.rsub.Scalar" => ["aten.sub.Tensor"] rsub;
-    "aten.exp2.default" => ["aten.pow.Scalar"] exp2;
-    "aten.deg2rad.default" => ["aten.mul.Tensor"] deg_rad;
-    "aten.rad2deg.default" => ["aten.mul.Tensor"] deg_rad;
-    "aten.floor_divide.default" => ["aten.div.Tensor_mode"] floor_divide;
-    "aten.floor_divide.Scalar" => ["aten.div.Scalar_mode"] floor_divide;
-    "aten.frac.default" => ["aten.trunc.default", "aten.sub.Tensor"] frac;
-    "aten.isfinite.default" => ["aten.isinf.default", "aten.isnan.default", "aten.logical_or.default", "aten.logical_not.default"] isfinite;
-    "aten.isposinf.default" => ["aten.eq.Scalar"] isinf_signed;
-    "aten.isneginf.default" => ["aten.eq.Scalar"] isinf_signed;
-    "aten.lerp.Tensor" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor", "aten.lt.Scalar", "aten.where.self"] lerp_tensor;
-    "aten.fmax.default" => ["aten.maximum.default", "aten._to_copy.default", "aten.isnan.default", "aten.where.self"] fmax_fmin;
-    "aten.fmin.default" => ["aten.minimum.default", "aten._to_copy.default", "aten.isnan.default", "aten.where.self"] fmax_fmin;
-    "aten.logaddexp.default" => ["aten.maximum.default", "aten.sub.Tensor", "aten.abs.default", "aten.neg.default", "aten.exp.default", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
-    "aten.nan_to_num.default" => ["aten.isnan.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] nan_to_num;
-    "aten.rsub.Tensor" => ["aten.sub.Tensor"] rsub_tensor;
-    "aten.sinc.default" => ["aten.mul.Tensor", "aten.sin.default", "aten.div.Tensor", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self"] sinc;
-    "aten.float_power.Tensor_Scalar" => ["aten._to_copy.default", "aten.pow.Tensor_Scalar"] float_power;
-    "aten.float_power.Tensor_Tensor" => ["aten._to_copy.default", "aten.pow.Tensor_Tensor"] float_power;
-    "aten.float_power.Scalar" => ["aten._to_copy.default", "aten.pow.Scalar"] float_power;
-    "aten.heaviside.default" => ["aten.eq.Scalar", "aten.gt.Scalar", "aten._to_copy.default", "aten.where.self"] heaviside;
-    "aten.isclose.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.le.Tensor", "aten.eq.Tensor", "aten.logical_or.default"] isclose;
-    "aten.logaddexp2.default" => ["aten.maximum.default", "aten.pow.Scalar", "aten.log1p.default", "aten.add.Tensor"] logaddexp;
-    "aten.xlogy.Scalar_Self" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
-    "aten.xlogy.Scalar_Other" => ["aten.scalar_tensor.default", "aten.log.default", "aten.mul.Tensor", "aten.where.self"] xlogy;
-    "aten.xlogy.Tensor" => ["aten.log.default", "aten.mul.Tensor", "aten.eq.Scalar", "aten.isnan.default", "aten.where.self"] xlogy;
-    "aten.erfc.default" => ["aten.erf.default", "aten.neg.default", "aten.add.Tensor"] erfc;
-    "aten.lerp.Scalar" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] lerp;
-    "aten.addcmul.default" => ["aten.mul.Tensor", "aten.add.Tensor"] addc;
-    "aten.addcdiv.default" => ["aten.div.Tensor", "aten.mul.Tensor", "aten.add.Tensor"] addc;
-    "quantized_decomposed.quantize_per_tensor.default" => ["aten._to_copy.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_tensor;
-    "quantized_decomposed.quantize_per_tensor.tensor" => ["aten.view.default", "aten._to_copy.default", "aten.reciprocal.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_tensor;
-    "quantized_decomposed.quantize_per_channel.default" => ["aten.view.default", "aten._to_copy.default", "aten.reciprocal.default", "aten.mul.Tensor", "aten.round.default", "aten.add.Tensor", "aten.clamp.default"] quantize_per_channel;
-    "quantized_decomposed.dequantize_per_tensor.default" => ["aten._to_copy.default", "aten.sub.Tensor", "aten.mul.Tensor"] dequantize_per_tensor;
-    "quantized_decomposed.dequantize_per_tensor.tensor" => ["aten.view.default", "aten._to_copy.default", "aten.sub.Tensor", "aten.mul.Tensor"] dequantize_per_tensor;
-    "quantized_decomposed.dequantize_per_channel.default" => ["aten.view.default", "aten.sub.Tensor", "aten.mul.Tensor", "aten._to_copy.default"] dequantize_per_channel;
-    "quantized_decomposed.choose_qparams.tensor" => ["aten.amin.default", "aten.amax.default", "aten.clamp.default", "aten.sub.Tensor", "aten.div.Tensor", "aten._to_copy.default", "aten.view.default", "aten.round.default", "aten.mul.Tensor", "aten.add.Tensor"] choose_qparams;
+    aten::WHERE => [aten::NONZERO, aten::SELECT_INT] super::index::nonzero_numpy;
+    aten::REAL => [aten::VIEW_AS_REAL, aten::SELECT_INT] real_imag;
+    aten::IMAG => [aten::VIEW_AS_REAL, aten::SELECT_INT] real_imag;
+    aten::ANGLE => [aten::VIEW_AS_REAL, aten::SELECT_INT, aten::ATAN2, aten::_TO_COPY, aten::LT_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF, aten::ISNAN] angle;
+    aten::CONJ => [aten::_CONJ] conj_of;
+    aten::RESOLVE_CONJ => [] conj_of;
+    aten::RESOLVE_NEG => [] conj_of;
+    aten::__LSHIFT___SCALAR => [aten::MUL_TENSOR] shift_by_constant;
+    aten::BITWISE_LEFT_SHIFT_TENSOR_SCALAR => [aten::MUL_TENSOR] shift_by_constant;
+    aten::__RSHIFT___SCALAR => [aten::DIV_TENSOR_MODE, aten::CLONE] shift_by_constant;
+    aten::BITWISE_RIGHT_SHIFT_TENSOR_SCALAR => [aten::DIV_TENSOR_MODE, aten::CLONE] shift_by_constant;
+    aten::__AND___TENSOR => [aten::BITWISE_AND_TENSOR] renamed;
+    aten::__OR___TENSOR => [aten::BITWISE_OR_TENSOR] renamed;
+    aten::__XOR___TENSOR => [aten::BITWISE_XOR_TENSOR] renamed;
+    aten::__AND___SCALAR => [aten::BITWISE_AND_SCALAR] renamed;
+    aten::__OR___SCALAR => [aten::BITWISE_OR_SCALAR] renamed;
+    aten::__XOR___SCALAR => [aten::BITWISE_XOR_SCALAR] renamed;
+    aten::WHERE_SCALAROTHER => [aten::SCALAR_TENSOR, aten::WHERE_SELF] where_scalar;
+    aten::WHERE_SCALARSELF => [aten::SCALAR_TENSOR, aten::WHERE_SELF] where_scalar;
+    aten::WHERE_SCALAR => [aten::SCALAR_TENSOR, aten::WHERE_SELF] where_scalar;
+    aten::DIFF => [aten::SLICE_TENSOR, aten::SUB_TENSOR, aten::LOGICAL_XOR, aten::CAT] diff;
+    aten::CLAMP_MIN => [aten::CLAMP] clamp_one;
+    aten::CLAMP_MAX => [aten::CLAMP] clamp_one;
+    aten::SQUARE => [aten::POW_TENSOR_SCALAR] square;
+    aten::RSUB_SCALAR => [aten::SUB_TENSOR] rsub;
+    aten::EXP2 => [aten::POW_SCALAR] exp2;
+    aten::DEG2RAD => [aten::MUL_TENSOR] deg_rad;
+    aten::RAD2DEG => [aten::MUL_TENSOR] deg_rad;
+    aten::FLOOR_DIVIDE => [aten::DIV_TENSOR_MODE] floor_divide;
+    aten::FLOOR_DIVIDE_SCALAR => [aten::DIV_SCALAR_MODE] floor_divide;
+    aten::FRAC => [aten::TRUNC, aten::SUB_TENSOR] frac;
+    aten::ISFINITE => [aten::ISINF, aten::ISNAN, aten::LOGICAL_OR, aten::LOGICAL_NOT] isfinite;
+    aten::ISPOSINF => [aten::EQ_SCALAR] isinf_signed;
+    aten::ISNEGINF => [aten::EQ_SCALAR] isinf_signed;
+    aten::LERP_TENSOR => [aten::SUB_TENSOR, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::LT_SCALAR, aten::WHERE_SELF] lerp_tensor;
+    aten::FMAX => [aten::MAXIMUM, aten::_TO_COPY, aten::ISNAN, aten::WHERE_SELF] fmax_fmin;
+    aten::FMIN => [aten::MINIMUM, aten::_TO_COPY, aten::ISNAN, aten::WHERE_SELF] fmax_fmin;
+    aten::LOGADDEXP => [aten::MAXIMUM, aten::SUB_TENSOR, aten::ABS, aten::NEG, aten::EXP, aten::LOG1P, aten::ADD_TENSOR] logaddexp;
+    aten::NAN_TO_NUM => [aten::ISNAN, aten::EQ_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] nan_to_num;
+    aten::RSUB_TENSOR => [aten::SUB_TENSOR] rsub_tensor;
+    aten::SINC => [aten::MUL_TENSOR, aten::SIN, aten::DIV_TENSOR, aten::EQ_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF] sinc;
+    aten::FLOAT_POWER_TENSOR_SCALAR => [aten::_TO_COPY, aten::POW_TENSOR_SCALAR] float_power;
+    aten::FLOAT_POWER_TENSOR_TENSOR => [aten::_TO_COPY, aten::POW_TENSOR_TENSOR] float_power;
+    aten::FLOAT_POWER_SCALAR => [aten::_TO_COPY, aten::POW_SCALAR] float_power;
+    aten::HEAVISIDE => [aten::EQ_SCALAR, aten::GT_SCALAR, aten::_TO_COPY, aten::WHERE_SELF] heaviside;
+    aten::ISCLOSE => [aten::SUB_TENSOR, aten::ABS, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::LE_TENSOR, aten::EQ_TENSOR, aten::LOGICAL_OR] isclose;
+    aten::LOGADDEXP2 => [aten::MAXIMUM, aten::POW_SCALAR, aten::LOG1P, aten::ADD_TENSOR] logaddexp;
+    aten::XLOGY_SCALAR_SELF => [aten::SCALAR_TENSOR, aten::LOG, aten::MUL_TENSOR, aten::WHERE_SELF] xlogy;
+    aten::XLOGY_SCALAR_OTHER => [aten::SCALAR_TENSOR, aten::LOG, aten::MUL_TENSOR, aten::WHERE_SELF] xlogy;
+    aten::XLOGY_TENSOR => [aten::LOG, aten::MUL_TENSOR, aten::EQ_SCALAR, aten::ISNAN, aten::WHERE_SELF] xlogy;
+    aten::ERFC => [aten::ERF, aten::NEG, aten::ADD_TENSOR] erfc;
+    aten::LERP_SCALAR => [aten::SUB_TENSOR, aten::MUL_TENSOR, aten::ADD_TENSOR] lerp;
+    aten::ADDCMUL => [aten::MUL_TENSOR, aten::ADD_TENSOR] addc;
+    aten::ADDCDIV => [aten::DIV_TENSOR, aten::MUL_TENSOR, aten::ADD_TENSOR] addc;
+    quantized_decomposed::QUANTIZE_PER_TENSOR => [aten::_TO_COPY, aten::MUL_TENSOR, aten::ROUND, aten::ADD_TENSOR, aten::CLAMP] quantize_per_tensor;
+    quantized_decomposed::QUANTIZE_PER_TENSOR_TENSOR => [aten::VIEW, aten::_TO_COPY, aten::RECIPROCAL, aten::MUL_TENSOR, aten::ROUND, aten::ADD_TENSOR, aten::CLAMP] quantize_per_tensor;
+    quantized_decomposed::QUANTIZE_PER_CHANNEL => [aten::VIEW, aten::_TO_COPY, aten::RECIPROCAL, aten::MUL_TENSOR, aten::ROUND, aten::ADD_TENSOR, aten::CLAMP] quantize_per_channel;
+    quantized_decomposed::DEQUANTIZE_PER_TENSOR => [aten::_TO_COPY, aten::SUB_TENSOR, aten::MUL_TENSOR] dequantize_per_tensor;
+    quantized_decomposed::DEQUANTIZE_PER_TENSOR_TENSOR => [aten::VIEW, aten::_TO_COPY, aten::SUB_TENSOR, aten::MUL_TENSOR] dequantize_per_tensor;
+    quantized_decomposed::DEQUANTIZE_PER_CHANNEL => [aten::VIEW, aten::SUB_TENSOR, aten::MUL_TENSOR, aten::_TO_COPY] dequantize_per_channel;
+    quantized_decomposed::CHOOSE_QPARAMS_TENSOR => [aten::AMIN, aten::AMAX, aten::CLAMP, aten::SUB_TENSOR, aten::DIV_TENSOR, aten::_TO_COPY, aten::VIEW, aten::ROUND, aten::MUL_TENSOR, aten::ADD_TENSOR] choose_qparams;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten.absolute.default", "aten.abs.default"),
-    ("aten.arccos.default", "aten.acos.default"),
-    ("aten.arccosh.default", "aten.acosh.default"),
-    ("aten.arcsin.default", "aten.asin.default"),
-    ("aten.arcsinh.default", "aten.asinh.default"),
-    ("aten.arctan.default", "aten.atan.default"),
-    ("aten.arctan2.default", "aten.atan2.default"),
-    ("aten.arctanh.default", "aten.atanh.default"),
-    ("aten.clip.default", "aten.clamp.default"),
-    ("aten.clip.Tensor", "aten.clamp.Tensor"),
-    ("aten.clamp_min.Tensor", "aten.clamp.Tensor"),
-    ("aten.clamp_max.Tensor", "aten.clamp.Tensor"),
-    ("aten.divide.Tensor", "aten.div.Tensor"),
-    ("aten.divide.Scalar", "aten.div.Scalar"),
-    ("aten.divide.Tensor_mode", "aten.div.Tensor_mode"),
-    ("aten.divide.Scalar_mode", "aten.div.Scalar_mode"),
-    ("aten.true_divide.Tensor", "aten.div.Tensor"),
-    ("aten.true_divide.Scalar", "aten.div.Scalar"),
-    ("aten.multiply.Tensor", "aten.mul.Tensor"),
-    ("aten.multiply.Scalar", "aten.mul.Scalar"),
-    ("aten.subtract.Tensor", "aten.sub.Tensor"),
-    ("aten.subtract.Scalar", "aten.sub.Scalar"),
-    ("aten.negative.default", "aten.neg.default"),
-    ("aten.fix.default", "aten.trunc.default"),
-    ("aten.sgn.default", "aten.sign.default"),
-    ("aten.greater.Tensor", "aten.gt.Tensor"),
-    ("aten.greater.Scalar", "aten.gt.Scalar"),
-    ("aten.greater_equal.Tensor", "aten.ge.Tensor"),
-    ("aten.greater_equal.Scalar", "aten.ge.Scalar"),
-    ("aten.less.Tensor", "aten.lt.Tensor"),
-    ("aten.less.Scalar", "aten.lt.Scalar"),
-    ("aten.less_equal.Tensor", "aten.le.Tensor"),
-    ("aten.less_equal.Scalar", "aten.le.Scalar"),
-    ("aten.not_equal.Tensor", "aten.ne.Tensor"),
-    ("aten.not_equal.Scalar", "aten.ne.Scalar"),
+    (aten::ABSOLUTE, aten::ABS),
+    (aten::ARCCOS, aten::ACOS),
+    (aten::ARCCOSH, aten::ACOSH),
+    (aten::ARCSIN, aten::ASIN),
+    (aten::ARCSINH, aten::ASINH),
+    (aten::ARCTAN, aten::ATAN),
+    (aten::ARCTAN2, aten::ATAN2),
+    (aten::ARCTANH, aten::ATANH),
+    (aten::CLIP, aten::CLAMP),
+    (aten::CLIP_TENSOR, aten::CLAMP_TENSOR),
+    (aten::CLAMP_MIN_TENSOR, aten::CLAMP_TENSOR),
+    (aten::CLAMP_MAX_TENSOR, aten::CLAMP_TENSOR),
+    (aten::DIVIDE_TENSOR, aten::DIV_TENSOR),
+    (aten::DIVIDE_SCALAR, aten::DIV_SCALAR),
+    (aten::DIVIDE_TENSOR_MODE, aten::DIV_TENSOR_MODE),
+    (aten::DIVIDE_SCALAR_MODE, aten::DIV_SCALAR_MODE),
+    (aten::TRUE_DIVIDE_TENSOR, aten::DIV_TENSOR),
+    (aten::TRUE_DIVIDE_SCALAR, aten::DIV_SCALAR),
+    (aten::MULTIPLY_TENSOR, aten::MUL_TENSOR),
+    (aten::MULTIPLY_SCALAR, aten::MUL_SCALAR),
+    (aten::SUBTRACT_TENSOR, aten::SUB_TENSOR),
+    (aten::SUBTRACT_SCALAR, aten::SUB_SCALAR),
+    (aten::NEGATIVE, aten::NEG),
+    (aten::FIX, aten::TRUNC),
+    (aten::SGN, aten::SIGN),
+    (aten::GREATER_TENSOR, aten::GT_TENSOR),
+    (aten::GREATER_SCALAR, aten::GT_SCALAR),
+    (aten::GREATER_EQUAL_TENSOR, aten::GE_TENSOR),
+    (aten::GREATER_EQUAL_SCALAR, aten::GE_SCALAR),
+    (aten::LESS_TENSOR, aten::LT_TENSOR),
+    (aten::LESS_SCALAR, aten::LT_SCALAR),
+    (aten::LESS_EQUAL_TENSOR, aten::LE_TENSOR),
+    (aten::LESS_EQUAL_SCALAR, aten::LE_SCALAR),
+    (aten::NOT_EQUAL_TENSOR, aten::NE_TENSOR),
+    (aten::NOT_EQUAL_SCALAR, aten::NE_SCALAR),
 ];

@@ -1,5 +1,6 @@
 //! Pooling: max, average and adaptive, 1-D to 3-D: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn pool_with_indices(
@@ -33,8 +34,8 @@ fn max_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![pool_with_indices(
         em,
         a,
-        "aten.max_pool2d_with_indices.default",
-        a.t("self")?,
+        aten::MAX_POOL2D_WITH_INDICES,
+        a.tensor("self")?,
         Some(out),
         meta,
     )?])
@@ -46,15 +47,15 @@ fn max_pool3d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![pool_with_indices(
         em,
         a,
-        "aten.max_pool3d_with_indices.default",
-        a.t("self")?,
+        aten::MAX_POOL3D_WITH_INDICES,
+        a.tensor("self")?,
         Some(out),
         meta,
     )?])
 }
 
 fn max_pool1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let r = em.rank(x)?;
     let x2 = unsqueeze(em, x, r - 1)?;
@@ -79,7 +80,7 @@ fn max_pool1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut idx = meta.clone();
     idx.dtype = Dtype::Int64;
     let r2 = em.call(
-        "aten.max_pool2d_with_indices.default",
+        aten::MAX_POOL2D_WITH_INDICES,
         args,
         vec![Out::New(meta), Out::New(idx)],
     )?;
@@ -92,11 +93,11 @@ fn max_pool1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn adaptive_avg_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     if a.ints("output_size").ok().as_deref() == Some(&[1, 1]) {
         em.op_into(
-            "aten.mean.dim",
+            aten::MEAN_DIM,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", ints_arg(&[-1, -2])),
@@ -106,7 +107,7 @@ fn adaptive_avg_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )?;
     } else {
         em.op_into(
-            "aten._adaptive_avg_pool2d.default",
+            aten::_ADAPTIVE_AVG_POOL2D,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("output_size", a.arg("output_size")),
@@ -128,7 +129,7 @@ fn adaptive_avg_pool2d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// maximum; the flat index is p times the sub-box's size plus the index
 /// already found in that sub-box (gathered at p).
 fn adaptive_max_pool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let output = a.ints("output_size")?;
     let n = output.len();
     let sizes = em.sizes(x)?;
@@ -160,8 +161,8 @@ fn adaptive_max_pool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             None => pos,
             Some(inner_index) => {
                 let at = gather(em, inner_index, dim, pos, None)?;
-                let start = with_scalar(em, "aten.mul.Scalar", pos, Argument::Int(inner))?;
-                binary(em, "aten.add.Tensor", start, at, Dtype::Int64, outs.1)?
+                let start = with_scalar(em, aten::MUL_SCALAR, pos, Argument::Int(inner))?;
+                binary(em, aten::ADD_TENSOR, start, at, Dtype::Int64, outs.1)?
             }
         });
         inner *= spatial[j];
@@ -203,7 +204,7 @@ fn adaptive_max_dim(
         positions.push(if start == 0 {
             at
         } else {
-            with_scalar(em, "aten.add.Scalar", at, Argument::Int(start))?
+            with_scalar(em, aten::ADD_SCALAR, at, Argument::Int(start))?
         });
     }
     if m == 1 {
@@ -245,27 +246,27 @@ fn window_max(
         ]
     };
     if !dtype.is_floating() {
-        let vi = em.call("aten.max.dim", args(x), vec![to(out, meta), to(out_index, index)])?;
+        let vi = em.call(aten::MAX_DIM, args(x), vec![to(out, meta), to(out_index, index)])?;
         return Ok((vi[0], vi[1]));
     }
     let first = em.call(
-        "aten.max.dim",
+        aten::MAX_DIM,
         args(x),
         vec![Out::New(meta.clone()), Out::New(index.clone())],
     )?[1];
-    let nan = predicate(em, "aten.isnan.default", x)?;
+    let nan = predicate(em, aten::ISNAN, x)?;
     let nan = to_copy(em, nan, Dtype::Int64, None)?;
     let rank = em.rank(x)?;
     let from_one = arange_to(em, x, len, 1, Dtype::Int64)?;
-    let from_one = with_scalar(em, "aten.add.Scalar", from_one, Argument::Int(1))?;
+    let from_one = with_scalar(em, aten::ADD_SCALAR, from_one, Argument::Int(1))?;
     let shape: Vec<SymRef> = (0..rank).map(|d| SymRef::Int(if d == dim { len } else { 1 })).collect();
     let from_one = view(em, from_one, &shape, None)?;
-    let weighted = binary(em, "aten.mul.Tensor", nan, from_one, Dtype::Int64, None)?;
+    let weighted = binary(em, aten::MUL_TENSOR, nan, from_one, Dtype::Int64, None)?;
     let mut ext = args(weighted);
     ext[1].1 = Argument::Ints(vec![dim as i64]);
-    let last = em.op("aten.amax.default", ext, index.clone())?;
-    let any = cmp(em, "aten.gt.Scalar", last, Argument::Int(0))?;
-    let last = with_scalar(em, "aten.sub.Scalar", last, Argument::Int(1))?;
+    let last = em.op(aten::AMAX, ext, index.clone())?;
+    let any = cmp(em, aten::GT_SCALAR, last, Argument::Int(0))?;
+    let last = with_scalar(em, aten::SUB_SCALAR, last, Argument::Int(1))?;
     let at = where_(em, any, last, first, out_index)?;
     Ok((gather(em, x, dim, at, out)?, at))
 }
@@ -277,7 +278,7 @@ fn window_max(
 /// result viewed as the output. (`stride` and `padding` of the 3-D op only
 /// check its arguments in torch.)
 fn max_unpool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, indices, out) = (a.t("self")?, a.t("indices")?, a.out(0)?);
+    let (x, indices, out) = (a.tensor("self")?, a.tensor("indices")?, a.out(0)?);
     let size = a.syms("output_size")?;
     let n = size.len();
     let r = em.rank(x)?;
@@ -297,7 +298,7 @@ fn max_unpool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let zeros = full(em, x, &[planes, out_plane], scalar(0.0, dtype), dtype)?;
     let meta = em.meta(zeros)?.clone();
     let scattered = em.op(
-        "aten.scatter.src",
+        aten::SCATTER_SRC,
         vec![
             ("self", Argument::Tensor(zeros)),
             ("dim", Argument::Int(1)),
@@ -321,7 +322,7 @@ fn max_unpool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// the maximum is kept as the kernel keeps it: a later value replaces it
 /// when greater, or NaN.
 fn fractional_max_pool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, u) = (a.t("self")?, a.t("random_samples")?);
+    let (x, u) = (a.tensor("self")?, a.tensor("random_samples")?);
     let name = a.0.target.name.clone();
     let n = if name.ends_with("3d") { 3 } else { 2 };
     let sizes = em.sizes(x)?;
@@ -356,13 +357,13 @@ fn fractional_max_pool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let sample = if n == 2 { 1 - j } else { j } as i64;
         let u_j = slice(em, us, 1, sample, sample + 1)?;
         let seq = intervals(em, u_j, (input[j], output[j], kernel[j]), dtype, planes)?;
-        let scaled = with_scalar(em, "aten.mul.Scalar", seq, Argument::Int(stride))?;
+        let scaled = with_scalar(em, aten::MUL_SCALAR, seq, Argument::Int(stride))?;
         let mut shape = vec![planes];
         shape.extend((0..n).map(|d| SymRef::Int(if d == j { output[j] } else { 1 })));
         let term = view(em, scaled, &shape, None)?;
         starts = Some(match starts {
             None => term,
-            Some(acc) => binary(em, "aten.add.Tensor", acc, term, Dtype::Int64, None)?,
+            Some(acc) => binary(em, aten::ADD_TENSOR, acc, term, Dtype::Int64, None)?,
         });
     }
     let starts = starts.ok_or_else(|| Error::internal(format!("{name} pooled no dim")))?;
@@ -380,15 +381,15 @@ fn fractional_max_pool(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let at = if offset == 0 {
             starts
         } else {
-            with_scalar(em, "aten.add.Scalar", starts, Argument::Int(offset))?
+            with_scalar(em, aten::ADD_SCALAR, starts, Argument::Int(offset))?
         };
         let v = gather(em, xs, 1, at, None)?;
         best = Some(match best {
             None => (v, at),
             Some((max, arg)) => {
-                let greater = binary(em, "aten.gt.Tensor", v, max, Dtype::Bool, None)?;
-                let nan = predicate(em, "aten.isnan.default", v)?;
-                let take = binary(em, "aten.logical_or.default", greater, nan, Dtype::Bool, None)?;
+                let greater = binary(em, aten::GT_TENSOR, v, max, Dtype::Bool, None)?;
+                let nan = predicate(em, aten::ISNAN, v)?;
+                let take = binary(em, aten::LOGICAL_OR, greater, nan, Dtype::Bool, None)?;
                 (where_(em, take, v, max, None)?, where_(em, take, at, arg, None)?)
             }
         });
@@ -426,33 +427,33 @@ fn intervals(
         ((n - k) as f32 / (m - 1) as f32) as f64
     };
     let i = arange_to(em, u, m - 1, 1, dtype)?;
-    let shifted = binary(em, "aten.add.Tensor", i, u, dtype, None)?;
+    let shifted = binary(em, aten::ADD_TENSOR, i, u, dtype, None)?;
     let mut trunc = |v: ValueId| -> Result<ValueId> {
-        let scaled = with_scalar(em, "aten.mul.Scalar", v, Argument::Float(alpha))?;
+        let scaled = with_scalar(em, aten::MUL_SCALAR, v, Argument::Float(alpha))?;
         to_copy(em, scaled, Dtype::Int64, None)
     };
     let (ends, origin) = (trunc(shifted)?, trunc(u)?);
-    let seq = binary(em, "aten.sub.Tensor", ends, origin, Dtype::Int64, None)?;
+    let seq = binary(em, aten::SUB_TENSOR, ends, origin, Dtype::Int64, None)?;
     cat_op(em, &[seq, last], 1, None)
 }
 
 rules! {
-    "aten.max_pool2d.default" => ["aten.max_pool2d_with_indices.default"] max_pool2d;
-    "aten.max_pool3d.default" => ["aten.max_pool3d_with_indices.default"] max_pool3d;
-    "aten.max_pool1d.default" => ["aten.unsqueeze.default", "aten.max_pool2d_with_indices.default", "aten.squeeze.dims"] max_pool1d;
-    "aten.adaptive_avg_pool2d.default" => ["aten.mean.dim", "aten._adaptive_avg_pool2d.default"] adaptive_avg_pool2d;
-    "aten.max_pool1d_with_indices.default" => ["aten.unsqueeze.default", "aten.max_pool2d_with_indices.default", "aten.squeeze.dims"] max_pool1d;
-    "aten.adaptive_max_pool1d.default" => ["aten.slice.Tensor", "aten.max.dim", "aten.isnan.default", "aten._to_copy.default", "aten.arange.start_step", "aten.add.Scalar", "aten.view.default", "aten.mul.Tensor", "aten.amax.default", "aten.gt.Scalar", "aten.sub.Scalar", "aten.where.self", "aten.gather.default", "aten.cat.default", "aten.mul.Scalar", "aten.add.Tensor"] adaptive_max_pool;
-    "aten.adaptive_max_pool2d.default" => ["aten.slice.Tensor", "aten.max.dim", "aten.isnan.default", "aten._to_copy.default", "aten.arange.start_step", "aten.add.Scalar", "aten.view.default", "aten.mul.Tensor", "aten.amax.default", "aten.gt.Scalar", "aten.sub.Scalar", "aten.where.self", "aten.gather.default", "aten.cat.default", "aten.mul.Scalar", "aten.add.Tensor"] adaptive_max_pool;
-    "aten.adaptive_max_pool3d.default" => ["aten.slice.Tensor", "aten.max.dim", "aten.isnan.default", "aten._to_copy.default", "aten.arange.start_step", "aten.add.Scalar", "aten.view.default", "aten.mul.Tensor", "aten.amax.default", "aten.gt.Scalar", "aten.sub.Scalar", "aten.where.self", "aten.gather.default", "aten.cat.default", "aten.mul.Scalar", "aten.add.Tensor"] adaptive_max_pool;
-    "aten.max_unpool2d.default" => ["aten.view.default", "aten.clone.default", "aten.full.default", "aten.scatter.src"] max_unpool;
-    "aten.fractional_max_pool2d.default" => ["aten.view.default", "aten.clone.default", "aten.slice.Tensor", "aten.full.default", "aten.arange.start_step", "aten.add.Tensor", "aten.mul.Scalar", "aten._to_copy.default", "aten.sub.Tensor", "aten.cat.default", "aten.add.Scalar", "aten.gather.default", "aten.gt.Tensor", "aten.isnan.default", "aten.logical_or.default", "aten.where.self"] fractional_max_pool;
-    "aten.fractional_max_pool3d.default" => ["aten.view.default", "aten.clone.default", "aten.slice.Tensor", "aten.full.default", "aten.arange.start_step", "aten.add.Tensor", "aten.mul.Scalar", "aten._to_copy.default", "aten.sub.Tensor", "aten.cat.default", "aten.add.Scalar", "aten.gather.default", "aten.gt.Tensor", "aten.isnan.default", "aten.logical_or.default", "aten.where.self"] fractional_max_pool;
-    "aten.max_unpool3d.default" => ["aten.view.default", "aten.clone.default", "aten.full.default", "aten.scatter.src"] max_unpool;
+    aten::MAX_POOL2D => [aten::MAX_POOL2D_WITH_INDICES] max_pool2d;
+    aten::MAX_POOL3D => [aten::MAX_POOL3D_WITH_INDICES] max_pool3d;
+    aten::MAX_POOL1D => [aten::UNSQUEEZE, aten::MAX_POOL2D_WITH_INDICES, aten::SQUEEZE_DIMS] max_pool1d;
+    aten::ADAPTIVE_AVG_POOL2D => [aten::MEAN_DIM, aten::_ADAPTIVE_AVG_POOL2D] adaptive_avg_pool2d;
+    aten::MAX_POOL1D_WITH_INDICES => [aten::UNSQUEEZE, aten::MAX_POOL2D_WITH_INDICES, aten::SQUEEZE_DIMS] max_pool1d;
+    aten::ADAPTIVE_MAX_POOL1D => [aten::SLICE_TENSOR, aten::MAX_DIM, aten::ISNAN, aten::_TO_COPY, aten::ARANGE_START_STEP, aten::ADD_SCALAR, aten::VIEW, aten::MUL_TENSOR, aten::AMAX, aten::GT_SCALAR, aten::SUB_SCALAR, aten::WHERE_SELF, aten::GATHER, aten::CAT, aten::MUL_SCALAR, aten::ADD_TENSOR] adaptive_max_pool;
+    aten::ADAPTIVE_MAX_POOL2D => [aten::SLICE_TENSOR, aten::MAX_DIM, aten::ISNAN, aten::_TO_COPY, aten::ARANGE_START_STEP, aten::ADD_SCALAR, aten::VIEW, aten::MUL_TENSOR, aten::AMAX, aten::GT_SCALAR, aten::SUB_SCALAR, aten::WHERE_SELF, aten::GATHER, aten::CAT, aten::MUL_SCALAR, aten::ADD_TENSOR] adaptive_max_pool;
+    aten::ADAPTIVE_MAX_POOL3D => [aten::SLICE_TENSOR, aten::MAX_DIM, aten::ISNAN, aten::_TO_COPY, aten::ARANGE_START_STEP, aten::ADD_SCALAR, aten::VIEW, aten::MUL_TENSOR, aten::AMAX, aten::GT_SCALAR, aten::SUB_SCALAR, aten::WHERE_SELF, aten::GATHER, aten::CAT, aten::MUL_SCALAR, aten::ADD_TENSOR] adaptive_max_pool;
+    aten::MAX_UNPOOL2D => [aten::VIEW, aten::CLONE, aten::FULL, aten::SCATTER_SRC] max_unpool;
+    aten::FRACTIONAL_MAX_POOL2D => [aten::VIEW, aten::CLONE, aten::SLICE_TENSOR, aten::FULL, aten::ARANGE_START_STEP, aten::ADD_TENSOR, aten::MUL_SCALAR, aten::_TO_COPY, aten::SUB_TENSOR, aten::CAT, aten::ADD_SCALAR, aten::GATHER, aten::GT_TENSOR, aten::ISNAN, aten::LOGICAL_OR, aten::WHERE_SELF] fractional_max_pool;
+    aten::FRACTIONAL_MAX_POOL3D => [aten::VIEW, aten::CLONE, aten::SLICE_TENSOR, aten::FULL, aten::ARANGE_START_STEP, aten::ADD_TENSOR, aten::MUL_SCALAR, aten::_TO_COPY, aten::SUB_TENSOR, aten::CAT, aten::ADD_SCALAR, aten::GATHER, aten::GT_TENSOR, aten::ISNAN, aten::LOGICAL_OR, aten::WHERE_SELF] fractional_max_pool;
+    aten::MAX_UNPOOL3D => [aten::VIEW, aten::CLONE, aten::FULL, aten::SCATTER_SRC] max_unpool;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[(
-    "aten.adaptive_avg_pool3d.default",
-    "aten._adaptive_avg_pool3d.default",
+    aten::ADAPTIVE_AVG_POOL3D,
+    aten::_ADAPTIVE_AVG_POOL3D,
 )];

@@ -1,12 +1,13 @@
 //! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn sum_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     em.op_into(
-        "aten.sum.dim_IntList",
+        aten::SUM_DIM_INTLIST,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("dim", Argument::Ints(vec![])),
             ("dtype", a.arg("dtype")),
         ],
@@ -20,9 +21,9 @@ fn std(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, m.dtype, m.sizes)?;
     let var = em.op(
-        "aten.var.correction",
+        aten::VAR_CORRECTION,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("dim", a.arg("dim")),
             ("correction", a.arg("correction")),
             ("keepdim", a.arg("keepdim")),
@@ -30,7 +31,7 @@ fn std(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         meta,
     )?;
     em.op_into(
-        "aten.sqrt.default",
+        aten::SQRT,
         vec![("self", Argument::Tensor(var))],
         out,
     )?;
@@ -38,19 +39,19 @@ fn std(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(x)?;
     let dims = a.ints("dim")?;
     let keepdim = a.bool("keepdim")?;
-    let m = reduce(em, "aten.amax.default", x, &dims, true, vec![], dtype, None)?;
-    let ab = unary(em, "aten.abs.default", m)?;
-    let inf = cmp(em, "aten.eq.Scalar", ab, Argument::Float(f64::INFINITY))?;
+    let m = reduce(em, aten::AMAX, x, &dims, true, vec![], dtype, None)?;
+    let ab = unary(em, aten::ABS, m)?;
+    let inf = cmp(em, aten::EQ_SCALAR, ab, Argument::Float(f64::INFINITY))?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let safe = where_(em, inf, zero, m, None)?;
-    let c = binary(em, "aten.sub.Tensor", x, safe, dtype, None)?;
-    let e = unary(em, "aten.exp.default", c)?;
+    let c = binary(em, aten::SUB_TENSOR, x, safe, dtype, None)?;
+    let e = unary(em, aten::EXP, c)?;
     let s = sum_dims(em, e, &dims, keepdim, dtype, None)?;
-    let l = unary(em, "aten.log.default", s)?;
+    let l = unary(em, aten::LOG, s)?;
     let shift = if keepdim {
         safe
     } else {
@@ -64,7 +65,7 @@ fn logsumexp(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         };
         squeeze_dims(em, safe, &all, None)?
     };
-    binary_into(em, a, "aten.add.Tensor", l, shift, dtype)
+    binary_into(em, a, aten::ADD_TENSOR, l, shift, dtype)
 }
 
 fn correction_of(a: &NodeArgs) -> Result<Argument> {
@@ -77,7 +78,7 @@ fn correction_of(a: &NodeArgs) -> Result<Argument> {
 
 fn var_args(a: &NodeArgs) -> Result<Vec<(&'static str, Argument)>> {
     Ok(vec![
-        ("self", Argument::Tensor(a.t("self")?)),
+        ("self", Argument::Tensor(a.tensor("self")?)),
         ("dim", a.arg("dim")),
         ("correction", correction_of(a)?),
         ("keepdim", a.arg("keepdim")),
@@ -88,13 +89,13 @@ fn var_args(a: &NodeArgs) -> Result<Vec<(&'static str, Argument)>> {
 /// when `sqrt` (the standard deviation).
 fn var_into(em: &mut Emitter, a: &NodeArgs, out: ValueId, sqrt: bool) -> Result<ValueId> {
     if !sqrt {
-        return em.op_into("aten.var.correction", var_args(a)?, out);
+        return em.op_into(aten::VAR_CORRECTION, var_args(a)?, out);
     }
     let m = em.meta(out)?.clone();
     let meta = em.meta_like(out, m.dtype, m.sizes)?;
-    let v = em.op("aten.var.correction", var_args(a)?, meta)?;
+    let v = em.op(aten::VAR_CORRECTION, var_args(a)?, meta)?;
     em.op_into(
-        "aten.sqrt.default",
+        aten::SQRT,
         vec![("self", Argument::Tensor(v))],
         out,
     )
@@ -103,9 +104,9 @@ fn var_into(em: &mut Emitter, a: &NodeArgs, out: ValueId, sqrt: bool) -> Result<
 /// The mean over the node's dims into `out`.
 fn mean_into(em: &mut Emitter, a: &NodeArgs, out: ValueId) -> Result<ValueId> {
     em.op_into(
-        "aten.mean.dim",
+        aten::MEAN_DIM,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("dim", a.arg("dim")),
             ("keepdim", a.arg("keepdim")),
         ],
@@ -132,8 +133,8 @@ fn var_mean(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 pub(super) fn all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // all(x) = not(any(not(x)))
-    let x = a.t("self")?;
-    let nx = unary(em, "aten.logical_not.default", x)?;
+    let x = a.tensor("self")?;
+    let nx = unary(em, aten::LOGICAL_NOT, x)?;
     let nx = if em.dtype(nx)? != Dtype::Bool {
         to_copy(em, nx, Dtype::Bool, None)?
     } else {
@@ -152,7 +153,7 @@ pub(super) fn all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let any = em.op(&any_op, args, meta)?;
     Ok(vec![same(
         em,
-        "aten.logical_not.default",
+        aten::LOGICAL_NOT,
         vec![("self", Argument::Tensor(any))],
         any,
         Some(out),
@@ -160,8 +161,8 @@ pub(super) fn all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn count_nonzero(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let nz = cmp(em, "aten.ne.Scalar", x, Argument::Int(0))?;
+    let x = a.tensor("self")?;
+    let nz = cmp(em, aten::NE_SCALAR, x, Argument::Int(0))?;
     let dims = match a.0.arg("dim") {
         Some(Argument::Int(d)) => vec![*d],
         Some(Argument::Ints(v)) => v.clone(),
@@ -169,7 +170,7 @@ fn count_nonzero(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     Ok(vec![reduce(
         em,
-        "aten.sum.dim_IntList",
+        aten::SUM_DIM_INTLIST,
         nz,
         &dims,
         false,
@@ -181,32 +182,32 @@ fn count_nonzero(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// mse, l1, huber and smooth-l1 losses with their reductions.
 fn loss(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let (x, t) = (a.t("self")?, a.t("target")?);
+    let (x, t) = (a.tensor("self")?, a.tensor("target")?);
     let out = a.out(0)?;
     let dtype = em.dtype(out)?;
-    let d = binary(em, "aten.sub.Tensor", x, t, dtype, None)?;
+    let d = binary(em, aten::SUB_TENSOR, x, t, dtype, None)?;
     let elem = match a.0.target.name.as_str() {
-        "mse_loss" => binary(em, "aten.mul.Tensor", d, d, dtype, None)?,
-        "l1_loss" => unary(em, "aten.abs.default", d)?,
+        "mse_loss" => binary(em, aten::MUL_TENSOR, d, d, dtype, None)?,
+        "l1_loss" => unary(em, aten::ABS, d)?,
         name => {
-            let ad = unary(em, "aten.abs.default", d)?;
+            let ad = unary(em, aten::ABS, d)?;
             let (k, huber) = if name == "huber_loss" {
                 (a.float("delta")?, true)
             } else {
                 (a.float("beta")?, false)
             };
-            let small = cmp(em, "aten.lt.Scalar", ad, Argument::Float(k))?;
+            let small = cmp(em, aten::LT_SCALAR, ad, Argument::Float(k))?;
             // huber: 0.5 d^2 | k (|d| - k/2); smooth l1: 0.5 d^2 / k | |d| - k/2
-            let sq = binary(em, "aten.mul.Tensor", d, d, dtype, None)?;
+            let sq = binary(em, aten::MUL_TENSOR, d, d, dtype, None)?;
             let half_sq = with_scalar(
                 em,
-                "aten.mul.Tensor",
+                aten::MUL_TENSOR,
                 sq,
                 Argument::Float(if huber { 0.5 } else { 0.5 / k }),
             )?;
-            let lin = with_scalar(em, "aten.sub.Tensor", ad, Argument::Float(k / 2.0))?;
+            let lin = with_scalar(em, aten::SUB_TENSOR, ad, Argument::Float(k / 2.0))?;
             let lin = if huber {
-                with_scalar(em, "aten.mul.Tensor", lin, Argument::Float(k))?
+                with_scalar(em, aten::MUL_TENSOR, lin, Argument::Float(k))?
             } else {
                 lin
             };
@@ -221,7 +222,7 @@ fn loss(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             let m = em.meta_like(out, dtype, meta.sizes)?;
             let _ = m;
             em.op_into(
-                "aten.mean.default",
+                aten::MEAN,
                 vec![("self", Argument::Tensor(elem))],
                 out,
             )?;
@@ -232,11 +233,11 @@ fn loss(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dtype = em.dtype(a.out(0)?)?;
     let dims = a.opt_ints("dim")?.unwrap_or_default();
     let keepdim = a.bool("keepdim")?;
-    let is_nan = predicate(em, "aten.isnan.default", x)?;
+    let is_nan = predicate(em, aten::ISNAN, x)?;
     let zero = scalar_tensor(em, x, scalar(0.0, dtype), dtype)?;
     let clean = where_(em, is_nan, zero, x, None)?;
     if a.0.target.name == "nansum" {
@@ -250,10 +251,10 @@ fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )?]);
     }
     let s = sum_dims(em, clean, &dims, keepdim, dtype, None)?;
-    let ok = unary(em, "aten.logical_not.default", is_nan)?;
+    let ok = unary(em, aten::LOGICAL_NOT, is_nan)?;
     let n = reduce(
         em,
-        "aten.sum.dim_IntList",
+        aten::SUM_DIM_INTLIST,
         ok,
         &dims,
         keepdim,
@@ -261,12 +262,12 @@ fn nan_reduce(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         dtype,
         None,
     )?;
-    binary_into(em, a, "aten.div.Tensor", s, n, dtype)
+    binary_into(em, a, aten::DIV_TENSOR, s, n, dtype)
 }
 
 /// argsort (the indices of a sort) and msort (values along dim 0).
 fn sort_like(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let sizes = em.sizes(x)?;
     let vmeta = em.meta_like(x, em.dtype(x)?, sizes.clone())?;
@@ -283,13 +284,13 @@ fn sort_like(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     ];
     if a.0.target.name == "msort" {
         em.call(
-            "aten.sort.default",
+            aten::SORT,
             args,
             vec![Out::Into(out), Out::New(imeta)],
         )?;
     } else {
         em.call(
-            "aten.sort.default",
+            aten::SORT,
             args,
             vec![Out::New(vmeta), Out::Into(out)],
         )?;
@@ -298,13 +299,13 @@ fn sort_like(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn aminmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dims = a.opt_int("dim")?.map(|d| vec![d]).unwrap_or_default();
     let keep = a.bool("keepdim")?;
     let dtype = em.dtype(x)?;
     let lo = reduce(
         em,
-        "aten.amin.default",
+        aten::AMIN,
         x,
         &dims,
         keep,
@@ -314,7 +315,7 @@ fn aminmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?;
     let hi = reduce(
         em,
-        "aten.amax.default",
+        aten::AMAX,
         x,
         &dims,
         keep,
@@ -327,8 +328,8 @@ fn aminmax(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 
 /// max()/min() of every element: amax/amin over every dim.
 fn max_min_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
-    let op = if a.0.target.name == "max" { "aten.amax.default" } else { "aten.amin.default" };
+    let x = a.tensor("self")?;
+    let op = if a.0.target.name == "max" { aten::AMAX } else { aten::AMIN };
     let dtype = em.dtype(x)?;
     Ok(vec![reduce(em, op, x, &[], false, vec![], dtype, Some(a.out(0)?))?])
 }
@@ -341,7 +342,7 @@ fn max_min_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// way where still empty; torch refuses NaN data there with an error, the
 /// lowered form counts nothing instead (ir-run's native row refuses it).
 fn histc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let bins = a.int("bins")?;
     let (lo, hi) = (a.float("min")?, a.float("max")?);
     let dtype = em.dtype(x)?;
@@ -357,27 +358,27 @@ fn histc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     // the range's ends and width in the input's precision, as torch's kernel
     let (lo_a, hi_a, span_a, cmp_ops) = if lo == hi {
         let mut ends = Vec::new();
-        for op in ["aten.amin.default", "aten.amax.default"] {
+        for op in [aten::AMIN, aten::AMAX] {
             ends.push(reduce(em, op, flat, &[0], false, vec![], dtype, None)?);
         }
-        let same = binary(em, "aten.eq.Tensor", ends[0], ends[1], Dtype::Bool, None)?;
-        let wide_lo = with_scalar(em, "aten.sub.Tensor", ends[0], Argument::Float(1.0))?;
-        let wide_hi = with_scalar(em, "aten.add.Tensor", ends[1], Argument::Float(1.0))?;
+        let same = binary(em, aten::EQ_TENSOR, ends[0], ends[1], Dtype::Bool, None)?;
+        let wide_lo = with_scalar(em, aten::SUB_TENSOR, ends[0], Argument::Float(1.0))?;
+        let wide_hi = with_scalar(em, aten::ADD_TENSOR, ends[1], Argument::Float(1.0))?;
         let lo_t = where_(em, same, wide_lo, ends[0], None)?;
         let hi_t = where_(em, same, wide_hi, ends[1], None)?;
-        let span = binary(em, "aten.sub.Tensor", hi_t, lo_t, dtype, None)?;
+        let span = binary(em, aten::SUB_TENSOR, hi_t, lo_t, dtype, None)?;
         (
             Argument::Tensor(lo_t),
             Argument::Tensor(hi_t),
             Argument::Tensor(span),
-            ["aten.ge.Tensor", "aten.le.Tensor"],
+            [aten::GE_TENSOR, aten::LE_TENSOR],
         )
     } else if dtype == Dtype::Float64 {
         (
             Argument::Float(lo),
             Argument::Float(hi),
             Argument::Float(hi - lo),
-            ["aten.ge.Scalar", "aten.le.Scalar"],
+            [aten::GE_SCALAR, aten::LE_SCALAR],
         )
     } else {
         let (l, h) = (lo as f32, hi as f32);
@@ -385,19 +386,19 @@ fn histc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             Argument::Float(l as f64),
             Argument::Float(h as f64),
             Argument::Float((h - l) as f64),
-            ["aten.ge.Scalar", "aten.le.Scalar"],
+            [aten::GE_SCALAR, aten::LE_SCALAR],
         )
     };
     let ge = cmp(em, cmp_ops[0], flat, lo_a.clone())?;
     let le = cmp(em, cmp_ops[1], flat, hi_a)?;
-    let inside = binary(em, "aten.logical_and.default", ge, le, Dtype::Bool, None)?;
-    let d = with_scalar(em, "aten.sub.Tensor", flat, lo_a)?;
-    let d = with_scalar(em, "aten.mul.Tensor", d, Argument::Float(bins as f64))?;
-    let d = with_scalar(em, "aten.div.Tensor", d, span_a)?;
+    let inside = binary(em, aten::LOGICAL_AND, ge, le, Dtype::Bool, None)?;
+    let d = with_scalar(em, aten::SUB_TENSOR, flat, lo_a)?;
+    let d = with_scalar(em, aten::MUL_TENSOR, d, Argument::Float(bins as f64))?;
+    let d = with_scalar(em, aten::DIV_TENSOR, d, span_a)?;
     let pos = to_copy(em, d, Dtype::Int64, None)?;
     let meta = em.meta_like(pos, Dtype::Int64, em.sizes(pos)?)?;
     let pos = em.op(
-        "aten.clamp.default",
+        aten::CLAMP,
         vec![
             ("self", Argument::Tensor(pos)),
             ("min", Argument::Int(0)),
@@ -407,49 +408,49 @@ fn histc(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     )?;
     let pos = unsqueeze(em, pos, 1)?;
     let ids = arange_to(em, x, bins, 1, Dtype::Int64)?;
-    let hit = binary(em, "aten.eq.Tensor", pos, ids, Dtype::Bool, None)?;
+    let hit = binary(em, aten::EQ_TENSOR, pos, ids, Dtype::Bool, None)?;
     let inside = unsqueeze(em, inside, 1)?;
-    let hit = binary(em, "aten.logical_and.default", hit, inside, Dtype::Bool, None)?;
+    let hit = binary(em, aten::LOGICAL_AND, hit, inside, Dtype::Bool, None)?;
     let hit = to_copy(em, hit, dtype, None)?;
     Ok(vec![sum_dims(em, hit, &[0], false, dtype, Some(a.out(0)?))?])
 }
 
 rules! {
-    "aten.max.default" => ["aten.amax.default"] max_min_all;
-    "aten.histc.default" => ["aten.view.default", "aten.clone.default", "aten.amin.default", "aten.amax.default", "aten.where.self", "aten.add.Tensor", "aten.ge.Tensor", "aten.le.Tensor", "aten.ge.Scalar", "aten.le.Scalar", "aten.logical_and.default", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten._to_copy.default", "aten.clamp.default", "aten.unsqueeze.default", "aten.arange.start_step", "aten.eq.Tensor", "aten.sum.dim_IntList"] histc;
-    "aten.min.default" => ["aten.amin.default"] max_min_all;
-    "aten.sum.default" => ["aten.sum.dim_IntList"] sum_all;
-    "aten.std.correction" => ["aten.var.correction", "aten.sqrt.default"] std;
-    "aten.all.default" => ["aten.logical_not.default", "aten.any.default"] all;
-    "aten.all.dim" => ["aten.logical_not.default", "aten.any.dim"] all;
-    "aten.all.dims" => ["aten.logical_not.default", "aten.any.dims"] all;
-    "aten.count_nonzero.default" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
-    "aten.count_nonzero.dim_IntList" => ["aten.ne.Scalar", "aten.sum.dim_IntList"] count_nonzero;
-    "aten.mse_loss.default" => ["aten.sub.Tensor", "aten.mul.Tensor", "aten.mean.default", "aten.sum.dim_IntList"] loss;
-    "aten.l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.mean.default", "aten.sum.dim_IntList"] loss;
-    "aten.huber_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.where.self", "aten.mean.default"] loss;
-    "aten.smooth_l1_loss.default" => ["aten.sub.Tensor", "aten.abs.default", "aten.lt.Scalar", "aten.mul.Tensor", "aten.div.Tensor", "aten.where.self", "aten.mean.default"] loss;
-    "aten.nansum.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList"] nan_reduce;
-    "aten.nanmean.default" => ["aten.isnan.default", "aten.where.self", "aten.sum.dim_IntList", "aten.logical_not.default", "aten.div.Tensor"] nan_reduce;
-    "aten.std_mean.dim" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
-    "aten.std_mean.correction" => ["aten.var.correction", "aten.sqrt.default", "aten.mean.dim"] var_mean;
-    "aten.argsort.default" => ["aten.sort.default"] sort_like;
-    "aten.argsort.stable" => ["aten.sort.default"] sort_like;
-    "aten.msort.default" => ["aten.sort.default"] sort_like;
-    "aten.aminmax.default" => ["aten.amin.default", "aten.amax.default"] aminmax;
-    "aten.logsumexp.default" => ["aten.amax.default", "aten.abs.default", "aten.eq.Scalar", "aten.scalar_tensor.default", "aten.where.self", "aten.sub.Tensor", "aten.exp.default", "aten.sum.dim_IntList", "aten.log.default", "aten.squeeze.dims", "aten.add.Tensor"] logsumexp;
-    "aten.std.dim" => ["aten.var.correction", "aten.sqrt.default"] std_dim;
-    "aten.var.dim" => ["aten.var.correction"] var_dim;
-    "aten.var_mean.dim" => ["aten.var.correction", "aten.mean.dim"] var_mean;
-    "aten.var_mean.correction" => ["aten.var.correction", "aten.mean.dim"] var_mean;
+    aten::MAX => [aten::AMAX] max_min_all;
+    aten::HISTC => [aten::VIEW, aten::CLONE, aten::AMIN, aten::AMAX, aten::WHERE_SELF, aten::ADD_TENSOR, aten::GE_TENSOR, aten::LE_TENSOR, aten::GE_SCALAR, aten::LE_SCALAR, aten::LOGICAL_AND, aten::SUB_TENSOR, aten::MUL_TENSOR, aten::DIV_TENSOR, aten::_TO_COPY, aten::CLAMP, aten::UNSQUEEZE, aten::ARANGE_START_STEP, aten::EQ_TENSOR, aten::SUM_DIM_INTLIST] histc;
+    aten::MIN => [aten::AMIN] max_min_all;
+    aten::SUM => [aten::SUM_DIM_INTLIST] sum_all;
+    aten::STD_CORRECTION => [aten::VAR_CORRECTION, aten::SQRT] std;
+    aten::ALL => [aten::LOGICAL_NOT, aten::ANY] all;
+    aten::ALL_DIM => [aten::LOGICAL_NOT, aten::ANY_DIM] all;
+    aten::ALL_DIMS => [aten::LOGICAL_NOT, aten::ANY_DIMS] all;
+    aten::COUNT_NONZERO => [aten::NE_SCALAR, aten::SUM_DIM_INTLIST] count_nonzero;
+    aten::COUNT_NONZERO_DIM_INTLIST => [aten::NE_SCALAR, aten::SUM_DIM_INTLIST] count_nonzero;
+    aten::MSE_LOSS => [aten::SUB_TENSOR, aten::MUL_TENSOR, aten::MEAN, aten::SUM_DIM_INTLIST] loss;
+    aten::L1_LOSS => [aten::SUB_TENSOR, aten::ABS, aten::MEAN, aten::SUM_DIM_INTLIST] loss;
+    aten::HUBER_LOSS => [aten::SUB_TENSOR, aten::ABS, aten::LT_SCALAR, aten::MUL_TENSOR, aten::WHERE_SELF, aten::MEAN] loss;
+    aten::SMOOTH_L1_LOSS => [aten::SUB_TENSOR, aten::ABS, aten::LT_SCALAR, aten::MUL_TENSOR, aten::DIV_TENSOR, aten::WHERE_SELF, aten::MEAN] loss;
+    aten::NANSUM => [aten::ISNAN, aten::WHERE_SELF, aten::SUM_DIM_INTLIST] nan_reduce;
+    aten::NANMEAN => [aten::ISNAN, aten::WHERE_SELF, aten::SUM_DIM_INTLIST, aten::LOGICAL_NOT, aten::DIV_TENSOR] nan_reduce;
+    aten::STD_MEAN_DIM => [aten::VAR_CORRECTION, aten::SQRT, aten::MEAN_DIM] var_mean;
+    aten::STD_MEAN_CORRECTION => [aten::VAR_CORRECTION, aten::SQRT, aten::MEAN_DIM] var_mean;
+    aten::ARGSORT => [aten::SORT] sort_like;
+    aten::ARGSORT_STABLE => [aten::SORT] sort_like;
+    aten::MSORT => [aten::SORT] sort_like;
+    aten::AMINMAX => [aten::AMIN, aten::AMAX] aminmax;
+    aten::LOGSUMEXP => [aten::AMAX, aten::ABS, aten::EQ_SCALAR, aten::SCALAR_TENSOR, aten::WHERE_SELF, aten::SUB_TENSOR, aten::EXP, aten::SUM_DIM_INTLIST, aten::LOG, aten::SQUEEZE_DIMS, aten::ADD_TENSOR] logsumexp;
+    aten::STD_DIM => [aten::VAR_CORRECTION, aten::SQRT] std_dim;
+    aten::VAR_DIM => [aten::VAR_CORRECTION] var_dim;
+    aten::VAR_MEAN_DIM => [aten::VAR_CORRECTION, aten::MEAN_DIM] var_mean;
+    aten::VAR_MEAN_CORRECTION => [aten::VAR_CORRECTION, aten::MEAN_DIM] var_mean;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten.max.other", "aten.maximum.default"),
-    ("aten.min.other", "aten.minimum.default"),
-    ("aten.var.default", "aten.var.dim"),
-    ("aten.std.default", "aten.std.dim"),
-    ("aten.std_mean.default", "aten.std_mean.dim"),
-    ("aten.var_mean.default", "aten.var_mean.dim"),
+    (aten::MAX_OTHER, aten::MAXIMUM),
+    (aten::MIN_OTHER, aten::MINIMUM),
+    (aten::VAR, aten::VAR_DIM),
+    (aten::STD, aten::STD_DIM),
+    (aten::STD_MEAN, aten::STD_MEAN_DIM),
+    (aten::VAR_MEAN, aten::VAR_MEAN_DIM),
 ];

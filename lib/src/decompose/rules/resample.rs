@@ -1,5 +1,6 @@
 //! Resampling: upsampling, interpolation and grid sampling: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// What an upsampling node asks for: its input, the output sizes it gives
@@ -12,7 +13,7 @@ struct Resize {
 }
 
 fn resize_args(a: &NodeArgs, k: usize) -> Result<Resize> {
-    let x = if a.has("input") { a.t("input")? } else { a.t("self")? };
+    let x = if a.has("input") { a.tensor("input")? } else { a.tensor("self")? };
     let sizes = match a.arg("output_size") {
         Argument::None => Vec::new(),
         _ => a.syms("output_size")?,
@@ -63,9 +64,9 @@ fn upsample_2d(
     ];
     let op = if linear {
         args.push(("align_corners", Argument::Bool(a.bool("align_corners")?)));
-        "aten.upsample_bilinear2d.vec"
+        aten::UPSAMPLE_BILINEAR2D_VEC
     } else {
-        "aten.upsample_nearest2d.vec"
+        aten::UPSAMPLE_NEAREST2D_VEC
     };
     em.op_to(op, args, out, meta)
 }
@@ -152,12 +153,12 @@ fn upsample_nearest_exact(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
         };
         let o = arange_col(em, rz.x, n_out, false)?;
         let f = to_copy(em, o, Dtype::Float32, None)?;
-        let f = with_scalar(em, "aten.add.Tensor", f, Argument::Float(0.5))?;
-        let f = with_scalar(em, "aten.mul.Tensor", f, Argument::Float(ratio as f64))?;
+        let f = with_scalar(em, aten::ADD_TENSOR, f, Argument::Float(0.5))?;
+        let f = with_scalar(em, aten::MUL_TENSOR, f, Argument::Float(ratio as f64))?;
         let idx = to_copy(em, f, Dtype::Int64, None)?;
         let idx = same(
             em,
-            "aten.clamp.default",
+            aten::CLAMP,
             vec![
                 ("self", Argument::Tensor(idx)),
                 ("max", Argument::Int((n_in - 1).max(0))),
@@ -170,7 +171,7 @@ fn upsample_nearest_exact(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
         let meta = em.meta_like(y, em.dtype(y)?, sizes)?;
         let last = i + 1 == k;
         y = em.op_to(
-            "aten.index_select.default",
+            aten::INDEX_SELECT,
             vec![
                 ("self", Argument::Tensor(y)),
                 ("dim", Argument::Int(d as i64)),
@@ -186,8 +187,8 @@ fn upsample_nearest_exact(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>
 /// `grid_sampler` is `grid_sampler_2d` on 4-D inputs, with the same
 /// arguments. Volumetric (5-D) sampling runs nowhere here: refused by name.
 fn grid_sampler(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let op = match em.rank(a.t("input")?)? {
-        4 => "aten.grid_sampler_2d.default",
+    let op = match em.rank(a.tensor("input")?)? {
+        4 => aten::GRID_SAMPLER_2D,
         5 => {
             return Err(Error::unsupported(format!(
                 "node {}: grid_sampler on a 5-D input (grid_sampler_3d)",
@@ -210,21 +211,21 @@ fn grid_sampler(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.grid_sampler.default" => ["aten.grid_sampler_2d.default"] grid_sampler;
-    "aten.upsample_nearest1d.vec" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_nearest1d.default" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_linear1d.vec" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_linear1d.default" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_nearest3d.vec" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_nearest3d.default" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_trilinear3d.vec" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten.upsample_trilinear3d.default" => ["aten.view.default", "aten.unsqueeze.default", "aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec", "aten.squeeze.dims"] upsample_via_2d;
-    "aten._upsample_nearest_exact1d.vec" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
-    "aten._upsample_nearest_exact1d.default" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
-    "aten._upsample_nearest_exact2d.vec" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
-    "aten._upsample_nearest_exact2d.default" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
-    "aten._upsample_nearest_exact3d.vec" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
-    "aten._upsample_nearest_exact3d.default" => ["aten.arange.start_step", "aten._to_copy.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.clamp.default", "aten.index_select.default"] upsample_nearest_exact;
+    aten::GRID_SAMPLER => [aten::GRID_SAMPLER_2D] grid_sampler;
+    aten::UPSAMPLE_NEAREST1D_VEC => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_NEAREST1D => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_LINEAR1D_VEC => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_LINEAR1D => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_NEAREST3D_VEC => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_NEAREST3D => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_TRILINEAR3D_VEC => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::UPSAMPLE_TRILINEAR3D => [aten::VIEW, aten::UNSQUEEZE, aten::UPSAMPLE_NEAREST2D_VEC, aten::UPSAMPLE_BILINEAR2D_VEC, aten::SQUEEZE_DIMS] upsample_via_2d;
+    aten::_UPSAMPLE_NEAREST_EXACT1D_VEC => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
+    aten::_UPSAMPLE_NEAREST_EXACT1D => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
+    aten::_UPSAMPLE_NEAREST_EXACT2D_VEC => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
+    aten::_UPSAMPLE_NEAREST_EXACT2D => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
+    aten::_UPSAMPLE_NEAREST_EXACT3D_VEC => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
+    aten::_UPSAMPLE_NEAREST_EXACT3D => [aten::ARANGE_START_STEP, aten::_TO_COPY, aten::ADD_TENSOR, aten::MUL_TENSOR, aten::CLAMP, aten::INDEX_SELECT] upsample_nearest_exact;
 }
 
 /// Ops that are another op of this family under another name.

@@ -1,5 +1,6 @@
 //! Recurrent layers (LSTM, GRU, RNN) and their cells: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -22,13 +23,13 @@ fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         "rnn_tanh" => Cell::Tanh,
         _ => Cell::Relu,
     };
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     let hx = if cell == Cell::Lstm {
-        a.ts("hx")?
+        a.tensors("hx")?
     } else {
-        vec![a.t("hx")?]
+        vec![a.tensor("hx")?]
     };
-    let params = a.ts("params")?;
+    let params = a.tensors("params")?;
     let (has_biases, layers) = (a.bool("has_biases")?, a.int("num_layers")? as usize);
     let (dropout, train) = (a.float("dropout")?, a.bool("train")?);
     let (bidir, batch_first) = (a.bool("bidirectional")?, a.bool("batch_first")?);
@@ -113,7 +114,7 @@ fn lstm(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             let sizes = em.sizes(input)?;
             let meta = em.meta_like(input, dtype, sizes)?;
             input = em.op(
-                "aten.dropout.default",
+                aten::DROPOUT,
                 vec![
                     ("input", Argument::Tensor(input)),
                     ("p", Argument::Float(dropout)),
@@ -153,17 +154,17 @@ fn cell_step(
     let mut c = c;
     match cell {
         Cell::Lstm => {
-            let gates = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let gates = binary(em, aten::ADD_TENSOR, hh, xt, dtype, None)?;
             let g = chunk_op(em, gates, 4, 1)?;
-            let i = unary(em, "aten.sigmoid.default", g[0])?;
-            let f = unary(em, "aten.sigmoid.default", g[1])?;
-            let cc = unary(em, "aten.tanh.default", g[2])?;
-            let o = unary(em, "aten.sigmoid.default", g[3])?;
-            let fc = binary(em, "aten.mul.Tensor", f, c.unwrap(), dtype, None)?;
-            let ic = binary(em, "aten.mul.Tensor", i, cc, dtype, None)?;
-            let cn = binary(em, "aten.add.Tensor", fc, ic, dtype, None)?;
-            let tc = unary(em, "aten.tanh.default", cn)?;
-            h = binary(em, "aten.mul.Tensor", o, tc, dtype, None)?;
+            let i = unary(em, aten::SIGMOID, g[0])?;
+            let f = unary(em, aten::SIGMOID, g[1])?;
+            let cc = unary(em, aten::TANH, g[2])?;
+            let o = unary(em, aten::SIGMOID, g[3])?;
+            let fc = binary(em, aten::MUL_TENSOR, f, c.unwrap(), dtype, None)?;
+            let ic = binary(em, aten::MUL_TENSOR, i, cc, dtype, None)?;
+            let cn = binary(em, aten::ADD_TENSOR, fc, ic, dtype, None)?;
+            let tc = unary(em, aten::TANH, cn)?;
+            h = binary(em, aten::MUL_TENSOR, o, tc, dtype, None)?;
             if let Some(w) = w_hr {
                 h = linear_op(em, h, w, None)?;
             }
@@ -172,24 +173,24 @@ fn cell_step(
         Cell::Gru => {
             let gi = chunk_op(em, xt, 3, 1)?;
             let gh = chunk_op(em, hh, 3, 1)?;
-            let rs = binary(em, "aten.add.Tensor", gi[0], gh[0], dtype, None)?;
-            let r = unary(em, "aten.sigmoid.default", rs)?;
-            let zs = binary(em, "aten.add.Tensor", gi[1], gh[1], dtype, None)?;
-            let z = unary(em, "aten.sigmoid.default", zs)?;
-            let rh = binary(em, "aten.mul.Tensor", r, gh[2], dtype, None)?;
-            let ns = binary(em, "aten.add.Tensor", gi[2], rh, dtype, None)?;
-            let n = unary(em, "aten.tanh.default", ns)?;
+            let rs = binary(em, aten::ADD_TENSOR, gi[0], gh[0], dtype, None)?;
+            let r = unary(em, aten::SIGMOID, rs)?;
+            let zs = binary(em, aten::ADD_TENSOR, gi[1], gh[1], dtype, None)?;
+            let z = unary(em, aten::SIGMOID, zs)?;
+            let rh = binary(em, aten::MUL_TENSOR, r, gh[2], dtype, None)?;
+            let ns = binary(em, aten::ADD_TENSOR, gi[2], rh, dtype, None)?;
+            let n = unary(em, aten::TANH, ns)?;
             // h' = n + z * (h - n)
-            let hn = binary(em, "aten.sub.Tensor", h, n, dtype, None)?;
-            let zh = binary(em, "aten.mul.Tensor", z, hn, dtype, None)?;
-            h = binary(em, "aten.add.Tensor", n, zh, dtype, None)?;
+            let hn = binary(em, aten::SUB_TENSOR, h, n, dtype, None)?;
+            let zh = binary(em, aten::MUL_TENSOR, z, hn, dtype, None)?;
+            h = binary(em, aten::ADD_TENSOR, n, zh, dtype, None)?;
         }
         Cell::Tanh | Cell::Relu => {
-            let s = binary(em, "aten.add.Tensor", hh, xt, dtype, None)?;
+            let s = binary(em, aten::ADD_TENSOR, hh, xt, dtype, None)?;
             let act = if cell == Cell::Tanh {
-                "aten.tanh.default"
+                aten::TANH
             } else {
-                "aten.relu.default"
+                aten::RELU
             };
             h = unary(em, act, s)?;
         }
@@ -205,7 +206,7 @@ fn rnn_cell(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         "rnn_tanh_cell" => Cell::Tanh,
         _ => Cell::Relu,
     };
-    let x = a.t("input")?;
+    let x = a.tensor("input")?;
     if em.rank(x)? != 2 {
         return Err(Error::unsupported(format!(
             "node {}: {} on unbatched input",
@@ -213,14 +214,14 @@ fn rnn_cell(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )));
     }
     let (h, c) = if cell == Cell::Lstm {
-        let hx = a.ts("hx")?;
+        let hx = a.tensors("hx")?;
         (hx[0], Some(hx[1]))
     } else {
-        (a.t("hx")?, None)
+        (a.tensor("hx")?, None)
     };
     let dtype = em.dtype(x)?;
-    let xt = linear_op(em, x, a.t("w_ih")?, a.ot("b_ih")?)?;
-    let hh = linear_op(em, h, a.t("w_hh")?, a.ot("b_hh")?)?;
+    let xt = linear_op(em, x, a.tensor("w_ih")?, a.opt_tensor("b_ih")?)?;
+    let hh = linear_op(em, h, a.tensor("w_hh")?, a.opt_tensor("b_hh")?)?;
     let (h, c) = cell_step(em, cell, xt, hh, h, c, None, dtype)?;
     Ok([Some(h), c].into_iter().flatten().collect())
 }
@@ -237,7 +238,7 @@ fn chunk_op(em: &mut Emitter, x: ValueId, n: i64, dim: usize) -> Result<Vec<Valu
         .map(|_| em.meta_like(x, dtype, gs.clone()).map(Out::New))
         .collect::<Result<_>>()?;
     em.call(
-        "aten.chunk.default",
+        aten::CHUNK,
         vec![
             ("self", Argument::Tensor(x)),
             ("chunks", Argument::Int(n)),
@@ -253,7 +254,7 @@ fn select(em: &mut Emitter, x: ValueId, dim: usize, index: i64) -> Result<ValueI
     sizes.remove(dim);
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op(
-        "aten.select.int",
+        aten::SELECT_INT,
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(dim as i64)),
@@ -276,7 +277,7 @@ fn linear_op(em: &mut Emitter, x: ValueId, w: ValueId, b: Option<ValueId>) -> Re
     *sizes.last_mut().unwrap() = n;
     let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
     em.op(
-        "aten.linear.default",
+        aten::LINEAR,
         vec![
             ("input", Argument::Tensor(x)),
             ("weight", Argument::Tensor(w)),
@@ -291,7 +292,7 @@ fn stack_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
     sizes.insert(dim, Sym::Int(xs.len() as i64));
     let meta = em.meta_like(xs[0], em.dtype(xs[0])?, sizes)?;
     em.op(
-        "aten.stack.default",
+        aten::STACK,
         vec![
             ("tensors", Argument::Tensors(xs.to_vec())),
             ("dim", Argument::Int(dim as i64)),
@@ -301,14 +302,14 @@ fn stack_op(em: &mut Emitter, xs: &[ValueId], dim: usize) -> Result<ValueId> {
 }
 
 rules! {
-    "aten.gru.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
-    "aten.rnn_tanh.input" => ["aten.select.int", "aten.linear.default", "aten.tanh.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
-    "aten.rnn_relu.input" => ["aten.select.int", "aten.linear.default", "aten.relu.default", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int"] lstm;
-    "aten.lstm.input" => ["aten.select.int", "aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.stack.default", "aten.cat.default", "aten.transpose.int", "aten.dropout.default"] lstm;
-    "aten.lstm_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"] rnn_cell;
-    "aten.gru_cell.default" => ["aten.linear.default", "aten.chunk.default", "aten.sigmoid.default", "aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.sub.Tensor"] rnn_cell;
-    "aten.rnn_tanh_cell.default" => ["aten.linear.default", "aten.tanh.default", "aten.add.Tensor"] rnn_cell;
-    "aten.rnn_relu_cell.default" => ["aten.linear.default", "aten.relu.default", "aten.add.Tensor"] rnn_cell;
+    aten::GRU_INPUT => [aten::SELECT_INT, aten::LINEAR, aten::CHUNK, aten::SIGMOID, aten::TANH, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::SUB_TENSOR, aten::STACK, aten::CAT, aten::TRANSPOSE_INT] lstm;
+    aten::RNN_TANH_INPUT => [aten::SELECT_INT, aten::LINEAR, aten::TANH, aten::ADD_TENSOR, aten::STACK, aten::CAT, aten::TRANSPOSE_INT] lstm;
+    aten::RNN_RELU_INPUT => [aten::SELECT_INT, aten::LINEAR, aten::RELU, aten::ADD_TENSOR, aten::STACK, aten::CAT, aten::TRANSPOSE_INT] lstm;
+    aten::LSTM_INPUT => [aten::SELECT_INT, aten::LINEAR, aten::CHUNK, aten::SIGMOID, aten::TANH, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::STACK, aten::CAT, aten::TRANSPOSE_INT, aten::DROPOUT] lstm;
+    aten::LSTM_CELL => [aten::LINEAR, aten::CHUNK, aten::SIGMOID, aten::TANH, aten::MUL_TENSOR, aten::ADD_TENSOR] rnn_cell;
+    aten::GRU_CELL => [aten::LINEAR, aten::CHUNK, aten::SIGMOID, aten::TANH, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::SUB_TENSOR] rnn_cell;
+    aten::RNN_TANH_CELL => [aten::LINEAR, aten::TANH, aten::ADD_TENSOR] rnn_cell;
+    aten::RNN_RELU_CELL => [aten::LINEAR, aten::RELU, aten::ADD_TENSOR] rnn_cell;
 }
 
 /// Ops that are another op of this family under another name.

@@ -1,9 +1,10 @@
 //! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let (d0, d1) = (
         normalize_dim(a.int("dim0")?, r)?,
@@ -17,7 +18,7 @@ fn transpose(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 pub(super) fn t(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     if em.rank(x)? < 2 {
         return Ok(vec![x]);
     }
@@ -27,7 +28,7 @@ pub(super) fn t(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn reshape_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![reshape(
         em,
-        a.t("self")?,
+        a.tensor("self")?,
         &a.syms("shape")?,
         Some(a.out(0)?),
     )?])
@@ -36,27 +37,27 @@ fn reshape_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn unsafe_view(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     Ok(vec![view(
         em,
-        a.t("self")?,
+        a.tensor("self")?,
         &a.syms("size")?,
         Some(a.out(0)?),
     )?])
 }
 
 fn view_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let other = a.t("other")?;
+    let other = a.tensor("other")?;
     let sizes = em.size_refs(other)?;
-    Ok(vec![view(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
+    Ok(vec![view(em, a.tensor("self")?, &sizes, Some(a.out(0)?))?])
 }
 
 /// `reshape_as(self, other)`: `reshape` to `other`'s sizes (symbolic ones
 /// read at run time), a view where the layout allows, else a copy.
 fn reshape_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let sizes = em.size_refs(a.t("other")?)?;
-    Ok(vec![reshape(em, a.t("self")?, &sizes, Some(a.out(0)?))?])
+    let sizes = em.size_refs(a.tensor("other")?)?;
+    Ok(vec![reshape(em, a.tensor("self")?, &sizes, Some(a.out(0)?))?])
 }
 
 fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     if r == 0 {
         return Ok(vec![reshape(em, x, &[SymRef::Int(1)], Some(a.out(0)?))?]);
@@ -77,7 +78,7 @@ fn flatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn unflatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let d = normalize_dim(a.int("dim")?, r)?;
     let sizes = em.size_refs(x)?;
@@ -101,13 +102,13 @@ fn unflatten(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn squeeze_dim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     Ok(vec![squeeze_dims(em, x, &[d], Some(a.out(0)?))?])
 }
 
 fn squeeze_all(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let sizes = em.static_sizes(x, "squeeze() of every size-1 dim")?;
     let dims: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] == 1).collect();
     Ok(vec![squeeze_dims(em, x, &dims, Some(a.out(0)?))?])
@@ -130,7 +131,7 @@ fn split_into(
         )));
     }
     em.call(
-        "aten.split_with_sizes.default",
+        aten::SPLIT_WITH_SIZES,
         vec![
             ("self", Argument::Tensor(x)),
             ("split_sizes", ints_arg(&sizes)),
@@ -141,7 +142,7 @@ fn split_into(
 }
 
 fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_dim(x, d, "split")?;
     let step = a.int("split_size")?.max(1);
@@ -155,7 +156,7 @@ fn split(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn chunk(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     let n = em.static_dim(x, d, "chunk")?;
     let chunks = a.int("chunks")?.max(1);
@@ -170,12 +171,12 @@ fn chunk(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn unbind(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let dim = a.int("dim")?;
     let mut out = Vec::new();
     for (i, o) in a.outs().into_iter().enumerate() {
         em.op_into(
-            "aten.select.int",
+            aten::SELECT_INT,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("dim", Argument::Int(dim)),
@@ -189,7 +190,7 @@ fn unbind(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let xs = a.ts("tensors")?;
+    let xs = a.tensors("tensors")?;
     let r = em.rank(
         *xs.first()
             .ok_or_else(|| Error::bad_input("stack of no tensors"))?,
@@ -200,7 +201,7 @@ fn stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         .map(|x| unsqueeze(em, *x, d))
         .collect::<Result<_>>()?;
     em.op_into(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(parts)),
             ("dim", Argument::Int(d as i64)),
@@ -211,11 +212,11 @@ fn stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn expand_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let sizes = em.size_refs(a.t("other")?)?;
+    let sizes = em.size_refs(a.tensor("other")?)?;
     em.op_into(
-        "aten.expand.default",
+        aten::EXPAND,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("size", sym_ints_arg(&sizes)),
         ],
         a.out(0)?,
@@ -224,7 +225,7 @@ fn expand_as(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn pad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let p = a.syms("pad")?;
     let mode = a.string("mode")?;
@@ -232,7 +233,7 @@ fn pad(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let value = a.opt_float("value")?.unwrap_or(0.0);
         let dtype = em.dtype(x)?;
         em.op_into(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(x)),
                 ("pad", sym_ints_arg(&p)),
@@ -315,7 +316,7 @@ fn circular_pad(
 /// `replication_pad1d` (no core form) through `replication_pad2d` on a
 /// unit height.
 fn replication_pad1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let out = a.out(0)?;
     let r = em.rank(x)?;
     let x2 = unsqueeze(em, x, r - 1)?;
@@ -327,7 +328,7 @@ fn replication_pad1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let mut p2 = p.clone();
     p2.extend([SymRef::Int(0), SymRef::Int(0)]);
     let y = em.op(
-        "aten.replication_pad2d.default",
+        aten::REPLICATION_PAD2D,
         vec![
             ("self", Argument::Tensor(x2)),
             ("padding", sym_ints_arg(&p2)),
@@ -338,7 +339,7 @@ fn replication_pad1d(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let sizes = em.static_sizes(x, "diag")?;
     if sizes.len() != 2 {
         return Err(Error::unsupported(format!(
@@ -352,7 +353,7 @@ fn diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let rows = arange_from(em, x, r0, len)?;
     let cols = arange_from(em, x, c0, len)?;
     em.op_into(
-        "aten.index.Tensor",
+        aten::INDEX_TENSOR,
         vec![
             ("self", Argument::Tensor(x)),
             (
@@ -366,7 +367,7 @@ fn diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn mt_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let mut perm: Vec<usize> = (0..r).collect();
     perm.swap(r - 2, r - 1);
@@ -374,7 +375,7 @@ fn mt_rule(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn movedim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let (src, dst) = (
         normalize_dim(a.int("source")?, r)?,
@@ -386,7 +387,7 @@ fn movedim(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn swapaxes(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let mut perm: Vec<usize> = (0..r).collect();
     perm.swap(
@@ -397,7 +398,7 @@ fn swapaxes(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let d = normalize_dim(a.int("dim")?, em.rank(x)?)?;
     // start and length may be symbolic (`narrow(x, 1, 1, n)`): the end is
     // their sum, computed at run time
@@ -411,7 +412,7 @@ fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     };
     let end = em.add(start, len)?;
     em.op_into(
-        "aten.slice.Tensor",
+        aten::SLICE_TENSOR,
         vec![
             ("self", Argument::Tensor(x)),
             ("dim", Argument::Int(d as i64)),
@@ -424,7 +425,7 @@ fn narrow(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn pixel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let s = em.static_sizes(x, "pixel_shuffle")?;
     let r = s.len();
     let (lead, c, h, w) = (&s[..r - 3], s[r - 3], s[r - 2], s[r - 1]);
@@ -461,7 +462,7 @@ fn pixel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn repeat_interleave(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     let n = a.int("repeats")?;
     let d = match a.opt_int("dim")? {
         Some(d) => normalize_dim(d, em.rank(x)?)?,
@@ -486,7 +487,7 @@ fn repeat_interleave(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x0 = a.t("self")?;
+    let x0 = a.tensor("self")?;
     let shifts = a.ints("shifts")?;
     let dims = a.ints("dims")?;
     let out = a.out(0)?;
@@ -515,12 +516,12 @@ fn roll(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn broadcast_tensors(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let xs = a.ts("tensors")?;
+    let xs = a.tensors("tensors")?;
     let mut out = Vec::new();
     for (x, o) in xs.iter().zip(a.outs()) {
         let sizes = em.size_refs(o)?;
         em.op_into(
-            "aten.expand.default",
+            aten::EXPAND,
             vec![
                 ("self", Argument::Tensor(*x)),
                 ("size", sym_ints_arg(&sizes)),
@@ -533,7 +534,7 @@ fn broadcast_tensors(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn channel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let g = a.int("groups")?;
     let s = em.static_sizes(x, "channel_shuffle")?;
     let (n, c) = (s[0], s[1]);
@@ -551,9 +552,9 @@ fn channel_shuffle(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn flip_lr_ud(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let d = if a.0.target.name == "fliplr" { 1 } else { 0 };
     em.op_into(
-        "aten.flip.default",
+        aten::FLIP,
         vec![
-            ("self", Argument::Tensor(a.t("self")?)),
+            ("self", Argument::Tensor(a.tensor("self")?)),
             ("dims", ints_arg(&[d])),
         ],
         a.out(0)?,
@@ -562,7 +563,7 @@ fn flip_lr_ud(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn hvstack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let mut xs = a.ts("tensors")?;
+    let mut xs = a.tensors("tensors")?;
     let out = a.out(0)?;
     let dim = if a.0.target.name == "hstack" {
         if em.rank(xs[0])? == 1 {
@@ -579,7 +580,7 @@ fn hvstack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         0
     };
     em.op_into(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(xs)),
             ("dim", Argument::Int(dim)),
@@ -590,13 +591,13 @@ fn hvstack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn numpy_t(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let perm: Vec<usize> = (0..em.rank(x)?).rev().collect();
     Ok(vec![permute(em, x, &perm, Some(a.out(0)?))?])
 }
 
 fn rot90(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?;
     let dims = a.ints("dims")?;
     let (d0, d1) = (normalize_dim(dims[0], r)?, normalize_dim(dims[1], r)?);
@@ -606,7 +607,7 @@ fn rot90(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let ds: Vec<i64> = ds.iter().map(|&d| d as i64).collect();
         same(
             em,
-            "aten.flip.default",
+            aten::FLIP,
             vec![("self", Argument::Tensor(x)), ("dims", ints_arg(&ds))],
             x,
             None,
@@ -630,14 +631,14 @@ fn rot90(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn tile(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let mut reps = a.syms("dims")?;
     let r = em.rank(x)?;
     while reps.len() < r {
         reps.insert(0, SymRef::Int(1));
     }
     em.op_into(
-        "aten.repeat.default",
+        aten::REPEAT,
         vec![
             ("self", Argument::Tensor(x)),
             ("repeats", sym_ints_arg(&reps)),
@@ -650,23 +651,23 @@ fn tile(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `x.unfold(dim, size, step)`: windows gathered with an index of
 /// `step * i + j`, the window dim moved last.
 fn unfold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let r = em.rank(x)?.max(1);
     let d = normalize_dim(a.int("dimension")?, r)?;
     let (size, step) = (a.int("size")?, a.int("step")?);
     let n_in = em.static_sizes(x, "unfold")?.get(d).copied().unwrap_or(1);
     let n = (n_in - size) / step + 1;
     let starts = arange_col(em, x, n, true)?;
-    let starts = with_scalar(em, "aten.mul.Tensor", starts, Argument::Int(step))?;
+    let starts = with_scalar(em, aten::MUL_TENSOR, starts, Argument::Int(step))?;
     let offs = arange_col(em, x, size, false)?;
-    let idx = binary(em, "aten.add.Tensor", starts, offs, Dtype::Int64, None)?;
+    let idx = binary(em, aten::ADD_TENSOR, starts, offs, Dtype::Int64, None)?;
     let mut indices: Vec<Option<ValueId>> = vec![None; d];
     indices.push(Some(idx));
     let mut sizes = em.sizes(x)?;
     sizes.splice(d..d + 1, [Sym::Int(n), Sym::Int(size)]);
     let meta = em.meta_like(x, em.dtype(x)?, sizes)?;
     let g = em.op(
-        "aten.index.Tensor",
+        aten::INDEX_TENSOR,
         vec![
             ("self", Argument::Tensor(x)),
             ("indices", Argument::OptionalTensors(indices)),
@@ -679,7 +680,7 @@ fn unfold(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn block_diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let xs = a.ts("tensors")?;
+    let xs = a.tensors("tensors")?;
     let mut shapes = Vec::new();
     for x in &xs {
         let s = em.static_sizes(*x, "block_diag")?;
@@ -700,7 +701,7 @@ fn block_diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             vec![Sym::Int(*r), Sym::Int(total)],
         )?;
         rows.push(em.op(
-            "aten.constant_pad_nd.default",
+            aten::CONSTANT_PAD_ND,
             vec![
                 ("self", Argument::Tensor(x2)),
                 ("pad", ints_arg(&[left, total - left - c])),
@@ -710,7 +711,7 @@ fn block_diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         left += c;
     }
     em.op_into(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(rows)),
             ("dim", Argument::Int(0)),
@@ -725,7 +726,7 @@ fn block_diag(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 fn column_stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let col = a.0.target.name == "column_stack";
     let mut parts = Vec::new();
-    for x in a.ts("tensors")? {
+    for x in a.tensors("tensors")? {
         let s = em.static_sizes(x, "column_stack/dstack")?;
         let shape: Option<Vec<i64>> = match (col, s.len()) {
             (true, 0) => Some(vec![1, 1]),
@@ -747,7 +748,7 @@ fn column_stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     }
     let dim = if col { 1 } else { 2 };
     em.op_into(
-        "aten.cat.default",
+        aten::CAT,
         vec![
             ("tensors", Argument::Tensors(parts)),
             ("dim", Argument::Int(dim)),
@@ -758,7 +759,7 @@ fn column_stack(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn diag_embed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let (d1, d2) = (a.int("dim1")?, a.int("dim2")?);
     if (d1, d2) != (-2, -1) {
         return Err(Error::unsupported(format!(
@@ -776,8 +777,8 @@ fn diag_embed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let dtype = em.dtype(x)?;
     let rows = arange_col(em, x, m, true)?;
     let cols = arange_col(em, x, m, false)?;
-    let diff = binary(em, "aten.sub.Tensor", cols, rows, Dtype::Int64, None)?;
-    let on = cmp(em, "aten.eq.Scalar", diff, Argument::Int(k))?;
+    let diff = binary(em, aten::SUB_TENSOR, cols, rows, Dtype::Int64, None)?;
+    let on = cmp(em, aten::EQ_SCALAR, diff, Argument::Int(k))?;
     // Values padded to m, laid along rows (k >= 0: row i holds x[i]) or
     // columns (k < 0: column j holds x[j]).
     let r = em.rank(x)?;
@@ -785,7 +786,7 @@ fn diag_embed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     sizes[r - 1] = Sym::Int(m);
     let meta = em.meta_like(x, dtype, sizes)?;
     let padded = em.op(
-        "aten.constant_pad_nd.default",
+        aten::CONSTANT_PAD_ND,
         vec![
             ("self", Argument::Tensor(x)),
             ("pad", ints_arg(&[0, k.abs()])),
@@ -802,7 +803,7 @@ fn diag_embed(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 fn meshgrid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let xs = a.ts("tensors")?;
+    let xs = a.tensors("tensors")?;
     let xy = a.0.target.overload == "indexing" && a.string("indexing")? == "xy";
     let outs = a.outs();
     let n = xs.len();
@@ -815,7 +816,7 @@ fn meshgrid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let v = view(em, *x, &shape, None)?;
         let full = em.size_refs(*o)?;
         em.op_into(
-            "aten.expand.default",
+            aten::EXPAND,
             vec![("self", Argument::Tensor(v)), ("size", sym_ints_arg(&full))],
             *o,
         )?;
@@ -825,75 +826,75 @@ fn meshgrid(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 }
 
 rules! {
-    "aten.transpose.int" => ["aten.permute.default"] transpose;
-    "aten.t.default" => ["aten.permute.default"] t;
-    "aten.reshape.default" => ["aten.view.default", "aten.clone.default"] reshape_rule;
-    "aten._unsafe_view.default" => ["aten.view.default"] unsafe_view;
-    "aten.view_as.default" => ["aten.view.default"] view_as;
-    "aten.reshape_as.default" => ["aten.view.default", "aten.clone.default"] reshape_as;
-    "aten.flatten.using_ints" => ["aten.view.default", "aten.clone.default"] flatten;
-    "aten.unflatten.int" => ["aten.view.default", "aten.clone.default"] unflatten;
-    "aten.squeeze.dim" => ["aten.squeeze.dims"] squeeze_dim;
-    "aten.squeeze.default" => ["aten.squeeze.dims"] squeeze_all;
-    "aten.split.Tensor" => ["aten.split_with_sizes.default"] split;
-    "aten.chunk.default" => ["aten.split_with_sizes.default"] chunk;
-    "aten.unbind.int" => ["aten.select.int"] unbind;
-    "aten.stack.default" => ["aten.unsqueeze.default", "aten.cat.default"] stack;
-    "aten.expand_as.default" => ["aten.expand.default"] expand_as;
-    "aten.pad.default" => ["aten.constant_pad_nd.default", "aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default", "aten.replication_pad1d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default"] pad;
-    "aten.replication_pad1d.default" => ["aten.unsqueeze.default", "aten.replication_pad2d.default", "aten.squeeze.dims"] replication_pad1d;
-    "aten.broadcast_tensors.default" => ["aten.expand.default"] broadcast_tensors;
-    "aten.channel_shuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] channel_shuffle;
-    "aten.fliplr.default" => ["aten.flip.default"] flip_lr_ud;
-    "aten.flipud.default" => ["aten.flip.default"] flip_lr_ud;
-    "aten.hstack.default" => ["aten.cat.default"] hvstack;
-    "aten.vstack.default" => ["aten.unsqueeze.default", "aten.cat.default"] hvstack;
-    "aten.numpy_T.default" => ["aten.permute.default"] numpy_t;
-    "aten.rot90.default" => ["aten.flip.default", "aten.permute.default", "aten.clone.default"] rot90;
-    "aten.tile.default" => ["aten.repeat.default"] tile;
-    "aten.t_copy.default" => ["aten.t.default", "aten.clone.default"] copy_variant;
-    "aten.transpose_copy.int" => ["aten.transpose.int", "aten.clone.default"] copy_variant;
-    "aten.unsqueeze_copy.default" => ["aten.unsqueeze.default", "aten.clone.default"] copy_variant;
-    "aten.squeeze_copy.default" => ["aten.squeeze.default", "aten.clone.default"] copy_variant;
-    "aten.squeeze_copy.dim" => ["aten.squeeze.dim", "aten.clone.default"] copy_variant;
-    "aten.squeeze_copy.dims" => ["aten.squeeze.dims", "aten.clone.default"] copy_variant;
-    "aten.expand_copy.default" => ["aten.expand.default", "aten.clone.default"] copy_variant;
-    "aten.permute_copy.default" => ["aten.permute.default", "aten.clone.default"] copy_variant;
-    "aten.view_copy.default" => ["aten.view.default", "aten.clone.default"] copy_variant;
-    "aten.slice_copy.Tensor" => ["aten.slice.Tensor", "aten.clone.default"] copy_variant;
-    "aten.select_copy.int" => ["aten.select.int", "aten.clone.default"] copy_variant;
-    "aten.unfold_copy.default" => ["aten.unfold.default", "aten.clone.default"] copy_variant;
-    "aten.split_with_sizes_copy.default" => ["aten.split_with_sizes.default", "aten.clone.default"] copy_variant;
-    "aten.unfold.default" => ["aten.arange.start_step", "aten.mul.Tensor", "aten.add.Tensor", "aten.unsqueeze.default", "aten.index.Tensor", "aten.permute.default"] unfold;
-    "aten.block_diag.default" => ["aten.constant_pad_nd.default", "aten.cat.default"] block_diag;
-    "aten.column_stack.default" => ["aten.view.default", "aten.cat.default"] column_stack;
-    "aten.dstack.default" => ["aten.view.default", "aten.cat.default"] column_stack;
-    "aten.diag_embed.default" => ["aten.arange.start_step", "aten.sub.Tensor", "aten.eq.Scalar", "aten.constant_pad_nd.default", "aten.unsqueeze.default", "aten.where.self"] diag_embed;
-    "aten.meshgrid.indexing" => ["aten.view.default", "aten.expand.default"] meshgrid;
-    "aten.meshgrid.default" => ["aten.view.default", "aten.expand.default"] meshgrid;
-    "aten.diag.default" => ["aten.arange.start_step", "aten.index.Tensor"] diag;
-    "aten.mT.default" => ["aten.permute.default"] mt_rule;
-    "aten.movedim.int" => ["aten.permute.default"] movedim;
-    "aten.swapaxes.default" => ["aten.permute.default"] swapaxes;
-    "aten.narrow.default" => ["aten.slice.Tensor"] narrow;
-    "aten.pixel_shuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] pixel_shuffle;
-    "aten.pixel_unshuffle.default" => ["aten.view.default", "aten.permute.default", "aten.clone.default"] pixel_shuffle;
-    "aten.repeat_interleave.self_int" => ["aten.unsqueeze.default", "aten.expand.default", "aten.clone.default", "aten.view.default"] repeat_interleave;
-    "aten.roll.default" => ["aten.slice.Tensor", "aten.cat.default", "aten.view.default"] roll;
+    aten::TRANSPOSE_INT => [aten::PERMUTE] transpose;
+    aten::T => [aten::PERMUTE] t;
+    aten::RESHAPE => [aten::VIEW, aten::CLONE] reshape_rule;
+    aten::_UNSAFE_VIEW => [aten::VIEW] unsafe_view;
+    aten::VIEW_AS => [aten::VIEW] view_as;
+    aten::RESHAPE_AS => [aten::VIEW, aten::CLONE] reshape_as;
+    aten::FLATTEN_USING_INTS => [aten::VIEW, aten::CLONE] flatten;
+    aten::UNFLATTEN_INT => [aten::VIEW, aten::CLONE] unflatten;
+    aten::SQUEEZE_DIM => [aten::SQUEEZE_DIMS] squeeze_dim;
+    aten::SQUEEZE => [aten::SQUEEZE_DIMS] squeeze_all;
+    aten::SPLIT_TENSOR => [aten::SPLIT_WITH_SIZES] split;
+    aten::CHUNK => [aten::SPLIT_WITH_SIZES] chunk;
+    aten::UNBIND_INT => [aten::SELECT_INT] unbind;
+    aten::STACK => [aten::UNSQUEEZE, aten::CAT] stack;
+    aten::EXPAND_AS => [aten::EXPAND] expand_as;
+    aten::PAD => [aten::CONSTANT_PAD_ND, aten::REFLECTION_PAD1D, aten::REFLECTION_PAD2D, aten::REFLECTION_PAD3D, aten::REPLICATION_PAD1D, aten::REPLICATION_PAD2D, aten::REPLICATION_PAD3D] pad;
+    aten::REPLICATION_PAD1D => [aten::UNSQUEEZE, aten::REPLICATION_PAD2D, aten::SQUEEZE_DIMS] replication_pad1d;
+    aten::BROADCAST_TENSORS => [aten::EXPAND] broadcast_tensors;
+    aten::CHANNEL_SHUFFLE => [aten::VIEW, aten::PERMUTE, aten::CLONE] channel_shuffle;
+    aten::FLIPLR => [aten::FLIP] flip_lr_ud;
+    aten::FLIPUD => [aten::FLIP] flip_lr_ud;
+    aten::HSTACK => [aten::CAT] hvstack;
+    aten::VSTACK => [aten::UNSQUEEZE, aten::CAT] hvstack;
+    aten::NUMPY_T => [aten::PERMUTE] numpy_t;
+    aten::ROT90 => [aten::FLIP, aten::PERMUTE, aten::CLONE] rot90;
+    aten::TILE => [aten::REPEAT] tile;
+    aten::T_COPY => [aten::T, aten::CLONE] copy_variant;
+    aten::TRANSPOSE_COPY_INT => [aten::TRANSPOSE_INT, aten::CLONE] copy_variant;
+    aten::UNSQUEEZE_COPY => [aten::UNSQUEEZE, aten::CLONE] copy_variant;
+    aten::SQUEEZE_COPY => [aten::SQUEEZE, aten::CLONE] copy_variant;
+    aten::SQUEEZE_COPY_DIM => [aten::SQUEEZE_DIM, aten::CLONE] copy_variant;
+    aten::SQUEEZE_COPY_DIMS => [aten::SQUEEZE_DIMS, aten::CLONE] copy_variant;
+    aten::EXPAND_COPY => [aten::EXPAND, aten::CLONE] copy_variant;
+    aten::PERMUTE_COPY => [aten::PERMUTE, aten::CLONE] copy_variant;
+    aten::VIEW_COPY => [aten::VIEW, aten::CLONE] copy_variant;
+    aten::SLICE_COPY_TENSOR => [aten::SLICE_TENSOR, aten::CLONE] copy_variant;
+    aten::SELECT_COPY_INT => [aten::SELECT_INT, aten::CLONE] copy_variant;
+    aten::UNFOLD_COPY => [aten::UNFOLD, aten::CLONE] copy_variant;
+    aten::SPLIT_WITH_SIZES_COPY => [aten::SPLIT_WITH_SIZES, aten::CLONE] copy_variant;
+    aten::UNFOLD => [aten::ARANGE_START_STEP, aten::MUL_TENSOR, aten::ADD_TENSOR, aten::UNSQUEEZE, aten::INDEX_TENSOR, aten::PERMUTE] unfold;
+    aten::BLOCK_DIAG => [aten::CONSTANT_PAD_ND, aten::CAT] block_diag;
+    aten::COLUMN_STACK => [aten::VIEW, aten::CAT] column_stack;
+    aten::DSTACK => [aten::VIEW, aten::CAT] column_stack;
+    aten::DIAG_EMBED => [aten::ARANGE_START_STEP, aten::SUB_TENSOR, aten::EQ_SCALAR, aten::CONSTANT_PAD_ND, aten::UNSQUEEZE, aten::WHERE_SELF] diag_embed;
+    aten::MESHGRID_INDEXING => [aten::VIEW, aten::EXPAND] meshgrid;
+    aten::MESHGRID => [aten::VIEW, aten::EXPAND] meshgrid;
+    aten::DIAG => [aten::ARANGE_START_STEP, aten::INDEX_TENSOR] diag;
+    aten::MT => [aten::PERMUTE] mt_rule;
+    aten::MOVEDIM_INT => [aten::PERMUTE] movedim;
+    aten::SWAPAXES => [aten::PERMUTE] swapaxes;
+    aten::NARROW => [aten::SLICE_TENSOR] narrow;
+    aten::PIXEL_SHUFFLE => [aten::VIEW, aten::PERMUTE, aten::CLONE] pixel_shuffle;
+    aten::PIXEL_UNSHUFFLE => [aten::VIEW, aten::PERMUTE, aten::CLONE] pixel_shuffle;
+    aten::REPEAT_INTERLEAVE_SELF_INT => [aten::UNSQUEEZE, aten::EXPAND, aten::CLONE, aten::VIEW] repeat_interleave;
+    aten::ROLL => [aten::SLICE_TENSOR, aten::CAT, aten::VIEW] roll;
 }
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten.concat.default", "aten.cat.default"),
-    ("aten.concatenate.default", "aten.cat.default"),
-    ("aten.unsafe_split.Tensor", "aten.split.Tensor"),
+    (aten::CONCAT, aten::CAT),
+    (aten::CONCATENATE, aten::CAT),
+    (aten::UNSAFE_SPLIT_TENSOR, aten::SPLIT_TENSOR),
     (
-        "aten.unsafe_split_with_sizes.default",
-        "aten.split_with_sizes.default",
+        aten::UNSAFE_SPLIT_WITH_SIZES,
+        aten::SPLIT_WITH_SIZES,
     ),
-    ("aten.row_stack.default", "aten.vstack.default"),
+    (aten::ROW_STACK, aten::VSTACK),
     (
-        "aten.native_channel_shuffle.default",
-        "aten.channel_shuffle.default",
+        aten::NATIVE_CHANNEL_SHUFFLE,
+        aten::CHANNEL_SHUFFLE,
     ),
 ];

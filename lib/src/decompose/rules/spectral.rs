@@ -11,6 +11,7 @@
 //! file.
 
 use super::*;
+use crate::ir::op::aten;
 
 /// torch's `normalization` code (0 none, 1 by root n, 2 by n) of a `norm`
 /// argument, for a forward or an inverse transform.
@@ -105,7 +106,7 @@ fn constant_pad_to(
     }
     let meta = em.meta_like(x, m.dtype, sizes)?;
     em.op_to(
-        "aten.constant_pad_nd.default",
+        aten::CONSTANT_PAD_ND,
         vec![
             ("self", Argument::Tensor(x)),
             ("pad", Argument::Ints(pad.to_vec())),
@@ -135,7 +136,7 @@ fn r2c(
     }
     let meta = em.meta_like(x, complex_of(em.dtype(x)?), sizes)?;
     em.op_to(
-        "aten._fft_r2c.default",
+        aten::_FFT_R2C,
         vec![
             ("self", Argument::Tensor(x)),
             (
@@ -162,7 +163,7 @@ fn c2c(
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
     em.op_to(
-        "aten._fft_c2c.default",
+        aten::_FFT_C2C,
         vec![
             ("self", Argument::Tensor(x)),
             (
@@ -193,7 +194,7 @@ fn c2r(
     sizes[last] = Sym::Int(last_dim_size);
     let meta = em.meta_like(x, em.dtype(x)?.real_part(), sizes)?;
     em.op_to(
-        "aten._fft_c2r.default",
+        aten::_FFT_C2R,
         vec![
             ("self", Argument::Tensor(x)),
             (
@@ -212,12 +213,7 @@ fn c2r(
 fn conj(em: &mut Emitter, x: ValueId, out: Option<ValueId>) -> Result<ValueId> {
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
-    em.op_to(
-        "aten._conj.default",
-        vec![("self", Argument::Tensor(x))],
-        out,
-        meta,
-    )
+    em.op_to(aten::_CONJ, vec![("self", Argument::Tensor(x))], out, meta)
 }
 
 /// The FFT's dim and, when `n` is given, the input cut or padded to it.
@@ -240,7 +236,7 @@ fn one_dim(
 pub(super) fn fft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let forward = a.0.target.name == "fft_fft";
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let norm = norm_mode(a, forward)?;
     if em.dtype(x)?.is_complex() {
         let (x, d) = one_dim(em, a, x, |n| n)?;
@@ -260,7 +256,7 @@ pub(super) fn fft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 pub(super) fn rfft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let forward = a.0.target.name == "fft_rfft";
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     if em.dtype(x)?.is_complex() {
         return Err(Error::bad_input(format!(
             "{} expects a real input tensor",
@@ -282,7 +278,7 @@ pub(super) fn rfft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 pub(super) fn irfft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let forward = a.0.target.name == "fft_hfft";
     let out = a.out(0)?;
-    let x = promote(em, a.t("self")?, true)?;
+    let x = promote(em, a.tensor("self")?, true)?;
     let d = normalize_dim(a.opt_int("dim")?.unwrap_or(-1), em.rank(x)?)?;
     let last = match a.opt_int("n")? {
         Some(n) => n,
@@ -347,7 +343,7 @@ fn shape_and_dims(em: &Emitter, a: &NodeArgs, x: ValueId) -> Result<(Vec<i64>, V
 pub(super) fn fftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let forward = !a.0.target.name.starts_with("fft_i");
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let (shape, dims) = shape_and_dims(em, a, x)?;
     let x = promote(em, x, true)?;
     let x = resize(em, x, &dims, &shape)?;
@@ -364,7 +360,7 @@ pub(super) fn fftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `fft_rfftn`, `fft_rfft2`: one one-sided `_fft_r2c` over the dims.
 pub(super) fn rfftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     if em.dtype(x)?.is_complex() {
         return Err(Error::bad_input("rfftn expects a real-valued input tensor"));
     }
@@ -385,7 +381,7 @@ pub(super) fn rfftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// length from `s` (else `2 * (bins - 1)`).
 pub(super) fn irfftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let (mut shape, dims) = shape_and_dims(em, a, x)?;
     let Some(&last_dim) = dims.last() else {
         return Err(Error::bad_input("irfftn must transform at least one axis"));
@@ -412,7 +408,7 @@ pub(super) fn irfftn(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
 /// `fft_fftshift`, `fft_ifftshift`: a `roll` by half of each dim (every
 /// dim when none are given), back for the inverse.
 pub(super) fn fftshift(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
-    let x = a.t("self")?;
+    let x = a.tensor("self")?;
     let rank = em.rank(x)?;
     let dims: Vec<usize> = match a.opt_ints("dim")? {
         Some(d) => d
@@ -432,7 +428,7 @@ pub(super) fn fftshift(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let m = em.meta(x)?.clone();
     let meta = em.meta_like(x, m.dtype, m.sizes)?;
     Ok(vec![em.op_to(
-        "aten.roll.default",
+        aten::ROLL,
         vec![
             ("self", Argument::Tensor(x)),
             ("shifts", ints_arg(&shifts)),
@@ -461,7 +457,7 @@ fn padded_window(
         None if win < n_fft => {
             let meta = em.meta_like(like, dtype, vec![Sym::Int(win)])?;
             em.op(
-                "aten.full.default",
+                aten::FULL,
                 vec![
                     ("size", Argument::SymInts(vec![SymRef::Int(win)])),
                     ("fill_value", Argument::Float(1.0)),
@@ -484,7 +480,7 @@ fn padded_window(
 /// the window, one FFT each, frequencies before frames.
 pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     let n_fft = a.int("n_fft")?;
     let hop = a.opt_int("hop_length")?.unwrap_or(n_fft / 4);
     let win = a.opt_int("win_length")?.unwrap_or(n_fft);
@@ -517,7 +513,7 @@ pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
             vec![Sym::Int(1), Sym::Int(s[0]), Sym::Int(s[1] + 2 * p)],
         )?;
         let padded = em.op(
-            "aten.pad.default",
+            aten::PAD,
             vec![
                 ("self", Argument::Tensor(x3)),
                 (
@@ -542,7 +538,14 @@ pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )));
     }
     let dtype = em.dtype(x)?;
-    let window = padded_window(em, a.ot("window")?, x, win, n_fft, dtype.real_part())?;
+    let window = padded_window(
+        em,
+        a.opt_tensor("window")?,
+        x,
+        win,
+        n_fft,
+        dtype.real_part(),
+    )?;
     let batch = em.static_dim(x, 0, "stft")?;
     let frames = (length - n_fft) / hop + 1;
     let meta = em.meta_like(
@@ -551,7 +554,7 @@ pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         vec![Sym::Int(batch), Sym::Int(frames), Sym::Int(n_fft)],
     )?;
     let mut f = em.op(
-        "aten.unfold.default",
+        aten::UNFOLD,
         vec![
             ("self", Argument::Tensor(x)),
             ("dimension", Argument::Int(1)),
@@ -569,7 +572,7 @@ pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         let sizes = em.sizes(f)?;
         let meta = em.meta_like(f, dt, sizes)?;
         f = em.op(
-            "aten.mul.Tensor",
+            aten::MUL_TENSOR,
             vec![
                 ("self", Argument::Tensor(f)),
                 ("other", Argument::Tensor(w)),
@@ -612,11 +615,7 @@ pub(super) fn stft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     if return_complex {
         return Ok(vec![t]);
     }
-    em.op_into(
-        "aten.view_as_real.default",
-        vec![("self", Argument::Tensor(t))],
-        out,
-    )?;
+    em.op_into(aten::VIEW_AS_REAL, vec![("self", Argument::Tensor(t))], out)?;
     Ok(vec![out])
 }
 
@@ -647,7 +646,7 @@ fn overlap_add(em: &mut Emitter, frames: ValueId, hop: i64) -> Result<ValueId> {
             vec![Sym::Int(b), Sym::Int(t), Sym::Int(gcd)],
         )?;
         let mut piece = em.op(
-            "aten.select.int",
+            aten::SELECT_INT,
             vec![
                 ("self", Argument::Tensor(split)),
                 ("dim", Argument::Int(2)),
@@ -667,7 +666,7 @@ fn overlap_add(em: &mut Emitter, frames: ValueId, hop: i64) -> Result<ValueId> {
             None => placed,
             Some(a) => {
                 let dt = em.dtype(a)?;
-                binary(em, "aten.add.Tensor", a, placed, dt, None)?
+                binary(em, aten::ADD_TENSOR, a, placed, dt, None)?
             }
         });
     }
@@ -682,7 +681,7 @@ fn overlap_add(em: &mut Emitter, frames: ValueId, hop: i64) -> Result<ValueId> {
 /// `_assert_async` on it.
 pub(super) fn istft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let out = a.out(0)?;
-    let mut x = a.t("self")?;
+    let mut x = a.tensor("self")?;
     if !em.dtype(x)?.is_complex() {
         return Err(Error::bad_input(
             "istft requires a complex-valued input tensor",
@@ -711,13 +710,13 @@ pub(super) fn istft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         )));
     }
     let real = em.dtype(x)?.real_part();
-    let window = padded_window(em, a.ot("window")?, x, win, n_fft, real)?;
+    let window = padded_window(em, a.opt_tensor("window")?, x, win, n_fft, real)?;
     let window = match window {
         Some(w) => w,
         None => {
             let meta = em.meta_like(x, real, vec![Sym::Int(n_fft)])?;
             em.op(
-                "aten.full.default",
+                aten::FULL,
                 vec![
                     ("size", Argument::SymInts(vec![SymRef::Int(n_fft)])),
                     ("fill_value", Argument::Float(1.0)),
@@ -754,9 +753,9 @@ pub(super) fn istft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
         &[SymRef::Int(1), SymRef::Int(1), SymRef::Int(n_fft)],
         None,
     )?;
-    let weighted = binary(em, "aten.mul.Tensor", frames, w3, dt, None)?;
+    let weighted = binary(em, aten::MUL_TENSOR, frames, w3, dt, None)?;
     let y = overlap_add(em, weighted, hop)?;
-    let w2 = binary(em, "aten.mul.Tensor", w3, w3, real, None)?;
+    let w2 = binary(em, aten::MUL_TENSOR, w3, w3, real, None)?;
     let w2 = expand(
         em,
         w2,
@@ -777,16 +776,16 @@ pub(super) fn istft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let y = slice(em, y, 1, start, clamped)?;
     let env = slice(em, env, 1, start, clamped)?;
     // torch refuses where the envelope vanishes (NOLA)
-    let abs = unary(em, "aten.abs.default", env)?;
+    let abs = unary(em, aten::ABS, env)?;
     let meta = em.meta_like(abs, real, vec![])?;
     let lowest = em.op(
-        "aten.amin.default",
+        aten::AMIN,
         vec![("self", Argument::Tensor(abs)), ("dim", ints_arg(&[0, 1]))],
         meta,
     )?;
-    let ok = cmp(em, "aten.ge.Scalar", lowest, Argument::Float(1e-11))?;
+    let ok = cmp(em, aten::GE_SCALAR, lowest, Argument::Float(1e-11))?;
     em.call(
-        "aten._assert_async.msg",
+        aten::_ASSERT_ASYNC_MSG,
         vec![
             ("self", Argument::Tensor(ok)),
             (
@@ -805,7 +804,7 @@ pub(super) fn istft(em: &mut Emitter, a: &NodeArgs) -> Result<Vec<ValueId>> {
     let squeeze = rank == 2;
     let y = binary(
         em,
-        "aten.div.Tensor",
+        aten::DIV_TENSOR,
         y,
         env,
         dt,

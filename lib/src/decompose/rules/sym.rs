@@ -1,12 +1,13 @@
 //! Symbolic scalars: sym_size, Python operators on SymInts, asserts: the decomposition rules.
 
+use crate::ir::op::aten;
 use super::*;
 
 rules! {}
 
 /// Ops that are another op of this family under another name.
 pub(super) const ALIASES: &[(&str, &str)] = &[
-    ("aten.size.int", "aten.sym_size.int"),
-    ("aten.stride.int", "aten.sym_stride.int"),
-    ("aten.item.default", "aten._local_scalar_dense.default"),
+    (aten::SIZE_INT, aten::SYM_SIZE_INT),
+    (aten::STRIDE_INT, aten::SYM_STRIDE_INT),
+    (aten::ITEM, aten::_LOCAL_SCALAR_DENSE),
 ];

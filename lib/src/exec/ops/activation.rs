@@ -1,5 +1,6 @@
 //! Activation functions (relu, gelu, hardswish, softmax, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 vm_unary_ops! {
@@ -109,34 +110,30 @@ fn leaky_relu(ctx: &mut Ctx) -> OpResult {
 
 /// The rows an element-wise chain runs in one pass (`exec::fuse`).
 pub(super) const FUSES: &[(&str, Fusable)] = &[
-    ("aten.relu.default", Fusable::Unary(FuseOp::Relu)),
-    ("aten.tanh.default", Fusable::Unary(FuseOp::Tanh)),
-    ("aten.sigmoid.default", Fusable::Unary(FuseOp::Sigmoid)),
-    ("aten.silu.default", Fusable::Unary(FuseOp::Silu)),
-    ("aten.hardswish.default", Fusable::Unary(FuseOp::Hardswish)),
-    ("aten.hardsigmoid.default", Fusable::Unary(FuseOp::Hardsigmoid)),
-    ("aten.gelu.default", Fusable::Gelu),
-    ("aten.hardtanh.default", Fusable::Hardtanh),
+    (aten::RELU, Fusable::Unary(FuseOp::Relu)),
+    (aten::TANH, Fusable::Unary(FuseOp::Tanh)),
+    (aten::SIGMOID, Fusable::Unary(FuseOp::Sigmoid)),
+    (aten::SILU, Fusable::Unary(FuseOp::Silu)),
+    (aten::HARDSWISH, Fusable::Unary(FuseOp::Hardswish)),
+    (aten::HARDSIGMOID, Fusable::Unary(FuseOp::Hardsigmoid)),
+    (aten::GELU, Fusable::Gelu),
+    (aten::HARDTANH, Fusable::Hardtanh),
 ];
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.tanh.default", tanh),
-    ("aten.sigmoid.default", sigmoid),
-    ("aten.silu.default", silu),
-    ("aten.silu_.default", silu),
-    ("aten.relu.default", relu),
-    ("aten.relu_.default", relu),
-    ("aten.gelu.default", gelu),
-    ("aten.hardtanh.default", hardtanh),
-    ("aten.hardtanh_.default", hardtanh),
-    ("aten.hardswish.default", hardswish),
-    ("aten.hardswish_.default", hardswish),
-    ("aten.hardsigmoid.default", hardsigmoid),
-    ("aten._softmax.default", softmax),
-    ("aten.softmax.int", softmax),
-    ("aten._log_softmax.default", softmax),
-    ("aten.log_softmax.int", softmax),
-    ("aten.elu.default", elu),
-    ("aten.leaky_relu.default", leaky_relu),
+    (aten::TANH, tanh),
+    (aten::SIGMOID, sigmoid),
+    (aten::SILU, silu),
+    (aten::RELU, relu),
+    (aten::GELU, gelu),
+    (aten::HARDTANH, hardtanh),
+    (aten::HARDSWISH, hardswish),
+    (aten::HARDSIGMOID, hardsigmoid),
+    (aten::_SOFTMAX, softmax),
+    (aten::SOFTMAX_INT, softmax),
+    (aten::_LOG_SOFTMAX, softmax),
+    (aten::LOG_SOFTMAX_INT, softmax),
+    (aten::ELU, elu),
+    (aten::LEAKY_RELU, leaky_relu),
 ];

@@ -1,5 +1,6 @@
 //! Identities, copies, casts, clones and aliasing views: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn identity(ctx: &mut Ctx) -> OpResult {
@@ -134,29 +135,26 @@ fn resize(ctx: &mut Ctx) -> OpResult {
 /// This family's rows: op identity -> implementation.
 /// Views a mapped weight goes through unchanged; see `exec::mapped`.
 pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
-    ("aten.alias.default", |_, m| Ok(Some(m.clone()))),
-    ("aten.detach.default", |_, m| Ok(Some(m.clone()))),
+    (aten::ALIAS, |_, m| Ok(Some(m.clone()))),
+    (aten::DETACH, |_, m| Ok(Some(m.clone()))),
 ];
 
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.contiguous.default", identity),
-    ("aten.clone.default", identity),
-    ("aten.alias.default", identity),
-    ("aten.detach.default", identity),
-    ("aten.detach_.default", identity),
-    ("aten.lift_fresh_copy.default", identity),
-    ("aten.dropout.default", dropout),
-    ("aten._to_copy.default", to_copy),
-    ("aten.to.dtype", to_copy),
-    ("aten._assert_tensor_metadata.default", assert_metadata),
-    ("aten._assert_scalar.default", assert_scalar),
-    ("aten._assert_async.msg", assert_async),
-    ("aten._assert_async.default", assert_async),
-    ("aten.copy.default", copy),
-    ("aten.native_dropout.default", native_dropout),
-    ("aten.resize_.default", resize),
-    ("aten.resize.default", resize),
-    ("aten.to.dtype_layout", to_copy),
-    ("aten.to.device", to_copy),
-    ("aten.dropout_.default", dropout),
+    (aten::CONTIGUOUS, identity),
+    (aten::CLONE, identity),
+    (aten::ALIAS, identity),
+    (aten::DETACH, identity),
+    (aten::LIFT_FRESH_COPY, identity),
+    (aten::DROPOUT, dropout),
+    (aten::_TO_COPY, to_copy),
+    (aten::TO_DTYPE, to_copy),
+    (aten::_ASSERT_TENSOR_METADATA, assert_metadata),
+    (aten::_ASSERT_SCALAR, assert_scalar),
+    (aten::_ASSERT_ASYNC_MSG, assert_async),
+    (aten::_ASSERT_ASYNC, assert_async),
+    (aten::COPY, copy),
+    (aten::NATIVE_DROPOUT, native_dropout),
+    (aten::RESIZE, resize),
+    (aten::TO_DTYPE_LAYOUT, to_copy),
+    (aten::TO_DEVICE, to_copy),
 ];

@@ -1,5 +1,6 @@
 //! Attention (scaled_dot_product_attention and its variants): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// `t` (`[..., heads, seq, dim]`) with each head repeated `n` times in
@@ -88,4 +89,4 @@ fn sdpa(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
-pub(super) const ROWS: &[(&str, OpFn)] = &[("aten.scaled_dot_product_attention.default", sdpa)];
+pub(super) const ROWS: &[(&str, OpFn)] = &[(aten::SCALED_DOT_PRODUCT_ATTENTION, sdpa)];

@@ -1,5 +1,6 @@
 //! Control flow: cond, while_loop, map and other higher-order ops: the executor rows.
 
+use crate::ir::op::higher_order;
 use super::*;
 
 /// `higher_order.wrap_with_set_grad_enabled(enabled, subgraph, *operands)`:
@@ -342,12 +343,12 @@ fn empty_output(ctx: &Ctx, k: usize) -> Result<Tensor> {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("higher_order.cond", cond),
-    ("higher_order.while_loop", while_loop),
-    ("higher_order.map_impl", map_impl),
-    ("higher_order.scan", scan),
+    (higher_order::COND, cond),
+    (higher_order::WHILE_LOOP, while_loop),
+    (higher_order::MAP_IMPL, map_impl),
+    (higher_order::SCAN, scan),
     (
-        "higher_order.wrap_with_set_grad_enabled",
+        higher_order::WRAP_WITH_SET_GRAD_ENABLED,
         wrap_with_set_grad_enabled,
     ),
 ];

@@ -1,5 +1,6 @@
 //! Tensor creation (full, zeros, arange, scalar_tensor, empty, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn fill_value(ctx: &Ctx) -> Result<(Num, Dtype)> {
@@ -217,28 +218,28 @@ fn random(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.zeros.default", creation),
-    ("aten.ones.default", creation),
-    ("aten.full.default", creation),
-    ("aten.empty.memory_format", creation),
-    ("aten.zeros_like.default", creation),
-    ("aten.ones_like.default", creation),
-    ("aten.full_like.default", creation),
-    ("aten.empty_like.default", creation),
-    ("aten.scalar_tensor.default", scalar_tensor_op),
-    ("aten.arange.default", arange),
-    ("aten.arange.start", arange),
-    ("aten.arange.start_step", arange),
-    ("aten.fill.Scalar", fill_scalar),
-    ("aten.new_ones.default", creation),
-    ("aten.new_zeros.default", creation),
-    ("aten.new_full.default", creation),
-    ("aten.rand.default", random),
-    ("aten.randn.default", random),
-    ("aten.randint.default", random),
-    ("aten.randint.low", random),
-    ("aten.rand_like.default", random),
-    ("aten.randn_like.default", random),
-    ("aten.randint_like.default", random),
-    ("aten.randint_like.low_dtype", random),
+    (aten::ZEROS, creation),
+    (aten::ONES, creation),
+    (aten::FULL, creation),
+    (aten::EMPTY_MEMORY_FORMAT, creation),
+    (aten::ZEROS_LIKE, creation),
+    (aten::ONES_LIKE, creation),
+    (aten::FULL_LIKE, creation),
+    (aten::EMPTY_LIKE, creation),
+    (aten::SCALAR_TENSOR, scalar_tensor_op),
+    (aten::ARANGE, arange),
+    (aten::ARANGE_START, arange),
+    (aten::ARANGE_START_STEP, arange),
+    (aten::FILL_SCALAR, fill_scalar),
+    (aten::NEW_ONES, creation),
+    (aten::NEW_ZEROS, creation),
+    (aten::NEW_FULL, creation),
+    (aten::RAND, random),
+    (aten::RANDN, random),
+    (aten::RANDINT, random),
+    (aten::RANDINT_LOW, random),
+    (aten::RAND_LIKE, random),
+    (aten::RANDN_LIKE, random),
+    (aten::RANDINT_LIKE, random),
+    (aten::RANDINT_LIKE_LOW_DTYPE, random),
 ];

@@ -1,5 +1,6 @@
 //! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn embedding(ctx: &mut Ctx) -> OpResult {
@@ -700,22 +701,21 @@ fn embedding_bag(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 /// Where these rows read a mapped weight in place (op, argument).
-pub(super) const READS_MAPPED: &[(&str, &str)] = &[("aten.embedding.default", "weight")];
+pub(super) const READS_MAPPED: &[(&str, &str)] = &[(aten::EMBEDDING, "weight")];
 
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.embedding.default", embedding),
-    ("aten.index_select.default", index_select),
-    ("aten.index.Tensor", index),
-    ("aten.nonzero.default", nonzero),
-    ("aten.slice_scatter.default", slice_scatter),
-    ("aten.select_scatter.default", select_scatter),
-    ("aten.scatter.src", scatter),
-    ("aten.scatter.value", scatter),
-    ("aten.scatter_add.default", scatter),
-    ("aten.scatter_reduce.two", scatter),
-    ("aten.index_put.default", index_put),
-    ("aten.index_put_.default", index_put),
-    ("aten.masked_scatter.default", masked_scatter),
-    ("aten._embedding_bag.default", embedding_bag),
-    ("aten.gather.default", gather),
+    (aten::EMBEDDING, embedding),
+    (aten::INDEX_SELECT, index_select),
+    (aten::INDEX_TENSOR, index),
+    (aten::NONZERO, nonzero),
+    (aten::SLICE_SCATTER, slice_scatter),
+    (aten::SELECT_SCATTER, select_scatter),
+    (aten::SCATTER_SRC, scatter),
+    (aten::SCATTER_VALUE, scatter),
+    (aten::SCATTER_ADD, scatter),
+    (aten::SCATTER_REDUCE_TWO, scatter),
+    (aten::INDEX_PUT, index_put),
+    (aten::MASKED_SCATTER, masked_scatter),
+    (aten::_EMBEDDING_BAG, embedding_bag),
+    (aten::GATHER, gather),
 ];

@@ -1,5 +1,6 @@
 //! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn matmul(ctx: &mut Ctx) -> OpResult {
@@ -249,21 +250,21 @@ fn grouped_mm(ctx: &mut Ctx) -> OpResult {
 /// This family's rows: op identity -> implementation.
 /// Where these rows read a mapped weight in place (op, argument).
 pub(super) const READS_MAPPED: &[(&str, &str)] = &[
-    ("aten.mm.default", "mat2"),
-    ("aten.matmul.default", "other"),
-    ("aten.addmm.default", "mat2"),
-    ("aten.linear.default", "weight"),
+    (aten::MM, "mat2"),
+    (aten::MATMUL, "other"),
+    (aten::ADDMM, "mat2"),
+    (aten::LINEAR, "weight"),
 ];
 
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.mm.default", matmul),
-    ("aten.bmm.default", matmul),
-    ("aten.matmul.default", matmul),
-    ("aten.addmm.default", addmm),
-    ("aten.linear.default", linear),
-    ("aten._pdist_forward.default", pdist),
-    ("aten._cdist_forward.default", cdist),
+    (aten::MM, matmul),
+    (aten::BMM, matmul),
+    (aten::MATMUL, matmul),
+    (aten::ADDMM, addmm),
+    (aten::LINEAR, linear),
+    (aten::_PDIST_FORWARD, pdist),
+    (aten::_CDIST_FORWARD, cdist),
     ("pt2kit.dft.default", super::dft::dft),
     ("transformers.grouped_mm_fallback.default", grouped_mm),
-    ("aten._grouped_mm.default", grouped_mm),
+    (aten::_GROUPED_MM, grouped_mm),
 ];

@@ -8,6 +8,7 @@
 
 use super::{sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
+use crate::ir::op::aten;
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
 use crate::promote::{result_type, Rank};
 use candle_core::{DType, Tensor as CandleTensor};
@@ -1084,7 +1085,7 @@ fn broadcast_host(t: &Tensor, to: &[usize]) -> Result<Vec<f64>> {
 pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     // The native LSTM runs one direction without projections (`proj_size`:
     // a fifth or third weight per layer); the rule unrolls the others.
-    ("aten.lstm.input", |n, _| {
+    (aten::LSTM_INPUT, |n, _| {
         let per_layer = match n.arg("has_biases") {
             Some(Argument::Bool(false)) => 2,
             _ => 4,
@@ -1334,14 +1335,28 @@ fn mapped_matmul(
 /// The implementation of an op, by identity (`aten.add.Tensor`).
 pub fn lookup(op: &str) -> Option<OpFn> {
     static MAP: OnceLock<HashMap<&'static str, OpFn>> = OnceLock::new();
-    MAP.get_or_init(|| rows().map(|(_, op, f)| (op, f)).collect())
-        .get(op)
+    let map = MAP.get_or_init(|| rows().map(|(_, op, f)| (op, f)).collect());
+    // an in-place op runs its functional row (the executor writes the
+    // result back: `Executor::run_node`)
+    map.get(op)
+        .or_else(|| map.get(crate::schema::functional_of(op)?))
         .copied()
 }
 
-/// Every op identity the executor implements.
+/// Every op identity the executor implements: its rows, and the in-place
+/// ops of its functional rows ([`crate::schema::functional_of`]).
 pub fn supported() -> impl Iterator<Item = &'static str> {
-    rows().map(|(_, op, _)| op)
+    static IN_PLACE: OnceLock<Vec<String>> = OnceLock::new();
+    let in_place = IN_PLACE.get_or_init(|| {
+        let own: std::collections::HashSet<&str> = rows().map(|(_, op, _)| op).collect();
+        crate::schema::in_place_of(rows().map(|(_, op, _)| op))
+            .into_iter()
+            .filter(|op| !own.contains(op.as_str()))
+            .collect()
+    });
+    rows()
+        .map(|(_, op, _)| op)
+        .chain(in_place.iter().map(String::as_str))
 }
 
 /// Every row with its family: (family, op identity, implementation).

@@ -1,5 +1,6 @@
 //! Normalisation: batch, layer, group and instance norm: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn channel_view(t: &Tensor, rank: usize) -> Result<CandleTensor> {
@@ -373,18 +374,18 @@ fn batch_norm_legit(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.batch_norm.default", batch_norm),
+    (aten::BATCH_NORM, batch_norm),
     (
-        "aten._native_batch_norm_legit_no_training.default",
+        aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING,
         batch_norm,
     ),
-    ("aten.layer_norm.default", layer_norm),
-    ("aten.native_layer_norm.default", layer_norm),
-    ("aten.native_group_norm.default", group_norm),
-    ("aten._native_batch_norm_legit.default", batch_norm_legit),
-    ("aten._native_batch_norm_legit.no_stats", batch_norm_legit),
+    (aten::LAYER_NORM, layer_norm),
+    (aten::NATIVE_LAYER_NORM, layer_norm),
+    (aten::NATIVE_GROUP_NORM, group_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT, batch_norm_legit),
+    (aten::_NATIVE_BATCH_NORM_LEGIT_NO_STATS, batch_norm_legit),
     (
-        "aten._native_batch_norm_legit_functional.default",
+        aten::_NATIVE_BATCH_NORM_LEGIT_FUNCTIONAL,
         batch_norm_legit,
     ),
 ];

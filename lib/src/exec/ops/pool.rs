@@ -1,5 +1,6 @@
 //! Pooling: max, average and adaptive, 1-D to 3-D: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn max_pool(ctx: &mut Ctx) -> OpResult {
@@ -790,17 +791,17 @@ fn adaptive_avg_pool3d(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.max_pool2d.default", max_pool),
-    ("aten.max_pool2d_with_indices.default", max_pool),
-    ("aten.avg_pool2d.default", avg_pool),
-    ("aten.adaptive_avg_pool2d.default", adaptive_avg_pool),
-    ("aten._adaptive_avg_pool2d.default", adaptive_avg_pool),
-    ("aten.adaptive_avg_pool1d.default", adaptive_avg_pool1d),
-    ("aten.avg_pool1d.default", avg_pool1d),
-    ("aten.avg_pool3d.default", avg_pool3d),
-    ("aten.max_pool3d_with_indices.default", max_pool3d),
-    ("aten._adaptive_avg_pool3d.default", adaptive_avg_pool3d),
-    ("aten.adaptive_avg_pool3d.default", adaptive_avg_pool3d),
-    ("aten.fractional_max_pool2d.default", fractional_max_pool),
-    ("aten.fractional_max_pool3d.default", fractional_max_pool),
+    (aten::MAX_POOL2D, max_pool),
+    (aten::MAX_POOL2D_WITH_INDICES, max_pool),
+    (aten::AVG_POOL2D, avg_pool),
+    (aten::ADAPTIVE_AVG_POOL2D, adaptive_avg_pool),
+    (aten::_ADAPTIVE_AVG_POOL2D, adaptive_avg_pool),
+    (aten::ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d),
+    (aten::AVG_POOL1D, avg_pool1d),
+    (aten::AVG_POOL3D, avg_pool3d),
+    (aten::MAX_POOL3D_WITH_INDICES, max_pool3d),
+    (aten::_ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d),
+    (aten::ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d),
+    (aten::FRACTIONAL_MAX_POOL2D, fractional_max_pool),
+    (aten::FRACTIONAL_MAX_POOL3D, fractional_max_pool),
 ];

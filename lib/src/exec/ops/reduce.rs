@@ -1,5 +1,6 @@
 //! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn reduce_dims(ctx: &Ctx, x: &Tensor) -> Result<Vec<usize>> {
@@ -677,28 +678,28 @@ fn histc(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.sum.default", sum),
-    ("aten.histc.default", histc),
-    ("aten.sum.dim_IntList", sum),
-    ("aten.mean.dim", mean),
-    ("aten.mean.default", mean),
-    ("aten.amax.default", amax),
-    ("aten.amin.default", amin),
-    ("aten.any.dim", any),
-    ("aten.any.dims", any),
-    ("aten.any.default", any),
-    ("aten.all.dim", all),
-    ("aten.argmax.default", |ctx| arg_extreme(ctx, true)),
-    ("aten.topk.default", topk),
-    ("aten.max.dim", minmax_dim),
-    ("aten.min.dim", minmax_dim),
-    ("aten.argmin.default", |ctx| arg_extreme(ctx, false)),
-    ("aten.prod.default", prod),
-    ("aten.prod.dim_int", prod),
-    ("aten.var.correction", var),
-    ("aten.var.dim", var),
-    ("aten.sort.default", sort),
-    ("aten.cumsum.default", cumsum),
+    (aten::SUM, sum),
+    (aten::HISTC, histc),
+    (aten::SUM_DIM_INTLIST, sum),
+    (aten::MEAN_DIM, mean),
+    (aten::MEAN, mean),
+    (aten::AMAX, amax),
+    (aten::AMIN, amin),
+    (aten::ANY_DIM, any),
+    (aten::ANY_DIMS, any),
+    (aten::ANY, any),
+    (aten::ALL_DIM, all),
+    (aten::ARGMAX, |ctx| arg_extreme(ctx, true)),
+    (aten::TOPK, topk),
+    (aten::MAX_DIM, minmax_dim),
+    (aten::MIN_DIM, minmax_dim),
+    (aten::ARGMIN, |ctx| arg_extreme(ctx, false)),
+    (aten::PROD, prod),
+    (aten::PROD_DIM_INT, prod),
+    (aten::VAR_CORRECTION, var),
+    (aten::VAR_DIM, var),
+    (aten::SORT, sort),
+    (aten::CUMSUM, cumsum),
 ];
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Resampling: upsampling, interpolation and grid sampling: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// What an upsampling node asks for: per spatial dim, the input size, the
@@ -472,25 +473,25 @@ fn grid_sample_device(x: &Tensor, grid: &Tensor, mode: i64, padding: i64, align:
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.upsample_nearest1d.vec", upsample_nearest),
-    ("aten.upsample_nearest1d.default", upsample_nearest),
-    ("aten.upsample_nearest2d.vec", upsample_nearest),
-    ("aten.upsample_nearest2d.default", upsample_nearest),
-    ("aten.upsample_nearest3d.vec", upsample_nearest),
-    ("aten.upsample_nearest3d.default", upsample_nearest),
-    ("aten._upsample_nearest_exact1d.vec", upsample_nearest),
-    ("aten._upsample_nearest_exact1d.default", upsample_nearest),
-    ("aten._upsample_nearest_exact2d.vec", upsample_nearest),
-    ("aten._upsample_nearest_exact2d.default", upsample_nearest),
-    ("aten._upsample_nearest_exact3d.vec", upsample_nearest),
-    ("aten._upsample_nearest_exact3d.default", upsample_nearest),
-    ("aten.upsample_linear1d.vec", upsample_linear),
-    ("aten.upsample_linear1d.default", upsample_linear),
-    ("aten.upsample_bilinear2d.vec", upsample_linear),
-    ("aten.upsample_bilinear2d.default", upsample_linear),
-    ("aten.upsample_trilinear3d.vec", upsample_linear),
-    ("aten.upsample_trilinear3d.default", upsample_linear),
-    ("aten.upsample_bicubic2d.vec", upsample_bicubic),
-    ("aten.upsample_bicubic2d.default", upsample_bicubic),
-    ("aten.grid_sampler_2d.default", grid_sampler_2d),
+    (aten::UPSAMPLE_NEAREST1D_VEC, upsample_nearest),
+    (aten::UPSAMPLE_NEAREST1D, upsample_nearest),
+    (aten::UPSAMPLE_NEAREST2D_VEC, upsample_nearest),
+    (aten::UPSAMPLE_NEAREST2D, upsample_nearest),
+    (aten::UPSAMPLE_NEAREST3D_VEC, upsample_nearest),
+    (aten::UPSAMPLE_NEAREST3D, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D_VEC, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D_VEC, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D_VEC, upsample_nearest),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D, upsample_nearest),
+    (aten::UPSAMPLE_LINEAR1D_VEC, upsample_linear),
+    (aten::UPSAMPLE_LINEAR1D, upsample_linear),
+    (aten::UPSAMPLE_BILINEAR2D_VEC, upsample_linear),
+    (aten::UPSAMPLE_BILINEAR2D, upsample_linear),
+    (aten::UPSAMPLE_TRILINEAR3D_VEC, upsample_linear),
+    (aten::UPSAMPLE_TRILINEAR3D, upsample_linear),
+    (aten::UPSAMPLE_BICUBIC2D_VEC, upsample_bicubic),
+    (aten::UPSAMPLE_BICUBIC2D, upsample_bicubic),
+    (aten::GRID_SAMPLER_2D, grid_sampler_2d),
 ];

@@ -1,5 +1,6 @@
 //! Recurrent layers (LSTM, GRU, RNN) and their cells: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn sigmoid_ct(t: &CandleTensor) -> Result<CandleTensor> {
@@ -87,4 +88,4 @@ fn lstm(ctx: &mut Ctx) -> OpResult {
 }
 
 /// This family's rows: op identity -> implementation.
-pub(super) const ROWS: &[(&str, OpFn)] = &[("aten.lstm.input", lstm)];
+pub(super) const ROWS: &[(&str, OpFn)] = &[(aten::LSTM_INPUT, lstm)];

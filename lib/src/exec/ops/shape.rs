@@ -1,5 +1,6 @@
 //! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn resolve_shape(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
@@ -597,7 +598,7 @@ fn diagonal(ctx: &mut Ctx) -> OpResult {
 /// Views a mapped weight goes through and stays mapped (only its layout
 /// changes); see `exec::mapped`.
 pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
-    ("aten.permute.default", |ctx, m| {
+    (aten::PERMUTE, |ctx, m| {
         let dims: Vec<usize> = ctx
             .ints("dims")?
             .iter()
@@ -605,20 +606,20 @@ pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
             .collect::<Result<_>>()?;
         m.with_layout(m.layout.permute(&dims)?).map(Some)
     }),
-    ("aten.t.default", |_, m| {
+    (aten::T, |_, m| {
         if m.rank() < 2 {
             return Ok(Some(m.clone()));
         }
         m.with_layout(m.layout.transpose(0, 1)?).map(Some)
     }),
-    ("aten.transpose.int", |ctx, m| {
+    (aten::TRANSPOSE_INT, |ctx, m| {
         let (a, b) = (
             normalize_dim(ctx.int("dim0")?, m.rank())?,
             normalize_dim(ctx.int("dim1")?, m.rank())?,
         );
         m.with_layout(m.layout.transpose(a, b)?).map(Some)
     }),
-    ("aten.unsqueeze.default", |ctx, m| {
+    (aten::UNSQUEEZE, |ctx, m| {
         let d = normalize_dim(ctx.int("dim")?, m.rank() + 1)?;
         let (mut dims, mut stride) = (m.dims().to_vec(), m.layout.stride().to_vec());
         let inner = stride.get(d).map_or(1, |&s| s * dims[d]);
@@ -627,7 +628,7 @@ pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
         let layout = candle_core::Layout::new(dims.into(), stride, m.layout.start_offset());
         m.with_layout(layout).map(Some)
     }),
-    ("aten.expand.default", |ctx, m| {
+    (aten::EXPAND, |ctx, m| {
         let size = ctx.ints("size")?;
         let offset = size.len().saturating_sub(m.rank());
         let shape: Vec<usize> = size
@@ -637,9 +638,9 @@ pub(super) const MAPPED_VIEWS: &[(&str, MappedViewFn)] = &[
             .collect();
         m.with_layout(m.layout.broadcast_as(shape)?).map(Some)
     }),
-    ("aten.view.default", mapped_reshape),
-    ("aten.reshape.default", mapped_reshape),
-    ("aten._unsafe_view.default", mapped_reshape),
+    (aten::VIEW, mapped_reshape),
+    (aten::RESHAPE, mapped_reshape),
+    (aten::_UNSAFE_VIEW, mapped_reshape),
 ];
 
 /// A reshape of a mapped weight: a view where its layout is contiguous.
@@ -690,35 +691,35 @@ fn view_as_complex(ctx: &mut Ctx) -> OpResult {
 }
 
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.view_as_real.default", view_as_real),
-    ("aten.view_as_complex.default", view_as_complex),
-    ("aten.view.default", reshape),
-    ("aten.reshape.default", reshape),
-    ("aten._unsafe_view.default", reshape),
-    ("aten.permute.default", permute),
-    ("aten.transpose.int", transpose),
-    ("aten.t.default", transpose),
-    ("aten.unsqueeze.default", unsqueeze),
-    ("aten.squeeze.dim", squeeze),
-    ("aten.squeeze.dims", squeeze),
-    ("aten.squeeze.default", squeeze),
-    ("aten.flatten.using_ints", flatten),
-    ("aten.unflatten.int", unflatten),
-    ("aten.expand.default", expand),
-    ("aten.select.int", select),
-    ("aten.slice.Tensor", slice),
-    ("aten.cat.default", cat),
-    ("aten.split.Tensor", split),
-    ("aten.split_with_sizes.default", split),
-    ("aten.reflection_pad1d.default", index_pad),
-    ("aten.reflection_pad2d.default", index_pad),
-    ("aten.reflection_pad3d.default", index_pad),
-    ("aten.replication_pad1d.default", index_pad),
-    ("aten.replication_pad2d.default", index_pad),
-    ("aten.replication_pad3d.default", index_pad),
-    ("aten.flip.default", flip),
-    ("aten.repeat.default", repeat),
-    ("aten.constant_pad_nd.default", constant_pad),
-    ("aten.diagonal.default", diagonal),
-    ("aten.as_strided.default", as_strided),
+    (aten::VIEW_AS_REAL, view_as_real),
+    (aten::VIEW_AS_COMPLEX, view_as_complex),
+    (aten::VIEW, reshape),
+    (aten::RESHAPE, reshape),
+    (aten::_UNSAFE_VIEW, reshape),
+    (aten::PERMUTE, permute),
+    (aten::TRANSPOSE_INT, transpose),
+    (aten::T, transpose),
+    (aten::UNSQUEEZE, unsqueeze),
+    (aten::SQUEEZE_DIM, squeeze),
+    (aten::SQUEEZE_DIMS, squeeze),
+    (aten::SQUEEZE, squeeze),
+    (aten::FLATTEN_USING_INTS, flatten),
+    (aten::UNFLATTEN_INT, unflatten),
+    (aten::EXPAND, expand),
+    (aten::SELECT_INT, select),
+    (aten::SLICE_TENSOR, slice),
+    (aten::CAT, cat),
+    (aten::SPLIT_TENSOR, split),
+    (aten::SPLIT_WITH_SIZES, split),
+    (aten::REFLECTION_PAD1D, index_pad),
+    (aten::REFLECTION_PAD2D, index_pad),
+    (aten::REFLECTION_PAD3D, index_pad),
+    (aten::REPLICATION_PAD1D, index_pad),
+    (aten::REPLICATION_PAD2D, index_pad),
+    (aten::REPLICATION_PAD3D, index_pad),
+    (aten::FLIP, flip),
+    (aten::REPEAT, repeat),
+    (aten::CONSTANT_PAD_ND, constant_pad),
+    (aten::DIAGONAL, diagonal),
+    (aten::AS_STRIDED, as_strided),
 ];

@@ -1,5 +1,6 @@
 //! Symbolic scalars: sym_size, Python operators on SymInts, asserts: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 fn sym_size(ctx: &mut Ctx) -> OpResult {
@@ -82,11 +83,11 @@ fn sym_stride(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.sym_size.int", sym_size),
-    ("aten.sym_numel.default", sym_numel),
-    ("aten._local_scalar_dense.default", local_scalar),
-    ("aten.item.default", local_scalar),
-    ("aten.sym_stride.int", sym_stride),
+    (aten::SYM_SIZE_INT, sym_size),
+    (aten::SYM_NUMEL, sym_numel),
+    (aten::_LOCAL_SCALAR_DENSE, local_scalar),
+    (aten::ITEM, local_scalar),
+    (aten::SYM_STRIDE_INT, sym_stride),
     ("_operator.add", py_operator),
     ("_operator.sub", py_operator),
     ("_operator.mul", py_operator),

@@ -8,6 +8,7 @@
 //! Boxes are `[K, 5]` rows `(batch index, x1, y1, x2, y2)`; a batch index
 //! outside the input (which torchvision reads out of bounds) is refused.
 
+use crate::ir::op::torchvision;
 use super::*;
 
 /// The float type a kernel computes in: `f32` or `f64`, as torchvision's
@@ -693,11 +694,11 @@ fn cuda_version(ctx: &mut Ctx) -> OpResult {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("torchvision.roi_align.default", roi_align),
-    ("torchvision.roi_pool.default", roi_pool),
-    ("torchvision.ps_roi_align.default", ps_roi_align),
-    ("torchvision.ps_roi_pool.default", ps_roi_pool),
-    ("torchvision.nms.default", nms),
-    ("torchvision.deform_conv2d.default", deform_conv2d),
-    ("torchvision._cuda_version.default", cuda_version),
+    (torchvision::ROI_ALIGN, roi_align),
+    (torchvision::ROI_POOL, roi_pool),
+    (torchvision::PS_ROI_ALIGN, ps_roi_align),
+    (torchvision::PS_ROI_POOL, ps_roi_pool),
+    (torchvision::NMS, nms),
+    (torchvision::DEFORM_CONV2D, deform_conv2d),
+    (torchvision::_CUDA_VERSION, cuda_version),
 ];

@@ -1,5 +1,6 @@
 //! Convolutions, transposed convolutions, im2col and col2im: the executor rows.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// The last `v.len()` entries of a 3-vector filled with `fill`.
@@ -1283,10 +1284,10 @@ fn conv_transpose_host(
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, OpFn)] = &[
-    ("aten.conv2d.default", conv),
-    ("aten.convolution.default", conv),
-    ("aten.col2im.default", col2im),
-    ("aten.im2col.default", im2col),
+    (aten::CONV2D, conv),
+    (aten::CONVOLUTION, conv),
+    (aten::COL2IM, col2im),
+    (aten::IM2COL, im2col),
 ];
 
 #[cfg(test)]

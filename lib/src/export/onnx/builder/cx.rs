@@ -1,4 +1,4 @@
-//! The context an emitter works in ([`Cx`]): typed access to one IR node's
+//! The context an emitter works in ([`EmitNode`]): typed access to one IR node's
 //! arguments by schema name, the IR metadata of its inputs and outputs, and
 //! the helpers that add ONNX nodes, constants, casts and symbolic sizes to
 //! the converter's current scope.
@@ -7,7 +7,7 @@ use super::*;
 use crate::ir::Target;
 
 /// An op's emitter: adds the ONNX nodes for the node in `cx`.
-pub(crate) type Emit = fn(&mut Cx) -> Result<()>;
+pub(crate) type Emit = fn(&mut EmitNode) -> Result<()>;
 
 /// The emitter for an op, and whether the op writes its first argument in
 /// place (the op table's `lookup`).
@@ -15,7 +15,7 @@ pub(crate) type Lookup = fn(&Target) -> Option<(Emit, bool)>;
 
 /// What an emitter works with: one IR node, and the converter it adds
 /// ONNX nodes to.
-pub(crate) struct Cx<'c, 'p> {
+pub(crate) struct EmitNode<'c, 'p> {
     pub conv: &'c mut Converter<'p>,
     pub node: &'p Node,
     pub(super) start: usize,
@@ -29,11 +29,15 @@ pub(crate) struct Cx<'c, 'p> {
     mutated: Vec<ValueId>,
 }
 
-impl<'c, 'p> Cx<'c, 'p> {
-    pub(super) fn new(conv: &'c mut Converter<'p>, node: &'p Node, start: usize) -> Cx<'c, 'p> {
+impl<'c, 'p> EmitNode<'c, 'p> {
+    pub(super) fn new(
+        conv: &'c mut Converter<'p>,
+        node: &'p Node,
+        start: usize,
+    ) -> EmitNode<'c, 'p> {
         let outputs = output_values(node);
         let bound = vec![None; outputs.len()];
-        Cx {
+        EmitNode {
             conv,
             node,
             start,

@@ -2,7 +2,7 @@
 //!
 //! [`convert`] walks a graph (and, through `cond`, `while_loop` and `map`,
 //! their subgraphs), asking the op table for each node's emitter. An
-//! emitter gets a [`Cx`]: typed access to the node's arguments by name, the
+//! emitter gets a [`EmitNode`]: typed access to the node's arguments by name, the
 //! IR metadata of its inputs and outputs, and helpers that create nodes,
 //! constants (deduplicated per scope), casts, symbolic sizes (read from the
 //! input dims that define each symbol) and subgraphs (If branches, which
@@ -32,7 +32,7 @@ use crate::ir::{
 mod cx;
 mod proto;
 mod types;
-pub(crate) use cx::{Cx, Emit, Lookup};
+pub(crate) use cx::{Emit, EmitNode, Lookup};
 pub(crate) use proto::*;
 
 /// Where a symbol's value is read in the ONNX graph: `(value - b) / a`,
@@ -556,7 +556,7 @@ impl<'p> Converter<'p> {
         let found = (self.lookup)(&node.target);
         let result = match found {
             Some((emit, inplace)) => {
-                let mut cx = Cx::new(self, node, start);
+                let mut cx = EmitNode::new(self, node, start);
                 let aten = node.target.namespace == "aten" && !inplace;
                 let r = match aten.then(|| empty_outputs(&mut cx)) {
                     Some(Ok(true)) => Ok(()),
@@ -1085,7 +1085,7 @@ impl<'p> Converter<'p> {
 /// values to compute: its outputs become empty constants. torch runs such
 /// ops where ONNX Runtime refuses some (a ConvTranspose whose output width
 /// is 0). Returns whether it did so.
-fn empty_outputs(cx: &mut Cx) -> Result<bool> {
+fn empty_outputs(cx: &mut EmitNode) -> Result<bool> {
     let n = cx.out_count();
     let mut shapes = Vec::with_capacity(n);
     for i in 0..n {

@@ -4,7 +4,7 @@
 //! `recipes/gen_onnx_types.py` from onnx's schemas and ONNX Runtime's
 //! kernel registry).
 //!
-//! [`Cx::check_types`] runs once per IR node, over the ONNX nodes its
+//! [`EmitNode::check_types`] runs once per IR node, over the ONNX nodes its
 //! emitter added: each node's input types (tracked per ONNX name in
 //! [`Converter::types`]) bind the schema's type variables; a binding the
 //! opset or the runtime does not take is widened where that is exact (the
@@ -641,7 +641,7 @@ impl Converter<'_> {
     }
 }
 
-impl Cx<'_, '_> {
+impl EmitNode<'_, '_> {
     /// Checks the types of every ONNX node this emitter added, widening
     /// or refusing as the module says.
     pub(super) fn check_types(&mut self) -> Result<()> {

@@ -1,14 +1,15 @@
 //! Activation functions (relu, gelu, hardswish, softmax, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-fn activation(cx: &mut Cx, op: &str, attrs: &[(&str, f64)]) -> Result<()> {
+fn activation(cx: &mut EmitNode, op: &str, attrs: &[(&str, f64)]) -> Result<()> {
     let (x, meta) = first(cx)?;
     let attrs = attrs.iter().map(|(k, v)| attr_float(k, *v)).collect();
     elementwise(cx, &x, meta.dtype, |cx, x, _| Ok(cx.node(op, &[x], attrs)))
 }
 
-fn silu(cx: &mut Cx) -> Result<()> {
+fn silu(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         let s = cx.node("Sigmoid", &[x], vec![]);
@@ -24,7 +25,7 @@ fn silu(cx: &mut Cx) -> Result<()> {
 /// (inf at +inf); the tanh form `0.5 x (1 + tanh(...))`. ONNX's Gelu
 /// (opset 20) leaves the infinities and the overflow to the runtime, so
 /// it is not used.
-fn gelu(cx: &mut Cx) -> Result<()> {
+fn gelu(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let approximate = cx
         .opt_string("approximate")?
@@ -67,12 +68,12 @@ fn gelu(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn leaky_relu(cx: &mut Cx) -> Result<()> {
+fn leaky_relu(cx: &mut EmitNode) -> Result<()> {
     let slope = lit(cx, "negative_slope")?.map_or(0.01, Lit::as_f64);
     activation(cx, "LeakyRelu", &[("alpha", slope)])
 }
 
-fn elu(cx: &mut Cx) -> Result<()> {
+fn elu(cx: &mut EmitNode) -> Result<()> {
     let alpha = lit(cx, "alpha")?.map_or(1.0, Lit::as_f64);
     let scale = lit(cx, "scale")?.map_or(1.0, Lit::as_f64);
     let input_scale = lit(cx, "input_scale")?.map_or(1.0, Lit::as_f64);
@@ -106,7 +107,7 @@ fn elu(cx: &mut Cx) -> Result<()> {
 }
 
 /// mish(x) = x tanh(softplus(x)): ONNX `Mish` from opset 18, composed before.
-fn mish(cx: &mut Cx) -> Result<()> {
+fn mish(cx: &mut EmitNode) -> Result<()> {
     if cx.opset() >= 18 {
         return unary(cx, "Mish");
     }
@@ -119,7 +120,7 @@ fn mish(cx: &mut Cx) -> Result<()> {
 }
 
 /// softplus(x) = log(1 + exp(beta x)) / beta, and x where beta x > threshold.
-fn softplus(cx: &mut Cx) -> Result<()> {
+fn softplus(cx: &mut EmitNode) -> Result<()> {
     let beta = lit(cx, "beta")?.map_or(1.0, Lit::as_f64);
     let threshold = lit(cx, "threshold")?.map_or(20.0, Lit::as_f64);
     let (x, meta) = first(cx)?;
@@ -134,7 +135,7 @@ fn softplus(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn hardtanh(cx: &mut Cx) -> Result<()> {
+fn hardtanh(cx: &mut EmitNode) -> Result<()> {
     if cx.node.target.name == "relu6" {
         return clip(
             cx,
@@ -147,7 +148,7 @@ fn hardtanh(cx: &mut Cx) -> Result<()> {
     clip(cx, Some(Operand::Lit(lo)), Some(Operand::Lit(hi)))
 }
 
-fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
+fn softmax(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let dim = normalize_dim(cx.int("dim")?, meta.sizes.len())? as i64;
     if meta.sizes.is_empty() {
@@ -178,7 +179,7 @@ fn softmax(cx: &mut Cx, op: &str) -> Result<()> {
 }
 
 /// x where x > threshold, else value.
-fn threshold(cx: &mut Cx) -> Result<()> {
+fn threshold(cx: &mut EmitNode) -> Result<()> {
     let x = cx.operand("self")?;
     let t = cx.operand("threshold")?;
     let v = cx.operand("value")?;
@@ -197,23 +198,23 @@ fn threshold(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.relu.default", |cx| unary(cx, "Relu")),
-    ("aten.sigmoid.default", |cx| unary(cx, "Sigmoid")),
-    ("aten.tanh.default", |cx| unary(cx, "Tanh")),
-    ("aten.silu.default", silu),
-    ("aten.gelu.default", gelu),
-    ("aten.hardsigmoid.default", |cx| activation(cx, "HardSigmoid", &[("alpha", 1.0 / 6.0), ("beta", 0.5)])),
-    ("aten.hardswish.default", |cx| unary(cx, "HardSwish")),
-    ("aten.mish.default", mish),
-    ("aten.leaky_relu.default", leaky_relu),
-    ("aten.elu.default", elu),
-    ("aten.softplus.default", softplus),
-    ("aten.hardtanh.default", hardtanh),
-    ("aten.relu6.default", hardtanh),
-    ("aten.threshold.default", threshold),
-    ("aten._softmax.default", |cx| softmax(cx, "Softmax")),
-    ("aten.softmax.int", |cx| softmax(cx, "Softmax")),
-    ("aten._safe_softmax.default", |cx| softmax(cx, "Softmax")),
-    ("aten._log_softmax.default", |cx| softmax(cx, "LogSoftmax")),
-    ("aten.log_softmax.int", |cx| softmax(cx, "LogSoftmax")),
+    (aten::RELU, |cx| unary(cx, "Relu")),
+    (aten::SIGMOID, |cx| unary(cx, "Sigmoid")),
+    (aten::TANH, |cx| unary(cx, "Tanh")),
+    (aten::SILU, silu),
+    (aten::GELU, gelu),
+    (aten::HARDSIGMOID, |cx| activation(cx, "HardSigmoid", &[("alpha", 1.0 / 6.0), ("beta", 0.5)])),
+    (aten::HARDSWISH, |cx| unary(cx, "HardSwish")),
+    (aten::MISH, mish),
+    (aten::LEAKY_RELU, leaky_relu),
+    (aten::ELU, elu),
+    (aten::SOFTPLUS, softplus),
+    (aten::HARDTANH, hardtanh),
+    (aten::RELU6, hardtanh),
+    (aten::THRESHOLD, threshold),
+    (aten::_SOFTMAX, |cx| softmax(cx, "Softmax")),
+    (aten::SOFTMAX_INT, |cx| softmax(cx, "Softmax")),
+    (aten::_SAFE_SOFTMAX, |cx| softmax(cx, "Softmax")),
+    (aten::_LOG_SOFTMAX, |cx| softmax(cx, "LogSoftmax")),
+    (aten::LOG_SOFTMAX_INT, |cx| softmax(cx, "LogSoftmax")),
 ];

@@ -1,14 +1,15 @@
 //! Identities, copies, casts, clones and aliasing views: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 // no-ops and casts
 
-fn nothing(_: &mut Cx) -> Result<()> {
+fn nothing(_: &mut EmitNode) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn copy_of(cx: &mut Cx) -> Result<()> {
+pub(super) fn copy_of(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let out = cx.out_dtype(0)?;
     let y = cx.cast(&x, meta.dtype, out)?;
@@ -16,7 +17,7 @@ pub(super) fn copy_of(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn dropout(cx: &mut Cx) -> Result<()> {
+fn dropout(cx: &mut EmitNode) -> Result<()> {
     let train = cx.opt_bool("train")?.unwrap_or(false);
     let p = cx.opt_float("p")?.unwrap_or(0.0);
     if train && p > 0.0 {
@@ -30,7 +31,7 @@ fn dropout(cx: &mut Cx) -> Result<()> {
     copy_of(cx)
 }
 
-fn native_dropout(cx: &mut Cx) -> Result<()> {
+fn native_dropout(cx: &mut EmitNode) -> Result<()> {
     let train = cx.opt_bool("train")?.unwrap_or(false);
     let p = cx.opt_float("p")?.unwrap_or(0.0);
     let (x, _) = first(cx)?;
@@ -51,12 +52,12 @@ fn native_dropout(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn to_dtype(cx: &mut Cx) -> Result<()> {
+fn to_dtype(cx: &mut EmitNode) -> Result<()> {
     copy_of(cx)
 }
 
 /// `copy(self, src)`: `src` in `self`'s dtype and shape.
-fn copy(cx: &mut Cx) -> Result<()> {
+fn copy(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let src = cx.input("src")?;
     let from = cx.dtype("src")?;
@@ -76,24 +77,24 @@ fn copy(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten._assert_tensor_metadata.default", nothing),
-    ("aten._assert_scalar.default", nothing),
-    ("aten._assert_async.msg", nothing),
-    ("aten.sym_constrain_range_for_size.default", nothing),
-    ("aten.sym_constrain_range.default", nothing),
-    ("aten.clone.default", copy_of),
-    ("aten.contiguous.default", copy_of),
-    ("aten.alias.default", copy_of),
-    ("aten.detach.default", copy_of),
-    ("aten.lift_fresh_copy.default", copy_of),
-    ("aten.dropout.default", dropout),
-    ("aten.native_dropout.default", native_dropout),
-    ("aten.feature_dropout.default", dropout),
-    ("aten._to_copy.default", to_dtype),
-    ("aten.to.dtype", to_dtype),
-    ("aten.to.dtype_layout", to_dtype),
-    ("aten.to.device", to_dtype),
-    ("aten.to.other", to_dtype),
-    ("aten.type_as.default", to_dtype),
-    ("aten.copy.default", copy),
+    (aten::_ASSERT_TENSOR_METADATA, nothing),
+    (aten::_ASSERT_SCALAR, nothing),
+    (aten::_ASSERT_ASYNC_MSG, nothing),
+    (aten::SYM_CONSTRAIN_RANGE_FOR_SIZE, nothing),
+    (aten::SYM_CONSTRAIN_RANGE, nothing),
+    (aten::CLONE, copy_of),
+    (aten::CONTIGUOUS, copy_of),
+    (aten::ALIAS, copy_of),
+    (aten::DETACH, copy_of),
+    (aten::LIFT_FRESH_COPY, copy_of),
+    (aten::DROPOUT, dropout),
+    (aten::NATIVE_DROPOUT, native_dropout),
+    (aten::FEATURE_DROPOUT, dropout),
+    (aten::_TO_COPY, to_dtype),
+    (aten::TO_DTYPE, to_dtype),
+    (aten::TO_DTYPE_LAYOUT, to_dtype),
+    (aten::TO_DEVICE, to_dtype),
+    (aten::TO_OTHER, to_dtype),
+    (aten::TYPE_AS, to_dtype),
+    (aten::COPY, copy),
 ];

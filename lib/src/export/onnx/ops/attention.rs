@@ -1,9 +1,10 @@
 //! Attention (scaled_dot_product_attention and its variants): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// softmax(q kᵀ · scale + mask) v, with the causal mask built from Trilu.
-fn sdpa(cx: &mut Cx) -> Result<()> {
+fn sdpa(cx: &mut EmitNode) -> Result<()> {
     let q = cx.input("query")?;
     let mut k = cx.input("key")?;
     let mut v = cx.input("value")?;
@@ -26,7 +27,7 @@ fn sdpa(cx: &mut Cx) -> Result<()> {
         let mut reps = vec![1i64; r + 1];
         reps[r - 2] = hq / hk;
         let reps = cx.const_i64s(&reps);
-        let repeat = |cx: &mut Cx, x: &str| -> String {
+        let repeat = |cx: &mut EmitNode, x: &str| -> String {
             let axis = cx.const_i64s(&[(r - 2) as i64]);
             let u = cx.node("Unsqueeze", &[x, &axis], vec![]);
             let e = cx.node("Expand", &[&u, &reps], vec![]);
@@ -107,5 +108,5 @@ fn sdpa(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.scaled_dot_product_attention.default", sdpa),
+    (aten::SCALED_DOT_PRODUCT_ATTENTION, sdpa),
 ];

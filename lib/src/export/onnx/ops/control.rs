@@ -1,12 +1,13 @@
 //! Control flow: cond, while_loop, map and other higher-order ops: the ONNX emitters.
 
+use crate::ir::op::higher_order;
 use super::*;
 
 // control flow
 
 /// The ONNX names of the values in a list argument of a higher-order op
 /// (operands, carried, mapped or additional tensors).
-fn value_names(cx: &Cx, arg: &Argument) -> Result<Vec<String>> {
+fn value_names(cx: &EmitNode, arg: &Argument) -> Result<Vec<String>> {
     let mut refs = Vec::new();
     arg.value_refs(&mut refs);
     refs.iter().map(|v| cx.value_name(*v)).collect()
@@ -34,7 +35,7 @@ fn predicate_dtype(graph: &Graph, what: &str) -> Result<Dtype> {
 
 /// `cond(pred, true_graph, false_graph, operands)` as an If whose branches
 /// read the operands from the enclosing scope.
-pub(super) fn cond(cx: &mut Cx) -> Result<()> {
+pub(super) fn cond(cx: &mut EmitNode) -> Result<()> {
     let pred = cx.operand_of(cx.pos(0)?, "pred")?;
     let (Argument::Graph(then_g), Argument::Graph(else_g)) = (cx.pos(1)?, cx.pos(2)?) else {
         return Err(Error::bad_input("cond without its branch graphs"));
@@ -78,7 +79,7 @@ pub(super) fn cond(cx: &mut Cx) -> Result<()> {
 /// the initial values (the first condition) and at the end of the body on
 /// the body's results (the next one). The body's carried values are its
 /// graph inputs; the additional inputs are read from the enclosing scope.
-fn while_loop(cx: &mut Cx) -> Result<()> {
+fn while_loop(cx: &mut EmitNode) -> Result<()> {
     let (Argument::Graph(cond_g), Argument::Graph(body_g)) = (cx.pos(0)?, cx.pos(1)?) else {
         return Err(Error::bad_input(
             "while_loop without its cond and body graphs",
@@ -161,7 +162,7 @@ fn while_loop(cx: &mut Cx) -> Result<()> {
 /// `map_impl(body_graph, xs, args)` as a Scan with no state over dim 0 of
 /// every xs: the body's outputs are stacked along a new dim 0, as map
 /// stacks them; args are read from the enclosing scope.
-fn map_impl(cx: &mut Cx) -> Result<()> {
+fn map_impl(cx: &mut EmitNode) -> Result<()> {
     let Argument::Graph(body_g) = cx.pos(0)? else {
         return Err(Error::bad_input("map_impl without its body graph"));
     };
@@ -210,7 +211,7 @@ fn map_impl(cx: &mut Cx) -> Result<()> {
 /// the stacked outputs), the order ONNX's Scan body has; the additional
 /// inputs are read from the enclosing scope. The sequence length may be
 /// symbolic.
-fn scan(cx: &mut Cx) -> Result<()> {
+fn scan(cx: &mut EmitNode) -> Result<()> {
     let Argument::Graph(body_g) = cx.pos(0)? else {
         return Err(Error::bad_input("scan without its combine graph"));
     };
@@ -261,7 +262,7 @@ fn scan(cx: &mut Cx) -> Result<()> {
 
 /// A wrapper HOP that only scopes a region (grad mode): its subgraph, at
 /// argument `graph_at`, is inlined with the arguments after it as inputs.
-fn wrapped_region(cx: &mut Cx, graph_at: usize) -> Result<()> {
+fn wrapped_region(cx: &mut EmitNode, graph_at: usize) -> Result<()> {
     let Argument::Graph(sub) = cx.pos(graph_at)? else {
         return Err(Error::bad_input(format!(
             "argument {graph_at} should be a graph"
@@ -285,9 +286,9 @@ fn wrapped_region(cx: &mut Cx, graph_at: usize) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("higher_order.cond", cond),
-    ("higher_order.while_loop", while_loop),
-    ("higher_order.map_impl", map_impl),
-    ("higher_order.scan", scan),
-    ("higher_order.wrap_with_set_grad_enabled", |cx| wrapped_region(cx, 1)),
+    (higher_order::COND, cond),
+    (higher_order::WHILE_LOOP, while_loop),
+    (higher_order::MAP_IMPL, map_impl),
+    (higher_order::SCAN, scan),
+    (higher_order::WRAP_WITH_SET_GRAD_ENABLED, |cx| wrapped_region(cx, 1)),
 ];

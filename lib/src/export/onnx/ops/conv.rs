@@ -1,8 +1,9 @@
 //! Convolutions, transposed convolutions, im2col and col2im: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-fn convolution(cx: &mut Cx) -> Result<()> {
+fn convolution(cx: &mut EmitNode) -> Result<()> {
     let transposed = cx.node.target.name == "convolution" && cx.bool("transposed")?;
     let x = cx.input("input")?;
     let xd = cx.dtype("input")?;
@@ -69,7 +70,7 @@ fn convolution(cx: &mut Cx) -> Result<()> {
 }
 
 fn conv_node(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     op: &str,
     (x, xd, rank): (&str, Dtype, usize),
     (w, wd): (&str, Dtype),
@@ -96,7 +97,7 @@ fn conv_node(
     Ok(())
 }
 
-fn conv_transpose(cx: &mut Cx) -> Result<()> {
+fn conv_transpose(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let xd = cx.dtype("input")?;
     let rank = cx.rank("input")?;
@@ -141,7 +142,7 @@ fn conv_transpose(cx: &mut Cx) -> Result<()> {
 /// L), back into ([N,] C, oh, ow) images: ONNX's Col2Im from opset 18 for
 /// float32 (the one type ONNX Runtime's has a kernel for); otherwise the
 /// blocks added in turn ([`col2im_sums`]).
-fn col2im(cx: &mut Cx) -> Result<()> {
+fn col2im(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
@@ -185,7 +186,7 @@ struct Blocks {
 
 impl Blocks {
     /// The node's kernel, dilation, padding and stride over `image`.
-    fn read(cx: &Cx, image: Vec<i64>) -> Result<Blocks> {
+    fn read(cx: &EmitNode, image: Vec<i64>) -> Result<Blocks> {
         Ok(Blocks {
             image,
             kernel: spatial(cx, "kernel_size", 2, 1)?,
@@ -212,7 +213,7 @@ impl Blocks {
 /// the padded image and added in turn (offsets row-major, torch's order),
 /// the padding cropped. Additions only: an infinity stays where it lands
 /// (a ConvTranspose with one-hot kernels multiplies it by 0 around it).
-fn col2im_sums(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<String> {
+fn col2im_sums(cx: &mut EmitNode, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<String> {
     // (bools add as torch's do: or)
     let add = if c == Dtype::Bool { "Or" } else { "Add" };
     let k = g.kernel[0] * g.kernel[1];
@@ -273,7 +274,7 @@ fn col2im_sums(cx: &mut Cx, x: &str, rows: i64, g: &Blocks, c: Dtype) -> Result<
 /// `[N, C, kh, bh, kw, bw]` result transposed to `[N, C, kh, kw, bh, bw]`
 /// and flattened. Only copies, so exact in any dtype (a Conv with one-hot
 /// kernels would turn an infinity in a block into NaNs around it).
-fn im2col(cx: &mut Cx) -> Result<()> {
+fn im2col(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
@@ -320,16 +321,16 @@ fn im2col(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.convolution.default", convolution),
-    ("aten.conv1d.default", convolution),
-    ("aten.conv2d.default", convolution),
-    ("aten.conv3d.default", convolution),
-    ("aten.conv1d.padding", convolution),
-    ("aten.conv2d.padding", convolution),
-    ("aten.conv3d.padding", convolution),
-    ("aten.conv_transpose1d.default", conv_transpose),
-    ("aten.conv_transpose2d.input", conv_transpose),
-    ("aten.conv_transpose3d.input", conv_transpose),
-    ("aten.col2im.default", col2im),
-    ("aten.im2col.default", im2col),
+    (aten::CONVOLUTION, convolution),
+    (aten::CONV1D, convolution),
+    (aten::CONV2D, convolution),
+    (aten::CONV3D, convolution),
+    (aten::CONV1D_PADDING, convolution),
+    (aten::CONV2D_PADDING, convolution),
+    (aten::CONV3D_PADDING, convolution),
+    (aten::CONV_TRANSPOSE1D, conv_transpose),
+    (aten::CONV_TRANSPOSE2D_INPUT, conv_transpose),
+    (aten::CONV_TRANSPOSE3D_INPUT, conv_transpose),
+    (aten::COL2IM, col2im),
+    (aten::IM2COL, im2col),
 ];

@@ -1,8 +1,9 @@
 //! Tensor creation (full, zeros, arange, scalar_tensor, empty, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-pub(super) fn fill(cx: &mut Cx) -> Result<()> {
+pub(super) fn fill(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let out = cx.out_dtype(0)?;
     let value = if cx.has("value") {
@@ -17,7 +18,7 @@ pub(super) fn fill(cx: &mut Cx) -> Result<()> {
 }
 
 /// A tensor of `dtype` of the given (1-D int64) shape, filled with `value`.
-fn fill_shape(cx: &mut Cx, shape: &str, value: &Operand, dtype: Dtype) -> Result<String> {
+fn fill_shape(cx: &mut EmitNode, shape: &str, value: &Operand, dtype: Dtype) -> Result<String> {
     match value {
         Operand::Lit(l) => constant_of_shape(cx, shape, *l, dtype),
         other => {
@@ -29,7 +30,7 @@ fn fill_shape(cx: &mut Cx, shape: &str, value: &Operand, dtype: Dtype) -> Result
 
 // creation
 
-fn full(cx: &mut Cx) -> Result<()> {
+fn full(cx: &mut EmitNode) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let value = match cx.node.target.name.as_str() {
         "full" | "new_full" => cx.operand("fill_value")?,
@@ -42,7 +43,7 @@ fn full(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn full_like(cx: &mut Cx) -> Result<()> {
+fn full_like(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let out = cx.out_dtype(0)?;
     let value = match cx.node.target.name.as_str() {
@@ -56,7 +57,7 @@ fn full_like(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn scalar_tensor(cx: &mut Cx) -> Result<()> {
+fn scalar_tensor(cx: &mut EmitNode) -> Result<()> {
     let v = cx.operand("s")?;
     let out = cx.out_dtype(0)?;
     let y = cx.operand_as(&v, out)?;
@@ -64,7 +65,7 @@ fn scalar_tensor(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn arange(cx: &mut Cx) -> Result<()> {
+fn arange(cx: &mut EmitNode) -> Result<()> {
     let out = cx.out_dtype(0)?;
     // ONNX Range takes float, double, int16, int32 and int64 only.
     let c = match cx.compute(out) {
@@ -93,7 +94,7 @@ fn arange(cx: &mut Cx) -> Result<()> {
 }
 
 /// rand / randn: ONNX's random generators (not torch's stream).
-fn random(cx: &mut Cx) -> Result<()> {
+fn random(cx: &mut EmitNode) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let shape = cx.int_list("size")?;
@@ -112,25 +113,25 @@ fn random(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.fill.Scalar", fill),
-    ("aten.zero.default", fill),
-    ("aten.full.default", full),
-    ("aten.zeros.default", full),
-    ("aten.ones.default", full),
-    ("aten.empty.memory_format", full),
-    ("aten.empty_strided.default", full),
-    ("aten.rand.default", random),
-    ("aten.randn.default", random),
-    ("aten.new_full.default", full),
-    ("aten.new_zeros.default", full),
-    ("aten.new_ones.default", full),
-    ("aten.new_empty.default", full),
-    ("aten.full_like.default", full_like),
-    ("aten.zeros_like.default", full_like),
-    ("aten.ones_like.default", full_like),
-    ("aten.empty_like.default", full_like),
-    ("aten.scalar_tensor.default", scalar_tensor),
-    ("aten.arange.default", arange),
-    ("aten.arange.start", arange),
-    ("aten.arange.start_step", arange),
+    (aten::FILL_SCALAR, fill),
+    (aten::ZERO, fill),
+    (aten::FULL, full),
+    (aten::ZEROS, full),
+    (aten::ONES, full),
+    (aten::EMPTY_MEMORY_FORMAT, full),
+    (aten::EMPTY_STRIDED, full),
+    (aten::RAND, random),
+    (aten::RANDN, random),
+    (aten::NEW_FULL, full),
+    (aten::NEW_ZEROS, full),
+    (aten::NEW_ONES, full),
+    (aten::NEW_EMPTY, full),
+    (aten::FULL_LIKE, full_like),
+    (aten::ZEROS_LIKE, full_like),
+    (aten::ONES_LIKE, full_like),
+    (aten::EMPTY_LIKE, full_like),
+    (aten::SCALAR_TENSOR, scalar_tensor),
+    (aten::ARANGE, arange),
+    (aten::ARANGE_START, arange),
+    (aten::ARANGE_START_STEP, arange),
 ];

@@ -1,15 +1,16 @@
 //! Indexing, gathering and scattering (index, index_put, gather, scatter, embedding, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-fn masked_fill(cx: &mut Cx) -> Result<()> {
+fn masked_fill(cx: &mut EmitNode) -> Result<()> {
     let x = cx.operand("self")?;
     let mask = cx.operand("mask")?;
     let value = cx.operand("value")?;
     where_op(cx, &mask, &value, &x)
 }
 
-fn index_select(cx: &mut Cx) -> Result<()> {
+fn index_select(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
@@ -21,7 +22,7 @@ fn index_select(cx: &mut Cx) -> Result<()> {
 
 /// Int64 index tensors broadcast together and stacked along a new last
 /// axis (GatherND's and ScatterND's indices), and their broadcast shape.
-fn stack_indices(cx: &mut Cx, idx64: &[String]) -> (String, String) {
+fn stack_indices(cx: &mut EmitNode, idx64: &[String]) -> (String, String) {
     let mut sum = idx64[0].clone();
     for i in &idx64[1..] {
         sum = cx.node("Add", &[&sum, i], vec![]);
@@ -39,7 +40,7 @@ fn stack_indices(cx: &mut Cx, idx64: &[String]) -> (String, String) {
 /// together, stacked and read with GatherND after moving the indexed dims
 /// to the front; adjacent indexed dims then move back to where torch puts
 /// them (non-adjacent ones lead, as in torch).
-fn index(cx: &mut Cx) -> Result<()> {
+fn index(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
     let indices = cx.optional_tensors("indices")?;
@@ -113,7 +114,7 @@ fn index(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn gather(cx: &mut Cx) -> Result<()> {
+fn gather(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
@@ -123,7 +124,7 @@ fn gather(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn embedding(cx: &mut Cx) -> Result<()> {
+fn embedding(cx: &mut EmitNode) -> Result<()> {
     let w = cx.input("weight")?;
     let idx = cx.input("indices")?;
     let y = cx.node("Gather", &[&w, &idx], vec![attr_int("axis", 0)]);
@@ -131,7 +132,7 @@ fn embedding(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn trilu(cx: &mut Cx, upper: bool) -> Result<()> {
+fn trilu(cx: &mut EmitNode, upper: bool) -> Result<()> {
     let (x, meta) = first(cx)?;
     let k = sym_arg(cx, "diagonal", 0)?;
     let k = cx.reshape_const(&k, &[])?;
@@ -140,7 +141,7 @@ fn trilu(cx: &mut Cx, upper: bool) -> Result<()> {
     })
 }
 
-fn one_hot(cx: &mut Cx) -> Result<()> {
+fn one_hot(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let out = cx.out_meta(0)?;
     let depth = match cx.opt_int("num_classes")? {
@@ -159,7 +160,7 @@ fn one_hot(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn nonzero(cx: &mut Cx) -> Result<()> {
+fn nonzero(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     // (as bools, which every runtime's NonZero takes: a cast to bool is
     // "not zero", NaN included, as torch's)
@@ -180,7 +181,7 @@ struct Scatter {
     c: Dtype,
 }
 
-fn scatter_operands(cx: &mut Cx) -> Result<Scatter> {
+fn scatter_operands(cx: &mut EmitNode) -> Result<Scatter> {
     let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
     let index = cx.input("index")?;
@@ -214,7 +215,7 @@ fn scatter_operands(cx: &mut Cx) -> Result<Scatter> {
 
 /// ScatterElements of `updates` into `data` at the scatter's index.
 fn scatter_elements(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     s: &Scatter,
     data: &str,
     updates: &str,
@@ -228,14 +229,14 @@ fn scatter_elements(
 }
 
 /// Binds the result, cast from the compute dtype to the output's.
-fn set_scatter_result(cx: &mut Cx, s: &Scatter, y: &str) -> Result<()> {
+fn set_scatter_result(cx: &mut EmitNode, s: &Scatter, y: &str) -> Result<()> {
     let y = cx.cast(y, s.c, cx.out_dtype(0)?)?;
     cx.set(0, y);
     Ok(())
 }
 
 /// scatter / scatter_add as ScatterElements.
-fn scatter(cx: &mut Cx) -> Result<()> {
+fn scatter(cx: &mut EmitNode) -> Result<()> {
     let reduction = match cx.node.target.name.as_str() {
         "scatter_add" => "add",
         _ => "none",
@@ -273,7 +274,7 @@ fn extreme(dtype: Dtype, highest: bool) -> Lit {
 /// count is taken as 1, which leaves `self`. ScatterElements reduces by
 /// max and min from opset 18 only: before, amax and amin are computed
 /// densely ([`scatter_extreme_dense`]).
-fn scatter_reduce(cx: &mut Cx) -> Result<()> {
+fn scatter_reduce(cx: &mut EmitNode) -> Result<()> {
     let include_self = cx.opt_bool("include_self")?.unwrap_or(true);
     let reduce = cx.string("reduce")?;
     let s = scatter_operands(cx)?;
@@ -322,7 +323,7 @@ fn scatter_reduce(cx: &mut Cx) -> Result<()> {
 /// A scatter's sums divided by the counts (plus one for self), at least 1;
 /// integers divide with floor, as torch does.
 fn scatter_mean(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     s: &Scatter,
     sum: &str,
     counts: &str,
@@ -350,7 +351,7 @@ fn scatter_mean(
 /// own dim, that is each position's extreme over the index's extent.
 /// Combined with `base` there, it is written back with ScatterElements at
 /// indices 0..size (distinct, so without a reduction).
-fn scatter_extreme_dense(cx: &mut Cx, s: &Scatter, base: &str, reduction: &str) -> Result<String> {
+fn scatter_extreme_dense(cx: &mut EmitNode, s: &Scatter, base: &str, reduction: &str) -> Result<String> {
     let (reduce_op, pick) = match reduction {
         "max" => ("ReduceMax", "Max"),
         _ => ("ReduceMin", "Min"),
@@ -358,7 +359,7 @@ fn scatter_extreme_dense(cx: &mut Cx, s: &Scatter, base: &str, reduction: &str) 
     let rank = cx.rank("self")?;
     let d = s.dim;
     // 0..size(dim), shaped to lie along `dim` in a tensor of `rank` dims
-    let along = |cx: &mut Cx, rank: usize| -> Result<String> {
+    let along = |cx: &mut EmitNode, rank: usize| -> Result<String> {
         let shape = cx.shape(base);
         let at = cx.const_i64(d);
         let size = cx.node("Gather", &[&shape, &at], vec![attr_int("axis", 0)]);
@@ -392,7 +393,7 @@ fn scatter_extreme_dense(cx: &mut Cx, s: &Scatter, base: &str, reduction: &str) 
 
 /// slice_scatter / select_scatter: src written over a strided range of
 /// `dim`, as ScatterElements with the range's indices.
-fn slice_scatter(cx: &mut Cx) -> Result<()> {
+fn slice_scatter(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let rank = meta.sizes.len();
@@ -462,7 +463,7 @@ fn slice_scatter(cx: &mut Cx) -> Result<()> {
 /// indexes and its rank. A boolean (or uint8) mask over k dims stands for
 /// the k rows of its NonZero, one index tensor per dim, as in torch.
 fn int_indices(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     indices: &[Option<(String, &TensorMeta)>],
 ) -> Result<Vec<(usize, String, usize)>> {
     let mut dim = 0;
@@ -494,7 +495,7 @@ fn int_indices(
 
 /// A boolean mask over the leading dims with one value, not accumulated:
 /// a Where. `None` when the node is not that.
-fn index_put_mask_fill(cx: &mut Cx, xs: &str, vs: &str, c: Dtype) -> Result<Option<String>> {
+fn index_put_mask_fill(cx: &mut EmitNode, xs: &str, vs: &str, c: Dtype) -> Result<Option<String>> {
     let indices = cx.optional_tensors("indices")?;
     let one_value = cx
         .meta("values")?
@@ -526,7 +527,7 @@ fn index_put_mask_fill(cx: &mut Cx, xs: &str, vs: &str, c: Dtype) -> Result<Opti
 /// the broadcast index dims first, or, when the indexed dims are adjacent
 /// and not at the front, in their place; they are expanded to that shape,
 /// and in the second case the index dims are moved first too.
-fn index_put(cx: &mut Cx) -> Result<()> {
+fn index_put(cx: &mut EmitNode) -> Result<()> {
     let rank = cx.rank("self")?;
     let accumulate = cx.opt_bool("accumulate")?.unwrap_or(false);
     let out = cx.out_dtype(0)?;
@@ -594,7 +595,7 @@ fn index_put(cx: &mut Cx) -> Result<()> {
 }
 
 /// Elements `start..end` of a 1-D value.
-fn slice_1d(cx: &mut Cx, x: &str, start: i64, end: i64) -> String {
+fn slice_1d(cx: &mut EmitNode, x: &str, start: i64, end: i64) -> String {
     let (s, e) = (cx.const_i64s(&[start]), cx.const_i64s(&[end]));
     cx.node("Slice", &[x, &s, &e], vec![])
 }
@@ -603,7 +604,7 @@ fn slice_1d(cx: &mut Cx, x: &str, start: i64, end: i64) -> String {
 /// take source's elements in row-major order. A position's element of the
 /// flattened source is how many mask positions before it hold (an
 /// exclusive CumSum); Gather reads them, and Where keeps self elsewhere.
-fn masked_scatter(cx: &mut Cx) -> Result<()> {
+fn masked_scatter(cx: &mut EmitNode) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     let xs = cx.input_as("self", c)?;
@@ -633,7 +634,7 @@ fn masked_scatter(cx: &mut Cx) -> Result<()> {
 /// `[bags, indices]` membership matrix then sums (MatMul) or masks (max)
 /// the gathered rows. The bookkeeping outputs (offset2bag, bag_size,
 /// max_indices) are converted only when nothing reads them.
-fn embedding_bag(cx: &mut Cx) -> Result<()> {
+fn embedding_bag(cx: &mut EmitNode) -> Result<()> {
     for (i, what) in [(1, "offset2bag"), (2, "bag_size"), (3, "max_indices")] {
         if cx.out_used(i) {
             return Err(Error::unsupported(format!(
@@ -668,7 +669,7 @@ fn embedding_bag(cx: &mut Cx) -> Result<()> {
     // Positions 0..L and bags 0..B, as columns and rows.
     let zero = cx.const_i64(0);
     let one = cx.const_i64(1);
-    let count = |cx: &mut Cx, x: &str| {
+    let count = |cx: &mut EmitNode, x: &str| {
         let shape = cx.node("Shape", &[x], vec![]);
         cx.squeeze(&shape, &[0])
     };
@@ -737,24 +738,24 @@ fn embedding_bag(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.masked_fill.Scalar", masked_fill),
-    ("aten.masked_fill.Tensor", masked_fill),
-    ("aten.index_select.default", index_select),
-    ("aten.index.Tensor", index),
-    ("aten._unsafe_index.Tensor", index),
-    ("aten.gather.default", gather),
-    ("aten.embedding.default", embedding),
-    ("aten.one_hot.default", one_hot),
-    ("aten.nonzero.default", nonzero),
-    ("aten.scatter.src", scatter),
-    ("aten.scatter.value", scatter),
-    ("aten.scatter_add.default", scatter),
-    ("aten.scatter_reduce.two", scatter_reduce),
-    ("aten.slice_scatter.default", slice_scatter),
-    ("aten.select_scatter.default", slice_scatter),
-    ("aten.index_put.default", index_put),
-    ("aten.masked_scatter.default", masked_scatter),
-    ("aten.tril.default", |cx| trilu(cx, false)),
-    ("aten.triu.default", |cx| trilu(cx, true)),
-    ("aten._embedding_bag.default", embedding_bag),
+    (aten::MASKED_FILL_SCALAR, masked_fill),
+    (aten::MASKED_FILL_TENSOR, masked_fill),
+    (aten::INDEX_SELECT, index_select),
+    (aten::INDEX_TENSOR, index),
+    (aten::_UNSAFE_INDEX_TENSOR, index),
+    (aten::GATHER, gather),
+    (aten::EMBEDDING, embedding),
+    (aten::ONE_HOT, one_hot),
+    (aten::NONZERO, nonzero),
+    (aten::SCATTER_SRC, scatter),
+    (aten::SCATTER_VALUE, scatter),
+    (aten::SCATTER_ADD, scatter),
+    (aten::SCATTER_REDUCE_TWO, scatter_reduce),
+    (aten::SLICE_SCATTER, slice_scatter),
+    (aten::SELECT_SCATTER, slice_scatter),
+    (aten::INDEX_PUT, index_put),
+    (aten::MASKED_SCATTER, masked_scatter),
+    (aten::TRIL, |cx| trilu(cx, false)),
+    (aten::TRIU, |cx| trilu(cx, true)),
+    (aten::_EMBEDDING_BAG, embedding_bag),
 ];

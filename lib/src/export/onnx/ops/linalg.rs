@@ -1,17 +1,18 @@
 //! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 // linear algebra
 
-fn matmul(cx: &mut Cx, a: &str, b: &str) -> Result<()> {
+fn matmul(cx: &mut EmitNode, a: &str, b: &str) -> Result<()> {
     let x = cx.operand(a)?;
     let y = cx.operand(b)?;
     binary_op(cx, "MatMul", &x, &y)
 }
 
 /// beta * self + alpha * (mat1 @ mat2), as Gemm where ONNX Runtime has it.
-fn addmm(cx: &mut Cx) -> Result<()> {
+fn addmm(cx: &mut EmitNode) -> Result<()> {
     let bias = cx.operand("self")?;
     let m1 = cx.operand("mat1")?;
     let m2 = cx.operand("mat2")?;
@@ -53,7 +54,7 @@ fn addmm(cx: &mut Cx) -> Result<()> {
 /// even where a term alone overflows to the other infinity (which makes
 /// ONNX's sum NaN).
 fn infinite_start(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     r: &str,
     (a, b): (&str, &str),
     bias: &Operand,
@@ -72,7 +73,7 @@ fn infinite_start(
         s = cx.node("Mul", &[&s, &k], vec![]);
     }
     // whether a row of a, or a column of b, holds a value that is not finite
-    let bad = |cx: &mut Cx, v: &str, axis: i64| -> Result<String> {
+    let bad = |cx: &mut EmitNode, v: &str, axis: i64| -> Result<String> {
         let inf = cx.node("IsInf", &[v], vec![]);
         let nan = cx.node("IsNaN", &[v], vec![]);
         let any = cx.node("Or", &[&inf, &nan], vec![]);
@@ -91,7 +92,7 @@ fn infinite_start(
 
 /// `beta * bias + alpha * (a @ b)` (addmm / baddbmm forms), in dtype `c`.
 fn scaled_matmul_add(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     a: &str,
     b: &str,
     bias: &Operand,
@@ -115,7 +116,7 @@ fn scaled_matmul_add(
     Ok(p)
 }
 
-fn baddbmm(cx: &mut Cx) -> Result<()> {
+fn baddbmm(cx: &mut EmitNode) -> Result<()> {
     let bias = cx.operand("self")?;
     let b1 = cx.operand("batch1")?;
     let b2 = cx.operand("batch2")?;
@@ -131,7 +132,7 @@ fn baddbmm(cx: &mut Cx) -> Result<()> {
 }
 
 /// input @ weight.T + bias: Gemm for 2-D inputs, MatMul otherwise.
-fn linear(cx: &mut Cx) -> Result<()> {
+fn linear(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let xd = cx.dtype("input")?;
     let w = cx.input("weight")?;
@@ -178,7 +179,7 @@ fn linear(cx: &mut Cx) -> Result<()> {
 
 // more linear algebra, sampling and normalization
 
-fn einsum(cx: &mut Cx) -> Result<()> {
+fn einsum(cx: &mut EmitNode) -> Result<()> {
     let equation = cx.string("equation")?;
     let tensors = cx.tensors("tensors")?;
     let out = cx.out_dtype(0)?;
@@ -194,7 +195,7 @@ fn einsum(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn vector_norm(cx: &mut Cx) -> Result<()> {
+fn vector_norm(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dims = reduce_dims(cx, Some("dim"), rank)?;
@@ -208,7 +209,7 @@ fn vector_norm(cx: &mut Cx) -> Result<()> {
 /// The `ord`-norm of `x` (in dtype `c`) over `dims` (all when `None`), as
 /// `linalg.vector_norm` defines it for every `ord`.
 fn p_norm(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     x: &str,
     ord: f64,
     dims: Option<&[i64]>,
@@ -242,7 +243,7 @@ fn p_norm(
 /// `_cdist_forward`: the p-norm distance between every row of x1 and every
 /// row of x2 (`[.., P, M]` and `[.., R, M]` to `[.., P, R]`), reduced from
 /// their broadcast difference `[.., P, R, M]`.
-fn cdist(cx: &mut Cx) -> Result<()> {
+fn cdist(cx: &mut EmitNode) -> Result<()> {
     let p = cx.opt_float("p")?.unwrap_or(2.0);
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
@@ -262,7 +263,7 @@ fn cdist(cx: &mut Cx) -> Result<()> {
 /// `_pdist_forward`: the p-norm distance of every pair i < j of the rows
 /// of an `[N, M]` input with a static N, in torch's order (row-major over
 /// the upper triangle).
-fn pdist(cx: &mut Cx) -> Result<()> {
+fn pdist(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let n = match meta.sizes.first() {
         Some(Sym::Int(n)) => *n,
@@ -288,7 +289,7 @@ fn pdist(cx: &mut Cx) -> Result<()> {
 /// `pt2kit.dft` (torch's FFTs on complex values as real pairs,
 /// `decompose::complex`): ONNX `DFT`, whose semantics it has; from opset
 /// 20 the axis is an input. ONNX Runtime's DFT takes float and double.
-fn dft(cx: &mut Cx) -> Result<()> {
+fn dft(cx: &mut EmitNode) -> Result<()> {
     if cx.opset() < 17 {
         return Err(Error::unsupported(format!(
             "pt2kit.dft needs ONNX DFT, from opset 17 (this is {})",
@@ -327,7 +328,7 @@ fn dft(cx: &mut Cx) -> Result<()> {
 /// against the offsets), 0 elsewhere (`Where`), summed over the experts:
 /// one product and exact zeros per row, so rows past the last offset are 0.
 /// The offsets are not checked here as `ir-run` checks them.
-fn grouped_mm(cx: &mut Cx) -> Result<()> {
+fn grouped_mm(cx: &mut EmitNode) -> Result<()> {
     let aten = cx.has("mat2");
     let (xa, wa) = if aten { ("self", "mat2") } else { ("input", "weight") };
     if aten && cx.has("bias") {
@@ -379,17 +380,17 @@ fn grouped_mm(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.mm.default", |cx| matmul(cx, "self", "mat2")),
-    ("aten.bmm.default", |cx| matmul(cx, "self", "mat2")),
-    ("aten.matmul.default", |cx| matmul(cx, "self", "other")),
-    ("aten.addmm.default", addmm),
-    ("aten.baddbmm.default", baddbmm),
-    ("aten.linear.default", linear),
-    ("aten.einsum.default", einsum),
-    ("aten.linalg_vector_norm.default", vector_norm),
-    ("aten._cdist_forward.default", cdist),
-    ("aten._pdist_forward.default", pdist),
+    (aten::MM, |cx| matmul(cx, "self", "mat2")),
+    (aten::BMM, |cx| matmul(cx, "self", "mat2")),
+    (aten::MATMUL, |cx| matmul(cx, "self", "other")),
+    (aten::ADDMM, addmm),
+    (aten::BADDBMM, baddbmm),
+    (aten::LINEAR, linear),
+    (aten::EINSUM, einsum),
+    (aten::LINALG_VECTOR_NORM, vector_norm),
+    (aten::_CDIST_FORWARD, cdist),
+    (aten::_PDIST_FORWARD, pdist),
     ("pt2kit.dft.default", dft),
     ("transformers.grouped_mm_fallback.default", grouped_mm),
-    ("aten._grouped_mm.default", grouped_mm),
+    (aten::_GROUPED_MM, grouped_mm),
 ];

@@ -12,10 +12,11 @@
 //! `cx.compute` says, and honour the opset (`cx.opset()`).
 
 use super::builder::{
-    attr_float, attr_graph, attr_int, attr_ints, attr_str, lit_bytes, promote, Cx, Emit, Lit,
+    attr_float, attr_graph, attr_int, attr_ints, attr_str, lit_bytes, promote, Emit, EmitNode, Lit,
     Operand,
 };
 use crate::error::{Error, Result};
+use crate::ir::op::{aten, quantized_decomposed};
 use crate::ir::{
     normalize_dim, Argument, Dtype, Graph, Sym, SymRef, Target, TargetKind, TensorMeta, ValueKind,
 };
@@ -54,49 +55,39 @@ pub(crate) fn lookup(target: &Target) -> Option<(Emit, bool)> {
 pub(crate) const DECLINES: crate::decompose::fallback::Declines = &[
     // ONNX's MaxPool has no indices for adaptive windows of unequal
     // sizes; the rule computes both.
-    ("aten.adaptive_max_pool1d.default", |n, reads| {
-        reads.output(n, 1)
-    }),
-    ("aten.adaptive_max_pool2d.default", |n, reads| {
-        reads.output(n, 1)
-    }),
-    ("aten.adaptive_max_pool3d.default", |n, reads| {
-        reads.output(n, 1)
-    }),
+    (aten::ADAPTIVE_MAX_POOL1D, |n, reads| reads.output(n, 1)),
+    (aten::ADAPTIVE_MAX_POOL2D, |n, reads| reads.output(n, 1)),
+    (aten::ADAPTIVE_MAX_POOL3D, |n, reads| reads.output(n, 1)),
     // ONNX's Pad wraps only from opset 19; the rule's slices and cat
     // work at every opset.
     (
-        "aten.pad.default",
+        aten::PAD,
         |n, _| matches!(n.arg("mode"), Some(Argument::String(m)) if m == "circular"),
     ),
     // ONNX's LSTM has no projection (proj_size): one more weight per
     // layer and direction than the plain layout; the rule unrolls it.
-    ("aten.lstm.input", |n, _| rnn::lstm_unplain(n)),
+    (aten::LSTM_INPUT, |n, _| rnn::lstm_unplain(n)),
     // QuantizeLinear/DequantizeLinear take int8 and uint8 here, a zero
     // point in the dtype's range, float32 out of a per-tensor dequantize.
-    (
-        "quantized_decomposed.quantize_per_tensor.default",
-        |n, _| pointwise::qdq_declines(n),
-    ),
-    ("quantized_decomposed.quantize_per_tensor.tensor", |n, _| {
+    (quantized_decomposed::QUANTIZE_PER_TENSOR, |n, _| {
+        pointwise::qdq_declines(n)
+    }),
+    (quantized_decomposed::QUANTIZE_PER_TENSOR_TENSOR, |n, _| {
+        pointwise::qdq_declines(n)
+    }),
+    (quantized_decomposed::QUANTIZE_PER_CHANNEL, |n, _| {
+        pointwise::qdq_declines(n)
+    }),
+    (quantized_decomposed::DEQUANTIZE_PER_TENSOR, |n, _| {
         pointwise::qdq_declines(n)
     }),
     (
-        "quantized_decomposed.quantize_per_channel.default",
+        quantized_decomposed::DEQUANTIZE_PER_TENSOR_TENSOR,
         |n, _| pointwise::qdq_declines(n),
     ),
-    (
-        "quantized_decomposed.dequantize_per_tensor.default",
-        |n, _| pointwise::qdq_declines(n),
-    ),
-    (
-        "quantized_decomposed.dequantize_per_tensor.tensor",
-        |n, _| pointwise::qdq_declines(n),
-    ),
-    (
-        "quantized_decomposed.dequantize_per_channel.default",
-        |n, _| pointwise::qdq_declines(n),
-    ),
+    (quantized_decomposed::DEQUANTIZE_PER_CHANNEL, |n, _| {
+        pointwise::qdq_declines(n)
+    }),
 ];
 
 /// Every row with its family: (family, op identity, emitter).
@@ -114,7 +105,7 @@ pub fn supported_ops() -> Vec<&'static str> {
 }
 
 /// The first argument as a tensor: its ONNX name and metadata.
-fn first<'p>(cx: &Cx<'_, 'p>) -> Result<(String, &'p TensorMeta)> {
+fn first<'p>(cx: &EmitNode<'_, 'p>) -> Result<(String, &'p TensorMeta)> {
     let name = cx
         .node
         .inputs
@@ -125,7 +116,7 @@ fn first<'p>(cx: &Cx<'_, 'p>) -> Result<(String, &'p TensorMeta)> {
 }
 
 /// A literal scalar argument (`Scalar alpha=1`).
-fn lit(cx: &Cx, name: &str) -> Result<Option<Lit>> {
+fn lit(cx: &EmitNode, name: &str) -> Result<Option<Lit>> {
     match cx.operand(name) {
         Ok(Operand::Lit(l)) => Ok(Some(l)),
         Ok(_) => Err(Error::unsupported(format!(
@@ -139,10 +130,10 @@ fn lit(cx: &Cx, name: &str) -> Result<Option<Lit>> {
 /// Applies an elementwise op to `x` (of `from`) giving the output dtype:
 /// computes in `cx.compute(out)` and casts back.
 fn elementwise(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     x: &str,
     from: Dtype,
-    f: impl FnOnce(&mut Cx, &str, Dtype) -> Result<String>,
+    f: impl FnOnce(&mut EmitNode, &str, Dtype) -> Result<String>,
 ) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
@@ -156,10 +147,10 @@ fn elementwise(
 /// A binary op computed in the dtype `cx.compute` gives for the output:
 /// both operands cast to it, `f` builds the result, which is cast back.
 fn binary_in(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     a: &str,
     b: &str,
-    f: impl FnOnce(&mut Cx, &str, &str, Dtype) -> Result<String>,
+    f: impl FnOnce(&mut EmitNode, &str, &str, Dtype) -> Result<String>,
 ) -> Result<()> {
     let (x, y) = (cx.operand(a)?, cx.operand(b)?);
     let out = cx.out_dtype(0)?;
@@ -172,7 +163,7 @@ fn binary_in(
     Ok(())
 }
 
-fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
+fn constant_of_shape(cx: &mut EmitNode, shape: &str, value: Lit, dtype: Dtype) -> Result<String> {
     // ConstantOfShape takes bfloat16 (and the float8 types) from opset 20:
     // before, the value is made in float32 and cast.
     if dtype == Dtype::BFloat16 && cx.opset() < 20 {
@@ -191,7 +182,7 @@ fn constant_of_shape(cx: &mut Cx, shape: &str, value: Lit, dtype: Dtype) -> Resu
 
 // unary
 
-fn unary(cx: &mut Cx, op: &str) -> Result<()> {
+fn unary(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, _| Ok(cx.node(op, &[x], vec![])))
 }
@@ -212,7 +203,7 @@ fn int_range(d: Dtype) -> Option<(f64, f64)> {
 }
 
 /// Clip with constant bounds (hardtanh, relu6, clamp with scalars).
-fn clip(cx: &mut Cx, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
+fn clip(cx: &mut EmitNode, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
     let (x, meta) = first(cx)?;
     // a literal bound an integer dtype cannot hold clips nothing on its
     // side (torch compares values: hardtanh of uint8 at -1 keeps 0); one
@@ -263,7 +254,7 @@ fn clip(cx: &mut Cx, min: Option<Operand>, max: Option<Operand>) -> Result<()> {
     })
 }
 
-fn binary_op(cx: &mut Cx, op: &str, x: &Operand, y: &Operand) -> Result<()> {
+fn binary_op(cx: &mut EmitNode, op: &str, x: &Operand, y: &Operand) -> Result<()> {
     let out = cx.out_dtype(0)?;
     let c = cx.compute(out);
     // Bool arithmetic is logic in torch.
@@ -280,7 +271,7 @@ fn binary_op(cx: &mut Cx, op: &str, x: &Operand, y: &Operand) -> Result<()> {
     Ok(())
 }
 
-fn where_op(cx: &mut Cx, cond: &Operand, x: &Operand, y: &Operand) -> Result<()> {
+fn where_op(cx: &mut EmitNode, cond: &Operand, x: &Operand, y: &Operand) -> Result<()> {
     let out = cx.out_dtype(0)?;
     // ONNX Runtime has no Where kernel for bool values: chosen as uint8
     let c = match cx.compute(out) {
@@ -297,7 +288,7 @@ fn where_op(cx: &mut Cx, cond: &Operand, x: &Operand, y: &Operand) -> Result<()>
 }
 
 /// A per-spatial-dim list argument, repeating a single value.
-fn spatial(cx: &Cx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
+fn spatial(cx: &EmitNode, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
     let v = cx.opt_ints(name)?.unwrap_or_default();
     Ok(match v.len() {
         0 => vec![default; n],
@@ -308,7 +299,7 @@ fn spatial(cx: &Cx, name: &str, n: usize, default: i64) -> Result<Vec<i64>> {
 
 /// Adds a batch dim to an unbatched input (torch allows them), returning
 /// whether it did.
-fn batch(cx: &mut Cx, x: &str, rank: usize, spatial_dims: usize) -> (String, bool) {
+fn batch(cx: &mut EmitNode, x: &str, rank: usize, spatial_dims: usize) -> (String, bool) {
     if rank == spatial_dims + 1 {
         (cx.unsqueeze(x, &[0]), true)
     } else {
@@ -316,7 +307,7 @@ fn batch(cx: &mut Cx, x: &str, rank: usize, spatial_dims: usize) -> (String, boo
     }
 }
 
-fn unbatch(cx: &mut Cx, y: String, added: bool) -> String {
+fn unbatch(cx: &mut EmitNode, y: String, added: bool) -> String {
     if added {
         cx.squeeze(&y, &[0])
     } else {
@@ -341,7 +332,7 @@ fn last_static(sizes: &[Sym], n: usize, what: &str) -> Result<Vec<i64>> {
 // reductions
 
 /// The reduced dims of a `dim` argument (`None`: all).
-fn reduce_dims(cx: &Cx, dim_arg: Option<&str>, rank: usize) -> Result<Option<Vec<i64>>> {
+fn reduce_dims(cx: &EmitNode, dim_arg: Option<&str>, rank: usize) -> Result<Option<Vec<i64>>> {
     let Some(name) = dim_arg else { return Ok(None) };
     let dims = cx.opt_ints(name)?;
     let Some(dims) = dims.filter(|d| !d.is_empty()) else {
@@ -358,7 +349,7 @@ fn reduce_dims(cx: &Cx, dim_arg: Option<&str>, rank: usize) -> Result<Option<Vec
 }
 
 /// A 1-element int64 value for an optional symbolic int argument.
-fn sym_arg(cx: &mut Cx, name: &str, default: i64) -> Result<String> {
+fn sym_arg(cx: &mut EmitNode, name: &str, default: i64) -> Result<String> {
     let r = match cx.node.arg(name) {
         None | Some(Argument::None) => SymRef::Int(default),
         Some(Argument::Int(v)) => SymRef::Int(*v),

@@ -1,11 +1,12 @@
 //! Normalisation: batch, layer, group and instance norm: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 // normalization
 
 /// A per-channel parameter, or a constant of ones/zeros when absent.
-fn param_or(cx: &mut Cx, name: &str, fill: f64, channels: &Sym, dtype: Dtype) -> Result<String> {
+fn param_or(cx: &mut EmitNode, name: &str, fill: f64, channels: &Sym, dtype: Dtype) -> Result<String> {
     match cx.opt_input(name)? {
         Some(p) => {
             let pd = cx.dtype(name)?;
@@ -22,7 +23,7 @@ fn param_or(cx: &mut Cx, name: &str, fill: f64, channels: &Sym, dtype: Dtype) ->
     }
 }
 
-fn batch_norm(cx: &mut Cx) -> Result<()> {
+fn batch_norm(cx: &mut EmitNode) -> Result<()> {
     let training = match cx.node.target.name.as_str() {
         "_native_batch_norm_legit_no_training" => false,
         _ => cx.opt_bool("training")?.unwrap_or(false),
@@ -80,7 +81,7 @@ fn batch_norm(cx: &mut Cx) -> Result<()> {
 
 /// `v` with NaN where it is infinite: torch's statistics (Welford) of a
 /// row holding an infinity, or whose squares overflow, are NaN.
-fn finite_or_nan(cx: &mut Cx, v: &str, c: Dtype) -> Result<String> {
+fn finite_or_nan(cx: &mut EmitNode, v: &str, c: Dtype) -> Result<String> {
     let inf = cx.node("IsInf", &[v], vec![]);
     let nan = cx.scalar(Lit::Float(f64::NAN), c)?;
     Ok(cx.node("Where", &[&inf, &nan, v], vec![]))
@@ -90,7 +91,7 @@ fn finite_or_nan(cx: &mut Cx, v: &str, c: Dtype) -> Result<String> {
 /// of squares about it, each NaN where it is not finite (ONNX Runtime's
 /// LayerNormalization takes E[x²] - E[x]² in one pass, whose squares
 /// overflow, and cancel, where torch's do not).
-fn layer_norm(cx: &mut Cx) -> Result<()> {
+fn layer_norm(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let meta = cx.meta("input")?;
     let shape = cx.ints("normalized_shape")?;
@@ -135,7 +136,7 @@ fn layer_norm(cx: &mut Cx) -> Result<()> {
 }
 
 /// Group norm: normalize [N, G, -1], then the per-channel affine.
-fn group_norm(cx: &mut Cx) -> Result<()> {
+fn group_norm(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let meta = cx.meta("input")?;
     let groups = if cx.node.target.name == "native_group_norm" {
@@ -196,7 +197,7 @@ fn group_norm(cx: &mut Cx) -> Result<()> {
 }
 
 /// x / sqrt(mean(x², normalized dims) + eps) * weight
-fn rms_norm(cx: &mut Cx) -> Result<()> {
+fn rms_norm(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let meta = cx.meta("input")?;
     let shape = cx.ints("normalized_shape")?;
@@ -230,7 +231,7 @@ fn rms_norm(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn instance_norm(cx: &mut Cx) -> Result<()> {
+fn instance_norm(cx: &mut EmitNode) -> Result<()> {
     if !cx.bool("use_input_stats")? {
         return batch_norm(cx);
     }
@@ -261,7 +262,7 @@ fn instance_norm(cx: &mut Cx) -> Result<()> {
 /// decomposition of instance norm): normalize over every dim but 1. The
 /// saved mean and inverse std and, for the functional form, the updated
 /// running stats are outputs too.
-fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
+fn batch_norm_batch_stats(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let meta = cx.meta("input")?;
     let rank = meta.sizes.len();
@@ -317,7 +318,7 @@ fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
     }
     let y = cx.cast(&y, c, out)?;
     cx.set(0, y);
-    let flat = |cx: &mut Cx, v: &str| cx.reshape_const(v, &[-1]);
+    let flat = |cx: &mut EmitNode, v: &str| cx.reshape_const(v, &[-1]);
     if cx.out_used(1) {
         let m = flat(cx, &mean_k)?;
         let d = cx.out_dtype(1)?;
@@ -366,16 +367,16 @@ fn batch_norm_batch_stats(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.batch_norm.default", batch_norm),
-    ("aten._native_batch_norm_legit_no_training.default", batch_norm),
-    ("aten.native_batch_norm.default", batch_norm),
-    ("aten._native_batch_norm_legit.default", batch_norm),
-    ("aten._native_batch_norm_legit.no_stats", batch_norm),
-    ("aten._native_batch_norm_legit_functional.default", batch_norm),
-    ("aten.layer_norm.default", layer_norm),
-    ("aten.native_layer_norm.default", layer_norm),
-    ("aten.group_norm.default", group_norm),
-    ("aten.native_group_norm.default", group_norm),
-    ("aten.rms_norm.default", rms_norm),
-    ("aten.instance_norm.default", instance_norm),
+    (aten::BATCH_NORM, batch_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING, batch_norm),
+    (aten::NATIVE_BATCH_NORM, batch_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT, batch_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT_NO_STATS, batch_norm),
+    (aten::_NATIVE_BATCH_NORM_LEGIT_FUNCTIONAL, batch_norm),
+    (aten::LAYER_NORM, layer_norm),
+    (aten::NATIVE_LAYER_NORM, layer_norm),
+    (aten::GROUP_NORM, group_norm),
+    (aten::NATIVE_GROUP_NORM, group_norm),
+    (aten::RMS_NORM, rms_norm),
+    (aten::INSTANCE_NORM, instance_norm),
 ];

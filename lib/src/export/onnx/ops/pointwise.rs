@@ -1,8 +1,9 @@
 //! Elementwise arithmetic, comparisons, logic and math functions: the ONNX emitters.
 
+use crate::ir::op::{aten, quantized_decomposed};
 use super::*;
 
-fn rsqrt(cx: &mut Cx) -> Result<()> {
+fn rsqrt(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         let s = cx.node("Sqrt", &[x], vec![]);
@@ -10,7 +11,7 @@ fn rsqrt(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn square(cx: &mut Cx) -> Result<()> {
+fn square(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         Ok(cx.node("Mul", &[x, x], vec![]))
@@ -18,7 +19,7 @@ fn square(cx: &mut Cx) -> Result<()> {
 }
 
 /// torch's sign: 0 at NaN (ONNX's Sign keeps NaN), a bool itself.
-fn sign(cx: &mut Cx) -> Result<()> {
+fn sign(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if meta.dtype == Dtype::Bool {
         return copy_of(cx);
@@ -35,7 +36,7 @@ fn sign(cx: &mut Cx) -> Result<()> {
 }
 
 /// floor, ceil and round: an integer is its own.
-fn rounding(cx: &mut Cx, op: &str) -> Result<()> {
+fn rounding(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (_, meta) = first(cx)?;
     if !meta.dtype.is_floating() {
         return copy_of(cx);
@@ -44,7 +45,7 @@ fn rounding(cx: &mut Cx, op: &str) -> Result<()> {
 }
 
 /// ONNX has no Trunc: sign(x) * floor(|x|).
-fn trunc(cx: &mut Cx) -> Result<()> {
+fn trunc(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if !meta.dtype.is_floating() {
         return copy_of(cx);
@@ -57,7 +58,7 @@ fn trunc(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn log_base(cx: &mut Cx, ln_base: f64) -> Result<()> {
+fn log_base(cx: &mut EmitNode, ln_base: f64) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let l = cx.node("Log", &[x], vec![]);
@@ -66,7 +67,7 @@ fn log_base(cx: &mut Cx, ln_base: f64) -> Result<()> {
     })
 }
 
-fn log1p(cx: &mut Cx) -> Result<()> {
+fn log1p(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let one = cx.scalar(Lit::Int(1), c)?;
@@ -75,7 +76,7 @@ fn log1p(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn expm1(cx: &mut Cx) -> Result<()> {
+fn expm1(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let one = cx.scalar(Lit::Int(1), c)?;
@@ -84,7 +85,7 @@ fn expm1(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn clamp(cx: &mut Cx) -> Result<()> {
+fn clamp(cx: &mut EmitNode) -> Result<()> {
     let min = if cx.has("min") {
         Some(cx.operand("min")?)
     } else {
@@ -106,7 +107,7 @@ fn clamp(cx: &mut Cx) -> Result<()> {
 }
 
 /// Clamp with tensor bounds: Max then Min, broadcasting.
-fn clamp_tensor(cx: &mut Cx) -> Result<()> {
+fn clamp_tensor(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let min = if cx.has("min") {
         Some(cx.operand("min")?)
@@ -132,7 +133,7 @@ fn clamp_tensor(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn logical_not(cx: &mut Cx) -> Result<()> {
+fn logical_not(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let b = cx.cast(&x, meta.dtype, Dtype::Bool)?;
     let y = cx.node("Not", &[&b], vec![]);
@@ -142,7 +143,7 @@ fn logical_not(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn bitwise_not(cx: &mut Cx) -> Result<()> {
+fn bitwise_not(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if meta.dtype == Dtype::Bool {
         return logical_not(cx);
@@ -160,7 +161,7 @@ fn bitwise_not(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn predicate(cx: &mut Cx, op: &str) -> Result<()> {
+fn predicate(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let c = cx.compute(meta.dtype);
     let xc = cx.cast(&x, meta.dtype, c)?;
@@ -178,14 +179,14 @@ fn predicate(cx: &mut Cx, op: &str) -> Result<()> {
 // binary
 
 /// `op(a, b)` computed in the output dtype.
-fn arith(cx: &mut Cx, op: &str, a: &str, b: &str) -> Result<()> {
+fn arith(cx: &mut EmitNode, op: &str, a: &str, b: &str) -> Result<()> {
     let x = cx.operand(a)?;
     let y = cx.operand(b)?;
     binary_op(cx, op, &x, &y)
 }
 
 /// add/sub with `alpha`; `reverse` for rsub (other - alpha * self).
-fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
+fn add_sub(cx: &mut EmitNode, op: &str, reverse: bool) -> Result<()> {
     let (a, b) = if reverse {
         ("other", "self")
     } else {
@@ -234,7 +235,7 @@ fn add_sub(cx: &mut Cx, op: &str, reverse: bool) -> Result<()> {
 /// alone overflows (`x` infinite, or bringing the sum back in range):
 /// there `(x/2^s op (k/2^s)*y) * 2^s`, with 2^s at least |k|, whose
 /// scaled product cannot overflow.
-fn fused_f64(cx: &mut Cx, op: &str, x: &str, y: &str, k: f64) -> Result<String> {
+fn fused_f64(cx: &mut EmitNode, op: &str, x: &str, y: &str, k: f64) -> Result<String> {
     let kc = cx.scalar(Lit::Float(k), Dtype::Float64)?;
     let p = cx.node("Mul", &[y, &kc], vec![]);
     let r = cx.node(op, &[x, &p], vec![]);
@@ -264,7 +265,7 @@ fn fused_f64(cx: &mut Cx, op: &str, x: &str, y: &str, k: f64) -> Result<String> 
 /// wraps): `(ys with -1 as 1, ys == -1)`; the caller takes `-xs` (Div) or
 /// 0 (Mod) where the mask is set. `None` for unsigned types, which have
 /// no -1 (255 is a divisor like any other).
-fn safe_divisor(cx: &mut Cx, ys: &str, c: Dtype) -> Result<Option<(String, String)>> {
+fn safe_divisor(cx: &mut EmitNode, ys: &str, c: Dtype) -> Result<Option<(String, String)>> {
     if matches!(c, Dtype::Uint8 | Dtype::Uint16 | Dtype::Uint32 | Dtype::Uint64) {
         return Ok(None);
     }
@@ -276,7 +277,7 @@ fn safe_divisor(cx: &mut Cx, ys: &str, c: Dtype) -> Result<Option<(String, Strin
 }
 
 /// True division, or with `rounding_mode` trunc/floor.
-fn div(cx: &mut Cx) -> Result<()> {
+fn div(cx: &mut EmitNode) -> Result<()> {
     let x = cx.operand("self")?;
     let y = cx.operand("other")?;
     let mode = if cx.node.target.name == "floor_divide" {
@@ -348,7 +349,7 @@ fn div(cx: &mut Cx) -> Result<()> {
 /// torch's `div_floor_floating`: the quotient through C's fmod, exact
 /// where `floor(a / b)` would round the quotient up to an integer; a / b
 /// where b is 0.
-fn floor_divide_floating(cx: &mut Cx, a: &str, b: &str, c: Dtype) -> Result<String> {
+fn floor_divide_floating(cx: &mut EmitNode, a: &str, b: &str, c: Dtype) -> Result<String> {
     let zero = cx.scalar(Lit::Int(0), c)?;
     let one = cx.scalar(Lit::Int(1), c)?;
     let half = cx.scalar(Lit::Float(0.5), c)?;
@@ -382,7 +383,7 @@ fn floor_divide_floating(cx: &mut Cx, a: &str, b: &str, c: Dtype) -> Result<Stri
 
 /// Python's remainder (the sign of the divisor), as torch computes it:
 /// C's fmod, plus the divisor where the signs differ.
-fn remainder(cx: &mut Cx) -> Result<()> {
+fn remainder(cx: &mut EmitNode) -> Result<()> {
     binary_in(cx, "self", "other", |cx, xs, ys, c| {
         let r = if c.is_floating() {
             let m = cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]);
@@ -404,7 +405,7 @@ fn remainder(cx: &mut Cx) -> Result<()> {
 
 /// ONNX's integer Mod (`fmod` 0: Python's sign, 1: C's), 0 where the
 /// divisor is -1 ([`safe_divisor`]).
-fn int_mod(cx: &mut Cx, xs: &str, ys: &str, c: Dtype, fmod: i64) -> Result<String> {
+fn int_mod(cx: &mut EmitNode, xs: &str, ys: &str, c: Dtype, fmod: i64) -> Result<String> {
     let Some((safe, is_minus)) = safe_divisor(cx, ys, c)? else {
         return Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", fmod)]));
     };
@@ -413,7 +414,7 @@ fn int_mod(cx: &mut Cx, xs: &str, ys: &str, c: Dtype, fmod: i64) -> Result<Strin
     Ok(cx.node("Where", &[&is_minus, &zero, &m], vec![]))
 }
 
-pub(super) fn fmod(cx: &mut Cx) -> Result<()> {
+pub(super) fn fmod(cx: &mut EmitNode) -> Result<()> {
     binary_in(cx, "self", "other", |cx, xs, ys, c| {
         if c.is_floating() {
             Ok(cx.node("Mod", &[xs, ys], vec![attr_int("fmod", 1)]))
@@ -423,7 +424,7 @@ pub(super) fn fmod(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn pow(cx: &mut Cx) -> Result<()> {
+fn pow(cx: &mut EmitNode) -> Result<()> {
     let x = cx.operand("self")?;
     let e = cx.operand("exponent")?;
     let out = cx.out_dtype(0)?;
@@ -453,7 +454,7 @@ fn pow(cx: &mut Cx) -> Result<()> {
 /// exponent takes one step per bit of its dtype, and a negative one gives
 /// 0, except for bases 1 and -1 (torch's `powi`). A negative constant
 /// exponent is refused, as torch refuses it.
-fn int_pow(cx: &mut Cx, x: &Operand, e: &Operand, out: Dtype) -> Result<()> {
+fn int_pow(cx: &mut EmitNode, x: &Operand, e: &Operand, out: Dtype) -> Result<()> {
     let w = if out == Dtype::Int64 || out == Dtype::Uint64 { out } else { Dtype::Int32 };
     let b = cx.operand_as(x, w)?;
     let r = if let Operand::Lit(l) = e {
@@ -538,7 +539,7 @@ fn int_pow(cx: &mut Cx, x: &Operand, e: &Operand, out: Dtype) -> Result<()> {
     Ok(())
 }
 
-fn compare(cx: &mut Cx, op: &str, negate: bool) -> Result<()> {
+fn compare(cx: &mut EmitNode, op: &str, negate: bool) -> Result<()> {
     let x = cx.operand("self")?;
     let y = cx.operand("other")?;
     let c = cx.compute(promote(&[&x, &y]));
@@ -558,7 +559,7 @@ fn compare(cx: &mut Cx, op: &str, negate: bool) -> Result<()> {
     Ok(())
 }
 
-fn logical(cx: &mut Cx, op: &str) -> Result<()> {
+fn logical(cx: &mut EmitNode, op: &str) -> Result<()> {
     let x = cx.operand("self")?;
     let y = cx.operand("other")?;
     let xs = cx.operand_as(&x, Dtype::Bool)?;
@@ -570,7 +571,7 @@ fn logical(cx: &mut Cx, op: &str) -> Result<()> {
     Ok(())
 }
 
-fn bitwise(cx: &mut Cx, bool_op: &str, int_op: &str) -> Result<()> {
+fn bitwise(cx: &mut EmitNode, bool_op: &str, int_op: &str) -> Result<()> {
     let out = cx.out_dtype(0)?;
     if out == Dtype::Bool {
         return logical(cx, bool_op);
@@ -583,7 +584,7 @@ fn bitwise(cx: &mut Cx, bool_op: &str, int_op: &str) -> Result<()> {
     arith(cx, int_op, "self", "other")
 }
 
-fn where_(cx: &mut Cx) -> Result<()> {
+fn where_(cx: &mut EmitNode) -> Result<()> {
     let cond = cx.operand("condition")?;
     let x = cx.operand("self")?;
     let y = cx.operand("other")?;
@@ -591,7 +592,7 @@ fn where_(cx: &mut Cx) -> Result<()> {
 }
 
 /// self + value * tensor1 * tensor2
-fn addcmul(cx: &mut Cx) -> Result<()> {
+fn addcmul(cx: &mut EmitNode) -> Result<()> {
     let x = cx.operand("self")?;
     let a = cx.operand("tensor1")?;
     let b = cx.operand("tensor2")?;
@@ -615,7 +616,7 @@ fn addcmul(cx: &mut Cx) -> Result<()> {
 }
 
 /// n-th forward difference along `dim`, after prepending/appending.
-fn diff(cx: &mut Cx) -> Result<()> {
+fn diff(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let n = cx.opt_int("n")?.unwrap_or(1);
@@ -654,7 +655,7 @@ fn diff(cx: &mut Cx) -> Result<()> {
 
 // more elementwise
 
-fn erfc(cx: &mut Cx) -> Result<()> {
+fn erfc(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let one = cx.scalar(Lit::Int(1), c)?;
@@ -663,7 +664,7 @@ fn erfc(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn exp2(cx: &mut Cx) -> Result<()> {
+fn exp2(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
         let two = cx.scalar(Lit::Int(2), c)?;
@@ -672,7 +673,7 @@ fn exp2(cx: &mut Cx) -> Result<()> {
 }
 
 /// x - trunc(x)
-fn frac(cx: &mut Cx) -> Result<()> {
+fn frac(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
         let a = cx.node("Abs", &[x], vec![]);
@@ -683,7 +684,7 @@ fn frac(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn nan_to_num(cx: &mut Cx) -> Result<()> {
+fn nan_to_num(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if !meta.dtype.is_floating() {
         return copy_of(cx);
@@ -712,7 +713,7 @@ fn nan_to_num(cx: &mut Cx) -> Result<()> {
 }
 
 /// atan2(y, x) from Atan(y / x) and the quadrant.
-fn atan2(cx: &mut Cx) -> Result<()> {
+fn atan2(cx: &mut EmitNode) -> Result<()> {
     let y = cx.operand("self")?;
     let x = cx.operand("other")?;
     let out = cx.out_dtype(0)?;
@@ -724,7 +725,7 @@ fn atan2(cx: &mut Cx) -> Result<()> {
     // the sign bit, as IEEE atan2 reads it: negative, or a zero whose
     // reciprocal is -inf (-0.0)
     let one = cx.scalar(Lit::Int(1), c)?;
-    let sign_bit = |cx: &mut Cx, v: &str| {
+    let sign_bit = |cx: &mut EmitNode, v: &str| {
         let lt = cx.node("Less", &[v, &zero], vec![]);
         let inv = cx.node("Div", &[&one, v], vec![]);
         let neg_zero = cx.node("Less", &[&inv, &zero], vec![]);
@@ -798,7 +799,7 @@ fn int8_range(d: Dtype) -> Option<(i64, i64)> {
 
 /// A per-tensor parameter as a rank-0 ONNX value of `dtype`: a number as a
 /// constant, a one-element tensor (`.tensor`) cast and reshaped.
-fn qparam(cx: &mut Cx, name: &str, dtype: Dtype) -> Result<String> {
+fn qparam(cx: &mut EmitNode, name: &str, dtype: Dtype) -> Result<String> {
     match cx.operand(name)? {
         Operand::Lit(l) => cx.scalar(l, dtype),
         op => {
@@ -811,7 +812,7 @@ fn qparam(cx: &mut Cx, name: &str, dtype: Dtype) -> Result<String> {
 /// Scale, zero point (absent: none, which is 0) and attributes of a QDQ
 /// node: per tensor, or per channel along `axis` (float32 scales only:
 /// other scales make torch compute in their dtype).
-fn qdq_params(cx: &mut Cx, per_channel: bool, dtype: Dtype) -> Result<(Vec<String>, Vec<onnx_protobuf::AttributeProto>)> {
+fn qdq_params(cx: &mut EmitNode, per_channel: bool, dtype: Dtype) -> Result<(Vec<String>, Vec<onnx_protobuf::AttributeProto>)> {
     let zp = if per_channel { "zero_points" } else { "zero_point" };
     if cx.has(zp) && matches!(cx.operand(zp)?, Operand::Tensor { dtype: d, .. } if d.is_floating()) {
         return Err(Error::unsupported(format!(
@@ -834,7 +835,7 @@ fn qdq_params(cx: &mut Cx, per_channel: bool, dtype: Dtype) -> Result<(Vec<Strin
     let axis = normalize_dim(cx.int("axis")?, rank)? as i64;
     // one scale for every channel: per tensor
     let one = cx.meta("scales")?.sizes.first() == Some(&Sym::Int(1));
-    let fit = |cx: &mut Cx, v: String| if one { cx.reshape_const(&v, &[]) } else { Ok(v) };
+    let fit = |cx: &mut EmitNode, v: String| if one { cx.reshape_const(&v, &[]) } else { Ok(v) };
     let s = cx.input("scales")?;
     let mut params = vec![fit(cx, s)?];
     if cx.opt_input("zero_points")?.is_some() {
@@ -847,7 +848,7 @@ fn qdq_params(cx: &mut Cx, per_channel: bool, dtype: Dtype) -> Result<(Vec<Strin
 /// quantize_per_tensor / quantize_per_channel: QuantizeLinear of the
 /// input as float32, then a Clip where `quant_min`/`quant_max` are
 /// narrower than the dtype's range (torch clamps to them).
-fn quantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
+fn quantize(cx: &mut EmitNode, per_channel: bool) -> Result<()> {
     let dtype = cx.out_dtype(0)?;
     let x = cx.input_as("input", Dtype::Float32)?;
     let (params, attrs) = qdq_params(cx, per_channel, dtype)?;
@@ -865,7 +866,7 @@ fn quantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
 
 /// dequantize_per_tensor / dequantize_per_channel: DequantizeLinear
 /// (`(x - zero_point) * scale` in float32, as torch), cast to `out_dtype`.
-fn dequantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
+fn dequantize(cx: &mut EmitNode, per_channel: bool) -> Result<()> {
     let dtype = cx.dtype("input")?;
     let x = cx.input("input")?;
     let (params, attrs) = qdq_params(cx, per_channel, dtype)?;
@@ -881,105 +882,105 @@ fn dequantize(cx: &mut Cx, per_channel: bool) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.exp.default", |cx| unary(cx, "Exp")),
-    ("aten.log.default", |cx| unary(cx, "Log")),
-    ("aten.sqrt.default", |cx| unary(cx, "Sqrt")),
-    ("aten.neg.default", |cx| unary(cx, "Neg")),
-    ("aten.abs.default", |cx| unary(cx, "Abs")),
-    ("aten.sin.default", |cx| unary(cx, "Sin")),
-    ("aten.cos.default", |cx| unary(cx, "Cos")),
-    ("aten.tan.default", |cx| unary(cx, "Tan")),
-    ("aten.asin.default", |cx| unary(cx, "Asin")),
-    ("aten.acos.default", |cx| unary(cx, "Acos")),
-    ("aten.atan.default", |cx| unary(cx, "Atan")),
-    ("aten.sinh.default", |cx| unary(cx, "Sinh")),
-    ("aten.cosh.default", |cx| unary(cx, "Cosh")),
-    ("aten.erf.default", |cx| unary(cx, "Erf")),
-    ("aten.floor.default", |cx| rounding(cx, "Floor")),
-    ("aten.ceil.default", |cx| rounding(cx, "Ceil")),
-    ("aten.round.default", |cx| rounding(cx, "Round")),
-    ("aten.reciprocal.default", |cx| unary(cx, "Reciprocal")),
-    ("aten.sign.default", sign),
-    ("aten.rsqrt.default", rsqrt),
-    ("aten.square.default", square),
-    ("aten.trunc.default", trunc),
-    ("aten.log2.default", |cx| log_base(cx, std::f64::consts::LN_2)),
-    ("aten.log10.default", |cx| log_base(cx, std::f64::consts::LN_10)),
-    ("aten.log1p.default", log1p),
-    ("aten.expm1.default", expm1),
-    ("aten.clamp.default", clamp),
-    ("aten.clamp.Tensor", clamp_tensor),
-    ("aten.clamp_min.default", clamp),
-    ("aten.clamp_max.default", clamp),
-    ("aten.logical_not.default", logical_not),
-    ("aten.bitwise_not.default", bitwise_not),
-    ("aten.isnan.default", |cx| predicate(cx, "IsNaN")),
-    ("aten.acosh.default", |cx| unary(cx, "Acosh")),
-    ("aten.asinh.default", |cx| unary(cx, "Asinh")),
-    ("aten.atanh.default", |cx| unary(cx, "Atanh")),
-    ("aten.erfc.default", erfc),
-    ("aten.exp2.default", exp2),
-    ("aten.frac.default", frac),
-    ("aten.nan_to_num.default", nan_to_num),
-    ("aten.isinf.default", |cx| predicate(cx, "IsInf")),
-    ("aten.add.Tensor", |cx| add_sub(cx, "Add", false)),
-    ("aten.add.Scalar", |cx| add_sub(cx, "Add", false)),
-    ("aten.sub.Tensor", |cx| add_sub(cx, "Sub", false)),
-    ("aten.sub.Scalar", |cx| add_sub(cx, "Sub", false)),
-    ("aten.rsub.Tensor", |cx| add_sub(cx, "Sub", true)),
-    ("aten.rsub.Scalar", |cx| add_sub(cx, "Sub", true)),
-    ("aten.mul.Tensor", |cx| arith(cx, "Mul", "self", "other")),
-    ("aten.mul.Scalar", |cx| arith(cx, "Mul", "self", "other")),
-    ("aten.div.Tensor", div),
-    ("aten.div.Scalar", div),
-    ("aten.div.Tensor_mode", div),
-    ("aten.div.Scalar_mode", div),
-    ("aten.floor_divide.default", div),
-    ("aten.true_divide.Tensor", div),
-    ("aten.remainder.Tensor", remainder),
-    ("aten.remainder.Scalar", remainder),
-    ("aten.fmod.Tensor", fmod),
-    ("aten.fmod.Scalar", fmod),
-    ("aten.pow.Tensor_Scalar", pow),
-    ("aten.pow.Tensor_Tensor", pow),
-    ("aten.pow.Scalar", pow),
-    ("aten.maximum.default", |cx| arith(cx, "Max", "self", "other")),
-    ("aten.minimum.default", |cx| arith(cx, "Min", "self", "other")),
-    ("aten.eq.Tensor", |cx| compare(cx, "Equal", false)),
-    ("aten.eq.Scalar", |cx| compare(cx, "Equal", false)),
-    ("aten.ne.Tensor", |cx| compare(cx, "Equal", true)),
-    ("aten.ne.Scalar", |cx| compare(cx, "Equal", true)),
-    ("aten.lt.Tensor", |cx| compare(cx, "Less", false)),
-    ("aten.lt.Scalar", |cx| compare(cx, "Less", false)),
-    ("aten.le.Tensor", |cx| compare(cx, "LessOrEqual", false)),
-    ("aten.le.Scalar", |cx| compare(cx, "LessOrEqual", false)),
-    ("aten.gt.Tensor", |cx| compare(cx, "Greater", false)),
-    ("aten.gt.Scalar", |cx| compare(cx, "Greater", false)),
-    ("aten.ge.Tensor", |cx| compare(cx, "GreaterOrEqual", false)),
-    ("aten.ge.Scalar", |cx| compare(cx, "GreaterOrEqual", false)),
-    ("aten.logical_and.default", |cx| logical(cx, "And")),
-    ("aten.logical_or.default", |cx| logical(cx, "Or")),
-    ("aten.logical_xor.default", |cx| logical(cx, "Xor")),
-    ("aten.bitwise_and.Tensor", |cx| bitwise(cx, "And", "BitwiseAnd")),
-    ("aten.bitwise_and.Scalar", |cx| bitwise(cx, "And", "BitwiseAnd")),
-    ("aten.bitwise_or.Tensor", |cx| bitwise(cx, "Or", "BitwiseOr")),
-    ("aten.bitwise_or.Scalar", |cx| bitwise(cx, "Or", "BitwiseOr")),
-    ("aten.bitwise_xor.Tensor", |cx| bitwise(cx, "Xor", "BitwiseXor")),
-    ("aten.bitwise_xor.Scalar", |cx| bitwise(cx, "Xor", "BitwiseXor")),
-    ("aten.__and__.Tensor", |cx| bitwise(cx, "And", "BitwiseAnd")),
-    ("aten.__or__.Tensor", |cx| bitwise(cx, "Or", "BitwiseOr")),
-    ("aten.__xor__.Tensor", |cx| bitwise(cx, "Xor", "BitwiseXor")),
-    ("aten.where.self", where_),
-    ("aten.where.ScalarOther", where_),
-    ("aten.where.ScalarSelf", where_),
-    ("aten.where.Scalar", where_),
-    ("aten.addcmul.default", addcmul),
-    ("aten.atan2.default", atan2),
-    ("aten.diff.default", diff),
-    ("quantized_decomposed.quantize_per_tensor.default", |cx| quantize(cx, false)),
-    ("quantized_decomposed.quantize_per_tensor.tensor", |cx| quantize(cx, false)),
-    ("quantized_decomposed.quantize_per_channel.default", |cx| quantize(cx, true)),
-    ("quantized_decomposed.dequantize_per_tensor.default", |cx| dequantize(cx, false)),
-    ("quantized_decomposed.dequantize_per_tensor.tensor", |cx| dequantize(cx, false)),
-    ("quantized_decomposed.dequantize_per_channel.default", |cx| dequantize(cx, true)),
+    (aten::EXP, |cx| unary(cx, "Exp")),
+    (aten::LOG, |cx| unary(cx, "Log")),
+    (aten::SQRT, |cx| unary(cx, "Sqrt")),
+    (aten::NEG, |cx| unary(cx, "Neg")),
+    (aten::ABS, |cx| unary(cx, "Abs")),
+    (aten::SIN, |cx| unary(cx, "Sin")),
+    (aten::COS, |cx| unary(cx, "Cos")),
+    (aten::TAN, |cx| unary(cx, "Tan")),
+    (aten::ASIN, |cx| unary(cx, "Asin")),
+    (aten::ACOS, |cx| unary(cx, "Acos")),
+    (aten::ATAN, |cx| unary(cx, "Atan")),
+    (aten::SINH, |cx| unary(cx, "Sinh")),
+    (aten::COSH, |cx| unary(cx, "Cosh")),
+    (aten::ERF, |cx| unary(cx, "Erf")),
+    (aten::FLOOR, |cx| rounding(cx, "Floor")),
+    (aten::CEIL, |cx| rounding(cx, "Ceil")),
+    (aten::ROUND, |cx| rounding(cx, "Round")),
+    (aten::RECIPROCAL, |cx| unary(cx, "Reciprocal")),
+    (aten::SIGN, sign),
+    (aten::RSQRT, rsqrt),
+    (aten::SQUARE, square),
+    (aten::TRUNC, trunc),
+    (aten::LOG2, |cx| log_base(cx, std::f64::consts::LN_2)),
+    (aten::LOG10, |cx| log_base(cx, std::f64::consts::LN_10)),
+    (aten::LOG1P, log1p),
+    (aten::EXPM1, expm1),
+    (aten::CLAMP, clamp),
+    (aten::CLAMP_TENSOR, clamp_tensor),
+    (aten::CLAMP_MIN, clamp),
+    (aten::CLAMP_MAX, clamp),
+    (aten::LOGICAL_NOT, logical_not),
+    (aten::BITWISE_NOT, bitwise_not),
+    (aten::ISNAN, |cx| predicate(cx, "IsNaN")),
+    (aten::ACOSH, |cx| unary(cx, "Acosh")),
+    (aten::ASINH, |cx| unary(cx, "Asinh")),
+    (aten::ATANH, |cx| unary(cx, "Atanh")),
+    (aten::ERFC, erfc),
+    (aten::EXP2, exp2),
+    (aten::FRAC, frac),
+    (aten::NAN_TO_NUM, nan_to_num),
+    (aten::ISINF, |cx| predicate(cx, "IsInf")),
+    (aten::ADD_TENSOR, |cx| add_sub(cx, "Add", false)),
+    (aten::ADD_SCALAR, |cx| add_sub(cx, "Add", false)),
+    (aten::SUB_TENSOR, |cx| add_sub(cx, "Sub", false)),
+    (aten::SUB_SCALAR, |cx| add_sub(cx, "Sub", false)),
+    (aten::RSUB_TENSOR, |cx| add_sub(cx, "Sub", true)),
+    (aten::RSUB_SCALAR, |cx| add_sub(cx, "Sub", true)),
+    (aten::MUL_TENSOR, |cx| arith(cx, "Mul", "self", "other")),
+    (aten::MUL_SCALAR, |cx| arith(cx, "Mul", "self", "other")),
+    (aten::DIV_TENSOR, div),
+    (aten::DIV_SCALAR, div),
+    (aten::DIV_TENSOR_MODE, div),
+    (aten::DIV_SCALAR_MODE, div),
+    (aten::FLOOR_DIVIDE, div),
+    (aten::TRUE_DIVIDE_TENSOR, div),
+    (aten::REMAINDER_TENSOR, remainder),
+    (aten::REMAINDER_SCALAR, remainder),
+    (aten::FMOD_TENSOR, fmod),
+    (aten::FMOD_SCALAR, fmod),
+    (aten::POW_TENSOR_SCALAR, pow),
+    (aten::POW_TENSOR_TENSOR, pow),
+    (aten::POW_SCALAR, pow),
+    (aten::MAXIMUM, |cx| arith(cx, "Max", "self", "other")),
+    (aten::MINIMUM, |cx| arith(cx, "Min", "self", "other")),
+    (aten::EQ_TENSOR, |cx| compare(cx, "Equal", false)),
+    (aten::EQ_SCALAR, |cx| compare(cx, "Equal", false)),
+    (aten::NE_TENSOR, |cx| compare(cx, "Equal", true)),
+    (aten::NE_SCALAR, |cx| compare(cx, "Equal", true)),
+    (aten::LT_TENSOR, |cx| compare(cx, "Less", false)),
+    (aten::LT_SCALAR, |cx| compare(cx, "Less", false)),
+    (aten::LE_TENSOR, |cx| compare(cx, "LessOrEqual", false)),
+    (aten::LE_SCALAR, |cx| compare(cx, "LessOrEqual", false)),
+    (aten::GT_TENSOR, |cx| compare(cx, "Greater", false)),
+    (aten::GT_SCALAR, |cx| compare(cx, "Greater", false)),
+    (aten::GE_TENSOR, |cx| compare(cx, "GreaterOrEqual", false)),
+    (aten::GE_SCALAR, |cx| compare(cx, "GreaterOrEqual", false)),
+    (aten::LOGICAL_AND, |cx| logical(cx, "And")),
+    (aten::LOGICAL_OR, |cx| logical(cx, "Or")),
+    (aten::LOGICAL_XOR, |cx| logical(cx, "Xor")),
+    (aten::BITWISE_AND_TENSOR, |cx| bitwise(cx, "And", "BitwiseAnd")),
+    (aten::BITWISE_AND_SCALAR, |cx| bitwise(cx, "And", "BitwiseAnd")),
+    (aten::BITWISE_OR_TENSOR, |cx| bitwise(cx, "Or", "BitwiseOr")),
+    (aten::BITWISE_OR_SCALAR, |cx| bitwise(cx, "Or", "BitwiseOr")),
+    (aten::BITWISE_XOR_TENSOR, |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    (aten::BITWISE_XOR_SCALAR, |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    (aten::__AND___TENSOR, |cx| bitwise(cx, "And", "BitwiseAnd")),
+    (aten::__OR___TENSOR, |cx| bitwise(cx, "Or", "BitwiseOr")),
+    (aten::__XOR___TENSOR, |cx| bitwise(cx, "Xor", "BitwiseXor")),
+    (aten::WHERE_SELF, where_),
+    (aten::WHERE_SCALAROTHER, where_),
+    (aten::WHERE_SCALARSELF, where_),
+    (aten::WHERE_SCALAR, where_),
+    (aten::ADDCMUL, addcmul),
+    (aten::ATAN2, atan2),
+    (aten::DIFF, diff),
+    (quantized_decomposed::QUANTIZE_PER_TENSOR, |cx| quantize(cx, false)),
+    (quantized_decomposed::QUANTIZE_PER_TENSOR_TENSOR, |cx| quantize(cx, false)),
+    (quantized_decomposed::QUANTIZE_PER_CHANNEL, |cx| quantize(cx, true)),
+    (quantized_decomposed::DEQUANTIZE_PER_TENSOR, |cx| dequantize(cx, false)),
+    (quantized_decomposed::DEQUANTIZE_PER_TENSOR_TENSOR, |cx| dequantize(cx, false)),
+    (quantized_decomposed::DEQUANTIZE_PER_CHANNEL, |cx| dequantize(cx, true)),
 ];

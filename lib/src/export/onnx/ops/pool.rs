@@ -1,12 +1,13 @@
 //! Pooling: max, average and adaptive, 1-D to 3-D: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 // pooling
 
 /// A pooling op's spatial rank, kernel and stride (a single value or an
 /// empty stride expanded as torch does).
-fn pool_window(cx: &Cx) -> Result<(usize, Vec<i64>, Vec<i64>)> {
+fn pool_window(cx: &EmitNode) -> Result<(usize, Vec<i64>, Vec<i64>)> {
     let kernel = cx.ints("kernel_size")?;
     let n = if kernel.len() > 1 {
         kernel.len()
@@ -39,7 +40,7 @@ fn pool_window(cx: &Cx) -> Result<(usize, Vec<i64>, Vec<i64>)> {
 /// are symbolic, no padding does it, or `limit` (the declared padding, for
 /// an average that counts padding) would be passed.
 fn ceil_as_pads(
-    cx: &Cx,
+    cx: &EmitNode,
     n: usize,
     (kernel, stride, padding, dilation): (&[i64], &[i64], &[i64], &[i64]),
     limit: bool,
@@ -62,7 +63,7 @@ fn ceil_as_pads(
     Ok(Some(ends))
 }
 
-fn max_pool(cx: &mut Cx) -> Result<()> {
+fn max_pool(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let (n, kernel, stride) = pool_window(cx)?;
@@ -149,7 +150,7 @@ fn max_pool(cx: &mut Cx) -> Result<()> {
 /// where huge values absorb small ones).
 const SEQUENTIAL_WINDOW_MAX: i64 = 256;
 
-fn avg_pool(cx: &mut Cx) -> Result<()> {
+fn avg_pool(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
     let (n, kernel, stride) = pool_window(cx)?;
@@ -217,7 +218,7 @@ struct Window<'a> {
 /// kernel offset is one strided Slice of the zero-padded input, added in
 /// turn.
 fn window_sums(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     (x, meta): (&str, &TensorMeta),
     w: Window,
     (input, output): (&[i64], &[i64]),
@@ -301,7 +302,7 @@ fn window_sums(
 /// last element), divided by its size, the windows concatenated.
 /// `None` where the windows are too many to write one by one.
 fn adaptive_avg_sums(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     x: &str,
     (input, output): (&[i64], &[i64]),
     rank: usize,
@@ -372,7 +373,7 @@ enum Divisor {
 /// torch's last window fits (its sizes are the output's). An AveragePool
 /// over that, times the kernel's size, is then each window's sum.
 fn avg_pool_sums(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     (x, meta): (&str, &TensorMeta),
     (kernel, stride, padding): (&[i64], &[i64], &[i64]),
     divisor: Divisor,
@@ -464,7 +465,7 @@ const ADAPTIVE_MAX: Adaptive = Adaptive {
 /// values of adaptive_max_pool convert: ONNX has no indices for windows of
 /// unequal sizes, so a node whose indices are read is declined
 /// (`DECLINES`) and lowered through its decomposition rule.
-fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
+fn adaptive_pool(cx: &mut EmitNode, ops: &Adaptive) -> Result<()> {
     if cx.out_count() > 1 && cx.out_used(1) {
         return Err(Error::internal(format!(
             "{}: the indices output is read, and the emitter converts only the values",
@@ -507,7 +508,7 @@ fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
             // symbolic sizes pooled to other than 1: its error
             Err(_) => Some(last_static(&meta.sizes, n, "adaptive pooling")?),
         };
-        let pool = |cx: &mut Cx, v: &str| -> String {
+        let pool = |cx: &mut EmitNode, v: &str| -> String {
             match &input {
                 None => cx.node(ops.global, &[v], vec![]),
                 Some(_) if output.iter().all(|o| *o == 1) => cx.node(ops.global, &[v], vec![]),
@@ -546,7 +547,7 @@ fn adaptive_pool(cx: &mut Cx, ops: &Adaptive) -> Result<()> {
 /// one at a time, each window a Slice and a keepdims reduction, the
 /// windows concatenated.
 fn adaptive_windows(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     x: &str,
     (input, output): (&[i64], &[i64]),
     reduce: &str,
@@ -576,20 +577,20 @@ fn adaptive_windows(
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.max_pool1d.default", max_pool),
-    ("aten.max_pool2d.default", max_pool),
-    ("aten.max_pool3d.default", max_pool),
-    ("aten.max_pool2d_with_indices.default", max_pool),
-    ("aten.max_pool3d_with_indices.default", max_pool),
-    ("aten.avg_pool1d.default", avg_pool),
-    ("aten.avg_pool2d.default", avg_pool),
-    ("aten.avg_pool3d.default", avg_pool),
-    ("aten.adaptive_avg_pool1d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
-    ("aten.adaptive_avg_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
-    ("aten._adaptive_avg_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
-    ("aten.adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
-    ("aten._adaptive_avg_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
-    ("aten.adaptive_max_pool1d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
-    ("aten.adaptive_max_pool2d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
-    ("aten.adaptive_max_pool3d.default", |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
+    (aten::MAX_POOL1D, max_pool),
+    (aten::MAX_POOL2D, max_pool),
+    (aten::MAX_POOL3D, max_pool),
+    (aten::MAX_POOL2D_WITH_INDICES, max_pool),
+    (aten::MAX_POOL3D_WITH_INDICES, max_pool),
+    (aten::AVG_POOL1D, avg_pool),
+    (aten::AVG_POOL2D, avg_pool),
+    (aten::AVG_POOL3D, avg_pool),
+    (aten::ADAPTIVE_AVG_POOL1D, |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    (aten::ADAPTIVE_AVG_POOL2D, |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    (aten::_ADAPTIVE_AVG_POOL2D, |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    (aten::ADAPTIVE_AVG_POOL3D, |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    (aten::_ADAPTIVE_AVG_POOL3D, |cx| adaptive_pool(cx, &ADAPTIVE_AVG)),
+    (aten::ADAPTIVE_MAX_POOL1D, |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
+    (aten::ADAPTIVE_MAX_POOL2D, |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
+    (aten::ADAPTIVE_MAX_POOL3D, |cx| adaptive_pool(cx, &ADAPTIVE_MAX)),
 ];

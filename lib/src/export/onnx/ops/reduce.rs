@@ -1,8 +1,9 @@
 //! Reductions (sum, mean, amax, argmax, var, prod, cumsum, sort, topk, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
+fn reduce(cx: &mut EmitNode, op: &str, dim_arg: Option<&str>) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dims = reduce_dims(cx, dim_arg, rank)?;
@@ -39,7 +40,7 @@ fn reduce(cx: &mut Cx, op: &str, dim_arg: Option<&str>) -> Result<()> {
 /// `r` (a max or min of `x` over `axes`) with NaN wherever the reduced
 /// line holds one, as torch's max and min propagate it (ONNX Runtime's
 /// ReduceMax and ReduceMin skip NaN).
-fn nan_where_any(cx: &mut Cx, x: &str, r: &str, c: Dtype, axes: &[i64], keepdim: bool) -> Result<String> {
+fn nan_where_any(cx: &mut EmitNode, x: &str, r: &str, c: Dtype, axes: &[i64], keepdim: bool) -> Result<String> {
     let isnan = cx.node("IsNaN", &[x], vec![]);
     let flag = cx.cast(&isnan, Dtype::Bool, Dtype::Float32)?;
     let any = cx.reduce("ReduceMax", &flag, Some(axes), keepdim);
@@ -52,7 +53,7 @@ fn nan_where_any(cx: &mut Cx, x: &str, r: &str, c: Dtype, axes: &[i64], keepdim:
 /// An int64 sum that ONNX Runtime computes exactly (its ReduceSum of
 /// int64 goes through float64 and rounds past 2^53): a running sum along
 /// each axis in turn, its last element kept.
-fn exact_int_sum(cx: &mut Cx, x: &str, axes: &[i64], keepdim: bool) -> String {
+fn exact_int_sum(cx: &mut EmitNode, x: &str, axes: &[i64], keepdim: bool) -> String {
     let mut v = x.to_string();
     let (start, end) = (cx.const_i64s(&[-1]), cx.const_i64s(&[i64::MAX]));
     for &a in axes {
@@ -72,7 +73,7 @@ fn exact_int_sum(cx: &mut Cx, x: &str, axes: &[i64], keepdim: bool) -> String {
 /// of int64 rounds through float64 past 2^53): over each static axis the
 /// line padded with ones to a power of two and halved, the halves
 /// multiplied (wrapping, as torch's); a symbolic axis takes ReduceProd.
-fn exact_int_prod(cx: &mut Cx, x: &str, axes: &[i64], sizes: &[Sym], keepdim: bool) -> Result<String> {
+fn exact_int_prod(cx: &mut EmitNode, x: &str, axes: &[i64], sizes: &[Sym], keepdim: bool) -> Result<String> {
     let mut v = x.to_string();
     for &a in axes {
         let Some(mut n) = sizes[a as usize].as_int() else {
@@ -113,7 +114,7 @@ const HALF_PROD_MAX: i64 = 1024;
 /// product that overflows or underflows there stays inf or 0, whatever
 /// follows): the line's elements sliced out and multiplied in turn, in
 /// `c` and rounded to `half` after each.
-fn half_prod(cx: &mut Cx, x: &str, (axes, sizes, keepdim): (&[i64], &[Sym], bool), (c, half): (Dtype, Dtype)) -> Result<String> {
+fn half_prod(cx: &mut EmitNode, x: &str, (axes, sizes, keepdim): (&[i64], &[Sym], bool), (c, half): (Dtype, Dtype)) -> Result<String> {
     let static_sizes: Option<Vec<i64>> = sizes.iter().map(Sym::as_int).collect();
     let Some(dims) = static_sizes else {
         return Err(Error::unsupported(format!(
@@ -162,7 +163,7 @@ fn half_prod(cx: &mut Cx, x: &str, (axes, sizes, keepdim): (&[i64], &[Sym], bool
 }
 
 /// any/all: a max/min over the values as 0/1.
-fn any_all(cx: &mut Cx, op: &str) -> Result<()> {
+fn any_all(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dims = match cx.node.arg("dim") {
@@ -185,7 +186,7 @@ fn any_all(cx: &mut Cx, op: &str) -> Result<()> {
 }
 
 /// var/std with Bessel's `correction`: sum((x - mean)²) / (N - correction).
-fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
+fn var_std(cx: &mut EmitNode, sqrt: bool) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dims = reduce_dims(cx, Some("dim"), rank)?;
@@ -228,7 +229,7 @@ fn var_std(cx: &mut Cx, sqrt: bool) -> Result<()> {
     })
 }
 
-fn max_min_dim(cx: &mut Cx, reduce_op: &str, arg_op: &str) -> Result<()> {
+fn max_min_dim(cx: &mut EmitNode, reduce_op: &str, arg_op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
@@ -254,7 +255,7 @@ fn max_min_dim(cx: &mut Cx, reduce_op: &str, arg_op: &str) -> Result<()> {
 /// ArgMax or ArgMin along `axis` as torch gives it: the first NaN's place
 /// where the line holds one (ONNX Runtime's skip NaN), else the first
 /// extreme's.
-fn arg_node(cx: &mut Cx, op: &str, x: &str, c: Dtype, axis: i64, keepdim: bool) -> Result<String> {
+fn arg_node(cx: &mut EmitNode, op: &str, x: &str, c: Dtype, axis: i64, keepdim: bool) -> Result<String> {
     let attrs = || vec![attr_int("axis", axis), attr_int("keepdims", keepdim as i64)];
     let i = cx.node(op, &[x], attrs());
     if !c.is_floating() {
@@ -269,7 +270,7 @@ fn arg_node(cx: &mut Cx, op: &str, x: &str, c: Dtype, axis: i64, keepdim: bool) 
     Ok(cx.node("Where", &[&has, &first_nan, &i], vec![]))
 }
 
-fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
+fn arg_max_min(cx: &mut EmitNode, op: &str) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let keepdim = cx.opt_bool("keepdim")?.unwrap_or(false);
@@ -291,7 +292,7 @@ fn arg_max_min(cx: &mut Cx, op: &str) -> Result<()> {
     Ok(())
 }
 
-fn cumsum(cx: &mut Cx) -> Result<()> {
+fn cumsum(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let dim = normalize_dim(cx.int("dim")?, meta.sizes.len())? as i64;
     elementwise(cx, &x, meta.dtype, |cx, x, _| {
@@ -300,7 +301,7 @@ fn cumsum(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn topk(cx: &mut Cx) -> Result<()> {
+fn topk(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(-1), rank)? as i64;
@@ -317,7 +318,7 @@ fn topk(cx: &mut Cx) -> Result<()> {
 }
 
 fn topk_node(
-    cx: &mut Cx,
+    cx: &mut EmitNode,
     x: &str,
     from: Dtype,
     k: &str,
@@ -345,7 +346,7 @@ fn topk_node(
 }
 
 /// sort as a TopK over the whole dim (ties may order differently).
-fn sort(cx: &mut Cx) -> Result<()> {
+fn sort(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(-1), rank)? as i64;
@@ -374,33 +375,33 @@ fn sort(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.sum.default", |cx| reduce(cx, "ReduceSum", None)),
-    ("aten.sum.dim_IntList", |cx| reduce(cx, "ReduceSum", Some("dim"))),
-    ("aten.mean.default", |cx| reduce(cx, "ReduceMean", None)),
-    ("aten.mean.dim", |cx| reduce(cx, "ReduceMean", Some("dim"))),
-    ("aten.prod.default", |cx| reduce(cx, "ReduceProd", None)),
-    ("aten.prod.dim_int", |cx| reduce(cx, "ReduceProd", Some("dim"))),
-    ("aten.amax.default", |cx| reduce(cx, "ReduceMax", Some("dim"))),
-    ("aten.amin.default", |cx| reduce(cx, "ReduceMin", Some("dim"))),
-    ("aten.max.default", |cx| reduce(cx, "ReduceMax", None)),
-    ("aten.min.default", |cx| reduce(cx, "ReduceMin", None)),
-    ("aten.logsumexp.default", |cx| reduce(cx, "ReduceLogSumExp", Some("dim"))),
-    ("aten.any.default", |cx| any_all(cx, "ReduceMax")),
-    ("aten.any.dim", |cx| any_all(cx, "ReduceMax")),
-    ("aten.any.dims", |cx| any_all(cx, "ReduceMax")),
-    ("aten.all.default", |cx| any_all(cx, "ReduceMin")),
-    ("aten.all.dim", |cx| any_all(cx, "ReduceMin")),
-    ("aten.all.dims", |cx| any_all(cx, "ReduceMin")),
-    ("aten.var.correction", |cx| var_std(cx, false)),
-    ("aten.std.correction", |cx| var_std(cx, true)),
-    ("aten.var.dim", |cx| var_std(cx, false)),
-    ("aten.std.dim", |cx| var_std(cx, true)),
-    ("aten.max.dim", |cx| max_min_dim(cx, "ReduceMax", "ArgMax")),
-    ("aten.min.dim", |cx| max_min_dim(cx, "ReduceMin", "ArgMin")),
-    ("aten.argmax.default", |cx| arg_max_min(cx, "ArgMax")),
-    ("aten.argmin.default", |cx| arg_max_min(cx, "ArgMin")),
-    ("aten.cumsum.default", cumsum),
-    ("aten.topk.default", topk),
-    ("aten.sort.default", sort),
-    ("aten.argsort.default", sort),
+    (aten::SUM, |cx| reduce(cx, "ReduceSum", None)),
+    (aten::SUM_DIM_INTLIST, |cx| reduce(cx, "ReduceSum", Some("dim"))),
+    (aten::MEAN, |cx| reduce(cx, "ReduceMean", None)),
+    (aten::MEAN_DIM, |cx| reduce(cx, "ReduceMean", Some("dim"))),
+    (aten::PROD, |cx| reduce(cx, "ReduceProd", None)),
+    (aten::PROD_DIM_INT, |cx| reduce(cx, "ReduceProd", Some("dim"))),
+    (aten::AMAX, |cx| reduce(cx, "ReduceMax", Some("dim"))),
+    (aten::AMIN, |cx| reduce(cx, "ReduceMin", Some("dim"))),
+    (aten::MAX, |cx| reduce(cx, "ReduceMax", None)),
+    (aten::MIN, |cx| reduce(cx, "ReduceMin", None)),
+    (aten::LOGSUMEXP, |cx| reduce(cx, "ReduceLogSumExp", Some("dim"))),
+    (aten::ANY, |cx| any_all(cx, "ReduceMax")),
+    (aten::ANY_DIM, |cx| any_all(cx, "ReduceMax")),
+    (aten::ANY_DIMS, |cx| any_all(cx, "ReduceMax")),
+    (aten::ALL, |cx| any_all(cx, "ReduceMin")),
+    (aten::ALL_DIM, |cx| any_all(cx, "ReduceMin")),
+    (aten::ALL_DIMS, |cx| any_all(cx, "ReduceMin")),
+    (aten::VAR_CORRECTION, |cx| var_std(cx, false)),
+    (aten::STD_CORRECTION, |cx| var_std(cx, true)),
+    (aten::VAR_DIM, |cx| var_std(cx, false)),
+    (aten::STD_DIM, |cx| var_std(cx, true)),
+    (aten::MAX_DIM, |cx| max_min_dim(cx, "ReduceMax", "ArgMax")),
+    (aten::MIN_DIM, |cx| max_min_dim(cx, "ReduceMin", "ArgMin")),
+    (aten::ARGMAX, |cx| arg_max_min(cx, "ArgMax")),
+    (aten::ARGMIN, |cx| arg_max_min(cx, "ArgMin")),
+    (aten::CUMSUM, cumsum),
+    (aten::TOPK, topk),
+    (aten::SORT, sort),
+    (aten::ARGSORT, sort),
 ];

@@ -1,8 +1,9 @@
 //! Resampling: upsampling, interpolation and grid sampling: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
-fn grid_sample(cx: &mut Cx) -> Result<()> {
+fn grid_sample(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let xd = cx.dtype("input")?;
     let grid = cx.input("grid")?;
@@ -60,7 +61,7 @@ fn source_ratio(n_in: i64, n_out: i64, scale: Option<f64>) -> f64 {
 /// or of its two taps, weighted and added (linear: a weight of 0 times an
 /// infinity is NaN there, where ONNX's Resize skips the tap). `None`
 /// where the sizes are symbolic or the mode is cubic.
-fn upsample_gather(cx: &mut Cx, x: &str, meta: &TensorMeta) -> Result<Option<String>> {
+fn upsample_gather(cx: &mut EmitNode, x: &str, meta: &TensorMeta) -> Result<Option<String>> {
     let name = cx.node.target.name.clone();
     if name.contains("bicubic") {
         return Ok(None);
@@ -141,7 +142,7 @@ fn upsample_gather(cx: &mut Cx, x: &str, meta: &TensorMeta) -> Result<Option<Str
         // weights [n_out, 1, ..., 1], broadcasting over the dims after d
         let mut wshape = vec![n_out];
         wshape.extend(std::iter::repeat_n(1, rank - d as usize - 1));
-        let weights = |cx: &mut Cx, w: &[f64]| -> Result<String> {
+        let weights = |cx: &mut EmitNode, w: &[f64]| -> Result<String> {
             let (dt, raw): (Dtype, Vec<u8>) = if c == Dtype::Float64 {
                 (c, w.iter().flat_map(|v| v.to_le_bytes()).collect())
             } else {
@@ -165,7 +166,7 @@ fn upsample_gather(cx: &mut Cx, x: &str, meta: &TensorMeta) -> Result<Option<Str
 /// ([`upsample_gather`]); otherwise Resize to the recorded output sizes,
 /// or by the given scale factors (torch maps coordinates with the scale
 /// when it is given).
-fn resize(cx: &mut Cx) -> Result<()> {
+fn resize(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if let Some(y) = upsample_gather(cx, &x, meta)? {
         cx.set(0, y);
@@ -252,26 +253,26 @@ fn resize(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.grid_sampler_2d.default", grid_sample),
-    ("aten.grid_sampler.default", grid_sample),
-    ("aten.upsample_nearest1d.default", resize),
-    ("aten.upsample_nearest2d.default", resize),
-    ("aten.upsample_nearest3d.default", resize),
-    ("aten.upsample_nearest1d.vec", resize),
-    ("aten.upsample_nearest2d.vec", resize),
-    ("aten.upsample_nearest3d.vec", resize),
-    ("aten.upsample_linear1d.default", resize),
-    ("aten.upsample_bilinear2d.default", resize),
-    ("aten.upsample_trilinear3d.default", resize),
-    ("aten.upsample_linear1d.vec", resize),
-    ("aten.upsample_bilinear2d.vec", resize),
-    ("aten.upsample_trilinear3d.vec", resize),
-    ("aten.upsample_bicubic2d.default", resize),
-    ("aten.upsample_bicubic2d.vec", resize),
-    ("aten._upsample_nearest_exact1d.default", resize),
-    ("aten._upsample_nearest_exact2d.default", resize),
-    ("aten._upsample_nearest_exact3d.default", resize),
-    ("aten._upsample_nearest_exact1d.vec", resize),
-    ("aten._upsample_nearest_exact2d.vec", resize),
-    ("aten._upsample_nearest_exact3d.vec", resize),
+    (aten::GRID_SAMPLER_2D, grid_sample),
+    (aten::GRID_SAMPLER, grid_sample),
+    (aten::UPSAMPLE_NEAREST1D, resize),
+    (aten::UPSAMPLE_NEAREST2D, resize),
+    (aten::UPSAMPLE_NEAREST3D, resize),
+    (aten::UPSAMPLE_NEAREST1D_VEC, resize),
+    (aten::UPSAMPLE_NEAREST2D_VEC, resize),
+    (aten::UPSAMPLE_NEAREST3D_VEC, resize),
+    (aten::UPSAMPLE_LINEAR1D, resize),
+    (aten::UPSAMPLE_BILINEAR2D, resize),
+    (aten::UPSAMPLE_TRILINEAR3D, resize),
+    (aten::UPSAMPLE_LINEAR1D_VEC, resize),
+    (aten::UPSAMPLE_BILINEAR2D_VEC, resize),
+    (aten::UPSAMPLE_TRILINEAR3D_VEC, resize),
+    (aten::UPSAMPLE_BICUBIC2D, resize),
+    (aten::UPSAMPLE_BICUBIC2D_VEC, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT1D_VEC, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT2D_VEC, resize),
+    (aten::_UPSAMPLE_NEAREST_EXACT3D_VEC, resize),
 ];

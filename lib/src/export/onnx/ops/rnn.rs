@@ -1,5 +1,6 @@
 //! Recurrent layers (LSTM, GRU, RNN) and their cells: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// Whether an `aten.lstm.input` node's weights are other than the plain
@@ -19,7 +20,7 @@ pub(super) fn lstm_unplain(n: &crate::ir::Node) -> bool {
 
 /// torch's LSTM as one ONNX LSTM per layer. torch orders the gates
 /// (input, forget, cell, output), ONNX (input, output, forget, cell).
-fn lstm(cx: &mut Cx) -> Result<()> {
+fn lstm(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("input")?;
     let xm = cx.meta("input")?;
     let hx = cx.tensors("hx")?;
@@ -56,7 +57,7 @@ fn lstm(cx: &mut Cx) -> Result<()> {
         state.push(if unbatched { cx.unsqueeze(&s, &[1]) } else { s });
     }
     let gate_sizes = cx.const_i64s(&[hidden; 4]);
-    let reorder = |cx: &mut Cx, w: &str, d: Dtype| -> Result<String> {
+    let reorder = |cx: &mut EmitNode, w: &str, d: Dtype| -> Result<String> {
         let w = cx.cast(w, d, c)?;
         let g = cx.node_n("Split", &[&w, &gate_sizes], vec![attr_int("axis", 0)], 4);
         Ok(cx.concat(&[g[0].clone(), g[3].clone(), g[1].clone(), g[2].clone()], 0))
@@ -135,5 +136,5 @@ fn lstm(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.lstm.input", lstm),
+    (aten::LSTM_INPUT, lstm),
 ];

@@ -1,10 +1,11 @@
 //! Shape ops that make new tensors (cat, split, flip, repeat, pad, ...) and views by shape (view, permute, expand, ...): the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 /// `as_strided` with static shapes: the elements it reads, found from the
 /// input's recorded storage layout, become one constant Gather.
-fn as_strided(cx: &mut Cx) -> Result<()> {
+fn as_strided(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let in_sizes = meta
         .static_sizes()
@@ -38,7 +39,7 @@ fn as_strided(cx: &mut Cx) -> Result<()> {
 /// `diagonal(offset, dim1, dim2)`: the diagonal as a strided view of the
 /// (logically contiguous) input, gathered from its flat form; the
 /// diagonal's dim goes last, as in torch.
-fn diagonal(cx: &mut Cx) -> Result<()> {
+fn diagonal(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let sizes = meta
         .static_sizes()
@@ -88,7 +89,7 @@ fn diagonal(cx: &mut Cx) -> Result<()> {
 
 // shape and layout
 
-fn reshape(cx: &mut Cx, arg: &str) -> Result<()> {
+fn reshape(cx: &mut EmitNode, arg: &str) -> Result<()> {
     let (x, _) = first(cx)?;
     let zero = matches!(cx.arg(arg)?, Argument::Ints(v) if v.contains(&0))
         || matches!(cx.arg(arg)?, Argument::SymInts(v) if v.contains(&SymRef::Int(0)));
@@ -103,7 +104,7 @@ fn reshape(cx: &mut Cx, arg: &str) -> Result<()> {
     Ok(())
 }
 
-fn view_as(cx: &mut Cx) -> Result<()> {
+fn view_as(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let other = cx.input("other")?;
     let shape = cx.shape(&other);
@@ -113,7 +114,7 @@ fn view_as(cx: &mut Cx) -> Result<()> {
 }
 
 /// Reshapes to the output's recorded sizes (flatten, unflatten).
-fn reshape_to_output(cx: &mut Cx) -> Result<()> {
+fn reshape_to_output(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let sizes = cx.out_meta(0)?.sizes.clone();
     if sizes == meta.sizes {
@@ -125,7 +126,7 @@ fn reshape_to_output(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn permute(cx: &mut Cx) -> Result<()> {
+fn permute(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let perm: Vec<i64> = cx
@@ -142,7 +143,7 @@ fn permute(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn transpose(cx: &mut Cx) -> Result<()> {
+fn transpose(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let (a, b) = if cx.node.target.name == "transpose" {
@@ -171,7 +172,7 @@ fn transpose(cx: &mut Cx) -> Result<()> {
 }
 
 /// torch squeezes only dims of size 1; the recorded sizes say which.
-fn squeeze(cx: &mut Cx) -> Result<()> {
+fn squeeze(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let candidates: Vec<i64> = match cx.node.arg("dim") {
@@ -195,7 +196,7 @@ fn squeeze(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn unsqueeze(cx: &mut Cx) -> Result<()> {
+fn unsqueeze(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let dim = cx.int("dim")?;
     let dim = if dim < 0 {
@@ -209,7 +210,7 @@ fn unsqueeze(cx: &mut Cx) -> Result<()> {
 }
 
 /// Expand with torch's -1 (keep) as ONNX's broadcasting 1.
-fn expand(cx: &mut Cx) -> Result<()> {
+fn expand(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let out = cx.out_meta(0)?;
     if out.sizes == meta.sizes {
@@ -244,7 +245,7 @@ fn expand(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn expand_as(cx: &mut Cx) -> Result<()> {
+fn expand_as(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let other = cx.input("other")?;
     let shape = cx.shape(&other);
@@ -253,7 +254,7 @@ fn expand_as(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn repeat(cx: &mut Cx) -> Result<()> {
+fn repeat(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let reps = match cx.arg("repeats")? {
         Argument::Ints(v) => v.iter().map(|r| SymRef::Int(*r)).collect::<Vec<_>>(),
@@ -273,7 +274,7 @@ fn repeat(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn cat(cx: &mut Cx) -> Result<()> {
+fn cat(cx: &mut EmitNode) -> Result<()> {
     let tensors = cx.tensors("tensors")?;
     let out = cx.out_meta(0)?;
     let rank = out.sizes.len();
@@ -295,7 +296,7 @@ fn cat(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn stack(cx: &mut Cx) -> Result<()> {
+fn stack(cx: &mut EmitNode) -> Result<()> {
     let tensors = cx.tensors("tensors")?;
     let out = cx.out_meta(0)?;
     let rank = out.sizes.len();
@@ -312,7 +313,7 @@ fn stack(cx: &mut Cx) -> Result<()> {
 
 /// split / split_with_sizes / chunk / unbind: one Split with the output
 /// sizes the graph recorded.
-fn split(cx: &mut Cx) -> Result<()> {
+fn split(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let unbind = cx.node.target.name == "unbind";
@@ -343,7 +344,7 @@ fn split(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn slice(cx: &mut Cx) -> Result<()> {
+fn slice(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.opt_int("dim")?.unwrap_or(0), rank)? as i64;
@@ -371,7 +372,7 @@ fn slice(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn select(cx: &mut Cx) -> Result<()> {
+fn select(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
@@ -387,7 +388,7 @@ fn select(cx: &mut Cx) -> Result<()> {
 }
 
 /// torch pads from the last dim backwards in (before, after) pairs.
-fn pad(cx: &mut Cx) -> Result<()> {
+fn pad(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let name = if cx.has("pad") { "pad" } else { "padding" };
@@ -435,7 +436,7 @@ fn pad(cx: &mut Cx) -> Result<()> {
     })
 }
 
-fn flip(cx: &mut Cx) -> Result<()> {
+fn flip(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let dims: Vec<i64> = cx
@@ -457,7 +458,7 @@ fn flip(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn pixel_shuffle(cx: &mut Cx) -> Result<()> {
+fn pixel_shuffle(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     if meta.sizes.len() != 4 {
         return Err(Error::unsupported(
@@ -476,7 +477,7 @@ fn pixel_shuffle(cx: &mut Cx) -> Result<()> {
 
 // more indexing and creation
 
-fn roll(cx: &mut Cx) -> Result<()> {
+fn roll(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let rank = meta.sizes.len();
     let shifts = cx.ints("shifts")?;
@@ -527,44 +528,44 @@ fn roll(cx: &mut Cx) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.as_strided.default", as_strided),
-    ("aten.diagonal.default", diagonal),
-    ("aten.pixel_shuffle.default", pixel_shuffle),
-    ("aten.view.default", |cx| reshape(cx, "size")),
-    ("aten._unsafe_view.default", |cx| reshape(cx, "size")),
-    ("aten.reshape.default", |cx| reshape(cx, "shape")),
-    ("aten.view_as.default", view_as),
-    ("aten.flatten.using_ints", reshape_to_output),
-    ("aten.unflatten.int", reshape_to_output),
-    ("aten.permute.default", permute),
-    ("aten.transpose.int", transpose),
-    ("aten.t.default", transpose),
-    ("aten.numpy_T.default", transpose),
-    ("aten.squeeze.default", squeeze),
-    ("aten.squeeze.dim", squeeze),
-    ("aten.squeeze.dims", squeeze),
-    ("aten.unsqueeze.default", unsqueeze),
-    ("aten.expand.default", expand),
-    ("aten.expand_as.default", expand_as),
-    ("aten.repeat.default", repeat),
-    ("aten.cat.default", cat),
-    ("aten.concat.default", cat),
-    ("aten.stack.default", stack),
-    ("aten.split.Tensor", split),
-    ("aten.split_with_sizes.default", split),
-    ("aten.chunk.default", split),
-    ("aten.unbind.int", split),
-    ("aten.slice.Tensor", slice),
-    ("aten.narrow.default", slice),
-    ("aten.select.int", select),
-    ("aten.constant_pad_nd.default", pad),
-    ("aten.reflection_pad1d.default", pad),
-    ("aten.reflection_pad2d.default", pad),
-    ("aten.reflection_pad3d.default", pad),
-    ("aten.replication_pad1d.default", pad),
-    ("aten.replication_pad2d.default", pad),
-    ("aten.replication_pad3d.default", pad),
-    ("aten.roll.default", roll),
-    ("aten.pad.default", pad),
-    ("aten.flip.default", flip),
+    (aten::AS_STRIDED, as_strided),
+    (aten::DIAGONAL, diagonal),
+    (aten::PIXEL_SHUFFLE, pixel_shuffle),
+    (aten::VIEW, |cx| reshape(cx, "size")),
+    (aten::_UNSAFE_VIEW, |cx| reshape(cx, "size")),
+    (aten::RESHAPE, |cx| reshape(cx, "shape")),
+    (aten::VIEW_AS, view_as),
+    (aten::FLATTEN_USING_INTS, reshape_to_output),
+    (aten::UNFLATTEN_INT, reshape_to_output),
+    (aten::PERMUTE, permute),
+    (aten::TRANSPOSE_INT, transpose),
+    (aten::T, transpose),
+    (aten::NUMPY_T, transpose),
+    (aten::SQUEEZE, squeeze),
+    (aten::SQUEEZE_DIM, squeeze),
+    (aten::SQUEEZE_DIMS, squeeze),
+    (aten::UNSQUEEZE, unsqueeze),
+    (aten::EXPAND, expand),
+    (aten::EXPAND_AS, expand_as),
+    (aten::REPEAT, repeat),
+    (aten::CAT, cat),
+    (aten::CONCAT, cat),
+    (aten::STACK, stack),
+    (aten::SPLIT_TENSOR, split),
+    (aten::SPLIT_WITH_SIZES, split),
+    (aten::CHUNK, split),
+    (aten::UNBIND_INT, split),
+    (aten::SLICE_TENSOR, slice),
+    (aten::NARROW, slice),
+    (aten::SELECT_INT, select),
+    (aten::CONSTANT_PAD_ND, pad),
+    (aten::REFLECTION_PAD1D, pad),
+    (aten::REFLECTION_PAD2D, pad),
+    (aten::REFLECTION_PAD3D, pad),
+    (aten::REPLICATION_PAD1D, pad),
+    (aten::REPLICATION_PAD2D, pad),
+    (aten::REPLICATION_PAD3D, pad),
+    (aten::ROLL, roll),
+    (aten::PAD, pad),
+    (aten::FLIP, flip),
 ];

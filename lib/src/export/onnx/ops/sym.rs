@@ -1,10 +1,11 @@
 //! Symbolic scalars: sym_size, Python operators on SymInts, asserts: the ONNX emitters.
 
+use crate::ir::op::aten;
 use super::*;
 
 // symbolic scalars (rank-0 ONNX values: int64, double, bool)
 
-fn sym_size(cx: &mut Cx) -> Result<()> {
+fn sym_size(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let rank = cx.rank("self")?;
     let dim = normalize_dim(cx.int("dim")?, rank)? as i64;
@@ -15,7 +16,7 @@ fn sym_size(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn sym_numel(cx: &mut Cx) -> Result<()> {
+fn sym_numel(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let y = cx.node("Size", &[&x], vec![]);
     cx.set(0, y);
@@ -24,7 +25,7 @@ fn sym_numel(cx: &mut Cx) -> Result<()> {
 
 /// Strides and storage offsets have no ONNX meaning: only their recorded
 /// constant values convert.
-fn sym_constant(cx: &mut Cx) -> Result<()> {
+fn sym_constant(cx: &mut EmitNode) -> Result<()> {
     match cx.out_kind(0)? {
         ValueKind::SymInt(Sym::Int(k)) => {
             let y = cx.const_i64(*k);
@@ -37,7 +38,7 @@ fn sym_constant(cx: &mut Cx) -> Result<()> {
     }
 }
 
-fn item(cx: &mut Cx) -> Result<()> {
+fn item(cx: &mut EmitNode) -> Result<()> {
     let (x, meta) = first(cx)?;
     let out = cx.out_dtype(0)?;
     let s = cx.reshape_const(&x, &[])?;
@@ -47,7 +48,7 @@ fn item(cx: &mut Cx) -> Result<()> {
 }
 
 /// The positional operands of a Python function on symbolic scalars.
-fn sym_operands(cx: &Cx) -> Result<Vec<Operand>> {
+fn sym_operands(cx: &EmitNode) -> Result<Vec<Operand>> {
     cx.node
         .inputs
         .iter()
@@ -64,7 +65,7 @@ fn sym_dtype(op: &Operand) -> Dtype {
     }
 }
 
-fn sym_binary(cx: &mut Cx, op: &str) -> Result<()> {
+fn sym_binary(cx: &mut EmitNode, op: &str) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a, b] = ops.as_slice() else {
         return Err(Error::bad_input(format!("{op} takes two operands")));
@@ -92,7 +93,7 @@ fn promote_sym(a: &Operand, b: &Operand) -> Dtype {
     }
 }
 
-fn sym_compare(cx: &mut Cx, op: &str, negate: bool) -> Result<()> {
+fn sym_compare(cx: &mut EmitNode, op: &str, negate: bool) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a, b] = ops.as_slice() else {
         return Err(Error::bad_input(format!("{op} takes two operands")));
@@ -112,7 +113,7 @@ fn sym_compare(cx: &mut Cx, op: &str, negate: bool) -> Result<()> {
 }
 
 /// Python floor division of integers (sizes may be negative in general).
-fn sym_floordiv(cx: &mut Cx) -> Result<()> {
+fn sym_floordiv(cx: &mut EmitNode) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a, b] = ops.as_slice() else {
         return Err(Error::bad_input("floordiv takes two operands"));
@@ -136,7 +137,7 @@ fn sym_floordiv(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn sym_mod(cx: &mut Cx) -> Result<()> {
+fn sym_mod(cx: &mut EmitNode) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a, b] = ops.as_slice() else {
         return Err(Error::bad_input("mod takes two operands"));
@@ -157,7 +158,7 @@ fn sym_mod(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn sym_unary(cx: &mut Cx, op: &str) -> Result<()> {
+fn sym_unary(cx: &mut EmitNode, op: &str) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a] = ops.as_slice() else {
         return Err(Error::bad_input(format!("{op} takes one operand")));
@@ -169,7 +170,7 @@ fn sym_unary(cx: &mut Cx, op: &str) -> Result<()> {
     Ok(())
 }
 
-fn sym_cast(cx: &mut Cx) -> Result<()> {
+fn sym_cast(cx: &mut EmitNode) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a] = ops.as_slice() else {
         return Err(Error::bad_input("a cast takes one operand"));
@@ -191,7 +192,7 @@ fn sym_cast(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn sym_round(cx: &mut Cx, op: &str) -> Result<()> {
+fn sym_round(cx: &mut EmitNode, op: &str) -> Result<()> {
     let ops = sym_operands(cx)?;
     let [a] = ops.as_slice() else {
         return Err(Error::bad_input(format!("{op} takes one operand")));
@@ -213,12 +214,12 @@ fn sym_round(cx: &mut Cx, op: &str) -> Result<()> {
 /// This family's rows: op identity -> implementation.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("aten.sym_size.int", sym_size),
-    ("aten.sym_numel.default", sym_numel),
-    ("aten.sym_storage_offset.default", sym_constant),
-    ("aten.sym_stride.int", sym_constant),
-    ("aten._local_scalar_dense.default", item),
-    ("aten.item.default", item),
+    (aten::SYM_SIZE_INT, sym_size),
+    (aten::SYM_NUMEL, sym_numel),
+    (aten::SYM_STORAGE_OFFSET, sym_constant),
+    (aten::SYM_STRIDE_INT, sym_constant),
+    (aten::_LOCAL_SCALAR_DENSE, item),
+    (aten::ITEM, item),
     ("_operator.add", |cx| sym_binary(cx, "Add")),
     ("_operator.sub", |cx| sym_binary(cx, "Sub")),
     ("_operator.mul", |cx| sym_binary(cx, "Mul")),

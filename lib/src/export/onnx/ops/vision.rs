@@ -17,11 +17,12 @@
 //! - `deform_conv2d` -> `DeformConv` (opset 19+).
 //! - `ps_roi_pool` is refused: no ONNX op averages RoI bins.
 
+use crate::ir::op::torchvision;
 use super::*;
 
 /// The boxes of a RoI op split as ONNX takes them: corners `[K, 4]`
 /// and batch indices `[K]` as int64.
-fn split_rois(cx: &mut Cx) -> Result<(String, String)> {
+fn split_rois(cx: &mut EmitNode) -> Result<(String, String)> {
     let rois = cx.input("rois")?;
     let idx = cx.const_i64s(&[0]);
     let batch = cx.node("Gather", &[&rois, &idx], vec![attr_int("axis", 1)]);
@@ -33,7 +34,7 @@ fn split_rois(cx: &mut Cx) -> Result<(String, String)> {
 }
 
 /// The float dtypes ONNX Runtime's RoI kernels take.
-fn roi_dtype(cx: &Cx, name: &str, onnx_op: &str) -> Result<Dtype> {
+fn roi_dtype(cx: &EmitNode, name: &str, onnx_op: &str) -> Result<Dtype> {
     let d = cx.dtype(name)?;
     if !matches!(d, Dtype::Float32 | Dtype::Float64) {
         return Err(Error::unsupported(format!(
@@ -45,16 +46,16 @@ fn roi_dtype(cx: &Cx, name: &str, onnx_op: &str) -> Result<Dtype> {
     Ok(d)
 }
 
-fn spatial_scale(cx: &Cx) -> Result<f64> {
+fn spatial_scale(cx: &EmitNode) -> Result<f64> {
     cx.opt_float("spatial_scale")?
         .ok_or_else(|| Error::bad_input("argument 'spatial_scale' is missing"))
 }
 
-fn pooled(cx: &Cx) -> Result<(i64, i64)> {
+fn pooled(cx: &EmitNode) -> Result<(i64, i64)> {
     Ok((cx.int("pooled_height")?, cx.int("pooled_width")?))
 }
 
-fn need_opset(cx: &Cx, min: i64, what: &str) -> Result<()> {
+fn need_opset(cx: &EmitNode, min: i64, what: &str) -> Result<()> {
     if cx.opset() < min {
         return Err(Error::unsupported(format!(
             "{what} needs opset {min} or later (asked for {})",
@@ -66,7 +67,7 @@ fn need_opset(cx: &Cx, min: i64, what: &str) -> Result<()> {
 
 /// `RoiAlign` over the input, torchvision's `sampling_ratio <= 0`
 /// (adaptive) as ONNX's 0.
-fn roi_align_node(cx: &mut Cx, half_pixel: bool, sampling_ratio: i64) -> Result<String> {
+fn roi_align_node(cx: &mut EmitNode, half_pixel: bool, sampling_ratio: i64) -> Result<String> {
     let (ph, pw) = pooled(cx)?;
     let scale = spatial_scale(cx)?;
     let x = cx.input("input")?;
@@ -86,7 +87,7 @@ fn roi_align_node(cx: &mut Cx, half_pixel: bool, sampling_ratio: i64) -> Result<
     ))
 }
 
-fn roi_align(cx: &mut Cx) -> Result<()> {
+fn roi_align(cx: &mut EmitNode) -> Result<()> {
     need_opset(cx, 16, "RoiAlign with coordinate_transformation_mode")?;
     roi_dtype(cx, "input", "RoiAlign")?;
     let aligned = cx.bool("aligned")?;
@@ -99,7 +100,7 @@ fn roi_align(cx: &mut Cx) -> Result<()> {
 /// Boxes whose adaptive grid `ceil(h / ph) * ceil(w / pw)` is 0 (as
 /// torchvision computes h and w: corners scaled, less 0.5, subtracted):
 /// a `[K, 1, 1, 1]` bool.
-fn empty_grid(cx: &mut Cx, dtype: Dtype, ph: i64, pw: i64) -> Result<String> {
+fn empty_grid(cx: &mut EmitNode, dtype: Dtype, ph: i64, pw: i64) -> Result<String> {
     let rois = cx.input("rois")?;
     let scale = spatial_scale(cx)?;
     let (a, b, axis) = (cx.const_i64s(&[1]), cx.const_i64s(&[5]), cx.const_i64s(&[1]));
@@ -108,7 +109,7 @@ fn empty_grid(cx: &mut Cx, dtype: Dtype, ph: i64, pw: i64) -> Result<String> {
     let c = cx.node("Mul", &[&c, &s], vec![]);
     let half = cx.scalar(Lit::Float(0.5), dtype)?;
     let c = cx.node("Sub", &[&c, &half], vec![]);
-    let pick = |cx: &mut Cx, i: i64| {
+    let pick = |cx: &mut EmitNode, i: i64| {
         let at = cx.const_i64s(&[i]);
         cx.node("Gather", &[&c, &at], vec![attr_int("axis", 1)])
     };
@@ -129,7 +130,7 @@ fn empty_grid(cx: &mut Cx, dtype: Dtype, ph: i64, pw: i64) -> Result<String> {
 
 /// The channel each bin of a position-sensitive op reads, `[K, C', ph,
 /// pw]` int32: `c' * ph * pw + bin`, whatever the box.
-fn channel_mapping(cx: &mut Cx, pooled_out: &str, c_out: i64, ph: i64, pw: i64) -> Result<String> {
+fn channel_mapping(cx: &mut EmitNode, pooled_out: &str, c_out: i64, ph: i64, pw: i64) -> Result<String> {
     let n = c_out * ph * pw;
     let raw: Vec<u8> = (0..n as i32).flat_map(|v| v.to_le_bytes()).collect();
     let map = cx.constant(Dtype::Int32, &[1, c_out, ph, pw], raw)?;
@@ -137,7 +138,7 @@ fn channel_mapping(cx: &mut Cx, pooled_out: &str, c_out: i64, ph: i64, pw: i64) 
     Ok(cx.node("Expand", &[&map, &shape], vec![]))
 }
 
-fn ps_roi_align(cx: &mut Cx) -> Result<()> {
+fn ps_roi_align(cx: &mut EmitNode) -> Result<()> {
     need_opset(cx, 16, "RoiAlign with coordinate_transformation_mode")?;
     let dtype = roi_dtype(cx, "input", "RoiAlign")?;
     let (ph, pw) = pooled(cx)?;
@@ -173,7 +174,7 @@ fn ps_roi_align(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn roi_pool(cx: &mut Cx) -> Result<()> {
+fn roi_pool(cx: &mut EmitNode) -> Result<()> {
     if cx.out_used(1) {
         return Err(Error::unsupported(
             "roi_pool's argmax output is read; ONNX MaxRoiPool gives only the pooled values",
@@ -193,13 +194,13 @@ fn roi_pool(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn ps_roi_pool(_cx: &mut Cx) -> Result<()> {
+fn ps_roi_pool(_cx: &mut EmitNode) -> Result<()> {
     Err(Error::unsupported(
         "ps_roi_pool averages integer RoI bins; ONNX has no such op (MaxRoiPool takes the maximum, RoiAlign samples bilinearly)",
     ))
 }
 
-fn nms(cx: &mut Cx) -> Result<()> {
+fn nms(cx: &mut EmitNode) -> Result<()> {
     if cx.dtype("dets")? != Dtype::Float32 || cx.dtype("scores")? != Dtype::Float32 {
         return Err(Error::unsupported(format!(
             "nms over {} boxes; ONNX NonMaxSuppression takes float32 (a cast could change which boxes tie)",
@@ -227,7 +228,7 @@ fn nms(cx: &mut Cx) -> Result<()> {
     Ok(())
 }
 
-fn deform_conv2d(cx: &mut Cx) -> Result<()> {
+fn deform_conv2d(cx: &mut EmitNode) -> Result<()> {
     need_opset(cx, 19, "deform_conv2d (ONNX DeformConv)")?;
     roi_dtype(cx, "input", "DeformConv")?;
     let w = cx.meta("weight")?;
@@ -263,7 +264,7 @@ fn deform_conv2d(cx: &mut Cx) -> Result<()> {
 
 /// `_cuda_version`: an import-time check traced into the graph, whose
 /// result the graph does not keep: nothing to emit.
-fn cuda_version(cx: &mut Cx) -> Result<()> {
+fn cuda_version(cx: &mut EmitNode) -> Result<()> {
     if (0..cx.out_count()).any(|i| cx.out_used(i)) {
         return Err(Error::unsupported(
             "torchvision's CUDA version is read by the graph; it has no ONNX form",
@@ -274,11 +275,11 @@ fn cuda_version(cx: &mut Cx) -> Result<()> {
 
 /// This family's rows: op identity -> implementation.
 pub(super) const ROWS: &[(&str, Emit)] = &[
-    ("torchvision.roi_align.default", roi_align),
-    ("torchvision.roi_pool.default", roi_pool),
-    ("torchvision.ps_roi_align.default", ps_roi_align),
-    ("torchvision.ps_roi_pool.default", ps_roi_pool),
-    ("torchvision.nms.default", nms),
-    ("torchvision.deform_conv2d.default", deform_conv2d),
-    ("torchvision._cuda_version.default", cuda_version),
+    (torchvision::ROI_ALIGN, roi_align),
+    (torchvision::ROI_POOL, roi_pool),
+    (torchvision::PS_ROI_ALIGN, ps_roi_align),
+    (torchvision::PS_ROI_POOL, ps_roi_pool),
+    (torchvision::NMS, nms),
+    (torchvision::DEFORM_CONV2D, deform_conv2d),
+    (torchvision::_CUDA_VERSION, cuda_version),
 ];
