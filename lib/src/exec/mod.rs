@@ -16,6 +16,7 @@ mod epilogue;
 pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
+pub mod lowp;
 pub mod mapped;
 pub mod ops;
 mod packs;
