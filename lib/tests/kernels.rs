@@ -1243,7 +1243,7 @@ fn bf16_products_match_the_reference() {
                 let ldc = n + 3;
                 let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * ldc];
                 let blocks = std::sync::atomic::AtomicUsize::new(0);
-                let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>| {
+                let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>, _: *mut f32| {
                     blocks.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
                 };
                 let b_row = with_bias.then_some(&bias[..]);

@@ -227,11 +227,11 @@ pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize
     }
 }
 
-/// What [`gemm`] calls on each block of C once it is final: its rows and
-/// columns. It runs on the thread that made the block while other
-/// threads write C's other blocks, so it reaches C through a pointer of
-/// its own.
-pub type Done<'a> = &'a (dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
+/// What [`gemm`] calls on each block of C once it is final: its rows,
+/// its columns and C's first element. It runs on the thread that made
+/// the block while other threads write C's other blocks, so it reaches
+/// its block through the pointer, under no slice of C.
+pub type Done<'a> = &'a (dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>, *mut f32) + Sync);
 
 /// A pointer the tasks of a product share, each writing its own block.
 #[derive(Clone, Copy)]
@@ -241,6 +241,11 @@ unsafe impl Send for CPtr {}
 unsafe impl Sync for CPtr {}
 
 impl CPtr {
+    /// C's first element (a method, as [`CPtr::at`]).
+    fn first(self) -> *mut f32 {
+        self.0
+    }
+
     /// The element `i` places on (a method: closures capture the `Sync`
     /// wrapper, not its pointer).
     ///
@@ -313,6 +318,7 @@ pub fn gemm(
             done(
                 rows.start * mr..(rows.end * mr).min(m),
                 cols.start * NR..(cols.end * NR).min(n),
+                cptr.first(),
             );
         }
     };
