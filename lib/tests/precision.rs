@@ -107,3 +107,77 @@ fn bf16_runs_match_torch_within_bfloat16() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// GFLOP/s of the bfloat16 kernels and of the float32 one on BERT-base's
+/// products, one thread, B in cache (`cargo test --release --features exec
+/// --test precision -- --ignored --nocapture`; `SHAPES="m,n,k ..."`).
+#[test]
+#[ignore = "a measurement"]
+fn bf16_products_speed() {
+    use pt2kit::exec::sgemm;
+    let shapes: Vec<(usize, usize, usize)> = std::env::var("SHAPES")
+        .unwrap_or_else(|_| "128,768,768 128,3072,768 128,768,3072".into())
+        .split_whitespace()
+        .map(|s| {
+            let v: Vec<usize> = s
+                .split(',')
+                .map(|x| x.parse().expect("SHAPES: m,n,k"))
+                .collect();
+            (v[0], v[1], v[2])
+        })
+        .collect();
+    for (m, n, k) in shapes {
+        let a: Vec<f32> = spread(m * k, 1);
+        let b: Vec<f32> = spread(k * n, 2);
+        let mut out = vec![std::mem::MaybeUninit::new(0f32); m * n];
+        let flops = 2.0 * (m * n * k) as f64;
+        let time = |f: &mut dyn FnMut()| {
+            let mut best = f64::MAX;
+            let start = std::time::Instant::now();
+            while start.elapsed().as_secs_f64() < 1.0 {
+                let t = std::time::Instant::now();
+                f();
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            best
+        };
+        let pb = sgemm::pack_b(&sgemm::View::row_major(&b, k, n));
+        let av = sgemm::View::row_major(&a, m, k);
+        let t = time(&mut || {
+            sgemm::gemm_lhs(
+                sgemm::Lhs::view(&av).unwrap(),
+                &pb,
+                &mut out,
+                n,
+                sgemm::Init::Zero,
+                None,
+                1,
+            )
+        });
+        eprintln!(
+            "[{m}, {k}] x [{k}, {n}] f32 {:.0} GFLOP/s ({:.3} ms)",
+            flops / t / 1e9,
+            t * 1e3
+        );
+        let b16 = lowp::pack_b(&b, 0, k, n, n, 1);
+        for kernel in [lowp::Kernel::Amx, lowp::Kernel::Avx512] {
+            if !lowp::runs(kernel) {
+                continue;
+            }
+            let t = time(&mut || {
+                let a16 = lowp::round_a(&a, 0, m, k, k, 1);
+                lowp::gemm(&a16, &b16, &mut out, n, None, 1, kernel, None)
+            });
+            let r = time(&mut || {
+                std::hint::black_box(lowp::round_a(&a, 0, m, k, k, 1));
+            });
+            eprintln!(
+                "[{m}, {k}] x [{k}, {n}] {} {:.0} GFLOP/s ({:.3} ms, of which rounding A {:.3} ms)",
+                kernel.name(),
+                flops / t / 1e9,
+                t * 1e3,
+                r * 1e3
+            );
+        }
+    }
+}

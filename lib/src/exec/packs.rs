@@ -286,6 +286,22 @@ impl Executor<'_> {
                 .entry(key)
                 .or_insert_with(|| {
                     let (k, n) = (m.dims()[0], m.dims()[1]);
+                    let (rs, cs) = (m.layout.stride()[0], m.layout.stride()[1]);
+                    let bytes: &[u8] = &m.blob;
+                    if m.dtype == Dtype::Float32 && bytes.as_ptr().align_offset(4) == 0 {
+                        // float32 where it lies, read as floats (bounds
+                        // checked by pack_b)
+                        // SAFETY: aligned, and len / 4 floats lie in bytes
+                        let data = unsafe {
+                            std::slice::from_raw_parts(
+                                bytes.as_ptr().cast::<f32>(),
+                                bytes.len() / 4,
+                            )
+                        };
+                        let packed = lowp::pack_b(data, m.layout.start_offset(), k, n, rs, cs);
+                        m.release();
+                        return std::sync::Arc::new(packed);
+                    }
                     let mut rows = vec![0f32; k * n];
                     for (r, row) in rows.chunks_exact_mut(n.max(1)).enumerate().take(k) {
                         m.fill_row(r, 0, row);

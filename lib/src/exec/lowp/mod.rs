@@ -100,6 +100,28 @@ pub fn to_bf16(x: f32) -> u16 {
     (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
 }
 
+/// `src` rounded to bfloat16 into `dst` (as long): [`to_bf16`] on each,
+/// compiled for AVX-512 where the kernels run (16 at a time).
+fn round_into(src: &[f32], dst: &mut [u16]) {
+    #[inline(always)]
+    fn each(src: &[f32], dst: &mut [u16]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = to_bf16(*s);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn wide(src: &[f32], dst: &mut [u16]) {
+        each(src, dst)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has AVX-512F and BW (AVX512-BF16 implies them)
+        return unsafe { wide(src, dst) };
+    }
+    each(src, dst)
+}
+
 /// A bfloat16 as float32 (exact).
 #[inline(always)]
 pub fn from_bf16(h: u16) -> f32 {
@@ -140,10 +162,7 @@ pub fn round_a(data: &[f32], off: usize, m: usize, k: usize, rs: usize, cs: usiz
     }
     let fill = |i: usize, row: &mut [u16]| {
         if cs == 1 {
-            let src = &data[off + i * rs..][..k];
-            for (d, s) in row.iter_mut().zip(src) {
-                *d = to_bf16(*s);
-            }
+            round_into(&data[off + i * rs..][..k], &mut row[..k]);
         } else {
             for (p, d) in row[..k].iter_mut().enumerate() {
                 *d = to_bf16(data[off + i * rs + p * cs]);
@@ -203,6 +222,19 @@ pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize
     let at = |p: usize, j: usize| to_bf16(data[off + p * rs + j * cs]) as u32;
     let fill = |jp: usize, panel: &mut [u32]| {
         let cols = (n - jp * NR).min(NR);
+        if rs == 1 {
+            // each column lies in order (a linear layer's weight, `[n, k]`
+            // read as its transpose): rounded as one run, whose pairs are
+            // the packed words, laid down one a pair row
+            let mut col = vec![0u16; kp];
+            for j in 0..cols {
+                round_into(&data[off + (jp * NR + j) * cs..][..k], &mut col[..k]);
+                for (q, w) in col.chunks_exact(2).enumerate() {
+                    panel[q * NR + j] = w[0] as u32 | (w[1] as u32) << 16;
+                }
+            }
+            return;
+        }
         for (q, row) in panel.chunks_exact_mut(NR).enumerate().take(k.div_ceil(2)) {
             let (p0, p1) = (2 * q, 2 * q + 1);
             for (j, w) in row[..cols].iter_mut().enumerate() {
