@@ -1246,7 +1246,11 @@ fn bf16_products_match_the_reference() {
                 let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>, _: *mut f32| {
                     blocks.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
                 };
-                let b_row = with_bias.then_some(&bias[..]);
+                let b_row = if with_bias {
+                    lowp::Bias::Columns(&bias)
+                } else {
+                    lowp::Bias::None
+                };
                 lowp::gemm(&pa, &pb, &mut c, ldc, b_row, 2, kernel, Some(&done));
                 let c: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
                 let what = format!("{} [{m}, {k}] x [{k}, {n}] layout {layout}", kernel.name());

@@ -1,5 +1,6 @@
 //! `--precision bf16` end to end: fixtures whose products (linear layers,
-//! attention's projections, a classifier) and convolutions run with both
+//! attention's projections, a classifier) and convolutions (strided,
+//! padded, pointwise, with fused epilogues, channels-last inputs) run with both
 //! operands rounded to bfloat16 (`exec::lowp`) match torch's float32
 //! outputs (`golden/models/*.expected.npz`) within a bound for bfloat16,
 //! and differ from the float32 run (the reduced-precision path was
@@ -29,6 +30,13 @@ const MODELS: &[(&str, f64)] = &[
     ("transformer", 0.003),      // measured 7.4e-4
     ("bert", 0.001),             // measured 1.75e-4
     ("gpt2", 0.005),             // measured 1.17e-3
+    ("cnn", 0.002),              // measured 4.0e-4
+    ("conv_epilogues", 0.01),    // measured 2.37e-3
+    ("conv_paths", 0.008),       // measured 2.04e-3
+    ("conv_over", 0.009),        // measured 2.21e-3
+    ("se_fold", 0.006),          // measured 1.63e-3
+    ("stem_pool", 0.003),        // measured 7.0e-4
+    ("channels_last", 0.0005),   // measured 1.07e-4
 ];
 
 fn run(
@@ -166,7 +174,7 @@ fn bf16_products_speed() {
             }
             let t = time(&mut || {
                 let a16 = lowp::round_a(&a, 0, m, k, k, 1);
-                lowp::gemm(&a16, &b16, &mut out, n, None, 1, kernel, None)
+                lowp::gemm(&a16, &b16, &mut out, n, lowp::Bias::None, 1, kernel, None)
             });
             let r = time(&mut || {
                 std::hint::black_box(lowp::round_a(&a, 0, m, k, k, 1));

@@ -77,6 +77,8 @@ pub(super) struct PackCache {
     /// The precision asked for (`ExecOptions::precision`).
     pub(super) precision: lowp::Precision,
     b16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::PackedB16>>>,
+    /// Convolutions' weights rounded to bfloat16 rows ([`lowp::A16`]).
+    a16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::A16>>>,
 }
 
 impl PackCache {
@@ -234,7 +236,7 @@ impl Executor<'_> {
         match (self.packs.precision, self.packs.bf16) {
             (lowp::Precision::F32, _) => None,
             (lowp::Precision::Bf16, Some(k)) => Some(format!(
-                "precision bf16: the products with a float32 weight (linear, matmul, addmm) round both operands to bfloat16 and sum in float32 on {}; everything else runs in float32",
+                "precision bf16: the products with a float32 weight (linear, matmul, addmm) and the convolutions of one group round both operands to bfloat16 and sum in float32 on {}; everything else runs in float32",
                 k.name()
             )),
             (lowp::Precision::Bf16, None) => Some(if self.device.is_cpu() {
@@ -243,6 +245,15 @@ impl Executor<'_> {
                 "precision bf16: only on the CPU device; everything runs in float32".to_string()
             }),
         }
+    }
+
+    /// `m` (a convolution's weight, `[c_out, c_in * taps]`) rounded to
+    /// bfloat16 rows, the left operand of [`lowp::gemm`]: made once for a
+    /// weight and kept, per call for an intermediate.
+    pub fn rounded_a16(&self, m: &sgemm::View) -> std::sync::Arc<lowp::A16> {
+        self.packed(&self.packs.a16, m, |v| {
+            lowp::round_a(v.data, v.off, v.rows, v.cols, v.rs, v.cs)
+        })
     }
 
     /// A weight `m` (`[k, n]`, a view of a weight's storage) rounded to

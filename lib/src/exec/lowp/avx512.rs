@@ -36,7 +36,7 @@ pub(super) unsafe fn block(
     b: &PackedB16,
     c: CPtr,
     ldc: usize,
-    bias: Option<&[f32]>,
+    bias: super::Bias,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
@@ -70,7 +70,7 @@ pub(super) unsafe fn block(
     _: &PackedB16,
     _: CPtr,
     _: usize,
-    _: Option<&[f32]>,
+    _: super::Bias,
     _: std::ops::Range<usize>,
     _: std::ops::Range<usize>,
 ) {

@@ -259,11 +259,84 @@ pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize
     }
 }
 
+/// Row `r` of a matrix made as it is needed: `fill(r, out)` writes its
+/// `n` elements (a convolution's im2col, row by row).
+pub type RowFill<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
+
+/// A `k x n` matrix made row by row (`fill`), rounded and packed as
+/// [`pack_b`] packs: pairs of rows made, rounded and interleaved in turn,
+/// the pairs split between the threads.
+pub fn pack_b_rows(k: usize, n: usize, fill: RowFill) -> PackedB16 {
+    let kp = padded_k(k);
+    let panels = n.div_ceil(NR);
+    let mut out = vec![0u32; panels * kp / 2 * NR];
+    let pairs = k.div_ceil(2);
+    let base = U32Ptr(out.as_mut_ptr());
+    let run = |q: usize, rows: &mut (Vec<f32>, Vec<f32>, Vec<u16>, Vec<u16>)| {
+        let (r0, r1, h0, h1) = rows;
+        fill(2 * q, r0);
+        round_into(r0, h0);
+        if 2 * q + 1 < k {
+            fill(2 * q + 1, r1);
+            round_into(r1, h1);
+        } else {
+            h1.fill(0);
+        }
+        for (jp, (a, b)) in h0.chunks(NR).zip(h1.chunks(NR)).enumerate() {
+            // SAFETY: pair row q of panel jp lies inside out, and only
+            // this task writes pair row q
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(base.at((jp * kp / 2 + q) * NR), a.len()) };
+            for ((d, lo), hi) in dst.iter_mut().zip(a).zip(b) {
+                *d = *lo as u32 | (*hi as u32) << 16;
+            }
+        }
+    };
+    let state = || (vec![0f32; n], vec![0f32; n], vec![0u16; n], vec![0u16; n]);
+    if k * n >= 1 << 15 {
+        crate::exec::threads::par_for_init(pairs, state, |rows, q| run(q, rows));
+    } else {
+        let mut rows = state();
+        (0..pairs).for_each(|q| run(q, &mut rows));
+    }
+    PackedB16 {
+        k,
+        n,
+        kp,
+        data: out,
+    }
+}
+
+/// [`pack_b_rows`]'s output, which its tasks write in disjoint rows.
+#[derive(Clone, Copy)]
+struct U32Ptr(*mut u32);
+// SAFETY: each task writes its own pair rows
+unsafe impl Send for U32Ptr {}
+unsafe impl Sync for U32Ptr {}
+
+impl U32Ptr {
+    /// # Safety
+    /// `i` lies inside the buffer.
+    unsafe fn at(self, i: usize) -> *mut u32 {
+        self.0.add(i)
+    }
+}
+
 /// What [`gemm`] calls on each block of C once it is final: its rows,
 /// its columns and C's first element. It runs on the thread that made
 /// the block while other threads write C's other blocks, so it reaches
 /// its block through the pointer, under no slice of C.
 pub type Done<'a> = &'a (dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>, *mut f32) + Sync);
+
+/// What a product adds to each element of C as it stores it.
+#[derive(Clone, Copy, Debug)]
+pub enum Bias<'a> {
+    None,
+    /// One a column (`n`: a linear layer's).
+    Columns(&'a [f32]),
+    /// One a row (`m`: a convolution's, one an output channel).
+    Rows(&'a [f32]),
+}
 
 /// A pointer the tasks of a product share, each writing its own block.
 #[derive(Clone, Copy)]
@@ -288,7 +361,7 @@ impl CPtr {
     }
 }
 
-/// `C (m x n, row stride ldc) = A B (+ bias, one per column)` on up to
+/// `C (m x n, row stride ldc) = A B + bias` on up to
 /// `threads` threads by kernel `kernel`, `done` called on each block of C
 /// once it is final. C may be uninitialised: its `m` rows of `n` are
 /// written whole. Panics when the shapes disagree, C or the bias is too
@@ -299,7 +372,7 @@ pub fn gemm(
     b: &PackedB16,
     c: &mut [std::mem::MaybeUninit<f32>],
     ldc: usize,
-    bias: Option<&[f32]>,
+    bias: Bias,
     threads: usize,
     kernel: Kernel,
     done: Option<Done>,
@@ -314,8 +387,10 @@ pub fn gemm(
         ldc >= n && c.len() >= (m - 1) * ldc + n,
         "lowp::gemm: C too short"
     );
-    if let Some(bias) = bias {
-        assert!(bias.len() >= n, "lowp::gemm: a bias shorter than a row");
+    match bias {
+        Bias::Columns(b) => assert!(b.len() >= n, "lowp::gemm: a bias shorter than a row"),
+        Bias::Rows(b) => assert!(b.len() >= m, "lowp::gemm: a bias shorter than a column"),
+        Bias::None => {}
     }
     // rows of C a block spans, by kernel
     let mr = match kernel {
@@ -378,7 +453,7 @@ pub fn reference(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32>
 }
 
 /// Stores an `rows x cols` block held in `tile` (row stride `NR`) into
-/// C at `(i0, j0)`, the bias of its columns added.
+/// C at `(i0, j0)`, the bias added.
 ///
 /// # Safety
 /// The block lies inside C (row stride `ldc`), written by this thread only.
@@ -391,18 +466,24 @@ unsafe fn store(
     j0: usize,
     rows: usize,
     cols: usize,
-    bias: Option<&[f32]>,
+    bias: Bias,
 ) {
     for i in 0..rows {
         let src = &tile[i * NR..][..cols];
         let dst = std::slice::from_raw_parts_mut(c.at((i0 + i) * ldc + j0), cols);
         match bias {
-            Some(b) => {
+            Bias::Columns(b) => {
                 for ((d, s), b) in dst.iter_mut().zip(src).zip(&b[j0..j0 + cols]) {
                     *d = s + b;
                 }
             }
-            None => dst.copy_from_slice(src),
+            Bias::Rows(b) => {
+                let b = b[i0 + i];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = s + b;
+                }
+            }
+            Bias::None => dst.copy_from_slice(src),
         }
     }
 }

@@ -298,7 +298,8 @@ pub(super) fn bf16_matmul(
             }
         };
         let done: Option<lowp::Done> = then.is_some().then_some(&each);
-        lowp::gemm(&a, w, &mut out, n, row.as_deref(), threads, kernel, done);
+        let bias = row.as_deref().map_or(lowp::Bias::None, lowp::Bias::Columns);
+        lowp::gemm(&a, w, &mut out, n, bias, threads, kernel, done);
         then.is_some()
     });
     mark_applied(epilogue, ran);

@@ -231,6 +231,18 @@ fn conv_im2col(
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
+    // --precision bf16: the product in bfloat16 (the weight rounded once)
+    if let (Some(k), true) = (exec.bf16_kernel(), kernel != Kernel::Host) {
+        let scaled;
+        let w = match scale {
+            Some(s) => {
+                scaled = scaled_weight(w, s)?;
+                &scaled
+            }
+            None => w,
+        };
+        return conv_bf16(exec, x, w, bias, &g, shape, epilogue, k);
+    }
     match kernel {
         Kernel::Subsampled => {
             // a 1x1 convolution with a stride: the pixels it reads, then a
@@ -524,6 +536,8 @@ const DIRECT_MIN_PIXELS: usize = 128;
 /// `[512, 128]` at 28x28: 214 packed, 350 direct).
 const DIRECT_MAX_CHANNELS: usize = 256;
 
+mod bf16;
+use bf16::conv_bf16;
 mod depthwise;
 mod direct;
 mod winograd;
