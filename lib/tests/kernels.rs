@@ -1233,12 +1233,16 @@ fn bf16_products_match_the_reference() {
                 } else {
                     lowp::round_a(&at, 0, m, k, 1, m)
                 };
-                let pb = if layout & 2 == 0 {
-                    lowp::pack_b(&b, 0, k, n, n, 1)
-                } else {
-                    lowp::pack_b(&bt, 0, k, n, 1, k)
+                // B: rows in place, made row by row (a convolution's
+                // im2col), or transposed
+                let pb = match layout {
+                    0 => lowp::pack_b(&b, 0, k, n, n, 1),
+                    1 => lowp::pack_b_rows(k, n, &|r, out| out.copy_from_slice(&b[r * n..][..n])),
+                    _ => lowp::pack_b(&bt, 0, k, n, 1, k),
                 };
-                let with_bias = layout == 3;
+                // a bias per row (a convolution's) or per column (a linear
+                // layer's)
+                let row_bias = values(m, case as u64 + 777);
                 // C wider than n (ldc = n + 3): the gaps stay as they were
                 let ldc = n + 3;
                 let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * ldc];
@@ -1246,10 +1250,10 @@ fn bf16_products_match_the_reference() {
                 let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>, _: *mut f32| {
                     blocks.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
                 };
-                let b_row = if with_bias {
-                    lowp::Bias::Columns(&bias)
-                } else {
-                    lowp::Bias::None
+                let b_row = match layout {
+                    1 => lowp::Bias::Rows(&row_bias),
+                    3 => lowp::Bias::Columns(&bias),
+                    _ => lowp::Bias::None,
                 };
                 lowp::gemm(&pa, &pb, &mut c, ldc, b_row, 2, kernel, Some(&done));
                 let c: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
@@ -1259,7 +1263,12 @@ fn bf16_products_match_the_reference() {
                 }
                 for x in 0..m * n {
                     let (i, j) = (x / n, x % n);
-                    let w = want[x] as f64 + if with_bias { bias[j] as f64 } else { 0.0 };
+                    let w = want[x] as f64
+                        + match layout {
+                            1 => row_bias[i] as f64,
+                            3 => bias[j] as f64,
+                            _ => 0.0,
+                        };
                     let g = c[i * ldc + j] as f64;
                     let bound = (k as f64 + 2.0) * 2f64.powi(-24) * (scale[x] + w.abs()) + 1e-30;
                     if (g - w).abs() > bound || g.is_nan() {
