@@ -458,6 +458,7 @@ pub fn reference(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32>
 /// # Safety
 /// The block lies inside C (row stride `ldc`), written by this thread only.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn store(
     tile: &[f32],
     c: CPtr,
