@@ -3,12 +3,15 @@
 //! operand), each image's columns (im2col) made row by row, rounded and
 //! packed per call (the right one), the output `[c_out, pixels]` written
 //! in planes, the bias per output channel and a fused chain after it run
-//! on each block as it is final.
+//! on each block as it is final. A stem over few channels stays in
+//! float32 (its product is short along k, its im2col long: ResNet-50's
+//! 7x7 over 3 channels took 3x its float32 time).
 
 use super::*;
 
 /// One group's convolution (`x` `[b, c, ...]`, `w` `[c_out, c, ...]`,
-/// `shape` the output's) on `kernel`.
+/// scaled per input channel by `scale` where given; `shape` the
+/// output's) on `kernel`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv_bf16(
     exec: &Executor,
@@ -18,8 +21,17 @@ pub(super) fn conv_bf16(
     g: &Windows,
     shape: Vec<usize>,
     epilogue: Option<&EpilogueArgs>,
+    scale: Option<&[f32]>,
     kernel: lowp::Kernel,
 ) -> Result<CandleTensor> {
+    let scaled;
+    let w = match scale {
+        Some(s) => {
+            scaled = scaled_weight(w, s)?;
+            &scaled
+        }
+        None => w,
+    };
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
     let wm = weight_matrix(w, co, k)?;

@@ -231,21 +231,9 @@ fn conv_im2col(
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
-    // --precision bf16: the product in bfloat16 (the weight rounded once);
-    // a stem over few channels stays in float32 (its product is short
-    // along k, its im2col long: ResNet-50's 7x7 over 3 channels took 3x
-    // its float32 time)
-    let bf16 = exec.bf16_kernel().filter(|_| !matches!(kernel, Kernel::Host | Kernel::FewChannels));
-    if let Some(k) = bf16 {
-        let scaled;
-        let w = match scale {
-            Some(s) => {
-                scaled = scaled_weight(w, s)?;
-                &scaled
-            }
-            None => w,
-        };
-        return conv_bf16(exec, x, w, bias, &g, shape, epilogue, k);
+    // --precision bf16: the product in bfloat16 (bf16.rs)
+    if let Some(k) = exec.bf16_kernel().filter(|_| !matches!(kernel, Kernel::Host | Kernel::FewChannels)) {
+        return conv_bf16(exec, x, w, bias, &g, shape, epilogue, scale, k);
     }
     match kernel {
         Kernel::Subsampled => {
