@@ -37,7 +37,6 @@ const MODELS: &[(&str, f64)] = &[
     ("conv_paths", 0.008),       // measured 2.04e-3
     ("conv_over", 0.009),        // measured 2.21e-3
     ("se_fold", 0.006),          // measured 1.63e-3
-    ("stem_pool", 0.003),        // measured 7.0e-4
     ("channels_last", 0.0005),   // measured 1.07e-4
 ];
 
