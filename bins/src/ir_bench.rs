@@ -33,12 +33,17 @@ use crate::run_inputs::{self, DeviceArg, InputArgs};
 /// Report fields, in this order (the JSON keys and the CSV header): tool
 /// ("ir-bench"), version, label (--label; null in JSON and empty in CSV
 /// when not given), model (the IR file, - for standard input), device,
-/// threads (CPU threads of the executor), warmup (untimed runs made),
+/// threads (CPU threads of the executor), precision (what the matrix
+/// products computed in: f32, or bf16 where --precision bf16 found a
+/// kernel), warmup (untimed runs made),
 /// iters (timed runs made),
 /// load_seconds (IR read, device and executor setup with the weights),
 /// first_run_seconds, then over the timed runs min_seconds, median_seconds,
 /// mean_seconds, p90_seconds (nearest rank), max_seconds, stddev_seconds
-/// (sample standard deviation, 0 for one run), peak_rss_bytes (the
+/// (sample standard deviation, 0 for one run), max_abs_error (with bf16:
+/// the largest absolute difference of any floating output of one more run
+/// from a float32 run's on the same inputs; null otherwise, and with
+/// --carry-state), peak_rss_bytes (the
 /// process's peak resident memory; null where /proc is missing),
 /// peak_anon_bytes (the peak of its anonymous memory, RssAnon, sampled every
 /// 10 ms: memory not backed by a file, so mapped weights are not in it; null
@@ -185,6 +190,10 @@ struct Report {
     model: String,
     device: String,
     threads: usize,
+    /// What the products computed in (`--precision`, where the CPU has it).
+    precision: &'static str,
+    /// bfloat16's largest difference from the float32 run.
+    max_abs_error: Option<f64>,
     warmup: usize,
     iters: usize,
     load_seconds: f64,
@@ -213,6 +222,7 @@ impl Report {
             ("model", json!(self.model)),
             ("device", json!(self.device)),
             ("threads", json!(self.threads)),
+            ("precision", json!(self.precision)),
             ("warmup", json!(self.warmup)),
             ("iters", json!(self.iters)),
             ("load_seconds", json!(self.load_seconds)),
@@ -223,6 +233,7 @@ impl Report {
             ("p90_seconds", json!(s.p90)),
             ("max_seconds", json!(s.max)),
             ("stddev_seconds", json!(s.stddev)),
+            ("max_abs_error", json!(self.max_abs_error)),
             ("peak_rss_bytes", json!(self.peak_rss_bytes)),
             ("peak_anon_bytes", json!(self.peak_anon_bytes)),
             ("inputs", Value::Array(inputs)),
@@ -283,6 +294,7 @@ impl Report {
             "device      {}, {} thread{plural}\n",
             self.device, self.threads
         );
+        out += &format!("precision   {}\n", self.precision);
         out += &format!("inputs      {}\n", self.inputs_text());
         out += &format!("load        {}\n", time_text(self.load_seconds));
         out += &format!("first run   {}\n", time_text(self.first_run_seconds));
@@ -296,6 +308,9 @@ impl Report {
             .map(|t| format!("{:>10.3}", t * scale))
             .collect();
         out += &format!("{:<12}{}\n", format!("time ({unit})"), row.join(" "));
+        if let Some(e) = self.max_abs_error {
+            out += &format!("max error   {e:.3e} (against float32, largest absolute)\n");
+        }
         if let Some(bytes) = self.peak_rss_bytes {
             out += &format!("peak RSS    {:.1} MiB\n", bytes as f64 / (1 << 20) as f64);
         }
@@ -359,6 +374,51 @@ fn timed_run(executor: &Executor, bound: &exec::BoundInputs, carry: bool) -> Res
     Ok(seconds)
 }
 
+/// The largest absolute difference of any floating output of one more
+/// run of `executor` (bfloat16 products) from a float32 executor's run on
+/// the same inputs (NaN where one is NaN and the other not).
+fn error_against_f32(
+    program: &pt2kit::ir::Program,
+    args: &Args,
+    executor: &Executor,
+    bound: &exec::BoundInputs,
+    inputs: &[(String, pt2kit::tensorfile::HostTensor)],
+) -> Result<f64> {
+    let got = executor.run_bound(bound)?;
+    let mut opts = args.memory.exec_options();
+    opts.precision = exec::lowp::Precision::F32;
+    let f32_run = Executor::with_options(program, exec::device(args.device.kind())?, opts)?;
+    let want = f32_run.run(inputs)?;
+    let mut worst = 0f64;
+    for ((name, g), (_, w)) in got.iter().zip(&want) {
+        if !g.dtype.is_floating() {
+            continue;
+        }
+        let (g, w) = (g.to_f64(), w.to_f64());
+        if g.len() != w.len() {
+            return Err(Error::internal(format!(
+                "output {name}: {} values in bfloat16, {} in float32",
+                g.len(),
+                w.len()
+            )));
+        }
+        for (a, b) in g.iter().zip(&w) {
+            let d = match (a.is_nan(), b.is_nan()) {
+                (false, false) if a == b => 0.0, // equal infinities too
+                (false, false) => (a - b).abs(),
+                (true, true) => 0.0,
+                _ => f64::NAN,
+            };
+            worst = if d.is_nan() || worst.is_nan() {
+                f64::NAN
+            } else {
+                worst.max(d)
+            };
+        }
+    }
+    Ok(worst)
+}
+
 pub fn run(args: Args) -> Result<()> {
     // candle and rayon read RAYON_NUM_THREADS whenever they size a thread
     // pool or a matmul's parallelism, and no pool exists yet: the tool has
@@ -387,6 +447,9 @@ fn bench(args: Args) -> Result<()> {
     let setup = Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-bench", &executor.fallback);
+    if let Some(note) = executor.precision_note() {
+        cli::verbose(format!("ir-bench: {note}"));
+    }
     if args.carry_state && executor.state_names().is_empty() {
         return Err(Error::usage(
             "--carry-state: the program updates no buffer in place (it has no state to carry)",
@@ -457,6 +520,16 @@ fn bench(args: Args) -> Result<()> {
     ));
     let interrupted = pt2kit::output::signals::interrupted();
     pt2kit::output::signals::interruptible(false);
+    // bfloat16's error: one more run of each precision on the same
+    // inputs, untimed
+    let bf16 = executor.bf16_kernel().is_some();
+    let max_abs_error = if bf16 && !interrupted && !args.carry_state {
+        Some(error_against_f32(
+            &program, &args, &executor, &bound, &inputs,
+        )?)
+    } else {
+        None
+    };
     if interrupted && times.is_empty() {
         // The first run is a measurement too: report it alone.
         times.push(first_run);
@@ -467,6 +540,8 @@ fn bench(args: Args) -> Result<()> {
         model,
         device: args.device.name(),
         threads: candle_core::utils::get_num_threads(),
+        precision: if bf16 { "bf16" } else { "f32" },
+        max_abs_error,
         warmup,
         iters: times.len(),
         load_seconds: load.as_secs_f64(),

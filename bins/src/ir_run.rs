@@ -152,6 +152,9 @@ fn run_here(args: Args) -> Result<()> {
     let prepared = std::time::Instant::now();
     let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
     cli::fallback_report("ir-run", &executor.fallback);
+    if let Some(note) = executor.precision_note() {
+        cli::verbose(format!("ir-run: {note}"));
+    }
     let (mapped, mapped_bytes) = executor.mapped_weights();
     if mapped > 0 {
         cli::verbose(format!(

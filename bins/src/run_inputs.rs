@@ -30,8 +30,8 @@ pub struct InputArgs {
     pub seed: u64,
 }
 
-/// The limits of a run (`--max-memory`, `--max-iterations`) and how it
-/// holds its weights.
+/// The limits of a run (`--max-memory`, `--max-iterations`), how it
+/// holds its weights and the precision its products compute in.
 #[derive(clap::Args, Debug, Clone)]
 pub struct MemoryArgs {
     /// The largest value a run may make: a program with a larger one is refused before it runs, and a run stops (exit 3) before it makes one whose size is known only at run time (dynamic dims, .item(), loop carries). Bytes, or with K, M, G, T (powers of 1024) [default: the memory available now: MemAvailable, less under a cgroup memory limit or an address-space limit (ulimit -v)]
@@ -43,6 +43,16 @@ pub struct MemoryArgs {
     /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto maps each weight of 1 MiB or more that only views, products and embeddings read
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = MapWeightsArg::Auto)]
     pub map_weights: MapWeightsArg,
+    /// The precision of the matrix products with a float32 weight (linear, matmul, addmm): bf16 rounds both operands to bfloat16 (to nearest even, as torch) and sums the products in float32, on AMX-BF16 or AVX512-BF16 (float32 on a CPU with neither, said at -v); everything else runs in float32
+    #[arg(long, value_enum, value_name = "P", default_value_t = PrecisionArg::F32)]
+    pub precision: PrecisionArg,
+}
+
+/// `--precision`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrecisionArg {
+    F32,
+    Bf16,
 }
 
 /// `--map-weights`.
@@ -73,6 +83,10 @@ impl MemoryArgs {
                 MapWeightsArg::Auto => MapWeights::Auto,
                 MapWeightsArg::Always => MapWeights::Always,
                 MapWeightsArg::Never => MapWeights::Never,
+            },
+            precision: match self.precision {
+                PrecisionArg::F32 => pt2kit::exec::lowp::Precision::F32,
+                PrecisionArg::Bf16 => pt2kit::exec::lowp::Precision::Bf16,
             },
             ..Default::default()
         }

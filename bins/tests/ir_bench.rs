@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "model",
     "device",
     "threads",
+    "precision",
     "warmup",
     "iters",
     "load_seconds",
@@ -28,6 +29,7 @@ const KEYS: &[&str] = &[
     "p90_seconds",
     "max_seconds",
     "stddev_seconds",
+    "max_abs_error",
     "peak_rss_bytes",
     "peak_anon_bytes",
     "inputs",
@@ -94,6 +96,8 @@ fn json_report_has_every_key_and_consistent_times() {
     assert_eq!(report["warmup"], 1);
     assert_eq!(report["iters"], 7);
     assert!(report["threads"].as_u64().unwrap() >= 1);
+    assert_eq!(report["precision"], "f32");
+    assert!(report["max_abs_error"].is_null());
     assert!(report["peak_rss_bytes"].as_u64().unwrap() > 0);
     let anon = report["peak_anon_bytes"].as_u64().unwrap();
     assert!(anon > 0 && anon <= report["peak_rss_bytes"].as_u64().unwrap());
@@ -443,4 +447,56 @@ fn carry_state_runs_a_stateful_program_and_refuses_a_stateless_one() {
     let o = bench(&mlp, &["--carry-state"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no state to carry"));
+}
+
+/// `--precision bf16`: where the CPU has a bfloat16 kernel (`-v` names it)
+/// the report says bf16 and its largest difference from a float32 run,
+/// small and not zero (the MLP's products rounded); without one the run
+/// is float32 and says so.
+#[test]
+fn bf16_reports_its_error_against_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = ir_file("mlp", dir.path());
+    let o = ir_bench(
+        b"",
+        &[
+            ir.to_str().unwrap(),
+            "--inputs",
+            "golden/models/mlp.inputs.npz",
+            "--precision",
+            "bf16",
+            "--format",
+            "json",
+            "--warmup",
+            "0",
+            "--iters",
+            "2",
+            "-v",
+        ],
+    );
+    let report: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("precision bf16"), "{stderr}");
+    if stderr.contains("everything runs in float32") {
+        assert_eq!(report["precision"], "f32");
+        assert!(report["max_abs_error"].is_null());
+    } else {
+        assert_eq!(report["precision"], "bf16");
+        let e = report["max_abs_error"].as_f64().unwrap();
+        // the MLP's outputs are about 1: bfloat16's rounding, not more
+        assert!(e > 0.0 && e < 0.01, "{e}");
+    }
+    let text = ok(&ir_bench(
+        b"",
+        &[
+            ir.to_str().unwrap(),
+            "--precision",
+            "bf16",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+        ],
+    ));
+    assert!(text.contains("precision   "), "{text}");
 }

@@ -305,6 +305,7 @@ mod maker {
             planes_only: b.u8().is_multiple_of(2),
             max_memory: Some(super::RUN_BUDGET),
             max_iterations: Some(64),
+            precision: Default::default(),
         };
         Some((p, inputs, opts))
     }

@@ -88,6 +88,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Set: the baseline kernels (no AVX-512, no AVX2: the gemm crate and candle's loops), as on a CPU without either. Much slower; for testing.",
     },
     Knob {
+        name: "PT2KIT_NO_AMX",
+        tools: RUNNERS,
+        doc: "Set: --precision bf16 computes its products with AVX512-BF16 even on a CPU with AMX-BF16 tiles (for timing and testing the two).",
+    },
+    Knob {
         name: "UPDATE_GOLDEN",
         tools: &[],
         doc: "Only for the test suite: rewrite golden files instead of comparing.",

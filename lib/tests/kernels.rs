@@ -1148,3 +1148,141 @@ fn pooling_matches_the_definition() {
     }
     finish("pooling", failures, n);
 }
+
+// ------------------------------------------------------------ bfloat16
+
+/// `--precision bf16`'s products (`exec::lowp`), each kernel this CPU
+/// runs, against the reference (both operands rounded to bfloat16, the
+/// products summed in float64): within a float32 sum's rounding of the
+/// magnitudes. A and B in every layout the executor hands them over (rows
+/// in place, a transposed activation, a transposed weight), edges of
+/// every block size. Without a kernel (`PT2KIT_NO_AVX512=1`) there is none
+/// to check, and the executor stays in float32 (`exec.rs`).
+#[test]
+fn bf16_products_match_the_reference() {
+    use exec::lowp;
+    // the rounding is torch's (round to nearest even) on every class of
+    // float32: normals, ties, subnormals, infinities, NaN
+    let mut d = draws(0x5eed_bf16);
+    for i in 0..200_000u32 {
+        let bits = match i {
+            0 => 0x7f80_0000,
+            1 => 0xff80_0000,
+            2 => 0x7fc0_0001,
+            3 => 0x3f80_8000, // a tie, to even (down)
+            4 => 0x3f81_8000, // a tie, to even (up)
+            5 => 0x7f7f_ffff, // rounds to infinity
+            _ => (d(1 << 32) as u32) ^ (i << 7),
+        };
+        let x = f32::from_bits(bits);
+        let want = half::bf16::from_f32(x);
+        let got = lowp::to_bf16(x);
+        assert!(
+            got == want.to_bits() || (x.is_nan() && lowp::from_bf16(got).is_nan()),
+            "to_bf16({x:e} = {bits:#x}) = {got:#x}, half says {:#x}",
+            want.to_bits()
+        );
+    }
+    let kernels: Vec<lowp::Kernel> = [lowp::Kernel::Amx, lowp::Kernel::Avx512]
+        .into_iter()
+        .filter(|k| lowp::runs(*k))
+        .collect();
+    if kernels.is_empty() {
+        assert!(lowp::kernel().is_none());
+        eprintln!("bf16: this CPU (or the ISA knobs) leaves no bfloat16 kernel");
+        return;
+    }
+    let mut shapes: Vec<(usize, usize, usize)> = vec![
+        (1, 1, 1),
+        (1, 768, 768),
+        (12, 64, 32),
+        (13, 33, 31),
+        (31, 31, 33),
+        (32, 32, 32),
+        (33, 65, 65),
+        (128, 768, 96),
+        (200, 3, 70),
+        (7, 3072, 40),
+    ];
+    let mut d = draws(0xbf16);
+    for _ in 0..cases(40) {
+        shapes.push((1 + d(140), 1 + d(300), 1 + d(140)));
+    }
+    let mut failures = Vec::new();
+    for (case, &(m, k, n)) in shapes.iter().enumerate() {
+        let a = values(m * k, case as u64 * 2 + 1);
+        let b = values(k * n, case as u64 * 2 + 2);
+        let bias = values(n, case as u64 + 999);
+        let want = lowp::reference(&a, &b, m, k, n);
+        // A transposed ([k, m] read as its transpose), B as a linear
+        // layer's weight ([n, k] read as its transpose)
+        let at: Vec<f32> = (0..k * m).map(|x| a[(x % m) * k + x / m]).collect();
+        let bt: Vec<f32> = (0..n * k).map(|x| b[(x % k) * n + x / k]).collect();
+        let scale: Vec<f64> = (0..m * n)
+            .map(|x| {
+                let (i, j) = (x / n, x % n);
+                (0..k)
+                    .map(|p| (a[i * k + p] as f64 * b[p * n + j] as f64).abs())
+                    .sum::<f64>()
+            })
+            .collect();
+        for &kernel in &kernels {
+            for layout in 0..4 {
+                let pa = if layout & 1 == 0 {
+                    lowp::round_a(&a, 0, m, k, k, 1)
+                } else {
+                    lowp::round_a(&at, 0, m, k, 1, m)
+                };
+                // B: rows in place, made row by row (a convolution's
+                // im2col), or transposed
+                let pb = match layout {
+                    0 => lowp::pack_b(&b, 0, k, n, n, 1),
+                    1 => lowp::pack_b_rows(k, n, &|r, out| out.copy_from_slice(&b[r * n..][..n])),
+                    _ => lowp::pack_b(&bt, 0, k, n, 1, k),
+                };
+                // a bias per row (a convolution's) or per column (a linear
+                // layer's)
+                let row_bias = values(m, case as u64 + 777);
+                // C wider than n (ldc = n + 3): the gaps stay as they were
+                let ldc = n + 3;
+                let mut c = vec![std::mem::MaybeUninit::new(f32::NAN); m * ldc];
+                let blocks = std::sync::atomic::AtomicUsize::new(0);
+                let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>, _: *mut f32| {
+                    blocks.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
+                };
+                let b_row = match layout {
+                    1 => lowp::Bias::Rows(&row_bias),
+                    3 => lowp::Bias::Columns(&bias),
+                    _ => lowp::Bias::None,
+                };
+                lowp::gemm(&pa, &pb, &mut c, ldc, b_row, 2, kernel, Some(&done));
+                let c: Vec<f32> = c.iter().map(|v| unsafe { v.assume_init() }).collect();
+                let what = format!("{} [{m}, {k}] x [{k}, {n}] layout {layout}", kernel.name());
+                if blocks.into_inner() != m * n {
+                    failures.push(format!("{what}: the blocks reported do not cover C once"));
+                }
+                for x in 0..m * n {
+                    let (i, j) = (x / n, x % n);
+                    let w = want[x] as f64
+                        + match layout {
+                            1 => row_bias[i] as f64,
+                            3 => bias[j] as f64,
+                            _ => 0.0,
+                        };
+                    let g = c[i * ldc + j] as f64;
+                    let bound = (k as f64 + 2.0) * 2f64.powi(-24) * (scale[x] + w.abs()) + 1e-30;
+                    if (g - w).abs() > bound || g.is_nan() {
+                        failures.push(format!(
+                            "{what}: C[{i}, {j}] is {g}, the reference {w} (bound {bound:e})"
+                        ));
+                        break;
+                    }
+                }
+                if (0..m).any(|i| (n..ldc).any(|j| !c[i * ldc + j].is_nan())) {
+                    failures.push(format!("{what}: wrote past the rows of C"));
+                }
+            }
+        }
+    }
+    finish("bf16 products", failures, shapes.len() * kernels.len() * 4);
+}

@@ -17,6 +17,7 @@ mod epilogue;
 pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
+pub mod lowp;
 pub mod mapped;
 pub mod ops;
 mod packs;
@@ -221,6 +222,9 @@ pub struct ExecOptions {
     pub max_memory: Option<u64>,
     /// The most iterations a `while_loop` may run (`None`: no bound).
     pub max_iterations: Option<u64>,
+    /// The precision products compute in ([`lowp`]; bfloat16 only on a
+    /// CPU with a kernel for it, float32 otherwise: [`Executor::precision_note`]).
+    pub precision: lowp::Precision,
 }
 
 pub struct Executor<'p> {
@@ -534,6 +538,11 @@ impl<'p> Executor<'p> {
                 .collect(),
             mapped_total <= mapped::PACK_CACHE_BYTES,
             mapped::releases_after_use(mapped_total),
+            opts.precision,
+            match opts.precision {
+                lowp::Precision::Bf16 if device.is_cpu() => lowp::kernel(),
+                _ => None,
+            },
         );
         let fusion = if opts.no_fusion || crate::knobs::is_set("PT2KIT_NO_FUSION") {
             fuse::Plan::default()

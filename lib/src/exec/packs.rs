@@ -70,6 +70,15 @@ pub(super) struct PackCache {
     /// 3x3) (see [`Executor::winograd_weights`]).
     winograd: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
     winograd4: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<Vec<sgemm::PackedB>>>>,
+    /// The bfloat16 kernel products run on (`--precision bf16` on a CPU
+    /// that has one), and the weights rounded and packed for it
+    /// ([`lowp::PackedB16`]).
+    pub(super) bf16: Option<lowp::Kernel>,
+    /// The precision asked for (`ExecOptions::precision`).
+    pub(super) precision: lowp::Precision,
+    b16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::PackedB16>>>,
+    /// Convolutions' weights rounded to bfloat16 rows ([`lowp::A16`]).
+    a16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::A16>>>,
 }
 
 impl PackCache {
@@ -79,11 +88,15 @@ impl PackCache {
         weights: std::collections::HashSet<usize>,
         keep_mapped: bool,
         release_mapped: bool,
+        precision: lowp::Precision,
+        bf16: Option<lowp::Kernel>,
     ) -> PackCache {
         PackCache {
             weights,
             keep_mapped,
             release_mapped,
+            precision,
+            bf16,
             ..Default::default()
         }
     }
@@ -201,6 +214,110 @@ impl Executor<'_> {
                 .or_insert_with(|| {
                     let fill = |r: usize, j0: usize, out: &mut [f32]| m.fill_row(r, j0, out);
                     let packed = sgemm::pack_b_with(m.dims()[0], m.dims()[1], &fill);
+                    m.release();
+                    std::sync::Arc::new(packed)
+                })
+                .clone(),
+        )
+    }
+}
+
+impl Executor<'_> {
+    /// The bfloat16 kernel the products run on: `--precision bf16` on a
+    /// CPU that has one ([`lowp::kernel`]); `None` for float32.
+    pub fn bf16_kernel(&self) -> Option<lowp::Kernel> {
+        self.packs.bf16
+    }
+
+    /// What `-v` says of the precision: the bfloat16 kernel the products
+    /// run on, or why they stay in float32 though bfloat16 was asked for;
+    /// `None` for float32 asked.
+    pub fn precision_note(&self) -> Option<String> {
+        match (self.packs.precision, self.packs.bf16) {
+            (lowp::Precision::F32, _) => None,
+            (lowp::Precision::Bf16, Some(k)) => Some(format!(
+                "precision bf16: the products with a float32 weight (linear, matmul, addmm) and the convolutions of one group round both operands to bfloat16 and sum in float32 on {}; everything else runs in float32",
+                k.name()
+            )),
+            (lowp::Precision::Bf16, None) => Some(if self.device.is_cpu() {
+                "precision bf16: this CPU has no AVX512-BF16 (or PT2KIT_NO_AVX512 / PT2KIT_NO_AVX2 turned it off): everything runs in float32".to_string()
+            } else {
+                "precision bf16: only on the CPU device; everything runs in float32".to_string()
+            }),
+        }
+    }
+
+    /// `m` (a convolution's weight, `[c_out, c_in * taps]`) rounded to
+    /// bfloat16 rows, the left operand of [`lowp::gemm`]: made once for a
+    /// weight and kept, per call for an intermediate.
+    pub fn rounded_a16(&self, m: &sgemm::View) -> std::sync::Arc<lowp::A16> {
+        self.packed(&self.packs.a16, m, |v| {
+            lowp::round_a(v.data, v.off, v.rows, v.cols, v.rs, v.cs)
+        })
+    }
+
+    /// A weight `m` (`[k, n]`, a view of a weight's storage) rounded to
+    /// bfloat16 and packed once, kept; `None` for a view of anything else
+    /// (a product of two activations stays in float32).
+    pub fn packed_b16(&self, m: &sgemm::View) -> Option<std::sync::Arc<lowp::PackedB16>> {
+        let key = view_key(m);
+        if !self.packs.weights.contains(&key.0) {
+            return None;
+        }
+        let mut cache = self.packs.b16.lock().ok()?;
+        Some(
+            cache
+                .entry(key)
+                .or_insert_with(|| {
+                    std::sync::Arc::new(lowp::pack_b(m.data, m.off, m.rows, m.cols, m.rs, m.cs))
+                })
+                .clone(),
+        )
+    }
+
+    /// A mapped weight `m` (rank 2, `[k, n]`) rounded to bfloat16 and
+    /// packed once, where mapped weights are kept packed (`None`: the
+    /// product stays in float32, packed per call); its mapped pages are
+    /// released once it is packed.
+    pub fn packed_mapped_b16(&self, m: &mapped::Mapped) -> Option<std::sync::Arc<lowp::PackedB16>> {
+        if !self.packs.keep_mapped || m.rank() != 2 {
+            return None;
+        }
+        let key = (
+            m.blob.as_ptr() as usize,
+            m.layout.start_offset(),
+            m.dims()[0],
+            m.dims()[1],
+            m.layout.stride()[0],
+            m.layout.stride()[1],
+        );
+        let mut cache = self.packs.b16.lock().ok()?;
+        Some(
+            cache
+                .entry(key)
+                .or_insert_with(|| {
+                    let (k, n) = (m.dims()[0], m.dims()[1]);
+                    let (rs, cs) = (m.layout.stride()[0], m.layout.stride()[1]);
+                    let bytes: &[u8] = &m.blob;
+                    if m.dtype == Dtype::Float32 && bytes.as_ptr().align_offset(4) == 0 {
+                        // float32 where it lies, read as floats (bounds
+                        // checked by pack_b)
+                        // SAFETY: aligned, and len / 4 floats lie in bytes
+                        let data = unsafe {
+                            std::slice::from_raw_parts(
+                                bytes.as_ptr().cast::<f32>(),
+                                bytes.len() / 4,
+                            )
+                        };
+                        let packed = lowp::pack_b(data, m.layout.start_offset(), k, n, rs, cs);
+                        m.release();
+                        return std::sync::Arc::new(packed);
+                    }
+                    let mut rows = vec![0f32; k * n];
+                    for (r, row) in rows.chunks_exact_mut(n.max(1)).enumerate().take(k) {
+                        m.fill_row(r, 0, row);
+                    }
+                    let packed = lowp::pack_b(&rows, 0, k, n, n, 1);
                     m.release();
                     std::sync::Arc::new(packed)
                 })

@@ -247,6 +247,69 @@ fn grouped_mm(ctx: &mut Ctx) -> OpResult {
     }
 }
 
+/// `x [m, k] @ w (+ bias, a row of n)` with `w` a weight rounded to
+/// bfloat16 and packed once (`--precision bf16`, [`lowp`]): x rounded as
+/// it is read, the products summed in float32, a fused epilogue run on
+/// each finished block as the float32 kernel runs it. `None` where it
+/// does not apply (x not a float32 host matrix, a bias of another type).
+pub(super) fn bf16_matmul(
+    ctx: &Ctx,
+    x: &CandleTensor,
+    w: &lowp::PackedB16,
+    bias: Option<&CandleTensor>,
+    epilogue: Option<&EpilogueArgs>,
+) -> Result<Option<CandleTensor>> {
+    let Some(kernel) = ctx.exec.bf16_kernel() else {
+        return Ok(None);
+    };
+    let (m, k, n) = (x.dims()[0], x.dims()[1], w.n);
+    if k != w.k {
+        return Err(Error::bad_input(format!(
+            "matrix product of [{m}, {k}] and [{}, {n}]",
+            w.k
+        )));
+    }
+    let row = match bias {
+        Some(b) if b.dtype() == DType::F32 && b.elem_count() == n => Some(
+            b.flatten_all()
+                .and_then(|b| b.to_vec1::<f32>())?,
+        ),
+        Some(_) => return Ok(None),
+        None => None,
+    };
+    let Some(a) = with_matrix(x, |v| lowp::round_a(v.data, v.off, v.rows, v.cols, v.rs, v.cs))
+    else {
+        return Ok(None);
+    };
+    // written whole by the product
+    let mut out = sgemm::uninit(m * n);
+    let threads = rayon::current_num_threads();
+    let len = out.len();
+    let ran = with_product_epilogue(epilogue, len, |then| {
+        let each = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, c: *mut f32| {
+            if let Some(e) = then {
+                for i in rows {
+                    let at = i * n + cols.start;
+                    // SAFETY: the block is final and this thread's alone
+                    // (lowp::Done); it lies inside C's m x n.
+                    let span = unsafe { std::slice::from_raw_parts_mut(c.add(at), cols.len()) };
+                    sgemm::run_epilogue(e, at, span);
+                }
+            }
+        };
+        let done: Option<lowp::Done> = then.is_some().then_some(&each);
+        let bias = row.as_deref().map_or(lowp::Bias::None, lowp::Bias::Columns);
+        lowp::gemm(&a, w, &mut out, n, bias, threads, kernel, done);
+        then.is_some()
+    });
+    mark_applied(epilogue, ran);
+    // SAFETY: the product wrote every element
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, (m, n), x.device())
+        .map(Some)
+        .map_err(Error::from)
+}
+
 /// This family's rows: op identity -> implementation.
 /// Where these rows read a mapped weight in place (op, argument).
 pub(super) const READS_MAPPED: &[(&str, &str)] = &[

@@ -6,7 +6,7 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
+use super::{lowp, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::op::aten;
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
@@ -431,6 +431,12 @@ fn packed_matmul(
     }
     if x.rank() != 2 || x.dtype() != DType::F32 {
         return Ok(None);
+    }
+    // --precision bf16: a weight's product in bfloat16 (rounded once, kept)
+    if ctx.exec.bf16_kernel().is_some() {
+        if let Some(pb) = with_first_matrix(y, |v| ctx.exec.packed_b16(v)).flatten() {
+            return linalg::bf16_matmul(ctx, x, &pb, bias, epilogue);
+        }
     }
     // y: a matrix, or one expanded over batch dims (see batched_matmul)
     let Some(pb) = with_first_matrix(y, |v| ctx.exec.packed_b(v)) else {
@@ -1257,6 +1263,15 @@ fn mapped_matmul(
     let mut shape = x.dims().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;
     let rows = x.t.elem_count() / k.max(1);
+    // --precision bf16: the weight rounded and packed once, kept
+    if let (Some(_), Dtype::Float32, Dtype::Float32) = (ctx.exec.bf16_kernel(), x.dtype, m.dtype) {
+        if let Some(pb) = ctx.exec.packed_mapped_b16(m) {
+            let xs = x.t.reshape((rows, k))?;
+            if let Some(y) = linalg::bf16_matmul(ctx, &xs, &pb, bias.map(|b| &b.t), epilogue)? {
+                return one(Tensor::new(y.reshape(shape)?, Dtype::Float32));
+            }
+        }
+    }
     let y = if sgemm::available() {
         let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k))?;
         let row = match bias {

@@ -232,6 +232,10 @@ fn conv_im2col(
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
+    // --precision bf16: the product in bfloat16 (bf16.rs)
+    if let Some(k) = exec.bf16_kernel().filter(|_| !matches!(kernel, Kernel::Host | Kernel::FewChannels)) {
+        return conv_bf16(exec, x, w, bias, &g, shape, epilogue, scale, k);
+    }
     match kernel {
         Kernel::Subsampled => {
             // a 1x1 convolution with a stride: the pixels it reads, then a
@@ -525,6 +529,8 @@ const DIRECT_MIN_PIXELS: usize = 128;
 /// `[512, 128]` at 28x28: 214 packed, 350 direct).
 const DIRECT_MAX_CHANNELS: usize = 256;
 
+mod bf16;
+use bf16::conv_bf16;
 mod depthwise;
 mod direct;
 mod winograd;

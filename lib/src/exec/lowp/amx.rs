@@ -1,0 +1,155 @@
+//! The AMX-BF16 kernel: blocks of [`MR`] x [`NR`] of C in four tiles
+//! (`tmm0`-`tmm3`, 16 x 16 float32 each), each step along `k` two tiles
+//! of A (`tmm4`, `tmm5`: 16 rows x 32 bfloat16, read where A's rows lie)
+//! and two of B (`tmm6`, `tmm7`: 16 pair rows x 16 columns, the panel's
+//! halves) and four `tdpbf16ps`. Rust has no stable AMX intrinsics, so
+//! the instructions are written as `asm!`; no other code of the process
+//! touches the tile registers.
+//!
+//! Linux hands the tile state to a process only on request
+//! (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), made once in
+//! [`available`]; where it is refused the AVX512-BF16 kernel runs.
+
+use super::{store, CPtr, PackedB16, A16, NR};
+
+/// Rows of C a block computes (two tiles).
+pub(super) const MR: usize = 32;
+
+/// Whether the CPU has AMX-BF16 and the kernel let this process use its
+/// tiles (asked once).
+pub(super) fn available() -> bool {
+    static GRANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GRANTED.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            // CPUID.(EAX=7, ECX=0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE
+            let id = std::arch::x86_64::__cpuid_count(7, 0);
+            if id.edx & (1 << 22) == 0 || id.edx & (1 << 24) == 0 {
+                return false;
+            }
+            const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+            const XFEATURE_XTILEDATA: libc::c_long = 18;
+            // SAFETY: arch_prctl with this request only changes which
+            // register state the kernel lets the process enable.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_arch_prctl,
+                    ARCH_REQ_XCOMP_PERM,
+                    XFEATURE_XTILEDATA,
+                )
+            };
+            r == 0
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        false
+    })
+}
+
+/// The tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes.
+#[repr(C, align(64))]
+struct Config([u8; 64]);
+
+fn config() -> Config {
+    let mut c = [0u8; 64];
+    c[0] = 1; // palette
+    for t in 0..8 {
+        c[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
+        c[48 + t] = 16;
+    }
+    Config(c)
+}
+
+/// Row blocks `rows` (of [`MR`]) x column panels `cols` of C.
+///
+/// # Safety
+/// The CPU has the kernel and the process its tiles ([`available`]); the
+/// block lies inside C, which no other thread writes there.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn block(
+    a: &A16,
+    b: &PackedB16,
+    c: CPtr,
+    ldc: usize,
+    bias: super::Bias,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    use std::arch::asm;
+    let cfg = config();
+    asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+    let mut tile = Tile([0f32; MR * NR]);
+    let t = tile.0.as_mut_ptr().cast::<u8>();
+    let lda = a.kp * 2; // bytes
+    let bstride = NR * 4; // bytes
+    let steps = a.kp / super::KP;
+    for jp in cols {
+        let bp = b.panel(jp).cast::<u8>();
+        let ncols = (b.n - jp * NR).min(NR);
+        for ib in rows.clone() {
+            let i0 = ib * MR;
+            let nrows = (a.m - i0).min(MR);
+            let a0 = a.data[i0 * a.kp..].as_ptr().cast::<u8>();
+            let a1 = a0.add(16 * lda);
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            );
+            for s in 0..steps {
+                // a step: 32 of k, 64 bytes of A's rows, 16 pair rows of B
+                let (pa0, pa1) = (a0.add(s * 64), a1.add(s * 64));
+                let pb = bp.add(s * 16 * bstride);
+                asm!(
+                    "tileloadd tmm4, [{a0} + {lda} * 1]",
+                    "tileloadd tmm5, [{a1} + {lda} * 1]",
+                    "tileloadd tmm6, [{b0} + {ldb} * 1]",
+                    "tileloadd tmm7, [{b1} + {ldb} * 1]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    a0 = in(reg) pa0,
+                    a1 = in(reg) pa1,
+                    b0 = in(reg) pb,
+                    b1 = in(reg) pb.add(64),
+                    lda = in(reg) lda,
+                    ldb = in(reg) bstride,
+                    options(nostack, readonly)
+                );
+            }
+            asm!(
+                "tilestored [{t0} + {ld} * 1], tmm0",
+                "tilestored [{t1} + {ld} * 1], tmm1",
+                "tilestored [{t2} + {ld} * 1], tmm2",
+                "tilestored [{t3} + {ld} * 1], tmm3",
+                t0 = in(reg) t,
+                t1 = in(reg) t.add(64),
+                t2 = in(reg) t.add(16 * bstride),
+                t3 = in(reg) t.add(16 * bstride + 64),
+                ld = in(reg) bstride,
+                options(nostack)
+            );
+            store(&tile.0, c, ldc, i0, jp * NR, nrows, ncols, bias);
+        }
+    }
+    asm!("tilerelease", options(nostack, nomem));
+}
+
+/// A block of C as the tiles store it (row stride [`NR`]).
+#[repr(C, align(64))]
+struct Tile([f32; MR * NR]);
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn block(
+    _: &A16,
+    _: &PackedB16,
+    _: CPtr,
+    _: usize,
+    _: super::Bias,
+    _: std::ops::Range<usize>,
+    _: std::ops::Range<usize>,
+) {
+    unreachable!("lowp: no AMX off x86_64")
+}

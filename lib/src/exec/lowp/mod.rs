@@ -1,0 +1,490 @@
+//! Reduced-precision products (`ir-run --precision bf16`): float32
+//! matrices multiplied with both operands rounded to bfloat16 (to nearest,
+//! ties to even, as torch's `.to(torch.bfloat16)`), the products summed
+//! in float32, the result float32.
+//!
+//! Plain slices in, plain slices out: nothing here knows candle or the IR.
+//!
+//! Layouts. The left operand, an activation, is rounded per call into
+//! rows of bfloat16 ([`A16`]: `k` padded with zeros to a multiple of
+//! [`KP`], the rows to a multiple of [`AMX_ROWS`]). The right operand, a
+//! weight, is rounded once and packed ([`PackedB16`]) in panels of [`NR`]
+//! columns, each `[k / 2][NR]` pairs (element `(2p, j)` in the low half of
+//! a 32-bit word, `(2p + 1, j)` in the high half): the layout both kernels
+//! read, AVX512-BF16's `vdpbf16ps` (one pair per lane) and AMX's B tiles
+//! (16 pair rows of 16 columns, a row stride of `NR` words).
+//!
+//! Kernels, by what the CPU has ([`kernel`], found once):
+//! - [`Kernel::Amx`]: AMX-BF16 tiles (`amx.rs`), blocks of 32 x 32 of C
+//!   in four tiles, `tdpbf16ps` over steps of 32 along `k`;
+//! - [`Kernel::Avx512`]: AVX512-BF16 (`avx512.rs`), blocks of 12 x 32 in
+//!   24 registers, `vdpbf16ps` over pairs along `k`;
+//! - none: the caller stays in float32 (and says so at `-v`).
+//!
+//! Each kernel is tested against [`reference`] (`lib/tests/kernels.rs`).
+
+mod amx;
+mod avx512;
+
+/// Columns of a packed panel of B (two 16-lane vectors, or two AMX tiles).
+pub const NR: usize = 32;
+/// `k` is padded with zeros to a multiple of this (one AMX tile's depth).
+pub const KP: usize = 32;
+/// A's rows are padded with zeros to a multiple of this (two AMX tiles).
+pub const AMX_ROWS: usize = 32;
+/// Multiply-adds below which a product runs on the calling thread.
+const PARALLEL_MIN_MACS: usize = 1 << 16;
+
+/// The precision products and convolutions compute in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// float32 throughout.
+    #[default]
+    F32,
+    /// float32 weights and activations rounded to bfloat16 for the
+    /// products, summed in float32 (where the CPU has a kernel for it).
+    Bf16,
+}
+
+/// The bfloat16 product kernel a CPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// AMX-BF16 tiles (Sapphire Rapids and later).
+    Amx,
+    /// AVX512-BF16's `vdpbf16ps`.
+    Avx512,
+}
+
+impl Kernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Amx => "AMX-BF16",
+            Kernel::Avx512 => "AVX512-BF16",
+        }
+    }
+}
+
+/// The bfloat16 kernel this CPU runs (found once): AMX where the CPU has
+/// it and Linux grants its tile state to the process, else AVX512-BF16,
+/// else none. `PT2KIT_NO_AMX=1` stops at AVX512-BF16; `PT2KIT_NO_AVX512=1`
+/// (or `PT2KIT_NO_AVX2=1`) leaves none.
+pub fn kernel() -> Option<Kernel> {
+    static KERNEL: std::sync::OnceLock<Option<Kernel>> = std::sync::OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        if !avx512::available() {
+            return None;
+        }
+        if !crate::knobs::is_set("PT2KIT_NO_AMX") && amx::available() {
+            return Some(Kernel::Amx);
+        }
+        Some(Kernel::Avx512)
+    })
+}
+
+/// Whether `k` runs on this CPU (a test asks for each kernel by name).
+pub fn runs(k: Kernel) -> bool {
+    match k {
+        Kernel::Avx512 => avx512::available(),
+        Kernel::Amx => avx512::available() && amx::available(),
+    }
+}
+
+/// `x` rounded to bfloat16, to nearest with ties to even (torch's
+/// `round_to_nearest_even`; a NaN stays a quiet NaN).
+#[inline(always)]
+pub fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// `src` rounded to bfloat16 into `dst` (as long): [`to_bf16`] on each,
+/// compiled for AVX-512 where the kernels run (16 at a time).
+fn round_into(src: &[f32], dst: &mut [u16]) {
+    #[inline(always)]
+    fn each(src: &[f32], dst: &mut [u16]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = to_bf16(*s);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn wide(src: &[f32], dst: &mut [u16]) {
+        each(src, dst)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has AVX-512F and BW (AVX512-BF16 implies them)
+        return unsafe { wide(src, dst) };
+    }
+    each(src, dst)
+}
+
+/// A bfloat16 as float32 (exact).
+#[inline(always)]
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// `x` rounded to bfloat16 and back.
+pub fn round_bf16(x: f32) -> f32 {
+    from_bf16(to_bf16(x))
+}
+
+/// The left operand rounded to bfloat16: `m` rows of `kp` (`k` padded to
+/// [`KP`]), the rows padded to [`AMX_ROWS`], padding zero.
+pub struct A16 {
+    pub m: usize,
+    pub k: usize,
+    kp: usize,
+    data: Vec<u16>,
+}
+
+/// The padded depth of a `k`-deep product.
+fn padded_k(k: usize) -> usize {
+    k.div_ceil(KP).max(1) * KP
+}
+
+/// Rounds an `m x k` matrix, element (i, p) at `data[off + i * rs + p *
+/// cs]`, to bfloat16 rows ([`A16`]). Panics if an element lies past
+/// `data`.
+pub fn round_a(data: &[f32], off: usize, m: usize, k: usize, rs: usize, cs: usize) -> A16 {
+    let kp = padded_k(k);
+    let rows = m.div_ceil(AMX_ROWS) * AMX_ROWS;
+    let mut out = vec![0u16; rows * kp];
+    if m > 0 && k > 0 {
+        assert!(
+            off + (m - 1) * rs + (k - 1) * cs < data.len(),
+            "lowp::round_a: view out of bounds"
+        );
+    }
+    let fill = |i: usize, row: &mut [u16]| {
+        if cs == 1 {
+            round_into(&data[off + i * rs..][..k], &mut row[..k]);
+        } else {
+            for (p, d) in row[..k].iter_mut().enumerate() {
+                *d = to_bf16(data[off + i * rs + p * cs]);
+            }
+        }
+    };
+    if m * k < 1 << 15 {
+        out.chunks_mut(kp)
+            .take(m)
+            .enumerate()
+            .for_each(|(i, r)| fill(i, r));
+    } else {
+        let (head, _) = out.split_at_mut(m * kp);
+        crate::exec::threads::par_chunks(head, kp, |i, r| fill(i, r));
+    }
+    A16 {
+        m,
+        k,
+        kp,
+        data: out,
+    }
+}
+
+/// The right operand (`k x n`) rounded to bfloat16 and packed (see the
+/// module): panels of [`NR`] columns of `kp / 2` pairs each.
+#[derive(Debug)]
+pub struct PackedB16 {
+    pub k: usize,
+    pub n: usize,
+    kp: usize,
+    data: Vec<u32>,
+}
+
+impl PackedB16 {
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+
+    /// Panel `jp`'s first pair row.
+    fn panel(&self, jp: usize) -> *const u32 {
+        self.data[jp * (self.kp / 2) * NR..].as_ptr()
+    }
+}
+
+/// Rounds and packs a `k x n` matrix, element (p, j) at `data[off + p * rs
+/// + j * cs]` ([`PackedB16`]). Panics if an element lies past `data`.
+pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize) -> PackedB16 {
+    if k > 0 && n > 0 {
+        assert!(
+            off + (k - 1) * rs + (n - 1) * cs < data.len(),
+            "lowp::pack_b: view out of bounds"
+        );
+    }
+    let kp = padded_k(k);
+    let panels = n.div_ceil(NR);
+    let mut out = vec![0u32; panels * kp / 2 * NR];
+    let at = |p: usize, j: usize| to_bf16(data[off + p * rs + j * cs]) as u32;
+    let fill = |jp: usize, panel: &mut [u32]| {
+        let cols = (n - jp * NR).min(NR);
+        if rs == 1 {
+            // each column lies in order (a linear layer's weight, `[n, k]`
+            // read as its transpose): rounded as one run, whose pairs are
+            // the packed words, laid down one a pair row
+            let mut col = vec![0u16; kp];
+            for j in 0..cols {
+                round_into(&data[off + (jp * NR + j) * cs..][..k], &mut col[..k]);
+                for (q, w) in col.chunks_exact(2).enumerate() {
+                    panel[q * NR + j] = w[0] as u32 | (w[1] as u32) << 16;
+                }
+            }
+            return;
+        }
+        for (q, row) in panel.chunks_exact_mut(NR).enumerate().take(k.div_ceil(2)) {
+            let (p0, p1) = (2 * q, 2 * q + 1);
+            for (j, w) in row[..cols].iter_mut().enumerate() {
+                let c = jp * NR + j;
+                let hi = if p1 < k { at(p1, c) } else { 0 };
+                *w = at(p0, c) | hi << 16;
+            }
+        }
+    };
+    if panels > 1 && k * n >= 1 << 15 {
+        crate::exec::threads::par_chunks(&mut out, kp / 2 * NR, fill);
+    } else {
+        out.chunks_mut(kp / 2 * NR)
+            .enumerate()
+            .for_each(|(jp, p)| fill(jp, p));
+    }
+    PackedB16 {
+        k,
+        n,
+        kp,
+        data: out,
+    }
+}
+
+/// Row `r` of a matrix made as it is needed: `fill(r, out)` writes its
+/// `n` elements (a convolution's im2col, row by row).
+pub type RowFill<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
+
+/// A `k x n` matrix made row by row (`fill`), rounded and packed as
+/// [`pack_b`] packs: pairs of rows made, rounded and interleaved in turn,
+/// the pairs split between the threads.
+pub fn pack_b_rows(k: usize, n: usize, fill: RowFill) -> PackedB16 {
+    let kp = padded_k(k);
+    let panels = n.div_ceil(NR);
+    let mut out = vec![0u32; panels * kp / 2 * NR];
+    let pairs = k.div_ceil(2);
+    let base = U32Ptr(out.as_mut_ptr());
+    let run = |q: usize, rows: &mut (Vec<f32>, Vec<f32>, Vec<u16>, Vec<u16>)| {
+        let (r0, r1, h0, h1) = rows;
+        fill(2 * q, r0);
+        round_into(r0, h0);
+        if 2 * q + 1 < k {
+            fill(2 * q + 1, r1);
+            round_into(r1, h1);
+        } else {
+            h1.fill(0);
+        }
+        for (jp, (a, b)) in h0.chunks(NR).zip(h1.chunks(NR)).enumerate() {
+            // SAFETY: pair row q of panel jp lies inside out, and only
+            // this task writes pair row q
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(base.at((jp * kp / 2 + q) * NR), a.len()) };
+            for ((d, lo), hi) in dst.iter_mut().zip(a).zip(b) {
+                *d = *lo as u32 | (*hi as u32) << 16;
+            }
+        }
+    };
+    let state = || (vec![0f32; n], vec![0f32; n], vec![0u16; n], vec![0u16; n]);
+    if k * n >= 1 << 15 {
+        crate::exec::threads::par_for_init(pairs, state, |rows, q| run(q, rows));
+    } else {
+        let mut rows = state();
+        (0..pairs).for_each(|q| run(q, &mut rows));
+    }
+    PackedB16 {
+        k,
+        n,
+        kp,
+        data: out,
+    }
+}
+
+/// [`pack_b_rows`]'s output, which its tasks write in disjoint rows.
+#[derive(Clone, Copy)]
+struct U32Ptr(*mut u32);
+// SAFETY: each task writes its own pair rows
+unsafe impl Send for U32Ptr {}
+unsafe impl Sync for U32Ptr {}
+
+impl U32Ptr {
+    /// # Safety
+    /// `i` lies inside the buffer.
+    unsafe fn at(self, i: usize) -> *mut u32 {
+        self.0.add(i)
+    }
+}
+
+/// What [`gemm`] calls on each block of C once it is final: its rows,
+/// its columns and C's first element. It runs on the thread that made
+/// the block while other threads write C's other blocks, so it reaches
+/// its block through the pointer, under no slice of C.
+pub type Done<'a> = &'a (dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>, *mut f32) + Sync);
+
+/// What a product adds to each element of C as it stores it.
+#[derive(Clone, Copy, Debug)]
+pub enum Bias<'a> {
+    None,
+    /// One a column (`n`: a linear layer's).
+    Columns(&'a [f32]),
+    /// One a row (`m`: a convolution's, one an output channel).
+    Rows(&'a [f32]),
+}
+
+/// A pointer the tasks of a product share, each writing its own block.
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: the tasks of a product write disjoint blocks of C.
+unsafe impl Send for CPtr {}
+unsafe impl Sync for CPtr {}
+
+impl CPtr {
+    /// C's first element (a method, as [`CPtr::at`]).
+    fn first(self) -> *mut f32 {
+        self.0
+    }
+
+    /// The element `i` places on (a method: closures capture the `Sync`
+    /// wrapper, not its pointer).
+    ///
+    /// # Safety
+    /// `i` lies inside C.
+    unsafe fn at(self, i: usize) -> *mut f32 {
+        self.0.add(i)
+    }
+}
+
+/// `C (m x n, row stride ldc) = A B + bias` on up to
+/// `threads` threads by kernel `kernel`, `done` called on each block of C
+/// once it is final. C may be uninitialised: its `m` rows of `n` are
+/// written whole. Panics when the shapes disagree, C or the bias is too
+/// short, or the CPU lacks the kernel ([`runs`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    a: &A16,
+    b: &PackedB16,
+    c: &mut [std::mem::MaybeUninit<f32>],
+    ldc: usize,
+    bias: Bias,
+    threads: usize,
+    kernel: Kernel,
+    done: Option<Done>,
+) {
+    assert_eq!(a.k, b.k, "lowp::gemm: inner dims differ");
+    assert!(runs(kernel), "lowp::gemm: this CPU lacks {}", kernel.name());
+    let (m, n) = (a.m, b.n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "lowp::gemm: C too short"
+    );
+    match bias {
+        Bias::Columns(b) => assert!(b.len() >= n, "lowp::gemm: a bias shorter than a row"),
+        Bias::Rows(b) => assert!(b.len() >= m, "lowp::gemm: a bias shorter than a column"),
+        Bias::None => {}
+    }
+    // rows of C a block spans, by kernel
+    let mr = match kernel {
+        Kernel::Amx => amx::MR,
+        Kernel::Avx512 => avx512::MR,
+    };
+    let (mp, np) = (m.div_ceil(mr), n.div_ceil(NR));
+    let threads = if m * n * a.k < PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
+    // blocks of rows x columns of C, about four a thread, split so that
+    // B (the weight, from memory) is read as few times as it can be
+    let tasks = (threads * 4).min(mp * np).max(1);
+    let rb = tasks.div_ceil(np).min(mp).max(1);
+    let cb = tasks.div_ceil(rb).min(np).max(1);
+    let cptr = CPtr(c.as_mut_ptr().cast::<f32>());
+    let run = |t: usize| {
+        let (r, q) = (t / cb, t % cb);
+        let rows = r * mp / rb..(r + 1) * mp / rb;
+        let cols = q * np / cb..(q + 1) * np / cb;
+        // SAFETY: the block's rows x columns of C lie inside c (checked
+        // above) and no other task writes them.
+        unsafe {
+            match kernel {
+                Kernel::Amx => amx::block(a, b, cptr, ldc, bias, rows.clone(), cols.clone()),
+                Kernel::Avx512 => avx512::block(a, b, cptr, ldc, bias, rows.clone(), cols.clone()),
+            }
+        }
+        if let Some(done) = done {
+            done(
+                rows.start * mr..(rows.end * mr).min(m),
+                cols.start * NR..(cols.end * NR).min(n),
+                cptr.first(),
+            );
+        }
+    };
+    if threads == 1 || rb * cb == 1 {
+        (0..rb * cb).for_each(run);
+    } else {
+        crate::exec::threads::par_for(rb * cb, run);
+    }
+}
+
+/// The reference: `A B` (`a` `m x k` and `b` `k x n`, row-major) with
+/// both rounded to bfloat16 and the products summed in float64, then
+/// rounded to float32. What the kernels are tested against.
+pub fn reference(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: f64 = (0..k)
+                .map(|p| round_bf16(a[i * k + p]) as f64 * round_bf16(b[p * n + j]) as f64)
+                .sum();
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+/// Stores an `rows x cols` block held in `tile` (row stride `NR`) into
+/// C at `(i0, j0)`, the bias added.
+///
+/// # Safety
+/// The block lies inside C (row stride `ldc`), written by this thread only.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store(
+    tile: &[f32],
+    c: CPtr,
+    ldc: usize,
+    i0: usize,
+    j0: usize,
+    rows: usize,
+    cols: usize,
+    bias: Bias,
+) {
+    for i in 0..rows {
+        let src = &tile[i * NR..][..cols];
+        let dst = std::slice::from_raw_parts_mut(c.at((i0 + i) * ldc + j0), cols);
+        match bias {
+            Bias::Columns(b) => {
+                for ((d, s), b) in dst.iter_mut().zip(src).zip(&b[j0..j0 + cols]) {
+                    *d = s + b;
+                }
+            }
+            Bias::Rows(b) => {
+                let b = b[i0 + i];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = s + b;
+                }
+            }
+            Bias::None => dst.copy_from_slice(src),
+        }
+    }
+}
