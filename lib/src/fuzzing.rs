@@ -304,6 +304,7 @@ mod maker {
             planes_only: b.u8().is_multiple_of(2),
             max_memory: Some(super::RUN_BUDGET),
             max_iterations: Some(64),
+            as_given: false,
         };
         Some((p, inputs, opts))
     }
