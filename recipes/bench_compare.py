@@ -566,7 +566,7 @@ def summary(meta, results, path):
     """The README's table: ir-run as exported against the best anchor."""
     results = [forms(r) for r in results]
     lines = [
-        header(meta, results) + f" (`{path}`). Below 1.00x `ir-run` takes less time.",
+        header(meta, results) + f" From `{path}`; below 1.00x `ir-run` takes less time.",
         "",
         "| model | batch | ir-run ms | best anchor | its ms | ir-run / best | ir-run lowered / best "
         "| ir-run / ONNX Runtime | ir-run / torch eager | OpenVINO bf16 ms "

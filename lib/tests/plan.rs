@@ -1,5 +1,6 @@
 //! `ir-run` plans a graph as exported as it plans the graph `ir-decompose`
-//! makes of it (`exec::lowering`): over every model fixture, the nodes the
+//! makes of it (`exec::lowering`; `--keep` the few ops whose native row is
+//! faster): over every model fixture, the nodes the
 //! executor runs, its fused chains and epilogues, and the bits of the
 //! outputs are the same either way, and both match torch. A program the
 //! lowering refuses runs as given.
@@ -13,11 +14,16 @@ use pt2kit::decompose::{self, Policy};
 use pt2kit::exec::{self, DeviceKind, ExecOptions, Executor};
 use pt2kit::ir::Program;
 
-/// `p` as `ir-decompose` lowers it with its default passes (`None` where
-/// it leaves an op outside the core opset).
+/// `p` as `ir-decompose` lowers it with its default passes, the ops the
+/// executor keeps native kept (`None` where it leaves an op outside the
+/// core opset).
 fn decomposed(p: &Program) -> Option<Program> {
     let mut q = p.clone();
-    let report = decompose::lower(&mut q, &Policy::default()).ok()?;
+    let policy = Policy {
+        keep: exec::lowering::KEPT.iter().map(|s| s.to_string()).collect(),
+        ..Policy::default()
+    };
+    let report = decompose::lower(&mut q, &policy).ok()?;
     if !report.not_core.is_empty() {
         return None;
     }

@@ -16,7 +16,7 @@ mod epilogue;
 pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
-mod lowering;
+pub mod lowering;
 pub mod mapped;
 pub mod ops;
 mod packs;
