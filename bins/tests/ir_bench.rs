@@ -409,7 +409,7 @@ fn profile_adds_up_to_the_run() {
     let o = ir_bench(&cnn, &["--random", "--iters", "3", "--profile", "-q"]);
     let text = ok(&o);
     assert!(
-        text.contains("profile     3 runs: nodes") && text.contains("aten.linear"),
+        text.contains("profile     3 runs: nodes") && text.contains("aten.lstm.input"),
         "{text}"
     );
 }
