@@ -348,7 +348,7 @@ def run_meta(a):
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "cpu": cpu_name(), "isa": cpu_isa(), "torch": torch.__version__,
             "onnxruntime": onnx_python("import onnxruntime; print(onnxruntime.__version__)"),
-            "openvino": onnx_python("import openvino; print(openvino.get_version())"), "pt2kit": rev,
+            "openvino": onnx_python("import openvino; print(openvino.get_version().split('-')[0])"), "pt2kit": rev,
             "threads": a.threads, "rounds": a.rounds, "iters": a.iters, "warmup_time": a.warmup_time}
     if meta["openvino"]:
         meta["openvino_default_precision"] = onnx_python(
