@@ -55,14 +55,33 @@ fn has_composites(p: &Program) -> bool {
     found
 }
 
-/// `p` lowered as `ir-decompose` lowers it, with a line for `-v`; `None`
-/// where that would change nothing (a program in core ATen that the passes
-/// leave as it is), or where a rule, a pass or the checks after them
-/// refuse (the program then runs as given).
-pub(super) fn as_decomposed(p: &Program) -> Option<(Program, String)> {
+/// What planning made of a program.
+pub(super) enum Planned {
+    /// `p` lowered as `ir-decompose` lowers it, with a line for `-v`.
+    Lowered(Program, String),
+    /// Nothing to change (a program in core ATen that the passes leave as
+    /// it is), or turned off.
+    AsGiven,
+    /// A rule, a pass or the checks after them refused: the program runs
+    /// as given, and `-v` says why.
+    Refused(String),
+}
+
+/// `p` as the executor plans it on the CPU ([`Planned`]).
+pub(super) fn plan(p: &Program) -> Planned {
     if crate::knobs::is_set("PT2KIT_AS_GIVEN") {
-        return None;
+        return Planned::AsGiven;
     }
+    match as_decomposed(p) {
+        Ok(Some((q, note))) => Planned::Lowered(q, note),
+        Ok(None) => Planned::AsGiven,
+        Err(reason) => Planned::Refused(format!(
+            "runs as given, not as ir-decompose lowers it: {reason}"
+        )),
+    }
+}
+
+fn as_decomposed(p: &Program) -> Result<Option<(Program, String)>, String> {
     let mut q = p.clone();
     let composites = has_composites(p);
     let mut functionalized = 0;
@@ -71,31 +90,58 @@ pub(super) fn as_decomposed(p: &Program) -> Option<(Program, String)> {
             keep: KEPT.iter().map(|s| s.to_string()).collect(),
             ..Policy::default()
         };
-        let report = decompose::lower(&mut q, &policy).ok()?;
-        if !report.not_core.is_empty() {
-            return None;
+        let report = decompose::lower(&mut q, &policy).map_err(|e| e.to_string())?;
+        if let Some((op, nodes)) = report.not_core.first() {
+            return Err(format!(
+                "{op} (node {}) is left outside the core opset",
+                nodes.join(", ")
+            ));
         }
         functionalized = report.functionalized;
     }
     let names: Vec<String> = PASSES.iter().map(|s| s.to_string()).collect();
-    let passes = super::fold::run(&mut q, &names).ok()?;
+    let passes = super::fold::run(&mut q, &names).map_err(|e| e.to_string())?;
     if !composites && passes.iter().all(|(_, n)| *n == 0) {
-        return None;
+        return Ok(None);
     }
+    keep_output_names(p, &mut q);
     // the weights the passes read (a batch norm's, the convolution's it
     // folds into) leave this process's resident memory
     p.storages.iter().for_each(|s| s.release());
-    crate::ir::validate::validate(&q).ok()?;
-    crate::infer::check(&q, &crate::infer::Limits::default()).ok()?;
+    crate::ir::validate::validate(&q).map_err(|e| e.to_string())?;
+    crate::infer::check(&q, &crate::infer::Limits::default()).map_err(|e| e.to_string())?;
     let before = p.graph.nodes.len();
     let after = q.graph.nodes.len();
     let passes: Vec<String> = passes.iter().map(|(n, c)| format!("{n} {c}")).collect();
-    Some((
+    Ok(Some((
         q,
         format!(
             "planned as ir-decompose lowers it: {before} nodes to {after} \
              ({functionalized} in-place made functional; passes: {})",
             passes.join(", ")
         ),
-    ))
+    )))
+}
+
+/// The outputs of `q` (`p` lowered) under the names of `p`'s: a rule that
+/// lowers the node making an output gives it a fresh name, and `ir-run`
+/// writes its outputs under theirs. A value of `q` that holds such a name
+/// already takes the fresh one (names stay unique); a value that is two
+/// outputs (`cse` merged them) keeps the first one's.
+fn keep_output_names(p: &Program, q: &mut Program) {
+    let mut renamed = std::collections::HashSet::new();
+    for (a, b) in p.graph.outputs.iter().zip(&q.graph.outputs) {
+        let (crate::ir::Argument::Tensor(a), crate::ir::Argument::Tensor(b)) = (a, b) else {
+            continue;
+        };
+        let want = &p.graph.values[a.index()].name;
+        if !renamed.insert(*b) || q.graph.values[b.index()].name == *want {
+            continue;
+        }
+        let fresh = q.graph.values[b.index()].name.clone();
+        if let Some(holder) = q.graph.values.iter_mut().find(|v| v.name == *want) {
+            holder.name = fresh;
+        }
+        q.graph.values[b.index()].name = want.clone();
+    }
 }

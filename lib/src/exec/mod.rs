@@ -483,11 +483,15 @@ impl<'p> Executor<'p> {
         opts: ExecOptions,
     ) -> Result<Executor<'p>> {
         let original = program;
-        let planned = (!opts.as_given && device.is_cpu())
-            .then(|| lowering::as_decomposed(program))
-            .flatten();
-        let (program, fallback) = match planned {
-            Some((lowered, note)) => {
+        let (planned, refused) = match opts.as_given || !device.is_cpu() {
+            true => (lowering::Planned::AsGiven, None),
+            false => match lowering::plan(program) {
+                lowering::Planned::Refused(why) => (lowering::Planned::AsGiven, Some(why)),
+                planned => (planned, None),
+            },
+        };
+        let (program, mut fallback) = match planned {
+            lowering::Planned::Lowered(lowered, note) => {
                 let (lowered, mut report) =
                     match crate::decompose::fallback::lower_unsupported(&lowered, executes)? {
                         Some((again, report)) => (again, report),
@@ -496,11 +500,14 @@ impl<'p> Executor<'p> {
                 report.notes.insert(0, note);
                 (std::borrow::Cow::Owned(lowered), report)
             }
-            None => match crate::decompose::fallback::lower_unsupported(program, executes)? {
+            _ => match crate::decompose::fallback::lower_unsupported(program, executes)? {
                 Some((lowered, report)) => (std::borrow::Cow::Owned(lowered), report),
                 None => (std::borrow::Cow::Borrowed(program), Default::default()),
             },
         };
+        if let Some(why) = refused {
+            fallback.notes.insert(0, why);
+        }
         let missing = missing_ops(&program.graph);
         if !missing.is_empty() {
             let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
