@@ -2,7 +2,8 @@
 //! makes of it (`exec::lowering`; `--keep` the few ops whose native row is
 //! faster): over every model fixture, the nodes the
 //! executor runs, its fused chains and epilogues, and the bits of the
-//! outputs are the same either way, and both match torch. A program the
+//! outputs are the same either way, both match torch, and the outputs keep
+//! the names of the program as given. A program the
 //! lowering refuses runs as given.
 
 #![cfg(feature = "exec")]
@@ -86,6 +87,14 @@ fn a_graph_as_exported_runs_as_its_lowered_form() {
                 lowered.run(&inputs).unwrap(),
             );
             failures.extend(compare(&format!("{file}{set} as exported"), &a, &expected));
+            // the outputs keep the names of the program as given
+            for (name, _) in &a {
+                if !program.graph.values.iter().any(|v| v.name == *name) {
+                    failures.push(format!(
+                        "{file}{set}: output {name} is no value of the program"
+                    ));
+                }
+            }
             for ((name, x), (_, y)) in a.iter().zip(&b) {
                 if x.data != y.data {
                     failures.push(format!(
