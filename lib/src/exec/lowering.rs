@@ -60,7 +60,7 @@ fn has_composites(p: &Program) -> bool {
 /// What planning made of a program.
 pub(super) enum Planned {
     /// `p` lowered as `ir-decompose` lowers it, with a line for `-v`.
-    Lowered(Program, String),
+    Lowered(Box<Program>, String),
     /// Nothing to change (a program in core ATen that the passes leave as
     /// it is), or turned off.
     AsGiven,
@@ -75,7 +75,7 @@ pub(super) fn plan(p: &Program) -> Planned {
         return Planned::AsGiven;
     }
     match as_decomposed(p) {
-        Ok(Some((q, note))) => Planned::Lowered(q, note),
+        Ok(Some((q, note))) => Planned::Lowered(Box::new(q), note),
         Ok(None) => Planned::AsGiven,
         Err(reason) => Planned::Refused(format!(
             "runs as given, not as ir-decompose lowers it: {reason}"

@@ -495,7 +495,7 @@ impl<'p> Executor<'p> {
                 let (lowered, mut report) =
                     match crate::decompose::fallback::lower_unsupported(&lowered, executes)? {
                         Some((again, report)) => (again, report),
-                        None => (lowered, Default::default()),
+                        None => (*lowered, Default::default()),
                     };
                 report.notes.insert(0, note);
                 (std::borrow::Cow::Owned(lowered), report)
