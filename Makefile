@@ -172,12 +172,17 @@ zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
 		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)
 
-# ir-run against ONNX Runtime and torch eager, side by side (the seven
-# full-size models at batch 1 and 8; about 30 minutes; wants a quiet
-# machine): bench/compare.json and its table in docs/performance.md
-# (python3 recipes/update_readme.py).
-bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.ready
+# ir-run (the graph as exported and lowered) against ONNX Runtime,
+# OpenVINO and torch eager, side by side (the seven full-size models at
+# batch 1 and 8; about 45 minutes; wants a quiet machine): bench/compare.json
+# and its table in docs/performance.md (python3 recipes/update_readme.py).
+bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.openvino
 	$(VENV)/bin/python recipes/bench_compare.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
+
+# OpenVINO (from PyPI) beside ONNX Runtime, for bench-compare.
+$(ONNX_VENV)/.openvino: $(ONNX_VENV)/.ready
+	$(ONNX_VENV)/bin/python -m pip install -q openvino
+	touch $@
 
 # ONNX Runtime on ir2onnx's ONNX against ONNX Runtime on torch's own
 # export of the same archive, interleaved (recipes/bench_ort_exports.py;

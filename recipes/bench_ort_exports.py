@@ -28,12 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_compare as bc  # noqa: E402
 
-EXPORT = r"""
-import sys, torch
-ep = torch.export.load(sys.argv[1])
-torch.onnx.export(ep, (), sys.argv[2], dynamo=True)
-"""
-
 AGREE = r"""
 import sys, numpy as np, onnxruntime as ort
 npz = np.load(sys.argv[3])
@@ -80,7 +74,7 @@ def main():
                       file=sys.stderr, flush=True)
                 continue
             print(f"== {name} batch {batch}: torch.onnx.export", file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, "-c", EXPORT, str(d / "model.pt2"), str(d / "torch.onnx")],
+            subprocess.run([sys.executable, "-c", bc.EXPORT, str(d / "model.pt2"), str(d / "torch.onnx")],
                            check=True, capture_output=True)
             diff = float(subprocess.run([a.onnx_python, "-c", AGREE, str(d / "model.onnx"), str(d / "torch.onnx"),
                                          str(d / "inputs.npz")], check=True, capture_output=True,

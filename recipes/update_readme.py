@@ -1,7 +1,7 @@
 """Regenerates the generated sections of README.md and docs/*.md from
 committed results (the files each section lives in: TARGETS below):
 
-- bench-compare-summary (README.md): bench/compare_avx512.json as ratios
+- bench-compare-summary (README.md): bench/compare_avx512.json against each row's best anchor
 - conformance: golden/ops/report.md (written by lib/tests/conformance.rs)
 - dtype-conformance: golden/dtypes/report.md (written by lib/tests/dtypes.rs)
 - decompose-coverage: golden/decompose/coverage.md (lib/tests/decompose.rs)
@@ -206,27 +206,9 @@ def bench_compare_1t_b8():
 
 
 def bench_compare_summary():
-    """The README's one table: the AVX-512 run as ratios."""
+    """The README's one table: the AVX-512 run, ir-run against each row's best anchor."""
     path = "bench/compare_avx512.json"
-    if not os.path.exists(path):
-        return None
-    data = json.load(open(path))
-    meta = data["meta"]
-    out = [
-        f"{meta['date']}, {meta['cpu']} ({meta['machine']}, {meta['isa']}), {meta['threads']} threads each; "
-        f"torch {meta['torch']}, ONNX Runtime {meta['onnxruntime']}, pt2kit {meta['pt2kit']} "
-        f"(`{path}`). Below 1.00x `ir-run` takes less time.",
-        "",
-        "| model | batch | ir-run ms | ir-run / ONNX Runtime | ir-run / torch eager | peak RSS MiB (ir-run / ORT / torch) |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for r in data["results"]:
-        out.append(
-            f"| {r['model']} | {r['batch']} | {r['ir_run_ms']:.2f} | {r['ir_run_over_ort']:.2f}x "
-            f"| {r['ir_run_over_torch']:.2f}x | {r['ir_run_peak_rss']/2**20:.0f} / "
-            f"{r['ort_peak_rss']/2**20:.0f} / {r['torch_peak_rss']/2**20:.0f} |"
-        )
-    return "\n".join(out)
+    return recipe_table(path, "bench_compare", lambda m, data: m.summary(data["meta"], data["results"], path))
 
 
 def bench_convs():

@@ -150,7 +150,12 @@ fn run_here(args: Args) -> Result<()> {
     output::refuse_clobbering(&outputs)?;
     let loaded = start.elapsed();
     let prepared = std::time::Instant::now();
-    let executor = Executor::with_options(&program, device, args.memory.exec_options())?;
+    let opts = pt2kit::exec::ExecOptions {
+        // the intermediates are named by the values of the program as given
+        as_given: args.intermediates.is_some(),
+        ..args.memory.exec_options()
+    };
+    let executor = Executor::with_options(&program, device, opts)?;
     cli::fallback_report("ir-run", &executor.fallback);
     if let Some(note) = executor.precision_note() {
         cli::verbose(format!("ir-run: {note}"));

@@ -114,6 +114,12 @@ impl Blob {
         }
     }
 
+    /// Whether the bytes are this process's own (not a window of a
+    /// mapped file): dropping the last handle frees them.
+    pub fn is_owned(&self) -> bool {
+        matches!(self.source, Source::Owned(_))
+    }
+
     pub fn mapped(map: Arc<memmap2::Mmap>, file: Option<Arc<File>>, range: Range<usize>) -> Blob {
         Blob::mapped_from(map, file, range, None)
     }

@@ -160,6 +160,9 @@ pub fn verbose(msg: impl std::fmt::Display) {
 
 /// With `-v`: what a back end lowered through the decomposition table.
 pub fn fallback_report(tool: &str, report: &crate::decompose::fallback::Fallback) {
+    for note in &report.notes {
+        verbose(format!("{tool}: {note}"));
+    }
     if report.functionalized > 0 {
         verbose(format!(
             "{tool}: functionalized {} in-place op(s) first",

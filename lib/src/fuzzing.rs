@@ -306,6 +306,7 @@ mod maker {
             max_memory: Some(super::RUN_BUDGET),
             max_iterations: Some(64),
             precision: Default::default(),
+            as_given: false,
         };
         Some((p, inputs, opts))
     }

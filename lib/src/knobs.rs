@@ -48,6 +48,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Set: every node runs by itself (no element-wise chain fused into one pass, none into a convolution or a matrix product, no scale folded into a convolution's weight), for timing a run both ways. The results are the same bits but where a scale was folded (see PT2KIT_NO_SCALE_FOLD).",
     },
     Knob {
+        name: "PT2KIT_AS_GIVEN",
+        tools: RUNNERS,
+        doc: "Set: the CPU executor runs a program as given, not lowered at load the way ir-decompose lowers it (composites to core ATen, in-place ops made functional, its default passes), for timing a run both ways. Ops the executor has no row for are lowered either way. The results agree within the rounding of a batch norm folded into its convolution.",
+    },
+    Knob {
         name: "PT2KIT_NO_SCALE_FOLD",
         tools: RUNNERS,
         doc: "Set: a convolution whose input is scaled per channel at batch 1 (a squeeze-and-excitation's x * s) reads the product as it is made, not x with its weight's input channels scaled (which rounds differently, within 1e-6 relative).",

@@ -546,7 +546,12 @@ fn random_ops_have_torchs_shapes_dtypes_and_distributions() {
 #[test]
 fn fallback_lowers_only_what_the_executor_lacks() {
     let program = read(&repo().join("golden/fallback/fb_rnn.pt2"));
-    let executor = Executor::new(&program, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let as_given = pt2kit::exec::ExecOptions {
+        as_given: true,
+        ..Default::default()
+    };
+    let executor =
+        Executor::with_options(&program, exec::device(DeviceKind::Cpu).unwrap(), as_given).unwrap();
     let lowered: Vec<&str> = executor
         .fallback
         .lowered
@@ -561,7 +566,7 @@ fn fallback_lowers_only_what_the_executor_lacks() {
     }
     // A graph the executor runs whole is not copied.
     let mlp = read(&repo().join("golden/models/mlp.pt2"));
-    let e = Executor::new(&mlp, exec::device(DeviceKind::Cpu).unwrap()).unwrap();
+    let e = Executor::with_options(&mlp, exec::device(DeviceKind::Cpu).unwrap(), as_given).unwrap();
     assert!(matches!(e.program, std::borrow::Cow::Borrowed(_)));
     assert!(e.fallback.lowered.is_empty());
     // Native row against the rule: the one-direction LSTM fixture, as
@@ -1099,14 +1104,21 @@ fn broadcast_and_clamp_fast_paths_match_a_reference() {
 
 /// An executor of `p` with element-wise chains fused (the default) and
 /// one that runs every node by itself.
+/// (The program as given, not lowered at load: these tests hold the
+/// native rows' plans, which `ir-run --intermediates` and
+/// `PT2KIT_AS_GIVEN=1` run.)
 fn fused_and_plain(p: &pt2kit::ir::Program) -> (Executor<'_>, Executor<'_>) {
     let cpu = || exec::device(DeviceKind::Cpu).unwrap();
-    let plain = pt2kit::exec::ExecOptions {
-        no_fusion: true,
+    let fused = pt2kit::exec::ExecOptions {
+        as_given: true,
         ..Default::default()
     };
+    let plain = pt2kit::exec::ExecOptions {
+        no_fusion: true,
+        ..fused
+    };
     (
-        Executor::new(p, cpu()).unwrap(),
+        Executor::with_options(p, cpu(), fused).unwrap(),
         Executor::with_options(p, cpu(), plain).unwrap(),
     )
 }

@@ -46,6 +46,9 @@ pub struct Fallback {
     /// In-place ops made functional (0 when the program was not touched).
     pub functionalized: usize,
     pub lowered: Vec<Lowered>,
+    /// What else the back end did to the program at load, a line each
+    /// (`-v` prints them first).
+    pub notes: Vec<String>,
 }
 
 /// Whether an in-place op of `g` (or of a subgraph) writes to a value

@@ -17,6 +17,7 @@ mod epilogue;
 pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
+pub mod lowering;
 pub mod lowp;
 pub mod mapped;
 pub mod ops;
@@ -225,6 +226,11 @@ pub struct ExecOptions {
     /// The precision products compute in ([`lowp`]; bfloat16 only on a
     /// CPU with a kernel for it, float32 otherwise: [`Executor::precision_note`]).
     pub precision: lowp::Precision,
+    /// Run the program as given: not lowered at load the way
+    /// `ir-decompose` lowers it ([`lowering`]; its missing ops are still
+    /// lowered). For runs that name the values of the program as given
+    /// (`ir-run --intermediates`).
+    pub as_given: bool,
 }
 
 pub struct Executor<'p> {
@@ -452,11 +458,31 @@ impl<'p> Executor<'p> {
         opts: ExecOptions,
     ) -> Result<Executor<'p>> {
         let original = program;
-        let (program, fallback) =
-            match crate::decompose::fallback::lower_unsupported(program, executes)? {
+        let (planned, refused) = match opts.as_given || !device.is_cpu() {
+            true => (lowering::Planned::AsGiven, None),
+            false => match lowering::plan(program) {
+                lowering::Planned::Refused(why) => (lowering::Planned::AsGiven, Some(why)),
+                planned => (planned, None),
+            },
+        };
+        let (program, mut fallback) = match planned {
+            lowering::Planned::Lowered(lowered, note) => {
+                let (lowered, mut report) =
+                    match crate::decompose::fallback::lower_unsupported(&lowered, executes)? {
+                        Some((again, report)) => (again, report),
+                        None => (*lowered, Default::default()),
+                    };
+                report.notes.insert(0, note);
+                (std::borrow::Cow::Owned(lowered), report)
+            }
+            _ => match crate::decompose::fallback::lower_unsupported(program, executes)? {
                 Some((lowered, report)) => (std::borrow::Cow::Owned(lowered), report),
                 None => (std::borrow::Cow::Borrowed(program), Default::default()),
-            };
+            },
+        };
+        if let Some(why) = refused {
+            fallback.notes.insert(0, why);
+        }
         let missing = missing_ops(&program.graph);
         if !missing.is_empty() {
             let mut by_op: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -477,12 +503,23 @@ impl<'p> Executor<'p> {
             std::borrow::Cow::Owned(lowered) => lowered_names(original, lowered),
             std::borrow::Cow::Borrowed(_) => Default::default(),
         };
+        let mut program = program;
         let mut weights = BTreeMap::new();
+        // Per storage, the weights in it not yet loaded: a storage of the
+        // lowered copy's own (a folded batch norm's weight) is dropped once
+        // every weight in it has its copy in the executor.
+        let mut unloaded = vec![0usize; program.storages.len()];
+        for w in &program.weights {
+            if let Some(n) = unloaded.get_mut(w.storage as usize) {
+                *n += 1;
+            }
+        }
         // Weights left where they lie (unless asked not to): each weight
         // large enough (or any, with MapWeights::Always) whose every use is
         // a view or an op that reads it in place.
         let map = opts.map_weights != mapped::MapWeights::Never;
-        for (pos, input) in program.graph.inputs.iter().enumerate() {
+        for pos in 0..program.graph.inputs.len() {
+            let input = &program.graph.inputs[pos];
             if let (true, Some(w), Argument::Tensor(v)) =
                 (map, program.weight_for_input(pos), input)
             {
@@ -514,8 +551,17 @@ impl<'p> Executor<'p> {
                 // the executor has its own copy: the mapped file's pages
                 // of it leave this process's resident memory (a later
                 // read, a weight sharing the storage, faults them back)
-                if let Some(storage) = program.storages.get(w.storage as usize) {
-                    storage.release();
+                let storage = w.storage as usize;
+                if let Some(blob) = program.storages.get(storage) {
+                    blob.release();
+                }
+                if let (std::borrow::Cow::Owned(q), Some(n)) =
+                    (&mut program, unloaded.get_mut(storage))
+                {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 && q.storages[storage].is_owned() {
+                        q.storages[storage] = crate::blob::Blob::owned(Vec::new());
+                    }
                 }
             } else if program.input_kinds[pos].weight_name().is_some() {
                 return Err(Error::bad_input(format!("graph input {pos} has no weight")));

@@ -1,0 +1,166 @@
+//! The program as the executor runs it on the CPU: a graph as exported is
+//! lowered at load the way `ir-decompose` lowers it, so `pt2ir | ir-run`
+//! plans the same nodes, fusions and kernels as `pt2ir | ir-decompose |
+//! ir-run`.
+//!
+//! As exported, a graph holds composites (`conv2d`, `batch_norm`,
+//! `linear`, `adaptive_avg_pool2d`) and in-place activations (`relu_`,
+//! `hardswish_`, `add_`). The executor has rows for them, but the plan is
+//! poorer there: a batch norm between a convolution and its activation
+//! keeps the activation out of the convolution's epilogue, an in-place op
+//! joins no fused chain, and no weight is folded. Lowered (functionalised,
+//! every op with a rule lowered to core ATen but the few whose row is
+//! faster ([`KEPT`]), then `ir-decompose`'s default passes: `dce`, `fold`,
+//! `cse`, `bn-fold`), MobileNetV3-small at batch 1 ran in 1.84 ms against
+//! 2.73 ms as exported (two threads, AVX-512, one sitting); on a loaded
+//! machine, paired over ten rounds, as given took 1.62x the lowered IR's
+//! time and this plan 1.05x, ResNet-18 1.20x and 1.02x. The seven models
+//! of `make bench-compare` plan the same nodes either way.
+//!
+//! It is a plan, not a requirement: a program in core ATen that the
+//! passes leave as it is (what `ir-decompose` wrote) is run as it is, and a
+//! program that a rule or a pass cannot lower whole
+//! (a rule that needs a static size the graph leaves symbolic, say) runs as
+//! given, its missing ops lowered by the fallback alone
+//! (`decompose::fallback`). Off on other devices, while a run records
+//! every node's value (`ExecOptions::as_given`: `ir-run --intermediates`
+//! names the values of the program as given), and with
+//! `PT2KIT_AS_GIVEN=1` (for timing a run both ways).
+
+use crate::decompose::{self, Policy};
+use crate::ir::op::aten;
+use crate::ir::{Program, TargetKind};
+
+/// Ops left to their native rows, where the row is faster than what the
+/// rule lowers them into: the LSTM's one kernel over the sequence against
+/// the rule's cells, one set of nodes a step (the `lstm` fixture, 10 steps:
+/// 57 against 61 us).
+pub const KEPT: &[&str] = &[aten::LSTM_INPUT];
+
+/// The passes `ir-decompose` runs by default after lowering, in its order.
+const PASSES: &[&str] = &["dce", "fold", "cse", "bn-fold"];
+
+/// Whether lowering would change the program: a node (in any graph) of an
+/// op outside the core opset that a rule lowers, or an in-place op that
+/// functionalisation makes functional.
+fn has_composites(p: &Program) -> bool {
+    let mut found = false;
+    p.graph.visit_nodes(&mut |n| {
+        if found || n.target.kind != TargetKind::Op {
+            return;
+        }
+        let op = n.target.to_string();
+        found = (!decompose::is_core(&n.target)
+            && !KEPT.contains(&op.as_str())
+            && decompose::rules::rule_for(&op).is_some())
+            || crate::schema::mutates(&n.target);
+    });
+    found
+}
+
+/// What planning made of a program.
+pub(super) enum Planned {
+    /// `p` lowered as `ir-decompose` lowers it, with a line for `-v`.
+    Lowered(Box<Program>, String),
+    /// Nothing to change (a program in core ATen that the passes leave as
+    /// it is), or turned off.
+    AsGiven,
+    /// A rule, a pass or the checks after them refused: the program runs
+    /// as given, and `-v` says why.
+    Refused(String),
+}
+
+/// `p` as the executor plans it on the CPU ([`Planned`]).
+pub(super) fn plan(p: &Program) -> Planned {
+    if crate::knobs::is_set("PT2KIT_AS_GIVEN") {
+        return Planned::AsGiven;
+    }
+    match as_decomposed(p) {
+        Ok(Some((q, note))) => Planned::Lowered(Box::new(q), note),
+        Ok(None) => Planned::AsGiven,
+        Err(reason) => Planned::Refused(format!(
+            "runs as given, not as ir-decompose lowers it: {reason}"
+        )),
+    }
+}
+
+fn as_decomposed(p: &Program) -> Result<Option<(Program, String)>, String> {
+    let mut q = p.clone();
+    let composites = has_composites(p);
+    let mut functionalized = 0;
+    if composites {
+        let policy = Policy {
+            keep: KEPT.iter().map(|s| s.to_string()).collect(),
+            ..Policy::default()
+        };
+        let report = decompose::lower(&mut q, &policy).map_err(|e| e.to_string())?;
+        if let Some((op, nodes)) = report.not_core.first() {
+            return Err(format!(
+                "{op} (node {}) is left outside the core opset",
+                nodes.join(", ")
+            ));
+        }
+        functionalized = report.functionalized;
+    }
+    let names: Vec<String> = PASSES.iter().map(|s| s.to_string()).collect();
+    let passes = super::fold::run(&mut q, &names).map_err(|e| e.to_string())?;
+    if !composites && passes.iter().all(|(_, n)| *n == 0) {
+        return Ok(None);
+    }
+    keep_output_names(p, &mut q);
+    // the weights the passes read (a batch norm's, the convolution's it
+    // folds into) leave this process's resident memory
+    p.storages.iter().for_each(|s| s.release());
+    crate::ir::validate::validate(&q).map_err(|e| e.to_string())?;
+    crate::infer::check(&q, &crate::infer::Limits::default()).map_err(|e| e.to_string())?;
+    let before = p.graph.nodes.len();
+    let after = q.graph.nodes.len();
+    let passes: Vec<String> = passes.iter().map(|(n, c)| format!("{n} {c}")).collect();
+    Ok(Some((
+        q,
+        format!(
+            "planned as ir-decompose lowers it: {before} nodes to {after} \
+             ({functionalized} in-place made functional; passes: {})",
+            passes.join(", ")
+        ),
+    )))
+}
+
+/// The outputs of `q` (`p` lowered) under the names of `p`'s: a rule that
+/// lowers the node making an output gives it a fresh name, and `ir-run`
+/// writes its outputs under theirs. A value of `q` that holds such a name
+/// already takes the fresh one (names stay unique); a value that is two
+/// outputs (`cse` merged them) keeps the first one's, and an input its
+/// own.
+fn keep_output_names(p: &Program, q: &mut Program) {
+    // (inputs keep their names, which bind them: an output the lowering
+    // made an input itself, a flatten of what is flat already, say)
+    let inputs: std::collections::HashSet<usize> = q
+        .graph
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            crate::ir::Argument::Tensor(v) => Some(v.index()),
+            _ => None,
+        })
+        .collect();
+    let mut renamed = std::collections::HashSet::new();
+    for (a, b) in p.graph.outputs.iter().zip(&q.graph.outputs) {
+        let (crate::ir::Argument::Tensor(a), crate::ir::Argument::Tensor(b)) = (a, b) else {
+            continue;
+        };
+        let want = &p.graph.values[a.index()].name;
+        let holder = q.graph.values.iter().position(|v| v.name == *want);
+        if inputs.contains(&b.index())
+            || holder.is_some_and(|h| inputs.contains(&h))
+            || !renamed.insert(*b)
+            || holder == Some(b.index())
+        {
+            continue;
+        }
+        let fresh = std::mem::replace(&mut q.graph.values[b.index()].name, want.clone());
+        if let Some(h) = holder {
+            q.graph.values[h].name = fresh;
+        }
+    }
+}
