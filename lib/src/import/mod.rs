@@ -2,5 +2,6 @@
 //! pickle readers serve it.
 
 mod json;
+pub mod torchscript;
 pub mod pickle;
 pub mod pt2;
