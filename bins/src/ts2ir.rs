@@ -12,7 +12,7 @@ use pt2kit::import::torchscript::{read_torchscript, ShapeOut, TsOptions};
 #[derive(Parser, Debug)]
 #[command(name = "ts2ir", version, long_version = cli::long_version())]
 #[command(
-    after_help = "Examples:\n  ts2ir model.pt --example-inputs inputs.npz > model.ir\n  ts2ir model.pt --example-inputs inputs.npz --emit text | less\n  ts2ir traced.pt | ir-run --random"
+    after_help = "Examples:\n  ts2ir model.pt --example-inputs model.inputs.npz > traced.ir\n  ts2ir model.pt --example-inputs model.inputs.npz --emit text | less\n  ts2ir model.pt | ir-run --inputs model.inputs.npz"
 )]
 pub struct Args {
     /// The TorchScript archive to read (.pt, written by torch.jit.save)

@@ -1,5 +1,6 @@
-//! Readers that bring models into the IR. Only `pt2` today; the zip and
-//! pickle readers serve it.
+//! Readers that bring models into the IR: `pt2` (torch.export archives)
+//! and `torchscript` (torch.jit.save archives); the zip and
+//! pickle readers serve them.
 
 mod json;
 pub mod torchscript;

@@ -28,20 +28,20 @@ const MAX_ITERATIONS: usize = 100_000;
 /// Most nodes a lowering may emit.
 const MAX_NODES: usize = 2_000_000;
 
-enum Flow {
+pub(super) enum Flow {
     Next,
     Return(V),
     Break,
     Continue,
 }
 
-struct Frame {
-    vars: HashMap<String, V>,
+pub(super) struct Frame {
+    pub(super) vars: HashMap<String, V>,
     file: String,
 }
 
-struct Lower<'t> {
-    b: Builder<'t>,
+pub(super) struct Lower<'t> {
+    pub(super) b: Builder<'t>,
     depth: usize,
 }
 
@@ -352,7 +352,7 @@ impl Lower<'_> {
         Ok(program)
     }
 
-    fn exec_block(&mut self, f: &mut Frame, body: &[Stmt]) -> Result<Flow> {
+    pub(super) fn exec_block(&mut self, f: &mut Frame, body: &[Stmt]) -> Result<Flow> {
         for s in body {
             match self.exec(f, s)? {
                 Flow::Next => {}
@@ -401,6 +401,9 @@ impl Lower<'_> {
             }
             StmtKind::If { cond, body, orelse } => {
                 let c = self.eval(f, cond)?;
+                if let V::Pred(p) = c {
+                    return self.cond_if(f, p, body, orelse, &at);
+                }
                 let taken = self.truth(&c, &at, "an if")?;
                 return self.exec_block(f, if taken { body } else { orelse });
             }
@@ -426,6 +429,14 @@ impl Lower<'_> {
                 let mut n = 0;
                 loop {
                     let c = self.eval(f, cond)?;
+                    if let V::Pred(_) = c {
+                        if n > 0 {
+                            return Err(at.refuse(
+                                "a while loop whose condition turns data-dependent after an iteration is not lowered",
+                            ));
+                        }
+                        return self.while_loop(f, cond, body, &at);
+                    }
                     if !self.truth(&c, &at, "a while loop")? {
                         break;
                     }
@@ -536,7 +547,7 @@ impl Lower<'_> {
             V::List(l) => !l.borrow().is_empty(),
             V::Tuple(t) => !t.is_empty(),
             V::Dict(d) => !d.borrow().is_empty(),
-            V::Tensor(_) | V::SymInt(_) => {
+            V::Tensor(_) | V::SymInt(_) | V::Pred(_) => {
                 return Err(at.refuse(format!(
                     "{what} whose condition depends on tensor data or a symbolic size (prim::If / prim::Loop on a runtime value) is not lowered: trace the model, or give --example-inputs for a size"
                 )))
@@ -569,7 +580,7 @@ impl Lower<'_> {
         })
     }
 
-    fn eval(&mut self, f: &mut Frame, e: &Expr) -> Result<V> {
+    pub(super) fn eval(&mut self, f: &mut Frame, e: &Expr) -> Result<V> {
         let at = Self::at(f, e.line);
         Ok(match &e.kind {
             ExprKind::Name(n) => match f.vars.get(n) {
@@ -976,6 +987,18 @@ impl Lower<'_> {
         match p {
             "annotate" => return args.get(1).cloned().ok_or_else(|| at.bad("annotate without a value")),
             "uninitialized" => return Ok(V::Uninit),
+            "unchecked_cast" => {
+                return args
+                    .get(1)
+                    .cloned()
+                    .ok_or_else(|| at.bad("unchecked_cast without a value"))
+            }
+            "getattr" => {
+                return match args.as_slice() {
+                    [obj, V::Str(name)] => self.attr(obj.clone(), name, at),
+                    _ => Err(at.refuse("getattr with a name that is not a string literal")),
+                }
+            }
             "range" => {
                 let ints: Vec<i64> = args
                     .iter()
@@ -1139,6 +1162,10 @@ impl Lower<'_> {
             ("__getitem__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), i]) => {
                 return self.subscript(c.clone(), i.clone(), at).map(Some)
             }
+            ("__is__", [a, b]) => return self.binary("is", a.clone(), b.clone(), at).map(Some),
+            ("__isnot__", [a, b]) => {
+                return self.binary("is not", a.clone(), b.clone(), at).map(Some)
+            }
             ("list", [x @ (V::List(_) | V::Tuple(_))]) => {
                 return Ok(Some(V::list(self.iterate(x, at)?)))
             }
@@ -1223,7 +1250,17 @@ impl Lower<'_> {
                 s.parse()
                     .map_err(|_| at.bad(format!("float({s:?})")))?,
             ),
-            ("bool", v) if !matches!(v, V::Tensor(_)) => V::Bool(self.truth(v, at, "bool()")?),
+            ("bool", V::Tensor(t)) => {
+                let n: Option<i64> = self.b.meta(*t).sizes.iter().map(Sym::as_int).product();
+                if n.is_some_and(|n| n != 1) {
+                    return Err(at.bad(format!(
+                        "bool() of a tensor of {} elements",
+                        n.unwrap_or(0)
+                    )));
+                }
+                V::Pred(*t)
+            }
+            ("bool", v) => V::Bool(self.truth(v, at, "bool()")?),
             ("floor", V::Float(f)) => V::Int(f.floor() as i64),
             ("ceil", V::Float(f)) => V::Int(f.ceil() as i64),
             ("floor" | "ceil", V::Int(i)) => V::Int(*i),
@@ -1397,7 +1434,7 @@ fn has_tensor(v: &V) -> bool {
     }
 }
 
-fn is_same(a: &V, b: &V) -> bool {
+pub(super) fn is_same(a: &V, b: &V) -> bool {
     match (a, b) {
         (V::None, V::None) => true,
         (V::None, _) | (_, V::None) => false,

@@ -10,6 +10,7 @@
 //!   submodule calls, runs Python-level values (ints, lists, tuples, dicts,
 //!   `range`) at import time, unrolls loops whose trip count it knows, and
 //!   emits every tensor op as a node.
+//! - `control.rs`: an `if` on tensor data as a `cond` of two subgraphs.
 //! - `ops.rs`: a call of `torch.*` / `ops.aten.*`: its overload resolved
 //!   against `lib/data/op_schemas.txt`, its arguments converted to the
 //!   schema's kinds, its outputs' sizes and dtypes from the shape rules the
@@ -19,6 +20,7 @@
 //! parsed and evaluated over abstract values. What cannot be lowered is
 //! refused with the construct and its `code/` file and line.
 
+mod control;
 mod lexer;
 mod lower;
 mod ops;

@@ -43,6 +43,8 @@ pub enum V {
     Device(String),
     /// `uninitialized(T)`: a value on a path that never returns it.
     Uninit,
+    /// `bool(t)` of a one-element tensor: a truth known only at run time.
+    Pred(ValueId),
 }
 
 impl V {
@@ -68,6 +70,7 @@ impl V {
             V::Method(..) => "a method",
             V::Device(_) => "a device",
             V::Uninit => "an uninitialized value",
+            V::Pred(_) => "the truth of a tensor",
         }
     }
 }
