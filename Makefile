@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports bench-pipe
+.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports bench-pipe
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -168,6 +168,17 @@ bench-pipe: build $(VENV)/.torch
 # golden/zoo/REPORT.md and golden/zoo/results.json; models and logs go to
 # zoo-scratch/ (git-ignored). About 7 minutes on 2 cores.
 # `make zoo ZOO_ARGS="--family nn"` or ZOO_ARGS="--only bert_sdpa_b2" reruns a part.
+# TorchScript through ts2ir: the small committed cases (golden/ts, tested by
+# bins/tests/ts2ir.rs), and the bigger ones (torchvision, nn layers, HF
+# traced with torchscript=True) written to zoo-scratch/ts and each run
+# through ts2ir | ir-run and ts2ir | ir-decompose | ir-run against torch.
+ts-cases: $(VENV)/.torch
+	$(VENV)/bin/python recipes/ts_cases.py golden/ts
+
+zoo-ts: build $(VENV)/.torch
+	$(VENV)/bin/python recipes/ts_cases.py --zoo zoo-scratch/ts
+	PYTHON=$(VENV)/bin/python recipes/check_ts_zoo.sh target/release zoo-scratch/ts
+
 zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
 		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)

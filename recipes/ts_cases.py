@@ -3,7 +3,7 @@
 and the outputs of the module reloaded with torch.jit.load.
 
     python recipes/ts_cases.py [OUT_DIR]           # the small committed set (golden/ts)
-    python recipes/ts_cases.py --zoo OUT_DIR       # torchvision / HF / nn layers (make zoo-ts)
+    python recipes/ts_cases.py --zoo OUT_DIR [vision|nn|hf ...]   # the bigger ones (make zoo-ts)
 
 Writes NAME.pt, NAME.inputs.npz (every forward argument by name; int,
 float and bool ones as 0-d arrays) and NAME.expected.npz (the outputs,
@@ -131,10 +131,12 @@ class DataList(nn.Module):
         return out
 
 
-def save(out, name, module, inputs, names):
+def save(out, name, module, inputs, names=None):
     path = os.path.join(out, f"{name}.pt")
     torch.jit.save(module, path)
     loaded = torch.jit.load(path)
+    # The inputs are named as forward's arguments (after self).
+    names = [a.name for a in loaded.forward.schema.arguments[1:]]
     with torch.no_grad():
         result = loaded(*inputs)
     leaves, _ = tree_flatten(result)
@@ -189,7 +191,7 @@ def small(out):
     save(out, "data_list_scripted", torch.jit.script(DataList()), (x.abs(),), ["x"])
 
 
-def zoo(out):
+def zoo_vision(out):
     import torchvision
 
     torch.manual_seed(0)
@@ -203,6 +205,8 @@ def zoo(out):
         save(out, f"{name}_scripted", torch.jit.script(m), (img,), ["x"])
         save(out, f"{name}_frozen", torch.jit.freeze(torch.jit.script(m)), (img,), ["x"])
 
+
+def zoo_nn(out):
     torch.manual_seed(0)
     seq = torch.randn(5, 2, 8)
     for name, m in [
@@ -220,18 +224,25 @@ def zoo(out):
         except Exception as e:  # noqa: BLE001 - report and go on
             print(name, "scripted: not scriptable:", type(e).__name__)
 
+
+def zoo_hf(out):
     from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 
     torch.manual_seed(0)
     ids = torch.randint(0, 100, (1, 12))
     for name, m in [
         ("bert", BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                      num_attention_heads=2, intermediate_size=64, torchscript=True))),
+                                      num_attention_heads=2, intermediate_size=64, torchscript=True,
+                                      return_dict=False))),
         ("gpt2", GPT2Model(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2,
-                                      torchscript=True))),
+                                      torchscript=True, return_dict=False, use_cache=False))),
     ]:
         m = m.eval()
-        save(out, f"{name}_traced", torch.jit.trace(m, (ids,)), (ids,), ["input_ids"])
+        traced = torch.jit.trace(m, (ids,), strict=False)
+        save(out, f"{name}_traced", traced, (ids,), ["input_ids"])
+
+
+ZOO = {"vision": zoo_vision, "nn": zoo_nn, "hf": zoo_hf}
 
 
 if __name__ == "__main__":
@@ -239,7 +250,8 @@ if __name__ == "__main__":
     if args[:1] == ["--zoo"]:
         out = args[1] if len(args) > 1 else "zoo-scratch/ts"
         os.makedirs(out, exist_ok=True)
-        zoo(out)
+        for part in args[2:] or list(ZOO):
+            ZOO[part](out)
     else:
         out = args[0] if args else "golden/ts"
         os.makedirs(out, exist_ok=True)

@@ -42,6 +42,6 @@ pub mod ir_diff;
 pub mod ir_run;
 pub mod man;
 pub mod pt2ir;
-pub mod ts2ir;
 #[cfg(feature = "exec")]
 pub mod run_inputs;
+pub mod ts2ir;

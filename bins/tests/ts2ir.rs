@@ -71,7 +71,10 @@ fn compare(case: &str, got: &Path, how: &str) {
             .zip(&e)
             .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
             .fold(0.0, f64::max);
-        assert!(worst < 1e-4, "{case} ({how}): output {k} differs by {worst}");
+        assert!(
+            worst < 1e-4,
+            "{case} ({how}): output {k} differs by {worst}"
+        );
     }
 }
 

@@ -3,6 +3,6 @@
 //! pickle readers serve them.
 
 mod json;
-pub mod torchscript;
 pub mod pickle;
 pub mod pt2;
+pub mod torchscript;

@@ -39,7 +39,10 @@ pub enum Py {
     List(Vec<Py>),
     Dict(Vec<(Py, Py)>),
     Global(String),
-    Storage { dtype: Dtype, key: String },
+    Storage {
+        dtype: Dtype,
+        key: String,
+    },
     Tensor(Box<TensorRec>),
     /// An instance of a TorchScript class (`__torch__.M`): its class and
     /// the attribute dict its BUILD gave it.

@@ -30,11 +30,23 @@ struct Branch {
 }
 
 impl Lower<'_> {
-    fn branch(&mut self, f: &mut Frame, before: &HashMap<String, V>, body: &[Stmt]) -> Result<Branch> {
+    fn branch(
+        &mut self,
+        f: &mut Frame,
+        before: &HashMap<String, V>,
+        body: &[Stmt],
+    ) -> Result<Branch> {
         let mark = self.b.graph.nodes.len();
+        let replaced = self.b.replaced.len();
         f.vars = before.clone();
         let flow = self.exec_block(f, body)?;
         let nodes = self.b.graph.nodes.split_off(mark);
+        if self.b.replaced.len() != replaced {
+            return Err(crate::error::Error::unsupported(format!(
+                "{}: an in-place op inside control flow on tensor data is not lowered",
+                f.file
+            )));
+        }
         Ok(Branch {
             flow,
             vars: std::mem::take(&mut f.vars),
@@ -121,11 +133,9 @@ impl Lower<'_> {
                 }
                 (ta, eb, Vec::new(), Some(a.clone()))
             }
-            _ => {
-                return Err(at.refuse(
-                    "an if on tensor data where one branch returns (or breaks) and the other goes on",
-                ))
-            }
+            _ => return Err(at.refuse(
+                "an if on tensor data where one branch returns (or breaks) and the other goes on",
+            )),
         };
         // The operands: every outside value either branch reads.
         let mut operands: BTreeSet<ValueId> = BTreeSet::new();
@@ -160,9 +170,19 @@ impl Lower<'_> {
                 .sizes
                 .iter()
                 .zip(&mb.sizes)
-                .map(|(x, y)| if x == y { x.clone() } else { self.b.symbol("u", None) })
+                .map(|(x, y)| {
+                    if x == y {
+                        x.clone()
+                    } else {
+                        self.b.symbol("u", None)
+                    }
+                })
                 .collect();
-            let vname = if i == 0 { name.clone() } else { self.b.fresh(&format!("{name}_{i}")) };
+            let vname = if i == 0 {
+                name.clone()
+            } else {
+                self.b.fresh(&format!("{name}_{i}"))
+            };
             self.b.graph.values.push(Value {
                 name: vname,
                 kind: ValueKind::Tensor(sym_contiguous(ma.dtype, sizes)),
@@ -259,7 +279,11 @@ impl Lower<'_> {
                     let old = &before[k];
                     f.vars.insert(
                         k.clone(),
-                        if matches!(old, V::Pred(_)) { V::Pred(id) } else { V::Tensor(id) },
+                        if matches!(old, V::Pred(_)) {
+                            V::Pred(id)
+                        } else {
+                            V::Tensor(id)
+                        },
                     );
                     id
                 })
@@ -294,8 +318,16 @@ impl Lower<'_> {
             body_out.push(new);
         }
         let mut additional: BTreeSet<ValueId> = BTreeSet::new();
-        additional.extend(captured(&cond_nodes, &[pred]).into_iter().filter(|v| !cond_in.contains(v)));
-        additional.extend(captured(&b.nodes, &body_out).into_iter().filter(|v| !body_in.contains(v)));
+        additional.extend(
+            captured(&cond_nodes, &[pred])
+                .into_iter()
+                .filter(|v| !cond_in.contains(v)),
+        );
+        additional.extend(
+            captured(&b.nodes, &body_out)
+                .into_iter()
+                .filter(|v| !body_in.contains(v)),
+        );
         let additional: Vec<ValueId> = additional.into_iter().collect();
         for v in &additional {
             if !matches!(self.b.graph.values[v.index()].kind, ValueKind::Tensor(_)) {
@@ -305,14 +337,29 @@ impl Lower<'_> {
             }
         }
         let k = self.b.graph.nodes.len();
-        let with = |ins: &[ValueId]| -> Vec<ValueId> { ins.iter().chain(&additional).copied().collect() };
-        let cond_graph = self.subgraph(&format!("while_loop_cond_graph_{k}"), &with(&cond_in), cond_nodes, &[pred]);
-        let body_graph = self.subgraph(&format!("while_loop_body_graph_{k}"), &with(&body_in), b.nodes, &body_out);
+        let with =
+            |ins: &[ValueId]| -> Vec<ValueId> { ins.iter().chain(&additional).copied().collect() };
+        let cond_graph = self.subgraph(
+            &format!("while_loop_cond_graph_{k}"),
+            &with(&cond_in),
+            cond_nodes,
+            &[pred],
+        );
+        let body_graph = self.subgraph(
+            &format!("while_loop_body_graph_{k}"),
+            &with(&body_in),
+            b.nodes,
+            &body_out,
+        );
         let name = self.b.fresh("while_loop");
         let mut outs = Vec::new();
         for (i, (_, old)) in carried.iter().enumerate() {
             let kind = self.b.graph.values[old.index()].kind.clone();
-            let vname = if i == 0 { name.clone() } else { self.b.fresh(&format!("{name}_{i}")) };
+            let vname = if i == 0 {
+                name.clone()
+            } else {
+                self.b.fresh(&format!("{name}_{i}"))
+            };
             self.b.graph.values.push(Value { name: vname, kind });
             outs.push(ValueId(self.b.graph.values.len() as u32 - 1));
         }
@@ -333,7 +380,10 @@ impl Lower<'_> {
             inputs: vec![
                 arg("cond_fn", Argument::Graph(cond_graph)),
                 arg("body_fn", Argument::Graph(body_graph)),
-                arg("carried_inputs", Argument::Tensors(carried.iter().map(|(_, v)| *v).collect())),
+                arg(
+                    "carried_inputs",
+                    Argument::Tensors(carried.iter().map(|(_, v)| *v).collect()),
+                ),
                 arg("additional_inputs", Argument::Tensors(additional)),
             ],
             outputs: outs.iter().map(|v| Argument::Tensor(*v)).collect(),
@@ -346,14 +396,21 @@ impl Lower<'_> {
         f.vars = before;
         for ((k, _), v) in carried.iter().zip(outs) {
             let was_pred = matches!(f.vars.get(k), Some(V::Pred(_)));
-            f.vars.insert(k.clone(), if was_pred { V::Pred(v) } else { V::Tensor(v) });
+            f.vars
+                .insert(k.clone(), if was_pred { V::Pred(v) } else { V::Tensor(v) });
         }
         Ok(Flow::Next)
     }
 
     /// Nodes as a subgraph whose inputs are `inputs` (values they read
     /// from outside), returning `outs`.
-    fn subgraph(&self, name: &str, operands: &[ValueId], nodes: Vec<Node>, outs: &[ValueId]) -> Subgraph {
+    fn subgraph(
+        &self,
+        name: &str,
+        operands: &[ValueId],
+        nodes: Vec<Node>,
+        outs: &[ValueId],
+    ) -> Subgraph {
         let mut graph = Graph::default();
         let mut map: HashMap<ValueId, ValueId> = HashMap::new();
         let copy = |graph: &mut Graph, v: ValueId, map: &mut HashMap<ValueId, ValueId>| {
@@ -435,9 +492,9 @@ fn leaves(v: &V, out: &mut Vec<ValueId>, at: &At) -> Result<String> {
         }
         other => {
             return Err(at.refuse(format!(
-                "a branch of an if on tensor data returns {}: tensors and tuples of them are lowered",
-                other.kind()
-            )))
+            "a branch of an if on tensor data returns {}: tensors and tuples of them are lowered",
+            other.kind()
+        )))
         }
     })
 }

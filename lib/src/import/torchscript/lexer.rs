@@ -28,8 +28,8 @@ pub struct Token {
 /// Operators, longest first so that `**` wins over `*`.
 const OPS: &[&str] = &[
     "**=", "//=", ">>=", "<<=", "->", "**", "//", "==", "!=", "<=", ">=", "<<", ">>", "+=", "-=",
-    "*=", "/=", "%=", "&=", "|=", "^=", "(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "+",
-    "-", "*", "/", "%", "@", "&", "|", "^", "~", "<", ">", "=",
+    "*=", "/=", "%=", "&=", "|=", "^=", "(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "+", "-",
+    "*", "/", "%", "@", "&", "|", "^", "~", "<", ">", "=",
 ];
 
 /// Splits one file into tokens; `file` names it in errors.
@@ -198,7 +198,10 @@ pub fn tokenize(file: &str, src: &str) -> Result<Vec<Token>> {
                 let Some(op) = OPS.iter().find(|op| rest.starts_with(**op)) else {
                     return Err(fail(
                         line,
-                        format!("unexpected character {:?}", rest.chars().next().unwrap_or(' ')),
+                        format!(
+                            "unexpected character {:?}",
+                            rest.chars().next().unwrap_or(' ')
+                        ),
                     ));
                 };
                 match *op {
@@ -227,7 +230,10 @@ pub fn tokenize(file: &str, src: &str) -> Result<Vec<Token>> {
             line,
         });
     }
-    out.push(Token { tok: Tok::End, line });
+    out.push(Token {
+        tok: Tok::End,
+        line,
+    });
     Ok(out)
 }
 
@@ -273,7 +279,8 @@ fn string(bytes: &[u8], start: usize) -> std::result::Result<(String, usize, u32
                 b'\n' => lines += 1,
                 b'x' => {
                     let hex = std::str::from_utf8(bytes.get(i..i + 2).unwrap_or(b"")).unwrap_or("");
-                    let v = u8::from_str_radix(hex, 16).map_err(|_| "bad \\x escape".to_string())?;
+                    let v =
+                        u8::from_str_radix(hex, 16).map_err(|_| "bad \\x escape".to_string())?;
                     out.push(v);
                     i += 2;
                 }

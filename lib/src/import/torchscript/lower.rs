@@ -37,7 +37,7 @@ pub(super) enum Flow {
 
 pub(super) struct Frame {
     pub(super) vars: HashMap<String, V>,
-    file: String,
+    pub(super) file: String,
 }
 
 pub(super) struct Lower<'t> {
@@ -168,9 +168,9 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
             }
             _ => {
                 return Err(at.refuse(format!(
-                    "input '{}' is {ann}: ts2ir takes Tensor, int, float, bool and Optional arguments",
-                    p.name
-                )))
+                "input '{}' is {ann}: ts2ir takes Tensor, int, float, bool and Optional arguments",
+                p.name
+            )))
             }
         };
         frame.vars.insert(p.name.clone(), value);
@@ -187,13 +187,17 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
         file: cls.file.clone(),
         line: func.line,
     };
+    let result = lw.b.current(&result);
     let spec = flatten(&result, &mut outputs, &at)?;
     lw.finish(user_inputs, outputs, spec, arg_names)
 }
 
 /// The dtype and sizes of each recorded example of a traced method
 /// (`traced_inputs.pkl`: tensors without data).
-fn traced_inputs(tree: &Tree, method: &str) -> Result<Vec<Option<(Dtype, Vec<i64>)>>> {
+/// An input's dtype and sizes, as a traced archive records them.
+type Recorded = Option<(Dtype, Vec<i64>)>;
+
+fn traced_inputs(tree: &Tree, method: &str) -> Result<Vec<Recorded>> {
     let name = format!("{}traced_inputs.pkl", tree.root);
     if !tree.archive.contains(&name) {
         return Ok(Vec::new());
@@ -395,7 +399,7 @@ impl Lower<'_> {
                 let v = self.eval(f, value)?;
                 self.assign(f, target, v)?;
             }
-            StmtKind::AnnAssign { value: None, .. } | StmtKind::Pass | StmtKind::Import(_) => {}
+            StmtKind::AnnAssign { value: None, .. } | StmtKind::Pass | StmtKind::Import => {}
             StmtKind::Expr(e) => {
                 self.eval(f, e)?;
             }
@@ -471,7 +475,7 @@ impl Lower<'_> {
                     "the model raises an exception for these inputs {msg}"
                 )));
             }
-            StmtKind::Assert(cond, _) => {
+            StmtKind::Assert(cond) => {
                 let c = self.eval(f, cond)?;
                 if !self.truth(&c, &at, "an assert")? {
                     return Err(at.bad("an assert of the model fails for these inputs"));
@@ -573,7 +577,9 @@ impl Lower<'_> {
                         "a loop over the rows of a tensor whose first dim is symbolic (a data-dependent list length)",
                     ));
                 }
-                let out = self.b.call("aten", "unbind", &[v.clone()], &[], at)?;
+                let out = self
+                    .b
+                    .call("aten", "unbind", std::slice::from_ref(v), &[], at)?;
                 self.iterate(&out, at)?
             }
             other => return Err(at.refuse(format!("a loop over {}", other.kind()))),
@@ -584,7 +590,7 @@ impl Lower<'_> {
         let at = Self::at(f, e.line);
         Ok(match &e.kind {
             ExprKind::Name(n) => match f.vars.get(n) {
-                Some(v) => v.clone(),
+                Some(v) => self.b.current(v),
                 None => V::Path(n.clone()),
             },
             ExprKind::Int(i) => V::Int(*i),
@@ -702,7 +708,29 @@ impl Lower<'_> {
                         self.b.tree.constants.len()
                     ))
                 })?;
-                self.py_value(&py, &format!("CONSTANTS.{name}"), WeightKind::Constant, "constants", at)?
+                // A 0-dim int64 constant is what tracing makes of a Python
+                // int (a size): an int again, as TorchScript's arithmetic on
+                // it promotes like one.
+                if let Py::Tensor(t) = &py {
+                    if t.sizes.is_empty() && t.dtype == Dtype::Int64 {
+                        let (_, blob) = self.b.tree.storage("constants", &t.key)?;
+                        let at_byte = usize::try_from(t.offset)
+                            .unwrap_or(usize::MAX)
+                            .saturating_mul(8);
+                        if let Some(bytes) = blob.get(at_byte..at_byte.saturating_add(8)) {
+                            let mut b = [0u8; 8];
+                            b.copy_from_slice(bytes);
+                            return Ok(V::Int(i64::from_le_bytes(b)));
+                        }
+                    }
+                }
+                self.py_value(
+                    &py,
+                    &format!("CONSTANTS.{name}"),
+                    WeightKind::Constant,
+                    "constants",
+                    at,
+                )?
             }
             V::Path(p) => V::Path(format!("{p}.{name}")),
             V::Object(obj) => self.object_attr(&obj, name, at)?,
@@ -728,7 +756,10 @@ impl Lower<'_> {
             return self.py_value(&py.clone(), &path, kind, "data", at);
         }
         if class.methods.contains_key(name) {
-            return Ok(V::Method(Box::new(V::Object(obj.clone())), name.to_string()));
+            return Ok(V::Method(
+                Box::new(V::Object(obj.clone())),
+                name.to_string(),
+            ));
         }
         if let Some((_, e)) = class.constants.iter().find(|(k, _)| k == name) {
             let mut f = Frame {
@@ -739,7 +770,11 @@ impl Lower<'_> {
         }
         Err(at.bad(format!(
             "module '{}' (class {}) has no attribute {name}",
-            if obj.path.is_empty() { "<root>" } else { &obj.path },
+            if obj.path.is_empty() {
+                "<root>"
+            } else {
+                &obj.path
+            },
             class.name
         )))
     }
@@ -801,8 +836,7 @@ impl Lower<'_> {
 
     fn subscript(&mut self, b: V, i: V, at: &At) -> Result<V> {
         Ok(match (&b, &i) {
-            (V::List(_) | V::Tuple(_), V::Tuple(parts))
-                if matches!(parts.first(), Some(V::Str(s)) if s == "slice") =>
+            (V::List(_) | V::Tuple(_), V::Tuple(parts)) if matches!(parts.first(), Some(V::Str(s)) if s == "slice") =>
             {
                 let items = self.iterate(&b, at)?;
                 let n = items.len() as i64;
@@ -811,7 +845,9 @@ impl Lower<'_> {
                         V::None => default,
                         V::Int(x) if *x < 0 => (x + n).max(0),
                         V::Int(x) => (*x).min(n),
-                        other => return Err(at.refuse(format!("a slice bound that is {}", other.kind()))),
+                        other => {
+                            return Err(at.refuse(format!("a slice bound that is {}", other.kind())))
+                        }
                     })
                 };
                 if !matches!(parts[3], V::None | V::Int(1)) {
@@ -841,14 +877,11 @@ impl Lower<'_> {
                 .find(|(k, _)| same_key(k, &i))
                 .map(|(_, v)| v.clone())
                 .ok_or_else(|| at.bad(format!("key {i:?} is not in the dict")))?,
-            (V::Tensor(_), V::Int(_)) => self.b.call("aten", "select", &[b.clone(), V::Int(0), i], &[], at)?,
-            _ => {
-                return Err(at.refuse(format!(
-                    "indexing {} with {}",
-                    b.kind(),
-                    i.kind()
-                )))
+            (V::Tensor(_), V::Int(_)) => {
+                self.b
+                    .call("aten", "select", &[b.clone(), V::Int(0), i], &[], at)?
             }
+            _ => return Err(at.refuse(format!("indexing {} with {}", b.kind(), i.kind()))),
         })
     }
 
@@ -876,7 +909,14 @@ impl Lower<'_> {
                     at.refuse(format!("class {} has no method {name}", class.name))
                 })?;
                 let saved = std::mem::replace(&mut self.b.module_path, obj.path.clone());
-                let r = self.inline(&func, &class.file, Some(V::Object(obj.clone())), args, kwargs, at);
+                let r = self.inline(
+                    &func,
+                    &class.file,
+                    Some(V::Object(obj.clone())),
+                    args,
+                    kwargs,
+                    at,
+                );
                 self.b.module_path = saved;
                 r
             }
@@ -966,7 +1006,10 @@ impl Lower<'_> {
                 };
                 self.eval(&mut df, d)?
             } else {
-                return Err(at.bad(format!("{} is called without its argument {}", func.name, p.name)));
+                return Err(at.bad(format!(
+                    "{} is called without its argument {}",
+                    func.name, p.name
+                )));
             };
             frame.vars.insert(p.name.clone(), v);
         }
@@ -985,7 +1028,12 @@ impl Lower<'_> {
                 .ok_or_else(|| at.bad(format!("{p} without an argument")))
         };
         match p {
-            "annotate" => return args.get(1).cloned().ok_or_else(|| at.bad("annotate without a value")),
+            "annotate" => {
+                return args
+                    .get(1)
+                    .cloned()
+                    .ok_or_else(|| at.bad("annotate without a value"))
+            }
             "uninitialized" => return Ok(V::Uninit),
             "unchecked_cast" => {
                 return args
@@ -1029,8 +1077,12 @@ impl Lower<'_> {
             }
             "int" | "float" | "bool" | "len" | "str" => return self.builtin(p, &one(&args)?, at),
             "print" | "warnings.warn" | "ops.prim.Print" => return Ok(V::None),
-            "ops.prim.NumToTensor" | "ops.prim.unchecked_cast" | "ops.prim.data"
-            | "torch.detach" if !matches!(args.first(), Some(V::Tensor(_))) || p != "torch.detach" => {
+            "ops.prim.NumToTensor"
+            | "ops.prim.unchecked_cast"
+            | "ops.prim.data"
+            | "torch.detach"
+                if !matches!(args.first(), Some(V::Tensor(_))) || p != "torch.detach" =>
+            {
                 return one(&args)
             }
             "ops.prim.device" | "torch.device" => return Ok(V::Device("cpu".into())),
@@ -1039,13 +1091,16 @@ impl Lower<'_> {
                     return Err(at.bad("prim::dtype of a non-tensor"));
                 };
                 let d = self.b.meta(*t).dtype;
-                return code_of_dtype(d)
-                    .map(V::Int)
-                    .ok_or_else(|| at.refuse(format!("dtype {} has no TorchScript code", d.torch_name())));
+                return code_of_dtype(d).map(V::Int).ok_or_else(|| {
+                    at.refuse(format!("dtype {} has no TorchScript code", d.torch_name()))
+                });
             }
-            "ops.prim.is_cuda" | "ops.prim.is_quantized" | "ops.prim.is_mkldnn" => {
-                return Ok(V::Bool(false))
-            }
+            "ops.prim.is_cuda"
+            | "ops.prim.is_quantized"
+            | "ops.prim.is_mkldnn"
+            | "ops.prim.is_nested"
+            | "ops.prim.is_sparse"
+            | "ops.prim.is_meta" => return Ok(V::Bool(false)),
             "ops.prim.RaiseException" => {
                 return Err(at.bad(format!(
                     "the model raises an exception for these inputs: {}",
@@ -1056,14 +1111,25 @@ impl Lower<'_> {
                 )))
             }
             "ops.prim.min" | "ops.prim.max" => {
-                let items = if args.len() == 1 { self.iterate(&args[0], at)? } else { args.clone() };
+                let items = if args.len() == 1 {
+                    self.iterate(&args[0], at)?
+                } else {
+                    args.clone()
+                };
                 let mut best: Option<V> = None;
                 for x in items {
                     best = Some(match best {
                         None => x,
                         Some(b) => {
-                            let less = matches!(self.binary("<", x.clone(), b.clone(), at)?, V::Bool(true));
-                            if less == (p == "ops.prim.min") { x } else { b }
+                            let less = matches!(
+                                self.binary("<", x.clone(), b.clone(), at)?,
+                                V::Bool(true)
+                            );
+                            if less == (p == "ops.prim.min") {
+                                x
+                            } else {
+                                b
+                            }
                         }
                     });
                 }
@@ -1122,6 +1188,10 @@ impl Lower<'_> {
                 return Ok(v);
             }
         }
+        let args: Vec<V> = args.iter().map(|a| self.b.current(a)).collect();
+        if let Some(v) = self.b.call_in_place(&ns, &name, &args, &kwargs, at)? {
+            return Ok(v);
+        }
         self.b.call(&ns, &name, &args, &kwargs, at)
     }
 
@@ -1130,7 +1200,10 @@ impl Lower<'_> {
     /// tensor op.
     fn python_aten(&mut self, name: &str, args: &[V], tensors: bool, at: &At) -> Result<Option<V>> {
         // Sizes are known at import where the dim is static.
-        if let (Some(V::Tensor(t)), true) = (args.first(), matches!(name, "size" | "dim" | "numel" | "len" | "is_floating_point")) {
+        if let (Some(V::Tensor(t)), true) = (
+            args.first(),
+            matches!(name, "size" | "dim" | "numel" | "len" | "is_floating_point"),
+        ) {
             let sizes = self.b.meta(*t).sizes.clone();
             let dtype = self.b.meta(*t).dtype;
             return Ok(Some(match (name, &args[1..]) {
@@ -1150,13 +1223,17 @@ impl Lower<'_> {
                 _ => return Ok(None),
             }));
         }
-        // List builtins, whatever their items.
+        // List builtins, whatever their items; dropout in eval mode.
         match (name, args) {
+            (
+                "dropout" | "feature_dropout" | "alpha_dropout",
+                [t @ V::Tensor(_), _, V::Bool(false)],
+            ) => return Ok(Some(t.clone())),
             ("append", [V::List(l), x]) => {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
             }
-            ("len", [x @ (V::List(_) | V::Tuple(_) | V::Dict(_))]) => {
+            ("len", [x @ (V::List(_) | V::Tuple(_) | V::Dict(_) | V::Str(_))]) => {
                 return self.builtin("len", x, at).map(Some)
             }
             ("__getitem__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), i]) => {
@@ -1206,13 +1283,16 @@ impl Lower<'_> {
 
     fn size(&mut self, t: crate::ir::ValueId, d: i64, at: &At) -> Result<V> {
         let sizes = self.b.meta(t).sizes.clone();
-        let dim = crate::ir::normalize_dim(d, sizes.len()).map_err(|e| e.at(format!("{}:{}", at.file, at.line)))?;
+        let dim = crate::ir::normalize_dim(d, sizes.len())
+            .map_err(|e| e.at(format!("{}:{}", at.file, at.line)))?;
         if let Some(n) = sizes[dim].as_int() {
             return Ok(V::Int(n));
         }
         // A symbolic dim: `aten.sym_size.int`, a SymInt value.
         let name = self.b.fresh("sym_size_int");
-        let v = self.b.new_value(&name, ValueKind::SymInt(sizes[dim].clone()));
+        let v = self
+            .b
+            .new_value(&name, ValueKind::SymInt(sizes[dim].clone()));
         self.b.graph.nodes.push(crate::ir::Node {
             name,
             target: crate::ir::Target::op("aten", "sym_size", "int"),
@@ -1351,6 +1431,24 @@ impl Lower<'_> {
                 V::list(v)
             }
             ("+", Tuple(a), Tuple(b)) => Tuple(a.iter().chain(b).cloned().collect()),
+            ("==" | "!=", List(_) | Tuple(_), List(_) | Tuple(_)) => {
+                let (a, b) = (self.iterate(&l, at)?, self.iterate(&r, at)?);
+                let mut equal = a.len() == b.len();
+                for (x, y) in a.iter().zip(&b) {
+                    if !equal {
+                        break;
+                    }
+                    equal = match self.binary("==", x.clone(), y.clone(), at)? {
+                        Bool(e) => e,
+                        _ => {
+                            return Err(
+                                at.refuse("comparing lists of tensors (a data-dependent result)")
+                            )
+                        }
+                    };
+                }
+                Bool(equal == (op == "=="))
+            }
             ("==", Str(a), Str(b)) => Bool(a == b),
             ("!=", Str(a), Str(b)) => Bool(a != b),
             ("==", None, None) => Bool(true),
@@ -1365,7 +1463,9 @@ impl Lower<'_> {
                     "*" => Int(a.wrapping_mul(b)),
                     "/" => Float(a as f64 / b as f64),
                     "//" | "%" if b == 0 => return Err(at.bad("integer division by zero")),
-                    "//" => Int(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 }),
+                    "//" => {
+                        Int(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
+                    }
                     "%" => Int(((a % b) + b) % b),
                     "**" if b >= 0 => Int(a.wrapping_pow(b.min(u32::MAX as i64) as u32)),
                     "**" => Float((a as f64).powf(b as f64)),
@@ -1414,13 +1514,7 @@ impl Lower<'_> {
                     "operator {op} on a symbolic size: give --example-inputs to make sizes static"
                 )))
             }
-            _ => {
-                return Err(at.refuse(format!(
-                    "operator {op} on {} and {}",
-                    l.kind(),
-                    r.kind()
-                )))
-            }
+            _ => return Err(at.refuse(format!("operator {op} on {} and {}", l.kind(), r.kind()))),
         })
     }
 }

@@ -13,9 +13,9 @@ use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::import::pickle::{Py, TensorRec};
 use crate::ir::{
-    ArgKind, Argument, Device, Dtype, Graph, Hint, InputKind, Layout, MemoryFormat, NamedArg,
-    Node, NodeMeta, RangeConstraint, Sym, SymExpr, SymRef, Target, TensorMeta, Value, ValueId,
-    ValueKind, Weight, WeightKind,
+    ArgKind, Argument, Device, Dtype, Graph, Hint, InputKind, Layout, MemoryFormat, NamedArg, Node,
+    NodeMeta, RangeConstraint, Sym, SymExpr, SymRef, Target, TensorMeta, Value, ValueId, ValueKind,
+    Weight, WeightKind,
 };
 use crate::promote::{result_type, Rank};
 use crate::schema::{self, Schema};
@@ -114,6 +114,9 @@ pub struct Builder<'t> {
     pub ranges: Vec<RangeConstraint>,
     /// The module path of the method being lowered (node provenance).
     pub module_path: String,
+    /// What an in-place op (`relu_`) made of a value: later reads of the
+    /// value read its functional result.
+    pub replaced: HashMap<ValueId, ValueId>,
 }
 
 /// c10's `ScalarType` numbering, as TorchScript passes dtypes (ints).
@@ -143,21 +146,71 @@ pub fn code_of_dtype(d: Dtype) -> Option<i64> {
 
 /// Ops whose output is bool whatever their inputs.
 const BOOL_OPS: &[&str] = &[
-    "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
-    "logical_or", "logical_not", "logical_xor", "isclose", "isneginf", "isposinf", "signbit",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "isclose",
+    "isneginf",
+    "isposinf",
+    "signbit",
 ];
 
 /// Ops whose output dtype is the promotion of their operands.
 const PROMOTING_OPS: &[&str] = &[
-    "add", "sub", "mul", "div", "rsub", "pow", "remainder", "fmod", "maximum", "minimum", "where",
-    "atan2", "floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "__and__", "__or__",
-    "__xor__", "true_divide", "hypot", "copysign", "cat", "stack", "lerp", "addcmul", "addcdiv",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "rsub",
+    "pow",
+    "remainder",
+    "fmod",
+    "maximum",
+    "minimum",
+    "where",
+    "atan2",
+    "floor_divide",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "__and__",
+    "__or__",
+    "__xor__",
+    "true_divide",
+    "hypot",
+    "copysign",
+    "cat",
+    "stack",
+    "lerp",
+    "addcmul",
+    "addcdiv",
 ];
 
 /// Ops that make an integer tensor a float one.
 const FLOATING_OPS: &[&str] = &[
-    "true_divide", "sigmoid", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf",
-    "softmax", "log_softmax", "mean",
+    "true_divide",
+    "sigmoid",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sin",
+    "cos",
+    "erf",
+    "softmax",
+    "log_softmax",
+    "mean",
 ];
 
 impl<'t> Builder<'t> {
@@ -175,6 +228,7 @@ impl<'t> Builder<'t> {
             symbols: 0,
             ranges: Vec::new(),
             module_path: String::new(),
+            replaced: HashMap::new(),
         }
     }
 
@@ -183,7 +237,11 @@ impl<'t> Builder<'t> {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
-        let base = if base.is_empty() { "v".to_string() } else { base };
+        let base = if base.is_empty() {
+            "v".to_string()
+        } else {
+            base
+        };
         let mut name = base.clone();
         let mut k = 1;
         while self.names.contains(&name) {
@@ -251,9 +309,8 @@ impl<'t> Builder<'t> {
             }
         };
         let meta = rec.meta();
-        crate::ir::validate::check_view(&meta, self.storages[storage as usize].len()).map_err(
-            |msg| Error::bad_input(format!("{}: tensor '{name}': {msg}", member)),
-        )?;
+        crate::ir::validate::check_view(&meta, self.storages[storage as usize].len())
+            .map_err(|msg| Error::bad_input(format!("{}: tensor '{name}': {msg}", member)))?;
         // The weight keeps the view torch saved (it may be strided); the
         // graph value is row-major like every value.
         self.weights.push(Weight {
@@ -279,6 +336,72 @@ impl<'t> Builder<'t> {
         self.weight_inputs.push((v, input_kind));
         self.weight_by_name.insert(name.to_string(), v);
         Ok(v)
+    }
+
+    /// The current value of a tensor an in-place op may have replaced.
+    pub fn current(&self, v: &V) -> V {
+        match v {
+            V::Tensor(t) => {
+                let mut t = *t;
+                while let Some(n) = self.replaced.get(&t) {
+                    t = *n;
+                }
+                V::Tensor(t)
+            }
+            V::Tuple(items) => V::Tuple(items.iter().map(|x| self.current(x)).collect()),
+            V::List(items) => {
+                let mut l = items.borrow_mut();
+                for x in l.iter_mut() {
+                    *x = self.current(x);
+                }
+                drop(l);
+                V::List(items.clone())
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// An in-place op (`relu_`, `add_`, `hardtanh_`) as its functional
+    /// form, whose result replaces the value written into; `None` when
+    /// `name` is not in place or has no functional form.
+    pub fn call_in_place(
+        &mut self,
+        ns: &str,
+        name: &str,
+        args: &[V],
+        kwargs: &[(String, V)],
+        at: &At,
+    ) -> Result<Option<V>> {
+        let Some(functional) = name.strip_suffix('_') else {
+            return Ok(None);
+        };
+        if functional.is_empty()
+            || functional.ends_with('_')
+            || schema::overloads(ns, functional).is_empty()
+        {
+            return Ok(None);
+        }
+        let Some(V::Tensor(target)) = args.first() else {
+            return Ok(None);
+        };
+        if let Some((_, kind)) = self.weight_inputs.iter().find(|(v, _)| v == target) {
+            return Err(at.refuse(format!(
+                "{ns}::{name} writes into {} in place (program state is not lowered from TorchScript)",
+                kind.weight_name().unwrap_or("a weight")
+            )));
+        }
+        let out = self.call(ns, functional, args, kwargs, at)?;
+        let V::Tensor(new) = out else {
+            return Err(at.refuse(format!("{ns}::{name} in place with several outputs")));
+        };
+        let (old, fresh) = (self.meta(*target).clone(), self.meta(new).clone());
+        if old.dtype != fresh.dtype || old.sizes != fresh.sizes {
+            return Err(at.refuse(format!(
+                "{ns}::{name} in place would change its tensor's dtype or sizes"
+            )));
+        }
+        self.replaced.insert(*target, new);
+        Ok(Some(V::Tensor(new)))
     }
 
     /// Emits a call of `ns::name` on `args` / `kwargs`, its overload
@@ -473,12 +596,19 @@ impl<'t> Builder<'t> {
             let ints = node
                 .inputs
                 .iter()
-                .filter(|a| matches!(a.name.as_str(), "fill_value" | "start" | "end" | "step" | "s"))
+                .filter(|a| {
+                    matches!(
+                        a.name.as_str(),
+                        "fill_value" | "start" | "end" | "step" | "s"
+                    )
+                })
                 .filter(|a| !a.defaulted)
                 .filter_map(|a| scalar_dtype(&a.arg))
                 .collect::<Vec<_>>();
             return Ok(match name {
-                "arange" | "full" | "scalar_tensor" if !ints.is_empty() && name != "scalar_tensor" => {
+                "arange" | "full" | "scalar_tensor"
+                    if !ints.is_empty() && name != "scalar_tensor" =>
+                {
                     if ints.iter().all(|d| *d == Dtype::Int64) {
                         Dtype::Int64
                     } else if ints.iter().all(|d| *d == Dtype::Bool) {
@@ -507,8 +637,10 @@ impl<'t> Builder<'t> {
                 })
                 .collect();
             for a in &node.inputs {
-                if matches!(a.name.as_str(), "other" | "self" | "exponent" | "value" | "scalar")
-                    && !a.defaulted
+                if matches!(
+                    a.name.as_str(),
+                    "other" | "self" | "exponent" | "value" | "scalar"
+                ) && !a.defaulted
                 {
                     if let Some(d) = scalar_dtype(&a.arg) {
                         ops.push((d, Rank::Scalar));
@@ -517,7 +649,8 @@ impl<'t> Builder<'t> {
             }
             let d = result_type(&ops);
             let true_div = name == "true_divide"
-                || (name == "div" && !matches!(node.arg("rounding_mode"), Some(Argument::String(_))));
+                || (name == "div"
+                    && !matches!(node.arg("rounding_mode"), Some(Argument::String(_))));
             if true_div && !d.is_floating() && !d.is_complex() {
                 return Ok(Dtype::Float32);
             }
@@ -654,7 +787,16 @@ fn bind(s: &Schema, args: &[V], kwargs: &[(String, V)]) -> Option<Vec<NamedArg>>
             }
             None => {
                 let d = sarg.default.as_deref()?;
-                let arg = schema::default_value(&strip_alias(&sarg.ty), d)?;
+                let arg = match d {
+                    "contiguous_format" => Argument::MemoryFormat(MemoryFormat::Contiguous),
+                    "preserve_format" => Argument::MemoryFormat(MemoryFormat::Preserve),
+                    _ => match schema::default_value(&strip_alias(&sarg.ty), d) {
+                        Some(a) => a,
+                        // A default this reader cannot write is left out,
+                        // as the pt2 importer leaves it.
+                        None => continue,
+                    },
+                };
                 out.push(NamedArg {
                     name: sarg.name.clone(),
                     arg,

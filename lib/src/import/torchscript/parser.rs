@@ -56,7 +56,6 @@ pub struct Param {
 pub struct FuncDef {
     pub name: String,
     pub params: Vec<Param>,
-    pub returns: Option<Expr>,
     pub body: Vec<Stmt>,
     pub line: u32,
 }
@@ -64,9 +63,7 @@ pub struct FuncDef {
 #[derive(Clone, Debug)]
 pub struct ClassDef {
     pub name: String,
-    pub bases: Vec<Expr>,
     pub body: Vec<Stmt>,
-    pub line: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -86,9 +83,9 @@ pub enum StmtKind {
         op: &'static str,
         value: Expr,
     },
+    /// `name : Type = value` (the type is checked by nothing here).
     AnnAssign {
         target: Expr,
-        ann: Expr,
         value: Option<Expr>,
     },
     Expr(Expr),
@@ -111,10 +108,10 @@ pub enum StmtKind {
     Break,
     Continue,
     Raise(Option<Expr>),
-    Assert(Expr, Option<Expr>),
+    Assert(Expr),
     Def(FuncDef),
     Class(ClassDef),
-    Import(String),
+    Import,
 }
 
 /// Parses one file's tokens into statements; `file` names it in errors.
@@ -229,14 +226,15 @@ impl Parser<'_> {
     fn end_of_statement(&mut self) -> Result<()> {
         if matches!(self.peek(), Tok::Newline) {
             self.pos += 1;
-            Ok(())
-        } else if self.eat_op(";") {
-            Ok(())
-        } else if matches!(self.peek(), Tok::End | Tok::Dedent) {
-            Ok(())
-        } else {
-            Err(self.fail(format!("expected the end of the line, found {}", show(self.peek()))))
+            return Ok(());
         }
+        if self.eat_op(";") || matches!(self.peek(), Tok::End | Tok::Dedent) {
+            return Ok(());
+        }
+        Err(self.fail(format!(
+            "expected the end of the line, found {}",
+            show(self.peek())
+        )))
     }
 
     fn block(&mut self) -> Result<Vec<Stmt>> {
@@ -275,10 +273,9 @@ impl Parser<'_> {
             Tok::Name(n) if n == "class" => {
                 self.pos += 1;
                 let name = self.name()?;
-                let mut bases = Vec::new();
                 if self.eat_op("(") {
                     while !self.eat_op(")") {
-                        bases.push(self.expr()?);
+                        self.expr()?;
                         if !self.eat_op(",") {
                             self.expect_op(")")?;
                             break;
@@ -286,12 +283,7 @@ impl Parser<'_> {
                     }
                 }
                 let body = self.block()?;
-                StmtKind::Class(ClassDef {
-                    name,
-                    bases,
-                    body,
-                    line,
-                })
+                StmtKind::Class(ClassDef { name, body })
             }
             Tok::Name(n) if n == "if" => {
                 self.pos += 1;
@@ -375,16 +367,13 @@ impl Parser<'_> {
                 break;
             }
         }
-        let returns = if self.eat_op("->") {
-            Some(self.expr()?)
-        } else {
-            None
-        };
+        if self.eat_op("->") {
+            self.expr()?;
+        }
         let body = self.block()?;
         Ok(FuncDef {
             name,
             params,
-            returns,
             body,
             line,
         })
@@ -395,8 +384,7 @@ impl Parser<'_> {
         let kind = match self.peek().clone() {
             Tok::Name(n) if n == "return" => {
                 self.pos += 1;
-                if matches!(self.peek(), Tok::Newline | Tok::End | Tok::Dedent) || self.is_op(";")
-                {
+                if matches!(self.peek(), Tok::Newline | Tok::End | Tok::Dedent) || self.is_op(";") {
                     StmtKind::Return(None)
                 } else {
                     StmtKind::Return(Some(self.expr_list()?))
@@ -429,20 +417,16 @@ impl Parser<'_> {
             Tok::Name(n) if n == "assert" => {
                 self.pos += 1;
                 let cond = self.expr()?;
-                let msg = if self.eat_op(",") {
-                    Some(self.expr()?)
-                } else {
-                    None
-                };
-                StmtKind::Assert(cond, msg)
+                if self.eat_op(",") {
+                    self.expr()?;
+                }
+                StmtKind::Assert(cond)
             }
             Tok::Name(n) if n == "import" || n == "from" => {
-                let mut text = String::new();
                 while !matches!(self.peek(), Tok::Newline | Tok::End) {
-                    text.push_str(&show(&self.next()));
-                    text.push(' ');
+                    self.next();
                 }
-                StmtKind::Import(text.trim().to_string())
+                StmtKind::Import
             }
             Tok::Name(n) if n == "global" || n == "nonlocal" || n == "del" => {
                 return Err(self.fail(format!("'{n}' is not read")));
@@ -450,7 +434,7 @@ impl Parser<'_> {
             _ => {
                 let first = self.expr_list()?;
                 if self.eat_op(":") {
-                    let ann = self.expr()?;
+                    self.expr()?;
                     let value = if self.eat_op("=") {
                         Some(self.expr_list()?)
                     } else {
@@ -458,7 +442,6 @@ impl Parser<'_> {
                     };
                     StmtKind::AnnAssign {
                         target: first,
-                        ann,
                         value,
                     }
                 } else if self.is_op("=") {
@@ -473,9 +456,10 @@ impl Parser<'_> {
                         targets.push(value.clone());
                     }
                     StmtKind::Assign { targets, value }
-                } else if let Some(op) = ["+=", "-=", "*=", "/=", "//=", "%=", "**=", "&=", "|=", "^="]
-                    .into_iter()
-                    .find(|op| self.is_op(op))
+                } else if let Some(op) =
+                    ["+=", "-=", "*=", "/=", "//=", "%=", "**=", "&=", "|=", "^="]
+                        .into_iter()
+                        .find(|op| self.is_op(op))
                 {
                     self.pos += 1;
                     let value = self.expr_list()?;
@@ -630,7 +614,9 @@ impl Parser<'_> {
                         "is"
                     }
                 }
-                Tok::Name(n) if n == "not" && matches!(self.peek_at(1), Tok::Name(m) if m == "in") => {
+                Tok::Name(n)
+                    if n == "not" && matches!(self.peek_at(1), Tok::Name(m) if m == "in") =>
+                {
                     self.pos += 2;
                     "not in"
                 }
@@ -680,13 +666,9 @@ impl Parser<'_> {
                 let kind = match (op, e.kind) {
                     ("-", ExprKind::Int(i)) => ExprKind::Int(i.wrapping_neg()),
                     ("-", ExprKind::Float(f)) => ExprKind::Float(-f),
-                    (_, kind) => ExprKind::Unary(
-                        op_static(op),
-                        Box::new(Expr {
-                            kind,
-                            line: e.line,
-                        }),
-                    ),
+                    (_, kind) => {
+                        ExprKind::Unary(op_static(op), Box::new(Expr { kind, line: e.line }))
+                    }
                 };
                 return Ok(Expr { kind, line });
             }
