@@ -110,6 +110,7 @@ fixtures: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models
 	$(VENV)/bin/python recipes/make_bad.py --models golden/models --out golden/bad
 	$(VENV)/bin/python recipes/make_legacy.py --models golden/models --out golden/legacy
+	$(VENV)/bin/python recipes/ts_cases.py golden/ts
 
 # The kernel property tests (lib/tests/kernels.rs) with many more random shapes, on every
 # instruction set's kernels: `make fuzz-kernels CASES=5000`.
