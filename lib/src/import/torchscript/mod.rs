@@ -10,6 +10,8 @@
 //!   submodule calls, runs Python-level values (ints, lists, tuples, dicts,
 //!   `range`) at import time, unrolls loops whose trip count it knows, and
 //!   emits every tensor op as a node.
+//! - `builtins.rs`: `range`, `len`, `ops.prim.*`, the ATen builtins on
+//!   Python values, and expression operators.
 //! - `control.rs`: an `if` on tensor data as a `cond` of two subgraphs.
 //! - `ops.rs`: a call of `torch.*` / `ops.aten.*`: its overload resolved
 //!   against `lib/data/op_schemas.txt`, its arguments converted to the
@@ -20,6 +22,7 @@
 //! parsed and evaluated over abstract values. What cannot be lowered is
 //! refused with the construct and its `code/` file and line.
 
+mod builtins;
 mod control;
 mod lexer;
 mod lower;
