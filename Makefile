@@ -30,6 +30,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/moe --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/tail --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21
+	# TorchScript (golden/ts) through ts2ir | ir-decompose | ir2onnx and ONNX Runtime.
+	$(ONNX_VENV)/bin/python recipes/check_ts_onnx.py --bin target/release --cases golden/ts --opset 17 --opset 18 --opset 21
 	# torchvision's detection ops (golden/vision): deform_conv2d becomes ONNX DeformConv, from opset 19 (below, ir2onnx
 	# refuses it by name); tv_ps_roi_pool (no ONNX op averages RoI bins) and tv_float64 (ONNX Runtime has no float64
 	# MaxRoiPool or NonMaxSuppression) are refused by name (docs/coverage.md).
