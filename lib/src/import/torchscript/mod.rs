@@ -71,6 +71,13 @@ pub fn read_archive(archive: &Archive, opts: &TsOptions, shapes: ShapeFn) -> Res
     lower::lower(&tree, method, opts, shapes)
 }
 
+/// Tokenizes and parses one `code/` file (what `ts2ir` reads of it),
+/// returning how many top-level statements it has.
+pub fn parse_source(file: &str, text: &str) -> Result<usize> {
+    let tokens = lexer::tokenize(file, text)?;
+    Ok(parser::parse(file, tokens)?.len())
+}
+
 /// Whether a zip's members look like a TorchScript archive (a `code/`
 /// directory beside `data.pkl`).
 pub fn is_torchscript(archive: &Archive) -> bool {
