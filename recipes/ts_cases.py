@@ -131,6 +131,16 @@ class DataList(nn.Module):
         return out
 
 
+class InPlaceView(nn.Module):
+    """Scripted: an in-place write through a view, which changes its base
+    too (ts2ir refuses it by line rather than guess)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(-1)
+        y.add_(1.0)
+        return x * 2.0
+
+
 def save(out, name, module, inputs, names=None):
     path = os.path.join(out, f"{name}.pt")
     torch.jit.save(module, path)
@@ -189,6 +199,7 @@ def small(out):
     save(out, "data_if_neg_scripted", data_if, (-x.abs(),), ["x"])
     save(out, "data_while_scripted", torch.jit.script(DataWhile()), (x.abs() * 2,), ["x"])
     save(out, "data_list_scripted", torch.jit.script(DataList()), (x.abs(),), ["x"])
+    save(out, "inplace_view_scripted", torch.jit.script(InPlaceView()), (x.clone(),), ["x"])
 
 
 def zoo_vision(out):

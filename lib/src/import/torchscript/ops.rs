@@ -390,6 +390,22 @@ impl<'t> Builder<'t> {
                 kind.weight_name().unwrap_or("a weight")
             )));
         }
+        // A view shares the written tensor's memory: torch would change
+        // both, a functional rewrite only one. Refused, never guessed.
+        let aliased = self.graph.nodes.iter().any(|n| {
+            let mut outs = Vec::new();
+            n.outputs.iter().for_each(|o| o.value_refs(&mut outs));
+            let base = n.inputs.first().and_then(|a| match a.arg {
+                Argument::Tensor(v) => Some(v),
+                _ => None,
+            });
+            aliases(&n.target) && (outs.contains(target) || base == Some(*target))
+        });
+        if aliased {
+            return Err(at.refuse(format!(
+                "{ns}::{name} writes in place into a tensor that shares memory with a view of it (torch changes both): not lowered"
+            )));
+        }
         let out = self.call(ns, functional, args, kwargs, at)?;
         let V::Tensor(new) = out else {
             return Err(at.refuse(format!("{ns}::{name} in place with several outputs")));
@@ -661,6 +677,17 @@ impl<'t> Builder<'t> {
         }
         Ok(first)
     }
+}
+
+/// Whether an op's output may share memory with its first input (a view:
+/// `Tensor(a) self -> Tensor(a)`, lists of views included).
+fn aliases(target: &Target) -> bool {
+    schema::lookup(&target.namespace, &target.name, &target.overload).is_some_and(|s| {
+        s.returns.contains("Tensor(a")
+            && s.args
+                .first()
+                .is_some_and(|a| a.ty.starts_with("Tensor(a") && !a.ty.contains('!'))
+    })
 }
 
 /// A contiguous tensor of these sizes (strides symbolic where sizes are).
