@@ -17,7 +17,7 @@ use pt2kit::import::torchscript::{read_torchscript, ShapeOut, TsOptions};
 pub struct Args {
     /// The TorchScript archive to read (.pt, written by torch.jit.save)
     #[arg(value_name = "MODEL")]
-    pub archive: PathBuf,
+    pub archive: Option<PathBuf>,
     /// Example values of the method's arguments by name (.npz or .safetensors; keys arr_0, arr_1, ... give them in order): tensors bind their input's dtype and sizes, one-element arrays give int, float and bool arguments. Without it, a traced archive's recorded examples give each input its rank and dtype, every dim a fresh symbol
     #[arg(long, value_name = "FILE")]
     pub example_inputs: Option<PathBuf>,
@@ -40,6 +40,11 @@ fn shapes(
 }
 
 pub fn run(args: Args) -> pt2kit::Result<()> {
+    let Some(archive) = args.archive else {
+        return Err(pt2kit::Error::usage(
+            "no archive given: ts2ir MODEL.pt (a zip is read from its end, so not from a pipe)",
+        ));
+    };
     let start = std::time::Instant::now();
     let example_inputs = match &args.example_inputs {
         Some(p) => Some(pt2kit::tensorfile::read_tensors(p, "input")?),
@@ -49,11 +54,11 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
         example_inputs,
         method: args.method,
     };
-    let program = read_torchscript(&args.archive, &opts, &shapes)?;
+    let program = read_torchscript(&archive, &opts, &shapes)?;
     pt2kit::infer::check(&program, &Default::default())?;
     cli::verbose(format!(
         "ts2ir: {}: {} nodes, {} weights, read in {:.1} ms",
-        args.archive.display(),
+        archive.display(),
         program.graph.nodes.len(),
         program.weights.len(),
         start.elapsed().as_secs_f64() * 1e3

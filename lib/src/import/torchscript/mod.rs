@@ -78,16 +78,6 @@ pub fn parse_source(file: &str, text: &str) -> Result<usize> {
     Ok(parser::parse(file, tokens)?.len())
 }
 
-/// Whether a zip's members look like a TorchScript archive (a `code/`
-/// directory beside `data.pkl`).
-pub fn is_torchscript(archive: &Archive) -> bool {
-    archive
-        .entries()
-        .iter()
-        .any(|e| e.name.ends_with("data.pkl"))
-        && archive.entries().iter().any(|e| e.name.contains("/code/"))
-}
-
 /// A refusal that points into the archive's source.
 pub(crate) fn refuse_at(file: &str, line: u32, msg: impl std::fmt::Display) -> Error {
     Error::unsupported(format!("{file}:{line}: {msg}"))
