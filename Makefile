@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports bench-pipe
+.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports bench-pipe
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -30,6 +30,8 @@ test: build $(ONNX_VENV)/.ready
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/moe --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/tail --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/check_onnx.py --bin target/release --models golden/fallback --opset 17 --opset 18 --opset 21
+	# TorchScript (golden/ts) through ts2ir | ir-decompose | ir2onnx and ONNX Runtime.
+	$(ONNX_VENV)/bin/python recipes/check_ts_onnx.py --bin target/release --cases golden/ts --opset 17 --opset 18 --opset 21
 	# torchvision's detection ops (golden/vision): deform_conv2d becomes ONNX DeformConv, from opset 19 (below, ir2onnx
 	# refuses it by name); tv_ps_roi_pool (no ONNX op averages RoI bins) and tv_float64 (ONNX Runtime has no float64
 	# MaxRoiPool or NonMaxSuppression) are refused by name (docs/coverage.md).
@@ -110,6 +112,7 @@ fixtures: $(VENV)/.torch
 	$(VENV)/bin/python recipes/zoo.py --out golden/models
 	$(VENV)/bin/python recipes/make_bad.py --models golden/models --out golden/bad
 	$(VENV)/bin/python recipes/make_legacy.py --models golden/models --out golden/legacy
+	$(VENV)/bin/python recipes/ts_cases.py golden/ts
 
 # The kernel property tests (lib/tests/kernels.rs) with many more random shapes, on every
 # instruction set's kernels: `make fuzz-kernels CASES=5000`.
@@ -168,6 +171,17 @@ bench-pipe: build $(VENV)/.torch
 # golden/zoo/REPORT.md and golden/zoo/results.json; models and logs go to
 # zoo-scratch/ (git-ignored). About 7 minutes on 2 cores.
 # `make zoo ZOO_ARGS="--family nn"` or ZOO_ARGS="--only bert_sdpa_b2" reruns a part.
+# TorchScript through ts2ir: the small committed cases (golden/ts, tested by
+# bins/tests/ts2ir.rs), and the bigger ones (torchvision, nn layers, HF
+# traced with torchscript=True) written to zoo-scratch/ts and each run
+# through ts2ir | ir-run and ts2ir | ir-decompose | ir-run against torch.
+ts-cases: $(VENV)/.torch
+	$(VENV)/bin/python recipes/ts_cases.py golden/ts
+
+zoo-ts: build $(VENV)/.torch
+	$(VENV)/bin/python recipes/ts_cases.py --zoo zoo-scratch/ts
+	PYTHON=$(VENV)/bin/python recipes/check_ts_zoo.sh target/release zoo-scratch/ts
+
 zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/zoo_wide.py --bin target/release --onnx-python $(ONNX_VENV)/bin/python \
 		--out golden/zoo --scratch zoo-scratch $(ZOO_ARGS)

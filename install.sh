@@ -41,7 +41,7 @@ install -d "$PREFIX/bin" "$PREFIX/share/man/man1" \
   "$PREFIX/share/fish/vendor_completions.d"
 
 installed=""
-for tool in pt2ir ir-decompose ir2onnx ir-run ir-bench ir-diff; do
+for tool in pt2ir ts2ir ir-decompose ir2onnx ir-run ir-bench ir-diff; do
   [ -x "$BIN_DIR/$tool" ] || continue
   install -m 755 "$BIN_DIR/$tool" "$PREFIX/bin/$tool"
   [ -f "man/$tool.1" ] && install -m 644 "man/$tool.1" "$PREFIX/share/man/man1/$tool.1"

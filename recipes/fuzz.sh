@@ -12,7 +12,7 @@ secs=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(zip_reader pt2_import torch_save_pickle ir_stream tensor_files load_and_check run_program)
+  targets=(zip_reader pt2_import torch_save_pickle torchscript_import ir_stream tensor_files load_and_check run_program)
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1 && ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz.sh: installing cargo-fuzz from crates.io" >&2
@@ -30,6 +30,7 @@ small_pt2=(golden/models/mlp.pt2 golden/models/dynamic.pt2 golden/models/multiou
 seed_into zip_reader "${small_pt2[@]}" golden/models/mlp.inputs.npz
 seed_into pt2_import "${small_pt2[@]}"
 seed_into torch_save_pickle golden/bad/pickled_weight.pt2 golden/legacy/legacy_pickled_mlp.pt2
+seed_into torchscript_import golden/ts/*.pt
 seed_into tensor_files golden/models/*.inputs.npz golden/fallback/fb_bags.inputs.npz
 bin=target/release
 [ -x "$bin/pt2ir" ] || cargo build --release --locked -p pt2kit-cli

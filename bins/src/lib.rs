@@ -41,3 +41,4 @@ pub mod man;
 pub mod pt2ir;
 #[cfg(feature = "exec")]
 pub mod run_inputs;
+pub mod ts2ir;

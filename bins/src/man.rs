@@ -9,6 +9,7 @@ pub fn tools() -> Vec<clap::Command> {
     #[allow(unused_mut)]
     let mut tools = vec![
         crate::pt2ir::Args::command(),
+        crate::ts2ir::Args::command(),
         crate::ir_decompose::Args::command(),
         crate::ir2onnx::Args::command(),
         crate::ir_diff::Args::command(),
@@ -39,6 +40,7 @@ const OUTPUT_FILES: &[(&str, &str)] = &[
 
 pub const TOOL_NAMES: &[&str] = &[
     "pt2ir",
+    "ts2ir",
     "ir-decompose",
     "ir2onnx",
     "ir-run",

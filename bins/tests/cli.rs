@@ -5,6 +5,7 @@ use std::process::Command;
 
 const TOOLS: &[(&str, &str)] = &[
     ("pt2ir", env!("CARGO_BIN_EXE_pt2ir")),
+    ("ts2ir", env!("CARGO_BIN_EXE_ts2ir")),
     ("ir-decompose", env!("CARGO_BIN_EXE_ir-decompose")),
     ("ir2onnx", env!("CARGO_BIN_EXE_ir2onnx")),
     ("ir-diff", env!("CARGO_BIN_EXE_ir-diff")),

@@ -40,6 +40,7 @@ const NOT_HERE: &[(&str, &str)] = &[
 
 const TOOLS: &[&str] = &[
     "pt2ir",
+    "ts2ir",
     "ir-decompose",
     "ir2onnx",
     "ir-run",
@@ -58,6 +59,10 @@ fn sandbox() -> tempfile::TempDir {
     let bin = Path::new(env!("CARGO_BIN_EXE_pt2ir")).parent().unwrap();
     let models = r.join("golden/models");
     std::fs::copy(models.join("mlp.pt2"), d.join("model.pt2")).unwrap();
+    // a traced TorchScript archive and its example inputs (ts2ir)
+    let ts = r.join("golden/ts");
+    std::fs::copy(ts.join("mlp_traced.pt"), d.join("model.pt")).unwrap();
+    std::fs::copy(ts.join("mlp_traced.inputs.npz"), d.join("model.inputs.npz")).unwrap();
     let pt2ir = |from: &Path, to: &str| {
         let ok = Command::new(bin.join("pt2ir"))
             .arg(from)

@@ -22,6 +22,7 @@ fn install_sh_installs_binaries_pages_and_completions() {
     let p = prefix.path();
     for tool in [
         "pt2ir",
+        "ts2ir",
         "ir-decompose",
         "ir2onnx",
         "ir-run",

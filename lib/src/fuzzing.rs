@@ -30,6 +30,21 @@ pub fn torch_save_pickle(data: &[u8]) {
     let _ = crate::import::pickle::read_torch_save(Blob::owned(data.to_vec()), "fuzz.pt");
 }
 
+/// The TorchScript importer (`ts2ir`): bytes read as an archive and
+/// lowered with the shape rules, and as `code/` source (tokenizer and
+/// parser alone).
+pub fn torchscript_import(data: &[u8]) {
+    use crate::import::torchscript::{parse_source, read_archive, TsOptions};
+    let shapes = |g: &crate::ir::Graph, n: &crate::ir::Node| {
+        crate::infer::outputs_of(g, n)
+            .map(|r| r.map(|outs| outs.into_iter().map(|o| (o.dims, o.dtype)).collect()))
+    };
+    if let Ok(a) = crate::zip::Archive::from_blob("fuzz.pt".into(), Blob::owned(data.to_vec())) {
+        let _ = read_archive(&a, &TsOptions::default(), &shapes);
+    }
+    let _ = parse_source("fuzz.py", &String::from_utf8_lossy(data));
+}
+
 /// The IR stream reader (header, records, storage chunks and references,
 /// then validation).
 pub fn ir_stream(data: &[u8]) {
@@ -57,6 +72,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("zip_reader", zip_reader),
     ("pt2_import", pt2_import),
     ("torch_save_pickle", torch_save_pickle),
+    ("torchscript_import", torchscript_import),
     ("ir_stream", ir_stream),
     ("tensor_files", tensor_files),
     ("load_and_check", load_and_check),

@@ -215,6 +215,22 @@ pub fn lookup(namespace: &str, name: &str, overload: &str) -> Option<Schema> {
     Schema::parse(lines[at])
 }
 
+/// Every overload of `namespace::name`, in the table's order.
+pub fn overloads(namespace: &str, name: &str) -> Vec<Schema> {
+    let plain = format!("{namespace}::{name}");
+    let dotted = format!("{plain}.");
+    let lines = lines();
+    let start = lines.partition_point(|line| qualified_name(line) < plain.as_str());
+    lines[start..]
+        .iter()
+        .take_while(|line| {
+            let q = qualified_name(line);
+            q == plain || q.starts_with(&dotted)
+        })
+        .filter_map(|line| Schema::parse(line))
+        .collect()
+}
+
 /// Every op identity torch registers, as the IR writes them
 /// (`aten.add.Tensor`, `aten.relu.default`).
 pub fn identities() -> impl Iterator<Item = String> {

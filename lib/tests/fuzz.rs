@@ -32,6 +32,7 @@ fn inputs(target: &str) -> Vec<PathBuf> {
             v.extend(files(&g.join("models"), Some("pt2")).into_iter().take(8));
         }
         "torch_save_pickle" => v.extend(files(&g.join("legacy"), Some("pt2"))),
+        "torchscript_import" => v.extend(files(&g.join("ts"), Some("pt"))),
         "tensor_files" => v.extend(files(&g.join("models"), Some("npz"))),
         _ => {}
     }

@@ -7,6 +7,11 @@
 //! (`_rebuild_tensor_v2`, `_rebuild_parameter`). Any other global (a class,
 //! a function) is refused with its name: nothing outside this list is
 //! ever constructed.
+//!
+//! TorchScript archives (`torch.jit.save`) pickle their module tree too:
+//! [`unpickle_torchscript`] also takes the `__torch__.*` module classes
+//! (an object is its class name and its attribute dict, nothing runs) and
+//! `torch.jit._pickle`'s typed-list and type-tag helpers, as data.
 
 use crate::blob::Blob;
 use crate::error::{Error, Result};
@@ -22,29 +27,74 @@ pub struct SavedTensor {
     pub storage_key: String,
 }
 
+/// A pickled value, as data.
 #[derive(Clone, Debug)]
-enum Py {
+pub enum Py {
     None,
-    Bool(#[allow(dead_code)] bool),
+    Bool(bool),
     Int(i64),
-    Float(#[allow(dead_code)] f64),
+    Float(f64),
     Str(String),
     Tuple(Vec<Py>),
     List(Vec<Py>),
     Dict(Vec<(Py, Py)>),
     Global(String),
-    Storage { dtype: Dtype, key: String },
+    Storage {
+        dtype: Dtype,
+        key: String,
+    },
     Tensor(Box<TensorRec>),
+    /// An instance of a TorchScript class (`__torch__.M`): its class and
+    /// the attribute dict its BUILD gave it.
+    Object {
+        class: String,
+        attrs: Vec<(String, Py)>,
+    },
     Mark,
 }
 
+/// A tensor a pickle rebuilds: a view of the storage `key`.
 #[derive(Clone, Debug)]
-struct TensorRec {
-    dtype: Dtype,
-    key: String,
-    offset: i64,
-    sizes: Vec<i64>,
-    strides: Vec<i64>,
+pub struct TensorRec {
+    pub dtype: Dtype,
+    pub key: String,
+    pub offset: i64,
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+impl TensorRec {
+    /// Its view as IR metadata (static sizes, on the CPU).
+    pub fn meta(&self) -> TensorMeta {
+        TensorMeta {
+            dtype: self.dtype,
+            sizes: self.sizes.iter().map(|&s| Sym::Int(s)).collect(),
+            strides: self.strides.iter().map(|&s| Sym::Int(s)).collect(),
+            storage_offset: Sym::Int(self.offset),
+            device: Device::default(),
+            layout: Layout::Strided,
+            requires_grad: false,
+        }
+    }
+}
+
+/// The globals a TorchScript pickle may name besides
+/// [`ALLOWED_GLOBALS`] and the storage classes.
+const TORCHSCRIPT_GLOBALS: &[&str] = &[
+    "torch.jit._pickle.restore_type_tag",
+    "torch.jit._pickle.build_intlist",
+    "torch.jit._pickle.build_doublelist",
+    "torch.jit._pickle.build_boollist",
+    "torch.jit._pickle.build_tensorlist",
+    "torch.jit._pickle.build_tensor_from_id",
+];
+
+/// Interprets a TorchScript archive's pickle (`data.pkl`,
+/// `constants.pkl`): module objects, tensors, lists, dicts, scalars.
+pub fn unpickle_torchscript(data: &[u8]) -> Result<Py> {
+    let mut u = Unpickler::new(data);
+    u.torchscript = true;
+    u.run()
 }
 
 const ALLOWED_GLOBALS: &[&str] = &[
@@ -115,15 +165,7 @@ pub fn read_torch_save(zip_bytes: Blob, what: &str) -> Result<Vec<SavedTensor>> 
             }
         };
         let storage = archive.member(&format!("{root}data/{}", t.key))?;
-        let meta = TensorMeta {
-            dtype: t.dtype,
-            sizes: t.sizes.iter().map(|&s| Sym::Int(s)).collect(),
-            strides: t.strides.iter().map(|&s| Sym::Int(s)).collect(),
-            storage_offset: Sym::Int(t.offset),
-            device: Device::default(),
-            layout: Layout::Strided,
-            requires_grad: false,
-        };
+        let meta = t.meta();
         crate::ir::validate::check_view(&meta, storage.len())
             .map_err(|msg| Error::bad_input(format!("{what}: tensor '{name}': {msg}")))?;
         out.push(SavedTensor {
@@ -149,7 +191,15 @@ fn describe(v: &Py) -> String {
         Py::Global(g) => format!("the global {g}"),
         Py::Storage { .. } => "a storage".into(),
         Py::Tensor(_) => "a tensor".into(),
+        Py::Object { class, .. } => format!("an object of class {class}"),
         Py::Mark => "a mark".into(),
+    }
+}
+
+impl Py {
+    /// What kind of value this is, for messages.
+    pub fn describe(&self) -> String {
+        describe(self)
     }
 }
 
@@ -158,6 +208,8 @@ struct Unpickler<'a> {
     pos: usize,
     stack: Vec<Py>,
     memo: std::collections::HashMap<u32, Py>,
+    /// Whether TorchScript's classes and helpers are read as data.
+    torchscript: bool,
 }
 
 impl<'a> Unpickler<'a> {
@@ -167,6 +219,7 @@ impl<'a> Unpickler<'a> {
             pos: 0,
             stack: Vec::new(),
             memo: Default::default(),
+            torchscript: false,
         }
     }
 
@@ -238,7 +291,13 @@ impl<'a> Unpickler<'a> {
                     let module = self.line()?;
                     let name = self.line()?;
                     let full = format!("{module}.{name}");
-                    if !ALLOWED_GLOBALS.contains(&full.as_str()) && storage_dtype(&full).is_none() {
+                    let torchscript = self.torchscript
+                        && (full.starts_with("__torch__.")
+                            || TORCHSCRIPT_GLOBALS.contains(&full.as_str()));
+                    if !torchscript
+                        && !ALLOWED_GLOBALS.contains(&full.as_str())
+                        && storage_dtype(&full).is_none()
+                    {
                         return Err(Error::unsupported(format!(
                             "the pickle refers to {full}, which this reader does not rebuild (it reads dicts of plain tensors only; pickled code is never run)"
                         )));
@@ -356,12 +415,42 @@ impl<'a> Unpickler<'a> {
                 0x81 => {
                     let args = self.pop()?;
                     let class = self.pop()?;
-                    self.stack.push(reduce(class, args)?);
+                    match class {
+                        Py::Global(c) if c.starts_with("__torch__.") => {
+                            self.stack.push(Py::Object {
+                                class: c,
+                                attrs: Vec::new(),
+                            })
+                        }
+                        class => self.stack.push(reduce(class, args)?),
+                    }
                 }
                 b'b' => {
-                    // BUILD: state for the object below; tensors and dicts
+                    // BUILD: state for the object below. A TorchScript
+                    // object takes its attribute dict; tensors and dicts
                     // carry nothing a state dict needs in it.
-                    self.pop()?;
+                    let state = self.pop()?;
+                    if let Py::Object { attrs, class } = self.top_mut()? {
+                        match state {
+                            Py::Dict(entries) => {
+                                for (k, v) in entries {
+                                    let Py::Str(k) = k else {
+                                        return Err(Error::bad_input(format!(
+                                            "object of class {class}: an attribute name is not a string"
+                                        )));
+                                    };
+                                    attrs.push((k, v));
+                                }
+                            }
+                            Py::None => {}
+                            other => {
+                                return Err(Error::unsupported(format!(
+                                    "object of class {class}: its state is {}, not an attribute dict (a class with __setstate__ is not read)",
+                                    describe(&other)
+                                )))
+                            }
+                        }
+                    }
                 }
                 b's' => {
                     let v = self.pop()?;
@@ -468,6 +557,14 @@ fn reduce(func: Py, args: Py) -> Result<Py> {
                 strides: ints(strides, "tensor strides")?,
             })))
         }
+        "torch.jit._pickle.restore_type_tag"
+        | "torch.jit._pickle.build_intlist"
+        | "torch.jit._pickle.build_doublelist"
+        | "torch.jit._pickle.build_boollist"
+        | "torch.jit._pickle.build_tensorlist" => args
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::bad_input(format!("{name} without an argument"))),
         "torch._utils._rebuild_parameter" | "torch._utils._rebuild_parameter_with_state" => {
             match args.into_iter().next() {
                 Some(t @ Py::Tensor(_)) => Ok(t),

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    pt2kit_cli::ts2ir::main()
+}
