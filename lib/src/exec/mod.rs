@@ -21,10 +21,7 @@ pub mod mapped;
 pub mod ops;
 mod packs;
 pub mod profile;
-pub mod sgemm;
-pub(crate) mod simd;
 mod tensor;
-pub mod vmath;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -43,10 +40,12 @@ pub mod budget;
 mod layout;
 mod state;
 mod threads;
+use crate::kernels::sgemm;
+pub use crate::kernels::threads::in_pool;
+use crate::kernels::threads::KeepAwake;
 pub(crate) use packs::FastMap;
 use packs::PackCache;
-use threads::KeepAwake;
-pub use threads::{in_pool, start_threads, MAX_THREADS};
+pub use threads::{start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]

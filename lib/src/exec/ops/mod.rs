@@ -6,9 +6,10 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
+use super::{storage_dtype, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
+use crate::kernels::{sgemm, vmath};
 use crate::promote::{result_type, Rank};
 use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
@@ -768,7 +769,7 @@ pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Opti
     if n * inner < 1 << 15 {
         spare.chunks_mut(inner).enumerate().for_each(row);
     } else {
-        crate::exec::threads::par_chunks(spare, inner, |i, d| row((i, d)));
+        crate::kernels::threads::par_chunks(spare, inner, |i, d| row((i, d)));
     }
     // SAFETY: every row of the capacity was written above
     unsafe { out.set_len(n * inner) };
@@ -1156,11 +1157,11 @@ pub fn scalar(op: FuseOp, a: f32, b: f32) -> f32 {
         }
         FuseOp::Neg => -a,
         FuseOp::Abs => a.abs(),
-        FuseOp::Tanh => super::vmath::tanh(a),
-        FuseOp::Sigmoid => super::vmath::sigmoid(a),
-        FuseOp::Silu => super::vmath::silu(a),
-        FuseOp::GeluErf => super::vmath::gelu_erf(a),
-        FuseOp::GeluTanh => super::vmath::gelu_tanh(a),
+        FuseOp::Tanh => vmath::tanh(a),
+        FuseOp::Sigmoid => vmath::sigmoid(a),
+        FuseOp::Silu => vmath::silu(a),
+        FuseOp::GeluErf => vmath::gelu_erf(a),
+        FuseOp::GeluTanh => vmath::gelu_tanh(a),
         FuseOp::Hardswish => a * clamp(a + 3.0, 0.0, 6.0) / 6.0,
         FuseOp::Hardsigmoid => clamp(a + 3.0, 0.0, 6.0) / 6.0,
         FuseOp::Square => a * a,

@@ -123,7 +123,7 @@ fn max_pool_channels_last(
         let per_image = (4 * threads).div_ceil(b.max(1)).clamp(1, oh.max(1));
         let band = oh.div_ceil(per_image).max(1);
         let bands = oh.div_ceil(band);
-        crate::exec::threads::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
+        crate::kernels::threads::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
             let (n, oy0) = (t / bands, (t % bands) * band);
             let image = &xs[n * h * w * c..][..h * w * c];
             tile.resize(ow * c, 0.0);
@@ -132,7 +132,7 @@ fn max_pool_channels_last(
                 // SAFETY: line oy of image n's planes, this task's only,
                 // inside `out`
                 unsafe {
-                    crate::exec::vmath::transpose_strided::<false>(tile, c, (ow, c), dst.at(n * c * oh * ow + oy * ow), oh * ow)
+                    crate::kernels::vmath::transpose_strided::<false>(tile, c, (ow, c), dst.at(n * c * oh * ow + oy * ow), oh * ow)
                 };
             }
         });
@@ -154,18 +154,18 @@ fn max_line(image: &[f32], dims: (usize, usize, usize), windows: ((usize, usize)
     let rows = &image[y0 * w * c..y1.max(y0) * w * c];
     assert!(tile.len() >= ow * c && rows.len().is_multiple_of((w * c).max(1)));
     // the channels in whole vectors, on the vector kernels
-    let whole = match crate::exec::vmath::isa() {
-        crate::exec::vmath::Isa::Base => 0,
+    let whole = match crate::kernels::vmath::isa() {
+        crate::kernels::vmath::Isa::Base => 0,
         _ => c / 16 * 16,
     };
     // SAFETY: the instruction set is the one `vmath::isa` found; the
     // window's columns lie inside the lines (clamped below), the channels
     // inside `whole`, the pixels inside `tile`
     unsafe {
-        match crate::exec::vmath::isa() {
-            crate::exec::vmath::Isa::Avx512 => max_pixels_avx512(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
-            crate::exec::vmath::Isa::Avx2 => max_pixels_avx2(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
-            crate::exec::vmath::Isa::Base => {}
+        match crate::kernels::vmath::isa() {
+            crate::kernels::vmath::Isa::Avx512 => max_pixels_avx512(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
+            crate::kernels::vmath::Isa::Avx2 => max_pixels_avx2(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
+            crate::kernels::vmath::Isa::Base => {}
         }
     }
     for ox in 0..ow {
@@ -180,7 +180,7 @@ fn max_line(image: &[f32], dims: (usize, usize, usize), windows: ((usize, usize)
     }
 }
 
-crate::exec::simd::isa_entries!(max_pixels_avx512, max_pixels_avx2 = max_pixels[](rows: &[f32], dims: (usize, usize, usize), windows: (usize, usize, usize), ow: usize, tile: *mut f32));
+crate::kernels::simd::isa_entries!(max_pixels_avx512, max_pixels_avx2 = max_pixels[](rows: &[f32], dims: (usize, usize, usize), windows: (usize, usize, usize), ow: usize, tile: *mut f32));
 
 /// Channels `0..whole` (whole vectors) of each of a line's `ow` output
 /// pixels ([`max_line`]) over lines `rows` (of `w` pixels of `c`): its
@@ -191,7 +191,7 @@ crate::exec::simd::isa_entries!(max_pixels_avx512, max_pixels_avx2 = max_pixels[
 /// `S`'s instruction set is present; `whole` is a multiple of 16 up to
 /// `c`; `rows` holds whole lines; `tile` holds `ow * c` writable floats.
 #[inline(always)]
-unsafe fn max_pixels<S: crate::exec::simd::F32x16>(rows: &[f32], (w, c, whole): (usize, usize, usize), (k, s, p): (usize, usize, usize), ow: usize, tile: *mut f32) {
+unsafe fn max_pixels<S: crate::kernels::simd::F32x16>(rows: &[f32], (w, c, whole): (usize, usize, usize), (k, s, p): (usize, usize, usize), ow: usize, tile: *mut f32) {
     for ox in 0..ow {
         let (x0, x1) = ((ox * s).saturating_sub(p), (ox * s + k).saturating_sub(p).min(w));
         let out = tile.add(ox * c);

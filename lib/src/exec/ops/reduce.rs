@@ -82,14 +82,14 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             (0..b * blocks).for_each(task);
         } else {
-            crate::exec::threads::par_for(b * blocks, task);
+            crate::kernels::threads::par_for(b * blocks, task);
         }
         out
     })?;
     Some(CandleTensor::from_vec(sums, (b, c, 1, 1), &candle_core::Device::Cpu).map_err(Error::from))
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// `out[j] += xs[p * stride + j]` over `n` rows `p` (a block of
     /// channels over an image's pixels, stored channels-last).
     fn column_sums(xs: &[f32], stride: usize, n: usize, out: &mut [f32]) {
@@ -137,7 +137,7 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         let mut out = vec![0f32; xs.len() / n.max(1)];
         let (mul, add) = (1f64 / n as f64, 0f64);
         let (mul, add) = (mul as f32, add as f32);
-        let wide = crate::exec::vmath::isa() == crate::exec::vmath::Isa::Avx512;
+        let wide = crate::kernels::vmath::isa() == crate::kernels::vmath::Isa::Avx512;
         let row = |(i, v): (usize, &mut f32)| {
             let xs = &xs[i * n..][..n];
             let s = if wide {
@@ -154,7 +154,7 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             out.iter_mut().enumerate().for_each(row);
         } else {
-            crate::exec::threads::par_chunks(&mut out, 64, |i, part| {
+            crate::kernels::threads::par_chunks(&mut out, 64, |i, part| {
                 part.iter_mut().enumerate().for_each(|(j, v)| row((i * 64 + j, v)))
             });
         }
@@ -181,7 +181,7 @@ unsafe fn row_sum_avx512(xs: &[f32]) -> f32 {
         a = _mm512_add_ps(a, _mm512_loadu_ps(rest.as_ptr()));
         rest = &rest[16..];
     }
-    let m = crate::exec::simd::first(rest.len());
+    let m = crate::kernels::simd::first(rest.len());
     b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(m, rest.as_ptr()));
     _mm512_reduce_add_ps(_mm512_add_ps(a, b))
 }

@@ -139,11 +139,11 @@ pub(super) fn window_planes<'a>(
     if count <= group {
         run((0, out));
     } else {
-        crate::exec::threads::par_chunks(out, per_out * group, |i, d| run((i, d)));
+        crate::kernels::threads::par_chunks(out, per_out * group, |i, d| run((i, d)));
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// One output plane of a windowed op: the input plane, padded (the
     /// padding already in `scratch`, see [`window_planes`]), is split into `sy * sx` phases (rows `py, py + sy, ...`
     /// by columns `px, px + sx, ...`), each `rows x pitch`; the output,
@@ -196,7 +196,7 @@ crate::exec::vmath::multiversion! {
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// A row's columns into the column phases of a stride `sx` after `pad`
     /// columns of padding: column `c` is padded column `q = c + pad`, which
     /// goes to `dst[(q % sx) * phase_len + q / sx]` when `q / sx < pitch`
@@ -267,7 +267,7 @@ pub(super) fn scatter_pair_here(
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// A padded row's two phase lines for a stride of 2 (`even`, `odd`,
     /// `pitch` long each, anywhere): the row's columns scattered over them
     /// ([`scatter_pair_here`]) and every column no input lands in zeroed
@@ -307,16 +307,16 @@ pub(super) fn window_taps(
         assert!(w.len() >= starts.len());
     }
     #[cfg(target_arch = "x86_64")]
-    match crate::exec::vmath::isa() {
+    match crate::kernels::vmath::isa() {
         // SAFETY: the instruction set is present; the assertions keep
         // every read inside phases and every write inside acc.
-        crate::exec::vmath::Isa::Avx512 => {
+        crate::kernels::vmath::Isa::Avx512 => {
             return unsafe { window_taps_avx512(phases, starts, op, init, acc) }
         }
-        crate::exec::vmath::Isa::Avx2 => {
+        crate::kernels::vmath::Isa::Avx2 => {
             return unsafe { window_taps_avx2(phases, starts, op, init, acc) }
         }
-        crate::exec::vmath::Isa::Base => {}
+        crate::kernels::vmath::Isa::Base => {}
     }
     for (i, out) in acc.chunks_exact_mut(WINDOW_LANES).enumerate() {
         let mut a = [init; WINDOW_LANES];
@@ -343,7 +343,7 @@ pub(super) fn window_taps(
 // FMA a tap); safety: the instruction set is present, the bounds
 // [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
-crate::exec::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_taps_in[](
+crate::kernels::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_taps_in[](
     phases: &[f32],
     starts: &[usize],
     op: WindowOp,
@@ -357,7 +357,7 @@ crate::exec::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_ta
 /// `S`'s instruction set is present; the bounds [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn window_taps_in<S: crate::exec::simd::F32x16>(
+unsafe fn window_taps_in<S: crate::kernels::simd::F32x16>(
     phases: &[f32],
     starts: &[usize],
     op: WindowOp,
@@ -366,7 +366,7 @@ unsafe fn window_taps_in<S: crate::exec::simd::F32x16>(
 ) {
     const L: usize = WINDOW_LANES;
     #[inline(always)]
-    unsafe fn step<S: crate::exec::simd::F32x16>(op: WindowOp, t: usize, a: S, x: S) -> S {
+    unsafe fn step<S: crate::kernels::simd::F32x16>(op: WindowOp, t: usize, a: S, x: S) -> S {
         match op {
             WindowOp::Fma(w) => x.fma(S::splat(*w.get_unchecked(t)), a),
             // x where x > a or x is NaN (a NaN already in a stays)

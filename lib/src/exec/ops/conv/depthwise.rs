@@ -7,7 +7,7 @@
 //! the padding is "same", or plane by plane ([`window_planes`]).
 
 use super::*;
-use crate::exec::simd::{isa_entries, F32x16};
+use crate::kernels::simd::{isa_entries, F32x16};
 
 /// A depthwise convolution (groups = input channels; each output channel
 /// reads one input channel, `co / c` outputs per input): a direct sum per
@@ -368,7 +368,7 @@ unsafe fn depthwise_blocked(
     if tasks == 1 {
         task(0);
     } else {
-        crate::exec::threads::par_for(tasks, task);
+        crate::kernels::threads::par_for(tasks, task);
     }
 }
 
@@ -727,7 +727,7 @@ unsafe fn deinterleave_short(row: &[f32], even: *mut f32, odd: *mut f32) {
     _mm512_mask_storeu_ps(odd, mask(n / 2), _mm512_permutexvar_ps(io, v));
 }
 
-super::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// `row`'s even columns into `even`, its odd ones into `odd`: a loop
     /// over pairs, which the compiler vectorises (faster than two
     /// permutes of 32 columns by hand: 0.13 against 0.16 ms for the
@@ -821,7 +821,7 @@ fn planes_by_tasks<S: Default>(
     } else {
         let (chunk, len) = (per_out * group, out.len());
         let at = sgemm::SendPtr(out.as_mut_ptr().cast());
-        crate::exec::threads::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
+        crate::kernels::threads::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
             // SAFETY: task gi's planes, no other task's, inside `out`
             let dsts = unsafe { std::slice::from_raw_parts_mut(at.at(gi * chunk).cast(), chunk.min(len - gi * chunk)) };
             run(s, (gi, dsts))

@@ -115,7 +115,7 @@ impl Grid {
             if batched_planes(g, b) {
                 let mut data = GRID.with(|g| g.take());
                 data.resize(b * c * plane, 0.0);
-                crate::exec::threads::par_chunks(&mut data, b * plane, |ch, dst| {
+                crate::kernels::threads::par_chunks(&mut data, b * plane, |ch, dst| {
                     for (bi, d) in dst.chunks_mut(plane.max(1)).enumerate() {
                         d.copy_from_slice(&xs[(bi * c + ch) * plane..][..plane]);
                     }
@@ -211,7 +211,7 @@ impl Grid {
         if tasks <= 1 {
             band(0, rows);
         } else {
-            crate::exec::threads::par_for(tasks, |t| band(t * rows / tasks, (t + 1) * rows / tasks));
+            crate::kernels::threads::par_for(tasks, |t| band(t * rows / tasks, (t + 1) * rows / tasks));
         }
         Grid {
             data,

@@ -4,7 +4,7 @@
 //! [`conv_few_channels`].
 
 use super::*;
-use crate::exec::simd::{isa_entries, Avx2, Avx512, F32x16};
+use crate::kernels::simd::{isa_entries, Avx2, Avx512, F32x16};
 
 /// Input channels up to which a 2-D convolution takes
 /// [`conv_few_channels`].
@@ -283,7 +283,7 @@ pub(super) unsafe fn few_channels_product(
     if tasks == 1 {
         task(&mut Vec::new(), 0);
     } else {
-        crate::exec::threads::par_for_init(tasks, Vec::new, task);
+        crate::kernels::threads::par_for_init(tasks, Vec::new, task);
     }
 }
 

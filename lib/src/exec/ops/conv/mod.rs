@@ -49,7 +49,7 @@ impl Windows {
 fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
     let (k, n) = (c * g.taps(), g.out_plane());
     let mut col = vec![T::default(); b * k * n];
-    crate::exec::threads::par_chunks(&mut col, n, |row, out| im2col_row(xs, c, g, row, out));
+    crate::kernels::threads::par_chunks(&mut col, n, |row, out| im2col_row(xs, c, g, row, out));
     col
 }
 
@@ -145,7 +145,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
         let dst = &mut out[bi * co * n..(bi + 1) * co * n];
         let threads = rayon::current_num_threads().clamp(1, co.max(1));
         let rows = co.div_ceil(threads).max(1);
-        crate::exec::threads::par_chunks(dst, rows * n, |t, d| {
+        crate::kernels::threads::par_chunks(dst, rows * n, |t, d| {
             let m = d.len() / n.max(1);
             let wrows = &ws[t * rows * k..(t * rows + m) * k];
             // SAFETY: dst is m x n, lhs m x k and rhs k x n, all row-major
@@ -318,7 +318,7 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     let ([_, h, w], [_, sh, sw], [_, oh, ow]) = (g.input, g.stride, g.output);
     let mut out = sgemm::uninit(b * c * oh * ow);
     with_host(x, |xs: &[f32]| {
-        crate::exec::threads::par_chunks(&mut out, oh * ow, |p, dst| {
+        crate::kernels::threads::par_chunks(&mut out, oh * ow, |p, dst| {
             let plane = &xs[p * h * w..][..h * w];
             for (oy, line) in dst.chunks_mut(ow.max(1)).enumerate() {
                 every_nth(&plane[oy * sh * w..], sw, line);

@@ -111,7 +111,7 @@ fn pixel_rows_with(
                 // of them, else each product is (as below)
                 let threads = rayon::current_num_threads();
                 if b >= threads {
-                    crate::exec::threads::par_chunks(out, n * co, |bi, dst| image(bi, dst, 1));
+                    crate::kernels::threads::par_chunks(out, n * co, |bi, dst| image(bi, dst, 1));
                 } else {
                     for (bi, dst) in out.chunks_mut(n * co).enumerate() {
                         image(bi, dst, threads);
@@ -178,7 +178,7 @@ fn pixel_rows_with(
             };
             let chunk = (co * n).max(1);
             if b >= threads {
-                crate::exec::threads::par_chunks_init(out, chunk, Vec::new, |yt, bi, dst| image(bi, dst, yt, 1));
+                crate::kernels::threads::par_chunks_init(out, chunk, Vec::new, |yt, bi, dst| image(bi, dst, yt, 1));
             } else {
                 let mut yt = Vec::new();
                 for (bi, dst) in out.chunks_mut(chunk).enumerate() {
@@ -210,7 +210,7 @@ unsafe fn finish_block(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     bi: usize,
 ) {
-    use crate::exec::vmath::transpose_raw;
+    use crate::kernels::vmath::transpose_raw;
     // SAFETY: the block's first elements, inside both (the caller's promise)
     let (src, dst) = unsafe { (y.at(pixels.start * co + chans.start), out.at(chans.start * n + pixels.start)) };
     let size = (pixels.len(), chans.len());
@@ -364,13 +364,13 @@ pub(super) fn pixel_taps_product(
     image.clear();
     image.resize(b * padded, 0.0);
     let plane = c * h * wd;
-    crate::exec::threads::par_chunks_init(&mut image[..b * padded], padded, Vec::new, |tmp, bi, dst| {
+    crate::kernels::threads::par_chunks_init(&mut image[..b * padded], padded, Vec::new, |tmp, bi, dst| {
         channels_last(&xs[bi * plane..][..plane], (c, h, wd), wp, (ph, pw), tmp, dst)
     });
     sgemm::gemm_taps(&image, sw * c, &tap_offs, &rows, bs, &mut yt, co, bias, rayon::current_num_threads());
     // SAFETY: the panels cover every pixel's row, written whole
     let y = unsafe { &*(&yt[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
-    crate::exec::threads::par_chunks(&mut out[..b * co * n], co * n, |bi, dst| {
+    crate::kernels::threads::par_chunks(&mut out[..b * co * n], co * n, |bi, dst| {
         channels_first(&y[bi * n * co..][..n * co], (n, co), dst, accumulate, then, bi)
     });
     IMAGE.with(|v| v.replace(image));
@@ -390,9 +390,9 @@ pub(super) fn channels_first(
     if accumulate {
         // SAFETY: dst holds the residual (initialised)
         let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
-        crate::exec::vmath::transpose_add(y, n, co, dst);
+        crate::kernels::vmath::transpose_add(y, n, co, dst);
     } else {
-        crate::exec::vmath::transpose_into(y, n, co, dst);
+        crate::kernels::vmath::transpose_into(y, n, co, dst);
     }
     if let Some(e) = then {
         // SAFETY: the transpose wrote every element of the image
@@ -415,7 +415,7 @@ pub(super) fn channels_last(
     out: &mut [f32],
 ) {
     tmp.resize(c * h * w, std::mem::MaybeUninit::uninit());
-    crate::exec::vmath::transpose_into(xs, c, h * w, tmp);
+    crate::kernels::vmath::transpose_into(xs, c, h * w, tmp);
     // SAFETY: the transpose wrote all of it
     let t = unsafe { &*(&tmp[..] as *const [std::mem::MaybeUninit<f32>] as *const [f32]) };
     let hp = out.len() / (wp * c).max(1);

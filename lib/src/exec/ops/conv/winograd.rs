@@ -3,7 +3,7 @@
 //! 2016): see [`conv_winograd`].
 
 use super::*;
-use crate::exec::simd::{Avx2, Avx512, F32x16};
+use crate::kernels::simd::{Avx2, Avx512, F32x16};
 
 /// Whether a 2-D convolution takes [`conv_winograd`]: 3x3, stride 1, no
 /// dilation, padding 1 (a plane the size of its input), one group, from
@@ -294,7 +294,7 @@ pub(super) unsafe fn winograd_product(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use crate::exec::threads::{par_chunks, par_for, par_for_init};
+    use crate::kernels::threads::{par_chunks, par_for, par_for_init};
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
     let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
@@ -393,17 +393,17 @@ fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, imag
                 zero(y * wp);
                 (w + 1..wp).for_each(|x| zero(y * wp + x));
                 let src = &xs[(bi * c + c0) * h * w + (y - 1) * w..];
-                crate::exec::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add((y * wp + 1) * c), c);
+                crate::kernels::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add((y * wp + 1) * c), c);
             }
         }
     };
     let threads = rayon::current_num_threads();
     if b >= threads || hp < 2 * threads {
-        crate::exec::threads::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
+        crate::kernels::threads::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
         return;
     }
     let bands = (4 * threads).min(hp);
-    crate::exec::threads::par_for(b * bands, |t| {
+    crate::kernels::threads::par_for(b * bands, |t| {
         let (bi, q) = (t / bands, t % bands);
         for g in 0..groups {
             write(bi, g * 16, q * hp / bands..(q + 1) * hp / bands);
@@ -427,7 +427,7 @@ fn channels_first(
     let parts = if b >= threads { 1 } else { threads.div_ceil(b).min(n.div_ceil(16)) };
     let op = sgemm::SendPtr(out.as_mut_ptr().cast::<f32>());
     assert!(out.len() >= b * co * n && y.len() >= b * n * co);
-    crate::exec::threads::par_for(b * parts, |t| {
+    crate::kernels::threads::par_for(b * parts, |t| {
         let (bi, q) = (t / parts, t % parts);
         // bands of whole lines of 16 floats
         let band = |q: usize| (q * n / parts).next_multiple_of(16).min(n);
@@ -438,9 +438,9 @@ fn channels_first(
         unsafe {
             let dst = op.at(bi * co * n + p0);
             if accumulate {
-                crate::exec::vmath::transpose_strided::<true>(src, co, (p1 - p0, co), dst, n);
+                crate::kernels::vmath::transpose_strided::<true>(src, co, (p1 - p0, co), dst, n);
             } else {
-                crate::exec::vmath::transpose_strided::<false>(src, co, (p1 - p0, co), dst, n);
+                crate::kernels::vmath::transpose_strided::<false>(src, co, (p1 - p0, co), dst, n);
             }
             if let Some(e) = then {
                 for o in 0..co {
@@ -567,7 +567,7 @@ unsafe fn output_tile<S: F32x16, const A: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::sgemm::tests::values;
+    use crate::kernels::sgemm::tests::values;
 
     /// F(2x2, 3x3) and F(4x4, 3x3) against the sum of a 3x3 convolution
     /// in float64, on

@@ -278,7 +278,7 @@ pub fn pack_a(a: &View) -> PackedA {
         // the activations of a large product: the panels split over the
         // threads
         let len = (panels * k * MR).min(data.len());
-        crate::exec::threads::par_chunks(&mut data[..len], k * MR, |i, d| fill((i, d)));
+        crate::kernels::threads::par_chunks(&mut data[..len], k * MR, |i, d| fill((i, d)));
     }
     // SAFETY: every panel written whole (the fills above)
     let data = unsafe { assume_init(data) };
@@ -327,7 +327,7 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
     let panels = n.div_ceil(NR);
     let mut data = vec![0f32; panels * k * NR];
     if panels >= rayon::current_num_threads() {
-        crate::exec::threads::par_chunks(&mut data, k * NR, |jp, panel| {
+        crate::kernels::threads::par_chunks(&mut data, k * NR, |jp, panel| {
             let cols = (n - jp * NR).min(NR);
             let mut row = [0f32; NR];
             for r in 0..k {
@@ -339,7 +339,7 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
         // fewer panels than threads: whole rows, the rows split
         let rows = k.div_ceil(rayon::current_num_threads().max(1)).max(1);
         let ptr = SendPtr(data.as_mut_ptr());
-        crate::exec::threads::par_for(k.div_ceil(rows), |t| {
+        crate::kernels::threads::par_for(k.div_ceil(rows), |t| {
             let mut row = vec![0f32; n];
             for r in t * rows..((t + 1) * rows).min(k) {
                 fill(r, 0, &mut row);
@@ -657,7 +657,7 @@ fn product(
         threads * TASKS_PER_THREAD,
         matches!(b, Source::Packed(_)),
     );
-    crate::exec::threads::par_for(rb * cb, |t| {
+    crate::kernels::threads::par_for(rb * cb, |t| {
         let (r, q) = (t / cb, t % cb);
         run(
             r * mp / rb..(r + 1) * mp / rb,

@@ -12,7 +12,7 @@
 
 use super::super::simd::{first, isa_entries, F32x16};
 use super::SendPtr;
-use crate::exec::vmath::{isa, Isa};
+use crate::kernels::vmath::{isa, Isa};
 
 /// Rows of A at most: C's `m x 2` block of a step in `2 * m` registers
 /// beside the two W vectors and an A vector.
@@ -82,7 +82,7 @@ pub unsafe fn dot_rows(a: Rows, w: Rows, k: usize, bias: Option<&[f32]>, c: *mut
     if tasks == 1 || a.rows * w.rows * k < super::PARALLEL_MIN_MACS {
         (0..tasks).for_each(run);
     } else {
-        crate::exec::threads::par_for(tasks, run);
+        crate::kernels::threads::par_for(tasks, run);
     }
 }
 

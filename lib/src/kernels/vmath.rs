@@ -274,11 +274,11 @@ macro_rules! multiversion {
                 unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) {
                     inner($($arg),*)
                 }
-                match $crate::exec::vmath::isa() {
+                match $crate::kernels::vmath::isa() {
                     // SAFETY: the CPU has the features (checked by `isa`).
-                    $crate::exec::vmath::Isa::Avx512 => return unsafe { wide($($arg),*) },
-                    $crate::exec::vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    $crate::exec::vmath::Isa::Base => {}
+                    $crate::kernels::vmath::Isa::Avx512 => return unsafe { wide($($arg),*) },
+                    $crate::kernels::vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::kernels::vmath::Isa::Base => {}
                 }
             }
             inner($($arg),*)
@@ -351,7 +351,7 @@ pub fn map2<T: Copy + Default + Send + Sync>(
         map2_here(a, b, &mut dst, f);
     } else {
         let chunk = chunk_of(dst.len());
-        crate::exec::threads::par_chunks(&mut dst, chunk, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, chunk, |i, d| {
             map2_here(&a[i * chunk..][..d.len()], &b[i * chunk..][..d.len()], d, f)
         });
     }
@@ -396,7 +396,7 @@ pub fn map2_blocks<T: Copy + Default + Send + Sync>(
         run(&mut dst, a, b);
     } else {
         let blocks = chunk_of(dst.len()).div_ceil(inner).max(1);
-        crate::exec::threads::par_chunks(&mut dst, blocks * inner, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, blocks * inner, |i, d| {
             let rows = d.len() / inner;
             run(
                 d,
@@ -437,7 +437,7 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
         }
     } else {
         let per = n * rows_per_task;
-        crate::exec::threads::par_chunks(&mut dst, per, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, per, |i, d| {
             for (s, d) in src[i * per..][..d.len()].chunks(n).zip(d.chunks_mut(n)) {
                 row(s, d);
             }
@@ -539,7 +539,7 @@ pub fn layer_norm_rows(
         if src.len() < PARALLEL_MIN {
             task(&mut dst, src, &mut stats);
         } else {
-            crate::exec::threads::par_chunks_pair(
+            crate::kernels::threads::par_chunks_pair(
                 (&mut dst, n * per),
                 (&mut stats, per),
                 |i, d, st| task(d, &src[i * n * per..][..d.len()], st),
@@ -687,7 +687,7 @@ pub unsafe fn transpose_strided<const ADD: bool>(
 
 /// [`transpose_strided`] from a pointer: the block of a matrix whose
 /// other elements other threads may be writing meanwhile (a product's
-/// finished block, [`crate::exec::sgemm::gemm_lhs_each`]), which no slice
+/// finished block, [`crate::kernels::sgemm::gemm_lhs_each`]), which no slice
 /// may cover.
 ///
 /// # Safety

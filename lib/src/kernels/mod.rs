@@ -1,0 +1,13 @@
+//! The CPU kernels: float32 products over packed operands (`sgemm`),
+//! vector math (`vmath`), sixteen float32 lanes written once for every
+//! instruction set (`simd`), and the thread pool they split their work
+//! over (`threads`).
+//!
+//! Free of candle and of the IR: a kernel takes plain slices or
+//! pointers, shapes and parameter structs. The instruction sets are
+//! detected here and nowhere else.
+
+pub mod sgemm;
+pub mod simd;
+pub mod threads;
+pub mod vmath;
