@@ -7,7 +7,9 @@
 //! pointers, shapes and parameter structs. The instruction sets are
 //! detected here and nowhere else.
 
+pub mod conv;
 pub mod sgemm;
 pub mod simd;
 pub mod threads;
 pub mod vmath;
+pub mod window;

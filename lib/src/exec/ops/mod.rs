@@ -17,10 +17,9 @@ use std::sync::OnceLock;
 
 mod dft;
 mod exact;
+use crate::kernels::window::*;
 use exact::*;
 pub(crate) use exact::{elems, from_elems, Elems, Num};
-mod window;
-use window::*;
 
 macro_rules! unary_ops {
     ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_float(ctx, $f) } )* };
@@ -982,45 +981,6 @@ fn host_unary_with(
 // indices, or three spatial dims, as torch's CPU kernels compute it. One
 // routine serves 1-, 2- and 3-D: missing leading spatial dims are size 1
 // with kernel 1. The common inference cases keep candle's kernels.
-
-/// The geometry of a sliding window over up to three spatial dims (depth,
-/// height, width; fewer lead with dims of size 1, kernel 1, stride 1):
-/// what pooling, convolution and im2col share. Each family reads its own
-/// arguments into it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Windows {
-    input: [usize; 3],
-    kernel: [usize; 3],
-    stride: [usize; 3],
-    pad: [usize; 3],
-    dilation: [usize; 3],
-    output: [usize; 3],
-}
-
-impl Windows {
-    /// Elements of one input plane.
-    fn plane(&self) -> usize {
-        self.input.iter().product()
-    }
-
-    /// Elements of one output plane.
-    fn out_plane(&self) -> usize {
-        self.output.iter().product()
-    }
-
-    /// Taps of the kernel.
-    fn taps(&self) -> usize {
-        self.kernel.iter().product()
-    }
-
-    /// Whether the windows are 2-D (or 1-D): one plane of input depth read
-    /// by a kernel one deep, no padding along the depth. A 3-D convolution
-    /// over one plane with a deeper kernel is not (its padding holds the
-    /// kernel's other depth taps): the 2-D kernels must not take it.
-    fn planar(&self) -> bool {
-        self.input[0] == 1 && self.kernel[0] == 1 && self.pad[0] == 0 && self.output[0] == 1
-    }
-}
 
 /// A tensor's values as f64, with its dims.
 fn host_f64(x: &Tensor) -> Result<Vec<f64>> {

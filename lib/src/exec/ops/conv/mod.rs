@@ -2,120 +2,6 @@
 
 use super::*;
 
-/// The last `v.len()` entries of a 3-vector filled with `fill`.
-fn lift(v: &[usize], fill: usize) -> [usize; 3] {
-    let mut a = [fill; 3];
-    let n = v.len().min(3);
-    a[3 - n..].copy_from_slice(&v[v.len() - n..]);
-    a
-}
-
-impl Windows {
-    /// A convolution's windows over the spatial sizes `input` under a
-    /// kernel of sizes `kernel`, with stride, padding and dilation per dim.
-    fn new(
-        input: &[usize],
-        kernel: &[usize],
-        stride: &[usize],
-        pad: &[usize],
-        dilation: &[usize],
-    ) -> Result<Windows> {
-        let mut g = Windows {
-            input: lift(input, 1),
-            kernel: lift(kernel, 1),
-            stride: lift(stride, 1),
-            pad: lift(pad, 0),
-            dilation: lift(dilation, 1),
-            output: [1; 3],
-        };
-        if g.kernel.contains(&0) || g.stride.contains(&0) || g.dilation.contains(&0) {
-            return Err(Error::bad_input(
-                "convolution: kernel, stride and dilation must be positive",
-            ));
-        }
-        for a in 0..3 {
-            g.output[a] =
-                conv_span(g.input[a], g.pad[a], g.dilation[a], g.kernel[a], g.stride[a])?;
-        }
-        Ok(g)
-    }
-}
-
-/// im2col over up to three spatial dims: for `b` images of `c` channels
-/// (`xs`, row-major), the column matrix `[b, c * taps, out_plane]`: row
-/// (channel, kz, ky, kx) holds the input under that tap at every output
-/// position, zero where it reads padding. Each row is filled by its own
-/// task ([`im2col_row`]).
-fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
-    let (k, n) = (c * g.taps(), g.out_plane());
-    let mut col = vec![T::default(); b * k * n];
-    crate::kernels::threads::par_chunks(&mut col, n, |row, out| im2col_row(xs, c, g, row, out));
-    col
-}
-
-/// Row `row` (image `row / (c * taps)`, then channel, kz, ky, kx) of the
-/// column matrix of [`im2col_fill`] into `out` (`out_plane` values).
-fn im2col_row<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, out: &mut [T]) {
-    im2col_segment(xs, c, g, row, 0, out)
-}
-
-/// Columns `[j0, j0 + out.len())` of row `row` of the column matrix (see
-/// [`im2col_row`]), from contiguous input rows: per output line only the
-/// ends (the output columns whose tap falls in the padding) are worked
-/// out, so the copy itself has no bounds checks.
-fn im2col_segment<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, j0: usize, out: &mut [T]) {
-    let ([id, ih, iw], [kd, kh, kw], [sd, sh, sw]) = (g.input, g.kernel, g.stride);
-    let ([pd, ph, pw], [dd, dh, dw], [_, oh, ow]) = (g.pad, g.dilation, g.output);
-    let k = c * g.taps();
-    let inside = |o: usize, s: usize, t: usize, d: usize, p: usize, size: usize| {
-        let i = (o * s + t * d) as isize - p as isize;
-        (i >= 0 && i < size as isize).then_some(i as usize)
-    };
-    let (bi, r) = (row / k, row % k);
-    let (ch, kz, ky, kx) = (r / (kd * kh * kw), (r / (kh * kw)) % kd, (r / kw) % kh, r % kw);
-    let volume = &xs[(bi * c + ch) * id * ih * iw..][..id * ih * iw];
-    // output column ox reads input column ox * sw + x0: inside the row for
-    // ox in [lo, hi)
-    let x0 = (kx * dw) as isize - pw as isize;
-    let s = sw as isize;
-    let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
-    let hi = if (iw as isize) <= x0 {
-        0
-    } else {
-        ((iw as isize - x0 + s - 1) / s) as usize
-    }
-    .clamp(lo, ow);
-    let end = j0 + out.len();
-    let mut j = j0;
-    while j < end {
-        // one output line (oz, oy), from column ox0, len columns
-        let (line, ox0) = (j / ow.max(1), j % ow.max(1));
-        let len = (ow - ox0).min(end - j);
-        let (oz, oy) = (line / oh, line % oh);
-        let dst = &mut out[j - j0..][..len];
-        j += len;
-        let (Some(iz), Some(iy)) = (inside(oz, sd, kz, dd, pd, id), inside(oy, sh, ky, dh, ph, ih)) else {
-            dst.fill(T::default());
-            continue;
-        };
-        let src = &volume[(iz * ih + iy) * iw..][..iw];
-        // this segment's part of [lo, hi), relative to ox0
-        let (a, b) = (lo.clamp(ox0, ox0 + len) - ox0, hi.clamp(ox0, ox0 + len) - ox0);
-        dst[..a].fill(T::default());
-        dst[b..].fill(T::default());
-        if a < b {
-            let first = ((ox0 + a) as isize * s + x0) as usize;
-            if sw == 1 {
-                dst[a..b].copy_from_slice(&src[first..first + (b - a)]);
-            } else {
-                for (d, v) in dst[a..b].iter_mut().zip(src[first..].iter().step_by(sw)) {
-                    *d = *v;
-                }
-            }
-        }
-    }
-}
-
 /// The element types the convolution's product runs in.
 trait GemmElem: candle_core::WithDType + Default + Send + Sync {
     const ONE: Self;
@@ -378,7 +264,7 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
             if pixel_rows(g.out_plane(), c) {
                 return false;
             }
-            let pixels = if direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
+            let pixels = if crate::kernels::conv::direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
             pixels >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
         } else {
             g.output[2] + (kw - 1) * dw / sw >= 8
@@ -524,20 +410,15 @@ const DIRECT_MIN_PIXELS: usize = 128;
 /// `[512, 128]` at 28x28: 214 packed, 350 direct).
 const DIRECT_MAX_CHANNELS: usize = 256;
 
-mod depthwise;
-mod direct;
-mod winograd;
-mod few;
-use few::{conv_few_channels, few_channels};
-mod pixels;
-use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
-use depthwise::{conv2d_depthwise, depthwise_tap_sum};
+mod calls;
+use calls::{conv2d_depthwise, conv_direct, conv_few_channels, conv_pixel_rows, conv_pixel_taps, conv_winograd, depthwise_tap_sum};
 mod scaled;
 use scaled::{conv_scaled, scaled_weight};
-pub(crate) use depthwise::{depthwise_by_blocks, takes_blocked};
-pub(crate) use winograd::winograd_weights;
-use winograd::{conv_winograd, winograd};
-use direct::conv_direct;
+pub(crate) use calls::takes_blocked;
+pub(crate) use crate::kernels::conv::depthwise::depthwise_by_blocks;
+pub(crate) use crate::kernels::conv::winograd::winograd_weights;
+use crate::kernels::conv::{im2col_fill, pointwise};
+use crate::kernels::conv::{few::few_channels, pixels::pixel_taps, winograd::winograd};
 
 /// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.
 fn weight_matrix(w: &CandleTensor, co: usize, k: usize) -> Result<CandleTensor> {
@@ -598,12 +479,6 @@ fn pixel_rows(n: usize, c: usize) -> bool {
         || (n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
 }
 
-/// Whether a convolution is a product as the input lies: 1x1, stride 1,
-/// no padding.
-fn pointwise(g: &Windows) -> bool {
-    g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
-}
-
 /// Output planes of at least this many pixels take [`conv_packed`]'s
 /// product image by image; smaller ones the batch's images side by side
 /// (see there).
@@ -618,7 +493,7 @@ const PACKED_IMAGE_MIN: usize = 1024;
 /// final (one image a product) or on the images once they are in place
 /// (several side by side). A pointwise convolution (1x1, stride 1, no
 /// padding; any rank) reads its input as it lies; others (2-D) read a
-/// padded, stride-phased copy ([`direct::Im2col`]). Pointwise ones over
+/// padded, stride-phased copy ([`crate::kernels::conv::direct::Im2col`]). Pointwise ones over
 /// fewer than [`FEW_PIXELS`] columns, or the planes [`pixel_rows`]
 /// names, take [`conv_pixel_rows`].
 #[allow(clippy::too_many_arguments)]
@@ -687,7 +562,7 @@ fn packed_product(
             let count = per.min(b - first);
             let (total, xs) = (count * n, &xs[first * image..][..count * image]);
             // row r of the columns from column j0: image by image
-            let im2col = (!pointwise(g)).then(|| direct::Im2col::new(xs, count, c, g));
+            let im2col = (!pointwise(g)).then(|| crate::kernels::conv::direct::Im2col::new(xs, count, c, g));
             let fill = |r: usize, j0: usize, seg: &mut [f32]| match &im2col {
                 Some(im) => im.fill(xs, r, j0, seg),
                 None => {
@@ -964,14 +839,6 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         y = y.broadcast_add(&b)?;
     }
     one(Tensor::new(y, dt))
-}
-
-/// The output size of a convolution along one dim.
-fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> {
-    (n + 2 * p)
-        .checked_sub(d * (k - 1) + 1)
-        .map(|v| v / s + 1)
-        .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
 }
 
 /// A tensor's f32 elements, row-major.
@@ -1361,7 +1228,7 @@ mod tests {
         (pool, var("BATCH"))
     }
 
-    /// The pixel rows of taps ([`pixels::pixel_taps_product`]) against
+    /// The pixel rows of taps ([`crate::kernels::conv::pixels::pixel_taps_product`]) against
     /// the packed product ([`packed_product`]) on ResNet's small planes at
     /// batch `BATCH` (1), calls interleaved, `THREADS` threads (1):
     /// medians and their ratio. `cargo test --release -p pt2kit
@@ -1380,11 +1247,11 @@ mod tests {
                 let xs = case.x.flatten_all()?.to_vec1::<f32>()?;
                 let bv = case.bias.to_vec1::<f32>()?;
                 let taps = kk * kk;
-                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&pixels::tap_weight(&case.ws, t, (c, co), taps))).collect();
+                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&crate::kernels::conv::pixels::tap_weight(&case.ws, t, (c, co), taps))).collect();
                 let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
                 let mut out = sgemm::uninit(case.shape.iter().product());
                 let (d, p) = case.medians(
-                    || pixels::pixel_taps_product(&xs, (nb, c, co), &case.g, &bs, Some(&bv), (false, None), &mut out),
+                    || crate::kernels::conv::pixels::pixel_taps_product(&xs, (nb, c, co), &case.g, &bs, Some(&bv), (false, None), &mut out),
                     || drop(case.packed()),
                 );
                 eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: pixel taps {d:.1} us, packed {p:.1} us, packed / taps {:.3}", p / d);
@@ -1430,7 +1297,7 @@ mod tests {
             for shape in shapes {
                 let (c, co, hw, kk, st) = shape;
                 let case = Case::new(shape, nb)?;
-                let direct = || direct::conv_direct(&case.x, &case.w, Some(&case.bias), &case.g, case.shape.clone(), None).expect("a convolution");
+                let direct = || conv_direct(&case.x, &case.w, Some(&case.bias), &case.g, case.shape.clone(), None).expect("a convolution");
                 let diff = (direct() - case.packed())?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(diff < 1e-3, "[{co}, {c}] k{kk} s{st} over {hw}: {diff}");
                 let (d, p) = case.medians(|| drop(direct()), || drop(case.packed()));
