@@ -237,7 +237,7 @@ impl Mapped {
             && n > 0
             && c.len() >= rows * n
             && bias.is_none_or(|b| b.len() >= n)
-            && sgemm::available();
+            && crate::kernels::cpu().vector;
         if !fits {
             return None;
         }
@@ -407,7 +407,7 @@ mod tests {
     /// not taken (`None`, nothing written).
     #[test]
     fn product_rows_reads_a_linear_weight_in_place() {
-        if !sgemm::available() {
+        if !crate::kernels::cpu().vector {
             return;
         }
         let (m, k, n) = (3, 70, 33);

@@ -8,8 +8,13 @@
 //! detected here and nowhere else.
 
 pub mod conv;
+mod cpu;
+pub mod pool;
+pub mod reduce;
 pub mod sgemm;
 pub mod simd;
 pub mod threads;
 pub mod vmath;
 pub mod window;
+
+pub use cpu::{cpu, prefetch_l2, Isa, Kernels};

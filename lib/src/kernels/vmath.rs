@@ -221,37 +221,12 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
-/// The instruction sets the loops are compiled for.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Isa {
-    Avx512,
-    Avx2,
-    Base,
-}
+pub(crate) use super::cpu::Isa;
 
-/// The widest instruction set this CPU runs (checked once);
-/// `PT2KIT_NO_AVX512=1` stops at AVX2, `PT2KIT_NO_AVX2=1` at the baseline.
+/// The widest instruction set this CPU runs ([`super::cpu`], detected once).
+#[inline]
 pub(crate) fn isa() -> Isa {
-    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *ISA.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let off = crate::knobs::is_set;
-            if !off("PT2KIT_NO_AVX512")
-                && !off("PT2KIT_NO_AVX2")
-                && std::arch::is_x86_feature_detected!("avx512f")
-            {
-                return Isa::Avx512;
-            }
-            if !off("PT2KIT_NO_AVX2")
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Base
-    })
+    super::cpu().isa
 }
 
 /// A function compiled three times (AVX-512, AVX2 + FMA, the baseline),

@@ -425,7 +425,7 @@ fn packed_matmul(
     bias: Option<&CandleTensor>,
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<Option<CandleTensor>> {
-    if !sgemm::available() {
+    if !crate::kernels::cpu().vector {
         return Ok(None);
     }
     if x.rank() != 2 || x.dtype() != DType::F32 {
@@ -1217,7 +1217,7 @@ fn mapped_matmul(
     let mut shape = x.dims().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;
     let rows = x.t.elem_count() / k.max(1);
-    let y = if sgemm::available() {
+    let y = if crate::kernels::cpu().vector {
         let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k))?;
         let row = match bias {
             Some(b) => Some(

@@ -40,7 +40,7 @@ pub(super) fn conv2d_depthwise(
     let (oh, ow) = (geom.oh, geom.ow);
     let len = b * co * oh * ow;
     // the fused chain after it, on each task's planes as they are done
-    let fused = register_epilogue(epilogue, len).filter(|_| sgemm::available());
+    let fused = register_epilogue(epilogue, len).filter(|_| crate::kernels::cpu().vector);
     let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
         steps,
         inputs,
@@ -78,7 +78,7 @@ pub(super) fn conv2d_depthwise(
     // of the samples of an 88-channel 3x3 over 28x28 alone)
     let by_line = then.filter(sgemm::Epilogue::constants_only);
     let finish = then.is_some().then_some(&apply as &Finish);
-    let plan = MaskedPlan::cached(geom).filter(|_| sgemm::avx512());
+    let plan = MaskedPlan::cached(geom).filter(|_| crate::kernels::cpu().wide);
     // a stride of 2 along lines long enough: each plane read in place as
     // its even and odd columns
     if stride2(&geom) {
@@ -89,7 +89,7 @@ pub(super) fn conv2d_depthwise(
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
-    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
+    if mult == 1 && c >= 16 && blocked(&geom) && crate::kernels::cpu().vector && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         let finish = if by_line.is_some() { None } else { finish };
         // an input left channels-last is read as it lies (its pixels'
@@ -141,7 +141,7 @@ pub(super) fn conv2d_depthwise(
 /// channels-last by the op before it.
 pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), stride: (usize, usize), pad: (usize, usize), dil: (usize, usize)) -> bool {
     PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil)
-        .is_ok_and(|g| !stride2(&g) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && sgemm::available())
+        .is_ok_and(|g| !stride2(&g) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && crate::kernels::cpu().vector)
 }
 
 /// A depthwise convolution (`w` `[c * mult, 1, kh, kw]` over `x` `[b, c,

@@ -165,7 +165,7 @@ enum Kernel {
 /// `wd` (one group) over `g` takes, in order of preference.
 fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
     let (b, c, co) = (xd[0], xd[1], wd[0]);
-    if !sgemm::available() {
+    if !crate::kernels::cpu().vector {
         Kernel::Host
     } else if xd.len() == 4 && subsampled(g) {
         Kernel::Subsampled
@@ -207,7 +207,7 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
         crate::kernels::threads::par_chunks(&mut out, oh * ow, |p, dst| {
             let plane = &xs[p * h * w..][..h * w];
             for (oy, line) in dst.chunks_mut(ow.max(1)).enumerate() {
-                every_nth(&plane[oy * sh * w..], sw, line);
+                crate::kernels::conv::every_nth(&plane[oy * sh * w..], sw, line);
             }
         })
     })
@@ -215,36 +215,6 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     // SAFETY: every plane's every line written whole by every_nth
     let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (b, c, oh, ow), x.device()).map_err(Error::from)
-}
-
-/// `line[i] = row[i * step]` for every `i`: a stride of 2 through
-/// AVX-512 where present (ResNet-50's downsampling 1x1s copy 200K floats
-/// at batch 1 this way; element by element, the copy cost as much as a
-/// tenth of their product).
-fn every_nth(row: &[f32], step: usize, line: &mut [std::mem::MaybeUninit<f32>]) {
-    if step == 2 && sgemm::avx512() {
-        // SAFETY: AVX-512F is present
-        unsafe { every_other_avx512(row, line) };
-        return;
-    }
-    for (i, v) in line.iter_mut().enumerate() {
-        v.write(row[i * step]);
-    }
-}
-
-/// [`every_nth`] of step 2, the pairs vectorised by the compiler.
-///
-/// # Safety
-/// AVX-512F is present.
-#[target_feature(enable = "avx512f")]
-unsafe fn every_other_avx512(row: &[f32], line: &mut [std::mem::MaybeUninit<f32>]) {
-    let whole = line.len().min(row.len() / 2);
-    for (v, pair) in line[..whole].iter_mut().zip(row.chunks_exact(2)) {
-        v.write(pair[0]);
-    }
-    for (i, v) in line.iter_mut().enumerate().skip(whole) {
-        v.write(row[i * 2]);
-    }
 }
 
 /// Whether a convolution of `b` images of `c` input channels runs direct
@@ -297,7 +267,7 @@ fn direct(g: &Windows, b: usize, c: usize) -> bool {
 /// the direct kernel (not measured there).
 fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
     let one_by_one = b == 1 || g.out_plane() >= PACKED_IMAGE_MIN;
-    !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c) || (one_by_one && co > c))
+    !crate::kernels::cpu().wide && (!pointwise(g) || (b == 1 && co >= c) || (one_by_one && co > c))
 }
 
 /// Whether a convolution of `b` images that [`pixel_taps`] names runs
@@ -309,7 +279,7 @@ fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
 /// minutes packed took 0.99-1.07x over 14x14 planes and 1.19-1.22x over
 /// 7x7 (in loud ones 0.78-0.80x).
 fn packed_over_taps(b: usize) -> bool {
-    !sgemm::avx512() && b > 1
+    !crate::kernels::cpu().wide && b > 1
 }
 
 /// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
@@ -584,12 +554,7 @@ fn packed_product(
                         let from = (i * c + r) * n + p;
                         let end = (from + seg.len()).min((i * c + r + 1) * n);
                         for q in (from..end).step_by(16) {
-                            #[cfg(target_arch = "x86_64")]
-                            // SAFETY: a prefetch reads nothing; q lies in xs
-                            unsafe {
-                                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-                                _mm_prefetch::<_MM_HINT_T1>(xs.as_ptr().add(q).cast());
-                            }
+                            crate::kernels::prefetch_l2(xs.as_ptr().wrapping_add(q));
                         }
                     }
                 }
@@ -780,7 +745,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     let host_f32 = dt == Dtype::Float32 && xin.device().is_cpu();
     let depthwise = groups > 1 && groups == xin.dims()[1] && win.dims()[1] == 1;
     // 1x1 convolutions too, where the packed kernel runs (else candle's)
-    let own = groups > 1 || !one_by_one || sgemm::available();
+    let own = groups > 1 || !one_by_one || crate::kernels::cpu().vector;
     let mut y = if host_f32 && own {
         let b = match &bias {
             Some(b) => Some(b.cast(dt)?.t),
@@ -797,7 +762,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         // write their output over a dead residual the group adds
         let over = !depthwise
             && groups == 1
-            && sgemm::available()
+            && crate::kernels::cpu().vector
             && Windows::new(&xin.dims()[2..], &win.dims()[2..], &s, &p, &d)
                 .is_ok_and(|g| writes_over(&g, xin.dims(), win.dims()));
         let y = ctx.with_epilogue_over(over, |epi| {
