@@ -211,38 +211,31 @@ pub(super) fn depthwise_tap_sum(
 /// pack it once more: ResNet-18's 3x3 stages at batch 8 ran at 260-350
 /// GFLOP/s that way, 330-410 direct; the copies dominate a product of
 /// small `k` (MobileNetV3's stem at batch 8: 64 GFLOP/s).
-pub(super) fn conv_direct(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
+pub(super) fn conv_direct(x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (shape, epilogue) = (p.shape.clone(), p.epilogue);
     // over a dead residual where the executor offers one (ResNets' last
     // convolution of a block): the add made as each vector is stored, on
     // the line it reads, where a fresh output's lines were read for
     // ownership first (25.7 MB for ResNet-50's [256, 64] over 56x56 at
     // batch 8)
     output_of(x.device(), shape.clone(), epilogue, |out, accumulate, then| {
-        direct_into(x, w, bias, g, &shape, out, accumulate, then)
+        direct_into(x, w, bias, p, out, accumulate, then)
     })
 }
 
 /// [`conv_direct`] into `out` (its `shape`: every element written; with
 /// `accumulate`, each added to what `out` holds, which is then
 /// initialised), `then` run on each block as it is stored.
-#[allow(clippy::too_many_arguments)]
 fn direct_into(
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: &[usize],
+    p: &ConvParams,
     out: &mut [std::mem::MaybeUninit<f32>],
     accumulate: bool,
     then: Option<&sgemm::Epilogue>,
 ) -> Result<()> {
+    let (g, shape) = (&p.g, &p.shape);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
@@ -314,17 +307,8 @@ fn direct_into(
 /// 0.96-0.99 -> 0.76-0.85 ms at batch 1, 3% less at batch 8 (369 GFLOP/s
 /// warm at batch 1, the direct kernel 340); MobileNetV3's 16-channel stem
 /// stays direct (slower this way).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv_few_channels(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-) -> Result<CandleTensor> {
+pub(super) fn conv_few_channels(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape, epilogue, channels_last) = (&p.g, p.shape.clone(), p.epilogue, p.channels_last);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let [_, oh, ow] = g.output;
     let k = c * g.taps();
@@ -380,15 +364,8 @@ pub(super) fn conv_few_channels(
 /// output pixel and channel pair where the direct kernel does 9; the
 /// transforms are additions. The results differ from torch's direct sum
 /// by rounding (`winograd_matches_direct`).
-pub(super) fn conv_winograd(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
+pub(super) fn conv_winograd(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape, epilogue) = (&p.g, p.shape.clone(), p.epilogue);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let bv = bias.map(f32s).transpose()?;
     let w = w.contiguous()?;
@@ -422,18 +399,8 @@ pub(super) fn conv_winograd(
 /// reader reads it so, [`crate::exec::layout`]) and no fused chain but
 /// one of constants, each image's product is its output, stored
 /// channels-last, with no transpose.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv_pixel_rows(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    (b, co, n): (usize, usize, usize),
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-    scale: Option<&[f32]>,
-) -> Result<CandleTensor> {
+pub(super) fn conv_pixel_rows(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let scale = p.scale;
     let pb = with_matrix(w, |v| {
         exec.packed_b(&sgemm::View {
             rows: v.cols,
@@ -445,27 +412,19 @@ pub(super) fn conv_pixel_rows(
     })
     .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))?;
     let Some(s) = scale else {
-        return pixel_rows_with(exec, x, (w, &pb), bias, (b, co, n), shape, epilogue, channels_last);
+        return pixel_rows_with(exec, x, (w, &pb), bias, p);
     };
     // the packed weight (kept) with each input channel's row scaled
     let scaled = pb.scaled_rows(s, 1);
-    let y = pixel_rows_with(exec, x, (w, &scaled), bias, (b, co, n), shape, epilogue, channels_last);
+    let y = pixel_rows_with(exec, x, (w, &scaled), bias, p);
     scaled.recycle();
     y
 }
 
 /// [`conv_pixel_rows`] with the weight `w` packed as `pb`.
-#[allow(clippy::too_many_arguments)]
-fn pixel_rows_with(
-    exec: &Executor,
-    x: &CandleTensor,
-    (w, pb): (&CandleTensor, &sgemm::PackedB),
-    bias: Option<&CandleTensor>,
-    (b, co, n): (usize, usize, usize),
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-) -> Result<CandleTensor> {
+fn pixel_rows_with(exec: &Executor, x: &CandleTensor, (w, pb): (&CandleTensor, &sgemm::PackedB), bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (b, co, n) = (p.shape[0], p.shape[1], p.g.out_plane());
+    let (shape, epilogue, channels_last) = (p.shape.clone(), p.epilogue, p.channels_last);
     let threads = rayon::current_num_threads();
     let bv = bias.map(f32s).transpose()?;
     let init = bv.as_deref().map_or(sgemm::Init::Zero, sgemm::Init::Bias);
@@ -589,15 +548,8 @@ fn pixel_rows_with(
 /// the weights in cache, against 342 direct), the model 0.92x; ResNet-50
 /// 0.95x; at batch 8 both about 0.97x (the direct kernel's batched planes
 /// fill its lanes there already).
-pub(super) fn conv_pixel_taps(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
+pub(super) fn conv_pixel_taps(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape, epilogue) = (&p.g, p.shape.clone(), p.epilogue);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let ([_, kh, kw], [_, oh, ow]) = (g.kernel, g.output);
     let bv = bias.map(f32s).transpose()?;
