@@ -23,7 +23,7 @@ mod packs;
 pub mod profile;
 mod tensor;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use candle_core::{Device, Tensor as CandleTensor};
 
@@ -43,7 +43,6 @@ mod threads;
 use crate::kernels::sgemm;
 pub use crate::kernels::threads::in_pool;
 use crate::kernels::threads::KeepAwake;
-pub(crate) use packs::FastMap;
 use packs::PackCache;
 pub use threads::{start_threads, MAX_THREADS};
 

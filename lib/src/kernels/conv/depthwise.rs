@@ -57,7 +57,7 @@ pub fn blocked(g: &PlaneWindows) -> bool {
 /// channels-last (`[b][h][w][c]`) and each pixel's channels are copied
 /// into the grid as they lie ([`pixels_to_grid`]); with `channels_last`
 /// (and no `then`), the tile's pixels are written to `out` stored so,
-/// not transposed into planes ([`crate::exec::layout`]). The multiply-adds of [`window_planes`] in the
+/// not transposed into planes (the executor's layout plan, `exec::layout`). The multiply-adds of [`window_planes`] in the
 /// same order (the bias first, then the taps), so the same bits; but the
 /// lanes are channels, none spent on padding or masked off, and every load
 /// a whole vector (the masked kernel loads each input vector under its
@@ -65,7 +65,7 @@ pub fn blocked(g: &PlaneWindows) -> bool {
 ///
 /// # Safety
 /// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` the
-/// weight by blocks of 16 channels ([`Executor::depthwise_taps`]), `bs`
+/// weight by blocks of 16 channels (`Executor::depthwise_taps`), `bs`
 /// (if any) `c`, `out` `b * c * oh * ow`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn depthwise_blocked(
@@ -487,7 +487,7 @@ impl MaskedPlan {
     /// than its convolution at batch 1).
     pub fn cached(g: PlaneWindows) -> Option<std::sync::Arc<MaskedPlan>> {
         use std::sync::{Arc, Mutex, OnceLock};
-        type Plans = crate::exec::FastMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
+        type Plans = crate::kernels::FastMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
         static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
         let Ok(mut plans) = PLANS.get_or_init(Default::default).lock() else {
             return MaskedPlan::new(g).map(Arc::new);

@@ -269,7 +269,7 @@ impl Grid {
             usize,
             (usize, usize),
         );
-        type Kept = (crate::exec::FastMap<Key, Arc<sgemm::Panels>>, usize);
+        type Kept = (crate::kernels::FastMap<Key, Arc<sgemm::Panels>>, usize);
         static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
         let key = (
             self.masked,

@@ -3,7 +3,7 @@
 //! the dot product of an A row and a W row, W streamed once, in order.
 //!
 //! This is the path of a mapped weight too large to keep packed
-//! ([`crate::exec::mapped::PACK_CACHE_BYTES`]) at a small batch (a
+//! (the executor's `mapped::PACK_CACHE_BYTES`) at a small batch (a
 //! language model's decoding, a wide MLP on one row): the packed product
 //! made B's rows on every call, each a gather of one float from each of
 //! `n` W rows, and spent its time there (12 x `Linear(8192, 8192)` at

@@ -8,14 +8,14 @@
 //! kernel broadcasting from [`MR`] of them; packed in panels of `MR` rows
 //! only when neither stride is 1), and the kernel keeps an `MR x NR`
 //! block of `C` in the 24 of AVX-512's 32 vector registers while it runs
-//! down `k`. A weight is packed once and kept (see [`super::Executor`]'s
+//! down `k`. A weight is packed once and kept (see the executor's
 //! pack cache), so a linear layer reads its weights in the kernel's order
 //! on every run without copying them again. Packing the activations per
 //! call cost 7-15% of a product (the MLP at batch 512: 1.66 -> 1.49 ms
 //! without it).
 //!
-//! Files: this one the packed product and its kernel; `direct.rs` the
-//! direct product (B read where it lies: convolutions); `epilogue.rs` the
+//! Files: this one the packed product and its kernel; `panels.rs` the
+//! direct product (B read where it lies: convolutions); `chain.rs` the
 //! element-wise chains both run on each finished block of C.
 //!
 //! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
@@ -1067,17 +1067,17 @@ macro_rules! instance_for {
     };
 }
 
-mod direct;
+mod chain;
 pub mod dot;
-mod epilogue;
-mod scaled;
+mod panels;
+mod scaled_pack;
 mod taps;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use direct::{gemm_direct, Panels, Run};
-use epilogue::{epilogue_span, prefetch_inputs};
-pub use epilogue::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
+use chain::{epilogue_span, prefetch_inputs};
+pub use chain::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
+pub use panels::{gemm_direct, Panels, Run};
 pub use taps::{gemm_taps, RowPanel};
 
 /// `n` floats for a kernel that writes every one before anything reads

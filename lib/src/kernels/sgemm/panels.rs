@@ -718,7 +718,7 @@ unsafe fn direct_body<
                 };
                 // the epilogue's hardswish, its operations in its order
                 let v = if MODE & STORE_HARDSWISH != 0 {
-                    super::epilogue::hardswish(v)
+                    super::chain::hardswish(v)
                 } else {
                     v
                 };
