@@ -39,12 +39,12 @@ pub use tensor::{storage_dtype, RunOutput, Tensor};
 pub mod budget;
 mod layout;
 mod state;
-mod threads;
+mod thread_count;
 use crate::kernels::sgemm;
 pub use crate::kernels::threads::in_pool;
 use crate::kernels::threads::KeepAwake;
 use packs::PackCache;
-pub use threads::{start_threads, MAX_THREADS};
+pub use thread_count::{start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]

@@ -31,7 +31,7 @@
 //! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
 //! least of A and B ([`split`]).
 //!
-//! The kernels are written once over 16-lane vectors (`exec::simd`) and
+//! The kernels are written once over 16-lane vectors (`kernels::simd`) and
 //! compiled for AVX-512F and for AVX2 + FMA; [`available`] says whether
 //! this CPU has one of the two (checked at run time, so the binaries stay
 //! portable), and callers use the `gemm` crate otherwise. On AVX2 a
