@@ -1,11 +1,13 @@
 //! The CPU kernels: float32 products over packed operands (`sgemm`),
-//! vector math (`vmath`), sixteen float32 lanes written once for every
-//! instruction set (`simd`), and the thread pool they split their work
-//! over (`threads`).
+//! the convolutions' inner loops (`conv`), sliding windows (`window`),
+//! pooling and reduction loops (`pool`, `reduce`), vector math (`vmath`),
+//! sixteen float32 lanes written once for every instruction set
+//! (`simd`), and the thread pool they split their work over (`threads`).
 //!
-//! Free of candle and of the IR: a kernel takes plain slices or
-//! pointers, shapes and parameter structs. The instruction sets are
-//! detected here and nowhere else.
+//! Free of candle, of the IR and of the executor: a kernel takes plain
+//! slices or pointers, shapes and parameter structs. The CPU is detected
+//! here once, into the table [`cpu`] returns; intrinsics and ISA tests
+//! are written nowhere else (`lib/tests/layout.rs` holds it).
 
 pub mod conv;
 mod cpu;

@@ -9,6 +9,18 @@
 use super::*;
 use crate::kernels::simd::{isa_entries, F32x16};
 
+/// A depthwise convolution's parameters (one filter a channel, `co / c`
+/// outputs an input channel): its windows, the images, the channels, the
+/// bias (`co` floats, if any).
+#[derive(Clone, Copy)]
+pub struct Depthwise<'a> {
+    pub g: PlaneWindows,
+    pub batch: usize,
+    pub channels: usize,
+    pub out_channels: usize,
+    pub bias: Option<&'a [f32]>,
+}
+
 // `blocked_run` for AVX-512F and for AVX2 + FMA.
 isa_entries!(blocked_run_avx512, blocked_run_avx2 = blocked_run[N: usize](
     grid: &[f32],
@@ -67,19 +79,16 @@ pub fn blocked(g: &PlaneWindows) -> bool {
 /// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` the
 /// weight by blocks of 16 channels (`Executor::depthwise_taps`), `bs`
 /// (if any) `c`, `out` `b * c * oh * ow`.
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn depthwise_blocked(
+    p: &Depthwise,
     xs: &[f32],
     wt: &[f32],
-    bs: Option<&[f32]>,
-    g: &PlaneWindows,
-    b: usize,
-    c: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
     line: Option<&sgemm::Epilogue>,
     (input_cl, channels_last): (bool, bool),
 ) {
+    let (g, b, c, bs) = (&p.g, p.batch, p.channels, p.bias);
     assert!(
         line.is_none_or(sgemm::Epilogue::constants_only),
         "depthwise_blocked: a line's chain reads inputs"
@@ -650,17 +659,15 @@ crate::kernels::vmath::multiversion! {
 /// # Safety
 /// AVX-512F is present; `xs` holds `b * c * h * w` floats, `ws` `co *
 /// kh * kw`, `bs` (if any) `co`, `out` `b * co * oh * ow`.
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn conv_masked(
     plan: &MaskedPlan,
+    p: &Depthwise,
     xs: &[f32],
     ws: &[f32],
-    bs: Option<&[f32]>,
-    c: usize,
-    co: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
+    let (c, co, bs) = (p.channels, p.out_channels, p.bias);
     let g = &plan.g;
     let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
     let phases = g.stride.0 * g.stride.1 * plan.phase_len;
@@ -845,17 +852,14 @@ const STRIDE2_KERNELS: [(usize, usize); 5] = [(3, 1), (5, 2), (7, 3), (3, 0), (2
 /// AVX-512F is present and [`stride2`] holds; `xs` holds `b * c * h * w`
 /// floats, `ws` `co * kh * kw`, `bs` (if any) `co`, `out` `b * co * oh *
 /// ow`.
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn conv_stride2(
-    g: &PlaneWindows,
+    p: &Depthwise,
     xs: &[f32],
     ws: &[f32],
-    bs: Option<&[f32]>,
-    c: usize,
-    co: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
+    let (g, c, co, bs) = (&p.g, p.channels, p.out_channels, p.bias);
     let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
     planes_by_tasks(out, g.oh * g.ow, taps, then, |p, _: &mut (), dst| {
         let (n, o) = (p / co, p % co);
@@ -1119,12 +1123,15 @@ mod tests {
             // the convolution's
             unsafe {
                 depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
                     &xs,
                     &depthwise_by_blocks(&ws, c, taps),
-                    bs,
-                    &g,
-                    b,
-                    c,
                     &mut got,
                     Some(&then),
                     None,
@@ -1154,24 +1161,30 @@ mod tests {
             // SAFETY: as above
             unsafe {
                 depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
                     &xs,
                     &wt,
-                    bs,
-                    &g,
-                    b,
-                    c,
                     &mut planes,
                     Some(&on_planes),
                     None,
                     (false, false),
                 );
                 depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
                     &xs,
                     &wt,
-                    bs,
-                    &g,
-                    b,
-                    c,
                     &mut lines,
                     None,
                     Some(&chain),
@@ -1261,7 +1274,21 @@ mod tests {
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { conv_stride2(&g, &xs, &ws, bs, c, co, &mut got, Some(&then)) };
+            unsafe {
+                conv_stride2(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: co,
+                        bias: bs,
+                    },
+                    &xs,
+                    &ws,
+                    &mut got,
+                    Some(&then),
+                )
+            };
             // SAFETY: both wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
             for (i, (x, y)) in want.iter().zip(&got).enumerate() {
@@ -1316,13 +1343,42 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     if stride2(&g) {
                         for _ in 0..reps {
-                            unsafe { conv_stride2(&g, &xs, &ws, None, c, c, &mut out, None) };
+                            unsafe {
+                                conv_stride2(
+                                    &Depthwise {
+                                        g,
+                                        batch: b,
+                                        channels: c,
+                                        out_channels: c,
+                                        bias: None,
+                                    },
+                                    &xs,
+                                    &ws,
+                                    &mut out,
+                                    None,
+                                )
+                            };
                         }
                     }
                     t[2] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
                     for _ in 0..reps {
-                        unsafe { conv_masked(&plan, &xs, &ws, None, c, c, &mut out, None) };
+                        unsafe {
+                            conv_masked(
+                                &plan,
+                                &Depthwise {
+                                    g: plan.g,
+                                    batch: b,
+                                    channels: c,
+                                    out_channels: c,
+                                    bias: None,
+                                },
+                                &xs,
+                                &ws,
+                                &mut out,
+                                None,
+                            )
+                        };
                     }
                     t[0] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
@@ -1330,12 +1386,15 @@ mod tests {
                         for _ in 0..reps {
                             unsafe {
                                 depthwise_blocked(
+                                    &Depthwise {
+                                        g,
+                                        batch: b,
+                                        channels: c,
+                                        out_channels: c,
+                                        bias: None,
+                                    },
                                     &xs,
                                     &wt,
-                                    None,
-                                    &g,
-                                    b,
-                                    c,
                                     &mut out,
                                     None,
                                     None,

@@ -38,6 +38,13 @@ pub(super) fn conv2d_depthwise(
     let w = &w.contiguous()?;
     let geom = PlaneWindows::conv(h, wd, (kh, kw), stride, pad, dil)?;
     let (oh, ow) = (geom.oh, geom.ow);
+    let params = Depthwise {
+        g: geom,
+        batch: b,
+        channels: c,
+        out_channels: co,
+        bias: bs.as_deref(),
+    };
     let len = b * co * oh * ow;
     // the fused chain after it, on each task's planes as they are done
     let fused = register_epilogue(epilogue, len).filter(|_| crate::kernels::cpu().vector);
@@ -83,7 +90,7 @@ pub(super) fn conv2d_depthwise(
     // its even and odd columns
     if stride2(&geom) {
         // SAFETY: AVX-512F is present (checked by stride2); the sizes are the op's.
-        return write_all(&|xs, ws, out| unsafe { conv_stride2(&geom, xs, ws, bs.as_deref(), c, co, out, finish) });
+        return write_all(&|xs, ws, out| unsafe { conv_stride2(&params, xs, ws, out, finish) });
     }
     // sixteen channels at a time where a block's padded image fits the
     // cache: for 5x5 kernels and up always, under masks otherwise where
@@ -101,19 +108,19 @@ pub(super) fn conv2d_depthwise(
                 &|xs, ws, out| {
                     let wt = exec.depthwise_taps(ws, c, taps);
                     // SAFETY: as below
-                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, None, by_line.as_ref(), layout) }
+                    unsafe { depthwise_blocked(&params, xs, &wt, out, None, by_line.as_ref(), layout) }
                 },
                 layout,
             );
         }
         return write_all(&|xs, ws, out| {
             let wt = exec.depthwise_taps(ws, c, taps);
-            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref(), (false, false)) }
+            unsafe { depthwise_blocked(&params, xs, &wt, out, finish, by_line.as_ref(), (false, false)) }
         });
     }
     if let Some(plan) = plan {
         // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
-        return write_all(&|xs, ws, out| unsafe { conv_masked(&plan, xs, ws, bs.as_deref(), c, co, out, finish) });
+        return write_all(&|xs, ws, out| unsafe { conv_masked(&plan, &params, xs, ws, out, finish) });
     }
     let ws = f32s(w)?;
     // written whole by window_planes
