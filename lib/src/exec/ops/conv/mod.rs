@@ -603,7 +603,7 @@ fn conv_grouped(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Optio
                 Some(b) => Some(b.narrow(0, g * og, og)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), args.geometry(args.stride, args.pad, args.dil))
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), ConvArgs::geometry_only(args.stride, args.pad, args.dil))
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(Error::from)
