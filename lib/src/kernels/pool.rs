@@ -23,22 +23,22 @@ pub fn max_line(
     let rows = &image[y0 * w * c..y1.max(y0) * w * c];
     assert!(tile.len() >= ow * c && rows.len().is_multiple_of((w * c).max(1)));
     // the channels in whole vectors, on the vector kernels
-    let whole = match super::vmath::isa() {
-        super::vmath::Isa::Base => 0,
+    let whole = match super::isa() {
+        super::Isa::Base => 0,
         _ => c / 16 * 16,
     };
-    // SAFETY: the instruction set is the one `vmath::isa` found; the
+    // SAFETY: the instruction set is the one `isa` found; the
     // window's columns lie inside the lines (clamped below), the channels
     // inside `whole`, the pixels inside `tile`
     unsafe {
-        match super::vmath::isa() {
-            super::vmath::Isa::Avx512 => {
+        match super::isa() {
+            super::Isa::Avx512 => {
                 max_pixels_avx512(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr())
             }
-            super::vmath::Isa::Avx2 => {
+            super::Isa::Avx2 => {
                 max_pixels_avx2(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr())
             }
-            super::vmath::Isa::Base => {}
+            super::Isa::Base => {}
         }
     }
     for ox in 0..ow {

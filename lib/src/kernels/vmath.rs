@@ -221,13 +221,7 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
-pub(crate) use super::cpu::Isa;
-
-/// The widest instruction set this CPU runs ([`super::cpu`], detected once).
-#[inline]
-pub(crate) fn isa() -> Isa {
-    super::cpu().isa
-}
+use super::{isa, Isa};
 
 /// A function compiled three times (AVX-512, AVX2 + FMA, the baseline),
 /// the copy for this CPU chosen at run time ([`isa`]): its loops vectorise
@@ -249,11 +243,11 @@ macro_rules! multiversion {
                 unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) {
                     inner($($arg),*)
                 }
-                match $crate::kernels::vmath::isa() {
+                match $crate::kernels::isa() {
                     // SAFETY: the CPU has the features (checked by `isa`).
-                    $crate::kernels::vmath::Isa::Avx512 => return unsafe { wide($($arg),*) },
-                    $crate::kernels::vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    $crate::kernels::vmath::Isa::Base => {}
+                    $crate::kernels::Isa::Avx512 => return unsafe { wide($($arg),*) },
+                    $crate::kernels::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::kernels::Isa::Base => {}
                 }
             }
             inner($($arg),*)

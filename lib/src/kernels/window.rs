@@ -413,16 +413,16 @@ pub fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, ac
         assert!(w.len() >= starts.len());
     }
     #[cfg(target_arch = "x86_64")]
-    match crate::kernels::vmath::isa() {
+    match crate::kernels::isa() {
         // SAFETY: the instruction set is present; the assertions keep
         // every read inside phases and every write inside acc.
-        crate::kernels::vmath::Isa::Avx512 => {
+        crate::kernels::Isa::Avx512 => {
             return unsafe { window_taps_avx512(phases, starts, op, init, acc) }
         }
-        crate::kernels::vmath::Isa::Avx2 => {
+        crate::kernels::Isa::Avx2 => {
             return unsafe { window_taps_avx2(phases, starts, op, init, acc) }
         }
-        crate::kernels::vmath::Isa::Base => {}
+        crate::kernels::Isa::Base => {}
     }
     for (i, out) in acc.chunks_exact_mut(WINDOW_LANES).enumerate() {
         let mut a = [init; WINDOW_LANES];

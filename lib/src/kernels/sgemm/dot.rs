@@ -12,7 +12,7 @@
 
 use super::super::simd::{first, isa_entries, F32x16};
 use super::SendPtr;
-use crate::kernels::vmath::{isa, Isa};
+use crate::kernels::{isa, Isa};
 
 /// Rows of A at most: C's `m x 2` block of a step in `2 * m` registers
 /// beside the two W vectors and an A vector.

@@ -39,7 +39,6 @@
 //! its 16 registers), each part over one half of the micro-panel.
 
 use super::simd::{first, Avx2, Avx512, F32x16};
-use super::vmath;
 
 /// Rows of `C` a kernel call computes.
 pub const MR: usize = 12;
@@ -98,16 +97,16 @@ pub const PARALLEL_MIN_MACS: usize = 1 << 16;
 pub const MC_PANELS: usize = 12;
 
 /// Whether this CPU runs the packed kernels: AVX-512F, or AVX2 with FMA
-/// ([`vmath::isa`]; `PT2KIT_NO_AVX512=1` takes the AVX2 ones where both
+/// ([`crate::kernels::cpu`]; `PT2KIT_NO_AVX512=1` takes the AVX2 ones where both
 /// are there).
 pub fn available() -> bool {
-    vmath::isa() != vmath::Isa::Base
+    crate::kernels::isa() != crate::kernels::Isa::Base
 }
 
 /// Whether the kernels run on AVX-512F (else on AVX2 + FMA, where
 /// [`available`]).
 pub fn avx512() -> bool {
-    vmath::isa() == vmath::Isa::Avx512
+    crate::kernels::isa() == crate::kernels::Isa::Avx512
 }
 
 /// A matrix where it lies: element (i, j) at `data[off + i * rs + j * cs]`.
