@@ -17,7 +17,7 @@ test: build $(ONNX_VENV)/.ready
 	# Every fixture against torch again on the AVX2 kernels (as on a CPU without AVX-512; where this CPU
 	# has no AVX2, the baseline), then on the baseline ones (the gemm crate and candle's loops).
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch complex_fixtures_match_torch
-	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib exec::
+	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --lib -- exec:: kernels::
 	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked --workspace --test exec -- every_fixture_matches_torch numerics_fixtures_match_torch quant_fixtures_match_torch complex_fixtures_match_torch
 	# Every fast kernel against its plain reference on random shapes (lib/tests/kernels.rs), on each
 	# instruction set's kernels.

@@ -4,7 +4,7 @@ each in its own process, rounds alternating which goes first.
 
     .venv-onnx/bin/python recipes/matmul_speed.py [--threads 1] [--rounds 3] [--cold] [--shapes 128,3072,768 ...]
 
-ir-run's side is the ignored test `products_speed` (lib/src/exec/sgemm/
+ir-run's side is the ignored test `products_speed` (lib/src/kernels/sgemm/
 tests.rs, built by `cargo test --release`), ONNX Runtime's a one-node
 model (B a constant, so prepacked at load) timed for 2 s a round. With
 `--cold` each call reads B from memory, as a model's weights past the

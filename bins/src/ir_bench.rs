@@ -386,7 +386,7 @@ fn error_against_f32(
 ) -> Result<f64> {
     let got = executor.run_bound(bound)?;
     let mut opts = args.memory.exec_options();
-    opts.precision = exec::lowp::Precision::F32;
+    opts.precision = exec::Precision::F32;
     let f32_run = Executor::with_options(program, exec::device(args.device.kind())?, opts)?;
     let want = f32_run.run(inputs)?;
     let mut worst = 0f64;

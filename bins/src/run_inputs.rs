@@ -85,8 +85,8 @@ impl MemoryArgs {
                 MapWeightsArg::Never => MapWeights::Never,
             },
             precision: match self.precision {
-                PrecisionArg::F32 => pt2kit::exec::lowp::Precision::F32,
-                PrecisionArg::Bf16 => pt2kit::exec::lowp::Precision::Bf16,
+                PrecisionArg::F32 => pt2kit::exec::Precision::F32,
+                PrecisionArg::Bf16 => pt2kit::exec::Precision::Bf16,
             },
             ..Default::default()
         }

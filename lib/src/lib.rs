@@ -6,6 +6,8 @@
 //! - [`text`]: listings and YAML for people and golden files
 //! - [`schema`]: what is known about operators, as data (schemas, families)
 //! - [`exec`]: the executor (`ir-run`), behind the `exec` feature
+//! - `kernels`: the executor's CPU kernels (products, convolutions' inner
+//!   loops, vector math, SIMD, the thread pool), free of candle and the IR
 //! - [`export`]: the ONNX writer (`ir2onnx`)
 //! - [`promote`]: torch's type promotion, for every tool
 //! - [`decompose`]: lowering to core ATen and cleanup passes (`ir-decompose`)
@@ -42,6 +44,8 @@ pub mod fuzzing;
 pub mod import;
 pub mod infer;
 pub mod ir;
+#[cfg(feature = "exec")]
+pub mod kernels;
 pub mod knobs;
 pub mod output;
 pub mod progress;

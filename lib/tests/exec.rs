@@ -1748,11 +1748,7 @@ fn pixel_rows_split_by_pixels_match_unfused_runs() {
     let got = fused.run(&inputs).unwrap();
     let alone = plain.run(&inputs).unwrap();
     assert_same_bits(&got, &alone, "pixel rows");
-    let want = if pt2kit::exec::sgemm::available() {
-        2
-    } else {
-        0
-    };
+    let want = if pt2kit::kernels::cpu().vector { 2 } else { 0 };
     assert_eq!(fused.epilogues_in_kernels(), want);
 }
 
@@ -1818,7 +1814,7 @@ fn channels_last_matches(name: &str, left: usize) {
             (&cl, "channels-last"),
             (&planes, "planes only"),
         );
-        let left = if pt2kit::exec::sgemm::available() {
+        let left = if pt2kit::kernels::cpu().vector {
             left
         } else {
             0
@@ -1885,7 +1881,7 @@ fn epilogues_match_unfused_runs(file: &str, inputs: &str, want: &[&[&str]], in_k
     let alone = plain.run(&inputs).unwrap();
     assert_same_bits(&got, &alone, file);
     let ran = fused.epilogues_in_kernels();
-    let all = if pt2kit::exec::sgemm::available() {
+    let all = if pt2kit::kernels::cpu().vector {
         in_kernels
     } else {
         0
@@ -1925,9 +1921,9 @@ fn convolutions_write_over_dead_residuals_only() {
                 "{file} {name}: the second run differs from the first"
             );
         }
-        let want = if !pt2kit::exec::sgemm::available() {
+        let want = if !pt2kit::kernels::cpu().vector {
             0
-        } else if pt2kit::exec::sgemm::avx512() {
+        } else if pt2kit::kernels::cpu().wide {
             10
         } else {
             6
@@ -1959,7 +1955,7 @@ fn bound_inputs_are_never_written_over() {
         assert_same_bits(&got, &alone, &format!("run {run}"));
     }
     let on_bound = fused.outputs_in_place() - from_host;
-    let want = if pt2kit::exec::sgemm::available() {
+    let want = if pt2kit::kernels::cpu().vector {
         3 * (from_host - 1)
     } else {
         0

@@ -1151,7 +1151,7 @@ fn pooling_matches_the_definition() {
 
 // ------------------------------------------------------------ bfloat16
 
-/// `--precision bf16`'s products (`exec::lowp`), each kernel this CPU
+/// `--precision bf16`'s products (`kernels::lowp`), each kernel this CPU
 /// runs, against the reference (both operands rounded to bfloat16, the
 /// products summed in float64): within a float32 sum's rounding of the
 /// magnitudes. A and B in every layout the executor hands them over (rows
@@ -1160,7 +1160,7 @@ fn pooling_matches_the_definition() {
 /// to check, and the executor stays in float32 (`exec.rs`).
 #[test]
 fn bf16_products_match_the_reference() {
-    use exec::lowp;
+    use pt2kit::kernels::lowp;
     // the rounding is torch's (round to nearest even) on every class of
     // float32: normals, ties, subnormals, infinities, NaN
     let mut d = draws(0x5eed_bf16);

@@ -259,6 +259,7 @@ fn no_import_cycles_between_modules() {
 /// here first.
 const FLOORS: &[&[&str]] = &[
     &["error", "knobs"],
+    &["kernels"],
     &["output", "progress"],
     &["blob"],
     &["zip"],
@@ -309,6 +310,94 @@ fn imports_run_downhill() {
         "imports that do not run downhill:\n{}",
         uphill.into_iter().collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Where `needle` occurs in `code` as the start of a token (not inside
+/// a longer identifier: `grouped_mm_fallback` holds no `_mm_`).
+fn has_token(code: &str, needle: &str) -> bool {
+    code.match_indices(needle).any(|(at, _)| {
+        !code[..at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+/// The kernels are a layer (`lib/src/kernels/`): the instruction sets
+/// are detected there once (`kernels::cpu()`), and intrinsics, ISA tests
+/// and target features are written nowhere else; the executor's rows call
+/// kernels by name.
+#[test]
+fn intrinsics_and_isa_checks_live_only_in_kernels() {
+    let mut files = Vec::new();
+    for dir in ["lib/src", "bins/src"] {
+        sources(&repo().join(dir), &mut files);
+    }
+    let kernels = repo().join("lib/src/kernels");
+    let needles = [
+        "_mm512_",
+        "_mm256_",
+        "_mm_",
+        "core::arch",
+        "std::arch",
+        "is_x86_feature_detected",
+        "target_feature",
+        "isa()",
+        "avx512()",
+    ];
+    let mut found = Vec::new();
+    let mut inside = 0;
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for n in needles {
+            if has_token(&code, n) {
+                if f.starts_with(&kernels) {
+                    inside += 1;
+                } else {
+                    found.push(format!("{}: {n}", f.display()));
+                }
+            }
+        }
+    }
+    // (the scan itself finds what it looks for where it is meant to be)
+    assert!(
+        inside > 10,
+        "no intrinsics found under lib/src/kernels: the scan is broken"
+    );
+    assert!(
+        found.is_empty(),
+        "intrinsics or ISA checks outside lib/src/kernels (call a kernel, or ask kernels::cpu()):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The kernels know nothing of candle, the IR or the executor: they take
+/// slices, pointers, shapes and parameter structs.
+#[test]
+fn kernels_name_no_candle_ir_or_executor() {
+    let mut files = Vec::new();
+    sources(&repo().join("lib/src/kernels"), &mut files);
+    assert!(
+        files.len() > 10,
+        "lib/src/kernels: only {} files",
+        files.len()
+    );
+    let mut found = Vec::new();
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for n in [
+            "candle_core",
+            "candle::",
+            "crate::ir",
+            "crate::exec",
+            "super::super::super",
+        ] {
+            if code.contains(n) {
+                found.push(format!("{}: {n}", f.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 /// Ops a back end can reach from `op`: the op itself when the back end has

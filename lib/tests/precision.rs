@@ -1,7 +1,7 @@
 //! `--precision bf16` end to end: fixtures whose products (linear layers,
 //! attention's projections, a classifier) and convolutions (strided,
 //! padded, pointwise, with fused epilogues, channels-last inputs) run with both
-//! operands rounded to bfloat16 (`exec::lowp`) match torch's float32
+//! operands rounded to bfloat16 (`kernels::lowp`) match torch's float32
 //! outputs (`golden/models/*.expected.npz`) within a bound for bfloat16,
 //! and differ from the float32 run (the reduced-precision path was
 //! taken). Without a bfloat16 kernel (`PT2KIT_NO_AVX512=1`, or a CPU
@@ -12,7 +12,8 @@
 mod common;
 
 use common::*;
-use pt2kit::exec::{self, lowp, DeviceKind, ExecOptions, Executor};
+use pt2kit::exec::{self, DeviceKind, ExecOptions, Executor};
+use pt2kit::kernels::lowp;
 use pt2kit::tensorfile::HostTensor;
 
 /// Each model and the largest error allowed against torch, relative to
@@ -123,7 +124,7 @@ fn bf16_runs_match_torch_within_bfloat16() {
 #[test]
 #[ignore = "a measurement"]
 fn bf16_products_speed() {
-    use pt2kit::exec::sgemm;
+    use pt2kit::kernels::sgemm;
     let shapes: Vec<(usize, usize, usize)> = std::env::var("SHAPES")
         .unwrap_or_else(|_| "128,768,768 128,3072,768 128,768,3072".into())
         .split_whitespace()

@@ -40,8 +40,8 @@ use crate::ir::op::aten;
 use std::collections::HashMap;
 
 use super::ops::{Fusable, FuseOp as Op};
-use super::{sgemm, vmath};
 use crate::ir::{Argument, Dtype, Graph, Node, ValueId, ValueKind};
+use crate::kernels::{sgemm, vmath};
 
 /// Elements a step computes at once.
 pub const LANES: usize = 128;
@@ -667,7 +667,7 @@ impl Group {
         if len <= per {
             chunk((0, &mut out));
         } else {
-            crate::exec::threads::par_chunks(&mut out, per, |i, d| chunk((i * per, d)));
+            crate::kernels::threads::par_chunks(&mut out, per, |i, d| chunk((i * per, d)));
         }
         out
     }

@@ -4,7 +4,7 @@
 //! executor's memory. Views of it (`permute`, `t`, `view`, `expand`, ...)
 //! change only its layout (the rows of `ops::MAPPED_VIEWS`); the products
 //! read its bytes, converted to float32 block by block as the packed kernel
-//! needs them ([`crate::exec::sgemm::gemm_rows`]); an embedding copies only
+//! needs them ([`crate::kernels::sgemm::gemm_rows`]); an embedding copies only
 //! the rows it looks up. Any other use copies the view once, into a
 //! transient tensor ([`Mapped::materialize`]), so a weight mapped wrongly
 //! costs time, never a wrong answer.
@@ -22,10 +22,11 @@
 
 use candle_core::Layout;
 
-use super::{sgemm, Tensor, Value};
+use super::{Tensor, Value};
 use crate::blob::Blob;
 use crate::error::{Error, Result};
 use crate::ir::{Argument, Dtype, Graph, ValueId};
+use crate::kernels::sgemm;
 
 /// Mapped weights up to this total are packed once for the matrix kernel
 /// and kept (their mapped pages released): fast repeated runs. Above it, a
@@ -236,7 +237,7 @@ impl Mapped {
             && n > 0
             && c.len() >= rows * n
             && bias.is_none_or(|b| b.len() >= n)
-            && sgemm::available();
+            && crate::kernels::cpu().vector;
         if !fits {
             return None;
         }
@@ -406,7 +407,7 @@ mod tests {
     /// not taken (`None`, nothing written).
     #[test]
     fn product_rows_reads_a_linear_weight_in_place() {
-        if !sgemm::available() {
+        if !crate::kernels::cpu().vector {
             return;
         }
         let (m, k, n) = (3, 70, 33);

@@ -18,17 +18,13 @@ pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
 pub mod lowering;
-pub mod lowp;
 pub mod mapped;
 pub mod ops;
 mod packs;
 pub mod profile;
-pub mod sgemm;
-pub(crate) mod simd;
 mod tensor;
-pub mod vmath;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use candle_core::{Device, Tensor as CandleTensor};
 
@@ -44,11 +40,14 @@ pub use tensor::{storage_dtype, RunOutput, Tensor};
 pub mod budget;
 mod layout;
 mod state;
-mod threads;
-pub(crate) use packs::FastMap;
+mod thread_count;
+use crate::kernels::lowp;
+pub use crate::kernels::lowp::Precision;
+use crate::kernels::sgemm;
+pub use crate::kernels::threads::in_pool;
+use crate::kernels::threads::KeepAwake;
 use packs::PackCache;
-use threads::KeepAwake;
-pub use threads::{in_pool, start_threads, MAX_THREADS};
+pub use thread_count::{start_threads, MAX_THREADS};
 
 /// A runtime value.
 #[derive(Clone, Debug)]

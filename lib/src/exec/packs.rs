@@ -10,42 +10,7 @@ use super::*;
 /// cols, row stride, col stride).
 type ViewKey = (usize, usize, usize, usize, usize, usize);
 
-/// A map looked up on every run (by kernels, of what they prepared once):
-/// its keys are words the executor makes (addresses, sizes), no input's,
-/// so a multiply-rotate a word ([`WordHasher`]) rather than SipHash.
-pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
-
-/// [`FastMap`]'s hasher (FxHash's step).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct WordHasher(u64);
-
-impl WordHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl std::hash::Hasher for WordHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-}
+use crate::kernels::FastMap;
 
 /// Packed weights ([`sgemm::PackedA`] for a convolution's weight, the left
 /// operand; [`sgemm::PackedB`] for a linear layer's, the right one). Only

@@ -13,7 +13,7 @@ fn relu(ctx: &mut Ctx) -> OpResult {
     // Zero below 0, NaN kept (candle's relu is max(x, 0), which drops NaN);
     // one host pass for float32 on the CPU.
     let x = ctx.tensor("self")?;
-    let host = with_host::<f32, _>(&x.t, |v| super::super::vmath::map(v, |a| if a < 0.0 { 0.0 } else { a }));
+    let host = with_host::<f32, _>(&x.t, |v| crate::kernels::vmath::map(v, |a| if a < 0.0 { 0.0 } else { a }));
     if let Some(v) = host {
         return one(Tensor::new(host_f32_tensor(v, x.dims())?, x.dtype));
     }

@@ -6,8 +6,9 @@
 //! divides by the length; `onesided` keeps the first `n / 2 + 1` bins.
 
 use super::{one, unsupported, OpResult};
-use crate::exec::{threads, Ctx, Tensor};
+use crate::exec::{Ctx, Tensor};
 use crate::ir::Dtype;
+use crate::kernels::threads;
 use candle_core::{DType, Device, Tensor as CandleTensor};
 use rustfft::num_complex::Complex;
 

@@ -1,5 +1,6 @@
 //! Linear algebra (mm, bmm, addmm, linear, matmul, distances, ...): the executor rows.
 
+use crate::kernels::lowp;
 use crate::ir::op::aten;
 use super::*;
 

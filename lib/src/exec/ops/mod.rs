@@ -6,10 +6,12 @@
 //! padding, pooling padding and ceil_mode, attention, bool and int8), the
 //! gap is closed here with PyTorch's semantics.
 
-use super::{lowp, sgemm, storage_dtype, vmath, Ctx, EpilogueArgs, Executor, Tensor, Value};
+use super::{storage_dtype, Ctx, EpilogueArgs, Executor, Tensor, Value};
 use crate::error::{Error, Result};
 use crate::ir::op::aten;
 use crate::ir::{normalize_dim, Argument, Dtype, Subgraph, Sym, ValueKind};
+use crate::kernels::lowp;
+use crate::kernels::{sgemm, vmath};
 use crate::promote::{result_type, Rank};
 use candle_core::{DType, Tensor as CandleTensor};
 use std::collections::HashMap;
@@ -17,10 +19,9 @@ use std::sync::OnceLock;
 
 mod dft;
 mod exact;
+use crate::kernels::window::*;
 use exact::*;
 pub(crate) use exact::{elems, from_elems, Elems, Num};
-mod window;
-use window::*;
 
 macro_rules! unary_ops {
     ($($name:ident => $f:expr;)*) => { $( pub(super) fn $name(ctx: &mut Ctx) -> OpResult { unary_float(ctx, $f) } )* };
@@ -426,7 +427,7 @@ fn packed_matmul(
     bias: Option<&CandleTensor>,
     epilogue: Option<&EpilogueArgs>,
 ) -> Result<Option<CandleTensor>> {
-    if !sgemm::available() {
+    if !crate::kernels::cpu().vector {
         return Ok(None);
     }
     if x.rank() != 2 || x.dtype() != DType::F32 {
@@ -775,7 +776,7 @@ pub(crate) fn rows_in_order<T: candle_core::WithDType>(t: &CandleTensor) -> Opti
     if n * inner < 1 << 15 {
         spare.chunks_mut(inner).enumerate().for_each(row);
     } else {
-        crate::exec::threads::par_chunks(spare, inner, |i, d| row((i, d)));
+        crate::kernels::threads::par_chunks(spare, inner, |i, d| row((i, d)));
     }
     // SAFETY: every row of the capacity was written above
     unsafe { out.set_len(n * inner) };
@@ -989,45 +990,6 @@ fn host_unary_with(
 // routine serves 1-, 2- and 3-D: missing leading spatial dims are size 1
 // with kernel 1. The common inference cases keep candle's kernels.
 
-/// The geometry of a sliding window over up to three spatial dims (depth,
-/// height, width; fewer lead with dims of size 1, kernel 1, stride 1):
-/// what pooling, convolution and im2col share. Each family reads its own
-/// arguments into it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Windows {
-    input: [usize; 3],
-    kernel: [usize; 3],
-    stride: [usize; 3],
-    pad: [usize; 3],
-    dilation: [usize; 3],
-    output: [usize; 3],
-}
-
-impl Windows {
-    /// Elements of one input plane.
-    fn plane(&self) -> usize {
-        self.input.iter().product()
-    }
-
-    /// Elements of one output plane.
-    fn out_plane(&self) -> usize {
-        self.output.iter().product()
-    }
-
-    /// Taps of the kernel.
-    fn taps(&self) -> usize {
-        self.kernel.iter().product()
-    }
-
-    /// Whether the windows are 2-D (or 1-D): one plane of input depth read
-    /// by a kernel one deep, no padding along the depth. A 3-D convolution
-    /// over one plane with a deeper kernel is not (its padding holds the
-    /// kernel's other depth taps): the 2-D kernels must not take it.
-    fn planar(&self) -> bool {
-        self.input[0] == 1 && self.kernel[0] == 1 && self.pad[0] == 0 && self.output[0] == 1
-    }
-}
-
 /// A tensor's values as f64, with its dims.
 fn host_f64(x: &Tensor) -> Result<Vec<f64>> {
     Ok(x.to_host()?.to_f64())
@@ -1163,11 +1125,11 @@ pub fn scalar(op: FuseOp, a: f32, b: f32) -> f32 {
         }
         FuseOp::Neg => -a,
         FuseOp::Abs => a.abs(),
-        FuseOp::Tanh => super::vmath::tanh(a),
-        FuseOp::Sigmoid => super::vmath::sigmoid(a),
-        FuseOp::Silu => super::vmath::silu(a),
-        FuseOp::GeluErf => super::vmath::gelu_erf(a),
-        FuseOp::GeluTanh => super::vmath::gelu_tanh(a),
+        FuseOp::Tanh => vmath::tanh(a),
+        FuseOp::Sigmoid => vmath::sigmoid(a),
+        FuseOp::Silu => vmath::silu(a),
+        FuseOp::GeluErf => vmath::gelu_erf(a),
+        FuseOp::GeluTanh => vmath::gelu_tanh(a),
         FuseOp::Hardswish => a * clamp(a + 3.0, 0.0, 6.0) / 6.0,
         FuseOp::Hardsigmoid => clamp(a + 3.0, 0.0, 6.0) / 6.0,
         FuseOp::Square => a * a,
@@ -1272,7 +1234,7 @@ fn mapped_matmul(
             }
         }
     }
-    let y = if sgemm::available() {
+    let y = if crate::kernels::cpu().vector {
         let xs = x.cast(Dtype::Float32)?.t.reshape((rows, k))?;
         let row = match bias {
             Some(b) => Some(

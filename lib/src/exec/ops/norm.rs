@@ -26,7 +26,7 @@ fn batch_norm_host(x: &Tensor, scale: &CandleTensor, shift: &CandleTensor) -> Re
     let plane: usize = dims[2..].iter().product();
     let y = with_host(&x.t, |xs: &[f32]| {
         let mut out = vec![0f32; xs.len()];
-        crate::exec::threads::par_chunks(&mut out, plane, |i, d| {
+        crate::kernels::threads::par_chunks(&mut out, plane, |i, d| {
             let (a, b) = (scale[i % c], shift[i % c]);
             for (d, s) in d.iter_mut().zip(&xs[i * plane..]) {
                 *d = s * a + b;
@@ -152,7 +152,7 @@ fn layer_norm_host(ctx: &mut Ctx, x: &Tensor, dims: &[usize], eps: f64) -> Resul
         (Vec::new(), vec![0.0; rows], vec![f32::NAN; rows])
     } else {
         let Some(stats) = with_host(&x.t, |xs: &[f32]| {
-            crate::exec::vmath::layer_norm_rows(xs, n, w.as_deref(), b.as_deref(), eps as f32)
+            crate::kernels::vmath::layer_norm_rows(xs, n, w.as_deref(), b.as_deref(), eps as f32)
         }) else {
             return Ok(None);
         };

@@ -247,7 +247,7 @@ fn binary_on(ctx: &Ctx, a: Value, b: Value, op: Bin, alpha: Option<Num>) -> OpRe
 /// result is the same as candle's; max/min differ on NaN and stay there).
 /// `None` where it does not apply: candle's broadcasting path runs.
 fn binary_f32(a: &Operand, b: &Operand, op: Bin, alpha: f64, fused: bool) -> Result<Option<Tensor>> {
-    use super::super::vmath::{map2, map2_blocks, map_to};
+    use crate::kernels::vmath::{map2, map2_blocks, map_to};
     if !matches!(
         op,
         Bin::Add
@@ -438,7 +438,7 @@ fn rows_binary(x: &Tensor, y: &Tensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Re
     }
     let inner = xr.inner();
     let mut out = sgemm::uninit(xr.count() * inner);
-    crate::exec::threads::par_chunks(&mut out, inner, |i, dst| {
+    crate::kernels::threads::par_chunks(&mut out, inner, |i, dst| {
         let (a, b) = (xr.start(i), yr.start(i));
         for ((d, &p), &q) in dst.iter_mut().zip(&xall[a..a + inner]).zip(&yall[b..b + inner]) {
             d.write(f(p, q));
@@ -484,17 +484,17 @@ fn channels_last_by_channel(
                     let i = (p0 + j) / n;
                     let sv = &ss[if per_image { i * c } else { 0 }..][..c];
                     if swapped {
-                        super::super::vmath::map2_here(xp, sv, dp, move |a, v| f(v, a));
+                        crate::kernels::vmath::map2_here(xp, sv, dp, move |a, v| f(v, a));
                     } else {
-                        super::super::vmath::map2_here(xp, sv, dp, f);
+                        crate::kernels::vmath::map2_here(xp, sv, dp, f);
                     }
                 }
             };
-            let per = (super::super::vmath::PARALLEL_MIN / c.max(1)).max(1);
-            if out.len() < 2 * super::super::vmath::PARALLEL_MIN {
+            let per = (crate::kernels::vmath::PARALLEL_MIN / c.max(1)).max(1);
+            if out.len() < 2 * crate::kernels::vmath::PARALLEL_MIN {
                 rows(0, &mut out);
             } else {
-                crate::exec::threads::par_chunks(&mut out, per * c, |t, dst| rows(t * per, dst));
+                crate::kernels::threads::par_chunks(&mut out, per * c, |t, dst| rows(t * per, dst));
             }
             // SAFETY: every pixel's channels were written above
             unsafe { sgemm::assume_init(out) }
@@ -729,7 +729,7 @@ fn clamp(ctx: &mut Ctx) -> OpResult {
                 v
             }
         };
-        if let Some(v) = with_host::<f32, _>(&x.t, |xs| super::super::vmath::map(xs, f)) {
+        if let Some(v) = with_host::<f32, _>(&x.t, |xs| crate::kernels::vmath::map(xs, f)) {
             return one(Tensor::new(host_f32_tensor(v, x.dims())?, x.dtype));
         }
     }
@@ -1106,7 +1106,7 @@ fn quantize_values(
     const PART: usize = 1 << 14;
     with_host::<f32, _>(&t, |xs| {
         let mut out = vec![0i64; xs.len()];
-        crate::exec::threads::par_chunks(&mut out, PART, |k, part| {
+        crate::kernels::threads::par_chunks(&mut out, PART, |k, part| {
             for (j, o) in part.iter_mut().enumerate() {
                 let i = k * PART + j;
                 *o = one(xs[i], param(i));

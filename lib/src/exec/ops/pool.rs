@@ -124,105 +124,22 @@ fn max_pool_channels_last(
         let per_image = (4 * threads).div_ceil(b.max(1)).clamp(1, oh.max(1));
         let band = oh.div_ceil(per_image).max(1);
         let bands = oh.div_ceil(band);
-        crate::exec::threads::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
+        crate::kernels::threads::par_for_init(b * bands, Vec::new, |tile: &mut Vec<f32>, t| {
             let (n, oy0) = (t / bands, (t % bands) * band);
             let image = &xs[n * h * w * c..][..h * w * c];
             tile.resize(ow * c, 0.0);
             for oy in oy0..(oy0 + band).min(oh) {
-                max_line(image, (h, w, c), (k, s, p), (oy, ow), tile);
+                crate::kernels::pool::max_line(image, (h, w, c), (k, s, p), (oy, ow), tile);
                 // SAFETY: line oy of image n's planes, this task's only,
                 // inside `out`
                 unsafe {
-                    crate::exec::vmath::transpose_strided::<false>(tile, c, (ow, c), dst.at(n * c * oh * ow + oy * ow), oh * ow)
+                    crate::kernels::vmath::transpose_strided::<false>(tile, c, (ow, c), dst.at(n * c * oh * ow + oy * ow), oh * ow)
                 };
             }
         });
         // SAFETY: every line of every plane was written by its band's task
         unsafe { sgemm::assume_init(out) }
     })
-}
-
-/// Output line `oy` of a channels-last max pool ([`max_pool_channels_last`])
-/// of one image (`[h][w][c]`) into `tile` (`[ow][c]`): each pixel's
-/// channels in registers over its window, four vectors of 16 at a time
-/// (four chains of blends in flight: one at a time, each window's nine
-/// steps waited on each other, 0.14 ms of ResNet's 112x112 pool on one
-/// thread), stored once.
-fn max_line(image: &[f32], dims: (usize, usize, usize), windows: ((usize, usize), (usize, usize), (usize, usize)), (oy, ow): (usize, usize), tile: &mut [f32]) {
-    let ((h, w, c), (k, s, p)) = (dims, windows);
-    // the window's lines inside the image
-    let (y0, y1) = ((oy * s.0).saturating_sub(p.0), (oy * s.0 + k.0).saturating_sub(p.0).min(h));
-    let rows = &image[y0 * w * c..y1.max(y0) * w * c];
-    assert!(tile.len() >= ow * c && rows.len().is_multiple_of((w * c).max(1)));
-    // the channels in whole vectors, on the vector kernels
-    let whole = match crate::exec::vmath::isa() {
-        crate::exec::vmath::Isa::Base => 0,
-        _ => c / 16 * 16,
-    };
-    // SAFETY: the instruction set is the one `vmath::isa` found; the
-    // window's columns lie inside the lines (clamped below), the channels
-    // inside `whole`, the pixels inside `tile`
-    unsafe {
-        match crate::exec::vmath::isa() {
-            crate::exec::vmath::Isa::Avx512 => max_pixels_avx512(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
-            crate::exec::vmath::Isa::Avx2 => max_pixels_avx2(rows, (w, c, whole), (k.1, s.1, p.1), ow, tile.as_mut_ptr()),
-            crate::exec::vmath::Isa::Base => {}
-        }
-    }
-    for ox in 0..ow {
-        let (x0, x1) = ((ox * s.1).saturating_sub(p.1), (ox * s.1 + k.1).saturating_sub(p.1).min(w));
-        for (i, o) in tile[ox * c..][..c].iter_mut().enumerate().skip(whole) {
-            *o = rows
-                .chunks_exact((w * c).max(1))
-                .flat_map(|r| r[x0 * c..x1.max(x0) * c].chunks_exact(c.max(1)))
-                // NaN wins (a NaN kept stays)
-                .fold(f32::NEG_INFINITY, |m, px| if px[i] > m || px[i].is_nan() { px[i] } else { m });
-        }
-    }
-}
-
-crate::exec::simd::isa_entries!(max_pixels_avx512, max_pixels_avx2 = max_pixels[](rows: &[f32], dims: (usize, usize, usize), windows: (usize, usize, usize), ow: usize, tile: *mut f32));
-
-/// Channels `0..whole` (whole vectors) of each of a line's `ow` output
-/// pixels ([`max_line`]) over lines `rows` (of `w` pixels of `c`): its
-/// window's columns (`k` from `ox * s - p`, clamped to the lines) into
-/// `tile` (`[ow][c]`; -inf over no pixel, a NaN wins).
-///
-/// # Safety
-/// `S`'s instruction set is present; `whole` is a multiple of 16 up to
-/// `c`; `rows` holds whole lines; `tile` holds `ow * c` writable floats.
-#[inline(always)]
-unsafe fn max_pixels<S: crate::exec::simd::F32x16>(rows: &[f32], (w, c, whole): (usize, usize, usize), (k, s, p): (usize, usize, usize), ow: usize, tile: *mut f32) {
-    for ox in 0..ow {
-        let (x0, x1) = ((ox * s).saturating_sub(p), (ox * s + k).saturating_sub(p).min(w));
-        let out = tile.add(ox * c);
-        let mut j = 0;
-        while j + 64 <= whole {
-            let mut m = [S::splat(f32::NEG_INFINITY); 4];
-            for line in rows.chunks_exact(w * c) {
-                for x in x0..x1 {
-                    let px = line.as_ptr().add(x * c + j);
-                    for (v, m) in m.iter_mut().enumerate() {
-                        *m = m.above_or_nan(S::load(px.add(16 * v)));
-                    }
-                }
-            }
-            for (v, m) in m.iter().enumerate() {
-                m.store(out.add(j + 16 * v));
-            }
-            j += 64;
-        }
-        while j + 16 <= whole {
-            let mut m = S::splat(f32::NEG_INFINITY);
-            for line in rows.chunks_exact(w * c) {
-                for x in x0..x1 {
-                    m = m.above_or_nan(S::load(line.as_ptr().add(x * c + j)));
-                }
-            }
-            m.store(out.add(j));
-            j += 16;
-        }
-    }
 }
 
 fn adaptive_avg_pool(ctx: &mut Ctx) -> OpResult {

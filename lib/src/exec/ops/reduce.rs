@@ -75,7 +75,7 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
             let len = block.min(c - c0);
             // SAFETY: task t's channels of image i, no other task's
             let o = unsafe { std::slice::from_raw_parts_mut(at.at(i * c + c0), len) };
-            column_sums(&xs[i * n * c + c0..], c, n, o);
+            crate::kernels::reduce::column_sums(&xs[i * n * c + c0..], c, n, o);
             if mean {
                 o.iter_mut().for_each(|a| *a = *a * mul + 0.0);
             }
@@ -83,32 +83,20 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             (0..b * blocks).for_each(task);
         } else {
-            crate::exec::threads::par_for(b * blocks, task);
+            crate::kernels::threads::par_for(b * blocks, task);
         }
         out
     })?;
     Some(CandleTensor::from_vec(sums, (b, c, 1, 1), &candle_core::Device::Cpu).map_err(Error::from))
 }
 
-crate::exec::vmath::multiversion! {
-    /// `out[j] += xs[p * stride + j]` over `n` rows `p` (a block of
-    /// channels over an image's pixels, stored channels-last).
-    fn column_sums(xs: &[f32], stride: usize, n: usize, out: &mut [f32]) {
-        let len = out.len();
-        for p in 0..n {
-            for (a, v) in out.iter_mut().zip(&xs[p * stride..][..len]) {
-                *a += v;
-            }
-        }
-    }
-}
 
 /// Below this many elements a sum over trailing dims stays on one thread.
 const PARALLEL_SUM_MIN: usize = 1 << 15;
 
 /// A float32 host tensor's sum (or `mean`) over its trailing dims `dims`
 /// (the last ones, in any order: a global average pool's), kept: each row by
-/// [`row_sum_avx512`] (or candle's own sum, `VecOps::vec_reduce_sum`,
+/// `kernels::cpu().row_sum` (or candle's own sum, `VecOps::vec_reduce_sum`,
 /// without AVX-512) and scaled as candle's `mean_keepdim` does (`v * (1 /
 /// n) + 0`), the rows
 /// split between the threads when large (candle runs them on one). Its
@@ -138,12 +126,11 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         let mut out = vec![0f32; xs.len() / n.max(1)];
         let (mul, add) = (1f64 / n as f64, 0f64);
         let (mul, add) = (mul as f32, add as f32);
-        let wide = crate::exec::vmath::isa() == crate::exec::vmath::Isa::Avx512;
+        let row_sum = crate::kernels::cpu().row_sum;
         let row = |(i, v): (usize, &mut f32)| {
             let xs = &xs[i * n..][..n];
-            let s = if wide {
-                // SAFETY: AVX-512F is present (checked above)
-                unsafe { row_sum_avx512(xs) }
+            let s = if let Some(row_sum) = row_sum {
+                row_sum(xs)
             } else {
                 let mut s = 0f32;
                 // SAFETY: the row's n floats lie in xs
@@ -155,7 +142,7 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         if xs.len() < PARALLEL_SUM_MIN {
             out.iter_mut().enumerate().for_each(row);
         } else {
-            crate::exec::threads::par_chunks(&mut out, 64, |i, part| {
+            crate::kernels::threads::par_chunks(&mut out, 64, |i, part| {
                 part.iter_mut().enumerate().for_each(|(j, v)| row((i * 64 + j, v)))
             });
         }
@@ -164,33 +151,6 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
     Some(CandleTensor::from_vec(rows, shape, t.device()).map_err(Error::from))
 }
 
-/// A row's sum in sixteen lanes (the last part masked), then across
-/// them: a global average pool's row of 49 or 196 floats in one pass
-/// where candle's sum takes eight lanes and a scalar tail.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn row_sum_avx512(xs: &[f32]) -> f32 {
-    use std::arch::x86_64::*;
-    let (mut a, mut b) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-    let mut pairs = xs.chunks_exact(32);
-    for p in &mut pairs {
-        a = _mm512_add_ps(a, _mm512_loadu_ps(p.as_ptr()));
-        b = _mm512_add_ps(b, _mm512_loadu_ps(p.as_ptr().add(16)));
-    }
-    let mut rest = pairs.remainder();
-    if rest.len() >= 16 {
-        a = _mm512_add_ps(a, _mm512_loadu_ps(rest.as_ptr()));
-        rest = &rest[16..];
-    }
-    let m = crate::exec::simd::first(rest.len());
-    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(m, rest.as_ptr()));
-    _mm512_reduce_add_ps(_mm512_add_ps(a, b))
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn row_sum_avx512(_: &[f32]) -> f32 {
-    unreachable!("no AVX-512 off x86_64")
-}
 
 fn reduce_each(
     ctx: &mut Ctx,

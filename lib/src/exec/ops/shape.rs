@@ -106,7 +106,7 @@ fn batched_transpose(t: &CandleTensor) -> Result<Option<CandleTensor>> {
         return Ok(None);
     };
     let mut out = vec![0f32; batch * n * p];
-    crate::exec::threads::par_chunks(&mut out, n * p, |i, dst| {
+    crate::kernels::threads::par_chunks(&mut out, n * p, |i, dst| {
         vmath::transpose(&src[i * n * p..][..n * p], n, p, dst)
     });
     drop(storage);

@@ -229,7 +229,7 @@ fn roi_align_t<T: Real>(ctx: &Ctx) -> Result<Tensor> {
     ctx.check_alloc(&[r.k, c, ph, pw], Dtype::Float32)?;
     let mut out = vec![T::of(0.0); r.k * per_roi];
     let offset = T::of(if aligned { 0.5 } else { 0.0 });
-    crate::exec::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
+    crate::kernels::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
         let (b, [x1, y1, x2, y2]) = r.roi(n);
         let (start_w, start_h) = (x1 - offset, y1 - offset);
         let (mut roi_w, mut roi_h) = (x2 - offset - start_w, y2 - offset - start_h);
@@ -295,7 +295,7 @@ fn ps_roi_align_t<T: Real>(ctx: &Ctx) -> Result<Vec<Value>> {
     ctx.check_alloc(&[r.k, c_out, ph, pw], Dtype::Float32)?;
     let mut out = vec![T::of(0.0); r.k * per_roi];
     let half = T::of(0.5);
-    crate::exec::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
+    crate::kernels::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
         let (b, [x1, y1, x2, y2]) = r.roi(n);
         let (start_w, start_h) = (x1 - half, y1 - half);
         let (roi_w, roi_h) = (x2 - half - start_w, y2 - half - start_h);
@@ -355,7 +355,7 @@ fn roi_pool_t<T: Real>(ctx: &Ctx) -> Result<Vec<Value>> {
     ctx.check_alloc(&[r.k, c, ph, pw], Dtype::Float32)?;
     let mut out = vec![T::of(0.0); r.k * per_roi];
     let mut arg = vec![-1i32; r.k * per_roi];
-    crate::exec::threads::par_chunks_pair((&mut out, per_roi.max(1)), (&mut arg, per_roi.max(1)), |n, part, args| {
+    crate::kernels::threads::par_chunks_pair((&mut out, per_roi.max(1)), (&mut arg, per_roi.max(1)), |n, part, args| {
         let (b, [x1, y1, x2, y2]) = r.roi(n);
         let (sw, sh, ew, eh) = (round_i(x1), round_i(y1), round_i(x2), round_i(y2));
         let roi_w = (ew - sw + 1).max(1);
@@ -413,7 +413,7 @@ fn ps_roi_pool_t<T: Real>(ctx: &Ctx) -> Result<Vec<Value>> {
     let per_roi = c_out * ph * pw;
     ctx.check_alloc(&[r.k, c_out, ph, pw], Dtype::Float32)?;
     let mut out = vec![T::of(0.0); r.k * per_roi];
-    crate::exec::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
+    crate::kernels::threads::par_chunks(&mut out, per_roi.max(1), |n, part| {
         let (b, [x1, y1, x2, y2]) = r.roi(n);
         let (sw, sh, ew, eh) = (round_i(x1), round_i(y1), round_i(x2), round_i(y2));
         let roi_w = (ew - sw).max(1);
@@ -631,7 +631,7 @@ fn deform_conv2d_t<T: Real>(ctx: &Ctx) -> Result<Tensor> {
     let c_per_og = c / og;
     let o_per_g = o / groups;
     let mut out = vec![T::of(0.0); b * o * pix];
-    crate::exec::threads::par_chunks(&mut out, o * pix, |bi, part| {
+    crate::kernels::threads::par_chunks(&mut out, o * pix, |bi, part| {
         // the columns of image bi: [c * taps, pix]
         let mut cols = vec![T::of(0.0); c * taps * pix];
         for ci in 0..c {

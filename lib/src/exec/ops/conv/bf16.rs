@@ -8,24 +8,21 @@
 //! 7x7 over 3 channels took 3x its float32 time).
 
 use super::*;
+use crate::kernels::conv::im2col_row;
 
 /// One group's convolution (`x` `[b, c, ...]`, `w` `[c_out, c, ...]`,
-/// scaled per input channel by `scale` where given; `shape` the
-/// output's) on `kernel`.
-#[allow(clippy::too_many_arguments)]
+/// scaled per input channel by `p.scale` where given) on `kernel`.
 pub(super) fn conv_bf16(
     exec: &Executor,
     x: &CandleTensor,
     w: &CandleTensor,
     bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    scale: Option<&[f32]>,
+    p: &ConvParams,
     kernel: lowp::Kernel,
 ) -> Result<CandleTensor> {
+    let (g, shape, epilogue) = (&p.g, p.shape.clone(), p.epilogue);
     let scaled;
-    let w = match scale {
+    let w = match p.scale {
         Some(s) => {
             scaled = scaled_weight(w, s)?;
             &scaled

@@ -3,120 +3,6 @@
 use crate::ir::op::aten;
 use super::*;
 
-/// The last `v.len()` entries of a 3-vector filled with `fill`.
-fn lift(v: &[usize], fill: usize) -> [usize; 3] {
-    let mut a = [fill; 3];
-    let n = v.len().min(3);
-    a[3 - n..].copy_from_slice(&v[v.len() - n..]);
-    a
-}
-
-impl Windows {
-    /// A convolution's windows over the spatial sizes `input` under a
-    /// kernel of sizes `kernel`, with stride, padding and dilation per dim.
-    fn new(
-        input: &[usize],
-        kernel: &[usize],
-        stride: &[usize],
-        pad: &[usize],
-        dilation: &[usize],
-    ) -> Result<Windows> {
-        let mut g = Windows {
-            input: lift(input, 1),
-            kernel: lift(kernel, 1),
-            stride: lift(stride, 1),
-            pad: lift(pad, 0),
-            dilation: lift(dilation, 1),
-            output: [1; 3],
-        };
-        if g.kernel.contains(&0) || g.stride.contains(&0) || g.dilation.contains(&0) {
-            return Err(Error::bad_input(
-                "convolution: kernel, stride and dilation must be positive",
-            ));
-        }
-        for a in 0..3 {
-            g.output[a] =
-                conv_span(g.input[a], g.pad[a], g.dilation[a], g.kernel[a], g.stride[a])?;
-        }
-        Ok(g)
-    }
-}
-
-/// im2col over up to three spatial dims: for `b` images of `c` channels
-/// (`xs`, row-major), the column matrix `[b, c * taps, out_plane]`: row
-/// (channel, kz, ky, kx) holds the input under that tap at every output
-/// position, zero where it reads padding. Each row is filled by its own
-/// task ([`im2col_row`]).
-fn im2col_fill<T: Copy + Default + Send + Sync>(xs: &[T], b: usize, c: usize, g: &Windows) -> Vec<T> {
-    let (k, n) = (c * g.taps(), g.out_plane());
-    let mut col = vec![T::default(); b * k * n];
-    crate::exec::threads::par_chunks(&mut col, n, |row, out| im2col_row(xs, c, g, row, out));
-    col
-}
-
-/// Row `row` (image `row / (c * taps)`, then channel, kz, ky, kx) of the
-/// column matrix of [`im2col_fill`] into `out` (`out_plane` values).
-fn im2col_row<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, out: &mut [T]) {
-    im2col_segment(xs, c, g, row, 0, out)
-}
-
-/// Columns `[j0, j0 + out.len())` of row `row` of the column matrix (see
-/// [`im2col_row`]), from contiguous input rows: per output line only the
-/// ends (the output columns whose tap falls in the padding) are worked
-/// out, so the copy itself has no bounds checks.
-fn im2col_segment<T: Copy + Default>(xs: &[T], c: usize, g: &Windows, row: usize, j0: usize, out: &mut [T]) {
-    let ([id, ih, iw], [kd, kh, kw], [sd, sh, sw]) = (g.input, g.kernel, g.stride);
-    let ([pd, ph, pw], [dd, dh, dw], [_, oh, ow]) = (g.pad, g.dilation, g.output);
-    let k = c * g.taps();
-    let inside = |o: usize, s: usize, t: usize, d: usize, p: usize, size: usize| {
-        let i = (o * s + t * d) as isize - p as isize;
-        (i >= 0 && i < size as isize).then_some(i as usize)
-    };
-    let (bi, r) = (row / k, row % k);
-    let (ch, kz, ky, kx) = (r / (kd * kh * kw), (r / (kh * kw)) % kd, (r / kw) % kh, r % kw);
-    let volume = &xs[(bi * c + ch) * id * ih * iw..][..id * ih * iw];
-    // output column ox reads input column ox * sw + x0: inside the row for
-    // ox in [lo, hi)
-    let x0 = (kx * dw) as isize - pw as isize;
-    let s = sw as isize;
-    let lo = if x0 >= 0 { 0 } else { ((-x0 + s - 1) / s) as usize }.min(ow);
-    let hi = if (iw as isize) <= x0 {
-        0
-    } else {
-        ((iw as isize - x0 + s - 1) / s) as usize
-    }
-    .clamp(lo, ow);
-    let end = j0 + out.len();
-    let mut j = j0;
-    while j < end {
-        // one output line (oz, oy), from column ox0, len columns
-        let (line, ox0) = (j / ow.max(1), j % ow.max(1));
-        let len = (ow - ox0).min(end - j);
-        let (oz, oy) = (line / oh, line % oh);
-        let dst = &mut out[j - j0..][..len];
-        j += len;
-        let (Some(iz), Some(iy)) = (inside(oz, sd, kz, dd, pd, id), inside(oy, sh, ky, dh, ph, ih)) else {
-            dst.fill(T::default());
-            continue;
-        };
-        let src = &volume[(iz * ih + iy) * iw..][..iw];
-        // this segment's part of [lo, hi), relative to ox0
-        let (a, b) = (lo.clamp(ox0, ox0 + len) - ox0, hi.clamp(ox0, ox0 + len) - ox0);
-        dst[..a].fill(T::default());
-        dst[b..].fill(T::default());
-        if a < b {
-            let first = ((ox0 + a) as isize * s + x0) as usize;
-            if sw == 1 {
-                dst[a..b].copy_from_slice(&src[first..first + (b - a)]);
-            } else {
-                for (d, v) in dst[a..b].iter_mut().zip(src[first..].iter().step_by(sw)) {
-                    *d = *v;
-                }
-            }
-        }
-    }
-}
-
 /// The element types the convolution's product runs in.
 trait GemmElem: candle_core::WithDType + Default + Send + Sync {
     const ONE: Self;
@@ -146,7 +32,7 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
         let dst = &mut out[bi * co * n..(bi + 1) * co * n];
         let threads = rayon::current_num_threads().clamp(1, co.max(1));
         let rows = co.div_ceil(threads).max(1);
-        crate::exec::threads::par_chunks(dst, rows * n, |t, d| {
+        crate::kernels::threads::par_chunks(dst, rows * n, |t, d| {
             let m = d.len() / n.max(1);
             let wrows = &ws[t * rows * k..(t * rows + m) * k];
             // SAFETY: dst is m x n, lhs m x k and rhs k x n, all row-major
@@ -185,133 +71,50 @@ fn gemm_bias<T: GemmElem>(col: &[T], ws: &[T], bias: Option<&[T]>, b: usize, co:
 /// kernel converts the input to NHWC and reshuffles the weights on every
 /// call, single-threaded; this is about six times as fast on ResNet's 3x3s.
 /// Stride, padding and dilation may differ per dim.
-#[allow(clippy::too_many_arguments)]
-fn conv_im2col(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    (stride, pad, dil): (&[usize], &[usize], &[usize]),
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-    scale: Option<&[f32]>,
-) -> Result<CandleTensor> {
-    let (xd, wd) = (x.dims(), w.dims());
-    if xd.len() < 3 || wd.len() != xd.len() {
-        return Err(Error::bad_input(format!(
-            "convolution of {xd:?} with a weight of {wd:?}"
-        )));
-    }
-    if wd[1] != xd[1] {
-        return Err(Error::bad_input(format!(
-            "convolution: input has {} channels, the weight expects {}",
-            xd[1], wd[1]
-        )));
-    }
-    let g = Windows::new(&xd[2..], &wd[2..], stride, pad, dil)?;
-    let mut shape = vec![xd[0], wd[0]];
-    shape.extend(&g.output[3 - (xd.len() - 2)..]);
-    let kernel = kernel(&g, xd, wd);
+fn conv_im2col(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, args: ConvArgs) -> Result<CandleTensor> {
+    let mut p = ConvParams::new(x.dims(), w.dims(), args)?;
     // the packed kernels scale their packed copy of a weight (packed
     // once); the others read it scaled
     let packed = x.dtype() == DType::F32
-        && (kernel == Kernel::Packed
-            || kernel == Kernel::Subsampled
-            || kernel == Kernel::Direct && pointwise(&g) && channels_last_dims(x).is_some());
+        && (p.algorithm == Algorithm::Packed
+            || p.algorithm == Algorithm::Subsampled
+            || p.algorithm == Algorithm::Direct && pointwise(&p.g) && channels_last_dims(x).is_some());
     let scaled;
-    let (w, scale) = match scale {
+    let w = match p.scale {
         Some(s) if !packed => {
             scaled = scaled_weight(w, s)?;
-            (&scaled, None)
+            p.scale = None;
+            &scaled
         }
-        _ => (w, scale),
+        _ => w,
     };
     if x.dtype() != DType::F32 {
         return match x.dtype() {
-            DType::F64 => conv_host::<f64>(x, w, bias, &g, shape),
+            DType::F64 => conv_host::<f64>(x, w, bias, &p),
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
     // --precision bf16: the product in bfloat16 (bf16.rs)
-    if let Some(k) = exec.bf16_kernel().filter(|_| !matches!(kernel, Kernel::Host | Kernel::FewChannels)) {
-        return conv_bf16(exec, x, w, bias, &g, shape, epilogue, scale, k);
+    if let Some(k) = exec.bf16_kernel().filter(|_| !matches!(p.algorithm, Algorithm::Host | Algorithm::FewChannels)) {
+        return conv_bf16(exec, x, w, bias, &p, k);
     }
-    match kernel {
-        Kernel::Subsampled => {
+    match p.algorithm {
+        Algorithm::Subsampled => {
             // a 1x1 convolution with a stride: the pixels it reads, then a
             // pointwise one over them
-            let xs = subsample(x, &g)?;
-            conv_im2col(exec, &xs, w, bias, (&[1, 1], &[0, 0], &[1, 1]), epilogue, channels_last, scale)
+            let xs = subsample(x, &p.g)?;
+            conv_im2col(exec, &xs, w, bias, ConvArgs { scale: p.scale, ..args.geometry(&[1, 1], &[0, 0], &[1, 1]) })
         }
-        Kernel::FewChannels => conv_few_channels(exec, x, w, bias, &g, shape, epilogue, channels_last),
-        Kernel::Winograd => conv_winograd(exec, x, w, bias, &g, shape, epilogue),
-        Kernel::PixelTaps => conv_pixel_taps(exec, x, w, bias, &g, shape, epilogue),
+        Algorithm::FewChannels => conv_few_channels(exec, x, w, bias, &p),
+        Algorithm::Winograd => conv_winograd(exec, x, w, bias, &p),
+        Algorithm::PixelTaps => conv_pixel_taps(exec, x, w, bias, &p),
         // an input stored channels-last is the pixel rows' A as it lies,
         // and their product is an output left so
-        Kernel::Direct if pointwise(&g) && channels_last_dims(x).is_some() => {
-            conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last, scale)
-        }
-        Kernel::Direct => conv_direct(x, w, bias, &g, shape, epilogue),
-        Kernel::Packed => conv_packed(exec, x, w, bias, &g, shape, epilogue, channels_last, scale),
-        Kernel::Host => conv_host::<f32>(x, w, bias, &g, shape),
+        Algorithm::Direct if pointwise(&p.g) && channels_last_dims(x).is_some() => conv_packed(exec, x, w, bias, &p),
+        Algorithm::Direct => conv_direct(x, w, bias, &p),
+        Algorithm::Packed => conv_packed(exec, x, w, bias, &p),
+        Algorithm::Host => conv_host::<f32>(x, w, bias, &p),
     }
-}
-
-/// The kernel [`conv_im2col`] runs a float32 convolution of one group on.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kernel {
-    /// A strided 1x1: its pixels subsampled, then pointwise ([`subsample`]).
-    Subsampled,
-    /// Output channels on the lanes from few input channels (a stem).
-    FewChannels,
-    /// 3x3 stride 1 over small planes by Winograd's F(2x2, 3x3)
-    /// ([`conv_winograd`]).
-    Winograd,
-    /// Small planes with taps, the pixels as rows ([`conv_pixel_taps`]).
-    PixelTaps,
-    /// Direct, no im2col, for 2-D kernels with taps or strides, and
-    /// pointwise ones over enough pixels from few channels ([`direct`]).
-    Direct,
-    /// The packed product as the input lies (pointwise; its small planes
-    /// as pixel rows, [`packed_as_pixel_rows`]).
-    Packed,
-    /// im2col and the gemm crate: lines of fewer than 8 padded columns,
-    /// 1-D, 3-D, no AVX-512.
-    Host,
-}
-
-/// Which kernel a float32 convolution of input dims `xd` and weight dims
-/// `wd` (one group) over `g` takes, in order of preference.
-fn kernel(g: &Windows, xd: &[usize], wd: &[usize]) -> Kernel {
-    let (b, c, co) = (xd[0], xd[1], wd[0]);
-    if !sgemm::available() {
-        Kernel::Host
-    } else if xd.len() == 4 && subsampled(g) {
-        Kernel::Subsampled
-    } else if few_channels(g, c, co) {
-        Kernel::FewChannels
-    } else if winograd(g, c, co) {
-        Kernel::Winograd
-    } else if pixel_taps(g, c, co) {
-        if packed_over_taps(b) {
-            Kernel::Packed
-        } else {
-            Kernel::PixelTaps
-        }
-    } else if direct(g, b, c) && !packed_over_direct(g, b, c, co) {
-        Kernel::Direct
-    } else if direct(g, b, c) || pointwise(g) {
-        Kernel::Packed
-    } else {
-        Kernel::Host
-    }
-}
-
-/// Whether a convolution is 1x1 with a stride (no padding, no dilation
-/// that matters): it reads one pixel in `stride` of each line and line
-/// ([`subsample`]).
-fn subsampled(g: &Windows) -> bool {
-    g.kernel == [1, 1, 1] && g.pad == [0, 0, 0] && g.stride != [1, 1, 1] && g.input[0] == 1
 }
 
 /// The pixels a strided 1x1 convolution reads, `[b, c, oh, ow]`: the
@@ -323,10 +126,10 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     let ([_, h, w], [_, sh, sw], [_, oh, ow]) = (g.input, g.stride, g.output);
     let mut out = sgemm::uninit(b * c * oh * ow);
     with_host(x, |xs: &[f32]| {
-        crate::exec::threads::par_chunks(&mut out, oh * ow, |p, dst| {
+        crate::kernels::threads::par_chunks(&mut out, oh * ow, |p, dst| {
             let plane = &xs[p * h * w..][..h * w];
             for (oy, line) in dst.chunks_mut(ow.max(1)).enumerate() {
-                every_nth(&plane[oy * sh * w..], sw, line);
+                crate::kernels::conv::every_nth(&plane[oy * sh * w..], sw, line);
             }
         })
     })
@@ -334,119 +137,6 @@ fn subsample(x: &CandleTensor, g: &Windows) -> Result<CandleTensor> {
     // SAFETY: every plane's every line written whole by every_nth
     let out = unsafe { sgemm::assume_init(out) };
     CandleTensor::from_vec(out, (b, c, oh, ow), x.device()).map_err(Error::from)
-}
-
-/// `line[i] = row[i * step]` for every `i`: a stride of 2 through
-/// AVX-512 where present (ResNet-50's downsampling 1x1s copy 200K floats
-/// at batch 1 this way; element by element, the copy cost as much as a
-/// tenth of their product).
-fn every_nth(row: &[f32], step: usize, line: &mut [std::mem::MaybeUninit<f32>]) {
-    if step == 2 && sgemm::avx512() {
-        // SAFETY: AVX-512F is present
-        unsafe { every_other_avx512(row, line) };
-        return;
-    }
-    for (i, v) in line.iter_mut().enumerate() {
-        v.write(row[i * step]);
-    }
-}
-
-/// [`every_nth`] of step 2, the pairs vectorised by the compiler.
-///
-/// # Safety
-/// AVX-512F is present.
-#[target_feature(enable = "avx512f")]
-unsafe fn every_other_avx512(row: &[f32], line: &mut [std::mem::MaybeUninit<f32>]) {
-    let whole = line.len().min(row.len() / 2);
-    for (v, pair) in line[..whole].iter_mut().zip(row.chunks_exact(2)) {
-        v.write(pair[0]);
-    }
-    for (i, v) in line.iter_mut().enumerate().skip(whole) {
-        v.write(row[i * 2]);
-    }
-}
-
-/// Whether a convolution of `b` images of `c` input channels runs direct
-/// ([`conv_direct`]): 2-D, and either with taps or a stride over padded
-/// lines of 8 columns or more (a panel of 32 lanes then holds at most five
-/// runs of output columns), or pointwise over [`DIRECT_MIN_PIXELS`] or
-/// more (an image's, or the batch's where its planes go side by side)
-/// with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
-/// product measured faster), unless it takes [`conv_pixel_rows`] (see
-/// [`pixel_rows`]).
-fn direct(g: &Windows, b: usize, c: usize) -> bool {
-    let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
-    // (no input channels: the output is the bias, which im2col's path gives)
-    g.planar()
-        && c > 0
-        && if pointwise(g) {
-            if pixel_rows(g.out_plane(), c) {
-                return false;
-            }
-            let pixels = if direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
-            pixels >= DIRECT_MIN_PIXELS && c <= DIRECT_MAX_CHANNELS
-        } else {
-            g.output[2] + (kw - 1) * dw / sw >= 8
-        }
-}
-
-/// Whether a convolution the direct kernel would take ([`direct`]) of `b`
-/// images, `c` to `co` channels, runs packed instead ([`conv_packed`]:
-/// its im2col made block by block): on AVX2, where the packed product
-/// goes rows outer ([`sgemm`]'s `rows_outer`, A's rows in L1 through a
-/// block of B in L2) and the direct kernel runs each 6-row part over all
-/// of `k` (A's rows and B's rows beside them outgrow L1), those with taps
-/// or a stride, and pointwise ones at batch 1 to as many output channels
-/// as input or more. Interleaved call by call on the 2-vCPU AVX2 VM
-/// (`direct_or_packed_speed`), packed / direct at batch 1 on one / two
-/// threads: 3x3s `[64, 64]` over 56x56 0.84 / 0.82, stride 2 `[128, 128]`
-/// 0.83 / 0.75 (at batch 8 0.77-0.85); pointwise `[256, 64]` over 56x56
-/// 0.63 / 0.76, `[512, 128]` over 28x28 0.71 / 0.77, MobileNetV3's `[72,
-/// 16]` 0.87 / 0.84, `[88, 24]` 0.90 / 0.99, `[288, 48]` 0.92 / 0.91.
-/// Fewer output channels than input lost (`[24, 88]` 1.24 / 1.27,
-/// `[64, 256]` 1.05 / 0.98: the copy of B weighs against fewer rows of
-/// A), and so did pointwise ones at batch 8 (`[256, 64]` 1.34, MobileNetV3's
-/// 28x28 ones 1.0-1.4 on two threads, the images side by side transposed
-/// after). With the next block of each row fetched as a block is filled,
-/// pointwise ones to more channels than input over planes the packed
-/// product takes image by image ([`PACKED_IMAGE_MIN`] pixels or more)
-/// run packed at any batch (batch 8: `[256, 64]` over 56x56 0.67x,
-/// `[72, 16]` 0.85-0.96x; `[16, 16]` lost, 1.08x, and `[64, 64]` was
-/// within 10%, so only more output channels than input). AVX-512 keeps
-/// the direct kernel (not measured there).
-fn packed_over_direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
-    let one_by_one = b == 1 || g.out_plane() >= PACKED_IMAGE_MIN;
-    !sgemm::avx512() && (!pointwise(g) || (b == 1 && co >= c) || (one_by_one && co > c))
-}
-
-/// Whether a convolution of `b` images that [`pixel_taps`] names runs
-/// packed instead ([`conv_packed`], as [`packed_over_direct`] says): on
-/// AVX2, at a batch of more than one (`taps_or_packed_speed`,
-/// interleaved, packed / pixel taps on one / two threads, batch 8:
-/// ResNet's stride-2 3x3s 0.86-0.97 / 0.83-1.02, its 3x3s over 14x14 and
-/// 7x7 0.97-1.0 / 0.99-1.02). At batch 1 the pixel rows stay: in quiet
-/// minutes packed took 0.99-1.07x over 14x14 planes and 1.19-1.22x over
-/// 7x7 (in loud ones 0.78-0.80x).
-fn packed_over_taps(b: usize) -> bool {
-    !sgemm::avx512() && b > 1
-}
-
-/// Whether the kernel [`conv_im2col`] picks for a float32 convolution of
-/// one group ([`kernel`]) writes its output over a dead residual where
-/// offered ([`output_of`]): the direct one, the pixel rows of taps, and
-/// those of a pointwise product over more than one pixel, a strided 1x1's
-/// too (a pointwise one over the pixels it reads).
-fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
-    match kernel(g, xd, wd) {
-        Kernel::Subsampled => {
-            let [_, oh, ow] = g.output;
-            Windows::new(&[oh, ow], &[1, 1], &[1, 1], &[0, 0], &[1, 1])
-                .is_ok_and(|p| writes_over(&p, &[xd[0], xd[1], oh, ow], wd))
-        }
-        Kernel::Winograd | Kernel::PixelTaps | Kernel::Direct => true,
-        Kernel::Packed => pointwise(g) && packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
-        Kernel::FewChannels | Kernel::Host => false,
-    }
 }
 
 /// A convolution's float32 output `[b, c, h, w]` left channels-last
@@ -517,34 +207,19 @@ fn output_of(
     CandleTensor::from_vec(out, shape, device).map_err(Error::from)
 }
 
-/// A pointwise convolution over fewer pixels runs packed: the images
-/// side by side fill the kernel's panels (ResNet-50's 7x7 stage at batch
-/// 8, `[2048, 512]`: 320 GFLOP/s packed, 250 direct).
-const DIRECT_MIN_PIXELS: usize = 128;
-
-/// A pointwise convolution over more input channels runs packed: direct,
-/// B's rows for one panel (`c` lines apart) outgrow the L1 cache, where
-/// the packed product reads them in slices of [`sgemm::KC`] (ResNet-50's
-/// `[256, 1024]` at 14x14, batch 8: 370 GFLOP/s packed, 315 direct; its
-/// `[512, 128]` at 28x28: 214 packed, 350 direct).
-const DIRECT_MAX_CHANNELS: usize = 256;
-
 mod bf16;
 use bf16::conv_bf16;
-mod depthwise;
-mod direct;
-mod winograd;
-mod few;
-use few::{conv_few_channels, few_channels};
-mod pixels;
-use pixels::{conv_pixel_rows, conv_pixel_taps, pixel_taps};
-use depthwise::{conv2d_depthwise, depthwise_tap_sum};
+mod calls;
+mod plan;
+use plan::{packed_as_pixel_rows, writes_over, Algorithm, ConvArgs, ConvParams};
+use calls::{conv2d_depthwise, conv_direct, conv_few_channels, conv_pixel_rows, conv_pixel_taps, conv_winograd, depthwise_tap_sum};
 mod scaled;
 use scaled::{conv_scaled, scaled_weight};
-pub(crate) use depthwise::{depthwise_by_blocks, takes_blocked};
-pub(crate) use winograd::winograd_weights;
-use winograd::{conv_winograd, winograd};
-use direct::conv_direct;
+pub(crate) use calls::takes_blocked;
+pub(crate) use crate::kernels::conv::depthwise::depthwise_by_blocks;
+pub(crate) use crate::kernels::conv::winograd::winograd_weights;
+use crate::kernels::conv::{im2col_fill, pointwise};
+use crate::kernels::conv::{few::few_channels, pixels::pixel_taps, winograd::winograd};
 
 /// A convolution's weight as the product's matrix `[c_out, c_in * taps]`.
 fn weight_matrix(w: &CandleTensor, co: usize, k: usize) -> Result<CandleTensor> {
@@ -556,59 +231,6 @@ fn weight_matrix(w: &CandleTensor, co: usize, k: usize) -> Result<CandleTensor> 
 fn packed_weight(exec: &Executor, w: &CandleTensor) -> Result<std::sync::Arc<sgemm::PackedA>> {
     with_matrix(w, |v| exec.packed_a(v))
         .ok_or_else(|| Error::internal("packed convolution of a weight that is not float32 on the host"))
-}
-
-/// Output planes below this many pixels take the transposed product
-/// ([`conv_pixel_rows`]).
-const FEW_PIXELS: usize = 64;
-
-/// Planes of up to this many pixels take [`conv_pixel_rows`] at any batch
-/// (MobileNetV3 at batch 8 5.65 -> 5.46 ms, ResNet-50 199 -> 194 ms;
-/// up to 14x14 planes, MobileNetV3 was slower: 5.33 -> 5.91).
-const PIXEL_ROWS_MAX: usize = 64;
-
-/// Planes of up to this many pixels take [`conv_pixel_rows`] too from
-/// [`PIXEL_ROWS_DEEP_CHANNELS`] input channels (ResNet-50's `[256, 1024]`
-/// at 14x14: 265 -> 371 GFLOP/s at batch 1, 296 -> 425 at batch 8, the
-/// model 0.93x at batch 1; its `[128, 512]` at 28x28 0.91 -> 0.74 ms for
-/// the three at batch 1, 8.7 -> 6.2 at batch 8; MobileNetV3's 40 to 240
-/// channels were slower that way).
-const PIXEL_ROWS_DEEP_MAX: usize = 784;
-
-/// See [`PIXEL_ROWS_DEEP_MAX`].
-const PIXEL_ROWS_DEEP_CHANNELS: usize = 512;
-
-/// Planes of up to [`PIXEL_ROWS_BATCH_MAX`] pixels take [`conv_pixel_rows`]
-/// from this many input channels, where the direct kernel would copy a
-/// batch's planes side by side first (ResNet-50's `[1024, 256]` at 14x14,
-/// batch 8: 15.5 -> 13.5 ms for its six, 319 -> 367 GFLOP/s, the model
-/// 0.98x) or leave lanes idle (196 pixels in panels of 32; at batch 1
-/// each of the six 0.88x of the direct kernel's time, interleaved, once
-/// the product wrote over its residual; it had been slower there).
-const PIXEL_ROWS_BATCH_CHANNELS: usize = 256;
-
-/// See [`PIXEL_ROWS_BATCH_CHANNELS`].
-const PIXEL_ROWS_BATCH_MAX: usize = 196;
-
-/// Whether [`conv_packed`] of `b` images of `c` channels takes
-/// [`conv_pixel_rows`].
-fn packed_as_pixel_rows(g: &Windows, b: usize, c: usize) -> bool {
-    let n = g.out_plane();
-    b * n < FEW_PIXELS || pixel_rows(n, c)
-}
-
-/// Whether a pointwise convolution over `n` output pixels a plane from
-/// `c` input channels takes [`conv_pixel_rows`].
-fn pixel_rows(n: usize, c: usize) -> bool {
-    n <= PIXEL_ROWS_MAX
-        || (n <= PIXEL_ROWS_DEEP_MAX && c >= PIXEL_ROWS_DEEP_CHANNELS)
-        || (n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
-}
-
-/// Whether a convolution is a product as the input lies: 1x1, stride 1,
-/// no padding.
-fn pointwise(g: &Windows) -> bool {
-    g.taps() == 1 && g.stride == [1; 3] && g.pad == [0; 3]
 }
 
 /// Output planes of at least this many pixels take [`conv_packed`]'s
@@ -625,47 +247,31 @@ const PACKED_IMAGE_MIN: usize = 1024;
 /// final (one image a product) or on the images once they are in place
 /// (several side by side). A pointwise convolution (1x1, stride 1, no
 /// padding; any rank) reads its input as it lies; others (2-D) read a
-/// padded, stride-phased copy ([`direct::Im2col`]). Pointwise ones over
+/// padded, stride-phased copy ([`crate::kernels::conv::direct::Im2col`]). Pointwise ones over
 /// fewer than [`FEW_PIXELS`] columns, or the planes [`pixel_rows`]
 /// names, take [`conv_pixel_rows`].
-#[allow(clippy::too_many_arguments)]
-fn conv_packed(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-    scale: Option<&[f32]>,
-) -> Result<CandleTensor> {
+fn conv_packed(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape, scale) = (&p.g, &p.shape, p.scale);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let (k, n) = (c * g.taps(), g.out_plane());
+    let k = c * g.taps();
     let w = weight_matrix(w, co, k)?;
     if pointwise(g) && (packed_as_pixel_rows(g, b, c) || channels_last_dims(x).is_some()) {
-        return conv_pixel_rows(exec, x, &w, bias, (b, co, n), shape, epilogue, channels_last, scale);
+        return conv_pixel_rows(exec, x, &w, bias, p);
     }
     let pa = packed_weight(exec, &w)?;
     let Some(s) = scale else {
-        return packed_product(x, &pa, bias, g, shape, epilogue);
+        return packed_product(x, &pa, bias, p);
     };
     let scaled = pa.scaled_columns(s, g.taps());
-    let y = packed_product(x, &scaled, bias, g, shape, epilogue);
+    let y = packed_product(x, &scaled, bias, p);
     scaled.recycle();
     y
 }
 
 /// [`conv_packed`]'s product with the weight packed (`pa`, `[c_out, c_in
 /// * taps]`).
-fn packed_product(
-    x: &CandleTensor,
-    pa: &sgemm::PackedA,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
+fn packed_product(x: &CandleTensor, pa: &sgemm::PackedA, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape, epilogue) = (&p.g, p.shape.clone(), p.epilogue);
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let (k, n) = (c * g.taps(), g.out_plane());
     let len = b * co * n;
@@ -694,7 +300,7 @@ fn packed_product(
             let count = per.min(b - first);
             let (total, xs) = (count * n, &xs[first * image..][..count * image]);
             // row r of the columns from column j0: image by image
-            let im2col = (!pointwise(g)).then(|| direct::Im2col::new(xs, count, c, g));
+            let im2col = (!pointwise(g)).then(|| crate::kernels::conv::direct::Im2col::new(xs, count, c, g));
             let fill = |r: usize, j0: usize, seg: &mut [f32]| match &im2col {
                 Some(im) => im.fill(xs, r, j0, seg),
                 None => {
@@ -716,12 +322,7 @@ fn packed_product(
                         let from = (i * c + r) * n + p;
                         let end = (from + seg.len()).min((i * c + r + 1) * n);
                         for q in (from..end).step_by(16) {
-                            #[cfg(target_arch = "x86_64")]
-                            // SAFETY: a prefetch reads nothing; q lies in xs
-                            unsafe {
-                                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-                                _mm_prefetch::<_MM_HINT_T1>(xs.as_ptr().add(q).cast());
-                            }
+                            crate::kernels::prefetch_l2(xs.as_ptr().wrapping_add(q));
                         }
                     }
                 }
@@ -769,13 +370,8 @@ fn packed_product(
 }
 
 /// [`conv_im2col`] in `T`, to an output of `shape`.
-fn conv_host<T: GemmElem>(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-) -> Result<CandleTensor> {
+fn conv_host<T: GemmElem>(x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, p: &ConvParams) -> Result<CandleTensor> {
+    let (g, shape) = (&p.g, p.shape.clone());
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let bias: Option<Vec<T>> = match bias {
         Some(t) => Some(t.flatten_all().and_then(|t| t.to_vec1())?),
@@ -912,7 +508,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     let host_f32 = dt == Dtype::Float32 && xin.device().is_cpu();
     let depthwise = groups > 1 && groups == xin.dims()[1] && win.dims()[1] == 1;
     // 1x1 convolutions too, where the packed kernel runs (else candle's)
-    let own = groups > 1 || !one_by_one || sgemm::available();
+    let own = groups > 1 || !one_by_one || crate::kernels::cpu().vector;
     let mut y = if host_f32 && own {
         let b = match &bias {
             Some(b) => Some(b.cast(dt)?.t),
@@ -929,7 +525,7 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
         // write their output over a dead residual the group adds
         let over = !depthwise
             && groups == 1
-            && sgemm::available()
+            && crate::kernels::cpu().vector
             && Windows::new(&xin.dims()[2..], &win.dims()[2..], &s, &p, &d)
                 .is_ok_and(|g| writes_over(&g, xin.dims(), win.dims()));
         let y = ctx.with_epilogue_over(over, |epi| {
@@ -939,7 +535,13 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
                 // left channels-last where every reader reads it so
                 let channels_last = ctx.exec.channels_last && ctx.channels_last_readers();
                 let scale = scale.filter(|_| groups == 1);
-                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, (&s, &p, &d), epi, channels_last, scale)
+                let args = ConvArgs {
+                    epilogue: epi,
+                    channels_last,
+                    scale,
+                    ..ConvArgs::geometry_only(&s, &p, &d)
+                };
+                conv_grouped(ctx.exec, &xin, &win, b.as_ref(), groups, args)
             }
         })?;
         return one(Tensor::new(y, dt));
@@ -973,14 +575,6 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     one(Tensor::new(y, dt))
 }
 
-/// The output size of a convolution along one dim.
-fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> {
-    (n + 2 * p)
-        .checked_sub(d * (k - 1) + 1)
-        .map(|v| v / s + 1)
-        .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
-}
-
 /// A tensor's f32 elements, row-major.
 fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
     t.flatten_all().and_then(|t| t.to_vec1()).map_err(Error::from)
@@ -988,21 +582,11 @@ fn f32s(t: &CandleTensor) -> Result<Vec<f32>> {
 
 /// A convolution in `groups` (ResNeXt, ShuffleNet; one group is the
 /// plain case): one im2col product per group, on its slices of channels.
-#[allow(clippy::too_many_arguments)]
-fn conv_grouped(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    groups: usize,
-    (stride, pad, dil): (&[usize], &[usize], &[usize]),
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-    scale: Option<&[f32]>,
-) -> Result<CandleTensor> {
+fn conv_grouped(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option<&CandleTensor>, groups: usize, args: ConvArgs) -> Result<CandleTensor> {
     if groups == 1 {
-        return conv_im2col(exec, x, w, bias, (stride, pad, dil), epilogue, channels_last, scale);
+        return conv_im2col(exec, x, w, bias, args);
     }
+    let scale = args.scale;
     let scaled;
     let w = match scale {
         Some(s) => {
@@ -1026,7 +610,7 @@ fn conv_grouped(
                 Some(b) => Some(b.narrow(0, g * og, og)?),
                 None => None,
             };
-            conv_im2col(exec, &xg, &wg, bg.as_ref(), (stride, pad, dil), None, false, None)
+            conv_im2col(exec, &xg, &wg, bg.as_ref(), ConvArgs::geometry_only(args.stride, args.pad, args.dil))
         })
         .collect::<Result<Vec<_>>>()?;
     CandleTensor::cat(&parts, 1).map_err(Error::from)
@@ -1068,17 +652,7 @@ fn conv3d(
     };
     let (stride, pad, dil) = (ints("stride", 1)?, ints("padding", 0)?, ints("dilation", 1)?);
     let b = bias.as_ref().map(host).transpose()?;
-    let y = conv_grouped(
-        ctx.exec,
-        &host(x)?,
-        &host(w)?,
-        b.as_ref(),
-        groups,
-        (&stride, &pad, &dil),
-        None,
-        false,
-        None,
-    )?;
+    let y = conv_grouped(ctx.exec, &host(x)?, &host(w)?, b.as_ref(), groups, ConvArgs::geometry_only(&stride, &pad, &dil))?;
     Tensor::new(y.to_device(ctx.device())?, compute).cast(dt)
 }
 
@@ -1332,9 +906,21 @@ mod tests {
             Ok(Case { g, x, w, bias, ws, pa, shape: vec![b, co, oh, ow], reps })
         }
 
+        /// The convolution's parameters (whichever algorithm is called).
+        fn params(&self) -> ConvParams<'static> {
+            ConvParams {
+                g: self.g,
+                shape: self.shape.clone(),
+                algorithm: Algorithm::Direct,
+                epilogue: None,
+                channels_last: false,
+                scale: None,
+            }
+        }
+
         /// The packed product's output ([`packed_product`]).
         fn packed(&self) -> CandleTensor {
-            packed_product(&self.x, &self.pa, Some(&self.bias), &self.g, self.shape.clone(), None).expect("a convolution")
+            packed_product(&self.x, &self.pa, Some(&self.bias), &self.params()).expect("a convolution")
         }
 
         /// `a` and `b` called in turn `reps` times each (who goes first
@@ -1368,7 +954,7 @@ mod tests {
         (pool, var("BATCH"))
     }
 
-    /// The pixel rows of taps ([`pixels::pixel_taps_product`]) against
+    /// The pixel rows of taps ([`crate::kernels::conv::pixels::pixel_taps_product`]) against
     /// the packed product ([`packed_product`]) on ResNet's small planes at
     /// batch `BATCH` (1), calls interleaved, `THREADS` threads (1):
     /// medians and their ratio. `cargo test --release -p pt2kit
@@ -1387,11 +973,11 @@ mod tests {
                 let xs = case.x.flatten_all()?.to_vec1::<f32>()?;
                 let bv = case.bias.to_vec1::<f32>()?;
                 let taps = kk * kk;
-                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&pixels::tap_weight(&case.ws, t, (c, co), taps))).collect();
+                let bs: Vec<sgemm::PackedB> = (0..taps).map(|t| sgemm::pack_b(&crate::kernels::conv::pixels::tap_weight(&case.ws, t, (c, co), taps))).collect();
                 let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
                 let mut out = sgemm::uninit(case.shape.iter().product());
                 let (d, p) = case.medians(
-                    || pixels::pixel_taps_product(&xs, (nb, c, co), &case.g, &bs, Some(&bv), (false, None), &mut out),
+                    || crate::kernels::conv::pixels::pixel_taps_product(&xs, (nb, c, co), &case.g, &bs, Some(&bv), (false, None), &mut out),
                     || drop(case.packed()),
                 );
                 eprintln!("[{co}, {c}] k{kk} s{st} over {hw}x{hw}: pixel taps {d:.1} us, packed {p:.1} us, packed / taps {:.3}", p / d);
@@ -1437,7 +1023,7 @@ mod tests {
             for shape in shapes {
                 let (c, co, hw, kk, st) = shape;
                 let case = Case::new(shape, nb)?;
-                let direct = || direct::conv_direct(&case.x, &case.w, Some(&case.bias), &case.g, case.shape.clone(), None).expect("a convolution");
+                let direct = || conv_direct(&case.x, &case.w, Some(&case.bias), &case.params()).expect("a convolution");
                 let diff = (direct() - case.packed())?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(diff < 1e-3, "[{co}, {c}] k{kk} s{st} over {hw}: {diff}");
                 let (d, p) = case.medians(|| drop(direct()), || drop(case.packed()));

@@ -3,24 +3,142 @@
 //! (every plane, its padded input split into stride phases so each tap
 //! reads a contiguous run).
 
+use crate::error::{Error, Result};
+
+/// The geometry of a sliding window over up to three spatial dims (depth,
+/// height, width; fewer lead with dims of size 1, kernel 1, stride 1):
+/// what pooling, convolution and im2col share. Each family reads its own
+/// arguments into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Windows {
+    pub input: [usize; 3],
+    pub kernel: [usize; 3],
+    pub stride: [usize; 3],
+    pub pad: [usize; 3],
+    pub dilation: [usize; 3],
+    pub output: [usize; 3],
+}
+
+impl Windows {
+    /// Elements of one input plane.
+    pub fn plane(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    /// Elements of one output plane.
+    pub fn out_plane(&self) -> usize {
+        self.output.iter().product()
+    }
+
+    /// Taps of the kernel.
+    pub fn taps(&self) -> usize {
+        self.kernel.iter().product()
+    }
+
+    /// Whether the windows are 2-D (or 1-D): one plane of input depth read
+    /// by a kernel one deep, no padding along the depth. A 3-D convolution
+    /// over one plane with a deeper kernel is not (its padding holds the
+    /// kernel's other depth taps): the 2-D kernels must not take it.
+    pub fn planar(&self) -> bool {
+        self.input[0] == 1 && self.kernel[0] == 1 && self.pad[0] == 0 && self.output[0] == 1
+    }
+}
+
+/// The last `v.len()` entries of a 3-vector filled with `fill`.
+pub fn lift(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut a = [fill; 3];
+    let n = v.len().min(3);
+    a[3 - n..].copy_from_slice(&v[v.len() - n..]);
+    a
+}
+
+impl Windows {
+    /// A convolution's windows over the spatial sizes `input` under a
+    /// kernel of sizes `kernel`, with stride, padding and dilation per dim.
+    pub fn new(
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[usize],
+        pad: &[usize],
+        dilation: &[usize],
+    ) -> Result<Windows> {
+        let mut g = Windows {
+            input: lift(input, 1),
+            kernel: lift(kernel, 1),
+            stride: lift(stride, 1),
+            pad: lift(pad, 0),
+            dilation: lift(dilation, 1),
+            output: [1; 3],
+        };
+        if g.kernel.contains(&0) || g.stride.contains(&0) || g.dilation.contains(&0) {
+            return Err(Error::bad_input(
+                "convolution: kernel, stride and dilation must be positive",
+            ));
+        }
+        for a in 0..3 {
+            g.output[a] = conv_span(
+                g.input[a],
+                g.pad[a],
+                g.dilation[a],
+                g.kernel[a],
+                g.stride[a],
+            )?;
+        }
+        Ok(g)
+    }
+}
+
+/// The output size of a convolution along one dim.
+pub fn conv_span(n: usize, p: usize, d: usize, k: usize, s: usize) -> Result<usize> {
+    (n + 2 * p)
+        .checked_sub(d * (k - 1) + 1)
+        .map(|v| v / s + 1)
+        .ok_or_else(|| Error::bad_input("convolution: the kernel is larger than the padded input"))
+}
+
+impl PlaneWindows {
+    /// A convolution's windows over planes of `h x w` (refused where the
+    /// kernel is larger than the padded plane).
+    pub fn conv(
+        h: usize,
+        w: usize,
+        (kh, kw): (usize, usize),
+        stride: (usize, usize),
+        pad: (usize, usize),
+        dil: (usize, usize),
+    ) -> Result<PlaneWindows> {
+        Ok(PlaneWindows {
+            h,
+            w,
+            kh,
+            kw,
+            stride,
+            pad,
+            dil,
+            oh: conv_span(h, pad.0, dil.0, kh, stride.0)?,
+            ow: conv_span(w, pad.1, dil.1, kw, stride.1)?,
+        })
+    }
+}
+
 /// The windows over one plane: input, kernel, stride, padding and
 /// dilation (rows, columns), output.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct PlaneWindows {
-    pub(super) h: usize,
-    pub(super) w: usize,
-    pub(super) kh: usize,
-    pub(super) kw: usize,
-    pub(super) stride: (usize, usize),
-    pub(super) pad: (usize, usize),
-    pub(super) dil: (usize, usize),
-    pub(super) oh: usize,
-    pub(super) ow: usize,
+pub struct PlaneWindows {
+    pub h: usize,
+    pub w: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: (usize, usize),
+    pub pad: (usize, usize),
+    pub dil: (usize, usize),
+    pub oh: usize,
+    pub ow: usize,
 }
 
 /// What a windowed op does with each kernel tap ([`window_plane`]).
 #[derive(Clone, Copy)]
-pub(crate) enum WindowOp<'a> {
+pub enum WindowOp<'a> {
     /// A multiply-add by the tap's weight (a depthwise convolution).
     Fma(&'a [f32]),
     /// The maximum, NaN winning (a max pool, as torch's kernel).
@@ -28,21 +146,21 @@ pub(crate) enum WindowOp<'a> {
 }
 
 /// Lanes of the output [`window_plane`] rounds up to.
-pub(super) const WINDOW_LANES: usize = 16;
+pub const WINDOW_LANES: usize = 16;
 
 /// How every plane of a windowed op is laid out (see [`window_planes`]),
 /// worked out once per op: the phases' pitch and length, where each tap
 /// reads, and which padded columns of each column phase hold input.
-pub(super) struct WindowPlan {
-    pub(super) g: PlaneWindows,
-    pub(super) pitch: usize,
-    pub(super) phase_len: usize,
-    pub(super) acc_len: usize,
-    pub(super) starts: Vec<usize>,
+pub struct WindowPlan {
+    pub g: PlaneWindows,
+    pub pitch: usize,
+    pub phase_len: usize,
+    pub acc_len: usize,
+    pub starts: Vec<usize>,
 }
 
 impl WindowPlan {
-    pub(super) fn new(g: PlaneWindows) -> WindowPlan {
+    pub fn new(g: PlaneWindows) -> WindowPlan {
         let (sy, sx) = g.stride;
         // padded sizes: enough for every window (ceil mode may overhang)
         let hp = (g.h + 2 * g.pad.0).max((g.oh - 1) * sy + g.dil.0 * (g.kh - 1) + 1);
@@ -72,7 +190,7 @@ impl WindowPlan {
 
 /// What a kernel runs on each block of its output it has finished: `f(at,
 /// block)`, the block from element `at`.
-pub(super) type Finish<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
+pub type Finish<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
 
 /// What a thread's [`window_planes`] scratch was padded for: the
 /// geometry and the padding value's bits.
@@ -95,7 +213,7 @@ thread_local! {
 /// planes (from element `at` of `out`) once they are done, while they are
 /// in the cache (a convolution's epilogue). `out` may be uninitialised:
 /// every plane is written whole before `then` or anyone reads it.
-pub(super) fn window_planes<'a>(
+pub fn window_planes<'a>(
     g: PlaneWindows,
     xs: &[f32],
     out: &mut [std::mem::MaybeUninit<f32>],
@@ -139,11 +257,11 @@ pub(super) fn window_planes<'a>(
     if count <= group {
         run((0, out));
     } else {
-        crate::exec::threads::par_chunks(out, per_out * group, |i, d| run((i, d)));
+        crate::kernels::threads::par_chunks(out, per_out * group, |i, d| run((i, d)));
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// One output plane of a windowed op: the input plane, padded (the
     /// padding already in `scratch`, see [`window_planes`]), is split into `sy * sx` phases (rows `py, py + sy, ...`
     /// by columns `px, px + sx, ...`), each `rows x pitch`; the output,
@@ -153,7 +271,7 @@ crate::exec::vmath::multiversion! {
     /// would spend their time in scalar tails; the output is computed four
     /// vectors at a time, each going through every tap while it stays in
     /// registers ([`window_taps`]).
-    pub(super) fn window_plane(
+    pub fn window_plane(
         plan: &WindowPlan,
         src: &[f32],
         init: f32,
@@ -196,14 +314,14 @@ crate::exec::vmath::multiversion! {
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// A row's columns into the column phases of a stride `sx` after `pad`
     /// columns of padding: column `c` is padded column `q = c + pad`, which
     /// goes to `dst[(q % sx) * phase_len + q / sx]` when `q / sx < pitch`
     /// (the columns no window reads are left out). Whole runs, no division
     /// per element; two phases in one pass over pairs of columns, which
     /// vectorises.
-    pub(super) fn scatter_columns(row: &[f32], pad: usize, sx: usize, pitch: usize, dst: &mut [f32], phase_len: usize) {
+    pub fn scatter_columns(row: &[f32], pad: usize, sx: usize, pitch: usize, dst: &mut [f32], phase_len: usize) {
         let w = row.len();
         if sx == 2 {
             let (even, odd) = dst.split_at_mut(phase_len);
@@ -234,13 +352,7 @@ crate::exec::vmath::multiversion! {
 /// together: pairs of columns, which vectorises, then the first and last
 /// columns left.
 #[inline(always)] // into each instruction set's copy of its callers
-pub(super) fn scatter_pair_here(
-    row: &[f32],
-    pad: usize,
-    pitch: usize,
-    even: &mut [f32],
-    odd: &mut [f32],
-) {
+pub fn scatter_pair_here(row: &[f32], pad: usize, pitch: usize, even: &mut [f32], odd: &mut [f32]) {
     let w = row.len();
     // pairs from the first column c0 whose q is even
     let c0 = pad % 2;
@@ -267,12 +379,12 @@ pub(super) fn scatter_pair_here(
     }
 }
 
-crate::exec::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// A padded row's two phase lines for a stride of 2 (`even`, `odd`,
     /// `pitch` long each, anywhere): the row's columns scattered over them
     /// ([`scatter_pair_here`]) and every column no input lands in zeroed
     /// (the padding; `row` empty: all of it).
-    pub(super) fn scatter_pair_lines(row: &[f32], pad: usize, pitch: usize, even: &mut [f32], odd: &mut [f32]) {
+    pub fn scatter_pair_lines(row: &[f32], pad: usize, pitch: usize, even: &mut [f32], odd: &mut [f32]) {
         for (px, line) in [&mut *even, &mut *odd].into_iter().enumerate() {
             // padded columns px + 2 j holding input: j in [lo, hi)
             let lo = pad.saturating_sub(px).div_ceil(2).min(pitch);
@@ -294,29 +406,23 @@ crate::exec::vmath::multiversion! {
 /// (`acc.len()` a multiple of [`WINDOW_LANES`]; every `starts[t] +
 /// acc.len()` inside `phases`).
 #[inline(always)] // into each instruction set's copy of window_plane
-pub(super) fn window_taps(
-    phases: &[f32],
-    starts: &[usize],
-    op: WindowOp,
-    init: f32,
-    acc: &mut [f32],
-) {
+pub fn window_taps(phases: &[f32], starts: &[usize], op: WindowOp, init: f32, acc: &mut [f32]) {
     assert!(acc.len().is_multiple_of(WINDOW_LANES));
     assert!(starts.iter().all(|&s| s + acc.len() <= phases.len()));
     if let WindowOp::Fma(w) = op {
         assert!(w.len() >= starts.len());
     }
     #[cfg(target_arch = "x86_64")]
-    match crate::exec::vmath::isa() {
+    match crate::kernels::isa() {
         // SAFETY: the instruction set is present; the assertions keep
         // every read inside phases and every write inside acc.
-        crate::exec::vmath::Isa::Avx512 => {
+        crate::kernels::Isa::Avx512 => {
             return unsafe { window_taps_avx512(phases, starts, op, init, acc) }
         }
-        crate::exec::vmath::Isa::Avx2 => {
+        crate::kernels::Isa::Avx2 => {
             return unsafe { window_taps_avx2(phases, starts, op, init, acc) }
         }
-        crate::exec::vmath::Isa::Base => {}
+        crate::kernels::Isa::Base => {}
     }
     for (i, out) in acc.chunks_exact_mut(WINDOW_LANES).enumerate() {
         let mut a = [init; WINDOW_LANES];
@@ -343,7 +449,7 @@ pub(super) fn window_taps(
 // FMA a tap); safety: the instruction set is present, the bounds
 // [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
-crate::exec::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_taps_in[](
+crate::kernels::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_taps_in[](
     phases: &[f32],
     starts: &[usize],
     op: WindowOp,
@@ -357,7 +463,7 @@ crate::exec::simd::isa_entries!(window_taps_avx512, window_taps_avx2 = window_ta
 /// `S`'s instruction set is present; the bounds [`window_taps`] asserts hold.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn window_taps_in<S: crate::exec::simd::F32x16>(
+unsafe fn window_taps_in<S: crate::kernels::simd::F32x16>(
     phases: &[f32],
     starts: &[usize],
     op: WindowOp,
@@ -366,7 +472,7 @@ unsafe fn window_taps_in<S: crate::exec::simd::F32x16>(
 ) {
     const L: usize = WINDOW_LANES;
     #[inline(always)]
-    unsafe fn step<S: crate::exec::simd::F32x16>(op: WindowOp, t: usize, a: S, x: S) -> S {
+    unsafe fn step<S: crate::kernels::simd::F32x16>(op: WindowOp, t: usize, a: S, x: S) -> S {
         match op {
             WindowOp::Fma(w) => x.fma(S::splat(*w.get_unchecked(t)), a),
             // x where x > a or x is NaN (a NaN already in a stays)

@@ -254,7 +254,9 @@ pub unsafe fn gemm_direct(
             .max(np.div_ceil(NC_PANELS))
             .next_multiple_of(threads)
             .min(np);
-        crate::exec::threads::par_for(parts, |t| run(0..mp, t * np / parts..(t + 1) * np / parts));
+        crate::kernels::threads::par_for(parts, |t| {
+            run(0..mp, t * np / parts..(t + 1) * np / parts)
+        });
         return;
     }
     // few panels: tasks of (row panels x panels), at least four a thread,
@@ -269,7 +271,7 @@ pub unsafe fn gemm_direct(
         let rb = mp.div_ceil(MC_PANELS);
         (rb, (4 * threads).div_ceil(rb).min(np))
     };
-    crate::exec::threads::par_for(rb * cb, |t| {
+    crate::kernels::threads::par_for(rb * cb, |t| {
         let (r, q) = (t / cb, t % cb);
         run(
             r * mp / rb..(r + 1) * mp / rb,
@@ -716,7 +718,7 @@ unsafe fn direct_body<
                 };
                 // the epilogue's hardswish, its operations in its order
                 let v = if MODE & STORE_HARDSWISH != 0 {
-                    super::epilogue::hardswish(v)
+                    super::chain::hardswish(v)
                 } else {
                     v
                 };

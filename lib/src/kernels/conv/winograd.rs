@@ -3,7 +3,7 @@
 //! 2016): see [`conv_winograd`].
 
 use super::*;
-use crate::exec::simd::{Avx2, Avx512, F32x16};
+use crate::kernels::simd::{Avx2, Avx512, F32x16};
 
 /// Whether a 2-D convolution takes [`conv_winograd`]: 3x3, stride 1, no
 /// dilation, padding 1 (a plane the size of its input), one group, from
@@ -11,7 +11,7 @@ use crate::exec::simd::{Avx2, Avx512, F32x16};
 /// 32 in: over fewer the transforms outweigh the product), planes of any
 /// size (in blocks of tiles: [`winograd_product`]). Off with
 /// `PT2KIT_NO_WINOGRAD=1`.
-pub(super) fn winograd(g: &Windows, c: usize, co: usize) -> bool {
+pub fn winograd(g: &Windows, c: usize, co: usize) -> bool {
     g.planar()
         && g.kernel == [1, 3, 3]
         && g.stride == [1, 1, 1]
@@ -37,9 +37,10 @@ fn enabled() -> bool {
 /// 1.37x at batch 8), 14x14 1.15x at batch 8 but 0.96x at batch 1 (16
 /// tiles of 16 pixels for 196: the products' rows too few); a 7x7 plane
 /// would be 4 tiles for 49 pixels.
-pub(super) fn tile_for(g: &Windows, b: usize) -> usize {
+pub fn tile_for(g: &Windows, b: usize) -> usize {
     let [_, oh, ow] = g.output;
-    if oh >= F4_MIN_SIDE && ow >= F4_MIN_SIDE && b * oh.div_ceil(4) * ow.div_ceil(4) >= F4_MIN_TILES {
+    if oh >= F4_MIN_SIDE && ow >= F4_MIN_SIDE && b * oh.div_ceil(4) * ow.div_ceil(4) >= F4_MIN_TILES
+    {
         4
     } else {
         2
@@ -53,7 +54,12 @@ const F4_MIN_SIDE: usize = 14;
 const F4_MIN_TILES: usize = 32;
 
 /// F(2x2, 3x3)'s `G` (4 x 3).
-const G2: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
+const G2: [[f64; 3]; 4] = [
+    [1.0, 0.0, 0.0],
+    [0.5, 0.5, 0.5],
+    [0.5, -0.5, 0.5],
+    [0.0, 0.0, 1.0],
+];
 
 /// F(4x4, 3x3)'s `G` (6 x 3), for the points 0, ±1, ±2 and infinity.
 const G4: [[f64; 3]; 6] = [
@@ -79,11 +85,15 @@ pub(crate) fn winograd_weights(w: &sgemm::View, m: usize) -> Vec<sgemm::PackedB>
     // input channel i: row i of each of the matrices (a task's own)
     (0..c).into_par_iter().for_each(|i| {
         for o in 0..co {
-            let g = |ky: usize, kx: usize| w.data[w.off + o * w.rs + (i * 9 + ky * 3 + kx) * w.cs] as f64;
+            let g = |ky: usize, kx: usize| {
+                w.data[w.off + o * w.rs + (i * 9 + ky * 3 + kx) * w.cs] as f64
+            };
             // G g: a rows of 3
             let gg: Vec<[f64; 3]> = gm
                 .iter()
-                .map(|r| std::array::from_fn(|kx| r[0] * g(0, kx) + r[1] * g(1, kx) + r[2] * g(2, kx)))
+                .map(|r| {
+                    std::array::from_fn(|kx| r[0] * g(0, kx) + r[1] * g(1, kx) + r[2] * g(2, kx))
+                })
                 .collect();
             // (G g) Gᵀ
             for (xi, row) in gg.iter().enumerate() {
@@ -99,41 +109,6 @@ pub(crate) fn winograd_weights(w: &sgemm::View, m: usize) -> Vec<sgemm::PackedB>
         .into_par_iter()
         .map(|e| sgemm::pack_b(&sgemm::View::row_major(&u[e * c * co..][..c * co], c, co)))
         .collect()
-}
-
-/// A 3x3 stride-1 convolution ([`winograd`]) as F(2x2, 3x3): each image
-/// copied channels-last with its padding (as [`conv_pixel_taps`] does);
-/// every 4x4 tile of it (2 pixels apart, over the batch) transformed,
-/// `V = Bᵀ d B`, 16 channels a vector, into 16 matrices `[tiles, c]`; 16
-/// products `M_ξν = V_ξν U_ξν` with the weights transformed once (the
-/// executor's pack cache: [`winograd_weights`]); each tile's 2x2 outputs
-/// `Aᵀ m A` plus the bias into a channels-last output, transposed into
-/// the output planes with the fused chain run after. 4 multiply-adds an
-/// output pixel and channel pair where the direct kernel does 9; the
-/// transforms are additions. The results differ from torch's direct sum
-/// by rounding (`winograd_matches_direct`).
-pub(super) fn conv_winograd(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
-    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let bv = bias.map(f32s).transpose()?;
-    let w = w.contiguous()?;
-    let m = tile_for(g, b);
-    let us = with_host(&w, |ws: &[f32]| exec.winograd_weights(&sgemm::View::row_major(ws, co, c * 9), m))
-        .ok_or_else(|| Error::internal("Winograd convolution of a weight that is not float32 on the host"))?;
-    output_of(x.device(), shape, epilogue, |out, accumulate, then| {
-        with_host(x, |xs: &[f32]| {
-            // SAFETY: the kernels' instruction set is present (the caller's check)
-            unsafe { winograd_product(xs, (b, c, co), (g, m), &us, bv.as_deref(), (accumulate, then), out) }
-        })
-        .ok_or_else(|| Error::internal("Winograd convolution of an input that is not float32 on the host"))
-    })
 }
 
 thread_local! {
@@ -177,13 +152,31 @@ impl Tiles {
     /// # Safety
     /// The kernels' instruction set is present ([`sgemm::available`]);
     /// the rows lie in `v`'s buffer.
-    unsafe fn inputs(&self, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+    unsafe fn inputs(
+        &self,
+        image: &[f32],
+        tiles: std::ops::Range<usize>,
+        v: *mut f32,
+        stride: usize,
+    ) {
         #[target_feature(enable = "avx512f")]
-        unsafe fn wide(g: &Tiles, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+        unsafe fn wide(
+            g: &Tiles,
+            image: &[f32],
+            tiles: std::ops::Range<usize>,
+            v: *mut f32,
+            stride: usize,
+        ) {
             g.inputs_in::<Avx512>(image, tiles, v, stride)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(g: &Tiles, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+        unsafe fn avx2(
+            g: &Tiles,
+            image: &[f32],
+            tiles: std::ops::Range<usize>,
+            v: *mut f32,
+            stride: usize,
+        ) {
             g.inputs_in::<Avx2>(image, tiles, v, stride)
         }
         if sgemm::avx512() {
@@ -194,7 +187,13 @@ impl Tiles {
     }
 
     #[inline(always)]
-    unsafe fn inputs_in<S: F32x16>(&self, image: &[f32], tiles: std::ops::Range<usize>, v: *mut f32, stride: usize) {
+    unsafe fn inputs_in<S: F32x16>(
+        &self,
+        image: &[f32],
+        tiles: std::ops::Range<usize>,
+        v: *mut f32,
+        stride: usize,
+    ) {
         let c = self.c;
         for (k, t) in tiles.enumerate() {
             let (bi, r) = (t / self.per_image(), t % self.per_image());
@@ -224,7 +223,13 @@ impl Tiles {
         bias: Option<&[f32]>,
         y: sgemm::SendPtr,
     ) {
-        type Args<'a> = (*const f32, std::ops::Range<usize>, usize, Option<&'a [f32]>, sgemm::SendPtr);
+        type Args<'a> = (
+            *const f32,
+            std::ops::Range<usize>,
+            usize,
+            Option<&'a [f32]>,
+            sgemm::SendPtr,
+        );
         #[target_feature(enable = "avx512f")]
         unsafe fn wide(g: &Tiles, (m, tiles, stride, bias, y): Args) {
             g.outputs_in::<Avx512>(m, tiles, stride, bias, y)
@@ -285,7 +290,7 @@ const BLOCK_MIN_TILES: usize = 32;
 /// The kernels' instruction set is present; `c` and `co` are multiples of 16; `us` holds 16
 /// products' `[c, co]` weights.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn winograd_product(
+pub unsafe fn winograd_product(
     xs: &[f32],
     (b, c, co): (usize, usize, usize),
     (g, m): (&Windows, usize),
@@ -294,13 +299,26 @@ pub(super) unsafe fn winograd_product(
     (accumulate, then): (bool, Option<&sgemm::Epilogue>),
     out: &mut [std::mem::MaybeUninit<f32>],
 ) {
-    use crate::exec::threads::{par_chunks, par_for, par_for_init};
+    use crate::kernels::threads::{par_chunks, par_for, par_for_init};
     let ([_, h, wd], [_, oh, ow]) = (g.input, g.output);
     let n = oh * ow;
     let (th, tw) = (oh.div_ceil(m), ow.div_ceil(m));
-    let geo = Tiles { m, th, tw, wp: m * tw + 2, c, co, oh, ow };
+    let geo = Tiles {
+        m,
+        th,
+        tw,
+        wp: m * tw + 2,
+        c,
+        co,
+        oh,
+        ow,
+    };
     let np = geo.products();
-    assert_eq!(us.len(), np, "winograd_product: the weights of another tile");
+    assert_eq!(
+        us.len(),
+        np,
+        "winograd_product: the weights of another tile"
+    );
     let tiles = b * geo.per_image();
     let padded = geo.padded();
     let mut image = IMAGE.with(|v| v.take());
@@ -393,17 +411,25 @@ fn channels_last(xs: &[f32], (b, h, w): (usize, usize, usize), geo: &Tiles, imag
                 zero(y * wp);
                 (w + 1..wp).for_each(|x| zero(y * wp + x));
                 let src = &xs[(bi * c + c0) * h * w + (y - 1) * w..];
-                crate::exec::vmath::transpose_strided::<false>(src, h * w, (16, w), base.add((y * wp + 1) * c), c);
+                crate::kernels::vmath::transpose_strided::<false>(
+                    src,
+                    h * w,
+                    (16, w),
+                    base.add((y * wp + 1) * c),
+                    c,
+                );
             }
         }
     };
     let threads = rayon::current_num_threads();
     if b >= threads || hp < 2 * threads {
-        crate::exec::threads::par_for(b * groups, |t| write(t / groups, (t % groups) * 16, 0..hp));
+        crate::kernels::threads::par_for(b * groups, |t| {
+            write(t / groups, (t % groups) * 16, 0..hp)
+        });
         return;
     }
     let bands = (4 * threads).min(hp);
-    crate::exec::threads::par_for(b * bands, |t| {
+    crate::kernels::threads::par_for(b * bands, |t| {
         let (bi, q) = (t / bands, t % bands);
         for g in 0..groups {
             write(bi, g * 16, q * hp / bands..(q + 1) * hp / bands);
@@ -424,10 +450,14 @@ fn channels_first(
     then: Option<&sgemm::Epilogue>,
 ) {
     let threads = rayon::current_num_threads();
-    let parts = if b >= threads { 1 } else { threads.div_ceil(b).min(n.div_ceil(16)) };
+    let parts = if b >= threads {
+        1
+    } else {
+        threads.div_ceil(b).min(n.div_ceil(16))
+    };
     let op = sgemm::SendPtr(out.as_mut_ptr().cast::<f32>());
     assert!(out.len() >= b * co * n && y.len() >= b * n * co);
-    crate::exec::threads::par_for(b * parts, |t| {
+    crate::kernels::threads::par_for(b * parts, |t| {
         let (bi, q) = (t / parts, t % parts);
         // bands of whole lines of 16 floats
         let band = |q: usize| (q * n / parts).next_multiple_of(16).min(n);
@@ -438,9 +468,9 @@ fn channels_first(
         unsafe {
             let dst = op.at(bi * co * n + p0);
             if accumulate {
-                crate::exec::vmath::transpose_strided::<true>(src, co, (p1 - p0, co), dst, n);
+                crate::kernels::vmath::transpose_strided::<true>(src, co, (p1 - p0, co), dst, n);
             } else {
-                crate::exec::vmath::transpose_strided::<false>(src, co, (p1 - p0, co), dst, n);
+                crate::kernels::vmath::transpose_strided::<false>(src, co, (p1 - p0, co), dst, n);
             }
             if let Some(e) = then {
                 for o in 0..co {
@@ -463,7 +493,14 @@ fn channels_first(
 unsafe fn bt<S: F32x16, const A: usize>(d: [S; 6]) -> [S; 6] {
     let z = S::zero();
     if A == 4 {
-        return [d[0].sub(d[2]), d[1].add(d[2]), d[2].sub(d[1]), d[1].sub(d[3]), z, z];
+        return [
+            d[0].sub(d[2]),
+            d[1].add(d[2]),
+            d[2].sub(d[1]),
+            d[1].sub(d[3]),
+            z,
+            z,
+        ];
     }
     let k = |v: f32| S::splat(v);
     let (s12, d12, d13) = (d[1].add(d[2]), d[1].sub(d[2]), d[1].sub(d[3]));
@@ -512,13 +549,25 @@ unsafe fn at<S: F32x16, const A: usize>(m: [S; 6]) -> [S; 4] {
 /// and writes lie in their buffers.
 #[allow(clippy::needless_range_loop)] // the transforms as written
 #[inline(always)]
-unsafe fn input_tile<S: F32x16, const A: usize>(at: *const f32, line: usize, c: usize, v: *mut f32, stride: usize) {
+unsafe fn input_tile<S: F32x16, const A: usize>(
+    at: *const f32,
+    line: usize,
+    c: usize,
+    v: *mut f32,
+    stride: usize,
+) {
     let z = S::zero();
     for ch in (0..c).step_by(16) {
         // Bᵀ d: t[j] is column j's results
         let mut t = [[z; 6]; 6];
         for j in 0..A {
-            t[j] = bt::<S, A>(std::array::from_fn(|i| if i < A { S::load(at.add(i * line + j * c + ch)) } else { z }));
+            t[j] = bt::<S, A>(std::array::from_fn(|i| {
+                if i < A {
+                    S::load(at.add(i * line + j * c + ch))
+                } else {
+                    z
+                }
+            }));
         }
         for i in 0..A {
             let row = bt::<S, A>(std::array::from_fn(|j| t[j][i]));
@@ -552,7 +601,13 @@ unsafe fn output_tile<S: F32x16, const A: usize>(
         // Aᵀ m: r[j] is column j's results
         let mut r = [[z; 4]; 6];
         for j in 0..A {
-            r[j] = at::<S, A>(std::array::from_fn(|i| if i < A { S::load(at_.add((i * A + j) * stride + ch)) } else { z }));
+            r[j] = at::<S, A>(std::array::from_fn(|i| {
+                if i < A {
+                    S::load(at_.add((i * A + j) * stride + ch))
+                } else {
+                    z
+                }
+            }));
         }
         let bv = bias.map_or(z, |b| S::load(b.as_ptr().add(ch)));
         for i in 0..rows {
@@ -567,7 +622,7 @@ unsafe fn output_tile<S: F32x16, const A: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::sgemm::tests::values;
+    use crate::kernels::sgemm::tests::values;
 
     /// F(2x2, 3x3) and F(4x4, 3x3) against the sum of a 3x3 convolution
     /// in float64, on
@@ -593,7 +648,10 @@ mod tests {
         .enumerate()
         {
             let g = Windows::new(&[h, w], &[3, 3], &[1, 1], &[1, 1], &[1, 1]).unwrap();
-            assert!(winograd(&g, c, co) || !enabled(), "case {case} takes Winograd");
+            assert!(
+                winograd(&g, c, co) || !enabled(),
+                "case {case} takes Winograd"
+            );
             let xs = values(b * c * h * w, 1 + case as u32);
             let ws = values(co * c * 9, 100 + case as u32);
             let bias = values(co, 200 + case as u32);
@@ -609,12 +667,15 @@ mod tests {
                             for i in 0..c {
                                 for ky in 0..3 {
                                     for kx in 0..3 {
-                                        let (iy, ix) = ((y + ky) as isize - 1, (x + kx) as isize - 1);
-                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        let (iy, ix) =
+                                            ((y + ky) as isize - 1, (x + kx) as isize - 1);
+                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
+                                        {
                                             continue;
                                         }
                                         let t = ws[((o * c + i) * 3 + ky) * 3 + kx] as f64
-                                            * xs[((bi * c + i) * h + iy as usize) * w + ix as usize] as f64;
+                                            * xs[((bi * c + i) * h + iy as usize) * w + ix as usize]
+                                                as f64;
                                         s += t;
                                         a += t.abs();
                                     }
@@ -628,11 +689,24 @@ mod tests {
             // one thread (blocks of tiles, each made whole), two (one
             // image's lines made channels-last in bands) and many (every
             // phase split)
-            for (over, threads, m) in [1, 2, 64].into_iter().flat_map(|t| [(false, t, 2), (true, t, 2), (false, t, 4), (true, t, 4)]) {
+            for (over, threads, m) in [1, 2, 64]
+                .into_iter()
+                .flat_map(|t| [(false, t, 2), (true, t, 2), (false, t, 4), (true, t, 4)])
+            {
                 let mut out = res.clone();
-                let relu = [sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) }];
-                let then = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let relu = [sgemm::EpiStep {
+                    op: sgemm::EpiOp::Relu,
+                    b: sgemm::EpiSrc::Const(0.0),
+                }];
+                let then = sgemm::Epilogue {
+                    steps: &relu,
+                    inputs: &[],
+                    map: None,
+                };
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
                 // SAFETY: the instruction set checked; the sizes are the convolution's
                 pool.install(|| unsafe {
                     winograd_product(
@@ -646,7 +720,11 @@ mod tests {
                     )
                 });
                 for (e, (got, &(s, a))) in out.iter().zip(&want).enumerate() {
-                    let s = if over { (s + res[e] as f64).max(0.0) } else { s };
+                    let s = if over {
+                        (s + res[e] as f64).max(0.0)
+                    } else {
+                        s
+                    };
                     assert!(
                         (*got as f64 - s).abs() <= 1e-5 * (1.0 + a),
                         "F({m}x{m}, 3x3) case {case} over {over} on {threads} threads, element {e}: {got} vs {s}"

@@ -12,12 +12,12 @@ use std::arch::x86_64::*;
 /// Rows of C a kernel call computes.
 pub(super) const MR: usize = 12;
 
-/// Whether this CPU runs the kernel: AVX-512F chosen ([`crate::exec::vmath::isa`],
+/// Whether this CPU runs the kernel: AVX-512F chosen ([`crate::kernels::isa`],
 /// so `PT2KIT_NO_AVX512=1` turns it off) and AVX512-BF16 present.
 pub(super) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        crate::exec::vmath::isa() == crate::exec::vmath::Isa::Avx512
+        crate::kernels::isa() == crate::kernels::Isa::Avx512
             && std::arch::is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]

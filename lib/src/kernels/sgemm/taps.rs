@@ -149,7 +149,7 @@ pub fn gemm_taps(
         run(0..np);
         return;
     }
-    crate::exec::threads::par_for(threads, |t| run(t * np / threads..(t + 1) * np / threads));
+    crate::kernels::threads::par_for(threads, |t| run(t * np / threads..(t + 1) * np / threads));
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (a layer's relu, gelu, residual add, hardswish): see [`Epilogue`].
 
 use super::*;
-use crate::exec::vmath;
+use crate::kernels::vmath;
 
 /// The second operand of an [`Epilogue`] step (the first is the value so
 /// far: the product with its bias, then each step's result).

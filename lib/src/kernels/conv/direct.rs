@@ -19,20 +19,20 @@ use super::*;
 /// + kx - (ph * w + pw)` (the panels' shift), and each panel's lanes whose
 /// tap falls in the padding are masked off, tap by tap
 /// ([`sgemm::Panels`]' tap masks).
-struct Grid {
-    data: Vec<f32>,
+pub struct Grid {
+    pub data: Vec<f32>,
     /// Floats per image.
-    image: usize,
+    pub image: usize,
     /// Where row r (channel, ky, kx) of the product's B starts, from an
     /// output position's flat index (plus the panels' shift).
-    offs: Vec<usize>,
-    pitch: usize,
+    pub offs: Vec<usize>,
+    pub pitch: usize,
     /// The windows of an input read in place with taps: the panels mask
     /// each tap's lanes.
-    masked: Option<Windows>,
+    pub masked: Option<Windows>,
     /// Read in place, the batch's planes of a channel side by side (a
     /// copy, `[channel][image][h][w]`): panels run on across images.
-    batched: bool,
+    pub batched: bool,
 }
 
 /// Floats of a copied [`Grid`] from which its rows are split between the
@@ -62,33 +62,38 @@ impl Drop for Grid {
 /// pointwise one (the copy weighs more against one tap: MobileNetV3's
 /// `[40, 240]` at 14x14, batch 8, 0.20 -> 0.28 ms batched; its `[576,
 /// 96]` at 7x7 0.53 -> 0.41), and an image's output lines fit its plane.
-pub(super) fn batched_planes(g: &Windows, b: usize) -> bool {
+pub fn batched_planes(g: &Windows, b: usize) -> bool {
     let ([_, h, w], [_, sh, sw], [_, oh, ow]) = (g.input, g.stride, g.output);
     let span = (oh - 1) * w + ow;
     let lanes = span / sgemm::NR * sgemm::NR + (span % sgemm::NR).next_multiple_of(16);
     let idle = if pointwise(g) { 10 } else { 3 };
-    b > 1 && (sh, sw) == (1, 1) && ow <= w && oh <= h && h * w > 0 && span * 100 < lanes * (100 - idle)
+    b > 1
+        && (sh, sw) == (1, 1)
+        && ow <= w
+        && oh <= h
+        && h * w > 0
+        && span * 100 < lanes * (100 - idle)
 }
 
 /// Floats of a copied grid one image's channels reach before the images
 /// of a batch take theirs one at a time ([`conv_direct`]; 64 Ki floats,
 /// a quarter of L2).
-const PER_IMAGE_GRID_MIN: usize = 1 << 16;
+pub const PER_IMAGE_GRID_MIN: usize = 1 << 16;
 
 impl Grid {
-    fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Grid {
+    pub fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Grid {
         Grid::build(xs, b, c, g, true)
     }
 
     /// Whether [`Grid::new`] reads the input in place (stride 1, output
     /// lines no longer than the input's; the batched small planes too).
-    fn in_place(g: &Windows) -> bool {
+    pub fn in_place(g: &Windows) -> bool {
         let ([_, h, w], [_, sh, sw], [_, _, ow]) = (g.input, g.stride, g.output);
         (sh, sw) == (1, 1) && ow <= w && h * w > 0
     }
 
     /// Floats a channel of a copied grid holds (its stride phases, padded).
-    fn copied_len(g: &Windows) -> usize {
+    pub fn copied_len(g: &Windows) -> usize {
         let ([_, kh, kw], [_, sh, sw], [_, dh, dw]) = (g.kernel, g.stride, g.dilation);
         let [_, oh, ow] = g.output;
         sh * sw * (oh + (kh - 1) * dh / sh) * (ow + (kw - 1) * dw / sw)
@@ -96,7 +101,7 @@ impl Grid {
 
     /// [`Grid::new`], reading in place only where `in_place_allowed` (the
     /// kernel bench times the copied grid against it).
-    fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place_allowed: bool) -> Grid {
+    pub fn build(xs: &[f32], b: usize, c: usize, g: &Windows, in_place_allowed: bool) -> Grid {
         let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
         let ([_, sh, sw], [_, ph, pw], [_, dh, dw]) = (g.stride, g.pad, g.dilation);
         let [_, oh, ow] = g.output;
@@ -115,7 +120,7 @@ impl Grid {
             if batched_planes(g, b) {
                 let mut data = GRID.with(|g| g.take());
                 data.resize(b * c * plane, 0.0);
-                crate::exec::threads::par_chunks(&mut data, b * plane, |ch, dst| {
+                crate::kernels::threads::par_chunks(&mut data, b * plane, |ch, dst| {
                     for (bi, d) in dst.chunks_mut(plane.max(1)).enumerate() {
                         d.copy_from_slice(&xs[(bi * c + ch) * plane..][..plane]);
                     }
@@ -193,12 +198,21 @@ impl Grid {
                 let at = i * channel + ((q % sh) * sw * hp + q / sh) * pitch;
                 lines.fill(0.0);
                 if let Some(iy) = q.checked_sub(ph).filter(|&iy| iy < h) {
-                    scatter_columns(&xs[(i * h + iy) * w..][..w], pw, sw, pitch, &mut lines, pitch);
+                    scatter_columns(
+                        &xs[(i * h + iy) * w..][..w],
+                        pw,
+                        sw,
+                        pitch,
+                        &mut lines,
+                        pitch,
+                    );
                 }
                 for (px, line) in lines.chunks_exact(pitch).enumerate() {
                     // SAFETY: padded row q's line of column phase px,
                     // inside the grid (q / sh < hp) and no other row's
-                    let dst = unsafe { std::slice::from_raw_parts_mut(out.at(at + px * hp * pitch), pitch) };
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out.at(at + px * hp * pitch), pitch)
+                    };
                     dst.copy_from_slice(line);
                 }
             }
@@ -211,7 +225,9 @@ impl Grid {
         if tasks <= 1 {
             band(0, rows);
         } else {
-            crate::exec::threads::par_for(tasks, |t| band(t * rows / tasks, (t + 1) * rows / tasks));
+            crate::kernels::threads::par_for(tasks, |t| {
+                band(t * rows / tasks, (t + 1) * rows / tasks)
+            });
         }
         Grid {
             data,
@@ -224,7 +240,7 @@ impl Grid {
     }
 
     /// The grid's floats: the input itself for a pointwise convolution.
-    fn src<'a>(&'a self, xs: &'a [f32]) -> &'a [f32] {
+    pub fn src<'a>(&'a self, xs: &'a [f32]) -> &'a [f32] {
         if self.data.is_empty() {
             xs
         } else {
@@ -237,12 +253,33 @@ impl Grid {
     /// plane only, and made on every call they were 2% of MobileNetV3's
     /// run at batch 1 with their allocations (a vector of runs a panel).
     /// Kept up to [`PANELS_KEPT_MAX`] bytes of them (all dropped past it).
-    fn panels(&self, b: usize, co: usize, out: (usize, usize)) -> std::sync::Arc<sgemm::Panels> {
+    pub fn panels(
+        &self,
+        b: usize,
+        co: usize,
+        out: (usize, usize),
+    ) -> std::sync::Arc<sgemm::Panels> {
         use std::sync::{Arc, Mutex, OnceLock};
-        type Key = (Option<Windows>, bool, usize, usize, usize, usize, (usize, usize));
-        type Kept = (crate::exec::FastMap<Key, Arc<sgemm::Panels>>, usize);
+        type Key = (
+            Option<Windows>,
+            bool,
+            usize,
+            usize,
+            usize,
+            usize,
+            (usize, usize),
+        );
+        type Kept = (crate::kernels::FastMap<Key, Arc<sgemm::Panels>>, usize);
         static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
-        let key = (self.masked, self.batched, self.pitch, self.image, b, co, out);
+        let key = (
+            self.masked,
+            self.batched,
+            self.pitch,
+            self.image,
+            b,
+            co,
+            out,
+        );
         let Ok(mut kept) = KEPT.get_or_init(Default::default).lock() else {
             return Arc::new(self.make_panels(b, co, out));
         };
@@ -267,14 +304,17 @@ impl Grid {
     /// co, oh, ow]` (C's rows are the channels of image 0). Worked out a
     /// run at a time: lane by lane, the panels of MobileNetV3's stem took
     /// 0.2 ms at batch 8.
-    fn make_panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
+    pub fn make_panels(&self, b: usize, co: usize, (oh, ow): (usize, usize)) -> sgemm::Panels {
         if let Some(g) = &self.masked {
             return self.panels_in_place(g, b, co);
         }
         let (pitch, nr) = (self.pitch, sgemm::NR);
         let flat = (oh - 1) * pitch + ow;
         // each panel's first position and lanes
-        let starts: Vec<(usize, usize)> = (0..flat).step_by(nr).map(|p0| (p0, nr.min(flat - p0))).collect();
+        let starts: Vec<(usize, usize)> = (0..flat)
+            .step_by(nr)
+            .map(|p0| (p0, nr.min(flat - p0)))
+            .collect();
         // image 0's runs of each panel, a run per output line it meets
         let runs: Vec<Vec<sgemm::Run>> = starts
             .iter()
@@ -304,7 +344,10 @@ impl Grid {
         for bi in 0..b {
             let shift = (bi * co * oh * ow) as isize;
             for (&(p0, _), runs) in starts.iter().zip(&runs) {
-                let moved = runs.iter().map(|r| sgemm::Run { at: r.at + shift, ..*r });
+                let moved = runs.iter().map(|r| sgemm::Run {
+                    at: r.at + shift,
+                    ..*r
+                });
                 panels.push(bi * self.image + p0, moved);
             }
         }
@@ -319,7 +362,7 @@ impl Grid {
     /// from one image into the next; each panel's lanes per tap are those
     /// of an output pixel whose tap reads inside the input. Worked out a
     /// line of a panel at a time.
-    fn panels_in_place(&self, g: &Windows, b: usize, co: usize) -> sgemm::Panels {
+    pub fn panels_in_place(&self, g: &Windows, b: usize, co: usize) -> sgemm::Panels {
         let ([_, h, w], [_, kh, kw]) = (g.input, g.kernel);
         let ([_, ph, pw], [_, dh, dw]) = (g.pad, g.dilation);
         let [_, oh, ow] = g.output;
@@ -388,7 +431,11 @@ impl Grid {
                 if runs.is_empty() {
                     continue;
                 }
-                let base = if self.batched { v0 } else { bi * self.image + v0 };
+                let base = if self.batched {
+                    v0
+                } else {
+                    bi * self.image + v0
+                };
                 panels.push(base, runs);
                 panels.masks.extend(&masks);
             }
@@ -397,105 +444,11 @@ impl Grid {
     }
 }
 
-/// A 2-D convolution, direct: the weight `[c_out, c_in * taps]`, read as
-/// it lies (no packed copy: as fast, and ResNet-50's packed 3x3 weights
-/// were 55 MB more at its peak), times B, whose row for tap (channel, ky, kx) is the input under that
-/// tap at every output position, read where it lies in the batch's
-/// [`Grid`] ([`sgemm::gemm_direct`]), each lane written straight to its
-/// output pixel. im2col would copy the input `taps` times and the product
-/// pack it once more: ResNet-18's 3x3 stages at batch 8 ran at 260-350
-/// GFLOP/s that way, 330-410 direct; the copies dominate a product of
-/// small `k` (MobileNetV3's stem at batch 8: 64 GFLOP/s).
-pub(super) fn conv_direct(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
-    // over a dead residual where the executor offers one (ResNets' last
-    // convolution of a block): the add made as each vector is stored, on
-    // the line it reads, where a fresh output's lines were read for
-    // ownership first (25.7 MB for ResNet-50's [256, 64] over 56x56 at
-    // batch 8)
-    output_of(x.device(), shape.clone(), epilogue, |out, accumulate, then| {
-        direct_into(x, w, bias, g, &shape, out, accumulate, then)
-    })
-}
-
-/// [`conv_direct`] into `out` (its `shape`: every element written; with
-/// `accumulate`, each added to what `out` holds, which is then
-/// initialised), `then` run on each block as it is stored.
-#[allow(clippy::too_many_arguments)]
-fn direct_into(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: &[usize],
-    out: &mut [std::mem::MaybeUninit<f32>],
-    accumulate: bool,
-    then: Option<&sgemm::Epilogue>,
-) -> Result<()> {
-    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let [_, oh, ow] = g.output;
-    let k = c * g.taps();
-    let bv = bias.map(f32s).transpose()?;
-    // written whole by the kernel (every output pixel is a lane of a
-    // panel, and k is at least 1: no channels take another path)
-    assert!(k > 0, "conv_direct over no input channels");
-    assert_eq!(out.len(), b * co * oh * ow, "conv_direct: an output of its shape");
-    // a copied grid image by image where one image's is big (a stem's, a
-    // stride-2 3x3's): each made just before its product reads it, in L2,
-    // where the batch's went out to memory and back (MobileNetV3's stem
-    // at batch 8: grid 0.35 and product 0.6 ms in the model, 0.12 and 0.3
-    // warm)
-    let [_, h, wd] = g.input;
-    let per_image = b > 1 && !Grid::in_place(g) && c * Grid::copied_len(g) >= PER_IMAGE_GRID_MIN;
-    let (images, count) = if per_image { (b, 1) } else { (1, b) };
-    with_host(w, |ws: &[f32]| {
-        with_host(x, |xs: &[f32]| {
-            let (xlen, olen) = (count * c * h * wd, count * co * oh * ow);
-            for (i, dst) in out.chunks_mut(olen.max(1)).enumerate().take(images) {
-                let xs = &xs[i * xlen..][..xlen];
-                let grid = Grid::new(xs, count, c, g);
-                let panels = grid.panels(count, co, (oh, ow));
-                // the epilogue's inputs from this image on
-                let inputs: Vec<&[f32]> = then
-                    .map(|e| e.inputs.iter().map(|v| &v[(i * olen).min(v.len())..]).collect())
-                    .unwrap_or_default();
-                let then = then.map(|e| sgemm::Epilogue {
-                    inputs: &inputs,
-                    ..*e
-                });
-                // SAFETY: each output pixel is one lane of one panel.
-                unsafe {
-                    sgemm::gemm_direct(
-                        sgemm::Lhs::rows(ws, co, k),
-                        grid.src(xs),
-                        &grid.offs,
-                        &panels,
-                        dst,
-                        oh * ow,
-                        bv.as_deref(),
-                        accumulate,
-                        then.as_ref(),
-                        rayon::current_num_threads(),
-                    )
-                };
-            }
-        })
-    })
-    .flatten()
-    .ok_or_else(|| Error::internal("direct convolution of tensors that are not float32 on the host"))
-}
-
 /// The im2col matrix of a batch's images (rows channel by tap, columns
 /// the output pixels image after image), made row by row where a packed
 /// product needs it ([`Im2col::fill`]) from their padded, stride-phased
 /// copy ([`Grid`]): each output line's pixels under a tap one run of it.
-pub(super) struct Im2col {
+pub struct Im2col {
     grid: Grid,
     /// Output pixels an image, and a line.
     n: usize,
@@ -505,7 +458,7 @@ pub(super) struct Im2col {
 impl Im2col {
     /// Over `b` images of `c` channels (`xs`, `[b, c, h, w]`) under `g`
     /// (2-D).
-    pub(super) fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Im2col {
+    pub fn new(xs: &[f32], b: usize, c: usize, g: &Windows) -> Im2col {
         Im2col {
             grid: Grid::build(xs, b, c, g, false),
             n: g.out_plane(),
@@ -517,7 +470,7 @@ impl Im2col {
     /// it was made of): an output line's pixels at a time, walked from
     /// one line to the next (no division a line), each line copied inline
     /// ([`copy_line`]).
-    pub(super) fn fill(&self, xs: &[f32], r: usize, j0: usize, seg: &mut [f32]) {
+    pub fn fill(&self, xs: &[f32], r: usize, j0: usize, seg: &mut [f32]) {
         let (src, grid) = (self.grid.src(xs), &self.grid);
         let (n, ow) = (self.n, self.ow);
         let (i, p) = (j0 / n, j0 % n);
@@ -579,9 +532,17 @@ mod tests {
     /// padding zero, over a kept buffer that held other numbers: strides
     /// 1 to 3 each way, padding none to past the kernel, dilations.
     #[test]
-    fn copied_grid_is_the_padded_phases() {
+    pub fn copied_grid_is_the_padded_phases() {
         for &((h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw), c, b) in &[
-            ((13usize, 11usize), (3usize, 3usize), (2usize, 2usize), (1usize, 1usize), (1usize, 1usize), 3usize, 2usize),
+            (
+                (13usize, 11usize),
+                (3usize, 3usize),
+                (2usize, 2usize),
+                (1usize, 1usize),
+                (1usize, 1usize),
+                3usize,
+                2usize,
+            ),
             ((9, 14), (7, 5), (2, 3), (3, 2), (1, 1), 2, 1),
             ((8, 8), (3, 3), (1, 1), (0, 2), (2, 1), 1, 2),
             ((10, 7), (5, 3), (3, 2), (4, 0), (1, 2), 2, 1),
@@ -601,9 +562,17 @@ mod tests {
                     let (py, px) = (p / sw, p % sw);
                     for (r, line) in phase.chunks(pitch).enumerate() {
                         for (j, v) in line.iter().enumerate() {
-                            let (y, x) = ((r * sh + py) as isize - ph as isize, (j * sw + px) as isize - pw as isize);
-                            let inside = (0..h as isize).contains(&y) && (0..w as isize).contains(&x);
-                            let want = if inside { xs[i * h * w + y as usize * w + x as usize] } else { 0.0 };
+                            let (y, x) = (
+                                (r * sh + py) as isize - ph as isize,
+                                (j * sw + px) as isize - pw as isize,
+                            );
+                            let inside =
+                                (0..h as isize).contains(&y) && (0..w as isize).contains(&x);
+                            let want = if inside {
+                                xs[i * h * w + y as usize * w + x as usize]
+                            } else {
+                                0.0
+                            };
                             assert_eq!(v.to_bits(), want.to_bits(), "{h}x{w} k{kh}x{kw} s{sh}x{sw} p{ph}x{pw}: channel {i} phase {p} at {r},{j}");
                         }
                     }
@@ -616,7 +585,7 @@ mod tests {
     /// side) from any column, across output lines and images, for taps,
     /// strides and padding, as [`im2col_fill`] makes them.
     #[test]
-    fn im2col_rows_match_the_column_matrix() {
+    pub fn im2col_rows_match_the_column_matrix() {
         for &(hw, kk, s, pad, c, b) in &[
             (9usize, 3usize, 1usize, 1usize, 2usize, 3usize),
             (10, 3, 2, 1, 3, 2),
@@ -630,14 +599,24 @@ mod tests {
             let (k, n) = (c * g.taps(), g.out_plane());
             let im = Im2col::new(&xs, b, c, &g);
             for r in 0..k {
-                for (j0, len) in [(0, b * n), (1, n), (g.output[2] - 1, 2 * g.output[2] + 1), (n - 1, 2), (3, b * n - 3)] {
+                for (j0, len) in [
+                    (0, b * n),
+                    (1, n),
+                    (g.output[2] - 1, 2 * g.output[2] + 1),
+                    (n - 1, 2),
+                    (3, b * n - 3),
+                ] {
                     let len = len.min(b * n - j0);
                     let mut got = vec![f32::NAN; len];
                     im.fill(&xs, r, j0, &mut got);
                     for (q, v) in got.iter().enumerate() {
                         let j = j0 + q;
                         let e = want[(j / n) * k * n + r * n + j % n];
-                        assert_eq!(v.to_bits(), e.to_bits(), "{hw}x{hw} k{kk} s{s} p{pad}, row {r}, column {j}");
+                        assert_eq!(
+                            v.to_bits(),
+                            e.to_bits(),
+                            "{hw}x{hw} k{kk} s{s} p{pad}, row {r}, column {j}"
+                        );
                     }
                 }
             }
@@ -663,8 +642,11 @@ mod speed {
     /// (and read for ownership) in 2.7 ms, with A packed or in place alike.
     #[test]
     #[ignore]
-    fn direct_speed() {
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    pub fn direct_speed() {
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
         let only: Option<usize> = std::env::var("ONLY").ok().and_then(|v| v.parse().ok());
         for &(c, co, hw, kk, s) in &[
             (64usize, 64usize, 56usize, 3usize, 1usize),
@@ -684,7 +666,10 @@ mod speed {
             if only.is_some_and(|k| k != kk) {
                 continue;
             }
-            let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+            let b: usize = std::env::var("BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8);
             let pad = kk / 2;
             let g = Windows::new(&[hw, hw], &[kk, kk], &[s, s], &[pad, pad], &[1, 1]).unwrap();
             let [_, oh, ow] = g.output;
@@ -702,14 +687,22 @@ mod speed {
             // had it faster)
             let taps = kk * kk;
             let bs: Vec<sgemm::PackedB> = (0..taps)
-                .map(|tap| sgemm::pack_b(&super::super::pixels::tap_weight(&ws, tap, (c, co), taps)))
+                .map(|tap| sgemm::pack_b(&super::pixels::tap_weight(&ws, tap, (c, co), taps)))
                 .collect();
             let bs: Vec<&sgemm::PackedB> = bs.iter().collect();
             let mut tt = 0f64;
             for round in 0..8 {
                 let t0 = std::time::Instant::now();
                 for _ in 0..reps {
-                    super::super::pixels::pixel_taps_product(&xs, (b, c, co), &g, &bs, None, (false, None), &mut out);
+                    super::pixels::pixel_taps_product(
+                        &xs,
+                        (b, c, co),
+                        &g,
+                        &bs,
+                        None,
+                        (false, None),
+                        &mut out,
+                    );
                 }
                 tt += t0.elapsed().as_secs_f64();
                 for in_place in [round % 2 == 0, round % 2 == 1] {
@@ -741,7 +734,11 @@ mod speed {
                 }
             }
             let tt = tt / (8 * reps) as f64;
-            eprintln!("c {c} co {co} {hw}x{hw} k{kk} s{s} pixel rows: {:.3} ms, {:.0} GF/s", tt * 1e3, flops / tt / 1e9);
+            eprintln!(
+                "c {c} co {co} {hw}x{hw} k{kk} s{s} pixel rows: {:.3} ms, {:.0} GF/s",
+                tt * 1e3,
+                flops / tt / 1e9
+            );
             for (mode, [tg, tm]) in ["copied", "in place"].iter().zip(t) {
                 let (tg, tm) = (tg / (8 * reps) as f64, tm / (8 * reps) as f64);
                 eprintln!(
@@ -763,27 +760,59 @@ mod speed {
     /// (`THREADS`, 1 by default).
     #[test]
     #[ignore]
-    fn relu_store_speed() {
+    pub fn relu_store_speed() {
         use sgemm::{EpiOp, EpiSrc, EpiStep};
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        for &(c, co, hw) in &[(16usize, 72usize, 56usize), (16, 16, 56), (24, 88, 28), (64, 256, 56), (128, 512, 28)] {
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        for &(c, co, hw) in &[
+            (16usize, 72usize, 56usize),
+            (16, 16, 56),
+            (24, 88, 28),
+            (64, 256, 56),
+            (128, 512, 28),
+        ] {
             let g = Windows::new(&[hw, hw], &[1, 1], &[1, 1], &[0, 0], &[1, 1]).unwrap();
-            let xs: Vec<f32> = (0..c * hw * hw).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+            let xs: Vec<f32> = (0..c * hw * hw)
+                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+                .collect();
             let ws: Vec<f32> = (0..co * c).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
             let grid = Grid::new(&xs, 1, c, &g);
             let panels = grid.panels(1, co, (hw, hw));
-            let relu = [EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
-            let relu_pass = [EpiStep { op: EpiOp::Clamp(0.0, f32::INFINITY), b: EpiSrc::Const(0.0) }];
+            let relu = [EpiStep {
+                op: EpiOp::Relu,
+                b: EpiSrc::Const(0.0),
+            }];
+            let relu_pass = [EpiStep {
+                op: EpiOp::Clamp(0.0, f32::INFINITY),
+                b: EpiSrc::Const(0.0),
+            }];
             let pa = sgemm::pack_a(&sgemm::View::row_major(&ws, co, c));
             let mut outs = [vec![0f32; co * hw * hw], vec![0f32; co * hw * hw]];
             let mut t: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             for round in 0..400 {
                 for mode in [round % 2, 1 - round % 2] {
                     let steps: &[EpiStep] = if mode == 0 { &relu } else { &relu_pass };
-                    let e = sgemm::Epilogue { steps, inputs: &[], map: None };
+                    let e = sgemm::Epilogue {
+                        steps,
+                        inputs: &[],
+                        map: None,
+                    };
                     let t0 = std::time::Instant::now();
                     unsafe {
-                        sgemm::gemm_direct(sgemm::Lhs::packed(&pa), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut outs[mode]), hw * hw, None, false, Some(&e), threads)
+                        sgemm::gemm_direct(
+                            sgemm::Lhs::packed(&pa),
+                            grid.src(&xs),
+                            &grid.offs,
+                            &panels,
+                            sgemm::as_uninit(&mut outs[mode]),
+                            hw * hw,
+                            None,
+                            false,
+                            Some(&e),
+                            threads,
+                        )
                     };
                     t[mode].push(t0.elapsed().as_secs_f64());
                 }
@@ -794,7 +823,10 @@ mod speed {
                 v[v.len() / 2] * 1e6
             };
             let (a, b) = (med(&mut t[0]), med(&mut t[1]));
-            eprintln!("[{co}, {c}] over {hw}x{hw}: relu stored {a:.1} us, a pass {b:.1} us ({:.3}x)", a / b);
+            eprintln!(
+                "[{co}, {c}] over {hw}x{hw}: relu stored {a:.1} us, a pass {b:.1} us ({:.3}x)",
+                a / b
+            );
         }
     }
 
@@ -809,19 +841,28 @@ mod speed {
     /// huge_pages_speed -- --ignored --nocapture`.
     #[test]
     #[ignore]
-    fn huge_pages_speed() {
-        for &(c, co, hw, kk, st) in &[(128usize, 128usize, 56usize, 3usize, 2usize), (256, 256, 28, 3, 2), (64, 64, 56, 3, 1), (64, 256, 56, 1, 1)] {
+    pub fn huge_pages_speed() {
+        for &(c, co, hw, kk, st) in &[
+            (128usize, 128usize, 56usize, 3usize, 2usize),
+            (256, 256, 28, 3, 2),
+            (64, 64, 56, 3, 1),
+            (64, 256, 56, 1, 1),
+        ] {
             let pad = kk / 2;
             let g = Windows::new(&[hw, hw], &[kk, kk], &[st, st], &[pad, pad], &[1, 1]).unwrap();
             let [_, oh, ow] = g.output;
-            let xs: Vec<f32> = (0..c * hw * hw).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+            let xs: Vec<f32> = (0..c * hw * hw)
+                .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+                .collect();
             let k = c * kk * kk;
             let ws: Vec<f32> = (0..co * k).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
             let grid = Grid::build(&xs, 1, c, &g, false);
             let panels = grid.panels(1, co, (oh, ow));
             let src = grid.src(&xs);
             let n = src.len();
-            let layout = std::alloc::Layout::from_size_align((n * 4).next_multiple_of(2 << 20), 2 << 20).unwrap();
+            let layout =
+                std::alloc::Layout::from_size_align((n * 4).next_multiple_of(2 << 20), 2 << 20)
+                    .unwrap();
             // SAFETY: a fresh allocation of the layout's size (checked not
             // null), n floats of it used
             let huge: &mut [f32] = unsafe {
@@ -838,7 +879,20 @@ mod speed {
                 for mode in [round % 2, 1 - round % 2] {
                     let s: &[f32] = if mode == 0 { src } else { &huge[..] };
                     let t0 = std::time::Instant::now();
-                    unsafe { sgemm::gemm_direct(sgemm::Lhs::packed(&pa), s, &grid.offs, &panels, sgemm::as_uninit(&mut outs[mode]), oh * ow, None, false, None, 1) };
+                    unsafe {
+                        sgemm::gemm_direct(
+                            sgemm::Lhs::packed(&pa),
+                            s,
+                            &grid.offs,
+                            &panels,
+                            sgemm::as_uninit(&mut outs[mode]),
+                            oh * ow,
+                            None,
+                            false,
+                            None,
+                            1,
+                        )
+                    };
                     t[mode].push(t0.elapsed().as_secs_f64());
                 }
             }
@@ -862,11 +916,19 @@ mod speed {
     /// residual_speed -- --ignored --nocapture`.
     #[test]
     #[ignore]
-    fn residual_speed() {
+    pub fn residual_speed() {
         use sgemm::{EpiOp, EpiSrc, EpiStep};
-        let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+        let b: usize = std::env::var("BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
         let mut flush = vec![0u8; 96 << 20];
-        for &(c, co, hw, kk) in &[(64usize, 256usize, 56usize, 1usize), (128, 512, 28, 1), (64, 64, 56, 3), (128, 128, 28, 3)] {
+        for &(c, co, hw, kk) in &[
+            (64usize, 256usize, 56usize, 1usize),
+            (128, 512, 28, 1),
+            (64, 64, 56, 3),
+            (128, 128, 28, 3),
+        ] {
             let pad = kk / 2;
             let g = Windows::new(&[hw, hw], &[kk, kk], &[1, 1], &[pad, pad], &[1, 1]).unwrap();
             let xs: Vec<f32> = (0..b * c * hw * hw).map(|i| (i % 7) as f32 * 0.1).collect();
@@ -875,7 +937,16 @@ mod speed {
             let r: Vec<f32> = (0..b * co * hw * hw).map(|i| (i % 3) as f32).collect();
             let grid = Grid::new(&xs, b, c, &g);
             let panels = grid.panels(b, co, (hw, hw));
-            let add = [EpiStep { op: EpiOp::Add(1.0), b: EpiSrc::Input(0) }, EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
+            let add = [
+                EpiStep {
+                    op: EpiOp::Add(1.0),
+                    b: EpiSrc::Input(0),
+                },
+                EpiStep {
+                    op: EpiOp::Relu,
+                    b: EpiSrc::Const(0.0),
+                },
+            ];
             let (mut fresh, mut over) = (vec![0f32; r.len()], r.clone());
             let mut t = [0f64; 2];
             let reps = 10;
@@ -887,11 +958,41 @@ mod speed {
                     let t0 = std::time::Instant::now();
                     unsafe {
                         if mode == 0 {
-                            let e = sgemm::Epilogue { steps: &add, inputs: &inputs, map: None };
-                            sgemm::gemm_direct(sgemm::Lhs::rows(&ws, co, k), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut fresh), hw * hw, None, false, Some(&e), 2)
+                            let e = sgemm::Epilogue {
+                                steps: &add,
+                                inputs: &inputs,
+                                map: None,
+                            };
+                            sgemm::gemm_direct(
+                                sgemm::Lhs::rows(&ws, co, k),
+                                grid.src(&xs),
+                                &grid.offs,
+                                &panels,
+                                sgemm::as_uninit(&mut fresh),
+                                hw * hw,
+                                None,
+                                false,
+                                Some(&e),
+                                2,
+                            )
                         } else {
-                            let e = sgemm::Epilogue { steps: &add[1..], inputs: &[], map: None };
-                            sgemm::gemm_direct(sgemm::Lhs::rows(&ws, co, k), grid.src(&xs), &grid.offs, &panels, sgemm::as_uninit(&mut over), hw * hw, None, true, Some(&e), 2)
+                            let e = sgemm::Epilogue {
+                                steps: &add[1..],
+                                inputs: &[],
+                                map: None,
+                            };
+                            sgemm::gemm_direct(
+                                sgemm::Lhs::rows(&ws, co, k),
+                                grid.src(&xs),
+                                &grid.offs,
+                                &panels,
+                                sgemm::as_uninit(&mut over),
+                                hw * hw,
+                                None,
+                                true,
+                                Some(&e),
+                                2,
+                            )
                         }
                     };
                     t[mode] += t0.elapsed().as_secs_f64();
@@ -900,7 +1001,11 @@ mod speed {
                     }
                 }
             }
-            eprintln!("c {c} co {co} {hw}x{hw} k{kk} b{b}: fresh {:.3} ms, over the residual {:.3} ms", t[0] * 1e3 / (2 * reps) as f64, t[1] * 1e3 / (2 * reps) as f64);
+            eprintln!(
+                "c {c} co {co} {hw}x{hw} k{kk} b{b}: fresh {:.3} ms, over the residual {:.3} ms",
+                t[0] * 1e3 / (2 * reps) as f64,
+                t[1] * 1e3 / (2 * reps) as f64
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Packed weights with their input channels scaled, for a convolution
 //! whose input the plan folds a per-channel scale out of
-//! ([`crate::exec::fuse::Plan::scaled`]): a copy of the packed weight
+//! (the executor's `fuse::Plan::scaled`): a copy of the packed weight
 //! (packed once and kept) into a buffer each thread reuses.
 
 use super::*;

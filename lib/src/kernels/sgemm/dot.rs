@@ -3,7 +3,7 @@
 //! the dot product of an A row and a W row, W streamed once, in order.
 //!
 //! This is the path of a mapped weight too large to keep packed
-//! ([`crate::exec::mapped::PACK_CACHE_BYTES`]) at a small batch (a
+//! (the executor's `mapped::PACK_CACHE_BYTES`) at a small batch (a
 //! language model's decoding, a wide MLP on one row): the packed product
 //! made B's rows on every call, each a gather of one float from each of
 //! `n` W rows, and spent its time there (12 x `Linear(8192, 8192)` at
@@ -12,7 +12,7 @@
 
 use super::super::simd::{first, isa_entries, F32x16};
 use super::SendPtr;
-use crate::exec::vmath::{isa, Isa};
+use crate::kernels::{isa, Isa};
 
 /// Rows of A at most: C's `m x 2` block of a step in `2 * m` registers
 /// beside the two W vectors and an A vector.
@@ -82,7 +82,7 @@ pub unsafe fn dot_rows(a: Rows, w: Rows, k: usize, bias: Option<&[f32]>, c: *mut
     if tasks == 1 || a.rows * w.rows * k < super::PARALLEL_MIN_MACS {
         (0..tasks).for_each(run);
     } else {
-        crate::exec::threads::par_for(tasks, run);
+        crate::kernels::threads::par_for(tasks, run);
     }
 }
 

@@ -8,14 +8,14 @@
 //! kernel broadcasting from [`MR`] of them; packed in panels of `MR` rows
 //! only when neither stride is 1), and the kernel keeps an `MR x NR`
 //! block of `C` in the 24 of AVX-512's 32 vector registers while it runs
-//! down `k`. A weight is packed once and kept (see [`super::Executor`]'s
+//! down `k`. A weight is packed once and kept (see the executor's
 //! pack cache), so a linear layer reads its weights in the kernel's order
 //! on every run without copying them again. Packing the activations per
 //! call cost 7-15% of a product (the MLP at batch 512: 1.66 -> 1.49 ms
 //! without it).
 //!
-//! Files: this one the packed product and its kernel; `direct.rs` the
-//! direct product (B read where it lies: convolutions); `epilogue.rs` the
+//! Files: this one the packed product and its kernel; `panels.rs` the
+//! direct product (B read where it lies: convolutions); `chain.rs` the
 //! element-wise chains both run on each finished block of C.
 //!
 //! Blocking, in BLIS's order: for each block of [`NC_PANELS`] column panels,
@@ -31,7 +31,7 @@
 //! come free, up to [`TASKS_PER_THREAD`] a thread, split to read the
 //! least of A and B ([`split`]).
 //!
-//! The kernels are written once over 16-lane vectors (`exec::simd`) and
+//! The kernels are written once over 16-lane vectors (`kernels::simd`) and
 //! compiled for AVX-512F and for AVX2 + FMA; [`available`] says whether
 //! this CPU has one of the two (checked at run time, so the binaries stay
 //! portable), and callers use the `gemm` crate otherwise. On AVX2 a
@@ -39,7 +39,6 @@
 //! its 16 registers), each part over one half of the micro-panel.
 
 use super::simd::{first, Avx2, Avx512, F32x16};
-use super::vmath;
 
 /// Rows of `C` a kernel call computes.
 pub const MR: usize = 12;
@@ -98,16 +97,16 @@ pub const PARALLEL_MIN_MACS: usize = 1 << 16;
 pub const MC_PANELS: usize = 12;
 
 /// Whether this CPU runs the packed kernels: AVX-512F, or AVX2 with FMA
-/// ([`vmath::isa`]; `PT2KIT_NO_AVX512=1` takes the AVX2 ones where both
+/// ([`crate::kernels::cpu`]; `PT2KIT_NO_AVX512=1` takes the AVX2 ones where both
 /// are there).
 pub fn available() -> bool {
-    vmath::isa() != vmath::Isa::Base
+    crate::kernels::isa() != crate::kernels::Isa::Base
 }
 
 /// Whether the kernels run on AVX-512F (else on AVX2 + FMA, where
 /// [`available`]).
 pub fn avx512() -> bool {
-    vmath::isa() == vmath::Isa::Avx512
+    crate::kernels::isa() == crate::kernels::Isa::Avx512
 }
 
 /// A matrix where it lies: element (i, j) at `data[off + i * rs + j * cs]`.
@@ -278,7 +277,7 @@ pub fn pack_a(a: &View) -> PackedA {
         // the activations of a large product: the panels split over the
         // threads
         let len = (panels * k * MR).min(data.len());
-        crate::exec::threads::par_chunks(&mut data[..len], k * MR, |i, d| fill((i, d)));
+        crate::kernels::threads::par_chunks(&mut data[..len], k * MR, |i, d| fill((i, d)));
     }
     // SAFETY: every panel written whole (the fills above)
     let data = unsafe { assume_init(data) };
@@ -327,7 +326,7 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
     let panels = n.div_ceil(NR);
     let mut data = vec![0f32; panels * k * NR];
     if panels >= rayon::current_num_threads() {
-        crate::exec::threads::par_chunks(&mut data, k * NR, |jp, panel| {
+        crate::kernels::threads::par_chunks(&mut data, k * NR, |jp, panel| {
             let cols = (n - jp * NR).min(NR);
             let mut row = [0f32; NR];
             for r in 0..k {
@@ -339,7 +338,7 @@ pub fn pack_b_with(k: usize, n: usize, fill: RowFill) -> PackedB {
         // fewer panels than threads: whole rows, the rows split
         let rows = k.div_ceil(rayon::current_num_threads().max(1)).max(1);
         let ptr = SendPtr(data.as_mut_ptr());
-        crate::exec::threads::par_for(k.div_ceil(rows), |t| {
+        crate::kernels::threads::par_for(k.div_ceil(rows), |t| {
             let mut row = vec![0f32; n];
             for r in t * rows..((t + 1) * rows).min(k) {
                 fill(r, 0, &mut row);
@@ -657,7 +656,7 @@ fn product(
         threads * TASKS_PER_THREAD,
         matches!(b, Source::Packed(_)),
     );
-    crate::exec::threads::par_for(rb * cb, |t| {
+    crate::kernels::threads::par_for(rb * cb, |t| {
         let (r, q) = (t / cb, t % cb);
         run(
             r * mp / rb..(r + 1) * mp / rb,
@@ -1067,17 +1066,17 @@ macro_rules! instance_for {
     };
 }
 
-mod direct;
+mod chain;
 pub mod dot;
-mod epilogue;
-mod scaled;
+mod panels;
+mod scaled_pack;
 mod taps;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use direct::{gemm_direct, Panels, Run};
-use epilogue::{epilogue_span, prefetch_inputs};
-pub use epilogue::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
+use chain::{epilogue_span, prefetch_inputs};
+pub use chain::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
+pub use panels::{gemm_direct, Panels, Run};
 pub use taps::{gemm_taps, RowPanel};
 
 /// `n` floats for a kernel that writes every one before anything reads

@@ -14,7 +14,7 @@
 //! The methods are `#[inline(always)]` without target features of their
 //! own: they are inlined into a kernel compiled with its instruction set
 //! (`#[target_feature]`), where the intrinsics inline in turn. Call them
-//! only from such a kernel, on a CPU that has the set ([`super::vmath::isa`]).
+//! only from such a kernel, on a CPU that has the set ([`super::cpu`]).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -59,12 +59,12 @@ macro_rules! isa_entries {
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = "avx512f")]
         unsafe fn $wide<$(const $c: $ct),*>($($arg: $ty),*) {
-            $body::<$crate::exec::simd::Avx512, $($c),*>($($arg),*)
+            $body::<$crate::kernels::simd::Avx512, $($c),*>($($arg),*)
         }
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn $avx2<$(const $c: $ct),*>($($arg: $ty),*) {
-            $body::<$crate::exec::simd::Avx2, $($c),*>($($arg),*)
+            $body::<$crate::kernels::simd::Avx2, $($c),*>($($arg),*)
         }
     };
 }
@@ -269,7 +269,7 @@ mod tests {
     /// stands for, masks included (the AVX-512 one where the CPU has it).
     #[test]
     fn lanes_match_scalar_arithmetic() {
-        if super::super::vmath::isa() == super::super::vmath::Isa::Base {
+        if crate::kernels::isa() == crate::kernels::Isa::Base {
             eprintln!("no AVX2 + FMA here: nothing to check");
             return;
         }
@@ -277,7 +277,7 @@ mod tests {
         let b: Vec<f32> = (0..16).map(|i| 1.5 - i as f32 * 0.21).collect();
         // SAFETY: the CPU has AVX2 + FMA (checked above); 16 lanes each.
         unsafe { check::<Avx2>(&a, &b) };
-        if super::super::vmath::isa() == super::super::vmath::Isa::Avx512 {
+        if crate::kernels::isa() == crate::kernels::Isa::Avx512 {
             // SAFETY: AVX-512F is present.
             unsafe { check::<Avx512>(&a, &b) };
         }

@@ -7,156 +7,18 @@
 //! the padding is "same", or plane by plane ([`window_planes`]).
 
 use super::*;
-use crate::exec::simd::{isa_entries, F32x16};
+use crate::kernels::simd::{isa_entries, F32x16};
 
-/// A depthwise convolution (groups = input channels; each output channel
-/// reads one input channel, `co / c` outputs per input): a direct sum per
-/// output plane, the planes (or blocks of 16) split between the threads,
-/// by [`depthwise_blocked`] (kernels of [`BLOCKED_MIN_TAPS`] taps or
-/// more, and where masks do not fit), [`conv_masked`] or
-/// [`window_planes`] (all three the same multiply-adds in the same order,
-/// so the same bits). im2col would build one `kh * kw` by `oh *
-/// ow` matrix per channel for a product of one row.
-pub(super) fn conv2d_depthwise(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
-    epilogue: Option<&EpilogueArgs>,
-) -> Result<CandleTensor> {
-    let (b, c, h, wd) = x.dims4()?;
-    let (co, _, kh, kw) = w.dims4()?;
-    if co % c != 0 {
-        return Err(Error::bad_input(format!(
-            "depthwise convolution: {co} output channels for {c} input channels"
-        )));
-    }
-    let mult = co / c;
-    let bs = bias.map(f32s).transpose()?;
-    // read where it lies below: a weight that is a view, made contiguous
-    // (a clone of the handle when it already is)
-    let w = &w.contiguous()?;
-    let geom = PlaneWindows::conv(h, wd, (kh, kw), stride, pad, dil)?;
-    let (oh, ow) = (geom.oh, geom.ow);
-    let len = b * co * oh * ow;
-    // the fused chain after it, on each task's planes as they are done
-    let fused = register_epilogue(epilogue, len).filter(|_| sgemm::available());
-    let then = fused.as_ref().map(|(steps, inputs)| sgemm::Epilogue {
-        steps,
-        inputs,
-        map: None,
-    });
-    let apply = |at: usize, span: &mut [f32]| {
-        if let Some(e) = &then {
-            sgemm::run_epilogue(e, at, span)
-        }
-    };
-    // a kernel that writes every plane, reading the input and the weight
-    // where they lie
-    type Kernel<'k> = dyn Fn(&[f32], &[f32], &mut [std::mem::MaybeUninit<f32>]) + 'k;
-    // (with `(input_cl, output_cl)`: the input read as it lies
-    // channels-last, the output left so; see `depthwise_blocked`)
-    let write_laid_out = |kernel: &Kernel, (input_cl, output_cl): (bool, bool)| -> Result<CandleTensor> {
-        let mut out = sgemm::uninit(len);
-        let run = |xs: &[f32]| with_host(w, |ws: &[f32]| kernel(xs, ws, &mut out));
-        if input_cl { with_channels_last(x, run) } else { with_host(x, run) }
-            .flatten()
-            .ok_or_else(|| Error::internal("depthwise convolution of an input or weight that is not float32 on the host"))?;
-        mark_applied(epilogue, then.is_some());
-        // SAFETY: the kernel wrote every plane (every pixel's channels)
-        let out = unsafe { sgemm::assume_init(out) };
-        if output_cl {
-            exec.outputs_channels_last.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return channels_last_tensor(out, [b, co, oh, ow]);
-        }
-        CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(Error::from)
-    };
-    let write_all = |kernel: &Kernel| write_laid_out(kernel, (false, false));
-    // a chain of constants only (a relu, a hardswish) runs on each
-    // output line of the blocked kernel as it is done, in L1, rather than
-    // over the planes once they are transposed back (a relu's pass was 19%
-    // of the samples of an 88-channel 3x3 over 28x28 alone)
-    let by_line = then.filter(sgemm::Epilogue::constants_only);
-    let finish = then.is_some().then_some(&apply as &Finish);
-    let plan = MaskedPlan::cached(geom).filter(|_| sgemm::avx512());
-    // a stride of 2 along lines long enough: each plane read in place as
-    // its even and odd columns
-    if stride2(&geom) {
-        // SAFETY: AVX-512F is present (checked by stride2); the sizes are the op's.
-        return write_all(&|xs, ws, out| unsafe { conv_stride2(&geom, xs, ws, bs.as_deref(), c, co, out, finish) });
-    }
-    // sixteen channels at a time where a block's padded image fits the
-    // cache: for 5x5 kernels and up always, under masks otherwise where
-    // the lines allow
-    let taps = kh * kw;
-    if mult == 1 && c >= 16 && blocked(&geom) && sgemm::available() && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
-        // SAFETY: the instruction set is present (checked above); the sizes are the op's.
-        let finish = if by_line.is_some() { None } else { finish };
-        // an input left channels-last is read as it lies (its pixels'
-        // channels side by side: no transpose into the grid)
-        let input_cl = channels_last_dims(x).is_some();
-        if finish.is_none() && exec.channels_last {
-            let layout = (input_cl, true);
-            return write_laid_out(
-                &|xs, ws, out| {
-                    let wt = exec.depthwise_taps(ws, c, taps);
-                    // SAFETY: as below
-                    unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, None, by_line.as_ref(), layout) }
-                },
-                layout,
-            );
-        }
-        return write_all(&|xs, ws, out| {
-            let wt = exec.depthwise_taps(ws, c, taps);
-            unsafe { depthwise_blocked(xs, &wt, bs.as_deref(), &geom, b, c, out, finish, by_line.as_ref(), (false, false)) }
-        });
-    }
-    if let Some(plan) = plan {
-        // SAFETY: AVX-512F is present (checked above); the sizes are the op's.
-        return write_all(&|xs, ws, out| unsafe { conv_masked(&plan, xs, ws, bs.as_deref(), c, co, out, finish) });
-    }
-    let ws = f32s(w)?;
-    // written whole by window_planes
-    let mut out = sgemm::uninit(len);
-    with_host(x, |xs: &[f32]| {
-        let plane = |plane| {
-            let (n, o) = (plane / co, plane % co);
-            let b0 = bs.as_ref().map_or(0.0, |v| v[o]);
-            (n * c + o / mult, b0, WindowOp::Fma(&ws[o * kh * kw..][..kh * kw]))
-        };
-        window_planes(geom, xs, &mut out, 0.0, plane, finish)
-    })
-    .ok_or_else(|| Error::internal("depthwise convolution of an input that is not float32 on the host"))?;
-    mark_applied(epilogue, then.is_some());
-    // SAFETY: window_planes wrote every plane
-    let out = unsafe { sgemm::assume_init(out) };
-    CandleTensor::from_vec(out, (b, co, oh, ow), x.device()).map_err(Error::from)
-}
-
-impl PlaneWindows {
-    /// A convolution's windows over planes of `h x w` (refused where the
-    /// kernel is larger than the padded plane).
-    fn conv(
-        h: usize,
-        w: usize,
-        (kh, kw): (usize, usize),
-        stride: (usize, usize),
-        pad: (usize, usize),
-        dil: (usize, usize),
-    ) -> Result<PlaneWindows> {
-        Ok(PlaneWindows {
-            h,
-            w,
-            kh,
-            kw,
-            stride,
-            pad,
-            dil,
-            oh: conv_span(h, pad.0, dil.0, kh, stride.0)?,
-            ow: conv_span(w, pad.1, dil.1, kw, stride.1)?,
-        })
-    }
+/// A depthwise convolution's parameters (one filter a channel, `co / c`
+/// outputs an input channel): its windows, the images, the channels, the
+/// bias (`co` floats, if any).
+#[derive(Clone, Copy)]
+pub struct Depthwise<'a> {
+    pub g: PlaneWindows,
+    pub batch: usize,
+    pub channels: usize,
+    pub out_channels: usize,
+    pub bias: Option<&'a [f32]>,
 }
 
 // `blocked_run` for AVX-512F and for AVX2 + FMA.
@@ -171,22 +33,11 @@ isa_entries!(blocked_run_avx512, blocked_run_avx2 = blocked_run[N: usize](
     tile: &mut [f32],
 ));
 
-/// Whether a depthwise convolution (one filter a channel) of `c`
-/// channels over `[h, w]` planes takes [`depthwise_blocked`] by the
-/// geometry alone, as [`conv2d_depthwise`] picks (no stride of 2 along
-/// lines long enough for [`conv_stride2`]; a kernel of
-/// [`BLOCKED_MIN_TAPS`] or more): its input is then best left
-/// channels-last by the op before it.
-pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), stride: (usize, usize), pad: (usize, usize), dil: (usize, usize)) -> bool {
-    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil)
-        .is_ok_and(|g| !stride2(&g) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && sgemm::available())
-}
-
 /// Kernels of at least this many taps take [`depthwise_blocked`] before
 /// [`conv_masked`] (MobileNetV3's 5x5s; its 3x3s ran faster under masks,
 /// whose input is read in place: 88 channels at 28x28 0.08 against 0.12
 /// ms at batch 8).
-const BLOCKED_MIN_TAPS: usize = 25;
+pub const BLOCKED_MIN_TAPS: usize = 25;
 
 /// Input grids up to this many padded pixels take [`depthwise_blocked`]
 /// (a block's grid 16 floats a pixel: 256 KiB, in L2).
@@ -201,7 +52,7 @@ const BLOCKED_RUN_MAX_AVX2: usize = 6;
 
 /// Whether [`depthwise_blocked`] takes a depthwise convolution of this
 /// geometry (padded input grid up to [`BLOCKED_MAX_GRID`] pixels).
-fn blocked(g: &PlaneWindows) -> bool {
+pub fn blocked(g: &PlaneWindows) -> bool {
     (g.h + 2 * g.pad.0) * (g.w + 2 * g.pad.1) <= BLOCKED_MAX_GRID && g.oh * g.ow > 0
 }
 
@@ -218,7 +69,7 @@ fn blocked(g: &PlaneWindows) -> bool {
 /// channels-last (`[b][h][w][c]`) and each pixel's channels are copied
 /// into the grid as they lie ([`pixels_to_grid`]); with `channels_last`
 /// (and no `then`), the tile's pixels are written to `out` stored so,
-/// not transposed into planes ([`crate::exec::layout`]). The multiply-adds of [`window_planes`] in the
+/// not transposed into planes (the executor's layout plan, `exec::layout`). The multiply-adds of [`window_planes`] in the
 /// same order (the bias first, then the taps), so the same bits; but the
 /// lanes are channels, none spent on padding or masked off, and every load
 /// a whole vector (the masked kernel loads each input vector under its
@@ -226,30 +77,33 @@ fn blocked(g: &PlaneWindows) -> bool {
 ///
 /// # Safety
 /// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` the
-/// weight by blocks of 16 channels ([`Executor::depthwise_taps`]), `bs`
+/// weight by blocks of 16 channels (`Executor::depthwise_taps`), `bs`
 /// (if any) `c`, `out` `b * c * oh * ow`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn depthwise_blocked(
+pub unsafe fn depthwise_blocked(
+    p: &Depthwise,
     xs: &[f32],
     wt: &[f32],
-    bs: Option<&[f32]>,
-    g: &PlaneWindows,
-    b: usize,
-    c: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
     line: Option<&sgemm::Epilogue>,
     (input_cl, channels_last): (bool, bool),
 ) {
+    let (g, b, c, bs) = (&p.g, p.batch, p.channels, p.bias);
     assert!(
         line.is_none_or(sgemm::Epilogue::constants_only),
         "depthwise_blocked: a line's chain reads inputs"
     );
-    assert!(!channels_last || then.is_none(), "depthwise_blocked: a chain over planes of a channels-last output");
+    assert!(
+        !channels_last || then.is_none(),
+        "depthwise_blocked: a chain over planes of a channels-last output"
+    );
     let (hp, wp) = (g.h + 2 * g.pad.0, g.w + 2 * g.pad.1);
     let (plane, oplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let blocks = c.div_ceil(16);
-    assert!(wt.len() >= blocks * taps * 16, "depthwise_blocked: the weight is not by blocks of 16");
+    assert!(
+        wt.len() >= blocks * taps * 16,
+        "depthwise_blocked: the weight is not by blocks of 16"
+    );
     // the bias by block and lane, lanes past `c` zero
     let mut bias = vec![0f32; blocks * 16];
     if let Some(bs) = bs {
@@ -258,11 +112,16 @@ unsafe fn depthwise_blocked(
     let dst = sgemm::SendPtr(out.as_mut_ptr().cast());
     // every window inside the grid
     assert!(
-        (g.oh - 1) * g.stride.0 + (g.kh - 1) * g.dil.0 < hp && (g.ow - 1) * g.stride.1 + (g.kw - 1) * g.dil.1 < wp,
+        (g.oh - 1) * g.stride.0 + (g.kh - 1) * g.dil.0 < hp
+            && (g.ow - 1) * g.stride.1 + (g.kw - 1) * g.dil.1 < wp,
         "depthwise_blocked: windows outside the padded input"
     );
     let wide = sgemm::avx512();
-    let run_max = if wide { BLOCKED_RUN_MAX } else { BLOCKED_RUN_MAX_AVX2 };
+    let run_max = if wide {
+        BLOCKED_RUN_MAX
+    } else {
+        BLOCKED_RUN_MAX_AVX2
+    };
     let task = |t: usize| {
         let mut s = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         let Scratch { grid, tile, padded } = &mut s;
@@ -342,7 +201,12 @@ unsafe fn depthwise_blocked(
                 unsafe {
                     let to = dst.at((n * oplane + p) * c + c0);
                     if cb == 16 {
-                        to.cast::<[f32; 16]>().write_unaligned(tile.as_ptr().add(p * 16).cast::<[f32; 16]>().read_unaligned());
+                        to.cast::<[f32; 16]>().write_unaligned(
+                            tile.as_ptr()
+                                .add(p * 16)
+                                .cast::<[f32; 16]>()
+                                .read_unaligned(),
+                        );
                     } else {
                         std::ptr::copy_nonoverlapping(tile.as_ptr().add(p * 16), to, cb);
                     }
@@ -361,14 +225,16 @@ unsafe fn depthwise_blocked(
         SCRATCH.with(|k| *k.borrow_mut() = s);
         if let Some(then) = then {
             // SAFETY: pixels_to_planes wrote every element of the block
-            then(at, unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) });
+            then(at, unsafe {
+                &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32])
+            });
         }
     };
     let tasks = b * blocks;
     if tasks == 1 {
         task(0);
     } else {
-        crate::exec::threads::par_for(tasks, task);
+        crate::kernels::threads::par_for(tasks, task);
     }
 }
 
@@ -475,9 +341,19 @@ unsafe fn planes_to_grid(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, gr
 /// Channels `[c0, c0 + cb)` (up to 16) of an image stored channels-last
 /// (`src`, `[h][w][c]`) into the interior of a padded grid (`[hp][wp][16]`;
 /// lanes from `cb` zero): each pixel's channels one copy, no transpose.
-fn pixels_to_grid(src: &[f32], c: usize, (c0, cb): (usize, usize), g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
+fn pixels_to_grid(
+    src: &[f32],
+    c: usize,
+    (c0, cb): (usize, usize),
+    g: &PlaneWindows,
+    wp: usize,
+    grid: &mut [f32],
+) {
     assert!(
-        cb <= 16 && c0 + cb <= c && src.len() >= g.h * g.w * c && grid.len() >= (g.h + 2 * g.pad.0) * wp * 16,
+        cb <= 16
+            && c0 + cb <= c
+            && src.len() >= g.h * g.w * c
+            && grid.len() >= (g.h + 2 * g.pad.0) * wp * 16,
         "pixels_to_grid: sizes"
     );
     for y in 0..g.h {
@@ -499,7 +375,13 @@ fn pixels_to_grid(src: &[f32], c: usize, (c0, cb): (usize, usize), g: &PlaneWind
 /// # Safety
 /// AVX-512F is present; the sizes as [`planes_to_grid`] checks them.
 #[target_feature(enable = "avx512f")]
-unsafe fn planes_to_grid_avx512(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
+unsafe fn planes_to_grid_avx512(
+    src: &[f32],
+    cb: usize,
+    g: &PlaneWindows,
+    wp: usize,
+    grid: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let plane = g.h * g.w;
     let (sp, gp) = (src.as_ptr(), grid.as_mut_ptr());
@@ -507,8 +389,13 @@ unsafe fn planes_to_grid_avx512(src: &[f32], cb: usize, g: &PlaneWindows, wp: us
     for p0 in (0..plane).step_by(16) {
         let np = (plane - p0).min(16);
         let m = ((1u32 << np) - 1) as __mmask16;
-        let r: [__m512; 16] =
-            std::array::from_fn(|ch| if ch < cb { _mm512_maskz_loadu_ps(m, sp.add(ch * plane + p0)) } else { _mm512_setzero_ps() });
+        let r: [__m512; 16] = std::array::from_fn(|ch| {
+            if ch < cb {
+                _mm512_maskz_loadu_ps(m, sp.add(ch * plane + p0))
+            } else {
+                _mm512_setzero_ps()
+            }
+        });
         for v in vmath::transpose16(r).iter().take(np) {
             _mm512_storeu_ps(gp.add(((y + g.pad.0) * wp + x + g.pad.1) * 16), *v);
             x += 1;
@@ -529,7 +416,13 @@ unsafe fn planes_to_grid_avx512(src: &[f32], cb: usize, g: &PlaneWindows, wp: us
 /// # Safety
 /// AVX2 is present; the sizes as [`planes_to_grid`] checks them.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn planes_to_grid_avx2(src: &[f32], cb: usize, g: &PlaneWindows, wp: usize, grid: &mut [f32]) {
+unsafe fn planes_to_grid_avx2(
+    src: &[f32],
+    cb: usize,
+    g: &PlaneWindows,
+    wp: usize,
+    grid: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let plane = g.h * g.w;
     let (sp, gp) = (src.as_ptr(), grid.as_mut_ptr());
@@ -551,7 +444,11 @@ unsafe fn planes_to_grid_avx2(src: &[f32], cb: usize, g: &PlaneWindows, wp: usiz
             vmath::transpose8x8(r)
         };
         let lo = half(0);
-        let hi = if cb > 8 { half(1) } else { [_mm256_setzero_ps(); 8] };
+        let hi = if cb > 8 {
+            half(1)
+        } else {
+            [_mm256_setzero_ps(); 8]
+        };
         for (l, h) in lo.iter().zip(&hi).take(np) {
             let at = gp.add(((y + g.pad.0) * wp + x + g.pad.1) * 16);
             _mm256_storeu_ps(at, *l);
@@ -579,7 +476,7 @@ const MASKED_PLAN_MAX_MASKS: usize = 1 << 21;
 /// in place, no copy), or its stride phases (rows `py, py + sy, ...` by
 /// columns `px, px + sx, ...`, each `ow` wide). A lane whose tap falls
 /// in the padding, or on another line, is masked off tap by tap.
-struct MaskedPlan {
+pub struct MaskedPlan {
     g: PlaneWindows,
     /// Whether the input plane is the source (else its phases).
     in_place: bool,
@@ -597,9 +494,9 @@ impl MaskedPlan {
     /// [`MaskedPlan::new`], made once per geometry (a process's models
     /// have a few dozen; the masks of a 56x56 plane took longer to make
     /// than its convolution at batch 1).
-    fn cached(g: PlaneWindows) -> Option<std::sync::Arc<MaskedPlan>> {
+    pub fn cached(g: PlaneWindows) -> Option<std::sync::Arc<MaskedPlan>> {
         use std::sync::{Arc, Mutex, OnceLock};
-        type Plans = crate::exec::FastMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
+        type Plans = crate::kernels::FastMap<PlaneWindows, Option<Arc<MaskedPlan>>>;
         static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
         let Ok(mut plans) = PLANS.get_or_init(Default::default).lock() else {
             return MaskedPlan::new(g).map(Arc::new);
@@ -607,13 +504,16 @@ impl MaskedPlan {
         if plans.len() >= 1024 {
             plans.clear();
         }
-        plans.entry(g).or_insert_with(|| MaskedPlan::new(g).map(Arc::new)).clone()
+        plans
+            .entry(g)
+            .or_insert_with(|| MaskedPlan::new(g).map(Arc::new))
+            .clone()
     }
 
     /// The plan, where the planes can be read this way: stride 1 with the
     /// output lines as long as the input's, or any stride whose phases'
     /// lines fit the output's (`ceil(w / sx) <= ow`: "same" padding).
-    fn new(g: PlaneWindows) -> Option<MaskedPlan> {
+    pub fn new(g: PlaneWindows) -> Option<MaskedPlan> {
         let (sy, sx) = g.stride;
         let in_place = (sy, sx) == (1, 1) && g.w == g.ow;
         if !in_place && g.w.div_ceil(sx) > g.ow {
@@ -678,7 +578,7 @@ impl MaskedPlan {
 
     /// The stride phases of input plane `src` into `dst` (`sy * sx`
     /// phases of `phase_len`); what no tap reads is left as it was.
-    fn split(&self, src: &[f32], dst: &mut [f32]) {
+    pub fn split(&self, src: &[f32], dst: &mut [f32]) {
         let (g, (sy, sx)) = (&self.g, self.g.stride);
         for (iy, row) in src.chunks_exact(g.w).take(g.h).enumerate() {
             let (py, r) = (iy % sy, iy / sy);
@@ -727,12 +627,12 @@ unsafe fn deinterleave_short(row: &[f32], even: *mut f32, odd: *mut f32) {
     _mm512_mask_storeu_ps(odd, mask(n / 2), _mm512_permutexvar_ps(io, v));
 }
 
-super::vmath::multiversion! {
+crate::kernels::vmath::multiversion! {
     /// `row`'s even columns into `even`, its odd ones into `odd`: a loop
     /// over pairs, which the compiler vectorises (faster than two
     /// permutes of 32 columns by hand: 0.13 against 0.16 ms for the
     /// phases of MobileNetV3's 16-channel stride-2 3x3 at batch 8).
-    fn deinterleave(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    pub fn deinterleave(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
         for ((e, o), two) in even.iter_mut().zip(odd.iter_mut()).zip(row.chunks_exact(2)) {
             *e = two[0];
             *o = two[1];
@@ -759,35 +659,47 @@ super::vmath::multiversion! {
 /// # Safety
 /// AVX-512F is present; `xs` holds `b * c * h * w` floats, `ws` `co *
 /// kh * kw`, `bs` (if any) `co`, `out` `b * co * oh * ow`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn conv_masked(
+pub unsafe fn conv_masked(
     plan: &MaskedPlan,
+    p: &Depthwise,
     xs: &[f32],
     ws: &[f32],
-    bs: Option<&[f32]>,
-    c: usize,
-    co: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
+    let (c, co, bs) = (p.channels, p.out_channels, p.bias);
     let g = &plan.g;
     let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
     let phases = g.stride.0 * g.stride.1 * plan.phase_len;
-    planes_by_tasks(out, g.oh * g.ow, taps, then, |p, scratch: &mut Vec<f32>, dst| {
-        scratch.resize(phases, 0.0);
-        let (n, o) = (p / co, p % co);
-        let src = &xs[(n * c + o / (co / c)) * per_in..][..per_in];
-        let src = if plan.in_place {
-            src.as_ptr()
-        } else {
-            plan.split(src, scratch);
-            scratch.as_ptr()
-        };
-        let init = bs.map_or(0.0, |v| v[o]);
-        // SAFETY: AVX-512F is present (this function's contract); the
-        // source holds every pixel an unmasked lane reads, `dst` the plane.
-        unsafe { masked_plane(plan, src, &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
-    });
+    planes_by_tasks(
+        out,
+        g.oh * g.ow,
+        taps,
+        then,
+        |p, scratch: &mut Vec<f32>, dst| {
+            scratch.resize(phases, 0.0);
+            let (n, o) = (p / co, p % co);
+            let src = &xs[(n * c + o / (co / c)) * per_in..][..per_in];
+            let src = if plan.in_place {
+                src.as_ptr()
+            } else {
+                plan.split(src, scratch);
+                scratch.as_ptr()
+            };
+            let init = bs.map_or(0.0, |v| v[o]);
+            // SAFETY: AVX-512F is present (this function's contract); the
+            // source holds every pixel an unmasked lane reads, `dst` the plane.
+            unsafe {
+                masked_plane(
+                    plan,
+                    src,
+                    &ws[o * taps..][..taps],
+                    init,
+                    dst.as_mut_ptr().cast(),
+                )
+            };
+        },
+    );
 }
 
 /// Every output plane of a depthwise kernel (`per_out` floats each) of
@@ -821,9 +733,14 @@ fn planes_by_tasks<S: Default>(
     } else {
         let (chunk, len) = (per_out * group, out.len());
         let at = sgemm::SendPtr(out.as_mut_ptr().cast());
-        crate::exec::threads::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
+        crate::kernels::threads::par_for_init(len.div_ceil(chunk), S::default, |s, gi| {
             // SAFETY: task gi's planes, no other task's, inside `out`
-            let dsts = unsafe { std::slice::from_raw_parts_mut(at.at(gi * chunk).cast(), chunk.min(len - gi * chunk)) };
+            let dsts = unsafe {
+                std::slice::from_raw_parts_mut(
+                    at.at(gi * chunk).cast(),
+                    chunk.min(len - gi * chunk),
+                )
+            };
             run(s, (gi, dsts))
         });
     }
@@ -896,7 +813,7 @@ unsafe fn masked_group<const N: usize>(
 /// AVX-512F, a stride of 2 along the lines, no dilation along them, one
 /// of [`STRIDE2_KERNELS`] across, output lines of [`STRIDE2_MIN_COLUMNS`]
 /// or more.
-fn stride2(g: &PlaneWindows) -> bool {
+pub fn stride2(g: &PlaneWindows) -> bool {
     sgemm::avx512()
         && g.stride.1 == 2
         && g.dil.1 == 1
@@ -935,17 +852,14 @@ const STRIDE2_KERNELS: [(usize, usize); 5] = [(3, 1), (5, 2), (7, 3), (3, 0), (2
 /// AVX-512F is present and [`stride2`] holds; `xs` holds `b * c * h * w`
 /// floats, `ws` `co * kh * kw`, `bs` (if any) `co`, `out` `b * co * oh *
 /// ow`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn conv_stride2(
-    g: &PlaneWindows,
+pub unsafe fn conv_stride2(
+    p: &Depthwise,
     xs: &[f32],
     ws: &[f32],
-    bs: Option<&[f32]>,
-    c: usize,
-    co: usize,
     out: &mut [std::mem::MaybeUninit<f32>],
     then: Option<&Finish<'_>>,
 ) {
+    let (g, c, co, bs) = (&p.g, p.channels, p.out_channels, p.bias);
     let (per_in, taps) = (g.h * g.w, g.kh * g.kw);
     planes_by_tasks(out, g.oh * g.ow, taps, then, |p, _: &mut (), dst| {
         let (n, o) = (p / co, p % co);
@@ -953,7 +867,15 @@ unsafe fn conv_stride2(
         let init = bs.map_or(0.0, |v| v[o]);
         // SAFETY: AVX-512F is present (this function's contract); the
         // plane and `dst` are the geometry's.
-        unsafe { stride2_plane(g, src.as_ptr(), &ws[o * taps..][..taps], init, dst.as_mut_ptr().cast()) };
+        unsafe {
+            stride2_plane(
+                g,
+                src.as_ptr(),
+                &ws[o * taps..][..taps],
+                init,
+                dst.as_mut_ptr().cast(),
+            )
+        };
     });
 }
 
@@ -1086,13 +1008,19 @@ unsafe fn stride2_run<const N: usize, const KW: usize, const PAD: usize>(
                     };
                     ($st:ident right $e:literal) => {
                         for j in 0..N {
-                            let x = _mm512_alignr_epi32::<$e>(_mm512_castps_si512($st[j + 2]), _mm512_castps_si512($st[j + 1]));
+                            let x = _mm512_alignr_epi32::<$e>(
+                                _mm512_castps_si512($st[j + 2]),
+                                _mm512_castps_si512($st[j + 1]),
+                            );
                             acc[j] = _mm512_fmadd_ps(wt, _mm512_castsi512_ps(x), acc[j]);
                         }
                     };
                     ($st:ident left $e:literal) => {
                         for j in 0..N {
-                            let x = _mm512_alignr_epi32::<$e>(_mm512_castps_si512($st[j + 1]), _mm512_castps_si512($st[j]));
+                            let x = _mm512_alignr_epi32::<$e>(
+                                _mm512_castps_si512($st[j + 1]),
+                                _mm512_castps_si512($st[j]),
+                            );
                             acc[j] = _mm512_fmadd_ps(wt, _mm512_castsi512_ps(x), acc[j]);
                         }
                     };
@@ -1126,62 +1054,6 @@ unsafe fn stride2_run<const N: usize, const KW: usize, const PAD: usize>(
     }
 }
 
-/// A depthwise convolution (`w` `[c * mult, 1, kh, kw]` over `x` `[b, c,
-/// h, w]`) as a sum over its taps: the padded input's window under each
-/// tap (every `stride`th pixel) times the tap's weight of each channel, a
-/// few kernels a tap. For a GPU, where candle runs a grouped convolution
-/// as one convolution per group: MobileNetV3 at batch 1 on an H200 took
-/// 74.7 ms that way, 22x torch, its 576-channel layers 576 convolutions
-/// each. Any stride, dilation or padding per dim; no bias (the caller adds
-/// it).
-pub(super) fn depthwise_tap_sum(
-    x: &CandleTensor,
-    w: &CandleTensor,
-    (stride, pad, dil): ((usize, usize), (usize, usize), (usize, usize)),
-) -> candle_core::Result<CandleTensor> {
-    let (c, co, kh, kw) = (x.dim(1)?, w.dim(0)?, w.dim(2)?, w.dim(3)?);
-    // each output channel's input channel (a multiplier repeats them)
-    let x = if co == c {
-        x.clone()
-    } else {
-        let ids: Vec<u32> = (0..co).map(|o| (o / (co / c)) as u32).collect();
-        x.index_select(&CandleTensor::new(ids, x.device())?, 1)?
-    };
-    let xp = x.pad_with_zeros(2, pad.0, pad.0)?.pad_with_zeros(3, pad.1, pad.1)?;
-    // output positions: the window starts inside the padded input, every stride-th
-    let span = |n: usize, k: usize, d: usize, s: usize| n.saturating_sub(d * (k - 1)).div_ceil(s);
-    let (oh, ow) = (
-        span(xp.dim(2)?, kh, dil.0, stride.0),
-        span(xp.dim(3)?, kw, dil.1, stride.1),
-    );
-    // `n` elements along `d` from `start`, `s` apart
-    let every = |t: &CandleTensor, d: usize, start: usize, n: usize, s: usize| -> candle_core::Result<CandleTensor> {
-        if s == 1 {
-            return t.narrow(d, start, n);
-        }
-        let short = (start + n * s).saturating_sub(t.dim(d)?);
-        let t = t.pad_with_zeros(d, 0, short)?.narrow(d, start, n * s)?.contiguous()?;
-        let mut dims = t.dims().to_vec();
-        dims[d] = n;
-        dims.insert(d + 1, s);
-        t.reshape(dims)?.narrow(d + 1, 0, 1)?.squeeze(d + 1)
-    };
-    let mut sum: Option<CandleTensor> = None;
-    for ky in 0..kh {
-        let rows = every(&xp, 2, ky * dil.0, oh, stride.0)?;
-        for kx in 0..kw {
-            let window = every(&rows, 3, kx * dil.1, ow, stride.1)?;
-            let tap = w.narrow(2, ky, 1)?.narrow(3, kx, 1)?.reshape((1, co, 1, 1))?;
-            let term = window.broadcast_mul(&tap)?;
-            sum = Some(match sum {
-                None => term,
-                Some(s) => (s + term)?,
-            });
-        }
-    }
-    sum.ok_or_else(|| candle_core::Error::Msg("a depthwise convolution with no taps".into()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1193,12 +1065,21 @@ mod tests {
     /// with and without a bias, and a fused step run on each block's
     /// planes at their offset.
     #[test]
-    fn blocked_depthwise_has_the_bits_of_plane_by_plane() {
+    pub fn blocked_depthwise_has_the_bits_of_plane_by_plane() {
         if !sgemm::available() {
             return;
         }
         for &(b, c, (h, w), (kh, kw), stride, pad, dil, bias) in &[
-            (1usize, 16usize, (7usize, 7usize), (5usize, 5usize), (1usize, 1usize), (2usize, 2usize), (1usize, 1usize), true),
+            (
+                1usize,
+                16usize,
+                (7usize, 7usize),
+                (5usize, 5usize),
+                (1usize, 1usize),
+                (2usize, 2usize),
+                (1usize, 1usize),
+                true,
+            ),
             (3, 40, (14, 14), (5, 5), (2, 2), (2, 2), (1, 1), false),
             (2, 72, (28, 28), (3, 3), (1, 1), (1, 1), (1, 1), true),
             (1, 24, (9, 30), (3, 5), (1, 2), (0, 2), (2, 1), true),
@@ -1212,8 +1093,12 @@ mod tests {
             let (oh, ow) = (g.oh, g.ow);
             assert!(blocked(&g));
             let taps = kh * kw;
-            let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0).collect();
-            let ws: Vec<f32> = (0..c * taps).map(|i| ((i * 104_729 % 997) as f32 / 500.0) - 1.0).collect();
+            let xs: Vec<f32> = (0..b * c * h * w)
+                .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
+                .collect();
+            let ws: Vec<f32> = (0..c * taps)
+                .map(|i| ((i * 104_729 % 997) as f32 / 500.0) - 1.0)
+                .collect();
             let bs: Vec<f32> = (0..c).map(|i| i as f32 * 0.01 - 0.2).collect();
             let bs = bias.then_some(&bs[..]);
             let len = b * c * oh * ow;
@@ -1226,37 +1111,104 @@ mod tests {
             let mut want = sgemm::uninit(len);
             let plane = |p: usize| {
                 let o = p % c;
-                (p, bs.map_or(0.0, |v| v[o]), WindowOp::Fma(&ws[o * taps..][..taps]))
+                (
+                    p,
+                    bs.map_or(0.0, |v| v[o]),
+                    WindowOp::Fma(&ws[o * taps..][..taps]),
+                )
             };
             window_planes(g, &xs, &mut want, 0.0, plane, Some(&then));
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { depthwise_blocked(&xs, &depthwise_by_blocks(&ws, c, taps), bs, &g, b, c, &mut got, Some(&then), None, (false, false)) };
+            unsafe {
+                depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
+                    &xs,
+                    &depthwise_by_blocks(&ws, c, taps),
+                    &mut got,
+                    Some(&then),
+                    None,
+                    (false, false),
+                )
+            };
             // a chain of constants (hardswish, then a relu) on each line
             // in the tile: the bits of the same chain run on the planes
             let steps = [
-                sgemm::EpiStep { op: sgemm::EpiOp::Hardswish, b: sgemm::EpiSrc::Const(0.0) },
-                sgemm::EpiStep { op: sgemm::EpiOp::Relu, b: sgemm::EpiSrc::Const(0.0) },
+                sgemm::EpiStep {
+                    op: sgemm::EpiOp::Hardswish,
+                    b: sgemm::EpiSrc::Const(0.0),
+                },
+                sgemm::EpiStep {
+                    op: sgemm::EpiOp::Relu,
+                    b: sgemm::EpiSrc::Const(0.0),
+                },
             ];
-            let chain = sgemm::Epilogue { steps: &steps, inputs: &[], map: None };
+            let chain = sgemm::Epilogue {
+                steps: &steps,
+                inputs: &[],
+                map: None,
+            };
             let on_planes = |at: usize, span: &mut [f32]| sgemm::run_epilogue(&chain, at, span);
             let wt = depthwise_by_blocks(&ws, c, taps);
             let (mut planes, mut lines) = (sgemm::uninit(len), sgemm::uninit(len));
             // SAFETY: as above
             unsafe {
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut planes, Some(&on_planes), None, (false, false));
-                depthwise_blocked(&xs, &wt, bs, &g, b, c, &mut lines, None, Some(&chain), (false, false));
+                depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
+                    &xs,
+                    &wt,
+                    &mut planes,
+                    Some(&on_planes),
+                    None,
+                    (false, false),
+                );
+                depthwise_blocked(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: c,
+                        bias: bs,
+                    },
+                    &xs,
+                    &wt,
+                    &mut lines,
+                    None,
+                    Some(&chain),
+                    (false, false),
+                );
             }
             // SAFETY: every call wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
-            let (planes, lines) = unsafe { (sgemm::assume_init(planes), sgemm::assume_init(lines)) };
+            let (planes, lines) =
+                unsafe { (sgemm::assume_init(planes), sgemm::assume_init(lines)) };
             for (i, (x, y)) in want.iter().zip(&got).enumerate() {
-                assert_eq!(x.to_bits(), y.to_bits(), "{c} channels {h}x{w} kernel {kh}x{kw}: element {i}: {x} against {y}");
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "{c} channels {h}x{w} kernel {kh}x{kw}: element {i}: {x} against {y}"
+                );
             }
             assert!(planes.iter().any(|v| *v > 0.0) && planes.contains(&0.0));
             for (i, (x, y)) in planes.iter().zip(&lines).enumerate() {
-                assert_eq!(x.to_bits(), y.to_bits(), "{c} channels {h}x{w} kernel {kh}x{kw}, by lines: element {i}: {x} against {y}");
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "{c} channels {h}x{w} kernel {kh}x{kw}, by lines: element {i}: {x} against {y}"
+                );
             }
         }
     }
@@ -1269,12 +1221,22 @@ mod tests {
     /// channel, a bias, and a fused step on each task's planes at their
     /// offset.
     #[test]
-    fn stride2_depthwise_has_the_bits_of_plane_by_plane() {
+    pub fn stride2_depthwise_has_the_bits_of_plane_by_plane() {
         if !sgemm::avx512() {
             return;
         }
         for &(b, c, mult, (h, w), (kh, kw), sy, pad, dy, bias) in &[
-            (1usize, 16usize, 1usize, (112usize, 112usize), (3usize, 3usize), 2usize, (1usize, 1usize), 1usize, true),
+            (
+                1usize,
+                16usize,
+                1usize,
+                (112usize, 112usize),
+                (3usize, 3usize),
+                2usize,
+                (1usize, 1usize),
+                1usize,
+                true,
+            ),
             (2, 5, 1, (29, 29), (3, 3), 2, (1, 1), 1, false),
             (1, 3, 2, (14, 31), (5, 5), 2, (2, 2), 1, true),
             (1, 4, 1, (9, 161), (3, 7), 1, (0, 3), 2, true),
@@ -1285,8 +1247,12 @@ mod tests {
             let g = PlaneWindows::conv(h, w, (kh, kw), (sy, 2), pad, (dy, 1)).unwrap();
             assert!(stride2(&g));
             let (co, taps, per_out) = (c * mult, kh * kw, g.oh * g.ow);
-            let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0).collect();
-            let ws: Vec<f32> = (0..co * taps).map(|i| ((i * 104_729 % 997) as f32 / 500.0) - 1.0).collect();
+            let xs: Vec<f32> = (0..b * c * h * w)
+                .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
+                .collect();
+            let ws: Vec<f32> = (0..co * taps)
+                .map(|i| ((i * 104_729 % 997) as f32 / 500.0) - 1.0)
+                .collect();
             let bs: Vec<f32> = (0..co).map(|i| i as f32 * 0.01 - 0.2).collect();
             let bs = bias.then_some(&bs[..]);
             let len = b * co * per_out;
@@ -1297,14 +1263,32 @@ mod tests {
             };
             let plane = |p: usize| {
                 let (n, o) = (p / co, p % co);
-                (n * c + o / mult, bs.map_or(0.0, |v| v[o]), WindowOp::Fma(&ws[o * taps..][..taps]))
+                (
+                    n * c + o / mult,
+                    bs.map_or(0.0, |v| v[o]),
+                    WindowOp::Fma(&ws[o * taps..][..taps]),
+                )
             };
             let mut want = sgemm::uninit(len);
             window_planes(g, &xs, &mut want, 0.0, plane, Some(&then));
             let mut got = sgemm::uninit(len);
             // SAFETY: AVX-512F is present (checked above); the sizes are
             // the convolution's
-            unsafe { conv_stride2(&g, &xs, &ws, bs, c, co, &mut got, Some(&then)) };
+            unsafe {
+                conv_stride2(
+                    &Depthwise {
+                        g,
+                        batch: b,
+                        channels: c,
+                        out_channels: co,
+                        bias: bs,
+                    },
+                    &xs,
+                    &ws,
+                    &mut got,
+                    Some(&then),
+                )
+            };
             // SAFETY: both wrote every element
             let (want, got) = unsafe { (sgemm::assume_init(want), sgemm::assume_init(got)) };
             for (i, (x, y)) in want.iter().zip(&got).enumerate() {
@@ -1318,12 +1302,18 @@ mod tests {
     /// --features exec --lib depthwise_speed -- --ignored --nocapture`).
     #[test]
     #[ignore]
-    fn depthwise_speed() {
+    pub fn depthwise_speed() {
         if !sgemm::avx512() {
             return;
         }
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         for &(c, hw, k, s) in &[
             (576usize, 7usize, 5usize, 1usize),
             (240, 14, 5, 1),
@@ -1333,7 +1323,10 @@ mod tests {
             (96, 28, 5, 2),
             (288, 14, 5, 2),
         ] {
-            let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+            let b: usize = std::env::var("BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8);
             let pad = k / 2;
             let g = PlaneWindows::conv(hw, hw, (k, k), (s, s), (pad, pad), (1, 1)).unwrap();
             let o = g.oh;
@@ -1350,19 +1343,64 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     if stride2(&g) {
                         for _ in 0..reps {
-                            unsafe { conv_stride2(&g, &xs, &ws, None, c, c, &mut out, None) };
+                            unsafe {
+                                conv_stride2(
+                                    &Depthwise {
+                                        g,
+                                        batch: b,
+                                        channels: c,
+                                        out_channels: c,
+                                        bias: None,
+                                    },
+                                    &xs,
+                                    &ws,
+                                    &mut out,
+                                    None,
+                                )
+                            };
                         }
                     }
                     t[2] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
                     for _ in 0..reps {
-                        unsafe { conv_masked(&plan, &xs, &ws, None, c, c, &mut out, None) };
+                        unsafe {
+                            conv_masked(
+                                &plan,
+                                &Depthwise {
+                                    g: plan.g,
+                                    batch: b,
+                                    channels: c,
+                                    out_channels: c,
+                                    bias: None,
+                                },
+                                &xs,
+                                &ws,
+                                &mut out,
+                                None,
+                            )
+                        };
                     }
                     t[0] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
                     if blocked(&g) {
                         for _ in 0..reps {
-                            unsafe { depthwise_blocked(&xs, &wt, None, &g, b, c, &mut out, None, None, (false, false)) };
+                            unsafe {
+                                depthwise_blocked(
+                                    &Depthwise {
+                                        g,
+                                        batch: b,
+                                        channels: c,
+                                        out_channels: c,
+                                        bias: None,
+                                    },
+                                    &xs,
+                                    &wt,
+                                    &mut out,
+                                    None,
+                                    None,
+                                    (false, false),
+                                )
+                            };
                         }
                     }
                     t[1] += t0.elapsed().as_secs_f64();

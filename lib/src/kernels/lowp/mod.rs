@@ -176,7 +176,7 @@ pub fn round_a(data: &[f32], off: usize, m: usize, k: usize, rs: usize, cs: usiz
             .for_each(|(i, r)| fill(i, r));
     } else {
         let (head, _) = out.split_at_mut(m * kp);
-        crate::exec::threads::par_chunks(head, kp, |i, r| fill(i, r));
+        crate::kernels::threads::par_chunks(head, kp, |i, r| fill(i, r));
     }
     A16 {
         m,
@@ -245,7 +245,7 @@ pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize
         }
     };
     if panels > 1 && k * n >= 1 << 15 {
-        crate::exec::threads::par_chunks(&mut out, kp / 2 * NR, fill);
+        crate::kernels::threads::par_chunks(&mut out, kp / 2 * NR, fill);
     } else {
         out.chunks_mut(kp / 2 * NR)
             .enumerate()
@@ -294,7 +294,7 @@ pub fn pack_b_rows(k: usize, n: usize, fill: RowFill) -> PackedB16 {
     };
     let state = || (vec![0f32; n], vec![0f32; n], vec![0u16; n], vec![0u16; n]);
     if k * n >= 1 << 15 {
-        crate::exec::threads::par_for_init(pairs, state, |rows, q| run(q, rows));
+        crate::kernels::threads::par_for_init(pairs, state, |rows, q| run(q, rows));
     } else {
         let mut rows = state();
         (0..pairs).for_each(|q| run(q, &mut rows));
@@ -432,7 +432,7 @@ pub fn gemm(
     if threads == 1 || rb * cb == 1 {
         (0..rb * cb).for_each(run);
     } else {
-        crate::exec::threads::par_for(rb * cb, run);
+        crate::kernels::threads::par_for(rb * cb, run);
     }
 }
 

@@ -221,38 +221,7 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
-/// The instruction sets the loops are compiled for.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Isa {
-    Avx512,
-    Avx2,
-    Base,
-}
-
-/// The widest instruction set this CPU runs (checked once);
-/// `PT2KIT_NO_AVX512=1` stops at AVX2, `PT2KIT_NO_AVX2=1` at the baseline.
-pub(crate) fn isa() -> Isa {
-    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *ISA.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let off = crate::knobs::is_set;
-            if !off("PT2KIT_NO_AVX512")
-                && !off("PT2KIT_NO_AVX2")
-                && std::arch::is_x86_feature_detected!("avx512f")
-            {
-                return Isa::Avx512;
-            }
-            if !off("PT2KIT_NO_AVX2")
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Base
-    })
-}
+use super::{isa, Isa};
 
 /// A function compiled three times (AVX-512, AVX2 + FMA, the baseline),
 /// the copy for this CPU chosen at run time ([`isa`]): its loops vectorise
@@ -274,11 +243,11 @@ macro_rules! multiversion {
                 unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) {
                     inner($($arg),*)
                 }
-                match $crate::exec::vmath::isa() {
+                match $crate::kernels::isa() {
                     // SAFETY: the CPU has the features (checked by `isa`).
-                    $crate::exec::vmath::Isa::Avx512 => return unsafe { wide($($arg),*) },
-                    $crate::exec::vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    $crate::exec::vmath::Isa::Base => {}
+                    $crate::kernels::Isa::Avx512 => return unsafe { wide($($arg),*) },
+                    $crate::kernels::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::kernels::Isa::Base => {}
                 }
             }
             inner($($arg),*)
@@ -351,7 +320,7 @@ pub fn map2<T: Copy + Default + Send + Sync>(
         map2_here(a, b, &mut dst, f);
     } else {
         let chunk = chunk_of(dst.len());
-        crate::exec::threads::par_chunks(&mut dst, chunk, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, chunk, |i, d| {
             map2_here(&a[i * chunk..][..d.len()], &b[i * chunk..][..d.len()], d, f)
         });
     }
@@ -396,7 +365,7 @@ pub fn map2_blocks<T: Copy + Default + Send + Sync>(
         run(&mut dst, a, b);
     } else {
         let blocks = chunk_of(dst.len()).div_ceil(inner).max(1);
-        crate::exec::threads::par_chunks(&mut dst, blocks * inner, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, blocks * inner, |i, d| {
             let rows = d.len() / inner;
             run(
                 d,
@@ -437,7 +406,7 @@ pub fn softmax_rows(src: &[f32], n: usize, log: bool) -> Vec<f32> {
         }
     } else {
         let per = n * rows_per_task;
-        crate::exec::threads::par_chunks(&mut dst, per, |i, d| {
+        crate::kernels::threads::par_chunks(&mut dst, per, |i, d| {
             for (s, d) in src[i * per..][..d.len()].chunks(n).zip(d.chunks_mut(n)) {
                 row(s, d);
             }
@@ -539,7 +508,7 @@ pub fn layer_norm_rows(
         if src.len() < PARALLEL_MIN {
             task(&mut dst, src, &mut stats);
         } else {
-            crate::exec::threads::par_chunks_pair(
+            crate::kernels::threads::par_chunks_pair(
                 (&mut dst, n * per),
                 (&mut stats, per),
                 |i, d, st| task(d, &src[i * n * per..][..d.len()], st),
@@ -687,7 +656,7 @@ pub unsafe fn transpose_strided<const ADD: bool>(
 
 /// [`transpose_strided`] from a pointer: the block of a matrix whose
 /// other elements other threads may be writing meanwhile (a product's
-/// finished block, [`crate::exec::sgemm::gemm_lhs_each`]), which no slice
+/// finished block, [`crate::kernels::sgemm::gemm_lhs_each`]), which no slice
 /// may cover.
 ///
 /// # Safety

@@ -4,7 +4,7 @@
 //! [`conv_few_channels`].
 
 use super::*;
-use crate::exec::simd::{isa_entries, Avx2, Avx512, F32x16};
+use crate::kernels::simd::{isa_entries, Avx2, Avx512, F32x16};
 
 /// Input channels up to which a 2-D convolution takes
 /// [`conv_few_channels`].
@@ -49,82 +49,13 @@ fn passes(vecs: usize) -> (usize, usize) {
 /// Whether a convolution takes [`conv_few_channels`]: 2-D with taps,
 /// up to [`FEW_CHANNELS_MAX`] input channels, 32 (on AVX2 16: [`few_min_channels`]) to 64 output channels
 /// in whole vectors, output lines at least a run long.
-pub(super) fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
+pub fn few_channels(g: &Windows, c: usize, co: usize) -> bool {
     g.planar()
         && (1..=FEW_CHANNELS_MAX).contains(&c)
         && co.is_multiple_of(16)
         && (few_min_channels()..=64).contains(&co)
         && g.taps() > 1
         && g.output[2] >= passes(co / 16).1
-}
-
-/// A 2-D convolution from few input channels (ResNet's 7x7 stride-2 stem
-/// over three colours, MobileNetV3's 3x3 one), where a product has too
-/// little depth for the direct kernel (`k` = 27 or 147 rows against a
-/// stride-phased padded copy of the image, 64 output channels as panels
-/// of 12 rows, 16 as 12 + 4): the output channels on the lanes (one to
-/// four vectors), a run of an output line's pixels in registers (24 /
-/// vectors of them), each tap's weights one load a vector and each input
-/// value broadcast, read where it lies (the taps in the padding skipped:
-/// lines by their rows, the few pixels at the lines' ends one by one).
-/// Each line's results (`[pixels][c_out]`) are transposed into the
-/// output planes, a band of lines a task, and the fused chain runs on the
-/// band's planes while they are in the cache. ResNet's stem on two
-/// threads, in the model, against the direct kernel (interleaved runs):
-/// 0.96-0.99 -> 0.76-0.85 ms at batch 1, 3% less at batch 8 (369 GFLOP/s
-/// warm at batch 1, the direct kernel 340); MobileNetV3's 16-channel stem
-/// stays direct (slower this way).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv_few_channels(
-    exec: &Executor,
-    x: &CandleTensor,
-    w: &CandleTensor,
-    bias: Option<&CandleTensor>,
-    g: &Windows,
-    shape: Vec<usize>,
-    epilogue: Option<&EpilogueArgs>,
-    channels_last: bool,
-) -> Result<CandleTensor> {
-    let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
-    let [_, oh, ow] = g.output;
-    let k = c * g.taps();
-    // the weights by tap: [k][c_out]
-    let ws = f32s(&w.contiguous()?)?;
-    let mut wt = vec![0f32; k * co];
-    vmath::transpose(&ws, co, k, &mut wt);
-    let bv = match bias {
-        Some(t) => f32s(t)?,
-        None => vec![0f32; co],
-    };
-    debug_assert_eq!(shape.iter().product::<usize>(), b * co * oh * ow);
-    // each line's `[ow][co]` results are its output left channels-last
-    // (no transposes into planes: a fifth of ResNet's stem on one thread)
-    // where the readers read it so (a max pool), and the chain after it,
-    // if any, is of constants (an element's place is moot)
-    if channels_last && shape.len() == 4 {
-        let made = channels_last_output(exec, epilogue, [b, co, oh, ow], |out, then| {
-            with_host(x, |xs: &[f32]| {
-                // SAFETY: as below
-                unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, (then, true)) }
-            })
-            .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
-        })?;
-        if let Some(y) = made {
-            return Ok(y);
-        }
-    }
-    // never offered a residual to write over (`writes_over`)
-    output_of(x.device(), shape, epilogue, |out, accumulate, then| {
-        if accumulate {
-            return Err(Error::internal("a few-channel convolution adding to its output"));
-        }
-        with_host(x, |xs: &[f32]| {
-            // SAFETY: the kernels' instruction set is present (the
-            // caller's check); the sizes are the convolution's.
-            unsafe { few_channels_product(xs, &wt, &bv, g, (b, c, co), out, (then, false)) }
-        })
-        .ok_or_else(|| Error::internal("convolution of an input that is not float32 on the host"))
-    })
 }
 
 /// The product of [`conv_few_channels`]: `xs` the batch's images, `wt`
@@ -136,7 +67,7 @@ pub(super) fn conv_few_channels(
 /// The kernels' instruction set is present ([`sgemm::available`]); `xs` holds `b * c * h * w` floats, `wt` `c *
 /// taps * co`, `bias` `co`, `out` `b * co * oh * ow`; `co` is 16 to 64 in
 /// whole vectors and `ow` at least a run ([`few_channels`]).
-pub(super) unsafe fn few_channels_product(
+pub unsafe fn few_channels_product(
     xs: &[f32],
     wt: &[f32],
     bias: &[f32],
@@ -283,7 +214,7 @@ pub(super) unsafe fn few_channels_product(
     if tasks == 1 {
         task(&mut Vec::new(), 0);
     } else {
-        crate::exec::threads::par_for_init(tasks, Vec::new, task);
+        crate::kernels::threads::par_for_init(tasks, Vec::new, task);
     }
 }
 
@@ -318,7 +249,12 @@ isa_entries!(few_run_avx512, few_run_avx2 = few_run[V: usize, P: usize](l: &FewL
 /// the input's lines, `tile` is a pointer to that many writable floats,
 /// `P * co` or more, no other thread's.
 #[inline(always)]
-unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(l: &FewLine, ix0: isize, v0: usize, tile: (*mut f32, usize)) {
+unsafe fn few_run<S: F32x16, const V: usize, const P: usize>(
+    l: &FewLine,
+    ix0: isize,
+    v0: usize,
+    tile: (*mut f32, usize),
+) {
     assert!(
         ix0 >= 0
             && ix0 as usize + (P - 1) * l.sw + (l.kw - 1) * l.dw < l.wd
@@ -419,9 +355,20 @@ mod tests {
             return;
         }
         use sgemm::{EpiOp, EpiSrc, EpiStep};
-        let relu = [EpiStep { op: EpiOp::Relu, b: EpiSrc::Const(0.0) }];
+        let relu = [EpiStep {
+            op: EpiOp::Relu,
+            b: EpiSrc::Const(0.0),
+        }];
         for &(c, co, (h, w), k, s, p, d) in &[
-            (3usize, 64usize, (30usize, 37usize), 7usize, 2usize, 3usize, 1usize),
+            (
+                3usize,
+                64usize,
+                (30usize, 37usize),
+                7usize,
+                2usize,
+                3usize,
+                1usize,
+            ),
             (1, 32, (9, 40), 3, 1, 1, 1),
             (4, 48, (17, 29), 5, 3, 2, 1),
             (2, 64, (12, 31), 3, 1, 0, 2),
@@ -432,33 +379,52 @@ mod tests {
             // (16 output channels are few-channel on AVX2 only: AVX-512's
             // runs of 24 pixels are longer than this shape's lines)
             let taken = few_channels(&g, c, co);
-            assert!(taken || co < few_min_channels(), "{c} -> {co}: a few-channel shape");
+            assert!(
+                taken || co < few_min_channels(),
+                "{c} -> {co}: a few-channel shape"
+            );
             if !taken {
                 continue;
             }
             let b = 2;
-            let xs: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 7919) % 23) as f32 * 0.1 - 1.1).collect();
-            let ws: Vec<f32> = (0..co * c * k * k).map(|i| ((i * 104729) % 19) as f32 * 0.05 - 0.45).collect();
+            let xs: Vec<f32> = (0..b * c * h * w)
+                .map(|i| ((i * 7919) % 23) as f32 * 0.1 - 1.1)
+                .collect();
+            let ws: Vec<f32> = (0..co * c * k * k)
+                .map(|i| ((i * 104729) % 19) as f32 * 0.05 - 0.45)
+                .collect();
             let bias: Vec<f32> = (0..co).map(|o| o as f32 * 0.01 - 0.2).collect();
             let kk = c * k * k;
             let mut wt = vec![0f32; kk * co];
             vmath::transpose(&ws, co, kk, &mut wt);
             let mut out = sgemm::uninit(b * co * oh * ow);
-            let e = sgemm::Epilogue { steps: &relu, inputs: &[], map: None };
+            let e = sgemm::Epilogue {
+                steps: &relu,
+                inputs: &[],
+                map: None,
+            };
             // SAFETY: the instruction set is present; the sizes are the convolution's
-            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut out, (Some(&e), false)) };
+            unsafe {
+                few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut out, (Some(&e), false))
+            };
             // SAFETY: every output pixel was written
             let out = unsafe { sgemm::assume_init(out) };
             // the same left channels-last: the same bits, each pixel's
             // channels side by side
             let mut last = sgemm::uninit(b * co * oh * ow);
             // SAFETY: as above
-            unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut last, (Some(&e), true)) };
+            unsafe {
+                few_channels_product(&xs, &wt, &bias, &g, (b, c, co), &mut last, (Some(&e), true))
+            };
             // SAFETY: as above
             let last = unsafe { sgemm::assume_init(last) };
             for (i, v) in last.iter().enumerate() {
                 let (o, pixel, n) = (i % co, (i / co) % (oh * ow), i / (co * oh * ow));
-                assert_eq!(v.to_bits(), out[(n * co + o) * oh * ow + pixel].to_bits(), "{c} -> {co} k{k} channels-last, element {i}");
+                assert_eq!(
+                    v.to_bits(),
+                    out[(n * co + o) * oh * ow + pixel].to_bits(),
+                    "{c} -> {co} k{k} channels-last, element {i}"
+                );
             }
             for n in 0..b {
                 for o in 0..co {
@@ -468,11 +434,17 @@ mod tests {
                             for ch in 0..c {
                                 for ky in 0..k {
                                     for kx in 0..k {
-                                        let (iy, ix) = ((oy * s + ky * d) as isize - p as isize, (ox * s + kx * d) as isize - p as isize);
-                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        let (iy, ix) = (
+                                            (oy * s + ky * d) as isize - p as isize,
+                                            (ox * s + kx * d) as isize - p as isize,
+                                        );
+                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
+                                        {
                                             continue;
                                         }
-                                        let x = xs[((n * c + ch) * h + iy as usize) * w + ix as usize] as f64;
+                                        let x = xs
+                                            [((n * c + ch) * h + iy as usize) * w + ix as usize]
+                                            as f64;
                                         want += x * ws[((o * c + ch) * k + ky) * k + kx] as f64;
                                     }
                                 }
@@ -501,13 +473,24 @@ mod tests {
         if !sgemm::available() {
             return;
         }
-        let threads: usize = std::env::var("THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
-        let b: usize = std::env::var("BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let threads: usize = std::env::var("THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let b: usize = std::env::var("BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         for &(co, k, pad) in &[(64usize, 7usize, 3usize), (32, 3, 1), (16, 3, 1)] {
             let g = Windows::new(&[224, 224], &[k, k], &[2, 2], &[pad, pad], &[1, 1]).unwrap();
             let [_, oh, ow] = g.output;
-            let xs: Vec<f32> = (0..b * 3 * 224 * 224).map(|i| (i % 7) as f32 * 0.1).collect();
+            let xs: Vec<f32> = (0..b * 3 * 224 * 224)
+                .map(|i| (i % 7) as f32 * 0.1)
+                .collect();
             let wt: Vec<f32> = (0..3 * k * k * co).map(|i| (i % 5) as f32 * 0.1).collect();
             let bias = vec![0.5f32; co];
             let mut out = sgemm::uninit(b * co * oh * ow);
@@ -517,12 +500,30 @@ mod tests {
                 let t0 = std::time::Instant::now();
                 pool.install(|| {
                     for _ in 0..reps {
-                        unsafe { few_channels_product(&xs, &wt, &bias, &g, (b, 3, co), &mut out, (None, channels_last)) };
+                        unsafe {
+                            few_channels_product(
+                                &xs,
+                                &wt,
+                                &bias,
+                                &g,
+                                (b, 3, co),
+                                &mut out,
+                                (None, channels_last),
+                            )
+                        };
                     }
                 });
                 let t = t0.elapsed().as_secs_f64() / reps as f64;
-                let layout = if channels_last { "channels-last" } else { "planes" };
-                eprintln!("3 -> {co} {k}x{k} s2 batch {b}, {layout}: {:.3} ms, {:.0} GF/s", t * 1e3, flops / t / 1e9);
+                let layout = if channels_last {
+                    "channels-last"
+                } else {
+                    "planes"
+                };
+                eprintln!(
+                    "3 -> {co} {k}x{k} s2 batch {b}, {layout}: {:.3} ms, {:.0} GF/s",
+                    t * 1e3,
+                    flops / t / 1e9
+                );
             }
         }
     }
