@@ -112,10 +112,10 @@ fn sandbox() -> tempfile::TempDir {
         "out.safetensors",
         pt2kit::tensorfile::write_safetensors(&expected).unwrap(),
     );
-    // ONNX Runtime's intermediates (recipes/ort_run.py, a python line not
+    // ONNX Runtime's intermediates (recipes/run/ort_run.py, a python line not
     // run here): ir-run's stand in, so that `ir-diff run.npz ort.npz
     // --first` has its file; make test compares the real ones
-    // (recipes/check_intermediates.py).
+    // (recipes/checks/check_intermediates.py).
     let ok = Command::new(bin.join("ir-run"))
         .arg(d.join("m.ir"))
         .arg("--inputs")

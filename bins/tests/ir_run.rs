@@ -253,7 +253,7 @@ fn impossible_inputs_are_bad_input() {
 /// first call starts from the weights and writes the state, each later
 /// call reads and rewrites it; after two calls the cache and the outputs
 /// are torch's after two calls of the module (golden/state,
-/// recipes/state_cases.py). Misuse is refused before anything is written.
+/// recipes/fixtures/state_cases.py). Misuse is refused before anything is written.
 #[test]
 fn state_file_carries_a_cache_across_calls() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,7 @@
 //! with all their node names and write nothing (or become custom-domain
 //! nodes with --allow-custom); external data lands beside the model.
 //!
-//! Numerical agreement with torch is checked by `recipes/check_onnx.py`
+//! Numerical agreement with torch is checked by `recipes/checks/check_onnx.py`
 //! (ONNX's checker and ONNX Runtime), which needs Python.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! `ts2ir` on the TorchScript cases of `golden/ts` (made by
-//! `recipes/ts_cases.py`: traced, scripted and frozen modules, outputs from
+//! `recipes/fixtures/ts_cases.py`: traced, scripted and frozen modules, outputs from
 //! torch.jit.load): every case through `ts2ir | ir-run` and
 //! `ts2ir | ir-decompose | ir-run` against torch's outputs, with its inputs
 //! bound (`--example-inputs`) and, for traced ones, symbolic; refusals name

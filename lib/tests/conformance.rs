@@ -1,11 +1,11 @@
 //! The op-conformance suite: tiny programs, one per core ATen op and
-//! OpInfo sample (`recipes/opinfo_cases.py`, committed under golden/ops/),
+//! OpInfo sample (`recipes/fixtures/opinfo_cases.py`, committed under golden/ops/),
 //! run by the executor and compared with torch's outputs.
 //!
 //! The per-op results are a golden report (golden/ops/report.md): a case
 //! that starts failing and a case that starts passing both change it, so
 //! the report (and the table made from it in docs/coverage.md by
-//! recipes/update_readme.py) never drifts from what the executor does.
+//! recipes/bench/update_readme.py) never drifts from what the executor does.
 //! `UPDATE_GOLDEN=1 cargo test --test conformance` rewrites it.
 
 #![cfg(feature = "exec")]

@@ -72,7 +72,7 @@ fn every_fixture_lowers_to_core_and_matches_torch() {
 }
 
 /// One module per family of composite ops (activations, shape ops,
-/// norms, ...; `recipes/zoo.py`, group "composite"), both dialects: only
+/// norms, ...; `recipes/fixtures/zoo.py`, group "composite"), both dialects: only
 /// their lowered graphs must run (torch's own lowering, `.decomp.pt2`,
 /// keeps a few non-core ops that ir-decompose then lowers).
 #[test]
@@ -82,7 +82,7 @@ fn composite_op_fixtures_lower_to_core_and_match_torch() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
-/// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe"), both
+/// The mixture-of-experts fixtures (`recipes/fixtures/zoo.py`, group "moe"), both
 /// dialects, lowered to core ATen (`transformers.grouped_mm_fallback`,
 /// not an `aten` op, is kept) and run against torch's outputs.
 #[test]
@@ -130,7 +130,7 @@ fn vision_fixtures_lower_and_match_torch() {
     assert!(runs >= 14, "only {runs} runs");
 }
 
-/// The long-tail fixtures (`recipes/zoo.py`, group "tail"), both
+/// The long-tail fixtures (`recipes/fixtures/zoo.py`, group "tail"), both
 /// dialects, lowered to core ATen and run against torch's outputs.
 /// `upsample_bicubic2d` has no rule: it stays (not core; both back ends
 /// have a row for it), the rest is core.
@@ -365,7 +365,7 @@ fn training_batch_norm_updates_its_running_stats() {
 
 /// Every op of torch's own decomposition table (`core_aten_decompositions()`,
 /// forward functional ops, `lib/data/torch_decompositions.txt` from
-/// `recipes/gen_decomp_table.py`) has an answer here: a rewrite in
+/// `recipes/fixtures/gen_decomp_table.py`) has an answer here: a rewrite in
 /// ir-decompose, a core op kept as it is, a row of ir-run or an ir2onnx
 /// conversion, or a refusal with its reason (`lib/data/refusals.txt`). The
 /// golden report lists each op with its answer.
@@ -446,7 +446,7 @@ fn coverage_of_torchs_decomposition_table() {
 }
 
 /// Every op torchvision registers (`lib/data/torchvision_ops.txt`, from
-/// `recipes/gen_torchvision_ops.py`) runs in ir-run (golden/vision holds
+/// `recipes/fixtures/gen_torchvision_ops.py`) runs in ir-run (golden/vision holds
 /// them to torch) or is refused with a reason in `lib/data/refusals.txt`.
 #[test]
 fn every_torchvision_op_has_a_row_or_a_reason() {

@@ -1,7 +1,7 @@
 //! The dtype conformance suite: every core ATen overload crossed with
 //! every dtype torch supports for it, on plain and extremal values (NaN,
 //! ±inf, -0.0, subnormals, integer min/max, values around 2^53) and empty
-//! tensors, recorded from torch by `recipes/dtype_cases.py` (golden/dtypes).
+//! tensors, recorded from torch by `recipes/fixtures/dtype_cases.py` (golden/dtypes).
 //!
 //! Each case runs in the executor as exported and, lowered by the
 //! decomposition table to core ATen, again; its outputs are compared with

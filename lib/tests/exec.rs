@@ -199,7 +199,7 @@ fn archives_in(dir: &str) -> Vec<std::path::PathBuf> {
     v
 }
 
-/// What failed on models from outside the repo (`recipes/zoo.py`, group
+/// What failed on models from outside the repo (`recipes/fixtures/zoo.py`, group
 /// "fallback"): composite ops the executor has no row for (lowered at load
 /// through the decomposition table), in-place ops on views, strided views
 /// reaching kernels, HF BERT and DistilBERT with SDPA at batch 2. Each runs
@@ -217,7 +217,7 @@ fn outside_models_run_as_exported() {
     assert!(runs >= 16, "only {runs} runs");
 }
 
-/// Models exported with dynamic dims (`recipes/zoo.py`, group "dynamic":
+/// Models exported with dynamic dims (`recipes/fixtures/zoo.py`, group "dynamic":
 /// BERT and GPT-2 over dynamic batch and sequence, Llama over a dynamic
 /// sequence, an LSTM over a dynamic batch, size arithmetic over a dynamic
 /// length) run as exported, in both dialects, at three sizes each.
@@ -233,7 +233,7 @@ fn dynamic_models_run_at_three_sizes() {
     assert!(runs >= 30, "only {runs} runs");
 }
 
-/// Symbolic ints (`recipes/zoo.py`, group "symint"): an int input (a
+/// Symbolic ints (`recipes/fixtures/zoo.py`, group "symint"): an int input (a
 /// SymInt graph input) in arithmetic and as sizes, indices and bounds,
 /// derived dims (t + 1 and 2*t with no input of size t, 2*s spatial dims),
 /// tril/triu with a symbolic diagonal, causal attention over a dynamic
@@ -250,7 +250,7 @@ fn symint_models_run_at_three_sizes() {
     assert!(runs >= 30, "only {runs} runs");
 }
 
-/// Torch's numbers beyond plain float32 (`recipes/zoo.py`, group
+/// Torch's numbers beyond plain float32 (`recipes/fixtures/zoo.py`, group
 /// "numerics"): int64 past 2^53 and int8 wrap-around through every integer
 /// op, NaN's order, float16 and bfloat16 CNNs (accumulated in float32),
 /// attention rows with every key masked, 3-D convolutions: each as
@@ -266,7 +266,7 @@ fn numerics_fixtures_match_torch() {
     assert!(runs >= 16, "only {runs} runs");
 }
 
-/// PT2E int8 (`recipes/zoo.py`, group "quant"): torch's X86Inductor and
+/// PT2E int8 (`recipes/fixtures/zoo.py`, group "quant"): torch's X86Inductor and
 /// XNNPACK quantizers on a CNN and an MLP (static per tensor and per
 /// channel, dynamic through choose_qparams, weights quantized in the
 /// graph), and q_ops, the quantized_decomposed ops on rounding ties and
@@ -285,7 +285,7 @@ fn quant_fixtures_match_torch() {
     assert!(runs >= 18, "only {runs} runs");
 }
 
-/// Complex values (`recipes/zoo.py`, group "complex": spectrograms and
+/// Complex values (`recipes/fixtures/zoo.py`, group "complex": spectrograms and
 /// istft round trips, torch.fft with every norm, Meta's Llama RoPE with a
 /// complex buffer, complex arithmetic, HF FNet, complex inputs and
 /// outputs), lowered to real pairs at load: each as exported, in both
@@ -326,7 +326,7 @@ fn complex_ops_without_a_real_pair_form_are_refused_by_name() {
     );
 }
 
-/// torchvision's detection ops (`recipes/zoo.py`, group "vision"):
+/// torchvision's detection ops (`recipes/fixtures/zoo.py`, group "vision"):
 /// roi_align (aligned or not, adaptive and fixed sampling, half scale,
 /// float64, no boxes), roi_pool, ps_roi_align, ps_roi_pool, nms (ties, an
 /// IoU at the threshold, batched over classes), deform_conv2d, and Faster
@@ -356,7 +356,7 @@ fn composite_fixtures_run_as_exported() {
     assert!(runs >= 10, "only {runs} runs");
 }
 
-/// The higher-order-op fixtures (`recipes/zoo.py`, group "hop": autocast
+/// The higher-order-op fixtures (`recipes/fixtures/zoo.py`, group "hop": autocast
 /// regions disabled, bfloat16 and float16 with torch's eager outputs under
 /// autocast, grad-mode regions, associative_scan as its higher-order op and
 /// through vmap, out_dtype, hints_wrapper, timm's EfficientViT) run as
@@ -372,7 +372,7 @@ fn hop_fixtures_run_as_exported() {
     assert!(runs >= 22, "only {runs} runs");
 }
 
-/// The mixture-of-experts fixtures (`recipes/zoo.py`, group "moe": tiny
+/// The mixture-of-experts fixtures (`recipes/fixtures/zoo.py`, group "moe": tiny
 /// Mixtral and Qwen2-MoE decoders, `transformers.grouped_mm_fallback`
 /// called directly with an expert without rows and rows past the last
 /// offset) run as exported, both dialects, against torch's outputs.
@@ -424,7 +424,7 @@ fn grouped_mm_refuses_bad_offsets() {
     assert!(executor.run(&good).is_ok());
 }
 
-/// The long-tail fixtures (`recipes/zoo.py`, group "tail": bicubic
+/// The long-tail fixtures (`recipes/fixtures/zoo.py`, group "tail": bicubic
 /// upsampling, histc, index_copy_, reshape_as, bilinear, einsum diagonals,
 /// LSTM projections, bool masks) run as exported, both dialects, against
 /// torch's outputs.
@@ -1765,7 +1765,7 @@ fn channels_last_outputs_match_planes_and_torch() {
 }
 
 /// Stems from few channels leave their outputs channels-last where only a
-/// max pool reads them (`golden/models/stem_pool`, from `recipes/zoo.py`:
+/// max pool reads them (`golden/models/stem_pool`, from `recipes/fixtures/zoo.py`:
 /// ResNet's 7x7 stride-2 stem with its relu and pool, a 5x5 under a pool
 /// in ceil mode; a third with another reader stays in planes), the pools
 /// read them so, and the outputs match torch's and the planes' run.
@@ -1775,7 +1775,7 @@ fn stems_left_channels_last_for_their_pools() {
 }
 
 /// Squeeze-and-excitation scales at batch 1 folded into the convolution
-/// after them (`golden/models/se_fold`, from `recipes/zoo.py`: a 1x1 and
+/// after them (`golden/models/se_fold`, from `recipes/fixtures/zoo.py`: a 1x1 and
 /// a 3x3 after `d * s` and `s * d`; a scaled input read again, a weight
 /// larger than half the input and a depthwise convolution not folded):
 /// two a run, both dialects, none with the fusion plan off, and the
@@ -2735,7 +2735,7 @@ fn a_depthwise_convolution_of_a_permuted_weight_matches_a_reference() {
     }
 }
 
-/// Stateful programs (golden/state, `recipes/state_cases.py`: KV caches in
+/// Stateful programs (golden/state, `recipes/fixtures/state_cases.py`: KV caches in
 /// buffers, running statistics, a training batch norm, an updated user
 /// input) called step by step, as exported and after `ir-decompose`, in
 /// both dialects: each step's user outputs, and the state after it

@@ -20,7 +20,7 @@ fn files(dir: &Path, ext: Option<&str>) -> Vec<PathBuf> {
     v
 }
 
-/// The seeds `recipes/fuzz.sh` gives a target (those made by a tool
+/// The seeds `recipes/checks/fuzz.sh` gives a target (those made by a tool
 /// aside), and every input committed under golden/fuzz/<target>/.
 fn inputs(target: &str) -> Vec<PathBuf> {
     let g = root().join("golden");

@@ -1,7 +1,7 @@
 //! Every higher-order op torch registers has an answer: a row in both back
 //! ends, a decomposition rule (which every tool applies), or a refusal
 //! with its reason (`decompose::hops::REFUSED`). The list is torch's
-//! (`lib/data/higher_order_ops.txt`, written by `recipes/gen_hop_list.py`),
+//! (`lib/data/higher_order_ops.txt`, written by `recipes/fixtures/gen_hop_list.py`),
 //! so a new torch's new higher-order op fails here until it has one.
 
 #![cfg(feature = "exec")]

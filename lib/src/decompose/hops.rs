@@ -1,7 +1,7 @@
 //! What becomes of each higher-order op (`torch.ops.higher_order.*`).
 //!
 //! torch registers 46 of them (torch 2.15; `lib/data/higher_order_ops.txt`,
-//! written by `recipes/gen_hop_list.py`, says which `torch.export` writes).
+//! written by `recipes/fixtures/gen_hop_list.py`, says which `torch.export` writes).
 //! Every one has an answer here, held by `lib/tests/hops.rs`:
 //!
 //! - a row of the executor and of the ONNX writer: `cond`, `while_loop`,

@@ -163,7 +163,7 @@ pub fn compare(
 
 /// The quantization step of each output of a PT2E int8 fixture that a
 /// dequantize makes (`quant_steps` in its meta.json, by output key
-/// `out_0`, ...; `recipes/zoo.py`): none for other fixtures.
+/// `out_0`, ...; `recipes/fixtures/zoo.py`): none for other fixtures.
 pub fn quant_steps(pt2: &Path) -> BTreeMap<String, f64> {
     let name = stem(pt2);
     let meta = pt2

@@ -987,7 +987,7 @@ fn block_order_speed() {
 /// Linear layers' products (A in place, B packed, as the executor runs
 /// them) for 2 s each on `THREADS` threads: median and best GFLOP/s, to
 /// set beside ONNX Runtime's MatMul on the same shapes
-/// (`recipes/matmul_speed.py`). `SHAPES="m,n,k m,n,k"` (GPT-2's and the
+/// (`recipes/bench/matmul_speed.py`). `SHAPES="m,n,k m,n,k"` (GPT-2's and the
 /// MLP's by default); `COLD=1`: B from memory each call. `cargo test --release -p pt2kit --features exec
 /// --lib products_speed -- --ignored --nocapture`.
 #[test]

@@ -1,7 +1,7 @@
 //! The element types every ONNX node ir2onnx writes must have: those its
 //! opset's schema allows, and those ONNX Runtime's CPU provider has a
 //! kernel for. Both are data (`lib/data/onnx_types.txt`, written by
-//! `recipes/gen_onnx_types.py` from onnx's schemas and ONNX Runtime's
+//! `recipes/fixtures/gen_onnx_types.py` from onnx's schemas and ONNX Runtime's
 //! kernel registry).
 //!
 //! [`EmitNode::check_types`] runs once per IR node, over the ONNX nodes its

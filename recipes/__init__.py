@@ -1,0 +1,1 @@
+"""The scripts around the tools; recipes/README.md says which folder is which."""

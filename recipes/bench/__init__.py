@@ -1,0 +1,1 @@
+"""Benchmarks, and the renderer of their tables into README.md and docs/."""

@@ -1,0 +1,1 @@
+"""Checks: the tools' numbers against torch and ONNX Runtime (make test, make zoo, fuzzing)."""
