@@ -164,14 +164,7 @@ impl Executor<'_> {
         if !self.packs.keep_mapped || m.rank() != 2 {
             return None;
         }
-        let key = (
-            m.blob.as_ptr() as usize,
-            m.layout.start_offset(),
-            m.dims()[0],
-            m.dims()[1],
-            m.layout.stride()[0],
-            m.layout.stride()[1],
-        );
+        let key = mapped_key(m);
         let mut cache = self.packs.b.lock().ok()?;
         Some(
             cache
@@ -248,14 +241,7 @@ impl Executor<'_> {
         if !self.packs.keep_mapped || m.rank() != 2 {
             return None;
         }
-        let key = (
-            m.blob.as_ptr() as usize,
-            m.layout.start_offset(),
-            m.dims()[0],
-            m.dims()[1],
-            m.layout.stride()[0],
-            m.layout.stride()[1],
-        );
+        let key = mapped_key(m);
         let mut cache = self.packs.b16.lock().ok()?;
         Some(
             cache
@@ -289,4 +275,17 @@ impl Executor<'_> {
                 .clone(),
         )
     }
+}
+
+/// Where a rank-2 mapped weight lies (its storage, offset, dims and
+/// strides): the key its packed forms are kept under.
+fn mapped_key(m: &mapped::Mapped) -> ViewKey {
+    (
+        m.blob.as_ptr() as usize,
+        m.layout.start_offset(),
+        m.dims()[0],
+        m.dims()[1],
+        m.layout.stride()[0],
+        m.layout.stride()[1],
+    )
 }
