@@ -409,7 +409,7 @@ pub fn mutates_first(target: &crate::ir::Target) -> bool {
 /// `aten.relu.default`, `aten.floor_divide_.Tensor` ->
 /// `aten.floor_divide.default`. Its name less the trailing `_`, and the
 /// overload whose arguments have the same names and types (write
-/// annotations aside),
+/// annotations aside; failing that, the same types, by position),
 /// as torch's functionalisation pairs them; only where the in-place op
 /// writes into its first argument (not a dunder such as `__iand__`, not an
 /// `out=` variant). The op tables list functional rows only: an in-place
@@ -448,8 +448,17 @@ pub fn functional_of(op: &str) -> Option<&'static str> {
                 if !s.args.first().is_some_and(|a| a.ty.contains('!')) {
                     continue;
                 }
+                // the same names and types; else the same types (torch
+                // names `dropout_`'s first argument `self`, `dropout`'s
+                // `input`: functionalisation renames them by position)
                 let want = types(s);
-                if let Some(f) = functional.iter().find(|f| types(f) == want) {
+                let kinds =
+                    |v: &[(String, String)]| v.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
+                let found = functional
+                    .iter()
+                    .find(|f| types(f) == want)
+                    .or_else(|| functional.iter().find(|f| kinds(&types(f)) == kinds(&want)));
+                if let Some(f) = found {
                     map.insert(
                         format!("{}.{}.{}", s.namespace, s.name, s.overload),
                         format!("{}.{}.{}", f.namespace, f.name, f.overload),

@@ -142,6 +142,29 @@ fn functionalize_graph(g: &mut Graph, st: &mut State) -> Result<()> {
             continue;
         }
         let functional = functional_target(&node)?;
+        // its arguments by the functional op's names (`dropout_`'s `self`
+        // is `dropout`'s `input`), by position in the two schemas
+        let mut node = node;
+        if let (Some(from), Some(to)) = (
+            schema::lookup(
+                &node.target.namespace,
+                &node.target.name,
+                &node.target.overload,
+            ),
+            schema::lookup(
+                &functional.namespace,
+                &functional.name,
+                &functional.overload,
+            ),
+        ) {
+            for a in node.inputs.iter_mut() {
+                if let Some(i) = from.args.iter().position(|s| s.name == a.name) {
+                    if let Some(t) = to.args.get(i) {
+                        a.name = t.name.clone();
+                    }
+                }
+            }
+        }
         let self_arg = match node.inputs.first().map(|a| &a.arg) {
             Some(Argument::Tensor(v)) => *v,
             _ => {
