@@ -150,6 +150,13 @@ fn max_pool(cx: &mut EmitNode) -> Result<()> {
 /// where huge values absorb small ones).
 const SEQUENTIAL_WINDOW_MAX: i64 = 256;
 
+/// A global average pool of at most this many elements a window is summed
+/// one element after another, as torch's mean sums a line shorter than
+/// one vector of float32 (16 lanes); longer ones take its vectorised
+/// order, which ReduceMean stands for (the sums agree but for the order
+/// of rounding; `mean` converts the same way).
+const GLOBAL_SEQUENTIAL_MAX: i64 = 16;
+
 fn avg_pool(cx: &mut EmitNode) -> Result<()> {
     let x = cx.input("self")?;
     let meta = cx.meta("self")?;
@@ -484,22 +491,37 @@ fn adaptive_pool(cx: &mut EmitNode, ops: &Adaptive) -> Result<()> {
     }
     let input = last_static(&meta.sizes, n, "adaptive pooling");
     let mean = ops.reduce == "ReduceMean";
-    if let (true, Ok(input)) = (mean, &input) {
+    // torch's CPU kernel takes the mean over the window dims for an output
+    // of ones (a global pool), whose order of summing is one element
+    // after another only for a window shorter than a vector: past that,
+    // ReduceMean, as `mean` converts; other windows are summed in torch's
+    // order
+    let elements = input.as_ref().map_or(i64::MAX, |i| i.iter().product::<i64>());
+    let global = output.iter().all(|o| *o == 1) && elements > GLOBAL_SEQUENTIAL_MAX;
+    let sums = mean && !global;
+    if let (true, Ok(input)) = (sums, &input) {
         // torch's order of summing: windows of one size as strided slices
+        // (two nodes an element of the window), or each window by a
+        // running sum (six nodes a window: a global pool's one window)
         let k: Vec<i64> = input.iter().zip(&output).map(|(i, o)| i / o).collect();
         let even = input.iter().zip(&output).all(|(i, o)| i % o == 0);
-        if even && k.iter().product::<i64>() <= SEQUENTIAL_WINDOW_MAX {
+        let (elements, windows) = (k.iter().product::<i64>(), output.iter().product::<i64>());
+        if even && elements <= SEQUENTIAL_WINDOW_MAX && elements <= 3 * windows {
             let zeros = vec![0; n];
             let window = Window { kernel: &k, stride: &k, padding: &zeros };
             return window_sums(cx, (&x, meta), window, (input, &output), true, None);
         }
     }
     elementwise(cx, &x, meta.dtype, |cx, x, c| {
-        if let (true, Ok(input)) = (mean, &input) {
+        if let (true, Ok(input)) = (sums, &input) {
             // (or window by window)
             if let Some(y) = adaptive_avg_sums(cx, x, (input, &output), rank, c)? {
                 return Ok(y);
             }
+        }
+        if mean && global {
+            let axes: Vec<i64> = (rank - n..rank).map(|a| a as i64).collect();
+            return Ok(cx.reduce("ReduceMean", x, Some(&axes), true));
         }
         let (xs, added) = batch(cx, x, rank, n);
         let input = match input.as_ref() {
