@@ -7,6 +7,7 @@
 
 use super::lower::{is_same, same_key, Lower, MAX_ITERATIONS};
 use super::ops::{code_of_dtype, At, V};
+use super::symbolic::{has_symbolic, is_symbolic, SIZE_LIST_OPS};
 use crate::error::Result;
 use crate::ir::{Argument, Sym, ValueKind};
 
@@ -44,6 +45,10 @@ impl Lower<'_> {
                 }
             }
             "range" => {
+                let args = self.specialise(&V::Tuple(args), at, "a range (a loop's trip count)")?;
+                let V::Tuple(args) = args else {
+                    return Err(at.bad("range with bad arguments"));
+                };
                 let ints: Vec<i64> = args
                     .iter()
                     .map(|a| match a {
@@ -112,6 +117,19 @@ impl Lower<'_> {
                 } else {
                     args.clone()
                 };
+                if items.iter().any(is_symbolic) {
+                    // torch.sym_min / torch.sym_max, folded over the items
+                    let op = if p == "ops.prim.min" { "min" } else { "max" };
+                    let mut it = items.into_iter();
+                    let mut acc = it.next().ok_or_else(|| at.bad(format!("{p} of nothing")))?;
+                    for x in it {
+                        acc = match self.sym_binary(op, &acc, &x, at)? {
+                            Some(v) => v,
+                            None => return Err(at.refuse(format!("{p} of {} and {}", acc.kind(), x.kind()))),
+                        };
+                    }
+                    return Ok(acc);
+                }
                 let mut best: Option<V> = None;
                 for x in items {
                     best = Some(match best {
@@ -137,7 +155,9 @@ impl Lower<'_> {
             return Err(at.refuse("prim::PythonOp (a call into Python) cannot be lowered"));
         }
         if let Some(name) = p.strip_prefix("math.") {
-            let x = match one(&args)? {
+            let x = one(&args)?;
+            let x = self.specialise(&x, at, &format!("math.{name}"))?;
+            let x = match x {
                 V::Int(i) => i as f64,
                 V::Float(x) => x,
                 other => return Err(at.refuse(format!("math.{name} of {}", other.kind()))),
@@ -185,10 +205,52 @@ impl Lower<'_> {
             }
         }
         let args: Vec<V> = args.iter().map(|a| self.b.current(a)).collect();
-        if let Some(v) = self.b.call_in_place(&ns, &name, &args, &kwargs, at)? {
+        let first = self.tensor_call(&ns, &name, &args, &kwargs, at);
+        let symbolic = args
+            .iter()
+            .chain(kwargs.iter().map(|(_, v)| v))
+            .any(has_symbolic);
+        let out = match first {
+            Err(e) if symbolic => {
+                // A shape rule (or overload) that needs a symbolic argument
+                // known: its example value, the inputs behind it made static.
+                let what = format!("{ns}::{name}'s argument");
+                let known = |lw: &mut Self, v: &V| lw.specialise(v, at, &what);
+                let Ok(args) = args.iter().map(|a| known(self, a)).collect::<Result<Vec<_>>>() else {
+                    return Err(e);
+                };
+                let Ok(kwargs) = kwargs
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), known(self, v)?)))
+                    .collect::<Result<Vec<_>>>()
+                else {
+                    return Err(e);
+                };
+                self.tensor_call(&ns, &name, &args, &kwargs, at)?
+            }
+            other => other?,
+        };
+        if let (V::Tensor(t), true) = (&out, SIZE_LIST_OPS.contains(&name.as_str())) {
+            if let Some(sizes) = args.iter().find(|a| matches!(a, V::List(_) | V::Tuple(_))) {
+                self.adopt_sizes(*t, sizes);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A tensor op, in place or not.
+    fn tensor_call(
+        &mut self,
+        ns: &str,
+        name: &str,
+        args: &[V],
+        kwargs: &[(String, V)],
+        at: &At,
+    ) -> Result<V> {
+        if let Some(v) = self.b.call_in_place(ns, name, args, kwargs, at)? {
             return Ok(v);
         }
-        self.b.call(&ns, &name, &args, &kwargs, at)
+        self.b.call(ns, name, args, kwargs, at)
     }
 
     /// ATen builtins that TorchScript runs on Python values (`aten::add.int`,
@@ -219,8 +281,13 @@ impl Lower<'_> {
                 ("size", [V::Int(d)]) => self.size(*t, *d, at)?,
                 ("len", []) => self.size(*t, 0, at)?,
                 ("numel", []) => {
-                    let n: Option<i64> = sizes.iter().map(Sym::as_int).product();
-                    V::Int(n.ok_or_else(|| at.refuse("numel of a tensor with symbolic sizes"))?)
+                    // The product of the sizes, symbolic where a dim is.
+                    let mut n = V::Int(1);
+                    for d in 0..sizes.len() {
+                        let s = self.size(*t, d as i64, at)?;
+                        n = self.binary("*", n, s, at)?;
+                    }
+                    n
                 }
                 _ => return Ok(None),
             }));
@@ -234,6 +301,29 @@ impl Lower<'_> {
             ("append", [V::List(l), x]) => {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
+            }
+            // `d[k] = v`, `l[i] = v` as TorchScript prints them
+            ("_set_item", [V::Dict(d), k, x]) => {
+                let mut d = d.borrow_mut();
+                match d.iter_mut().find(|(key, _)| same_key(key, k)) {
+                    Some(slot) => slot.1 = x.clone(),
+                    None => d.push((k.clone(), x.clone())),
+                }
+                return Ok(Some(V::None));
+            }
+            ("_set_item", [V::List(l), i, x]) => {
+                let i = self.specialise(i, at, "an index into a list")?;
+                let V::Int(k) = i else {
+                    return Err(at.refuse(format!("a list index that is {}", i.kind())));
+                };
+                let mut l = l.borrow_mut();
+                let n = l.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    return Err(at.bad(format!("index {k} is out of range for a list of {n}")));
+                }
+                l[k as usize] = x.clone();
+                return Ok(Some(V::None));
             }
             ("len", [x @ (V::List(_) | V::Tuple(_) | V::Dict(_) | V::Str(_))]) => {
                 return self.builtin("len", x, at).map(Some)
@@ -258,7 +348,8 @@ impl Lower<'_> {
             ("sub", [a, b]) => self.binary("-", a.clone(), b.clone(), at)?,
             ("mul", [a, b]) => self.binary("*", a.clone(), b.clone(), at)?,
             ("div", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
-            ("floordiv", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
+            ("floordiv" | "floor_divide", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
+            ("true_divide", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
             ("remainder", [a, b]) => self.binary("%", a.clone(), b.clone(), at)?,
             ("pow", [a, b]) => self.binary("**", a.clone(), b.clone(), at)?,
             ("eq", [a, b]) => self.binary("==", a.clone(), b.clone(), at)?,
@@ -324,7 +415,13 @@ impl Lower<'_> {
             ("int", V::Int(i)) => V::Int(*i),
             ("int", V::Float(f)) => V::Int(f.trunc() as i64),
             ("int", V::Bool(b)) => V::Int(*b as i64),
-            ("int", V::SymInt(s)) => V::SymInt(*s),
+            ("int" | "float" | "bool", v) if is_symbolic(v) => {
+                self.sym_unary(name, v, at)?.unwrap_or(V::None)
+            }
+            (_, v) if is_symbolic(v) => {
+                let known = self.specialise(v, at, &format!("{name}()"))?;
+                self.builtin(name, &known, at)?
+            }
             ("float", V::Int(i)) => V::Float(*i as f64),
             ("float", V::Float(f)) => V::Float(*f),
             ("float", V::Bool(b)) => V::Float(*b as i64 as f64),
@@ -406,6 +503,12 @@ impl Lower<'_> {
             };
             let _ = swap;
             return self.b.call("aten", name, &[a, b], &[], at);
+        }
+        // Arithmetic and comparisons on symbolic scalars: graph nodes.
+        if !matches!(op, "is" | "is not" | "in" | "not in") {
+            if let Some(v) = self.sym_binary(op, &l, &r, at)? {
+                return Ok(v);
+            }
         }
         let num = |v: &V| -> Option<f64> {
             match v {
@@ -510,11 +613,6 @@ impl Lower<'_> {
                     ">=" => Bool(x >= y),
                     _ => return Err(at.refuse(format!("operator {op} on numbers"))),
                 }
-            }
-            (_, SymInt(_), _) | (_, _, SymInt(_)) => {
-                return Err(at.refuse(format!(
-                    "operator {op} on a symbolic size: give --example-inputs to make sizes static"
-                )))
             }
             _ => return Err(at.refuse(format!("operator {op} on {} and {}", l.kind(), r.kind()))),
         })

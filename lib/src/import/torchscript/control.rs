@@ -64,8 +64,8 @@ impl Lower<'_> {
     ) -> Result<Flow> {
         let before = f.vars.clone();
         let lists = list_lengths(&before);
-        let t = self.branch(f, &before, body)?;
-        let e = self.branch(f, &before, orelse)?;
+        let mut t = self.branch(f, &before, body)?;
+        let mut e = self.branch(f, &before, orelse)?;
         f.vars = before.clone();
         if list_lengths(&before) != lists {
             return Err(at.refuse(
@@ -142,14 +142,14 @@ impl Lower<'_> {
         for (nodes, outs) in [(&t.nodes, &t_out), (&e.nodes, &e_out)] {
             operands.extend(captured(nodes, outs));
         }
-        let operands: Vec<ValueId> = operands.into_iter().collect();
-        for v in &operands {
-            if !matches!(self.b.graph.values[v.index()].kind, ValueKind::Tensor(_)) {
-                return Err(at.refuse(
-                    "a branch of an if on tensor data reads a symbolic size: give --example-inputs",
-                ));
-            }
-        }
+        let mut operands: Vec<ValueId> = operands.into_iter().collect();
+        // cond takes tensors: a symbolic scalar a branch reads is specialised.
+        self.inline_scalars(
+            &mut [&mut t.nodes, &mut e.nodes],
+            &mut operands,
+            at,
+            "a branch of an if on tensor data",
+        )?;
         let k = self.b.graph.nodes.len();
         let true_graph = self.subgraph(&format!("true_graph_{k}"), &operands, t.nodes, &t_out);
         let false_graph = self.subgraph(&format!("false_graph_{k}"), &operands, e.nodes, &e_out);
@@ -298,7 +298,7 @@ impl Lower<'_> {
         };
         let body_in = placeholders(self, f);
         let vars = f.vars.clone();
-        let b = self.branch(f, &vars, body)?;
+        let mut b = self.branch(f, &vars, body)?;
         let mut body_out = Vec::new();
         for ((k, old), input) in carried.iter().zip(&body_in) {
             let Some(new) = b.vars.get(k).and_then(tensor_of) else {
@@ -328,14 +328,15 @@ impl Lower<'_> {
                 .into_iter()
                 .filter(|v| !body_in.contains(v)),
         );
-        let additional: Vec<ValueId> = additional.into_iter().collect();
-        for v in &additional {
-            if !matches!(self.b.graph.values[v.index()].kind, ValueKind::Tensor(_)) {
-                return Err(at.refuse(
-                    "a while loop on tensor data reads a symbolic size: give --example-inputs",
-                ));
-            }
-        }
+        let mut additional: Vec<ValueId> = additional.into_iter().collect();
+        // while_loop takes tensors: a symbolic scalar it reads is specialised.
+        let mut cond_nodes = cond_nodes;
+        self.inline_scalars(
+            &mut [&mut cond_nodes, &mut b.nodes],
+            &mut additional,
+            at,
+            "a while loop on tensor data",
+        )?;
         let k = self.b.graph.nodes.len();
         let with =
             |ins: &[ValueId]| -> Vec<ValueId> { ins.iter().chain(&additional).copied().collect() };
