@@ -212,13 +212,21 @@ fn scalar_arguments_are_graph_inputs() {
     };
     assert_eq!(
         input_kinds("scalars_scripted"),
-        named(&[("x", "tensor"), ("n", "SymInt"), ("scale", "SymFloat"), ("flag", "SymBool")])
+        named(&[
+            ("x", "tensor"),
+            ("n", "SymInt"),
+            ("scale", "SymFloat"),
+            ("flag", "SymBool")
+        ])
     );
     assert_eq!(
         input_kinds("optional_scripted"),
         named(&[("x", "tensor"), ("bias", "tensor"), ("k", "SymInt")])
     );
-    assert_eq!(input_kinds("optional_none_scripted"), named(&[("x", "tensor")]));
+    assert_eq!(
+        input_kinds("optional_none_scripted"),
+        named(&[("x", "tensor")])
+    );
 }
 
 /// A dict output keeps its keys and a nested tuple its structure in the

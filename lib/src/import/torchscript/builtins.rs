@@ -125,7 +125,13 @@ impl Lower<'_> {
                     for x in it {
                         acc = match self.sym_binary(op, &acc, &x, at)? {
                             Some(v) => v,
-                            None => return Err(at.refuse(format!("{p} of {} and {}", acc.kind(), x.kind()))),
+                            None => {
+                                return Err(at.refuse(format!(
+                                    "{p} of {} and {}",
+                                    acc.kind(),
+                                    x.kind()
+                                )))
+                            }
                         };
                     }
                     return Ok(acc);
@@ -216,7 +222,11 @@ impl Lower<'_> {
                 // known: its example value, the inputs behind it made static.
                 let what = format!("{ns}::{name}'s argument");
                 let known = |lw: &mut Self, v: &V| lw.specialise(v, at, &what);
-                let Ok(args) = args.iter().map(|a| known(self, a)).collect::<Result<Vec<_>>>() else {
+                let Ok(args) = args
+                    .iter()
+                    .map(|a| known(self, a))
+                    .collect::<Result<Vec<_>>>()
+                else {
                     return Err(e);
                 };
                 let Ok(kwargs) = kwargs

@@ -884,7 +884,8 @@ impl Lower<'_> {
 
     pub(super) fn subscript(&mut self, b: V, i: V, at: &At) -> Result<V> {
         // A list index or slice bound must be known at import.
-        let i = if matches!(b, V::List(_) | V::Tuple(_) | V::Dict(_)) && symbolic::has_symbolic(&i) {
+        let i = if matches!(b, V::List(_) | V::Tuple(_) | V::Dict(_)) && symbolic::has_symbolic(&i)
+        {
             self.specialise(&i, at, "an index into a list")?
         } else {
             i

@@ -20,8 +20,8 @@ use super::lower::Lower;
 use super::ops::{sym_contiguous, At, V};
 use crate::error::Result;
 use crate::ir::{
-    ArgKind, Argument, Graph, Hint, InputKind, NamedArg, Node, NodeMeta, Sym, SymExpr, SymRef, Target,
-    TargetKind, TensorMeta, ValueId, ValueKind,
+    ArgKind, Argument, Graph, Hint, InputKind, NamedArg, Node, NodeMeta, Sym, SymExpr, SymRef,
+    Target, TargetKind, TensorMeta, ValueId, ValueKind,
 };
 
 /// The kind of a Python scalar.
@@ -30,6 +30,32 @@ pub(super) enum Kind {
     Int,
     Float,
     Bool,
+}
+
+impl Kind {
+    fn value_kind(self, sym: Sym) -> ValueKind {
+        match self {
+            Kind::Int => ValueKind::SymInt(sym),
+            Kind::Float => ValueKind::SymFloat(sym),
+            Kind::Bool => ValueKind::SymBool(sym),
+        }
+    }
+
+    fn value(self, v: ValueId) -> V {
+        match self {
+            Kind::Int => V::SymInt(v),
+            Kind::Float => V::SymFloat(v),
+            Kind::Bool => V::SymBool(v),
+        }
+    }
+
+    fn arg(self, r: SymRef) -> Argument {
+        match self {
+            Kind::Int => Argument::SymInt(r),
+            Kind::Float => Argument::SymFloat(r),
+            Kind::Bool => Argument::SymBool(r),
+        }
+    }
 }
 
 /// One operand of a Python operator on scalars: the argument a node
@@ -130,7 +156,12 @@ pub(super) fn has_symbolic(v: &V) -> bool {
 impl Lower<'_> {
     /// A graph input for an `int`, `float` or `bool` argument: a fresh
     /// symbol whose hint is the example's value (none without an example).
-    pub(super) fn scalar_input(&mut self, name: &str, kind: Kind, example: Option<V>) -> (V, Argument) {
+    pub(super) fn scalar_input(
+        &mut self,
+        name: &str,
+        kind: Kind,
+        example: Option<V>,
+    ) -> (V, Argument) {
         let sym = self.b.symbol("s", None);
         let symbol = match &sym {
             Sym::Expr { expr, .. } => expr.as_symbol().unwrap_or_default().to_string(),
@@ -145,12 +176,15 @@ impl Lower<'_> {
             }
             _ => self.b.ranges.retain(|r| r.symbol != symbol),
         }
-        let hint = example.as_ref().and_then(value_hint).map(|h| match (kind, h) {
-            (Kind::Float, Hint::Int(i)) => Hint::Float(i as f64),
-            (Kind::Int, Hint::Bool(b)) => Hint::Int(b as i64),
-            (Kind::Bool, Hint::Int(i)) => Hint::Bool(i != 0),
-            (_, h) => h,
-        });
+        let hint = example
+            .as_ref()
+            .and_then(value_hint)
+            .map(|h| match (kind, h) {
+                (Kind::Float, Hint::Int(i)) => Hint::Float(i as f64),
+                (Kind::Int, Hint::Bool(b)) => Hint::Int(b as i64),
+                (Kind::Bool, Hint::Int(i)) => Hint::Bool(i != 0),
+                (_, h) => h,
+            });
         if let Some(h) = hint {
             self.input_hints.insert(symbol.clone(), h);
         }
@@ -158,14 +192,8 @@ impl Lower<'_> {
             Sym::Expr { expr, .. } => Sym::Expr { expr, hint },
             other => other,
         };
-        let (value_kind, make_v, make_arg): (ValueKind, fn(ValueId) -> V, fn(SymRef) -> Argument) =
-            match kind {
-                Kind::Int => (ValueKind::SymInt(sym), V::SymInt, Argument::SymInt),
-                Kind::Float => (ValueKind::SymFloat(sym), V::SymFloat, Argument::SymFloat),
-                Kind::Bool => (ValueKind::SymBool(sym), V::SymBool, Argument::SymBool),
-            };
-        let v = self.b.new_value(name, value_kind);
-        (make_v(v), make_arg(SymRef::Value(v)))
+        let v = self.b.new_value(name, kind.value_kind(sym));
+        (kind.value(v), kind.arg(SymRef::Value(v)))
     }
 
     /// Records the example value of an input dim's symbol, so that a
@@ -237,12 +265,11 @@ impl Lower<'_> {
                 return self.operand(&hint_value(h));
             }
         }
-        let arg = match kind {
-            Kind::Int => Argument::SymInt(SymRef::Value(id)),
-            Kind::Float => Argument::SymFloat(SymRef::Value(id)),
-            Kind::Bool => Argument::SymBool(SymRef::Value(id)),
-        };
-        Some(Operand { kind, arg, sym })
+        Some(Operand {
+            kind,
+            arg: kind.arg(SymRef::Value(id)),
+            sym,
+        })
     }
 
     /// A Python operator (`+`, `//`, `<`, `min` ...) where an operand is a
@@ -290,7 +317,9 @@ impl Lower<'_> {
         };
         // The example's value, by Python's own rules on the hints.
         let hint = match (sym_hint(&a.sym), sym_hint(&b.sym)) {
-            (Some(x), Some(y)) => value_hint(&self.scalar_op(op, hint_value(x), hint_value(y), at)?),
+            (Some(x), Some(y)) => {
+                value_hint(&self.scalar_op(op, hint_value(x), hint_value(y), at)?)
+            }
             _ => None,
         };
         let expr = match sympy {
@@ -323,7 +352,15 @@ impl Lower<'_> {
                 kwargs: vec![],
             },
         };
-        Ok(Some(self.sym_node(ns, func, vec![a.arg, b.arg], out, expr, hint, at)))
+        Ok(Some(self.sym_node(
+            ns,
+            func,
+            vec![a.arg, b.arg],
+            out,
+            expr,
+            hint,
+            at,
+        )))
     }
 
     /// A Python operator on Python values, `min` and `max` included.
@@ -348,9 +385,20 @@ impl Lower<'_> {
             return Ok(None);
         };
         let (ns, func, sympy, out) = match (op, a.kind) {
-            ("-", k) => ("_operator", "neg", "Neg", if k == Kind::Float { Kind::Float } else { Kind::Int }),
+            ("-", k) => (
+                "_operator",
+                "neg",
+                "Neg",
+                if k == Kind::Float {
+                    Kind::Float
+                } else {
+                    Kind::Int
+                },
+            ),
             ("not", _) => ("torch", "sym_not", "Not", Kind::Bool),
-            ("float", Kind::Float) | ("int", Kind::Int) | ("bool", Kind::Bool) => return Ok(Some(v.clone())),
+            ("float", Kind::Float) | ("int", Kind::Int) | ("bool", Kind::Bool) => {
+                return Ok(Some(v.clone()))
+            }
             ("float", _) => ("torch", "sym_float", "ToFloat", Kind::Float),
             ("int", Kind::Float) => ("torch", "sym_int", "TruncToInt", Kind::Int),
             ("int", Kind::Bool) => ("torch", "sym_int", "TruncToInt", Kind::Int),
@@ -383,7 +431,15 @@ impl Lower<'_> {
             args: vec![expr_of(&a.sym)],
             kwargs: vec![],
         };
-        Ok(Some(self.sym_node(ns, func, vec![a.arg], out, expr, hint, at)))
+        Ok(Some(self.sym_node(
+            ns,
+            func,
+            vec![a.arg],
+            out,
+            expr,
+            hint,
+            at,
+        )))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -399,14 +455,9 @@ impl Lower<'_> {
     ) -> V {
         let sym = Sym::Expr { expr, hint };
         let name = self.b.fresh(func);
-        let (kind, out_arg, make): (ValueKind, fn(SymRef) -> Argument, fn(ValueId) -> V) = match out {
-            Kind::Int => (ValueKind::SymInt(sym), Argument::SymInt, V::SymInt),
-            Kind::Float => (ValueKind::SymFloat(sym), Argument::SymFloat, V::SymFloat),
-            Kind::Bool => (ValueKind::SymBool(sym), Argument::SymBool, V::SymBool),
-        };
         self.b.graph.values.push(crate::ir::Value {
             name: name.clone(),
-            kind,
+            kind: out.value_kind(sym),
         });
         let v = ValueId(self.b.graph.values.len() as u32 - 1);
         let names = ["a", "b"];
@@ -428,7 +479,7 @@ impl Lower<'_> {
                     defaulted: false,
                 })
                 .collect(),
-            outputs: vec![out_arg(SymRef::Value(v))],
+            outputs: vec![out.arg(SymRef::Value(v))],
             meta: NodeMeta {
                 stack_trace: Some(format!("{}:{}", at.file, at.line)),
                 module_stack: (!self.b.module_path.is_empty())
@@ -437,7 +488,7 @@ impl Lower<'_> {
             },
             is_hop_single_tensor_return: None,
         });
-        make(v)
+        out.value(v)
     }
 
     /// The value a symbolic scalar had in the example, where the import
@@ -523,10 +574,12 @@ impl Lower<'_> {
             for node in nodes.iter_mut().flat_map(|n| n.iter_mut()) {
                 for input in node.inputs.iter_mut() {
                     match &mut input.arg {
-                        Argument::SymInt(r) | Argument::SymFloat(r) | Argument::SymBool(r) => put(r),
-                        Argument::SymInts(rs) | Argument::SymFloats(rs) | Argument::SymBools(rs) => {
-                            rs.iter_mut().for_each(|r| put(r))
+                        Argument::SymInt(r) | Argument::SymFloat(r) | Argument::SymBool(r) => {
+                            put(r)
                         }
+                        Argument::SymInts(rs)
+                        | Argument::SymFloats(rs)
+                        | Argument::SymBools(rs) => rs.iter_mut().for_each(&put),
                         _ => {}
                     }
                 }
@@ -664,11 +717,7 @@ fn substitute(expr: &SymExpr, pinned: &BTreeMap<String, Hint>) -> SymExpr {
         return expr_of(&sym_of_hint(*h));
     }
     match expr {
-        SymExpr::Call {
-            func,
-            args,
-            kwargs,
-        } => SymExpr::Call {
+        SymExpr::Call { func, args, kwargs } => SymExpr::Call {
             func: func.clone(),
             args: args.iter().map(|a| substitute(a, pinned)).collect(),
             kwargs: kwargs.clone(),
@@ -715,7 +764,7 @@ pub(super) fn drop_unread_scalars(graph: &mut Graph) {
 /// them, and a value other than the example is refused); the nodes that
 /// read them read the value.
 pub(super) fn constant_scalar_inputs(graph: &mut Graph, kinds: &mut [InputKind]) {
-    for i in 0..graph.inputs.len() {
+    for (i, input_kind) in kinds.iter_mut().enumerate() {
         let v = match &graph.inputs[i] {
             Argument::SymInt(SymRef::Value(v))
             | Argument::SymFloat(SymRef::Value(v))
@@ -729,7 +778,7 @@ pub(super) fn constant_scalar_inputs(graph: &mut Graph, kinds: &mut [InputKind])
             _ => continue,
         };
         graph.inputs[i] = arg;
-        kinds[i] = InputKind::ConstantInput(graph.values[v.index()].name.clone());
+        *input_kind = InputKind::ConstantInput(graph.values[v.index()].name.clone());
         let put = |r: &mut SymRef| {
             if *r == SymRef::Value(v) {
                 *r = literal;
@@ -740,7 +789,7 @@ pub(super) fn constant_scalar_inputs(graph: &mut Graph, kinds: &mut [InputKind])
                 match &mut input.arg {
                     Argument::SymInt(r) | Argument::SymFloat(r) | Argument::SymBool(r) => put(r),
                     Argument::SymInts(rs) | Argument::SymFloats(rs) | Argument::SymBools(rs) => {
-                        rs.iter_mut().for_each(|r| put(r))
+                        rs.iter_mut().for_each(&put)
                     }
                     _ => {}
                 }
