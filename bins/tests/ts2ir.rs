@@ -34,6 +34,11 @@ const REFUSED: &[(&str, i32, &str)] = &[
         "code/__torch__.py:11: a list that grows inside a while loop on tensor data",
     ),
     (
+        "data_while_list_scripted",
+        4,
+        "code/__torch__.py:11: a while loop on tensor data changes 'outs' (a list): only tensors are carried through while_loop",
+    ),
+    (
         "inplace_view_scripted",
         4,
         "code/__torch__.py:9: aten::add_ writes in place into a tensor that shares memory with a view",

@@ -12,7 +12,6 @@ use std::rc::Rc;
 
 use super::ops::{At, Builder, Obj, V};
 use super::parser::{Expr, ExprKind, FuncDef, Stmt, StmtKind};
-use super::symbolic::{self, Kind};
 use super::tree::Tree;
 use super::{ShapeFn, TsOptions};
 use crate::error::{Error, Result};
@@ -161,14 +160,14 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
                         t.numel()
                     )));
                 }
-                let (kind, example) = match base.as_str() {
-                    "int" => (Kind::Int, V::Int(t.int_at(0))),
-                    "float" => (Kind::Float, V::Float(t.to_f64()[0])),
-                    _ => (Kind::Bool, V::Bool(t.int_at(0) != 0)),
+                let example = match base.as_str() {
+                    "int" => V::Int(t.int_at(0)),
+                    "float" => V::Float(t.to_f64()[0]),
+                    _ => V::Bool(t.int_at(0) != 0),
                 };
                 // A graph input of its own (SymInt, SymFloat, SymBool),
                 // the example's value its hint.
-                let (value, arg) = lw.scalar_input(&p.name, kind, Some(example));
+                let (value, arg) = lw.scalar_input(&p.name, &base, Some(example));
                 user_inputs.push((arg, InputKind::UserInput));
                 value
             }
@@ -189,12 +188,7 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
             ("int" | "float" | "bool", None) => {
                 // No example: a symbol without a value, which the graph
                 // keeps symbolic; what needs its value at import refuses.
-                let kind = match base.as_str() {
-                    "int" => Kind::Int,
-                    "float" => Kind::Float,
-                    _ => Kind::Bool,
-                };
-                let (value, arg) = lw.scalar_input(&p.name, kind, None);
+                let (value, arg) = lw.scalar_input(&p.name, &base, None);
                 user_inputs.push((arg, InputKind::UserInput));
                 value
             }
@@ -356,10 +350,7 @@ impl Lower<'_> {
         b.graph.outputs = outputs.iter().map(|v| Argument::Tensor(*v)).collect();
         // Specialised inputs become static: their symbols are written as
         // the example values everywhere, and leave the range constraints.
-        symbolic::drop_unread_scalars(&mut b.graph);
-        symbolic::pin_graph(&mut b.graph, &self.pinned);
-        b.ranges.retain(|r| !self.pinned.contains_key(&r.symbol));
-        symbolic::constant_scalar_inputs(&mut b.graph, &mut kinds);
+        Lower::settle(&mut b.graph, &mut b.ranges, &mut kinds, &self.pinned);
         let leaf = "{\"type\": null, \"context\": null, \"children_spec\": []}";
         let args_spec = vec![leaf; arg_names.len()].join(", ");
         let in_spec = format!(
@@ -704,7 +695,7 @@ impl Lower<'_> {
             ExprKind::Unary(op, x) => {
                 let v = self.eval(f, x)?;
                 match (*op, v) {
-                    (op @ ("not" | "-"), v) if symbolic::is_symbolic(&v) => {
+                    (op @ ("not" | "-"), v) if Lower::is_symbolic(&v) => {
                         self.sym_unary(op, &v, &at)?.unwrap_or(V::None)
                     }
                     ("not", v) => V::Bool(!self.truth(&v, &at, "a not")?),
@@ -884,8 +875,7 @@ impl Lower<'_> {
 
     pub(super) fn subscript(&mut self, b: V, i: V, at: &At) -> Result<V> {
         // A list index or slice bound must be known at import.
-        let i = if matches!(b, V::List(_) | V::Tuple(_) | V::Dict(_)) && symbolic::has_symbolic(&i)
-        {
+        let i = if matches!(b, V::List(_) | V::Tuple(_) | V::Dict(_)) && Lower::holds_symbolic(&i) {
             self.specialise(&i, at, "an index into a list")?
         } else {
             i

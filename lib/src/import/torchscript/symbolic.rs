@@ -20,8 +20,8 @@ use super::lower::Lower;
 use super::ops::{sym_contiguous, At, V};
 use crate::error::Result;
 use crate::ir::{
-    ArgKind, Argument, Graph, Hint, InputKind, NamedArg, Node, NodeMeta, Sym, SymExpr, SymRef,
-    Target, TargetKind, TensorMeta, ValueId, ValueKind,
+    ArgKind, Argument, Graph, Hint, InputKind, NamedArg, Node, NodeMeta, RangeConstraint, Sym,
+    SymExpr, SymRef, Target, TargetKind, TensorMeta, ValueId, ValueKind,
 };
 
 /// The kind of a Python scalar.
@@ -159,9 +159,14 @@ impl Lower<'_> {
     pub(super) fn scalar_input(
         &mut self,
         name: &str,
-        kind: Kind,
+        ty: &str,
         example: Option<V>,
     ) -> (V, Argument) {
+        let kind = match ty {
+            "int" => Kind::Int,
+            "float" => Kind::Float,
+            _ => Kind::Bool,
+        };
         let sym = self.b.symbol("s", None);
         let symbol = match &sym {
             Sym::Expr { expr, .. } => expr.as_symbol().unwrap_or_default().to_string(),
@@ -328,10 +333,14 @@ impl Lower<'_> {
                 func: "Add".into(),
                 args: vec![
                     expr_of(&a.sym),
-                    SymExpr::Call {
-                        func: "Mul".into(),
-                        args: vec![expr_of(&Sym::Int(-1)), expr_of(&b.sym)],
-                        kwargs: vec![],
+                    match b.sym {
+                        Sym::Int(k) => expr_of(&Sym::Int(k.wrapping_neg())),
+                        Sym::Float(x) => expr_of(&Sym::Float(-x)),
+                        _ => SymExpr::Call {
+                            func: "Mul".into(),
+                            args: vec![expr_of(&Sym::Int(-1)), expr_of(&b.sym)],
+                            kwargs: vec![],
+                        },
                     },
                 ],
                 kwargs: vec![],
@@ -628,6 +637,33 @@ impl Lower<'_> {
     }
 }
 
+impl Lower<'_> {
+    /// Whether a value is a symbolic scalar.
+    pub(super) fn is_symbolic(v: &V) -> bool {
+        is_symbolic(v)
+    }
+
+    /// Whether a value holds a symbolic scalar, in a list or tuple too.
+    pub(super) fn holds_symbolic(v: &V) -> bool {
+        has_symbolic(v)
+    }
+
+    /// The program's graph once lowered: symbolic-scalar nodes nothing
+    /// reads dropped, the pinned symbols written as their values (and out
+    /// of the range constraints), the scalar inputs they fix constant.
+    pub(super) fn settle(
+        graph: &mut Graph,
+        ranges: &mut Vec<RangeConstraint>,
+        kinds: &mut [InputKind],
+        pinned: &BTreeMap<String, Hint>,
+    ) {
+        drop_unread_scalars(graph);
+        pin_graph(graph, pinned);
+        ranges.retain(|r| !pinned.contains_key(&r.symbol));
+        constant_scalar_inputs(graph, kinds);
+    }
+}
+
 /// The ops whose output sizes are their size-list argument.
 pub(super) const SIZE_LIST_OPS: &[&str] = &[
     "view",
@@ -649,7 +685,7 @@ pub(super) const SIZE_LIST_OPS: &[&str] = &[
 /// Writes the pinned symbols into a graph and its subgraphs as
 /// constants: every recorded size, stride and symbolic scalar whose
 /// symbols are all pinned becomes its value.
-pub(super) fn pin_graph(graph: &mut Graph, pinned: &BTreeMap<String, Hint>) {
+fn pin_graph(graph: &mut Graph, pinned: &BTreeMap<String, Hint>) {
     if pinned.is_empty() {
         return;
     }
@@ -729,7 +765,7 @@ fn substitute(expr: &SymExpr, pinned: &BTreeMap<String, Hint>) -> SymExpr {
 /// Drops the symbolic-scalar nodes (`_operator.*`, `torch.sym_*`,
 /// `aten.sym_size.int`) whose results nothing reads: a condition decided
 /// at import by a specialisation leaves its comparison unread.
-pub(super) fn drop_unread_scalars(graph: &mut Graph) {
+fn drop_unread_scalars(graph: &mut Graph) {
     loop {
         let mut read: HashSet<ValueId> = HashSet::new();
         let mut refs = Vec::new();
@@ -763,7 +799,7 @@ pub(super) fn drop_unread_scalars(graph: &mut Graph) {
 /// as torch.export writes a specialised int (the caller gives no value for
 /// them, and a value other than the example is refused); the nodes that
 /// read them read the value.
-pub(super) fn constant_scalar_inputs(graph: &mut Graph, kinds: &mut [InputKind]) {
+fn constant_scalar_inputs(graph: &mut Graph, kinds: &mut [InputKind]) {
     for (i, input_kind) in kinds.iter_mut().enumerate() {
         let v = match &graph.inputs[i] {
             Argument::SymInt(SymRef::Value(v))
