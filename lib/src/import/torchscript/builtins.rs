@@ -240,9 +240,13 @@ impl Lower<'_> {
             }
             other => other?,
         };
-        if let (V::Tensor(t), true) = (&out, SIZE_LIST_OPS.contains(&name.as_str())) {
-            if let Some(sizes) = args.iter().find(|a| matches!(a, V::List(_) | V::Tuple(_))) {
-                self.adopt_sizes(*t, sizes);
+        if let V::Tensor(t) = &out {
+            if SIZE_LIST_OPS.contains(&name.as_str()) {
+                if let Some(sizes) = args.iter().find(|a| matches!(a, V::List(_) | V::Tuple(_))) {
+                    self.adopt_sizes(*t, sizes);
+                }
+            } else {
+                self.adopt_broadcast(*t);
             }
         }
         Ok(out)
@@ -392,10 +396,13 @@ impl Lower<'_> {
             return Ok(V::Int(n));
         }
         // A symbolic dim: `aten.sym_size.int`, a SymInt value.
+        // The value is named as its node, as torch.export names them.
         let name = self.b.fresh("sym_size_int");
-        let v = self
-            .b
-            .new_value(&name, ValueKind::SymInt(sizes[dim].clone()));
+        self.b.graph.values.push(crate::ir::Value {
+            name: name.clone(),
+            kind: ValueKind::SymInt(sizes[dim].clone()),
+        });
+        let v = crate::ir::ValueId(self.b.graph.values.len() as u32 - 1);
         self.b.graph.nodes.push(crate::ir::Node {
             name,
             target: crate::ir::Target::op("aten", "sym_size", "int"),
@@ -512,7 +519,11 @@ impl Lower<'_> {
                 }
             };
             let _ = swap;
-            return self.b.call("aten", name, &[a, b], &[], at);
+            let out = self.b.call("aten", name, &[a, b], &[], at)?;
+            if let V::Tensor(t) = &out {
+                self.adopt_broadcast(*t);
+            }
+            return Ok(out);
         }
         // Arithmetic and comparisons on symbolic scalars: graph nodes.
         if !matches!(op, "is" | "is not" | "in" | "not in") {

@@ -548,6 +548,70 @@ impl Lower<'_> {
         Ok(hint_value(hint))
     }
 
+    /// A pointwise op's output (families pointwise and activation): a
+    /// dim its shape rule left unknown takes the dim its tensor inputs
+    /// agree on there (right-aligned, static 1s broadcast), so sizes stay
+    /// tied to the inputs' symbols through elementwise arithmetic.
+    pub(super) fn adopt_broadcast(&mut self, t: ValueId) {
+        let Some(node) = self.b.graph.nodes.last() else {
+            return;
+        };
+        let mut outs = Vec::new();
+        node.outputs.iter().for_each(|o| o.value_refs(&mut outs));
+        let family = crate::schema::family_of(&node.target.to_string());
+        if !outs.contains(&t) || !matches!(family, Some("pointwise" | "activation")) {
+            return;
+        }
+        let mut inputs: Vec<Vec<Sym>> = Vec::new();
+        for a in &node.inputs {
+            if let Argument::Tensor(v) = a.arg {
+                if let ValueKind::Tensor(m) = &self.b.graph.values[v.index()].kind {
+                    inputs.push(m.sizes.clone());
+                }
+            }
+        }
+        let meta = self.b.meta(t).clone();
+        let rank = meta.sizes.len();
+        if inputs.iter().any(|s| s.len() > rank) {
+            return;
+        }
+        let mut dropped = Vec::new();
+        let mut sizes = meta.sizes.clone();
+        for (k, dim) in sizes.iter_mut().enumerate() {
+            let fresh = match &*dim {
+                Sym::Expr { expr, hint: None } => expr.as_symbol().map(str::to_string),
+                _ => None,
+            };
+            let Some(u) = fresh else { continue };
+            let mut agreed: Option<&Sym> = None;
+            let mut one = true;
+            for s in &inputs {
+                let Some(d) = (k + s.len()).checked_sub(rank).and_then(|i| s.get(i)) else {
+                    continue;
+                };
+                if *d == Sym::Int(1) {
+                    continue;
+                }
+                match agreed {
+                    None => agreed = Some(d),
+                    Some(a) if a == d => {}
+                    Some(_) => one = false,
+                }
+            }
+            if let (Some(a), true) = (agreed, one) {
+                *dim = a.clone();
+                dropped.push(u);
+            }
+        }
+        if dropped.is_empty() {
+            return;
+        }
+        self.b.ranges.retain(|r| !dropped.contains(&r.symbol));
+        let mut fixed = sym_contiguous(meta.dtype, sizes);
+        fixed.device = meta.device.clone();
+        self.b.graph.values[t.index()].kind = ValueKind::Tensor(fixed);
+    }
+
     /// The symbolic scalars among `operands` (what a subgraph reads from
     /// outside), which `cond` and `while_loop` do not take, specialised:
     /// their example values written into `nodes`, and taken off `operands`.
