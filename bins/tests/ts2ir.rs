@@ -263,7 +263,7 @@ fn a_size_needed_at_import_without_an_example_is_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(
-        err.contains("a range (a loop's trip count) needs the value of 'n'")
+        err.contains("aten::sum's argument needs the value of s0 - 2 (from input n) at import")
             && err.contains("no example gives it"),
         "{err}"
     );

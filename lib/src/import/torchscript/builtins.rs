@@ -222,19 +222,20 @@ impl Lower<'_> {
                 // known: its example value, the inputs behind it made static.
                 let what = format!("{ns}::{name}'s argument");
                 let known = |lw: &mut Self, v: &V| lw.specialise(v, at, &what);
-                let Ok(args) = args
+                let args = args
                     .iter()
                     .map(|a| known(self, a))
-                    .collect::<Result<Vec<_>>>()
-                else {
-                    return Err(e);
-                };
-                let Ok(kwargs) = kwargs
+                    .collect::<Result<Vec<_>>>();
+                let kwargs = kwargs
                     .iter()
                     .map(|(k, v)| Ok((k.clone(), known(self, v)?)))
-                    .collect::<Result<Vec<_>>>()
-                else {
-                    return Err(e);
+                    .collect::<Result<Vec<_>>>();
+                // No example value: why the value was needed, then what failed.
+                let (args, kwargs) = match (args, kwargs) {
+                    (Ok(a), Ok(k)) => (a, k),
+                    (Err(s), _) | (_, Err(s)) => {
+                        return Err(crate::error::Error::unsupported(format!("{s}: {e}")))
+                    }
                 };
                 self.tensor_call(&ns, &name, &args, &kwargs, at)?
             }

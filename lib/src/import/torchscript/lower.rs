@@ -46,6 +46,8 @@ pub(super) struct Lower<'t> {
     pub(super) input_hints: BTreeMap<String, Hint>,
     /// The input symbols a specialisation fixed to their example value.
     pub(super) pinned: BTreeMap<String, Hint>,
+    /// What each input symbol is (`input n`, `dim 0 of input x`), for messages.
+    pub(super) symbol_origin: BTreeMap<String, String>,
 }
 
 pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Result<Program> {
@@ -73,6 +75,7 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
         depth: 0,
         input_hints: BTreeMap::new(),
         pinned: BTreeMap::new(),
+        symbol_origin: BTreeMap::new(),
     };
     let traced = traced_inputs(tree, method)?;
     let mut frame = Frame {
@@ -110,11 +113,12 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
                 let sizes: Vec<Sym> = t
                     .shape
                     .iter()
-                    .map(|&d| {
+                    .enumerate()
+                    .map(|(k, &d)| {
                         // 0 and 1 stay static, as torch.export specialises them.
                         if opts.dynamic && d > 1 {
                             let s = lw.b.symbol("s", Some(d as i64));
-                            lw.note_input_dim(&s);
+                            lw.note_input_dim(&s, &p.name, k);
                             s
                         } else {
                             Sym::Int(d as i64)
@@ -139,9 +143,10 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
                 };
                 let dims: Vec<Sym> = sizes
                     .iter()
-                    .map(|&s| {
+                    .enumerate()
+                    .map(|(k, &s)| {
                         let d = lw.b.symbol("s", Some(s));
-                        lw.note_input_dim(&d);
+                        lw.note_input_dim(&d, &p.name, k);
                         d
                     })
                     .collect();

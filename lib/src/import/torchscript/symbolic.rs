@@ -193,6 +193,8 @@ impl Lower<'_> {
         if let Some(h) = hint {
             self.input_hints.insert(symbol.clone(), h);
         }
+        self.symbol_origin
+            .insert(symbol.clone(), format!("input {name}"));
         let sym = match sym {
             Sym::Expr { expr, .. } => Sym::Expr { expr, hint },
             other => other,
@@ -203,16 +205,31 @@ impl Lower<'_> {
 
     /// Records the example value of an input dim's symbol, so that a
     /// specialisation may pin it.
-    pub(super) fn note_input_dim(&mut self, dim: &Sym) {
-        if let Sym::Expr {
-            expr,
-            hint: Some(h),
-        } = dim
-        {
+    pub(super) fn note_input_dim(&mut self, dim: &Sym, input: &str, k: usize) {
+        if let Sym::Expr { expr, hint } = dim {
             if let Some(name) = expr.as_symbol() {
-                self.input_hints.insert(name.to_string(), *h);
+                if let Some(h) = hint {
+                    self.input_hints.insert(name.to_string(), *h);
+                }
+                self.symbol_origin
+                    .insert(name.to_string(), format!("dim {k} of input {input}"));
             }
         }
+    }
+
+    /// The inputs behind some symbols, for messages (`input n, dim 0 of
+    /// input x`), or the symbols themselves where no input gives them.
+    fn origins(&self, symbols: &[String]) -> String {
+        symbols
+            .iter()
+            .map(|s| {
+                self.symbol_origin
+                    .get(s)
+                    .cloned()
+                    .unwrap_or_else(|| s.clone())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The recorded value of a symbolic scalar.
@@ -534,13 +551,14 @@ impl Lower<'_> {
         expr.symbols(&mut names);
         let Some(hint) = hint else {
             return Err(at.refuse(format!(
-                "{what} needs the value of '{name}' ({expr}) at import, and no example gives it: give --example-inputs"
+                "{what} needs the value of {expr} (from {}) at import, and no example gives it: give --example-inputs",
+                self.origins(&names)
             )));
         };
         for n in &names {
             let Some(h) = self.input_hints.get(n).copied() else {
                 return Err(at.refuse(format!(
-                    "{what} needs the value of '{name}' ({expr}) at import, which depends on {n}, a size only known when the graph runs (a data-dependent value)"
+                    "{what} needs the value of {expr} ('{name}') at import, which depends on {n}, a size only known when the graph runs (a data-dependent value)"
                 )));
             };
             self.pinned.insert(n.clone(), h);
