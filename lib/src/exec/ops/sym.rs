@@ -51,7 +51,11 @@ fn py_operator(ctx: &mut Ctx) -> OpResult {
             "floordiv" if b != 0 => {
                 return int(a.div_euclid(b) - if a.rem_euclid(b) != 0 && b < 0 { 1 } else { 0 })
             }
-            "mod" if b != 0 => return int(((a % b) + b) % b),
+            "mod" if b != 0 => {
+                // Python's sign: the divisor's
+                let r = a.wrapping_rem(b);
+                return int(if r != 0 && (r < 0) != (b < 0) { r + b } else { r });
+            }
             "pow" if b >= 0 => return int(a.wrapping_pow(b.min(u32::MAX as i64) as u32)),
             "neg" => return int(a.wrapping_neg()),
             "sym_max" => return int(a.max(b)),
