@@ -48,7 +48,7 @@ fn py_operator(ctx: &mut Ctx) -> OpResult {
             "add" => return int(a.wrapping_add(b)),
             "sub" => return int(a.wrapping_sub(b)),
             "mul" => return int(a.wrapping_mul(b)),
-            "floordiv" if b != 0 => {
+            "floordiv" if b != 0 && !(a == i64::MIN && b == -1) => {
                 return int(a.div_euclid(b) - if a.rem_euclid(b) != 0 && b < 0 { 1 } else { 0 })
             }
             "mod" if b != 0 => {
@@ -69,7 +69,7 @@ fn py_operator(ctx: &mut Ctx) -> OpResult {
             "ge" => return boolean(a >= b),
             "floordiv" | "mod" => {
                 return Err(Error::bad_input(format!(
-                    "symbolic {name} by zero (node {})",
+                    "symbolic {name} of {a} by {b} (node {}): a division by zero or an overflow",
                     ctx.node.name
                 )))
             }

@@ -590,10 +590,21 @@ impl Lower<'_> {
                     "*" => Int(a.wrapping_mul(b)),
                     "/" => Float(a as f64 / b as f64),
                     "//" | "%" if b == 0 => return Err(at.bad("integer division by zero")),
+                    "//" | "%" if a == i64::MIN && b == -1 => {
+                        return Err(at.bad(format!("integer overflow in {a} {op} {b}")))
+                    }
                     "//" => {
                         Int(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
                     }
-                    "%" => Int(((a % b) + b) % b),
+                    "%" => {
+                        // Python's sign: the divisor's
+                        let r = a % b;
+                        Int(if r != 0 && (r < 0) != (b < 0) {
+                            r + b
+                        } else {
+                            r
+                        })
+                    }
                     "**" if b >= 0 => Int(a.wrapping_pow(b.min(u32::MAX as i64) as u32)),
                     "**" => Float((a as f64).powf(b as f64)),
                     "<<" => Int(a.wrapping_shl(b as u32)),
