@@ -347,6 +347,9 @@ impl Lower<'_> {
                 return self.subscript(c.clone(), i.clone(), at).map(Some)
             }
             ("__is__", [a, b]) => return self.binary("is", a.clone(), b.clone(), at).map(Some),
+            ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_) | V::Str(_)), x]) => {
+                return self.binary("in", x.clone(), c.clone(), at).map(Some)
+            }
             ("__isnot__", [a, b]) => {
                 return self.binary("is not", a.clone(), b.clone(), at).map(Some)
             }
@@ -526,6 +529,12 @@ impl Lower<'_> {
             }
             return Ok(out);
         }
+        // Membership needs the values: a symbolic one takes its example.
+        if matches!(op, "in" | "not in") && (has_symbolic(&l) || has_symbolic(&r)) {
+            let l = self.specialise(&l, at, &format!("an '{op}'"))?;
+            let r = self.specialise(&r, at, &format!("an '{op}'"))?;
+            return self.binary(op, l, r, at);
+        }
         // Arithmetic and comparisons on symbolic scalars: graph nodes.
         if !matches!(op, "is" | "is not" | "in" | "not in") {
             if let Some(v) = self.sym_binary(op, &l, &r, at)? {
@@ -567,6 +576,8 @@ impl Lower<'_> {
                     }
                     equal = match self.binary("==", x.clone(), y.clone(), at)? {
                         Bool(e) => e,
+                        // sizes compared (`x.size() == [2, 3]`): decided by the example
+                        v @ SymBool(_) => self.truth(&v, at, "a comparison of lists")?,
                         _ => {
                             return Err(
                                 at.refuse("comparing lists of tensors (a data-dependent result)")
