@@ -18,9 +18,12 @@ pub struct Args {
     /// The TorchScript archive to read (.pt, written by torch.jit.save)
     #[arg(value_name = "MODEL")]
     pub archive: Option<PathBuf>,
-    /// Example values of the method's arguments by name (.npz or .safetensors; keys arr_0, arr_1, ... give them in order): tensors bind their input's dtype and sizes, one-element arrays give int, float and bool arguments. Without it, a traced archive's recorded examples give each input its rank and dtype, every dim a fresh symbol
+    /// Example values of the method's arguments by name (.npz or .safetensors; keys arr_0, arr_1, ... give them in order): tensors bind their input's dtype and sizes, one-element arrays are the example values of int, float and bool arguments, which become graph inputs (SymInt, SymFloat, SymBool); an argument left out takes its default, an Optional one without a default is None. Without it, a traced archive's recorded examples give each input its rank and dtype, every dim a fresh symbol
     #[arg(long, value_name = "FILE")]
     pub example_inputs: Option<PathBuf>,
+    /// With --example-inputs: every tensor dim of the examples (but those of size 0 or 1) a fresh symbol, the example's size its hint, so the graph takes other sizes the code allows
+    #[arg(long, requires = "example_inputs")]
+    pub dynamic: bool,
     /// The method of the root module to read
     #[arg(long, default_value = "forward", value_name = "NAME")]
     pub method: String,
@@ -52,6 +55,7 @@ pub fn run(args: Args) -> pt2kit::Result<()> {
     };
     let opts = TsOptions {
         example_inputs,
+        dynamic: args.dynamic,
         method: args.method,
     };
     let program = read_torchscript(&archive, &opts, &shapes)?;

@@ -191,6 +191,28 @@ pub fn check_inputs(program: &Program, given: &[GivenInput]) -> Result<BTreeMap<
     let names: Vec<&str> = expected.iter().map(|(_, n)| n.as_str()).collect();
     for g in given {
         if !names.contains(&g.name) {
+            if let Some(c) = constant_scalar(program, g.name) {
+                // A scalar argument the export made static: its value again,
+                // or refused (the graph computes with that value only).
+                let same = match (c, g.scalar) {
+                    (Scalar::Float(a), Some(Scalar::Int(b))) => a == b as f64,
+                    (a, Some(b)) => a == b,
+                    (_, None) => false,
+                };
+                if same {
+                    continue;
+                }
+                let given = match g.scalar {
+                    Some(s) => scalar_text(s),
+                    None => format!("an array of shape {:?}", g.shape),
+                };
+                return Err(Error::bad_input(format!(
+                    "input {} is {given}, but the model was exported with {} = {} (static)",
+                    g.name,
+                    g.name,
+                    scalar_text(c)
+                )));
+            }
             return Err(Error::bad_input(format!(
                 "input '{}' is not an input of the model (its inputs: {})",
                 g.name,
@@ -220,6 +242,16 @@ pub fn check_inputs(program: &Program, given: &[GivenInput]) -> Result<BTreeMap<
                 (Sym::Int(c), Scalar::Int(i)) if *c != i => {
                     return Err(Error::bad_input(format!(
                         "input {name} is {i}, but the model was exported with {name} = {c} (static)"
+                    )))
+                }
+                (Sym::Float(c), Scalar::Float(x)) if *c != x => {
+                    return Err(Error::bad_input(format!(
+                        "input {name} is {x}, but the model was exported with {name} = {c} (static)"
+                    )))
+                }
+                (Sym::Bool(c), Scalar::Bool(b)) if *c != b => {
+                    return Err(Error::bad_input(format!(
+                        "input {name} is {b}, but the model was exported with {name} = {c} (static)"
                     )))
                 }
                 _ => {}
@@ -421,4 +453,29 @@ pub fn example_shape(program: &Program, pos: usize) -> Option<(Dtype, Vec<usize>
         })
         .collect::<Option<Vec<_>>>()?;
     Some((meta.dtype, dims))
+}
+
+/// The value of a constant input named `name` (a scalar argument the
+/// export specialised), if the program has one.
+fn constant_scalar(program: &Program, name: &str) -> Option<Scalar> {
+    let pos = program
+        .input_kinds
+        .iter()
+        .position(|k| matches!(k, InputKind::ConstantInput(n) if n == name))?;
+    match program.graph.inputs.get(pos)? {
+        Argument::Int(i) => Some(Scalar::Int(*i)),
+        Argument::Float(f) => Some(Scalar::Float(*f)),
+        Argument::Bool(b) => Some(Scalar::Bool(*b)),
+        _ => None,
+    }
+}
+
+/// A scalar as Python writes it.
+fn scalar_text(s: Scalar) -> String {
+    match s {
+        Scalar::Int(i) => i.to_string(),
+        Scalar::Float(f) => format!("{f:?}"),
+        Scalar::Bool(true) => "True".into(),
+        Scalar::Bool(false) => "False".into(),
+    }
 }

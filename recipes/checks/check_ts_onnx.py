@@ -3,9 +3,11 @@
 TorchScript case NAME of a directory (recipes/fixtures/ts_cases.py: NAME.pt,
 NAME.inputs.npz, NAME.expected.npz) that ts2ir reads, and every opset:
 
-  ts2ir NAME.pt --example-inputs NAME.inputs.npz | ir-decompose | ir2onnx --opset N
+  ts2ir NAME.pt --example-inputs NAME.inputs.npz [--dynamic for dyn_*] | ir-decompose | ir2onnx --opset N
   onnx.checker.check_model(full_check=True)
-  onnxruntime (CPU) on the tensor inputs, against NAME.expected.npz
+  onnxruntime (CPU) on the inputs (tensors, and 0-d arrays for symbolic scalars),
+  against NAME.expected.npz; and on NAME.alt.inputs.npz against NAME.alt.expected.npz
+  where a case has them (not for traced ones, read with static sizes)
 
 Float outputs within atol 1e-4 + rtol 1e-4, integers and bools exactly.
 Cases ts2ir refuses are skipped (bins/tests/ts2ir.rs holds the refusals).
@@ -41,8 +43,9 @@ def main():
         inputs = os.path.join(args.cases, f"{name}.inputs.npz")
         if not os.path.exists(inputs):
             continue
+        dynamic = ["--dynamic"] if name.startswith("dyn_") else []
         read = subprocess.run(
-            [tool("ts2ir"), pt, "--example-inputs", inputs], capture_output=True
+            [tool("ts2ir"), pt, "--example-inputs", inputs, *dynamic], capture_output=True
         )
         if read.returncode != 0:
             print(f"{name}: skipped, ts2ir refuses it")
@@ -50,9 +53,12 @@ def main():
         core = subprocess.run(
             [tool("ir-decompose")], input=read.stdout, capture_output=True, check=True
         ).stdout
-        feed_all = dict(np.load(inputs))
-        expected = np.load(os.path.join(args.cases, f"{name}.expected.npz"))
-        want = [expected[k] for k in expected.files]
+        runs = [("", dict(np.load(inputs)), load_expected(args.cases, name))]
+        alt = os.path.join(args.cases, f"{name}.alt.inputs.npz")
+        # Other inputs (other scalar values; other sizes where every dim is
+        # symbolic), unless a scalar the import made static is among them.
+        if os.path.exists(alt) and not name.endswith("_traced"):
+            runs.append((" other inputs", dict(np.load(alt)), load_expected(args.cases, f"{name}.alt")))
         for opset in opsets:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "m.onnx")
@@ -68,26 +74,42 @@ def main():
                 model = onnx.load(path)
                 onnx.checker.check_model(model, full_check=True)
                 sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-                feed = {i.name: feed_all[i.name] for i in sess.get_inputs()}
-                got = sess.run(None, feed)[: len(want)]
-                ok = len(got) == len(want)
-                worst = 0.0
-                for g, w in zip(got, want):
-                    if g.shape != w.shape:
-                        ok = False
-                        break
-                    if np.issubdtype(w.dtype, np.floating):
-                        diff = np.abs(g.astype(np.float64) - w)
-                        if diff.size:
-                            worst = max(worst, float(diff.max()))
-                            ok = ok and bool(np.all(diff <= 1e-4 + 1e-4 * np.abs(w)))
-                    else:
-                        ok = ok and np.array_equal(g, w)
-                print(f"{name} opset {opset}: {'ok' if ok else 'FAILED'} (max abs error {worst:.1e})")
-                passed += ok
-                failed += not ok
+                names = {i.name for i in sess.get_inputs()}
+                for what, feed_all, want in runs:
+                    if what and not set(feed_all) <= names:
+                        # a scalar the import made static: not an input
+                        print(f"{name} opset {opset}{what}: skipped, {sorted(set(feed_all) - names)} static")
+                        continue
+                    feed = {i.name: feed_all[i.name] for i in sess.get_inputs()}
+                    got = sess.run(None, feed)[: len(want)]
+                    ok, worst = agree(got, want)
+                    print(f"{name} opset {opset}{what}: {'ok' if ok else 'FAILED'} (max abs error {worst:.1e})")
+                    passed += ok
+                    failed += not ok
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def load_expected(cases, stem):
+    expected = np.load(os.path.join(cases, f"{stem}.expected.npz"))
+    return [expected[k] for k in expected.files]
+
+
+def agree(got, want):
+    """Whether ONNX Runtime's outputs are torch's, and the worst error."""
+    ok = len(got) == len(want)
+    worst = 0.0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return False, worst
+        if np.issubdtype(w.dtype, np.floating):
+            diff = np.abs(g.astype(np.float64) - w)
+            if diff.size:
+                worst = max(worst, float(diff.max()))
+                ok = ok and bool(np.all(diff <= 1e-4 + 1e-4 * np.abs(w)))
+        else:
+            ok = ok and np.array_equal(g, w)
+    return ok, worst
 
 
 if __name__ == "__main__":

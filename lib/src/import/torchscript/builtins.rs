@@ -7,6 +7,7 @@
 
 use super::lower::{is_same, same_key, Lower, MAX_ITERATIONS};
 use super::ops::{code_of_dtype, At, V};
+use super::symbolic::{has_symbolic, is_symbolic, SIZE_LIST_OPS};
 use crate::error::Result;
 use crate::ir::{Argument, Sym, ValueKind};
 
@@ -44,6 +45,10 @@ impl Lower<'_> {
                 }
             }
             "range" => {
+                let args = self.specialise(&V::Tuple(args), at, "a range (a loop's trip count)")?;
+                let V::Tuple(args) = args else {
+                    return Err(at.bad("range with bad arguments"));
+                };
                 let ints: Vec<i64> = args
                     .iter()
                     .map(|a| match a {
@@ -112,6 +117,25 @@ impl Lower<'_> {
                 } else {
                     args.clone()
                 };
+                if items.iter().any(is_symbolic) {
+                    // torch.sym_min / torch.sym_max, folded over the items
+                    let op = if p == "ops.prim.min" { "min" } else { "max" };
+                    let mut it = items.into_iter();
+                    let mut acc = it.next().ok_or_else(|| at.bad(format!("{p} of nothing")))?;
+                    for x in it {
+                        acc = match self.sym_binary(op, &acc, &x, at)? {
+                            Some(v) => v,
+                            None => {
+                                return Err(at.refuse(format!(
+                                    "{p} of {} and {}",
+                                    acc.kind(),
+                                    x.kind()
+                                )))
+                            }
+                        };
+                    }
+                    return Ok(acc);
+                }
                 let mut best: Option<V> = None;
                 for x in items {
                     best = Some(match best {
@@ -137,7 +161,9 @@ impl Lower<'_> {
             return Err(at.refuse("prim::PythonOp (a call into Python) cannot be lowered"));
         }
         if let Some(name) = p.strip_prefix("math.") {
-            let x = match one(&args)? {
+            let x = one(&args)?;
+            let x = self.specialise(&x, at, &format!("math.{name}"))?;
+            let x = match x {
                 V::Int(i) => i as f64,
                 V::Float(x) => x,
                 other => return Err(at.refuse(format!("math.{name} of {}", other.kind()))),
@@ -185,10 +211,61 @@ impl Lower<'_> {
             }
         }
         let args: Vec<V> = args.iter().map(|a| self.b.current(a)).collect();
-        if let Some(v) = self.b.call_in_place(&ns, &name, &args, &kwargs, at)? {
+        let first = self.tensor_call(&ns, &name, &args, &kwargs, at);
+        let symbolic = args
+            .iter()
+            .chain(kwargs.iter().map(|(_, v)| v))
+            .any(has_symbolic);
+        let out = match first {
+            Err(e) if symbolic => {
+                // A shape rule (or overload) that needs a symbolic argument
+                // known: its example value, the inputs behind it made static.
+                let what = format!("{ns}::{name}'s argument");
+                let known = |lw: &mut Self, v: &V| lw.specialise(v, at, &what);
+                let args = args
+                    .iter()
+                    .map(|a| known(self, a))
+                    .collect::<Result<Vec<_>>>();
+                let kwargs = kwargs
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), known(self, v)?)))
+                    .collect::<Result<Vec<_>>>();
+                // No example value: why the value was needed, then what failed.
+                let (args, kwargs) = match (args, kwargs) {
+                    (Ok(a), Ok(k)) => (a, k),
+                    (Err(s), _) | (_, Err(s)) => {
+                        return Err(crate::error::Error::unsupported(format!("{s}: {e}")))
+                    }
+                };
+                self.tensor_call(&ns, &name, &args, &kwargs, at)?
+            }
+            other => other?,
+        };
+        if let V::Tensor(t) = &out {
+            if SIZE_LIST_OPS.contains(&name.as_str()) {
+                if let Some(sizes) = args.iter().find(|a| matches!(a, V::List(_) | V::Tuple(_))) {
+                    self.adopt_sizes(*t, sizes);
+                }
+            } else {
+                self.adopt_broadcast(*t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A tensor op, in place or not.
+    fn tensor_call(
+        &mut self,
+        ns: &str,
+        name: &str,
+        args: &[V],
+        kwargs: &[(String, V)],
+        at: &At,
+    ) -> Result<V> {
+        if let Some(v) = self.b.call_in_place(ns, name, args, kwargs, at)? {
             return Ok(v);
         }
-        self.b.call(&ns, &name, &args, &kwargs, at)
+        self.b.call(ns, name, args, kwargs, at)
     }
 
     /// ATen builtins that TorchScript runs on Python values (`aten::add.int`,
@@ -219,8 +296,13 @@ impl Lower<'_> {
                 ("size", [V::Int(d)]) => self.size(*t, *d, at)?,
                 ("len", []) => self.size(*t, 0, at)?,
                 ("numel", []) => {
-                    let n: Option<i64> = sizes.iter().map(Sym::as_int).product();
-                    V::Int(n.ok_or_else(|| at.refuse("numel of a tensor with symbolic sizes"))?)
+                    // The product of the sizes, symbolic where a dim is.
+                    let mut n = V::Int(1);
+                    for d in 0..sizes.len() {
+                        let s = self.size(*t, d as i64, at)?;
+                        n = self.binary("*", n, s, at)?;
+                    }
+                    n
                 }
                 _ => return Ok(None),
             }));
@@ -235,6 +317,29 @@ impl Lower<'_> {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
             }
+            // `d[k] = v`, `l[i] = v` as TorchScript prints them
+            ("_set_item", [V::Dict(d), k, x]) => {
+                let mut d = d.borrow_mut();
+                match d.iter_mut().find(|(key, _)| same_key(key, k)) {
+                    Some(slot) => slot.1 = x.clone(),
+                    None => d.push((k.clone(), x.clone())),
+                }
+                return Ok(Some(V::None));
+            }
+            ("_set_item", [V::List(l), i, x]) => {
+                let i = self.specialise(i, at, "an index into a list")?;
+                let V::Int(k) = i else {
+                    return Err(at.refuse(format!("a list index that is {}", i.kind())));
+                };
+                let mut l = l.borrow_mut();
+                let n = l.len() as i64;
+                let k = if k < 0 { k + n } else { k };
+                if k < 0 || k >= n {
+                    return Err(at.bad(format!("index {k} is out of range for a list of {n}")));
+                }
+                l[k as usize] = x.clone();
+                return Ok(Some(V::None));
+            }
             ("len", [x @ (V::List(_) | V::Tuple(_) | V::Dict(_) | V::Str(_))]) => {
                 return self.builtin("len", x, at).map(Some)
             }
@@ -242,6 +347,9 @@ impl Lower<'_> {
                 return self.subscript(c.clone(), i.clone(), at).map(Some)
             }
             ("__is__", [a, b]) => return self.binary("is", a.clone(), b.clone(), at).map(Some),
+            ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_) | V::Str(_)), x]) => {
+                return self.binary("in", x.clone(), c.clone(), at).map(Some)
+            }
             ("__isnot__", [a, b]) => {
                 return self.binary("is not", a.clone(), b.clone(), at).map(Some)
             }
@@ -258,7 +366,8 @@ impl Lower<'_> {
             ("sub", [a, b]) => self.binary("-", a.clone(), b.clone(), at)?,
             ("mul", [a, b]) => self.binary("*", a.clone(), b.clone(), at)?,
             ("div", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
-            ("floordiv", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
+            ("floordiv" | "floor_divide", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
+            ("true_divide", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
             ("remainder", [a, b]) => self.binary("%", a.clone(), b.clone(), at)?,
             ("pow", [a, b]) => self.binary("**", a.clone(), b.clone(), at)?,
             ("eq", [a, b]) => self.binary("==", a.clone(), b.clone(), at)?,
@@ -291,10 +400,13 @@ impl Lower<'_> {
             return Ok(V::Int(n));
         }
         // A symbolic dim: `aten.sym_size.int`, a SymInt value.
+        // The value is named as its node, as torch.export names them.
         let name = self.b.fresh("sym_size_int");
-        let v = self
-            .b
-            .new_value(&name, ValueKind::SymInt(sizes[dim].clone()));
+        self.b.graph.values.push(crate::ir::Value {
+            name: name.clone(),
+            kind: ValueKind::SymInt(sizes[dim].clone()),
+        });
+        let v = crate::ir::ValueId(self.b.graph.values.len() as u32 - 1);
         self.b.graph.nodes.push(crate::ir::Node {
             name,
             target: crate::ir::Target::op("aten", "sym_size", "int"),
@@ -324,7 +436,13 @@ impl Lower<'_> {
             ("int", V::Int(i)) => V::Int(*i),
             ("int", V::Float(f)) => V::Int(f.trunc() as i64),
             ("int", V::Bool(b)) => V::Int(*b as i64),
-            ("int", V::SymInt(s)) => V::SymInt(*s),
+            ("int" | "float" | "bool", v) if is_symbolic(v) => {
+                self.sym_unary(name, v, at)?.unwrap_or(V::None)
+            }
+            (_, v) if is_symbolic(v) => {
+                let known = self.specialise(v, at, &format!("{name}()"))?;
+                self.builtin(name, &known, at)?
+            }
             ("float", V::Int(i)) => V::Float(*i as f64),
             ("float", V::Float(f)) => V::Float(*f),
             ("float", V::Bool(b)) => V::Float(*b as i64 as f64),
@@ -405,7 +523,23 @@ impl Lower<'_> {
                 }
             };
             let _ = swap;
-            return self.b.call("aten", name, &[a, b], &[], at);
+            let out = self.b.call("aten", name, &[a, b], &[], at)?;
+            if let V::Tensor(t) = &out {
+                self.adopt_broadcast(*t);
+            }
+            return Ok(out);
+        }
+        // Membership needs the values: a symbolic one takes its example.
+        if matches!(op, "in" | "not in") && (has_symbolic(&l) || has_symbolic(&r)) {
+            let l = self.specialise(&l, at, &format!("an '{op}'"))?;
+            let r = self.specialise(&r, at, &format!("an '{op}'"))?;
+            return self.binary(op, l, r, at);
+        }
+        // Arithmetic and comparisons on symbolic scalars: graph nodes.
+        if !matches!(op, "is" | "is not" | "in" | "not in") {
+            if let Some(v) = self.sym_binary(op, &l, &r, at)? {
+                return Ok(v);
+            }
         }
         let num = |v: &V| -> Option<f64> {
             match v {
@@ -442,6 +576,8 @@ impl Lower<'_> {
                     }
                     equal = match self.binary("==", x.clone(), y.clone(), at)? {
                         Bool(e) => e,
+                        // sizes compared (`x.size() == [2, 3]`): decided by the example
+                        v @ SymBool(_) => self.truth(&v, at, "a comparison of lists")?,
                         _ => {
                             return Err(
                                 at.refuse("comparing lists of tensors (a data-dependent result)")
@@ -465,10 +601,21 @@ impl Lower<'_> {
                     "*" => Int(a.wrapping_mul(b)),
                     "/" => Float(a as f64 / b as f64),
                     "//" | "%" if b == 0 => return Err(at.bad("integer division by zero")),
+                    "//" | "%" if a == i64::MIN && b == -1 => {
+                        return Err(at.bad(format!("integer overflow in {a} {op} {b}")))
+                    }
                     "//" => {
                         Int(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
                     }
-                    "%" => Int(((a % b) + b) % b),
+                    "%" => {
+                        // Python's sign: the divisor's
+                        let r = a % b;
+                        Int(if r != 0 && (r < 0) != (b < 0) {
+                            r + b
+                        } else {
+                            r
+                        })
+                    }
                     "**" if b >= 0 => Int(a.wrapping_pow(b.min(u32::MAX as i64) as u32)),
                     "**" => Float((a as f64).powf(b as f64)),
                     "<<" => Int(a.wrapping_shl(b as u32)),
@@ -510,11 +657,6 @@ impl Lower<'_> {
                     ">=" => Bool(x >= y),
                     _ => return Err(at.refuse(format!("operator {op} on numbers"))),
                 }
-            }
-            (_, SymInt(_), _) | (_, _, SymInt(_)) => {
-                return Err(at.refuse(format!(
-                    "operator {op} on a symbolic size: give --example-inputs to make sizes static"
-                )))
             }
             _ => return Err(at.refuse(format!("operator {op} on {} and {}", l.kind(), r.kind()))),
         })

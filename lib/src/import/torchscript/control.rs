@@ -11,7 +11,9 @@
 //! and sizes stay the same), the condition and the body are lowered into
 //! subgraphs over (carried, additional): what else they read.
 
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use super::lower::{is_same, Flow, Frame, Lower};
 use super::ops::{sym_contiguous, At, V};
@@ -38,7 +40,9 @@ impl Lower<'_> {
     ) -> Result<Branch> {
         let mark = self.b.graph.nodes.len();
         let replaced = self.b.replaced.len();
-        f.vars = before.clone();
+        // The branch works on its own copies of lists and dicts: what it
+        // writes into them is its output, not a change made at import.
+        f.vars = detach(before);
         let flow = self.exec_block(f, body)?;
         let nodes = self.b.graph.nodes.split_off(mark);
         if self.b.replaced.len() != replaced {
@@ -63,14 +67,13 @@ impl Lower<'_> {
         at: &At,
     ) -> Result<Flow> {
         let before = f.vars.clone();
-        let lists = list_lengths(&before);
-        let t = self.branch(f, &before, body)?;
-        let e = self.branch(f, &before, orelse)?;
+        let mut t = self.branch(f, &before, body)?;
+        let mut e = self.branch(f, &before, orelse)?;
         f.vars = before.clone();
-        if list_lengths(&before) != lists {
-            return Err(at.refuse(
-                "a list that grows inside an if on tensor data (its length would be data-dependent)",
-            ));
+        if let Some(k) = grown(&before, &t.vars).or_else(|| grown(&before, &e.vars)) {
+            return Err(at.refuse(format!(
+                "a list that grows inside an if on tensor data ('{k}': its length would be data-dependent)"
+            )));
         }
         // What the cond returns: the variables either branch changes, or
         // the value both return.
@@ -79,7 +82,7 @@ impl Lower<'_> {
                 let mut names: BTreeSet<String> = BTreeSet::new();
                 for vars in [&t.vars, &e.vars] {
                     for (k, v) in vars.iter() {
-                        if before.get(k).is_none_or(|b| !is_same(b, v)) {
+                        if before.get(k).is_none_or(|b| !same_value(b, v)) {
                             names.insert(k.clone());
                         }
                     }
@@ -90,7 +93,9 @@ impl Lower<'_> {
                 for k in names {
                     let side = |vars: &HashMap<String, V>| vars.get(&k).or(before.get(&k)).cloned();
                     match (side(&t.vars), side(&e.vars)) {
-                        (Some(a @ (V::Tensor(_) | V::Tuple(_))), Some(b)) if tensors_only(&a) => {
+                        (Some(a @ (V::Tensor(_) | V::Tuple(_) | V::List(_))), Some(b))
+                            if tensors_only(&a) =>
+                        {
                             let (mut ta, mut eb) = (Vec::new(), Vec::new());
                             let shape = leaves(&a, &mut ta, at)?;
                             if !tensors_only(&b) || leaves(&b, &mut eb, at)? != shape {
@@ -107,8 +112,10 @@ impl Lower<'_> {
                         // Temporaries a branch made and the other did not
                         // (TorchScript prints branch-local names).
                         (Some(_), None) | (None, Some(_)) => {}
-                        (Some(a), Some(b)) if is_same(&a, &b) => {
-                            f.vars.insert(k, a);
+                        (Some(a), Some(b)) if same_value(&a, &b) => {
+                            if !before.contains_key(&k) {
+                                f.vars.insert(k, a);
+                            }
                         }
                         (Some(a), Some(b)) => {
                             return Err(at.refuse(format!(
@@ -142,14 +149,14 @@ impl Lower<'_> {
         for (nodes, outs) in [(&t.nodes, &t_out), (&e.nodes, &e_out)] {
             operands.extend(captured(nodes, outs));
         }
-        let operands: Vec<ValueId> = operands.into_iter().collect();
-        for v in &operands {
-            if !matches!(self.b.graph.values[v.index()].kind, ValueKind::Tensor(_)) {
-                return Err(at.refuse(
-                    "a branch of an if on tensor data reads a symbolic size: give --example-inputs",
-                ));
-            }
-        }
+        let mut operands: Vec<ValueId> = operands.into_iter().collect();
+        // cond takes tensors: a symbolic scalar a branch reads is specialised.
+        self.inline_scalars(
+            &mut [&mut t.nodes, &mut e.nodes],
+            &mut operands,
+            at,
+            "a branch of an if on tensor data",
+        )?;
         let k = self.b.graph.nodes.len();
         let true_graph = self.subgraph(&format!("true_graph_{k}"), &operands, t.nodes, &t_out);
         let false_graph = self.subgraph(&format!("false_graph_{k}"), &operands, e.nodes, &e_out);
@@ -222,7 +229,7 @@ impl Lower<'_> {
         }
         let mut it = outs.into_iter();
         for (k, shape) in names {
-            let v = rebuild(&shape, &mut it);
+            let v = rebuild_into(before.get(&k), &shape, &mut it);
             f.vars.insert(k, v);
         }
         Ok(Flow::Next)
@@ -236,7 +243,6 @@ impl Lower<'_> {
         at: &At,
     ) -> Result<Flow> {
         let before = f.vars.clone();
-        let lists = list_lengths(&before);
         // A first pass finds what the body changes.
         let probe = self.branch(f, &before, body)?;
         if !matches!(probe.flow, Flow::Next | Flow::Continue) {
@@ -244,13 +250,18 @@ impl Lower<'_> {
                 "a while loop on tensor data whose body returns or breaks is not lowered",
             ));
         }
+        if let Some(k) = grown(&before, &probe.vars) {
+            return Err(at.refuse(format!(
+                "a list that grows inside a while loop on tensor data ('{k}': a data-dependent list length)"
+            )));
+        }
         let mut carried: Vec<(String, ValueId)> = Vec::new();
         let mut names: Vec<&String> = probe.vars.keys().collect();
         names.sort();
         for k in names {
             let after = &probe.vars[k];
             let Some(old) = before.get(k) else { continue };
-            if is_same(old, after) {
+            if same_value(old, after) {
                 continue;
             }
             match (tensor_of(old), tensor_of(after)) {
@@ -262,11 +273,6 @@ impl Lower<'_> {
                     )))
                 }
             }
-        }
-        if list_lengths(&before) != lists {
-            return Err(at.refuse(
-                "a list that grows inside a while loop on tensor data (a data-dependent list length)",
-            ));
         }
         // The condition and the body over placeholders of the carried values.
         let placeholders = |lw: &mut Self, f: &mut Frame| -> Vec<ValueId> {
@@ -298,7 +304,7 @@ impl Lower<'_> {
         };
         let body_in = placeholders(self, f);
         let vars = f.vars.clone();
-        let b = self.branch(f, &vars, body)?;
+        let mut b = self.branch(f, &vars, body)?;
         let mut body_out = Vec::new();
         for ((k, old), input) in carried.iter().zip(&body_in) {
             let Some(new) = b.vars.get(k).and_then(tensor_of) else {
@@ -328,14 +334,15 @@ impl Lower<'_> {
                 .into_iter()
                 .filter(|v| !body_in.contains(v)),
         );
-        let additional: Vec<ValueId> = additional.into_iter().collect();
-        for v in &additional {
-            if !matches!(self.b.graph.values[v.index()].kind, ValueKind::Tensor(_)) {
-                return Err(at.refuse(
-                    "a while loop on tensor data reads a symbolic size: give --example-inputs",
-                ));
-            }
-        }
+        let mut additional: Vec<ValueId> = additional.into_iter().collect();
+        // while_loop takes tensors: a symbolic scalar it reads is specialised.
+        let mut cond_nodes = cond_nodes;
+        self.inline_scalars(
+            &mut [&mut cond_nodes, &mut b.nodes],
+            &mut additional,
+            at,
+            "a while loop on tensor data",
+        )?;
         let k = self.b.graph.nodes.len();
         let with =
             |ins: &[ValueId]| -> Vec<ValueId> { ins.iter().chain(&additional).copied().collect() };
@@ -476,7 +483,8 @@ fn captured(nodes: &[Node], outs: &[ValueId]) -> Vec<ValueId> {
     read
 }
 
-/// The tensors of a returned value, in order, and its structure as text.
+/// The tensors of a value a branch returns or sets, in order, and its
+/// structure as text (tensors, and tuples and lists of them).
 fn leaves(v: &V, out: &mut Vec<ValueId>, at: &At) -> Result<String> {
     Ok(match v {
         V::Tensor(t) => {
@@ -490,39 +498,166 @@ fn leaves(v: &V, out: &mut Vec<ValueId>, at: &At) -> Result<String> {
                 .collect::<Result<Vec<_>>>()?;
             format!("({})", parts.join(","))
         }
+        V::List(items) => {
+            let items = items.borrow().clone();
+            let parts = items
+                .iter()
+                .map(|x| leaves(x, out, at))
+                .collect::<Result<Vec<_>>>()?;
+            format!("[{}]", parts.join(","))
+        }
         other => {
             return Err(at.refuse(format!(
-            "a branch of an if on tensor data returns {}: tensors and tuples of them are lowered",
-            other.kind()
-        )))
+                "a branch of an if on tensor data returns {}: tensors, and tuples and lists of them, are lowered",
+                other.kind()
+            )))
         }
     })
 }
 
-/// Whether a value is a tensor or a tuple of them, at any depth.
+/// Whether a value is a tensor, or a tuple or list of them, at any depth.
 fn tensors_only(v: &V) -> bool {
     match v {
         V::Tensor(_) => true,
         V::Tuple(items) => items.iter().all(tensors_only),
+        V::List(items) => items.borrow().iter().all(tensors_only),
         _ => false,
     }
 }
 
 fn rebuild(shape: &V, outs: &mut impl Iterator<Item = ValueId>) -> V {
+    rebuild_into(None, shape, outs)
+}
+
+/// A value of `shape` over the cond's outputs. A list the variable held
+/// before (`original`) is written in place, so every other reference to
+/// it sees the branch's writes, as in Python.
+fn rebuild_into(original: Option<&V>, shape: &V, outs: &mut impl Iterator<Item = ValueId>) -> V {
     match shape {
-        V::Tuple(items) => V::Tuple(items.iter().map(|x| rebuild(x, outs)).collect()),
+        V::Tuple(items) => V::Tuple(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let o = match original {
+                        Some(V::Tuple(o)) => o.get(i),
+                        _ => None,
+                    };
+                    rebuild_into(o, x, outs)
+                })
+                .collect(),
+        ),
+        V::List(items) => {
+            let items = items.borrow().clone();
+            let old: Vec<V> = match original {
+                Some(V::List(o)) => o.borrow().clone(),
+                _ => Vec::new(),
+            };
+            let new: Vec<V> = items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| rebuild_into(old.get(i), x, outs))
+                .collect();
+            match original {
+                Some(V::List(o)) if old.len() == new.len() => {
+                    *o.borrow_mut() = new;
+                    V::List(o.clone())
+                }
+                _ => V::list(new),
+            }
+        }
         _ => outs.next().map(V::Tensor).unwrap_or(V::None),
     }
 }
 
-fn list_lengths(vars: &HashMap<String, V>) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> = vars
-        .iter()
-        .filter_map(|(k, v)| match v {
-            V::List(l) => Some((k.clone(), l.borrow().len())),
-            _ => None,
-        })
-        .collect();
-    out.sort();
-    out
+/// A copy of the variables whose lists and dicts are new objects (lists
+/// shared between variables stay shared in the copy).
+fn detach(vars: &HashMap<String, V>) -> HashMap<String, V> {
+    fn copy(v: &V, seen: &mut HashMap<usize, V>) -> V {
+        match v {
+            V::List(l) => {
+                let key = Rc::as_ptr(l) as usize;
+                if let Some(c) = seen.get(&key) {
+                    return c.clone();
+                }
+                let fresh = Rc::new(RefCell::new(Vec::new()));
+                seen.insert(key, V::List(fresh.clone()));
+                let items: Vec<V> = l.borrow().iter().map(|x| copy(x, seen)).collect();
+                *fresh.borrow_mut() = items;
+                V::List(fresh)
+            }
+            V::Dict(d) => {
+                let key = Rc::as_ptr(d) as usize;
+                if let Some(c) = seen.get(&key) {
+                    return c.clone();
+                }
+                let fresh = Rc::new(RefCell::new(Vec::new()));
+                seen.insert(key, V::Dict(fresh.clone()));
+                let items: Vec<(V, V)> = d
+                    .borrow()
+                    .iter()
+                    .map(|(k, x)| (copy(k, seen), copy(x, seen)))
+                    .collect();
+                *fresh.borrow_mut() = items;
+                V::Dict(fresh)
+            }
+            V::Tuple(items) => V::Tuple(items.iter().map(|x| copy(x, seen)).collect()),
+            other => other.clone(),
+        }
+    }
+    let mut seen = HashMap::new();
+    vars.iter()
+        .map(|(k, v)| (k.clone(), copy(v, &mut seen)))
+        .collect()
+}
+
+/// Whether two values are the same: tensors by identity, lists, tuples and
+/// dicts item by item (a branch's copy of a list it did not write is the
+/// list it copied).
+fn same_value(a: &V, b: &V) -> bool {
+    match (a, b) {
+        (V::List(x), V::List(y)) => {
+            Rc::ptr_eq(x, y) || {
+                let (x, y) = (x.borrow(), y.borrow());
+                x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same_value(p, q))
+            }
+        }
+        (V::Tuple(x), V::Tuple(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q))
+        }
+        (V::Dict(x), V::Dict(y)) => {
+            Rc::ptr_eq(x, y) || {
+                let (x, y) = (x.borrow(), y.borrow());
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y.iter())
+                        .all(|((k1, v1), (k2, v2))| same_value(k1, k2) && same_value(v1, v2))
+            }
+        }
+        _ => is_same(a, b),
+    }
+}
+
+/// The first list (by variable name, lists in tuples included) longer or
+/// shorter in `after` than it was in `before`.
+fn grown(before: &HashMap<String, V>, after: &HashMap<String, V>) -> Option<String> {
+    fn lengths(v: &V, out: &mut Vec<usize>) {
+        match v {
+            V::List(l) => {
+                let l = l.borrow();
+                out.push(l.len());
+                l.iter().for_each(|x| lengths(x, out));
+            }
+            V::Tuple(items) => items.iter().for_each(|x| lengths(x, out)),
+            _ => {}
+        }
+    }
+    let mut names: Vec<&String> = before.keys().collect();
+    names.sort();
+    names.into_iter().find_map(|k| {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        lengths(&before[k], &mut a);
+        lengths(after.get(k)?, &mut b);
+        (a != b).then(|| k.clone())
+    })
 }

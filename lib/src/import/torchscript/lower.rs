@@ -7,7 +7,7 @@
 //! of Python (`prim::PythonOp`), a custom class or an unknown builtin is
 //! refused with its `code/` file and line.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use super::ops::{At, Builder, Obj, V};
@@ -17,8 +17,7 @@ use super::{ShapeFn, TsOptions};
 use crate::error::{Error, Result};
 use crate::import::pickle::{unpickle_torchscript, Py};
 use crate::ir::{
-    Argument, Dtype, InputKind, OutputKind, Program, ProgramInfo, Sym, TensorMeta, ValueKind,
-    WeightKind,
+    Argument, Dtype, Hint, InputKind, OutputKind, Program, ProgramInfo, Sym, ValueKind, WeightKind,
 };
 
 /// Deepest chain of inlined calls.
@@ -43,6 +42,12 @@ pub(super) struct Frame {
 pub(super) struct Lower<'t> {
     pub(super) b: Builder<'t>,
     depth: usize,
+    /// The example value of each input symbol (dims and scalar arguments).
+    pub(super) input_hints: BTreeMap<String, Hint>,
+    /// The input symbols a specialisation fixed to their example value.
+    pub(super) pinned: BTreeMap<String, Hint>,
+    /// What each input symbol is (`input n`, `dim 0 of input x`), for messages.
+    pub(super) symbol_origin: BTreeMap<String, String>,
 }
 
 pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Result<Program> {
@@ -68,6 +73,9 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
     let mut lw = Lower {
         b: Builder::new(tree, shapes),
         depth: 0,
+        input_hints: BTreeMap::new(),
+        pinned: BTreeMap::new(),
+        symbol_origin: BTreeMap::new(),
     };
     let traced = traced_inputs(tree, method)?;
     let mut frame = Frame {
@@ -99,24 +107,49 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
             .and_then(|s| s.strip_suffix(']'))
             .unwrap_or(&ann)
             .to_string();
+        let optional = ann != base;
         let value = match (base.as_str(), example) {
             ("Tensor", Some(t)) => {
-                let sizes: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+                let sizes: Vec<Sym> = t
+                    .shape
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &d)| {
+                        // 0 and 1 stay static, as torch.export specialises them.
+                        if opts.dynamic && d > 1 {
+                            let s = lw.b.symbol("s", Some(d as i64));
+                            lw.note_input_dim(&s, &p.name, k);
+                            s
+                        } else {
+                            Sym::Int(d as i64)
+                        }
+                    })
+                    .collect();
                 let v = lw.b.new_value(
                     &p.name,
-                    ValueKind::Tensor(TensorMeta::contiguous(t.dtype, &sizes)),
+                    ValueKind::Tensor(super::ops::sym_contiguous(t.dtype, sizes)),
                 );
                 user_inputs.push((Argument::Tensor(v), InputKind::UserInput));
                 V::Tensor(v)
             }
-            ("Tensor", None) if ann == base || p.default.is_none() => {
+            ("Tensor", None)
+                if !optional || (p.default.is_none() && opts.example_inputs.is_none()) =>
+            {
                 let Some((dtype, sizes)) = traced.get(i).cloned().flatten() else {
                     return Err(Error::usage(format!(
                         "input '{}' of {method}: the archive records no example of it (a scripted module records none), so its rank is unknown: give --example-inputs",
                         p.name
                     )));
                 };
-                let dims: Vec<Sym> = sizes.iter().map(|&s| lw.b.symbol("s", Some(s))).collect();
+                let dims: Vec<Sym> = sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &s)| {
+                        let d = lw.b.symbol("s", Some(s));
+                        lw.note_input_dim(&d, &p.name, k);
+                        d
+                    })
+                    .collect();
                 let v = lw.b.new_value(
                     &p.name,
                     ValueKind::Tensor(super::ops::sym_contiguous(dtype, dims)),
@@ -132,21 +165,15 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
                         t.numel()
                     )));
                 }
-                let (value, arg) = match base.as_str() {
-                    "int" => {
-                        let i = t.int_at(0);
-                        (V::Int(i), Argument::Int(i))
-                    }
-                    "float" => {
-                        let f = t.to_f64()[0];
-                        (V::Float(f), Argument::Float(f))
-                    }
-                    _ => {
-                        let b = t.int_at(0) != 0;
-                        (V::Bool(b), Argument::Bool(b))
-                    }
+                let example = match base.as_str() {
+                    "int" => V::Int(t.int_at(0)),
+                    "float" => V::Float(t.to_f64()[0]),
+                    _ => V::Bool(t.int_at(0) != 0),
                 };
-                user_inputs.push((arg, InputKind::ConstantInput(p.name.clone())));
+                // A graph input of its own (SymInt, SymFloat, SymBool),
+                // the example's value its hint.
+                let (value, arg) = lw.scalar_input(&p.name, &base, Some(example));
+                user_inputs.push((arg, InputKind::UserInput));
                 value
             }
             (_, None) if p.default.is_some() => {
@@ -160,11 +187,15 @@ pub fn lower(tree: &Tree, method: &str, opts: &TsOptions, shapes: ShapeFn) -> Re
                 };
                 lw.eval(&mut f, &d)?
             }
+            // An Optional argument the example file leaves out, with no
+            // default, is None.
+            (_, None) if optional => V::None,
             ("int" | "float" | "bool", None) => {
-                return Err(Error::usage(format!(
-                    "input '{}' is {ann} without a default: give its value in --example-inputs",
-                    p.name
-                )))
+                // No example: a symbol without a value, which the graph
+                // keeps symbolic; what needs its value at import refuses.
+                let (value, arg) = lw.scalar_input(&p.name, &base, None);
+                user_inputs.push((arg, InputKind::UserInput));
+                value
             }
             _ => {
                 return Err(at.refuse(format!(
@@ -322,6 +353,9 @@ impl Lower<'_> {
         }
         b.graph.inputs = inputs;
         b.graph.outputs = outputs.iter().map(|v| Argument::Tensor(*v)).collect();
+        // Specialised inputs become static: their symbols are written as
+        // the example values everywhere, and leave the range constraints.
+        Lower::settle(&mut b.graph, &mut b.ranges, &mut kinds, &self.pinned);
         let leaf = "{\"type\": null, \"context\": null, \"children_spec\": []}";
         let args_spec = vec![leaf; arg_names.len()].join(", ");
         let in_spec = format!(
@@ -510,6 +544,7 @@ impl Lower<'_> {
             ExprKind::Index(base, idx) => {
                 let container = self.eval(f, base)?;
                 let key = self.eval(f, idx)?;
+                let key = self.specialise(&key, &at, "an index into a list")?;
                 match container {
                     V::Dict(d) => {
                         let mut d = d.borrow_mut();
@@ -551,9 +586,15 @@ impl Lower<'_> {
             V::List(l) => !l.borrow().is_empty(),
             V::Tuple(t) => !t.is_empty(),
             V::Dict(d) => !d.borrow().is_empty(),
-            V::Tensor(_) | V::SymInt(_) | V::Pred(_) => {
+            // A symbolic scalar: decided by its example value, the inputs it
+            // depends on made static.
+            V::SymInt(_) | V::SymFloat(_) | V::SymBool(_) => {
+                let known = self.specialise(v, at, what)?;
+                return self.truth(&known, at, what);
+            }
+            V::Tensor(_) | V::Pred(_) => {
                 return Err(at.refuse(format!(
-                    "{what} whose condition depends on tensor data or a symbolic size (prim::If / prim::Loop on a runtime value) is not lowered: trace the model, or give --example-inputs for a size"
+                    "{what} whose condition depends on tensor data (prim::If / prim::Loop on a runtime value) is not lowered: trace the model"
                 )))
             }
             other => {
@@ -659,6 +700,9 @@ impl Lower<'_> {
             ExprKind::Unary(op, x) => {
                 let v = self.eval(f, x)?;
                 match (*op, v) {
+                    (op @ ("not" | "-"), v) if Lower::is_symbolic(&v) => {
+                        self.sym_unary(op, &v, &at)?.unwrap_or(V::None)
+                    }
                     ("not", v) => V::Bool(!self.truth(&v, &at, "a not")?),
                     ("-", V::Int(i)) => V::Int(-i),
                     ("-", V::Float(x)) => V::Float(-x),
@@ -835,6 +879,12 @@ impl Lower<'_> {
     }
 
     pub(super) fn subscript(&mut self, b: V, i: V, at: &At) -> Result<V> {
+        // A list index or slice bound must be known at import.
+        let i = if matches!(b, V::List(_) | V::Tuple(_) | V::Dict(_)) && Lower::holds_symbolic(&i) {
+            self.specialise(&i, at, "an index into a list")?
+        } else {
+            i
+        };
         Ok(match (&b, &i) {
             (V::List(_) | V::Tuple(_), V::Tuple(parts)) if matches!(parts.first(), Some(V::Str(s)) if s == "slice") =>
             {
@@ -1042,6 +1092,9 @@ pub(super) fn same_key(a: &V, b: &V) -> bool {
         (V::Int(x), V::Float(y)) | (V::Float(y), V::Int(x)) => *x as f64 == *y,
         (V::None, V::None) => true,
         (V::Tensor(x), V::Tensor(y)) => x == y,
+        (V::SymInt(x), V::SymInt(y))
+        | (V::SymFloat(x), V::SymFloat(y))
+        | (V::SymBool(x), V::SymBool(y)) => x == y,
         _ => false,
     }
 }

@@ -12,7 +12,12 @@
 //!   emits every tensor op as a node.
 //! - `builtins.rs`: `range`, `len`, `ops.prim.*`, the ATen builtins on
 //!   Python values, and expression operators.
-//! - `control.rs`: an `if` on tensor data as a `cond` of two subgraphs.
+//! - `control.rs`: an `if` on tensor data as a `cond` of two subgraphs, a
+//!   `while` on tensor data as a `while_loop`.
+//! - `symbolic.rs`: `int` / `float` / `bool` arguments as SymInt / SymFloat /
+//!   SymBool graph inputs, sizes of symbolic dims, and the Python arithmetic
+//!   on them as `_operator.*` nodes; where import needs such a value, its
+//!   example value, the inputs it depends on made static.
 //! - `ops.rs`: a call of `torch.*` / `ops.aten.*`: its overload resolved
 //!   against `lib/data/op_schemas.txt`, its arguments converted to the
 //!   schema's kinds, its outputs' sizes and dtypes from the shape rules the
@@ -28,6 +33,7 @@ mod lexer;
 mod lower;
 mod ops;
 mod parser;
+mod symbolic;
 mod tree;
 
 use std::path::Path;
@@ -47,9 +53,13 @@ pub type ShapeFn<'a> = &'a dyn Fn(&Graph, &Node) -> Option<Result<Vec<ShapeOut>>
 #[derive(Default)]
 pub struct TsOptions {
     /// Example values of `forward`'s arguments, by name: tensors bind their
-    /// input's dtype and sizes; one-element arrays give the values of
-    /// `int`, `float` and `bool` arguments.
+    /// input's dtype and sizes; one-element arrays are the example values
+    /// of `int`, `float` and `bool` arguments (graph inputs of their own).
+    /// An `Optional` argument the file leaves out is `None`.
     pub example_inputs: Option<Vec<(String, HostTensor)>>,
+    /// Every tensor dim of the examples (but 0 and 1) a fresh symbol, the
+    /// example's size its hint, rather than static.
+    pub dynamic: bool,
     /// The method to read.
     pub method: String,
 }

@@ -30,8 +30,13 @@ pub enum V {
     Float(f64),
     Str(String),
     Tensor(ValueId),
-    /// A size of a symbolic dim (`aten.sym_size.int`'s output).
+    /// A size of a symbolic dim (`aten.sym_size.int`'s output), an `int`
+    /// argument, or arithmetic on them: a SymInt value of the graph.
     SymInt(ValueId),
+    /// A `float` argument, or arithmetic on one: a SymFloat value.
+    SymFloat(ValueId),
+    /// A `bool` argument, or a comparison of symbolic values: a SymBool.
+    SymBool(ValueId),
     List(Rc<RefCell<Vec<V>>>),
     Tuple(Vec<V>),
     Dict(Rc<RefCell<Vec<(V, V)>>>),
@@ -62,6 +67,8 @@ impl V {
             V::Str(_) => "a str",
             V::Tensor(_) => "a tensor",
             V::SymInt(_) => "a symbolic int",
+            V::SymFloat(_) => "a symbolic float",
+            V::SymBool(_) => "a symbolic bool",
             V::List(_) => "a list",
             V::Tuple(_) => "a tuple",
             V::Dict(_) => "a dict",
@@ -604,7 +611,7 @@ impl<'t> Builder<'t> {
         let scalar_dtype = |a: &Argument| match a {
             Argument::Int(_) | Argument::SymInt(_) => Some(Dtype::Int64),
             Argument::Float(_) | Argument::SymFloat(_) => Some(Dtype::Float64),
-            Argument::Bool(_) => Some(Dtype::Bool),
+            Argument::Bool(_) | Argument::SymBool(_) => Some(Dtype::Bool),
             _ => None,
         };
         if tensors.is_empty() {
@@ -905,6 +912,16 @@ fn convert(ty: &str, v: &V) -> Option<Argument> {
                     Some(Argument::SymInts(refs))
                 }
             }
+            "float" if items.iter().any(|x| matches!(x, V::SymFloat(_))) => items
+                .iter()
+                .map(|x| match x {
+                    V::Float(f) => Some(SymRef::Float(*f)),
+                    V::Int(i) => Some(SymRef::Float(*i as f64)),
+                    V::SymFloat(s) => Some(SymRef::Value(*s)),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Argument::SymFloats),
             "float" => items
                 .iter()
                 .map(|x| match x {
@@ -939,11 +956,15 @@ fn convert(ty: &str, v: &V) -> Option<Argument> {
         ("int" | "SymInt", V::SymInt(s)) => Some(Argument::SymInt(SymRef::Value(*s))),
         ("float", V::Float(f)) => Some(Argument::Float(*f)),
         ("float", V::Int(i)) => Some(Argument::Float(*i as f64)),
+        ("float", V::SymFloat(s)) => Some(Argument::SymFloat(SymRef::Value(*s))),
         ("bool", V::Bool(b)) => Some(Argument::Bool(*b)),
+        ("bool", V::SymBool(s)) => Some(Argument::SymBool(SymRef::Value(*s))),
         ("Scalar", V::Int(i)) => Some(Argument::Int(*i)),
         ("Scalar", V::Float(f)) => Some(Argument::Float(*f)),
         ("Scalar", V::Bool(b)) => Some(Argument::Bool(*b)),
         ("Scalar", V::SymInt(s)) => Some(Argument::SymInt(SymRef::Value(*s))),
+        ("Scalar", V::SymFloat(s)) => Some(Argument::SymFloat(SymRef::Value(*s))),
+        ("Scalar", V::SymBool(s)) => Some(Argument::SymBool(SymRef::Value(*s))),
         ("str", V::Str(s)) => Some(Argument::String(s.clone())),
         ("ScalarType", V::Int(code)) => dtype_of_code(*code).map(Argument::ScalarType),
         ("Layout", V::Int(0)) => Some(Argument::Layout(Layout::Strided)),
