@@ -137,5 +137,6 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::TOPK, topk), (aten::CUMSUM, along_dim),
     (aten::SORT, along_dim), (aten::MAX_DIM, one_dim), (aten::MIN_DIM, one_dim),
     (aten::ANY_DIM, one_dim), (aten::ALL_DIM, one_dim), (aten::PROD_DIM_INT, one_dim),
-    (aten::PROD, all_dims),
+    (aten::PROD, all_dims), (aten::MAX, all_dims), (aten::MIN, all_dims),
+    (aten::STD_CORRECTION, over_dims), (aten::STD_DIM, over_dims),
 ];

@@ -519,6 +519,11 @@ impl<'t> Builder<'t> {
             Some(r) => r.map_err(|e| e.at(format!("{}:{}", at.file, at.line)))?,
         };
         let list = returns.len() == 1 && returns[0].ends_with("[]");
+        if list && inferred.is_empty() {
+            return Err(at.refuse(format!(
+                "{target}: its shape rule does not infer how many tensors it returns (the dim it splits is symbolic)"
+            )));
+        }
         let count = if list { inferred.len() } else { returns.len() };
         let mut outs = Vec::new();
         for k in 0..count {
