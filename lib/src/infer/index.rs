@@ -236,6 +236,14 @@ fn embedding_bag(site: &Site) -> Result<Vec<Out>> {
     ])
 }
 
+/// slice_scatter / select_scatter: `self`'s shape, `dim` in range.
+fn scatter_view(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), dims.len())?;
+    site.dims("src")?;
+    Ok(vec![Out::dims(dims)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, ShapeRule)] = &[
@@ -248,4 +256,5 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::INDEX_TENSOR, index_tensor), (aten::ONE_HOT, one_hot),
     (aten::EMBEDDING_BAG, embedding_bag), (aten::EMBEDDING_BAG_PADDING_IDX, embedding_bag),
     (aten::_EMBEDDING_BAG, embedding_bag),
+    (aten::SLICE_SCATTER, scatter_view), (aten::SELECT_SCATTER, scatter_view),
 ];

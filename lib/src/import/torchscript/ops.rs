@@ -117,6 +117,8 @@ pub struct Builder<'t> {
     /// What an in-place op (`relu_`) made of a value: later reads of the
     /// value read its functional result.
     pub replaced: HashMap<ValueId, ValueId>,
+    /// The views made so far, by value (`views.rs`: writes through them).
+    pub(super) views: HashMap<ValueId, super::views::ViewOf>,
 }
 
 /// c10's `ScalarType` numbering, as TorchScript passes dtypes (ints).
@@ -229,6 +231,7 @@ impl<'t> Builder<'t> {
             ranges: Vec::new(),
             module_path: String::new(),
             replaced: HashMap::new(),
+            views: HashMap::new(),
         }
     }
 
@@ -390,22 +393,6 @@ impl<'t> Builder<'t> {
                 kind.weight_name().unwrap_or("a weight")
             )));
         }
-        // A view shares the written tensor's memory: torch would change
-        // both, a functional rewrite only one. Refused, never guessed.
-        let aliased = self.graph.nodes.iter().any(|n| {
-            let mut outs = Vec::new();
-            n.outputs.iter().for_each(|o| o.value_refs(&mut outs));
-            let base = n.inputs.first().and_then(|a| match a.arg {
-                Argument::Tensor(v) => Some(v),
-                _ => None,
-            });
-            aliases(&n.target) && (outs.contains(target) || base == Some(*target))
-        });
-        if aliased {
-            return Err(at.refuse(format!(
-                "{ns}::{name} writes in place into a tensor that shares memory with a view of it (torch changes both): not lowered"
-            )));
-        }
         let out = self.call(ns, functional, args, kwargs, at)?;
         let V::Tensor(new) = out else {
             return Err(at.refuse(format!("{ns}::{name} in place with several outputs")));
@@ -416,7 +403,9 @@ impl<'t> Builder<'t> {
                 "{ns}::{name} in place would change its tensor's dtype or sizes"
             )));
         }
-        self.replaced.insert(*target, new);
+        // torch changes the views of the tensor written and the tensors
+        // it is a view of: each gets its new value (views.rs)
+        self.write_through(*target, new, &format!("{ns}::{name}"), at)?;
         Ok(Some(V::Tensor(new)))
     }
 
@@ -482,7 +471,7 @@ impl<'t> Builder<'t> {
         self.emit(target, bound, &schema, at)
     }
 
-    fn emit(
+    pub(super) fn emit(
         &mut self,
         target: Target,
         inputs: Vec<NamedArg>,
@@ -557,6 +546,9 @@ impl<'t> Builder<'t> {
         } else {
             outs.iter().map(|v| Argument::Tensor(*v)).collect()
         };
+        if aliases(&node.target) {
+            self.record_views(&node, &outs, !list);
+        }
         self.graph.nodes.push(node);
         Ok(if list {
             V::list(outs.into_iter().map(V::Tensor).collect())
