@@ -228,9 +228,13 @@ impl Lower<'_> {
         // List builtins, whatever their items; dropout in eval mode.
         match (name, args) {
             (
-                "dropout" | "feature_dropout" | "alpha_dropout",
+                "dropout" | "feature_dropout" | "alpha_dropout" | "dropout_" | "feature_dropout_"
+                | "alpha_dropout_",
                 [t @ V::Tensor(_), _, V::Bool(false)],
             ) => return Ok(Some(t.clone())),
+            ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), x]) => {
+                return self.binary("in", x.clone(), c.clone(), at).map(Some)
+            }
             ("append", [V::List(l), x]) => {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
@@ -256,9 +260,10 @@ impl Lower<'_> {
         Ok(Some(match (name, args) {
             ("add", [a, b]) => self.binary("+", a.clone(), b.clone(), at)?,
             ("sub", [a, b]) => self.binary("-", a.clone(), b.clone(), at)?,
+            ("rsub", [a, b]) => self.binary("-", b.clone(), a.clone(), at)?,
             ("mul", [a, b]) => self.binary("*", a.clone(), b.clone(), at)?,
             ("div", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
-            ("floordiv", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
+            ("floordiv" | "floor_divide", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
             ("remainder", [a, b]) => self.binary("%", a.clone(), b.clone(), at)?,
             ("pow", [a, b]) => self.binary("**", a.clone(), b.clone(), at)?,
             ("eq", [a, b]) => self.binary("==", a.clone(), b.clone(), at)?,
