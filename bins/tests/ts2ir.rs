@@ -33,11 +33,6 @@ const REFUSED: &[(&str, i32, &str)] = &[
         4,
         "code/__torch__.py:11: a list that grows inside a while loop on tensor data",
     ),
-    (
-        "inplace_view_scripted",
-        4,
-        "code/__torch__.py:9: aten::add_ writes in place into a tensor that shares memory with a view",
-    ),
 ];
 
 fn ts2ir(args: &[&str]) -> std::process::Output {

@@ -389,6 +389,23 @@ def export_one(name, scratch, dtype="float32"):
     return res
 
 
+def _ts_leaves(out):
+    """A TorchScript module's outputs flattened as torch.export's pytree
+    flattens them (tuples, named tuples and lists in order, dicts by their
+    values in order, None dropped): its NamedTuple classes are not pytree
+    nodes, so this walks them itself."""
+    import torch
+    if out is None:
+        return []
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in _ts_leaves(item)]
+    if isinstance(out, dict):
+        return [leaf for item in out.values() for leaf in _ts_leaves(item)]
+    return [out]
+
+
 def export_ts(name, d, res, t0):
     """The ts family: builds the model, makes TorchScript of it as the entry's
     variant says (torch.jit.trace / script / freeze), saves it with
@@ -410,7 +427,7 @@ def export_ts(name, d, res, t0):
         res["params"] = Z.nparams(model)
         stage = "eager"
         with torch.no_grad():
-            eager = _flatten(model(*_clone(args)))
+            eager = _ts_leaves(model(*_clone(args)))
         stage = variant
         if variant in ("trace", "freeze_trace"):
             ts = torch.jit.trace(model, _clone(args), check_trace=False)
@@ -425,7 +442,7 @@ def export_ts(name, d, res, t0):
         stage = "load"
         loaded = torch.jit.load(str(pt))
         with torch.no_grad():
-            expected = _flatten(loaded(*_clone(args)))
+            expected = _ts_leaves(loaded(*_clone(args)))
         res["torch_ep_vs_eager"] = _max_diff(eager, expected)
         stage = "inputs"
         names = [a.name for a in loaded.forward.schema.arguments[1:]]

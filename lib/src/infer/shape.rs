@@ -71,10 +71,12 @@ fn permute(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// transpose (and swapaxes, whose dims are `axis0` and `axis1`).
 fn transpose(site: &Site) -> Result<Vec<Out>> {
     let mut dims = site.dims("self")?;
-    let a = site.dim_index("dim0", site.args.int("dim0")?, dims.len())?;
-    let b = site.dim_index("dim1", site.args.int("dim1")?, dims.len())?;
+    let (d0, d1) = if site.args.has("axis0") { ("axis0", "axis1") } else { ("dim0", "dim1") };
+    let a = site.dim_index(d0, site.args.int(d0)?, dims.len())?;
+    let b = site.dim_index(d1, site.args.int(d1)?, dims.len())?;
     if !dims.is_empty() {
         dims.swap(a, b);
     }
@@ -674,7 +676,8 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::REPLICATION_PAD1D, |s| mode_pad(s, 1, false)),
     (aten::REPLICATION_PAD2D, |s| mode_pad(s, 2, false)),
     (aten::REPLICATION_PAD3D, |s| mode_pad(s, 3, false)),
-    (aten::SPLIT_SIZES, split_with_sizes), (aten::CHUNK, chunk), (aten::UNBIND_INT, unbind), (aten::STACK, stack),
+    (aten::SPLIT_SIZES, split_with_sizes), (aten::CHUNK, chunk),
+    (aten::PAD, constant_pad), (aten::SWAPAXES, transpose), (aten::UNBIND_INT, unbind), (aten::STACK, stack),
     (aten::ROLL, roll), (aten::NARROW, narrow),
     (aten::PIXEL_SHUFFLE, |s| pixel_shuffle(s, true)),
     (aten::PIXEL_UNSHUFFLE, |s| pixel_shuffle(s, false)),

@@ -232,6 +232,18 @@ impl Lower<'_> {
                 | "alpha_dropout_",
                 [t @ V::Tensor(_), _, V::Bool(false)],
             ) => return Ok(Some(t.clone())),
+            // the lowering is of inference without autocast
+            ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => return Ok(Some(V::Bool(false))),
+            ("_set_item", [V::Dict(d), k, v]) => {
+                let mut d = d.borrow_mut();
+                match d.iter_mut().find(|(x, _)| matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
+                    || matches!((x, k), (V::Int(a), V::Int(b)) if a == b))
+                {
+                    Some(slot) => slot.1 = v.clone(),
+                    None => d.push((k.clone(), v.clone())),
+                }
+                return Ok(Some(V::None));
+            }
             ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), x]) => {
                 return self.binary("in", x.clone(), c.clone(), at).map(Some)
             }
@@ -251,6 +263,24 @@ impl Lower<'_> {
             }
             ("list", [x @ (V::List(_) | V::Tuple(_))]) => {
                 return Ok(Some(V::list(self.iterate(x, at)?)))
+            }
+            // `l[start:end:step]` of a list (`aten::slice.t`)
+            ("slice", [V::List(l), rest @ ..]) if rest.len() <= 3 => {
+                let items = l.borrow().clone();
+                let n = items.len() as i64;
+                let bound = |v: Option<&V>, default: i64| match v {
+                    None | Some(V::None) => Ok(default),
+                    Some(V::Int(i)) => Ok(if *i < 0 { (i + n).max(0) } else { (*i).min(n) }),
+                    Some(other) => Err(at.refuse(format!("a list sliced by {}", other.kind()))),
+                };
+                let (start, end) = (bound(rest.first(), 0)?, bound(rest.get(1), n)?);
+                let step = match rest.get(2) {
+                    None => 1,
+                    Some(V::Int(s)) if *s > 0 => *s,
+                    Some(other) => return Err(at.refuse(format!("a list sliced with step {}", other.kind()))),
+                };
+                let picked = (start..end.max(start)).step_by(step as usize).map(|i| items[i as usize].clone());
+                return Ok(Some(V::list(picked.collect())));
             }
             _ => {}
         }
@@ -280,6 +310,17 @@ impl Lower<'_> {
             ("Float", [a]) | ("FloatImplicit", [a]) => self.builtin("float", a, at)?,
             ("Bool", [a]) => self.builtin("bool", a, at)?,
             ("floor", [a]) => self.builtin("floor", a, at)?,
+            ("__range_length", [V::Int(lo), V::Int(hi), V::Int(step)]) if *step != 0 => {
+                let span = hi - lo;
+                V::Int(if (span > 0) != (*step > 0) || span == 0 {
+                    0
+                } else {
+                    (span + step - step.signum()) / step
+                })
+            }
+            ("__derive_index", [V::Int(i), V::Int(start), V::Int(step)]) => V::Int(start + i * step),
+            ("sqrt", [V::Int(i)]) => V::Float((*i as f64).sqrt()),
+            ("sqrt", [V::Float(x)]) => V::Float(x.sqrt()),
             ("ceil", [a]) => self.builtin("ceil", a, at)?,
             ("format", _) | ("warn", _) => V::Str(String::new()),
             // Anything else with no tensor argument is a factory

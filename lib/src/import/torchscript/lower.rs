@@ -591,6 +591,9 @@ impl Lower<'_> {
         Ok(match &e.kind {
             ExprKind::Name(n) => match f.vars.get(n) {
                 Some(v) => self.b.current(v),
+                // how TorchScript prints float("inf") and float("nan")
+                None if n == "inf" => V::Float(f64::INFINITY),
+                None if n == "nan" => V::Float(f64::NAN),
                 None => V::Path(n.clone()),
             },
             ExprKind::Int(i) => V::Int(*i),

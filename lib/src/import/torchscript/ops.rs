@@ -420,6 +420,20 @@ impl<'t> Builder<'t> {
         kwargs: &[(String, V)],
         at: &At,
     ) -> Result<V> {
+        // `torch.tensor(number)`: a 0-d tensor of it, in the dtype given or
+        // the number's (float32 for a float)
+        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_))]) = (ns, name, args) {
+            let default = match v {
+                V::Int(_) => Dtype::Int64,
+                V::Bool(_) => Dtype::Bool,
+                _ => Dtype::Float32,
+            };
+            let dtype = match kwargs.iter().find(|(k, _)| k == "dtype") {
+                Some((_, d @ V::Int(_))) => d.clone(),
+                _ => V::Int(code_of_dtype(default).unwrap_or(6)),
+            };
+            return self.call("aten", "full", &[V::list(vec![]), v.clone()], &[("dtype".into(), dtype)], at);
+        }
         let qualified = format!("{ns}::{name}");
         let candidates = schema::overloads(ns, name);
         if candidates.is_empty() {
