@@ -434,6 +434,13 @@ impl<'t> Builder<'t> {
             };
             return self.call("aten", "full", &[V::list(vec![]), v.clone()], &[("dtype".into(), dtype)], at);
         }
+        // unsafe_chunk / unsafe_split differ from chunk / split only in
+        // autograd's view checks
+        if let ("aten", Some(safe)) = (ns, name.strip_prefix("unsafe_")) {
+            if matches!(safe, "chunk" | "split" | "split_with_sizes") {
+                return self.call(ns, safe, args, kwargs, at);
+            }
+        }
         let qualified = format!("{ns}::{name}");
         let candidates = schema::overloads(ns, name);
         if candidates.is_empty() {
