@@ -33,6 +33,11 @@ const REFUSED: &[(&str, i32, &str)] = &[
         4,
         "code/__torch__.py:11: a list that grows inside a while loop on tensor data",
     ),
+    (
+        "inplace_reshape_scripted",
+        4,
+        "code/__torch__.py:9: aten::add_ writes in place into a tensor that shares memory with a view made by aten.reshape.default",
+    ),
 ];
 
 fn ts2ir(args: &[&str]) -> std::process::Output {
