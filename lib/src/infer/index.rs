@@ -71,7 +71,8 @@ fn masked_fill(site: &Site) -> Result<Vec<Out>> {
     if site.dtype("mask")? != Dtype::Bool {
         return Err(site.fail("mask", format!("is {}, must be bool", site.dtype("mask")?.torch_name())));
     }
-    if let Some(v) = site.opt_dims("value")? {
+    if let Argument::Tensor(value) = site.args.arg("value") {
+        let v = site.dims_of(value)?;
         if !v.is_empty() {
             return Err(site.fail("value", format!("has rank {}, a tensor value must be 0-d", v.len())));
         }

@@ -82,6 +82,22 @@ impl Lower<'_> {
                 return one(&args)
             }
             "ops.prim.device" | "torch.device" => return Ok(V::Device("cpu".into())),
+            "ops.prim.type" => {
+                return match one(&args)? {
+                    V::Device(d) => Ok(V::Str(d.split(':').next().unwrap_or("cpu").to_string())),
+                    other => Err(at.refuse(format!("prim::type of {}", other.kind()))),
+                }
+            }
+            // Grad mode is taken as on and weights as requiring grad: that
+            // keeps modules on their plain paths (MultiheadAttention's fast
+            // path, taken only without grad, computes the same function
+            // with an op no back end runs).
+            "ops.prim.requires_grad" => {
+                let Some(V::Tensor(t)) = args.first() else {
+                    return Err(at.bad("prim::requires_grad of a non-tensor"));
+                };
+                return Ok(V::Bool(self.b.weight_inputs.iter().any(|(v, _)| v == t)));
+            }
             "ops.prim.dtype" => {
                 let Some(V::Tensor(t)) = args.first() else {
                     return Err(at.bad("prim::dtype of a non-tensor"));
@@ -154,6 +170,13 @@ impl Lower<'_> {
         if p.starts_with("__torch__.") {
             if let Some((file, func)) = self.b.tree.function(p)? {
                 return self.inline(&func, &file, None, args, kwargs, at);
+            }
+            // a NamedTuple of code/ (a class of fields, no methods): its
+            // value is the tuple of them
+            if let Ok(class) = self.b.tree.class(p) {
+                if class.methods.is_empty() && kwargs.is_empty() {
+                    return Ok(V::Tuple(args));
+                }
             }
             return Err(at.refuse(format!(
                 "{p}: a custom class or a function the archive does not define"
@@ -232,8 +255,16 @@ impl Lower<'_> {
                 | "alpha_dropout_",
                 [t @ V::Tensor(_), _, V::Bool(false)],
             ) => return Ok(Some(t.clone())),
-            // the lowering is of inference without autocast
+            // the lowering is of inference without autocast, in grad mode
+            // (see prim::requires_grad)
             ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => return Ok(Some(V::Bool(false))),
+            ("is_grad_enabled", []) => return Ok(Some(V::Bool(true))),
+            ("all" | "any", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Bool(_))) => {
+                let items = l.borrow();
+                let truth = |x: &V| matches!(x, V::Bool(true));
+                let all = name == "all";
+                return Ok(Some(V::Bool(if all { items.iter().all(truth) } else { items.iter().any(truth) })));
+            }
             ("_set_item", [V::Dict(d), k, v]) => {
                 let mut d = d.borrow_mut();
                 match d.iter_mut().find(|(x, _)| matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
@@ -264,6 +295,7 @@ impl Lower<'_> {
             ("list", [x @ (V::List(_) | V::Tuple(_))]) => {
                 return Ok(Some(V::list(self.iterate(x, at)?)))
             }
+            ("copy", [V::List(l)]) => return Ok(Some(V::list(l.borrow().clone()))),
             // `l[start:end:step]` of a list (`aten::slice.t`)
             ("slice", [V::List(l), rest @ ..]) if rest.len() <= 3 => {
                 let items = l.borrow().clone();

@@ -8,15 +8,16 @@
 //!
 //! Only views that are views whatever the strides are written through or
 //! made again: `slice`, `select`, `view`, `unsqueeze`, `squeeze`,
-//! `transpose`, `permute`, `t`, `alias`, `detach`. A write that would need
-//! another (a `reshape` or `contiguous`, which copy or not depending on the
-//! strides, a `split`'s pieces, an `expand`) is refused by name.
+//! `transpose`, `permute`, `t`, `alias`, `detach`, and the pieces of
+//! `chunk`, `split` and `unbind` (each the `slice` or `select` it is). A
+//! write that would need another (a `reshape` or `contiguous`, which copy
+//! or not depending on the strides, an `expand`) is refused by name.
 
 use std::collections::HashSet;
 
 use super::ops::{At, Builder, V};
 use crate::error::Result;
-use crate::ir::{Argument, Node, Sym, SymRef, ValueId};
+use crate::ir::{ArgKind, Argument, NamedArg, Node, Sym, SymRef, Target, ValueId};
 use crate::schema;
 
 /// A view a node made: its base (the node's first input) and the node.
@@ -64,17 +65,78 @@ impl Builder<'_> {
         let Some(Argument::Tensor(base)) = node.inputs.first().map(|a| a.arg.clone()) else {
             return;
         };
-        let exact = single && outs.len() == 1 && exact_view(node);
-        for v in outs {
+        let pieces = if single {
+            vec![(outs.len() == 1 && exact_view(node)).then(|| node.clone()); outs.len()]
+        } else {
+            self.pieces(node, base, outs)
+        };
+        for (v, piece) in outs.iter().zip(pieces) {
+            let exact = piece.is_some();
             self.views.insert(
                 *v,
                 ViewOf {
                     base,
-                    node: node.clone(),
+                    node: piece.unwrap_or_else(|| node.clone()),
                     exact,
                 },
             );
         }
+    }
+
+    /// The pieces of `chunk`, `split` or `unbind`, each as the `slice`
+    /// (`select`) of the base it is, where its sizes are known; `None`
+    /// for the others.
+    fn pieces(&self, node: &Node, base: ValueId, outs: &[ValueId]) -> Vec<Option<Node>> {
+        let name = node.target.name.as_str();
+        let rank = self.meta(base).sizes.len() as i64;
+        let dim = match node.arg("dim") {
+            Some(Argument::Int(d)) => *d,
+            _ => 0,
+        };
+        let dim = if dim < 0 { dim + rank } else { dim };
+        if node.target.namespace != "aten"
+            || !matches!(name, "chunk" | "split" | "split_with_sizes" | "unbind")
+            || !(0..rank).contains(&dim)
+        {
+            return vec![None; outs.len()];
+        }
+        let arg = |name: &str, arg: Argument| NamedArg {
+            name: name.into(),
+            arg,
+            kind: ArgKind::Positional,
+            defaulted: false,
+        };
+        let mut start = 0;
+        let mut known = true;
+        outs.iter()
+            .enumerate()
+            .map(|(k, v)| {
+                let mut piece = node.clone();
+                piece.outputs = vec![Argument::Tensor(*v)];
+                if name == "unbind" {
+                    piece.target = Target::op("aten", "select", "int");
+                    piece.inputs = vec![
+                        arg("self", Argument::Tensor(base)),
+                        arg("dim", Argument::Int(dim)),
+                        arg("index", Argument::Int(k as i64)),
+                    ];
+                    return Some(piece);
+                }
+                let len = self.meta(*v).sizes.get(dim as usize).and_then(Sym::as_int);
+                known &= len.is_some();
+                let len = len.filter(|_| known)?;
+                piece.target = Target::op("aten", "slice", "Tensor");
+                piece.inputs = vec![
+                    arg("self", Argument::Tensor(base)),
+                    arg("dim", Argument::Int(dim)),
+                    arg("start", Argument::Int(start)),
+                    arg("end", Argument::Int(start + len)),
+                    arg("step", Argument::Int(1)),
+                ];
+                start += len;
+                Some(piece)
+            })
+            .collect()
     }
 
     /// The chain from `v` up to its root: `v`, its base, the base's base...
