@@ -259,6 +259,19 @@ impl Lower<'_> {
             // (see prim::requires_grad)
             ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => return Ok(Some(V::Bool(false))),
             ("is_grad_enabled", []) => return Ok(Some(V::Bool(true))),
+            // `sum(l)` of a list of numbers
+            ("sum", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Int(_) | V::Float(_))) => {
+                let items = l.borrow();
+                return Ok(Some(if items.iter().all(|x| matches!(x, V::Int(_))) {
+                    V::Int(items.iter().map(|x| if let V::Int(i) = x { *i } else { 0 }).sum())
+                } else {
+                    V::Float(items.iter().map(|x| match x {
+                        V::Int(i) => *i as f64,
+                        V::Float(f) => *f,
+                        _ => 0.0,
+                    }).sum())
+                }));
+            }
             ("all" | "any", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Bool(_))) => {
                 let items = l.borrow();
                 let truth = |x: &V| matches!(x, V::Bool(true));

@@ -281,6 +281,8 @@ fn flatten(v: &V, out: &mut Vec<crate::ir::ValueId>, at: &At) -> Result<String> 
             let context = serde_json::Value::Array(keys).to_string();
             node("builtins.dict", &context, c)
         }
+        // None holds no tensor, as in torch's pytree (a NamedTuple's unset field)
+        V::None => node("builtins.NoneType", "null", vec![]),
         other => {
             return Err(at.refuse(format!(
                 "the method returns {} among its outputs: ts2ir writes tensors, and tuples, lists and dicts of them",
