@@ -278,6 +278,16 @@ impl Lower<'_> {
                 let all = name == "all";
                 return Ok(Some(V::Bool(if all { items.iter().all(truth) } else { items.iter().any(truth) })));
             }
+            ("_set_item", [V::List(l), V::Int(i), v]) => {
+                let mut l = l.borrow_mut();
+                let n = l.len() as i64;
+                let k = if *i < 0 { i + n } else { *i };
+                if !(0..n).contains(&k) {
+                    return Err(at.bad(format!("list index {i} out of range for a list of {n}")));
+                }
+                l[k as usize] = v.clone();
+                return Ok(Some(V::None));
+            }
             ("_set_item", [V::Dict(d), k, v]) => {
                 let mut d = d.borrow_mut();
                 match d.iter_mut().find(|(x, _)| matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
