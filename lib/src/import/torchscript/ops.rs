@@ -409,6 +409,22 @@ impl<'t> Builder<'t> {
         Ok(Some(V::Tensor(new)))
     }
 
+    /// A tensor of numbers written in the code (`torch.tensor`): a 0-d
+    /// `full` per number, nested lists stacked.
+    fn constant_tensor(&mut self, v: &V, dtype: &V, at: &At) -> Result<V> {
+        match v {
+            V::List(items) => {
+                let items = items.borrow().clone();
+                let parts = items
+                    .iter()
+                    .map(|x| self.constant_tensor(x, dtype, at))
+                    .collect::<Result<Vec<_>>>()?;
+                self.call("aten", "stack", &[V::list(parts)], &[], at)
+            }
+            _ => self.call("aten", "full", &[V::list(vec![]), v.clone()], &[("dtype".into(), dtype.clone())], at),
+        }
+    }
+
     /// Emits a call of `ns::name` on `args` / `kwargs`, its overload
     /// resolved against the schema table. Returns the outputs (one value,
     /// or a tuple / list of them).
@@ -422,17 +438,34 @@ impl<'t> Builder<'t> {
     ) -> Result<V> {
         // `torch.tensor(number)`: a 0-d tensor of it, in the dtype given or
         // the number's (float32 for a float)
-        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_))]) = (ns, name, args) {
-            let default = match v {
-                V::Int(_) => Dtype::Int64,
-                V::Bool(_) => Dtype::Bool,
-                _ => Dtype::Float32,
+        // (`torch.tensor([..])` of numbers: those stacked)
+        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_) | V::List(_))]) = (ns, name, args) {
+            fn kinds(v: &V, out: &mut Vec<Dtype>) -> bool {
+                match v {
+                    V::Int(_) => out.push(Dtype::Int64),
+                    V::Bool(_) => out.push(Dtype::Bool),
+                    V::Float(_) => out.push(Dtype::Float32),
+                    V::List(l) => return !l.borrow().is_empty() && l.borrow().iter().all(|x| kinds(x, out)),
+                    _ => return false,
+                }
+                true
+            }
+            let mut seen = Vec::new();
+            if !kinds(v, &mut seen) {
+                return Err(at.refuse(format!("torch.tensor of {}: numbers and non-empty lists of them are lowered", v.kind())));
+            }
+            let default = if seen.contains(&Dtype::Float32) {
+                Dtype::Float32
+            } else if seen.iter().all(|d| *d == Dtype::Bool) {
+                Dtype::Bool
+            } else {
+                Dtype::Int64
             };
             let dtype = match kwargs.iter().find(|(k, _)| k == "dtype") {
                 Some((_, d @ V::Int(_))) => d.clone(),
                 _ => V::Int(code_of_dtype(default).unwrap_or(6)),
             };
-            return self.call("aten", "full", &[V::list(vec![]), v.clone()], &[("dtype".into(), dtype)], at);
+            return self.constant_tensor(v, &dtype, at);
         }
         // unsafe_chunk / unsafe_split differ from chunk / split only in
         // autograd's view checks
@@ -440,6 +473,10 @@ impl<'t> Builder<'t> {
             if matches!(safe, "chunk" | "split" | "split_with_sizes") {
                 return self.call(ns, safe, args, kwargs, at);
             }
+        }
+        // `split` by a list of sizes is split_with_sizes (the op back ends run)
+        if let ("aten", "split", [_, V::List(_), ..]) = (ns, name, args) {
+            return self.call(ns, "split_with_sizes", args, kwargs, at);
         }
         let qualified = format!("{ns}::{name}");
         let candidates = schema::overloads(ns, name);
