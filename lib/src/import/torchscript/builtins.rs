@@ -257,26 +257,46 @@ impl Lower<'_> {
             ) => return Ok(Some(t.clone())),
             // the lowering is of inference without autocast, in grad mode
             // (see prim::requires_grad)
-            ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => return Ok(Some(V::Bool(false))),
+            ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => {
+                return Ok(Some(V::Bool(false)))
+            }
             ("is_grad_enabled", []) => return Ok(Some(V::Bool(true))),
             // `sum(l)` of a list of numbers
-            ("sum", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Int(_) | V::Float(_))) => {
+            ("sum", [V::List(l)])
+                if l.borrow()
+                    .iter()
+                    .all(|x| matches!(x, V::Int(_) | V::Float(_))) =>
+            {
                 let items = l.borrow();
                 return Ok(Some(if items.iter().all(|x| matches!(x, V::Int(_))) {
-                    V::Int(items.iter().map(|x| if let V::Int(i) = x { *i } else { 0 }).sum())
+                    V::Int(
+                        items
+                            .iter()
+                            .map(|x| if let V::Int(i) = x { *i } else { 0 })
+                            .sum(),
+                    )
                 } else {
-                    V::Float(items.iter().map(|x| match x {
-                        V::Int(i) => *i as f64,
-                        V::Float(f) => *f,
-                        _ => 0.0,
-                    }).sum())
+                    V::Float(
+                        items
+                            .iter()
+                            .map(|x| match x {
+                                V::Int(i) => *i as f64,
+                                V::Float(f) => *f,
+                                _ => 0.0,
+                            })
+                            .sum(),
+                    )
                 }));
             }
             ("all" | "any", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Bool(_))) => {
                 let items = l.borrow();
                 let truth = |x: &V| matches!(x, V::Bool(true));
                 let all = name == "all";
-                return Ok(Some(V::Bool(if all { items.iter().all(truth) } else { items.iter().any(truth) })));
+                return Ok(Some(V::Bool(if all {
+                    items.iter().all(truth)
+                } else {
+                    items.iter().any(truth)
+                })));
             }
             ("_set_item", [V::List(l), V::Int(i), v]) => {
                 let mut l = l.borrow_mut();
@@ -290,9 +310,10 @@ impl Lower<'_> {
             }
             ("_set_item", [V::Dict(d), k, v]) => {
                 let mut d = d.borrow_mut();
-                match d.iter_mut().find(|(x, _)| matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
-                    || matches!((x, k), (V::Int(a), V::Int(b)) if a == b))
-                {
+                match d.iter_mut().find(|(x, _)| {
+                    matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
+                        || matches!((x, k), (V::Int(a), V::Int(b)) if a == b)
+                }) {
                     Some(slot) => slot.1 = v.clone(),
                     None => d.push((k.clone(), v.clone())),
                 }
@@ -332,9 +353,13 @@ impl Lower<'_> {
                 let step = match rest.get(2) {
                     None => 1,
                     Some(V::Int(s)) if *s > 0 => *s,
-                    Some(other) => return Err(at.refuse(format!("a list sliced with step {}", other.kind()))),
+                    Some(other) => {
+                        return Err(at.refuse(format!("a list sliced with step {}", other.kind())))
+                    }
                 };
-                let picked = (start..end.max(start)).step_by(step as usize).map(|i| items[i as usize].clone());
+                let picked = (start..end.max(start))
+                    .step_by(step as usize)
+                    .map(|i| items[i as usize].clone());
                 return Ok(Some(V::list(picked.collect())));
             }
             _ => {}
@@ -373,7 +398,9 @@ impl Lower<'_> {
                     (span + step - step.signum()) / step
                 })
             }
-            ("__derive_index", [V::Int(i), V::Int(start), V::Int(step)]) => V::Int(start + i * step),
+            ("__derive_index", [V::Int(i), V::Int(start), V::Int(step)]) => {
+                V::Int(start + i * step)
+            }
             ("sqrt", [V::Int(i)]) => V::Float((*i as f64).sqrt()),
             ("sqrt", [V::Float(x)]) => V::Float(x.sqrt()),
             ("ceil", [a]) => self.builtin("ceil", a, at)?,

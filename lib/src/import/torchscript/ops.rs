@@ -421,7 +421,13 @@ impl<'t> Builder<'t> {
                     .collect::<Result<Vec<_>>>()?;
                 self.call("aten", "stack", &[V::list(parts)], &[], at)
             }
-            _ => self.call("aten", "full", &[V::list(vec![]), v.clone()], &[("dtype".into(), dtype.clone())], at),
+            _ => self.call(
+                "aten",
+                "full",
+                &[V::list(vec![]), v.clone()],
+                &[("dtype".into(), dtype.clone())],
+                at,
+            ),
         }
     }
 
@@ -439,20 +445,27 @@ impl<'t> Builder<'t> {
         // `torch.tensor(number)`: a 0-d tensor of it, in the dtype given or
         // the number's (float32 for a float)
         // (`torch.tensor([..])` of numbers: those stacked)
-        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_) | V::List(_))]) = (ns, name, args) {
+        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_) | V::List(_))]) =
+            (ns, name, args)
+        {
             fn kinds(v: &V, out: &mut Vec<Dtype>) -> bool {
                 match v {
                     V::Int(_) => out.push(Dtype::Int64),
                     V::Bool(_) => out.push(Dtype::Bool),
                     V::Float(_) => out.push(Dtype::Float32),
-                    V::List(l) => return !l.borrow().is_empty() && l.borrow().iter().all(|x| kinds(x, out)),
+                    V::List(l) => {
+                        return !l.borrow().is_empty() && l.borrow().iter().all(|x| kinds(x, out))
+                    }
                     _ => return false,
                 }
                 true
             }
             let mut seen = Vec::new();
             if !kinds(v, &mut seen) {
-                return Err(at.refuse(format!("torch.tensor of {}: numbers and non-empty lists of them are lowered", v.kind())));
+                return Err(at.refuse(format!(
+                    "torch.tensor of {}: numbers and non-empty lists of them are lowered",
+                    v.kind()
+                )));
             }
             let default = if seen.contains(&Dtype::Float32) {
                 Dtype::Float32

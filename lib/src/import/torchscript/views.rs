@@ -253,7 +253,13 @@ impl Builder<'_> {
                 &[],
                 at,
             )?,
-            ("transpose", _) => self.call("aten", "transpose", &[val, arg("dim0"), arg("dim1")], &[], at)?,
+            ("transpose", _) => self.call(
+                "aten",
+                "transpose",
+                &[val, arg("dim0"), arg("dim1")],
+                &[],
+                at,
+            )?,
             ("t", _) => self.call("aten", "t", &[val], &[], at)?,
             ("permute", _) => {
                 let dims = n
@@ -268,7 +274,13 @@ impl Builder<'_> {
                 for (i, d) in dims.iter().enumerate() {
                     inverse[(if *d < 0 { d + rank } else { *d }) as usize] = i as i64;
                 }
-                self.call("aten", "permute", &[val, V::list(inverse.into_iter().map(V::Int).collect())], &[], at)?
+                self.call(
+                    "aten",
+                    "permute",
+                    &[val, V::list(inverse.into_iter().map(V::Int).collect())],
+                    &[],
+                    at,
+                )?
             }
             ("alias" | "detach", _) => val,
             // view, unsqueeze, squeeze: the same elements in the base's shape
@@ -293,7 +305,11 @@ impl Builder<'_> {
         };
         match out {
             V::Tensor(t) => Ok(t),
-            other => Err(at.refuse(format!("writing through {} gave {}", n.target, other.kind()))),
+            other => Err(at.refuse(format!(
+                "writing through {} gave {}",
+                n.target,
+                other.kind()
+            ))),
         }
     }
 }
