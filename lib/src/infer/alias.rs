@@ -11,7 +11,9 @@ fn dropout(site: &Site) -> Result<Vec<Out>> {
     if !(0.0..=1.0).contains(&p) {
         return Err(site.fail("p", format!("is {p}, must be in [0, 1]")));
     }
-    Ok(vec![Out::dims(site.dims("input")?)])
+    // the in-place forms (`dropout_`) name it `self`
+    let input = if site.args.has("input") { "input" } else { "self" };
+    Ok(vec![Out::dims(site.dims(input)?)])
 }
 
 /// type_as / to.other: `self`'s shape in `other`'s dtype.

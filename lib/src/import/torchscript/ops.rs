@@ -99,6 +99,16 @@ impl At {
     }
 }
 
+/// A view a node made: its base (the node's first input) and the node
+/// (`views.rs` writes through it and makes it again).
+#[derive(Clone, Debug)]
+pub struct ViewOf {
+    pub base: ValueId,
+    pub node: Node,
+    /// One output, of an op that is a view whatever the strides.
+    pub exact: bool,
+}
+
 pub struct Builder<'t> {
     pub tree: &'t Tree<'t>,
     pub graph: Graph,
@@ -118,7 +128,7 @@ pub struct Builder<'t> {
     /// value read its functional result.
     pub replaced: HashMap<ValueId, ValueId>,
     /// The views made so far, by value (`views.rs`: writes through them).
-    pub(super) views: HashMap<ValueId, super::views::ViewOf>,
+    pub(super) views: HashMap<ValueId, ViewOf>,
 }
 
 /// c10's `ScalarType` numbering, as TorchScript passes dtypes (ints).

@@ -15,19 +15,10 @@
 
 use std::collections::HashSet;
 
-use super::ops::{At, Builder, V};
+use super::ops::{At, Builder, ViewOf, V};
 use crate::error::Result;
 use crate::ir::{ArgKind, Argument, NamedArg, Node, Sym, SymRef, Target, ValueId};
 use crate::schema;
-
-/// A view a node made: its base (the node's first input) and the node.
-#[derive(Clone, Debug)]
-pub struct ViewOf {
-    pub base: ValueId,
-    pub node: Node,
-    /// One output, of an op that is a view whatever the strides.
-    pub exact: bool,
-}
 
 /// Ops whose output is a view of their first input whatever its strides
 /// (so a write through one is a write into the base, and the view can be
