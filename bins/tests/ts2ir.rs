@@ -39,9 +39,9 @@ const REFUSED: &[(&str, i32, &str)] = &[
         "code/__torch__.py:11: a while loop on tensor data changes 'outs' (a list): only tensors are carried through while_loop",
     ),
     (
-        "inplace_view_scripted",
+        "inplace_reshape_scripted",
         4,
-        "code/__torch__.py:9: aten::add_ writes in place into a tensor that shares memory with a view",
+        "code/__torch__.py:9: aten::add_ writes in place into a tensor that shares memory with a view made by aten.reshape.default",
     ),
 ];
 

@@ -13,6 +13,13 @@ checks four stages, each a subprocess of the real binaries with a timeout:
   D  ir2onnx model.ir --opset 18 -o model.onnx; onnx.checker.check_model(full_check=True);
      ONNX Runtime (CPU) matches eager (run by --onnx-python, in its own process)
 
+The ts family (TorchScript, recipes/fixtures/zoo_ts_models.py) is made with
+torch.jit.trace / script / freeze instead and saved with torch.jit.save; its
+expected outputs are the archive's reloaded with torch.jit.load, and its stage
+A is `ts2ir model.pt --example-inputs example.npz -o model.ir` (B, C and D on
+the program's user inputs, which ts2ir's listing names). It runs in float32
+only.
+
 Outputs are compared by position with torch's pytree-flattened eager
 outputs: float32 within atol 1e-4 and rtol 1e-4, integers and bools exactly
 (recipes/checks/check_onnx.py's compare()). B, C and D need A; they do not need each
@@ -284,6 +291,8 @@ def export_one(name, scratch, dtype="float32"):
     d.mkdir(parents=True)
     res = {"name": name, "family": Z.REGISTRY[name].family}
     t0 = time.time()
+    if res["family"] == "ts":
+        return export_ts(name, d, res, t0)
     stage = "build"
     try:
         model, args, kwargs, dyn, config = Z.build(name)
@@ -378,6 +387,102 @@ def export_one(name, scratch, dtype="float32"):
     res["worker_s"] = round(time.time() - t0, 2)
     (d / "export.json").write_text(json.dumps(res, indent=1) + "\n")
     return res
+
+
+def _ts_leaves(out):
+    """A TorchScript module's outputs flattened as torch.export's pytree
+    flattens them (tuples, named tuples and lists in order, dicts by their
+    values in order, None dropped): its NamedTuple classes are not pytree
+    nodes, so this walks them itself."""
+    import torch
+    if out is None:
+        return []
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in _ts_leaves(item)]
+    if isinstance(out, dict):
+        return [leaf for item in out.values() for leaf in _ts_leaves(item)]
+    return [out]
+
+
+def export_ts(name, d, res, t0):
+    """The ts family: builds the model, makes TorchScript of it as the entry's
+    variant says (torch.jit.trace / script / freeze), saves it with
+    torch.jit.save, reloads it with torch.jit.load and records its outputs
+    (no_grad) as the expected ones. Writes model.pt, example.npz (every forward
+    argument by name, numbers as 0-d arrays; None left out: ts2ir's
+    --example-inputs) and expected.npz; stage A writes inputs.npz, the
+    tensors ir-run takes."""
+    import numpy as np
+    import torch
+
+    from recipes.fixtures import zoo_wide_models as Z
+
+    variant = Z.REGISTRY[name].variant
+    stage = "build"
+    try:
+        model, args, kwargs, _, config = Z.build(name)
+        res["config"] = config
+        res["params"] = Z.nparams(model)
+        stage = "eager"
+        with torch.no_grad():
+            eager = _ts_leaves(model(*_clone(args)))
+        stage = variant
+        if variant in ("trace", "freeze_trace"):
+            ts = torch.jit.trace(model, _clone(args), check_trace=False)
+        else:
+            ts = torch.jit.script(model)
+        if variant.startswith("freeze"):
+            ts = torch.jit.freeze(ts.eval())
+        stage = "save"
+        pt = d / "model.pt"
+        torch.jit.save(ts, str(pt))
+        res["pt_bytes"] = pt.stat().st_size
+        stage = "load"
+        loaded = torch.jit.load(str(pt))
+        with torch.no_grad():
+            expected = _ts_leaves(loaded(*_clone(args)))
+        res["torch_ep_vs_eager"] = _max_diff(eager, expected)
+        stage = "inputs"
+        names = [a.name for a in loaded.forward.schema.arguments[1:]]
+        example = collections.OrderedDict()
+        for n, v in zip(names, args):
+            if v is None:
+                continue
+            example[n] = _input_array(v) if isinstance(v, torch.Tensor) else np.asarray(v)
+        np.savez(d / "example.npz", **example)
+        res["inputs"] = {k: f"{v.dtype}{list(v.shape)}" for k, v in example.items()}
+        converted = {}
+        np.savez(d / "expected.npz", **{f"out_{i}": _to_numpy(t, converted, f"out_{i}")
+                                        for i, t in enumerate(expected)})
+        res["outputs"] = [f"{v.dtype}{list(v.shape)}" for v in np.load(d / "expected.npz").values()]
+        res["converted_outputs"] = converted
+        res["sizes"] = 1
+        res["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - torch's (or the model's) failure, recorded
+        res["status"] = f"{stage}_failed"
+        msg = f"{type(e).__name__}: {str(e).strip()}"
+        res["error"] = first_line(msg.splitlines()[0] if msg.strip() else type(e).__name__) or type(e).__name__
+        (d / "export_error.txt").write_text(traceback.format_exc())
+    res["worker_s"] = round(time.time() - t0, 2)
+    (d / "export.json").write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def ts_user_inputs(listing):
+    """The user inputs of a ts2ir listing (`--emit text`), in order."""
+    names, inside = [], False
+    for line in Path(listing).read_text().splitlines():
+        if line == "inputs:":
+            inside = True
+        elif inside and not line.startswith("  "):
+            break
+        elif inside:
+            m = re.match(r"^\s+%(\S+)\s+user input", line)
+            if m:
+                names.append(m.group(1))
+    return names
 
 
 def worker_main(scratch, dtype="float32"):
@@ -603,7 +708,27 @@ def check_model(name, exp, opts):
     details = {}
     st = {}
 
-    ok, err, dt = run_tool([b / "pt2ir", d / "model.pt2", "-o", d / "model.ir"], d / "A.log")
+    if exp.get("family") == "ts":
+        ok, err, dt = run_tool([b / "ts2ir", d / "model.pt", "--example-inputs", d / "example.npz",
+                                "-o", d / "model.ir"], d / "A.log")
+        if ok:
+            # ir-run takes the program's user inputs: the tensors (and the
+            # numbers ts2ir made inputs), by name, from the example
+            ok2, err, dt2 = run_tool([b / "ts2ir", d / "model.pt", "--example-inputs", d / "example.npz",
+                                      "--emit", "text", "-o", d / "model.txt"], d / "A.listing.log")
+            dt += dt2
+            if ok2:
+                import numpy as np
+                example = np.load(d / "example.npz")
+                names = ts_user_inputs(d / "model.txt")
+                missing = [n for n in names if n not in example.files]
+                if missing:
+                    err = f"zoo_wide.py: the program's inputs {missing} are not in example.npz"
+                else:
+                    np.savez(d / "inputs.npz", **{n: example[n] for n in names})
+            ok = not err
+    else:
+        ok, err, dt = run_tool([b / "pt2ir", d / "model.pt2", "-o", d / "model.ir"], d / "A.log")
     st["A"] = {"ok": ok, "s": dt, **({"error": err, "kind": classify(err)} if err else {})}
     if not ok:
         for s in "BCD":
@@ -703,7 +828,7 @@ def check_model(name, exp, opts):
             mds.append(r.get("max_diff"))
     record("D", err, dt, mds)
     if opts.prune and all(st[s]["ok"] for s in "ABCD"):
-        for f in ("model.pt2", "model.ir", "core.ir", "model.onnx", "model.onnx.data", "nodes.onnx",
+        for f in ("model.pt2", "model.pt", "model.ir", "core.ir", "model.onnx", "model.onnx.data", "nodes.onnx",
                   "nodes.onnx.data"):
             (d / f).unlink(missing_ok=True)
     return st
@@ -797,7 +922,10 @@ TORCH_SIDE = {"build_failed": "building the model", "cast_failed": "casting the 
               "eager_failed": "eager run", "eager_float32_failed": "float32 reference run",
               "export_failed": "torch.export.export",
               "save_failed": "torch.export.save", "inputs_failed": "pairing inputs with the signature",
-              "export_timeout": "export timeout", "worker_crashed": "export worker crashed"}
+              "export_timeout": "export timeout", "worker_crashed": "export worker crashed",
+              "trace_failed": "torch.jit.trace", "script_failed": "torch.jit.script",
+              "freeze_failed": "torch.jit.script + torch.jit.freeze",
+              "freeze_trace_failed": "torch.jit.trace + torch.jit.freeze", "load_failed": "torch.jit.load"}
 
 
 def normalise(msg):
@@ -835,6 +963,15 @@ def write_report(results, out_dir, meta):
              "exactly. B, C and D each need only A. `torch refused` counts models that torch (or the model code) "
              "itself could not build, run or export: those are not pt2kit failures, and they are listed "
              "separately below.", ""]
+    if "ts" in fams:
+        lines += ["**The ts family** (TorchScript, `recipes/fixtures/zoo_ts_models.py`) takes another way in: "
+                  "each model is made TorchScript by `torch.jit.trace`, `torch.jit.script`, "
+                  "`torch.jit.freeze(torch.jit.script(m))` or `torch.jit.freeze(torch.jit.trace(m))` (the name ends "
+                  "with `trace`, `script`, `freeze` or `freeze_trace`) and saved with `torch.jit.save`; the expected "
+                  "outputs are the archive's reloaded with `torch.jit.load` (`no_grad`), and stage **A** is "
+                  "`ts2ir model.pt --example-inputs example.npz -o model.ir` (B, C and D as above, on the program's "
+                  "user inputs). For it, `exported` counts the archives torch made, and `torch refused` the models "
+                  "torch cannot trace, script or freeze.", ""]
     if dtype != "float32":
         atol, rtol = HALF_TOLERANCE[dtype]
         lines += [f"**In {dtype}** (`recipes/checks/zoo_wide.py --dtype {dtype}`): each model is cast with "
@@ -1105,6 +1242,9 @@ def main():
         if bad:
             ap.error(f"unknown family {bad}; known: {Z.FAMILIES}")
         names = [n for n in names if Z.REGISTRY[n].family in a.family]
+    if a.dtype != "float32":
+        # TorchScript archives are checked in float32 only
+        names = [n for n in names if Z.REGISTRY[n].family != "ts"]
     if a.only:
         bad = [n for n in a.only if n not in Z.REGISTRY]
         if bad:
@@ -1116,7 +1256,7 @@ def main():
         for n in names:
             print(f"{Z.REGISTRY[n].family:13} {n}")
         return 0
-    for tool in ("pt2ir", "ir-run", "ir-decompose", "ir2onnx"):
+    for tool in ("pt2ir", "ts2ir", "ir-run", "ir-decompose", "ir2onnx"):
         if not (Path(a.bin) / tool).exists():
             ap.error(f"{Path(a.bin) / tool} does not exist (cargo build --release --workspace)")
 

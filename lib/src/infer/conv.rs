@@ -55,7 +55,8 @@ fn convolution(site: &Site) -> Result<Vec<Out>> {
     }
     let n = w.len() - 2;
     let batched = x.len() == w.len();
-    let transposed = site.args.has("transposed") && site.args.bool("transposed")?;
+    let transposed = site.node.target.name.starts_with("conv_transpose")
+        || (site.args.has("transposed") && site.args.bool("transposed")?);
     let stride = site.per_dim("stride", n, 1)?;
     let dilation = site.per_dim("dilation", n, 1)?;
     site.each_above("stride", &stride, 0)?;
@@ -161,6 +162,8 @@ fn im2col(site: &Site) -> Result<Vec<Out>> {
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::CONVOLUTION, convolution), (aten::CONV1D, convolution),
+    (aten::CONV_TRANSPOSE1D, convolution), (aten::CONV_TRANSPOSE2D_INPUT, convolution),
+    (aten::CONV_TRANSPOSE3D_INPUT, convolution),
     (aten::CONV2D, convolution), (aten::CONV3D, convolution),
     (aten::CONV1D_PADDING, convolution), (aten::CONV2D_PADDING, convolution),
     (aten::CONV3D_PADDING, convolution), (aten::IM2COL, im2col),

@@ -174,11 +174,101 @@ fn grouped_mm(site: &Site) -> Result<Vec<Out>> {
     }])
 }
 
+/// baddbmm: the batched product, and `self` broadcasting to it.
+fn baddbmm(site: &Site) -> Result<Vec<Out>> {
+    let (a, b) = (site.dims("batch1")?, site.dims("batch2")?);
+    need_rank(site, "batch1", &a, 3)?;
+    need_rank(site, "batch2", &b, 3)?;
+    if let (Some(x), Some(y)) = (a[0], b[0]) {
+        if x != y {
+            return Err(site.fail("batch2", format!("has batch {y}, batch1 {x}")));
+        }
+    }
+    inner(site, "batch1", a[2], "batch2", b[1])?;
+    let out = vec![a[0].or(b[0]), a[1], b[2]];
+    let added = broadcast(site, &site.dims("self")?, &out)?;
+    if added.len() != 3 {
+        return Err(site.fail("self", "does not broadcast to the product"));
+    }
+    Ok(vec![Out::dims(out)])
+}
+
+/// einsum: an equation of one letter per dim (`...` not inferred here),
+/// one operand per term, a letter's sizes equal or 1 (broadcast); the
+/// output as written after `->`, or the letters seen once in order.
+fn einsum(site: &Site) -> Result<Vec<Out>> {
+    let eq: String = site.args.string("equation")?.chars().filter(|c| !c.is_whitespace()).collect();
+    let operands = site.args.tensors("tensors")?;
+    if eq.contains('.') {
+        return Ok(vec![]);
+    }
+    let (lhs, rhs) = match eq.split_once("->") {
+        Some((l, r)) => (l, Some(r)),
+        None => (eq.as_str(), None),
+    };
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != operands.len() {
+        return Err(site.fail(
+            "equation",
+            format!("'{eq}' has {} operands, {} tensors given", terms.len(), operands.len()),
+        ));
+    }
+    let mut sizes: Vec<(char, Dim, usize)> = Vec::new();
+    for (k, (term, v)) in terms.iter().zip(&operands).enumerate() {
+        let dims = site.dims_of(*v)?;
+        if term.chars().count() != dims.len() {
+            return Err(site.fail(
+                "equation",
+                format!("'{term}' names {} dims, operand {k} has {}", term.chars().count(), dims.len()),
+            ));
+        }
+        for (c, d) in term.chars().zip(dims) {
+            if !c.is_ascii_alphabetic() {
+                return Err(site.fail("equation", format!("'{eq}' has '{c}', not a letter")));
+            }
+            match sizes.iter_mut().find(|(x, _, _)| *x == c) {
+                None => sizes.push((c, d, 1)),
+                Some((_, have, count)) => {
+                    *count += 1;
+                    *have = match (*have, d) {
+                        (Some(1), d) | (d, Some(1)) => d,
+                        (Some(a), Some(b)) if a != b => {
+                            return Err(site.fail(
+                                "equation",
+                                format!("'{eq}': '{c}' is {a} in one operand, {b} in another"),
+                            ))
+                        }
+                        (Some(a), _) | (_, Some(a)) => Some(a),
+                        (None, None) => None,
+                    };
+                }
+            }
+        }
+    }
+    let out: Vec<Dim> = match rhs {
+        Some(r) => r
+            .chars()
+            .map(|c| {
+                sizes.iter().find(|(x, _, _)| *x == c).map(|(_, d, _)| *d).ok_or_else(|| {
+                    site.fail("equation", format!("'{eq}': output '{c}' is in no operand"))
+                })
+            })
+            .collect::<Result<_>>()?,
+        None => {
+            let mut once: Vec<&(char, Dim, usize)> = sizes.iter().filter(|(_, _, n)| *n == 1).collect();
+            once.sort_by_key(|(c, _, _)| *c);
+            once.iter().map(|(_, d, _)| *d).collect()
+        }
+    };
+    Ok(vec![Out::dims(out)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::MM, mm), (aten::BMM, bmm), (aten::ADDMM, addmm),
     (aten::LINEAR, linear), (aten::MATMUL, matmul),
+    (aten::BADDBMM, baddbmm), (aten::EINSUM, einsum),
     ("pt2kit.dft.default", dft),
     ("transformers.grouped_mm_fallback.default", grouped_mm), (aten::_GROUPED_MM, grouped_mm),
 ];

@@ -91,6 +91,6 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::BATCH_NORM, batch_norm),
     (aten::_NATIVE_BATCH_NORM_LEGIT_NO_TRAINING, batch_norm),
     (aten::LAYER_NORM, layer_norm), (aten::NATIVE_LAYER_NORM, layer_norm),
-    (aten::GROUP_NORM, group_norm),
+    (aten::GROUP_NORM, group_norm), (aten::INSTANCE_NORM, batch_norm),
     (aten::NATIVE_GROUP_NORM, native_group_norm),
 ];

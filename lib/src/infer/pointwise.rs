@@ -48,6 +48,43 @@ fn clamp_tensor(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims)])
 }
 
+/// diff: rank >= 1, `n` >= 0; `prepend` and `append` of the input's rank
+/// and its dims but `dim`; that dim shortened by `n` (not below 0).
+fn diff(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Err(site.fail("self", "is 0-d: diff takes a tensor of rank 1 or more"));
+    }
+    let n = site.args.opt_int("n")?.unwrap_or(1);
+    if n < 0 {
+        return Err(site.fail("n", format!("is {n}, must be >= 0")));
+    }
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(-1), dims.len())?;
+    let mut len = dims[d];
+    for arg in ["prepend", "append"] {
+        let Some(extra) = site.opt_dims(arg)? else { continue };
+        if extra.len() != dims.len() {
+            return Err(site.fail(
+                arg,
+                format!("has rank {}, self {}: diff takes them of one rank", extra.len(), dims.len()),
+            ));
+        }
+        for (i, (a, b)) in dims.iter().zip(&extra).enumerate() {
+            if let (true, Some(a), Some(b)) = (i != d, a, b) {
+                if a != b {
+                    return Err(site.fail(arg, format!("has {b} in dim {i}, self {a}")));
+                }
+            }
+        }
+        len = match (len, extra[d]) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+    dims[d] = len.map(|l| (l - n).max(0));
+    Ok(vec![Out::dims(dims)])
+}
+
 // PT2E int8 (quantized_decomposed): the checks torch's reference kernels
 // make (torch/ao/quantization/fx/_decomposed.py), before any back end runs.
 
@@ -206,6 +243,9 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::FLOOR, same), (aten::CEIL, same), (aten::ROUND, same),
     (aten::TRUNC, same), (aten::SIGN, same), (aten::LOGICAL_NOT, same),
     (aten::BITWISE_NOT, same), (aten::ISNAN, same), (aten::ISINF, same),
+    (aten::DIFF, diff), (aten::CLAMP_MIN, same), (aten::CLAMP_MAX, same),
+    (aten::SQUARE, same), (aten::EXP2, same),
+    (aten::FLOOR_DIVIDE, binary), (aten::FLOOR_DIVIDE_SCALAR, binary),
     (quantized_decomposed::QUANTIZE_PER_TENSOR, quantize_per_tensor),
     (quantized_decomposed::QUANTIZE_PER_TENSOR_TENSOR, quantize_per_tensor),
     (quantized_decomposed::QUANTIZE_PER_CHANNEL, quantize_per_channel),

@@ -119,6 +119,20 @@ fn one_dim(site: &Site) -> Result<Vec<Out>> {
     ])
 }
 
+/// all.default: every dim reduced, bool (uint8 stays uint8, as torch).
+fn all_bool(site: &Site) -> Result<Vec<Out>> {
+    let d = site.dtype("self")?;
+    Ok(vec![Out {
+        dims: Some(vec![]),
+        dtype: Some(if d == Dtype::Uint8 { d } else { Dtype::Bool }),
+    }])
+}
+
+/// max.other / min.other: the two broadcast.
+fn elementwise(site: &Site) -> Result<Vec<Out>> {
+    Ok(vec![Out::dims(broadcast(site, &site.dims("self")?, &site.dims("other")?)?)])
+}
+
 /// prod.default: every dim reduced.
 fn all_dims(site: &Site) -> Result<Vec<Out>> {
     site.dims("self")?;
@@ -137,5 +151,7 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::TOPK, topk), (aten::CUMSUM, along_dim),
     (aten::SORT, along_dim), (aten::MAX_DIM, one_dim), (aten::MIN_DIM, one_dim),
     (aten::ANY_DIM, one_dim), (aten::ALL_DIM, one_dim), (aten::PROD_DIM_INT, one_dim),
-    (aten::PROD, all_dims),
+    (aten::PROD, all_dims), (aten::MAX, all_dims), (aten::MIN, all_dims),
+    (aten::ALL, all_bool), (aten::MAX_OTHER, elementwise), (aten::MIN_OTHER, elementwise),
+    (aten::STD_CORRECTION, over_dims), (aten::STD_DIM, over_dims),
 ];

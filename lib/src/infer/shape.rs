@@ -71,10 +71,12 @@ fn permute(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
+/// transpose (and swapaxes, whose dims are `axis0` and `axis1`).
 fn transpose(site: &Site) -> Result<Vec<Out>> {
     let mut dims = site.dims("self")?;
-    let a = site.dim_index("dim0", site.args.int("dim0")?, dims.len())?;
-    let b = site.dim_index("dim1", site.args.int("dim1")?, dims.len())?;
+    let (d0, d1) = if site.args.has("axis0") { ("axis0", "axis1") } else { ("dim0", "dim1") };
+    let a = site.dim_index(d0, site.args.int(d0)?, dims.len())?;
+    let b = site.dim_index(d1, site.args.int(d1)?, dims.len())?;
     if !dims.is_empty() {
         dims.swap(a, b);
     }
@@ -158,13 +160,14 @@ fn cat(site: &Site) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(out)])
 }
 
-/// split_with_sizes: the sizes add up to the dim.
+/// split_with_sizes (and split.sizes): the sizes add up to the dim.
 fn split_with_sizes(site: &Site) -> Result<Vec<Out>> {
     let input = site.dims("self")?;
     let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), input.len())?;
-    let sizes = site.sym_list("split_sizes")?;
+    let arg = if site.args.has("split_sizes") { "split_sizes" } else { "split_size" };
+    let sizes = site.sym_list(arg)?;
     if let Some((i, n)) = sizes.iter().enumerate().find_map(|(i, s)| s.filter(|n| *n < 0).map(|n| (i, n))) {
-        return Err(site.fail(&format!("split_sizes[{i}]"), format!("is {n}, must be >= 0")));
+        return Err(site.fail(&format!("{arg}[{i}]"), format!("is {n}, must be >= 0")));
     }
     if let (Some(sum), Some(have)) = (
         sizes.iter().try_fold(0i64, |t, s| s.map(|s| t + s)),
@@ -172,7 +175,7 @@ fn split_with_sizes(site: &Site) -> Result<Vec<Out>> {
     ) {
         if sum != have {
             return Err(site.fail(
-                "split_sizes",
+                arg,
                 format!("{} add up to {sum}, dim {d} is {have}", show(&sizes)),
             ));
         }
@@ -446,6 +449,214 @@ fn mode_pad(site: &Site, n: usize, reflect: bool) -> Result<Vec<Out>> {
     Ok(vec![Out::dims(dims)])
 }
 
+/// chunk: `chunks` > 0 pieces of `ceil(n / chunks)` along `dim`, the last
+/// shorter, fewer when they run out (torch's split by that size; a dim of
+/// 0 gives `chunks` empty pieces). A symbolic dim gives no count.
+fn chunk(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Err(site.fail("self", "is 0-d: chunk takes a tensor of rank 1 or more"));
+    }
+    let chunks = site.args.int("chunks")?;
+    if chunks <= 0 {
+        return Err(site.fail("chunks", format!("is {chunks}, must be > 0")));
+    }
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), dims.len())?;
+    let Some(n) = dims[d] else {
+        return Ok(vec![]);
+    };
+    let size = (n + chunks - 1) / chunks;
+    let piece = |len: i64| {
+        let mut o = dims.clone();
+        o[d] = Some(len);
+        Out::dims(o)
+    };
+    if n == 0 {
+        return Ok((0..chunks).map(|_| piece(0)).collect());
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < n {
+        out.push(piece(size.min(n - at)));
+        at += size;
+    }
+    Ok(out)
+}
+
+/// unbind: one tensor per index of `dim`, that dim removed. A symbolic dim
+/// gives no count.
+fn unbind(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Err(site.fail("self", "is 0-d: there is no dim to unbind"));
+    }
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), dims.len())?;
+    let Some(n) = dims.remove(d) else {
+        return Ok(vec![]);
+    };
+    Ok((0..n).map(|_| Out::dims(dims.clone())).collect())
+}
+
+/// stack: one or more tensors of one shape; a new dim of their count.
+fn stack(site: &Site) -> Result<Vec<Out>> {
+    let parts: Vec<Vec<Dim>> = site
+        .args
+        .tensors("tensors")?
+        .into_iter()
+        .map(|v| site.dims_of(v))
+        .collect::<Result<_>>()?;
+    let Some(first) = parts.first() else {
+        return Err(site.fail("tensors", "is empty: stack needs at least one tensor"));
+    };
+    let mut out = first.clone();
+    for (k, p) in parts.iter().enumerate().skip(1) {
+        if p.len() != first.len() {
+            return Err(site.fail(
+                "tensors",
+                format!("[{k}] has rank {}, the first has {}", p.len(), first.len()),
+            ));
+        }
+        for (i, (a, b)) in out.iter_mut().zip(p).enumerate() {
+            match (*a, *b) {
+                (Some(x), Some(y)) if x != y => {
+                    return Err(site.fail(
+                        "tensors",
+                        format!("[{k}] has {y} in dim {i}, the first {x}: stacked tensors have one shape"),
+                    ))
+                }
+                (None, y) => *a = y,
+                _ => {}
+            }
+        }
+    }
+    let d = site.dim_index("dim", site.args.opt_int("dim")?.unwrap_or(0), first.len() + 1)?;
+    out.insert(d, Some(parts.len() as i64));
+    Ok(vec![Out::dims(out)])
+}
+
+/// roll: as many shifts as dims (or one shift and no dims: the flattened
+/// tensor), dims in range; the input's shape.
+fn roll(site: &Site) -> Result<Vec<Out>> {
+    let dims = site.dims("self")?;
+    let shifts = site.sym_list("shifts")?;
+    let along = match site.args.arg("dims") {
+        Argument::None => vec![],
+        _ => site.args.ints("dims")?,
+    };
+    if (along.is_empty() && shifts.len() != 1) || (!along.is_empty() && along.len() != shifts.len()) {
+        return Err(site.fail(
+            "shifts",
+            format!("has {} values for {} dims (one shift per dim, or one and no dims)", shifts.len(), along.len()),
+        ));
+    }
+    for d in along {
+        site.dim_index("dims", d, dims.len())?;
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
+/// pixel_shuffle / pixel_unshuffle: rank >= 3; channels (shuffle) or the
+/// last two dims (unshuffle) divisible by the factor.
+fn pixel_shuffle(site: &Site, up: bool) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    let arg = if up { "upscale_factor" } else { "downscale_factor" };
+    let f = site.args.int(arg)?;
+    if f <= 0 {
+        return Err(site.fail(arg, format!("is {f}, must be > 0")));
+    }
+    let r = dims.len();
+    if r < 3 {
+        return Err(site.fail("self", format!("has rank {r}, must be at least 3 (..., C, H, W)")));
+    }
+    let (c, h, w) = (r - 3, r - 2, r - 1);
+    if up {
+        if let Some(n) = dims[c] {
+            if n % (f * f) != 0 {
+                return Err(site.fail("self", format!("has {n} channels, not divisible by {f}*{f}")));
+            }
+        }
+        dims[c] = dims[c].map(|n| n / (f * f));
+        dims[h] = dims[h].map(|n| n * f);
+        dims[w] = dims[w].map(|n| n * f);
+    } else {
+        for i in [h, w] {
+            if let Some(n) = dims[i] {
+                if n % f != 0 {
+                    return Err(site.fail("self", format!("has {n} in dim {i}, not divisible by {f}")));
+                }
+            }
+            dims[i] = dims[i].map(|n| n / f);
+        }
+        dims[c] = dims[c].map(|n| n * f * f);
+    }
+    Ok(vec![Out::dims(dims)])
+}
+
+/// expand_as: `self` expands to `other`'s shape.
+fn expand_as(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let target = site.dims("other")?;
+    if target.len() < input.len() {
+        return Err(site.fail(
+            "other",
+            format!("has rank {}, self {}: expand cannot drop dims", target.len(), input.len()),
+        ));
+    }
+    let lead = target.len() - input.len();
+    for (i, have) in input.iter().enumerate() {
+        if let (Some(h), Some(t)) = (have, target[lead + i]) {
+            if *h != 1 && *h != t {
+                return Err(site.fail(
+                    "other",
+                    format!("has {t} in dim {}, self {h} (only a 1 expands)", lead + i),
+                ));
+            }
+        }
+    }
+    Ok(vec![Out::dims(target)])
+}
+
+/// view_as / reshape_as: `other`'s shape, the element count preserved.
+fn view_as(site: &Site) -> Result<Vec<Out>> {
+    let input = site.dims("self")?;
+    let target = site.dims("other")?;
+    if let (Some(a), Some(b)) = (numel(&input), numel(&target)) {
+        if a != b {
+            return Err(site.fail(
+                "other",
+                format!("has {b} elements, self {a}: a view keeps the element count"),
+            ));
+        }
+    }
+    Ok(vec![Out::dims(target)])
+}
+
+/// narrow: `dim` in range, `start` and `length` within it.
+fn narrow(site: &Site) -> Result<Vec<Out>> {
+    let mut dims = site.dims("self")?;
+    if dims.is_empty() {
+        return Err(site.fail("self", "is 0-d: there is no dim to narrow"));
+    }
+    let d = site.dim_index("dim", site.args.int("dim")?, dims.len())?;
+    let length = site.sym_int("length")?;
+    if let Some(l) = length {
+        if l < 0 {
+            return Err(site.fail("length", format!("is {l}, must be >= 0")));
+        }
+    }
+    if let (Some(n), Some(s), Some(l)) = (dims[d], site.sym_int("start")?, length) {
+        let s = if s < 0 { s + n } else { s };
+        if s < 0 || s + l > n {
+            return Err(site.fail(
+                "start",
+                format!("{s} with length {l} runs out of dim {d} of size {n}"),
+            ));
+        }
+    }
+    dims[d] = length;
+    Ok(vec![Out::dims(dims)])
+}
+
 /// This family's rows: op identity -> rule.
 #[rustfmt::skip]
 pub(super) const ROWS: &[(&str, ShapeRule)] = &[
@@ -465,4 +676,10 @@ pub(super) const ROWS: &[(&str, ShapeRule)] = &[
     (aten::REPLICATION_PAD1D, |s| mode_pad(s, 1, false)),
     (aten::REPLICATION_PAD2D, |s| mode_pad(s, 2, false)),
     (aten::REPLICATION_PAD3D, |s| mode_pad(s, 3, false)),
+    (aten::SPLIT_SIZES, split_with_sizes), (aten::CHUNK, chunk),
+    (aten::PAD, constant_pad), (aten::SWAPAXES, transpose), (aten::UNBIND_INT, unbind), (aten::STACK, stack),
+    (aten::ROLL, roll), (aten::NARROW, narrow),
+    (aten::PIXEL_SHUFFLE, |s| pixel_shuffle(s, true)),
+    (aten::PIXEL_UNSHUFFLE, |s| pixel_shuffle(s, false)),
+    (aten::EXPAND_AS, expand_as), (aten::VIEW_AS, view_as), (aten::RESHAPE_AS, view_as),
 ];

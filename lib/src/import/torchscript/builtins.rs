@@ -87,6 +87,22 @@ impl Lower<'_> {
                 return one(&args)
             }
             "ops.prim.device" | "torch.device" => return Ok(V::Device("cpu".into())),
+            "ops.prim.type" => {
+                return match one(&args)? {
+                    V::Device(d) => Ok(V::Str(d.split(':').next().unwrap_or("cpu").to_string())),
+                    other => Err(at.refuse(format!("prim::type of {}", other.kind()))),
+                }
+            }
+            // Grad mode is taken as on and weights as requiring grad: that
+            // keeps modules on their plain paths (MultiheadAttention's fast
+            // path, taken only without grad, computes the same function
+            // with an op no back end runs).
+            "ops.prim.requires_grad" => {
+                let Some(V::Tensor(t)) = args.first() else {
+                    return Err(at.bad("prim::requires_grad of a non-tensor"));
+                };
+                return Ok(V::Bool(self.b.weight_inputs.iter().any(|(v, _)| v == t)));
+            }
             "ops.prim.dtype" => {
                 let Some(V::Tensor(t)) = args.first() else {
                     return Err(at.bad("prim::dtype of a non-tensor"));
@@ -180,6 +196,13 @@ impl Lower<'_> {
         if p.starts_with("__torch__.") {
             if let Some((file, func)) = self.b.tree.function(p)? {
                 return self.inline(&func, &file, None, args, kwargs, at);
+            }
+            // a NamedTuple of code/ (a class of fields, no methods): its
+            // value is the tuple of them
+            if let Ok(class) = self.b.tree.class(p) {
+                if class.methods.is_empty() && kwargs.is_empty() {
+                    return Ok(V::Tuple(args));
+                }
             }
             return Err(at.refuse(format!(
                 "{p}: a custom class or a function the archive does not define"
@@ -310,9 +333,77 @@ impl Lower<'_> {
         // List builtins, whatever their items; dropout in eval mode.
         match (name, args) {
             (
-                "dropout" | "feature_dropout" | "alpha_dropout",
+                "dropout" | "feature_dropout" | "alpha_dropout" | "dropout_" | "feature_dropout_"
+                | "alpha_dropout_",
                 [t @ V::Tensor(_), _, V::Bool(false)],
             ) => return Ok(Some(t.clone())),
+            // the lowering is of inference without autocast, in grad mode
+            // (see prim::requires_grad)
+            ("is_autocast_enabled" | "is_autocast_cpu_enabled", []) => {
+                return Ok(Some(V::Bool(false)))
+            }
+            ("is_grad_enabled", []) => return Ok(Some(V::Bool(true))),
+            // `sum(l)` of a list of numbers
+            ("sum", [V::List(l)])
+                if l.borrow()
+                    .iter()
+                    .all(|x| matches!(x, V::Int(_) | V::Float(_))) =>
+            {
+                let items = l.borrow();
+                return Ok(Some(if items.iter().all(|x| matches!(x, V::Int(_))) {
+                    V::Int(
+                        items
+                            .iter()
+                            .map(|x| if let V::Int(i) = x { *i } else { 0 })
+                            .sum(),
+                    )
+                } else {
+                    V::Float(
+                        items
+                            .iter()
+                            .map(|x| match x {
+                                V::Int(i) => *i as f64,
+                                V::Float(f) => *f,
+                                _ => 0.0,
+                            })
+                            .sum(),
+                    )
+                }));
+            }
+            ("all" | "any", [V::List(l)]) if l.borrow().iter().all(|x| matches!(x, V::Bool(_))) => {
+                let items = l.borrow();
+                let truth = |x: &V| matches!(x, V::Bool(true));
+                let all = name == "all";
+                return Ok(Some(V::Bool(if all {
+                    items.iter().all(truth)
+                } else {
+                    items.iter().any(truth)
+                })));
+            }
+            ("_set_item", [V::List(l), V::Int(i), v]) => {
+                let mut l = l.borrow_mut();
+                let n = l.len() as i64;
+                let k = if *i < 0 { i + n } else { *i };
+                if !(0..n).contains(&k) {
+                    return Err(at.bad(format!("list index {i} out of range for a list of {n}")));
+                }
+                l[k as usize] = v.clone();
+                return Ok(Some(V::None));
+            }
+            ("_set_item", [V::Dict(d), k, v]) => {
+                let mut d = d.borrow_mut();
+                match d.iter_mut().find(|(x, _)| {
+                    matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
+                        || matches!((x, k), (V::Int(a), V::Int(b)) if a == b)
+                }) {
+                    Some(slot) => slot.1 = v.clone(),
+                    None => d.push((k.clone(), v.clone())),
+                }
+                return Ok(Some(V::None));
+            }
+            ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), x]) => {
+                return self.binary("in", x.clone(), c.clone(), at).map(Some)
+            }
             ("append", [V::List(l), x]) => {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
@@ -356,6 +447,29 @@ impl Lower<'_> {
             ("list", [x @ (V::List(_) | V::Tuple(_))]) => {
                 return Ok(Some(V::list(self.iterate(x, at)?)))
             }
+            ("copy", [V::List(l)]) => return Ok(Some(V::list(l.borrow().clone()))),
+            // `l[start:end:step]` of a list (`aten::slice.t`)
+            ("slice", [V::List(l), rest @ ..]) if rest.len() <= 3 => {
+                let items = l.borrow().clone();
+                let n = items.len() as i64;
+                let bound = |v: Option<&V>, default: i64| match v {
+                    None | Some(V::None) => Ok(default),
+                    Some(V::Int(i)) => Ok(if *i < 0 { (i + n).max(0) } else { (*i).min(n) }),
+                    Some(other) => Err(at.refuse(format!("a list sliced by {}", other.kind()))),
+                };
+                let (start, end) = (bound(rest.first(), 0)?, bound(rest.get(1), n)?);
+                let step = match rest.get(2) {
+                    None => 1,
+                    Some(V::Int(s)) if *s > 0 => *s,
+                    Some(other) => {
+                        return Err(at.refuse(format!("a list sliced with step {}", other.kind())))
+                    }
+                };
+                let picked = (start..end.max(start))
+                    .step_by(step as usize)
+                    .map(|i| items[i as usize].clone());
+                return Ok(Some(V::list(picked.collect())));
+            }
             _ => {}
         }
         if tensors {
@@ -364,6 +478,7 @@ impl Lower<'_> {
         Ok(Some(match (name, args) {
             ("add", [a, b]) => self.binary("+", a.clone(), b.clone(), at)?,
             ("sub", [a, b]) => self.binary("-", a.clone(), b.clone(), at)?,
+            ("rsub", [a, b]) => self.binary("-", b.clone(), a.clone(), at)?,
             ("mul", [a, b]) => self.binary("*", a.clone(), b.clone(), at)?,
             ("div", [a, b]) => self.binary("/", a.clone(), b.clone(), at)?,
             ("floordiv" | "floor_divide", [a, b]) => self.binary("//", a.clone(), b.clone(), at)?,
@@ -384,6 +499,19 @@ impl Lower<'_> {
             ("Float", [a]) | ("FloatImplicit", [a]) => self.builtin("float", a, at)?,
             ("Bool", [a]) => self.builtin("bool", a, at)?,
             ("floor", [a]) => self.builtin("floor", a, at)?,
+            ("__range_length", [V::Int(lo), V::Int(hi), V::Int(step)]) if *step != 0 => {
+                let span = hi - lo;
+                V::Int(if (span > 0) != (*step > 0) || span == 0 {
+                    0
+                } else {
+                    (span + step - step.signum()) / step
+                })
+            }
+            ("__derive_index", [V::Int(i), V::Int(start), V::Int(step)]) => {
+                V::Int(start + i * step)
+            }
+            ("sqrt", [V::Int(i)]) => V::Float((*i as f64).sqrt()),
+            ("sqrt", [V::Float(x)]) => V::Float(x.sqrt()),
             ("ceil", [a]) => self.builtin("ceil", a, at)?,
             ("format", _) | ("warn", _) => V::Str(String::new()),
             // Anything else with no tensor argument is a factory

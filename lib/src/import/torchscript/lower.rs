@@ -312,6 +312,8 @@ fn flatten(v: &V, out: &mut Vec<crate::ir::ValueId>, at: &At) -> Result<String> 
             let context = serde_json::Value::Array(keys).to_string();
             node("builtins.dict", &context, c)
         }
+        // None holds no tensor, as in torch's pytree (a NamedTuple's unset field)
+        V::None => node("builtins.NoneType", "null", vec![]),
         other => {
             return Err(at.refuse(format!(
                 "the method returns {} among its outputs: ts2ir writes tensors, and tuples, lists and dicts of them",
@@ -632,6 +634,9 @@ impl Lower<'_> {
         Ok(match &e.kind {
             ExprKind::Name(n) => match f.vars.get(n) {
                 Some(v) => self.b.current(v),
+                // how TorchScript prints float("inf") and float("nan")
+                None if n == "inf" => V::Float(f64::INFINITY),
+                None if n == "nan" => V::Float(f64::NAN),
                 None => V::Path(n.clone()),
             },
             ExprKind::Int(i) => V::Int(*i),

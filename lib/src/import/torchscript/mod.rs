@@ -22,6 +22,9 @@
 //!   against `lib/data/op_schemas.txt`, its arguments converted to the
 //!   schema's kinds, its outputs' sizes and dtypes from the shape rules the
 //!   caller passes in ([`ShapeFn`]: `infer` sits above `import`).
+//! - `views.rs`: an in-place write through a view (or into a tensor with
+//!   views) as torch sees it: the bases get the view scattered back, the
+//!   other views are made again from them.
 //!
 //! Nothing in the archive runs: pickles are interpreted as data, code is
 //! parsed and evaluated over abstract values. What cannot be lowered is
@@ -35,6 +38,7 @@ mod ops;
 mod parser;
 mod symbolic;
 mod tree;
+mod views;
 
 use std::path::Path;
 

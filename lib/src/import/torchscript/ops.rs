@@ -106,6 +106,16 @@ impl At {
     }
 }
 
+/// A view a node made: its base (the node's first input) and the node
+/// (`views.rs` writes through it and makes it again).
+#[derive(Clone, Debug)]
+pub struct ViewOf {
+    pub base: ValueId,
+    pub node: Node,
+    /// One output, of an op that is a view whatever the strides.
+    pub exact: bool,
+}
+
 pub struct Builder<'t> {
     pub tree: &'t Tree<'t>,
     pub graph: Graph,
@@ -124,6 +134,8 @@ pub struct Builder<'t> {
     /// What an in-place op (`relu_`) made of a value: later reads of the
     /// value read its functional result.
     pub replaced: HashMap<ValueId, ValueId>,
+    /// The views made so far, by value (`views.rs`: writes through them).
+    pub(super) views: HashMap<ValueId, ViewOf>,
 }
 
 /// c10's `ScalarType` numbering, as TorchScript passes dtypes (ints).
@@ -236,6 +248,7 @@ impl<'t> Builder<'t> {
             ranges: Vec::new(),
             module_path: String::new(),
             replaced: HashMap::new(),
+            views: HashMap::new(),
         }
     }
 
@@ -397,22 +410,6 @@ impl<'t> Builder<'t> {
                 kind.weight_name().unwrap_or("a weight")
             )));
         }
-        // A view shares the written tensor's memory: torch would change
-        // both, a functional rewrite only one. Refused, never guessed.
-        let aliased = self.graph.nodes.iter().any(|n| {
-            let mut outs = Vec::new();
-            n.outputs.iter().for_each(|o| o.value_refs(&mut outs));
-            let base = n.inputs.first().and_then(|a| match a.arg {
-                Argument::Tensor(v) => Some(v),
-                _ => None,
-            });
-            aliases(&n.target) && (outs.contains(target) || base == Some(*target))
-        });
-        if aliased {
-            return Err(at.refuse(format!(
-                "{ns}::{name} writes in place into a tensor that shares memory with a view of it (torch changes both): not lowered"
-            )));
-        }
         let out = self.call(ns, functional, args, kwargs, at)?;
         let V::Tensor(new) = out else {
             return Err(at.refuse(format!("{ns}::{name} in place with several outputs")));
@@ -423,8 +420,32 @@ impl<'t> Builder<'t> {
                 "{ns}::{name} in place would change its tensor's dtype or sizes"
             )));
         }
-        self.replaced.insert(*target, new);
+        // torch changes the views of the tensor written and the tensors
+        // it is a view of: each gets its new value (views.rs)
+        self.write_through(*target, new, &format!("{ns}::{name}"), at)?;
         Ok(Some(V::Tensor(new)))
+    }
+
+    /// A tensor of numbers written in the code (`torch.tensor`): a 0-d
+    /// `full` per number, nested lists stacked.
+    fn constant_tensor(&mut self, v: &V, dtype: &V, at: &At) -> Result<V> {
+        match v {
+            V::List(items) => {
+                let items = items.borrow().clone();
+                let parts = items
+                    .iter()
+                    .map(|x| self.constant_tensor(x, dtype, at))
+                    .collect::<Result<Vec<_>>>()?;
+                self.call("aten", "stack", &[V::list(parts)], &[], at)
+            }
+            _ => self.call(
+                "aten",
+                "full",
+                &[V::list(vec![]), v.clone()],
+                &[("dtype".into(), dtype.clone())],
+                at,
+            ),
+        }
     }
 
     /// Emits a call of `ns::name` on `args` / `kwargs`, its overload
@@ -438,6 +459,55 @@ impl<'t> Builder<'t> {
         kwargs: &[(String, V)],
         at: &At,
     ) -> Result<V> {
+        // `torch.tensor(number)`: a 0-d tensor of it, in the dtype given or
+        // the number's (float32 for a float)
+        // (`torch.tensor([..])` of numbers: those stacked)
+        if let ("aten", "tensor", [v @ (V::Int(_) | V::Float(_) | V::Bool(_) | V::List(_))]) =
+            (ns, name, args)
+        {
+            fn kinds(v: &V, out: &mut Vec<Dtype>) -> bool {
+                match v {
+                    V::Int(_) => out.push(Dtype::Int64),
+                    V::Bool(_) => out.push(Dtype::Bool),
+                    V::Float(_) => out.push(Dtype::Float32),
+                    V::List(l) => {
+                        return !l.borrow().is_empty() && l.borrow().iter().all(|x| kinds(x, out))
+                    }
+                    _ => return false,
+                }
+                true
+            }
+            let mut seen = Vec::new();
+            if !kinds(v, &mut seen) {
+                return Err(at.refuse(format!(
+                    "torch.tensor of {}: numbers and non-empty lists of them are lowered",
+                    v.kind()
+                )));
+            }
+            let default = if seen.contains(&Dtype::Float32) {
+                Dtype::Float32
+            } else if seen.iter().all(|d| *d == Dtype::Bool) {
+                Dtype::Bool
+            } else {
+                Dtype::Int64
+            };
+            let dtype = match kwargs.iter().find(|(k, _)| k == "dtype") {
+                Some((_, d @ V::Int(_))) => d.clone(),
+                _ => V::Int(code_of_dtype(default).unwrap_or(6)),
+            };
+            return self.constant_tensor(v, &dtype, at);
+        }
+        // unsafe_chunk / unsafe_split differ from chunk / split only in
+        // autograd's view checks
+        if let ("aten", Some(safe)) = (ns, name.strip_prefix("unsafe_")) {
+            if matches!(safe, "chunk" | "split" | "split_with_sizes") {
+                return self.call(ns, safe, args, kwargs, at);
+            }
+        }
+        // `split` by a list of sizes is split_with_sizes (the op back ends run)
+        if let ("aten", "split", [_, V::List(_), ..]) = (ns, name, args) {
+            return self.call(ns, "split_with_sizes", args, kwargs, at);
+        }
         let qualified = format!("{ns}::{name}");
         let candidates = schema::overloads(ns, name);
         if candidates.is_empty() {
@@ -489,7 +559,7 @@ impl<'t> Builder<'t> {
         self.emit(target, bound, &schema, at)
     }
 
-    fn emit(
+    pub(super) fn emit(
         &mut self,
         target: Target,
         inputs: Vec<NamedArg>,
@@ -526,6 +596,11 @@ impl<'t> Builder<'t> {
             Some(r) => r.map_err(|e| e.at(format!("{}:{}", at.file, at.line)))?,
         };
         let list = returns.len() == 1 && returns[0].ends_with("[]");
+        if list && inferred.is_empty() {
+            return Err(at.refuse(format!(
+                "{target}: its shape rule does not infer how many tensors it returns (the dim it splits is symbolic)"
+            )));
+        }
         let count = if list { inferred.len() } else { returns.len() };
         let mut outs = Vec::new();
         for k in 0..count {
@@ -559,6 +634,9 @@ impl<'t> Builder<'t> {
         } else {
             outs.iter().map(|v| Argument::Tensor(*v)).collect()
         };
+        if aliases(&node.target) {
+            self.record_views(&node, &outs, !list);
+        }
         self.graph.nodes.push(node);
         Ok(if list {
             V::list(outs.into_iter().map(V::Tensor).collect())
