@@ -1065,7 +1065,7 @@ fn quant_range(ctx: &Ctx) -> Result<(f64, f64, Dtype)> {
 /// is a libm call on baseline x86-64): past 2^23 a float32 is one, below
 /// it adding and taking away 2^23 rounds in the FPU's default mode.
 #[inline(always)]
-fn rint(v: f32) -> f32 {
+pub(super) fn rint(v: f32) -> f32 {
     const BIG: f32 = 8_388_608.0;
     if v.abs() < BIG {
         let m = BIG.copysign(v);
