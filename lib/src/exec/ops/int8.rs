@@ -447,6 +447,14 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
             let (oy, ox) = (r / wo, r % wo);
             for ty in 0..kh {
                 let iy = (oy * st[0] + ty * dl[0]) as isize - pd[0] as isize;
+                let ix0 = (ox * st[1]) as isize - pd[1] as isize;
+                let iy_in = iy >= 0 && (iy as usize) < h;
+                if iy_in && dl[1] == 1 && ix0 >= 0 && ix0 as usize + kw <= wd {
+                    // the tap row's pixels lie side by side: one copy
+                    let at = (iy as usize * wd + ix0 as usize) * ci;
+                    row[ty * kw * ci..][..kw * ci].copy_from_slice(&src[at..][..kw * ci]);
+                    continue;
+                }
                 for tx in 0..kw {
                     let ix = (ox * st[1] + tx * dl[1]) as isize - pd[1] as isize;
                     let dst = &mut row[(ty * kw + tx) * ci..][..ci];

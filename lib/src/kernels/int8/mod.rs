@@ -30,9 +30,8 @@ mod vnni;
 
 /// Columns of a packed panel of B (two 16-lane vectors).
 pub const NR: usize = 32;
-/// `k` is padded with zeros to a multiple of this (one AMX tile's depth
-/// of bytes, so an AMX-INT8 kernel reads the same layout).
-pub const KP: usize = 64;
+/// `k` is padded with zeros to a multiple of this (one `vpdpbusd` quad).
+pub const KP: usize = 4;
 /// A's rows are padded to a multiple of this.
 pub const ROWS: usize = 32;
 /// Rows of C a block spans.
