@@ -13,7 +13,8 @@
 //! reference graph does in float32 on the sums. What it matches:
 //!
 //! - the product: `conv2d` or `convolution` (2-D, one group, not
-//!   transposed) or `linear`, its input dequantized per tensor from uint8
+//!   transposed), `linear`, or `addmm` / `mm` of a transposed weight (a
+//!   linear layer as torch decomposes it), its input dequantized per tensor from uint8
 //!   or int8 (numbers as scale and zero point: static quantization), its
 //!   weight an int8 weight of the program dequantized per output channel
 //!   (axis 0) or per tensor with zero points 0 (symmetric, as both
