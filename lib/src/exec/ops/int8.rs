@@ -35,7 +35,7 @@ struct Quant {
 struct Finish {
     /// Per output channel: the input zero point times the weight's column
     /// sum (the compensation), `input_scale * weight_scale`, the bias.
-    comp: Vec<i64>,
+    comp: Vec<i32>,
     scale: Vec<f32>,
     bias: Vec<f32>,
     /// The dequantized residual, in the output's layout.
@@ -45,16 +45,66 @@ struct Finish {
 }
 
 impl Finish {
+    /// Finishes a block of C (`rows` x `cols` of `tile`, row stride
+    /// [`k8::NR`], from column `j0`) into `sink`, element (i, j) at output
+    /// index `at(i, j)`: first the scales and the bias a tile row at a
+    /// time (per-channel values side by side), then the residual, the ReLU
+    /// and the quantization.
+    ///
+    /// # Safety
+    /// Every `at(i, j)` lies inside the output, which no other thread
+    /// writes there.
     #[inline(always)]
-    fn value(&self, acc: i32, c: usize, at: usize) -> f32 {
-        let mut y = (acc as i64 - self.comp[c]) as f32 * self.scale[c] + self.bias[c];
-        if let Some(o) = &self.other {
-            y += o[at];
+    unsafe fn block(
+        &self,
+        sink: Sink,
+        tile: &[i32],
+        rows: usize,
+        j0: usize,
+        cols: usize,
+        at: impl Fn(usize, usize) -> usize,
+    ) {
+        let mut y = [0f32; k8::MR * k8::NR];
+        let comp = &self.comp[j0..j0 + cols];
+        let scale = &self.scale[j0..j0 + cols];
+        let bias = &self.bias[j0..j0 + cols];
+        for (t, yr) in tile
+            .chunks_exact(k8::NR)
+            .zip(y.chunks_exact_mut(k8::NR))
+            .take(rows)
+        {
+            for j in 0..cols {
+                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
+            }
         }
-        if self.relu && y < 0.0 {
-            y = 0.0;
+        let (other, relu) = (self.other.as_deref(), self.relu);
+        let adjust = |a: usize, v: f32| -> f32 {
+            let v = match other {
+                Some(o) => v + o[a],
+                None => v,
+            };
+            if relu && v < 0.0 {
+                0.0
+            } else {
+                v
+            }
+        };
+        macro_rules! each {
+            ($store:expr) => {
+                for j in 0..cols {
+                    for i in 0..rows {
+                        let a = at(i, j);
+                        $store(a, adjust(a, y[i * k8::NR + j]));
+                    }
+                }
+            };
         }
-        y
+        match (sink, &self.quant) {
+            (Sink::F32(p), _) => each!(|a, v| *p.add(a) = v),
+            (Sink::U8(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as u8),
+            (Sink::I16(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as i16),
+            _ => {}
+        }
     }
 
     /// torch's `clamp(round(y * (1 / scale)) + zero_point, min, max)`.
@@ -74,22 +124,6 @@ enum Sink {
 // SAFETY: the tasks of a product write disjoint elements
 unsafe impl Send for Sink {}
 unsafe impl Sync for Sink {}
-
-impl Sink {
-    /// Writes element `at`.
-    ///
-    /// # Safety
-    /// `at` lies inside the output, which no other thread writes there.
-    #[inline(always)]
-    unsafe fn put(self, at: usize, y: f32, quant: &Option<Quant>) {
-        match (self, quant) {
-            (Sink::F32(p), _) => *p.add(at) = y,
-            (Sink::U8(p), Some(q)) => *p.add(at) = Finish::quantize(q, y) as u8,
-            (Sink::I16(p), Some(q)) => *p.add(at) = Finish::quantize(q, y) as i16,
-            _ => {}
-        }
-    }
-}
 
 /// The output buffer of a fused node: float32, or quantized to uint8
 /// (candle's U8) or int8 (held in I16).
@@ -288,7 +322,7 @@ fn finish_of(ctx: &Ctx, packed: &k8::PackedI8, zu: i64, len: usize) -> Result<Fi
         comp: packed
             .column_sums()
             .iter()
-            .map(|&s| zu * s as i64)
+            .map(|&s| zu as i32 * s)
             .collect(),
         scale: sw
             .iter()
@@ -348,15 +382,8 @@ pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
     let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
     let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
-        for i in 0..rows {
-            let row = (i0 + i) * n;
-            for j in 0..cols {
-                let y = fin.value(tile[i * k8::NR + j], j0 + j, row + j0 + j);
-                // SAFETY: element (i0 + i, j0 + j) of the output, this
-                // block's only
-                unsafe { sink.put(row + j0 + j, y, &fin.quant) };
-            }
-        }
+        // SAFETY: elements (i0 + i, j0 + j) of the output, this block's only
+        unsafe { fin.block(sink, tile, rows, j0, cols, |i, j| (i0 + i) * n + j0 + j) };
     };
     k8::gemm(&a, &packed, rayon::current_num_threads(), kernel()?, &done);
     let mut dims = lead.to_vec();
@@ -469,16 +496,10 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
         let a = k8::A8::from_rows(hw, k, &fill);
         let base = img * co * hw;
         let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
-            for j in 0..cols {
-                let c = j0 + j;
-                let first = base + c * hw + i0;
-                for i in 0..rows {
-                    let y = fin.value(tile[i * k8::NR + j], c, first + i);
-                    // SAFETY: element (img, c, i0 + i) of the output, this
-                    // block's only
-                    unsafe { sink.put(first + i, y, &fin.quant) };
-                }
-            }
+            // SAFETY: elements (img, j0 + j, i0 + i) of the output, this
+            // block's only
+            let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
+            unsafe { fin.block(sink, tile, rows, j0, cols, at) };
         };
         k8::gemm(&a, &packed, rayon::current_num_threads(), kern, &done);
     }
