@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-convs bench-ort-exports bench-pipe
+.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-int8 bench-convs bench-ort-exports bench-pipe
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -192,6 +192,13 @@ zoo: build $(VENV)/.torch $(ONNX_VENV)/.ready
 # and its table in docs/performance.md (python3 recipes/bench/update_readme.py).
 bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.openvino
 	$(VENV)/bin/python recipes/bench/bench_compare.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
+
+# PT2E int8 ResNet-18 and BERT-base (X86InductorQuantizer, static) on
+# ir-run's int8 kernels against ONNX Runtime on ir2onnx's QDQ ONNX, the
+# graph as written and the float32 model (recipes/bench/bench_int8.py;
+# bench/int8.json).
+bench-int8: build $(VENV)/.torch $(ONNX_VENV)/.ready
+	$(VENV)/bin/python recipes/bench/bench_int8.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
 
 # OpenVINO (from PyPI) beside ONNX Runtime, for bench-compare.
 $(ONNX_VENV)/.openvino: $(ONNX_VENV)/.ready

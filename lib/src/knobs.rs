@@ -98,6 +98,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Set: --precision bf16 computes its products with AVX512-BF16 even on a CPU with AMX-BF16 tiles (for timing and testing the two).",
     },
     Knob {
+        name: "PT2KIT_INT8_REFERENCE",
+        tools: RUNNERS,
+        doc: "Set: a PT2E int8 graph runs as written (float32 products between its quantize and dequantize nodes), not with its quantized convolutions and linear layers fused into integer products on AVX512-VNNI (for timing and checking the two).",
+    },
+    Knob {
         name: "UPDATE_GOLDEN",
         tools: &[],
         doc: "Only for the test suite: rewrite golden files instead of comparing.",

@@ -160,8 +160,21 @@ pub fn schema_source() -> &'static str {
 ///   trailing dim of 1); `inverse` divides by the length, `onesided` keeps
 ///   the first `n // 2 + 1` bins of a real signal's transform. What
 ///   `decompose::complex` lowers torch's FFTs to.
-const OWN_SCHEMAS: &[&str] =
-    &["pt2kit::dft(Tensor self, int axis, bool inverse=False, bool onesided=False) -> Tensor"];
+/// - `pt2kit.int8_conv2d`, `pt2kit.int8_linear`: a PT2E int8 graph's
+///   `dequantize -> conv2d / linear -> [add of a dequantized value] ->
+///   [relu] -> [quantize]` as one node (`exec::int8` makes them at load):
+///   the quantized `input` (uint8 or int8, per-tensor `input_scale` and
+///   `input_zero_point`) times the int8 `weight` (symmetric: per output
+///   channel `weight_scales`, or one `weight_scale`), summed in integers,
+///   then `bias`, the dequantized `other` (same shape as the output),
+///   `relu`, and the output quantized by `output_scale`,
+///   `output_zero_point`, `output_min`, `output_max` into `output_dtype`
+///   (none: the float32 value itself).
+const OWN_SCHEMAS: &[&str] = &[
+    "pt2kit::dft(Tensor self, int axis, bool inverse=False, bool onesided=False) -> Tensor",
+    "pt2kit::int8_conv2d(Tensor input, float input_scale, int input_zero_point, Tensor weight, Tensor? weight_scales, float weight_scale, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, Tensor? other=None, float other_scale=1., int other_zero_point=0, bool relu=False, float output_scale=1., int output_zero_point=0, int output_min=0, int output_max=0, ScalarType? output_dtype=None) -> Tensor",
+    "pt2kit::int8_linear(Tensor input, float input_scale, int input_zero_point, Tensor weight, Tensor? weight_scales, float weight_scale, Tensor? bias, Tensor? other=None, float other_scale=1., int other_zero_point=0, bool relu=False, float output_scale=1., int output_zero_point=0, int output_min=0, int output_max=0, ScalarType? output_dtype=None) -> Tensor",
+];
 
 /// torchvision's detection ops the toolkit runs and converts, as
 /// torchvision 0.29 registers them (torch's own list has no `torchvision`

@@ -28,14 +28,20 @@
 //! `PT2KIT_AS_GIVEN=1` (for timing a run both ways).
 
 use crate::decompose::{self, Policy};
-use crate::ir::op::aten;
+use crate::ir::op::{aten, quantized_decomposed as qd};
 use crate::ir::{Program, TargetKind};
 
 /// Ops left to their native rows, where the row is faster than what the
 /// rule lowers them into: the LSTM's one kernel over the sequence against
 /// the rule's cells, one set of nodes a step (the `lstm` fixture, 10 steps:
-/// 57 against 61 us).
-pub const KEPT: &[&str] = &[aten::LSTM_INPUT];
+/// 57 against 61 us); PT2E int8's per-tensor quantize and dequantize, one
+/// pass over uint8 or int8 bytes against five nodes over int64 and float
+/// values (ResNet-18's four took 15 of its 70 ms lowered).
+pub const KEPT: &[&str] = &[
+    aten::LSTM_INPUT,
+    qd::QUANTIZE_PER_TENSOR,
+    qd::DEQUANTIZE_PER_TENSOR,
+];
 
 /// The passes `ir-decompose` runs by default after lowering, in its order.
 const PASSES: &[&str] = &["dce", "fold", "cse", "bn-fold"];
@@ -60,8 +66,9 @@ fn has_composites(p: &Program) -> bool {
 
 /// What planning made of a program.
 pub(super) enum Planned {
-    /// `p` lowered as `ir-decompose` lowers it, with a line for `-v`.
-    Lowered(Box<Program>, String),
+    /// `p` lowered as `ir-decompose` lowers it (or with its PT2E int8
+    /// chains fused, [`super::int8`]), with lines for `-v`.
+    Lowered(Box<Program>, Vec<String>),
     /// Nothing to change (a program in core ATen that the passes leave as
     /// it is), or turned off.
     AsGiven,
@@ -70,17 +77,33 @@ pub(super) enum Planned {
     Refused(String),
 }
 
-/// `p` as the executor plans it on the CPU ([`Planned`]).
+/// `p` as the executor plans it on the CPU ([`Planned`]). A PT2E int8
+/// graph's quantized products are fused first ([`super::int8`]): lowered,
+/// their weights' dequantization would be folded into float32 constants.
 pub(super) fn plan(p: &Program) -> Planned {
+    let int8 = super::int8::fuse(p);
+    let given = int8.as_ref().map_or(p, |(q, _)| q);
+    let fused_only = |why: Option<String>| match &int8 {
+        Some((q, note)) => Planned::Lowered(
+            Box::new(q.clone()),
+            why.into_iter().chain([note.clone()]).collect(),
+        ),
+        None => why.map_or(Planned::AsGiven, Planned::Refused),
+    };
     if crate::knobs::is_set("PT2KIT_AS_GIVEN") {
-        return Planned::AsGiven;
+        return fused_only(None);
     }
-    match as_decomposed(p) {
-        Ok(Some((q, note))) => Planned::Lowered(Box::new(q), note),
-        Ok(None) => Planned::AsGiven,
-        Err(reason) => Planned::Refused(format!(
+    match as_decomposed(given) {
+        Ok(Some((q, note))) => Planned::Lowered(
+            Box::new(q),
+            std::iter::once(note)
+                .chain(int8.as_ref().map(|(_, n)| n.clone()))
+                .collect(),
+        ),
+        Ok(None) => fused_only(None),
+        Err(reason) => fused_only(Some(format!(
             "runs as given, not as ir-decompose lowers it: {reason}"
-        )),
+        ))),
     }
 }
 

@@ -17,6 +17,7 @@ mod epilogue;
 pub use ctx::Ctx;
 pub mod fold;
 pub mod fuse;
+pub mod int8;
 pub mod lowering;
 pub mod mapped;
 pub mod ops;
@@ -465,13 +466,13 @@ impl<'p> Executor<'p> {
             },
         };
         let (program, mut fallback) = match planned {
-            lowering::Planned::Lowered(lowered, note) => {
+            lowering::Planned::Lowered(lowered, notes) => {
                 let (lowered, mut report) =
                     match crate::decompose::fallback::lower_unsupported(&lowered, executes)? {
                         Some((again, report)) => (again, report),
                         None => (*lowered, Default::default()),
                     };
-                report.notes.insert(0, note);
+                report.notes.splice(0..0, notes);
                 (std::borrow::Cow::Owned(lowered), report)
             }
             _ => match crate::decompose::fallback::lower_unsupported(program, executes)? {

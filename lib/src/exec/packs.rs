@@ -44,6 +44,12 @@ pub(super) struct PackCache {
     b16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::PackedB16>>>,
     /// Convolutions' weights rounded to bfloat16 rows ([`lowp::A16`]).
     a16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::A16>>>,
+    /// PT2E int8 weights packed for the int8 product
+    /// ([`crate::kernels::int8::PackedI8`], `ops/int8.rs`), by node and
+    /// where the weight lies.
+    pub(super) int8: std::sync::Mutex<
+        std::collections::HashMap<(String, usize), std::sync::Arc<crate::kernels::int8::PackedI8>>,
+    >,
 }
 
 impl PackCache {

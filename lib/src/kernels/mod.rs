@@ -2,7 +2,8 @@
 //! the convolutions' inner loops (`conv`), sliding windows (`window`),
 //! pooling and reduction loops (`pool`, `reduce`), vector math (`vmath`),
 //! sixteen float32 lanes written once for every instruction set
-//! (`simd`), and the thread pool they split their work over (`threads`).
+//! (`simd`), bfloat16 and int8 products (`lowp`, `int8`), and the thread
+//! pool they split their work over (`threads`).
 //!
 //! Free of candle, of the IR and of the executor: a kernel takes plain
 //! slices or pointers, shapes and parameter structs. The CPU is detected
@@ -11,6 +12,7 @@
 
 pub mod conv;
 mod cpu;
+pub mod int8;
 pub mod lowp;
 pub mod pool;
 pub mod reduce;

@@ -331,4 +331,5 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     ("pt2kit.dft.default", super::dft::dft),
     ("transformers.grouped_mm_fallback.default", grouped_mm),
     (aten::_GROUPED_MM, grouped_mm),
+    (crate::exec::int8::LINEAR, super::int8::int8_linear),
 ];

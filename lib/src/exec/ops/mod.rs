@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 mod dft;
 mod exact;
+mod int8;
 use crate::kernels::window::*;
 use exact::*;
 pub(crate) use exact::{elems, from_elems, Elems, Num};

@@ -1065,7 +1065,7 @@ fn quant_range(ctx: &Ctx) -> Result<(f64, f64, Dtype)> {
 /// is a libm call on baseline x86-64): past 2^23 a float32 is one, below
 /// it adding and taking away 2^23 rounds in the FPU's default mode.
 #[inline(always)]
-fn rint(v: f32) -> f32 {
+pub(super) fn rint(v: f32) -> f32 {
     const BIG: f32 = 8_388_608.0;
     if v.abs() < BIG {
         let m = BIG.copysign(v);
@@ -1140,8 +1140,63 @@ fn quantize_per_tensor(ctx: &mut Ctx) -> OpResult {
     let (scale, zp) = (qparam(ctx, "scale")?.as_f64(), qparam(ctx, "zero_point")?.as_f64());
     let (lo, hi, dtype) = quant_range(ctx)?;
     let (inv, zp) = (round_to(1.0 / scale, Dtype::Float32), round_to(zp, Dtype::Float32));
+    if let Some(t) = quantized_bytes(&x, dtype, [inv, zp, lo, hi], ctx.device()) {
+        return one(t?);
+    }
     let q = quantize_values(&x, Dtype::Float32, lo, hi, |_| (inv, zp))?;
     one(from_elems(Elems::I(q), x.dims(), dtype, ctx.device())?)
+}
+
+/// [`quantize_values`]'s float32 steps from a float32 host tensor straight
+/// into uint8 or int8 (the same values, without the int64 between: the
+/// input quantization of a PT2E graph); `None` for other dtypes, devices
+/// and ranges.
+fn quantized_bytes(
+    x: &Tensor,
+    dtype: Dtype,
+    [inv, zp, lo, hi]: [f64; 4],
+    dev: &candle_core::Device,
+) -> Option<Result<Tensor>> {
+    let fits = match dtype {
+        Dtype::Uint8 => lo >= 0.0 && hi <= 255.0,
+        Dtype::Int8 => lo >= -128.0 && hi <= 127.0,
+        _ => false,
+    };
+    if !fits || x.dtype != Dtype::Float32 || !x.t.device().is_cpu() {
+        return None;
+    }
+    let (inv, zp, lo, hi) = (inv as f32, zp as f32, lo as f32, hi as f32);
+    // NaN compares false both ways and casts to 0, as quantize_values gives
+    let q = move |v: f32| -> f32 {
+        let r = rint(v * inv) + zp;
+        if r < lo {
+            lo
+        } else if r > hi {
+            hi
+        } else {
+            r
+        }
+    };
+    const PART: usize = 1 << 14;
+    let made = with_host::<f32, _>(&x.t, |xs| -> Result<CandleTensor> {
+        if dtype == Dtype::Uint8 {
+            let mut out = vec![0u8; xs.len()];
+            crate::kernels::threads::par_chunks(&mut out, PART, |k, part| {
+                for (o, v) in part.iter_mut().zip(&xs[k * PART..]) {
+                    *o = q(*v) as u8;
+                }
+            });
+            return Ok(CandleTensor::from_vec(out, x.dims(), dev)?);
+        }
+        let mut out = vec![0i16; xs.len()];
+        crate::kernels::threads::par_chunks(&mut out, PART, |k, part| {
+            for (o, v) in part.iter_mut().zip(&xs[k * PART..]) {
+                *o = q(*v) as i16;
+            }
+        });
+        Ok(CandleTensor::from_vec(out, x.dims(), dev)?)
+    })?;
+    Some(made.map(|t| Tensor::new(t, dtype)))
 }
 
 /// quantize_per_channel: `input * (1.0 / scales)` with the reciprocals in
@@ -1174,9 +1229,19 @@ fn dequantize_per_tensor(ctx: &mut Ctx) -> OpResult {
     if od == Dtype::Float32 {
         // the same steps in float32 itself
         let (zp, scale) = (zp as f32, scale as f32);
-        let v: Vec<f32> = match elems(&x)? {
+        let f = |q: f32| (q - zp) * scale;
+        // uint8 and int8 read where they lie (the PT2E activations)
+        let direct = match x.t.dtype() {
+            DType::U8 => with_host::<u8, _>(&x.t, |v| v.iter().map(|&q| f(q as f32)).collect()),
+            DType::I16 => with_host::<i16, _>(&x.t, |v| v.iter().map(|&q| f(q as f32)).collect()),
+            _ => None,
+        };
+        let v: Vec<f32> = match direct {
+            Some(v) => v,
+            None => match elems(&x)? {
             Elems::I(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
             Elems::F(q) => q.into_iter().map(|q| (q as f32 - zp) * scale).collect(),
+            },
         };
         let t = CandleTensor::from_vec(v, x.dims(), ctx.device())?;
         return one(Tensor::new(t, Dtype::Float32));

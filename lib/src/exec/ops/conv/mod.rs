@@ -868,6 +868,7 @@ pub(super) const ROWS: &[(&str, OpFn)] = &[
     (aten::CONVOLUTION, conv),
     (aten::COL2IM, col2im),
     (aten::IM2COL, im2col),
+    (crate::exec::int8::CONV2D, super::int8::int8_conv2d),
 ];
 
 #[cfg(test)]

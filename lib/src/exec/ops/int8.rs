@@ -1,0 +1,507 @@
+//! `pt2kit.int8_conv2d` and `pt2kit.int8_linear` (what `exec::int8`
+//! makes of a PT2E graph's quantized convolutions and linear layers at
+//! load): the quantized activation times the int8 weight summed exactly
+//! in integers ([`k8::gemm`]), then, per output element and in float32 as
+//! torch's reference graph computes the ops it replaces, the scales, the
+//! bias, the dequantized residual, the ReLU and the quantization.
+//!
+//! An int8 activation (XNNPACK's quantizer) is shifted by +128 to
+//! unsigned, its zero point with it: `sum (x - z) w = sum (x + 128) w -
+//! (z + 128) sum w`, the second term from the weight's column sums (the
+//! compensation). A convolution's input is laid channels-last once per
+//! call and its im2col rows copied from it by whole pixels, `k` ordered
+//! (tap row, tap column, channel); its weight is reordered so when packed.
+//! Packed weights are kept for the executor's life (by node and weight).
+
+use super::pointwise::rint;
+use super::{one, OpResult};
+use crate::error::{Error, Result};
+use crate::exec::{Ctx, Tensor};
+use crate::ir::{Argument, Dtype};
+use crate::kernels::int8 as k8;
+use candle_core::{DType, Tensor as CandleTensor};
+use std::sync::Arc;
+
+/// The per-tensor quantization of the output.
+#[derive(Clone, Copy)]
+struct Quant {
+    inv: f32,
+    zp: f32,
+    lo: f32,
+    hi: f32,
+}
+
+/// What each output element gets after its integer sum, read once a call.
+struct Finish {
+    /// Per output channel: the input zero point times the weight's column
+    /// sum (the compensation), `input_scale * weight_scale`, the bias.
+    comp: Vec<i32>,
+    scale: Vec<f32>,
+    bias: Vec<f32>,
+    /// The dequantized residual, in the output's layout.
+    other: Option<Vec<f32>>,
+    relu: bool,
+    quant: Option<Quant>,
+}
+
+impl Finish {
+    /// Finishes a block of C (`rows` x `cols` of `tile`, row stride
+    /// [`k8::NR`], from column `j0`) into `sink`, element (i, j) at output
+    /// index `at(i, j)`: first the scales and the bias a tile row at a
+    /// time (per-channel values side by side), then the residual, the ReLU
+    /// and the quantization.
+    ///
+    /// # Safety
+    /// Every `at(i, j)` lies inside the output, which no other thread
+    /// writes there.
+    #[inline(always)]
+    unsafe fn block(
+        &self,
+        sink: Sink,
+        tile: &[i32],
+        rows: usize,
+        j0: usize,
+        cols: usize,
+        at: impl Fn(usize, usize) -> usize,
+    ) {
+        let mut y = [0f32; k8::MR * k8::NR];
+        let comp = &self.comp[j0..j0 + cols];
+        let scale = &self.scale[j0..j0 + cols];
+        let bias = &self.bias[j0..j0 + cols];
+        for (t, yr) in tile
+            .chunks_exact(k8::NR)
+            .zip(y.chunks_exact_mut(k8::NR))
+            .take(rows)
+        {
+            for j in 0..cols {
+                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
+            }
+        }
+        let (other, relu) = (self.other.as_deref(), self.relu);
+        let adjust = |a: usize, v: f32| -> f32 {
+            let v = match other {
+                Some(o) => v + o[a],
+                None => v,
+            };
+            if relu && v < 0.0 {
+                0.0
+            } else {
+                v
+            }
+        };
+        macro_rules! each {
+            ($store:expr) => {
+                for j in 0..cols {
+                    for i in 0..rows {
+                        let a = at(i, j);
+                        $store(a, adjust(a, y[i * k8::NR + j]));
+                    }
+                }
+            };
+        }
+        match (sink, &self.quant) {
+            (Sink::F32(p), _) => each!(|a, v| *p.add(a) = v),
+            (Sink::U8(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as u8),
+            (Sink::I16(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as i16),
+            _ => {}
+        }
+    }
+
+    /// torch's `clamp(round(y * (1 / scale)) + zero_point, min, max)`.
+    #[inline(always)]
+    fn quantize(q: &Quant, y: f32) -> f32 {
+        (rint(y * q.inv) + q.zp).clamp(q.lo, q.hi)
+    }
+}
+
+/// The output being written, by several threads in disjoint blocks.
+#[derive(Clone, Copy)]
+enum Sink {
+    F32(*mut f32),
+    U8(*mut u8),
+    I16(*mut i16),
+}
+// SAFETY: the tasks of a product write disjoint elements
+unsafe impl Send for Sink {}
+unsafe impl Sync for Sink {}
+
+/// The output buffer of a fused node: float32, or quantized to uint8
+/// (candle's U8) or int8 (held in I16).
+enum OutBuf {
+    F32(Vec<f32>),
+    U8(Vec<u8>),
+    I16(Vec<i16>),
+}
+
+impl OutBuf {
+    fn new(len: usize, dtype: Option<Dtype>) -> Result<OutBuf> {
+        Ok(match dtype {
+            None => OutBuf::F32(vec![0.0; len]),
+            Some(Dtype::Uint8) => OutBuf::U8(vec![0; len]),
+            Some(Dtype::Int8) => OutBuf::I16(vec![0; len]),
+            Some(d) => {
+                return Err(Error::unsupported(format!(
+                    "an int8 product quantized to {}",
+                    d.torch_name()
+                )))
+            }
+        })
+    }
+
+    fn sink(&mut self) -> Sink {
+        match self {
+            OutBuf::F32(v) => Sink::F32(v.as_mut_ptr()),
+            OutBuf::U8(v) => Sink::U8(v.as_mut_ptr()),
+            OutBuf::I16(v) => Sink::I16(v.as_mut_ptr()),
+        }
+    }
+
+    fn tensor(self, dims: &[usize], ctx: &Ctx) -> Result<Tensor> {
+        let dev = ctx.device();
+        Ok(match self {
+            OutBuf::F32(v) => Tensor::new(CandleTensor::from_vec(v, dims, dev)?, Dtype::Float32),
+            OutBuf::U8(v) => Tensor::new(CandleTensor::from_vec(v, dims, dev)?, Dtype::Uint8),
+            OutBuf::I16(v) => Tensor::new(CandleTensor::from_vec(v, dims, dev)?, Dtype::Int8),
+        })
+    }
+}
+
+/// The shift that makes a quantized activation unsigned: 0 for uint8,
+/// 128 for int8.
+fn shift_of(t: &Tensor, what: &str) -> Result<i64> {
+    match t.dtype {
+        Dtype::Uint8 => Ok(0),
+        Dtype::Int8 => Ok(128),
+        d => Err(Error::bad_input(format!(
+            "argument '{what}': expected uint8 or int8, found {}",
+            d.torch_name()
+        ))),
+    }
+}
+
+/// A quantized activation's values shifted to unsigned bytes (row-major).
+fn unsigned_bytes(t: &Tensor, shift: i64) -> Result<Vec<u8>> {
+    let host = |t: &CandleTensor| -> Result<CandleTensor> {
+        Ok(if t.device().is_cpu() {
+            t.clone()
+        } else {
+            t.to_device(&candle_core::Device::Cpu)?
+        })
+    };
+    let t2 = host(&t.t)?;
+    let got = match t2.dtype() {
+        DType::U8 => super::with_host::<u8, _>(&t2, |v| v.to_vec()),
+        DType::I16 => super::with_host::<i16, _>(&t2, |v| {
+            v.iter().map(|&x| (x as i64 + shift) as u8).collect()
+        }),
+        _ => None,
+    };
+    got.ok_or_else(|| Error::internal("int8 product: a quantized input not held as bytes"))
+}
+
+/// The residual `other` dequantized as torch does (`(q - zp) * scale` in
+/// float32).
+fn dequantized(ctx: &Ctx, len: usize) -> Result<Option<Vec<f32>>> {
+    let Some(o) = ctx.opt_tensor("other")? else {
+        return Ok(None);
+    };
+    let (scale, zp) = (
+        ctx.float("other_scale")? as f32,
+        ctx.int("other_zero_point")? as f32,
+    );
+    shift_of(&o, "other")?;
+    let v: Vec<f32> = unsigned_bytes(&o, 0).map(|b| match o.dtype {
+        // int8 bytes were taken as they lie: back to signed
+        Dtype::Int8 => b.iter().map(|&x| (x as i8 as f32 - zp) * scale).collect(),
+        _ => b.iter().map(|&x| (x as f32 - zp) * scale).collect(),
+    })?;
+    if v.len() != len {
+        return Err(Error::bad_input(format!(
+            "argument 'other': {} elements, the output has {len}",
+            v.len()
+        )));
+    }
+    Ok(Some(v))
+}
+
+/// The weight as `n` rows of `k` signed bytes (a convolution's reordered
+/// to (tap row, tap column, channel) by `reorder`), packed: kept for the
+/// executor's life when it is a weight of the program's own graph.
+fn packed_weight(
+    ctx: &Ctx,
+    w: &Tensor,
+    n: usize,
+    k: usize,
+    reorder: impl Fn(&[i8]) -> Vec<i8>,
+) -> Result<Arc<k8::PackedI8>> {
+    let pack = || -> Result<k8::PackedI8> {
+        let t = w.t.flatten_all()?.to_device(&candle_core::Device::Cpu)?;
+        let bytes: Vec<i8> =
+            super::with_host::<i16, _>(&t, |v| v.iter().map(|&x| x as i8).collect())
+                .ok_or_else(|| Error::internal("int8 weight not held as I16"))?;
+        if bytes.len() != n * k {
+            return Err(Error::bad_input(format!(
+                "argument 'weight': {} elements, expected {n} x {k}",
+                bytes.len()
+            )));
+        }
+        Ok(k8::pack_b(&reorder(&bytes), n, k))
+    };
+    let slot = match ctx.node.arg("weight") {
+        Some(Argument::Tensor(v)) => ctx.exec.is_weight_value(ctx.graph, *v),
+        _ => false,
+    };
+    let at = super::with_host::<i16, _>(&w.t, |v| v.as_ptr() as usize);
+    let (true, Some(at)) = (slot, at) else {
+        return Ok(Arc::new(pack()?));
+    };
+    let key = (ctx.node.name.clone(), at);
+    if let Some(p) = ctx
+        .exec
+        .packs
+        .int8
+        .lock()
+        .ok()
+        .and_then(|c| c.get(&key).cloned())
+    {
+        return Ok(p);
+    }
+    let p = Arc::new(pack()?);
+    if let Ok(mut c) = ctx.exec.packs.int8.lock() {
+        c.insert(key, p.clone());
+    }
+    Ok(p)
+}
+
+/// The scales, bias, residual, ReLU and output quantization of a fused
+/// node with `n` output channels and `len` output elements.
+fn finish_of(ctx: &Ctx, packed: &k8::PackedI8, zu: i64, len: usize) -> Result<Finish> {
+    let n = packed.n;
+    let sx = ctx.float("input_scale")? as f32;
+    let sw: Vec<f32> = match ctx.opt_tensor("weight_scales")? {
+        Some(s) => {
+            let v = super::elems(&s)?.into_f64();
+            if v.len() != n {
+                return Err(Error::bad_input(format!(
+                    "argument 'weight_scales': {} scales for {n} channels",
+                    v.len()
+                )));
+            }
+            v.into_iter().map(|s| s as f32).collect()
+        }
+        None => vec![ctx.float("weight_scale")? as f32; n],
+    };
+    let bias = match ctx.opt_tensor("bias")? {
+        Some(b) => {
+            let v: Vec<f32> = super::elems(&b)?
+                .into_f64()
+                .into_iter()
+                .map(|x| x as f32)
+                .collect();
+            if v.len() != n {
+                return Err(Error::bad_input(format!(
+                    "argument 'bias': {} values for {n} channels",
+                    v.len()
+                )));
+            }
+            v
+        }
+        None => vec![0.0; n],
+    };
+    let quant = match ctx.dtype("output_dtype") {
+        None => None,
+        Some(_) => Some(Quant {
+            // the reciprocal in float64 (Python's), used in float32
+            inv: (1.0 / ctx.float("output_scale")?) as f32,
+            zp: ctx.int("output_zero_point")? as f32,
+            lo: ctx.int("output_min")? as f32,
+            hi: ctx.int("output_max")? as f32,
+        }),
+    };
+    Ok(Finish {
+        comp: packed
+            .column_sums()
+            .iter()
+            .map(|&s| zu as i32 * s)
+            .collect(),
+        scale: sw
+            .iter()
+            .map(|&w| ((sx as f64) * (w as f64)) as f32)
+            .collect(),
+        bias,
+        other: dequantized(ctx, len)?,
+        relu: ctx.bool("relu")?,
+        quant,
+    })
+}
+
+/// The input's zero point made unsigned with it.
+fn unsigned_zero_point(ctx: &Ctx, shift: i64) -> Result<i64> {
+    let z = ctx.int("input_zero_point")? + shift;
+    if !(0..=255).contains(&z) {
+        return Err(Error::bad_input(format!(
+            "argument 'input_zero_point': {} lies outside the dtype's range",
+            z - shift
+        )));
+    }
+    Ok(z)
+}
+
+fn kernel() -> Result<k8::Kernel> {
+    k8::kernel().ok_or_else(|| Error::unsupported("int8 products need AVX512-VNNI"))
+}
+
+/// `pt2kit.int8_linear`: `[.., k]` rows times a `[n, k]` weight.
+pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let w = ctx.tensor("weight")?;
+    let (&k, lead) = x
+        .dims()
+        .split_last()
+        .ok_or_else(|| Error::bad_input("argument 'input': a scalar"))?;
+    let m: usize = lead.iter().product();
+    let (n, wk) = match w.dims() {
+        [n, wk] => (*n, *wk),
+        d => {
+            return Err(Error::bad_input(format!(
+                "argument 'weight': shape {d:?}, expected [n, k]"
+            )))
+        }
+    };
+    if wk != k || k > k8::MAX_K {
+        return Err(Error::bad_input(format!(
+            "argument 'weight': [{n}, {wk}] against {k} inputs"
+        )));
+    }
+    let shift = shift_of(&x, "input")?;
+    let zu = unsigned_zero_point(ctx, shift)?;
+    let xs = unsigned_bytes(&x, shift)?;
+    let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec())?;
+    let fin = finish_of(ctx, &packed, zu, m * n)?;
+    let a = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&xs[r * k..][..k]));
+    let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
+    let sink = out.sink();
+    let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+        // SAFETY: elements (i0 + i, j0 + j) of the output, this block's only
+        unsafe { fin.block(sink, tile, rows, j0, cols, |i, j| (i0 + i) * n + j0 + j) };
+    };
+    k8::gemm(&a, &packed, rayon::current_num_threads(), kernel()?, &done);
+    let mut dims = lead.to_vec();
+    dims.push(n);
+    one(out.tensor(&dims, ctx)?)
+}
+
+/// `pt2kit.int8_conv2d`: NCHW input, `[co, ci, kh, kw]` weight, one group.
+pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let w = ctx.tensor("weight")?;
+    let (b, ci, h, wd) = match x.dims() {
+        [b, c, h, w] => (*b, *c, *h, *w),
+        d => {
+            return Err(Error::bad_input(format!(
+                "argument 'input': shape {d:?}, expected NCHW"
+            )))
+        }
+    };
+    let (co, kh, kw) = match w.dims() {
+        [co, c, kh, kw] if *c == ci && *kh > 0 && *kw > 0 => (*co, *kh, *kw),
+        d => {
+            return Err(Error::bad_input(format!(
+                "argument 'weight': shape {d:?} against {ci} input channels"
+            )))
+        }
+    };
+    let pair = |name: &str| -> Result<[usize; 2]> {
+        let v = ctx.ints(name)?;
+        let v: Vec<usize> = v.iter().map(|&x| x.max(0) as usize).collect();
+        match v.as_slice() {
+            [a] => Ok([*a, *a]),
+            [a, b] => Ok([*a, *b]),
+            _ => Err(Error::bad_input(format!("argument '{name}': {v:?}"))),
+        }
+    };
+    let (st, pd, dl) = (pair("stride")?, pair("padding")?, pair("dilation")?);
+    if st.contains(&0) || dl.contains(&0) {
+        return Err(Error::bad_input("a stride or dilation of 0"));
+    }
+    let span = |n: usize, k: usize, i: usize| (n + 2 * pd[i]).checked_sub(dl[i] * (k - 1) + 1);
+    let (Some(eh), Some(ew)) = (span(h, kh, 0), span(wd, kw, 1)) else {
+        return Err(Error::bad_input(
+            "the kernel is larger than the padded input",
+        ));
+    };
+    let (ho, wo) = (eh / st[0] + 1, ew / st[1] + 1);
+    let k = ci * kh * kw;
+    if k > k8::MAX_K || k == 0 || b * co * ho * wo == 0 {
+        return Err(Error::unsupported(format!(
+            "an int8 convolution {k} deep to [{b}, {co}, {ho}, {wo}]"
+        )));
+    }
+    let shift = shift_of(&x, "input")?;
+    let zu = unsigned_zero_point(ctx, shift)?;
+    let xs = unsigned_bytes(&x, shift)?;
+    // the weight as [co][kh][kw][ci]
+    let reorder = |src: &[i8]| -> Vec<i8> {
+        let mut out = vec![0i8; src.len()];
+        for o in 0..co {
+            for c in 0..ci {
+                for t in 0..kh * kw {
+                    out[(o * kh * kw + t) * ci + c] = src[(o * ci + c) * kh * kw + t];
+                }
+            }
+        }
+        out
+    };
+    let packed = packed_weight(ctx, &w, co, k, reorder)?;
+    let hw = ho * wo;
+    let fin = finish_of(ctx, &packed, zu, b * co * hw)?;
+    let mut out = OutBuf::new(b * co * hw, ctx.dtype("output_dtype"))?;
+    let sink = out.sink();
+    let kern = kernel()?;
+    let mut nhwc = vec![0u8; h * wd * ci];
+    for img in 0..b {
+        // the image channels-last
+        let plane = &xs[img * ci * h * wd..][..ci * h * wd];
+        crate::kernels::threads::par_chunks(&mut nhwc, wd * ci, |y, row| {
+            for (xx, px) in row.chunks_exact_mut(ci).enumerate() {
+                for (c, v) in px.iter_mut().enumerate() {
+                    *v = plane[(c * h + y) * wd + xx];
+                }
+            }
+        });
+        let src = &nhwc;
+        let fill = |r: usize, row: &mut [u8]| {
+            let (oy, ox) = (r / wo, r % wo);
+            for ty in 0..kh {
+                let iy = (oy * st[0] + ty * dl[0]) as isize - pd[0] as isize;
+                let ix0 = (ox * st[1]) as isize - pd[1] as isize;
+                let iy_in = iy >= 0 && (iy as usize) < h;
+                if iy_in && dl[1] == 1 && ix0 >= 0 && ix0 as usize + kw <= wd {
+                    // the tap row's pixels lie side by side: one copy
+                    let at = (iy as usize * wd + ix0 as usize) * ci;
+                    row[ty * kw * ci..][..kw * ci].copy_from_slice(&src[at..][..kw * ci]);
+                    continue;
+                }
+                for tx in 0..kw {
+                    let ix = (ox * st[1] + tx * dl[1]) as isize - pd[1] as isize;
+                    let dst = &mut row[(ty * kw + tx) * ci..][..ci];
+                    if iy < 0 || ix < 0 || iy as usize >= h || ix as usize >= wd {
+                        dst.fill(zu as u8);
+                    } else {
+                        dst.copy_from_slice(&src[(iy as usize * wd + ix as usize) * ci..][..ci]);
+                    }
+                }
+            }
+        };
+        let a = k8::A8::from_rows(hw, k, &fill);
+        let base = img * co * hw;
+        let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+            // SAFETY: elements (img, j0 + j, i0 + i) of the output, this
+            // block's only
+            let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
+            unsafe { fin.block(sink, tile, rows, j0, cols, at) };
+        };
+        k8::gemm(&a, &packed, rayon::current_num_threads(), kern, &done);
+    }
+    one(out.tensor(&[b, co, ho, wo], ctx)?)
+}

@@ -1,0 +1,278 @@
+//! int8 products (PT2E int8 graphs' convolutions and linear layers):
+//! unsigned 8-bit rows of activations times a signed 8-bit weight, the
+//! products summed exactly in 32-bit integers.
+//!
+//! Plain slices in, plain slices out: nothing here knows candle or the IR.
+//!
+//! Layouts. The left operand, an activation (a linear layer's rows, a
+//! convolution's im2col rows), is made per call into rows of bytes
+//! ([`A8`]: `k` padded with zeros to a multiple of [`KP`], the rows to a
+//! multiple of [`ROWS`]). The right operand, a weight given as `[n][k]`
+//! (a linear layer's `[out, in]`, a convolution's `[c_out, c_in * taps]`),
+//! is packed once ([`PackedI8`]) in panels of [`NR`] columns, each
+//! `[k / 4][NR]` words of four bytes (element `(4q + r, j)` in byte `r` of
+//! word `(q, j)`): the layout AVX512-VNNI's `vpdpbusd` reads (four
+//! unsigned-by-signed byte products added to each 32-bit lane), and the
+//! packing also sums each column ([`PackedI8::column_sums`]) for the
+//! zero-point compensation: `sum (x - z) w = sum x w - z sum w`.
+//!
+//! Kernels, by what the CPU has ([`kernel`], found once):
+//! - [`Kernel::Vnni`]: AVX512-VNNI (`vnni.rs`), blocks of 12 x 32 of C in
+//!   24 registers, `vpdpbusd` over quads along `k`;
+//! - [`Kernel::Scalar`]: the same blocks in plain Rust, on any CPU (what
+//!   the tests hold the block logic to where VNNI is missing; the
+//!   executor does not fuse int8 products without VNNI: [`kernel`]).
+//!
+//! Each kernel is tested against [`reference`] (`lib/tests/int8.rs`),
+//! exactly: integer sums have one answer.
+
+mod vnni;
+
+/// Columns of a packed panel of B (two 16-lane vectors).
+pub const NR: usize = 32;
+/// `k` is padded with zeros to a multiple of this (one `vpdpbusd` quad).
+pub const KP: usize = 4;
+/// A's rows are padded to a multiple of this.
+pub const ROWS: usize = 32;
+/// Rows of C a block spans.
+pub const MR: usize = 12;
+/// Multiply-adds below which a product runs on the calling thread.
+const PARALLEL_MIN_MACS: usize = 1 << 17;
+/// The most terms a sum may have so that 255 * 128 each cannot overflow
+/// an i32 (and `k * 255 * 128 + k * 255 * 128` cannot either).
+pub const MAX_K: usize = (i32::MAX as usize) / (2 * 255 * 128);
+
+/// The int8 product kernel a CPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX512-VNNI's `vpdpbusd`.
+    Vnni,
+    /// Plain Rust (the reference's blocks; any CPU).
+    Scalar,
+}
+
+impl Kernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Vnni => "AVX512-VNNI",
+            Kernel::Scalar => "scalar",
+        }
+    }
+}
+
+/// The kernel the executor's int8 products run on (found once):
+/// AVX512-VNNI where the CPU has it (`PT2KIT_NO_AVX512=1` or
+/// `PT2KIT_NO_AVX2=1` turn it off), else none: without it the executor
+/// leaves a PT2E graph's products in float32.
+pub fn kernel() -> Option<Kernel> {
+    vnni::available().then_some(Kernel::Vnni)
+}
+
+/// Whether `k` runs on this CPU (a test asks for each kernel by name).
+pub fn runs(k: Kernel) -> bool {
+    match k {
+        Kernel::Vnni => vnni::available(),
+        Kernel::Scalar => true,
+    }
+}
+
+/// The padded depth of a `k`-deep product.
+fn padded_k(k: usize) -> usize {
+    k.div_ceil(KP).max(1) * KP
+}
+
+/// The left operand: `m` rows of `kp` bytes (`k` padded to [`KP`] with
+/// zeros), the rows padded to [`ROWS`].
+pub struct A8 {
+    pub m: usize,
+    pub k: usize,
+    kp: usize,
+    data: Vec<u8>,
+}
+
+/// Row `r` of a matrix made as it is needed: `fill(r, out)` writes its
+/// `k` bytes (an im2col row, an activation row shifted to unsigned).
+pub type RowFill<'a> = &'a (dyn Fn(usize, &mut [u8]) + Sync);
+
+impl A8 {
+    /// An `m x k` matrix made row by row (`fill`), the rows split
+    /// between the threads where there are many.
+    pub fn from_rows(m: usize, k: usize, fill: RowFill) -> A8 {
+        let kp = padded_k(k);
+        let rows = m.div_ceil(ROWS).max(1) * ROWS;
+        let mut data = vec![0u8; rows * kp];
+        let (head, _) = data.split_at_mut(m * kp);
+        if m * k < 1 << 15 {
+            head.chunks_mut(kp)
+                .enumerate()
+                .for_each(|(i, r)| fill(i, &mut r[..k]));
+        } else {
+            // about eight row groups a thread
+            let per = (m / 64).max(1);
+            crate::kernels::threads::par_chunks(head, per * kp, |g, part| {
+                for (i, r) in part.chunks_mut(kp).enumerate() {
+                    fill(g * per + i, &mut r[..k]);
+                }
+            });
+        }
+        A8 { m, k, kp, data }
+    }
+
+    /// The row stride in bytes.
+    pub fn stride(&self) -> usize {
+        self.kp
+    }
+}
+
+/// The right operand packed (see the module), with its column sums.
+#[derive(Debug)]
+pub struct PackedI8 {
+    pub k: usize,
+    pub n: usize,
+    kp: usize,
+    data: Vec<i32>,
+    sums: Vec<i32>,
+}
+
+impl PackedI8 {
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4 + self.sums.len() * 4
+    }
+
+    /// Each column's sum over `k` (the zero-point compensation's factor).
+    pub fn column_sums(&self) -> &[i32] {
+        &self.sums
+    }
+
+    /// Panel `jp`'s first quad row.
+    fn panel(&self, jp: usize) -> *const i32 {
+        self.data[jp * (self.kp / 4) * NR..].as_ptr()
+    }
+}
+
+/// Packs a weight given as `n` rows of `k` (`w[j * k + p]` is element
+/// `(p, j)` of B). Panics if `w` is shorter than `n * k`.
+pub fn pack_b(w: &[i8], n: usize, k: usize) -> PackedI8 {
+    assert!(w.len() >= n * k, "int8::pack_b: weight shorter than n x k");
+    let kp = padded_k(k);
+    let panels = n.div_ceil(NR).max(1);
+    let mut data = vec![0i32; panels * kp / 4 * NR];
+    for (jp, panel) in data.chunks_mut(kp / 4 * NR).enumerate() {
+        let cols = n.saturating_sub(jp * NR).min(NR);
+        for j in 0..cols {
+            let col = &w[(jp * NR + j) * k..][..k];
+            for (q, quad) in col.chunks(4).enumerate() {
+                let mut b = [0u8; 4];
+                for (d, s) in b.iter_mut().zip(quad) {
+                    *d = *s as u8;
+                }
+                panel[q * NR + j] = i32::from_le_bytes(b);
+            }
+        }
+    }
+    let sums = (0..n)
+        .map(|j| w[j * k..][..k].iter().map(|&v| v as i32).sum::<i32>())
+        .collect();
+    PackedI8 {
+        k,
+        n,
+        kp,
+        data,
+        sums,
+    }
+}
+
+/// What [`gemm`] calls on each finished block of C: its first row and
+/// column, its rows and columns, and the block (row stride [`NR`]). It
+/// runs on the thread that made the block, other threads finishing other
+/// blocks meanwhile.
+pub type Block<'a> = &'a (dyn Fn(usize, usize, usize, usize, &[i32]) + Sync);
+
+/// `C (m x n) = A B` in exact 32-bit sums, each [`MR`] x [`NR`] block
+/// handed to `done` as it is finished, on up to `threads` threads by
+/// `kernel`. Panics when the inner dims differ, `k` passes [`MAX_K`], or
+/// the CPU lacks the kernel ([`runs`]).
+pub fn gemm(a: &A8, b: &PackedI8, threads: usize, kernel: Kernel, done: Block) {
+    assert_eq!(a.k, b.k, "int8::gemm: inner dims differ");
+    assert!(a.k <= MAX_K, "int8::gemm: k = {} may overflow", a.k);
+    assert!(runs(kernel), "int8::gemm: this CPU lacks {}", kernel.name());
+    let (m, n) = (a.m, b.n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+    let threads = if m * n * a.k < PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
+    // blocks of rows x columns of C, about four a thread, split so that
+    // B (the weight) is read as few times as it can be
+    let tasks = (threads * 4).min(mp * np).max(1);
+    let rb = tasks.div_ceil(np).min(mp).max(1);
+    let cb = tasks.div_ceil(rb).min(np).max(1);
+    let run = |t: usize| {
+        let (r, q) = (t / cb, t % cb);
+        let rows = r * mp / rb..(r + 1) * mp / rb;
+        let cols = q * np / cb..(q + 1) * np / cb;
+        match kernel {
+            // SAFETY: the CPU has VNNI (checked above)
+            Kernel::Vnni => unsafe { vnni::block(a, b, rows, cols, done) },
+            Kernel::Scalar => scalar_block(a, b, rows, cols, done),
+        }
+    };
+    if threads == 1 || rb * cb == 1 {
+        (0..rb * cb).for_each(run);
+    } else {
+        crate::kernels::threads::par_for(rb * cb, run);
+    }
+}
+
+/// Row panels `rows` (of [`MR`]) x column panels `cols` of C in plain
+/// Rust, reading the packed layouts as the vector kernel does.
+fn scalar_block(
+    a: &A8,
+    b: &PackedI8,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    done: Block,
+) {
+    let mut tile = [0i32; MR * NR];
+    let quads = a.kp / 4;
+    for jp in cols {
+        let panel = &b.data[jp * quads * NR..][..quads * NR];
+        let ncols = (b.n - jp * NR).min(NR);
+        for ip in rows.clone() {
+            let i0 = ip * MR;
+            let nrows = (a.m - i0).min(MR);
+            tile.fill(0);
+            for i in 0..nrows {
+                let row = &a.data[(i0 + i) * a.kp..][..a.kp];
+                for (q, x) in row.chunks_exact(4).enumerate() {
+                    for j in 0..NR {
+                        let w = panel[q * NR + j].to_le_bytes();
+                        let s: i32 = (0..4).map(|r| x[r] as i32 * w[r] as i8 as i32).sum();
+                        tile[i * NR + j] += s;
+                    }
+                }
+            }
+            done(i0, nrows, jp * NR, ncols, &tile);
+        }
+    }
+}
+
+/// The reference: `C[i][j] = sum_p a[i * k + p] * w[j * k + p]` (`a` `m x
+/// k` unsigned, `w` the weight as `n` rows of `k`), in i64 and checked to
+/// fit an i32. What the kernels are tested against.
+pub fn reference(a: &[u8], w: &[i8], m: usize, k: usize, n: usize) -> Vec<i32> {
+    let mut c = vec![0i32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: i64 = (0..k)
+                .map(|p| a[i * k + p] as i64 * w[j * k + p] as i64)
+                .sum();
+            c[i * n + j] = i32::try_from(s).expect("int8 reference: the sum overflows an i32");
+        }
+    }
+    c
+}

@@ -1,0 +1,188 @@
+//! PT2E int8 on the int8 kernels (`kernels::int8`, `exec::int8`): each
+//! product kernel this CPU runs against the reference on randomized
+//! shapes, exactly (integer sums have one answer), and the golden/quant
+//! fixtures' quantized convolutions and linear layers fused at load where
+//! the CPU has VNNI, with their outputs as the graph run as written gives
+//! them (within one quantization step of a dequantized output; torch's
+//! own outputs are `exec.rs`'s `quant_fixtures_match_torch`).
+
+#![cfg(feature = "exec")]
+
+mod common;
+
+use common::*;
+use pt2kit::exec::{self, DeviceKind, ExecOptions, Executor};
+use pt2kit::kernels::int8 as k8;
+
+fn cases(default: usize) -> usize {
+    std::env::var("PT2KIT_KERNEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Every kernel this CPU runs against [`k8::reference`] on shapes at
+/// every block edge and random ones, bytes over their whole range
+/// (weights of -128 included): every element of C once, exactly.
+#[test]
+fn int8_products_match_the_reference_exactly() {
+    let kernels: Vec<k8::Kernel> = [k8::Kernel::Vnni, k8::Kernel::Scalar]
+        .into_iter()
+        .filter(|k| k8::runs(*k))
+        .collect();
+    if !k8::runs(k8::Kernel::Vnni) {
+        assert!(k8::kernel().is_none());
+        eprintln!("int8: this CPU (or the ISA knobs) leaves no VNNI kernel; the scalar one only");
+    }
+    let mut shapes: Vec<(usize, usize, usize)> = vec![
+        (1, 1, 1),
+        (1, 768, 768),
+        (12, 64, 32),
+        (13, 65, 31),
+        (31, 63, 33),
+        (32, 128, 64),
+        (25, 147, 64),
+        (200, 3, 70),
+        (7, 3072, 40),
+        (3136, 576, 64),
+    ];
+    let mut d = draws(0x1_7e58);
+    for _ in 0..cases(40) {
+        shapes.push((1 + d(150), 1 + d(700), 1 + d(150)));
+    }
+    let mut failures = Vec::new();
+    for &(m, k, n) in &shapes {
+        let a: Vec<u8> = (0..m * k).map(|_| d(256) as u8).collect();
+        let w: Vec<i8> = (0..n * k).map(|_| (d(256) as i64 - 128) as i8).collect();
+        let want = k8::reference(&a, &w, m, k, n);
+        let packed = k8::pack_b(&w, n, k);
+        let sums: Vec<i32> = (0..n)
+            .map(|j| w[j * k..][..k].iter().map(|&v| v as i32).sum())
+            .collect();
+        if packed.column_sums() != sums.as_slice() {
+            failures.push(format!("[{n}, {k}]: column sums differ"));
+        }
+        let am = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&a[r * k..][..k]));
+        for &kernel in &kernels {
+            let c: Vec<std::sync::atomic::AtomicI64> = (0..m * n)
+                .map(|_| std::sync::atomic::AtomicI64::new(i64::MIN))
+                .collect();
+            let writes = std::sync::atomic::AtomicUsize::new(0);
+            let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+                for i in 0..rows {
+                    for j in 0..cols {
+                        let old = c[(i0 + i) * n + j0 + j].swap(
+                            tile[i * k8::NR + j] as i64,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                        if old == i64::MIN {
+                            writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            };
+            k8::gemm(&am, &packed, 2, kernel, &done);
+            let what = format!("{} [{m}, {k}] x [{k}, {n}]", kernel.name());
+            if writes.into_inner() != m * n {
+                failures.push(format!("{what}: the blocks do not cover C once"));
+            }
+            if let Some(x) = (0..m * n)
+                .find(|&x| c[x].load(std::sync::atomic::Ordering::Relaxed) != want[x] as i64)
+            {
+                failures.push(format!(
+                    "{what}: C[{}, {}] is {}, the reference {}",
+                    x / n,
+                    x % n,
+                    c[x].load(std::sync::atomic::Ordering::Relaxed),
+                    want[x]
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn quant_fixtures() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(repo().join("golden/quant"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pt2"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The fused nodes of an executor's program, as `name op`.
+fn fused(e: &Executor) -> Vec<String> {
+    e.program
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.target.namespace == "pt2kit" && n.target.name.starts_with("int8_"))
+        .map(|n| format!("{} {}", n.name, n.target.name))
+        .collect()
+}
+
+/// Where the CPU has VNNI, the fixtures' static quantized convolutions
+/// and linear layers run fused (both dialects: `conv2d`/`linear` as
+/// exported, `convolution` as torch decomposes it; dynamic quantization,
+/// whose scales are tensors, and weights quantized in the graph stay as
+/// written), and their outputs agree with the graph run as written within
+/// one quantization step of a dequantized output (a rounding tie); `-v`'s
+/// note names the fused nodes.
+#[test]
+fn quant_fixtures_fuse_their_products_and_agree_with_the_graph_as_written() {
+    if k8::kernel().is_none() {
+        eprintln!("int8: no VNNI kernel here; nothing is fused");
+        return;
+    }
+    let cpu = || exec::device(DeviceKind::Cpu).unwrap();
+    let mut failures = Vec::new();
+    let mut report = String::new();
+    for pt2 in quant_fixtures() {
+        let name = stem(&pt2);
+        let program = read(&pt2);
+        let e = Executor::new(&program, cpu()).unwrap();
+        let written = Executor::with_options(
+            &program,
+            cpu(),
+            ExecOptions {
+                as_given: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let nodes = fused(&e);
+        assert!(fused(&written).is_empty(), "{name}: fused as given");
+        let noted = e.fallback.notes.iter().any(|n| n.starts_with("int8: "));
+        if noted == nodes.is_empty() {
+            failures.push(format!("{name}: the -v note and the fused nodes disagree"));
+        }
+        report.push_str(&format!("{name}: {}\n", nodes.join(", ")));
+        for (set, inputs, _) in input_sets(&pt2) {
+            let inputs = pt2kit::tensorfile::read_npz(&inputs).unwrap();
+            let ours = e.run(&inputs).unwrap();
+            let theirs: Vec<_> = written
+                .run(&inputs)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, t))| (format!("out_{i}"), t))
+                .collect();
+            failures.extend(compare_with_steps(
+                &format!("{name}{set}"),
+                &ours,
+                &theirs,
+                &quant_steps(&pt2),
+            ));
+        }
+    }
+    eprintln!("{report}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // what the matcher must find: the X86Inductor CNN's three products
+    // (conv + relu + quantize, conv + add + relu, linear) in both dialects
+    for stem_name in ["q_cnn_x86:", "q_cnn_x86.decomp:"] {
+        let line = report.lines().find(|l| l.starts_with(stem_name)).unwrap();
+        assert_eq!(line.matches("int8_").count(), 3, "{line}");
+    }
+}
