@@ -1308,7 +1308,16 @@ fn bf16_convolutions_match_the_reference() {
         return;
     }
     // (batch, c, c_out, [h, w], [kh, kw], [sh, sw], [ph, pw], [dh, dw])
-    type Case = (usize, usize, usize, [usize; 2], [usize; 2], [usize; 2], [usize; 2], [usize; 2]);
+    type Case = (
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+    );
     let mut shapes: Vec<Case> = vec![
         (1, 1, 1, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1]),
         (1, 64, 64, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1]),
@@ -1385,7 +1394,10 @@ fn bf16_convolutions_match_the_reference() {
                 // bias; 2: added to what the output holds
                 let base = values(b * co * n, case as u64 + 4242);
                 let mut out: Vec<std::mem::MaybeUninit<f32>> = match variant {
-                    2 => base.iter().map(|v| std::mem::MaybeUninit::new(*v)).collect(),
+                    2 => base
+                        .iter()
+                        .map(|v| std::mem::MaybeUninit::new(*v))
+                        .collect(),
                     _ => vec![std::mem::MaybeUninit::new(f32::NAN); b * co * n + 5],
                 };
                 let covered = std::sync::atomic::AtomicUsize::new(0);
@@ -1393,14 +1405,25 @@ fn bf16_convolutions_match_the_reference() {
                     covered.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
                 };
                 let bv = (variant == 1).then_some(&bias[..]);
-                lowp::conv(&weight, &act, &mut out, variant == 2, bv, 2, kernel, Some(&done));
+                lowp::conv(
+                    &weight,
+                    &act,
+                    &mut out,
+                    variant == 2,
+                    bv,
+                    2,
+                    kernel,
+                    Some(&done),
+                );
                 let got: Vec<f32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
                 let what = format!(
                     "{} b {b} c {c} -> {co} over {hw:?} kernel {k:?} stride {stride:?} pad {pad:?} dilation {dil:?} variant {variant}",
                     kernel.name()
                 );
                 if covered.into_inner() != b * co * n {
-                    failures.push(format!("{what}: the blocks reported do not cover the output once"));
+                    failures.push(format!(
+                        "{what}: the blocks reported do not cover the output once"
+                    ));
                 }
                 for e in 0..b * co * n {
                     let o = e / n % co;
@@ -1411,9 +1434,13 @@ fn bf16_convolutions_match_the_reference() {
                     };
                     let wv = want[e] as f64 + add;
                     let gv = got[e] as f64;
-                    let bound = (c * taps + 2) as f64 * 2f64.powi(-24) * (mags[e] * 1.01 + wv.abs()) + 1e-30;
+                    let bound =
+                        (c * taps + 2) as f64 * 2f64.powi(-24) * (mags[e] * 1.01 + wv.abs())
+                            + 1e-30;
                     if (gv - wv).abs() > bound || gv.is_nan() {
-                        failures.push(format!("{what}: output {e} is {gv}, the reference {wv} (bound {bound:e})"));
+                        failures.push(format!(
+                            "{what}: output {e} is {gv}, the reference {wv} (bound {bound:e})"
+                        ));
                         break;
                     }
                 }
@@ -1423,5 +1450,9 @@ fn bf16_convolutions_match_the_reference() {
             }
         }
     }
-    finish("bf16 convolutions", failures, shapes.len() * kernels.len() * 3);
+    finish(
+        "bf16 convolutions",
+        failures,
+        shapes.len() * kernels.len() * 3,
+    );
 }

@@ -230,7 +230,10 @@ impl Executor<'_> {
             let data = if v.rs == c * taps && v.cs == 1 {
                 &v.data[v.off..]
             } else {
-                rows.extend((0..v.rows * v.cols).map(|i| v.data[v.off + i / v.cols * v.rs + i % v.cols * v.cs]));
+                rows.extend(
+                    (0..v.rows * v.cols)
+                        .map(|i| v.data[v.off + i / v.cols * v.rs + i % v.cols * v.cs]),
+                );
                 &rows[..]
             };
             lowp::conv_weight(data, v.rows, c, taps)
@@ -331,7 +334,9 @@ impl Executor<'_> {
                 Some(Argument::Tensor(v)) => by_value.get(v).copied(),
                 _ => None,
             })
-            .filter(|t| t.dtype == Dtype::Float32 && t.dims().len() == 4 && t.dims()[1] > STEM_CHANNELS_MAX)
+            .filter(|t| {
+                t.dtype == Dtype::Float32 && t.dims().len() == 4 && t.dims()[1] > STEM_CHANNELS_MAX
+            })
             .collect();
         crate::kernels::threads::in_pool(|| {
             for t in weights {

@@ -48,7 +48,10 @@ impl ConvWeight16 {
 /// Rounds and lays out a weight `w` (`[co][c][taps]`, row-major) as
 /// [`ConvWeight16`]. Panics if `w` is shorter.
 pub fn conv_weight(w: &[f32], co: usize, c: usize, taps: usize) -> ConvWeight16 {
-    assert!(w.len() >= co * c * taps, "lowp::conv_weight: weight too short");
+    assert!(
+        w.len() >= co * c * taps,
+        "lowp::conv_weight: weight too short"
+    );
     let cp = padded_channels(c);
     let k = taps * cp;
     let rows = co.div_ceil(AMX_ROWS).max(1) * AMX_ROWS;
@@ -64,7 +67,10 @@ pub fn conv_weight(w: &[f32], co: usize, c: usize, taps: usize) -> ConvWeight16 
     if co * k >= 1 << 16 {
         crate::kernels::threads::par_chunks(&mut data[..co * k], k, fill);
     } else {
-        data.chunks_mut(k).take(co).enumerate().for_each(|(o, r)| fill(o, r));
+        data.chunks_mut(k)
+            .take(co)
+            .enumerate()
+            .for_each(|(o, r)| fill(o, r));
     }
     ConvWeight16 {
         co,
@@ -315,11 +321,18 @@ pub fn conv(
         w.c == x.c && w.taps == x.offs.len() && w.a.kp == x.offs.len() * x.cp,
         "lowp::conv: weight and input disagree"
     );
-    assert!(super::runs(kernel), "lowp::conv: this CPU lacks {}", kernel.name());
+    assert!(
+        super::runs(kernel),
+        "lowp::conv: this CPU lacks {}",
+        kernel.name()
+    );
     let (co, n) = (w.co, x.oh * x.ow);
     assert!(out.len() >= x.b * co * n, "lowp::conv: output too short");
     if let Some(b) = bias {
-        assert!(b.len() >= co, "lowp::conv: a bias shorter than the channels");
+        assert!(
+            b.len() >= co,
+            "lowp::conv: a bias shorter than the channels"
+        );
     }
     if x.b == 0 || co == 0 || n == 0 {
         return;
@@ -342,7 +355,11 @@ pub fn conv(
     let grid_blocks = x.grid().div_ceil(NR);
     let (mp, np) = (co.div_ceil(mr), x.b * grid_blocks);
     let macs = x.b * co * x.grid() * w.a.kp;
-    let threads = if macs < super::PARALLEL_MIN_MACS { 1 } else { threads.max(1) };
+    let threads = if macs < super::PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
     // blocks of output channels x grid columns, about four a thread, the
     // columns (the input) split first: each task reads its columns from
     // the cache while the weight's rows stream through
@@ -357,7 +374,11 @@ pub fn conv(
         let cols = q * np / cb..(q + 1) * np / cb;
         // SAFETY: the kernel runs here (asserted), and the task's blocks
         // are its own
-        unsafe { task(w, x, &steps, cptr, accumulate, bias, kernel, mr, rows, cols, done) }
+        unsafe {
+            task(
+                w, x, &steps, cptr, accumulate, bias, kernel, mr, rows, cols, done,
+            )
+        }
     };
     if threads == 1 || rb * cb == 1 {
         (0..rb * cb).for_each(run);
@@ -415,10 +436,22 @@ unsafe fn task(
                     Kernel::Avx512 => super::avx512::conv_tile(&ops, nrows, tile.0.as_mut_ptr()),
                 }
                 let end = (v0 + NR).min(x.grid());
-                store(&tile.0, x, out, (image * co + o0, nrows), v0..end, bias, o0, accumulate);
+                store(
+                    &tile.0,
+                    x,
+                    out,
+                    (image * co + o0, nrows),
+                    v0..end,
+                    bias,
+                    o0,
+                    accumulate,
+                );
             }
             if let Some(done) = done {
-                let (v0, v1) = ((j % blocks) * NR, ((last - image * blocks) * NR).min(x.grid()));
+                let (v0, v1) = (
+                    (j % blocks) * NR,
+                    ((last - image * blocks) * NR).min(x.grid()),
+                );
                 let rows = image * co + o0..image * co + o0 + nrows;
                 done(rows, x.real(v0)..x.real(v1), out.first());
             }
@@ -496,7 +529,14 @@ unsafe fn store(
 /// (`[co][c][kh][kw]`) over `g` with both rounded to bfloat16 and the
 /// products summed in float64, then rounded to float32; `[b][co][oh][ow]`.
 /// What the kernels are tested against.
-pub fn conv_reference(x: &[f32], w: &[f32], b: usize, c: usize, co: usize, g: &Windows) -> Vec<f32> {
+pub fn conv_reference(
+    x: &[f32],
+    w: &[f32],
+    b: usize,
+    c: usize,
+    co: usize,
+    g: &Windows,
+) -> Vec<f32> {
     use super::round_bf16;
     let ([_, h, wd], [_, kh, kw], [_, sh, sw]) = (g.input, g.kernel, g.stride);
     let ([_, ph, pw], [_, dh, dw], [_, oh, ow]) = (g.pad, g.dilation, g.output);

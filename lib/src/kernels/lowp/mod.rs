@@ -27,7 +27,9 @@ mod amx;
 mod avx512;
 mod conv;
 
-pub use conv::{act16, conv, conv_reference, conv_weight, padded_channels, Act16, ConvWeight16, Strides};
+pub use conv::{
+    act16, conv, conv_reference, conv_weight, padded_channels, Act16, ConvWeight16, Strides,
+};
 
 /// Columns of a packed panel of B (two 16-lane vectors, or two AMX tiles).
 pub const NR: usize = 32;
