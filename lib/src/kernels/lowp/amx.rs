@@ -174,7 +174,9 @@ pub(super) unsafe fn conv_tile(ops: &super::conv::Operands, tile: *mut f32) {
         "tilezero tmm3",
         options(nostack, nomem)
     );
-    let a1 = ops.a.add(16 * ops.lda);
+    // (32 rows from a row block's first: two tiles of 1 KiB, rows 64
+    // bytes apart)
+    let a1 = ops.a.add(ops.block);
     for s in ops.steps {
         let pb = ops.b.add(s.b);
         asm!(
@@ -190,7 +192,7 @@ pub(super) unsafe fn conv_tile(ops: &super::conv::Operands, tile: *mut f32) {
             a1 = in(reg) a1.add(s.a),
             b0 = in(reg) pb,
             b1 = in(reg) pb.add(64),
-            lda = in(reg) ops.lda,
+            lda = in(reg) 64usize,
             ldb = in(reg) ops.ldb,
             options(nostack, readonly)
         );

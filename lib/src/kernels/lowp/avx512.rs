@@ -113,14 +113,14 @@ pub(super) unsafe fn conv_tile(_: &super::conv::Operands, _: usize, _: *mut f32)
 unsafe fn conv_kernel<const R: usize>(ops: &super::conv::Operands, tile: *mut f32) {
     let mut acc = [[_mm512_setzero_ps(); 2]; R];
     for s in ops.steps {
-        let a = ops.a.add(s.a);
+        let rows: [*const u8; R] = std::array::from_fn(|i| ops.a_row(i, s));
         let b = ops.b.add(s.b);
         for q in 0..16 {
             let bq = b.add(q * ops.ldb);
             let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.cast()));
             let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.add(64).cast()));
             for (i, acc) in acc.iter_mut().enumerate() {
-                let pair = a.add(i * ops.lda + 4 * q).cast::<i32>().read_unaligned();
+                let pair = rows[i].add(4 * q).cast::<i32>().read_unaligned();
                 let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
                 acc[0] = _mm512_dpbf16_ps(acc[0], av, b0);
                 acc[1] = _mm512_dpbf16_ps(acc[1], av, b1);
