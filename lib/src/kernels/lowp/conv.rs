@@ -234,7 +234,7 @@ pub fn act16(x: &[f32], b: usize, c: usize, g: &Windows, s: Strides) -> Act16 {
                 // source column 0 is padded column pw: phase pw % 2
                 let (first, second) = (pw % 2, 1 - pw % 2);
                 let at0 = row + first * plane + pw / 2;
-                let at1 = row + second * plane + (pw + 1) / 2;
+                let at1 = row + second * plane + pw.div_ceil(2);
                 let (n0, n1) = (w.div_ceil(2), w / 2);
                 let (d0, d1) = if at0 < at1 {
                     let (a, b) = dst.split_at_mut(at1);
