@@ -165,7 +165,7 @@ pub(super) unsafe fn release() {
 /// The tiles are configured ([`configure`]); every step's rows lie
 /// inside the operands; `tile` holds 32 x [`NR`] floats.
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn conv_tile(ops: &super::conv::Operands, tile: *mut f32) {
+pub(super) unsafe fn conv_tile(ops: &super::Operands, tile: *mut f32) {
     use std::arch::asm;
     asm!(
         "tilezero tmm0",
@@ -222,7 +222,7 @@ pub(super) unsafe fn configure() {
 pub(super) unsafe fn release() {}
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn conv_tile(_: &super::conv::Operands, _: *mut f32) {
+pub(super) unsafe fn conv_tile(_: &super::Operands, _: *mut f32) {
     unreachable!("lowp: no AMX off x86_64")
 }
 

@@ -87,7 +87,7 @@ pub(super) unsafe fn block(
 /// the operands; `tile` holds `rows` x [`NR`] floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-pub(super) unsafe fn conv_tile(ops: &super::conv::Operands, rows: usize, tile: *mut f32) {
+pub(super) unsafe fn conv_tile(ops: &super::Operands, rows: usize, tile: *mut f32) {
     macro_rules! by_rows {
         ($($r:literal)*) => {
             match rows {
@@ -100,7 +100,7 @@ pub(super) unsafe fn conv_tile(ops: &super::conv::Operands, rows: usize, tile: *
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn conv_tile(_: &super::conv::Operands, _: usize, _: *mut f32) {
+pub(super) unsafe fn conv_tile(_: &super::Operands, _: usize, _: *mut f32) {
     unreachable!("lowp: no AVX512-BF16 off x86_64")
 }
 
@@ -110,7 +110,7 @@ pub(super) unsafe fn conv_tile(_: &super::conv::Operands, _: usize, _: *mut f32)
 /// As [`conv_tile`].
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn conv_kernel<const R: usize>(ops: &super::conv::Operands, tile: *mut f32) {
+unsafe fn conv_kernel<const R: usize>(ops: &super::Operands, tile: *mut f32) {
     let mut acc = [[_mm512_setzero_ps(); 2]; R];
     for s in ops.steps {
         let rows: [*const u8; R] = std::array::from_fn(|i| ops.a_row(i, s));

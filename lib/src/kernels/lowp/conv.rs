@@ -21,7 +21,7 @@
 //! the residual it is written over), the caller's [`Done`] called on each
 //! task's blocks once they are final. Tested against [`conv_reference`].
 
-use super::{to_bf16, Bias, CPtr, Done, Kernel, AMX_ROWS, KP, NR};
+use super::{to_bf16, Bias, CPtr, Done, Kernel, Operands, Step, AMX_ROWS, KP, NR};
 use crate::kernels::window::Windows;
 
 /// Input channels padded to a multiple of [`KP`] (one AMX step).
@@ -422,42 +422,6 @@ fn pair_halves(
         return unsafe { wide(lo, hi, from, even, odd) };
     }
     each(lo, hi, from, even, odd)
-}
-
-/// One step of the product: 32 channels (16 pairs) of one tap: byte
-/// offsets into a row block of the weight (its tile) and into the
-/// image's words.
-#[derive(Clone, Copy)]
-pub(super) struct Step {
-    pub(super) a: usize,
-    pub(super) b: usize,
-}
-
-/// The operands of one block of the product, as the kernels read them.
-pub(super) struct Operands<'a> {
-    /// The weight's first row block of the block (its first row's
-    /// block of 16), the row the block starts at within it (0, or 4 or 8
-    /// ... for the AVX512-BF16 kernel's 12 rows) and bytes between row
-    /// blocks.
-    pub(super) a: *const u8,
-    pub(super) row: usize,
-    pub(super) block: usize,
-    /// The image's word of the block's first output, and bytes between
-    /// pairs of channels.
-    pub(super) b: *const u8,
-    pub(super) ldb: usize,
-    pub(super) steps: &'a [Step],
-}
-
-impl Operands<'_> {
-    /// Row `i` of the block in the weight's step `s` (32 bfloat16).
-    #[inline(always)]
-    pub(super) fn a_row(&self, i: usize, s: &Step) -> *const u8 {
-        let r = self.row + i;
-        // SAFETY (of the callers): the rows lie in the weight's blocks
-        self.a
-            .wrapping_add(r / 16 * self.block + r % 16 * KP * 2 + s.a)
-    }
 }
 
 /// `C = W X (+ bias)` into `out` (`[b][c_out][oh][ow]`: every element
