@@ -1286,3 +1286,173 @@ fn bf16_products_match_the_reference() {
     }
     finish("bf16 products", failures, shapes.len() * kernels.len() * 4);
 }
+
+/// `--precision bf16`'s 2-D convolutions (`kernels::lowp::conv`), each
+/// kernel this CPU runs, against the reference (input and weight rounded
+/// to bfloat16, the products summed in float64), within a float32 sum's
+/// rounding of the magnitudes: random strides, paddings and dilations
+/// (the stride's phases, taps in the padding), channels that are no
+/// multiple of 16 or 32, batches of more than one image, inputs in planes
+/// and channels-last, a bias, the output added to what it holds (a
+/// residual written over), and the blocks reported once each.
+#[test]
+fn bf16_convolutions_match_the_reference() {
+    use pt2kit::kernels::lowp;
+    use pt2kit::kernels::window::Windows;
+    let kernels: Vec<lowp::Kernel> = [lowp::Kernel::Amx, lowp::Kernel::Avx512]
+        .into_iter()
+        .filter(|k| lowp::runs(*k))
+        .collect();
+    if kernels.is_empty() {
+        eprintln!("bf16: this CPU (or the ISA knobs) leaves no bfloat16 kernel");
+        return;
+    }
+    // (batch, c, c_out, [h, w], [kh, kw], [sh, sw], [ph, pw], [dh, dw])
+    type Case = (
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+    );
+    let mut shapes: Vec<Case> = vec![
+        (1, 1, 1, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1]),
+        (1, 64, 64, [14, 14], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (2, 33, 47, [9, 11], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (1, 256, 64, [7, 7], [1, 1], [1, 1], [0, 0], [1, 1]),
+        (1, 64, 128, [15, 15], [1, 1], [2, 2], [0, 0], [1, 1]),
+        (3, 5, 40, [12, 10], [5, 3], [1, 2], [2, 0], [2, 1]),
+        (1, 3, 16, [20, 20], [7, 7], [2, 2], [3, 3], [1, 1]),
+        (1, 40, 70, [6, 30], [3, 1], [3, 1], [0, 2], [1, 3]),
+    ];
+    let mut d = draws(0xc0_bf16);
+    for _ in 0..cases(40) {
+        let k = [1 + d(5), 1 + d(5)];
+        let dil = [1 + d(2), 1 + d(2)];
+        let stride = [1 + d(3), 1 + d(3)];
+        let pad = [d(3), d(3)];
+        // the input at least as large as the dilated kernel
+        let hw = [
+            (k[0] - 1) * dil[0] + 1 + d(12),
+            (k[1] - 1) * dil[1] + 1 + d(12),
+        ];
+        shapes.push((1 + d(3), 1 + d(70), 1 + d(80), hw, k, stride, pad, dil));
+    }
+    let mut failures = Vec::new();
+    for (case, &(b, c, co, hw, k, stride, pad, dil)) in shapes.iter().enumerate() {
+        let g = Windows::new(&hw, &k, &stride, &pad, &dil).unwrap();
+        let [_, oh, ow] = g.output;
+        let (h, w) = (hw[0], hw[1]);
+        let x = values(b * c * h * w, case as u64 * 3 + 1);
+        let wt = values(co * c * k[0] * k[1], case as u64 * 3 + 2);
+        let bias = values(co, case as u64 * 3 + 3);
+        let want = lowp::conv_reference(&x, &wt, b, c, co, &g);
+        let n = oh * ow;
+        // each output's sum of magnitudes, for the bound
+        let taps = k[0] * k[1];
+        let mags: Vec<f64> = {
+            let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+            let wa: Vec<f32> = wt.iter().map(|v| v.abs()).collect();
+            lowp::conv_reference(&xa, &wa, b, c, co, &g)
+                .iter()
+                .map(|v| *v as f64)
+                .collect()
+        };
+        let weight = lowp::conv_weight(&wt, co, c, taps);
+        // the same input channels-last
+        let mut xl = vec![0f32; x.len()];
+        for i in 0..b {
+            for ci in 0..c {
+                for p in 0..h * w {
+                    xl[(i * h * w + p) * c + ci] = x[(i * c + ci) * h * w + p];
+                }
+            }
+        }
+        for &kernel in &kernels {
+            for variant in 0..3 {
+                let act = if variant == 1 {
+                    let s = lowp::Strides {
+                        image: c * h * w,
+                        channel: 1,
+                        row: w * c,
+                        col: c,
+                    };
+                    lowp::act16(&xl, b, c, &g, s)
+                } else {
+                    let s = lowp::Strides {
+                        image: c * h * w,
+                        channel: h * w,
+                        row: w,
+                        col: 1,
+                    };
+                    lowp::act16(&x, b, c, &g, s)
+                };
+                // variant 0: fresh, no bias; 1: channels-last input, a
+                // bias; 2: added to what the output holds
+                let base = values(b * co * n, case as u64 + 4242);
+                let mut out: Vec<std::mem::MaybeUninit<f32>> = match variant {
+                    2 => base
+                        .iter()
+                        .map(|v| std::mem::MaybeUninit::new(*v))
+                        .collect(),
+                    _ => vec![std::mem::MaybeUninit::new(f32::NAN); b * co * n + 5],
+                };
+                let covered = std::sync::atomic::AtomicUsize::new(0);
+                let done = |r: std::ops::Range<usize>, c: std::ops::Range<usize>, _: *mut f32| {
+                    covered.fetch_add(r.len() * c.len(), std::sync::atomic::Ordering::Relaxed);
+                };
+                let bv = (variant == 1).then_some(&bias[..]);
+                lowp::conv(
+                    &weight,
+                    &act,
+                    &mut out,
+                    variant == 2,
+                    bv,
+                    2,
+                    kernel,
+                    Some(&done),
+                );
+                let got: Vec<f32> = out.iter().map(|v| unsafe { v.assume_init() }).collect();
+                let what = format!(
+                    "{} b {b} c {c} -> {co} over {hw:?} kernel {k:?} stride {stride:?} pad {pad:?} dilation {dil:?} variant {variant}",
+                    kernel.name()
+                );
+                if covered.into_inner() != b * co * n {
+                    failures.push(format!(
+                        "{what}: the blocks reported do not cover the output once"
+                    ));
+                }
+                for e in 0..b * co * n {
+                    let o = e / n % co;
+                    let add = match variant {
+                        1 => bias[o] as f64,
+                        2 => base[e] as f64,
+                        _ => 0.0,
+                    };
+                    let wv = want[e] as f64 + add;
+                    let gv = got[e] as f64;
+                    let bound =
+                        (c * taps + 2) as f64 * 2f64.powi(-24) * (mags[e] * 1.01 + wv.abs())
+                            + 1e-30;
+                    if (gv - wv).abs() > bound || gv.is_nan() {
+                        failures.push(format!(
+                            "{what}: output {e} is {gv}, the reference {wv} (bound {bound:e})"
+                        ));
+                        break;
+                    }
+                }
+                if variant != 2 && got[b * co * n..].iter().any(|v| !v.is_nan()) {
+                    failures.push(format!("{what}: wrote past the output"));
+                }
+            }
+        }
+    }
+    finish(
+        "bf16 convolutions",
+        failures,
+        shapes.len() * kernels.len() * 3,
+    );
+}

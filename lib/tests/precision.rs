@@ -191,3 +191,82 @@ fn bf16_products_speed() {
         }
     }
 }
+
+/// GFLOP/s of the bfloat16 convolutions (`lowp::conv`, the input's
+/// rounding into its pair planes included and timed apart) on
+/// ResNet-50's shapes at batch 1, on `THREADS` threads (2 by default)
+/// (`cargo test --release --features exec --test precision --
+/// --ignored --nocapture bf16_convolutions_speed`).
+#[test]
+#[ignore = "a measurement"]
+fn bf16_convolutions_speed() {
+    use pt2kit::kernels::window::Windows;
+    let threads: usize = std::env::var("THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(2);
+    let _ = pt2kit::exec::start_threads(Some(threads as u64));
+    // (c, c_out, plane, kernel, stride, pad)
+    let shapes = [
+        (64, 256, 56, 1, 1, 0),
+        (64, 64, 56, 3, 1, 1),
+        (256, 64, 56, 1, 1, 0),
+        (128, 128, 56, 3, 2, 1),
+        (256, 512, 56, 1, 2, 0),
+        (128, 128, 28, 3, 1, 1),
+        (512, 128, 28, 1, 1, 0),
+        (256, 256, 14, 3, 1, 1),
+        (1024, 256, 14, 1, 1, 0),
+        (256, 1024, 14, 1, 1, 0),
+        (512, 512, 7, 3, 1, 1),
+        (2048, 512, 7, 1, 1, 0),
+        (512, 2048, 7, 1, 1, 0),
+    ];
+    for kernel in [lowp::Kernel::Amx, lowp::Kernel::Avx512] {
+        if !lowp::runs(kernel) {
+            continue;
+        }
+        for &(c, co, hw, k, s, p) in &shapes {
+            let g = Windows::new(&[hw, hw], &[k, k], &[s, s], &[p, p], &[1, 1]).unwrap();
+            let x = spread(c * hw * hw, 1);
+            let w = spread(co * c * k * k, 2);
+            let weight = lowp::conv_weight(&w, co, c, k * k);
+            let strides = lowp::Strides {
+                image: c * hw * hw,
+                channel: hw * hw,
+                row: hw,
+                col: 1,
+            };
+            let n = g.out_plane();
+            let mut out = vec![std::mem::MaybeUninit::new(0f32); co * n];
+            let flops = 2.0 * (co * n * c * k * k) as f64;
+            let time = |f: &mut dyn FnMut()| {
+                let mut best = f64::MAX;
+                let start = std::time::Instant::now();
+                while start.elapsed().as_secs_f64() < 0.5 {
+                    let t = std::time::Instant::now();
+                    f();
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                best
+            };
+            let (all, round) = pt2kit::exec::in_pool(|| {
+                let all = time(&mut || {
+                    let act = lowp::act16(&x, 1, c, &g, strides);
+                    lowp::conv(&weight, &act, &mut out, false, None, threads, kernel, None);
+                });
+                let round = time(&mut || {
+                    std::hint::black_box(lowp::act16(&x, 1, c, &g, strides));
+                });
+                (all, round)
+            });
+            eprintln!(
+                "{} [{c} -> {co}] {k}x{k} stride {s} over {hw}x{hw}: {:.0} GFLOP/s ({:.3} ms, of which rounding the input {:.3} ms)",
+                kernel.name(),
+                flops / all / 1e9,
+                all * 1e3,
+                round * 1e3
+            );
+        }
+    }
+}

@@ -618,7 +618,7 @@ impl<'p> Executor<'p> {
             }
         }
         let channels_last_readers = layout::channels_last_readers(&program.graph, &fusion);
-        Ok(Executor {
+        let executor = Executor {
             fusion,
             // PT2KIT_NO_IN_PLACE: every output fresh (for timing both ways)
             in_place: !crate::knobs::is_set("PT2KIT_NO_IN_PLACE"),
@@ -648,7 +648,9 @@ impl<'p> Executor<'p> {
             max_memory: opts.max_memory,
             max_iterations: opts.max_iterations,
             state: Default::default(),
-        })
+        };
+        executor.prepack_bf16();
+        Ok(executor)
     }
 
     /// Runs on named user inputs; returns the user outputs, named by their

@@ -50,6 +50,8 @@ pub(super) struct PackCache {
     pub(super) int8: std::sync::Mutex<
         std::collections::HashMap<(String, usize), std::sync::Arc<crate::kernels::int8::PackedI8>>,
     >,
+    /// 2-D convolutions' weights laid out for [`lowp::conv`].
+    conv16: std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<lowp::ConvWeight16>>>,
 }
 
 impl PackCache {
@@ -128,7 +130,7 @@ impl Executor<'_> {
         &self,
         cache: &std::sync::Mutex<FastMap<ViewKey, std::sync::Arc<T>>>,
         m: &sgemm::View,
-        pack: fn(&sgemm::View) -> T,
+        pack: impl Fn(&sgemm::View) -> T,
     ) -> std::sync::Arc<T> {
         let key = view_key(m);
         if !self.packs.weights.contains(&key.0) {
@@ -220,6 +222,30 @@ impl Executor<'_> {
         })
     }
 
+    /// `m` (a 2-D convolution's weight, `[c_out, c * taps]`) rounded to
+    /// bfloat16 and laid out for [`lowp::conv`]: made once for a weight
+    /// and kept, per call for an intermediate (a weight scaled per call).
+    pub fn conv_weight16(
+        &self,
+        m: &sgemm::View,
+        c: usize,
+        taps: usize,
+    ) -> std::sync::Arc<lowp::ConvWeight16> {
+        self.packed(&self.packs.conv16, m, |v| {
+            let mut rows = Vec::new();
+            let data = if v.rs == c * taps && v.cs == 1 {
+                &v.data[v.off..]
+            } else {
+                rows.extend(
+                    (0..v.rows * v.cols)
+                        .map(|i| v.data[v.off + i / v.cols * v.rs + i % v.cols * v.cs]),
+                );
+                &rows[..]
+            };
+            lowp::conv_weight(data, v.rows, c, taps)
+        })
+    }
+
     /// A weight `m` (`[k, n]`, a view of a weight's storage) rounded to
     /// bfloat16 and packed once, kept; `None` for a view of anything else
     /// (a product of two activations stays in float32).
@@ -282,6 +308,55 @@ impl Executor<'_> {
         )
     }
 }
+
+impl Executor<'_> {
+    /// `--precision bf16`: every 2-D convolution's weight (one group, a
+    /// float32 weight of the program, more input channels than a stem's)
+    /// rounded and laid out for [`lowp::conv`] now, at load, rather than
+    /// on the first run.
+    pub(super) fn prepack_bf16(&self) {
+        if self.packs.bf16.is_none() {
+            return;
+        }
+        let graph = &self.program.graph;
+        let mut by_value = std::collections::HashMap::new();
+        for (pos, arg) in graph.inputs.iter().enumerate() {
+            if let (Argument::Tensor(v), Some(Value::Tensor(t))) = (arg, self.weights.get(&pos)) {
+                by_value.insert(*v, t);
+            }
+        }
+        let weights: Vec<&Tensor> = graph
+            .nodes
+            .iter()
+            .filter(|n| n.target.name == "convolution" || n.target.name == "conv2d")
+            .filter(|n| !matches!(n.arg("transposed"), Some(Argument::Bool(true))))
+            .filter(|n| {
+                matches!(
+                    n.arg("groups"),
+                    None | Some(Argument::Int(1)) | Some(Argument::SymInt(SymRef::Int(1)))
+                )
+            })
+            .filter_map(|n| match n.arg("weight") {
+                Some(Argument::Tensor(v)) => by_value.get(v).copied(),
+                _ => None,
+            })
+            .filter(|t| {
+                t.dtype == Dtype::Float32 && t.dims().len() == 4 && t.dims()[1] > STEM_CHANNELS_MAX
+            })
+            .collect();
+        crate::kernels::threads::in_pool(|| {
+            for t in weights {
+                // (a weight the kernel cannot read is left to the run,
+                // which says why)
+                let _ = ops::prepack_conv_weight(self, &t.t);
+            }
+        });
+    }
+}
+
+/// Convolutions from up to this many input channels are not laid out at
+/// load: a stem's, which runs in float32 (`kernels::conv::few`).
+const STEM_CHANNELS_MAX: usize = 4;
 
 /// Where a rank-2 mapped weight lies (its storage, offset, dims and
 /// strides): the key its packed forms are kept under.

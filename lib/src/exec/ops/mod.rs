@@ -37,7 +37,7 @@ macro_rules! vm_unary_ops {
 pub type OpFn = fn(&mut Ctx) -> Result<Vec<Value>>;
 
 op_families!(&[(&str, OpFn)]);
-pub(crate) use conv::{depthwise_by_blocks, takes_blocked, winograd_weights};
+pub(crate) use conv::{depthwise_by_blocks, prepack_conv_weight, takes_blocked, winograd_weights};
 
 type OpResult = Result<Vec<Value>>;
 

@@ -137,6 +137,95 @@ pub(super) unsafe fn block(
     asm!("tilerelease", options(nostack, nomem));
 }
 
+/// Loads the tile configuration ([`config`]) on this thread, for
+/// [`conv_tile`]s until [`release`].
+///
+/// # Safety
+/// The CPU has the kernel and the process its tiles ([`available`]).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn configure() {
+    let cfg = config();
+    std::arch::asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+}
+
+/// Releases the tiles [`configure`] set up.
+///
+/// # Safety
+/// As [`configure`].
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn release() {
+    std::arch::asm!("tilerelease", options(nostack, nomem));
+}
+
+/// One block of a convolution's product ([`super::conv`]): 32 rows of
+/// the weight (two A tiles) by 32 outputs (two B tiles of 16 pair rows,
+/// `ops.ldb` bytes apart) over every step, into `tile` (32 x [`NR`]).
+///
+/// # Safety
+/// The tiles are configured ([`configure`]); every step's rows lie
+/// inside the operands; `tile` holds 32 x [`NR`] floats.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn conv_tile(ops: &super::Operands, tile: *mut f32) {
+    use std::arch::asm;
+    asm!(
+        "tilezero tmm0",
+        "tilezero tmm1",
+        "tilezero tmm2",
+        "tilezero tmm3",
+        options(nostack, nomem)
+    );
+    // (32 rows from a row block's first: two tiles of 1 KiB, rows 64
+    // bytes apart)
+    let a1 = ops.a.add(ops.block);
+    for s in ops.steps {
+        let pb = ops.b.add(s.b);
+        asm!(
+            "tileloadd tmm4, [{a0} + {lda} * 1]",
+            "tileloadd tmm5, [{a1} + {lda} * 1]",
+            "tileloadd tmm6, [{b0} + {ldb} * 1]",
+            "tileloadd tmm7, [{b1} + {ldb} * 1]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            a0 = in(reg) ops.a.add(s.a),
+            a1 = in(reg) a1.add(s.a),
+            b0 = in(reg) pb,
+            b1 = in(reg) pb.add(64),
+            lda = in(reg) 64usize,
+            ldb = in(reg) ops.ldb,
+            options(nostack, readonly)
+        );
+    }
+    let t = tile.cast::<u8>();
+    let ld = NR * 4;
+    asm!(
+        "tilestored [{t0} + {ld} * 1], tmm0",
+        "tilestored [{t1} + {ld} * 1], tmm1",
+        "tilestored [{t2} + {ld} * 1], tmm2",
+        "tilestored [{t3} + {ld} * 1], tmm3",
+        t0 = in(reg) t,
+        t1 = in(reg) t.add(64),
+        t2 = in(reg) t.add(16 * ld),
+        t3 = in(reg) t.add(16 * ld + 64),
+        ld = in(reg) ld,
+        options(nostack)
+    );
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn configure() {
+    unreachable!("lowp: no AMX off x86_64")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn release() {}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn conv_tile(_: &super::Operands, _: *mut f32) {
+    unreachable!("lowp: no AMX off x86_64")
+}
+
 /// A block of C as the tiles store it (row stride [`NR`]).
 #[repr(C, align(64))]
 struct Tile([f32; MR * NR]);

@@ -77,6 +77,62 @@ pub(super) unsafe fn block(
     unreachable!("lowp: no AVX512-BF16 off x86_64")
 }
 
+/// One block of a convolution's product ([`super::conv`]): `rows` (at
+/// most [`MR`]) rows of the weight by 32 outputs over every step (16
+/// pairs of channels of one tap, `ops.ldb` bytes apart), into `tile`
+/// (row stride [`NR`]).
+///
+/// # Safety
+/// The CPU has the kernel ([`available`]); every step's rows lie inside
+/// the operands; `tile` holds `rows` x [`NR`] floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+pub(super) unsafe fn conv_tile(ops: &super::Operands, rows: usize, tile: *mut f32) {
+    macro_rules! by_rows {
+        ($($r:literal)*) => {
+            match rows {
+                $($r => conv_kernel::<$r>(ops, tile),)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    by_rows!(1 2 3 4 5 6 7 8 9 10 11 12);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn conv_tile(_: &super::Operands, _: usize, _: *mut f32) {
+    unreachable!("lowp: no AVX512-BF16 off x86_64")
+}
+
+/// [`conv_tile`] of `R` rows.
+///
+/// # Safety
+/// As [`conv_tile`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn conv_kernel<const R: usize>(ops: &super::Operands, tile: *mut f32) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for s in ops.steps {
+        let rows: [*const u8; R] = std::array::from_fn(|i| ops.a_row(i, s));
+        let b = ops.b.add(s.b);
+        for q in 0..16 {
+            let bq = b.add(q * ops.ldb);
+            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.cast()));
+            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.add(64).cast()));
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let pair = rows[i].add(4 * q).cast::<i32>().read_unaligned();
+                let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
+                acc[0] = _mm512_dpbf16_ps(acc[0], av, b0);
+                acc[1] = _mm512_dpbf16_ps(acc[1], av, b1);
+            }
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        _mm512_storeu_ps(tile.add(i * NR), acc[0]);
+        _mm512_storeu_ps(tile.add(i * NR + 16), acc[1]);
+    }
+}
+
 /// `R` rows of A (from `a`, row stride `lda` bfloat16) by one panel of B
 /// (`k2` pair rows from `b`) into `tile` (row stride [`NR`]).
 ///

@@ -25,6 +25,11 @@
 
 mod amx;
 mod avx512;
+mod conv;
+
+pub use conv::{
+    act16, conv, conv_reference, conv_weight, padded_channels, Act16, ConvWeight16, Strides,
+};
 
 /// Columns of a packed panel of B (two 16-lane vectors, or two AMX tiles).
 pub const NR: usize = 32;
@@ -319,6 +324,44 @@ impl U32Ptr {
     /// `i` lies inside the buffer.
     unsafe fn at(self, i: usize) -> *mut u32 {
         self.0.add(i)
+    }
+}
+
+/// One step of a convolution's product ([`conv::conv`]): 32 channels
+/// (16 pairs) of one tap: byte
+/// offsets into a row block of the weight (its tile) and into the
+/// image's words.
+#[derive(Clone, Copy)]
+pub(crate) struct Step {
+    pub(super) a: usize,
+    pub(super) b: usize,
+}
+
+/// The operands of one block of a convolution's product, as the kernels
+/// read them.
+pub(crate) struct Operands<'a> {
+    /// The weight's first row block of the block (its first row's
+    /// block of 16), the row the block starts at within it (0, or 4 or 8
+    /// ... for the AVX512-BF16 kernel's 12 rows) and bytes between row
+    /// blocks.
+    pub(super) a: *const u8,
+    pub(super) row: usize,
+    pub(super) block: usize,
+    /// The image's word of the block's first output, and bytes between
+    /// pairs of channels.
+    pub(super) b: *const u8,
+    pub(super) ldb: usize,
+    pub(super) steps: &'a [Step],
+}
+
+impl Operands<'_> {
+    /// Row `i` of the block in the weight's step `s` (32 bfloat16).
+    #[inline(always)]
+    pub(super) fn a_row(&self, i: usize, s: &Step) -> *const u8 {
+        let r = self.row + i;
+        // SAFETY (of the callers): the rows lie in the weight's blocks
+        self.a
+            .wrapping_add(r / 16 * self.block + r % 16 * KP * 2 + s.a)
     }
 }
 

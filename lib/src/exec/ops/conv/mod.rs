@@ -94,8 +94,10 @@ fn conv_im2col(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option
             other => Err(Error::internal(format!("im2col convolution in {other:?}"))),
         };
     }
-    // --precision bf16: the product in bfloat16 (bf16.rs)
-    if let Some(k) = exec.bf16_kernel().filter(|_| !matches!(p.algorithm, Algorithm::Host | Algorithm::FewChannels)) {
+    // --precision bf16: the product in bfloat16 (bf16.rs), but for a stem
+    // over few channels
+    let planar = x.rank() == 4 && p.g.planar();
+    if let Some(k) = exec.bf16_kernel().filter(|_| p.algorithm != Algorithm::FewChannels && (planar || p.algorithm != Algorithm::Host)) {
         return conv_bf16(exec, x, w, bias, &p, k);
     }
     match p.algorithm {
@@ -208,6 +210,7 @@ fn output_of(
 }
 
 mod bf16;
+pub(crate) use bf16::prepack_conv_weight;
 use bf16::conv_bf16;
 mod calls;
 mod plan;
