@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 ONNX_VENV ?= .venv-onnx
 
-.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-int8 bench-convs bench-ort-exports bench-pipe
+.PHONY: build test zoo-ts ts-cases fuzz-kernels dtypes-onnx onnx-types test-big huge bench-huge test-recipes demo big bench install fixtures dtype-cases golden clean check-cuda test-cuda cuda-bundle zoo fuzz-graphs random-golden fuzz fuzz-smoke bench-compare bench-int8 bench-bf16 bench-convs bench-ort-exports bench-pipe
 
 build:
 	$(CARGO) build --release --locked --workspace
@@ -199,6 +199,12 @@ bench-compare: build $(VENV)/.torch $(ONNX_VENV)/.openvino
 # bench/int8.json).
 bench-int8: build $(VENV)/.torch $(ONNX_VENV)/.ready
 	$(VENV)/bin/python recipes/bench/bench_int8.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
+
+# ir-run --precision bf16 against OpenVINO at bf16 on ResNet-50 and
+# BERT-base, each one's error against torch eager (recipes/bench/bench_bf16.py;
+# bench/bf16.json; about 10 minutes).
+bench-bf16: build $(VENV)/.torch $(ONNX_VENV)/.openvino
+	$(VENV)/bin/python recipes/bench/bench_bf16.py --onnx-python $(ONNX_VENV)/bin/python $(BENCH_ARGS)
 
 # OpenVINO (from PyPI) beside ONNX Runtime, for bench-compare.
 $(ONNX_VENV)/.openvino: $(ONNX_VENV)/.ready

@@ -14,6 +14,7 @@ committed results (the files each section lives in: TARGETS below):
   (the same recipe on one thread, at batch 1 and at batch 8)
 - bench-ort-exports: bench/ort_exports.json (ONNX Runtime on ir2onnx's ONNX and on torch's own export)
 - bench-int8: bench/int8.json (recipes/bench/bench_int8.py: PT2E int8 against ONNX Runtime's int8)
+- bench-bf16: bench/bf16.json (recipes/bench/bench_bf16.py: --precision bf16 against OpenVINO's bf16)
 - bench-convs: bench/convs.json (recipes/bench/bench_convs.py)
 - bench-decompose: bench/decompose.json (recipes/bench/bench_decompose.py)
 - bench-huge: bench/huge.json (recipes/bench/bench_huge.py)
@@ -198,6 +199,11 @@ def bench_int8():
                         lambda m, data: m.table(data["meta"], data["results"]))
 
 
+def bench_bf16():
+    return recipe_table("bench/bf16.json", "recipes.bench.bench_bf16",
+                        lambda m, data: m.table(data["meta"], data["results"]))
+
+
 def bench_huge():
     def render(m, data):
         meta = data["meta"]
@@ -261,7 +267,8 @@ def cuda_models():
 SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-compare-avx512": bench_compare_avx512,
             "bench-compare-1t": bench_compare_1t, "bench-compare-1t-b8": bench_compare_1t_b8,
             "bench-compare-summary": bench_compare_summary, "bench-convs": bench_convs, "cuda-models": cuda_models,
-            "bench-ort-exports": bench_ort_exports, "bench-int8": bench_int8, "decompose-coverage": decompose_coverage,
+            "bench-ort-exports": bench_ort_exports, "bench-int8": bench_int8, "bench-bf16": bench_bf16,
+            "decompose-coverage": decompose_coverage,
             "bench-decompose": bench_decompose, "bench-onnx": bench_onnx, "conformance": conformance,
             "dtype-conformance": dtype_conformance,
             "bench-pt2ir": bench_pt2ir, "bench-run": bench_run}
@@ -270,7 +277,7 @@ SECTIONS = {"bench-huge": bench_huge, "bench-compare": bench_compare, "bench-com
 TARGETS = {
     "README.md": ["bench-compare-summary"],
     "docs/performance.md": ["bench-compare-avx512", "bench-compare", "bench-compare-1t", "bench-compare-1t-b8",
-                            "bench-ort-exports", "bench-int8", "bench-convs", "bench-pt2ir", "bench-onnx", "bench-run",
+                            "bench-ort-exports", "bench-int8", "bench-bf16", "bench-convs", "bench-pt2ir", "bench-onnx", "bench-run",
                             "bench-decompose"],
     "docs/big-models.md": ["bench-huge"],
     "docs/coverage.md": ["conformance", "dtype-conformance", "decompose-coverage"],
