@@ -380,30 +380,6 @@ impl Lower<'_> {
                     items.iter().any(truth)
                 })));
             }
-            ("_set_item", [V::List(l), V::Int(i), v]) => {
-                let mut l = l.borrow_mut();
-                let n = l.len() as i64;
-                let k = if *i < 0 { i + n } else { *i };
-                if !(0..n).contains(&k) {
-                    return Err(at.bad(format!("list index {i} out of range for a list of {n}")));
-                }
-                l[k as usize] = v.clone();
-                return Ok(Some(V::None));
-            }
-            ("_set_item", [V::Dict(d), k, v]) => {
-                let mut d = d.borrow_mut();
-                match d.iter_mut().find(|(x, _)| {
-                    matches!((x, k), (V::Str(a), V::Str(b)) if a == b)
-                        || matches!((x, k), (V::Int(a), V::Int(b)) if a == b)
-                }) {
-                    Some(slot) => slot.1 = v.clone(),
-                    None => d.push((k.clone(), v.clone())),
-                }
-                return Ok(Some(V::None));
-            }
-            ("__contains__", [c @ (V::List(_) | V::Tuple(_) | V::Dict(_)), x]) => {
-                return self.binary("in", x.clone(), c.clone(), at).map(Some)
-            }
             ("append", [V::List(l), x]) => {
                 l.borrow_mut().push(x.clone());
                 return Ok(Some(V::List(l.clone())));
