@@ -85,9 +85,6 @@ pub struct Kernels {
     /// kernels exist, and the direct product keeps enough accumulators to
     /// beat the packed one where the plans weigh the two.
     pub wide: bool,
-    /// A float32 row's sum in one pass of sixteen lanes; `None`: candle's
-    /// sum (whose bits the baseline and AVX2 keep).
-    pub row_sum: Option<fn(&[f32]) -> f32>,
     /// `line[i] = row[2 * i]` for every `i` of `line`.
     pub every_other: fn(&[f32], &mut [std::mem::MaybeUninit<f32>]),
 }
@@ -102,7 +99,6 @@ pub fn cpu() -> &'static Kernels {
             isa,
             vector: isa != Isa::Base,
             wide,
-            row_sum: wide.then_some(reduce::row_sum_wide as fn(&[f32]) -> f32),
             every_other: if wide {
                 conv::every_other_wide
             } else {

@@ -228,19 +228,19 @@ use super::{isa, Isa};
 /// to the widest registers there are, and the binary stays portable.
 /// Generic parameters go in `[...]` after the name.
 macro_rules! multiversion {
-    ($(#[$m:meta])* $vis:vis fn $name:ident $([$($g:tt)*])? ($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $([$($g:tt)*])? ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$m])*
-        $vis fn $name $(<$($g)*>)? ($($arg: $ty),*) {
+        $vis fn $name $(<$($g)*>)? ($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn inner $(<$($g)*>)? ($($arg: $ty),*) $body
+            fn inner $(<$($g)*>)? ($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn wide $(<$($g)*>)? ($($arg: $ty),*) {
+                unsafe fn wide $(<$($g)*>)? ($($arg: $ty),*) $(-> $ret)? {
                     inner($($arg),*)
                 }
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) {
+                unsafe fn avx2 $(<$($g)*>)? ($($arg: $ty),*) $(-> $ret)? {
                     inner($($arg),*)
                 }
                 match $crate::kernels::isa() {

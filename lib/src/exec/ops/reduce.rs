@@ -52,8 +52,9 @@ fn reduce_over_dims(ctx: &Ctx, x: Tensor, out_dtype: Dtype, mean: bool) -> OpRes
 }
 
 /// A sum (or `mean`) over the planes (dims 2 and 3) of a tensor stored
-/// channels-last ([`channels_last_dims`]), kept: each image's pixels'
-/// channels added in pixel order, scaled as [`trailing_rows_sum`] scales.
+/// channels-last ([`channels_last_dims`]), kept: each channel's pixels
+/// added in [`trailing_rows_sum`]'s order (the same bits as the tensor
+/// in planes gives), scaled as it scales.
 /// `None` for any other case.
 fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Result<CandleTensor>> {
     let [b, c, h, w] = channels_last_dims(t)?;
@@ -75,7 +76,8 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
             let len = block.min(c - c0);
             // SAFETY: task t's channels of image i, no other task's
             let o = unsafe { std::slice::from_raw_parts_mut(at.at(i * c + c0), len) };
-            crate::kernels::reduce::column_sums(&xs[i * n * c + c0..], c, n, o);
+            let mut lanes = vec![0f32; crate::kernels::reduce::LANES * len];
+            crate::kernels::reduce::column_sums(&xs[i * n * c + c0..], c, n, o, &mut lanes);
             if mean {
                 o.iter_mut().for_each(|a| *a = *a * mul + 0.0);
             }
@@ -95,18 +97,13 @@ fn channels_last_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
 const PARALLEL_SUM_MIN: usize = 1 << 15;
 
 /// A float32 host tensor's sum (or `mean`) over its trailing dims `dims`
-/// (the last ones, in any order: a global average pool's), kept: each row by
-/// `kernels::cpu().row_sum` (or candle's own sum, `VecOps::vec_reduce_sum`,
-/// without AVX-512) and scaled as candle's `mean_keepdim` does (`v * (1 /
-/// n) + 0`), the rows
-/// split between the threads when large (candle runs them on one). Its
-/// dims were taken in order only until 2026-11-29, and torchvision's
-/// pools give `[-1, -2]`: MobileNetV3's ten pools went through candle's
-/// reduction, 31 us a run at batch 1 (one thread) where they take 21 here;
-/// the whole model at batch 8 0.92x of its time (two threads, fresh
-/// processes interleaved). `None` for any other case.
+/// (the last ones, in any order: a global average pool's, which
+/// torchvision gives as `[-1, -2]`), kept: each row by
+/// [`kernels::reduce::row_sum`](crate::kernels::reduce::row_sum) (the
+/// order of additions [`channels_last_sum`] keeps too) and scaled as
+/// candle's `mean_keepdim` does (`v * (1 / n) + 0`), the rows split
+/// between the threads when large. `None` for any other case.
 fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Result<CandleTensor>> {
-    use candle_core::cpu::kernels::VecOps;
     let rank = t.rank();
     // in any order (`[-1, -2]`, as torchvision's pools give them, went to
     // candle's reduction until this sorted them)
@@ -126,17 +123,8 @@ fn trailing_rows_sum(t: &CandleTensor, dims: &[usize], mean: bool) -> Option<Res
         let mut out = vec![0f32; xs.len() / n.max(1)];
         let (mul, add) = (1f64 / n as f64, 0f64);
         let (mul, add) = (mul as f32, add as f32);
-        let row_sum = crate::kernels::cpu().row_sum;
         let row = |(i, v): (usize, &mut f32)| {
-            let xs = &xs[i * n..][..n];
-            let s = if let Some(row_sum) = row_sum {
-                row_sum(xs)
-            } else {
-                let mut s = 0f32;
-                // SAFETY: the row's n floats lie in xs
-                unsafe { f32::vec_reduce_sum(xs.as_ptr(), &mut s, n) };
-                s
-            };
+            let s = crate::kernels::reduce::row_sum(&xs[i * n..][..n]);
             *v = if mean { s * mul + add } else { s };
         };
         if xs.len() < PARALLEL_SUM_MIN {
