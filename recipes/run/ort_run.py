@@ -65,6 +65,20 @@ ORT_QDQ_BUG = "does not match y_zero_point type UINT8"
 retried = []
 
 
+def exact_int8_kernels():
+    """Whether ONNX Runtime's fused int8 kernels (QLinearConv, QGemm,
+    MatMulInteger: what its extended optimisations make of a QDQ graph)
+    sum exactly on this CPU: with AVX-512 VNNI or AVX-VNNI they do; on
+    AVX2 alone they add u8 x s8 pairs in saturating 16-bit lanes
+    (`vpmaddubsw`), and a weight over the full int8 range (PT2E's X86
+    quantizer) gives other integers than torch's."""
+    try:
+        flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "").split()
+    except OSError:
+        return True
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
 def session(model, opts):
     """An ONNX Runtime CPU session for `model` (a path or serialized
     bytes), retried without QDQ propagation on ORT_QDQ_BUG only
