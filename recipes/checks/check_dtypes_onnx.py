@@ -153,7 +153,7 @@ def main():
         inputs = {k[3:]: ort_run.feedable(data[k]) for k in data.files if k.startswith("in:")}
         expected = [(k, data[k]) for k in data.files if k.startswith("out:")]
         try:
-            names, arrays = ort_run.run(onnx_path, inputs)
+            names, arrays = ort_run.run(onnx_path, inputs, as_torch=True)
             model = onnx.load(str(onnx_path), load_external_data=False)
             users = [i for i, o in enumerate(model.graph.output) if o.doc_string.startswith("user output")]
             got = [arrays[i] for i in users]

@@ -114,7 +114,7 @@ def _fetch(model, feed, names):
             m.graph.output.append(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None))
     path = Path(tempfile.mkdtemp(prefix="fetch-")) / "m.onnx"
     onnx.save(m, str(path))
-    got, arrays = ort_run.run(path, feed)
+    got, arrays = ort_run.run(path, feed, as_torch=True)
     path.unlink()
     path.parent.rmdir()
     values = dict(zip(got, arrays))
@@ -188,7 +188,7 @@ def check(bin_dir, pt2, inputs, lower, tol, work, explain_ties=False):
         ir = lowered
     must([bin_dir / "ir2onnx", ir, "--intermediates", "-o", onnx_path])
     feed = dict(np.load(inputs))
-    names, arrays = ort_run.run(onnx_path, feed)
+    names, arrays = ort_run.run(onnx_path, feed, as_torch=True)
     ort_npz = work / "ort.npz"
     with open(ort_npz, "wb") as f:
         np.savez(f, **dict(zip(names, arrays)))
@@ -210,7 +210,7 @@ def check(bin_dir, pt2, inputs, lower, tol, work, explain_ties=False):
         cuts.append(value)
         feed[value] = ours
         onnx.save(cut(model, value, ours), str(onnx_path))
-        names, arrays = ort_run.run(onnx_path, feed)
+        names, arrays = ort_run.run(onnx_path, feed, as_torch=True)
         with open(ort_npz, "wb") as f:
             np.savez(f, **dict(zip(names, arrays)))
         rc, out = sh([bin_dir / "ir-diff", run_npz, ort_npz, "--first", *tol_args])
@@ -228,7 +228,7 @@ def check(bin_dir, pt2, inputs, lower, tol, work, explain_ties=False):
     target = perturb(onnx_path, shared, wrong)
     if target is None:
         return None, f"{summary}; no float value to perturb"
-    names, arrays = ort_run.run(wrong, feed)
+    names, arrays = ort_run.run(wrong, feed, as_torch=True)
     with open(ort_npz, "wb") as f:
         np.savez(f, **dict(zip(names, arrays)))
     rc, out = sh([bin_dir / "ir-diff", run_npz, ort_npz, "--first", *tol_args])

@@ -134,12 +134,6 @@ def max_diff(got, want):
     return out
 
 
-def is_int8(model):
-    """Whether an ONNX model quantizes (QDQ nodes, as ir2onnx writes PT2E
-    int8 graphs)."""
-    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
-
-
 def run_case(onnx_path, inputs_npz, expected_npz, converted, steps=None):
     import onnxruntime as ort
 
@@ -148,11 +142,9 @@ def run_case(onnx_path, inputs_npz, expected_npz, converted, steps=None):
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     model = onnx.load(str(onnx_path), load_external_data=False)
-    if is_int8(model) and not ort_run.exact_int8_kernels():
-        # a PT2E int8 model on a CPU where ONNX Runtime's fused int8
-        # kernels saturate (ort_run.exact_int8_kernels): its QDQ nodes run
-        # as written, which is the arithmetic torch's reference defines
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # a PT2E int8 model where ONNX Runtime's fused int8 kernels saturate:
+    # its QDQ nodes as written (ort_run.exact_int8)
+    ort_run.exact_int8(opts, model)
     names = user_outputs(model)
     # onnxruntime's Python API cannot return bfloat16 arrays: read those
     # outputs through a Cast to float32 added to a copy of the model.
@@ -252,7 +244,7 @@ def main():
                             status, detail, diff = ("FAIL", err, f"{d:.2e}") if err else ("ok", "", f"{d:.2e}")
                             if len(ort_run.retried) > before and not err:
                                 detail = "ORT's QDQ propagation disabled (ort_run.ORT_QDQ_BUG)"
-                            elif not err and not ort_run.exact_int8_kernels() and is_int8(onnx.load(
+                            elif not err and not ort_run.exact_int8_kernels() and ort_run.is_int8(onnx.load(
                                     str(onnx_path), load_external_data=False)):
                                 detail = "QDQ as written: this CPU has no VNNI (ort_run.exact_int8_kernels)"
                         except Exception as e:  # noqa: BLE001

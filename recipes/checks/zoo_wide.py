@@ -883,7 +883,7 @@ def ort_outputs(onnx_path, inputs_npz, out_npz):
     from recipes.run import ort_run
     from recipes.checks.check_onnx import user_outputs
     names = user_outputs(onnx.load(str(onnx_path), load_external_data=False))
-    all_names, arrays = ort_run.run(onnx_path, dict(np.load(inputs_npz)))
+    all_names, arrays = ort_run.run(onnx_path, dict(np.load(inputs_npz)), as_torch=True)
     by_name = dict(zip(all_names, arrays))
     np.savez(out_npz, **{f"out_{i}": by_name[n] for i, n in enumerate(names)})
 

@@ -95,8 +95,28 @@ def session(model, opts):
                                 disabled_optimizers=["QDQPropagationTransformer"])
 
 
-def run(model_path, inputs, threads=None):
-    """(output names, arrays) for every graph output of the model."""
+def is_int8(model):
+    """Whether an ONNX model quantizes (QDQ nodes, as ir2onnx writes PT2E
+    int8 graphs)."""
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
+
+
+def exact_int8(opts, model):
+    """For the checks against torch: an int8 model on a CPU whose fused
+    int8 kernels saturate ([`exact_int8_kernels`]) runs its QDQ nodes as
+    written (ORT_ENABLE_BASIC), the arithmetic torch's reference defines.
+    True when it did so."""
+    import onnxruntime as ort
+
+    if is_int8(model) and not exact_int8_kernels():
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        return True
+    return False
+
+
+def run(model_path, inputs, threads=None, as_torch=False):
+    """(output names, arrays) for every graph output of the model
+    (`as_torch`: int8 arithmetic as torch's, [`exact_int8`])."""
     import onnxruntime as ort
 
     import onnx
@@ -116,6 +136,8 @@ def run(model_path, inputs, threads=None):
     opts.log_severity_level = 3
     if threads:
         opts.intra_op_num_threads = threads
+    if as_torch:
+        exact_int8(opts, model)
     sess = session(model.SerializeToString(), opts)
     feed = {i.name: feedable(inputs[i.name]) for i in sess.get_inputs()}
     return names, sess.run(read, feed)
