@@ -2,7 +2,7 @@
 //! product kernel this CPU runs against the reference on randomized
 //! shapes, exactly (integer sums have one answer), and the golden/quant
 //! fixtures' quantized convolutions and linear layers fused at load where
-//! the CPU has VNNI, with their outputs as the graph run as written gives
+//! the CPU has an int8 kernel, with their outputs as the graph run as written gives
 //! them (within one quantization step of a dequantized output; torch's
 //! own outputs are `exec.rs`'s `quant_fixtures_match_torch`).
 
@@ -26,13 +26,17 @@ fn cases(default: usize) -> usize {
 /// (weights of -128 included): every element of C once, exactly.
 #[test]
 fn int8_products_match_the_reference_exactly() {
-    let kernels: Vec<k8::Kernel> = [k8::Kernel::Vnni, k8::Kernel::Scalar]
+    let kernels: Vec<k8::Kernel> = [k8::Kernel::Vnni, k8::Kernel::Avx2, k8::Kernel::Scalar]
         .into_iter()
         .filter(|k| k8::runs(*k))
         .collect();
-    if !k8::runs(k8::Kernel::Vnni) {
-        assert!(k8::kernel().is_none());
-        eprintln!("int8: this CPU (or the ISA knobs) leaves no VNNI kernel; the scalar one only");
+    eprintln!(
+        "int8: kernels {:?}, the executor's {:?}",
+        kernels.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        k8::kernel().map(|k| k.name())
+    );
+    if let Some(k) = k8::kernel() {
+        assert!(kernels.contains(&k));
     }
     let mut shapes: Vec<(usize, usize, usize)> = vec![
         (1, 1, 1),
@@ -55,15 +59,18 @@ fn int8_products_match_the_reference_exactly() {
         let a: Vec<u8> = (0..m * k).map(|_| d(256) as u8).collect();
         let w: Vec<i8> = (0..n * k).map(|_| (d(256) as i64 - 128) as i8).collect();
         let want = k8::reference(&a, &w, m, k, n);
-        let packed = k8::pack_b(&w, n, k);
         let sums: Vec<i32> = (0..n)
             .map(|j| w[j * k..][..k].iter().map(|&v| v as i32).sum())
             .collect();
-        if packed.column_sums() != sums.as_slice() {
-            failures.push(format!("[{n}, {k}]: column sums differ"));
-        }
-        let am = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&a[r * k..][..k]));
-        for &kernel in &kernels {
+        let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&a[r * k..][..k]);
+        let am = k8::A8::from_rows(m, k, &fill);
+        // each kernel on its packing, through the product of a made A and
+        // the one that makes A's rows in its tasks
+        for (kernel, rows) in kernels.iter().flat_map(|&x| [(x, false), (x, true)]) {
+            let packed = k8::pack_b(&w, n, k, kernel);
+            if packed.column_sums() != sums.as_slice() {
+                failures.push(format!("{} [{n}, {k}]: column sums differ", kernel.name()));
+            }
             let c: Vec<std::sync::atomic::AtomicI64> = (0..m * n)
                 .map(|_| std::sync::atomic::AtomicI64::new(i64::MIN))
                 .collect();
@@ -81,8 +88,16 @@ fn int8_products_match_the_reference_exactly() {
                     }
                 }
             };
-            k8::gemm(&am, &packed, 2, kernel, &done);
-            let what = format!("{} [{m}, {k}] x [{k}, {n}]", kernel.name());
+            if rows {
+                k8::gemm_rows(m, k, &fill, &packed, 2, kernel, &done);
+            } else {
+                k8::gemm(&am, &packed, 2, kernel, &done);
+            }
+            let what = format!(
+                "{}{} [{m}, {k}] x [{k}, {n}]",
+                kernel.name(),
+                if rows { " (rows made in tasks)" } else { "" }
+            );
             if writes.into_inner() != m * n {
                 failures.push(format!("{what}: the blocks do not cover C once"));
             }
@@ -123,7 +138,7 @@ fn fused(e: &Executor) -> Vec<String> {
         .collect()
 }
 
-/// Where the CPU has VNNI, the fixtures' static quantized convolutions
+/// Where the CPU has an int8 kernel, the fixtures' static quantized convolutions
 /// and linear layers run fused (both dialects: `conv2d`/`linear` as
 /// exported, `convolution` as torch decomposes it; dynamic quantization,
 /// whose scales are tensors, and weights quantized in the graph stay as
@@ -133,7 +148,7 @@ fn fused(e: &Executor) -> Vec<String> {
 #[test]
 fn quant_fixtures_fuse_their_products_and_agree_with_the_graph_as_written() {
     if k8::kernel().is_none() {
-        eprintln!("int8: no VNNI kernel here; nothing is fused");
+        eprintln!("int8: no int8 kernel here; nothing is fused");
         return;
     }
     let cpu = || exec::device(DeviceKind::Cpu).unwrap();

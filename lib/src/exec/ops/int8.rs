@@ -199,6 +199,55 @@ fn unsigned_bytes(t: &Tensor, shift: i64) -> Result<Vec<u8>> {
     got.ok_or_else(|| Error::internal("int8 product: a quantized input not held as bytes"))
 }
 
+/// The image of a quantized NCHW activation (contiguous, on the host)
+/// at element `at`, `[c, h, w]`, channels-last into `dst` (`[h][w][c]`)
+/// and shifted to unsigned bytes, read where it lies; the rows split
+/// between the threads where the image is large.
+fn channels_last(
+    t: &CandleTensor,
+    shift: i64,
+    at: usize,
+    [c, h, w]: [usize; 3],
+    dst: &mut [u8],
+) -> Result<()> {
+    fn each<T: Copy + Sync>(
+        plane: &[T],
+        [c, h, w]: [usize; 3],
+        dst: &mut [u8],
+        u: impl Fn(T) -> u8 + Sync,
+    ) {
+        let row = |y: usize, out: &mut [u8]| {
+            for ch in 0..c {
+                let line = &plane[(ch * h + y) * w..][..w];
+                for (px, &v) in out.chunks_exact_mut(c).zip(line) {
+                    px[ch] = u(v);
+                }
+            }
+        };
+        if c * h * w < 1 << 16 {
+            dst.chunks_exact_mut(w * c)
+                .enumerate()
+                .for_each(|(y, out)| row(y, out));
+        } else {
+            crate::kernels::threads::par_chunks(dst, w * c, row);
+        }
+    }
+    let len = c * h * w;
+    let done = match t.dtype() {
+        DType::U8 => super::with_host::<u8, _>(t, |v| {
+            v.get(at..at + len)
+                .map(|p| each(p, [c, h, w], dst, |x| x))
+        }),
+        DType::I16 => super::with_host::<i16, _>(t, |v| {
+            v.get(at..at + len)
+                .map(|p| each(p, [c, h, w], dst, |x| (x as i64 + shift) as u8))
+        }),
+        _ => None,
+    };
+    done.flatten()
+        .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
+}
+
 /// The residual `other` dequantized as torch does (`(q - zp) * scale` in
 /// float32).
 fn dequantized(ctx: &Ctx, len: usize) -> Result<Option<Vec<f32>>> {
@@ -245,7 +294,7 @@ fn packed_weight(
                 bytes.len()
             )));
         }
-        Ok(k8::pack_b(&reorder(&bytes), n, k))
+        Ok(k8::pack_b(&reorder(&bytes), n, k, kernel()?))
     };
     let slot = match ctx.node.arg("weight") {
         Some(Argument::Tensor(v)) => ctx.exec.is_weight_value(ctx.graph, *v),
@@ -348,7 +397,7 @@ fn unsigned_zero_point(ctx: &Ctx, shift: i64) -> Result<i64> {
 }
 
 fn kernel() -> Result<k8::Kernel> {
-    k8::kernel().ok_or_else(|| Error::unsupported("int8 products need AVX512-VNNI"))
+    k8::kernel().ok_or_else(|| Error::unsupported("int8 products need AVX512-VNNI or AVX2"))
 }
 
 /// `pt2kit.int8_linear`: `[.., k]` rows times a `[n, k]` weight.
@@ -378,14 +427,15 @@ pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
     let xs = unsigned_bytes(&x, shift)?;
     let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec())?;
     let fin = finish_of(ctx, &packed, zu, m * n)?;
-    let a = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&xs[r * k..][..k]));
+    let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&xs[r * k..][..k]);
     let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
     let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
         // SAFETY: elements (i0 + i, j0 + j) of the output, this block's only
         unsafe { fin.block(sink, tile, rows, j0, cols, |i, j| (i0 + i) * n + j0 + j) };
     };
-    k8::gemm(&a, &packed, rayon::current_num_threads(), kernel()?, &done);
+    let threads = rayon::current_num_threads();
+    k8::gemm_rows(m, k, &fill, &packed, threads, kernel()?, &done);
     let mut dims = lead.to_vec();
     dims.push(n);
     one(out.tensor(&dims, ctx)?)
@@ -439,7 +489,6 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
     }
     let shift = shift_of(&x, "input")?;
     let zu = unsigned_zero_point(ctx, shift)?;
-    let xs = unsigned_bytes(&x, shift)?;
     // the weight as [co][kh][kw][ci]
     let reorder = |src: &[i8]| -> Vec<i8> {
         let mut out = vec![0i8; src.len()];
@@ -458,17 +507,11 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
     let mut out = OutBuf::new(b * co * hw, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
     let kern = kernel()?;
+    let threads = rayon::current_num_threads();
+    let xt = x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?;
     let mut nhwc = vec![0u8; h * wd * ci];
     for img in 0..b {
-        // the image channels-last
-        let plane = &xs[img * ci * h * wd..][..ci * h * wd];
-        crate::kernels::threads::par_chunks(&mut nhwc, wd * ci, |y, row| {
-            for (xx, px) in row.chunks_exact_mut(ci).enumerate() {
-                for (c, v) in px.iter_mut().enumerate() {
-                    *v = plane[(c * h + y) * wd + xx];
-                }
-            }
-        });
+        channels_last(&xt, shift, img * ci * h * wd, [ci, h, wd], &mut nhwc)?;
         let src = &nhwc;
         let fill = |r: usize, row: &mut [u8]| {
             let (oy, ox) = (r / wo, r % wo);
@@ -485,7 +528,7 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
                 for tx in 0..kw {
                     let ix = (ox * st[1] + tx * dl[1]) as isize - pd[1] as isize;
                     let dst = &mut row[(ty * kw + tx) * ci..][..ci];
-                    if iy < 0 || ix < 0 || iy as usize >= h || ix as usize >= wd {
+                    if !iy_in || ix < 0 || ix as usize >= wd {
                         dst.fill(zu as u8);
                     } else {
                         dst.copy_from_slice(&src[(iy as usize * wd + ix as usize) * ci..][..ci]);
@@ -493,7 +536,6 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
                 }
             }
         };
-        let a = k8::A8::from_rows(hw, k, &fill);
         let base = img * co * hw;
         let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
             // SAFETY: elements (img, j0 + j, i0 + i) of the output, this
@@ -501,7 +543,7 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
             let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
             unsafe { fin.block(sink, tile, rows, j0, cols, at) };
         };
-        k8::gemm(&a, &packed, rayon::current_num_threads(), kern, &done);
+        k8::gemm_rows(hw, k, &fill, &packed, threads, kern, &done);
     }
     one(out.tensor(&[b, co, ho, wo], ctx)?)
 }
