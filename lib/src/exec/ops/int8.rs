@@ -47,9 +47,11 @@ struct Finish {
 impl Finish {
     /// Finishes a block of C (`rows` x `cols` of `tile`, row stride
     /// [`k8::NR`], from column `j0`) into `sink`, element (i, j) at output
-    /// index `at(i, j)`: first the scales and the bias a tile row at a
-    /// time (per-channel values side by side), then the residual, the ReLU
-    /// and the quantization.
+    /// index `at(i, j)`: the scales and the bias, the ReLU and the
+    /// quantization a tile row at a time (per-channel values side by side,
+    /// so the loops run in vector lanes), the residual, which lies in the
+    /// output's layout, added between them, and the finished values
+    /// stored at last.
     ///
     /// # Safety
     /// Every `at(i, j)` lies inside the output, which no other thread
@@ -64,45 +66,51 @@ impl Finish {
         cols: usize,
         at: impl Fn(usize, usize) -> usize,
     ) {
-        let mut y = [0f32; k8::MR * k8::NR];
+        const NR: usize = k8::NR;
+        let mut y = [0f32; k8::MR * NR];
         let comp = &self.comp[j0..j0 + cols];
         let scale = &self.scale[j0..j0 + cols];
         let bias = &self.bias[j0..j0 + cols];
-        for (t, yr) in tile
-            .chunks_exact(k8::NR)
-            .zip(y.chunks_exact_mut(k8::NR))
-            .take(rows)
-        {
+        let used = rows * NR;
+        for (t, yr) in tile.chunks_exact(NR).zip(y[..used].chunks_exact_mut(NR)) {
             for j in 0..cols {
                 yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
             }
         }
-        let (other, relu) = (self.other.as_deref(), self.relu);
-        let adjust = |a: usize, v: f32| -> f32 {
-            let v = match other {
-                Some(o) => v + o[a],
-                None => v,
-            };
-            if relu && v < 0.0 {
-                0.0
-            } else {
-                v
+        if let Some(o) = self.other.as_deref() {
+            for j in 0..cols {
+                for i in 0..rows {
+                    y[i * NR + j] += o[at(i, j)];
+                }
             }
-        };
+        }
+        if self.relu {
+            for yr in y[..used].chunks_exact_mut(NR) {
+                for v in &mut yr[..cols] {
+                    *v = if *v < 0.0 { 0.0 } else { *v };
+                }
+            }
+        }
+        if let Some(q) = &self.quant {
+            for yr in y[..used].chunks_exact_mut(NR) {
+                for v in &mut yr[..cols] {
+                    *v = Finish::quantize(q, *v);
+                }
+            }
+        }
         macro_rules! each {
             ($store:expr) => {
                 for j in 0..cols {
                     for i in 0..rows {
-                        let a = at(i, j);
-                        $store(a, adjust(a, y[i * k8::NR + j]));
+                        $store(at(i, j), y[i * NR + j]);
                     }
                 }
             };
         }
         match (sink, &self.quant) {
             (Sink::F32(p), _) => each!(|a, v| *p.add(a) = v),
-            (Sink::U8(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as u8),
-            (Sink::I16(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as i16),
+            (Sink::U8(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as u8),
+            (Sink::I16(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as i16),
             _ => {}
         }
     }

@@ -5,9 +5,9 @@
 //! 16-bit products added into each 32-bit lane, at most 2 * 255 * 128,
 //! exactly): the weight is packed so at load ([`super::Form::Pairs`]:
 //! word `(p, j)` holds elements `(2p, j)` and `(2p + 1, j)` as two i16),
-//! each [`MR`]-row panel of A widened once to u16 as the block starts.
-//! Blocks of C are six rows by sixteen columns (12 of the 16 vector
-//! registers), two per [`NR`]-column panel.
+//! A's rows widened once to u16 as the block starts. Register blocks of
+//! C are six rows by sixteen columns (12 of the 16 vector registers),
+//! two per [`NR`]-column panel, `k` split in steps (see [`block`]).
 
 use super::{Block, PackedI8, A8, MR, NR};
 
@@ -18,6 +18,8 @@ use std::arch::x86_64::*;
 const RB: usize = 6;
 /// Columns of a register block (half an [`NR`]-column panel).
 const CB: usize = 16;
+/// Pairs of `k` a pass over the rows takes (16 KiB of a half panel).
+const KC: usize = 256;
 
 /// Whether this CPU runs the kernel: AVX2 chosen ([`crate::kernels::isa`],
 /// so `PT2KIT_NO_AVX2=1` turns it off).
@@ -29,7 +31,11 @@ pub(super) fn available() -> bool {
 }
 
 /// Row panels `rows` (of [`MR`]) x column panels `cols` of C, each block
-/// handed to `done`. `b` is packed in pairs.
+/// handed to `done`. `b` is packed in pairs. The rows are widened once;
+/// then for each column panel, `k` in steps of [`KC`] pairs (a step of
+/// the half panel stays in L1 while every row passes over it) into sums
+/// of all the rows (C's rows of the panel), handed on in blocks of
+/// [`MR`] rows when the panel is done.
 ///
 /// # Safety
 /// The CPU has AVX2 ([`available`]).
@@ -42,34 +48,31 @@ pub(super) unsafe fn block(
     cols: std::ops::Range<usize>,
     done: Block,
 ) {
-    let mut tile = [0i32; MR * NR];
     let pairs = a.kp / 2;
-    // one row panel of A widened to u16, the same row stride in elements
-    let mut wide = vec![0u16; MR * a.kp];
-    for ip in rows {
-        let i0 = ip * MR;
-        let nrows = (a.m - i0).min(MR);
-        for (w, x) in wide
-            .chunks_exact_mut(a.kp)
-            .zip(a.data[i0 * a.kp..].chunks_exact(a.kp))
-            .take(nrows)
-        {
-            for (d, s) in w.iter_mut().zip(x) {
-                *d = *s as u16;
-            }
-        }
-        for jp in cols.clone() {
-            let bp = b.panel(jp);
-            let ncols = (b.n - jp * NR).min(NR);
-            let t = tile.as_mut_ptr();
-            for r0 in (0..nrows).step_by(RB) {
-                let ap = wide[r0 * a.kp..].as_ptr();
-                for c0 in (0..ncols).step_by(CB) {
-                    let (bq, tq) = (bp.add(c0), t.add(r0 * NR + c0));
+    let i0 = rows.start * MR;
+    let mr = (rows.end * MR).min(a.m).saturating_sub(i0);
+    if mr == 0 {
+        return;
+    }
+    let wide: Vec<u16> = a.data[i0 * a.kp..][..mr * a.kp]
+        .iter()
+        .map(|&x| x as u16)
+        .collect();
+    let mut sums = vec![0i32; mr * NR];
+    for jp in cols {
+        let bp = b.panel(jp);
+        let ncols = (b.n - jp * NR).min(NR);
+        for p0 in (0..pairs).step_by(KC) {
+            let steps = (pairs - p0).min(KC);
+            for c0 in (0..ncols).step_by(CB) {
+                let bq = bp.add(p0 * NR + c0);
+                for r0 in (0..mr).step_by(RB) {
+                    let ap = wide[r0 * a.kp + 2 * p0..].as_ptr();
+                    let t = sums.as_mut_ptr().add(r0 * NR + c0);
                     macro_rules! by_rows {
                         ($($r:literal)*) => {
-                            match (nrows - r0).min(RB) {
-                                $($r => kernel::<$r>(ap, a.kp, bq, pairs, tq),)*
+                            match (mr - r0).min(RB) {
+                                $($r => kernel::<$r>(ap, a.kp, bq, steps, t, p0 > 0),)*
                                 _ => unreachable!(),
                             }
                         };
@@ -77,7 +80,10 @@ pub(super) unsafe fn block(
                     by_rows!(1 2 3 4 5 6);
                 }
             }
-            done(i0, nrows, jp * NR, ncols, &tile);
+        }
+        for r0 in (0..mr).step_by(MR) {
+            let nrows = (mr - r0).min(MR);
+            done(i0 + r0, nrows, jp * NR, ncols, &sums[r0 * NR..]);
         }
     }
 }
@@ -95,7 +101,8 @@ pub(super) unsafe fn block(
 
 /// `R` rows of widened A (from `a`, row stride `lda` elements) by sixteen
 /// columns of a pair panel (`pairs` pair rows from `b`, row stride
-/// [`NR`] words) into `tile` (row stride [`NR`]).
+/// [`NR`] words) into `tile` (row stride [`NR`]): stored, or added to
+/// what it holds (`add`).
 ///
 /// # Safety
 /// As [`block`]; `a` holds `R` rows of `2 * pairs` elements, `b` `pairs`
@@ -108,8 +115,15 @@ unsafe fn kernel<const R: usize>(
     b: *const i32,
     pairs: usize,
     tile: *mut i32,
+    add: bool,
 ) {
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    if add {
+        for (i, acc) in acc.iter_mut().enumerate() {
+            acc[0] = _mm256_loadu_si256(tile.add(i * NR).cast());
+            acc[1] = _mm256_loadu_si256(tile.add(i * NR + 8).cast());
+        }
+    }
     for p in 0..pairs {
         let bq = b.add(p * NR);
         let b0 = _mm256_loadu_si256(bq.cast());

@@ -303,10 +303,9 @@ fn run_block(
 
 /// [`gemm`] with A's rows made as they are needed (`fill(r, row)`: a
 /// convolution's im2col rows), in one parallel region: each task makes
-/// its own rows (at most about [`ROWS_CHUNK_BYTES`] of them) in a buffer
-/// of its thread's and runs its part of the product on them, so the rows
-/// are never all made at once, nor split between the threads apart from
-/// the product. The tasks split the rows first: a task of a column split
+/// its own rows in a buffer of its thread's and runs its part of the
+/// product on them, so the rows are never all made at once, nor split
+/// between the threads apart from the product. A task of a column split
 /// makes its rows again. Panics as [`gemm`].
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_rows(
@@ -333,10 +332,18 @@ pub fn gemm_rows(
     } else {
         threads.max(1)
     };
-    let by_size = (m * kp).div_ceil(ROWS_CHUNK_BYTES);
-    let tasks = (threads * 4).max(by_size).min(mp * np).max(1);
-    let rb = tasks.min(mp);
-    let cb = tasks.div_ceil(rb).min(np).max(1);
+    // about four tasks a thread; where the weight outweighs the rows
+    // (deep layers of few pixels) the columns are split first, so that
+    // the weight is read once and the rows made again by each task,
+    // else the rows, in chunks of at most about ROWS_CHUNK_BYTES
+    let want = (threads * 4).min(mp * np).max(1);
+    let rb = if n >= m {
+        want.div_ceil(np)
+    } else {
+        want.max((m * kp).div_ceil(ROWS_CHUNK_BYTES))
+    }
+    .clamp(1, mp);
+    let cb = want.div_ceil(rb).clamp(1, np);
     let run = |buf: &mut Vec<u8>, t: usize| {
         let (r, q) = (t / cb, t % cb);
         let panels = r * mp / rb..(r + 1) * mp / rb;
