@@ -117,6 +117,91 @@ fn int8_products_match_the_reference_exactly() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Winograd's 3 x 3 convolutions (the AVX2 kernel's) against the direct
+/// sum on random sizes, paddings and zero points, bytes over their whole
+/// range and a patch of extremes (255 against -128, the sums' largest):
+/// every output element once, exactly.
+#[test]
+fn winograd_convolutions_match_the_direct_sum_exactly() {
+    if !k8::runs(k8::Kernel::Avx2) {
+        eprintln!("int8: no AVX2 here; Winograd's convolutions untested");
+        return;
+    }
+    let mut d = draws(0x3_3a11);
+    let mut shapes: Vec<[usize; 5]> = vec![
+        // h, w, ci, co, pad
+        [4, 4, 1, 1, 0],
+        [7, 7, 512, 40, 1],
+        [56, 56, 64, 64, 1],
+        [5, 9, 3, 33, 2],
+        [6, 3, 17, 70, 1],
+    ];
+    for _ in 0..cases(24) {
+        let pad = d(3);
+        let h = (2 + d(20)).max(4 - 2 * pad.min(1));
+        let w = (2 + d(20)).max(4 - 2 * pad.min(1));
+        shapes.push([h, w, 1 + d(80), 1 + d(80), pad]);
+    }
+    let mut failures = Vec::new();
+    for (case, &[h, w, ci, co, pad]) in shapes.iter().enumerate() {
+        if h + 2 * pad < 3 || w + 2 * pad < 3 {
+            continue;
+        }
+        let extreme = case == 1;
+        let x: Vec<u8> = (0..h * w * ci)
+            .map(|_| if extreme { 255 } else { d(256) as u8 })
+            .collect();
+        let wt: Vec<i8> = (0..co * ci * 9)
+            .map(|_| if extreme { -128 } else { (d(256) as i64 - 128) as i8 })
+            .collect();
+        let z = if extreme { 255 } else { d(256) as u8 };
+        let (ho, wo) = (h + 2 * pad - 2, w + 2 * pad - 2);
+        let px = |y: isize, xx: isize, c: usize| -> i64 {
+            if y < 0 || xx < 0 || y as usize >= h || xx as usize >= w {
+                z as i64
+            } else {
+                x[(y as usize * w + xx as usize) * ci + c] as i64
+            }
+        };
+        let packed = k8::winograd::pack(&wt, co, ci);
+        let c: Vec<std::sync::atomic::AtomicI64> = (0..ho * wo * co)
+            .map(|_| std::sync::atomic::AtomicI64::new(i64::MIN))
+            .collect();
+        let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+            for i in 0..rows {
+                for j in 0..cols {
+                    let old = c[(i0 + i) * co + j0 + j].swap(
+                        tile[i * k8::NR + j] as i64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                    assert_eq!(old, i64::MIN, "element ({}, {}) written twice", i0 + i, j0 + j);
+                }
+            }
+        };
+        k8::winograd::conv3x3(&x, [h, w], [pad, pad], z, &packed, 2, &done);
+        let what = format!("[{h}, {w}] x {ci} -> {co}, pad {pad}, zero point {z}");
+        'check: for oy in 0..ho {
+            for ox in 0..wo {
+                for o in 0..co {
+                    let mut want = 0i64;
+                    for c0 in 0..ci {
+                        for t in 0..9 {
+                            let (iy, ix) = ((oy + t / 3) as isize - pad as isize, (ox + t % 3) as isize - pad as isize);
+                            want += px(iy, ix, c0) * wt[(o * ci + c0) * 9 + t] as i64;
+                        }
+                    }
+                    let got = c[(oy * wo + ox) * co + o].load(std::sync::atomic::Ordering::Relaxed);
+                    if got != want {
+                        failures.push(format!("{what}: C[{oy}, {ox}, {o}] is {got}, the direct sum {want}"));
+                        break 'check;
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn quant_fixtures() -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(repo().join("golden/quant"))
         .unwrap()

@@ -15,9 +15,9 @@ use super::{Block, PackedI8, A8, MR, NR};
 use std::arch::x86_64::*;
 
 /// Rows of a register block (of [`MR`]).
-const RB: usize = 6;
+pub(super) const RB: usize = 6;
 /// Columns of a register block (half an [`NR`]-column panel).
-const CB: usize = 16;
+pub(super) const CB: usize = 16;
 /// Pairs of `k` a pass over the rows takes (16 KiB of a half panel).
 const KC: usize = 256;
 
@@ -96,6 +96,37 @@ pub(super) unsafe fn block(
     _: std::ops::Range<usize>,
     _: Block,
 ) {
+    unreachable!("int8: no AVX2 off x86_64")
+}
+
+/// `r` (at most [`RB`]) rows of 16-bit A by sixteen columns of a pair
+/// panel into `tile`, stored (see [`kernel`]; Winograd's products).
+///
+/// # Safety
+/// As [`kernel`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn rows_by_panel(
+    r: usize,
+    a: *const u16,
+    lda: usize,
+    b: *const i32,
+    pairs: usize,
+    tile: *mut i32,
+) {
+    macro_rules! by_rows {
+        ($($r:literal)*) => {
+            match r {
+                $($r => kernel::<$r>(a, lda, b, pairs, tile, false),)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    by_rows!(1 2 3 4 5 6);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn rows_by_panel(_: usize, _: *const u16, _: usize, _: *const i32, _: usize, _: *mut i32) {
     unreachable!("int8: no AVX2 off x86_64")
 }
 

@@ -32,6 +32,7 @@
 
 mod avx2;
 mod vnni;
+pub mod winograd;
 
 /// Columns of a packed panel of B (two 16-lane vectors).
 pub const NR: usize = 32;
@@ -176,11 +177,21 @@ pub struct PackedI8 {
     kp: usize,
     data: Vec<i32>,
     sums: Vec<i32>,
+    /// A 3 x 3 convolution's weight for [`winograd::conv3x3`] too, where
+    /// the caller asked ([`PackedI8::with_winograd`]).
+    pub winograd: Option<winograd::Packed>,
 }
 
 impl PackedI8 {
     pub fn bytes(&self) -> usize {
-        self.data.len() * 4 + self.sums.len() * 4
+        self.data.len() * 4 + self.sums.len() * 4 + self.winograd.as_ref().map_or(0, |w| w.bytes())
+    }
+
+    /// With `w`, the same weight as `[co][ci][3][3]` (torch's layout),
+    /// packed for [`winograd::conv3x3`] as well.
+    pub fn with_winograd(mut self, w: &[i8], co: usize, ci: usize) -> PackedI8 {
+        self.winograd = Some(winograd::pack(w, co, ci));
+        self
     }
 
     /// Each column's sum over `k` (the zero-point compensation's factor).
@@ -236,6 +247,7 @@ pub fn pack_b(w: &[i8], n: usize, k: usize, kernel: Kernel) -> PackedI8 {
         kp,
         data,
         sums,
+        winograd: None,
     }
 }
 
