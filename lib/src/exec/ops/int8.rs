@@ -72,11 +72,7 @@ impl Finish {
         let scale = &self.scale[j0..j0 + cols];
         let bias = &self.bias[j0..j0 + cols];
         let used = rows * NR;
-        for (t, yr) in tile.chunks_exact(NR).zip(y[..used].chunks_exact_mut(NR)) {
-            for j in 0..cols {
-                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
-            }
-        }
+        scaled_rows(&tile[..used], &mut y[..used], comp, scale, bias);
         if let Some(o) = self.other.as_deref() {
             for j in 0..cols {
                 for i in 0..rows {
@@ -84,19 +80,8 @@ impl Finish {
                 }
             }
         }
-        if self.relu {
-            for yr in y[..used].chunks_exact_mut(NR) {
-                for v in &mut yr[..cols] {
-                    *v = if *v < 0.0 { 0.0 } else { *v };
-                }
-            }
-        }
-        if let Some(q) = &self.quant {
-            for yr in y[..used].chunks_exact_mut(NR) {
-                for v in &mut yr[..cols] {
-                    *v = Finish::quantize(q, *v);
-                }
-            }
+        if self.relu || self.quant.is_some() {
+            relu_quantize_rows(&mut y[..used], cols, self.relu, self.quant);
         }
         macro_rules! each {
             ($store:expr) => {
@@ -119,6 +104,39 @@ impl Finish {
     #[inline(always)]
     fn quantize(q: &Quant, y: f32) -> f32 {
         (rint(y * q.inv) + q.zp).clamp(q.lo, q.hi)
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// `y = (t - comp) * scale + bias` of each tile row (`NR` wide, the
+    /// first `comp.len()` columns), in the widest instruction set.
+    fn scaled_rows(tile: &[i32], y: &mut [f32], comp: &[i32], scale: &[f32], bias: &[f32]) {
+        let cols = comp.len();
+        for (t, yr) in tile.chunks_exact(k8::NR).zip(y.chunks_exact_mut(k8::NR)) {
+            for j in 0..cols {
+                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
+            }
+        }
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// The ReLU and the quantization (where asked) of the first `cols`
+    /// values of each row of `y` (`NR` wide), in the widest instruction
+    /// set.
+    fn relu_quantize_rows(y: &mut [f32], cols: usize, relu: bool, quant: Option<Quant>) {
+        for yr in y.chunks_exact_mut(k8::NR) {
+            for v in &mut yr[..cols] {
+                if relu && *v < 0.0 {
+                    *v = 0.0;
+                }
+            }
+            if let Some(q) = &quant {
+                for v in &mut yr[..cols] {
+                    *v = Finish::quantize(q, *v);
+                }
+            }
+        }
     }
 }
 
@@ -290,6 +308,7 @@ fn packed_weight(
     n: usize,
     k: usize,
     reorder: impl Fn(&[i8]) -> Vec<i8>,
+    winograd: Option<usize>,
 ) -> Result<Arc<k8::PackedI8>> {
     let pack = || -> Result<k8::PackedI8> {
         let t = w.t.flatten_all()?.to_device(&candle_core::Device::Cpu)?;
@@ -302,7 +321,11 @@ fn packed_weight(
                 bytes.len()
             )));
         }
-        Ok(k8::pack_b(&reorder(&bytes), n, k, kernel()?))
+        let packed = k8::pack_b(&reorder(&bytes), n, k, kernel()?);
+        Ok(match winograd {
+            Some(ci) => packed.with_winograd(&bytes, n, ci),
+            None => packed,
+        })
     };
     let slot = match ctx.node.arg("weight") {
         Some(Argument::Tensor(v)) => ctx.exec.is_weight_value(ctx.graph, *v),
@@ -433,7 +456,7 @@ pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
     let shift = shift_of(&x, "input")?;
     let zu = unsigned_zero_point(ctx, shift)?;
     let xs = unsigned_bytes(&x, shift)?;
-    let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec())?;
+    let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec(), None)?;
     let fin = finish_of(ctx, &packed, zu, m * n)?;
     let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&xs[r * k..][..k]);
     let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
@@ -509,12 +532,17 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
         }
         out
     };
-    let packed = packed_weight(ctx, &w, co, k, reorder)?;
+    let kern = kernel()?;
+    // Winograd's F(2x2, 3x3) where the AVX2 kernel runs (VNNI's direct
+    // product is as fast as its 16-bit one would be)
+    let winograd = kern == k8::Kernel::Avx2
+        && [kh, kw, st[0], st[1], dl[0], dl[1]] == [3, 3, 1, 1, 1, 1]
+        && k8::winograd::fits(ci, h, wd, pd);
+    let packed = packed_weight(ctx, &w, co, k, reorder, winograd.then_some(ci))?;
     let hw = ho * wo;
     let fin = finish_of(ctx, &packed, zu, b * co * hw)?;
     let mut out = OutBuf::new(b * co * hw, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
-    let kern = kernel()?;
     let threads = rayon::current_num_threads();
     let xt = x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?;
     let mut nhwc = vec![0u8; h * wd * ci];
@@ -551,7 +579,10 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
             let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
             unsafe { fin.block(sink, tile, rows, j0, cols, at) };
         };
-        k8::gemm_rows(hw, k, &fill, &packed, threads, kern, &done);
+        match packed.winograd.as_ref().filter(|_| winograd) {
+            Some(wp) => k8::winograd::conv3x3(src, [h, wd], pd, zu as u8, wp, threads, &done),
+            None => k8::gemm_rows(hw, k, &fill, &packed, threads, kern, &done),
+        }
     }
     one(out.tensor(&[b, co, ho, wo], ctx)?)
 }

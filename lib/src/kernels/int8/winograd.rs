@@ -92,11 +92,17 @@ pub fn pack(w: &[i8], co: usize, ci: usize) -> Packed {
     Packed { ci, cp, co, data }
 }
 
-/// Where a 3 x 3 convolution of stride 1 and dilation 1 on an input of
-/// `[h][w]` pixels, padded by `pad`, runs this way: its output at least
-/// two pixels each way (else the tiles are mostly edge).
-pub fn fits(h: usize, w: usize, pad: [usize; 2]) -> bool {
-    h + 2 * pad[0] >= 4 && w + 2 * pad[1] >= 4
+/// Where a 3 x 3 convolution of stride 1 and dilation 1 of `ci` channels
+/// on an input of `[h][w]` pixels, padded by `pad`, runs this way: at
+/// least 16 channels (over fewer the transforms outweigh the product),
+/// its output at least two pixels each way (else the tiles are mostly
+/// edge), and not turned off (`PT2KIT_NO_WINOGRAD=1`, as for float32's).
+pub fn fits(ci: usize, h: usize, w: usize, pad: [usize; 2]) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    ci >= 16
+        && h + 2 * pad[0] >= 4
+        && w + 2 * pad[1] >= 4
+        && *ON.get_or_init(|| !crate::knobs::is_set("PT2KIT_NO_WINOGRAD"))
 }
 
 /// The 3 x 3 convolution of stride 1 of `x` (`[h][w][ci]` unsigned bytes,
@@ -193,7 +199,13 @@ unsafe fn task(
                 }
                 parts
             };
-            input_transform(&px, &mut out, ci);
+            // sixteen channels at a time in vector lanes, the rest one by one
+            let vec = if cfg!(target_arch = "x86_64") { ci / 16 * 16 } else { 0 };
+            #[cfg(target_arch = "x86_64")]
+            for c0 in (0..vec).step_by(16) {
+                input_transform16(&px, &mut out, c0);
+            }
+            input_transform(&px, &mut out, vec..ci);
         }
     }
     // the 16 products, m[e][tile][NR] for each panel, then the output
@@ -227,6 +239,9 @@ unsafe fn task(
                 let tile = ti * tw + tx;
                 let mt: [&[i32]; 16] = std::array::from_fn(|e| &m[(e * tiles + tile) * NR..][..NR]);
                 let mut y = [[0i32; NR]; 4];
+                #[cfg(target_arch = "x86_64")]
+                output_transform8(&mt, &mut y);
+                #[cfg(not(target_arch = "x86_64"))]
                 output_transform(&mt, &mut y);
                 for (d, yd) in y.iter().enumerate() {
                     let (oy, ox) = (2 * (rows.start + ti) + d / 2, 2 * tx + d % 2);
@@ -247,8 +262,8 @@ unsafe fn task(
 /// `B^T d B` of each channel: `px` the 4 x 4 patch's pixels (row-major),
 /// `out` the 16 positions' rows.
 #[inline(always)]
-fn input_transform(px: &[&[u8]; 16], out: &mut [&mut [i16]; 16], ci: usize) {
-    for c in 0..ci {
+fn input_transform(px: &[&[u8]; 16], out: &mut [&mut [i16]; 16], chans: std::ops::Range<usize>) {
+    for c in chans {
         let d: [i16; 16] = std::array::from_fn(|i| px[i][c] as i16);
         // B^T d: rows
         let mut t = [0i16; 16];
@@ -270,8 +285,73 @@ fn input_transform(px: &[&[u8]; 16], out: &mut [&mut [i16]; 16], ci: usize) {
     }
 }
 
+/// [`input_transform`] of channels `c0..c0 + 16` in 16-bit lanes.
+///
+/// # Safety
+/// The CPU has AVX2; every row of `px` and `out` holds `c0 + 16`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn input_transform16(px: &[&[u8]; 16], out: &mut [&mut [i16]; 16], c0: usize) {
+    use std::arch::x86_64::*;
+    let mut d = [_mm256_setzero_si256(); 16];
+    for (d, px) in d.iter_mut().zip(px) {
+        *d = _mm256_cvtepu8_epi16(_mm_loadu_si128(px[c0..c0 + 16].as_ptr().cast()));
+    }
+    use _mm256_add_epi16 as add;
+    use _mm256_sub_epi16 as sub;
+    let mut t = [_mm256_setzero_si256(); 16];
+    for col in 0..4 {
+        let (d0, d1, d2, d3) = (d[col], d[4 + col], d[8 + col], d[12 + col]);
+        t[col] = sub(d0, d2);
+        t[4 + col] = add(d1, d2);
+        t[8 + col] = sub(d2, d1);
+        t[12 + col] = sub(d1, d3);
+    }
+    for r in 0..4 {
+        let (t0, t1, t2, t3) = (t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3]);
+        let v = [sub(t0, t2), add(t1, t2), sub(t2, t1), sub(t1, t3)];
+        for (q, v) in v.into_iter().enumerate() {
+            _mm256_storeu_si256(out[r * 4 + q][c0..c0 + 16].as_mut_ptr().cast(), v);
+        }
+    }
+}
+
+/// [`output_transform`] in 32-bit lanes, eight columns at a time.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn output_transform8(m: &[&[i32]; 16], y: &mut [[i32; NR]; 4]) {
+    use std::arch::x86_64::*;
+    use _mm256_add_epi32 as add;
+    use _mm256_sub_epi32 as sub;
+    for j in (0..NR).step_by(8) {
+        let mut v = [_mm256_setzero_si256(); 16];
+        for (v, m) in v.iter_mut().zip(m) {
+            *v = _mm256_loadu_si256(m[j..j + 8].as_ptr().cast());
+        }
+        let mut t = [_mm256_setzero_si256(); 8];
+        for col in 0..4 {
+            let (m0, m1, m2, m3) = (v[col], v[4 + col], v[8 + col], v[12 + col]);
+            t[col] = add(add(m0, m1), m2);
+            t[4 + col] = sub(sub(m1, m2), m3);
+        }
+        for r in 0..2 {
+            let (t0, t1, t2, t3) = (t[r * 4], t[r * 4 + 1], t[r * 4 + 2], t[r * 4 + 3]);
+            let y0 = _mm256_srai_epi32::<2>(add(add(t0, t1), t2));
+            let y1 = _mm256_srai_epi32::<2>(sub(sub(t1, t2), t3));
+            _mm256_storeu_si256(y[r * 2][j..j + 8].as_mut_ptr().cast(), y0);
+            _mm256_storeu_si256(y[r * 2 + 1][j..j + 8].as_mut_ptr().cast(), y1);
+        }
+    }
+}
+
 /// `A^T m A / 4` of each column in wrapping i32 (see the module): `m` the
 /// 16 positions' rows, `y` the 2 x 2 outputs' (row-major).
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn output_transform(m: &[&[i32]; 16], y: &mut [[i32; NR]; 4]) {
     for j in 0..NR {
