@@ -152,7 +152,13 @@ fn winograd_convolutions_match_the_direct_sum_exactly() {
             .map(|_| if extreme { 255 } else { d(256) as u8 })
             .collect();
         let wt: Vec<i8> = (0..co * ci * 9)
-            .map(|_| if extreme { -128 } else { (d(256) as i64 - 128) as i8 })
+            .map(|_| {
+                if extreme {
+                    -128
+                } else {
+                    (d(256) as i64 - 128) as i8
+                }
+            })
             .collect();
         let z = if extreme { 255 } else { d(256) as u8 };
         let (ho, wo) = (h + 2 * pad - 2, w + 2 * pad - 2);
@@ -174,7 +180,13 @@ fn winograd_convolutions_match_the_direct_sum_exactly() {
                         tile[i * k8::NR + j] as i64,
                         std::sync::atomic::Ordering::Relaxed,
                     );
-                    assert_eq!(old, i64::MIN, "element ({}, {}) written twice", i0 + i, j0 + j);
+                    assert_eq!(
+                        old,
+                        i64::MIN,
+                        "element ({}, {}) written twice",
+                        i0 + i,
+                        j0 + j
+                    );
                 }
             }
         };
@@ -186,13 +198,18 @@ fn winograd_convolutions_match_the_direct_sum_exactly() {
                     let mut want = 0i64;
                     for c0 in 0..ci {
                         for t in 0..9 {
-                            let (iy, ix) = ((oy + t / 3) as isize - pad as isize, (ox + t % 3) as isize - pad as isize);
+                            let (iy, ix) = (
+                                (oy + t / 3) as isize - pad as isize,
+                                (ox + t % 3) as isize - pad as isize,
+                            );
                             want += px(iy, ix, c0) * wt[(o * ci + c0) * 9 + t] as i64;
                         }
                     }
                     let got = c[(oy * wo + ox) * co + o].load(std::sync::atomic::Ordering::Relaxed);
                     if got != want {
-                        failures.push(format!("{what}: C[{oy}, {ox}, {o}] is {got}, the direct sum {want}"));
+                        failures.push(format!(
+                            "{what}: C[{oy}, {ox}, {o}] is {got}, the direct sum {want}"
+                        ));
                         break 'check;
                     }
                 }

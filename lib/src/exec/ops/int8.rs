@@ -261,8 +261,7 @@ fn channels_last(
     let len = c * h * w;
     let done = match t.dtype() {
         DType::U8 => super::with_host::<u8, _>(t, |v| {
-            v.get(at..at + len)
-                .map(|p| each(p, [c, h, w], dst, |x| x))
+            v.get(at..at + len).map(|p| each(p, [c, h, w], dst, |x| x))
         }),
         DType::I16 => super::with_host::<i16, _>(t, |v| {
             v.get(at..at + len)

@@ -126,7 +126,14 @@ pub(super) unsafe fn rows_by_panel(
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn rows_by_panel(_: usize, _: *const u16, _: usize, _: *const i32, _: usize, _: *mut i32) {
+pub(super) unsafe fn rows_by_panel(
+    _: usize,
+    _: *const u16,
+    _: usize,
+    _: *const i32,
+    _: usize,
+    _: *mut i32,
+) {
     unreachable!("int8: no AVX2 off x86_64")
 }
 

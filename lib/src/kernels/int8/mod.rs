@@ -265,7 +265,11 @@ pub fn gemm(a: &A8, b: &PackedI8, threads: usize, kernel: Kernel, done: Block) {
     assert_eq!(a.k, b.k, "int8::gemm: inner dims differ");
     assert!(a.k <= MAX_K, "int8::gemm: k = {} may overflow", a.k);
     assert!(runs(kernel), "int8::gemm: this CPU lacks {}", kernel.name());
-    assert_eq!(b.form, Form::of(kernel), "int8::gemm: B packed for another kernel");
+    assert_eq!(
+        b.form,
+        Form::of(kernel),
+        "int8::gemm: B packed for another kernel"
+    );
     let (m, n) = (a.m, b.n);
     if m == 0 || n == 0 {
         return;
@@ -331,8 +335,16 @@ pub fn gemm_rows(
 ) {
     assert_eq!(k, b.k, "int8::gemm_rows: inner dims differ");
     assert!(k <= MAX_K, "int8::gemm_rows: k = {k} may overflow");
-    assert!(runs(kernel), "int8::gemm_rows: this CPU lacks {}", kernel.name());
-    assert_eq!(b.form, Form::of(kernel), "int8::gemm_rows: B packed for another kernel");
+    assert!(
+        runs(kernel),
+        "int8::gemm_rows: this CPU lacks {}",
+        kernel.name()
+    );
+    assert_eq!(
+        b.form,
+        Form::of(kernel),
+        "int8::gemm_rows: B packed for another kernel"
+    );
     let n = b.n;
     if m == 0 || n == 0 {
         return;

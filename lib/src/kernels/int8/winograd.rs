@@ -123,9 +123,15 @@ pub fn conv3x3(
     threads: usize,
     done: Block,
 ) {
-    assert!(super::runs(super::Kernel::Avx2), "winograd: this CPU lacks AVX2");
+    assert!(
+        super::runs(super::Kernel::Avx2),
+        "winograd: this CPU lacks AVX2"
+    );
     assert!(x.len() >= h * w * b.ci, "winograd: input too short");
-    let (ho, wo) = ((h + 2 * pad[0]).saturating_sub(2), (w + 2 * pad[1]).saturating_sub(2));
+    let (ho, wo) = (
+        (h + 2 * pad[0]).saturating_sub(2),
+        (w + 2 * pad[1]).saturating_sub(2),
+    );
     if ho == 0 || wo == 0 || b.co == 0 {
         return;
     }
@@ -134,7 +140,11 @@ pub fn conv3x3(
     // tile rows by chunks of about 32 tiles, columns split where there
     // are few such chunks: about four tasks a thread
     let want = (threads.max(1) * 4).min(th * np);
-    let rb = th.div_ceil(32usize.div_ceil(tw).max(1)).max(want.div_ceil(np)).min(th).max(1);
+    let rb = th
+        .div_ceil(32usize.div_ceil(tw).max(1))
+        .max(want.div_ceil(np))
+        .min(th)
+        .max(1);
     let cb = want.div_ceil(rb).clamp(1, np);
     let run = |t: usize| {
         let (r, q) = (t / cb, t % cb);
@@ -200,7 +210,11 @@ unsafe fn task(
                 parts
             };
             // sixteen channels at a time in vector lanes, the rest one by one
-            let vec = if cfg!(target_arch = "x86_64") { ci / 16 * 16 } else { 0 };
+            let vec = if cfg!(target_arch = "x86_64") {
+                ci / 16 * 16
+            } else {
+                0
+            };
             #[cfg(target_arch = "x86_64")]
             for c0 in (0..vec).step_by(16) {
                 input_transform16(&px, &mut out, c0);
@@ -325,9 +339,9 @@ unsafe fn input_transform16(px: &[&[u8]; 16], out: &mut [&mut [i16]; 16], c0: us
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn output_transform8(m: &[&[i32]; 16], y: &mut [[i32; NR]; 4]) {
-    use std::arch::x86_64::*;
     use _mm256_add_epi32 as add;
     use _mm256_sub_epi32 as sub;
+    use std::arch::x86_64::*;
     for j in (0..NR).step_by(8) {
         let mut v = [_mm256_setzero_si256(); 16];
         for (v, m) in v.iter_mut().zip(m) {
