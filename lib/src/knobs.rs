@@ -75,7 +75,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "PT2KIT_NO_WINOGRAD",
         tools: RUNNERS,
-        doc: "Set: 3x3 convolutions take the direct kernels, not Winograd's (which rounds differently, within the float32 tolerance).",
+        doc: "Set: 3x3 convolutions take the direct kernels, not Winograd's (which rounds differently, within the float32 tolerance; PT2E int8's, on AVX2, gives the same bits).",
     },
     Knob {
         name: "PT2KIT_NO_SPIN",
@@ -100,7 +100,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "PT2KIT_INT8_REFERENCE",
         tools: RUNNERS,
-        doc: "Set: a PT2E int8 graph runs as written (float32 products between its quantize and dequantize nodes), not with its quantized convolutions and linear layers fused into integer products on AVX512-VNNI (for timing and checking the two).",
+        doc: "Set: a PT2E int8 graph runs as written (float32 products between its quantize and dequantize nodes), not with its quantized convolutions and linear layers fused into integer products on AVX512-VNNI or AVX2 (for timing and checking the two).",
     },
     Knob {
         name: "UPDATE_GOLDEN",

@@ -2,7 +2,7 @@
 //! product kernel this CPU runs against the reference on randomized
 //! shapes, exactly (integer sums have one answer), and the golden/quant
 //! fixtures' quantized convolutions and linear layers fused at load where
-//! the CPU has VNNI, with their outputs as the graph run as written gives
+//! the CPU has an int8 kernel, with their outputs as the graph run as written gives
 //! them (within one quantization step of a dequantized output; torch's
 //! own outputs are `exec.rs`'s `quant_fixtures_match_torch`).
 
@@ -26,13 +26,17 @@ fn cases(default: usize) -> usize {
 /// (weights of -128 included): every element of C once, exactly.
 #[test]
 fn int8_products_match_the_reference_exactly() {
-    let kernels: Vec<k8::Kernel> = [k8::Kernel::Vnni, k8::Kernel::Scalar]
+    let kernels: Vec<k8::Kernel> = [k8::Kernel::Vnni, k8::Kernel::Avx2, k8::Kernel::Scalar]
         .into_iter()
         .filter(|k| k8::runs(*k))
         .collect();
-    if !k8::runs(k8::Kernel::Vnni) {
-        assert!(k8::kernel().is_none());
-        eprintln!("int8: this CPU (or the ISA knobs) leaves no VNNI kernel; the scalar one only");
+    eprintln!(
+        "int8: kernels {:?}, the executor's {:?}",
+        kernels.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        k8::kernel().map(|k| k.name())
+    );
+    if let Some(k) = k8::kernel() {
+        assert!(kernels.contains(&k));
     }
     let mut shapes: Vec<(usize, usize, usize)> = vec![
         (1, 1, 1),
@@ -55,15 +59,18 @@ fn int8_products_match_the_reference_exactly() {
         let a: Vec<u8> = (0..m * k).map(|_| d(256) as u8).collect();
         let w: Vec<i8> = (0..n * k).map(|_| (d(256) as i64 - 128) as i8).collect();
         let want = k8::reference(&a, &w, m, k, n);
-        let packed = k8::pack_b(&w, n, k);
         let sums: Vec<i32> = (0..n)
             .map(|j| w[j * k..][..k].iter().map(|&v| v as i32).sum())
             .collect();
-        if packed.column_sums() != sums.as_slice() {
-            failures.push(format!("[{n}, {k}]: column sums differ"));
-        }
-        let am = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&a[r * k..][..k]));
-        for &kernel in &kernels {
+        let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&a[r * k..][..k]);
+        let am = k8::A8::from_rows(m, k, &fill);
+        // each kernel on its packing, through the product of a made A and
+        // the one that makes A's rows in its tasks
+        for (kernel, rows) in kernels.iter().flat_map(|&x| [(x, false), (x, true)]) {
+            let packed = k8::pack_b(&w, n, k, kernel);
+            if packed.column_sums() != sums.as_slice() {
+                failures.push(format!("{} [{n}, {k}]: column sums differ", kernel.name()));
+            }
             let c: Vec<std::sync::atomic::AtomicI64> = (0..m * n)
                 .map(|_| std::sync::atomic::AtomicI64::new(i64::MIN))
                 .collect();
@@ -81,8 +88,16 @@ fn int8_products_match_the_reference_exactly() {
                     }
                 }
             };
-            k8::gemm(&am, &packed, 2, kernel, &done);
-            let what = format!("{} [{m}, {k}] x [{k}, {n}]", kernel.name());
+            if rows {
+                k8::gemm_rows(m, k, &fill, &packed, 2, kernel, &done);
+            } else {
+                k8::gemm(&am, &packed, 2, kernel, &done);
+            }
+            let what = format!(
+                "{}{} [{m}, {k}] x [{k}, {n}]",
+                kernel.name(),
+                if rows { " (rows made in tasks)" } else { "" }
+            );
             if writes.into_inner() != m * n {
                 failures.push(format!("{what}: the blocks do not cover C once"));
             }
@@ -96,6 +111,108 @@ fn int8_products_match_the_reference_exactly() {
                     c[x].load(std::sync::atomic::Ordering::Relaxed),
                     want[x]
                 ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Winograd's 3 x 3 convolutions (the AVX2 kernel's) against the direct
+/// sum on random sizes, paddings and zero points, bytes over their whole
+/// range and a patch of extremes (255 against -128, the sums' largest):
+/// every output element once, exactly.
+#[test]
+fn winograd_convolutions_match_the_direct_sum_exactly() {
+    if !k8::runs(k8::Kernel::Avx2) {
+        eprintln!("int8: no AVX2 here; Winograd's convolutions untested");
+        return;
+    }
+    let mut d = draws(0x3_3a11);
+    let mut shapes: Vec<[usize; 5]> = vec![
+        // h, w, ci, co, pad
+        [4, 4, 1, 1, 0],
+        [7, 7, 512, 40, 1],
+        [56, 56, 64, 64, 1],
+        [5, 9, 3, 33, 2],
+        [6, 3, 17, 70, 1],
+    ];
+    for _ in 0..cases(24) {
+        let pad = d(3);
+        let h = (2 + d(20)).max(4 - 2 * pad.min(1));
+        let w = (2 + d(20)).max(4 - 2 * pad.min(1));
+        shapes.push([h, w, 1 + d(80), 1 + d(80), pad]);
+    }
+    let mut failures = Vec::new();
+    for (case, &[h, w, ci, co, pad]) in shapes.iter().enumerate() {
+        if h + 2 * pad < 3 || w + 2 * pad < 3 {
+            continue;
+        }
+        let extreme = case == 1;
+        let x: Vec<u8> = (0..h * w * ci)
+            .map(|_| if extreme { 255 } else { d(256) as u8 })
+            .collect();
+        let wt: Vec<i8> = (0..co * ci * 9)
+            .map(|_| {
+                if extreme {
+                    -128
+                } else {
+                    (d(256) as i64 - 128) as i8
+                }
+            })
+            .collect();
+        let z = if extreme { 255 } else { d(256) as u8 };
+        let (ho, wo) = (h + 2 * pad - 2, w + 2 * pad - 2);
+        let px = |y: isize, xx: isize, c: usize| -> i64 {
+            if y < 0 || xx < 0 || y as usize >= h || xx as usize >= w {
+                z as i64
+            } else {
+                x[(y as usize * w + xx as usize) * ci + c] as i64
+            }
+        };
+        let packed = k8::winograd::pack(&wt, co, ci);
+        let c: Vec<std::sync::atomic::AtomicI64> = (0..ho * wo * co)
+            .map(|_| std::sync::atomic::AtomicI64::new(i64::MIN))
+            .collect();
+        let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+            for i in 0..rows {
+                for j in 0..cols {
+                    let old = c[(i0 + i) * co + j0 + j].swap(
+                        tile[i * k8::NR + j] as i64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                    assert_eq!(
+                        old,
+                        i64::MIN,
+                        "element ({}, {}) written twice",
+                        i0 + i,
+                        j0 + j
+                    );
+                }
+            }
+        };
+        k8::winograd::conv3x3(&x, [h, w], [pad, pad], z, &packed, 2, &done);
+        let what = format!("[{h}, {w}] x {ci} -> {co}, pad {pad}, zero point {z}");
+        'check: for oy in 0..ho {
+            for ox in 0..wo {
+                for o in 0..co {
+                    let mut want = 0i64;
+                    for c0 in 0..ci {
+                        for t in 0..9 {
+                            let (iy, ix) = (
+                                (oy + t / 3) as isize - pad as isize,
+                                (ox + t % 3) as isize - pad as isize,
+                            );
+                            want += px(iy, ix, c0) * wt[(o * ci + c0) * 9 + t] as i64;
+                        }
+                    }
+                    let got = c[(oy * wo + ox) * co + o].load(std::sync::atomic::Ordering::Relaxed);
+                    if got != want {
+                        failures.push(format!(
+                            "{what}: C[{oy}, {ox}, {o}] is {got}, the direct sum {want}"
+                        ));
+                        break 'check;
+                    }
+                }
             }
         }
     }
@@ -123,7 +240,7 @@ fn fused(e: &Executor) -> Vec<String> {
         .collect()
 }
 
-/// Where the CPU has VNNI, the fixtures' static quantized convolutions
+/// Where the CPU has an int8 kernel, the fixtures' static quantized convolutions
 /// and linear layers run fused (both dialects: `conv2d`/`linear` as
 /// exported, `convolution` as torch decomposes it; dynamic quantization,
 /// whose scales are tensors, and weights quantized in the graph stay as
@@ -133,7 +250,7 @@ fn fused(e: &Executor) -> Vec<String> {
 #[test]
 fn quant_fixtures_fuse_their_products_and_agree_with_the_graph_as_written() {
     if k8::kernel().is_none() {
-        eprintln!("int8: no VNNI kernel here; nothing is fused");
+        eprintln!("int8: no int8 kernel here; nothing is fused");
         return;
     }
     let cpu = || exec::device(DeviceKind::Cpu).unwrap();

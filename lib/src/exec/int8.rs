@@ -8,7 +8,7 @@
 //! the program is lowered ([`super::lowering`]), each such chain of the
 //! top-level graph becomes one node, `pt2kit.int8_conv2d` or
 //! `pt2kit.int8_linear` (`exec/ops/int8.rs`), which sums `x_q` times
-//! `w_q` in integers on AVX512-VNNI and applies the scales, the bias, the
+//! `w_q` in integers (AVX512-VNNI, or AVX2) and applies the scales, the bias, the
 //! residual, the ReLU and the quantization per output element, as torch's
 //! reference graph does in float32 on the sums. What it matches:
 //!
@@ -24,7 +24,7 @@
 //!   value dequantized per tensor of the output's shape, `relu` (or
 //!   `relu_`), `quantize_per_tensor` to uint8 or int8.
 //!
-//! Where the CPU has no VNNI kernel, or `PT2KIT_INT8_REFERENCE=1`, the
+//! Where the CPU has no int8 kernel (neither), or `PT2KIT_INT8_REFERENCE=1`, the
 //! graph runs as written. The sums are exact where torch's float32 sums
 //! round, so a value that lies within float32 rounding of a quantization
 //! tie may land one step from torch's (docs/coverage.md, "PT2E int8").

@@ -47,9 +47,11 @@ struct Finish {
 impl Finish {
     /// Finishes a block of C (`rows` x `cols` of `tile`, row stride
     /// [`k8::NR`], from column `j0`) into `sink`, element (i, j) at output
-    /// index `at(i, j)`: first the scales and the bias a tile row at a
-    /// time (per-channel values side by side), then the residual, the ReLU
-    /// and the quantization.
+    /// index `at(i, j)`: the scales and the bias, the ReLU and the
+    /// quantization a tile row at a time (per-channel values side by side,
+    /// so the loops run in vector lanes), the residual, which lies in the
+    /// output's layout, added between them, and the finished values
+    /// stored at last.
     ///
     /// # Safety
     /// Every `at(i, j)` lies inside the output, which no other thread
@@ -64,45 +66,36 @@ impl Finish {
         cols: usize,
         at: impl Fn(usize, usize) -> usize,
     ) {
-        let mut y = [0f32; k8::MR * k8::NR];
+        const NR: usize = k8::NR;
+        let mut y = [0f32; k8::MR * NR];
         let comp = &self.comp[j0..j0 + cols];
         let scale = &self.scale[j0..j0 + cols];
         let bias = &self.bias[j0..j0 + cols];
-        for (t, yr) in tile
-            .chunks_exact(k8::NR)
-            .zip(y.chunks_exact_mut(k8::NR))
-            .take(rows)
-        {
+        let used = rows * NR;
+        scaled_rows(&tile[..used], &mut y[..used], comp, scale, bias);
+        if let Some(o) = self.other.as_deref() {
             for j in 0..cols {
-                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
+                for i in 0..rows {
+                    y[i * NR + j] += o[at(i, j)];
+                }
             }
         }
-        let (other, relu) = (self.other.as_deref(), self.relu);
-        let adjust = |a: usize, v: f32| -> f32 {
-            let v = match other {
-                Some(o) => v + o[a],
-                None => v,
-            };
-            if relu && v < 0.0 {
-                0.0
-            } else {
-                v
-            }
-        };
+        if self.relu || self.quant.is_some() {
+            relu_quantize_rows(&mut y[..used], cols, self.relu, self.quant);
+        }
         macro_rules! each {
             ($store:expr) => {
                 for j in 0..cols {
                     for i in 0..rows {
-                        let a = at(i, j);
-                        $store(a, adjust(a, y[i * k8::NR + j]));
+                        $store(at(i, j), y[i * NR + j]);
                     }
                 }
             };
         }
         match (sink, &self.quant) {
             (Sink::F32(p), _) => each!(|a, v| *p.add(a) = v),
-            (Sink::U8(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as u8),
-            (Sink::I16(p), Some(q)) => each!(|a, v| *p.add(a) = Finish::quantize(q, v) as i16),
+            (Sink::U8(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as u8),
+            (Sink::I16(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as i16),
             _ => {}
         }
     }
@@ -111,6 +104,39 @@ impl Finish {
     #[inline(always)]
     fn quantize(q: &Quant, y: f32) -> f32 {
         (rint(y * q.inv) + q.zp).clamp(q.lo, q.hi)
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// `y = (t - comp) * scale + bias` of each tile row (`NR` wide, the
+    /// first `comp.len()` columns), in the widest instruction set.
+    fn scaled_rows(tile: &[i32], y: &mut [f32], comp: &[i32], scale: &[f32], bias: &[f32]) {
+        let cols = comp.len();
+        for (t, yr) in tile.chunks_exact(k8::NR).zip(y.chunks_exact_mut(k8::NR)) {
+            for j in 0..cols {
+                yr[j] = (t[j] - comp[j]) as f32 * scale[j] + bias[j];
+            }
+        }
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// The ReLU and the quantization (where asked) of the first `cols`
+    /// values of each row of `y` (`NR` wide), in the widest instruction
+    /// set.
+    fn relu_quantize_rows(y: &mut [f32], cols: usize, relu: bool, quant: Option<Quant>) {
+        for yr in y.chunks_exact_mut(k8::NR) {
+            for v in &mut yr[..cols] {
+                if relu && *v < 0.0 {
+                    *v = 0.0;
+                }
+            }
+            if let Some(q) = &quant {
+                for v in &mut yr[..cols] {
+                    *v = Finish::quantize(q, *v);
+                }
+            }
+        }
     }
 }
 
@@ -199,6 +225,54 @@ fn unsigned_bytes(t: &Tensor, shift: i64) -> Result<Vec<u8>> {
     got.ok_or_else(|| Error::internal("int8 product: a quantized input not held as bytes"))
 }
 
+/// The image of a quantized NCHW activation (contiguous, on the host)
+/// at element `at`, `[c, h, w]`, channels-last into `dst` (`[h][w][c]`)
+/// and shifted to unsigned bytes, read where it lies; the rows split
+/// between the threads where the image is large.
+fn channels_last(
+    t: &CandleTensor,
+    shift: i64,
+    at: usize,
+    [c, h, w]: [usize; 3],
+    dst: &mut [u8],
+) -> Result<()> {
+    fn each<T: Copy + Sync>(
+        plane: &[T],
+        [c, h, w]: [usize; 3],
+        dst: &mut [u8],
+        u: impl Fn(T) -> u8 + Sync,
+    ) {
+        let row = |y: usize, out: &mut [u8]| {
+            for ch in 0..c {
+                let line = &plane[(ch * h + y) * w..][..w];
+                for (px, &v) in out.chunks_exact_mut(c).zip(line) {
+                    px[ch] = u(v);
+                }
+            }
+        };
+        if c * h * w < 1 << 16 {
+            dst.chunks_exact_mut(w * c)
+                .enumerate()
+                .for_each(|(y, out)| row(y, out));
+        } else {
+            crate::kernels::threads::par_chunks(dst, w * c, row);
+        }
+    }
+    let len = c * h * w;
+    let done = match t.dtype() {
+        DType::U8 => super::with_host::<u8, _>(t, |v| {
+            v.get(at..at + len).map(|p| each(p, [c, h, w], dst, |x| x))
+        }),
+        DType::I16 => super::with_host::<i16, _>(t, |v| {
+            v.get(at..at + len)
+                .map(|p| each(p, [c, h, w], dst, |x| (x as i64 + shift) as u8))
+        }),
+        _ => None,
+    };
+    done.flatten()
+        .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
+}
+
 /// The residual `other` dequantized as torch does (`(q - zp) * scale` in
 /// float32).
 fn dequantized(ctx: &Ctx, len: usize) -> Result<Option<Vec<f32>>> {
@@ -233,6 +307,7 @@ fn packed_weight(
     n: usize,
     k: usize,
     reorder: impl Fn(&[i8]) -> Vec<i8>,
+    winograd: Option<usize>,
 ) -> Result<Arc<k8::PackedI8>> {
     let pack = || -> Result<k8::PackedI8> {
         let t = w.t.flatten_all()?.to_device(&candle_core::Device::Cpu)?;
@@ -245,7 +320,11 @@ fn packed_weight(
                 bytes.len()
             )));
         }
-        Ok(k8::pack_b(&reorder(&bytes), n, k))
+        let packed = k8::pack_b(&reorder(&bytes), n, k, kernel()?);
+        Ok(match winograd {
+            Some(ci) => packed.with_winograd(&bytes, n, ci),
+            None => packed,
+        })
     };
     let slot = match ctx.node.arg("weight") {
         Some(Argument::Tensor(v)) => ctx.exec.is_weight_value(ctx.graph, *v),
@@ -348,7 +427,7 @@ fn unsigned_zero_point(ctx: &Ctx, shift: i64) -> Result<i64> {
 }
 
 fn kernel() -> Result<k8::Kernel> {
-    k8::kernel().ok_or_else(|| Error::unsupported("int8 products need AVX512-VNNI"))
+    k8::kernel().ok_or_else(|| Error::unsupported("int8 products need AVX512-VNNI or AVX2"))
 }
 
 /// `pt2kit.int8_linear`: `[.., k]` rows times a `[n, k]` weight.
@@ -376,16 +455,17 @@ pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
     let shift = shift_of(&x, "input")?;
     let zu = unsigned_zero_point(ctx, shift)?;
     let xs = unsigned_bytes(&x, shift)?;
-    let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec())?;
+    let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec(), None)?;
     let fin = finish_of(ctx, &packed, zu, m * n)?;
-    let a = k8::A8::from_rows(m, k, &|r, out| out.copy_from_slice(&xs[r * k..][..k]));
+    let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&xs[r * k..][..k]);
     let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
     let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
         // SAFETY: elements (i0 + i, j0 + j) of the output, this block's only
         unsafe { fin.block(sink, tile, rows, j0, cols, |i, j| (i0 + i) * n + j0 + j) };
     };
-    k8::gemm(&a, &packed, rayon::current_num_threads(), kernel()?, &done);
+    let threads = rayon::current_num_threads();
+    k8::gemm_rows(m, k, &fill, &packed, threads, kernel()?, &done);
     let mut dims = lead.to_vec();
     dims.push(n);
     one(out.tensor(&dims, ctx)?)
@@ -439,7 +519,6 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
     }
     let shift = shift_of(&x, "input")?;
     let zu = unsigned_zero_point(ctx, shift)?;
-    let xs = unsigned_bytes(&x, shift)?;
     // the weight as [co][kh][kw][ci]
     let reorder = |src: &[i8]| -> Vec<i8> {
         let mut out = vec![0i8; src.len()];
@@ -452,23 +531,22 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
         }
         out
     };
-    let packed = packed_weight(ctx, &w, co, k, reorder)?;
+    let kern = kernel()?;
+    // Winograd's F(2x2, 3x3) where the AVX2 kernel runs (VNNI's direct
+    // product is as fast as its 16-bit one would be)
+    let winograd = kern == k8::Kernel::Avx2
+        && [kh, kw, st[0], st[1], dl[0], dl[1]] == [3, 3, 1, 1, 1, 1]
+        && k8::winograd::fits(ci, h, wd, pd);
+    let packed = packed_weight(ctx, &w, co, k, reorder, winograd.then_some(ci))?;
     let hw = ho * wo;
     let fin = finish_of(ctx, &packed, zu, b * co * hw)?;
     let mut out = OutBuf::new(b * co * hw, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
-    let kern = kernel()?;
+    let threads = rayon::current_num_threads();
+    let xt = x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?;
     let mut nhwc = vec![0u8; h * wd * ci];
     for img in 0..b {
-        // the image channels-last
-        let plane = &xs[img * ci * h * wd..][..ci * h * wd];
-        crate::kernels::threads::par_chunks(&mut nhwc, wd * ci, |y, row| {
-            for (xx, px) in row.chunks_exact_mut(ci).enumerate() {
-                for (c, v) in px.iter_mut().enumerate() {
-                    *v = plane[(c * h + y) * wd + xx];
-                }
-            }
-        });
+        channels_last(&xt, shift, img * ci * h * wd, [ci, h, wd], &mut nhwc)?;
         let src = &nhwc;
         let fill = |r: usize, row: &mut [u8]| {
             let (oy, ox) = (r / wo, r % wo);
@@ -485,7 +563,7 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
                 for tx in 0..kw {
                     let ix = (ox * st[1] + tx * dl[1]) as isize - pd[1] as isize;
                     let dst = &mut row[(ty * kw + tx) * ci..][..ci];
-                    if iy < 0 || ix < 0 || iy as usize >= h || ix as usize >= wd {
+                    if !iy_in || ix < 0 || ix as usize >= wd {
                         dst.fill(zu as u8);
                     } else {
                         dst.copy_from_slice(&src[(iy as usize * wd + ix as usize) * ci..][..ci]);
@@ -493,7 +571,6 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
                 }
             }
         };
-        let a = k8::A8::from_rows(hw, k, &fill);
         let base = img * co * hw;
         let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
             // SAFETY: elements (img, j0 + j, i0 + i) of the output, this
@@ -501,7 +578,10 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
             let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
             unsafe { fin.block(sink, tile, rows, j0, cols, at) };
         };
-        k8::gemm(&a, &packed, rayon::current_num_threads(), kern, &done);
+        match packed.winograd.as_ref().filter(|_| winograd) {
+            Some(wp) => k8::winograd::conv3x3(src, [h, wd], pd, zu as u8, wp, threads, &done),
+            None => k8::gemm_rows(hw, k, &fill, &packed, threads, kern, &done),
+        }
     }
     one(out.tensor(&[b, co, ho, wo], ctx)?)
 }

@@ -19,14 +19,20 @@
 //! Kernels, by what the CPU has ([`kernel`], found once):
 //! - [`Kernel::Vnni`]: AVX512-VNNI (`vnni.rs`), blocks of 12 x 32 of C in
 //!   24 registers, `vpdpbusd` over quads along `k`;
-//! - [`Kernel::Scalar`]: the same blocks in plain Rust, on any CPU (what
-//!   the tests hold the block logic to where VNNI is missing; the
-//!   executor does not fuse int8 products without VNNI: [`kernel`]).
+//! - [`Kernel::Avx2`]: AVX2 without VNNI (`avx2.rs`), blocks of 6 x 16
+//!   in 12 registers, `vpmaddwd` over pairs along `k` widened to 16 bits
+//!   (exact where AVX2's byte product would saturate), the weight packed
+//!   as pairs of i16 ([`Form::Pairs`]) instead of quads of bytes;
+//! - [`Kernel::Scalar`]: the VNNI kernel's blocks in plain Rust, on any
+//!   CPU (what the tests hold the block logic to; the executor does not
+//!   fuse int8 products without AVX2: [`kernel`]).
 //!
 //! Each kernel is tested against [`reference`] (`lib/tests/int8.rs`),
 //! exactly: integer sums have one answer.
 
+mod avx2;
 mod vnni;
+pub mod winograd;
 
 /// Columns of a packed panel of B (two 16-lane vectors).
 pub const NR: usize = 32;
@@ -38,6 +44,9 @@ pub const ROWS: usize = 32;
 pub const MR: usize = 12;
 /// Multiply-adds below which a product runs on the calling thread.
 const PARALLEL_MIN_MACS: usize = 1 << 17;
+/// Bytes of A a task of [`gemm_rows`] makes at most (its rows stay in
+/// L2 while the task's column panels pass over them).
+const ROWS_CHUNK_BYTES: usize = 1 << 16;
 /// The most terms a sum may have so that 255 * 128 each cannot overflow
 /// an i32 (and `k * 255 * 128 + k * 255 * 128` cannot either).
 pub const MAX_K: usize = (i32::MAX as usize) / (2 * 255 * 128);
@@ -47,6 +56,8 @@ pub const MAX_K: usize = (i32::MAX as usize) / (2 * 255 * 128);
 pub enum Kernel {
     /// AVX512-VNNI's `vpdpbusd`.
     Vnni,
+    /// AVX2's `vpmaddwd` on operands widened to 16 bits.
+    Avx2,
     /// Plain Rust (the reference's blocks; any CPU).
     Scalar,
 }
@@ -55,23 +66,29 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Vnni => "AVX512-VNNI",
+            Kernel::Avx2 => "AVX2",
             Kernel::Scalar => "scalar",
         }
     }
 }
 
 /// The kernel the executor's int8 products run on (found once):
-/// AVX512-VNNI where the CPU has it (`PT2KIT_NO_AVX512=1` or
-/// `PT2KIT_NO_AVX2=1` turn it off), else none: without it the executor
-/// leaves a PT2E graph's products in float32.
+/// AVX512-VNNI where the CPU has it (`PT2KIT_NO_AVX512=1` turns it off),
+/// else AVX2 (`PT2KIT_NO_AVX2=1` turns both off), else none: without
+/// either the executor leaves a PT2E graph's products in float32.
 pub fn kernel() -> Option<Kernel> {
-    vnni::available().then_some(Kernel::Vnni)
+    if vnni::available() {
+        Some(Kernel::Vnni)
+    } else {
+        avx2::available().then_some(Kernel::Avx2)
+    }
 }
 
 /// Whether `k` runs on this CPU (a test asks for each kernel by name).
 pub fn runs(k: Kernel) -> bool {
     match k {
         Kernel::Vnni => vnni::available(),
+        Kernel::Avx2 => avx2::available(),
         Kernel::Scalar => true,
     }
 }
@@ -124,19 +141,57 @@ impl A8 {
     }
 }
 
+/// How a packed weight's words hold `k`: what each kernel reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Four bytes of `k` a word (VNNI, scalar).
+    Quads,
+    /// Two of `k` a word, each sign-extended to an i16 (AVX2).
+    Pairs,
+}
+
+impl Form {
+    /// The form `kernel` reads.
+    pub fn of(kernel: Kernel) -> Form {
+        match kernel {
+            Kernel::Avx2 => Form::Pairs,
+            Kernel::Vnni | Kernel::Scalar => Form::Quads,
+        }
+    }
+
+    /// Elements of `k` a word.
+    fn per_word(self) -> usize {
+        match self {
+            Form::Quads => 4,
+            Form::Pairs => 2,
+        }
+    }
+}
+
 /// The right operand packed (see the module), with its column sums.
 #[derive(Debug)]
 pub struct PackedI8 {
     pub k: usize,
     pub n: usize,
+    pub form: Form,
     kp: usize,
     data: Vec<i32>,
     sums: Vec<i32>,
+    /// A 3 x 3 convolution's weight for [`winograd::conv3x3`] too, where
+    /// the caller asked ([`PackedI8::with_winograd`]).
+    pub winograd: Option<winograd::Packed>,
 }
 
 impl PackedI8 {
     pub fn bytes(&self) -> usize {
-        self.data.len() * 4 + self.sums.len() * 4
+        self.data.len() * 4 + self.sums.len() * 4 + self.winograd.as_ref().map_or(0, |w| w.bytes())
+    }
+
+    /// With `w`, the same weight as `[co][ci][3][3]` (torch's layout),
+    /// packed for [`winograd::conv3x3`] as well.
+    pub fn with_winograd(mut self, w: &[i8], co: usize, ci: usize) -> PackedI8 {
+        self.winograd = Some(winograd::pack(w, co, ci));
+        self
     }
 
     /// Each column's sum over `k` (the zero-point compensation's factor).
@@ -144,29 +199,41 @@ impl PackedI8 {
         &self.sums
     }
 
-    /// Panel `jp`'s first quad row.
+    /// Panel `jp`'s first word row.
     fn panel(&self, jp: usize) -> *const i32 {
-        self.data[jp * (self.kp / 4) * NR..].as_ptr()
+        self.data[jp * (self.kp / self.form.per_word()) * NR..].as_ptr()
     }
 }
 
 /// Packs a weight given as `n` rows of `k` (`w[j * k + p]` is element
-/// `(p, j)` of B). Panics if `w` is shorter than `n * k`.
-pub fn pack_b(w: &[i8], n: usize, k: usize) -> PackedI8 {
+/// `(p, j)` of B) for `kernel` (its [`Form`]). Panics if `w` is shorter
+/// than `n * k`.
+pub fn pack_b(w: &[i8], n: usize, k: usize, kernel: Kernel) -> PackedI8 {
     assert!(w.len() >= n * k, "int8::pack_b: weight shorter than n x k");
+    let form = Form::of(kernel);
+    let per = form.per_word();
     let kp = padded_k(k);
     let panels = n.div_ceil(NR).max(1);
-    let mut data = vec![0i32; panels * kp / 4 * NR];
-    for (jp, panel) in data.chunks_mut(kp / 4 * NR).enumerate() {
+    let mut data = vec![0i32; panels * kp / per * NR];
+    for (jp, panel) in data.chunks_mut(kp / per * NR).enumerate() {
         let cols = n.saturating_sub(jp * NR).min(NR);
         for j in 0..cols {
             let col = &w[(jp * NR + j) * k..][..k];
-            for (q, quad) in col.chunks(4).enumerate() {
-                let mut b = [0u8; 4];
-                for (d, s) in b.iter_mut().zip(quad) {
-                    *d = *s as u8;
-                }
-                panel[q * NR + j] = i32::from_le_bytes(b);
+            for (q, part) in col.chunks(per).enumerate() {
+                panel[q * NR + j] = match form {
+                    Form::Quads => {
+                        let mut b = [0u8; 4];
+                        for (d, s) in b.iter_mut().zip(part) {
+                            *d = *s as u8;
+                        }
+                        i32::from_le_bytes(b)
+                    }
+                    Form::Pairs => {
+                        let lo = part[0] as i16 as u16 as u32;
+                        let hi = part.get(1).map_or(0, |&v| v as i16 as u16 as u32);
+                        (lo | hi << 16) as i32
+                    }
+                };
             }
         }
     }
@@ -176,9 +243,11 @@ pub fn pack_b(w: &[i8], n: usize, k: usize) -> PackedI8 {
     PackedI8 {
         k,
         n,
+        form,
         kp,
         data,
         sums,
+        winograd: None,
     }
 }
 
@@ -190,12 +259,17 @@ pub type Block<'a> = &'a (dyn Fn(usize, usize, usize, usize, &[i32]) + Sync);
 
 /// `C (m x n) = A B` in exact 32-bit sums, each [`MR`] x [`NR`] block
 /// handed to `done` as it is finished, on up to `threads` threads by
-/// `kernel`. Panics when the inner dims differ, `k` passes [`MAX_K`], or
-/// the CPU lacks the kernel ([`runs`]).
+/// `kernel`. Panics when the inner dims differ, `k` passes [`MAX_K`], the
+/// CPU lacks the kernel ([`runs`]), or `b` was packed for another form.
 pub fn gemm(a: &A8, b: &PackedI8, threads: usize, kernel: Kernel, done: Block) {
     assert_eq!(a.k, b.k, "int8::gemm: inner dims differ");
     assert!(a.k <= MAX_K, "int8::gemm: k = {} may overflow", a.k);
     assert!(runs(kernel), "int8::gemm: this CPU lacks {}", kernel.name());
+    assert_eq!(
+        b.form,
+        Form::of(kernel),
+        "int8::gemm: B packed for another kernel"
+    );
     let (m, n) = (a.m, b.n);
     if m == 0 || n == 0 {
         return;
@@ -215,16 +289,114 @@ pub fn gemm(a: &A8, b: &PackedI8, threads: usize, kernel: Kernel, done: Block) {
         let (r, q) = (t / cb, t % cb);
         let rows = r * mp / rb..(r + 1) * mp / rb;
         let cols = q * np / cb..(q + 1) * np / cb;
-        match kernel {
-            // SAFETY: the CPU has VNNI (checked above)
-            Kernel::Vnni => unsafe { vnni::block(a, b, rows, cols, done) },
-            Kernel::Scalar => scalar_block(a, b, rows, cols, done),
-        }
+        run_block(kernel, a, b, rows, cols, done);
     };
     if threads == 1 || rb * cb == 1 {
         (0..rb * cb).for_each(run);
     } else {
         crate::kernels::threads::par_for(rb * cb, run);
+    }
+}
+
+/// Row panels `rows` x column panels `cols` of C on `kernel`, which the
+/// caller has checked this CPU runs.
+fn run_block(
+    kernel: Kernel,
+    a: &A8,
+    b: &PackedI8,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    done: Block,
+) {
+    match kernel {
+        // SAFETY: the CPU has VNNI (the callers check `runs`)
+        Kernel::Vnni => unsafe { vnni::block(a, b, rows, cols, done) },
+        // SAFETY: the CPU has AVX2 (the callers check `runs`)
+        Kernel::Avx2 => unsafe { avx2::block(a, b, rows, cols, done) },
+        Kernel::Scalar => scalar_block(a, b, rows, cols, done),
+    }
+}
+
+/// [`gemm`] with A's rows made as they are needed (`fill(r, row)`: a
+/// convolution's im2col rows), in one parallel region: each task makes
+/// its own rows in a buffer of its thread's and runs its part of the
+/// product on them, so the rows are never all made at once, nor split
+/// between the threads apart from the product. A task of a column split
+/// makes its rows again. Panics as [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_rows(
+    m: usize,
+    k: usize,
+    fill: RowFill,
+    b: &PackedI8,
+    threads: usize,
+    kernel: Kernel,
+    done: Block,
+) {
+    assert_eq!(k, b.k, "int8::gemm_rows: inner dims differ");
+    assert!(k <= MAX_K, "int8::gemm_rows: k = {k} may overflow");
+    assert!(
+        runs(kernel),
+        "int8::gemm_rows: this CPU lacks {}",
+        kernel.name()
+    );
+    assert_eq!(
+        b.form,
+        Form::of(kernel),
+        "int8::gemm_rows: B packed for another kernel"
+    );
+    let n = b.n;
+    if m == 0 || n == 0 {
+        return;
+    }
+    let kp = padded_k(k);
+    let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
+    let threads = if m * n * k < PARALLEL_MIN_MACS {
+        1
+    } else {
+        threads.max(1)
+    };
+    // about four tasks a thread; where the weight outweighs the rows
+    // (deep layers of few pixels) the columns are split first, so that
+    // the weight is read once and the rows made again by each task,
+    // else the rows, in chunks of at most about ROWS_CHUNK_BYTES
+    let want = (threads * 4).min(mp * np).max(1);
+    let rb = if n >= m {
+        want.div_ceil(np)
+    } else {
+        want.max((m * kp).div_ceil(ROWS_CHUNK_BYTES))
+    }
+    .clamp(1, mp);
+    let cb = want.div_ceil(rb).clamp(1, np);
+    let run = |buf: &mut Vec<u8>, t: usize| {
+        let (r, q) = (t / cb, t % cb);
+        let panels = r * mp / rb..(r + 1) * mp / rb;
+        let cols = q * np / cb..(q + 1) * np / cb;
+        let (i0, i1) = (panels.start * MR, (panels.end * MR).min(m));
+        let mut a = A8 {
+            m: i1 - i0,
+            k,
+            kp,
+            data: std::mem::take(buf),
+        };
+        // only the rows the kernels read (`a.m` of them), the padding of
+        // `k` zeroed with each row
+        a.data.resize(a.m * kp, 0);
+        for (i, row) in a.data.chunks_exact_mut(kp).enumerate() {
+            fill(i0 + i, &mut row[..k]);
+            row[k..].fill(0);
+        }
+        let shifted = |i: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+            done(i0 + i, rows, j0, cols, tile)
+        };
+        run_block(kernel, &a, b, 0..panels.len(), cols, &shifted);
+        *buf = a.data;
+    };
+    if threads == 1 {
+        let mut buf = Vec::new();
+        (0..rb * cb).for_each(|t| run(&mut buf, t));
+    } else {
+        crate::kernels::threads::par_for_init(rb * cb, Vec::new, run);
     }
 }
 
