@@ -303,3 +303,50 @@ fn quant_fixtures_fuse_their_products_and_agree_with_the_graph_as_written() {
         assert_eq!(line.matches("int8_").count(), 3, "{line}");
     }
 }
+
+/// The int8 product's speed on this CPU's kernel (ignored): `M x K x N`
+/// shapes from `SHAPES` (ResNet-18's im2col products by default) on
+/// `THREADS` threads (1), best and median GMAC/s of 50 calls, the
+/// epilogue a no-op. `cargo test --release -p pt2kit --features exec
+/// --test int8 int8_product_speed -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn int8_product_speed() {
+    let Some(kernel) = k8::kernel() else { return };
+    let threads: usize = std::env::var("THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let shapes = std::env::var("SHAPES")
+        .unwrap_or_else(|_| "12544x147x64,3136x576x64,784x1152x128,49x4608x512".into());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a pool");
+    for shape in shapes.split(',') {
+        let d: Vec<usize> = shape.split('x').filter_map(|v| v.parse().ok()).collect();
+        let (m, k, n) = (d[0], d[1], d[2]);
+        let a: Vec<u8> = (0..m * k).map(|i| (i * 7 % 251) as u8).collect();
+        let w: Vec<i8> = (0..n * k).map(|i| (i * 5 % 253) as i8).collect();
+        let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&a[r * k..][..k]);
+        let am = k8::A8::from_rows(m, k, &fill);
+        let packed = k8::pack_b(&w, n, k, kernel);
+        let done = |_: usize, _: usize, _: usize, _: usize, _: &[i32]| {};
+        let mut times = Vec::new();
+        pool.install(|| {
+            for _ in 0..50 {
+                let t = std::time::Instant::now();
+                k8::gemm(&am, &packed, threads, kernel, &done);
+                times.push(t.elapsed().as_secs_f64());
+            }
+        });
+        times.sort_by(f64::total_cmp);
+        let g = |t: f64| (m * n * k) as f64 / t / 1e9;
+        eprintln!(
+            "{} {m}x{k}x{n} on {threads}: best {:.1} GMAC/s, median {:.1}",
+            kernel.name(),
+            g(times[0]),
+            g(times[25])
+        );
+    }
+}

@@ -7,7 +7,8 @@
 //! its output so where no fused chain over planes follows it; a pointwise
 //! one on the pixel rows, or a stem from few channels, where every reader
 //! is such a depthwise convolution or a max pool (found once, at load,
-//! here).
+//! here). A fused int8 convolution (`exec/int8.rs`) leaves its quantized
+//! output so where every reader is another, as its input or its residual.
 
 use super::fuse;
 use crate::ir::{Argument, Graph, Node, SymRef, ValueId, ValueKind};
@@ -37,6 +38,7 @@ pub(super) fn channels_last_readers(graph: &Graph, fusion: &fuse::Plan) -> Vec<b
         o.value_refs(&mut outputs);
     }
     let conv = |n: &Node| n.target.name == "convolution" || n.target.name == "conv2d";
+    let int8_conv = |n: &Node| n.target.namespace == "pt2kit" && n.target.name == "int8_conv2d";
     // (a plain int, or one the lowering made a constant symbolic one)
     let groups = |n: &Node| match n.arg("groups") {
         Some(Argument::Int(g)) | Some(Argument::SymInt(SymRef::Int(g))) => Some(*g),
@@ -134,6 +136,23 @@ pub(super) fn channels_last_readers(graph: &Graph, fusion: &fuse::Plan) -> Vec<b
             };
             out.is_some_and(|v| {
                 let rs = &readers[v.index()];
+                if int8_conv(node) {
+                    // a quantized activation between two int8 convolutions
+                    // (or a residual of the second's): read there by whole
+                    // pixels
+                    return !outputs.contains(&v)
+                        && !rs.is_empty()
+                        && rs.iter().all(|&j| {
+                            let n = &graph.nodes[j];
+                            int8_conv(n)
+                                && n.inputs.iter().all(|a| match &a.arg {
+                                    Argument::Tensor(x) if *x == v => {
+                                        a.name == "input" || a.name == "other"
+                                    }
+                                    _ => true,
+                                })
+                        });
+                }
                 conv(node)
                     && !outputs.contains(&v)
                     && !rs.is_empty()

@@ -46,25 +46,24 @@ struct Finish {
 
 impl Finish {
     /// Finishes a block of C (`rows` x `cols` of `tile`, row stride
-    /// [`k8::NR`], from column `j0`) into `sink`, element (i, j) at output
-    /// index `at(i, j)`: the scales and the bias, the ReLU and the
-    /// quantization a tile row at a time (per-channel values side by side,
-    /// so the loops run in vector lanes), the residual, which lies in the
+    /// [`k8::NR`], from row `i0` and column `j0`) into `sink`, laid as
+    /// `out` says: the scales and the bias, the ReLU and the quantization
+    /// a tile row at a time (per-channel values side by side, so the
+    /// loops run in vector lanes), the residual, which lies in the
     /// output's layout, added between them, and the finished values
-    /// stored at last.
+    /// stored at last (channels-last: each row's channels side by side).
     ///
     /// # Safety
-    /// Every `at(i, j)` lies inside the output, which no other thread
-    /// writes there.
+    /// Every element the block names lies inside the output, which no
+    /// other thread writes there.
     #[inline(always)]
     unsafe fn block(
         &self,
         sink: Sink,
         tile: &[i32],
-        rows: usize,
-        j0: usize,
-        cols: usize,
-        at: impl Fn(usize, usize) -> usize,
+        (i0, rows): (usize, usize),
+        (j0, cols): (usize, usize),
+        out: Out,
     ) {
         const NR: usize = k8::NR;
         let mut y = [0f32; k8::MR * NR];
@@ -74,9 +73,22 @@ impl Finish {
         let used = rows * NR;
         scaled_rows(&tile[..used], &mut y[..used], comp, scale, bias);
         if let Some(o) = self.other.as_deref() {
-            for j in 0..cols {
-                for i in 0..rows {
-                    y[i * NR + j] += o[at(i, j)];
+            match out {
+                Out::Planar { base, hw } => {
+                    for j in 0..cols {
+                        let line = &o[base + (j0 + j) * hw + i0..][..rows];
+                        for (i, v) in line.iter().enumerate() {
+                            y[i * NR + j] += v;
+                        }
+                    }
+                }
+                Out::Nhwc { base, co } => {
+                    for i in 0..rows {
+                        let px = &o[base + (i0 + i) * co + j0..][..cols];
+                        for (yv, v) in y[i * NR..][..cols].iter_mut().zip(px) {
+                            *yv += v;
+                        }
+                    }
                 }
             }
         }
@@ -84,18 +96,33 @@ impl Finish {
             relu_quantize_rows(&mut y[..used], cols, self.relu, self.quant);
         }
         macro_rules! each {
-            ($store:expr) => {
-                for j in 0..cols {
-                    for i in 0..rows {
-                        $store(at(i, j), y[i * NR + j]);
+            ($p:expr, $conv:expr) => {
+                match out {
+                    Out::Planar { base, hw } => {
+                        for j in 0..cols {
+                            let line = $p.add(base + (j0 + j) * hw + i0);
+                            for i in 0..rows {
+                                *line.add(i) = $conv(y[i * NR + j]);
+                            }
+                        }
+                    }
+                    Out::Nhwc { base, co } => {
+                        for i in 0..rows {
+                            let px = $p.add(base + (i0 + i) * co + j0);
+                            for (j, &v) in y[i * NR..][..cols].iter().enumerate() {
+                                *px.add(j) = $conv(v);
+                            }
+                        }
                     }
                 }
             };
         }
+        // (quantized values are whole numbers already clamped to the
+        // dtype's range: the casts through i32 are exact)
         match (sink, &self.quant) {
-            (Sink::F32(p), _) => each!(|a, v| *p.add(a) = v),
-            (Sink::U8(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as u8),
-            (Sink::I16(p), Some(_)) => each!(|a, v: f32| *p.add(a) = v as i16),
+            (Sink::F32(p), _) => each!(p, |v| v),
+            (Sink::U8(p), Some(_)) => each!(p, |v: f32| v as i32 as u8),
+            (Sink::I16(p), Some(_)) => each!(p, |v: f32| v as i32 as i16),
             _ => {}
         }
     }
@@ -151,6 +178,17 @@ enum Sink {
 unsafe impl Send for Sink {}
 unsafe impl Sync for Sink {}
 
+/// Where element (row `i`, channel `j`) of a block lies in the output.
+#[derive(Clone, Copy)]
+enum Out {
+    /// Planes: at `base + j * hw + i` (a linear layer's rows: `hw` 1 and
+    /// rows at `base + i * n`: see [`Out::Nhwc`]).
+    Planar { base: usize, hw: usize },
+    /// Rows of `co` channels: at `base + i * co + j` (channels-last, or a
+    /// linear layer's `[m, n]`).
+    Nhwc { base: usize, co: usize },
+}
+
 /// The output buffer of a fused node: float32, or quantized to uint8
 /// (candle's U8) or int8 (held in I16).
 enum OutBuf {
@@ -189,6 +227,13 @@ impl OutBuf {
             OutBuf::U8(v) => Tensor::new(CandleTensor::from_vec(v, dims, dev)?, Dtype::Uint8),
             OutBuf::I16(v) => Tensor::new(CandleTensor::from_vec(v, dims, dev)?, Dtype::Int8),
         })
+    }
+
+    /// The `[b, c, h, w]` tensor of a buffer that holds it channels-last
+    /// (`[b][h][w][c]`): a permuted view.
+    fn nhwc_tensor(self, [b, c, h, w]: [usize; 4], ctx: &Ctx) -> Result<Tensor> {
+        let t = self.tensor(&[b, h, w, c], ctx)?;
+        Ok(Tensor::new(t.t.permute((0, 3, 1, 2))?, t.dtype))
     }
 }
 
@@ -273,9 +318,51 @@ fn channels_last(
         .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
 }
 
+/// Image `img` of a quantized activation stored channels-last
+/// ([`super::nhwc_dims`]) into `dst` (`[h][w][c]`), shifted to unsigned
+/// bytes.
+fn nhwc_image(t: &CandleTensor, shift: i64, img: usize, dst: &mut [u8]) -> Result<()> {
+    let len = dst.len();
+    let done = match t.dtype() {
+        DType::U8 => super::with_nhwc::<u8, _>(t, |v| {
+            v.get(img * len..(img + 1) * len)
+                .map(|p| dst.copy_from_slice(p))
+        }),
+        DType::I16 => super::with_nhwc::<i16, _>(t, |v| {
+            v.get(img * len..(img + 1) * len).map(|p| {
+                for (d, &x) in dst.iter_mut().zip(p) {
+                    *d = (x as i64 + shift) as u8;
+                }
+            })
+        }),
+        _ => None,
+    };
+    done.flatten()
+        .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
+}
+
+/// A quantized activation's bytes as they lie (int8 ones as their low
+/// bytes, shifted by `shift`), and whether they lie channels-last
+/// ([`super::nhwc_dims`]: `[b][h][w][c]`) rather than row-major.
+fn stored_bytes(t: &Tensor, shift: i64) -> Result<(Vec<u8>, bool)> {
+    if super::nhwc_dims(&t.t).is_none() {
+        return Ok((unsigned_bytes(t, shift)?, false));
+    }
+    let got = match t.t.dtype() {
+        DType::U8 => super::with_nhwc::<u8, _>(&t.t, |v| v.to_vec()),
+        DType::I16 => super::with_nhwc::<i16, _>(&t.t, |v| {
+            v.iter().map(|&x| (x as i64 + shift) as u8).collect()
+        }),
+        _ => None,
+    };
+    got.map(|v| (v, true))
+        .ok_or_else(|| Error::internal("int8 product: a quantized input not held as bytes"))
+}
+
 /// The residual `other` dequantized as torch does (`(q - zp) * scale` in
-/// float32).
-fn dequantized(ctx: &Ctx, len: usize) -> Result<Option<Vec<f32>>> {
+/// float32), laid channels-last where the output is (`nhwc`), else
+/// row-major.
+fn dequantized(ctx: &Ctx, len: usize, nhwc: bool) -> Result<Option<Vec<f32>>> {
     let Some(o) = ctx.opt_tensor("other")? else {
         return Ok(None);
     };
@@ -284,18 +371,46 @@ fn dequantized(ctx: &Ctx, len: usize) -> Result<Option<Vec<f32>>> {
         ctx.int("other_zero_point")? as f32,
     );
     shift_of(&o, "other")?;
-    let v: Vec<f32> = unsigned_bytes(&o, 0).map(|b| match o.dtype {
-        // int8 bytes were taken as they lie: back to signed
-        Dtype::Int8 => b.iter().map(|&x| (x as i8 as f32 - zp) * scale).collect(),
-        _ => b.iter().map(|&x| (x as f32 - zp) * scale).collect(),
-    })?;
-    if v.len() != len {
+    let (mut bytes, lies_nhwc) = stored_bytes(&o, 0)?;
+    if bytes.len() != len {
         return Err(Error::bad_input(format!(
             "argument 'other': {} elements, the output has {len}",
-            v.len()
+            bytes.len()
         )));
     }
-    Ok(Some(v))
+    if lies_nhwc != nhwc {
+        let [b, c, h, w] = match o.dims() {
+            [b, c, h, w] => [*b, *c, *h, *w],
+            d => {
+                return Err(Error::bad_input(format!(
+                    "argument 'other': shape {d:?}, expected NCHW"
+                )))
+            }
+        };
+        let hw = h * w;
+        let mut moved = vec![0u8; len];
+        for img in 0..b {
+            for ch in 0..c {
+                for p in 0..hw {
+                    let (planar, cl) = (img * c * hw + ch * hw + p, img * hw * c + p * c + ch);
+                    if nhwc {
+                        moved[cl] = bytes[planar];
+                    } else {
+                        moved[planar] = bytes[cl];
+                    }
+                }
+            }
+        }
+        bytes = moved;
+    }
+    Ok(Some(match o.dtype {
+        // int8 bytes were taken as they lie: back to signed
+        Dtype::Int8 => bytes
+            .iter()
+            .map(|&x| (x as i8 as f32 - zp) * scale)
+            .collect(),
+        _ => bytes.iter().map(|&x| (x as f32 - zp) * scale).collect(),
+    }))
 }
 
 /// The weight as `n` rows of `k` signed bytes (a convolution's reordered
@@ -353,8 +468,9 @@ fn packed_weight(
 }
 
 /// The scales, bias, residual, ReLU and output quantization of a fused
-/// node with `n` output channels and `len` output elements.
-fn finish_of(ctx: &Ctx, packed: &k8::PackedI8, zu: i64, len: usize) -> Result<Finish> {
+/// node with `n` output channels and `len` output elements, its residual
+/// laid channels-last where the output is (`nhwc`).
+fn finish_of(ctx: &Ctx, packed: &k8::PackedI8, zu: i64, len: usize, nhwc: bool) -> Result<Finish> {
     let n = packed.n;
     let sx = ctx.float("input_scale")? as f32;
     let sw: Vec<f32> = match ctx.opt_tensor("weight_scales")? {
@@ -408,7 +524,7 @@ fn finish_of(ctx: &Ctx, packed: &k8::PackedI8, zu: i64, len: usize) -> Result<Fi
             .map(|&w| ((sx as f64) * (w as f64)) as f32)
             .collect(),
         bias,
-        other: dequantized(ctx, len)?,
+        other: dequantized(ctx, len, nhwc)?,
         relu: ctx.bool("relu")?,
         quant,
     })
@@ -456,13 +572,14 @@ pub(super) fn int8_linear(ctx: &mut Ctx) -> OpResult {
     let zu = unsigned_zero_point(ctx, shift)?;
     let xs = unsigned_bytes(&x, shift)?;
     let packed = packed_weight(ctx, &w, n, k, |b| b.to_vec(), None)?;
-    let fin = finish_of(ctx, &packed, zu, m * n)?;
+    let fin = finish_of(ctx, &packed, zu, m * n, false)?;
     let fill = |r: usize, out: &mut [u8]| out.copy_from_slice(&xs[r * k..][..k]);
     let mut out = OutBuf::new(m * n, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
-    let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
+    let rows = Out::Nhwc { base: 0, co: n };
+    let done = |i0: usize, rows_: usize, j0: usize, cols: usize, tile: &[i32]| {
         // SAFETY: elements (i0 + i, j0 + j) of the output, this block's only
-        unsafe { fin.block(sink, tile, rows, j0, cols, |i, j| (i0 + i) * n + j0 + j) };
+        unsafe { fin.block(sink, tile, (i0, rows_), (j0, cols), rows) };
     };
     let threads = rayon::current_num_threads();
     k8::gemm_rows(m, k, &fill, &packed, threads, kernel()?, &done);
@@ -539,14 +656,29 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
         && k8::winograd::fits(ci, h, wd, pd);
     let packed = packed_weight(ctx, &w, co, k, reorder, winograd.then_some(ci))?;
     let hw = ho * wo;
-    let fin = finish_of(ctx, &packed, zu, b * co * hw)?;
+    // the output left channels-last where only int8 convolutions read it
+    // (`exec/layout.rs`)
+    let out_nhwc = ctx.exec.channels_last
+        && ctx.channels_last_readers()
+        && ctx.dtype("output_dtype").is_some();
+    let fin = finish_of(ctx, &packed, zu, b * co * hw, out_nhwc)?;
     let mut out = OutBuf::new(b * co * hw, ctx.dtype("output_dtype"))?;
     let sink = out.sink();
     let threads = rayon::current_num_threads();
-    let xt = x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?;
+    // an input left channels-last is read by whole images as it lies
+    let x_nhwc = super::nhwc_dims(&x.t).is_some();
+    let xt = if x_nhwc {
+        x.t.clone()
+    } else {
+        x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?
+    };
     let mut nhwc = vec![0u8; h * wd * ci];
     for img in 0..b {
-        channels_last(&xt, shift, img * ci * h * wd, [ci, h, wd], &mut nhwc)?;
+        if x_nhwc {
+            nhwc_image(&xt, shift, img, &mut nhwc)?;
+        } else {
+            channels_last(&xt, shift, img * ci * h * wd, [ci, h, wd], &mut nhwc)?;
+        }
         let src = &nhwc;
         let fill = |r: usize, row: &mut [u8]| {
             let (oy, ox) = (r / wo, r % wo);
@@ -571,17 +703,33 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
                 }
             }
         };
-        let base = img * co * hw;
+        let lay = if out_nhwc {
+            Out::Nhwc {
+                base: img * hw * co,
+                co,
+            }
+        } else {
+            Out::Planar {
+                base: img * co * hw,
+                hw,
+            }
+        };
         let done = |i0: usize, rows: usize, j0: usize, cols: usize, tile: &[i32]| {
             // SAFETY: elements (img, j0 + j, i0 + i) of the output, this
             // block's only
-            let at = |i: usize, j: usize| base + (j0 + j) * hw + i0 + i;
-            unsafe { fin.block(sink, tile, rows, j0, cols, at) };
+            unsafe { fin.block(sink, tile, (i0, rows), (j0, cols), lay) };
         };
         match packed.winograd.as_ref().filter(|_| winograd) {
             Some(wp) => k8::winograd::conv3x3(src, [h, wd], pd, zu as u8, wp, threads, &done),
             None => k8::gemm_rows(hw, k, &fill, &packed, threads, kern, &done),
         }
     }
-    one(out.tensor(&[b, co, ho, wo], ctx)?)
+    one(if out_nhwc {
+        ctx.exec
+            .outputs_channels_last
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        out.nhwc_tensor([b, co, ho, wo], ctx)?
+    } else {
+        out.tensor(&[b, co, ho, wo], ctx)?
+    })
 }

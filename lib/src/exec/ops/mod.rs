@@ -859,12 +859,16 @@ pub(crate) fn contiguous(t: &CandleTensor) -> Result<CandleTensor> {
 /// [`channels_last_tensor`] makes). `None` for any other tensor, a
 /// contiguous one included.
 pub(crate) fn channels_last_dims(t: &CandleTensor) -> Option<[usize; 4]> {
-    if t.rank() != 4
-        || t.dtype() != DType::F32
-        || !t.device().is_cpu()
-        || t.is_contiguous()
-        || t.elem_count() == 0
-    {
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    nhwc_dims(t)
+}
+
+/// [`channels_last_dims`] of a host tensor of any dtype (the int8
+/// products' quantized activations, `exec/ops/int8.rs`).
+pub(crate) fn nhwc_dims(t: &CandleTensor) -> Option<[usize; 4]> {
+    if t.rank() != 4 || !t.device().is_cpu() || t.is_contiguous() || t.elem_count() == 0 {
         return None;
     }
     let (d, s) = (t.dims(), t.stride());
@@ -878,13 +882,26 @@ pub(crate) fn channels_last_dims(t: &CandleTensor) -> Option<[usize; 4]> {
 /// `f` on the `[b][h][w][c]` block of a tensor stored channels-last
 /// ([`channels_last_dims`]); `None` for any other.
 pub(crate) fn with_channels_last<R>(t: &CandleTensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
-    let n: usize = channels_last_dims(t)?.iter().product();
+    channels_last_dims(t)?;
+    with_nhwc(t, f)
+}
+
+/// `f` on the `[b][h][w][c]` block of a host tensor of `T`s stored
+/// channels-last ([`nhwc_dims`]); `None` for any other.
+pub(crate) fn with_nhwc<T: candle_core::WithDType, R>(
+    t: &CandleTensor,
+    f: impl FnOnce(&[T]) -> R,
+) -> Option<R> {
+    let n: usize = nhwc_dims(t)?.iter().product();
+    if t.dtype() != T::DTYPE {
+        return None;
+    }
     let (storage, layout) = t.storage_and_layout();
     let candle_core::Storage::Cpu(cpu) = &*storage else {
         return None;
     };
     let block = cpu
-        .as_slice::<f32>()
+        .as_slice::<T>()
         .ok()?
         .get(layout.start_offset()..layout.start_offset() + n)?;
     Some(f(block))
