@@ -95,34 +95,18 @@ impl Finish {
         if self.relu || self.quant.is_some() {
             relu_quantize_rows(&mut y[..used], cols, self.relu, self.quant);
         }
-        macro_rules! each {
-            ($p:expr, $conv:expr) => {
-                match out {
-                    Out::Planar { base, hw } => {
-                        for j in 0..cols {
-                            let line = $p.add(base + (j0 + j) * hw + i0);
-                            for i in 0..rows {
-                                *line.add(i) = $conv(y[i * NR + j]);
-                            }
-                        }
-                    }
-                    Out::Nhwc { base, co } => {
-                        for i in 0..rows {
-                            let px = $p.add(base + (i0 + i) * co + j0);
-                            for (j, &v) in y[i * NR..][..cols].iter().enumerate() {
-                                *px.add(j) = $conv(v);
-                            }
-                        }
-                    }
-                }
-            };
-        }
-        // (quantized values are whole numbers already clamped to the
-        // dtype's range: the casts through i32 are exact)
         match (sink, &self.quant) {
-            (Sink::F32(p), _) => each!(p, |v| v),
-            (Sink::U8(p), Some(_)) => each!(p, |v: f32| v as i32 as u8),
-            (Sink::I16(p), Some(_)) => each!(p, |v: f32| v as i32 as i16),
+            (Sink::F32(p), _) => store(p, &y[..used], (i0, rows), (j0, cols), out),
+            (Sink::U8(p), Some(_)) => {
+                let mut q = [0u8; k8::MR * NR];
+                whole_u8(&y[..used], &mut q[..used]);
+                store(p, &q[..used], (i0, rows), (j0, cols), out)
+            }
+            (Sink::I16(p), Some(_)) => {
+                let mut q = [0i16; k8::MR * NR];
+                whole_i16(&y[..used], &mut q[..used]);
+                store(p, &q[..used], (i0, rows), (j0, cols), out)
+            }
             _ => {}
         }
     }
@@ -163,6 +147,67 @@ crate::kernels::vmath::multiversion! {
                     *v = Finish::quantize(q, *v);
                 }
             }
+        }
+    }
+}
+
+/// A finished block `q` (rows of [`k8::NR`]) stored into the output at
+/// `p`, laid as `out` says.
+///
+/// # Safety
+/// As [`Finish::block`].
+#[inline(always)]
+unsafe fn store<T: Copy>(
+    p: *mut T,
+    q: &[T],
+    (i0, rows): (usize, usize),
+    (j0, cols): (usize, usize),
+    out: Out,
+) {
+    const NR: usize = k8::NR;
+    match out {
+        Out::Planar { base, hw } => {
+            for j in 0..cols {
+                let line = p.add(base + (j0 + j) * hw + i0);
+                for i in 0..rows {
+                    *line.add(i) = q[i * NR + j];
+                }
+            }
+        }
+        Out::Nhwc { base, co } => {
+            for i in 0..rows {
+                std::ptr::copy_nonoverlapping(
+                    q[i * NR..].as_ptr(),
+                    p.add(base + (i0 + i) * co + j0),
+                    cols,
+                );
+            }
+        }
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// Quantized values (whole numbers within 0..=255, as
+    /// [`relu_quantize_rows`] leaves them) as bytes, in the widest
+    /// instruction set: what `v as u8` gives (a NaN, which a weight file's
+    /// NaN scale or bias makes, as 0), in vector lanes.
+    fn whole_u8(y: &[f32], q: &mut [u8]) {
+        for (d, &v) in q.iter_mut().zip(y) {
+            let v = if v.is_nan() { 0.0 } else { v.clamp(0.0, 255.0) };
+            // SAFETY: finite and within i32 (clamped above)
+            *d = unsafe { v.to_int_unchecked::<i32>() } as u8;
+        }
+    }
+}
+
+crate::kernels::vmath::multiversion! {
+    /// Quantized values (whole numbers within -128..=127) as int8 held
+    /// in i16, in the widest instruction set (as `v as i16`).
+    fn whole_i16(y: &[f32], q: &mut [i16]) {
+        for (d, &v) in q.iter_mut().zip(y) {
+            let v = if v.is_nan() { 0.0 } else { v.clamp(-32768.0, 32767.0) };
+            // SAFETY: finite and within i32 (clamped above)
+            *d = unsafe { v.to_int_unchecked::<i32>() } as i16;
         }
     }
 }

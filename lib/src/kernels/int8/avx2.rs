@@ -48,17 +48,45 @@ pub(super) unsafe fn block(
     cols: std::ops::Range<usize>,
     done: Block,
 ) {
-    let pairs = a.kp / 2;
     let i0 = rows.start * MR;
     let mr = (rows.end * MR).min(a.m).saturating_sub(i0);
     if mr == 0 {
         return;
     }
-    let wide: Vec<u16> = a.data[i0 * a.kp..][..mr * a.kp]
-        .iter()
-        .map(|&x| x as u16)
-        .collect();
-    let mut sums = vec![0i32; mr * NR];
+    // (buffers the thread keeps: a block's rows are all written before
+    // they are read, so they need no clearing)
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<(Vec<u16>, Vec<i32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    BUFFERS.with(|cell| {
+        let (wide, sums) = &mut *cell.borrow_mut();
+        wide.clear();
+        wide.extend(a.data[i0 * a.kp..][..mr * a.kp].iter().map(|&x| x as u16));
+        if sums.len() < mr * NR {
+            sums.resize(mr * NR, 0);
+        }
+        // SAFETY: as this function's
+        unsafe { passes(a, b, (i0, mr), cols, wide, sums, done) }
+    })
+}
+
+/// [`block`]'s passes over `mr` rows from `i0`, widened in `wide`, into
+/// `sums`.
+///
+/// # Safety
+/// As [`block`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn passes(
+    a: &A8,
+    b: &PackedI8,
+    (i0, mr): (usize, usize),
+    cols: std::ops::Range<usize>,
+    wide: &[u16],
+    sums: &mut [i32],
+    done: Block,
+) {
+    let pairs = a.kp / 2;
     for jp in cols {
         let bp = b.panel(jp);
         let ncols = (b.n - jp * NR).min(NR);

@@ -177,11 +177,55 @@ unsafe fn task(
     cols: std::ops::Range<usize>,
     done: Block,
 ) {
+    let cp = b.cp;
+    let tw = wo.div_ceil(2);
+    let tiles = rows.len() * tw;
+    // (buffers the thread keeps: `v`'s padding channels stay zero, every
+    // other element of the three is written before it is read)
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<(Vec<i16>, Vec<i32>, Vec<i32>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    }
+    BUFFERS.with(|cell| {
+        let (v, m, c) = &mut *cell.borrow_mut();
+        // (zeroed where a shorter or differently padded task left values)
+        v.clear();
+        v.resize(16 * tiles * cp, 0);
+        let y0 = 2 * rows.start;
+        let pixels = ((2 * rows.end).min(ho) - y0) * wo;
+        if m.len() < 16 * tiles * NR {
+            m.resize(16 * tiles * NR, 0);
+        }
+        if c.len() < pixels * NR {
+            c.resize(pixels * NR, 0);
+        }
+        // SAFETY: as this function's
+        unsafe { task_in(x, [h, w], pad, z, b, [ho, wo], rows, cols, (v, m, c), done) }
+    })
+}
+
+/// [`task`] on the thread's buffers: `v` zeroed, `m` and `c` long enough.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2"))]
+unsafe fn task_in(
+    x: &[u8],
+    [h, w]: [usize; 2],
+    pad: [usize; 2],
+    z: u8,
+    b: &Packed,
+    [ho, wo]: [usize; 2],
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    (v, m, c): (&mut [i16], &mut [i32], &mut [i32]),
+    done: Block,
+) {
     let (ci, cp) = (b.ci, b.cp);
     let tw = wo.div_ceil(2);
     let tiles = rows.len() * tw;
     // the input transform: v[e][tile][c]
-    let mut v = vec![0i16; 16 * tiles * cp];
     let zrow = vec![z; ci];
     for (ti, ty) in rows.clone().enumerate() {
         for tx in 0..tw {
@@ -227,8 +271,6 @@ unsafe fn task(
     let y0 = 2 * rows.start;
     let y1 = (2 * rows.end).min(ho);
     let pixels = (y1 - y0) * wo;
-    let mut m = vec![0i32; 16 * tiles * NR];
-    let mut c = vec![0i32; pixels * NR];
     for jp in cols {
         let ncols = (b.co - jp * NR).min(NR);
         for e in 0..16 {
