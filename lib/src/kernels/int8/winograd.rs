@@ -151,7 +151,20 @@ pub fn conv3x3(
         let rows = r * th / rb..(r + 1) * th / rb;
         let cols = q * np / cb..(q + 1) * np / cb;
         // SAFETY: the CPU has AVX2 (checked above)
-        unsafe { task(x, [h, w], pad, z, b, [ho, wo], rows, cols, done) };
+        BUFFERS.with(|cell| unsafe {
+            task(
+                x,
+                [h, w],
+                pad,
+                z,
+                b,
+                [ho, wo],
+                rows,
+                cols,
+                &mut cell.borrow_mut(),
+                done,
+            )
+        });
     };
     if threads <= 1 {
         (0..rb * cb).for_each(run);
@@ -160,7 +173,18 @@ pub fn conv3x3(
     }
 }
 
-/// Tile rows `rows` x column panels `cols` of the output.
+/// A task's buffers, kept by its thread ([`task`]'s `v`, `m` and `c`):
+/// `v`'s padding channels are zeroed with it, every other element of the
+/// three is written before it is read, so `m` and `c` need no clearing.
+type Buffers = (Vec<i16>, Vec<i32>, Vec<i32>);
+
+thread_local! {
+    static BUFFERS: std::cell::RefCell<Buffers> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+}
+
+/// Tile rows `rows` x column panels `cols` of the output, on the thread's
+/// buffers `bufs`.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -175,56 +199,23 @@ unsafe fn task(
     [ho, wo]: [usize; 2],
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
-    done: Block,
-) {
-    let cp = b.cp;
-    let tw = wo.div_ceil(2);
-    let tiles = rows.len() * tw;
-    // (buffers the thread keeps: `v`'s padding channels stay zero, every
-    // other element of the three is written before it is read)
-    thread_local! {
-        static BUFFERS: std::cell::RefCell<(Vec<i16>, Vec<i32>, Vec<i32>)> =
-            const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
-    }
-    BUFFERS.with(|cell| {
-        let (v, m, c) = &mut *cell.borrow_mut();
-        // (zeroed where a shorter or differently padded task left values)
-        v.clear();
-        v.resize(16 * tiles * cp, 0);
-        let y0 = 2 * rows.start;
-        let pixels = ((2 * rows.end).min(ho) - y0) * wo;
-        if m.len() < 16 * tiles * NR {
-            m.resize(16 * tiles * NR, 0);
-        }
-        if c.len() < pixels * NR {
-            c.resize(pixels * NR, 0);
-        }
-        // SAFETY: as this function's
-        unsafe { task_in(x, [h, w], pad, z, b, [ho, wo], rows, cols, (v, m, c), done) }
-    })
-}
-
-/// [`task`] on the thread's buffers: `v` zeroed, `m` and `c` long enough.
-///
-/// # Safety
-/// The CPU has AVX2.
-#[allow(clippy::too_many_arguments)]
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2"))]
-unsafe fn task_in(
-    x: &[u8],
-    [h, w]: [usize; 2],
-    pad: [usize; 2],
-    z: u8,
-    b: &Packed,
-    [ho, wo]: [usize; 2],
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-    (v, m, c): (&mut [i16], &mut [i32], &mut [i32]),
+    (v, m, c): &mut Buffers,
     done: Block,
 ) {
     let (ci, cp) = (b.ci, b.cp);
     let tw = wo.div_ceil(2);
     let tiles = rows.len() * tw;
+    let y0 = 2 * rows.start;
+    let y1 = (2 * rows.end).min(ho);
+    let pixels = (y1 - y0) * wo;
+    v.clear();
+    v.resize(16 * tiles * cp, 0);
+    if m.len() < 16 * tiles * NR {
+        m.resize(16 * tiles * NR, 0);
+    }
+    if c.len() < pixels * NR {
+        c.resize(pixels * NR, 0);
+    }
     // the input transform: v[e][tile][c]
     let zrow = vec![z; ci];
     for (ti, ty) in rows.clone().enumerate() {
@@ -268,9 +259,6 @@ unsafe fn task_in(
     }
     // the 16 products, m[e][tile][NR] for each panel, then the output
     // transform into C's rows of this task's pixels
-    let y0 = 2 * rows.start;
-    let y1 = (2 * rows.end).min(ho);
-    let pixels = (y1 - y0) * wo;
     for jp in cols {
         let ncols = (b.co - jp * NR).min(NR);
         for e in 0..16 {
