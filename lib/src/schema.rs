@@ -170,9 +170,15 @@ pub fn schema_source() -> &'static str {
 ///   `relu`, and the output quantized by `output_scale`,
 ///   `output_zero_point`, `output_min`, `output_max` into `output_dtype`
 ///   (none: the float32 value itself).
+/// - `pt2kit.int8_max_pool2d`: `dequantize -> max_pool2d -> quantize` of
+///   one quantization as one node: the 2-D max pool of the quantized
+///   values (uint8 or int8) themselves, as `max_pool2d` takes its
+///   arguments; `empty` (the quantization's `quant_min`) where a window
+///   holds only padding.
 const OWN_SCHEMAS: &[&str] = &[
     "pt2kit::dft(Tensor self, int axis, bool inverse=False, bool onesided=False) -> Tensor",
     "pt2kit::int8_conv2d(Tensor input, float input_scale, int input_zero_point, Tensor weight, Tensor? weight_scales, float weight_scale, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, Tensor? other=None, float other_scale=1., int other_zero_point=0, bool relu=False, float output_scale=1., int output_zero_point=0, int output_min=0, int output_max=0, ScalarType? output_dtype=None) -> Tensor",
+    "pt2kit::int8_max_pool2d(Tensor input, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False, int empty=0) -> Tensor",
     "pt2kit::int8_linear(Tensor input, float input_scale, int input_zero_point, Tensor weight, Tensor? weight_scales, float weight_scale, Tensor? bias, Tensor? other=None, float other_scale=1., int other_zero_point=0, bool relu=False, float output_scale=1., int output_zero_point=0, int output_min=0, int output_max=0, ScalarType? output_dtype=None) -> Tensor",
 ];
 

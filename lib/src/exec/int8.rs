@@ -42,6 +42,8 @@ use crate::ir::{
 pub const CONV2D: &str = "pt2kit.int8_conv2d.default";
 /// The fused linear layer's op identity.
 pub const LINEAR: &str = "pt2kit.int8_linear.default";
+/// The max pool of quantized values' op identity.
+pub const MAX_POOL2D: &str = "pt2kit.int8_max_pool2d.default";
 
 /// Where each value of the top-level graph is defined and read.
 struct Facts {
@@ -462,6 +464,91 @@ fn match_at(p: &Program, f: &Facts, i: usize) -> Option<Fused> {
     })
 }
 
+/// `quantize_per_tensor(max_pool2d(dequantize_per_tensor(q)))` with the
+/// same scale, zero point, range and dtype on both sides (a stem's max
+/// pool, which X86InductorQuantizer gives its input's quantization) at
+/// the max pool, node `i`: as one node, `pt2kit.int8_max_pool2d`, the max
+/// pool of the quantized values themselves. The two maps are monotonic
+/// and the quantization of a dequantized value is that value, so the
+/// bytes are the ones torch's graph makes.
+fn pool_at(p: &Program, f: &Facts, i: usize) -> Option<Fused> {
+    let g = &p.graph;
+    let node = &g.nodes[i];
+    let op = op_of(node);
+    if op != aten::MAX_POOL2D && op != aten::MAX_POOL2D_WITH_INDICES {
+        return None;
+    }
+    let x = tensor_of(node.arg("self"))?;
+    let d = f.def[x.index()]?;
+    let act = activation(g, f, x)?;
+    let dq = &g.nodes[d];
+    let out = match node.outputs.as_slice() {
+        [Argument::Tensor(o)] => *o,
+        // the indices unread
+        [Argument::Tensor(o), rest @ ..] => {
+            let unread = rest.iter().all(|a| match a {
+                Argument::Tensor(v) => f.uses[v.index()] == 0,
+                Argument::None => true,
+                _ => false,
+            });
+            unread.then_some(*o)?
+        }
+        _ => return None,
+    };
+    (f.uses[x.index()] == 1 && f.uses[out.index()] == 1 && !f.outputs.contains(&out))
+        .then_some(())?;
+    let qi = f.reader[out.index()]?;
+    let qn = &g.nodes[qi];
+    (op_of(qn) == qd::QUANTIZE_PER_TENSOR && tensor_of(qn.arg("input")) == Some(out))
+        .then_some(())?;
+    let same = |name: &str| match (dq.arg(name), qn.arg(name)) {
+        (Some(a), Some(b)) => float_of(Some(a)).is_some() && float_of(Some(a)) == float_of(Some(b)),
+        _ => false,
+    };
+    let dtype_same = matches!((dq.arg("dtype"), qn.arg("dtype")), (Some(Argument::ScalarType(a)), Some(Argument::ScalarType(b))) if a == b);
+    (same("scale")
+        && same("zero_point")
+        && same("quant_min")
+        && same("quant_max")
+        && dtype_same
+        && act.scale > 0.0)
+        .then_some(())?;
+    let q_out = match qn.outputs.as_slice() {
+        [Argument::Tensor(v)] => *v,
+        _ => return None,
+    };
+    let mut args = vec![named("input", Argument::Tensor(act.q))];
+    for name in ["kernel_size", "stride", "padding", "dilation"] {
+        if let Some(v) = ints_of(node.arg(name)) {
+            args.push(named(name, Argument::Ints(v)));
+        }
+    }
+    if let Some(Argument::Bool(c)) = node.arg("ceil_mode") {
+        args.push(named("ceil_mode", Argument::Bool(*c)));
+    }
+    // a window of padding alone: torch's -inf, quantized to the lowest
+    args.push(named("empty", Argument::Int(int_of(qn.arg("quant_min"))?)));
+    let target = Target {
+        kind: TargetKind::Op,
+        namespace: "pt2kit".into(),
+        name: "int8_max_pool2d".into(),
+        overload: "default".into(),
+    };
+    let inputs = crate::decompose::edit::named_args(&target, args).ok()?;
+    Some(Fused {
+        at: qi,
+        node: Node {
+            name: node.name.clone(),
+            target,
+            inputs,
+            outputs: vec![Argument::Tensor(q_out)],
+            meta: node.meta.clone(),
+            is_hop_single_tensor_return: None,
+        },
+        removed: vec![i, d, qi],
+    })
+}
+
 /// `p` with its quantized convolutions and linear layers made fused int8
 /// nodes, and a line for `-v` naming them; `None` where there is none,
 /// the CPU has no int8 kernel, or `PT2KIT_INT8_REFERENCE=1`.
@@ -477,7 +564,7 @@ pub(super) fn fuse(p: &Program) -> Option<(Program, String)> {
         if taken.contains(&i) {
             continue;
         }
-        if let Some(m) = match_at(p, &f, i) {
+        if let Some(m) = match_at(p, &f, i).or_else(|| pool_at(p, &f, i)) {
             if m.removed.iter().all(|r| !taken.contains(r)) {
                 taken.extend(m.removed.iter().copied());
                 fused.push(m);
@@ -519,9 +606,20 @@ pub(super) fn fuse(p: &Program) -> Option<(Program, String)> {
     }
     crate::decompose::passes::dce(&mut q).ok()?;
     crate::ir::validate::validate(&q).ok()?;
+    let pools = q
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.target.namespace == "pt2kit" && n.target.name == "int8_max_pool2d")
+        .count();
+    let pooled = match pools {
+        0 => String::new(),
+        1 => " and 1 max pool on the quantized values".into(),
+        n => format!(" and {n} max pools on the quantized values"),
+    };
     let note = format!(
-        "int8: {} quantized products run on {} (integer sums, one requantisation): {}",
-        names.len(),
+        "int8: {} quantized products run on {} (integer sums, one requantisation){pooled}: {}",
+        names.len() - pools,
         kernel.name(),
         names.join(", ")
     );

@@ -12,6 +12,10 @@
 //! call and its im2col rows copied from it by whole pixels, `k` ordered
 //! (tap row, tap column, channel); its weight is reordered so when packed.
 //! Packed weights are kept for the executor's life (by node and weight).
+//!
+//! `pt2kit.int8_max_pool2d` (a max pool between a dequantize and a
+//! quantize of one quantization, `exec::int8`) pools the quantized values
+//! themselves.
 
 use super::pointwise::rint;
 use super::{one, OpResult};
@@ -777,4 +781,240 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
     } else {
         out.tensor(&[b, co, ho, wo], ctx)?
     })
+}
+
+/// `pt2kit.int8_max_pool2d`: the 2-D max pool of a quantized NCHW tensor
+/// (uint8, or int8 held in I16) on its values, each window's largest of
+/// the elements inside the input (padding and ceil mode's overhang take
+/// no part, as torch's -inf does not win; a window of padding alone gives
+/// `empty`, the quantization's lowest value, as -inf quantizes), planes
+/// split over the threads.
+pub(super) fn int8_max_pool2d(ctx: &mut Ctx) -> OpResult {
+    let x = ctx.tensor("input")?;
+    let [b, c, h, w] = match x.dims() {
+        [b, c, h, w] => [*b, *c, *h, *w],
+        d => {
+            return Err(Error::bad_input(format!(
+                "argument 'input': shape {d:?}, expected NCHW"
+            )))
+        }
+    };
+    let pair = |name: &str, default: Option<[usize; 2]>| -> Result<[usize; 2]> {
+        let v = if ctx.has(name) {
+            ctx.ints(name)?
+        } else {
+            Vec::new()
+        };
+        let v: Vec<usize> = v.iter().map(|&x| x.max(0) as usize).collect();
+        match (v.as_slice(), default) {
+            ([a], _) => Ok([*a, *a]),
+            ([a, b], _) => Ok([*a, *b]),
+            ([], Some(d)) => Ok(d),
+            _ => Err(Error::bad_input(format!("argument '{name}': {v:?}"))),
+        }
+    };
+    let k = pair("kernel_size", None)?;
+    let (st, pd, dl) = (
+        pair("stride", Some(k))?,
+        pair("padding", Some([0, 0]))?,
+        pair("dilation", Some([1, 1]))?,
+    );
+    let ceil = ctx.opt_bool("ceil_mode", false)?;
+    let empty = if ctx.has("empty") {
+        ctx.int("empty")?
+    } else {
+        0
+    };
+    for i in 0..2 {
+        if k[i] == 0 || st[i] == 0 || dl[i] == 0 || pd[i] > ((k[i] - 1) * dl[i]).div_ceil(2) {
+            return Err(Error::bad_input(
+                "pooling: bad kernel_size, stride, padding or dilation",
+            ));
+        }
+    }
+    let oh = super::pool::pool_len(h, k[0], st[0], pd[0], dl[0], ceil)?;
+    let ow = super::pool::pool_len(w, k[1], st[1], pd[1], dl[1], ceil)?;
+    let g = PoolGeometry {
+        hw: [h, w],
+        out: [oh, ow],
+        k,
+        st,
+        pd,
+        dl,
+    };
+    let xt = x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?;
+    let dims = [b, c, oh, ow];
+    let dev = ctx.device();
+    let t = match xt.dtype() {
+        DType::U8 => super::with_host::<u8, _>(&xt, |v| {
+            CandleTensor::from_vec(g.planes(v, empty.clamp(0, 255) as u8), &dims, dev)
+        }),
+        DType::I16 => super::with_host::<i16, _>(&xt, |v| {
+            CandleTensor::from_vec(g.planes(v, empty.clamp(-128, 127) as i16), &dims, dev)
+        }),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        Error::bad_input("argument 'input': expected a quantized (uint8 or int8) tensor")
+    })??;
+    one(Tensor::new(t, x.dtype))
+}
+
+/// A 2-D max pool's geometry: input and output sides, kernel, stride,
+/// padding and dilation, each `[h, w]`.
+struct PoolGeometry {
+    hw: [usize; 2],
+    out: [usize; 2],
+    k: [usize; 2],
+    st: [usize; 2],
+    pd: [usize; 2],
+    dl: [usize; 2],
+}
+
+impl PoolGeometry {
+    /// The taps of output position `o` along side `i` inside the input:
+    /// the first input index and how many.
+    fn taps(&self, i: usize, o: usize) -> (usize, usize) {
+        let start = (o * self.st[i]) as isize - self.pd[i] as isize;
+        let d = self.dl[i] as isize;
+        let first = if start < 0 { (-start + d - 1) / d } else { 0 } as usize;
+        let n = self.hw[i] as isize;
+        let last = (0..self.k[i] as isize).rev().find(|&t| start + t * d < n);
+        match last {
+            Some(l) if l as usize >= first => (
+                (start + first as isize * d) as usize,
+                l as usize - first + 1,
+            ),
+            _ => (0, 0),
+        }
+    }
+
+    /// Every plane of `v` pooled (planes of `hw`, in order): for each
+    /// output line the largest of its window's input lines, element by
+    /// element (in vector lanes), then of each window's columns of that.
+    /// A window with no input element in it (a dilated kernel's taps
+    /// all in the padding) gives `empty`: torch's -inf, quantized.
+    fn planes<T: Copy + Ord + Default + Send + Sync>(&self, v: &[T], empty: T) -> Vec<T> {
+        let ([h, w], [oh, ow]) = (self.hw, self.out);
+        let planes = v.len() / (h * w).max(1);
+        let rows: Vec<(usize, usize)> = (0..oh).map(|o| self.taps(0, o)).collect();
+        let cols: Vec<(usize, usize)> = (0..ow).map(|o| self.taps(1, o)).collect();
+        let mut out = vec![T::default(); planes * oh * ow];
+        crate::kernels::threads::par_chunks_init(
+            &mut out,
+            (oh * ow).max(1),
+            Vec::new,
+            |line: &mut Vec<T>, p, o| {
+                let plane = &v[p * h * w..][..h * w];
+                for (oy, &(y0, ny)) in rows.iter().enumerate() {
+                    let o = &mut o[oy * ow..][..ow];
+                    if ny == 0 {
+                        o.fill(empty);
+                        continue;
+                    }
+                    line.clear();
+                    line.extend_from_slice(&plane[y0 * w..][..w]);
+                    for ty in 1..ny {
+                        let next = &plane[(y0 + ty * self.dl[0]) * w..][..w];
+                        for (m, &x) in line.iter_mut().zip(next) {
+                            *m = (*m).max(x);
+                        }
+                    }
+                    for (d, &(x0, nx)) in o.iter_mut().zip(&cols) {
+                        *d = (1..nx).fold(if nx == 0 { empty } else { line[x0] }, |m, t| {
+                            m.max(line[x0 + t * self.dl[1]])
+                        });
+                    }
+                }
+            },
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PoolGeometry;
+
+    /// The quantized max pool ([`PoolGeometry::planes`]) against each
+    /// window's elements taken one by one inside the input, on random
+    /// bytes and every kernel, stride, padding (up to torch's half the
+    /// dilated kernel), dilation and ceil mode of a small grid, odd sides
+    /// and planes: the same values.
+    #[test]
+    fn quantized_max_pool_matches_the_windows() {
+        let mut seed = 0x5eed_u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let mut cases = 0;
+        for (h, w) in [(1, 1), (5, 7), (8, 8), (13, 6)] {
+            let planes = 1 + next() % 3;
+            let v: Vec<u8> = (0..planes * h * w).map(|_| next() as u8).collect();
+            let vi: Vec<i16> = v.iter().map(|&x| x as i16 - 128).collect();
+            for k in 1..=4usize {
+                for s in 1..=3usize {
+                    for d in 1..=2usize {
+                        for p in 0..=((k - 1) * d).div_ceil(2) {
+                            for ceil in [false, true] {
+                                let out = |n: usize| {
+                                    crate::exec::ops::pool::pool_len(n, k, s, p, d, ceil).ok()
+                                };
+                                let (Some(oh), Some(ow)) = (out(h), out(w)) else {
+                                    continue;
+                                };
+                                let g = PoolGeometry {
+                                    hw: [h, w],
+                                    out: [oh, ow],
+                                    k: [k, k],
+                                    st: [s, s],
+                                    pd: [p, p],
+                                    dl: [d, d],
+                                };
+                                let (got, goti) = (g.planes(&v, 0), g.planes(&vi, -128));
+                                for pl in 0..planes {
+                                    for oy in 0..oh {
+                                        for ox in 0..ow {
+                                            let mut want: Option<u8> = None;
+                                            for ty in 0..k {
+                                                for tx in 0..k {
+                                                    let iy =
+                                                        (oy * s + ty * d) as isize - p as isize;
+                                                    let ix =
+                                                        (ox * s + tx * d) as isize - p as isize;
+                                                    if iy >= 0
+                                                        && ix >= 0
+                                                        && (iy as usize) < h
+                                                        && (ix as usize) < w
+                                                    {
+                                                        let x = v[pl * h * w
+                                                            + iy as usize * w
+                                                            + ix as usize];
+                                                        want = Some(want.map_or(x, |m| m.max(x)));
+                                                    }
+                                                }
+                                            }
+                                            let at = (pl * oh + oy) * ow + ox;
+                                            let what = format!("{h}x{w} k{k} s{s} d{d} p{p} ceil {ceil} at {pl},{oy},{ox}");
+                                            assert_eq!(got[at], want.unwrap_or(0), "{what}");
+                                            assert_eq!(
+                                                goti[at],
+                                                want.map_or(-128, |x| x as i16 - 128),
+                                                "{what} (int8)"
+                                            );
+                                        }
+                                    }
+                                }
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(cases > 100, "{cases} geometries");
+    }
 }

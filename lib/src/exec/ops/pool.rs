@@ -216,7 +216,7 @@ fn adaptive_avg_pool1d(ctx: &mut Ctx) -> OpResult {
 }
 
 /// torch's `pooling_output_shape`.
-fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
+pub(super) fn pool_len(n: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Result<usize> {
     if s == 0 || k == 0 {
         return Err(Error::bad_input(format!(
             "pooling: kernel {k} and stride {s} must be positive"
@@ -710,6 +710,7 @@ fn adaptive_avg_pool3d(ctx: &mut Ctx) -> OpResult {
 pub(super) const ROWS: &[(&str, OpFn)] = &[
     (aten::MAX_POOL2D, max_pool),
     (aten::MAX_POOL2D_WITH_INDICES, max_pool),
+    (crate::exec::int8::MAX_POOL2D, super::int8::int8_max_pool2d),
     (aten::AVG_POOL2D, avg_pool),
     (aten::ADAPTIVE_AVG_POOL2D, adaptive_avg_pool),
     (aten::_ADAPTIVE_AVG_POOL2D, adaptive_avg_pool),
