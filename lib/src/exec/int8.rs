@@ -24,6 +24,11 @@
 //!   value dequantized per tensor of the output's shape, `relu` (or
 //!   `relu_`), `quantize_per_tensor` to uint8 or int8.
 //!
+//! A `max_pool2d` between a `dequantize_per_tensor` and a
+//! `quantize_per_tensor` of one quantization becomes
+//! `pt2kit.int8_max_pool2d` ([`pool_at`]), the pool of the quantized
+//! values.
+//!
 //! Where the CPU has no int8 kernel (neither), or `PT2KIT_INT8_REFERENCE=1`, the
 //! graph runs as written. The sums are exact where torch's float32 sums
 //! round, so a value that lies within float32 rounding of a quantization
