@@ -832,8 +832,8 @@ pub(super) fn int8_max_pool2d(ctx: &mut Ctx) -> OpResult {
             ));
         }
     }
-    let oh = super::pool::pool_len(h, k[0], st[0], pd[0], dl[0], ceil)?;
-    let ow = super::pool::pool_len(w, k[1], st[1], pd[1], dl[1], ceil)?;
+    let oh = super::pool_len(h, k[0], st[0], pd[0], dl[0], ceil)?;
+    let ow = super::pool_len(w, k[1], st[1], pd[1], dl[1], ceil)?;
     let g = PoolGeometry {
         hw: [h, w],
         out: [oh, ow],
@@ -960,9 +960,8 @@ mod tests {
                     for d in 1..=2usize {
                         for p in 0..=((k - 1) * d).div_ceil(2) {
                             for ceil in [false, true] {
-                                let out = |n: usize| {
-                                    crate::exec::ops::pool::pool_len(n, k, s, p, d, ceil).ok()
-                                };
+                                let out =
+                                    |n: usize| crate::exec::ops::pool_len(n, k, s, p, d, ceil).ok();
                                 let (Some(oh), Some(ow)) = (out(h), out(w)) else {
                                     continue;
                                 };

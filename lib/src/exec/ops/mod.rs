@@ -1360,3 +1360,35 @@ pub fn rows() -> impl Iterator<Item = (&'static str, &'static str, OpFn)> {
         .iter()
         .flat_map(|(family, rows)| rows.iter().map(move |(op, f)| (*family, *op, *f)))
 }
+
+/// torch's `pooling_output_shape`.
+pub(super) fn pool_len(
+    n: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    d: usize,
+    ceil: bool,
+) -> Result<usize> {
+    if s == 0 || k == 0 {
+        return Err(Error::bad_input(format!(
+            "pooling: kernel {k} and stride {s} must be positive"
+        )));
+    }
+    let span = (n + 2 * p) as i64 - (d * (k - 1)) as i64 - 1;
+    let s = s as i64;
+    let mut o = if ceil {
+        (span + s - 1).div_euclid(s)
+    } else {
+        span.div_euclid(s)
+    } + 1;
+    if ceil && (o - 1) * s >= (n + p) as i64 {
+        o -= 1;
+    }
+    if o < 1 {
+        return Err(Error::bad_input(format!(
+            "pooling: output size {o} for input size {n}, kernel {k}, stride {s}, padding {p}"
+        )));
+    }
+    Ok(o as usize)
+}
