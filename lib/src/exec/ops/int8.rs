@@ -826,7 +826,15 @@ pub(super) fn int8_max_pool2d(ctx: &mut Ctx) -> OpResult {
         0
     };
     for i in 0..2 {
-        if k[i] == 0 || st[i] == 0 || dl[i] == 0 || pd[i] > ((k[i] - 1) * dl[i]).div_ceil(2) {
+        // (the dilated kernel's reach, checked: an untrusted graph may ask
+        // for any size)
+        let reach = k[i]
+            .checked_sub(1)
+            .and_then(|e| e.checked_mul(dl[i]))
+            .filter(|&e| e <= 1 << 30);
+        if reach
+            .is_none_or(|e| st[i] == 0 || dl[i] == 0 || st[i] > 1 << 30 || pd[i] > e.div_ceil(2))
+        {
             return Err(Error::bad_input(
                 "pooling: bad kernel_size, stride, padding or dilation",
             ));
