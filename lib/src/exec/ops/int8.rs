@@ -367,29 +367,6 @@ fn channels_last(
         .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
 }
 
-/// Image `img` of a quantized activation stored channels-last
-/// ([`super::nhwc_dims`]) into `dst` (`[h][w][c]`), shifted to unsigned
-/// bytes.
-fn nhwc_image(t: &CandleTensor, shift: i64, img: usize, dst: &mut [u8]) -> Result<()> {
-    let len = dst.len();
-    let done = match t.dtype() {
-        DType::U8 => super::with_nhwc::<u8, _>(t, |v| {
-            v.get(img * len..(img + 1) * len)
-                .map(|p| dst.copy_from_slice(p))
-        }),
-        DType::I16 => super::with_nhwc::<i16, _>(t, |v| {
-            v.get(img * len..(img + 1) * len).map(|p| {
-                for (d, &x) in dst.iter_mut().zip(p) {
-                    *d = (x as i64 + shift) as u8;
-                }
-            })
-        }),
-        _ => None,
-    };
-    done.flatten()
-        .ok_or_else(|| Error::internal("int8 convolution: a quantized input not held as bytes"))
-}
-
 /// A quantized activation's bytes as they lie (int8 ones as their low
 /// bytes, shifted by `shift`), and whether they lie channels-last
 /// ([`super::nhwc_dims`]: `[b][h][w][c]`) rather than row-major.
@@ -715,18 +692,22 @@ pub(super) fn int8_conv2d(ctx: &mut Ctx) -> OpResult {
     let sink = out.sink();
     let threads = rayon::current_num_threads();
     // an input left channels-last is read by whole images as it lies
-    let x_nhwc = super::nhwc_dims(&x.t).is_some();
-    let xt = if x_nhwc {
-        x.t.clone()
-    } else {
-        x.t.to_device(&candle_core::Device::Cpu)?.contiguous()?
+    let stored = match super::nhwc_dims(&x.t) {
+        Some(_) => Some(stored_bytes(&x, shift)?.0),
+        None => None,
     };
-    let mut nhwc = vec![0u8; h * wd * ci];
+    let xt = x.t.to_device(&candle_core::Device::Cpu)?;
+    let xt = if stored.is_some() {
+        xt
+    } else {
+        xt.contiguous()?
+    };
+    let len = h * wd * ci;
+    let mut nhwc = vec![0u8; len];
     for img in 0..b {
-        if x_nhwc {
-            nhwc_image(&xt, shift, img, &mut nhwc)?;
-        } else {
-            channels_last(&xt, shift, img * ci * h * wd, [ci, h, wd], &mut nhwc)?;
+        match &stored {
+            Some(v) => nhwc.copy_from_slice(&v[img * len..][..len]),
+            None => channels_last(&xt, shift, img * len, [ci, h, wd], &mut nhwc)?,
         }
         let src = &nhwc;
         let fill = |r: usize, row: &mut [u8]| {
