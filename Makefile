@@ -23,6 +23,8 @@ test: build $(ONNX_VENV)/.ready
 	# instruction set's kernels.
 	PT2KIT_NO_AVX512=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
 	PT2KIT_NO_AVX2=1 $(CARGO) test --release --locked -p pt2kit --features exec --test kernels
+	# No kernel calls an intrinsic out of line (a closure compiled without its kernel's instruction set).
+	python3 recipes/checks/check_inlined.py --bin target/release/ir-run
 	$(MAKE) -C recipes demo
 	$(ONNX_VENV)/bin/python recipes/checks/check_onnx.py --bin target/release --models golden/models --opset 17 --opset 18 --opset 21
 	$(ONNX_VENV)/bin/python recipes/checks/check_onnx.py --bin target/release --models golden/composite --opset 17 --opset 18 --opset 21

@@ -1,6 +1,6 @@
 """Benchmark: single convolutions (each with its ReLU) in ir-run against ONNX Runtime.
 
-    .venv/bin/python recipes/bench/bench_convs.py [--threads 2] [--rounds 4] [--iters 30]
+    .venv/bin/python recipes/bench/bench_convs.py [--threads 2] [--batch 1] [--rounds 4] [--iters 30]
         [--onnx-python .venv-onnx/bin/python] [--bin target/release]
         [--scratch bench-scratch/convs] [--json bench/convs.json] [--only NAME ...]
 
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # name: (in channels, out channels, kernel, stride, padding, groups, input side)
 LAYERS = {
     "stem 7x7/2 3->64 @224": (3, 64, 7, 2, 3, 1, 224),
+    "stem 3x3/2 3->16 @224": (3, 16, 3, 2, 1, 1, 224),
     "3x3/2 128->128 @56": (128, 128, 3, 2, 1, 1, 56),
     "3x3/2 512->512 @14": (512, 512, 3, 2, 1, 1, 14),
     "3x3 256->256 @14": (256, 256, 3, 1, 1, 1, 14),
@@ -44,6 +45,7 @@ LAYERS = {
     "1x1 2048->512 @7": (2048, 512, 1, 1, 0, 1, 7),
     "1x1 16->72 @56": (16, 72, 1, 1, 0, 1, 56),
     "1x1 96->576 @7": (96, 576, 1, 1, 0, 1, 7),
+    "1x1 48->288 @14": (48, 288, 1, 1, 0, 1, 14),
     "dw 3x3/2 72 @56": (72, 72, 3, 2, 1, 72, 56),
     "dw 5x5 576 @7": (576, 576, 5, 1, 2, 576, 7),
 }
@@ -68,13 +70,13 @@ def slug(name):
     return "".join(c if c.isalnum() else "_" for c in name).strip("_")
 
 
-def gflop(cfg):
+def gflop(cfg, batch):
     ci, co, k, st, p, g, hw = cfg
     oh = (hw + 2 * p - k) // st + 1
-    return 2 * co * (ci // g) * k * k * oh * oh / 1e9
+    return 2 * batch * co * (ci // g) * k * k * oh * oh / 1e9
 
 
-def make(cfg, d, bindir):
+def make(cfg, batch, d, bindir):
     import numpy as np
     import torch
 
@@ -90,7 +92,7 @@ def make(cfg, d, bindir):
             return torch.relu(self.conv(x))
 
     d.mkdir(parents=True, exist_ok=True)
-    x = torch.randn(1, ci, hw, hw)
+    x = torch.randn(batch, ci, hw, hw)
     ep = torch.export.export(Layer().eval(), (x,))
     torch.export.save(ep, d / "model.pt2")
     np.savez(d / "inputs.npz", x=x.numpy())
@@ -117,6 +119,7 @@ def time_ort(d, onnx_python, iters, threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--onnx-python", default=str(ROOT / ".venv-onnx/bin/python"))
@@ -129,8 +132,8 @@ def main():
     layers = {n: c for n, c in LAYERS.items() if not args.only or n in args.only}
     rows = []
     for name, cfg in layers.items():
-        d = scratch / slug(name)
-        make(cfg, d, bindir)
+        d = scratch / (slug(name) + (f"_b{args.batch}" if args.batch > 1 else ""))
+        make(cfg, args.batch, d, bindir)
         ours, ort = [], []
         for r in range(args.rounds):
             order = ["ir", "ort"] if r % 2 == 0 else ["ort", "ir"]
@@ -139,7 +142,7 @@ def main():
                     ours.append(time_ir(d, bindir, args.iters, args.threads))
                 else:
                     ort.append(time_ort(d, args.onnx_python, args.iters, args.threads))
-        g = gflop(cfg)
+        g = gflop(cfg, args.batch)
         a, b = statistics.median(ours), statistics.median(ort)
         row = {
             "layer": name, "config": dict(zip(["in", "out", "kernel", "stride", "pad", "groups", "side"], cfg)),
@@ -151,7 +154,7 @@ def main():
         print(f"{name:24s} ir-run {a*1e3:7.3f} ms ({g/a:6.1f} GFLOP/s)  ORT {b*1e3:7.3f} ms ({g/b:6.1f})  "
               f"{row['ir_run_over_ort']:.2f}x", file=sys.stderr)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    meta = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
+    meta = {"machine": platform.processor() or platform.machine(), "threads": args.threads, "batch": args.batch,
             "rounds": args.rounds, "iters": args.iters, "pt2kit": rev}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")

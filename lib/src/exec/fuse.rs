@@ -515,10 +515,17 @@ impl Plan {
 }
 
 /// `f` over the lanes of `a` and `b`, one loop per op (so that it
-/// vectorises: a match inside the loop would not).
+/// vectorises: a match inside the loop would not). A loop, not
+/// `std::array::from_fn`: two ops' closures stayed out of line through it,
+/// compiled without the instruction set of `eval_chunk`'s instance (see
+/// `kernels::simd`).
 #[inline(always)]
 fn lanes<B: Lanes>(a: &[f32; LANES], b: B, f: impl Fn(f32, f32) -> f32) -> [f32; LANES] {
-    std::array::from_fn(|i| f(a[i], b.at(i)))
+    let mut out = [0f32; LANES];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(a[i], b.at(i));
+    }
+    out
 }
 
 /// A step's second operand: a chunk of values, or one number for every

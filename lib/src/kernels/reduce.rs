@@ -62,7 +62,12 @@ super::vmath::multiversion! {
             }
         }
         for (j, o) in out.iter_mut().enumerate() {
-            *o = combine(std::array::from_fn(|l| lanes[l * len + j]));
+            // (a loop: `std::array::from_fn` stayed out of line here, see `simd`)
+            let mut s = [0f32; LANES];
+            for (l, v) in s.iter_mut().enumerate() {
+                *v = lanes[l * len + j];
+            }
+            *o = combine(s);
         }
     }
 }

@@ -1417,11 +1417,19 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
             prefetch_step::<L2>(pf, bh);
             pf = pf.add(HALF);
         }
-        let bv: [S; W] = std::array::from_fn(|j| S::load(bp.add(bh * j)));
-        let first = std::array::from_fn(|i| {
+        // (loops, not `std::array::from_fn`, whose closures are calls
+        // without this kernel's instruction set: see `simd`)
+        let mut bv = [zero; W];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = S::load(bp.add(bh * j));
+        }
+        let mut first = [[zero; W]; R];
+        for (i, r) in first.iter_mut().enumerate() {
             let av = S::splat(*ap.add(i * lda));
-            std::array::from_fn(|j| av.fma(bv[j], zero))
-        });
+            for (c, v) in r.iter_mut().zip(&bv) {
+                *c = av.fma(*v, zero);
+            }
+        }
         ap = ap.add(step);
         bp = bp.add(HALF);
         first

@@ -484,6 +484,28 @@ unsafe fn load_lanes<S: F32x16>(mask: u16, p: *const f32) -> S {
     }
 }
 
+/// B's row at `row` for [`direct_body`]: `W` vectors, each loaded
+/// whole (`FULL`) or in the lanes of `mask` from vector `j0` on.
+///
+/// # Safety
+/// The lanes loaded are readable; the kernel's instruction set is present.
+#[inline(always)]
+unsafe fn tap_row<S: F32x16, const W: usize, const FULL: bool>(
+    row: *const f32,
+    mask: u32,
+    j0: usize,
+) -> [S; W] {
+    let mut bv = [S::zero(); W];
+    for (j, v) in bv.iter_mut().enumerate() {
+        *v = if FULL {
+            S::load(row.wrapping_add(16 * j))
+        } else {
+            load_lanes((mask >> (16 * (j0 + j))) as u16, row.wrapping_add(16 * j))
+        };
+    }
+    bv
+}
+
 /// A kernel of [`gemm_direct`]: see [`direct_kernel`].
 type DirectKernel = unsafe fn(
     *const f32,
@@ -654,26 +676,25 @@ unsafe fn direct_body<
     let from = from.wrapping_add(16 * j0);
     // B's row at offset `o` under tap `t`'s mask; masked-off lanes are
     // never touched (they may lie outside the input)
+    // (a function, not a closure, and loops, not `std::array::from_fn`:
+    // a closure may stay out of line, without this kernel's instruction
+    // set, and every load in it was a call: see `simd`)
+    let zero = S::zero();
     let row_of = |o: usize, t: usize| -> [S; W] {
-        let (mask, row) = (*masks.get_unchecked(t), from.wrapping_add(o));
-        std::array::from_fn(|j| {
-            if FULL {
-                S::load(row.wrapping_add(16 * j))
-            } else {
-                load_lanes(lanes(mask, j), row.wrapping_add(16 * j))
-            }
-        })
+        tap_row::<S, W, FULL>(from.wrapping_add(o), *masks.get_unchecked(t), j0)
     };
     // the accumulators start at the first row's products (an FMA onto
     // zero: the loop's bits), not zeroed: a zeroed array of them was a
     // memset on the stack each call (0.6% of MobileNetV3's samples at
     // batch 1), as in the packed kernel
-    let zero = S::zero();
     let bv = row_of(offs[0], 0);
-    let mut acc: [[S; W]; R] = std::array::from_fn(|i| {
+    let mut acc = [[zero; W]; R];
+    for (i, r) in acc.iter_mut().enumerate() {
         let av = S::splat(*ap.add(i * lda));
-        std::array::from_fn(|j| av.fma(bv[j], zero))
-    });
+        for (c, v) in r.iter_mut().zip(&bv) {
+            *c = av.fma(*v, zero);
+        }
+    }
     ap = ap.add(step);
     t = if taps == 1 { 0 } else { t + 1 };
     for &o in &offs[1..] {

@@ -258,7 +258,7 @@ fn conv_packed(exec: &Executor, x: &CandleTensor, w: &CandleTensor, bias: Option
     let (b, c, co) = (shape[0], x.dims()[1], shape[1]);
     let k = c * g.taps();
     let w = weight_matrix(w, co, k)?;
-    if pointwise(g) && (packed_as_pixel_rows(g, b, c) || channels_last_dims(x).is_some()) {
+    if pointwise(g) && (packed_as_pixel_rows(g, b, c, co) || channels_last_dims(x).is_some()) {
         return conv_pixel_rows(exec, x, &w, bias, p);
     }
     let pa = packed_weight(exec, &w)?;

@@ -135,9 +135,9 @@ fn choose(g: &Windows, xd: &[usize], wd: &[usize]) -> Algorithm {
         } else {
             Algorithm::PixelTaps
         }
-    } else if direct(g, b, c) && !packed_over_direct(g, b, c, co) {
+    } else if direct(g, b, c, co) && !packed_over_direct(g, b, c, co) {
         Algorithm::Direct
-    } else if direct(g, b, c) || pointwise(g) {
+    } else if direct(g, b, c, co) || pointwise(g) {
         Algorithm::Packed
     } else {
         Algorithm::Host
@@ -159,13 +159,13 @@ fn subsampled(g: &Windows) -> bool {
 /// with at most [`DIRECT_MAX_CHANNELS`] (below and above, the packed
 /// product measured faster), unless it takes [`conv_pixel_rows`] (see
 /// [`pixel_rows`]).
-fn direct(g: &Windows, b: usize, c: usize) -> bool {
+fn direct(g: &Windows, b: usize, c: usize, co: usize) -> bool {
     let ([_, _, kw], [_, _, sw], [_, _, dw]) = (g.kernel, g.stride, g.dilation);
     // (no input channels: the output is the bias, which im2col's path gives)
     g.planar()
         && c > 0
         && if pointwise(g) {
-            if pixel_rows(g.out_plane(), c) {
+            if pixel_rows(g.out_plane(), c, co) {
                 return false;
             }
             let pixels = if crate::kernels::conv::direct::batched_planes(g, b) { b } else { 1 } * g.out_plane();
@@ -229,24 +229,25 @@ pub(super) fn writes_over(g: &Windows, xd: &[usize], wd: &[usize]) -> bool {
                 .is_ok_and(|p| writes_over(&p, &[xd[0], xd[1], oh, ow], wd))
         }
         Algorithm::Winograd | Algorithm::PixelTaps | Algorithm::Direct => true,
-        Algorithm::Packed => pointwise(g) && packed_as_pixel_rows(g, xd[0], xd[1]) && g.out_plane() > 1,
+        Algorithm::Packed => pointwise(g) && packed_as_pixel_rows(g, xd[0], xd[1], wd[0]) && g.out_plane() > 1,
         Algorithm::FewChannels | Algorithm::Host => false,
     }
 }
 
-/// Whether [`conv_packed`] of `b` images of `c` channels takes
+/// Whether [`conv_packed`] of `b` images of `c` channels to `co` takes
 /// [`conv_pixel_rows`].
-pub(super) fn packed_as_pixel_rows(g: &Windows, b: usize, c: usize) -> bool {
+pub(super) fn packed_as_pixel_rows(g: &Windows, b: usize, c: usize, co: usize) -> bool {
     let n = g.out_plane();
-    b * n < FEW_PIXELS || pixel_rows(n, c)
+    b * n < FEW_PIXELS || pixel_rows(n, c, co)
 }
 
 /// Whether a pointwise convolution over `n` output pixels a plane from
-/// `c` input channels takes [`conv_pixel_rows`].
-pub(super) fn pixel_rows(n: usize, c: usize) -> bool {
+/// `c` input channels to `co` takes [`conv_pixel_rows`].
+pub(super) fn pixel_rows(n: usize, c: usize, co: usize) -> bool {
     n <= PIXEL_ROWS_MAX
         || (n <= PIXEL_ROWS_DEEP_MAX && c >= PIXEL_ROWS_DEEP_CHANNELS)
         || (n <= PIXEL_ROWS_BATCH_MAX && c >= PIXEL_ROWS_BATCH_CHANNELS)
+        || (n <= PIXEL_ROWS_EXPAND_MAX && co > c && !crate::kernels::cpu().wide)
 }
 
 /// A pointwise convolution over fewer pixels runs packed: the images
@@ -288,6 +289,17 @@ const PIXEL_ROWS_BATCH_CHANNELS: usize = 256;
 
 /// See [`PIXEL_ROWS_BATCH_CHANNELS`].
 const PIXEL_ROWS_BATCH_MAX: usize = 196;
+
+/// On AVX2, pointwise convolutions to more channels than they read
+/// (an inverted residual's expansion) over planes of up to this many
+/// pixels take [`conv_pixel_rows`] at any batch. MobileNetV3 at batch 8,
+/// per node against the direct kernel, interleaved, two threads: its
+/// 14x14 expansions 0.81-0.89x of their time (`[288, 48]` 0.48 -> 0.39
+/// ms), the model's least 10.84 -> 10.63 ms; at 28x28 (784 pixels) they
+/// lost 1.0-1.45x, and 14x14 projections (`[40, 240]`) were level. At
+/// batch 1 (packed before) the 14x14 expansions 0.62-0.67x. AVX-512
+/// keeps the rules above (not measured there).
+const PIXEL_ROWS_EXPAND_MAX: usize = 196;
 
 /// Output planes below this many pixels take the transposed product
 /// ([`conv_pixel_rows`]).
