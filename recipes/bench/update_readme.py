@@ -234,7 +234,7 @@ def bench_convs():
     data = json.load(open(path))
     meta = data["meta"]
     out = [
-        f"pt2kit {meta['pt2kit']}, {meta['machine']}, {meta['threads']} threads; medians of "
+        f"pt2kit {meta['pt2kit']}, {meta['machine']}, {meta['threads']} threads, batch {meta.get('batch', 1)}; medians of "
         f"{meta['rounds']} interleaved rounds of {meta['iters']} runs.",
         "",
         "| layer | GFLOP | ir-run ms | ONNX Runtime ms | ir-run / ORT |",
