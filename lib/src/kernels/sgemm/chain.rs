@@ -211,6 +211,19 @@ pub fn run_epilogue(e: &Epilogue, at: usize, span: &mut [f32]) {
     unsafe { epilogue_span(e, at, span.as_mut_ptr(), span.len()) }
 }
 
+/// Sixteen floats from `q`, all of them (`whole`) or the lanes of `m`.
+///
+/// # Safety
+/// The lanes read are readable; `S`'s instruction set is present.
+#[inline(always)]
+unsafe fn load_part<S: F32x16>(whole: bool, m: u16, q: *const f32) -> S {
+    if whole {
+        S::load(q)
+    } else {
+        S::load_mask(m, q)
+    }
+}
+
 /// One step of [`epilogue_span`]: each `x` of the span to `f(x, b)`, `b`
 /// the input's element there (`input`) or the number `k`.
 ///
@@ -235,18 +248,12 @@ unsafe fn epilogue_map<S: F32x16>(
         let p = c.add(at);
         let whole = at + 16 <= len;
         let m = if whole { u16::MAX } else { first(len - at) };
-        let load = |q: *const f32| {
-            if whole {
-                S::load(q)
-            } else {
-                S::load_mask(m, q)
-            }
-        };
+        // (a function, not a closure: see `simd`)
         let b = match input {
-            Some(i) => load(i.add(at)),
+            Some(i) => load_part::<S>(whole, m, i.add(at)),
             None => kv,
         };
-        let v = f(load(p), b);
+        let v = f(load_part::<S>(whole, m, p), b);
         if whole {
             v.store(p)
         } else {

@@ -680,14 +680,11 @@ unsafe fn direct_body<
     // a closure may stay out of line, without this kernel's instruction
     // set, and every load in it was a call: see `simd`)
     let zero = S::zero();
-    let row_of = |o: usize, t: usize| -> [S; W] {
-        tap_row::<S, W, FULL>(from.wrapping_add(o), *masks.get_unchecked(t), j0)
-    };
     // the accumulators start at the first row's products (an FMA onto
     // zero: the loop's bits), not zeroed: a zeroed array of them was a
     // memset on the stack each call (0.6% of MobileNetV3's samples at
     // batch 1), as in the packed kernel
-    let bv = row_of(offs[0], 0);
+    let bv = tap_row::<S, W, FULL>(from.wrapping_add(offs[0]), *masks.get_unchecked(0), j0);
     let mut acc = [[zero; W]; R];
     for (i, r) in acc.iter_mut().enumerate() {
         let av = S::splat(*ap.add(i * lda));
@@ -699,7 +696,7 @@ unsafe fn direct_body<
     t = if taps == 1 { 0 } else { t + 1 };
     for &o in &offs[1..] {
         // this row's tap's mask (a counter: no division in the loop)
-        let bv = row_of(o, t);
+        let bv = tap_row::<S, W, FULL>(from.wrapping_add(o), *masks.get_unchecked(t), j0);
         t = if t + 1 == taps { 0 } else { t + 1 };
         for (i, r) in acc.iter_mut().enumerate() {
             let av = S::splat(*ap.add(i * lda));
