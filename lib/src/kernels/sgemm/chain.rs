@@ -166,19 +166,18 @@ unsafe fn epilogue_steps<S: F32x16>(e: &Epilogue, at: usize, c: *mut f32, len: u
             EpiSrc::Input(_) => 0.0,
         };
         macro_rules! each {
-            ($f:expr) => {
-                epilogue_map::<S>(c, b, k, len, $f)
+            ($op:expr, $p:expr) => {
+                epilogue_map::<S, { $op }>(c, b, k, len, $p)
             };
         }
         match step.op {
-            // max gives its second operand for NaN and for two zeros
-            EpiOp::Relu => each!(|x: S, _| S::zero().max(x)),
-            EpiOp::Add(k) => each!(|x: S, b: S| x.add(b.mul(S::splat(k)))),
-            EpiOp::Sub(k) => each!(|x: S, b: S| x.sub(b.mul(S::splat(k)))),
-            EpiOp::Mul => each!(|x: S, b| x.mul(b)),
-            EpiOp::Div => each!(|x: S, b| x.div(b)),
-            EpiOp::Clamp(lo, hi) => each!(|x: S, _| x.clamp(S::splat(lo), S::splat(hi))),
-            EpiOp::Hardswish => each!(|x: S, _| hardswish(x)),
+            EpiOp::Relu => each!(MAP_RELU, (0.0, 0.0)),
+            EpiOp::Add(k) => each!(MAP_ADD, (k, 0.0)),
+            EpiOp::Sub(k) => each!(MAP_SUB, (k, 0.0)),
+            EpiOp::Mul => each!(MAP_MUL, (0.0, 0.0)),
+            EpiOp::Div => each!(MAP_DIV, (0.0, 0.0)),
+            EpiOp::Clamp(lo, hi) => each!(MAP_CLAMP, (lo, hi)),
+            EpiOp::Hardswish => each!(MAP_HARDSWISH, (0.0, 0.0)),
             // the functions the gelu rows map with, vectorised the same way
             EpiOp::GeluErf => {
                 vmath::map_in_place_here(std::slice::from_raw_parts_mut(c, len), vmath::gelu_erf)
@@ -224,28 +223,57 @@ unsafe fn load_part<S: F32x16>(whole: bool, m: u16, q: *const f32) -> S {
     }
 }
 
-/// One step of [`epilogue_span`]: each `x` of the span to `f(x, b)`, `b`
-/// the input's element there (`input`) or the number `k`.
+// [`epilogue_map`]'s ops, a const parameter: each its own instance, with
+// no closure (a closure may stay out of line, without the kernel's
+// instruction set: see `simd`; the plain release build left clamp's so).
+const MAP_RELU: u8 = 0;
+const MAP_ADD: u8 = 1;
+const MAP_SUB: u8 = 2;
+const MAP_MUL: u8 = 3;
+const MAP_DIV: u8 = 4;
+const MAP_CLAMP: u8 = 5;
+const MAP_HARDSWISH: u8 = 6;
+
+/// [`epilogue_map`]'s op `OP` on `x` and the operand `b`, with its
+/// numbers `p` (the scale of an add or a sub; a clamp's bounds).
+///
+/// # Safety
+/// `S`'s instruction set is present.
+#[inline(always)]
+unsafe fn map_op<S: F32x16, const OP: u8>(x: S, b: S, p: (f32, f32)) -> S {
+    match OP {
+        // max gives its second operand for NaN and for two zeros
+        MAP_RELU => S::zero().max(x),
+        MAP_ADD => x.add(b.mul(S::splat(p.0))),
+        MAP_SUB => x.sub(b.mul(S::splat(p.0))),
+        MAP_MUL => x.mul(b),
+        MAP_DIV => x.div(b),
+        MAP_CLAMP => x.clamp(S::splat(p.0), S::splat(p.1)),
+        _ => hardswish(x),
+    }
+}
+
+/// One step of [`epilogue_span`]: each `x` of the span to `map_op::<OP>(x,
+/// b, p)`, `b` the input's element there (`input`) or the number `k`.
 ///
 /// # Safety
 /// As [`epilogue_span`], on a CPU with `S`'s instruction set.
 #[inline(always)]
-unsafe fn epilogue_map<S: F32x16>(
+unsafe fn epilogue_map<S: F32x16, const OP: u8>(
     c: *mut f32,
     input: Option<*const f32>,
     k: f32,
     len: usize,
-    f: impl Fn(S, S) -> S,
+    p: (f32, f32),
 ) {
     let kv = S::splat(k);
     // whole vectors with plain loads and stores, the tail under a mask
     // (every vector masked spent more on its mask than on its op: a
     // relu's pass over a depthwise convolution's 88 x 28 x 28 outputs,
-    // in L1, was 14% of its samples); `f` called in one place, so that
-    // it is inlined (called in two, its intrinsics were not: 3.5x slower)
+    // in L1, was 14% of its samples)
     let mut at = 0;
     while at < len {
-        let p = c.add(at);
+        let at_c = c.add(at);
         let whole = at + 16 <= len;
         let m = if whole { u16::MAX } else { first(len - at) };
         // (a function, not a closure: see `simd`)
@@ -253,11 +281,11 @@ unsafe fn epilogue_map<S: F32x16>(
             Some(i) => load_part::<S>(whole, m, i.add(at)),
             None => kv,
         };
-        let v = f(load_part::<S>(whole, m, p), b);
+        let v = map_op::<S, OP>(load_part::<S>(whole, m, at_c), b, p);
         if whole {
-            v.store(p)
+            v.store(at_c)
         } else {
-            v.store_mask(m, p)
+            v.store_mask(m, at_c)
         }
         at += 16;
     }
