@@ -484,6 +484,12 @@ unsafe fn load_lanes<S: F32x16>(mask: u16, p: *const f32) -> S {
     }
 }
 
+/// The lanes of vector `j` (of two) that a 32-lane `mask` names.
+#[inline(always)]
+fn vector_lanes(mask: u32, j: usize) -> u16 {
+    (mask >> (16 * j)) as u16
+}
+
 /// B's row at `row` for [`direct_body`]: `W` vectors, each loaded
 /// whole (`FULL`) or in the lanes of `mask` from vector `j0` on.
 ///
@@ -500,7 +506,7 @@ unsafe fn tap_row<S: F32x16, const W: usize, const FULL: bool>(
         *v = if FULL {
             S::load(row.wrapping_add(16 * j))
         } else {
-            load_lanes((mask >> (16 * (j0 + j))) as u16, row.wrapping_add(16 * j))
+            load_lanes(vector_lanes(mask, j0 + j), row.wrapping_add(16 * j))
         };
     }
     bv
@@ -616,7 +622,7 @@ unsafe fn direct_avx2<const MODE: u8>(
     // whether every tap loads all 16 lanes of vector j (a pointwise
     // convolution's panels but the last, the inner windows of one with
     // taps): plain loads, no mask tested on each
-    let full = [0, 1].map(|j| masks.iter().all(|&m| (m >> (16 * j)) as u16 == 0xffff));
+    let full = [0, 1].map(|j| masks.iter().all(|&m| vector_lanes(m, j) == 0xffff));
     for (j, &full) in full.iter().enumerate().take(vectors) {
         for (i, rows) in super::avx2_parts(mr) {
             let (a, c) = (a.add(i * lda), c.wrapping_add(i * ldc));
@@ -669,7 +675,6 @@ unsafe fn direct_body<
     j0: usize,
 ) {
     debug_assert!(mr <= R);
-    let lanes = |mask: u32, j: usize| (mask >> (16 * (j0 + j))) as u16;
     let mut ap = a;
     let taps = masks.len();
     let mut t = 0;
@@ -714,7 +719,7 @@ unsafe fn direct_body<
                 .wrapping_offset(run.at + (i * ldc) as isize)
                 .wrapping_add(16 * j0);
             for (j, v) in r.iter().enumerate() {
-                let (m, p) = (lanes(run.mask, j), cp.wrapping_add(16 * j));
+                let (m, p) = (vector_lanes(run.mask, j0 + j), cp.wrapping_add(16 * j));
                 if m == 0 {
                     continue;
                 }
