@@ -869,6 +869,17 @@ unsafe fn block(
                 // 0.99-1.0x; two threads ResNet-50 b1 1.01x
                 let (lo, hi) = (jc * NR, (jend * NR).min(n));
                 let then = epilogue.filter(|_| pc + kc == k);
+                // rows outer, a relu or a hardswish alone is applied as
+                // each element is stored (no pass over the part's rows)
+                let (then, part_kernel) = match then {
+                    Some(e) if rows_outer && e.relu_only() => {
+                        (None, avx2_part::<STORE_RELU> as AvxPart)
+                    }
+                    Some(e) if rows_outer && e.hardswish_only() => {
+                        (None, avx2_part::<STORE_HARDSWISH> as AvxPart)
+                    }
+                    then => (then, avx2_part::<0> as AvxPart),
+                };
                 for ip in (ic..iend).filter(|_| rows_outer) {
                     let ap = a.data.as_ptr().add(ip * a.panel + pc * a.step);
                     let mr = (m - ip * MR).min(MR);
@@ -889,7 +900,7 @@ unsafe fn block(
                         // its columns of C 16 apart: one call for them all
                         let (bp, bh) = micro(jc);
                         let (accumulate, bias) = start(ip, jc);
-                        avx2_part(
+                        part_kernel(
                             part,
                             kc,
                             (ap, a.row, a.step),
@@ -1070,6 +1081,7 @@ pub(crate) mod tests;
 use chain::{epilogue_span, prefetch_inputs};
 pub use chain::{run_epilogue, EpiMap, EpiOp, EpiSrc, EpiStep, Epilogue};
 pub use panels::{gemm_direct, Panels, Run};
+use panels::{STORE_HARDSWISH, STORE_RELU};
 pub use taps::{gemm_taps, RowPanel};
 
 /// `n` floats for a kernel that writes every one before anything reads
@@ -1184,7 +1196,7 @@ unsafe fn kernel<const R: usize, const W: usize>(
     bias: BiasAt,
     prefetch: *const f32,
 ) {
-    kernel_body::<Avx512, R, W, false>(
+    kernel_body::<Avx512, R, W, false, 0>(
         kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
     )
 }
@@ -1243,10 +1255,10 @@ unsafe fn kernel_avx2(
         // 1024] x [1024, 1000] 25 -> 44-49; MobileNetV3's two linears at
         // batch 1 0.65 -> 0.52 ms on one thread
         match mr {
-            1 => kernel_body::<Avx2, 1, 2, true>(
+            1 => kernel_body::<Avx2, 1, 2, true, 0>(
                 kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
             ),
-            _ => kernel_body::<Avx2, 2, 2, true>(
+            _ => kernel_body::<Avx2, 2, 2, true, 0>(
                 kc, a, lda, step, b, bh, c, ldc, mr, nr, accumulate, bias, prefetch,
             ),
         }
@@ -1263,7 +1275,7 @@ unsafe fn kernel_avx2(
                 std::ptr::null()
             };
             let b = (b.add(j / HALF * bh), bh);
-            avx2_part(
+            avx2_part::<0>(
                 rows,
                 kc,
                 (a, lda, step),
@@ -1328,7 +1340,10 @@ const AHEAD_STEPS: usize = 64;
 /// apart from `b` on (a panel's two, then the next panel's), each half's
 /// columns of C 16 on. Where `prefetch` is not null, each half fetches
 /// the lines from there (the first half's; the next half's `bh` on) as
-/// [`kernel_body`] does. One call for the row of
+/// [`kernel_body`] does. With `MODE` [`STORE_RELU`] or
+/// [`STORE_HARDSWISH`], each element's relu or hardswish is stored (a
+/// block's last slice of `k`, whose chain is that alone: no pass over
+/// the part's rows after). One call for the row of
 /// halves, not one a half (the call and the choice of instance were
 /// paid for each 16 columns): interleaved call by call on the 2-vCPU
 /// AVX2 VM, one / two threads, `72 x 3136 x 16` 0.82x / 0.80x of its time,
@@ -1339,7 +1354,7 @@ const AHEAD_STEPS: usize = 64;
 /// As [`kernel_body`] for each half, with AVX2 and FMA present.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_part(
+unsafe fn avx2_part<const MODE: u8>(
     rows: usize,
     kc: usize,
     (a, lda, step): (*const f32, usize, usize),
@@ -1362,7 +1377,7 @@ unsafe fn avx2_part(
                         } else {
                             prefetch.wrapping_add(h * bh)
                         };
-                        kernel_body::<Avx2, $r, 1, true>(
+                        kernel_body::<Avx2, $r, 1, true, MODE>(
                             kc, a, lda, step, b, bh, c.add(j), ldc, rows, (cols - j).min(HALF),
                             accumulate, bias.at(0, j), pf,
                         );
@@ -1374,6 +1389,20 @@ unsafe fn avx2_part(
     }
     rows!(1 2 3 4 5 6);
 }
+
+/// An [`avx2_part`] instance (its store mode chosen once a block).
+type AvxPart = unsafe fn(
+    usize,
+    usize,
+    (*const f32, usize, usize),
+    (*const f32, usize),
+    *mut f32,
+    usize,
+    usize,
+    bool,
+    BiasAt,
+    *const f32,
+);
 
 /// A step's prefetch in [`kernel_body`]: two cache lines of the next
 /// micro-panel (its halves at `pf` and `pf + bh`), all of it by the end
@@ -1400,7 +1429,7 @@ fn prefetch_step<const L2: bool>(pf: *const f32, bh: usize) {
 /// As [`kernel`], on a CPU with `S`'s instruction set.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>(
+unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool, const MODE: u8>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -1483,6 +1512,14 @@ unsafe fn kernel_body<S: F32x16, const R: usize, const W: usize, const L2: bool>
                     BiasAt::Columns(_) => v = v.add(bv[j]),
                     BiasAt::Rows(b) => v = v.add(S::splat(*b.add(i))),
                 }
+            }
+            // the chain's relu (NaN and -0 kept: its max) or hardswish,
+            // as the direct kernel applies them (`panels::STORE_RELU`)
+            if MODE & STORE_RELU != 0 {
+                v = S::zero().max(v);
+            }
+            if MODE & STORE_HARDSWISH != 0 {
+                v = chain::hardswish(v);
             }
             if m == 0xffff {
                 v.store(cp.add(16 * j));

@@ -533,12 +533,12 @@ const STORE_ADD: u8 = 1;
 /// where the epilogue is a relu alone: no pass over the block once it is
 /// done (that pass, reading and writing the block in L2, was 15% of the
 /// time of MobileNetV3's `[72, 16]` 1x1 over 56x56).
-const STORE_RELU: u8 = 2;
+pub(super) const STORE_RELU: u8 = 2;
 /// A kernel's store mode: each element's hardswish stored, where the
 /// epilogue is a hardswish alone (MobileNetV3's expanding 1x1s; the pass
 /// over their blocks was 4.7% of the model's samples at batch 1 on one
 /// thread). Not with [`STORE_ADD`].
-const STORE_HARDSWISH: u8 = 4;
+pub(super) const STORE_HARDSWISH: u8 = 4;
 
 /// The [`direct_kernel`] instance for `mr` rows and `nr` columns, storing
 /// as `mode` says ([`STORE_ADD`], [`STORE_RELU`], [`STORE_HARDSWISH`]): chosen once a call,

@@ -431,6 +431,53 @@ fn products_match_a_reference() {
                     }
                     assert!(c4[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
                 }
+                // a relu alone and a hardswish alone (on AVX2 stored by
+                // the kernel, `STORE_RELU` / `STORE_HARDSWISH`; otherwise
+                // the chain's pass), after a bias per column: the relu or
+                // hardswish of the same bits as `old`, the padding untouched
+                let one = |op: EpiOp| {
+                    let steps = [EpiStep {
+                        op,
+                        b: EpiSrc::Const(0.0),
+                    }];
+                    let e = Epilogue {
+                        steps: &steps,
+                        inputs: &[],
+                        map: None,
+                    };
+                    let mut c = vec![7f32; m * ldc];
+                    gemm_lhs(
+                        inplace,
+                        &pb,
+                        as_uninit(&mut c),
+                        ldc,
+                        Init::Bias(&bias),
+                        Some(&e),
+                        threads,
+                    );
+                    c
+                };
+                let (relu, hardswish) = (one(EpiOp::Relu), one(EpiOp::Hardswish));
+                for i in 0..m {
+                    for j in 0..n {
+                        let (at, x) = (i * ldc + j, old[i * ldc + j]);
+                        let want = if 0.0 > x { 0.0 } else { x };
+                        assert_eq!(
+                            relu[at].to_bits(),
+                            want.to_bits(),
+                            "{m}x{n}x{k} ({i},{j}): relu"
+                        );
+                        let want = x * (x + 3.0).clamp(0.0, 6.0) / 6.0;
+                        assert_eq!(
+                            hardswish[at].to_bits(),
+                            want.to_bits(),
+                            "{m}x{n}x{k} ({i},{j}): hardswish"
+                        );
+                    }
+                    for c in [&relu, &hardswish] {
+                        assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&v| v == 7.0));
+                    }
+                }
                 let mut c = vec![1f32; m * n];
                 gemm(&pa, &pb, &mut c, n, true, threads);
                 for (got, w) in c.iter().zip(&want) {
