@@ -101,6 +101,14 @@ pub unsafe fn few_channels_product(
     let band = oh.div_ceil(per_image).max(1);
     let bands = oh.div_ceil(band);
     let dst = sgemm::SendPtr(out.as_mut_ptr().cast());
+    // a chain of numbers alone (the stem's hardswish or relu) runs on each
+    // line's `[ow][co]` results while they are in L1, before they go to
+    // their planes; a chain with inputs on each band once it is written
+    // (a band is a whole 112-line image at batch 8: 800 KiB, past L2,
+    // read back for the pass). MobileNetV3's stem at batch 8, per node,
+    // builds alternated in loud minutes: 0.85-0.97x of its time on two
+    // threads, 0.96x on one
+    let per_line = then.filter(|e| e.constants_only());
     let task = |buf: &mut Vec<f32>, t: usize| {
         let (n, oy0) = (t / bands, (t % bands) * band);
         let oy1 = (oy0 + band).min(oh);
@@ -178,6 +186,12 @@ pub unsafe fn few_channels_product(
                     unsafe { few_pixel(&line, at(ox), (tile.0.add(ox * co), co)) };
                 }
             }
+            if let Some(e) = per_line {
+                // SAFETY: the line's tile (the buffer, or channels-last
+                // this task's line of the output) was written above
+                let span = unsafe { std::slice::from_raw_parts_mut(tile.0, ow * co) };
+                sgemm::run_epilogue(e, 0, span);
+            }
             for v in (0..vecs).filter(|_| !channels_last) {
                 // SAFETY: tasks write disjoint lines of `out`; the
                 // instruction set is present, the tile holds `ow` pixels of `co`
@@ -193,7 +207,9 @@ pub unsafe fn few_channels_product(
                 };
             }
         }
-        if let Some(e) = then.filter(|_| channels_last) {
+        if per_line.is_some() {
+            // run on each line above
+        } else if let Some(e) = then.filter(|_| channels_last) {
             // the band's lines, one span (a chain of constants: any
             // element's offset will do)
             let at = (n * oh + oy0) * ow * co;
