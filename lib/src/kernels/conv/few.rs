@@ -105,9 +105,9 @@ pub unsafe fn few_channels_product(
     // line's `[ow][co]` results while they are in L1, before they go to
     // their planes; a chain with inputs on each band once it is written
     // (a band is a whole 112-line image at batch 8: 800 KiB, past L2,
-    // read back for the pass). MobileNetV3's stem at batch 8, per node,
-    // builds alternated in loud minutes: 0.85-0.97x of its time on two
-    // threads, 0.96x on one
+    // read back for the pass). MobileNetV3's stem with its hardswish,
+    // alternate calls on the 2-vCPU AVX2 VM: at batch 8 0.966x of its
+    // time on one thread, 0.983x on two; at batch 1 0.99x
     let per_line = then.filter(|e| e.constants_only());
     let task = |buf: &mut Vec<f32>, t: usize| {
         let (n, oy0) = (t / bands, (t % bands) * band);
