@@ -488,6 +488,74 @@ fn products_match_a_reference() {
     }
 }
 
+/// A relu alone and a hardswish alone after a packed product (on AVX2
+/// stored by the kernel) over edge values: rows of A holding NaN, an
+/// infinity, and zeros (products of -0 and +0), biases of -0 and -inf; each
+/// element the chain of the plain product's same bits (NaN and -0 kept by
+/// the relu), at `k` of one slice and of several.
+#[test]
+fn stored_chains_keep_edge_values() {
+    if !available() {
+        eprintln!("no AVX-512F or AVX2 here: the packed kernel is not used, nothing to test");
+        return;
+    }
+    for &(m, n, k) in &[(13, 40, 16), (7, 70, 700)] {
+        let mut av = values(m * k, 11);
+        av[3] = f32::NAN;
+        av[k + 5] = f32::INFINITY;
+        av[2 * k..3 * k].fill(-0.0);
+        av[3 * k..4 * k].fill(0.0);
+        av[4 * k + 1] = f32::NEG_INFINITY;
+        let bm = values(k * n, 12);
+        let mut bias = values(n, 13);
+        bias[0] = -0.0;
+        bias[1] = f32::NEG_INFINITY;
+        let pb = pack_b(&View::row_major(&bm, k, n));
+        let a = View::row_major(&av, m, k);
+        let run = |op: Option<EpiOp>| {
+            let steps = op.map(|op| {
+                [EpiStep {
+                    op,
+                    b: EpiSrc::Const(0.0),
+                }]
+            });
+            let e = steps.as_ref().map(|steps| Epilogue {
+                steps,
+                inputs: &[],
+                map: None,
+            });
+            let mut c = vec![7f32; m * n];
+            gemm_lhs(
+                Lhs::view(&a).expect("row-major"),
+                &pb,
+                as_uninit(&mut c),
+                n,
+                Init::Bias(&bias),
+                e.as_ref(),
+                1,
+            );
+            c
+        };
+        let plain = run(None);
+        assert!(plain.iter().any(|v| v.is_nan()) && plain.iter().any(|v| v.is_infinite()));
+        let (relu, hardswish) = (run(Some(EpiOp::Relu)), run(Some(EpiOp::Hardswish)));
+        for (e, &x) in plain.iter().enumerate() {
+            let want = if 0.0 > x { 0.0 } else { x };
+            assert_eq!(
+                relu[e].to_bits(),
+                want.to_bits(),
+                "{m}x{n}x{k} relu element {e}: {x}"
+            );
+            let want = x * (x + 3.0).clamp(0.0, 6.0) / 6.0;
+            assert_eq!(
+                hardswish[e].to_bits(),
+                want.to_bits(),
+                "{m}x{n}x{k} hardswish element {e}: {x}"
+            );
+        }
+    }
+}
+
 /// A direct product's panels (runs crossing "lines", lanes dropped, a
 /// panel of 16 lanes or fewer, rows that do not fill a block, a bias
 /// or none, A packed or read as it lies, one and two threads) against a float64 reference, and no
