@@ -31,9 +31,19 @@ export CUDARC_CUDA_VERSION=${CUDARC_CUDA_VERSION:-13040}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR_CUDA:-target/cuda}
 echo "check-cuda: nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), compute capability $CUDA_COMPUTE_CAP"
 if [ "$mode" = test ]; then
+  # On a GPU the kernels run: nvcc optimizes them as candle asks.
   exec cargo test --locked --release -p pt2kit --features cuda --test cuda -- --ignored \
     --skip no_gpu_is_a_clear_error
 fi
+# A check links and runs nothing: candle-kernels' static library is
+# compiled to PTX only, its largest files unoptimized (recipes/cuda/nvcc_check.sh).
+mkdir -p "$CARGO_TARGET_DIR/nvcc-check/bin"
+shim=$(cd "$CARGO_TARGET_DIR/nvcc-check" && pwd)
+for d in include lib lib64; do
+  if [ -e "$root/$d" ]; then ln -sfn "$root/$d" "$shim/$d"; fi
+done
+cp -f recipes/cuda/nvcc_check.sh "$shim/bin/nvcc"
+export NVCC_REAL="$root/bin/nvcc" NVCC="$shim/bin/nvcc"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo clippy --locked --workspace --all-targets --features cuda -- -D warnings 2>&1 | tee "$log"
