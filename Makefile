@@ -247,7 +247,7 @@ fuzz:
 
 # The short run CI makes of every target.
 fuzz-smoke:
-	recipes/checks/fuzz.sh 20
+	recipes/checks/fuzz.sh 10
 
 # Regenerates golden/random, the seed set make test checks (the first 360
 # programs torch keeps from seed 0, less the known failures, plus
