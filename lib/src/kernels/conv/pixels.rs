@@ -140,13 +140,14 @@ pub fn pixel_taps_product(
     let tap_offs: Vec<usize> = (0..kh * kw)
         .map(|t| ((t / kw) * dh * wp + (t % kw) * dw) * c)
         .collect();
-    // each output line's pixels in up to MR rows a panel, evenly split,
-    // every image's in one product (the weight read once for the batch)
+    // each output line's pixels in panels of up to `line_rows`, evenly
+    // split, every image's in one product (the weight read once for the batch)
     let padded = hp * wp * c;
     let mut rows = Vec::new();
+    let panel = sgemm::line_rows();
     for bi in 0..b {
         for oy in 0..oh {
-            let parts = ow.div_ceil(sgemm::MR);
+            let parts = ow.div_ceil(panel);
             for q in 0..parts {
                 let (x0, x1) = (q * ow / parts, (q + 1) * ow / parts);
                 rows.push(sgemm::RowPanel {

@@ -109,6 +109,22 @@ pub fn avx512() -> bool {
     crate::kernels::isa() == crate::kernels::Isa::Avx512
 }
 
+/// Rows a [`RowPanel`] of [`gemm_taps`] best holds: [`MR`] on AVX-512;
+/// on AVX2 its kernel's part ([`micro::AVX2_ROWS`]), since a panel is
+/// computed in even parts of at most that many rows, and a 14-pixel line
+/// as two panels of 7 ran as parts of 3 and 4 rows, whose 6 and 8
+/// accumulators leave the FMA units waiting. As parts of 5, 5 and 4,
+/// interleaved call by call on the 2-vCPU AVX2 VM (one / two threads):
+/// ResNet-50's stride-2 3x3 `[256, 256]` into 14x14 0.90x / 0.93x of
+/// its time, `[128, 256]` 0.92x / 0.91x.
+pub fn line_rows() -> usize {
+    if avx512() {
+        MR
+    } else {
+        micro::AVX2_ROWS
+    }
+}
+
 /// A matrix where it lies: element (i, j) at `data[off + i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
 pub struct View<'a> {

@@ -24,7 +24,7 @@ pub struct RowPanel {
 /// (`m x k`) is the input image in rows of channels (a padded
 /// channels-last copy), each pixel's row `lda` floats after the
 /// previous one of its panel, the tap's rows `tap_offs[t]` floats on; the
-/// panels of rows are `rows` (an output line's pixels, up to [`MR`] of
+/// panels of rows are `rows` (an output line's pixels, [`line_rows`] at best, [`MR`] at most, of
 /// them: no row spans two lines, so none is computed and dropped). `bs[t]`
 /// is the tap's weight, `k x n` packed. C (`m x n`, row stride `ldc`) may be
 /// uninitialised: the rows the panels name are written whole.
