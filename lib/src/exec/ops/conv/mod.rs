@@ -435,7 +435,18 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     let transposed = ctx.node.target.name == "convolution" && ctx.bool("transposed")?;
     let groups = ctx.opt_int("groups")?.unwrap_or(1) as usize;
     let stride = pair(&ctx.ints("stride").unwrap_or_default(), 1);
-    let dilation = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
+    let mut dilation = pair(&ctx.ints("dilation").unwrap_or_default(), 1);
+    if w.rank() == 4 {
+        // a dilation along a dim of one tap spaces nothing: 1 there, so
+        // that a 1x1 with dilation (2, 1) is the plain pointwise one
+        // (candle's kernels, where the baseline takes them, refused it)
+        if w.dims()[2] == 1 {
+            dilation.0 = 1;
+        }
+        if w.dims()[3] == 1 {
+            dilation.1 = 1;
+        }
+    }
     let padding = match ctx.node.arg("padding") {
         Some(Argument::String(s)) if s == "same" => {
             let (kh, kw) = (w.dims()[2], w.dims()[3]);
@@ -551,10 +562,30 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     } else if depthwise && !xin.device().is_cpu() {
         depthwise_tap_sum(&xin, &win, (stride, padding, dilation))?
     } else {
+        if (stride.0 != stride.1 || dilation.0 != dilation.1)
+            && xin.device().is_cpu()
+            && matches!(dt, Dtype::Float32 | Dtype::Float64)
+        {
+            // candle's kernels take one stride and one dilation: on the
+            // host, im2col over each dim's own (as 3-D convolutions run),
+            // in float64 for float64
+            let win = match scale {
+                Some(s) => scaled_weight(&win, s)?,
+                None => win,
+            };
+            let b = bias.as_ref().map(|b| b.cast(dt).map(|b| b.t)).transpose()?;
+            let (s, p, d) = ([stride.0, stride.1], [padding.0, padding.1], [dilation.0, dilation.1]);
+            let geometry = ConvArgs::geometry_only(&s, &p, &d);
+            let y = conv_grouped(ctx.exec, &xin.contiguous()?, &win.contiguous()?, b.as_ref(), groups, geometry)?;
+            return one(Tensor::new(y, dt));
+        }
         if stride.0 != stride.1 || dilation.0 != dilation.1 {
-            return Err(unsupported(
-                "grouped convolution with different strides or dilations per dim",
-            ));
+            return Err(unsupported(format!(
+                "a convolution with strides {stride:?} and dilations {dilation:?} that differ \
+                 per dim, in {} on {} (candle's kernels, which take it there, have one of each)",
+                dt.torch_name(),
+                if xin.device().is_cpu() { "the CPU" } else { "the GPU" }
+            )));
         }
         let (xin, pad) = if padding.0 == padding.1 {
             (xin, padding.0)
