@@ -556,7 +556,8 @@ fn products_match_the_definition() {
             Dtype::Float32,
             Dtype::Float16,
             Dtype::BFloat16,
-        ][d(5)];
+            Dtype::Float64,
+        ][d(6)];
         let form = d(5);
         // 0: mm, 1: linear (weight [n, k], bias), 2: bmm, 3: matmul with a
         // broadcast weight, 4: addmm with a transposed input view
@@ -705,7 +706,7 @@ fn products_match_the_definition() {
                 &g[0],
                 &want,
                 &scale,
-                2e-6,
+                if dtype == Dtype::Float64 { 1e-13 } else { 2e-6 },
             )
         });
         if let Err(e) = r {
