@@ -1050,7 +1050,14 @@ fn pooling_matches_the_definition() {
             o
         };
         let (oh, ow) = (out_dim(0), out_dim(1));
-        let x = values(b * c * hw[0] * hw[1], i as u64);
+        let dtype = [
+            Dtype::Float32,
+            Dtype::Float32,
+            Dtype::Float16,
+            Dtype::BFloat16,
+            Dtype::Float64,
+        ][d(5)];
+        let x = rounded(&values(b * c * hw[0] * hw[1], i as u64), dtype);
         let mut want = Vec::new();
         for pl in 0..b * c {
             for y in 0..oh {
@@ -1098,11 +1105,11 @@ fn pooling_matches_the_definition() {
         let xv = p.input(
             "x0",
             InputKind::UserInput,
-            meta(&[b as i64, c as i64, hw[0] as i64, hw[1] as i64]),
+            meta_of(dtype, &[b as i64, c as i64, hw[0] as i64, hw[1] as i64]),
             None,
         );
         let pair = |v: [usize; 2]| Argument::Ints(vec![v[0] as i64, v[1] as i64]);
-        let out_meta = meta(&[b as i64, c as i64, oh as i64, ow as i64]);
+        let out_meta = meta_of(dtype, &[b as i64, c as i64, oh as i64, ow as i64]);
         let y = p.emit(|em| {
             if is_max {
                 em.call(
@@ -1141,8 +1148,8 @@ fn pooling_matches_the_definition() {
             }
         });
         p.output(y);
-        let what = format!("max {is_max} b{b} c{c} hw {hw:?} k {k:?} s {s:?} p {pad:?} d {dil:?} ceil {ceil} include {include}");
-        let r = run(&p.p, vec![host(Dtype::Float32, &[b, c, hw[0], hw[1]], &x)]).and_then(|g| {
+        let what = format!("max {is_max} b{b} c{c} hw {hw:?} k {k:?} s {s:?} p {pad:?} d {dil:?} ceil {ceil} include {include} {dtype:?}");
+        let r = run(&p.p, vec![host(dtype, &[b, c, hw[0], hw[1]], &x)]).and_then(|g| {
             if g[0].shape != [b, c, oh, ow] {
                 return Err(format!(
                     "{what}: shape {:?}, expected {:?}",
@@ -1150,7 +1157,8 @@ fn pooling_matches_the_definition() {
                     [b, c, oh, ow]
                 ));
             }
-            check(&what, &g[0], &want, &mag, 1e-6)
+            let tol = if dtype == Dtype::Float64 { 1e-14 } else { 1e-6 };
+            check(&what, &g[0], &want, &mag, tol)
         });
         if let Err(e) = r {
             failures.push(e);
