@@ -188,7 +188,7 @@ mod speed {
             let tap_offs: Vec<usize> = (0..taps).map(|t| ((t / kk) * wp + t % kk) * c).collect();
             let mut rows = Vec::new();
             for oy in 0..ohw {
-                let parts = ohw.div_ceil(MR);
+                let parts = ohw.div_ceil(line_rows());
                 for q in 0..parts {
                     let (x0, x1) = (q * ohw / parts, (q + 1) * ohw / parts);
                     rows.push(RowPanel {

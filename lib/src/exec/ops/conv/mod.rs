@@ -562,13 +562,18 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
     } else if depthwise && !xin.device().is_cpu() {
         depthwise_tap_sum(&xin, &win, (stride, padding, dilation))?
     } else {
-        if (stride.0 != stride.1 || dilation.0 != dilation.1)
-            && xin.device().is_cpu()
-            && matches!(dt, Dtype::Float32 | Dtype::Float64)
-        {
+        if stride.0 != stride.1 || dilation.0 != dilation.1 {
             // candle's kernels take one stride and one dilation: on the
             // host, im2col over each dim's own (as 3-D convolutions run),
             // in float64 for float64
+            if !xin.device().is_cpu() || !matches!(dt, Dtype::Float32 | Dtype::Float64) {
+                return Err(unsupported(format!(
+                    "a convolution with strides {stride:?} and dilations {dilation:?} that differ \
+                     per dim, in {} on {} (candle's kernels have one of each)",
+                    dt.torch_name(),
+                    if xin.device().is_cpu() { "the CPU" } else { "the GPU" }
+                )));
+            }
             let win = match scale {
                 Some(s) => scaled_weight(&win, s)?,
                 None => win,
@@ -578,14 +583,6 @@ fn conv_batched(ctx: &mut Ctx, x: Tensor, w: Tensor, scale: Option<&[f32]>) -> O
             let geometry = ConvArgs::geometry_only(&s, &p, &d);
             let y = conv_grouped(ctx.exec, &xin.contiguous()?, &win.contiguous()?, b.as_ref(), groups, geometry)?;
             return one(Tensor::new(y, dt));
-        }
-        if stride.0 != stride.1 || dilation.0 != dilation.1 {
-            return Err(unsupported(format!(
-                "a convolution with strides {stride:?} and dilations {dilation:?} that differ \
-                 per dim, in {} on {} (candle's kernels, which take it there, have one of each)",
-                dt.torch_name(),
-                if xin.device().is_cpu() { "the CPU" } else { "the GPU" }
-            )));
         }
         let (xin, pad) = if padding.0 == padding.1 {
             (xin, padding.0)
