@@ -408,6 +408,10 @@ fn fixed_convs() -> Vec<Conv> {
         // a 1x1 with a dilation along one dim (no tap for it to space:
         // the baseline refused it, `make fuzz-kernels CASES=1500`)
         c2(1, 1, 2, 8, [11, 9], [1, 1], [1, 1], [0, 0], [2, 1]),
+        // depthwise stride 2 where the blocked kernel does not go (few
+        // channels; a grid past the cache, two outputs a channel)
+        c2(2, 8, 1, 1, [33, 35], [3, 3], [2, 2], [1, 1], [1, 1]),
+        c2(1, 16, 1, 2, [70, 66], [5, 5], [2, 2], [2, 2], [1, 1]),
     ];
     for (k, s, hw) in [
         (3, 1, 28),

@@ -10,6 +10,7 @@ pub mod depthwise;
 pub mod direct;
 pub mod few;
 pub mod pixels;
+pub mod stride2;
 pub mod winograd;
 
 use crate::kernels::window::*;

@@ -4,7 +4,7 @@
 //! marked as run.
 
 use super::*;
-use crate::kernels::conv::{depthwise::*, direct::*, few::*, pixels::*, winograd::*};
+use crate::kernels::conv::{depthwise::*, direct::*, few::*, pixels::*, stride2::*, winograd::*};
 
 // depthwise (`kernels::conv::depthwise`)
 
@@ -88,8 +88,8 @@ pub(super) fn conv2d_depthwise(
     let plan = MaskedPlan::cached(geom).filter(|_| crate::kernels::cpu().wide);
     // a stride of 2 along lines long enough: each plane read in place as
     // its even and odd columns
-    if stride2(&geom) {
-        // SAFETY: AVX-512F is present (checked by stride2); the sizes are the op's.
+    if stride2_first(&geom, c, mult) {
+        // SAFETY: the instruction set is present (checked by stride2); the sizes are the op's.
         return write_all(&|xs, ws, out| unsafe { conv_stride2(&params, xs, ws, out, finish) });
     }
     // sixteen channels at a time where a block's padded image fits the
@@ -148,7 +148,20 @@ pub(super) fn conv2d_depthwise(
 /// channels-last by the op before it.
 pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), stride: (usize, usize), pad: (usize, usize), dil: (usize, usize)) -> bool {
     PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil)
-        .is_ok_and(|g| !stride2(&g) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && crate::kernels::cpu().vector)
+        .is_ok_and(|g| !stride2_first(&g, c, 1) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && crate::kernels::cpu().vector)
+}
+
+/// Whether a depthwise convolution of `c` channels, `mult` outputs each,
+/// over `g` takes [`conv_stride2`]: where [`stride2`] holds, but on AVX2
+/// not where the blocked kernel takes it ([`depthwise_blocked`]: a
+/// block's grid in the cache, whole blocks of channels), which ran the
+/// strided 3x3s and 5x5s there in 0.6-0.9x of its time
+/// (`depthwise_speed`, MobileNetV3's 72 channels over 56x56, 144 over
+/// 56x56 and 96 over 28x28, batches 1 and 8, one and two threads). Where
+/// the blocked kernel does not go, `conv_stride2` took 0.83-0.93x of the
+/// time plane by plane (16 and 32 channels over 112x112).
+fn stride2_first(g: &PlaneWindows, c: usize, mult: usize) -> bool {
+    stride2(g) && (crate::kernels::cpu().wide || !(mult == 1 && c >= 16 && blocked(g)))
 }
 
 /// A depthwise convolution (`w` `[c * mult, 1, kh, kw]` over `x` `[b, c,
