@@ -96,7 +96,7 @@ pub(super) fn conv2d_depthwise(
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
-    if mult == 1 && c >= 16 && blocked(&geom) && crate::kernels::cpu().vector && (taps >= BLOCKED_MIN_TAPS || plan.is_none()) {
+    if blocked_first(&geom, c, mult) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         let finish = if by_line.is_some() { None } else { finish };
         // an input left channels-last is read as it lies (its pixels'
@@ -147,8 +147,26 @@ pub(super) fn conv2d_depthwise(
 /// [`BLOCKED_MIN_TAPS`] or more): its input is then best left
 /// channels-last by the op before it.
 pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), stride: (usize, usize), pad: (usize, usize), dil: (usize, usize)) -> bool {
-    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil)
-        .is_ok_and(|g| !stride2_first(&g, c, 1) && c >= 16 && blocked(&g) && kh * kw >= BLOCKED_MIN_TAPS && crate::kernels::cpu().vector)
+    // (on AVX2 the 3x3s take the blocked kernel too, but an input left
+    // channels-last for them did not pay: MobileNetV3's 28x28 layers at
+    // batch 1 took 1.02-1.08x their time, node by node, alternated)
+    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil).is_ok_and(|g| kh * kw >= BLOCKED_MIN_TAPS && blocked_first(&g, c, 1))
+}
+
+/// Whether [`conv2d_depthwise`] runs a depthwise convolution of `c`
+/// channels, `mult` outputs each, over `g` on [`depthwise_blocked`]: not
+/// on [`conv_stride2`] ([`stride2_first`]), one output a channel, whole
+/// blocks of 16 channels whose grid fits the cache ([`blocked`]), and a
+/// kernel of [`BLOCKED_MIN_TAPS`] or more or no [`MaskedPlan`] (on AVX2,
+/// every kernel).
+fn blocked_first(g: &PlaneWindows, c: usize, mult: usize) -> bool {
+    let cpu = crate::kernels::cpu();
+    !stride2_first(g, c, mult)
+        && mult == 1
+        && c >= 16
+        && blocked(g)
+        && cpu.vector
+        && (g.kh * g.kw >= BLOCKED_MIN_TAPS || !cpu.wide || MaskedPlan::cached(*g).is_none())
 }
 
 /// Whether a depthwise convolution of `c` channels, `mult` outputs each,
