@@ -644,26 +644,19 @@ mod tests {
             let taps = (b * c * o * o * k * k) as f64;
             let reps = (2e8 / taps) as usize + 1;
             let mut t = [0f64; 4];
+            let dw = Depthwise {
+                g,
+                batch: b,
+                channels: c,
+                out_channels: c,
+                bias: None,
+            };
             pool.install(|| {
                 for _ in 0..8 {
                     let t0 = std::time::Instant::now();
                     if stride2(&g) {
                         for _ in 0..reps {
-                            unsafe {
-                                conv_stride2(
-                                    &Depthwise {
-                                        g,
-                                        batch: b,
-                                        channels: c,
-                                        out_channels: c,
-                                        bias: None,
-                                    },
-                                    &xs,
-                                    &ws,
-                                    &mut out,
-                                    None,
-                                )
-                            };
+                            unsafe { conv_stride2(&dw, &xs, &ws, &mut out, None) };
                         }
                     }
                     t[2] += t0.elapsed().as_secs_f64();
@@ -677,22 +670,7 @@ mod tests {
                     let t0 = std::time::Instant::now();
                     for _ in 0..reps {
                         let Some(plan) = &plan else { break };
-                        unsafe {
-                            conv_masked(
-                                plan,
-                                &Depthwise {
-                                    g,
-                                    batch: b,
-                                    channels: c,
-                                    out_channels: c,
-                                    bias: None,
-                                },
-                                &xs,
-                                &ws,
-                                &mut out,
-                                None,
-                            )
-                        };
+                        unsafe { conv_masked(plan, &dw, &xs, &ws, &mut out, None) };
                     }
                     t[0] += t0.elapsed().as_secs_f64();
                     let t0 = std::time::Instant::now();
@@ -700,13 +678,7 @@ mod tests {
                         for _ in 0..reps {
                             unsafe {
                                 depthwise_blocked(
-                                    &Depthwise {
-                                        g,
-                                        batch: b,
-                                        channels: c,
-                                        out_channels: c,
-                                        bias: None,
-                                    },
+                                    &dw,
                                     &xs,
                                     &wt,
                                     &mut out,
