@@ -157,17 +157,32 @@ pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, 
 /// channels, `mult` outputs each, over `g` on [`depthwise_blocked`]: not
 /// on [`conv_stride2`] ([`stride2_first`]), one output a channel, whole
 /// blocks of 16 channels whose grid fits the cache ([`blocked`]), and a
-/// kernel of [`BLOCKED_MIN_TAPS`] or more or no [`MaskedPlan`] (on AVX2,
-/// every kernel).
+/// kernel of [`BLOCKED_MIN_TAPS`] or more; a smaller one where AVX-512
+/// has no [`MaskedPlan`] for it, and on AVX2 where it is strided along
+/// the lines or its output lines are shorter than
+/// [`PLANES_AVX2_MIN_COLUMNS`].
 fn blocked_first(g: &PlaneWindows, c: usize, mult: usize) -> bool {
     let cpu = crate::kernels::cpu();
+    let small = if cpu.wide {
+        MaskedPlan::cached(*g).is_none()
+    } else {
+        g.stride.1 != 1 || g.ow < PLANES_AVX2_MIN_COLUMNS
+    };
     !stride2_first(g, c, mult)
         && mult == 1
         && c >= 16
         && blocked(g)
         && cpu.vector
-        && (g.kh * g.kw >= BLOCKED_MIN_TAPS || !cpu.wide || MaskedPlan::cached(*g).is_none())
+        && (g.kh * g.kw >= BLOCKED_MIN_TAPS || small)
 }
+
+/// On AVX2, depthwise convolutions of fewer than [`BLOCKED_MIN_TAPS`]
+/// taps, a stride of 1 along the lines and output lines this long or
+/// longer run plane by plane ([`window_planes`]), not blocked: the 3x3s
+/// over 28x28 and 56x56 (16 to 192 channels) took 0.42-0.98x of the
+/// blocked kernel's time that way, over 14x14 1.08-1.17x and over 7x7
+/// 1.7-1.9x (`depthwise_speed`, batches 1 and 8, one and two threads).
+const PLANES_AVX2_MIN_COLUMNS: usize = 28;
 
 /// Whether a depthwise convolution of `c` channels, `mult` outputs each,
 /// over `g` takes [`conv_stride2`]: where [`stride2`] holds, but on AVX2
