@@ -113,3 +113,25 @@ pub fn cpu() -> &'static Kernels {
 pub(crate) fn isa() -> Isa {
     cpu().isa
 }
+
+/// For the speed tests (run with `--ignored`): the number in environment
+/// variable `name`, else `default`.
+#[cfg(test)]
+pub(crate) fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// For the speed tests: a pool of `THREADS` threads (else `default`), and
+/// that count.
+#[cfg(test)]
+pub(crate) fn bench_pool(default: usize) -> (usize, rayon::ThreadPool) {
+    let threads = env_number("THREADS", default);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool");
+    (threads, pool)
+}

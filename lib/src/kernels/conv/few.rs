@@ -489,18 +489,10 @@ mod tests {
         if !sgemm::available() {
             return;
         }
-        let threads: usize = std::env::var("THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
-        let b: usize = std::env::var("BATCH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let ((_, pool), b) = (
+            crate::kernels::bench_pool(2),
+            crate::kernels::env_number("BATCH", 1),
+        );
         for &(co, k, pad) in &[(64usize, 7usize, 3usize), (32, 3, 1), (16, 3, 1)] {
             let g = Windows::new(&[224, 224], &[k, k], &[2, 2], &[pad, pad], &[1, 1]).unwrap();
             let [_, oh, ow] = g.output;

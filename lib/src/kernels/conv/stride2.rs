@@ -598,14 +598,7 @@ mod tests {
         if !sgemm::available() {
             return;
         }
-        let threads: usize = std::env::var("THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let (_, pool) = crate::kernels::bench_pool(2);
         // `SHAPES="c,side,kernel,stride ..."` for others
         let shapes: Vec<(usize, usize, usize, usize)> = match std::env::var("SHAPES") {
             Ok(v) => v
@@ -629,10 +622,7 @@ mod tests {
             ],
         };
         for &(c, hw, k, s) in &shapes {
-            let b: usize = std::env::var("BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(8);
+            let b = crate::kernels::env_number("BATCH", 8);
             let pad = k / 2;
             let g = PlaneWindows::conv(hw, hw, (k, k), (s, s), (pad, pad), (1, 1)).unwrap();
             let o = g.oh;

@@ -158,15 +158,7 @@ fn products_hand_each_final_block_over_once() {
 }
 
 fn bench_pool() -> (usize, rayon::ThreadPool) {
-    let threads: usize = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a thread pool");
-    (threads, pool)
+    crate::kernels::bench_pool(1)
 }
 
 #[test]
