@@ -96,7 +96,7 @@ pub(super) fn conv2d_depthwise(
     // cache: for 5x5 kernels and up always, under masks otherwise where
     // the lines allow
     let taps = kh * kw;
-    if blocked_first(&geom, c, mult) {
+    if blocked_first(&geom, c, mult, channels_last_dims(x).is_some()) {
         // SAFETY: the instruction set is present (checked above); the sizes are the op's.
         let finish = if by_line.is_some() { None } else { finish };
         // an input left channels-last is read as it lies (its pixels'
@@ -150,7 +150,7 @@ pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, 
     // (on AVX2 the 3x3s take the blocked kernel too, but an input left
     // channels-last for them did not pay: MobileNetV3's 28x28 layers at
     // batch 1 took 1.02-1.08x their time, node by node, alternated)
-    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil).is_ok_and(|g| kh * kw >= BLOCKED_MIN_TAPS && blocked_first(&g, c, 1))
+    PlaneWindows::conv(h, w, (kh, kw), stride, pad, dil).is_ok_and(|g| kh * kw >= BLOCKED_MIN_TAPS && blocked_first(&g, c, 1, false))
 }
 
 /// Whether [`conv2d_depthwise`] runs a depthwise convolution of `c`
@@ -158,22 +158,18 @@ pub(crate) fn takes_blocked(c: usize, (h, w): (usize, usize), (kh, kw): (usize, 
 /// on [`conv_stride2`] ([`stride2_first`]), one output a channel, whole
 /// blocks of 16 channels whose grid fits the cache ([`blocked`]), and a
 /// kernel of [`BLOCKED_MIN_TAPS`] or more; a smaller one where AVX-512
-/// has no [`MaskedPlan`] for it, and on AVX2 where it is strided along
-/// the lines or its output lines are shorter than
+/// has no [`MaskedPlan`] for it, and on AVX2 where its input lies
+/// channels-last (`input_cl`: the blocked kernel reads it as it lies),
+/// it is strided along the lines, or its output lines are shorter than
 /// [`PLANES_AVX2_MIN_COLUMNS`].
-fn blocked_first(g: &PlaneWindows, c: usize, mult: usize) -> bool {
+fn blocked_first(g: &PlaneWindows, c: usize, mult: usize, input_cl: bool) -> bool {
     let cpu = crate::kernels::cpu();
     let small = if cpu.wide {
         MaskedPlan::cached(*g).is_none()
     } else {
-        g.stride.1 != 1 || g.ow < PLANES_AVX2_MIN_COLUMNS
+        input_cl || g.stride.1 != 1 || g.ow < PLANES_AVX2_MIN_COLUMNS
     };
-    !stride2_first(g, c, mult)
-        && mult == 1
-        && c >= 16
-        && blocked(g)
-        && cpu.vector
-        && (g.kh * g.kw >= BLOCKED_MIN_TAPS || small)
+    !stride2_first(g, c, mult) && mult == 1 && c >= 16 && blocked(g) && cpu.vector && (g.kh * g.kw >= BLOCKED_MIN_TAPS || small)
 }
 
 /// On AVX2, depthwise convolutions of fewer than [`BLOCKED_MIN_TAPS`]
@@ -182,6 +178,10 @@ fn blocked_first(g: &PlaneWindows, c: usize, mult: usize) -> bool {
 /// over 28x28 and 56x56 (16 to 192 channels) took 0.42-0.98x of the
 /// blocked kernel's time that way, over 14x14 1.08-1.17x and over 7x7
 /// 1.7-1.9x (`depthwise_speed`, batches 1 and 8, one and two threads).
+/// The 5x5s and 7x7s over 28x28 and 56x56 also ran faster alone (0.77-1.04x), but in
+/// ConvNeXt, whose 7x7s read a channels-last input that the blocked
+/// kernel takes as it lies and planes must copy, they took 1.40-1.48x:
+/// they stay blocked.
 const PLANES_AVX2_MIN_COLUMNS: usize = 28;
 
 /// Whether a depthwise convolution of `c` channels, `mult` outputs each,
