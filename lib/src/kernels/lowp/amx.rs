@@ -10,7 +10,7 @@
 //! (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`), made once in
 //! [`available`]; where it is refused the AVX512-BF16 kernel runs.
 
-use super::{store, CPtr, PackedB16, A16, NR};
+use super::NR;
 
 /// Rows of C a block computes (two tiles).
 pub(super) const MR: usize = 32;
@@ -59,86 +59,8 @@ fn config() -> Config {
     Config(c)
 }
 
-/// Row blocks `rows` (of [`MR`]) x column panels `cols` of C.
-///
-/// # Safety
-/// The CPU has the kernel and the process its tiles ([`available`]); the
-/// block lies inside C, which no other thread writes there.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn block(
-    a: &A16,
-    b: &PackedB16,
-    c: CPtr,
-    ldc: usize,
-    bias: super::Bias,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-) {
-    use std::arch::asm;
-    let cfg = config();
-    asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
-    let mut tile = Tile([0f32; MR * NR]);
-    let t = tile.0.as_mut_ptr().cast::<u8>();
-    let lda = a.kp * 2; // bytes
-    let bstride = NR * 4; // bytes
-    let steps = a.kp / super::KP;
-    for jp in cols {
-        let bp = b.panel(jp).cast::<u8>();
-        let ncols = (b.n - jp * NR).min(NR);
-        for ib in rows.clone() {
-            let i0 = ib * MR;
-            let nrows = (a.m - i0).min(MR);
-            let a0 = a.data[i0 * a.kp..].as_ptr().cast::<u8>();
-            let a1 = a0.add(16 * lda);
-            asm!(
-                "tilezero tmm0",
-                "tilezero tmm1",
-                "tilezero tmm2",
-                "tilezero tmm3",
-                options(nostack, nomem)
-            );
-            for s in 0..steps {
-                // a step: 32 of k, 64 bytes of A's rows, 16 pair rows of B
-                let (pa0, pa1) = (a0.add(s * 64), a1.add(s * 64));
-                let pb = bp.add(s * 16 * bstride);
-                asm!(
-                    "tileloadd tmm4, [{a0} + {lda} * 1]",
-                    "tileloadd tmm5, [{a1} + {lda} * 1]",
-                    "tileloadd tmm6, [{b0} + {ldb} * 1]",
-                    "tileloadd tmm7, [{b1} + {ldb} * 1]",
-                    "tdpbf16ps tmm0, tmm4, tmm6",
-                    "tdpbf16ps tmm1, tmm4, tmm7",
-                    "tdpbf16ps tmm2, tmm5, tmm6",
-                    "tdpbf16ps tmm3, tmm5, tmm7",
-                    a0 = in(reg) pa0,
-                    a1 = in(reg) pa1,
-                    b0 = in(reg) pb,
-                    b1 = in(reg) pb.add(64),
-                    lda = in(reg) lda,
-                    ldb = in(reg) bstride,
-                    options(nostack, readonly)
-                );
-            }
-            asm!(
-                "tilestored [{t0} + {ld} * 1], tmm0",
-                "tilestored [{t1} + {ld} * 1], tmm1",
-                "tilestored [{t2} + {ld} * 1], tmm2",
-                "tilestored [{t3} + {ld} * 1], tmm3",
-                t0 = in(reg) t,
-                t1 = in(reg) t.add(64),
-                t2 = in(reg) t.add(16 * bstride),
-                t3 = in(reg) t.add(16 * bstride + 64),
-                ld = in(reg) bstride,
-                options(nostack)
-            );
-            store(&tile.0, c, ldc, i0, jp * NR, nrows, ncols, bias);
-        }
-    }
-    asm!("tilerelease", options(nostack, nomem));
-}
-
 /// Loads the tile configuration ([`config`]) on this thread, for
-/// [`conv_tile`]s until [`release`].
+/// [`tile`]s until [`release`].
 ///
 /// # Safety
 /// The CPU has the kernel and the process its tiles ([`available`]).
@@ -157,23 +79,40 @@ pub(super) unsafe fn release() {
     std::arch::asm!("tilerelease", options(nostack, nomem));
 }
 
-/// One block of a convolution's product ([`super::conv`]): 32 rows of
-/// the weight (two A tiles) by 32 outputs (two B tiles of 16 pair rows,
-/// `ops.ldb` bytes apart) over every step, into `tile` (32 x [`NR`]).
+/// One block of a product ([`super::gemm`], [`super::conv`]): 32 rows of
+/// A (two A tiles of 1 KiB each step) by 32 columns (two B tiles of 16
+/// pair rows, `ops.ldb` bytes apart) over every step, into `tile` (32 x
+/// [`NR`]), or with `accumulate` added to what `tile` holds.
 ///
 /// # Safety
 /// The tiles are configured ([`configure`]); every step's rows lie
 /// inside the operands; `tile` holds 32 x [`NR`] floats.
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn conv_tile(ops: &super::Operands, tile: *mut f32) {
+pub(super) unsafe fn tile(ops: &super::Operands, tile: *mut f32, accumulate: bool) {
     use std::arch::asm;
-    asm!(
-        "tilezero tmm0",
-        "tilezero tmm1",
-        "tilezero tmm2",
-        "tilezero tmm3",
-        options(nostack, nomem)
-    );
+    let (t, ld) = (tile.cast::<u8>(), NR * 4);
+    if accumulate {
+        asm!(
+            "tileloadd tmm0, [{t0} + {ld} * 1]",
+            "tileloadd tmm1, [{t1} + {ld} * 1]",
+            "tileloadd tmm2, [{t2} + {ld} * 1]",
+            "tileloadd tmm3, [{t3} + {ld} * 1]",
+            t0 = in(reg) t,
+            t1 = in(reg) t.add(64),
+            t2 = in(reg) t.add(16 * ld),
+            t3 = in(reg) t.add(16 * ld + 64),
+            ld = in(reg) ld,
+            options(nostack, readonly)
+        );
+    } else {
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        );
+    }
     // (32 rows from a row block's first: two tiles of 1 KiB, rows 64
     // bytes apart)
     let a1 = ops.a.add(ops.block);
@@ -197,8 +136,6 @@ pub(super) unsafe fn conv_tile(ops: &super::Operands, tile: *mut f32) {
             options(nostack, readonly)
         );
     }
-    let t = tile.cast::<u8>();
-    let ld = NR * 4;
     asm!(
         "tilestored [{t0} + {ld} * 1], tmm0",
         "tilestored [{t1} + {ld} * 1], tmm1",
@@ -222,23 +159,6 @@ pub(super) unsafe fn configure() {
 pub(super) unsafe fn release() {}
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn conv_tile(_: &super::Operands, _: *mut f32) {
-    unreachable!("lowp: no AMX off x86_64")
-}
-
-/// A block of C as the tiles store it (row stride [`NR`]).
-#[repr(C, align(64))]
-struct Tile([f32; MR * NR]);
-
-#[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn block(
-    _: &A16,
-    _: &PackedB16,
-    _: CPtr,
-    _: usize,
-    _: super::Bias,
-    _: std::ops::Range<usize>,
-    _: std::ops::Range<usize>,
-) {
+pub(super) unsafe fn tile(_: &super::Operands, _: *mut f32, _: bool) {
     unreachable!("lowp: no AMX off x86_64")
 }

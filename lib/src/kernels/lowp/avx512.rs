@@ -4,7 +4,7 @@
 //! broadcast from A's rows, B's two 16-column halves loaded from its
 //! panel.
 
-use super::{store, CPtr, PackedB16, A16, NR};
+use super::NR;
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -24,70 +24,16 @@ pub(super) fn available() -> bool {
     false
 }
 
-/// Row panels `rows` (of [`MR`]) x column panels `cols` of C.
-///
-/// # Safety
-/// The CPU has the kernel ([`available`]); the block lies inside C, which
-/// no other thread writes there.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bf16")]
-pub(super) unsafe fn block(
-    a: &A16,
-    b: &PackedB16,
-    c: CPtr,
-    ldc: usize,
-    bias: super::Bias,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-) {
-    let mut tile = [0f32; MR * NR];
-    let k2 = a.kp / 2;
-    for jp in cols {
-        let bp = b.panel(jp);
-        let ncols = (b.n - jp * NR).min(NR);
-        for ip in rows.clone() {
-            let i0 = ip * MR;
-            let nrows = (a.m - i0).min(MR);
-            let ap = a.data[i0 * a.kp..].as_ptr();
-            let t = tile.as_mut_ptr();
-            macro_rules! by_rows {
-                ($($r:literal)*) => {
-                    match nrows {
-                        $($r => kernel::<$r>(ap, a.kp, bp, k2, t),)*
-                        _ => unreachable!(),
-                    }
-                };
-            }
-            by_rows!(1 2 3 4 5 6 7 8 9 10 11 12);
-            store(&tile, c, ldc, i0, jp * NR, nrows, ncols, bias);
-        }
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn block(
-    _: &A16,
-    _: &PackedB16,
-    _: CPtr,
-    _: usize,
-    _: super::Bias,
-    _: std::ops::Range<usize>,
-    _: std::ops::Range<usize>,
-) {
-    unreachable!("lowp: no AVX512-BF16 off x86_64")
-}
-
-/// One block of a convolution's product ([`super::conv`]): `rows` (at
-/// most [`MR`]) rows of the weight by 32 outputs over every step (16
-/// pairs of channels of one tap, `ops.ldb` bytes apart), into `tile`
-/// (row stride [`NR`]).
+/// One block of a product ([`super::gemm`], [`super::conv`]): `rows`
+/// (at most [`MR`]) rows of A by 32 columns over every step (16 pair rows
+/// of B, `ops.ldb` bytes apart), into `tile` (row stride [`NR`]).
 ///
 /// # Safety
 /// The CPU has the kernel ([`available`]); every step's rows lie inside
 /// the operands; `tile` holds `rows` x [`NR`] floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-pub(super) unsafe fn conv_tile(ops: &super::Operands, rows: usize, tile: *mut f32) {
+pub(super) unsafe fn tile(ops: &super::Operands, rows: usize, tile: *mut f32) {
     macro_rules! by_rows {
         ($($r:literal)*) => {
             match rows {
@@ -100,14 +46,14 @@ pub(super) unsafe fn conv_tile(ops: &super::Operands, rows: usize, tile: *mut f3
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn conv_tile(_: &super::Operands, _: usize, _: *mut f32) {
+pub(super) unsafe fn tile(_: &super::Operands, _: usize, _: *mut f32) {
     unreachable!("lowp: no AVX512-BF16 off x86_64")
 }
 
-/// [`conv_tile`] of `R` rows.
+/// [`tile`] of `R` rows.
 ///
 /// # Safety
-/// As [`conv_tile`].
+/// As [`tile`].
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn conv_kernel<const R: usize>(ops: &super::Operands, tile: *mut f32) {
@@ -125,39 +71,6 @@ unsafe fn conv_kernel<const R: usize>(ops: &super::Operands, tile: *mut f32) {
                 acc[0] = _mm512_dpbf16_ps(acc[0], av, b0);
                 acc[1] = _mm512_dpbf16_ps(acc[1], av, b1);
             }
-        }
-    }
-    for (i, acc) in acc.iter().enumerate() {
-        _mm512_storeu_ps(tile.add(i * NR), acc[0]);
-        _mm512_storeu_ps(tile.add(i * NR + 16), acc[1]);
-    }
-}
-
-/// `R` rows of A (from `a`, row stride `lda` bfloat16) by one panel of B
-/// (`k2` pair rows from `b`) into `tile` (row stride [`NR`]).
-///
-/// # Safety
-/// As [`block`]; `a` holds `R` rows of `2 * k2`, `b` `k2` pair rows, `tile`
-/// `R` rows.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn kernel<const R: usize>(
-    a: *const u16,
-    lda: usize,
-    b: *const u32,
-    k2: usize,
-    tile: *mut f32,
-) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    for p in 0..k2 {
-        let bq = b.add(p * NR);
-        let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.cast()));
-        let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bq.add(16).cast()));
-        for (i, acc) in acc.iter_mut().enumerate() {
-            let pair = a.add(i * lda + 2 * p).cast::<i32>().read_unaligned();
-            let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
-            acc[0] = _mm512_dpbf16_ps(acc[0], av, b0);
-            acc[1] = _mm512_dpbf16_ps(acc[1], av, b1);
         }
     }
     for (i, acc) in acc.iter().enumerate() {

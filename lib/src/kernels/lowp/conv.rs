@@ -21,7 +21,7 @@
 //! the residual it is written over), the caller's [`Done`] called on each
 //! task's blocks once they are final. Tested against [`conv_reference`].
 
-use super::{to_bf16, Bias, CPtr, Done, Kernel, Operands, Step, AMX_ROWS, KP, NR};
+use super::{to_bf16, Bias, CPtr, Done, Kernel, Operands, Step, Tile, AMX_ROWS, KP, NR, TILE};
 use crate::kernels::window::Windows;
 
 /// Input channels padded to a multiple of [`KP`] (one AMX step).
@@ -43,7 +43,7 @@ pub struct ConvWeight16 {
     pub taps: usize,
     /// Steps of 32 columns (`taps * cp / 32`).
     steps: usize,
-    data: Vec<u16>,
+    data: super::Lines<u16>,
 }
 
 impl ConvWeight16 {
@@ -57,9 +57,6 @@ impl ConvWeight16 {
     }
 }
 
-/// Bytes of an A tile (16 rows of 32 bfloat16).
-const TILE: usize = 16 * KP * 2;
-
 /// Rounds and lays out a weight `w` (`[co][c][taps]`, row-major) as
 /// [`ConvWeight16`]. Panics if `w` is shorter.
 pub fn conv_weight(w: &[f32], co: usize, c: usize, taps: usize) -> ConvWeight16 {
@@ -71,7 +68,7 @@ pub fn conv_weight(w: &[f32], co: usize, c: usize, taps: usize) -> ConvWeight16 
     let steps = taps * cp / KP;
     // whole pairs of row blocks (the AMX kernel's 32 rows)
     let blocks = co.div_ceil(AMX_ROWS).max(1) * AMX_ROWS / 16;
-    let mut data = vec![0u16; blocks * steps * TILE / 2];
+    let mut data = super::Lines::<u16>::zeroed(blocks * steps * TILE / 2);
     let fill = |rb: usize, block: &mut [u16]| {
         for r in 0..16 {
             let o = rb * 16 + r;
@@ -132,7 +129,7 @@ pub struct Act16 {
     image: usize,
     /// Per tap, the offset of its reads from the output's index.
     offs: Vec<usize>,
-    data: Vec<u32>,
+    data: super::Lines<u32>,
 }
 
 impl Act16 {
@@ -174,7 +171,9 @@ pub fn act16(x: &[f32], b: usize, c: usize, g: &Windows, s: Strides) -> Act16 {
     let (hp, wp) = (h + 2 * ph, w + 2 * pw);
     let (hq, wq) = (hp.div_ceil(sh), wp.div_ceil(sw));
     let plane = hq * wq;
-    let ps = ys.len() * xs.len() * plane;
+    // (pairs and images a whole number of 64-byte lines apart: a B tile's
+    // rows, one a pair, then lie on lines where the tap's offset does)
+    let ps = (ys.len() * xs.len() * plane).div_ceil(16) * 16;
     let offs: Vec<usize> = (0..kh * kw)
         .map(|t| {
             let (ky, kx) = (t / kw * dh, t % kw * dw);
@@ -186,12 +185,11 @@ pub fn act16(x: &[f32], b: usize, c: usize, g: &Windows, s: Strides) -> Act16 {
     let pairs = cp / 2;
     let grid = (oh * wq).div_ceil(NR) * NR;
     let reach = (pairs - 1) * ps + offs.iter().max().copied().unwrap_or(0) + grid;
-    let image = (pairs * ps).max(reach);
+    let image = (pairs * ps).max(reach).div_ceil(16) * 16;
     // every word written below: the pairs' planes by their tasks, the
     // slack after them here
-    let mut data: Vec<std::mem::MaybeUninit<u32>> = Vec::with_capacity(b * image);
-    // SAFETY: MaybeUninit needs no initialisation; the capacity is b * image
-    unsafe { data.set_len(b * image) };
+    let mut lines = super::Lines::<u32>::uninit(b * image);
+    let data = lines.uninit_words();
     for i in 0..b {
         data[i * image + pairs * ps..(i + 1) * image].fill(std::mem::MaybeUninit::new(0));
     }
@@ -219,7 +217,8 @@ pub fn act16(x: &[f32], b: usize, c: usize, g: &Windows, s: Strides) -> Act16 {
         let lo = &x[i * s.image + c0 * s.channel..];
         let hi = (c1 < c).then(|| &x[i * s.image + c1 * s.channel..]);
         if whole_planes {
-            pair_run(lo, hi, 0, 1, dst);
+            pair_run(lo, hi, 0, 1, &mut dst[..h * w]);
+            dst[h * w..].fill(std::mem::MaybeUninit::new(0));
             return;
         }
         // the padding
@@ -269,11 +268,8 @@ pub fn act16(x: &[f32], b: usize, c: usize, g: &Windows, s: Strides) -> Act16 {
     } else {
         (0..tasks).for_each(|t| fill(t / pairs, t % pairs));
     }
-    // SAFETY: every word written (above); MaybeUninit<u32> has u32's layout
-    let data = unsafe {
-        let mut v = std::mem::ManuallyDrop::new(data);
-        Vec::from_raw_parts(v.as_mut_ptr().cast::<u32>(), v.len(), v.capacity())
-    };
+    // (every word written above)
+    let data = lines;
     Act16 {
         b,
         c,
@@ -562,8 +558,8 @@ unsafe fn task(
                     steps,
                 };
                 match kernel {
-                    Kernel::Amx => super::amx::conv_tile(&ops, tile.0.as_mut_ptr()),
-                    Kernel::Avx512 => super::avx512::conv_tile(&ops, nrows, tile.0.as_mut_ptr()),
+                    Kernel::Amx => super::amx::tile(&ops, tile.0.as_mut_ptr(), false),
+                    Kernel::Avx512 => super::avx512::tile(&ops, nrows, tile.0.as_mut_ptr()),
                 }
                 let end = (v0 + NR).min(x.grid());
                 store(
@@ -592,10 +588,6 @@ unsafe fn task(
         super::amx::release();
     }
 }
-
-/// A block of C as the kernels store it (row stride [`NR`]).
-#[repr(C, align(64))]
-struct Tile([f32; AMX_ROWS * NR]);
 
 /// Stores a block of `rows` output channels (`first` the row of `[b *
 /// c_out]` of its first) over grid outputs `grid` from `tile` into the

@@ -6,13 +6,15 @@
 //! Plain slices in, plain slices out: nothing here knows candle or the IR.
 //!
 //! Layouts. The left operand, an activation, is rounded per call into
-//! rows of bfloat16 ([`A16`]: `k` padded with zeros to a multiple of
-//! [`KP`], the rows to a multiple of [`AMX_ROWS`]). The right operand, a
+//! tiles of bfloat16 ([`A16`]: `k` padded with zeros to a multiple of
+//! [`KP`], the rows to a multiple of [`AMX_ROWS`], each 16 rows by 32
+//! one contiguous KiB). The right operand, a
 //! weight, is rounded once and packed ([`PackedB16`]) in panels of [`NR`]
 //! columns, each `[k / 2][NR]` pairs (element `(2p, j)` in the low half of
 //! a 32-bit word, `(2p + 1, j)` in the high half): the layout both kernels
 //! read, AVX512-BF16's `vdpbf16ps` (one pair per lane) and AMX's B tiles
-//! (16 pair rows of 16 columns, a row stride of `NR` words).
+//! (16 pair rows of 16 columns, a row stride of `NR` words). Every buffer
+//! a tile is loaded from starts on a 64-byte line ([`Lines`]).
 //!
 //! Kernels, by what the CPU has ([`kernel`], found once):
 //! - [`Kernel::Amx`]: AMX-BF16 tiles (`amx.rs`), blocks of 32 x 32 of C
@@ -127,6 +129,39 @@ fn round_into(src: &[f32], dst: &mut [u16]) {
     each(src, dst)
 }
 
+/// `rows` rows of `k` (`rs` apart from `src[0]`) rounded to bfloat16 into
+/// a block of tiles (`[k / KP][16][KP]`), a step of all the rows at a
+/// time (each tile written whole before the next), compiled for AVX-512
+/// where the kernels run.
+fn round_block(src: &[f32], rows: usize, rs: usize, k: usize, dst: &mut [u16]) {
+    #[inline(always)]
+    fn each(src: &[f32], rows: usize, rs: usize, k: usize, dst: &mut [u16]) {
+        for (s, tile) in dst
+            .chunks_exact_mut(TILE / 2)
+            .take(k.div_ceil(KP))
+            .enumerate()
+        {
+            let (p0, len) = (s * KP, KP.min(k - s * KP));
+            for (r, row) in tile.chunks_exact_mut(KP).take(rows).enumerate() {
+                for (d, x) in row[..len].iter_mut().zip(&src[r * rs + p0..][..len]) {
+                    *d = to_bf16(*x);
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn wide(src: &[f32], rows: usize, rs: usize, k: usize, dst: &mut [u16]) {
+        each(src, rows, rs, k, dst)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has AVX-512F and BW (AVX512-BF16 implies them)
+        return unsafe { wide(src, rows, rs, k, dst) };
+    }
+    each(src, rows, rs, k, dst)
+}
+
 /// A bfloat16 as float32 (exact).
 #[inline(always)]
 pub fn from_bf16(h: u16) -> f32 {
@@ -138,13 +173,112 @@ pub fn round_bf16(x: f32) -> f32 {
     from_bf16(to_bf16(x))
 }
 
-/// The left operand rounded to bfloat16: `m` rows of `kp` (`k` padded to
-/// [`KP`]), the rows padded to [`AMX_ROWS`], padding zero.
+/// The left operand rounded to bfloat16, laid out tile by tile: `k`
+/// padded with zeros to `kp` (a multiple of [`KP`]), the rows to a
+/// multiple of [`AMX_ROWS`], each block of 16 rows one run of `kp / 32`
+/// steps of 1 KiB (`[m / 16][kp / 32][16][32]`), so that an AMX A tile
+/// is one contiguous read (rows `2 * kp` bytes apart, one page apart at
+/// BERT's 3072, missed the prefetchers), as a convolution's weight lies
+/// ([`ConvWeight16`]).
 pub struct A16 {
     pub m: usize,
     pub k: usize,
     kp: usize,
-    data: Vec<u16>,
+    data: Lines<u16>,
+}
+
+impl A16 {
+    /// Bytes of a block of 16 rows.
+    fn block(&self) -> usize {
+        self.kp / KP * TILE
+    }
+}
+
+/// Bytes of an A tile (16 rows of 32 bfloat16).
+const TILE: usize = 16 * KP * 2;
+
+/// A block of C as the kernels store it (row stride [`NR`]).
+#[derive(Clone)]
+#[repr(C, align(64))]
+struct Tile([f32; AMX_ROWS * NR]);
+
+/// A buffer of `len` words (`u16` or `u32`) whose first lies on a 64-byte
+/// line, so that each row of an AMX tile, 64 bytes at a multiple of 64
+/// from it, is one line: a row across two lines costs the tile load
+/// twice and more (one core, four tile loads and four `tdpbf16ps` a
+/// step: 0.86 TFLOP/s with both operands 16 bytes off a line, 2.2-2.3
+/// with one, 3.1 with neither, the peak).
+pub(crate) struct Lines<T> {
+    lines: Vec<std::mem::MaybeUninit<Line>>,
+    len: usize,
+    _word: std::marker::PhantomData<T>,
+}
+
+/// One 64-byte line of [`Lines`].
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// The words a [`Lines`] holds: plain integers, any bits valid.
+pub(crate) trait Word: Copy {}
+impl Word for u16 {}
+impl Word for u32 {}
+
+impl<T: Word> Lines<T> {
+    fn count(len: usize) -> usize {
+        (len * std::mem::size_of::<T>()).div_ceil(64)
+    }
+
+    /// `len` zeros.
+    pub(crate) fn zeroed(len: usize) -> Lines<T> {
+        Lines {
+            lines: vec![std::mem::MaybeUninit::new(Line([0; 64])); Self::count(len)],
+            len,
+            _word: std::marker::PhantomData,
+        }
+    }
+
+    /// `len` words not yet written: the caller writes each before it is
+    /// read ([`Lines::uninit_words`]).
+    pub(crate) fn uninit(len: usize) -> Lines<T> {
+        let mut lines = Vec::with_capacity(Self::count(len));
+        // SAFETY: MaybeUninit needs no initialisation
+        unsafe { lines.set_len(Self::count(len)) };
+        Lines {
+            lines,
+            len,
+            _word: std::marker::PhantomData,
+        }
+    }
+
+    /// The words as they may be written.
+    pub(crate) fn uninit_words(&mut self) -> &mut [std::mem::MaybeUninit<T>] {
+        // SAFETY: the lines hold len words of T (count), MaybeUninit<T>
+        // has T's layout and needs no initialisation
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.len) }
+    }
+}
+
+impl<T> std::fmt::Debug for Lines<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lines({} words)", self.len)
+    }
+}
+
+impl<T: Word> std::ops::Deref for Lines<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the lines hold len words of T; zeroed wrote them all,
+        // and uninit's caller writes each before the first read
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
+    }
+}
+
+impl<T: Word> std::ops::DerefMut for Lines<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as deref
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.len) }
+    }
 }
 
 /// The padded depth of a `k`-deep product.
@@ -153,35 +287,41 @@ fn padded_k(k: usize) -> usize {
 }
 
 /// Rounds an `m x k` matrix, element (i, p) at `data[off + i * rs + p *
-/// cs]`, to bfloat16 rows ([`A16`]). Panics if an element lies past
+/// cs]`, to bfloat16 tiles ([`A16`]). Panics if an element lies past
 /// `data`.
 pub fn round_a(data: &[f32], off: usize, m: usize, k: usize, rs: usize, cs: usize) -> A16 {
     let kp = padded_k(k);
     let rows = m.div_ceil(AMX_ROWS) * AMX_ROWS;
-    let mut out = vec![0u16; rows * kp];
+    let mut out = Lines::<u16>::zeroed(rows * kp);
     if m > 0 && k > 0 {
         assert!(
             off + (m - 1) * rs + (k - 1) * cs < data.len(),
             "lowp::round_a: view out of bounds"
         );
     }
-    let fill = |i: usize, row: &mut [u16]| {
+    // a block of 16 rows: each row's steps of 32 rounded into their
+    // tiles, 1 KiB apart
+    let fill = |rb: usize, block: &mut [u16]| {
+        let rows = 16.min(m.saturating_sub(rb * 16));
         if cs == 1 {
-            round_into(&data[off + i * rs..][..k], &mut row[..k]);
-        } else {
-            for (p, d) in row[..k].iter_mut().enumerate() {
-                *d = to_bf16(data[off + i * rs + p * cs]);
+            round_block(&data[off + rb * 16 * rs..], rows, rs, k, block);
+            return;
+        }
+        for r in 0..rows {
+            let i = rb * 16 + r;
+            for p in 0..k {
+                block[p / KP * TILE / 2 + r * KP + p % KP] = to_bf16(data[off + i * rs + p * cs]);
             }
         }
     };
+    let block = kp / KP * TILE / 2;
+    let (head, _) = out.split_at_mut(m.div_ceil(16) * block);
     if m * k < 1 << 15 {
-        out.chunks_mut(kp)
-            .take(m)
+        head.chunks_mut(block)
             .enumerate()
-            .for_each(|(i, r)| fill(i, r));
+            .for_each(|(rb, b)| fill(rb, b));
     } else {
-        let (head, _) = out.split_at_mut(m * kp);
-        crate::kernels::threads::par_chunks(head, kp, |i, r| fill(i, r));
+        crate::kernels::threads::par_chunks(head, block, fill);
     }
     A16 {
         m,
@@ -198,7 +338,7 @@ pub struct PackedB16 {
     pub k: usize,
     pub n: usize,
     kp: usize,
-    data: Vec<u32>,
+    data: Lines<u32>,
 }
 
 impl PackedB16 {
@@ -223,7 +363,7 @@ pub fn pack_b(data: &[f32], off: usize, k: usize, n: usize, rs: usize, cs: usize
     }
     let kp = padded_k(k);
     let panels = n.div_ceil(NR);
-    let mut out = vec![0u32; panels * kp / 2 * NR];
+    let mut out = Lines::<u32>::zeroed(panels * kp / 2 * NR);
     let at = |p: usize, j: usize| to_bf16(data[off + p * rs + j * cs]) as u32;
     let fill = |jp: usize, panel: &mut [u32]| {
         let cols = (n - jp * NR).min(NR);
@@ -274,7 +414,7 @@ pub type RowFill<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
 pub fn pack_b_rows(k: usize, n: usize, fill: RowFill) -> PackedB16 {
     let kp = padded_k(k);
     let panels = n.div_ceil(NR);
-    let mut out = vec![0u32; panels * kp / 2 * NR];
+    let mut out = Lines::<u32>::zeroed(panels * kp / 2 * NR);
     let pairs = k.div_ceil(2);
     let base = U32Ptr(out.as_mut_ptr());
     let run = |q: usize, rows: &mut (Vec<f32>, Vec<f32>, Vec<u16>, Vec<u16>)| {
@@ -452,18 +592,35 @@ pub fn gemm(
     let rb = tasks.div_ceil(np).min(mp).max(1);
     let cb = tasks.div_ceil(rb).min(np).max(1);
     let cptr = CPtr(c.as_mut_ptr().cast::<f32>());
+    // a step: 32 of k, one A tile a block of 16 rows, 16 pair rows of
+    // the panel
+    let steps: Vec<Step> = (0..a.kp / KP)
+        .map(|s| Step {
+            a: s * TILE,
+            b: s * KP / 2 * NR * 4,
+        })
+        .collect();
     let run = |t: usize| {
         let (r, q) = (t / cb, t % cb);
         let rows = r * mp / rb..(r + 1) * mp / rb;
         let cols = q * np / cb..(q + 1) * np / cb;
-        // SAFETY: the block's rows x columns of C lie inside c (checked
-        // above) and no other task writes them.
+        // SAFETY: the kernel runs here (asserted); the block's rows x
+        // columns of C lie inside c (checked above) and no other task
+        // writes them; A's padded rows and B's panels hold every step
         unsafe {
-            match kernel {
-                Kernel::Amx => amx::block(a, b, cptr, ldc, bias, rows.clone(), cols.clone()),
-                Kernel::Avx512 => avx512::block(a, b, cptr, ldc, bias, rows.clone(), cols.clone()),
-            }
-        }
+            task(
+                a,
+                b,
+                &steps,
+                cptr,
+                ldc,
+                bias,
+                kernel,
+                mr,
+                rows.clone(),
+                cols.clone(),
+            )
+        };
         if let Some(done) = done {
             done(
                 rows.start * mr..(rows.end * mr).min(m),
@@ -476,6 +633,113 @@ pub fn gemm(
         (0..rb * cb).for_each(run);
     } else {
         crate::kernels::threads::par_for(rb * cb, run);
+    }
+}
+
+/// One task of [`gemm`]: row blocks `rows` (of `mr` rows) x column
+/// panels `cols` of C, each block by the kernel's [`Operands`] tile.
+///
+/// # Safety
+/// The CPU has `kernel`; the task's blocks lie inside C and are its own.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f"))]
+unsafe fn task(
+    a: &A16,
+    b: &PackedB16,
+    steps: &[Step],
+    c: CPtr,
+    ldc: usize,
+    bias: Bias,
+    kernel: Kernel,
+    mr: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    if kernel == Kernel::Amx {
+        amx::configure();
+        amx_task(a, b, steps, c, ldc, bias, rows, cols);
+        amx::release();
+        return;
+    }
+    let mut tile = Tile([0f32; AMX_ROWS * NR]);
+    for jp in cols {
+        let ncols = (b.n - jp * NR).min(NR);
+        for ib in rows.clone() {
+            let i0 = ib * mr;
+            let nrows = (a.m - i0).min(mr);
+            let ops = Operands {
+                a: a.data[i0 / 16 * a.block() / 2..].as_ptr().cast(),
+                row: i0 % 16,
+                block: a.block(),
+                b: b.panel(jp).cast(),
+                ldb: NR * 4,
+                steps,
+            };
+            avx512::tile(&ops, nrows, tile.0.as_mut_ptr());
+            store(&tile.0, c, ldc, i0, jp * NR, nrows, ncols, bias);
+        }
+    }
+}
+
+/// Steps of `k` an AMX product takes over a panel before it moves to the
+/// next row block ([`amx_task`]): 8 (16 KiB of the panel) against all of
+/// them, one thread, B from L2 or memory: BERT's `[128, 768] x [768,
+/// 768]` 1.05 against 0.91 TFLOP/s, `[512, 768] x [768, 3072]` 0.79
+/// against 0.66 (2 and 4: 0.97-1.08 and 0.57-0.71; 16: 1.00 and 0.75).
+const AMX_DEPTH: usize = 8;
+
+/// [`task`] on AMX tiles, blocked along `k`: for each panel of B, its
+/// steps [`AMX_DEPTH`] at a time, each run of steps over every row block
+/// of the task (the panel's run, 16 KiB, read from L1 by all of them; A's
+/// from L2), the blocks of C summed in a buffer of the task's rows and
+/// stored once the panel is done.
+///
+/// # Safety
+/// As [`task`]; the tiles are configured ([`amx::configure`]).
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f"))]
+unsafe fn amx_task(
+    a: &A16,
+    b: &PackedB16,
+    steps: &[Step],
+    c: CPtr,
+    ldc: usize,
+    bias: Bias,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
+    let mr = amx::MR;
+    let mut tiles = vec![Tile([0f32; AMX_ROWS * NR]); rows.len()];
+    let depth = AMX_DEPTH;
+    for jp in cols {
+        let ncols = (b.n - jp * NR).min(NR);
+        for (run, from) in steps.chunks(depth).zip((0..).step_by(depth)) {
+            for (ib, tile) in rows.clone().zip(tiles.iter_mut()) {
+                let i0 = ib * mr;
+                let ops = Operands {
+                    a: a.data[i0 / 16 * a.block() / 2..].as_ptr().cast(),
+                    row: 0,
+                    block: a.block(),
+                    b: b.panel(jp).cast(),
+                    ldb: NR * 4,
+                    steps: run,
+                };
+                amx::tile(&ops, tile.0.as_mut_ptr(), from > 0);
+            }
+        }
+        for (ib, tile) in rows.clone().zip(&tiles) {
+            let i0 = ib * mr;
+            store(
+                &tile.0,
+                c,
+                ldc,
+                i0,
+                jp * NR,
+                (a.m - i0).min(mr),
+                ncols,
+                bias,
+            );
+        }
     }
 }
 
