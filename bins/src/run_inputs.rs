@@ -43,7 +43,7 @@ pub struct MemoryArgs {
     /// Leave large weights where they lie (the mapped IR file or archive) instead of copying them into memory, where matrix products and embeddings read them in place: auto maps each weight of 1 MiB or more that only views, products and embeddings read
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = MapWeightsArg::Auto)]
     pub map_weights: MapWeightsArg,
-    /// The precision of the matrix products with a float32 weight (linear, matmul, addmm): bf16 rounds both operands to bfloat16 (to nearest even, as torch) and sums the products in float32, on AMX-BF16 or AVX512-BF16 (float32 on a CPU with neither, said at -v); everything else runs in float32
+    /// The precision of the float32 matrix products (linear, matmul, addmm, and bmm or matmul of two activations, attention's) and convolutions of one group: bf16 rounds both operands to bfloat16 (to nearest even, as torch) and sums the products in float32, on AMX-BF16 or AVX512-BF16 (float32 on a CPU with neither, said at -v); everything else runs in float32
     #[arg(long, value_enum, value_name = "P", default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
 }

@@ -202,7 +202,7 @@ impl Executor<'_> {
         match (self.packs.precision, self.packs.bf16) {
             (lowp::Precision::F32, _) => None,
             (lowp::Precision::Bf16, Some(k)) => Some(format!(
-                "precision bf16: the products with a float32 weight (linear, matmul, addmm) and the convolutions of one group round both operands to bfloat16 and sum in float32 on {}; everything else runs in float32",
+                "precision bf16: the products with a float32 weight (linear, matmul, addmm), the batched products of two activations (bmm, matmul) and the convolutions of one group round both operands to bfloat16 and sum in float32 on {}; everything else runs in float32",
                 k.name()
             )),
             (lowp::Precision::Bf16, None) => Some(if self.device.is_cpu() {
@@ -248,7 +248,8 @@ impl Executor<'_> {
 
     /// A weight `m` (`[k, n]`, a view of a weight's storage) rounded to
     /// bfloat16 and packed once, kept; `None` for a view of anything else
-    /// (a product of two activations stays in float32).
+    /// (a batched product of two activations rounds both per call:
+    /// `linalg::bf16_bmm`).
     pub fn packed_b16(&self, m: &sgemm::View) -> Option<std::sync::Arc<lowp::PackedB16>> {
         let key = view_key(m);
         if !self.packs.weights.contains(&key.0) {

@@ -311,6 +311,58 @@ pub(super) fn bf16_matmul(
         .map_err(Error::from)
 }
 
+/// `x [b, m, k] @ y [b, k, n]`, two float32 host activations (attention's
+/// products), in bfloat16 under `--precision bf16` ([`lowp`]): each
+/// matrix pair rounded where it lies (any strides: a permuted head, a
+/// transposed key), the pairs split between the threads. `None` where it
+/// does not apply.
+pub(super) fn bf16_bmm(
+    ctx: &Ctx,
+    x: &CandleTensor,
+    y: &CandleTensor,
+) -> Result<Option<CandleTensor>> {
+    let Some(kernel) = ctx.exec.bf16_kernel() else {
+        return Ok(None);
+    };
+    if x.rank() != 3 || y.rank() != 3 || x.dtype() != DType::F32 || y.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    let ([b, m, k], [yb, yk, n]) = (
+        [x.dims()[0], x.dims()[1], x.dims()[2]],
+        [y.dims()[0], y.dims()[1], y.dims()[2]],
+    );
+    if (yb, yk) != (b, k) || b * m * n == 0 {
+        return Ok(None);
+    }
+    let ((xs, xl), (ys, yl)) = (x.storage_and_layout(), y.storage_and_layout());
+    let (candle_core::Storage::Cpu(xc), candle_core::Storage::Cpu(yc)) = (&*xs, &*ys) else {
+        return Ok(None);
+    };
+    let (xd, yd) = (xc.as_slice::<f32>()?, yc.as_slice::<f32>()?);
+    let (xst, yst) = (xl.stride(), yl.stride());
+    let (xo, yo) = (xl.start_offset(), yl.start_offset());
+    // written whole by the products
+    let mut out = sgemm::uninit(b * m * n);
+    let product = |i: usize, c: &mut [std::mem::MaybeUninit<f32>]| {
+        let a = lowp::round_a(xd, xo + i * xst[0], m, k, xst[1], xst[2]);
+        let w = lowp::pack_b(yd, yo + i * yst[0], k, n, yst[1], yst[2]);
+        lowp::gemm(&a, &w, c, n, lowp::Bias::None, 1, kernel, None);
+    };
+    if b > 1 {
+        crate::kernels::threads::par_chunks(&mut out, m * n, product);
+    } else {
+        let a = lowp::round_a(xd, xo, m, k, xst[1], xst[2]);
+        let w = lowp::pack_b(yd, yo, k, n, yst[1], yst[2]);
+        let threads = rayon::current_num_threads();
+        lowp::gemm(&a, &w, &mut out, n, lowp::Bias::None, threads, kernel, None);
+    }
+    // SAFETY: the products wrote every element
+    let out = unsafe { sgemm::assume_init(out) };
+    CandleTensor::from_vec(out, (b, m, n), x.device())
+        .map(Some)
+        .map_err(Error::from)
+}
+
 /// This family's rows: op identity -> implementation.
 /// Where these rows read a mapped weight in place (op, argument).
 pub(super) const READS_MAPPED: &[(&str, &str)] = &[

@@ -627,6 +627,10 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
             .map_err(Error::from);
     }
     if xr == 3 && yr == 3 && x.dims()[0] == y.dims()[0] {
+        // --precision bf16: two activations' products in bfloat16
+        if let Some(t) = linalg::bf16_bmm(ctx, x, y)? {
+            return Ok(t);
+        }
         // one batch dim, no broadcast: candle's product reads each matrix
         // with its own strides (attention's permuted heads, a transposed
         // key), where making the operands contiguous would copy them
@@ -639,9 +643,13 @@ fn batched_matmul(ctx: &Ctx, x: &CandleTensor, y: &CandleTensor) -> Result<Candl
             .and_then(|t| t.contiguous())
             .and_then(|t| t.reshape((b, r, c)))
     };
-    flat(x, m, k)
-        .and_then(|xs| xs.matmul(&flat(y, k, n)?))
-        .and_then(|t| t.reshape([batch.as_slice(), &[m, n]].concat()))
+    let (xs, ys) = (flat(x, m, k)?, flat(y, k, n)?);
+    let product = match linalg::bf16_bmm(ctx, &xs, &ys)? {
+        Some(t) => t,
+        None => xs.matmul(&ys)?,
+    };
+    product
+        .reshape([batch.as_slice(), &[m, n]].concat())
         .map_err(Error::from)
 }
 
