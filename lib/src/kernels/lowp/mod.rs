@@ -206,8 +206,9 @@ struct Tile([f32; AMX_ROWS * NR]);
 /// line, so that each row of an AMX tile, 64 bytes at a multiple of 64
 /// from it, is one line: a row across two lines costs the tile load
 /// twice and more (one core, four tile loads and four `tdpbf16ps` a
-/// step: 0.86 TFLOP/s with both operands 16 bytes off a line, 2.2-2.3
-/// with one, 3.1 with neither, the peak).
+/// step: 0.86 TFLOP/s with both operands 16 bytes off a line, as glibc's
+/// malloc places a large buffer, 2.2-2.3 with one, 3.1 with neither, the
+/// peak; the tools' mimalloc happens to place them on lines).
 pub(crate) struct Lines<T> {
     lines: Vec<std::mem::MaybeUninit<Line>>,
     len: usize,
