@@ -601,6 +601,14 @@ pub fn gemm(
             b: s * KP / 2 * NR * 4,
         })
         .collect();
+    let job = Job {
+        a,
+        b,
+        steps: &steps,
+        c: cptr,
+        ldc,
+        bias,
+    };
     let run = |t: usize| {
         let (r, q) = (t / cb, t % cb);
         let rows = r * mp / rb..(r + 1) * mp / rb;
@@ -608,20 +616,7 @@ pub fn gemm(
         // SAFETY: the kernel runs here (asserted); the block's rows x
         // columns of C lie inside c (checked above) and no other task
         // writes them; A's padded rows and B's panels hold every step
-        unsafe {
-            task(
-                a,
-                b,
-                &steps,
-                cptr,
-                ldc,
-                bias,
-                kernel,
-                mr,
-                rows.clone(),
-                cols.clone(),
-            )
-        };
+        unsafe { task(&job, kernel, rows.clone(), cols.clone()) };
         if let Some(done) = done {
             done(
                 rows.start * mr..(rows.end * mr).min(m),
@@ -637,31 +632,45 @@ pub fn gemm(
     }
 }
 
-/// One task of [`gemm`]: row blocks `rows` (of `mr` rows) x column
-/// panels `cols` of C, each block by the kernel's [`Operands`] tile.
+/// What the tasks of one [`gemm`] share: the operands, their steps along
+/// `k` (one A tile, 16 pair rows of a panel), C and its bias.
+struct Job<'a> {
+    a: &'a A16,
+    b: &'a PackedB16,
+    steps: &'a [Step],
+    c: CPtr,
+    ldc: usize,
+    bias: Bias<'a>,
+}
+
+/// One task of [`gemm`]: row blocks `rows` (of the kernel's rows) x
+/// column panels `cols` of C, each block by the kernel's [`Operands`]
+/// tile.
 ///
 /// # Safety
 /// The CPU has `kernel`; the task's blocks lie inside C and are its own.
-#[allow(clippy::too_many_arguments)]
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f"))]
 unsafe fn task(
-    a: &A16,
-    b: &PackedB16,
-    steps: &[Step],
-    c: CPtr,
-    ldc: usize,
-    bias: Bias,
+    job: &Job,
     kernel: Kernel,
-    mr: usize,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
 ) {
     if kernel == Kernel::Amx {
         amx::configure();
-        amx_task(a, b, steps, c, ldc, bias, rows, cols);
+        amx_task(job, rows, cols);
         amx::release();
         return;
     }
+    let Job {
+        a,
+        b,
+        steps,
+        c,
+        ldc,
+        bias,
+    } = *job;
+    let mr = avx512::MR;
     let mut tile = Tile([0f32; AMX_ROWS * NR]);
     for jp in cols {
         let ncols = (b.n - jp * NR).min(NR);
@@ -697,18 +706,16 @@ const AMX_DEPTH: usize = 8;
 ///
 /// # Safety
 /// As [`task`]; the tiles are configured ([`amx::configure`]).
-#[allow(clippy::too_many_arguments)]
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f"))]
-unsafe fn amx_task(
-    a: &A16,
-    b: &PackedB16,
-    steps: &[Step],
-    c: CPtr,
-    ldc: usize,
-    bias: Bias,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-) {
+unsafe fn amx_task(job: &Job, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
+    let Job {
+        a,
+        b,
+        steps,
+        c,
+        ldc,
+        bias,
+    } = *job;
     let mr = amx::MR;
     let mut tiles = vec![Tile([0f32; AMX_ROWS * NR]); rows.len()];
     let depth = AMX_DEPTH;
