@@ -16,12 +16,12 @@ use pt2kit::exec::{self, DeviceKind, ExecOptions, Executor};
 use pt2kit::ir::Program;
 
 /// `p` as `ir-decompose` lowers it with its default passes, the ops the
-/// executor keeps native kept (`None` where it leaves an op outside the
-/// core opset).
+/// executor keeps native in `p` kept (`None` where it leaves an op outside
+/// the core opset).
 fn decomposed(p: &Program) -> Option<Program> {
     let mut q = p.clone();
     let policy = Policy {
-        keep: exec::lowering::KEPT.iter().map(|s| s.to_string()).collect(),
+        keep: exec::lowering::kept(p),
         ..Policy::default()
     };
     let report = decompose::lower(&mut q, &policy).ok()?;

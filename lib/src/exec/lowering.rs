@@ -43,6 +43,60 @@ pub const KEPT: &[&str] = &[
     qd::DEQUANTIZE_PER_TENSOR,
 ];
 
+/// Whether every attention node of `p` (`scaled_dot_product_attention`)
+/// is one the executor's fused row takes: float32 query, key and value,
+/// no dropout, a boolean or float32 mask or none. Those are left to the
+/// row (BERT-base's twelve: the eleven nodes a layer the rule makes, on
+/// `[1, 12, 128, 128]` scores, took 0.65 ms a layer); any other is
+/// lowered with the rest.
+fn attention_fused(p: &Program) -> bool {
+    use crate::ir::{Argument, Dtype, ValueKind};
+    let mut all = true;
+    let mut any = false;
+    p.graph.visit_nodes_in(&mut |g, n| {
+        if n.target.to_string() != aten::SCALED_DOT_PRODUCT_ATTENTION {
+            return;
+        }
+        any = true;
+        let dtype = |name: &str| match n.arg(name) {
+            Some(Argument::Tensor(v)) | Some(Argument::OptionalTensor(Some(v))) => {
+                match &g.values[v.index()].kind {
+                    ValueKind::Tensor(m) => Some(m.dtype),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let f32s = ["query", "key", "value"]
+            .iter()
+            .all(|a| dtype(a) == Some(Dtype::Float32));
+        let mask = matches!(
+            n.arg("attn_mask"),
+            None | Some(Argument::None) | Some(Argument::OptionalTensor(None))
+        ) || matches!(dtype("attn_mask"), Some(Dtype::Bool | Dtype::Float32));
+        let no_dropout = match n.arg("dropout_p") {
+            None | Some(Argument::None) => true,
+            Some(Argument::Float(x)) => *x == 0.0,
+            Some(Argument::Int(x)) => *x == 0,
+            _ => false,
+        };
+        all &= f32s && mask && no_dropout;
+    });
+    any && all
+}
+
+/// The ops the executor leaves to their rows in `p`: [`KEPT`], and
+/// attention where its fused row takes every attention node
+/// ([`attention_fused`]). `ir-decompose --keep` with these gives the
+/// program the executor plans.
+pub fn kept(p: &Program) -> Vec<String> {
+    let mut keep: Vec<String> = KEPT.iter().map(|s| s.to_string()).collect();
+    if attention_fused(p) {
+        keep.push(aten::SCALED_DOT_PRODUCT_ATTENTION.to_string());
+    }
+    keep
+}
+
 /// The passes `ir-decompose` runs by default after lowering, in its order.
 const PASSES: &[&str] = &["dce", "fold", "cse", "bn-fold"];
 
@@ -113,7 +167,7 @@ fn as_decomposed(p: &Program) -> Result<Option<(Program, String)>, String> {
     let mut functionalized = 0;
     if composites {
         let policy = Policy {
-            keep: KEPT.iter().map(|s| s.to_string()).collect(),
+            keep: kept(p),
             ..Policy::default()
         };
         let report = decompose::lower(&mut q, &policy).map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@
 //! here once, into the table [`cpu`] returns; intrinsics and ISA tests
 //! are written nowhere else (`lib/tests/layout.rs` holds it).
 
+pub mod attention;
 pub mod conv;
 mod cpu;
 pub mod int8;

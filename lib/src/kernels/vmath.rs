@@ -431,7 +431,7 @@ multiversion! {
     /// the maximum and the sum in 16 lanes, so that both vectorise (a NaN
     /// anywhere makes the row NaN, as torch's). Writes every element of
     /// `d` (as long as `s`).
-    fn softmax_row(s: &[f32], d: &mut [std::mem::MaybeUninit<f32>], log: bool) {
+    pub(crate) fn softmax_row(s: &[f32], d: &mut [std::mem::MaybeUninit<f32>], log: bool) {
         // the elements past the last whole vector in a vector of their
         // own, padded with -inf: every pass vectorised (ViT-B/16's rows of
         // 197 spent more in their last 5 elements, scalar, and in the

@@ -24,10 +24,174 @@ fn repeat_heads(t: &Tensor, n: usize) -> Result<Tensor> {
     Ok(Tensor::new(x, t.dtype))
 }
 
+/// Element strides of `t` as broadcast to `dims` (its trailing dims
+/// against `dims`' last ones; a dim of 1 broadcast, stride 0), with its
+/// first element's offset; `None` where it does not broadcast.
+fn broadcast_strides(t: &CandleTensor, dims: &[usize]) -> Option<Vec<usize>> {
+    let (own, stride) = (t.dims(), t.stride());
+    if own.len() > dims.len() {
+        return None;
+    }
+    let lead = dims.len() - own.len();
+    let mut out = vec![0; dims.len()];
+    for (i, (&d, &s)) in own.iter().zip(stride).enumerate() {
+        if d == dims[lead + i] {
+            out[lead + i] = if d == 1 { 0 } else { s };
+        } else if d != 1 {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The offsets of each flattened index of the batch dims `dims` (batch and
+/// heads), by `strides` (one a dim).
+fn batch_offsets(dims: &[usize], strides: &[usize], first: usize) -> Vec<usize> {
+    let mut offs = vec![first];
+    for (&d, &s) in dims.iter().zip(strides) {
+        offs = offs
+            .iter()
+            .flat_map(|&o| (0..d).map(move |i| o + i * s))
+            .collect();
+    }
+    offs
+}
+
+/// Attention fused on the CPU ([`kernels::attention`]): float32 query,
+/// key and value, no dropout, a boolean or float32 mask or none. `None`
+/// where it does not apply: the caller runs the ops one by one.
+fn fused(ctx: &Ctx, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<Tensor>> {
+    use crate::kernels::attention::{self, Inputs, Operand, Products, Shape};
+    let f32s = [q, k, v].iter().all(|t| t.dtype == Dtype::Float32);
+    let products_run = ctx.exec.bf16_kernel().is_some() || sgemm::available();
+    if !ctx.device().is_cpu() || !f32s || !products_run {
+        return Ok(None);
+    }
+    if ctx.opt_float("dropout_p")?.unwrap_or(0.0) != 0.0 {
+        return Ok(None);
+    }
+    let r = q.rank();
+    if r < 2 || k.rank() != r || v.rank() != r {
+        return Ok(None);
+    }
+    let (qd, kd, vd) = (q.dims(), k.dims(), v.dims());
+    let (l, e, s, ev) = (qd[r - 2], qd[r - 1], kd[r - 2], vd[r - 1]);
+    if kd[r - 1] != e || vd[r - 2] != s {
+        return Ok(None);
+    }
+    let batch = &qd[..r - 2];
+    // grouped-query attention (`enable_gqa`): key and value heads shared
+    // by groups of query heads, query head h reading key head h / group
+    let mut group = 1;
+    if r >= 3 && ctx.opt_bool("enable_gqa", false)? {
+        let (hq, hk) = (batch[r - 3], kd[r - 3]);
+        if hk > 0 && hq != hk && hq % hk == 0 {
+            if vd[r - 3] != hk {
+                return Ok(None);
+            }
+            group = hq / hk;
+        }
+    }
+    let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt()) as f32;
+    let causal = ctx.opt_bool("is_causal", false)?;
+    let mask = match ctx.opt_tensor("attn_mask")? {
+        None => None,
+        Some(m) if m.dtype == Dtype::Bool => {
+            // 0 where kept, -inf where masked, at the mask's own shape
+            let keep = m.t.contiguous()?;
+            let ninf = CandleTensor::full(f32::NEG_INFINITY, keep.dims(), ctx.device())?;
+            let zero = ninf.zeros_like()?;
+            Some(keep.where_cond(&zero, &ninf)?)
+        }
+        Some(m) if m.dtype == Dtype::Float32 => Some(m.t.clone()),
+        Some(_) => return Ok(None),
+    };
+    let bh: usize = batch.iter().product();
+    // an operand read as `dims` (its batch dims broadcast to the query's,
+    // the heads its own where shared): offsets per flattened batch index,
+    // row and column strides; None where it does not broadcast
+    let operand = |t: &CandleTensor, dims: &[usize], shared: bool| {
+        let st = broadcast_strides(t, dims)?;
+        let (mut db, mut sb) = (dims[..r - 2].to_vec(), st[..r - 2].to_vec());
+        if shared && group > 1 {
+            // (key head, member of its group): the members stride 0
+            db.insert(r - 2, group);
+            sb.insert(r - 2, 0);
+        }
+        Some((batch_offsets(&db, &sb, t.layout().start_offset()), st[r - 2], st[r - 1]))
+    };
+    let read_as = |t: &Tensor| -> Vec<usize> {
+        let mut d = [batch, &t.dims()[r - 2..]].concat();
+        if group > 1 {
+            d[r - 3] = t.dims()[r - 3];
+        }
+        d
+    };
+    let scores: Vec<usize> = [batch, &[l, s]].concat();
+    let (Some(qo), Some(ko), Some(vo)) = (
+        operand(&q.t, qd, false),
+        operand(&k.t, &read_as(k), true),
+        operand(&v.t, &read_as(v), true),
+    ) else {
+        return Ok(None);
+    };
+    let mo = match &mask {
+        Some(m) => match operand(m, &scores, false) {
+            Some(o) => Some(o),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let storages = [Some(&q.t), Some(&k.t), Some(&v.t), mask.as_ref()];
+    let guards: Vec<_> = storages.iter().flatten().map(|t| t.storage_and_layout().0).collect();
+    let mut slices = Vec::with_capacity(guards.len());
+    for g in &guards {
+        let candle_core::Storage::Cpu(c) = &**g else {
+            return Ok(None);
+        };
+        slices.push(c.as_slice::<f32>()?);
+    }
+    let op = |i: usize, (offs, rs, cs): (Vec<usize>, usize, usize)| Operand {
+        data: slices[i],
+        offs,
+        rs,
+        cs,
+    };
+    let inputs = Inputs {
+        q: op(0, qo),
+        k: op(1, ko),
+        v: op(2, vo),
+        mask: mo.map(|o| op(3, o)),
+    };
+    let shape = Shape {
+        bh,
+        l,
+        s,
+        e,
+        ev,
+        scale,
+        causal,
+    };
+    let mut out = sgemm::uninit(bh * l * ev);
+    let threads = rayon::current_num_threads();
+    let products = ctx.exec.bf16_kernel().map_or(Products::F32, Products::Bf16);
+    attention::attention(shape, &inputs, &mut out, products, threads);
+    // SAFETY: attention writes every element
+    let out = unsafe { sgemm::assume_init(out) };
+    let dims: Vec<usize> = [batch, &[l, ev]].concat();
+    Ok(Some(Tensor::new(
+        CandleTensor::from_vec(out, dims, ctx.device())?,
+        Dtype::Float32,
+    )))
+}
+
 fn sdpa(ctx: &mut Ctx) -> OpResult {
     let q = ctx.tensor("query")?;
     let mut k = ctx.tensor("key")?;
     let mut v = ctx.tensor("value")?;
+    if let Some(t) = fused(ctx, &q, &k, &v)? {
+        return one(t);
+    }
     // grouped-query attention (`enable_gqa`): fewer key/value heads than
     // query heads, each shared by a group of query heads
     if q.rank() >= 3 && k.rank() == q.rank() {
