@@ -81,9 +81,15 @@ pub struct Inputs<'a> {
 /// The sizes of one attention: `bh` (batch and heads flattened) of `l`
 /// queries against `s` keys, `e` wide (queries and keys), values `ev`
 /// wide; `scale` on the scores, `causal` (query `i` sees keys `j <= i`).
+/// The output is laid out `[bh / heads][l][heads][ev]`: with `heads` the
+/// count of heads, as torch's CPU kernel lays its output out (`[b, l, h,
+/// e]` seen as `[b, h, l, e]`), so that the transpose back to `[b, l, h *
+/// e]` that follows in a transformer is a view, not a copy; with 1,
+/// `[bh][l][ev]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
     pub bh: usize,
+    pub heads: usize,
     pub l: usize,
     pub s: usize,
     pub e: usize,
@@ -141,19 +147,29 @@ pub fn attention(
     let tasks = bh * chunks;
     // (the output's address: each task writes its rows of it)
     let base = out.as_mut_ptr() as usize;
+    let heads = shape.heads.max(1);
     let run = |t: usize| {
         let (h, c) = (t / chunks, t % chunks);
         let r0 = c * per;
         let rows = per.min(l - r0);
-        // SAFETY: rows r0.. of head h are this task's alone, inside out
-        // (checked above)
-        let dst = unsafe {
-            std::slice::from_raw_parts_mut(
-                (base as *mut MaybeUninit<f32>).add((h * l + r0) * ev),
-                rows * ev,
-            )
-        };
-        task(shape, inputs, products, h, r0, rows, dst);
+        // where row `r` of head h starts in the output
+        let at = |r: usize| ((h / heads * l + r) * heads + h % heads) * ev;
+        let base = base as *mut MaybeUninit<f32>;
+        if heads == 1 {
+            // SAFETY: rows r0.. of head h are this task's alone, one run
+            // inside out (checked above)
+            let dst = unsafe { std::slice::from_raw_parts_mut(base.add(at(r0)), rows * ev) };
+            task(shape, inputs, products, h, r0, rows, dst);
+            return;
+        }
+        let mut res = sgemm::uninit(rows * ev);
+        task(shape, inputs, products, h, r0, rows, &mut res);
+        for (i, row) in res.chunks_exact(ev).enumerate() {
+            // SAFETY: each row of head h is this task's alone, inside out
+            // (bh * l * ev elements, checked above); no slice of the
+            // output is made, the other tasks' rows lying between
+            unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), base.add(at(r0 + i)), ev) };
+        }
     };
     if threads <= 1 || tasks == 1 {
         (0..tasks).for_each(run);
@@ -278,7 +294,7 @@ fn task(
 }
 
 /// The reference: [`attention`] by its definition, summed in float64
-/// (`[bh][l][ev]`). What the kernel is tested against.
+/// (`[bh][l][ev]`, whatever `heads`). What the kernel is tested against.
 pub fn reference(shape: Shape, inputs: &Inputs) -> Vec<f32> {
     let Inputs { q, k, v, mask } = inputs;
     let Shape {
@@ -289,6 +305,7 @@ pub fn reference(shape: Shape, inputs: &Inputs) -> Vec<f32> {
         ev,
         scale,
         causal,
+        ..
     } = shape;
     let at = |o: &Operand, h: usize, r: usize, c: usize| o.data[o.offs[h] + r * o.rs + c * o.cs];
     let mut out = vec![0f32; bh * l * ev];
@@ -422,8 +439,10 @@ mod tests {
                 cs: mcs,
             };
             let mask = (kind > 0).then_some(m);
+            let heads = [1, bh][d.next(2)];
             let shape = Shape {
                 bh,
+                heads,
                 l,
                 s,
                 e,
@@ -469,7 +488,11 @@ mod tests {
             let mut out = sgemm::uninit(bh * l * ev);
             attention(shape, &inputs, &mut out, products, 1 + case % 2);
             let got = unsafe { sgemm::assume_init(out) };
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            for (i, w) in want.iter().enumerate() {
+                // element (h, r, c) of the reference, where the kernel
+                // laid it out
+                let (h, r, c) = (i / (l * ev), i / ev % l, i % ev);
+                let g = &got[((h / heads * l + r) * heads + h % heads) * ev + c];
                 let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tolerance * (1.0 + w.abs());
                 assert!(
                     ok,

@@ -163,8 +163,12 @@ fn fused(ctx: &Ctx, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<Tensor>
         v: op(2, vo),
         mask: mo.map(|o| op(3, o)),
     };
+    // the output as torch's CPU kernel lays it out, [.., l, heads, ev]
+    // seen as [.., heads, l, ev]
+    let heads = if r >= 3 { batch[r - 3] } else { 1 };
     let shape = Shape {
         bh,
+        heads,
         l,
         s,
         e,
@@ -178,11 +182,13 @@ fn fused(ctx: &Ctx, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Option<Tensor>
     attention::attention(shape, &inputs, &mut out, products, threads);
     // SAFETY: attention writes every element
     let out = unsafe { sgemm::assume_init(out) };
-    let dims: Vec<usize> = [batch, &[l, ev]].concat();
-    Ok(Some(Tensor::new(
-        CandleTensor::from_vec(out, dims, ctx.device())?,
-        Dtype::Float32,
-    )))
+    let t = if r >= 3 {
+        let dims: Vec<usize> = [&batch[..r - 3], &[l, heads, ev]].concat();
+        CandleTensor::from_vec(out, dims, ctx.device())?.transpose(r - 3, r - 2)?
+    } else {
+        CandleTensor::from_vec(out, [batch, &[l, ev]].concat(), ctx.device())?
+    };
+    Ok(Some(Tensor::new(t, Dtype::Float32)))
 }
 
 fn sdpa(ctx: &mut Ctx) -> OpResult {
