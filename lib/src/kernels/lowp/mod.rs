@@ -808,27 +808,10 @@ unsafe fn amx_task(job: &Job, rows: std::ops::Range<usize>, cols: std::ops::Rang
     let mr = amx::MR;
     let mut tiles = vec![Tile([0f32; AMX_ROWS * NR]); rows.len()];
     let depth = AMX_DEPTH;
-    let ahead = std::env::var("PF_AHEAD")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0usize);
-    let per_call = depth * 32 / rows.len().max(1);
-    let last = b.data.as_ptr().cast::<u8>().add(b.data.len() * 4);
-    let mut next = (b.panel(cols.start) as *const u8).add(ahead);
     for jp in cols {
         let ncols = (b.n - jp * NR).min(NR);
         for (run, from) in steps.chunks(depth).zip((0..).step_by(depth)) {
             for (ib, tile) in rows.clone().zip(tiles.iter_mut()) {
-                if ahead > 0 {
-                    for _ in 0..per_call {
-                        if next < last {
-                            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T2 }>(
-                                next.cast(),
-                            );
-                        }
-                        next = next.wrapping_add(64);
-                    }
-                }
                 let i0 = ib * mr;
                 let ops = Operands {
                     a: a.data[i0 / 16 * a.block() / 2..].as_ptr().cast(),
